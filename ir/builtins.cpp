@@ -1,0 +1,465 @@
+// Each optimizer follows torch.optim's _single_tensor_<name> line by line (torch 2.x), so the
+// order of floating-point operations matches PyTorch's CPU path: Python-float scalar math in
+// f64, tensor math in the element compute type. `if weight_decay != 0` and similar runtime
+// tests on hyperparameters become selects, so changing a value never needs a recompile.
+#include "ir/builtins.h"
+
+#include <cmath>
+#include <numbers>
+
+namespace optjit::dsl {
+
+namespace {
+
+using H = HyperSpec;
+using O = OptionSpec;
+using DefPtr = std::shared_ptr<const Def>;
+
+H lr(double d) { return {"lr", {d}, "learning rate (may be a schedule)", true}; }
+H betas(double b1, double b2) { return {"betas", {b1, b2}, "coefficients of the running averages", false, 2}; }
+H num(std::string name, double d, std::string doc) { return {std::move(name), {d}, std::move(doc)}; }
+H required(std::string name, std::string doc) { return {std::move(name), {}, std::move(doc)}; }
+O flag(std::string name, std::string doc) { return {std::move(name), false, std::move(doc), {}}; }
+O maximize() { return flag("maximize", "maximize the objective instead of minimizing"); }
+
+DefPtr transform(std::string name, std::string doc, std::vector<H> hypers, std::vector<O> options,
+                 std::function<void(Ctx&)> apply) {
+  auto d = std::make_shared<Def>();
+  d->name = std::move(name);
+  d->doc = std::move(doc);
+  d->hypers = std::move(hypers);
+  d->options = std::move(options);
+  d->apply = std::move(apply);
+  return d;
+}
+
+DefPtr schedule(std::string name, std::string doc, std::vector<H> hypers, std::vector<O> options,
+                std::function<Value(Ctx&)> value) {
+  auto d = std::make_shared<Def>();
+  d->name = std::move(name);
+  d->kind = DefKind::schedule;
+  d->doc = std::move(doc);
+  d->hypers = std::move(hypers);
+  d->options = std::move(options);
+  d->value = std::move(value);
+  return d;
+}
+
+// grad, negated under maximize=True.
+Value signed_grad(Ctx& c) { return c.flag("maximize") ? -c.grad() : c.grad(); }
+
+// torch: `if weight_decay != 0: grad = grad.add(param, alpha=weight_decay)`.
+Value l2_decay(Ctx& c, Value g) {
+  Value wd = c.hyper("weight_decay");
+  return select(wd != 0.0, g + wd * c.param(), g);
+}
+
+// torch: `if weight_decay != 0: param.mul_(1 - lr * weight_decay)`.
+void decoupled_decay(Ctx& c) {
+  Value wd = c.hyper("weight_decay");
+  c.set_param(select(wd != 0.0, c.param() * (1.0 - c.hyper("lr") * wd), c.param()));
+}
+
+// exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+Value ema_sq(Value v, Value g, Value beta) { return v * beta + (1.0 - beta) * g * g; }
+
+void sgd(Ctx& c) {
+  Value g = l2_decay(c, signed_grad(c));
+  Value momentum = c.hyper("momentum");
+  bool nesterov = c.flag("nesterov");
+  if (nesterov && (c.initial("momentum") <= 0 || c.initial("dampening") != 0))
+    return c.fail(make_error("Nesterov momentum requires a momentum and zero dampening"));
+  if (c.initial("momentum") != 0) {
+    Value buf = c.state("momentum_buffer");
+    Value first = c.step() == 1.0;
+    Value next = select(first, g, buf * momentum + (1.0 - c.hyper("dampening")) * g);
+    Value on = momentum != 0.0;
+    c.set_state("momentum_buffer", select(on, next, buf));
+    g = select(on, nesterov ? g + momentum * next : next, g);
+  }
+  c.set_param(c.param() + (-c.hyper("lr")) * g);
+}
+
+void adam(Ctx& c, bool decoupled) {
+  Value g = signed_grad(c);
+  if (decoupled) decoupled_decay(c);
+  else g = l2_decay(c, g);
+  Value beta1 = c.hyper("betas", 0), beta2 = c.hyper("betas", 1), t = c.step();
+  Value m = lerp(c.state("exp_avg"), g, 1.0 - beta1);
+  Value v = ema_sq(c.state("exp_avg_sq"), g, beta2);
+  c.set_state("exp_avg", m);
+  c.set_state("exp_avg_sq", v);
+  Value bc1 = 1.0 - pow(beta1, t), bc2 = 1.0 - pow(beta2, t);
+  Value step_size = c.hyper("lr") / bc1;
+  Value bc2_sqrt = pow(bc2, 0.5);
+  if (c.flag("amsgrad")) {
+    v = max(c.state("max_exp_avg_sq"), v);
+    c.set_state("max_exp_avg_sq", v);
+  }
+  Value denom = sqrt(v) / bc2_sqrt + c.hyper("eps");
+  c.set_param(c.param() + (-step_size) * m / denom);
+}
+
+void adamax(Ctx& c) {
+  Value g = l2_decay(c, signed_grad(c));
+  Value beta1 = c.hyper("betas", 0), beta2 = c.hyper("betas", 1);
+  Value m = lerp(c.state("exp_avg"), g, 1.0 - beta1);
+  Value u = max(c.state("exp_inf") * beta2, abs(g) + c.hyper("eps"));
+  c.set_state("exp_avg", m);
+  c.set_state("exp_inf", u);
+  Value clr = c.hyper("lr") / (1.0 - pow(beta1, c.step()));
+  c.set_param(c.param() + (-clr) * m / u);
+}
+
+void nadam(Ctx& c) {
+  Value g = signed_grad(c);
+  Value t = c.step(), beta1 = c.hyper("betas", 0), beta2 = c.hyper("betas", 1);
+  Value lr = c.hyper("lr"), md = c.hyper("momentum_decay");
+  Value bc2 = 1.0 - pow(beta2, t);
+  if (c.flag("decoupled_weight_decay")) decoupled_decay(c);
+  else g = l2_decay(c, g);
+  Value mu = beta1 * (1.0 - 0.5 * pow(0.96, t * md));
+  Value mu_next = beta1 * (1.0 - 0.5 * pow(0.96, (t + 1.0) * md));
+  Value mu_product = c.scalar_state("mu_product", 1.0) * mu;
+  c.set_scalar_state("mu_product", mu_product);
+  Value m = lerp(c.state("exp_avg"), g, 1.0 - beta1);
+  Value v = ema_sq(c.state("exp_avg_sq"), g, beta2);
+  c.set_state("exp_avg", m);
+  c.set_state("exp_avg_sq", v);
+  Value denom = sqrt(v / bc2) + c.hyper("eps");
+  Value mu_product_next = mu_product * mu_next;
+  Value p = c.param() + ((-lr) * (1.0 - mu) / (1.0 - mu_product)) * g / denom;
+  c.set_param(p + ((-lr) * mu_next / (1.0 - mu_product_next)) * m / denom);
+}
+
+void radam(Ctx& c) {
+  Value g = signed_grad(c);
+  if (c.flag("decoupled_weight_decay")) decoupled_decay(c);
+  else g = l2_decay(c, g);
+  Value t = c.step(), beta1 = c.hyper("betas", 0), beta2 = c.hyper("betas", 1), lr = c.hyper("lr");
+  Value m = lerp(c.state("exp_avg"), g, 1.0 - beta1);
+  Value v = ema_sq(c.state("exp_avg_sq"), g, beta2);
+  c.set_state("exp_avg", m);
+  c.set_state("exp_avg_sq", v);
+  Value bc1 = 1.0 - pow(beta1, t), bc2 = 1.0 - pow(beta2, t);
+  Value corrected = m / bc1;
+  Value rho_inf = 2.0 / (1.0 - beta2) - 1.0;
+  Value rho_t = rho_inf - 2.0 * t * pow(beta2, t) / bc2;
+  Value rect = pow((rho_t - 4.0) * (rho_t - 2.0) * rho_inf /
+                       ((rho_inf - 4.0) * (rho_inf - 2.0) * rho_t), 0.5);
+  Value adaptive = pow(bc2, 0.5) / (sqrt(v) + c.hyper("eps"));
+  Value rectified = corrected * lr * adaptive * rect;
+  c.set_param(c.param() + (-1.0) * select(rho_t > 5.0, rectified, corrected * lr));
+}
+
+void rmsprop(Ctx& c) {
+  Value g = l2_decay(c, signed_grad(c));
+  Value alpha = c.hyper("alpha"), lr = c.hyper("lr");
+  Value sq = ema_sq(c.state("square_avg"), g, alpha);
+  c.set_state("square_avg", sq);
+  Value avg;
+  if (c.flag("centered")) {
+    Value ga = lerp(c.state("grad_avg"), g, 1.0 - alpha);
+    c.set_state("grad_avg", ga);
+    avg = sqrt(sq + (-1.0) * ga * ga);
+  } else {
+    avg = sqrt(sq);
+  }
+  avg = avg + c.hyper("eps");
+  Value plain = c.param() + (-lr) * g / avg;
+  if (c.initial("momentum") > 0) {
+    Value momentum = c.hyper("momentum"), buf = c.state("momentum_buffer");
+    Value on = momentum > 0.0;
+    Value next = buf * momentum + g / avg;
+    c.set_state("momentum_buffer", select(on, next, buf));
+    c.set_param(select(on, c.param() + (-lr) * next, plain));
+  } else {
+    c.set_param(plain);
+  }
+}
+
+void adagrad(Ctx& c) {
+  Value g = l2_decay(c, signed_grad(c));
+  Value clr = c.hyper("lr") / (1.0 + (c.step() - 1.0) * c.hyper("lr_decay"));
+  Value sum = c.state("sum", StateInit::from_hyper("initial_accumulator_value")) + 1.0 * g * g;
+  c.set_state("sum", sum);
+  Value std = sqrt(sum) + c.hyper("eps");
+  c.set_param(c.param() + (-clr) * g / std);
+}
+
+void adadelta(Ctx& c) {
+  Value g = l2_decay(c, signed_grad(c));
+  Value rho = c.hyper("rho"), eps = c.hyper("eps");
+  Value sq = ema_sq(c.state("square_avg"), g, rho);
+  Value acc = c.state("acc_delta");
+  Value delta = sqrt(acc + eps) / sqrt(sq + eps) * g;
+  c.set_state("square_avg", sq);
+  c.set_state("acc_delta", ema_sq(acc, delta, rho));
+  c.set_param(c.param() + (-c.hyper("lr")) * delta);
+}
+
+void rprop(Ctx& c) {
+  Value g = signed_grad(c);
+  Value etaminus = c.hyper("etas", 0), etaplus = c.hyper("etas", 1);
+  Value prev = c.state("prev");
+  Value step_size = c.state("step_size", StateInit::from_hyper("lr"));
+  Value s = sign(g * prev);
+  DType t = c.element_type();
+  Value one = cast(c.constant(1.0), t);
+  s = select(s > 0.0, cast(etaplus, t), select(s < 0.0, cast(etaminus, t), select(s == 0.0, one, s)));
+  step_size = clamp(step_size * s, c.hyper("step_sizes", 0), c.hyper("step_sizes", 1));
+  g = select(s == etaminus, cast(c.constant(0.0), t), g);
+  c.set_state("step_size", step_size);
+  c.set_state("prev", g);
+  c.set_param(c.param() + (-1.0) * sign(g) * step_size);
+}
+
+void asgd(Ctx& c) {
+  Value g = l2_decay(c, signed_grad(c));
+  Value lr = c.hyper("lr"), lambd = c.hyper("lambd"), t = c.step();
+  Value eta = c.scalar_state("eta", StateInit::from_hyper("lr"));
+  Value mu = c.scalar_state("mu", 1.0);
+  Value p = c.param() * (1.0 - lambd * eta);
+  p = p + (-eta) * g;
+  c.set_param(p);
+  Value ax = c.state("ax");
+  c.set_state("ax", select(mu != 1.0, ax + (p - ax) * mu, p));
+  c.set_scalar_state("eta", lr / pow(1.0 + lambd * lr * t, c.hyper("alpha")));
+  c.set_scalar_state("mu", 1.0 / max(c.constant(1.0), t - c.hyper("t0")));
+}
+
+// lion-pytorch's update_fn.
+void lion(Ctx& c) {
+  Value lr = c.hyper("lr"), beta1 = c.hyper("betas", 0), beta2 = c.hyper("betas", 1);
+  Value g = c.grad(), m = c.state("exp_avg");
+  Value p = c.param() * (1.0 - lr * c.hyper("weight_decay"));
+  Value update = sign(m * beta1 + (1.0 - beta1) * g);
+  c.set_param(p + (-lr) * update);
+  c.set_state("exp_avg", m * beta2 + (1.0 - beta2) * g);
+}
+
+// torch-optimizer's Lamb.step: per-tensor trust ratio ||p|| / ||adam_step||.
+void lamb(Ctx& c) {
+  Value g = c.grad(), t = c.step();
+  Value beta1 = c.hyper("betas", 0), beta2 = c.hyper("betas", 1);
+  Value m = c.state("exp_avg") * beta1 + (1.0 - beta1) * g;
+  Value v = ema_sq(c.state("exp_avg_sq"), g, beta2);
+  c.set_state("exp_avg", m);
+  c.set_state("exp_avg_sq", v);
+  Value step_size = c.hyper("lr");
+  if (c.flag("debias")) step_size = step_size * (sqrt(1.0 - pow(beta2, t)) / (1.0 - pow(beta1, t)));
+  Value weight_norm = clamp(sqrt(sumsq(c.param(), ir::Scope::tensor)), c.constant(0.0),
+                            c.hyper("clamp_value"));
+  Value adam_step = m / (sqrt(v) + c.hyper("eps"));
+  Value wd = c.hyper("weight_decay");
+  adam_step = select(wd != 0.0, adam_step + wd * c.param(), adam_step);
+  Value adam_norm = sqrt(sumsq(adam_step, ir::Scope::tensor));
+  Value trust = select((weight_norm == 0.0) || (adam_norm == 0.0), c.constant(1.0),
+                       weight_norm / adam_norm);
+  if (c.flag("adam")) trust = c.constant(1.0);
+  c.set_param(c.param() + (-step_size * trust) * adam_step);
+}
+
+// torch.nn.utils.clip_grad_norm_: the norm of all gradients together; coef clamped at 1.
+void clip_grad_norm(Ctx& c) {
+  double p = c.initial("norm_type");
+  Value g = c.grad(), total;
+  if (std::isinf(p) && p > 0) total = max_abs(g);
+  else if (p == 2) total = sqrt(sumsq(g));
+  else if (p > 0) total = pow(sum(pow(abs(g), p)), 1.0 / p);
+  else return c.fail(make_error("norm_type must be positive or inf, got {}", p));
+  Value coef = min(c.hyper("max_norm") / (total + 1e-6), 1.0);
+  c.set_grad(g * coef);
+}
+
+void clip_grad_value(Ctx& c) {
+  Value v = c.hyper("clip_value");
+  c.set_grad(clamp(c.grad(), -v, v));
+}
+
+// torch.amp.GradScaler: unscale, and skip the whole step if any gradient is Inf or NaN.
+void grad_scaler(Ctx& c) {
+  Value inv = cast(cast(1.0 / c.hyper("scale"), DType::f32), DType::f64);
+  Value g = c.grad() * inv;
+  c.skip_step_if(any_nonfinite(g));
+  c.set_grad(g);
+}
+
+// Schedules: the lr for step t is what torch's scheduler reports after t - 1 calls of step().
+Value epoch(Ctx& c) { return c.step() - 1.0; }
+H base_lr() { return required("base_lr", "the optimizer's initial learning rate"); }
+constexpr double kPi = std::numbers::pi;
+
+Value step_lr(Ctx& c) {
+  return c.hyper("base_lr") * pow(c.hyper("gamma"), floor(epoch(c) / c.hyper("step_size")));
+}
+
+Value multi_step_lr(Ctx& c) {
+  Value e = epoch(c), passed = c.constant(0.0);
+  for (size_t k = 0; k < c.hyper_size("milestones"); ++k)
+    passed = passed + select(c.hyper("milestones", k) <= e, c.constant(1.0), c.constant(0.0));
+  return c.hyper("base_lr") * pow(c.hyper("gamma"), passed);
+}
+
+Value exponential_lr(Ctx& c) { return c.hyper("base_lr") * pow(c.hyper("gamma"), epoch(c)); }
+
+Value cosine_annealing_lr(Ctx& c) {
+  Value eta_min = c.hyper("eta_min");
+  return eta_min + (c.hyper("base_lr") - eta_min) *
+                       (1.0 + cos(kPi * epoch(c) / c.hyper("T_max"))) / 2.0;
+}
+
+Value linear_lr(Ctx& c) {
+  Value start = c.hyper("start_factor"), end = c.hyper("end_factor");
+  Value total = c.hyper("total_iters");
+  return c.hyper("base_lr") * (start + (end - start) * min(epoch(c), total) / total);
+}
+
+Value polynomial_lr(Ctx& c) {
+  Value total = c.hyper("total_iters");
+  return c.hyper("base_lr") * pow(1.0 - min(total, epoch(c)) / total, c.hyper("power"));
+}
+
+// torch.optim.lr_scheduler.OneCycleLR.get_lr (momentum cycling is not part of an lr value).
+Value one_cycle_lr(Ctx& c) {
+  Value max_lr = c.hyper("max_lr"), total = c.hyper("total_steps"), pct = c.hyper("pct_start");
+  Value initial = max_lr / c.hyper("div_factor");
+  Value min_lr = initial / c.hyper("final_div_factor");
+  bool cosine = c.option("anneal_strategy") == "cos";
+  auto anneal = [&](Value start, Value end, Value frac) {
+    return cosine ? end + (start - end) / 2.0 * (cos(kPi * frac) + 1.0) : (end - start) * frac + start;
+  };
+  struct Phase { Value end_step, start, end; };
+  std::vector<Phase> phases;
+  if (c.flag("three_phase")) {
+    phases = {{pct * total - 1.0, initial, max_lr},
+              {2.0 * pct * total - 2.0, max_lr, initial},
+              {total - 1.0, initial, min_lr}};
+  } else {
+    phases = {{pct * total - 1.0, initial, max_lr}, {total - 1.0, max_lr, min_lr}};
+  }
+  Value e = epoch(c);
+  // Walk the phases backwards so the earliest phase whose end is not passed wins.
+  Value lr;
+  for (size_t i = phases.size(); i-- > 0;) {
+    Value start_step = i == 0 ? c.constant(0.0) : phases[i - 1].end_step;
+    Value here = anneal(phases[i].start, phases[i].end,
+                        (e - start_step) / (phases[i].end_step - start_step));
+    lr = i + 1 == phases.size() ? here : select(e <= phases[i].end_step, here, lr);
+  }
+  return lr;
+}
+
+// transformers.get_cosine_schedule_with_warmup.
+Value cosine_with_warmup(Ctx& c) {
+  Value e = epoch(c), warm = c.hyper("num_warmup_steps"), total = c.hyper("num_training_steps");
+  Value one = c.constant(1.0);
+  Value warming = e / max(one, warm);
+  Value progress = (e - warm) / max(one, total - warm);
+  Value decay = max(c.constant(0.0), 0.5 * (1.0 + cos(kPi * c.hyper("num_cycles") * 2.0 * progress)));
+  return c.hyper("base_lr") * select(e < warm, warming, decay);
+}
+
+std::vector<DefPtr> make_builtins() {
+  H wd0 = num("weight_decay", 0, "weight decay (L2 penalty)");
+  H eps8 = num("eps", 1e-8, "term added to the denominator for numerical stability");
+  return {
+      transform("sgd", "torch.optim.SGD", {lr(1e-3), num("momentum", 0, "momentum factor"),
+                 num("dampening", 0, "dampening for momentum"), wd0},
+                {flag("nesterov", "Nesterov momentum"), maximize()}, sgd),
+      transform("adam", "torch.optim.Adam", {lr(1e-3), betas(0.9, 0.999), eps8, wd0},
+                {flag("amsgrad", "the AMSGrad variant"), maximize(),
+                 flag("decoupled_weight_decay", "AdamW-style decay")},
+                [](Ctx& c) { adam(c, c.flag("decoupled_weight_decay")); }),
+      transform("adamw", "torch.optim.AdamW", {lr(1e-3), betas(0.9, 0.999), eps8,
+                 num("weight_decay", 1e-2, "decoupled weight decay")},
+                {flag("amsgrad", "the AMSGrad variant"), maximize()},
+                [](Ctx& c) { adam(c, true); }),
+      transform("adamax", "torch.optim.Adamax", {lr(2e-3), betas(0.9, 0.999), eps8, wd0},
+                {maximize()}, adamax),
+      transform("nadam", "torch.optim.NAdam", {lr(2e-3), betas(0.9, 0.999), eps8, wd0,
+                 num("momentum_decay", 4e-3, "momentum decay")},
+                {flag("decoupled_weight_decay", "AdamW-style decay"), maximize()}, nadam),
+      transform("radam", "torch.optim.RAdam", {lr(1e-3), betas(0.9, 0.999), eps8, wd0},
+                {flag("decoupled_weight_decay", "AdamW-style decay"), maximize()}, radam),
+      transform("rmsprop", "torch.optim.RMSprop", {lr(1e-2), num("alpha", 0.99, "smoothing constant"),
+                 eps8, wd0, num("momentum", 0, "momentum factor")},
+                {flag("centered", "normalize by the estimated variance"), maximize()}, rmsprop),
+      transform("adagrad", "torch.optim.Adagrad", {lr(1e-2), num("lr_decay", 0, "learning rate decay"),
+                 wd0, num("initial_accumulator_value", 0, "initial value of the sum of squares"),
+                 num("eps", 1e-10, "term added to the denominator")},
+                {maximize()}, adagrad),
+      transform("adadelta", "torch.optim.Adadelta", {lr(1.0), num("rho", 0.9, "running average coefficient"),
+                 num("eps", 1e-6, "term added inside the square roots"), wd0},
+                {maximize()}, adadelta),
+      transform("rprop", "torch.optim.Rprop", {lr(1e-2),
+                 {"etas", {0.5, 1.2}, "(etaminus, etaplus) step size factors", false, 2},
+                 {"step_sizes", {1e-6, 50}, "(min, max) step sizes", false, 2}},
+                {maximize()}, rprop),
+      transform("asgd", "torch.optim.ASGD", {lr(1e-2), num("lambd", 1e-4, "decay term"),
+                 num("alpha", 0.75, "power for eta update"), num("t0", 1e6, "point at which to start averaging"),
+                 wd0},
+                {maximize()}, asgd),
+      transform("lion", "lion_pytorch.Lion", {lr(1e-4), betas(0.9, 0.99),
+                 num("weight_decay", 0, "decoupled weight decay")}, {}, lion),
+      transform("lamb", "torch_optimizer.Lamb", {lr(1e-3), betas(0.9, 0.999),
+                 num("eps", 1e-6, "term added to the denominator"), wd0,
+                 num("clamp_value", 10, "clamp on the weight norm")},
+                {flag("adam", "use trust ratio 1 (plain Adam)"), flag("debias", "bias correction")}, lamb),
+      transform("clip_grad_norm", "torch.nn.utils.clip_grad_norm_ over all tensors together",
+                {required("max_norm", "max norm of the gradients"),
+                 num("norm_type", 2.0, "2.0, inf or another p (structural)")}, {}, clip_grad_norm),
+      transform("clip_grad_value", "torch.nn.utils.clip_grad_value_",
+                {required("clip_value", "gradients are clamped to [-clip_value, clip_value]")}, {},
+                clip_grad_value),
+      transform("grad_scaler", "torch.amp.GradScaler: unscale, skip the step on Inf/NaN",
+                {num("scale", 65536.0, "the loss scale the gradients carry")}, {}, grad_scaler),
+      schedule("step_lr", "torch.optim.lr_scheduler.StepLR", {base_lr(),
+                required("step_size", "period of decay"), num("gamma", 0.1, "decay factor")}, {}, step_lr),
+      schedule("multi_step_lr", "torch.optim.lr_scheduler.MultiStepLR", {base_lr(),
+                {"milestones", {}, "epochs at which to decay", false, 0},
+                num("gamma", 0.1, "decay factor")}, {}, multi_step_lr),
+      schedule("exponential_lr", "torch.optim.lr_scheduler.ExponentialLR", {base_lr(),
+                required("gamma", "decay factor")}, {}, exponential_lr),
+      schedule("cosine_annealing_lr", "torch.optim.lr_scheduler.CosineAnnealingLR", {base_lr(),
+                required("T_max", "half period"), num("eta_min", 0, "minimum lr")}, {},
+               cosine_annealing_lr),
+      schedule("linear_lr", "torch.optim.lr_scheduler.LinearLR", {base_lr(),
+                num("start_factor", 1.0 / 3, "factor at the start"), num("end_factor", 1.0, "factor at the end"),
+                num("total_iters", 5, "steps to reach end_factor")}, {}, linear_lr),
+      schedule("one_cycle_lr", "torch.optim.lr_scheduler.OneCycleLR (lr only; torch ignores the optimizer's lr)",
+               {required("max_lr", "peak lr"), required("total_steps", "length of the cycle"),
+                num("pct_start", 0.3, "fraction spent increasing"), num("div_factor", 25, "initial = max_lr/div_factor"),
+                num("final_div_factor", 1e4, "min = initial/final_div_factor")},
+               {{"anneal_strategy", std::string("cos"), "cos or linear", {"cos", "linear"}},
+                flag("three_phase", "three phases as in fastai")}, one_cycle_lr),
+      schedule("polynomial_lr", "torch.optim.lr_scheduler.PolynomialLR", {base_lr(),
+                num("total_iters", 5, "steps of decay"), num("power", 1.0, "power of the polynomial")}, {},
+               polynomial_lr),
+      schedule("cosine_with_warmup", "linear warmup, then cosine decay to 0 (transformers.get_cosine_schedule_with_warmup)",
+               {base_lr(), required("num_warmup_steps", "warmup length"),
+                required("num_training_steps", "total length"), num("num_cycles", 0.5, "cosine waves")}, {},
+               cosine_with_warmup),
+  };
+}
+
+}  // namespace
+
+const std::vector<DefPtr>& builtins() {
+  static const std::vector<DefPtr> all = make_builtins();
+  return all;
+}
+
+DefPtr find_builtin(std::string_view name) {
+  for (const auto& d : builtins())
+    if (d->name == name) return d;
+  return nullptr;
+}
+
+Expected<std::shared_ptr<const Bound>> make(std::string_view name, Args args) {
+  auto d = find_builtin(name);
+  if (!d) return make_error("unknown transform or schedule '{}'", name);
+  return bind(d, std::move(args));
+}
+
+}  // namespace optjit::dsl

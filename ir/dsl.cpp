@@ -1,0 +1,471 @@
+#include "ir/dsl.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/ranges.h>
+
+#include "ir/verify.h"
+
+namespace optjit::dsl {
+
+using ir::Op;
+using ir::ValueId;
+
+DType Value::type() const { return ctx_->builder().program().at(id_).type; }
+Rank Value::rank() const { return ctx_->builder().program().at(id_).rank; }
+
+namespace {
+
+Ctx* ctx_of(Value a, Value b = {}) {
+  OPTJIT_CHECK(a.valid() || b.valid());
+  return a.valid() ? a.ctx() : b.ctx();
+}
+
+int float_width(DType t) {
+  switch (t) {
+    case DType::f64: return 3;
+    case DType::f32: return 2;
+    case DType::bf16: case DType::f16: return 1;
+    default: return 0;
+  }
+}
+
+// The type two operands meet in: the higher-rank operand's float type wins (a per-step
+// scalar joins per-element math in the element's compute type, as PyTorch's Python scalars
+// do); at equal rank the wider float; integers and bools become the other operand's type.
+DType meet(Value a, Value b) {
+  DType ta = a.type(), tb = b.type();
+  if (ta == tb) return ta;
+  bool fa = is_float(ta), fb = is_float(tb);
+  if (fa && !fb) return ta;
+  if (fb && !fa) return tb;
+  if (!fa && !fb) return DType::i64;
+  if (a.rank() != b.rank()) return a.rank() > b.rank() ? ta : tb;
+  return float_width(ta) >= float_width(tb) ? ta : tb;
+}
+
+Value emit(Ctx* c, Op op, DType t, Value a, Value b = {}, Value d = {}, uint32_t attr = 0) {
+  return c->wrap(c->builder().emit(op, t, {a.id(), b.valid() ? b.id() : ir::kNoValue,
+                                           d.valid() ? d.id() : ir::kNoValue},
+                                   attr));
+}
+
+Value lit(Ctx* c, double v, DType t) {
+  if (!is_float(t)) t = DType::f64;
+  return c->wrap(c->builder().constant(round_to(t, v), t));
+}
+
+Value unary(Op op, Value a) {
+  if (!is_float(a.type()) && op != Op::Neg && op != Op::Abs) a = cast(a, DType::f64);
+  return emit(a.ctx(), op, a.type(), a);
+}
+
+Value binary(Op op, Value a, Value b) {
+  DType t = meet(a, b);
+  if ((op == Op::Div || op == Op::Pow) && !is_float(t)) t = DType::f64;
+  return emit(ctx_of(a, b), op, t, cast(a, t), cast(b, t));
+}
+
+Value compare(Op op, Value a, Value b) {
+  DType t = meet(a, b);
+  return emit(ctx_of(a, b), op, DType::b1, cast(a, t), cast(b, t));
+}
+
+Value boolean(Value a) { return a.type() == DType::b1 ? a : a != 0.0; }
+
+}  // namespace
+
+Value cast(Value a, DType t) {
+  if (a.type() == t) return a;
+  return emit(a.ctx(), Op::Cast, t, a);
+}
+
+Value operator+(Value a, Value b) { return binary(Op::Add, a, b); }
+Value operator-(Value a, Value b) { return binary(Op::Sub, a, b); }
+Value operator*(Value a, Value b) { return binary(Op::Mul, a, b); }
+Value operator/(Value a, Value b) { return binary(Op::Div, a, b); }
+Value operator-(Value a) { return unary(Op::Neg, a); }
+Value operator+(Value a, double b) { return a + lit(a.ctx(), b, a.type()); }
+Value operator-(Value a, double b) { return a - lit(a.ctx(), b, a.type()); }
+Value operator*(Value a, double b) { return a * lit(a.ctx(), b, a.type()); }
+Value operator/(Value a, double b) { return a / lit(a.ctx(), b, a.type()); }
+Value operator+(double a, Value b) { return lit(b.ctx(), a, b.type()) + b; }
+Value operator-(double a, Value b) { return lit(b.ctx(), a, b.type()) - b; }
+Value operator*(double a, Value b) { return lit(b.ctx(), a, b.type()) * b; }
+Value operator/(double a, Value b) { return lit(b.ctx(), a, b.type()) / b; }
+Value operator<(Value a, Value b) { return compare(Op::Lt, a, b); }
+Value operator<=(Value a, Value b) { return compare(Op::Le, a, b); }
+Value operator>(Value a, Value b) { return compare(Op::Gt, a, b); }
+Value operator>=(Value a, Value b) { return compare(Op::Ge, a, b); }
+Value operator==(Value a, Value b) { return compare(Op::Eq, a, b); }
+Value operator!=(Value a, Value b) { return compare(Op::Ne, a, b); }
+Value operator<(Value a, double b) { return a < lit(a.ctx(), b, a.type()); }
+Value operator>(Value a, double b) { return a > lit(a.ctx(), b, a.type()); }
+Value operator==(Value a, double b) { return a == lit(a.ctx(), b, a.type()); }
+Value operator!=(Value a, double b) { return a != lit(a.ctx(), b, a.type()); }
+Value operator&&(Value a, Value b) {
+  return emit(ctx_of(a, b), Op::And, DType::b1, boolean(a), boolean(b));
+}
+Value operator||(Value a, Value b) {
+  return emit(ctx_of(a, b), Op::Or, DType::b1, boolean(a), boolean(b));
+}
+Value operator!(Value a) { return emit(a.ctx(), Op::Not, DType::b1, boolean(a)); }
+
+Value sqrt(Value a) { return unary(Op::Sqrt, a); }
+Value rsqrt(Value a) { return unary(Op::Rsqrt, a); }
+Value exp(Value a) { return unary(Op::Exp, a); }
+Value log(Value a) { return unary(Op::Log, a); }
+Value abs(Value a) { return unary(Op::Abs, a); }
+Value sign(Value a) { return unary(Op::Sign, a); }
+Value floor(Value a) { return unary(Op::Floor, a); }
+Value cos(Value a) { return unary(Op::Cos, a); }
+Value is_finite(Value a) {
+  if (!is_float(a.type())) return a == a;
+  return emit(a.ctx(), Op::IsFinite, DType::b1, a);
+}
+Value pow(Value a, Value b) { return binary(Op::Pow, a, b); }
+Value pow(Value a, double b) { return pow(a, lit(a.ctx(), b, a.type())); }
+Value pow(double a, Value b) { return pow(lit(b.ctx(), a, b.type()), b); }
+Value min(Value a, Value b) { return binary(Op::Min, a, b); }
+Value max(Value a, Value b) { return binary(Op::Max, a, b); }
+Value min(Value a, double b) { return min(a, lit(a.ctx(), b, a.type())); }
+Value max(Value a, double b) { return max(a, lit(a.ctx(), b, a.type())); }
+Value select(Value c, Value a, Value b) {
+  DType t = meet(a, b);
+  return emit(ctx_of(a, b), Op::Select, t, boolean(c), cast(a, t), cast(b, t));
+}
+Value select(Value c, Value a, double b) { return select(c, a, lit(a.ctx(), b, a.type())); }
+Value clamp(Value x, Value lo, Value hi) { return min(max(x, lo), hi); }
+
+Value lerp(Value a, Value b, Value w) {
+  DType t = meet(a, b);
+  a = cast(a, t);
+  b = cast(b, t);
+  w = cast(w, t);
+  Value d = b - a;
+  return select(abs(w) < 0.5, a + w * d, b - d * (1.0 - w));
+}
+
+static Value reduce(Op op, Value a, ir::Scope scope) {
+  Ctx* c = a.ctx();
+  if (a.rank() != Rank::element) {
+    c->fail(make_error("{} needs a per-element value, got a {} value", ir::info(op).text,
+                       to_string(a.rank())));
+    return c->constant(0);
+  }
+  if (!is_float(a.type())) a = cast(a, c->element_type());
+  return emit(c, op, op == Op::AnyNonFinite ? DType::b1 : DType::f64, a, {}, {},
+              static_cast<uint32_t>(scope));
+}
+Value sum(Value a, ir::Scope s) { return reduce(Op::Sum, a, s); }
+Value sumsq(Value a, ir::Scope s) { return reduce(Op::SumSq, a, s); }
+Value max_abs(Value a, ir::Scope s) { return reduce(Op::MaxAbs, a, s); }
+Value any_nonfinite(Value a, ir::Scope s) { return reduce(Op::AnyNonFinite, a, s); }
+
+const HyperSpec* Def::find_hyper(std::string_view n) const {
+  for (const auto& h : hypers)
+    if (h.name == n) return &h;
+  return nullptr;
+}
+const OptionSpec* Def::find_option(std::string_view n) const {
+  for (const auto& o : options)
+    if (o.name == n) return &o;
+  return nullptr;
+}
+
+static std::string arg_kind(const Arg& a) {
+  switch (a.v.index()) {
+    case 0: return "a number";
+    case 1: return "a tuple";
+    case 2: return "a bool";
+    case 3: return "a string";
+    default: return "a schedule";
+  }
+}
+
+static std::string closest(std::string_view want, const Def& d) {
+  std::vector<std::string> names;
+  for (const auto& h : d.hypers) names.push_back(h.name);
+  for (const auto& o : d.options) names.push_back(o.name);
+  // Levenshtein distance; suggest a name at most 2 edits away.
+  std::string best;
+  size_t best_d = 3;
+  for (const auto& n : names) {
+    std::vector<size_t> row(n.size() + 1);
+    for (size_t j = 0; j <= n.size(); ++j) row[j] = j;
+    for (size_t i = 1; i <= want.size(); ++i) {
+      size_t prev = row[0];
+      row[0] = i;
+      for (size_t j = 1; j <= n.size(); ++j) {
+        size_t cur = row[j];
+        row[j] = std::min({row[j] + 1, row[j - 1] + 1, prev + (want[i - 1] != n[j - 1])});
+        prev = cur;
+      }
+    }
+    if (row[n.size()] < best_d) best_d = row[n.size()], best = n;
+  }
+  return best.empty() ? "" : fmt::format(" (did you mean '{}'?)", best);
+}
+
+Expected<std::shared_ptr<const Bound>> bind(std::shared_ptr<const Def> def, Args args) {
+  const std::string kind = def->kind == DefKind::schedule ? "schedule" : "transform";
+  for (const auto& [name, arg] : args) {
+    if (const HyperSpec* h = def->find_hyper(name)) {
+      bool ok = false;
+      if (h->arity == 1) {
+        ok = arg.v.index() == 0 || (arg.v.index() == 4 && h->schedulable);
+        if (arg.v.index() == 4 && !h->schedulable)
+          return make_error("{} '{}': '{}' cannot be a schedule", kind, def->name, name);
+      } else if (arg.v.index() == 1) {
+        if (h->arity == 0 && std::get<1>(arg.v).empty())
+          return make_error("{} '{}': '{}' needs at least one number", kind, def->name, name);
+        if (h->arity != 0 && std::get<1>(arg.v).size() != h->arity)
+          return make_error("{} '{}': '{}' takes a tuple of {} numbers, got {}", kind, def->name,
+                            name, h->arity, std::get<1>(arg.v).size());
+        ok = true;
+      }
+      if (!ok)
+        return make_error("{} '{}': '{}' takes {}, got {}", kind, def->name, name,
+                          h->arity == 1   ? "a number"
+                          : h->arity == 0 ? "a tuple of numbers"
+                                          : fmt::format("a tuple of {} numbers", h->arity),
+                          arg_kind(arg));
+      if (arg.v.index() == 4 && std::get<4>(arg.v)->def->kind != DefKind::schedule)
+        return make_error("{} '{}': '{}' takes a schedule, but '{}' is a transform", kind,
+                          def->name, name, std::get<4>(arg.v)->def->name);
+    } else if (const OptionSpec* o = def->find_option(name)) {
+      bool want_bool = o->default_value.index() == 0;
+      if (want_bool && arg.v.index() != 2)
+        return make_error("{} '{}': '{}' takes true or false, got {}", kind, def->name, name,
+                          arg_kind(arg));
+      if (!want_bool) {
+        if (arg.v.index() != 3)
+          return make_error("{} '{}': '{}' takes a string, got {}", kind, def->name, name,
+                            arg_kind(arg));
+        const auto& s = std::get<3>(arg.v);
+        if (!o->choices.empty() &&
+            std::find(o->choices.begin(), o->choices.end(), s) == o->choices.end())
+          return make_error("{} '{}': '{}' must be one of {}, got \"{}\"", kind, def->name, name,
+                            fmt::format("\"{}\"", fmt::join(o->choices, "\", \"")), s);
+      }
+    } else {
+      return make_error("{} '{}' has no argument '{}'{}", kind, def->name, name,
+                        closest(name, *def));
+    }
+  }
+  for (const auto& h : def->hypers)
+    if (h.defaults.empty() && !args.count(h.name))
+      return make_error("{} '{}' needs '{}'", kind, def->name, h.name);
+  return std::make_shared<const Bound>(Bound{std::move(def), std::move(args)});
+}
+
+Ctx::Ctx(DTypes d) : dtypes_(d), element_type_(compute_type(d.param)) {
+  uint32_t p = b_.add_buffer({"param", ir::BufferRole::param, d.param, {}});
+  uint32_t g = b_.add_buffer({"grad", ir::BufferRole::grad, d.grad, {}});
+  param_ = wrap(b_.emit(Op::Load, element_type_, {}, p));
+  grad_ = wrap(b_.emit(Op::Load, element_type_, {}, g));
+}
+
+void Ctx::fail(Error e) {
+  if (!error_) {
+    if (!frames_.empty()) e.message = fmt::format("{}: {}", frame().prefix, e.message);
+    error_ = std::move(e);
+  }
+}
+
+void Ctx::set_grad(Value v) {
+  if (v.rank() != Rank::element) return fail(make_error("grad must be set to a per-element value"));
+  grad_ = cast(v, element_type_);
+}
+
+void Ctx::set_param(Value v) {
+  if (v.rank() != Rank::element) return fail(make_error("param must be set to a per-element value"));
+  param_ = cast(v, element_type_);
+}
+
+Value Ctx::constant(double v) { return wrap(b_.constant(v)); }
+Value Ctx::step() { return cast(wrap(b_.emit(Op::Step, DType::i64)), DType::f64); }
+Value Ctx::numel() { return cast(wrap(b_.emit(Op::Numel, DType::i64)), DType::f64); }
+
+Value Ctx::hyper(std::string_view name, size_t k) {
+  const Frame& f = frame();
+  const HyperSpec* h = f.bound->def->find_hyper(name);
+  if (!h || k >= hyper_size(name)) {
+    fail(make_error("'{}' has no hyperparameter '{}'", f.bound->def->name, name));
+    return constant(0);
+  }
+  std::string full = fmt::format("{}.{}", f.prefix, name);
+  if (h->arity != 1) full += fmt::format(".{}", k);
+  if (auto it = hyper_cache_.find(full); it != hyper_cache_.end()) return it->second;
+  double value = h->defaults.empty() ? 0 : h->defaults[k];
+  Value out;
+  auto arg = f.bound->args.find(name);
+  if (arg != f.bound->args.end() && arg->second.v.index() == 4) {
+    const auto& sched = std::get<4>(arg->second.v);
+    frames_.push_back({sched.get(), full});
+    out = sched->def->value(*this);
+    frames_.pop_back();
+  } else {
+    if (arg != f.bound->args.end())
+      value = arg->second.v.index() == 0 ? std::get<0>(arg->second.v)
+                                         : std::get<1>(arg->second.v)[k];
+    out = wrap(b_.emit(Op::Hyper, DType::f64, {}, b_.add_hyper(full, value)));
+  }
+  hyper_cache_.emplace(full, out);
+  return out;
+}
+
+size_t Ctx::hyper_size(std::string_view name) {
+  const Frame& f = frame();
+  const HyperSpec* h = f.bound->def->find_hyper(name);
+  if (!h) return 0;
+  if (h->arity != 0) return h->arity;
+  auto arg = f.bound->args.find(name);
+  if (arg == f.bound->args.end()) return h->defaults.size();
+  return std::get<1>(arg->second.v).size();
+}
+
+double Ctx::initial(std::string_view name, size_t k) {
+  const Frame& f = frame();
+  const HyperSpec* h = f.bound->def->find_hyper(name);
+  if (!h || k >= hyper_size(name)) {
+    fail(make_error("'{}' has no hyperparameter '{}'", f.bound->def->name, name));
+    return 0;
+  }
+  auto arg = f.bound->args.find(name);
+  if (arg == f.bound->args.end()) return h->defaults.empty() ? 0 : h->defaults[k];
+  if (arg->second.v.index() == 4) {
+    fail(make_error("'{}' decides the program's structure, so it cannot be a schedule", name));
+    return 0;
+  }
+  return arg->second.v.index() == 0 ? std::get<0>(arg->second.v) : std::get<1>(arg->second.v)[k];
+}
+
+bool Ctx::flag(std::string_view name) const {
+  const Bound& b = *frame().bound;
+  const OptionSpec* o = b.def->find_option(name);
+  OPTJIT_CHECK(o && o->default_value.index() == 0);
+  auto arg = b.args.find(name);
+  return arg == b.args.end() ? std::get<0>(o->default_value) : std::get<2>(arg->second.v);
+}
+
+std::string Ctx::option(std::string_view name) const {
+  const Bound& b = *frame().bound;
+  const OptionSpec* o = b.def->find_option(name);
+  OPTJIT_CHECK(o && o->default_value.index() == 1);
+  auto arg = b.args.find(name);
+  return arg == b.args.end() ? std::get<1>(o->default_value) : std::get<3>(arg->second.v);
+}
+
+uint32_t Ctx::resolve_init_hyper(const StateInit& init) {
+  const Frame& f = frame();
+  const HyperSpec* h = f.bound->def->find_hyper(init.hyper);
+  auto arg = f.bound->args.find(init.hyper);
+  if (!h || (arg != f.bound->args.end() && arg->second.v.index() == 4)) {
+    fail(make_error("state is initialised from '{}', which is not a plain hyperparameter",
+                    init.hyper));
+    return 0;
+  }
+  hyper(init.hyper);  // declares it
+  return *b_.program().find_hyper(fmt::format("{}.{}", f.prefix, init.hyper));
+}
+
+std::string Ctx::state_name(std::string_view name) {
+  // Buffers keep torch's state_dict names (exp_avg, ...) unless two transforms share one.
+  std::string key = fmt::format("{}/{}", frame().prefix, name);
+  return key;
+}
+
+Value Ctx::state(std::string_view name, StateInit init) {
+  std::string key = state_name(name);
+  if (auto it = states_.find(key); it != states_.end()) {
+    if (it->second.scalar) fail(make_error("'{}' is a scalar state", name));
+    return it->second.current;
+  }
+  std::string buffer(name);
+  if (b_.program().find_buffer(buffer) || buffer == "step")
+    buffer = fmt::format("{}.{}", frame().prefix, name);
+  ir::Init i{init.value, std::nullopt};
+  if (!init.hyper.empty()) i.hyper = resolve_init_hyper(init);
+  uint32_t idx = b_.add_buffer({buffer, ir::BufferRole::state, dtypes_.state, i});
+  Value v = wrap(b_.emit(Op::Load, element_type_, {}, idx));
+  states_.emplace(key, StateSlot{idx, v, false});
+  return v;
+}
+
+void Ctx::set_state(std::string_view name, Value v) {
+  std::string key = state_name(name);
+  auto it = states_.find(key);
+  if (it == states_.end() || it->second.scalar)
+    return fail(make_error("'{}' is not a declared per-element state", name));
+  if (v.rank() != Rank::element)
+    return fail(make_error("state '{}' must be set to a per-element value", name));
+  it->second.current = cast(v, element_type_);
+}
+
+Value Ctx::scalar_state(std::string_view name, StateInit init) {
+  std::string key = state_name(name);
+  if (auto it = states_.find(key); it != states_.end()) {
+    if (!it->second.scalar) fail(make_error("'{}' is a per-element state", name));
+    return it->second.current;
+  }
+  std::string sname(name);
+  if (b_.program().find_state(sname) || sname == "step") sname = fmt::format("{}.{}", frame().prefix, name);
+  ir::Init i{init.value, std::nullopt};
+  if (!init.hyper.empty()) i.hyper = resolve_init_hyper(init);
+  uint32_t idx = b_.add_state({sname, DType::f64, i});
+  Value v = wrap(b_.emit(Op::SLoad, DType::f64, {}, idx));
+  states_.emplace(key, StateSlot{idx, v, true});
+  return v;
+}
+
+void Ctx::set_scalar_state(std::string_view name, Value v) {
+  std::string key = state_name(name);
+  auto it = states_.find(key);
+  if (it == states_.end() || !it->second.scalar)
+    return fail(make_error("'{}' is not a declared scalar state", name));
+  if (v.rank() != Rank::scalar)
+    return fail(make_error("scalar state '{}' must be set to a per-step value", name));
+  it->second.current = cast(v, DType::f64);
+}
+
+void Ctx::skip_step_if(Value cond) {
+  if (cond.rank() != Rank::scalar)
+    return fail(make_error("skip_step_if needs a per-step (scalar) condition"));
+  skips_.push_back(boolean(cond).id());
+}
+
+Expected<ir::Program> lower(const Pipeline& pipeline, DTypes dtypes) {
+  if (!is_float(dtypes.param) || !is_float(dtypes.grad) || !is_float(dtypes.state))
+    return make_error("parameters, gradients and state must have a float type");
+  if (pipeline.empty()) return make_error("the pipeline has no transforms");
+  Ctx c(dtypes);
+  ValueId param0 = c.param_.id();
+  for (const auto& t : pipeline) {
+    if (t->def->kind != DefKind::transform)
+      return make_error("'{}' is a schedule; use it as a hyperparameter, e.g. lr={}(...)",
+                        t->def->name, t->def->name);
+    int n = ++c.instance_count_[t->def->name];
+    std::string prefix = n == 1 ? t->def->name : fmt::format("{}#{}", t->def->name, n);
+    c.frames_.push_back({t.get(), prefix});
+    t->def->apply(c);
+    c.frames_.pop_back();
+    if (c.error_) return *c.error_;
+  }
+  for (ValueId s : c.skips_) c.b_.emit(Op::SkipIf, DType::b1, {s});
+  for (const auto& [key, slot] : c.states_) {
+    (void)key;
+    const ir::Inst& cur = c.b_.program().at(slot.current.id());
+    bool unchanged = cur.op == (slot.scalar ? Op::SLoad : Op::Load) && cur.attr == slot.index;
+    if (!unchanged) c.b_.emit(slot.scalar ? Op::SStore : Op::Store, DType::b1, {slot.current.id()},
+                              slot.index);
+  }
+  if (c.param_.id() != param0)
+    c.b_.emit(Op::Store, DType::b1, {c.param_.id()}, c.b_.program().param_buffer());
+  ir::Program p = std::move(c.b_).finish();
+  if (Status s = ir::verify(p); !s) return Error{"internal: lowered IR does not verify: " + s.error().message};
+  return p;
+}
+
+}  // namespace optjit::dsl

@@ -1,0 +1,248 @@
+// The C++ DSL: declare transforms (hyperparameters, flags, state, an element-wise rule) and
+// chain them, optax-style. Built-in optimizers, clipping and schedules use only this header.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "ir/error.h"
+#include "ir/program.h"
+
+namespace optjit::dsl {
+
+class Ctx;
+
+/// A value being built: wraps an IR value, with arithmetic that promotes like PyTorch
+/// (a scalar f64 meeting an element f32 is rounded to f32; integers meet floats as floats).
+class Value {
+ public:
+  Value() = default;
+  Value(Ctx* ctx, ir::ValueId id) : ctx_(ctx), id_(id) {}
+  ir::ValueId id() const { return id_; }
+  Ctx* ctx() const { return ctx_; }
+  DType type() const;
+  Rank rank() const;
+  bool valid() const { return ctx_ != nullptr; }
+
+ private:
+  Ctx* ctx_ = nullptr;
+  ir::ValueId id_ = ir::kNoValue;
+};
+
+Value operator+(Value a, Value b);
+Value operator-(Value a, Value b);
+Value operator*(Value a, Value b);
+Value operator/(Value a, Value b);
+Value operator-(Value a);
+Value operator+(Value a, double b);
+Value operator-(Value a, double b);
+Value operator*(Value a, double b);
+Value operator/(Value a, double b);
+Value operator+(double a, Value b);
+Value operator-(double a, Value b);
+Value operator*(double a, Value b);
+Value operator/(double a, Value b);
+Value operator<(Value a, Value b);
+Value operator<=(Value a, Value b);
+Value operator>(Value a, Value b);
+Value operator>=(Value a, Value b);
+Value operator==(Value a, Value b);
+Value operator!=(Value a, Value b);
+Value operator<(Value a, double b);
+Value operator>(Value a, double b);
+Value operator==(Value a, double b);
+Value operator!=(Value a, double b);
+Value operator&&(Value a, Value b);
+Value operator||(Value a, Value b);
+Value operator!(Value a);
+
+Value sqrt(Value a);
+Value rsqrt(Value a);
+Value exp(Value a);
+Value log(Value a);
+Value abs(Value a);
+Value sign(Value a);
+Value floor(Value a);
+Value cos(Value a);
+Value is_finite(Value a);
+Value pow(Value a, Value b);
+Value pow(Value a, double b);
+Value pow(double a, Value b);
+Value min(Value a, Value b);
+Value max(Value a, Value b);
+Value min(Value a, double b);
+Value max(Value a, double b);
+/// cond ? a : b, elementwise.
+Value select(Value cond, Value a, Value b);
+Value select(Value cond, Value a, double b);
+Value clamp(Value x, Value lo, Value hi);
+/// torch.lerp: a + w * (b - a), evaluated the way torch does for |w| < 0.5 and otherwise.
+Value lerp(Value a, Value b, Value w);
+Value cast(Value a, DType t);
+
+/// Reductions: over every element of every tensor (a scalar) or of each tensor (per tensor).
+Value sum(Value a, ir::Scope scope = ir::Scope::all);
+Value sumsq(Value a, ir::Scope scope = ir::Scope::all);
+Value max_abs(Value a, ir::Scope scope = ir::Scope::all);
+Value any_nonfinite(Value a, ir::Scope scope = ir::Scope::all);
+
+struct Bound;
+
+/// A transform or schedule argument: a number, a tuple of numbers, a bool, a string, or a
+/// schedule (wherever a hyperparameter is schedulable, e.g. `lr`).
+struct Arg {
+  std::variant<double, std::vector<double>, bool, std::string, std::shared_ptr<const Bound>> v;
+  Arg(double x) : v(x) {}                        // NOLINT(google-explicit-constructor)
+  Arg(int x) : v(static_cast<double>(x)) {}      // NOLINT(google-explicit-constructor)
+  Arg(std::vector<double> x) : v(std::move(x)) {}  // NOLINT(google-explicit-constructor)
+  Arg(std::initializer_list<double> x) : v(std::vector<double>(x)) {}
+  Arg(bool x) : v(x) {}                          // NOLINT(google-explicit-constructor)
+  Arg(const char* x) : v(std::string(x)) {}      // NOLINT(google-explicit-constructor)
+  Arg(std::string x) : v(std::move(x)) {}        // NOLINT(google-explicit-constructor)
+  Arg(std::shared_ptr<const Bound> s) : v(std::move(s)) {}  // NOLINT(google-explicit-constructor)
+};
+using Args = std::map<std::string, Arg, std::less<>>;
+
+/// A numeric hyperparameter: a runtime scalar (changing it never recompiles). A tuple
+/// hyperparameter such as `betas` has one default per element, named betas.0, betas.1.
+struct HyperSpec {
+  std::string name;
+  std::vector<double> defaults;  // empty: required; size 2: a pair
+  std::string doc;
+  bool schedulable = false;      // may be given a learning-rate schedule
+  size_t arity = 1;  // 0: a tuple of any length (at least one)
+};
+
+/// A structural option (a bool or a string): part of the compiled program.
+struct OptionSpec {
+  std::string name;
+  std::variant<bool, std::string> default_value;
+  std::string doc;
+  std::vector<std::string> choices;  // for string options
+};
+
+enum class DefKind { transform, schedule };
+
+/// What a transform or schedule is. `apply` reads and replaces ctx.grad()/ctx.param();
+/// `value` returns a schedule's value for this step (scalar).
+struct Def {
+  std::string name;
+  DefKind kind = DefKind::transform;
+  std::string doc;
+  std::vector<HyperSpec> hypers;
+  std::vector<OptionSpec> options;
+  std::function<void(Ctx&)> apply;
+  std::function<Value(Ctx&)> value;
+
+  const HyperSpec* find_hyper(std::string_view n) const;
+  const OptionSpec* find_option(std::string_view n) const;
+};
+
+/// A Def with its arguments checked.
+struct Bound {
+  std::shared_ptr<const Def> def;
+  Args args;
+};
+
+/// Checks `args` against `def` (names, kinds, arity, required ones) and binds them.
+Expected<std::shared_ptr<const Bound>> bind(std::shared_ptr<const Def> def, Args args);
+
+using Pipeline = std::vector<std::shared_ptr<const Bound>>;
+
+/// Storage types of the buffers a program reads and writes.
+struct DTypes {
+  DType param = DType::f32;
+  DType grad = DType::f32;
+  DType state = DType::f32;
+};
+
+/// Lowers a chain of transforms to one verified IR program.
+Expected<ir::Program> lower(const Pipeline& pipeline, DTypes dtypes = {});
+
+/// How a state starts: a constant, or the value a hyperparameter has when the state is created.
+struct StateInit {
+  double value = 0;
+  std::string hyper;  // non-empty: take this hyperparameter of the same transform
+  StateInit(double v = 0) : value(v) {}  // NOLINT(google-explicit-constructor)
+  static StateInit from_hyper(std::string name) {
+    StateInit s;
+    s.hyper = std::move(name);
+    return s;
+  }
+};
+
+/// What a transform's rule sees while it is being built.
+class Ctx {
+ public:
+  /// The update flowing through the chain (starts as the gradient) and the parameter.
+  Value grad() const { return grad_; }
+  Value param() const { return param_; }
+  void set_grad(Value v);
+  void set_param(Value v);
+
+  /// This transform's hyperparameter (element k of a tuple), resolving schedules.
+  Value hyper(std::string_view name, size_t k = 0);
+  /// The value given when the pipeline was built: for structural choices (e.g. whether SGD
+  /// keeps a momentum buffer). Not allowed for a scheduled hyperparameter.
+  double initial(std::string_view name, size_t k = 0);
+  /// Number of elements given for a tuple hyperparameter (variable-length ones: milestones).
+  size_t hyper_size(std::string_view name);
+  bool flag(std::string_view name) const;
+  std::string option(std::string_view name) const;
+
+  /// 1-based step count, as f64.
+  Value step();
+  /// Elements in the current tensor, as f64 (tensor rank).
+  Value numel();
+  Value constant(double v);
+  /// A per-element state buffer of this transform: its current value (as last set in this
+  /// step, else as it was before the step). Declared on first use.
+  Value state(std::string_view name, StateInit init = {});
+  void set_state(std::string_view name, Value v);
+  /// A per-group f64 value carried across steps (e.g. NAdam's mu_product).
+  Value scalar_state(std::string_view name, StateInit init = {});
+  void set_scalar_state(std::string_view name, Value v);
+  /// If cond (scalar b1) is true, the step is skipped: nothing at all is written.
+  void skip_step_if(Value cond);
+
+  /// Records a user error (the first one wins); building continues with a dummy value.
+  void fail(Error e);
+
+  // Used by Value's operators.
+  ir::Builder& builder() { return b_; }
+  DType element_type() const { return element_type_; }
+  Value wrap(ir::ValueId id) { return Value(this, id); }
+
+ private:
+  friend Expected<ir::Program> lower(const Pipeline&, DTypes);
+  struct Frame {
+    const Bound* bound;
+    std::string prefix;  // unique name of this transform or schedule instance
+  };
+  struct StateSlot {
+    uint32_t index;
+    Value current;
+    bool scalar;
+  };
+  Ctx(DTypes dtypes);
+  const Frame& frame() const { return frames_.back(); }
+  std::string state_name(std::string_view name);
+  uint32_t resolve_init_hyper(const StateInit& init);
+
+  ir::Builder b_;
+  DTypes dtypes_;
+  DType element_type_;
+  Value grad_, param_;
+  std::vector<Frame> frames_;
+  std::map<std::string, Value, std::less<>> hyper_cache_;
+  std::map<std::string, StateSlot, std::less<>> states_;  // by full name
+  std::map<std::string, int, std::less<>> instance_count_;
+  std::optional<Error> error_;
+  std::vector<ir::ValueId> skips_;
+};
+
+}  // namespace optjit::dsl

@@ -1,0 +1,352 @@
+// Algorithm:
+// 1. Level: level(v) = 0 for leaves, max over operands otherwise, and level(arg) + 1 for a
+//    reduction (its result exists once the pass computing its operand has finished). An
+//    element value of level k is computed in pass k; host values of level k before pass k.
+// 2. Stores: a buffer store goes to pass max(level(value), guard) where guard is the level of
+//    the latest skip_if, so nothing is written before the step is known to go ahead. If a
+//    later pass still needs the buffer's old value, the store moves to that pass (repeat to a
+//    fixpoint). The pass count is one past the last store or reduction.
+// 3. Carries: an element value needed in a pass after its own level is read back from a
+//    buffer that already holds it (forward: e.g. LAMB's exp_avg), or recomputed there from
+//    its operands. Recomputing can cost more bytes than a round trip through memory; each
+//    such value is tried as a scratch buffer (written where first computed, read later) and
+//    kept when it lowers the total bytes moved.
+#include "ir/plan.h"
+
+#include <fmt/ranges.h>
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "ir/simplify.h"
+#include "ir/text.h"
+#include "ir/verify.h"
+
+namespace optjit::plan {
+
+using ir::Inst;
+using ir::Op;
+using ir::OpKind;
+using ir::Program;
+using ir::ValueId;
+
+size_t Plan::bytes_per_param() const {
+  size_t n = 0;
+  for (const auto& p : passes) n += p.bytes_read + p.bytes_written;
+  return n;
+}
+
+namespace {
+
+struct Demand {
+  std::vector<char> computed;            // program value computed in the body
+  std::map<ValueId, uint32_t> read_from;  // value read from a buffer (forward / scratch)
+  std::set<uint32_t> loads;              // buffers read
+  std::set<uint32_t> stores;             // buffers written
+  std::set<ValueId> uniforms;
+  std::vector<ValueId> reductions;
+  std::optional<uint32_t> conflict;  // a buffer whose old value is needed after its store
+  size_t bytes = 0;
+};
+
+class Planner {
+ public:
+  explicit Planner(Program p) : p_(std::move(p)), n_(p_.insts.size()), level_(n_, 0) {}
+
+  Expected<Plan> run() {
+    compute_levels();
+    place_stores();
+    choose_scratch();
+    return build();
+  }
+
+ private:
+  const Inst& at(ValueId v) const { return p_.at(v); }
+  int level(ValueId v) const { return level_[index(v)]; }
+  bool element(ValueId v) const { return at(v).rank == Rank::element; }
+
+  void compute_levels() {
+    for (size_t i = 0; i < n_; ++i) {
+      const Inst& in = p_.insts[i];
+      int l = 0;
+      for (int k = 0; k < ir::info(in.op).arity; ++k) l = std::max(l, level_[index(in.args[k])]);
+      if (ir::info(in.op).kind == OpKind::reduce) l += 1;
+      level_[i] = l;
+      if (in.op == Op::SkipIf) guard_ = std::max(guard_, l);
+      if (in.op == Op::Store) store_of_[in.attr] = static_cast<ValueId>(i);
+    }
+    for (const auto& [buf, st] : store_of_) {
+      ValueId v = at(st).args[0];
+      store_pass_[buf] = std::max(level(v), guard_);
+      forward_.emplace(v, buf);  // first store of a value wins (stores are per buffer)
+    }
+  }
+
+  int pass_count() const {
+    int passes = 0;
+    for (const auto& [buf, k] : store_pass_) passes = std::max(passes, k + 1);
+    for (size_t i = 0; i < n_; ++i)
+      if (ir::info(p_.insts[i].op).kind == OpKind::reduce)
+        passes = std::max(passes, level_[i]);  // computed in pass level - 1
+    return passes;
+  }
+
+  void place_stores() {
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (int k = 0; k < pass_count(); ++k) {
+        Demand d = analyze(k, scratch_);
+        if (d.conflict) {
+          store_pass_[*d.conflict] = k;
+          changed = true;
+          break;
+        }
+      }
+    }
+  }
+
+  // Values a pass must produce: stores placed there, reductions whose operand is of this
+  // level, and scratch values first computed here.
+  Demand analyze(int k, const std::map<ValueId, uint32_t>& scratch) const {
+    Demand d;
+    d.computed.assign(n_, 0);
+    std::vector<char> seen(n_, 0);
+    auto visit = [&](auto&& self, ValueId v) -> void {
+      if (!element(v)) {
+        d.uniforms.insert(v);
+        return;
+      }
+      if (seen[index(v)]) return;
+      seen[index(v)] = 1;
+      const Inst& in = at(v);
+      if (auto s = scratch.find(v); s != scratch.end() && level(v) < k) {
+        d.read_from[v] = s->second;
+        d.loads.insert(s->second);
+        return;
+      }
+      if (in.op == Op::Load) {
+        auto sp = store_pass_.find(in.attr);
+        if (sp != store_pass_.end() && sp->second < k && !d.conflict) d.conflict = in.attr;
+        d.computed[index(v)] = 1;
+        d.loads.insert(in.attr);
+        return;
+      }
+      if (auto f = forward_.find(v); f != forward_.end() && level(v) < k &&
+                                     store_pass_.at(f->second) < k) {
+        d.read_from[v] = f->second;
+        d.loads.insert(f->second);
+        return;
+      }
+      d.computed[index(v)] = 1;
+      for (int a = 0; a < ir::info(in.op).arity; ++a) self(self, in.args[a]);
+    };
+    for (size_t i = 0; i < n_; ++i) {
+      const Inst& in = p_.insts[i];
+      if (in.op == Op::Store && store_pass_.at(in.attr) == k) {
+        visit(visit, in.args[0]);
+        d.stores.insert(in.attr);
+      } else if (ir::info(in.op).kind == OpKind::reduce && level_[i] - 1 == k) {
+        visit(visit, in.args[0]);
+        d.reductions.push_back(static_cast<ValueId>(i));
+      }
+    }
+    for (const auto& [v, buf] : scratch)
+      if (level(v) == k) {
+        visit(visit, v);
+        d.stores.insert(buf);
+      }
+    for (uint32_t b : d.loads) d.bytes += size_bytes(buffer_storage(b));
+    for (uint32_t b : d.stores) d.bytes += size_bytes(buffer_storage(b));
+    return d;
+  }
+
+  DType buffer_storage(uint32_t b) const {
+    return b < p_.buffers.size() ? p_.buffers[b].storage : scratch_types_.at(b);
+  }
+
+  size_t total_bytes(const std::map<ValueId, uint32_t>& scratch) const {
+    size_t t = 0;
+    for (int k = 0; k < pass_count(); ++k) t += analyze(k, scratch).bytes;
+    return t;
+  }
+
+  void choose_scratch() {
+    // Candidates: element values recomputed in a pass after their level, other than loads.
+    std::set<ValueId> candidates;
+    for (int k = 0; k < pass_count(); ++k) {
+      Demand d = analyze(k, scratch_);
+      for (size_t i = 0; i < n_; ++i) {
+        auto v = static_cast<ValueId>(i);
+        if (d.computed[i] && level(v) < k && at(v).op != Op::Load && element(v)) candidates.insert(v);
+      }
+    }
+    size_t best = total_bytes(scratch_);
+    for (ValueId v : candidates) {
+      auto trial = scratch_;
+      auto buf = static_cast<uint32_t>(p_.buffers.size() + scratch_types_.size());
+      trial[v] = buf;
+      scratch_types_[buf] = at(v).type;
+      size_t t = total_bytes(trial);
+      if (t < best) {
+        best = t;
+        scratch_ = std::move(trial);
+      } else {
+        scratch_types_.erase(buf);
+      }
+    }
+  }
+
+  Expected<Plan> build() {
+    Plan plan;
+    plan.buffers = p_.buffers;
+    for (const auto& [v, buf] : scratch_) {
+      OPTJIT_CHECK(buf == plan.buffers.size());
+      plan.buffers.push_back({fmt::format("scratch{}", buf - p_.buffers.size()),
+                              ir::BufferRole::scratch, scratch_types_.at(buf), {}});
+    }
+    const int passes = pass_count();
+    plan.host.resize(static_cast<size_t>(passes) + 1);
+    for (size_t i = 0; i < n_; ++i) {
+      const Inst& in = p_.insts[i];
+      auto v = static_cast<ValueId>(i);
+      if (in.op == Op::SStore) plan.host[passes].push_back(v);
+      else if (in.op == Op::SkipIf) plan.host[std::min(level_[i], passes)].push_back(v);
+      else if (ir::has_result(in.op) && !element(v) && ir::info(in.op).kind != OpKind::reduce)
+        plan.host[std::min(level_[i], passes)].push_back(v);
+    }
+    for (int k = 0; k < passes; ++k) plan.passes.push_back(make_pass(k, plan));
+    std::vector<Demand> demands;
+    for (int k = 0; k < passes; ++k) demands.push_back(analyze(k, scratch_));
+    for (int k = 0; k < passes; ++k) {
+      const Demand& d = demands[k];
+      for (size_t i = 0; i < n_; ++i) {
+        auto v = static_cast<ValueId>(i);
+        // A carry is a value computed in an earlier pass and needed again here.
+        if (!element(v) || at(v).op == Op::Load || level(v) >= k || !demands[level(v)].computed[i]) continue;
+        if (auto r = d.read_from.find(v); r != d.read_from.end())
+          plan.carries.push_back({v, level(v), k, scratch_.count(v) ? Carry::scratch : Carry::forward, r->second});
+        else if (d.computed[i])
+          plan.carries.push_back({v, level(v), k, Carry::recompute, 0});
+      }
+    }
+    plan.program = std::move(p_);
+    return plan;
+  }
+
+  Pass make_pass(int k, const Plan& plan) const {
+    Demand d = analyze(k, scratch_);
+    OPTJIT_CHECK(!d.conflict);
+    Pass pass;
+    ir::Builder b(Program{{}, plan.buffers, {}, {}});
+    std::map<ValueId, ValueId> local;
+    std::map<ValueId, uint32_t> uniform_slot;
+    auto operand = [&](ValueId v) -> ValueId {
+      if (auto it = local.find(v); it != local.end()) return it->second;
+      OPTJIT_CHECK(!element(v));
+      auto slot = static_cast<uint32_t>(pass.uniforms.size());
+      pass.uniforms.push_back(v);
+      uniform_slot[v] = slot;
+      ValueId u = b.emit(Op::Uniform, at(v).type, {}, slot);
+      local[v] = u;
+      return u;
+    };
+    // Loads first: a pass reads every buffer before it writes any.
+    for (const auto& [v, buf] : d.read_from)
+      local[v] = b.emit(Op::Load, at(v).type, {}, buf);
+    for (size_t i = 0; i < n_; ++i)
+      if (d.computed[i] && p_.insts[i].op == Op::Load)
+        local[static_cast<ValueId>(i)] = b.emit(Op::Load, p_.insts[i].type, {}, p_.insts[i].attr);
+    for (size_t i = 0; i < n_; ++i) {
+      const Inst& in = p_.insts[i];
+      auto v = static_cast<ValueId>(i);
+      if (d.computed[i] && in.op != Op::Load) {
+        std::array<ValueId, 3> args{ir::kNoValue, ir::kNoValue, ir::kNoValue};
+        for (int a = 0; a < ir::info(in.op).arity; ++a) args[a] = operand(in.args[a]);
+        local[v] = b.emit(in.op, in.type, args, in.attr, in.imm);
+      }
+      if (in.op == Op::Store && d.stores.count(in.attr) && store_pass_.at(in.attr) == k)
+        b.emit(Op::Store, DType::b1, {operand(in.args[0])}, in.attr);
+      if (ir::info(in.op).kind == OpKind::reduce && level_[i] - 1 == k) {
+        b.emit(in.op, in.type, {operand(in.args[0])}, in.attr);
+        pass.reductions.push_back(v);
+      }
+    }
+    for (const auto& [v, buf] : scratch_)
+      if (level(v) == k) b.emit(Op::Store, DType::b1, {operand(v)}, buf);
+    pass.body = std::move(b).finish();
+    pass.reads.assign(d.loads.begin(), d.loads.end());
+    pass.writes.assign(d.stores.begin(), d.stores.end());
+    for (uint32_t r : pass.reads) pass.bytes_read += size_bytes(plan.buffers[r].storage);
+    for (uint32_t w : pass.writes) pass.bytes_written += size_bytes(plan.buffers[w].storage);
+    return pass;
+  }
+
+  Program p_;
+  size_t n_;
+  std::vector<int> level_;
+  int guard_ = 0;
+  std::map<uint32_t, ValueId> store_of_;     // buffer -> its store
+  std::map<uint32_t, int> store_pass_;       // buffer -> pass that writes it
+  std::map<ValueId, uint32_t> forward_;      // value -> buffer that stores it
+  std::map<ValueId, uint32_t> scratch_;      // value -> scratch buffer index
+  std::map<uint32_t, DType> scratch_types_;  // scratch buffer -> storage type
+};
+
+}  // namespace
+
+Expected<Plan> make_plan(const Program& program) {
+  OPTJIT_TRY(ir::verify(program));
+  return Planner(ir::simplify(program)).run();
+}
+
+std::string describe(const Plan& plan, bool with_bodies) {
+  std::string out = ir::print(plan.program);
+  auto names = [&](const std::vector<uint32_t>& bufs) {
+    std::vector<std::string> v;
+    for (uint32_t b : bufs)
+      v.push_back(fmt::format("{}:{}", plan.buffers[b].name, to_string(plan.buffers[b].storage)));
+    return v.empty() ? std::string("-") : fmt::format("{}", fmt::join(v, " "));
+  };
+  out += fmt::format("\nplan: {} pass{}, {} bytes per parameter\n", plan.passes.size(),
+                     plan.passes.size() == 1 ? "" : "es", plan.bytes_per_param());
+  for (size_t k = 0; k <= plan.passes.size(); ++k) {
+    if (!plan.host[k].empty()) {
+      std::vector<std::string> ids;
+      for (auto v : plan.host[k]) ids.push_back(fmt::format("%{}", index(v)));
+      out += fmt::format("  host before {}: {}\n",
+                         k < plan.passes.size() ? fmt::format("pass {}", k) : std::string("commit"),
+                         fmt::join(ids, " "));
+    }
+    if (k == plan.passes.size()) break;
+    const Pass& p = plan.passes[k];
+    out += fmt::format("  pass {}: reads {} | writes {} | {} B read + {} B written = {} B/param\n", k,
+                       names(p.reads), names(p.writes), p.bytes_read, p.bytes_written,
+                       p.bytes_read + p.bytes_written);
+    if (!p.reductions.empty()) {
+      std::vector<std::string> ids;
+      for (auto v : p.reductions) ids.push_back(fmt::format("%{}", index(v)));
+      out += fmt::format("    reduces: {}\n", fmt::join(ids, " "));
+    }
+    if (with_bodies) {
+      std::string body = ir::print(p.body);
+      size_t start = body.find("\n%");  // skip the header and declarations
+      if (start == std::string::npos) start = body.find("\nstore");
+      std::string lines = start == std::string::npos ? "" : body.substr(start + 1);
+      std::string indented;
+      for (size_t pos = 0; pos < lines.size();) {
+        size_t nl = lines.find('\n', pos);
+        indented += "      " + lines.substr(pos, nl - pos) + "\n";
+        pos = nl == std::string::npos ? lines.size() : nl + 1;
+      }
+      out += indented;
+    }
+  }
+  for (const auto& c : plan.carries) {
+    const char* how = c.how == Carry::recompute ? "recomputed" : c.how == Carry::forward ? "read back from" : "stored in";
+    out += fmt::format("  carry %{}: pass {} -> {}: {}{}\n", index(c.value), c.from_pass, c.to_pass, how,
+                       c.how == Carry::recompute ? "" : " " + plan.buffers[c.buffer].name);
+  }
+  return out;
+}
+
+}  // namespace optjit::plan

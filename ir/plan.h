@@ -1,0 +1,52 @@
+// The planner: splits a program into the fewest passes over memory and says what each moves.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/error.h"
+#include "ir/program.h"
+
+namespace optjit::plan {
+
+/// One sweep over every element of every tensor.
+struct Pass {
+  /// Element code: loads, stores, math, `uniform k` (per-tensor values computed on the host
+  /// before the pass) and reductions. Its buffers are Plan::buffers; it reads each buffer's
+  /// contents at the time of the pass (loads come before stores).
+  ir::Program body;
+  std::vector<ir::ValueId> uniforms;    // program value for each uniform slot
+  std::vector<ir::ValueId> reductions;  // program reduce value for each reduce in the body, in order
+  std::vector<uint32_t> reads, writes;  // buffer indices
+  size_t bytes_read = 0, bytes_written = 0;  // per parameter element
+};
+
+/// How a value needed after the pass that can first compute it gets there.
+enum class Carry { recompute, forward, scratch };
+
+struct CarryNote {
+  ir::ValueId value;
+  int from_pass, to_pass;
+  Carry how;
+  uint32_t buffer;  // forward / scratch: the buffer carrying it
+};
+
+struct Plan {
+  ir::Program program;                  // the (simplified) program this plan runs
+  std::vector<ir::BufferDecl> buffers;  // program buffers, then scratch buffers
+  /// host[k]: scalar- and tensor-rank values (and skip_if guards) evaluated before pass k;
+  /// host[passes.size()] runs after the last pass and holds the scalar-state stores.
+  std::vector<std::vector<ir::ValueId>> host;
+  std::vector<Pass> passes;
+  std::vector<CarryNote> carries;
+
+  size_t bytes_per_param() const;
+};
+
+/// Plans a verified program (it is simplified first).
+Expected<Plan> make_plan(const ir::Program& program);
+
+/// The IR, then each pass with what it reads and writes and its bytes per parameter.
+std::string describe(const Plan& plan, bool with_bodies = true);
+
+}  // namespace optjit::plan

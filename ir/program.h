@@ -1,0 +1,137 @@
+// The IR: a flat SSA program over typed, ranked values. See ops.def for the ops.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "ir/types.h"
+
+namespace optjit::ir {
+
+enum class Op : uint8_t {
+#define OPTJIT_OP(name, text, arity, kind, synopsis) name,
+#include "ir/ops.def"
+};
+
+enum class OpKind : uint8_t { leaf, math, logic, compare, select, cast, reduce, effect };
+
+struct OpInfo {
+  std::string_view text;
+  int arity;
+  OpKind kind;
+  std::string_view synopsis;
+};
+const OpInfo& info(Op op);
+std::optional<Op> parse_op(std::string_view text);
+
+/// Index of an instruction (and of the value it defines) in Program::insts.
+enum class ValueId : uint32_t {};
+inline constexpr ValueId kNoValue{UINT32_MAX};
+inline uint32_t index(ValueId v) { return static_cast<uint32_t>(v); }
+
+/// Reduction scope, the attr of a reduce op.
+enum class Scope : uint32_t { all = 0, tensor = 1 };
+
+struct Inst {
+  Op op{};
+  DType type = DType::f64;   // result type (unused for effects)
+  Rank rank = Rank::scalar;  // derived from the operands and the op
+  uint32_t attr = 0;         // hyper / buffer / state index, or reduction scope
+  double imm = 0;            // Const only
+  std::array<ValueId, 3> args{kNoValue, kNoValue, kNoValue};
+
+  bool operator==(const Inst&) const = default;
+};
+
+/// Where a state's first value comes from: a constant or a hyperparameter's value at creation.
+struct Init {
+  double value = 0;
+  std::optional<uint32_t> hyper;  // index into Program::hypers
+  bool operator==(const Init&) const = default;
+};
+
+struct HyperDecl {
+  std::string name;
+  double value = 0;  // default; the runtime may set another before any step
+  bool operator==(const HyperDecl&) const = default;
+};
+
+enum class BufferRole : uint8_t { param, grad, state, scratch };  // scratch: made by the planner
+std::string_view to_string(BufferRole r);
+
+/// A per-element buffer, one per parameter tensor.
+struct BufferDecl {
+  std::string name;
+  BufferRole role = BufferRole::state;
+  DType storage = DType::f32;
+  Init init;  // state buffers only
+  bool operator==(const BufferDecl&) const = default;
+};
+
+/// A value carried from step to step, one per parameter group (e.g. NAdam's mu_product).
+struct StateDecl {
+  std::string name;
+  DType type = DType::f64;
+  Init init;
+  bool operator==(const StateDecl&) const = default;
+};
+
+/// A whole optimizer step. Values are immutable once built; passes return new programs.
+struct Program {
+  std::vector<HyperDecl> hypers;
+  std::vector<BufferDecl> buffers;
+  std::vector<StateDecl> states;
+  std::vector<Inst> insts;
+
+  const Inst& at(ValueId v) const { return insts[index(v)]; }
+  std::optional<uint32_t> find_hyper(std::string_view name) const;
+  std::optional<uint32_t> find_buffer(std::string_view name) const;
+  std::optional<uint32_t> find_state(std::string_view name) const;
+  /// The buffer with role param (grad); every lowered pipeline has exactly one of each.
+  uint32_t param_buffer() const;
+  uint32_t grad_buffer() const;
+
+  bool operator==(const Program&) const = default;
+};
+
+/// Builds a Program. Pure instructions are hash-consed: building the same (op, type, attr,
+/// imm, operands) twice returns the same value, so common subexpressions are shared for free.
+class Builder {
+ public:
+  Builder() = default;
+  explicit Builder(Program declarations_only);
+
+  uint32_t add_hyper(std::string name, double value);
+  uint32_t add_buffer(BufferDecl decl);
+  uint32_t add_state(StateDecl decl);
+  const Program& program() const { return p_; }
+
+  /// Appends (or finds) an instruction. The rank is computed here; types are checked by verify.
+  ValueId emit(Op op, DType type, std::array<ValueId, 3> args = {kNoValue, kNoValue, kNoValue},
+               uint32_t attr = 0, double imm = 0);
+  ValueId constant(double v, DType type = DType::f64) { return emit(Op::Const, type, {}, 0, v); }
+
+  Program finish() &&;
+
+ private:
+  struct KeyHash {
+    size_t operator()(const Inst& i) const;
+  };
+  struct KeyEq {  // bitwise on imm, so 0.0 and -0.0 (and NaN payloads) stay distinct
+    bool operator()(const Inst& a, const Inst& b) const;
+  };
+  Program p_;
+  std::unordered_map<Inst, ValueId, KeyHash, KeyEq> interned_;
+};
+
+/// Rank of a value computed by `op` from operands of the given ranks.
+Rank result_rank(Op op, uint32_t attr, Rank max_operand_rank);
+bool has_result(Op op);
+bool is_pure(Op op);
+
+}  // namespace optjit::ir

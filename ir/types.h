@@ -1,0 +1,37 @@
+// Element types, value ranks and the number formats the reference backend rounds to.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace optjit {
+
+enum class DType : uint8_t { f64, f32, f16, bf16, i64, b1 };
+inline constexpr DType kAllDTypes[] = {DType::f64, DType::f32, DType::f16,
+                                       DType::bf16, DType::i64, DType::b1};
+
+/// How often a value is computed: once per step (per parameter group), per tensor, per element.
+enum class Rank : uint8_t { scalar, tensor, element };
+
+std::string_view to_string(DType t);
+std::string_view to_string(Rank r);
+std::optional<DType> parse_dtype(std::string_view s);
+
+size_t size_bytes(DType t);
+bool is_float(DType t);
+/// The arithmetic type for a storage type, like PyTorch's opmath_t: f64 stays f64, others f32.
+DType compute_type(DType storage);
+
+/// `x` rounded (to nearest, ties to even) to the nearest value of type `t`, returned as a double.
+/// Integers round toward zero like a C cast; b1 is x != 0.
+double round_to(DType t, double x);
+
+// Bit conversions for half formats (round to nearest even, NaN preserved).
+uint16_t f16_bits(double x);
+double f16_value(uint16_t bits);
+uint16_t bf16_bits(double x);
+double bf16_value(uint16_t bits);
+
+}  // namespace optjit

@@ -1,0 +1,146 @@
+// Algorithm: one forward walk. Each instruction's operands must precede it; its type is checked
+// against the op's kind (ops.def); its rank must equal the rank derived from its operands.
+#include "ir/verify.h"
+
+#include <vector>
+
+namespace optjit::ir {
+
+namespace {
+
+bool is_numeric(DType t) { return t != DType::b1; }
+
+Status check_inst(const Program& p, size_t n, const Inst& in) {
+  const OpInfo& oi = info(in.op);
+  auto fail = [&](std::string what) {
+    return make_error("IR %{} ({}): {}", n, oi.text, what);
+  };
+  Rank max_rank = Rank::scalar;
+  for (int k = 0; k < 3; ++k) {
+    if (k >= oi.arity) {
+      if (in.args[k] != kNoValue) return fail("has more operands than the op takes");
+      continue;
+    }
+    if (index(in.args[k]) >= n) return fail(fmt::format("operand {} is not defined before use", k));
+    const Inst& a = p.insts[index(in.args[k])];
+    if (!has_result(a.op)) return fail(fmt::format("operand {} has no value", k));
+    max_rank = std::max(max_rank, a.rank);
+  }
+  auto arg = [&](int k) -> const Inst& { return p.insts[index(in.args[k])]; };
+  auto same_types = [&]() {
+    for (int k = 1; k < oi.arity; ++k)
+      if (arg(k).type != arg(0).type) return false;
+    return true;
+  };
+  switch (oi.kind) {
+    case OpKind::leaf:
+      switch (in.op) {
+        case Op::Hyper:
+          if (in.attr >= p.hypers.size()) return fail("hyperparameter index out of range");
+          if (in.type != DType::f64) return fail("hyperparameters are f64");
+          break;
+        case Op::Load:
+          if (in.attr >= p.buffers.size()) return fail("buffer index out of range");
+          if (!is_float(in.type)) return fail("loads produce a float type");
+          break;
+        case Op::SLoad:
+          if (in.attr >= p.states.size()) return fail("state index out of range");
+          if (in.type != p.states[in.attr].type) return fail("type differs from the state's");
+          break;
+        case Op::Uniform:
+          return fail("uniform appears only in planned pass bodies");
+        case Op::Step: case Op::Numel:
+          if (in.type != DType::i64) return fail("counts are i64");
+          break;
+        default: break;
+      }
+      break;
+    case OpKind::math:
+      if (!is_numeric(in.type)) return fail("arithmetic on b1");
+      if (!same_types()) return fail("operand types differ (insert a cast)");
+      if (arg(0).type != in.type) return fail("result type differs from the operands'");
+      if (!is_float(in.type) && in.op != Op::Neg && in.op != Op::Abs && in.op != Op::Add &&
+          in.op != Op::Sub && in.op != Op::Mul && in.op != Op::Min && in.op != Op::Max)
+        return fail(fmt::format("needs a float operand, got {}", to_string(in.type)));
+      break;
+    case OpKind::logic:
+      if (in.type != DType::b1 || arg(0).type != DType::b1 || !same_types())
+        return fail("logic ops take and give b1");
+      break;
+    case OpKind::compare:
+      if (in.type != DType::b1) return fail("comparisons give b1");
+      if (!same_types()) return fail("operand types differ (insert a cast)");
+      if (in.op == Op::IsFinite && !is_float(arg(0).type)) return fail("needs a float operand");
+      break;
+    case OpKind::select:
+      if (arg(0).type != DType::b1) return fail("the condition must be b1");
+      if (arg(1).type != arg(2).type || arg(1).type != in.type)
+        return fail("both choices and the result must have one type");
+      break;
+    case OpKind::cast:
+      break;
+    case OpKind::reduce:
+      if (in.attr > 1) return fail("unknown reduction scope");
+      if (arg(0).rank != Rank::element) return fail("reduces an element-rank value");
+      if (!is_float(arg(0).type)) return fail("reduces a float value");
+      if (in.type != (in.op == Op::AnyNonFinite ? DType::b1 : DType::f64))
+        return fail("sum/sumsq/maxabs give f64, anynonfinite gives b1");
+      break;
+    case OpKind::effect:
+      switch (in.op) {
+        case Op::Store:
+          if (in.attr >= p.buffers.size()) return fail("buffer index out of range");
+          if (p.buffers[in.attr].role == BufferRole::grad) return fail("the gradient is read-only");
+          if (arg(0).rank != Rank::element) return fail("stores an element-rank value");
+          if (!is_float(arg(0).type)) return fail("stores a float value");
+          break;
+        case Op::SStore:
+          if (in.attr >= p.states.size()) return fail("state index out of range");
+          if (arg(0).rank != Rank::scalar) return fail("scalar state takes a scalar-rank value");
+          if (arg(0).type != p.states[in.attr].type) return fail("type differs from the state's");
+          break;
+        case Op::SkipIf:
+          if (arg(0).type != DType::b1 || arg(0).rank != Rank::scalar)
+            return fail("the condition must be a b1 scalar");
+          break;
+        default: break;
+      }
+      break;
+  }
+  if (in.rank != result_rank(in.op, in.attr, max_rank))
+    return fail(fmt::format("rank {} should be {}", to_string(in.rank),
+                            to_string(result_rank(in.op, in.attr, max_rank))));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status verify(const Program& p) {
+  int params = 0, grads = 0;
+  for (const auto& b : p.buffers) {
+    params += b.role == BufferRole::param;
+    grads += b.role == BufferRole::grad;
+    if (b.role == BufferRole::scratch) return make_error("IR: scratch buffer '{}' (only the planner makes them)", b.name);
+    if (!is_float(b.storage)) return make_error("IR: buffer '{}' has non-float storage", b.name);
+    if (b.init.hyper && *b.init.hyper >= p.hypers.size())
+      return make_error("IR: buffer '{}' is initialised from an unknown hyperparameter", b.name);
+  }
+  if (params != 1 || grads != 1)
+    return make_error("IR: needs exactly one param and one grad buffer (has {} and {})", params,
+                      grads);
+  for (const auto& s : p.states)
+    if (s.init.hyper && *s.init.hyper >= p.hypers.size())
+      return make_error("IR: state '{}' is initialised from an unknown hyperparameter", s.name);
+  std::vector<int> buffer_stores(p.buffers.size()), state_stores(p.states.size());
+  for (size_t n = 0; n < p.insts.size(); ++n) {
+    const Inst& in = p.insts[n];
+    OPTJIT_TRY(check_inst(p, n, in));
+    if (in.op == Op::Store && ++buffer_stores[in.attr] > 1)
+      return make_error("IR %{}: buffer '{}' is stored twice", n, p.buffers[in.attr].name);
+    if (in.op == Op::SStore && ++state_stores[in.attr] > 1)
+      return make_error("IR %{}: state '{}' is stored twice", n, p.states[in.attr].name);
+  }
+  return Status::Ok();
+}
+
+}  // namespace optjit::ir

@@ -1,0 +1,56 @@
+// The reference backend: a float64 interpreter that runs a plan pass by pass over host
+// buffers. It is the oracle every other backend is checked against.
+#pragma once
+
+#include "ir/plan.h"
+#include "runtime/state.h"
+
+namespace optjit::runtime {
+
+struct StepResult {
+  bool skipped = false;  // a skip_if fired (e.g. grad_scaler saw Inf/NaN): nothing was written
+};
+
+/// Host values of the scalar/tensor program between passes, shared by every backend: the
+/// runtime evaluates these in float64 on the host and hands each pass its uniforms.
+class HostProgram {
+ public:
+  HostProgram(const plan::Plan& plan, const OptimizerState& s);
+  /// Evaluates host segment k; returns true when a skip_if fired.
+  bool run_segment(size_t k);
+  /// The uniforms of pass k for tensor t.
+  void uniforms(size_t k, size_t t, std::vector<double>& out) const;
+  /// Records pass k's reduction results: partial[r][t] for reduction slot r, tensor t.
+  void finish_reductions(size_t k, const std::vector<std::vector<double>>& partial);
+  /// Scalar-state values to commit if the step is not skipped (group, state, value).
+  const std::vector<std::tuple<uint32_t, uint32_t, double>>& pending_states() const { return pending_; }
+
+ private:
+  double& slot(ir::ValueId v, size_t group, size_t tensor);
+  double get(ir::ValueId v, size_t group, size_t tensor) const;
+  const plan::Plan& plan_;
+  const OptimizerState& s_;
+  size_t n_;
+  std::vector<double> scalar_;  // [group * n + value]
+  std::vector<double> tensor_;  // [tensor * n + value]
+  std::vector<std::tuple<uint32_t, uint32_t, double>> pending_;
+};
+
+/// Combines per-tensor partial results of a reduction over all tensors, in tensor order.
+double combine(ir::Op op, const std::vector<double>& partials);
+/// Identity and accumulation of each reduction, shared by the backends.
+double reduce_identity(ir::Op op);
+double reduce_step(ir::Op op, double acc, double x);
+
+class ReferenceBackend {
+ public:
+  explicit ReferenceBackend(const plan::Plan& plan) : plan_(plan) {}
+  /// One optimizer step on `s` (gradients already in the grad buffers).
+  StepResult step(OptimizerState& s) const;
+
+ private:
+  void run_pass(size_t k, OptimizerState& s, HostProgram& host) const;
+  const plan::Plan& plan_;
+};
+
+}  // namespace optjit::runtime

@@ -1,0 +1,190 @@
+#include "runtime/state.h"
+
+#include <fmt/ranges.h>
+#include <algorithm>
+
+namespace optjit::runtime {
+
+using ir::BufferRole;
+
+bool glob_match(std::string_view p, std::string_view n) {
+  size_t pi = 0, ni = 0, star = std::string_view::npos, mark = 0;
+  while (ni < n.size()) {
+    if (pi < p.size() && (p[pi] == '?' || p[pi] == n[ni])) ++pi, ++ni;
+    else if (pi < p.size() && p[pi] == '*') star = pi++, mark = ni;
+    else if (star != std::string_view::npos) pi = star + 1, ni = ++mark;
+    else return false;
+  }
+  while (pi < p.size() && p[pi] == '*') ++pi;
+  return pi == p.size();
+}
+
+Expected<std::vector<uint32_t>> match_hyper(const ir::Program& p, std::string_view name) {
+  std::vector<uint32_t> exact, suffix;
+  for (uint32_t i = 0; i < p.hypers.size(); ++i) {
+    const std::string& h = p.hypers[i].name;
+    if (h == name) exact.push_back(i);
+    // Component-wise suffix: "lr" matches "adamw.lr"; "betas" matches "adamw.betas.0".
+    for (size_t pos = 0; pos < h.size();) {
+      size_t dot = h.find('.', pos);
+      std::string_view rest = std::string_view(h).substr(pos);
+      if (rest == name) suffix.push_back(i);
+      else if (dot != std::string::npos && rest.size() > name.size() && rest.substr(0, name.size()) == name &&
+               rest[name.size()] == '.' &&
+               rest.find_first_not_of("0123456789", name.size() + 1) == std::string_view::npos)
+        suffix.push_back(i);
+      if (dot == std::string::npos) break;
+      pos = dot + 1;
+    }
+  }
+  if (!exact.empty()) return exact;
+  std::sort(suffix.begin(), suffix.end());
+  suffix.erase(std::unique(suffix.begin(), suffix.end()), suffix.end());
+  // A short name must not span two transforms (e.g. "lr" with two optimizers in the chain).
+  std::vector<std::string> owners;
+  for (uint32_t i : suffix) {
+    const std::string& h = p.hypers[i].name;
+    std::string base = h;
+    if (size_t d = h.rfind('.'); d != std::string::npos && h.find_first_not_of("0123456789", d + 1) == std::string::npos)
+      base = h.substr(0, d);
+    if (std::find(owners.begin(), owners.end(), base) == owners.end()) owners.push_back(base);
+  }
+  if (owners.size() > 1)
+    return make_error("hyperparameter '{}' is ambiguous: {}", name, fmt::join(owners, ", "));
+  if (suffix.empty()) {
+    std::vector<std::string> all;
+    for (const auto& h : p.hypers) all.push_back(h.name);
+    return make_error("no hyperparameter '{}' (this pipeline has: {})", name, fmt::join(all, ", "));
+  }
+  return suffix;
+}
+
+Status set_hyper(const ir::Program& p, OptimizerState& s, std::string_view name,
+                 const std::vector<double>& values, std::optional<uint32_t> group) {
+  auto idx = match_hyper(p, name);
+  if (!idx) return idx.error();
+  if (values.size() != 1 && values.size() != idx->size())
+    return make_error("hyperparameter '{}' has {} element(s), got {} value(s)", name, idx->size(), values.size());
+  if (group && *group >= s.groups.size()) return make_error("no parameter group {}", *group);
+  for (uint32_t g = 0; g < s.groups.size(); ++g) {
+    if (group && g != *group) continue;
+    for (size_t k = 0; k < idx->size(); ++k)
+      s.groups[g].hypers[(*idx)[k]] = values.size() == 1 ? values[0] : values[k];
+  }
+  return Status::Ok();
+}
+
+Expected<OptimizerState> init_state(const plan::Plan& plan, const std::vector<HostTensor>& params,
+                                    const std::vector<GroupSpec>& groups) {
+  const ir::Program& p = plan.program;
+  OptimizerState s;
+  GroupState defaults;
+  for (const auto& h : p.hypers) defaults.hypers.push_back(h.value);
+  s.groups.assign(groups.size() + 1, defaults);
+  for (size_t g = 0; g < groups.size(); ++g)
+    for (const auto& [name, v] : groups[g].overrides) {
+      Status st = set_hyper(p, s, name, {v}, static_cast<uint32_t>(g + 1));
+      if (!st) return make_error("parameter group {}: {}", g + 1, st.error().message);
+    }
+  for (auto& g : s.groups)
+    for (const auto& st : p.states)
+      g.states.push_back(st.init.hyper ? g.hypers[*st.init.hyper] : st.init.value);
+  const DType param_type = p.buffers[p.param_buffer()].storage;
+  for (const auto& t : params) {
+    if (t.dtype != param_type)
+      return make_error("parameter '{}' is {}, but the optimizer was built for {} parameters", t.name,
+                        to_string(t.dtype), to_string(param_type));
+    TensorState ts{t.name, t.shape, t.numel(), 0, {}};
+    for (size_t g = 0; g < groups.size() && ts.group == 0; ++g)
+      for (const auto& pat : groups[g].patterns)
+        if (glob_match(pat, t.name)) ts.group = static_cast<uint32_t>(g + 1);
+    for (const auto& b : plan.buffers) {
+      std::vector<uint8_t> buf(static_cast<size_t>(ts.numel) * size_bytes(b.storage), 0);
+      if (b.role == BufferRole::param) {
+        buf = t.data;
+      } else if (b.role == BufferRole::state) {
+        double v = b.init.hyper ? s.groups[ts.group].hypers[*b.init.hyper] : b.init.value;
+        if (v != 0 || std::signbit(v))
+          for (int64_t i = 0; i < ts.numel; ++i) store_element(buf.data(), b.storage, i, v);
+      }
+      ts.buffers.push_back(std::move(buf));
+    }
+    s.tensors.push_back(std::move(ts));
+  }
+  return s;
+}
+
+Status set_grads(const plan::Plan& plan, OptimizerState& s, const std::vector<const HostTensor*>& grads) {
+  const uint32_t gb = plan.program.grad_buffer();
+  const DType gt = plan.buffers[gb].storage;
+  if (grads.size() != s.tensors.size())
+    return make_error("{} gradients for {} parameters", grads.size(), s.tensors.size());
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const HostTensor& g = *grads[i];
+    TensorState& t = s.tensors[i];
+    if (g.numel() != t.numel)
+      return make_error("gradient '{}' has {} elements, its parameter {}", g.name, g.numel(), t.numel);
+    auto& buf = t.buffers[gb];
+    if (g.dtype == gt) buf = g.data;
+    else
+      for (int64_t e = 0; e < t.numel; ++e) store_element(buf.data(), gt, e, g.get(e));
+  }
+  return Status::Ok();
+}
+
+TensorFile export_state(const plan::Plan& plan, const OptimizerState& s) {
+  const ir::Program& p = plan.program;
+  TensorFile f;
+  for (const auto& t : s.tensors) {
+    for (size_t b = 0; b < p.buffers.size(); ++b) {
+      const auto& decl = p.buffers[b];
+      if (decl.role == BufferRole::grad) continue;
+      std::string name = decl.role == BufferRole::param ? t.name : fmt::format("{}.{}", t.name, decl.name);
+      f.tensors.push_back({name, decl.storage, t.shape, t.buffers[b]});
+    }
+    for (size_t k = 0; k < p.states.size(); ++k) {
+      HostTensor st = HostTensor::zeros(fmt::format("{}.{}", t.name, p.states[k].name), DType::f64, {});
+      st.set(0, s.groups[t.group].states[k]);
+      f.tensors.push_back(std::move(st));
+    }
+  }
+  HostTensor step = HostTensor::zeros("step", DType::i64, {});
+  step.set(0, static_cast<double>(s.step));
+  f.tensors.push_back(std::move(step));
+  f.metadata["format"] = "optjit-state-1";
+  return f;
+}
+
+Status import_state(const plan::Plan& plan, OptimizerState& s, const TensorFile& f) {
+  const ir::Program& p = plan.program;
+  const HostTensor* step = f.find("step");
+  if (!step || step->numel() != 1) return make_error("state file has no 0-d 'step' tensor");
+  if (step->get(0) < 0) return make_error("state file has a negative step count");
+  std::vector<std::vector<bool>> seen(s.groups.size(), std::vector<bool>(p.states.size(), false));
+  for (auto& t : s.tensors) {
+    for (size_t b = 0; b < p.buffers.size(); ++b) {
+      const auto& decl = p.buffers[b];
+      if (decl.role != BufferRole::state) continue;
+      std::string name = fmt::format("{}.{}", t.name, decl.name);
+      const HostTensor* h = f.find(name);
+      if (!h) return make_error("state file has no '{}'", name);
+      if (h->numel() != t.numel) return make_error("state '{}' has {} elements, its parameter {}", name, h->numel(), t.numel);
+      for (int64_t e = 0; e < t.numel; ++e) store_element(t.buffers[b].data(), decl.storage, e, h->get(e));
+    }
+    for (size_t k = 0; k < p.states.size(); ++k) {
+      std::string name = fmt::format("{}.{}", t.name, p.states[k].name);
+      const HostTensor* h = f.find(name);
+      if (!h || h->numel() != 1) return make_error("state file has no 0-d '{}'", name);
+      double v = h->get(0);
+      double& dst = s.groups[t.group].states[k];
+      if (seen[t.group][k] && dst != v)
+        return make_error("state '{}' differs from other tensors in its parameter group", name);
+      dst = v;
+      seen[t.group][k] = true;
+    }
+  }
+  s.step = static_cast<int64_t>(step->get(0));
+  return Status::Ok();
+}
+
+}  // namespace optjit::runtime

@@ -1,0 +1,67 @@
+// Optimizer state on the host: every tensor's buffers, per-group hyperparameters and scalar
+// state, and the step count. Any backend steps this; the reference backend works on it directly.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/plan.h"
+#include "runtime/safetensors.h"
+
+namespace optjit::runtime {
+
+struct TensorState {
+  std::string name;
+  std::vector<int64_t> shape;
+  int64_t numel = 0;
+  uint32_t group = 0;
+  std::vector<std::vector<uint8_t>> buffers;  // one per Plan::buffers entry, in its storage type
+};
+
+struct GroupState {
+  std::vector<double> hypers;  // one per Program::hypers
+  std::vector<double> states;  // one per Program::states
+};
+
+struct OptimizerState {
+  std::vector<TensorState> tensors;
+  std::vector<GroupState> groups;
+  int64_t step = 0;  // completed (not skipped) steps
+};
+
+/// A parameter group: the tensors whose names match any pattern ('*' and '?' globs), with
+/// hyperparameter overrides (names as in set_hyper). Tensors no group matches are in group 0.
+struct GroupSpec {
+  std::vector<std::string> patterns;
+  std::map<std::string, double> overrides;
+};
+
+bool glob_match(std::string_view pattern, std::string_view name);
+
+/// The program's hyperparameters that `name` denotes: a full name ("adamw.lr"), or the last
+/// components of names ("lr", "betas" for betas.0 and betas.1, "base_lr"). Errors list the names.
+Expected<std::vector<uint32_t>> match_hyper(const ir::Program& p, std::string_view name);
+
+/// Sets a hyperparameter (every element of a tuple gets `values` in order, or one value for all)
+/// in one group or, without `group`, in every group.
+Status set_hyper(const ir::Program& p, OptimizerState& s, std::string_view name,
+                 const std::vector<double>& values, std::optional<uint32_t> group = {});
+
+/// Creates state for `params` (their dtype must be the plan's param storage). Group 0 is the
+/// default group; group k+1 is groups[k]. State buffers and scalar states take their initial
+/// values, from a hyperparameter where the program says so.
+Expected<OptimizerState> init_state(const plan::Plan& plan, const std::vector<HostTensor>& params,
+                                    const std::vector<GroupSpec>& groups);
+
+/// Copies gradients into the grad buffers, converting to the grad storage type. Shapes must match.
+Status set_grads(const plan::Plan& plan, OptimizerState& s, const std::vector<const HostTensor*>& grads);
+
+/// The updated parameters under their names, each state buffer as `name.<buffer>`, each scalar
+/// state as a 0-d f64 `name.<state>`, and the step count as a 0-d i64 `step`.
+TensorFile export_state(const plan::Plan& plan, const OptimizerState& s);
+/// Resumes from export_state's output: state buffers, scalar states and the step count.
+Status import_state(const plan::Plan& plan, OptimizerState& s, const TensorFile& f);
+
+}  // namespace optjit::runtime

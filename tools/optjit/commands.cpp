@@ -1,0 +1,344 @@
+#include "tools/optjit/commands.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include <fmt/core.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "ir/builtins.h"
+#include "ir/compile.h"
+#include "ir/pipeline_text.h"
+#include "runtime/reference.h"
+
+namespace optjit::cli {
+
+using runtime::HostTensor;
+using runtime::TensorFile;
+
+int fail(const std::string& message) {
+  std::fprintf(stderr, "optjit: %s\n", message.c_str());
+  return 1;
+}
+
+namespace {
+
+Expected<DType> float_dtype(const std::string& s) {
+  auto t = parse_dtype(s);
+  if (!t || !is_float(*t)) return make_error("'{}' is not a float type (f32, f16, bf16, f64)", s);
+  return *t;
+}
+
+Expected<double> parse_number(const std::string& s) {
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || *end != '\0') return make_error("'{}' is not a number", s);
+  return v;
+}
+
+// 'PATTERN[,PATTERN]:name=value[,name=value]'
+Expected<runtime::GroupSpec> parse_group(const std::string& s) {
+  size_t colon = s.find(':');
+  if (colon == std::string::npos || colon == 0)
+    return make_error("--group '{}': expected PATTERN[,PATTERN...]:name=value[,...]", s);
+  runtime::GroupSpec g;
+  std::string pats = s.substr(0, colon), sets = s.substr(colon + 1);
+  for (size_t pos = 0; pos <= pats.size();) {
+    size_t c = pats.find(',', pos);
+    std::string p = pats.substr(pos, c == std::string::npos ? std::string::npos : c - pos);
+    if (!p.empty()) g.patterns.push_back(p);
+    if (c == std::string::npos) break;
+    pos = c + 1;
+  }
+  for (size_t pos = 0; pos < sets.size();) {
+    size_t c = sets.find(',', pos);
+    std::string kv = sets.substr(pos, c == std::string::npos ? std::string::npos : c - pos);
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos) return make_error("--group '{}': '{}' is not name=value", s, kv);
+    auto v = parse_number(kv.substr(eq + 1));
+    if (!v) return make_error("--group '{}': {}", s, v.error().message);
+    g.overrides[kv.substr(0, eq)] = *v;
+    if (c == std::string::npos) break;
+    pos = c + 1;
+  }
+  if (g.patterns.empty() || g.overrides.empty())
+    return make_error("--group '{}': needs at least one pattern and one name=value", s);
+  return g;
+}
+
+bool has_skip(const plan::Plan& p) {
+  for (const auto& in : p.program.insts)
+    if (in.op == ir::Op::SkipIf) return true;
+  return false;
+}
+
+// The gradient for parameter `param` at step k (0-based): the tensor itself, or slice k.
+struct GradSource {
+  const HostTensor* tensor;
+  bool sliced;
+};
+
+HostTensor slice(const HostTensor& g, int64_t k, int64_t numel, const std::vector<int64_t>& shape) {
+  HostTensor out{g.name, g.dtype, shape, {}};
+  size_t bytes = static_cast<size_t>(numel) * size_bytes(g.dtype);
+  out.data.assign(g.data.begin() + static_cast<std::ptrdiff_t>(k * bytes),
+                  g.data.begin() + static_cast<std::ptrdiff_t>((k + 1) * bytes));
+  return out;
+}
+
+}  // namespace
+
+int run(const RunOptions& o) {
+  if (o.backend != "reference" && o.backend != "auto")
+    return fail(fmt::format("the {} backend is not available in this build of optjit; use --backend reference",
+                            o.backend));
+  auto text = read_pipeline_text(o.pipeline);
+  if (!text) return fail(text.error().message);
+  auto params = runtime::read_safetensors(o.params);
+  if (!params) return fail(params.error().message);
+  auto grads = runtime::read_safetensors(o.grads);
+  if (!grads) return fail(grads.error().message);
+  if (params->tensors.empty()) return fail(fmt::format("{}: holds no tensors", o.params));
+
+  const DType param_type = params->tensors[0].dtype;
+  for (const auto& t : params->tensors) {
+    if (!is_float(t.dtype))
+      return fail(fmt::format("{}: parameter '{}' is {}, not a float type", o.params, t.name, to_string(t.dtype)));
+    if (t.dtype != param_type)
+      return fail(fmt::format("{}: parameters mix {} ('{}') and {} ('{}'); one optimizer needs one dtype",
+                              o.params, to_string(param_type), params->tensors[0].name, to_string(t.dtype), t.name));
+  }
+  std::vector<GradSource> sources;
+  DType grad_type = DType::f32;
+  for (size_t i = 0; i < params->tensors.size(); ++i) {
+    const HostTensor& p = params->tensors[i];
+    const HostTensor* g = grads->find(p.name);
+    if (!g) return fail(fmt::format("{}: no gradient for parameter '{}'", o.grads, p.name));
+    if (!is_float(g->dtype)) return fail(fmt::format("{}: gradient '{}' is not a float type", o.grads, p.name));
+    if (i == 0) grad_type = g->dtype;
+    else if (g->dtype != grad_type)
+      return fail(fmt::format("{}: gradients mix {} and {}", o.grads, to_string(grad_type), to_string(g->dtype)));
+    bool same = g->shape == p.shape;
+    std::vector<int64_t> stacked = {o.steps};
+    stacked.insert(stacked.end(), p.shape.begin(), p.shape.end());
+    bool sliced = g->shape == stacked;
+    if (!same && !sliced)
+      return fail(fmt::format("{}: gradient '{}' has shape {}, expected {} or {}", o.grads, p.name,
+                              fmt::format("[{}]", fmt::join(g->shape, ", ")),
+                              fmt::format("[{}]", fmt::join(p.shape, ", ")),
+                              fmt::format("[{}]", fmt::join(stacked, ", "))));
+    sources.push_back({g, sliced && !same});
+  }
+  for (const auto& g : grads->tensors)
+    if (!params->find(g.name)) return fail(fmt::format("{}: gradient '{}' has no parameter", o.grads, g.name));
+
+  auto planned = compile_pipeline(*text, {param_type, grad_type, param_type});
+  if (!planned) return fail(planned.error().message);
+  const plan::Plan& plan = *planned;
+
+  if (!o.allow_nonfinite && !has_skip(plan)) {
+    for (size_t i = 0; i < sources.size(); ++i) {
+      const HostTensor& g = *sources[i].tensor;
+      for (int64_t e = 0; e < g.numel(); ++e)
+        if (!std::isfinite(g.get(e))) {
+          int64_t per = params->tensors[i].numel();
+          return fail(fmt::format("{}: gradient '{}' has a non-finite value ({}) at element {}{}; add "
+                                  "grad_scaler(...) to skip such steps, or pass --allow-nonfinite",
+                                  o.grads, g.name, g.get(e), sources[i].sliced ? e % std::max<int64_t>(per, 1) : e,
+                                  sources[i].sliced ? fmt::format(" of step {}", e / std::max<int64_t>(per, 1) + 1) : ""));
+        }
+    }
+  }
+
+  std::vector<runtime::GroupSpec> groups;
+  for (const auto& s : o.groups) {
+    auto g = parse_group(s);
+    if (!g) return fail(g.error().message);
+    groups.push_back(std::move(*g));
+  }
+  auto state = runtime::init_state(plan, params->tensors, groups);
+  if (!state) return fail(state.error().message);
+  for (const auto& s : o.sets) {
+    size_t eq = s.find('=');
+    if (eq == std::string::npos) return fail(fmt::format("--set '{}': expected name=value", s));
+    std::vector<double> values;
+    std::string rhs = s.substr(eq + 1);
+    for (size_t pos = 0; pos <= rhs.size();) {
+      size_t c = rhs.find(',', pos);
+      auto v = parse_number(rhs.substr(pos, c == std::string::npos ? std::string::npos : c - pos));
+      if (!v) return fail(fmt::format("--set '{}': {}", s, v.error().message));
+      values.push_back(*v);
+      if (c == std::string::npos) break;
+      pos = c + 1;
+    }
+    Status st = runtime::set_hyper(plan.program, *state, s.substr(0, eq), values);
+    if (!st) return fail(fmt::format("--set: {}", st.error().message));
+  }
+  if (!o.state.empty()) {
+    auto resume = runtime::read_safetensors(o.state);
+    if (!resume) return fail(resume.error().message);
+    Status st = runtime::import_state(plan, *state, *resume);
+    if (!st) return fail(fmt::format("{}: {}", o.state, st.error().message));
+  }
+
+  runtime::ReferenceBackend backend(plan);
+  int skipped = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<HostTensor> slices(sources.size());
+  std::vector<const HostTensor*> step_grads(sources.size());
+  for (int k = 0; k < o.steps; ++k) {
+    for (size_t i = 0; i < sources.size(); ++i) {
+      if (sources[i].sliced) {
+        slices[i] = slice(*sources[i].tensor, k, params->tensors[i].numel(), params->tensors[i].shape);
+        step_grads[i] = &slices[i];
+      } else {
+        step_grads[i] = sources[i].tensor;
+      }
+    }
+    Status st = runtime::set_grads(plan, *state, step_grads);
+    if (!st) return fail(st.error().message);
+    skipped += backend.step(*state).skipped;
+  }
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  TensorFile out = runtime::export_state(plan, *state);
+  out.metadata["pipeline"] = *text;
+  out.metadata["backend"] = "reference";
+  Status st = runtime::write_safetensors(o.out, out);
+  if (!st) return fail(st.error().message);
+  if (!o.quiet) {
+    int64_t numel = 0;
+    for (const auto& t : params->tensors) numel += t.numel();
+    fmt::print("ran {} step{} ({} skipped) on {} tensors, {} parameters ({}), reference backend, {:.3f} s\n",
+               o.steps, o.steps == 1 ? "" : "s", skipped, params->tensors.size(), numel, to_string(param_type), secs);
+    fmt::print("plan: {} pass{}, {} bytes per parameter; step count now {}\n", plan.passes.size(),
+               plan.passes.size() == 1 ? "" : "es", plan.bytes_per_param(), state->step);
+    fmt::print("wrote {}\n", o.out);
+  }
+  return 0;
+}
+
+int plan(const PlanOptions& o) {
+  auto text = read_pipeline_text(o.pipeline);
+  if (!text) return fail(text.error().message);
+  auto dt = float_dtype(o.dtype);
+  if (!dt) return fail(dt.error().message);
+  auto gt = float_dtype(o.grad_dtype.empty() ? o.dtype : o.grad_dtype);
+  if (!gt) return fail(gt.error().message);
+  auto p = compile_pipeline(*text, {*dt, *gt, *dt});
+  if (!p) return fail(p.error().message);
+  if (o.json) {
+    nlohmann::json j;
+    j["passes"] = nlohmann::json::array();
+    for (const auto& pass : p->passes) {
+      nlohmann::json jp;
+      for (uint32_t r : pass.reads) jp["reads"].push_back(p->buffers[r].name);
+      for (uint32_t w : pass.writes) jp["writes"].push_back(p->buffers[w].name);
+      jp["bytes_read"] = pass.bytes_read;
+      jp["bytes_written"] = pass.bytes_written;
+      j["passes"].push_back(jp);
+    }
+    j["bytes_per_param"] = p->bytes_per_param();
+    for (const auto& h : p->program.hypers) j["hyperparameters"][h.name] = h.value;
+    fmt::print("{}\n", j.dump(2));
+    return 0;
+  }
+  fmt::print("{}", plan::describe(*p, !o.no_bodies));
+  return 0;
+}
+
+int list() {
+  for (auto kind : {dsl::DefKind::transform, dsl::DefKind::schedule}) {
+    fmt::print("{}\n", kind == dsl::DefKind::transform ? "transforms:" : "\nschedules (use wherever lr is):");
+    for (const auto& d : dsl::builtins()) {
+      if (d->kind != kind) continue;
+      std::vector<std::string> args;
+      for (const auto& h : d->hypers) {
+        if (h.defaults.empty()) args.push_back(fmt::format("{}=<required>", h.name));
+        else if (h.defaults.size() == 1 && h.arity == 1) args.push_back(fmt::format("{}={}", h.name, h.defaults[0]));
+        else args.push_back(fmt::format("{}=({})", h.name, fmt::join(h.defaults, ", ")));
+      }
+      for (const auto& op : d->options) {
+        if (op.default_value.index() == 0) args.push_back(fmt::format("{}={}", op.name, std::get<0>(op.default_value)));
+        else args.push_back(fmt::format("{}=\"{}\"", op.name, std::get<1>(op.default_value)));
+      }
+      fmt::print("  {}({})\n      {}\n", d->name, fmt::join(args, ", "), d->doc);
+      if (kind == dsl::DefKind::transform) {
+        dsl::Args required;
+        for (const auto& h : d->hypers)
+          if (h.defaults.empty()) required.emplace(h.name, 1.0);
+        auto b = dsl::bind(d, required);
+        if (!b) continue;
+        auto prog = dsl::lower({*b});
+        if (!prog) continue;
+        std::vector<std::string> states;
+        for (const auto& buf : prog->buffers)
+          if (buf.role == ir::BufferRole::state) states.push_back(buf.name);
+        for (const auto& s : prog->states) states.push_back(s.name + " (scalar)");
+        if (!states.empty()) fmt::print("      state: {}\n", fmt::join(states, ", "));
+      }
+    }
+  }
+  fmt::print("\nfunctions in custom transform bodies:\n{}", dsl::describe_text_functions());
+  return 0;
+}
+
+int synth(const SynthOptions& o) {
+  auto dt = float_dtype(o.dtype);
+  if (!dt) return fail(dt.error().message);
+  std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
+  if (o.preset == "one") {
+    if (o.numel <= 0) return fail("--numel must be positive");
+    shapes.push_back({"weight", {o.numel}});
+  } else if (o.preset == "mlp") {
+    shapes = {{"fc1.weight", {512, 784}}, {"fc1.bias", {512}}, {"fc2.weight", {256, 512}},
+              {"fc2.bias", {256}}, {"out.weight", {10, 256}}, {"out.bias", {10}}};
+  } else {  // tiny-gpt: a 4-layer, 256-wide GPT-2-shaped model
+    const int64_t d = 256, vocab = 4096, ctx = 256;
+    shapes = {{"wte.weight", {vocab, d}}, {"wpe.weight", {ctx, d}}};
+    for (int l = 0; l < 4; ++l) {
+      auto n = [l](const char* s) { return fmt::format("h.{}.{}", l, s); };
+      shapes.push_back({n("ln_1.weight"), {d}});
+      shapes.push_back({n("ln_1.bias"), {d}});
+      shapes.push_back({n("attn.c_attn.weight"), {d, 3 * d}});
+      shapes.push_back({n("attn.c_attn.bias"), {3 * d}});
+      shapes.push_back({n("attn.c_proj.weight"), {d, d}});
+      shapes.push_back({n("attn.c_proj.bias"), {d}});
+      shapes.push_back({n("ln_2.weight"), {d}});
+      shapes.push_back({n("ln_2.bias"), {d}});
+      shapes.push_back({n("mlp.c_fc.weight"), {d, 4 * d}});
+      shapes.push_back({n("mlp.c_fc.bias"), {4 * d}});
+      shapes.push_back({n("mlp.c_proj.weight"), {4 * d, d}});
+      shapes.push_back({n("mlp.c_proj.bias"), {d}});
+    }
+    shapes.push_back({"ln_f.weight", {d}});
+    shapes.push_back({"ln_f.bias", {d}});
+  }
+  std::mt19937_64 rng(o.seed);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  TensorFile params, grads;
+  for (const auto& [name, shape] : shapes) {
+    HostTensor p = HostTensor::zeros(name, *dt, shape);
+    bool is_norm = name.find("ln_") != std::string::npos;
+    bool is_bias = name.find("bias") != std::string::npos;
+    for (int64_t i = 0; i < p.numel(); ++i)
+      p.set(i, is_norm && !is_bias ? 1.0 : is_bias ? 0.0 : 0.02 * normal(rng));
+    std::vector<int64_t> gshape = shape;
+    if (o.steps > 1) gshape.insert(gshape.begin(), o.steps);
+    HostTensor g = HostTensor::zeros(name, *dt, gshape);
+    for (int64_t i = 0; i < g.numel(); ++i) g.set(i, 1e-3 * normal(rng));
+    params.tensors.push_back(std::move(p));
+    grads.tensors.push_back(std::move(g));
+  }
+  if (Status s = runtime::write_safetensors(o.params, params); !s) return fail(s.error().message);
+  if (Status s = runtime::write_safetensors(o.grads, grads); !s) return fail(s.error().message);
+  int64_t total = 0;
+  for (const auto& t : params.tensors) total += t.numel();
+  fmt::print("wrote {} tensors, {} parameters ({}) to {} and {} gradient step(s) to {}\n", params.tensors.size(),
+             total, o.dtype, o.params, o.steps, o.grads);
+  return 0;
+}
+
+}  // namespace optjit::cli

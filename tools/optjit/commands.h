@@ -1,0 +1,35 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace optjit::cli {
+
+struct RunOptions {
+  std::string pipeline, params, grads, state, out, backend = "reference";
+  int steps = 1;
+  std::vector<std::string> groups, sets;
+  bool allow_nonfinite = false, quiet = false;
+};
+int run(const RunOptions& o);
+
+struct PlanOptions {
+  std::string pipeline, dtype = "f32", grad_dtype;
+  bool no_bodies = false, json = false;
+};
+int plan(const PlanOptions& o);
+
+int list();
+
+struct SynthOptions {
+  std::string preset = "tiny-gpt", dtype = "f32", params, grads;
+  long long numel = 1 << 20;
+  int steps = 1;
+  unsigned seed = 0;
+};
+int synth(const SynthOptions& o);
+
+/// Prints "optjit: <message>" to stderr and returns the exit code for errors (1).
+int fail(const std::string& message);
+
+}  // namespace optjit::cli

@@ -1,0 +1,67 @@
+// optjit: the command-line driver. Each subcommand stops at a stage of the compiler (plan,
+// list) or runs a pipeline end to end (run).
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "tools/optjit/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"optjit: optimizer pipelines compiled to fused kernels"};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "help for every subcommand");
+
+  optjit::cli::RunOptions run;
+  auto* run_cmd = app.add_subcommand("run", "run a pipeline for some steps on tensors from files");
+  run_cmd->add_option("pipeline", run.pipeline, "pipeline text, or a file that holds it")->required();
+  run_cmd->add_option("--params", run.params, "parameters (.safetensors)")->required();
+  run_cmd->add_option("--grads", run.grads,
+                      "gradients: each parameter's name, same shape (every step) or with a leading "
+                      "dimension of --steps (slice k at step k+1)")->required();
+  run_cmd->add_option("--steps", run.steps, "optimizer steps to take")->required()->check(CLI::PositiveNumber);
+  run_cmd->add_option("--backend", run.backend, "reference | cpu | opencl | cuda")
+      ->check(CLI::IsMember({"reference", "cpu", "opencl", "cuda", "auto"}));
+  run_cmd->add_option("--state", run.state, "resume from a state file written by an earlier run");
+  run_cmd->add_option("--out", run.out, "where to write parameters, state and step count")->required();
+  run_cmd->add_option("--group", run.groups,
+                      "a parameter group: 'PATTERN[,PATTERN...]:name=value[,name=value...]', e.g. "
+                      "'*.bias,*norm*:weight_decay=0' (first matching group wins)");
+  run_cmd->add_option("--set", run.sets, "set a hyperparameter for every group: name=value");
+  run_cmd->add_flag("--allow-nonfinite", run.allow_nonfinite,
+                    "accept Inf/NaN gradients (they then reach the parameters, as in torch)");
+  run_cmd->add_flag("--quiet", run.quiet, "print nothing on success");
+
+  optjit::cli::PlanOptions plan;
+  auto* plan_cmd = app.add_subcommand("plan", "print a pipeline's IR and its passes over memory");
+  plan_cmd->add_option("pipeline", plan.pipeline, "pipeline text, or a file that holds it")->required();
+  plan_cmd->add_option("--dtype", plan.dtype, "parameter and state storage type (f32, f16, bf16, f64)");
+  plan_cmd->add_option("--grad-dtype", plan.grad_dtype, "gradient storage type (default: --dtype)");
+  plan_cmd->add_flag("--no-bodies", plan.no_bodies, "omit each pass's element code");
+  plan_cmd->add_flag("--json", plan.json, "print the passes and bytes as JSON");
+
+  auto* list_cmd = app.add_subcommand("list", "list the built-in transforms and schedules");
+
+  optjit::cli::SynthOptions synth;
+  auto* synth_cmd = app.add_subcommand("synth", "write a generated parameter set and gradients");
+  synth_cmd->add_option("--preset", synth.preset, "tiny-gpt (default) | mlp | one")
+      ->check(CLI::IsMember({"tiny-gpt", "mlp", "one"}));
+  synth_cmd->add_option("--numel", synth.numel, "elements for --preset one");
+  synth_cmd->add_option("--steps", synth.steps, "gradient slices (leading dimension)")->check(CLI::PositiveNumber);
+  synth_cmd->add_option("--dtype", synth.dtype, "f32 | f16 | bf16 | f64");
+  synth_cmd->add_option("--seed", synth.seed, "random seed");
+  synth_cmd->add_option("--params", synth.params, "output parameters (.safetensors)")->required();
+  synth_cmd->add_option("--grads", synth.grads, "output gradients (.safetensors)")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (*run_cmd) return optjit::cli::run(run);
+  if (*plan_cmd) return optjit::cli::plan(plan);
+  if (*list_cmd) return optjit::cli::list();
+  if (*synth_cmd) return optjit::cli::synth(synth);
+  return 2;
+}
