@@ -11,6 +11,10 @@
 //    its operands. Recomputing can cost more bytes than a round trip through memory; each
 //    such value is tried as a scratch buffer (written where first computed, read later) and
 //    kept when it lowers the total bytes moved.
+// 4. Reduction placement: a reduction may run in any pass from its operand's level up to the
+//    pass before its first consumer. Each is tried later (replanning 1-3), and a later pass is
+//    kept when the pass count stays and fewer bytes move (e.g. LAMB's ||p|| moves to the pass
+//    that already reads p for the update instead of adding a read of p to the clipping pass).
 #include "ir/plan.h"
 
 #include <fmt/ranges.h>
@@ -51,14 +55,26 @@ struct Demand {
 
 class Planner {
  public:
-  explicit Planner(Program p) : p_(std::move(p)), n_(p_.insts.size()), level_(n_, 0) {}
+  Planner(const Program& p, std::map<uint32_t, int> reduce_at)
+      : p_(p), n_(p_.insts.size()), level_(n_, 0), reduce_at_(std::move(reduce_at)) {}
 
-  Expected<Plan> run() {
+  void solve() {
     compute_levels();
     place_stores();
     choose_scratch();
-    return build();
   }
+  int passes() const { return pass_count(); }
+  size_t total() const { return total_bytes(scratch_); }
+  const std::map<uint32_t, int>& reduce_at() const { return reduce_at_; }
+  /// The earliest pass a reduction can run in, and every reduction in program order.
+  int operand_level(uint32_t i) const { return level_[index(p_.insts[i].args[0])]; }
+  std::vector<uint32_t> reductions() const {
+    std::vector<uint32_t> r;
+    for (uint32_t i = 0; i < n_; ++i)
+      if (ir::info(p_.insts[i].op).kind == OpKind::reduce) r.push_back(i);
+    return r;
+  }
+  Plan build() const;
 
  private:
   const Inst& at(ValueId v) const { return p_.at(v); }
@@ -70,7 +86,10 @@ class Planner {
       const Inst& in = p_.insts[i];
       int l = 0;
       for (int k = 0; k < ir::info(in.op).arity; ++k) l = std::max(l, level_[index(in.args[k])]);
-      if (ir::info(in.op).kind == OpKind::reduce) l += 1;
+      if (ir::info(in.op).kind == OpKind::reduce) {
+        if (auto it = reduce_at_.find(static_cast<uint32_t>(i)); it != reduce_at_.end()) l = std::max(l, it->second);
+        l += 1;
+      }
       level_[i] = l;
       if (in.op == Op::SkipIf) guard_ = std::max(guard_, l);
       if (in.op == Op::Store) store_of_[in.attr] = static_cast<ValueId>(i);
@@ -196,7 +215,21 @@ class Planner {
     }
   }
 
-  Expected<Plan> build() {
+  Pass make_pass(int k, const Plan& plan) const;
+
+  Program p_;
+  size_t n_;
+  std::vector<int> level_;
+  std::map<uint32_t, int> reduce_at_;        // reduction -> pass it runs in, when delayed
+  int guard_ = 0;
+  std::map<uint32_t, ValueId> store_of_;     // buffer -> its store
+  std::map<uint32_t, int> store_pass_;       // buffer -> pass that writes it
+  std::map<ValueId, uint32_t> forward_;      // value -> buffer that stores it
+  std::map<ValueId, uint32_t> scratch_;      // value -> scratch buffer index
+  std::map<uint32_t, DType> scratch_types_;  // scratch buffer -> storage type
+};
+
+Plan Planner::build() const {
     Plan plan;
     plan.buffers = p_.buffers;
     for (const auto& [v, buf] : scratch_) {
@@ -229,11 +262,11 @@ class Planner {
           plan.carries.push_back({v, level(v), k, Carry::recompute, 0});
       }
     }
-    plan.program = std::move(p_);
+    plan.program = p_;
     return plan;
-  }
+}
 
-  Pass make_pass(int k, const Plan& plan) const {
+Pass Planner::make_pass(int k, const Plan& plan) const {
     Demand d = analyze(k, scratch_);
     OPTJIT_CHECK(!d.conflict);
     Pass pass;
@@ -279,24 +312,25 @@ class Planner {
     for (uint32_t r : pass.reads) pass.bytes_read += size_bytes(plan.buffers[r].storage);
     for (uint32_t w : pass.writes) pass.bytes_written += size_bytes(plan.buffers[w].storage);
     return pass;
-  }
-
-  Program p_;
-  size_t n_;
-  std::vector<int> level_;
-  int guard_ = 0;
-  std::map<uint32_t, ValueId> store_of_;     // buffer -> its store
-  std::map<uint32_t, int> store_pass_;       // buffer -> pass that writes it
-  std::map<ValueId, uint32_t> forward_;      // value -> buffer that stores it
-  std::map<ValueId, uint32_t> scratch_;      // value -> scratch buffer index
-  std::map<uint32_t, DType> scratch_types_;  // scratch buffer -> storage type
-};
+}
 
 }  // namespace
 
 Expected<Plan> make_plan(const Program& program) {
   OPTJIT_TRY(ir::verify(program));
-  return Planner(ir::simplify(program)).run();
+  const Program simple = ir::simplify(program);
+  Planner best(simple, {});
+  best.solve();
+  for (uint32_t r : best.reductions()) {
+    for (int at = best.operand_level(r) + 1; at < best.passes(); ++at) {
+      auto delays = best.reduce_at();
+      delays[r] = at;
+      Planner trial(simple, delays);
+      trial.solve();
+      if (trial.passes() == best.passes() && trial.total() < best.total()) best = trial;
+    }
+  }
+  return best.build();
 }
 
 std::string describe(const Plan& plan, bool with_bodies) {

@@ -1,7 +1,8 @@
-// Algorithm: one forward walk that re-emits each live instruction into a fresh hash-consing
+// Algorithm: one forward walk that re-emits each instruction into a fresh hash-consing
 // Builder (so CSE is free), after (1) folding ops whose operands are all constants and
 // (2) trying the rewrite rules in kRules, which only ever return an existing operand.
-// Liveness is computed first by a backward walk from the effects (DCE).
+// Then dead code elimination: a backward walk from the effects marks what is used, and a
+// forward walk keeps only that (rewrites orphan operands, so DCE runs after them).
 #include "ir/simplify.h"
 
 #include <bit>
@@ -61,7 +62,7 @@ bool foldable(const Inst& i) {
 
 }  // namespace
 
-Program simplify(const Program& p) {
+Program dce(const Program& p) {
   std::vector<bool> live(p.insts.size(), false);
   for (size_t n = p.insts.size(); n-- > 0;) {
     const Inst& i = p.insts[n];
@@ -69,10 +70,22 @@ Program simplify(const Program& p) {
     if (!live[n]) continue;
     for (int k = 0; k < info(i.op).arity; ++k) live[index(i.args[k])] = true;
   }
-  Builder b(Program{p.hypers, p.buffers, p.states, {}});
+  Program out{p.hypers, p.buffers, p.states, {}};
   std::vector<ValueId> map(p.insts.size(), kNoValue);
   for (size_t n = 0; n < p.insts.size(); ++n) {
     if (!live[n]) continue;
+    Inst i = p.insts[n];
+    for (int k = 0; k < info(i.op).arity; ++k) i.args[k] = map[index(i.args[k])];
+    map[n] = static_cast<ValueId>(out.insts.size());
+    out.insts.push_back(i);
+  }
+  return out;
+}
+
+Program simplify(const Program& p) {
+  Builder b(Program{p.hypers, p.buffers, p.states, {}});
+  std::vector<ValueId> map(p.insts.size(), kNoValue);
+  for (size_t n = 0; n < p.insts.size(); ++n) {
     Inst i = p.insts[n];
     const int arity = info(i.op).arity;
     for (int k = 0; k < arity; ++k) i.args[k] = map[index(i.args[k])];
@@ -99,7 +112,7 @@ Program simplify(const Program& p) {
     }
     map[n] = b.emit(i.op, i.type, i.args, i.attr, i.imm);
   }
-  return std::move(b).finish();
+  return dce(std::move(b).finish());
 }
 
 }  // namespace optjit::ir

@@ -1,1 +1,188 @@
+#include <cmath>
+
 #include <gtest/gtest.h>
+
+#include "ir/builtins.h"
+#include "ir/dsl.h"
+#include "ir/simplify.h"
+#include "ir/text.h"
+#include "ir/verify.h"
+
+namespace optjit {
+namespace {
+
+using ir::Op;
+
+// Every built-in transform, with every boolean option on, lowered at each dtype.
+std::vector<ir::Program> all_builtin_programs() {
+  std::vector<ir::Program> out;
+  for (const auto& d : dsl::builtins()) {
+    if (d->kind != dsl::DefKind::transform) continue;
+    for (bool options_on : {false, true}) {
+      dsl::Args args;
+      for (const auto& h : d->hypers)
+        if (h.defaults.empty()) args.emplace(h.name, 1.0);
+      if (d->name == "sgd" || d->name == "rmsprop") args.insert_or_assign("momentum", 0.9);
+      for (const auto& o : d->options)
+        if (o.default_value.index() == 0) args.emplace(o.name, options_on);
+      auto b = dsl::bind(d, args);
+      EXPECT_TRUE(b) << d->name << ": " << b.error().message;
+      for (DType t : {DType::f32, DType::bf16, DType::f64}) {
+        auto p = dsl::lower({*b}, {t, t, t});
+        EXPECT_TRUE(p) << d->name << ": " << p.error().message;
+        if (p) out.push_back(std::move(*p));
+      }
+    }
+  }
+  return out;
+}
+
+TEST(IrText, EveryBuiltinRoundTripsExactly) {
+  auto programs = all_builtin_programs();
+  ASSERT_GT(programs.size(), 60u);
+  for (const auto& p : programs) {
+    std::string text = ir::print(p);
+    auto back = ir::parse_ir(text);
+    ASSERT_TRUE(back) << back.error().message << "\n" << text;
+    EXPECT_EQ(*back, p);
+    EXPECT_EQ(ir::print(*back), text);
+    EXPECT_EQ(ir::structural_hash(*back), ir::structural_hash(p));
+  }
+}
+
+TEST(IrText, SpecialNumbersRoundTrip) {
+  auto p = ir::parse_ir(R"(optjit-ir 1
+hyper "h" = -inf
+buffer "param" f32 param
+buffer "grad" f32 grad
+buffer "m" f32 state init nan
+state "s" f64 init hyper "h"
+%0 = load "param" : f32
+%1 = const -0 : f32
+%2 = const 1e-300 : f64
+%3 = add %0, %1 : f32
+store "param", %3
+)");
+  ASSERT_TRUE(p) << p.error().message;
+  EXPECT_TRUE(std::signbit(p->insts[1].imm));
+  EXPECT_EQ(ir::print(*ir::parse_ir(ir::print(*p))), ir::print(*p));
+}
+
+TEST(IrText, ParseErrorsNameLineAndProblem) {
+  auto e1 = ir::parse_ir("optjit-ir 1\nbuffer \"param\" f32 param\nbuffer \"grad\" f32 grad\n%0 = frobnicate %1 : f32\n");
+  ASSERT_FALSE(e1);
+  EXPECT_EQ(e1.error().message, "line 4, column 6: unknown op 'frobnicate'");
+  auto e2 = ir::parse_ir("optjit-ir 1\nbuffer \"param\" f32 param\nbuffer \"grad\" f32 grad\n%0 = load \"param\" : f32\n%1 = add %0, %7 : f32\n");
+  ASSERT_FALSE(e2);
+  EXPECT_EQ(e2.error().message, "line 5, column 14: %7 is not defined");
+  auto e3 = ir::parse_ir("optjit-ir 2\n");
+  ASSERT_FALSE(e3);
+  EXPECT_EQ(e3.error().message, "line 1, column 11: expected IR version 1, found number 2");
+  auto e4 = ir::parse_ir("optjit-ir 1\nbuffer \"param\" f32 param\nbuffer \"grad\" f32 grad\n%0 = load \"gradient\" : f32\n");
+  ASSERT_FALSE(e4);
+  EXPECT_EQ(e4.error().message, "line 4, column 11: unknown buffer \"gradient\"");
+}
+
+TEST(Verify, RejectsTypeAndRankErrorsWithMessages) {
+  auto check = [](const char* body, const char* message) {
+    std::string text = std::string("optjit-ir 1\nhyper \"lr\" = 1\nbuffer \"param\" f32 param\nbuffer \"grad\" f32 grad\n") + body;
+    auto p = ir::parse_ir(text);
+    ASSERT_FALSE(p) << body;
+    EXPECT_EQ(p.error().message, message);
+  };
+  check("%0 = load \"param\" : f32\n%1 = hyper \"lr\" : f64\n%2 = add %0, %1 : f32\n",
+        "IR %2 (add): operand types differ (insert a cast)");
+  check("%0 = hyper \"lr\" : f64\nstore \"param\", %0\n", "IR %1 (store): stores an element-rank value");
+  check("%0 = load \"grad\" : f32\nstore \"grad\", %0\n", "IR %1 (store): the gradient is read-only");
+  check("%0 = hyper \"lr\" : f64\n%1 = sumsq all %0 : f64\n", "IR %1 (sumsq): reduces an element-rank value");
+  check("%0 = load \"param\" : f32\n%1 = sqrt %0 : f64\n", "IR %1 (sqrt): result type differs from the operands'");
+  check("%0 = load \"param\" : f32\n%1 = select %0, %0, %0 : f32\n", "IR %1 (select): the condition must be b1");
+  check("%0 = load \"param\" : f32\nstore \"param\", %0\nstore \"param\", %0\n", "IR %2: buffer 'param' is stored twice");
+  check("%0 = load \"grad\" : f32\n%1 = anynonfinite all %0 : f64\n",
+        "IR %1 (anynonfinite): sum/sumsq/maxabs give f64, anynonfinite gives b1");
+}
+
+TEST(Verify, NeedsOneParamAndOneGrad) {
+  auto p = ir::parse_ir("optjit-ir 1\nbuffer \"param\" f32 param\n");
+  ASSERT_FALSE(p);
+  EXPECT_EQ(p.error().message, "IR: needs exactly one param and one grad buffer (has 1 and 0)");
+}
+
+TEST(Hash, IsPinnedAcrossBuildsAndIgnoresRuntimeValues) {
+  auto adamw = [](double lr) {
+    return *dsl::lower({*dsl::make("adamw", {{"lr", lr}})});
+  };
+  // A fixed value: the hash keys kernel caches that outlive processes and machines. If the
+  // text form changes on purpose, update this constant (and the cache's code-gen version).
+  EXPECT_EQ(ir::structural_hash(adamw(1e-3)), 0x74869a1d5a5e3aeeull) << std::hex << ir::structural_hash(adamw(1e-3));
+  EXPECT_EQ(ir::structural_hash(adamw(1e-3)), ir::structural_hash(adamw(0.5)));
+  auto ams = *dsl::lower({*dsl::make("adamw", {{"amsgrad", true}})});
+  EXPECT_NE(ir::structural_hash(adamw(1e-3)), ir::structural_hash(ams));
+  auto f16 = *dsl::lower({*dsl::make("adamw")}, {DType::f16, DType::f16, DType::f16});
+  EXPECT_NE(ir::structural_hash(adamw(1e-3)), ir::structural_hash(f16));
+}
+
+TEST(Builder, HashConsingSharesEqualValues) {
+  ir::Builder b;
+  b.add_buffer({"param", ir::BufferRole::param, DType::f32, {}});
+  auto x = b.emit(Op::Load, DType::f32, {}, 0);
+  auto one = b.constant(1.0, DType::f32);
+  auto a1 = b.emit(Op::Add, DType::f32, {x, one});
+  auto a2 = b.emit(Op::Add, DType::f32, {x, one});
+  EXPECT_EQ(a1, a2);
+  EXPECT_NE(b.constant(0.0), b.constant(-0.0));  // bitwise: -0 is a different constant
+  auto s1 = b.emit(Op::Store, DType::b1, {a1}, 0);
+  auto s2 = b.emit(Op::Store, DType::b1, {a1}, 0);
+  EXPECT_NE(s1, s2);  // effects are never merged
+}
+
+TEST(Simplify, FoldsAndAppliesRulesAndDropsDeadCode) {
+  auto p = ir::parse_ir(R"(optjit-ir 1
+buffer "param" f32 param
+buffer "grad" f32 grad
+%0 = load "param" : f32
+%1 = const 1 : f32
+%2 = mul %0, %1 : f32
+%3 = const 2 : f64
+%4 = const 3 : f64
+%5 = mul %3, %4 : f64
+%6 = cast %5 : f32
+%7 = add %2, %6 : f32
+%8 = load "grad" : f32
+%9 = sqrt %8 : f32
+%10 = const 1 : b1
+%11 = select %10, %7, %9 : f32
+store "param", %11
+)");
+  ASSERT_TRUE(p) << p.error().message;
+  ir::Program s = ir::simplify(*p);
+  EXPECT_TRUE(ir::verify(s));
+  EXPECT_EQ(ir::print(s, {.values = true, .ranks = false}), R"(optjit-ir 1
+buffer "param" f32 param
+buffer "grad" f32 grad
+%0 = load "param" : f32
+%1 = const 6 : f32
+%2 = add %0, %1 : f32
+store "param", %2
+)");
+  // The input is not modified.
+  EXPECT_EQ(p->insts.size(), 13u);
+}
+
+TEST(Simplify, KeepsRulesThatWouldChangeIeeeResults) {
+  // x + 0 is not x for x = -0, and x * 0 is not 0 for Inf/NaN: neither is rewritten.
+  auto p = ir::parse_ir(R"(optjit-ir 1
+buffer "param" f32 param
+buffer "grad" f32 grad
+%0 = load "param" : f32
+%1 = const 0 : f32
+%2 = add %0, %1 : f32
+%3 = mul %2, %1 : f32
+store "param", %3
+)");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(ir::simplify(*p).insts.size(), p->insts.size());
+}
+
+}  // namespace
+}  // namespace optjit

@@ -1,1 +1,157 @@
+#include "ir/pipeline_text.h"
+
+#include <cmath>
+
 #include <gtest/gtest.h>
+
+#include "ir/builtins.h"
+#include "ir/compile.h"
+#include "ir/text.h"
+#include "runtime/reference.h"
+
+namespace optjit {
+namespace {
+
+std::string error_of(std::string_view text) {
+  auto p = dsl::parse_pipeline(text);
+  if (p) {
+    auto prog = dsl::lower(*p);
+    if (!prog) return prog.error().message;
+    return "(no error)";
+  }
+  return p.error().message;
+}
+
+TEST(PipelineText, ParsesChainsSchedulesTuplesAndBools) {
+  auto p = dsl::parse_pipeline(
+      "chain(clip_grad_norm(max_norm=1.0),\n"
+      "      adamw(lr=step_lr(base_lr=1e-3, step_size=30, gamma=0.1), betas=(0.9, 0.999),\n"
+      "            weight_decay=0.01, amsgrad=true))");
+  ASSERT_TRUE(p) << p.error().message;
+  ASSERT_EQ(p->size(), 2u);
+  EXPECT_EQ((*p)[0]->def->name, "clip_grad_norm");
+  EXPECT_EQ((*p)[1]->def->name, "adamw");
+  auto prog = dsl::lower(*p);
+  ASSERT_TRUE(prog) << prog.error().message;
+  EXPECT_TRUE(prog->find_hyper("adamw.lr.base_lr"));
+  EXPECT_TRUE(prog->find_hyper("adamw.lr.step_size"));
+  EXPECT_FALSE(prog->find_hyper("adamw.lr"));  // scheduled: lr is computed, not a slot
+  EXPECT_TRUE(prog->find_buffer("max_exp_avg_sq"));
+}
+
+TEST(PipelineText, NestedChainsFlatten) {
+  auto p = dsl::parse_pipeline("chain(chain(clip_grad_value(clip_value=1)), chain(sgd(lr=0.1)))");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->size(), 2u);
+}
+
+TEST(PipelineText, ErrorsNameLineColumnAndWhatWasExpected) {
+  EXPECT_EQ(error_of("adamw(lr=1e-3"), "line 1, column 14: expected ',' or ')', found end of input");
+  EXPECT_EQ(error_of("chain(adamw(lr=1e-3),\n      adamx())"), "line 2, column 7: unknown transform or schedule 'adamx'");
+  EXPECT_EQ(error_of("adamw(lrr=1e-3)"), "line 1, column 1: transform 'adamw' has no argument 'lrr' (did you mean 'lr'?)");
+  EXPECT_EQ(error_of("adamw(betas=(0.9, 0.99, 0.9))"), "line 1, column 1: transform 'adamw': 'betas' takes a tuple of 2 numbers, got 3");
+  EXPECT_EQ(error_of("adamw(betas=0.9)"), "line 1, column 1: transform 'adamw': 'betas' takes a tuple of 2 numbers, got a number");
+  EXPECT_EQ(error_of("adamw(amsgrad=1)"), "line 1, column 1: transform 'adamw': 'amsgrad' takes true or false, got a number");
+  EXPECT_EQ(error_of("adamw(0.001)"), "line 1, column 1: 'adamw' takes keyword arguments, e.g. adamw(lr=...)");
+  EXPECT_EQ(error_of("adamw(lr=1, lr=2)"), "line 1, column 13: 'lr' is given twice");
+  EXPECT_EQ(error_of("clip_grad_norm()"), "line 1, column 1: transform 'clip_grad_norm' needs 'max_norm'");
+  EXPECT_EQ(error_of("step_lr(base_lr=1, step_size=2)"),
+            "line 1, column 1: 'step_lr' is a schedule; pass it as a hyperparameter, e.g. adamw(lr=step_lr(...))");
+  EXPECT_EQ(error_of("adamw(eps=step_lr(base_lr=1, step_size=2))"), "line 1, column 1: transform 'adamw': 'eps' cannot be a schedule");
+  EXPECT_EQ(error_of("adamw(lr=adam())"), "line 1, column 1: transform 'adamw': 'lr' takes a schedule, but 'adam' is a transform");
+  EXPECT_EQ(error_of("adamw(lr=1e-3) extra"), "line 1, column 16: expected end of input, found 'extra'");
+  EXPECT_EQ(error_of("adamw(lr=1e-3$)"), "line 1, column 14: unexpected character '$'");
+  EXPECT_EQ(error_of(""), "line 1, column 1: expected a pipeline such as adamw(lr=1e-3), found end of input");
+  EXPECT_EQ(error_of("sgd(lr=0.1, nesterov=true)"), "sgd: Nesterov momentum requires a momentum and zero dampening");
+  EXPECT_EQ(error_of("clip_grad_norm(max_norm=1, norm_type=-1)"), "clip_grad_norm: norm_type must be positive or inf, got -1");
+  EXPECT_EQ(error_of("one_cycle_lr(max_lr=1, total_steps=2)"),
+            "line 1, column 1: 'one_cycle_lr' is a schedule; pass it as a hyperparameter, e.g. adamw(lr=one_cycle_lr(...))");
+  EXPECT_EQ(error_of("sgd(lr=one_cycle_lr(max_lr=1, total_steps=2, anneal_strategy=\"cosine\"))"),
+            "line 1, column 8: schedule 'one_cycle_lr': 'anneal_strategy' must be one of \"cos\", \"linear\", got \"cosine\"");
+}
+
+TEST(PipelineText, CustomTransformErrors) {
+  EXPECT_EQ(error_of("transform adam(lr=1) { param = param }\nadam()"),
+            "line 1, column 11: 'adam' is a built-in; choose another name");
+  EXPECT_EQ(error_of("transform t(lr=1) {\n  param = param - lr * velocity\n}\nt()"), "t: line 2, column 24: unknown name 'velocity'");
+  EXPECT_EQ(error_of("transform t(lr=1) {\n  state m\n  m = lr\n}\nt()"), "t: line 3, column 3: state 'm' must be set to a per-element value");
+  EXPECT_EQ(error_of("transform t(lr=1) {\n  undeclared = grad\n}\nt()"),
+            "t: line 2, column 3: cannot assign to 'undeclared': declare it with state, scalar or let");
+  EXPECT_EQ(error_of("transform t(lr=1) {\n  param = sqrt(grad, grad)\n}\nt()"), "t: line 2, column 11: 'sqrt' takes 1 argument(s), got 2");
+  EXPECT_EQ(error_of("transform t(lr=1) {\n  skip_if grad > 0\n}\nt()"),
+            "t: line 2, column 3: skip_if needs a per-step condition (use sum, any_nonfinite, ...)");
+  EXPECT_EQ(error_of("transform t(lr=1) {\n  param = param\n"), "line 3, column 1: expected '}' closing the transform, found end of input");
+  EXPECT_EQ(error_of("transform t(betas=(0.9, 0.99)) {\n  param = param * betas\n}\nt()"), "t: line 2, column 19: 'betas' is a tuple: write betas[0]");
+}
+
+// A text transform restating torch's SGD with momentum gives the built-in's numbers exactly.
+TEST(PipelineText, CustomTransformMatchesTheBuiltinItRestates) {
+  const char* custom = R"(
+    transform my_sgd(lr=0.1, momentum=0.9, dampening=0.0) {
+      state momentum_buffer = 0
+      let first = step == 1
+      momentum_buffer = first ? grad : momentum_buffer * momentum + (1 - dampening) * grad
+      param = param + (-lr) * momentum_buffer
+    }
+    my_sgd(lr=0.05, momentum=0.8, dampening=0.25)
+  )";
+  for (DType t : {DType::f32, DType::f64}) {
+    auto a = compile_pipeline(custom, {t, t, t});
+    ASSERT_TRUE(a) << a.error().message;
+    auto b = compile_pipeline("sgd(lr=0.05, momentum=0.8, dampening=0.25)", {t, t, t});
+    ASSERT_TRUE(b);
+    std::vector<runtime::HostTensor> params = {runtime::HostTensor::zeros("w", t, {7})};
+    for (int i = 0; i < 7; ++i) params[0].set(i, 0.1 * i - 0.3);
+    auto sa = runtime::init_state(*a, params, {});
+    auto sb = runtime::init_state(*b, params, {});
+    ASSERT_TRUE(sa && sb);
+    for (int step = 0; step < 5; ++step) {
+      runtime::HostTensor g = runtime::HostTensor::zeros("w", t, {7});
+      for (int i = 0; i < 7; ++i) g.set(i, std::sin(1.0 + i * 0.7 + step));
+      ASSERT_TRUE(runtime::set_grads(*a, *sa, {&g}));
+      ASSERT_TRUE(runtime::set_grads(*b, *sb, {&g}));
+      runtime::ReferenceBackend(*a).step(*sa);
+      runtime::ReferenceBackend(*b).step(*sb);
+    }
+    EXPECT_EQ(sa->tensors[0].buffers[a->program.param_buffer()], sb->tensors[0].buffers[b->program.param_buffer()]);
+    EXPECT_EQ(sa->tensors[0].buffers[*a->program.find_buffer("momentum_buffer")],
+              sb->tensors[0].buffers[*b->program.find_buffer("momentum_buffer")]);
+  }
+}
+
+TEST(PipelineText, CustomTransformWithReductionsScalarStateAndSkip) {
+  auto p = compile_pipeline(R"(
+    # normalized gradient descent with a running count of large steps
+    transform normalized(lr=0.01, threshold=10) {
+      scalar big_steps = 0
+      let n = norm(grad)
+      skip_if any_nonfinite(grad)
+      big_steps = big_steps + (n > threshold ? 1 : 0)
+      param = param - lr * grad / (n + 1e-12)
+    }
+    normalized(lr=0.5)
+  )");
+  ASSERT_TRUE(p) << p.error().message;
+  EXPECT_EQ(p->passes.size(), 2u);
+  ASSERT_TRUE(p->program.find_state("big_steps"));
+  std::vector<runtime::HostTensor> params = {runtime::HostTensor::zeros("w", DType::f32, {2})};
+  auto s = runtime::init_state(*p, params, {});
+  ASSERT_TRUE(s);
+  runtime::HostTensor g = runtime::HostTensor::zeros("w", DType::f32, {2});
+  g.set(0, 30);
+  g.set(1, 40);  // norm 50
+  ASSERT_TRUE(runtime::set_grads(*p, *s, {&g}));
+  EXPECT_FALSE(runtime::ReferenceBackend(*p).step(*s).skipped);
+  EXPECT_FLOAT_EQ(static_cast<float>(runtime::load_element(s->tensors[0].buffers[0].data(), DType::f32, 0)), -0.3f);
+  EXPECT_FLOAT_EQ(static_cast<float>(runtime::load_element(s->tensors[0].buffers[0].data(), DType::f32, 1)), -0.4f);
+  EXPECT_EQ(s->groups[0].states[0], 1.0);
+}
+
+TEST(PipelineText, DescribesFunctions) {
+  std::string d = dsl::describe_text_functions();
+  EXPECT_NE(d.find("tensor_norm"), std::string::npos);
+  EXPECT_NE(d.find("lerp"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace optjit

@@ -1,1 +1,128 @@
+#include "ir/plan.h"
+
 #include <gtest/gtest.h>
+
+#include "ir/compile.h"
+#include "ir/text.h"
+#include "ir/verify.h"
+#include "runtime/reference.h"
+
+namespace optjit {
+namespace {
+
+struct Expect {
+  const char* pipeline;
+  size_t passes;
+  size_t bytes;
+};
+
+class PlanBytes : public ::testing::TestWithParam<Expect> {};
+
+TEST_P(PlanBytes, FewestPassesAndBytes) {
+  auto p = compile_pipeline(GetParam().pipeline);
+  ASSERT_TRUE(p) << p.error().message;
+  EXPECT_EQ(p->passes.size(), GetParam().passes) << plan::describe(*p, false);
+  EXPECT_EQ(p->bytes_per_param(), GetParam().bytes) << plan::describe(*p, false);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Pipelines, PlanBytes,
+    ::testing::Values(
+        // The two numbers the design promises: PyTorch moves 40 B for clip + AdamW.
+        Expect{"chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, betas=(0.9, 0.999), weight_decay=0.01))", 2, 32},
+        Expect{"adamw()", 1, 28}, Expect{"adam(amsgrad=true)", 1, 36}, Expect{"sgd(lr=0.1)", 1, 12},
+        Expect{"sgd(lr=0.1, momentum=0.9)", 1, 20}, Expect{"chain(clip_grad_value(clip_value=1), adam())", 1, 28},
+        Expect{"chain(grad_scaler(scale=1024), adamw())", 2, 32},
+        Expect{"chain(grad_scaler(), clip_grad_norm(max_norm=1), adamw())", 2, 32},
+        // LAMB: ||p|| and ||adam_step|| per tensor, then the update reads m and v back.
+        Expect{"lamb()", 2, 40}, Expect{"chain(clip_grad_norm(max_norm=1.0), lamb())", 3, 44},
+        Expect{"rprop()", 1, 28}, Expect{"asgd()", 1, 20}, Expect{"nadam()", 1, 28}));
+
+TEST(Plan, Bf16StorageHalvesTheBytes) {
+  auto p = compile_pipeline("chain(clip_grad_norm(max_norm=1.0), adamw())", {DType::bf16, DType::bf16, DType::bf16});
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->bytes_per_param(), 16u);
+}
+
+TEST(Plan, MixedGradientTypeIsCountedPerBuffer) {
+  auto p = compile_pipeline("adamw()", {DType::f32, DType::bf16, DType::f32});
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->bytes_per_param(), 26u);
+}
+
+TEST(Plan, NothingIsWrittenBeforeAGuard) {
+  auto p = compile_pipeline("chain(grad_scaler(), adamw())");
+  ASSERT_TRUE(p);
+  ASSERT_EQ(p->passes.size(), 2u);
+  EXPECT_TRUE(p->passes[0].writes.empty());
+  bool guard_before_pass1 = false;
+  for (auto v : p->host[1]) guard_before_pass1 |= p->program.at(v).op == ir::Op::SkipIf;
+  EXPECT_TRUE(guard_before_pass1);
+}
+
+TEST(Plan, OldValueStaysReadableUntilItsLastReader) {
+  // m's new value is stored, but a later pass needs the old m: the store must wait.
+  auto p = compile_pipeline(R"(
+    transform t(lr=0.1) {
+      state m = 0
+      let old = m
+      m = 0.9 * m + grad
+      let s = sum(m)
+      param = param - lr * (old + m) / (abs(s) + 1)
+    }
+    t())");
+  ASSERT_TRUE(p) << p.error().message;
+  ASSERT_EQ(p->passes.size(), 2u);
+  const uint32_t m = *p->program.find_buffer("m");
+  for (uint32_t w : p->passes[0].writes) EXPECT_NE(w, m) << plan::describe(*p);
+}
+
+TEST(Plan, UsesScratchWhenRecomputingCostsMoreBytes) {
+  // x needs three state buffers that the second pass would not otherwise read: storing x
+  // (4 B written + 4 B read) beats reloading 12 B.
+  auto p = compile_pipeline(R"(
+    transform t(lr=0.1) {
+      state a = 1
+      state b = 2
+      state c = 3
+      let x = a * b + c
+      let s = sum(x * grad)
+      param = param - lr * x * s
+    }
+    t())");
+  ASSERT_TRUE(p) << p.error().message;
+  bool scratch = false;
+  for (const auto& b : p->buffers) scratch |= b.role == ir::BufferRole::scratch;
+  EXPECT_TRUE(scratch) << plan::describe(*p);
+  EXPECT_EQ(p->bytes_per_param(), 32u) << plan::describe(*p);  // pass 0: a b c grad + x; pass 1: x param grad + param
+}
+
+TEST(Plan, BodiesUseOnlyElementCodeAndUniforms) {
+  auto p = compile_pipeline("chain(clip_grad_norm(max_norm=1.0), lamb(weight_decay=0.1))");
+  ASSERT_TRUE(p);
+  for (const auto& pass : p->passes)
+    for (const auto& in : pass.body.insts) {
+      EXPECT_NE(in.op, ir::Op::Hyper);
+      EXPECT_NE(in.op, ir::Op::Step);
+      EXPECT_NE(in.op, ir::Op::SLoad);
+      if (in.op == ir::Op::Uniform) EXPECT_LT(in.attr, pass.uniforms.size());
+    }
+}
+
+TEST(Plan, DescribeNamesPassesAndBytes) {
+  auto p = compile_pipeline("chain(clip_grad_norm(max_norm=1.0), adamw())");
+  ASSERT_TRUE(p);
+  std::string d = plan::describe(*p, false);
+  EXPECT_NE(d.find("plan: 2 passes, 32 bytes per parameter"), std::string::npos) << d;
+  EXPECT_NE(d.find("pass 0: reads grad:f32 | writes - | 4 B read + 0 B written = 4 B/param"), std::string::npos) << d;
+}
+
+TEST(Plan, RejectsAnInvalidProgram) {
+  ir::Program bad;
+  auto p = plan::make_plan(bad);
+  ASSERT_FALSE(p);
+  EXPECT_EQ(p.error().message, "IR: needs exactly one param and one grad buffer (has 0 and 0)");
+}
+
+}  // namespace
+}  // namespace optjit
