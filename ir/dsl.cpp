@@ -358,17 +358,23 @@ std::string Ctx::option(std::string_view name) const {
   return arg == b.args.end() ? std::get<1>(o->default_value) : std::get<3>(arg->second.v);
 }
 
-uint32_t Ctx::resolve_init_hyper(const StateInit& init) {
+std::optional<uint32_t> Ctx::resolve_init_hyper(const StateInit& init) {
   const Frame& f = frame();
   const HyperSpec* h = f.bound->def->find_hyper(init.hyper);
-  auto arg = f.bound->args.find(init.hyper);
-  if (!h || (arg != f.bound->args.end() && arg->second.v.index() == 4)) {
-    fail(make_error("state is initialised from '{}', which is not a plain hyperparameter",
-                    init.hyper));
-    return 0;
+  if (!h || h->arity != 1) {
+    fail(make_error("state is initialised from '{}', which is not a hyperparameter of one number", init.hyper));
+    return std::nullopt;
   }
+  auto arg = f.bound->args.find(init.hyper);
+  if (arg != f.bound->args.end() && arg->second.v.index() == 4) return std::nullopt;  // scheduled
   hyper(init.hyper);  // declares it
   return *b_.program().find_hyper(fmt::format("{}.{}", f.prefix, init.hyper));
+}
+
+// A state that starts from a scheduled hyperparameter takes the schedule's value at step 1,
+// as torch's lazy state initialisation does in the first step().
+Value Ctx::lazy_init(Value loaded, const StateInit& init) {
+  return select(step() == 1.0, cast(hyper(init.hyper), loaded.type()), loaded);
 }
 
 std::string Ctx::state_name(std::string_view name) {
@@ -390,6 +396,7 @@ Value Ctx::state(std::string_view name, StateInit init) {
   if (!init.hyper.empty()) i.hyper = resolve_init_hyper(init);
   uint32_t idx = b_.add_buffer({buffer, ir::BufferRole::state, dtypes_.state, i});
   Value v = wrap(b_.emit(Op::Load, element_type_, {}, idx));
+  if (!init.hyper.empty() && !i.hyper) v = lazy_init(v, init);
   states_.emplace(key, StateSlot{idx, v, false});
   return v;
 }
@@ -416,6 +423,7 @@ Value Ctx::scalar_state(std::string_view name, StateInit init) {
   if (!init.hyper.empty()) i.hyper = resolve_init_hyper(init);
   uint32_t idx = b_.add_state({sname, DType::f64, i});
   Value v = wrap(b_.emit(Op::SLoad, DType::f64, {}, idx));
+  if (!init.hyper.empty() && !i.hyper) v = lazy_init(v, init);
   states_.emplace(key, StateSlot{idx, v, true});
   return v;
 }

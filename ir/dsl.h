@@ -231,7 +231,8 @@ class Ctx {
   Ctx(DTypes dtypes);
   const Frame& frame() const { return frames_.back(); }
   std::string state_name(std::string_view name);
-  uint32_t resolve_init_hyper(const StateInit& init);
+  std::optional<uint32_t> resolve_init_hyper(const StateInit& init);
+  Value lazy_init(Value loaded, const StateInit& init);
 
   ir::Builder b_;
   DTypes dtypes_;

@@ -1,1 +1,264 @@
+// Properties over random pipelines (rapidcheck):
+// - the IR text round-trips exactly and the structural hash survives it;
+// - running the plan pass by pass gives bitwise the results of a naive evaluator that runs
+//   the whole program at once (with f64 storage no rounding can hide a planning mistake).
+#include <cmath>
+#include <map>
+
 #include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
+
+#include "ir/builtins.h"
+#include "ir/compile.h"
+#include "ir/eval.h"
+#include "ir/pipeline_text.h"
+#include "ir/text.h"
+#include "runtime/reference.h"
+
+namespace optjit {
+namespace {
+
+using ir::Op;
+using ir::OpKind;
+using runtime::OptimizerState;
+
+// The unplanned program, evaluated instruction by instruction over whole tensors.
+struct NaiveResult {
+  bool skipped = false;
+  OptimizerState state;
+};
+
+NaiveResult naive_step(const ir::Program& p, const plan::Plan& plan, OptimizerState s) {
+  const size_t T = s.tensors.size(), G = s.groups.size();
+  std::vector<std::vector<std::vector<double>>> elem(p.insts.size());  // [value][tensor][element]
+  std::vector<std::vector<double>> per_tensor(p.insts.size()), per_group(p.insts.size());
+  auto scalar_of = [&](ir::ValueId v, size_t t) {
+    const auto& in = p.at(v);
+    if (in.rank == Rank::scalar) return per_group[index(v)][s.tensors[t].group];
+    return per_tensor[index(v)][t];
+  };
+  auto element_of = [&](ir::ValueId v, size_t t, int64_t e) {
+    return p.at(v).rank == Rank::element ? elem[index(v)][t][static_cast<size_t>(e)] : scalar_of(v, t);
+  };
+  std::vector<std::pair<uint32_t, std::vector<std::vector<double>>>> stores;
+  std::vector<std::tuple<uint32_t, uint32_t, double>> sstores;
+  NaiveResult r;
+  for (size_t n = 0; n < p.insts.size(); ++n) {
+    const ir::Inst& in = p.insts[n];
+    auto v = static_cast<ir::ValueId>(n);
+    const OpKind kind = ir::info(in.op).kind;
+    if (in.op == Op::Store) {
+      std::vector<std::vector<double>> data(T);
+      for (size_t t = 0; t < T; ++t)
+        for (int64_t e = 0; e < s.tensors[t].numel; ++e) data[t].push_back(element_of(in.args[0], t, e));
+      stores.emplace_back(in.attr, std::move(data));
+    } else if (in.op == Op::SStore) {
+      for (size_t g = 0; g < G; ++g) sstores.emplace_back(g, in.attr, per_group[index(in.args[0])][g]);
+    } else if (in.op == Op::SkipIf) {
+      for (size_t g = 0; g < G; ++g) r.skipped |= per_group[index(in.args[0])][g] != 0;
+    } else if (kind == OpKind::reduce) {
+      std::vector<double> partial(T);
+      for (size_t t = 0; t < T; ++t) {
+        double acc = runtime::reduce_identity(in.op);
+        for (int64_t e = 0; e < s.tensors[t].numel; ++e) acc = runtime::reduce_step(in.op, acc, element_of(in.args[0], t, e));
+        partial[t] = acc;
+      }
+      if (static_cast<ir::Scope>(in.attr) == ir::Scope::tensor) per_tensor[n] = partial;
+      else per_group[n].assign(G, runtime::combine(in.op, partial));
+    } else if (in.rank == Rank::element) {
+      elem[n].resize(T);
+      for (size_t t = 0; t < T; ++t) {
+        for (int64_t e = 0; e < s.tensors[t].numel; ++e) {
+          double x;
+          if (in.op == Op::Load) {
+            x = runtime::load_element(s.tensors[t].buffers[in.attr].data(), plan.buffers[in.attr].storage, e);
+          } else if (in.op == Op::Const) {
+            x = in.imm;
+          } else {
+            double a[3] = {0, 0, 0};
+            for (int k = 0; k < ir::info(in.op).arity; ++k) a[k] = element_of(in.args[k], t, e);
+            x = ir::eval_op(in.op, in.type, a[0], a[1], a[2]);
+          }
+          elem[n][t].push_back(x);
+        }
+      }
+    } else {
+      auto eval = [&](size_t g, size_t t) {
+        switch (in.op) {
+          case Op::Const: return in.imm;
+          case Op::Hyper: return s.groups[g].hypers[in.attr];
+          case Op::Step: return static_cast<double>(s.step + 1);
+          case Op::Numel: return static_cast<double>(s.tensors[t].numel);
+          case Op::SLoad: return s.groups[g].states[in.attr];
+          default: break;
+        }
+        double a[3] = {0, 0, 0};
+        for (int k = 0; k < ir::info(in.op).arity; ++k)
+          a[k] = p.at(in.args[k]).rank == Rank::scalar ? per_group[index(in.args[k])][g] : per_tensor[index(in.args[k])][t];
+        return ir::eval_op(in.op, in.type, a[0], a[1], a[2]);
+      };
+      if (in.rank == Rank::scalar) {
+        per_group[n].resize(G);
+        for (size_t g = 0; g < G; ++g) per_group[n][g] = eval(g, 0);
+      } else {
+        per_tensor[n].resize(T);
+        for (size_t t = 0; t < T; ++t) per_tensor[n][t] = eval(s.tensors[t].group, t);
+      }
+    }
+  }
+  r.state = s;
+  if (r.skipped) return r;
+  for (auto& [buf, data] : stores)
+    for (size_t t = 0; t < T; ++t)
+      for (size_t e = 0; e < data[t].size(); ++e)
+        runtime::store_element(r.state.tensors[t].buffers[buf].data(), plan.buffers[buf].storage, static_cast<int64_t>(e), data[t][e]);
+  for (auto [g, st, x] : sstores) r.state.groups[g].states[st] = x;
+  ++r.state.step;
+  return r;
+}
+
+// A random pipeline: 1-3 built-in transforms with random options and (for lr) schedules.
+rc::Gen<std::string> gen_builtin_pipeline() {
+  return rc::gen::exec([] {
+    std::vector<std::string> transforms, schedules;
+    for (const auto& d : dsl::builtins()) (d->kind == dsl::DefKind::transform ? transforms : schedules).push_back(d->name);
+    int n = *rc::gen::inRange(1, 4);
+    std::vector<std::string> parts;
+    for (int i = 0; i < n; ++i) {
+      std::string name = *rc::gen::elementOf(transforms);
+      auto def = dsl::find_builtin(name);
+      std::vector<std::string> args;
+      for (const auto& h : def->hypers) {
+        if (h.name == "lr" && *rc::gen::inRange(0, 3) == 0) {
+          const char* sched[] = {"step_lr(base_lr=0.01, step_size=2)", "cosine_annealing_lr(base_lr=0.01, T_max=3)",
+                                 "one_cycle_lr(max_lr=0.01, total_steps=10)", "cosine_with_warmup(base_lr=0.01, num_warmup_steps=1, num_training_steps=5)",
+                                 "multi_step_lr(base_lr=0.01, milestones=(1, 2))", "linear_lr(base_lr=0.01)"};
+          args.push_back(std::string("lr=") + *rc::gen::elementOf(std::vector<std::string>(std::begin(sched), std::end(sched))));
+        } else if (h.defaults.empty()) {
+          args.push_back(h.name + "=" + std::to_string(*rc::gen::inRange(1, 5) * 0.5));
+        } else if (h.name == "momentum") {
+          args.push_back(h.name + "=" + (*rc::gen::arbitrary<bool>() ? "0.9" : "0"));
+        }
+      }
+      for (const auto& o : def->options)
+        if (o.default_value.index() == 0 && o.name != "nesterov" && *rc::gen::arbitrary<bool>()) args.push_back(o.name + "=true");
+      std::string joined;
+      for (size_t k = 0; k < args.size(); ++k) joined += (k ? ", " : "") + args[k];
+      parts.push_back(name + "(" + joined + ")");
+    }
+    std::string out = "chain(";
+    for (size_t k = 0; k < parts.size(); ++k) out += (k ? ", " : "") + parts[k];
+    return out + ")";
+  });
+}
+
+// A random custom transform: element expressions with global and per-tensor reductions
+// nested in each other, so the planner sees many pass structures.
+rc::Gen<std::string> gen_expr(int depth) {
+  std::vector<std::string> leaves = {"grad", "param", "m", "lr", "step", "0.5", "numel"};
+  if (depth <= 0) return rc::gen::elementOf(leaves);
+  return rc::gen::oneOf(
+      rc::gen::elementOf(leaves),
+      rc::gen::exec([depth] {
+        auto a = *gen_expr(depth - 1), b = *gen_expr(depth - 1);
+        std::string op = *rc::gen::elementOf(std::vector<std::string>{"+", "-", "*"});
+        return "(" + a + " " + op + " " + b + ")";
+      }),
+      rc::gen::exec([depth] {
+        auto a = *gen_expr(depth - 1);
+        std::string f = *rc::gen::elementOf(std::vector<std::string>{"sqrt(abs(", "tensor_norm((", "norm((", "max_abs((",
+                                                                     "tensor_sum((", "sign((", "exp(-abs("});
+        return f + a + " * grad))";
+      }),
+      rc::gen::exec([depth] {
+        auto a = *gen_expr(depth - 1), b = *gen_expr(depth - 1), c = *gen_expr(depth - 1);
+        return "(" + a + " > " + b + " ? " + c + " : " + b + ")";
+      }));
+}
+
+rc::Gen<std::string> gen_custom_pipeline() {
+  return rc::gen::exec([] {
+    std::string e1 = *gen_expr(3), e2 = *gen_expr(3);
+    std::string skip = *rc::gen::arbitrary<bool>() ? "  skip_if any_nonfinite(grad) || sum(grad) > 1e30\n" : "";
+    return "transform t(lr=0.01) {\n  state m = 0.25\n  scalar k = 1\n" + skip + "  m = 0.9 * m + " + e1 +
+           " * 0.001\n  k = k * 0.5 + norm(m)\n  param = param - lr * (" + e2 + ") * 0.001\n}\nt()";
+  });
+}
+
+std::vector<runtime::HostTensor> random_params(DType t) {
+  int count = *rc::gen::inRange(1, 4);
+  std::vector<runtime::HostTensor> out;
+  for (int i = 0; i < count; ++i) {
+    int64_t numel = *rc::gen::inRange(0, 9);
+    auto h = runtime::HostTensor::zeros("p" + std::to_string(i), t, {numel});
+    for (int64_t e = 0; e < numel; ++e) h.set(e, *rc::gen::inRange(-100, 100) / 37.0);
+    out.push_back(std::move(h));
+  }
+  return out;
+}
+
+void check_plan_matches_naive(const std::string& text) {
+  RC_TAG(text.find("transform") == std::string::npos ? "builtins" : "custom");
+  auto pipeline = dsl::parse_pipeline(text);
+  RC_ASSERT(pipeline.ok());
+  auto program = dsl::lower(*pipeline, {DType::f64, DType::f64, DType::f64});
+  RC_ASSERT(program.ok());
+  auto plan = plan::make_plan(*program);
+  RC_ASSERT(plan.ok());
+  auto params = random_params(DType::f64);
+  auto state = runtime::init_state(*plan, params, {});
+  RC_ASSERT(state.ok());
+  runtime::ReferenceBackend ref(*plan);
+  for (int step = 0; step < 3; ++step) {
+    std::vector<runtime::HostTensor> grads;
+    std::vector<const runtime::HostTensor*> ptrs;
+    for (const auto& p : params) {
+      auto g = runtime::HostTensor::zeros(p.name, DType::f64, p.shape);
+      for (int64_t e = 0; e < g.numel(); ++e) g.set(e, *rc::gen::inRange(-50, 50) / 13.0);
+      grads.push_back(std::move(g));
+    }
+    for (const auto& g : grads) ptrs.push_back(&g);
+    RC_ASSERT(runtime::set_grads(*plan, *state, ptrs).ok());
+    NaiveResult naive = naive_step(plan->program, *plan, *state);
+    bool skipped = ref.step(*state).skipped;
+    RC_ASSERT(skipped == naive.skipped);
+    RC_ASSERT(state->step == naive.state.step);
+    for (size_t t = 0; t < state->tensors.size(); ++t)
+      for (size_t b = 0; b < plan->program.buffers.size(); ++b) {
+        const auto& x = state->tensors[t].buffers[b];
+        const auto& y = naive.state.tensors[t].buffers[b];
+        for (int64_t e = 0; e < state->tensors[t].numel; ++e) {
+          double u = runtime::load_element(x.data(), DType::f64, e), w = runtime::load_element(y.data(), DType::f64, e);
+          RC_ASSERT((u == w || (std::isnan(u) && std::isnan(w))));
+        }
+      }
+    for (size_t g = 0; g < state->groups.size(); ++g)
+      for (size_t k = 0; k < state->groups[g].states.size(); ++k) {
+        double u = state->groups[g].states[k], w = naive.state.groups[g].states[k];
+        RC_ASSERT((u == w || (std::isnan(u) && std::isnan(w))));
+      }
+  }
+}
+
+RC_GTEST_PROP(Property, BuiltinChainsPlanLikeTheWholeProgram, ()) { check_plan_matches_naive(*gen_builtin_pipeline()); }
+
+RC_GTEST_PROP(Property, CustomTransformsPlanLikeTheWholeProgram, ()) { check_plan_matches_naive(*gen_custom_pipeline()); }
+
+RC_GTEST_PROP(Property, IrTextRoundTripsForRandomPipelines, ()) {
+  std::string text = *rc::gen::oneOf(gen_builtin_pipeline(), gen_custom_pipeline());
+  DType t = *rc::gen::elementOf(std::vector<DType>{DType::f32, DType::f16, DType::bf16, DType::f64});
+  auto pipeline = dsl::parse_pipeline(text);
+  RC_ASSERT(pipeline.ok());
+  auto program = dsl::lower(*pipeline, {t, t, t});
+  RC_ASSERT(program.ok());
+  std::string printed = ir::print(*program);
+  auto back = ir::parse_ir(printed);
+  RC_ASSERT(back.ok());
+  RC_ASSERT(*back == *program);
+  RC_ASSERT(ir::print(*back) == printed);
+  RC_ASSERT(ir::structural_hash(*back) == ir::structural_hash(*program));
+}
+
+}  // namespace
+}  // namespace optjit
