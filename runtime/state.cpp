@@ -132,6 +132,21 @@ Status set_grads(const plan::Plan& plan, OptimizerState& s, const std::vector<co
   return Status::Ok();
 }
 
+std::vector<HostTensor> parameters_of(TensorFile f) {
+  auto it = f.metadata.find("optjit.params");
+  if (it == f.metadata.end()) return std::move(f.tensors);
+  std::vector<HostTensor> out;
+  for (size_t pos = 0; pos <= it->second.size();) {
+    size_t nl = it->second.find('\n', pos);
+    std::string name = it->second.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
+    for (auto& t : f.tensors)
+      if (t.name == name) out.push_back(std::move(t));
+    if (nl == std::string::npos) break;
+    pos = nl + 1;
+  }
+  return out;
+}
+
 TensorFile export_state(const plan::Plan& plan, const OptimizerState& s) {
   const ir::Program& p = plan.program;
   TensorFile f;
@@ -152,6 +167,9 @@ TensorFile export_state(const plan::Plan& plan, const OptimizerState& s) {
   step.set(0, static_cast<double>(s.step));
   f.tensors.push_back(std::move(step));
   f.metadata["format"] = "optjit-state-1";
+  std::string names;
+  for (const auto& t : s.tensors) names += (names.empty() ? "" : "\n") + t.name;
+  f.metadata["optjit.params"] = names;
   return f;
 }
 

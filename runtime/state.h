@@ -61,6 +61,9 @@ Status set_grads(const plan::Plan& plan, OptimizerState& s, const std::vector<co
 /// The updated parameters under their names, each state buffer as `name.<buffer>`, each scalar
 /// state as a 0-d f64 `name.<state>`, and the step count as a 0-d i64 `step`.
 TensorFile export_state(const plan::Plan& plan, const OptimizerState& s);
+/// The parameters in a file: all its tensors, or for a file written by export_state only the
+/// parameters it lists (so an output can be given back as --params).
+std::vector<HostTensor> parameters_of(TensorFile f);
 /// Resumes from export_state's output: state buffers, scalar states and the step count.
 Status import_state(const plan::Plan& plan, OptimizerState& s, const TensorFile& f);
 

@@ -1,1 +1,195 @@
+// The optjit command line, run as a user would: exit codes, messages, and files.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cmath>
+#include <limits>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
 #include <gtest/gtest.h>
+
+#include "runtime/safetensors.h"
+
+namespace optjit {
+namespace {
+
+namespace fs = std::filesystem;
+using runtime::HostTensor;
+using runtime::TensorFile;
+
+struct Result {
+  int code;
+  std::string output;  // stdout and stderr
+};
+
+Result optjit_cli(const std::string& args) {
+  std::string cmd = std::string(OPTJIT_CLI) + " " + args + " 2>&1";
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
+  int status = ::pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("optjit_cli_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string p(const std::string& n) const { return (dir_ / n).string(); }
+  void write(const std::string& name, std::vector<HostTensor> ts) {
+    TensorFile f;
+    f.tensors = std::move(ts);
+    ASSERT_TRUE(runtime::write_safetensors(p(name), f));
+  }
+  static HostTensor filled(const std::string& name, DType t, std::vector<int64_t> shape, double base) {
+    HostTensor h = HostTensor::zeros(name, t, std::move(shape));
+    for (int64_t i = 0; i < h.numel(); ++i) h.set(i, base + 0.01 * static_cast<double>(i % 17) - 0.05);
+    return h;
+  }
+  fs::path dir_;
+};
+
+TEST_F(Cli, SynthRunAndResumeEqualsOneLongRun) {
+  auto s = optjit_cli("synth --preset mlp --steps 4 --params " + p("p.st") + " --grads " + p("g.st"));
+  ASSERT_EQ(s.code, 0) << s.output;
+  // Slices 1-4 in one run, versus the same gradients split into two runs of two.
+  auto grads = *runtime::read_safetensors(p("g.st"));
+  TensorFile first, second;
+  for (const auto& g : grads.tensors) {
+    std::vector<int64_t> shape(g.shape.begin() + 1, g.shape.end());
+    std::vector<int64_t> two = shape;
+    two.insert(two.begin(), 2);
+    HostTensor a{g.name, g.dtype, two, {}}, b{g.name, g.dtype, two, {}};
+    size_t half = g.data.size() / 2;
+    a.data.assign(g.data.begin(), g.data.begin() + static_cast<std::ptrdiff_t>(half));
+    b.data.assign(g.data.begin() + static_cast<std::ptrdiff_t>(half), g.data.end());
+    first.tensors.push_back(a);
+    second.tensors.push_back(b);
+  }
+  ASSERT_TRUE(runtime::write_safetensors(p("g1.st"), first));
+  ASSERT_TRUE(runtime::write_safetensors(p("g2.st"), second));
+  const std::string pipe = "'chain(clip_grad_norm(max_norm=0.01), nadam(lr=0.01, weight_decay=0.1))'";
+  auto all = optjit_cli("run " + pipe + " --params " + p("p.st") + " --grads " + p("g.st") + " --steps 4 --out " + p("all.st"));
+  ASSERT_EQ(all.code, 0) << all.output;
+  EXPECT_NE(all.output.find("ran 4 steps (0 skipped) on 6 tensors, 535818 parameters (f32)"), std::string::npos) << all.output;
+  auto r1 = optjit_cli("run " + pipe + " --params " + p("p.st") + " --grads " + p("g1.st") + " --steps 2 --out " + p("half.st"));
+  ASSERT_EQ(r1.code, 0) << r1.output;
+  auto r2 = optjit_cli("run " + pipe + " --params " + p("half.st") + " --state " + p("half.st") + " --grads " + p("g2.st") +
+                       " --steps 2 --out " + p("resumed.st"));
+  ASSERT_EQ(r2.code, 0) << r2.output;
+  auto a = *runtime::read_safetensors(p("all.st"));
+  auto b = *runtime::read_safetensors(p("resumed.st"));
+  ASSERT_EQ(a.tensors.size(), b.tensors.size());
+  for (const auto& t : a.tensors) {
+    const HostTensor* u = b.find(t.name);
+    ASSERT_TRUE(u) << t.name;
+    EXPECT_EQ(u->data, t.data) << t.name;
+  }
+  // Names, dtypes and state as documented.
+  EXPECT_TRUE(a.find("fc1.weight") && a.find("fc1.weight")->dtype == DType::f32);
+  EXPECT_TRUE(a.find("fc1.weight.exp_avg_sq"));
+  ASSERT_TRUE(a.find("fc1.weight.mu_product"));
+  EXPECT_EQ(a.find("fc1.weight.mu_product")->shape.size(), 0u);
+  ASSERT_TRUE(a.find("step"));
+  EXPECT_EQ(a.find("step")->get(0), 4.0);
+}
+
+TEST_F(Cli, ErrorsAreOneLineAndWriteNothing) {
+  write("p.st", {filled("w", DType::f32, {2, 3}, 1), filled("b", DType::f32, {3}, 0)});
+  write("g.st", {filled("w", DType::f32, {2, 3}, 0.1), filled("b", DType::f32, {3}, 0.2)});
+  write("g_missing.st", {filled("w", DType::f32, {2, 3}, 0.1)});
+  write("g_shape.st", {filled("w", DType::f32, {3, 2}, 0.1), filled("b", DType::f32, {3}, 0.2)});
+  write("g_extra.st", {filled("w", DType::f32, {2, 3}, 0.1), filled("b", DType::f32, {3}, 0.2), filled("c", DType::f32, {1}, 0)});
+  HostTensor nan = filled("w", DType::f32, {2, 3}, 0.1);
+  nan.set(4, std::nan(""));
+  write("g_nan.st", {nan, filled("b", DType::f32, {3}, 0.2)});
+  write("p_mixed.st", {filled("w", DType::f32, {2, 3}, 1), filled("b", DType::f16, {3}, 0)});
+  std::ofstream(p("corrupt.st")) << "not a safetensors file";
+  std::ofstream(p("existing.st")) << "precious";
+
+  auto run = [&](const std::string& pipeline, const std::string& params, const std::string& grads, const std::string& extra = "") {
+    return optjit_cli("run '" + pipeline + "' --params " + p(params) + " --grads " + p(grads) + " --steps 2 --out " +
+                      p("existing.st") + " " + extra);
+  };
+  struct Case {
+    Result r;
+    std::string message;
+  };
+  std::vector<Case> cases = {
+      {run("adamw(lr=1e-3", "p.st", "g.st"), "optjit: pipeline: line 1, column 14: expected ',' or ')', found end of input\n"},
+      {run("adamw()", "p.st", "g_missing.st"), "optjit: " + p("g_missing.st") + ": no gradient for parameter 'b'\n"},
+      {run("adamw()", "p.st", "g_shape.st"),
+       "optjit: " + p("g_shape.st") + ": gradient 'w' has shape [3, 2], expected [2, 3] or [2, 2, 3]\n"},
+      {run("adamw()", "p.st", "g_extra.st"), "optjit: " + p("g_extra.st") + ": gradient 'c' has no parameter\n"},
+      {run("adamw()", "p.st", "g_nan.st"),
+       "optjit: " + p("g_nan.st") + ": gradient 'w' has a non-finite value (nan) at element 4; add grad_scaler(...) to skip "
+       "such steps, or pass --allow-nonfinite\n"},
+      {run("adamw()", "p_mixed.st", "g.st"),
+       "optjit: " + p("p_mixed.st") + ": parameters mix f16 ('b') and f32 ('w'); one optimizer needs one dtype\n"},
+      {run("adamw()", "corrupt.st", "g.st"),
+       "optjit: " + p("corrupt.st") + ": not a valid safetensors file: header length 7021991845529153390 does not fit in a file of 22 bytes\n"},
+      {run("adamw()", "p.st", "g.st", "--set lrr=1"),
+       "optjit: --set: no hyperparameter 'lrr' (this pipeline has: adamw.weight_decay, adamw.lr, adamw.betas.0, adamw.betas.1, adamw.eps)\n"},
+      {run("adamw()", "p.st", "g.st", "--group 'b:weight_decay'"), "optjit: --group 'b:weight_decay': 'weight_decay' is not name=value\n"},
+      {run("adamw()", "p.st", "g.st", "--state " + p("corrupt.st")),
+       "optjit: " + p("corrupt.st") + ": not a valid safetensors file: header length 7021991845529153390 does not fit in a file of 22 bytes\n"},
+      {run("adamw()", "p.st", "g.st", "--state " + p("p.st")), "optjit: " + p("p.st") + ": state file has no 0-d 'step' tensor\n"},
+      {run("adamw()", "p.st", "g.st", "--backend cuda"),
+       "optjit: the cuda backend is not available in this build of optjit; use --backend reference\n"},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(c.r.code, 1) << c.r.output;
+    EXPECT_EQ(c.r.output, c.message);
+  }
+  std::ifstream in(p("existing.st"));
+  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(content, "precious");
+}
+
+TEST_F(Cli, GradScalerSkipsStepsWithInfAndGroupsOverride) {
+  write("p.st", {filled("w", DType::f32, {4}, 1), filled("b", DType::f32, {2}, 0.5)});
+  HostTensor g = filled("w", DType::f32, {3, 4}, 10);
+  g.set(5, std::numeric_limits<double>::infinity());  // step 2
+  write("g.st", {g, filled("b", DType::f32, {3, 2}, 10)});
+  auto r = optjit_cli("run 'chain(grad_scaler(scale=1024), adamw(lr=0.1))' --params " + p("p.st") + " --grads " + p("g.st") +
+                      " --steps 3 --group 'b:lr=0' --out " + p("o.st"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("ran 3 steps (1 skipped)"), std::string::npos) << r.output;
+  auto o = *runtime::read_safetensors(p("o.st"));
+  EXPECT_EQ(o.find("step")->get(0), 2.0);
+  // lr = 0 in b's group: AdamW's decoupled decay and update are both scaled by lr.
+  EXPECT_EQ(o.find("b")->data, filled("b", DType::f32, {2}, 0.5).data);
+  EXPECT_NE(o.find("w")->data, filled("w", DType::f32, {4}, 1).data);
+}
+
+TEST_F(Cli, PlanAndList) {
+  auto plan = optjit_cli("plan 'chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, betas=(0.9, 0.999), weight_decay=0.01))'");
+  ASSERT_EQ(plan.code, 0);
+  EXPECT_NE(plan.output.find("plan: 2 passes, 32 bytes per parameter"), std::string::npos) << plan.output;
+  EXPECT_NE(plan.output.find("optjit-ir 1"), std::string::npos);
+  auto json = optjit_cli("plan 'adamw()' --json");
+  EXPECT_NE(json.output.find("\"bytes_per_param\": 28"), std::string::npos) << json.output;
+  std::ofstream(p("pipe.txt")) << "transform t(lr=0.1) {\n  param = param - lr * grad\n}\nchain(clip_grad_value(clip_value=1), t())\n";
+  auto from_file = optjit_cli("plan " + p("pipe.txt") + " --no-bodies");
+  EXPECT_EQ(from_file.code, 0) << from_file.output;
+  EXPECT_NE(from_file.output.find("plan: 1 pass, 12 bytes per parameter"), std::string::npos) << from_file.output;
+  auto list = optjit_cli("list");
+  ASSERT_EQ(list.code, 0);
+  EXPECT_NE(list.output.find("adamw(lr=0.001, betas=(0.9, 0.999), eps=1e-08, weight_decay=0.01, amsgrad=false, maximize=false)"),
+            std::string::npos) << list.output;
+  EXPECT_NE(list.output.find("state: exp_avg, exp_avg_sq"), std::string::npos);
+  EXPECT_NE(list.output.find("mu_product (scalar)"), std::string::npos) << list.output;
+  EXPECT_NE(list.output.find("cosine_with_warmup(base_lr=<required>"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace optjit

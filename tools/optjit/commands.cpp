@@ -99,6 +99,7 @@ int run(const RunOptions& o) {
   if (!text) return fail(text.error().message);
   auto params = runtime::read_safetensors(o.params);
   if (!params) return fail(params.error().message);
+  params->tensors = runtime::parameters_of(std::move(*params));
   auto grads = runtime::read_safetensors(o.grads);
   if (!grads) return fail(grads.error().message);
   if (params->tensors.empty()) return fail(fmt::format("{}: holds no tensors", o.params));
