@@ -347,9 +347,10 @@ std::string describe(const Plan& plan, bool with_bodies) {
     if (!plan.host[k].empty()) {
       std::vector<std::string> ids;
       for (auto v : plan.host[k]) ids.push_back(fmt::format("%{}", index(v)));
-      out += fmt::format("  host before {}: {}\n",
-                         k < plan.passes.size() ? fmt::format("pass {}", k) : std::string("commit"),
-                         fmt::join(ids, " "));
+      std::string where = k < plan.passes.size() ? fmt::format("pass {}", k) : std::string("commit");
+      out += with_bodies ? fmt::format("  host before {}: {}\n", where, fmt::join(ids, " "))
+                         : fmt::format("  host before {}: {} scalar/tensor value{}\n", where, ids.size(),
+                                       ids.size() == 1 ? "" : "s");
     }
     if (k == plan.passes.size()) break;
     const Pass& p = plan.passes[k];

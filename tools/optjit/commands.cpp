@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <random>
 
 #include <fmt/core.h>
@@ -283,6 +284,28 @@ int list() {
     }
   }
   fmt::print("\nfunctions in custom transform bodies:\n{}", dsl::describe_text_functions());
+  return 0;
+}
+
+int inspect(const std::string& path, const std::string& match) {
+  auto f = runtime::read_safetensors(path);
+  if (!f) return fail(f.error().message);
+  fmt::print("{:<34} {:>5} {:>14} {:>13} {:>13} {:>13}\n", "tensor", "dtype", "shape", "min", "max", "l2 norm");
+  for (const auto& t : f->tensors) {
+    if (!match.empty() && !runtime::glob_match(match, t.name)) continue;
+    double lo = std::numeric_limits<double>::infinity(), hi = -lo, sq = 0;
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      double v = t.get(i);
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+      sq += v * v;
+    }
+    if (t.numel() == 0) lo = hi = 0;
+    fmt::print("{:<34} {:>5} {:>14} {:>13.6g} {:>13.6g} {:>13.6g}\n", t.name, to_string(t.dtype),
+               fmt::format("[{}]", fmt::join(t.shape, ",")), lo, hi, std::sqrt(sq));
+  }
+  for (const auto& [k, v] : f->metadata)
+    if (match.empty() && k != "optjit.params") fmt::print("metadata {}: {}\n", k, v.size() > 200 ? v.substr(0, 200) + "..." : v);
   return 0;
 }
 

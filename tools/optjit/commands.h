@@ -21,6 +21,9 @@ int plan(const PlanOptions& o);
 
 int list();
 
+/// Prints each tensor of a .safetensors file: dtype, shape and summary statistics.
+int inspect(const std::string& path, const std::string& match);
+
 struct SynthOptions {
   std::string preset = "tiny-gpt", dtype = "f32", params, grads;
   long long numel = 1 << 20;

@@ -43,6 +43,11 @@ int main(int argc, char** argv) {
 
   auto* list_cmd = app.add_subcommand("list", "list the built-in transforms and schedules");
 
+  std::string inspect_path, inspect_match;
+  auto* inspect_cmd = app.add_subcommand("inspect", "summarize the tensors of a .safetensors file");
+  inspect_cmd->add_option("file", inspect_path, "a .safetensors file")->required();
+  inspect_cmd->add_option("--match", inspect_match, "only tensors whose names match this glob");
+
   optjit::cli::SynthOptions synth;
   auto* synth_cmd = app.add_subcommand("synth", "write a generated parameter set and gradients");
   synth_cmd->add_option("--preset", synth.preset, "tiny-gpt (default) | mlp | one")
@@ -62,6 +67,7 @@ int main(int argc, char** argv) {
   if (*run_cmd) return optjit::cli::run(run);
   if (*plan_cmd) return optjit::cli::plan(plan);
   if (*list_cmd) return optjit::cli::list();
+  if (*inspect_cmd) return optjit::cli::inspect(inspect_path, inspect_match);
   if (*synth_cmd) return optjit::cli::synth(synth);
   return 2;
 }

@@ -1,0 +1,27 @@
+// libFuzzer target: any bytes given to the pipeline parser (and, when they parse, the lowering,
+// the planner and the IR printer/parser) give a value or an error, never a crash or a hang.
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "ir/dsl.h"
+#include "ir/pipeline_text.h"
+#include "ir/plan.h"
+#include "ir/text.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::string_view text(reinterpret_cast<const char*>(data), size);
+  auto pipeline = optjit::dsl::parse_pipeline(text);
+  if (!pipeline) return 0;
+  auto program = optjit::dsl::lower(*pipeline);
+  if (!program) return 0;
+  auto printed = optjit::ir::print(*program);
+  auto back = optjit::ir::parse_ir(printed);
+  if (!back || !(*back == *program)) __builtin_trap();  // the text form must round-trip
+  auto plan = optjit::plan::make_plan(*program);
+  (void)plan;
+  // The IR parser gets the same bytes too.
+  auto ir = optjit::ir::parse_ir(text);
+  (void)ir;
+  return 0;
+}
