@@ -16,8 +16,12 @@ using O = OptionSpec;
 using DefPtr = std::shared_ptr<const Def>;
 
 H lr(double d) { return {"lr", {d}, "learning rate (may be a schedule)", true}; }
-H betas(double b1, double b2) { return {"betas", {b1, b2}, "coefficients of the running averages", false, 2}; }
-H num(std::string name, double d, std::string doc) { return {std::move(name), {d}, std::move(doc)}; }
+H betas(double b1, double b2) {
+  return {"betas", {b1, b2}, "coefficients of the running averages", false, 2};
+}
+H num(std::string name, double d, std::string doc) {
+  return {std::move(name), {d}, std::move(doc)};
+}
 H required(std::string name, std::string doc) { return {std::move(name), {}, std::move(doc)}; }
 O flag(std::string name, std::string doc) { return {std::move(name), false, std::move(doc), {}}; }
 O maximize() { return flag("maximize", "maximize the objective instead of minimizing"); }
@@ -82,8 +86,10 @@ void sgd(Ctx& c) {
 
 void adam(Ctx& c, bool decoupled) {
   Value g = signed_grad(c);
-  if (decoupled) decoupled_decay(c);
-  else g = l2_decay(c, g);
+  if (decoupled)
+    decoupled_decay(c);
+  else
+    g = l2_decay(c, g);
   Value beta1 = c.hyper("betas", 0), beta2 = c.hyper("betas", 1), t = c.step();
   Value m = lerp(c.state("exp_avg"), g, 1.0 - beta1);
   Value v = ema_sq(c.state("exp_avg_sq"), g, beta2);
@@ -116,8 +122,10 @@ void nadam(Ctx& c) {
   Value t = c.step(), beta1 = c.hyper("betas", 0), beta2 = c.hyper("betas", 1);
   Value lr = c.hyper("lr"), md = c.hyper("momentum_decay");
   Value bc2 = 1.0 - pow(beta2, t);
-  if (c.flag("decoupled_weight_decay")) decoupled_decay(c);
-  else g = l2_decay(c, g);
+  if (c.flag("decoupled_weight_decay"))
+    decoupled_decay(c);
+  else
+    g = l2_decay(c, g);
   Value mu = beta1 * (1.0 - 0.5 * pow(0.96, t * md));
   Value mu_next = beta1 * (1.0 - 0.5 * pow(0.96, (t + 1.0) * md));
   Value mu_product = c.scalar_state("mu_product", 1.0) * mu;
@@ -134,8 +142,10 @@ void nadam(Ctx& c) {
 
 void radam(Ctx& c) {
   Value g = signed_grad(c);
-  if (c.flag("decoupled_weight_decay")) decoupled_decay(c);
-  else g = l2_decay(c, g);
+  if (c.flag("decoupled_weight_decay"))
+    decoupled_decay(c);
+  else
+    g = l2_decay(c, g);
   Value t = c.step(), beta1 = c.hyper("betas", 0), beta2 = c.hyper("betas", 1), lr = c.hyper("lr");
   Value m = lerp(c.state("exp_avg"), g, 1.0 - beta1);
   Value v = ema_sq(c.state("exp_avg_sq"), g, beta2);
@@ -145,8 +155,8 @@ void radam(Ctx& c) {
   Value corrected = m / bc1;
   Value rho_inf = 2.0 / (1.0 - beta2) - 1.0;
   Value rho_t = rho_inf - 2.0 * t * pow(beta2, t) / bc2;
-  Value rect = pow((rho_t - 4.0) * (rho_t - 2.0) * rho_inf /
-                       ((rho_inf - 4.0) * (rho_inf - 2.0) * rho_t), 0.5);
+  Value rect = pow(
+      (rho_t - 4.0) * (rho_t - 2.0) * rho_inf / ((rho_inf - 4.0) * (rho_inf - 2.0) * rho_t), 0.5);
   Value adaptive = pow(bc2, 0.5) / (sqrt(v) + c.hyper("eps"));
   Value rectified = corrected * lr * adaptive * rect;
   c.set_param(c.param() + (-1.0) * select(rho_t > 5.0, rectified, corrected * lr));
@@ -206,7 +216,8 @@ void rprop(Ctx& c) {
   Value s = sign(g * prev);
   DType t = c.element_type();
   Value one = cast(c.constant(1.0), t);
-  s = select(s > 0.0, cast(etaplus, t), select(s < 0.0, cast(etaminus, t), select(s == 0.0, one, s)));
+  s = select(s > 0.0, cast(etaplus, t),
+             select(s < 0.0, cast(etaminus, t), select(s == 0.0, one, s)));
   step_size = clamp(step_size * s, c.hyper("step_sizes", 0), c.hyper("step_sizes", 1));
   g = select(s == etaminus, cast(c.constant(0.0), t), g);
   c.set_state("step_size", step_size);
@@ -248,14 +259,14 @@ void lamb(Ctx& c) {
   c.set_state("exp_avg_sq", v);
   Value step_size = c.hyper("lr");
   if (c.flag("debias")) step_size = step_size * (sqrt(1.0 - pow(beta2, t)) / (1.0 - pow(beta1, t)));
-  Value weight_norm = clamp(sqrt(sumsq(c.param(), ir::Scope::tensor)), c.constant(0.0),
-                            c.hyper("clamp_value"));
+  Value weight_norm =
+      clamp(sqrt(sumsq(c.param(), ir::Scope::tensor)), c.constant(0.0), c.hyper("clamp_value"));
   Value adam_step = m / (sqrt(v) + c.hyper("eps"));
   Value wd = c.hyper("weight_decay");
   adam_step = select(wd != 0.0, adam_step + wd * c.param(), adam_step);
   Value adam_norm = sqrt(sumsq(adam_step, ir::Scope::tensor));
-  Value trust = select((weight_norm == 0.0) || (adam_norm == 0.0), c.constant(1.0),
-                       weight_norm / adam_norm);
+  Value trust =
+      select((weight_norm == 0.0) || (adam_norm == 0.0), c.constant(1.0), weight_norm / adam_norm);
   if (c.flag("adam")) trust = c.constant(1.0);
   c.set_param(c.param() + (-step_size * trust) * adam_step);
 }
@@ -264,10 +275,14 @@ void lamb(Ctx& c) {
 void clip_grad_norm(Ctx& c) {
   double p = c.initial("norm_type");
   Value g = c.grad(), total;
-  if (std::isinf(p) && p > 0) total = max_abs(g);
-  else if (p == 2) total = sqrt(sumsq(g));
-  else if (p > 0) total = pow(sum(pow(abs(g), p)), 1.0 / p);
-  else return c.fail(make_error("norm_type must be positive or inf, got {}", p));
+  if (std::isinf(p) && p > 0)
+    total = max_abs(g);
+  else if (p == 2)
+    total = sqrt(sumsq(g));
+  else if (p > 0)
+    total = pow(sum(pow(abs(g), p)), 1.0 / p);
+  else
+    return c.fail(make_error("norm_type must be positive or inf, got {}", p));
   Value coef = min(c.hyper("max_norm") / (total + 1e-6), 1.0);
   c.set_grad(g * coef);
 }
@@ -305,8 +320,8 @@ Value exponential_lr(Ctx& c) { return c.hyper("base_lr") * pow(c.hyper("gamma"),
 
 Value cosine_annealing_lr(Ctx& c) {
   Value eta_min = c.hyper("eta_min");
-  return eta_min + (c.hyper("base_lr") - eta_min) *
-                       (1.0 + cos(kPi * epoch(c) / c.hyper("T_max"))) / 2.0;
+  return eta_min +
+         (c.hyper("base_lr") - eta_min) * (1.0 + cos(kPi * epoch(c) / c.hyper("T_max"))) / 2.0;
 }
 
 Value linear_lr(Ctx& c) {
@@ -327,9 +342,12 @@ Value one_cycle_lr(Ctx& c) {
   Value min_lr = initial / c.hyper("final_div_factor");
   bool cosine = c.option("anneal_strategy") == "cos";
   auto anneal = [&](Value start, Value end, Value frac) {
-    return cosine ? end + (start - end) / 2.0 * (cos(kPi * frac) + 1.0) : (end - start) * frac + start;
+    return cosine ? end + (start - end) / 2.0 * (cos(kPi * frac) + 1.0)
+                  : (end - start) * frac + start;
   };
-  struct Phase { Value end_step, start, end; };
+  struct Phase {
+    Value end_step, start, end;
+  };
   std::vector<Phase> phases;
   if (c.flag("three_phase")) {
     phases = {{pct * total - 1.0, initial, max_lr},
@@ -356,7 +374,8 @@ Value cosine_with_warmup(Ctx& c) {
   Value one = c.constant(1.0);
   Value warming = e / max(one, warm);
   Value progress = (e - warm) / max(one, total - warm);
-  Value decay = max(c.constant(0.0), 0.5 * (1.0 + cos(kPi * c.hyper("num_cycles") * 2.0 * progress)));
+  Value decay =
+      max(c.constant(0.0), 0.5 * (1.0 + cos(kPi * c.hyper("num_cycles") * 2.0 * progress)));
   return c.hyper("base_lr") * select(e < warm, warming, decay);
 }
 
@@ -364,82 +383,104 @@ std::vector<DefPtr> make_builtins() {
   H wd0 = num("weight_decay", 0, "weight decay (L2 penalty)");
   H eps8 = num("eps", 1e-8, "term added to the denominator for numerical stability");
   return {
-      transform("sgd", "torch.optim.SGD", {lr(1e-3), num("momentum", 0, "momentum factor"),
+      transform("sgd", "torch.optim.SGD",
+                {lr(1e-3), num("momentum", 0, "momentum factor"),
                  num("dampening", 0, "dampening for momentum"), wd0},
                 {flag("nesterov", "Nesterov momentum"), maximize()}, sgd),
       transform("adam", "torch.optim.Adam", {lr(1e-3), betas(0.9, 0.999), eps8, wd0},
                 {flag("amsgrad", "the AMSGrad variant"), maximize(),
                  flag("decoupled_weight_decay", "AdamW-style decay")},
                 [](Ctx& c) { adam(c, c.flag("decoupled_weight_decay")); }),
-      transform("adamw", "torch.optim.AdamW", {lr(1e-3), betas(0.9, 0.999), eps8,
-                 num("weight_decay", 1e-2, "decoupled weight decay")},
-                {flag("amsgrad", "the AMSGrad variant"), maximize()},
-                [](Ctx& c) { adam(c, true); }),
+      transform(
+          "adamw", "torch.optim.AdamW",
+          {lr(1e-3), betas(0.9, 0.999), eps8, num("weight_decay", 1e-2, "decoupled weight decay")},
+          {flag("amsgrad", "the AMSGrad variant"), maximize()}, [](Ctx& c) { adam(c, true); }),
       transform("adamax", "torch.optim.Adamax", {lr(2e-3), betas(0.9, 0.999), eps8, wd0},
                 {maximize()}, adamax),
-      transform("nadam", "torch.optim.NAdam", {lr(2e-3), betas(0.9, 0.999), eps8, wd0,
-                 num("momentum_decay", 4e-3, "momentum decay")},
-                {flag("decoupled_weight_decay", "AdamW-style decay"), maximize()}, nadam),
+      transform(
+          "nadam", "torch.optim.NAdam",
+          {lr(2e-3), betas(0.9, 0.999), eps8, wd0, num("momentum_decay", 4e-3, "momentum decay")},
+          {flag("decoupled_weight_decay", "AdamW-style decay"), maximize()}, nadam),
       transform("radam", "torch.optim.RAdam", {lr(1e-3), betas(0.9, 0.999), eps8, wd0},
                 {flag("decoupled_weight_decay", "AdamW-style decay"), maximize()}, radam),
-      transform("rmsprop", "torch.optim.RMSprop", {lr(1e-2), num("alpha", 0.99, "smoothing constant"),
-                 eps8, wd0, num("momentum", 0, "momentum factor")},
+      transform("rmsprop", "torch.optim.RMSprop",
+                {lr(1e-2), num("alpha", 0.99, "smoothing constant"), eps8, wd0,
+                 num("momentum", 0, "momentum factor")},
                 {flag("centered", "normalize by the estimated variance"), maximize()}, rmsprop),
-      transform("adagrad", "torch.optim.Adagrad", {lr(1e-2), num("lr_decay", 0, "learning rate decay"),
-                 wd0, num("initial_accumulator_value", 0, "initial value of the sum of squares"),
+      transform("adagrad", "torch.optim.Adagrad",
+                {lr(1e-2), num("lr_decay", 0, "learning rate decay"), wd0,
+                 num("initial_accumulator_value", 0, "initial value of the sum of squares"),
                  num("eps", 1e-10, "term added to the denominator")},
                 {maximize()}, adagrad),
-      transform("adadelta", "torch.optim.Adadelta", {lr(1.0), num("rho", 0.9, "running average coefficient"),
+      transform("adadelta", "torch.optim.Adadelta",
+                {lr(1.0), num("rho", 0.9, "running average coefficient"),
                  num("eps", 1e-6, "term added inside the square roots"), wd0},
                 {maximize()}, adadelta),
-      transform("rprop", "torch.optim.Rprop", {lr(1e-2),
+      transform("rprop", "torch.optim.Rprop",
+                {lr(1e-2),
                  {"etas", {0.5, 1.2}, "(etaminus, etaplus) step size factors", false, 2},
                  {"step_sizes", {1e-6, 50}, "(min, max) step sizes", false, 2}},
                 {maximize()}, rprop),
-      transform("asgd", "torch.optim.ASGD", {lr(1e-2), num("lambd", 1e-4, "decay term"),
-                 num("alpha", 0.75, "power for eta update"), num("t0", 1e6, "point at which to start averaging"),
-                 wd0},
-                {maximize()}, asgd),
-      transform("lion", "lion_pytorch.Lion", {lr(1e-4), betas(0.9, 0.99),
-                 num("weight_decay", 0, "decoupled weight decay")}, {}, lion),
-      transform("lamb", "torch_optimizer.Lamb", {lr(1e-3), betas(0.9, 0.999),
-                 num("eps", 1e-6, "term added to the denominator"), wd0,
-                 num("clamp_value", 10, "clamp on the weight norm")},
-                {flag("adam", "use trust ratio 1 (plain Adam)"), flag("debias", "bias correction")}, lamb),
+      transform(
+          "asgd", "torch.optim.ASGD",
+          {lr(1e-2), num("lambd", 1e-4, "decay term"), num("alpha", 0.75, "power for eta update"),
+           num("t0", 1e6, "point at which to start averaging"), wd0},
+          {maximize()}, asgd),
+      transform("lion", "lion_pytorch.Lion",
+                {lr(1e-4), betas(0.9, 0.99), num("weight_decay", 0, "decoupled weight decay")}, {},
+                lion),
+      transform("lamb", "torch_optimizer.Lamb",
+                {lr(1e-3), betas(0.9, 0.999), num("eps", 1e-6, "term added to the denominator"),
+                 wd0, num("clamp_value", 10, "clamp on the weight norm")},
+                {flag("adam", "use trust ratio 1 (plain Adam)"), flag("debias", "bias correction")},
+                lamb),
       transform("clip_grad_norm", "torch.nn.utils.clip_grad_norm_ over all tensors together",
                 {required("max_norm", "max norm of the gradients"),
-                 num("norm_type", 2.0, "2.0, inf or another p (structural)")}, {}, clip_grad_norm),
+                 num("norm_type", 2.0, "2.0, inf or another p (structural)")},
+                {}, clip_grad_norm),
       transform("clip_grad_value", "torch.nn.utils.clip_grad_value_",
                 {required("clip_value", "gradients are clamped to [-clip_value, clip_value]")}, {},
                 clip_grad_value),
       transform("grad_scaler", "torch.amp.GradScaler: unscale, skip the step on Inf/NaN",
                 {num("scale", 65536.0, "the loss scale the gradients carry")}, {}, grad_scaler),
-      schedule("step_lr", "torch.optim.lr_scheduler.StepLR", {base_lr(),
-                required("step_size", "period of decay"), num("gamma", 0.1, "decay factor")}, {}, step_lr),
-      schedule("multi_step_lr", "torch.optim.lr_scheduler.MultiStepLR", {base_lr(),
+      schedule(
+          "step_lr", "torch.optim.lr_scheduler.StepLR",
+          {base_lr(), required("step_size", "period of decay"), num("gamma", 0.1, "decay factor")},
+          {}, step_lr),
+      schedule("multi_step_lr", "torch.optim.lr_scheduler.MultiStepLR",
+               {base_lr(),
                 {"milestones", {}, "epochs at which to decay", false, 0},
-                num("gamma", 0.1, "decay factor")}, {}, multi_step_lr),
-      schedule("exponential_lr", "torch.optim.lr_scheduler.ExponentialLR", {base_lr(),
-                required("gamma", "decay factor")}, {}, exponential_lr),
-      schedule("cosine_annealing_lr", "torch.optim.lr_scheduler.CosineAnnealingLR", {base_lr(),
-                required("T_max", "half period"), num("eta_min", 0, "minimum lr")}, {},
+                num("gamma", 0.1, "decay factor")},
+               {}, multi_step_lr),
+      schedule("exponential_lr", "torch.optim.lr_scheduler.ExponentialLR",
+               {base_lr(), required("gamma", "decay factor")}, {}, exponential_lr),
+      schedule("cosine_annealing_lr", "torch.optim.lr_scheduler.CosineAnnealingLR",
+               {base_lr(), required("T_max", "half period"), num("eta_min", 0, "minimum lr")}, {},
                cosine_annealing_lr),
-      schedule("linear_lr", "torch.optim.lr_scheduler.LinearLR", {base_lr(),
-                num("start_factor", 1.0 / 3, "factor at the start"), num("end_factor", 1.0, "factor at the end"),
-                num("total_iters", 5, "steps to reach end_factor")}, {}, linear_lr),
-      schedule("one_cycle_lr", "torch.optim.lr_scheduler.OneCycleLR (lr only; torch ignores the optimizer's lr)",
+      schedule("linear_lr", "torch.optim.lr_scheduler.LinearLR",
+               {base_lr(), num("start_factor", 1.0 / 3, "factor at the start"),
+                num("end_factor", 1.0, "factor at the end"),
+                num("total_iters", 5, "steps to reach end_factor")},
+               {}, linear_lr),
+      schedule("one_cycle_lr",
+               "torch.optim.lr_scheduler.OneCycleLR (lr only; torch ignores the optimizer's lr)",
                {required("max_lr", "peak lr"), required("total_steps", "length of the cycle"),
-                num("pct_start", 0.3, "fraction spent increasing"), num("div_factor", 25, "initial = max_lr/div_factor"),
+                num("pct_start", 0.3, "fraction spent increasing"),
+                num("div_factor", 25, "initial = max_lr/div_factor"),
                 num("final_div_factor", 1e4, "min = initial/final_div_factor")},
                {{"anneal_strategy", std::string("cos"), "cos or linear", {"cos", "linear"}},
-                flag("three_phase", "three phases as in fastai")}, one_cycle_lr),
-      schedule("polynomial_lr", "torch.optim.lr_scheduler.PolynomialLR", {base_lr(),
-                num("total_iters", 5, "steps of decay"), num("power", 1.0, "power of the polynomial")}, {},
-               polynomial_lr),
-      schedule("cosine_with_warmup", "linear warmup, then cosine decay to 0 (transformers.get_cosine_schedule_with_warmup)",
-               {base_lr(), required("num_warmup_steps", "warmup length"),
-                required("num_training_steps", "total length"), num("num_cycles", 0.5, "cosine waves")}, {},
-               cosine_with_warmup),
+                flag("three_phase", "three phases as in fastai")},
+               one_cycle_lr),
+      schedule("polynomial_lr", "torch.optim.lr_scheduler.PolynomialLR",
+               {base_lr(), num("total_iters", 5, "steps of decay"),
+                num("power", 1.0, "power of the polynomial")},
+               {}, polynomial_lr),
+      schedule(
+          "cosine_with_warmup",
+          "linear warmup, then cosine decay to 0 (transformers.get_cosine_schedule_with_warmup)",
+          {base_lr(), required("num_warmup_steps", "warmup length"),
+           required("num_training_steps", "total length"), num("num_cycles", 0.5, "cosine waves")},
+          {}, cosine_with_warmup),
   };
 }
 

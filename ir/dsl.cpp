@@ -24,10 +24,15 @@ Ctx* ctx_of(Value a, Value b = {}) {
 
 int float_width(DType t) {
   switch (t) {
-    case DType::f64: return 3;
-    case DType::f32: return 2;
-    case DType::bf16: case DType::f16: return 1;
-    default: return 0;
+    case DType::f64:
+      return 3;
+    case DType::f32:
+      return 2;
+    case DType::bf16:
+    case DType::f16:
+      return 1;
+    default:
+      return 0;
   }
 }
 
@@ -46,9 +51,8 @@ DType meet(Value a, Value b) {
 }
 
 Value emit(Ctx* c, Op op, DType t, Value a, Value b = {}, Value d = {}, uint32_t attr = 0) {
-  return c->wrap(c->builder().emit(op, t, {a.id(), b.valid() ? b.id() : ir::kNoValue,
-                                           d.valid() ? d.id() : ir::kNoValue},
-                                   attr));
+  return c->wrap(c->builder().emit(
+      op, t, {a.id(), b.valid() ? b.id() : ir::kNoValue, d.valid() ? d.id() : ir::kNoValue}, attr));
 }
 
 Value lit(Ctx* c, double v, DType t) {
@@ -176,11 +180,16 @@ const OptionSpec* Def::find_option(std::string_view n) const {
 
 static std::string arg_kind(const Arg& a) {
   switch (a.v.index()) {
-    case 0: return "a number";
-    case 1: return "a tuple";
-    case 2: return "a bool";
-    case 3: return "a string";
-    default: return "a schedule";
+    case 0:
+      return "a number";
+    case 1:
+      return "a tuple";
+    case 2:
+      return "a bool";
+    case 3:
+      return "a string";
+    default:
+      return "a schedule";
   }
 }
 
@@ -280,7 +289,8 @@ void Ctx::set_grad(Value v) {
 }
 
 void Ctx::set_param(Value v) {
-  if (v.rank() != Rank::element) return fail(make_error("param must be set to a per-element value"));
+  if (v.rank() != Rank::element)
+    return fail(make_error("param must be set to a per-element value"));
   param_ = cast(v, element_type_);
 }
 
@@ -308,8 +318,8 @@ Value Ctx::hyper(std::string_view name, size_t k) {
     frames_.pop_back();
   } else {
     if (arg != f.bound->args.end())
-      value = arg->second.v.index() == 0 ? std::get<0>(arg->second.v)
-                                         : std::get<1>(arg->second.v)[k];
+      value =
+          arg->second.v.index() == 0 ? std::get<0>(arg->second.v) : std::get<1>(arg->second.v)[k];
     out = wrap(b_.emit(Op::Hyper, DType::f64, {}, b_.add_hyper(full, value)));
   }
   hyper_cache_.emplace(full, out);
@@ -362,12 +372,13 @@ std::optional<uint32_t> Ctx::resolve_init_hyper(const StateInit& init) {
   const Frame& f = frame();
   const HyperSpec* h = f.bound->def->find_hyper(init.hyper);
   if (!h || h->arity != 1) {
-    fail(make_error("state is initialised from '{}', which is not a hyperparameter of one number", init.hyper));
+    fail(make_error("state is initialised from '{}', which is not a hyperparameter of one number",
+                    init.hyper));
     return std::nullopt;
   }
   auto arg = f.bound->args.find(init.hyper);
   if (arg != f.bound->args.end() && arg->second.v.index() == 4) return std::nullopt;  // scheduled
-  hyper(init.hyper);  // declares it
+  hyper(init.hyper);                                                                  // declares it
   return *b_.program().find_hyper(fmt::format("{}.{}", f.prefix, init.hyper));
 }
 
@@ -418,7 +429,8 @@ Value Ctx::scalar_state(std::string_view name, StateInit init) {
     return it->second.current;
   }
   std::string sname(name);
-  if (b_.program().find_state(sname) || sname == "step") sname = fmt::format("{}.{}", frame().prefix, name);
+  if (b_.program().find_state(sname) || sname == "step")
+    sname = fmt::format("{}.{}", frame().prefix, name);
   ir::Init i{init.value, std::nullopt};
   if (!init.hyper.empty()) i.hyper = resolve_init_hyper(init);
   uint32_t idx = b_.add_state({sname, DType::f64, i});
@@ -466,13 +478,14 @@ Expected<ir::Program> lower(const Pipeline& pipeline, DTypes dtypes) {
     (void)key;
     const ir::Inst& cur = c.b_.program().at(slot.current.id());
     bool unchanged = cur.op == (slot.scalar ? Op::SLoad : Op::Load) && cur.attr == slot.index;
-    if (!unchanged) c.b_.emit(slot.scalar ? Op::SStore : Op::Store, DType::b1, {slot.current.id()},
-                              slot.index);
+    if (!unchanged)
+      c.b_.emit(slot.scalar ? Op::SStore : Op::Store, DType::b1, {slot.current.id()}, slot.index);
   }
   if (c.param_.id() != param0)
     c.b_.emit(Op::Store, DType::b1, {c.param_.id()}, c.b_.program().param_buffer());
   ir::Program p = std::move(c.b_).finish();
-  if (Status s = ir::verify(p); !s) return Error{"internal: lowered IR does not verify: " + s.error().message};
+  if (Status s = ir::verify(p); !s)
+    return Error{"internal: lowered IR does not verify: " + s.error().message};
   return p;
 }
 

@@ -96,13 +96,13 @@ struct Bound;
 /// schedule (wherever a hyperparameter is schedulable, e.g. `lr`).
 struct Arg {
   std::variant<double, std::vector<double>, bool, std::string, std::shared_ptr<const Bound>> v;
-  Arg(double x) : v(x) {}                        // NOLINT(google-explicit-constructor)
-  Arg(int x) : v(static_cast<double>(x)) {}      // NOLINT(google-explicit-constructor)
+  Arg(double x) : v(x) {}                          // NOLINT(google-explicit-constructor)
+  Arg(int x) : v(static_cast<double>(x)) {}        // NOLINT(google-explicit-constructor)
   Arg(std::vector<double> x) : v(std::move(x)) {}  // NOLINT(google-explicit-constructor)
   Arg(std::initializer_list<double> x) : v(std::vector<double>(x)) {}
-  Arg(bool x) : v(x) {}                          // NOLINT(google-explicit-constructor)
-  Arg(const char* x) : v(std::string(x)) {}      // NOLINT(google-explicit-constructor)
-  Arg(std::string x) : v(std::move(x)) {}        // NOLINT(google-explicit-constructor)
+  Arg(bool x) : v(x) {}                                     // NOLINT(google-explicit-constructor)
+  Arg(const char* x) : v(std::string(x)) {}                 // NOLINT(google-explicit-constructor)
+  Arg(std::string x) : v(std::move(x)) {}                   // NOLINT(google-explicit-constructor)
   Arg(std::shared_ptr<const Bound> s) : v(std::move(s)) {}  // NOLINT(google-explicit-constructor)
 };
 using Args = std::map<std::string, Arg, std::less<>>;
@@ -113,8 +113,8 @@ struct HyperSpec {
   std::string name;
   std::vector<double> defaults;  // empty: required; size 2: a pair
   std::string doc;
-  bool schedulable = false;      // may be given a learning-rate schedule
-  size_t arity = 1;  // 0: a tuple of any length (at least one)
+  bool schedulable = false;  // may be given a learning-rate schedule
+  size_t arity = 1;          // 0: a tuple of any length (at least one)
 };
 
 /// A structural option (a bool or a string): part of the compiled program.

@@ -24,7 +24,7 @@ Error make_error(fmt::format_string<Args...> f, Args&&... args) {
 template <typename T>
 class [[nodiscard]] Expected {
  public:
-  Expected(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Expected(T value) : v_(std::move(value)) {}      // NOLINT(google-explicit-constructor)
   Expected(Error error) : v_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
 
   bool ok() const { return v_.index() == 0; }
@@ -72,16 +72,16 @@ class [[nodiscard]] Status {
 /// Internal invariant: a failure is a bug in optjit, not in the user's input.
 [[noreturn]] void internal_error(const char* file, int line, const std::string& what);
 
-#define OPTJIT_CHECK(cond, ...)                                          \
-  do {                                                                   \
+#define OPTJIT_CHECK(cond, ...)                                       \
+  do {                                                                \
     if (!(cond)) ::optjit::internal_error(__FILE__, __LINE__, #cond); \
   } while (0)
 
 }  // namespace optjit
 
 /// Propagate an error from an Expected or Status expression.
-#define OPTJIT_TRY(expr)                                  \
-  do {                                                    \
-    auto&& optjit_try_ = (expr);                          \
-    if (!optjit_try_) return optjit_try_.error();         \
+#define OPTJIT_TRY(expr)                          \
+  do {                                            \
+    auto&& optjit_try_ = (expr);                  \
+    if (!optjit_try_) return optjit_try_.error(); \
   } while (0)

@@ -21,35 +21,64 @@ inline double nan_aware_max(double a, double b) {
 /// the reference backend is the exact oracle, so other ops do not round to their type.
 inline double eval_op(Op op, DType type, double a, double b = 0, double c = 0) {
   switch (op) {
-    case Op::Neg: return -a;
-    case Op::Abs: return std::fabs(a);
-    case Op::Sign: return std::isnan(a) ? a : double((a > 0) - (a < 0));
-    case Op::Sqrt: return std::sqrt(a);
-    case Op::Rsqrt: return 1.0 / std::sqrt(a);
-    case Op::Exp: return std::exp(a);
-    case Op::Log: return std::log(a);
-    case Op::Floor: return std::floor(a);
-    case Op::Cos: return std::cos(a);
-    case Op::Add: return a + b;
-    case Op::Sub: return a - b;
-    case Op::Mul: return a * b;
-    case Op::Div: return a / b;
-    case Op::Pow: return std::pow(a, b);
-    case Op::Min: return nan_aware_min(a, b);
-    case Op::Max: return nan_aware_max(a, b);
-    case Op::Not: return a == 0;
-    case Op::And: return a != 0 && b != 0;
-    case Op::Or: return a != 0 || b != 0;
-    case Op::IsFinite: return std::isfinite(a);
-    case Op::Lt: return a < b;
-    case Op::Le: return a <= b;
-    case Op::Gt: return a > b;
-    case Op::Ge: return a >= b;
-    case Op::Eq: return a == b;
-    case Op::Ne: return a != b;
-    case Op::Select: return a != 0 ? b : c;
-    case Op::Cast: return round_to(type, a);
-    default: break;
+    case Op::Neg:
+      return -a;
+    case Op::Abs:
+      return std::fabs(a);
+    case Op::Sign:
+      return std::isnan(a) ? a : double((a > 0) - (a < 0));
+    case Op::Sqrt:
+      return std::sqrt(a);
+    case Op::Rsqrt:
+      return 1.0 / std::sqrt(a);
+    case Op::Exp:
+      return std::exp(a);
+    case Op::Log:
+      return std::log(a);
+    case Op::Floor:
+      return std::floor(a);
+    case Op::Cos:
+      return std::cos(a);
+    case Op::Add:
+      return a + b;
+    case Op::Sub:
+      return a - b;
+    case Op::Mul:
+      return a * b;
+    case Op::Div:
+      return a / b;
+    case Op::Pow:
+      return std::pow(a, b);
+    case Op::Min:
+      return nan_aware_min(a, b);
+    case Op::Max:
+      return nan_aware_max(a, b);
+    case Op::Not:
+      return a == 0;
+    case Op::And:
+      return a != 0 && b != 0;
+    case Op::Or:
+      return a != 0 || b != 0;
+    case Op::IsFinite:
+      return std::isfinite(a);
+    case Op::Lt:
+      return a < b;
+    case Op::Le:
+      return a <= b;
+    case Op::Gt:
+      return a > b;
+    case Op::Ge:
+      return a >= b;
+    case Op::Eq:
+      return a == b;
+    case Op::Ne:
+      return a != b;
+    case Op::Select:
+      return a != 0 ? b : c;
+    case Op::Cast:
+      return round_to(type, a);
+    default:
+      break;
   }
   return std::numeric_limits<double>::quiet_NaN();
 }

@@ -7,12 +7,18 @@ namespace optjit {
 
 std::string describe(const Token& t) {
   switch (t.kind) {
-    case Tok::end: return "end of input";
-    case Tok::ident: return fmt::format("'{}'", t.text);
-    case Tok::number: return fmt::format("number {}", t.text);
-    case Tok::string: return fmt::format("string \"{}\"", t.text);
-    case Tok::value_ref: return fmt::format("'{}'", t.text);
-    case Tok::punct: return fmt::format("'{}'", t.text);
+    case Tok::end:
+      return "end of input";
+    case Tok::ident:
+      return fmt::format("'{}'", t.text);
+    case Tok::number:
+      return fmt::format("number {}", t.text);
+    case Tok::string:
+      return fmt::format("string \"{}\"", t.text);
+    case Tok::value_ref:
+      return fmt::format("'{}'", t.text);
+    case Tok::punct:
+      return fmt::format("'{}'", t.text);
   }
   return "?";
 }
@@ -23,14 +29,21 @@ Expected<std::vector<Token>> lex(std::string_view s) {
   size_t i = 0;
   auto advance = [&](size_t n) {
     for (size_t k = 0; k < n; ++k, ++i) {
-      if (s[i] == '\n') ++line, col = 1;
-      else ++col;
+      if (s[i] == '\n')
+        ++line, col = 1;
+      else
+        ++col;
     }
   };
-  auto is_ident_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  auto is_ident_char = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  };
   while (i < s.size()) {
     char c = s[i];
-    if (c == '\n' || c == ' ' || c == '\t' || c == '\r') { advance(1); continue; }
+    if (c == '\n' || c == ' ' || c == '\t' || c == '\r') {
+      advance(1);
+      continue;
+    }
     if (c == '#') {
       while (i < s.size() && s[i] != '\n') advance(1);
       continue;
@@ -45,7 +58,8 @@ Expected<std::vector<Token>> lex(std::string_view s) {
       t.text = std::string(s.substr(i, j - i));
       advance(j - i);
     } else if (std::isdigit(static_cast<unsigned char>(c)) ||
-               (c == '.' && i + 1 < s.size() && std::isdigit(static_cast<unsigned char>(s[i + 1])))) {
+               (c == '.' && i + 1 < s.size() &&
+                std::isdigit(static_cast<unsigned char>(s[i + 1])))) {
       std::string buf(s.substr(i, std::min<size_t>(s.size() - i, 64)));
       char* end = nullptr;
       t.number = std::strtod(buf.c_str(), &end);
@@ -67,7 +81,8 @@ Expected<std::vector<Token>> lex(std::string_view s) {
     } else if (c == '%') {
       size_t j = i + 1;
       while (j < s.size() && is_ident_char(s[j])) ++j;
-      if (j == i + 1) return make_error("line {}, column {}: '%' must start a value name", line, col);
+      if (j == i + 1)
+        return make_error("line {}, column {}: '%' must start a value name", line, col);
       t.kind = Tok::value_ref;
       t.text = std::string(s.substr(i, j - i));
       advance(j - i);

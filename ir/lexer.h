@@ -31,19 +31,17 @@ class TokenStream {
     return toks_[std::min(pos_ + ahead, toks_.size() - 1)];
   }
   Token next() { return toks_[pos_ < toks_.size() - 1 ? pos_++ : pos_]; }
-  bool at_punct(std::string_view p) const {
-    return peek().kind == Tok::punct && peek().text == p;
-  }
-  bool at_ident(std::string_view w) const {
-    return peek().kind == Tok::ident && peek().text == w;
-  }
+  bool at_punct(std::string_view p) const { return peek().kind == Tok::punct && peek().text == p; }
+  bool at_ident(std::string_view w) const { return peek().kind == Tok::ident && peek().text == w; }
   bool accept_punct(std::string_view p) {
     if (!at_punct(p)) return false;
     ++pos_;
     return true;
   }
   /// "line L, column C: expected WHAT, found X".
-  Error expected(std::string_view what) const { return error_at(peek(), fmt::format("expected {}, found {}", what, describe(peek()))); }
+  Error expected(std::string_view what) const {
+    return error_at(peek(), fmt::format("expected {}, found {}", what, describe(peek())));
+  }
   static Error error_at(const Token& t, std::string_view msg) {
     return make_error("line {}, column {}: {}", t.line, t.col, msg);
   }

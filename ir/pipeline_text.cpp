@@ -56,17 +56,24 @@ const std::map<std::string, Function, std::less<>>& functions() {
       {"min", {2, "smaller (NaN-propagating)", [](Ctx&, V& a) { return min(a[0], a[1]); }}},
       {"max", {2, "larger (NaN-propagating)", [](Ctx&, V& a) { return max(a[0], a[1]); }}},
       {"clamp", {3, "clamp(x, lo, hi)", [](Ctx&, V& a) { return clamp(a[0], a[1], a[2]); }}},
-      {"lerp", {3, "lerp(a, b, w) as torch.lerp", [](Ctx&, V& a) { return lerp(a[0], a[1], a[2]); }}},
+      {"lerp",
+       {3, "lerp(a, b, w) as torch.lerp", [](Ctx&, V& a) { return lerp(a[0], a[1], a[2]); }}},
       {"select", {3, "select(cond, a, b)", [](Ctx&, V& a) { return select(a[0], a[1], a[2]); }}},
       {"sum", {1, "sum over all tensors", [](Ctx&, V& a) { return sum(a[0]); }}},
       {"sumsq", {1, "sum of squares over all tensors", [](Ctx&, V& a) { return sumsq(a[0]); }}},
       {"norm", {1, "L2 norm over all tensors", [](Ctx&, V& a) { return sqrt(sumsq(a[0])); }}},
       {"max_abs", {1, "largest |x| over all tensors", [](Ctx&, V& a) { return max_abs(a[0]); }}},
-      {"any_nonfinite", {1, "any Inf/NaN over all tensors", [](Ctx&, V& a) { return any_nonfinite(a[0]); }}},
-      {"tensor_sum", {1, "sum over this tensor", [](Ctx&, V& a) { return sum(a[0], Scope::tensor); }}},
-      {"tensor_sumsq", {1, "sum of squares over this tensor", [](Ctx&, V& a) { return sumsq(a[0], Scope::tensor); }}},
-      {"tensor_norm", {1, "L2 norm of this tensor", [](Ctx&, V& a) { return sqrt(sumsq(a[0], Scope::tensor)); }}},
-      {"tensor_max_abs", {1, "largest |x| in this tensor", [](Ctx&, V& a) { return max_abs(a[0], Scope::tensor); }}},
+      {"any_nonfinite",
+       {1, "any Inf/NaN over all tensors", [](Ctx&, V& a) { return any_nonfinite(a[0]); }}},
+      {"tensor_sum",
+       {1, "sum over this tensor", [](Ctx&, V& a) { return sum(a[0], Scope::tensor); }}},
+      {"tensor_sumsq",
+       {1, "sum of squares over this tensor",
+        [](Ctx&, V& a) { return sumsq(a[0], Scope::tensor); }}},
+      {"tensor_norm",
+       {1, "L2 norm of this tensor", [](Ctx&, V& a) { return sqrt(sumsq(a[0], Scope::tensor)); }}},
+      {"tensor_max_abs",
+       {1, "largest |x| in this tensor", [](Ctx&, V& a) { return max_abs(a[0], Scope::tensor); }}},
   };
   return f;
 }
@@ -102,14 +109,17 @@ class BodyEval {
 
   void stmt(const Stmt& s) {
     switch (s.kind) {
-      case Stmt::state: case Stmt::scalar: {
+      case Stmt::state:
+      case Stmt::scalar: {
         if (declared_.count(s.name) || locals_.count(s.name))
           return fail(s.at, fmt::format("'{}' is already declared", s.name));
         auto init = init_of(s);
         if (!init) return fail(s.at, init.error().message);
         declared_[s.name] = s.kind == Stmt::scalar;
-        if (s.kind == Stmt::scalar) c_.scalar_state(s.name, *init);
-        else c_.state(s.name, *init);
+        if (s.kind == Stmt::scalar)
+          c_.scalar_state(s.name, *init);
+        else
+          c_.state(s.name, *init);
         return;
       }
       case Stmt::let: {
@@ -135,17 +145,21 @@ class BodyEval {
         } else if (auto it = declared_.find(s.name); it != declared_.end()) {
           if (it->second) {
             if (v.rank() != Rank::scalar)
-              return fail(s.at, fmt::format("scalar state '{}' must be set to a per-step value", s.name));
+              return fail(s.at,
+                          fmt::format("scalar state '{}' must be set to a per-step value", s.name));
             c_.set_scalar_state(s.name, v);
           } else {
             if (v.rank() != Rank::element)
-              return fail(s.at, fmt::format("state '{}' must be set to a per-element value", s.name));
+              return fail(s.at,
+                          fmt::format("state '{}' must be set to a per-element value", s.name));
             c_.set_state(s.name, v);
           }
         } else if (locals_.count(s.name)) {
           locals_[s.name] = v;
         } else {
-          return fail(s.at, fmt::format("cannot assign to '{}': declare it with state, scalar or let", s.name));
+          return fail(
+              s.at,
+              fmt::format("cannot assign to '{}': declare it with state, scalar or let", s.name));
         }
         return;
       }
@@ -176,13 +190,16 @@ class BodyEval {
   Value expr(const Expr& e) {
     if (failed_) return c_.constant(0);
     switch (e.kind) {
-      case Expr::number: return c_.constant(e.num);
-      case Expr::name: return name(e);
+      case Expr::number:
+        return c_.constant(e.num);
+      case Expr::name:
+        return name(e);
       case Expr::index: {
         const HyperSpec* h = def_.find_hyper(e.text);
         size_t k = static_cast<size_t>(e.num);
         if (!h || h->arity == 1 || k >= c_.hyper_size(e.text)) {
-          fail(e.at, fmt::format("'{}[{}]' is not an element of a tuple hyperparameter", e.text, k));
+          fail(e.at,
+               fmt::format("'{}[{}]' is not an element of a tuple hyperparameter", e.text, k));
           return c_.constant(0);
         }
         return c_.hyper(e.text, k);
@@ -195,13 +212,15 @@ class BodyEval {
           return c_.constant(0);
         }
         if (e.args.size() != it->second.arity) {
-          fail(e.at, fmt::format("'{}' takes {} argument(s), got {}", e.text, it->second.arity, e.args.size()));
+          fail(e.at, fmt::format("'{}' takes {} argument(s), got {}", e.text, it->second.arity,
+                                 e.args.size()));
           return c_.constant(0);
         }
         std::vector<Value> a;
         for (const auto& x : e.args) a.push_back(expr(*x));
         if (failed_) return c_.constant(0);
-        if (it->first.find("sum") != std::string::npos || it->first.find("norm") != std::string::npos ||
+        if (it->first.find("sum") != std::string::npos ||
+            it->first.find("norm") != std::string::npos ||
             it->first.find("max_abs") != std::string::npos || it->first == "any_nonfinite")
           if (a[0].rank() != Rank::element) {
             fail(e.at, fmt::format("'{}' reduces a per-element value", e.text));
@@ -280,7 +299,8 @@ class Parser {
     auto name = ts_.expect_ident("a transform name");
     if (!name) return name.error();
     if (find_builtin(*name))
-      return TokenStream::error_at(at, fmt::format("'{}' is a built-in; choose another name", *name));
+      return TokenStream::error_at(at,
+                                   fmt::format("'{}' is a built-in; choose another name", *name));
     if (custom_.count(*name))
       return TokenStream::error_at(at, fmt::format("transform '{}' is declared twice", *name));
     auto def = std::make_shared<Def>();
@@ -292,16 +312,20 @@ class Parser {
       auto pname = ts_.expect_ident("a hyperparameter name");
       if (!pname) return pname.error();
       if (def->find_hyper(*pname) || def->find_option(*pname) || reserved(*pname))
-        return TokenStream::error_at(pat, fmt::format("'{}' cannot be a hyperparameter name here", *pname));
+        return TokenStream::error_at(
+            pat, fmt::format("'{}' cannot be a hyperparameter name here", *pname));
       if (ts_.accept_punct("=")) {
         Token vat = ts_.peek();
         auto v = literal();
         if (!v) return v.error();
-        if (auto* d = std::get_if<double>(&*v)) def->hypers.push_back({*pname, {*d}, "", true});
+        if (auto* d = std::get_if<double>(&*v))
+          def->hypers.push_back({*pname, {*d}, "", true});
         else if (auto* t = std::get_if<std::vector<double>>(&*v))
           def->hypers.push_back({*pname, *t, "", false, t->size()});
-        else if (auto* b = std::get_if<bool>(&*v)) def->options.push_back({*pname, *b, "", {}});
-        else return TokenStream::error_at(vat, "a default must be a number, a tuple or true/false");
+        else if (auto* b = std::get_if<bool>(&*v))
+          def->options.push_back({*pname, *b, "", {}});
+        else
+          return TokenStream::error_at(vat, "a default must be a number, a tuple or true/false");
       } else {
         def->hypers.push_back({*pname, {}, "", true});
       }
@@ -394,8 +418,8 @@ class Parser {
   static int precedence(const Token& t) {
     if (t.kind != Tok::punct) return -1;
     static const std::map<std::string, int, std::less<>> p = {
-        {"||", 0}, {"&&", 1}, {"==", 2}, {"!=", 2}, {"<", 3}, {"<=", 3}, {">", 3}, {">=", 3},
-        {"+", 4}, {"-", 4}, {"*", 5}, {"/", 5}};
+        {"||", 0}, {"&&", 1}, {"==", 2}, {"!=", 2}, {"<", 3}, {"<=", 3},
+        {">", 3},  {">=", 3}, {"+", 4},  {"-", 4},  {"*", 5}, {"/", 5}};
     auto it = p.find(t.text);
     return it == p.end() ? -1 : it->second;
   }
@@ -449,8 +473,9 @@ class Parser {
       ts_.next();
       if (t.text == "true" || t.text == "false" || t.text == "inf") {
         auto e = node(Expr::number, t, t.text);
-        const_cast<Expr&>(*e).num = t.text == "true" ? 1 : t.text == "false" ? 0
-                                                      : std::numeric_limits<double>::infinity();
+        const_cast<Expr&>(*e).num = t.text == "true"    ? 1
+                                    : t.text == "false" ? 0
+                                                        : std::numeric_limits<double>::infinity();
         return e;
       }
       if (ts_.accept_punct("(")) {
@@ -514,7 +539,8 @@ class Parser {
   }
 
   Expected<ArgNode> argument() {
-    if (ts_.peek().kind == Tok::ident && ts_.peek(1).kind == Tok::punct && ts_.peek(1).text == "(") {
+    if (ts_.peek().kind == Tok::ident && ts_.peek(1).kind == Tok::punct &&
+        ts_.peek(1).text == "(") {
       auto c = call();
       if (!c) return c.error();
       return ArgNode(*c);
@@ -531,7 +557,8 @@ class Parser {
     n->at = at;
     n->name = *name;
     while (!ts_.at_punct(")")) {
-      if (ts_.peek().kind == Tok::ident && ts_.peek(1).kind == Tok::punct && ts_.peek(1).text == "=") {
+      if (ts_.peek().kind == Tok::ident && ts_.peek(1).kind == Tok::punct &&
+          ts_.peek(1).text == "=") {
         Token kat = ts_.next();
         ts_.next();
         auto v = argument();
@@ -559,10 +586,12 @@ class Parser {
 
   Expected<std::shared_ptr<const Bound>> resolve_call(const CallNode& n) {
     auto def = find(n.name);
-    if (!def) return TokenStream::error_at(n.at, fmt::format("unknown transform or schedule '{}'", n.name));
+    if (!def)
+      return TokenStream::error_at(n.at, fmt::format("unknown transform or schedule '{}'", n.name));
     if (!n.positional.empty())
-      return TokenStream::error_at(n.at, fmt::format("'{}' takes keyword arguments, e.g. {}({}=...)", n.name,
-                                                     n.name, def->hypers.empty() ? "x" : def->hypers[0].name));
+      return TokenStream::error_at(
+          n.at, fmt::format("'{}' takes keyword arguments, e.g. {}({}=...)", n.name, n.name,
+                            def->hypers.empty() ? "x" : def->hypers[0].name));
     Args args;
     for (const auto& [k, v] : n.keyword) {
       if (auto* c = std::get_if<CallPtr>(&v)) {
@@ -570,10 +599,14 @@ class Parser {
         if (!s) return s.error();
         args.emplace(k.text, Arg(*s));
       } else {
-        args.emplace(k.text, std::visit([](const auto& x) -> Arg {
-          if constexpr (std::is_same_v<std::decay_t<decltype(x)>, CallPtr>) return Arg(0.0);
-          else return Arg(x);
-        }, v));
+        args.emplace(k.text, std::visit(
+                                 [](const auto& x) -> Arg {
+                                   if constexpr (std::is_same_v<std::decay_t<decltype(x)>, CallPtr>)
+                                     return Arg(0.0);
+                                   else
+                                     return Arg(x);
+                                 },
+                                 v));
       }
     }
     auto b = bind(def, std::move(args));
@@ -583,8 +616,10 @@ class Parser {
 
   Status resolve_chain(const CallNode& n, Pipeline& out) {
     if (n.name == "chain") {
-      if (!n.keyword.empty()) return TokenStream::error_at(n.keyword[0].first, "chain takes transforms, not keywords");
-      if (n.positional.empty()) return TokenStream::error_at(n.at, "chain needs at least one transform");
+      if (!n.keyword.empty())
+        return TokenStream::error_at(n.keyword[0].first, "chain takes transforms, not keywords");
+      if (n.positional.empty())
+        return TokenStream::error_at(n.at, "chain needs at least one transform");
       for (const auto& a : n.positional) {
         auto* c = std::get_if<CallPtr>(&a);
         if (!c) return TokenStream::error_at(n.at, "chain takes transforms such as adamw(...)");
@@ -595,7 +630,10 @@ class Parser {
     auto b = resolve_call(n);
     if (!b) return b.error();
     if ((*b)->def->kind == DefKind::schedule)
-      return TokenStream::error_at(n.at, fmt::format("'{}' is a schedule; pass it as a hyperparameter, e.g. adamw(lr={}(...))", n.name, n.name));
+      return TokenStream::error_at(
+          n.at,
+          fmt::format("'{}' is a schedule; pass it as a hyperparameter, e.g. adamw(lr={}(...))",
+                      n.name, n.name));
     out.push_back(*b);
     return Status::Ok();
   }

@@ -43,10 +43,10 @@ size_t Plan::bytes_per_param() const {
 namespace {
 
 struct Demand {
-  std::vector<char> computed;            // program value computed in the body
+  std::vector<char> computed;             // program value computed in the body
   std::map<ValueId, uint32_t> read_from;  // value read from a buffer (forward / scratch)
-  std::set<uint32_t> loads;              // buffers read
-  std::set<uint32_t> stores;             // buffers written
+  std::set<uint32_t> loads;               // buffers read
+  std::set<uint32_t> stores;              // buffers written
   std::set<ValueId> uniforms;
   std::vector<ValueId> reductions;
   std::optional<uint32_t> conflict;  // a buffer whose old value is needed after its store
@@ -87,7 +87,8 @@ class Planner {
       int l = 0;
       for (int k = 0; k < ir::info(in.op).arity; ++k) l = std::max(l, level_[index(in.args[k])]);
       if (ir::info(in.op).kind == OpKind::reduce) {
-        if (auto it = reduce_at_.find(static_cast<uint32_t>(i)); it != reduce_at_.end()) l = std::max(l, it->second);
+        if (auto it = reduce_at_.find(static_cast<uint32_t>(i)); it != reduce_at_.end())
+          l = std::max(l, it->second);
         l += 1;
       }
       level_[i] = l;
@@ -150,8 +151,8 @@ class Planner {
         d.loads.insert(in.attr);
         return;
       }
-      if (auto f = forward_.find(v); f != forward_.end() && level(v) < k &&
-                                     store_pass_.at(f->second) < k) {
+      if (auto f = forward_.find(v);
+          f != forward_.end() && level(v) < k && store_pass_.at(f->second) < k) {
         d.read_from[v] = f->second;
         d.loads.insert(f->second);
         return;
@@ -196,7 +197,8 @@ class Planner {
       Demand d = analyze(k, scratch_);
       for (size_t i = 0; i < n_; ++i) {
         auto v = static_cast<ValueId>(i);
-        if (d.computed[i] && level(v) < k && at(v).op != Op::Load && element(v)) candidates.insert(v);
+        if (d.computed[i] && level(v) < k && at(v).op != Op::Load && element(v))
+          candidates.insert(v);
       }
     }
     size_t best = total_bytes(scratch_);
@@ -220,7 +222,7 @@ class Planner {
   Program p_;
   size_t n_;
   std::vector<int> level_;
-  std::map<uint32_t, int> reduce_at_;        // reduction -> pass it runs in, when delayed
+  std::map<uint32_t, int> reduce_at_;  // reduction -> pass it runs in, when delayed
   int guard_ = 0;
   std::map<uint32_t, ValueId> store_of_;     // buffer -> its store
   std::map<uint32_t, int> store_pass_;       // buffer -> pass that writes it
@@ -230,88 +232,93 @@ class Planner {
 };
 
 Plan Planner::build() const {
-    Plan plan;
-    plan.buffers = p_.buffers;
-    for (const auto& [v, buf] : scratch_) {
-      OPTJIT_CHECK(buf == plan.buffers.size());
-      plan.buffers.push_back({fmt::format("scratch{}", buf - p_.buffers.size()),
-                              ir::BufferRole::scratch, scratch_types_.at(buf), {}});
-    }
-    const int passes = pass_count();
-    plan.host.resize(static_cast<size_t>(passes) + 1);
+  Plan plan;
+  plan.buffers = p_.buffers;
+  for (const auto& [v, buf] : scratch_) {
+    OPTJIT_CHECK(buf == plan.buffers.size());
+    plan.buffers.push_back({fmt::format("scratch{}", buf - p_.buffers.size()),
+                            ir::BufferRole::scratch,
+                            scratch_types_.at(buf),
+                            {}});
+  }
+  const int passes = pass_count();
+  plan.host.resize(static_cast<size_t>(passes) + 1);
+  for (size_t i = 0; i < n_; ++i) {
+    const Inst& in = p_.insts[i];
+    auto v = static_cast<ValueId>(i);
+    if (in.op == Op::SStore)
+      plan.host[passes].push_back(v);
+    else if (in.op == Op::SkipIf)
+      plan.host[std::min(level_[i], passes)].push_back(v);
+    else if (ir::has_result(in.op) && !element(v) && ir::info(in.op).kind != OpKind::reduce)
+      plan.host[std::min(level_[i], passes)].push_back(v);
+  }
+  for (int k = 0; k < passes; ++k) plan.passes.push_back(make_pass(k, plan));
+  std::vector<Demand> demands;
+  for (int k = 0; k < passes; ++k) demands.push_back(analyze(k, scratch_));
+  for (int k = 0; k < passes; ++k) {
+    const Demand& d = demands[k];
     for (size_t i = 0; i < n_; ++i) {
-      const Inst& in = p_.insts[i];
       auto v = static_cast<ValueId>(i);
-      if (in.op == Op::SStore) plan.host[passes].push_back(v);
-      else if (in.op == Op::SkipIf) plan.host[std::min(level_[i], passes)].push_back(v);
-      else if (ir::has_result(in.op) && !element(v) && ir::info(in.op).kind != OpKind::reduce)
-        plan.host[std::min(level_[i], passes)].push_back(v);
+      // A carry is a value computed in an earlier pass and needed again here.
+      if (!element(v) || at(v).op == Op::Load || level(v) >= k || !demands[level(v)].computed[i])
+        continue;
+      if (auto r = d.read_from.find(v); r != d.read_from.end())
+        plan.carries.push_back(
+            {v, level(v), k, scratch_.count(v) ? Carry::scratch : Carry::forward, r->second});
+      else if (d.computed[i])
+        plan.carries.push_back({v, level(v), k, Carry::recompute, 0});
     }
-    for (int k = 0; k < passes; ++k) plan.passes.push_back(make_pass(k, plan));
-    std::vector<Demand> demands;
-    for (int k = 0; k < passes; ++k) demands.push_back(analyze(k, scratch_));
-    for (int k = 0; k < passes; ++k) {
-      const Demand& d = demands[k];
-      for (size_t i = 0; i < n_; ++i) {
-        auto v = static_cast<ValueId>(i);
-        // A carry is a value computed in an earlier pass and needed again here.
-        if (!element(v) || at(v).op == Op::Load || level(v) >= k || !demands[level(v)].computed[i]) continue;
-        if (auto r = d.read_from.find(v); r != d.read_from.end())
-          plan.carries.push_back({v, level(v), k, scratch_.count(v) ? Carry::scratch : Carry::forward, r->second});
-        else if (d.computed[i])
-          plan.carries.push_back({v, level(v), k, Carry::recompute, 0});
-      }
-    }
-    plan.program = p_;
-    return plan;
+  }
+  plan.program = p_;
+  return plan;
 }
 
 Pass Planner::make_pass(int k, const Plan& plan) const {
-    Demand d = analyze(k, scratch_);
-    OPTJIT_CHECK(!d.conflict);
-    Pass pass;
-    ir::Builder b(Program{{}, plan.buffers, {}, {}});
-    std::map<ValueId, ValueId> local;
-    std::map<ValueId, uint32_t> uniform_slot;
-    auto operand = [&](ValueId v) -> ValueId {
-      if (auto it = local.find(v); it != local.end()) return it->second;
-      OPTJIT_CHECK(!element(v));
-      auto slot = static_cast<uint32_t>(pass.uniforms.size());
-      pass.uniforms.push_back(v);
-      uniform_slot[v] = slot;
-      ValueId u = b.emit(Op::Uniform, at(v).type, {}, slot);
-      local[v] = u;
-      return u;
-    };
-    // Loads first: a pass reads every buffer before it writes any.
-    for (const auto& [v, buf] : d.read_from)
-      local[v] = b.emit(Op::Load, at(v).type, {}, buf);
-    for (size_t i = 0; i < n_; ++i)
-      if (d.computed[i] && p_.insts[i].op == Op::Load)
-        local[static_cast<ValueId>(i)] = b.emit(Op::Load, p_.insts[i].type, {}, p_.insts[i].attr);
-    for (size_t i = 0; i < n_; ++i) {
-      const Inst& in = p_.insts[i];
-      auto v = static_cast<ValueId>(i);
-      if (d.computed[i] && in.op != Op::Load) {
-        std::array<ValueId, 3> args{ir::kNoValue, ir::kNoValue, ir::kNoValue};
-        for (int a = 0; a < ir::info(in.op).arity; ++a) args[a] = operand(in.args[a]);
-        local[v] = b.emit(in.op, in.type, args, in.attr, in.imm);
-      }
-      if (in.op == Op::Store && d.stores.count(in.attr) && store_pass_.at(in.attr) == k)
-        b.emit(Op::Store, DType::b1, {operand(in.args[0])}, in.attr);
-      if (ir::info(in.op).kind == OpKind::reduce && level_[i] - 1 == k) {
-        b.emit(in.op, in.type, {operand(in.args[0])}, in.attr);
-        pass.reductions.push_back(v);
-      }
+  Demand d = analyze(k, scratch_);
+  OPTJIT_CHECK(!d.conflict);
+  Pass pass;
+  ir::Builder b(Program{{}, plan.buffers, {}, {}});
+  std::map<ValueId, ValueId> local;
+  std::map<ValueId, uint32_t> uniform_slot;
+  auto operand = [&](ValueId v) -> ValueId {
+    if (auto it = local.find(v); it != local.end()) return it->second;
+    OPTJIT_CHECK(!element(v));
+    auto slot = static_cast<uint32_t>(pass.uniforms.size());
+    pass.uniforms.push_back(v);
+    uniform_slot[v] = slot;
+    ValueId u = b.emit(Op::Uniform, at(v).type, {}, slot);
+    local[v] = u;
+    return u;
+  };
+  // Loads first: a pass reads every buffer before it writes any.
+  for (const auto& [v, buf] : d.read_from) local[v] = b.emit(Op::Load, at(v).type, {}, buf);
+  for (size_t i = 0; i < n_; ++i)
+    if (d.computed[i] && p_.insts[i].op == Op::Load)
+      local[static_cast<ValueId>(i)] = b.emit(Op::Load, p_.insts[i].type, {}, p_.insts[i].attr);
+  for (size_t i = 0; i < n_; ++i) {
+    const Inst& in = p_.insts[i];
+    auto v = static_cast<ValueId>(i);
+    if (d.computed[i] && in.op != Op::Load) {
+      std::array<ValueId, 3> args{ir::kNoValue, ir::kNoValue, ir::kNoValue};
+      for (int a = 0; a < ir::info(in.op).arity; ++a) args[a] = operand(in.args[a]);
+      local[v] = b.emit(in.op, in.type, args, in.attr, in.imm);
     }
-    for (const auto& [v, buf] : scratch_)
-      if (level(v) == k) b.emit(Op::Store, DType::b1, {operand(v)}, buf);
-    pass.body = std::move(b).finish();
-    pass.reads.assign(d.loads.begin(), d.loads.end());
-    pass.writes.assign(d.stores.begin(), d.stores.end());
-    for (uint32_t r : pass.reads) pass.bytes_read += size_bytes(plan.buffers[r].storage);
-    for (uint32_t w : pass.writes) pass.bytes_written += size_bytes(plan.buffers[w].storage);
-    return pass;
+    if (in.op == Op::Store && d.stores.count(in.attr) && store_pass_.at(in.attr) == k)
+      b.emit(Op::Store, DType::b1, {operand(in.args[0])}, in.attr);
+    if (ir::info(in.op).kind == OpKind::reduce && level_[i] - 1 == k) {
+      b.emit(in.op, in.type, {operand(in.args[0])}, in.attr);
+      pass.reductions.push_back(v);
+    }
+  }
+  for (const auto& [v, buf] : scratch_)
+    if (level(v) == k) b.emit(Op::Store, DType::b1, {operand(v)}, buf);
+  pass.body = std::move(b).finish();
+  pass.reads.assign(d.loads.begin(), d.loads.end());
+  pass.writes.assign(d.stores.begin(), d.stores.end());
+  for (uint32_t r : pass.reads) pass.bytes_read += size_bytes(plan.buffers[r].storage);
+  for (uint32_t w : pass.writes) pass.bytes_written += size_bytes(plan.buffers[w].storage);
+  return pass;
 }
 
 }  // namespace
@@ -347,15 +354,16 @@ std::string describe(const Plan& plan, bool with_bodies) {
     if (!plan.host[k].empty()) {
       std::vector<std::string> ids;
       for (auto v : plan.host[k]) ids.push_back(fmt::format("%{}", index(v)));
-      std::string where = k < plan.passes.size() ? fmt::format("pass {}", k) : std::string("commit");
+      std::string where =
+          k < plan.passes.size() ? fmt::format("pass {}", k) : std::string("commit");
       out += with_bodies ? fmt::format("  host before {}: {}\n", where, fmt::join(ids, " "))
-                         : fmt::format("  host before {}: {} scalar/tensor value{}\n", where, ids.size(),
-                                       ids.size() == 1 ? "" : "s");
+                         : fmt::format("  host before {}: {} scalar/tensor value{}\n", where,
+                                       ids.size(), ids.size() == 1 ? "" : "s");
     }
     if (k == plan.passes.size()) break;
     const Pass& p = plan.passes[k];
-    out += fmt::format("  pass {}: reads {} | writes {} | {} B read + {} B written = {} B/param\n", k,
-                       names(p.reads), names(p.writes), p.bytes_read, p.bytes_written,
+    out += fmt::format("  pass {}: reads {} | writes {} | {} B read + {} B written = {} B/param\n",
+                       k, names(p.reads), names(p.writes), p.bytes_read, p.bytes_written,
                        p.bytes_read + p.bytes_written);
     if (!p.reductions.empty()) {
       std::vector<std::string> ids;
@@ -377,9 +385,11 @@ std::string describe(const Plan& plan, bool with_bodies) {
     }
   }
   for (const auto& c : plan.carries) {
-    const char* how = c.how == Carry::recompute ? "recomputed" : c.how == Carry::forward ? "read back from" : "stored in";
-    out += fmt::format("  carry %{}: pass {} -> {}: {}{}\n", index(c.value), c.from_pass, c.to_pass, how,
-                       c.how == Carry::recompute ? "" : " " + plan.buffers[c.buffer].name);
+    const char* how = c.how == Carry::recompute ? "recomputed"
+                      : c.how == Carry::forward ? "read back from"
+                                                : "stored in";
+    out += fmt::format("  carry %{}: pass {} -> {}: {}{}\n", index(c.value), c.from_pass, c.to_pass,
+                       how, c.how == Carry::recompute ? "" : " " + plan.buffers[c.buffer].name);
   }
   return out;
 }

@@ -15,9 +15,10 @@ struct Pass {
   /// before the pass) and reductions. Its buffers are Plan::buffers; it reads each buffer's
   /// contents at the time of the pass (loads come before stores).
   ir::Program body;
-  std::vector<ir::ValueId> uniforms;    // program value for each uniform slot
-  std::vector<ir::ValueId> reductions;  // program reduce value for each reduce in the body, in order
-  std::vector<uint32_t> reads, writes;  // buffer indices
+  std::vector<ir::ValueId> uniforms;  // program value for each uniform slot
+  std::vector<ir::ValueId>
+      reductions;  // program reduce value for each reduce in the body, in order
+  std::vector<uint32_t> reads, writes;       // buffer indices
   size_t bytes_read = 0, bytes_written = 0;  // per parameter element
 };
 

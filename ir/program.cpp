@@ -25,10 +25,14 @@ std::optional<Op> parse_op(std::string_view text) {
 
 std::string_view to_string(BufferRole r) {
   switch (r) {
-    case BufferRole::param: return "param";
-    case BufferRole::grad: return "grad";
-    case BufferRole::state: return "state";
-    case BufferRole::scratch: return "scratch";
+    case BufferRole::param:
+      return "param";
+    case BufferRole::grad:
+      return "grad";
+    case BufferRole::state:
+      return "state";
+    case BufferRole::scratch:
+      return "scratch";
   }
   return "?";
 }
@@ -38,10 +42,18 @@ bool is_pure(Op op) { return info(op).kind != OpKind::effect; }
 
 Rank result_rank(Op op, uint32_t attr, Rank max_operand_rank) {
   switch (op) {
-    case Op::Const: case Op::Hyper: case Op::Step: case Op::SLoad: return Rank::scalar;
-    case Op::Numel: case Op::Uniform: return Rank::tensor;
-    case Op::Load: return Rank::element;
-    default: break;
+    case Op::Const:
+    case Op::Hyper:
+    case Op::Step:
+    case Op::SLoad:
+      return Rank::scalar;
+    case Op::Numel:
+    case Op::Uniform:
+      return Rank::tensor;
+    case Op::Load:
+      return Rank::element;
+    default:
+      break;
   }
   if (info(op).kind == OpKind::reduce)
     return static_cast<Scope>(attr) == Scope::all ? Rank::scalar : Rank::tensor;
@@ -55,9 +67,15 @@ static std::optional<uint32_t> find_named(const Decls& decls, std::string_view n
   return std::nullopt;
 }
 
-std::optional<uint32_t> Program::find_hyper(std::string_view n) const { return find_named(hypers, n); }
-std::optional<uint32_t> Program::find_buffer(std::string_view n) const { return find_named(buffers, n); }
-std::optional<uint32_t> Program::find_state(std::string_view n) const { return find_named(states, n); }
+std::optional<uint32_t> Program::find_hyper(std::string_view n) const {
+  return find_named(hypers, n);
+}
+std::optional<uint32_t> Program::find_buffer(std::string_view n) const {
+  return find_named(buffers, n);
+}
+std::optional<uint32_t> Program::find_state(std::string_view n) const {
+  return find_named(states, n);
+}
 
 static uint32_t find_role(const Program& p, BufferRole role) {
   for (size_t i = 0; i < p.buffers.size(); ++i)

@@ -32,32 +32,53 @@ struct Rule {
 };
 
 const Rule kRules[] = {
-    {"x * 1 -> x", [](const View& v, const Inst& i) {
-       return i.op == Op::Mul && v.is_const(i.args[1], 1.0) ? i.args[0] : kNoValue; }},
-    {"1 * x -> x", [](const View& v, const Inst& i) {
-       return i.op == Op::Mul && v.is_const(i.args[0], 1.0) ? i.args[1] : kNoValue; }},
-    {"x / 1 -> x", [](const View& v, const Inst& i) {
-       return i.op == Op::Div && v.is_const(i.args[1], 1.0) ? i.args[0] : kNoValue; }},
-    {"x - 0 -> x", [](const View& v, const Inst& i) {
-       return i.op == Op::Sub && v.is_const(i.args[1], 0.0) ? i.args[0] : kNoValue; }},
-    {"x + -0 -> x", [](const View& v, const Inst& i) {
-       return i.op == Op::Add && v.is_const(i.args[1], -0.0) ? i.args[0] : kNoValue; }},
-    {"-(-x) -> x", [](const View& v, const Inst& i) {
-       return i.op == Op::Neg && v.p.at(i.args[0]).op == Op::Neg ? v.p.at(i.args[0]).args[0] : kNoValue; }},
-    {"select(true, a, b) -> a", [](const View& v, const Inst& i) {
-       return i.op == Op::Select && v.is_const(i.args[0], 1.0) ? i.args[1] : kNoValue; }},
-    {"select(false, a, b) -> b", [](const View& v, const Inst& i) {
-       return i.op == Op::Select && v.is_const(i.args[0], 0.0) ? i.args[2] : kNoValue; }},
-    {"select(c, a, a) -> a", [](const View&, const Inst& i) {
-       return i.op == Op::Select && i.args[1] == i.args[2] ? i.args[1] : kNoValue; }},
-    {"cast to its own type -> x", [](const View& v, const Inst& i) {
-       return i.op == Op::Cast && v.p.at(i.args[0]).type == i.type ? i.args[0] : kNoValue; }},
+    {"x * 1 -> x",
+     [](const View& v, const Inst& i) {
+       return i.op == Op::Mul && v.is_const(i.args[1], 1.0) ? i.args[0] : kNoValue;
+     }},
+    {"1 * x -> x",
+     [](const View& v, const Inst& i) {
+       return i.op == Op::Mul && v.is_const(i.args[0], 1.0) ? i.args[1] : kNoValue;
+     }},
+    {"x / 1 -> x",
+     [](const View& v, const Inst& i) {
+       return i.op == Op::Div && v.is_const(i.args[1], 1.0) ? i.args[0] : kNoValue;
+     }},
+    {"x - 0 -> x",
+     [](const View& v, const Inst& i) {
+       return i.op == Op::Sub && v.is_const(i.args[1], 0.0) ? i.args[0] : kNoValue;
+     }},
+    {"x + -0 -> x",
+     [](const View& v, const Inst& i) {
+       return i.op == Op::Add && v.is_const(i.args[1], -0.0) ? i.args[0] : kNoValue;
+     }},
+    {"-(-x) -> x",
+     [](const View& v, const Inst& i) {
+       return i.op == Op::Neg && v.p.at(i.args[0]).op == Op::Neg ? v.p.at(i.args[0]).args[0]
+                                                                 : kNoValue;
+     }},
+    {"select(true, a, b) -> a",
+     [](const View& v, const Inst& i) {
+       return i.op == Op::Select && v.is_const(i.args[0], 1.0) ? i.args[1] : kNoValue;
+     }},
+    {"select(false, a, b) -> b",
+     [](const View& v, const Inst& i) {
+       return i.op == Op::Select && v.is_const(i.args[0], 0.0) ? i.args[2] : kNoValue;
+     }},
+    {"select(c, a, a) -> a",
+     [](const View&, const Inst& i) {
+       return i.op == Op::Select && i.args[1] == i.args[2] ? i.args[1] : kNoValue;
+     }},
+    {"cast to its own type -> x",
+     [](const View& v, const Inst& i) {
+       return i.op == Op::Cast && v.p.at(i.args[0]).type == i.type ? i.args[0] : kNoValue;
+     }},
 };
 
 bool foldable(const Inst& i) {
   OpKind k = info(i.op).kind;
-  return k == OpKind::math || k == OpKind::logic || k == OpKind::compare ||
-         k == OpKind::select || k == OpKind::cast;
+  return k == OpKind::math || k == OpKind::logic || k == OpKind::compare || k == OpKind::select ||
+         k == OpKind::cast;
 }
 
 }  // namespace

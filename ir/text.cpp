@@ -36,21 +36,35 @@ std::string print(const Program& p, PrintOptions o) {
   for (size_t n = 0; n < p.insts.size(); ++n) {
     const Inst& in = p.insts[n];
     const OpInfo& oi = info(in.op);
-    std::string line = has_result(in.op) ? fmt::format("%{} = {}", n, oi.text) : std::string(oi.text);
+    std::string line =
+        has_result(in.op) ? fmt::format("%{} = {}", n, oi.text) : std::string(oi.text);
     switch (in.op) {
-      case Op::Const: line += fmt::format(" {}", in.imm); break;
-      case Op::Uniform: line += fmt::format(" {}", in.attr); break;
-      case Op::Hyper: line += " " + quoted(p.hypers[in.attr].name); break;
-      case Op::Load: case Op::Store: line += " " + quoted(p.buffers[in.attr].name); break;
-      case Op::SLoad: case Op::SStore: line += " " + quoted(p.states[in.attr].name); break;
+      case Op::Const:
+        line += fmt::format(" {}", in.imm);
+        break;
+      case Op::Uniform:
+        line += fmt::format(" {}", in.attr);
+        break;
+      case Op::Hyper:
+        line += " " + quoted(p.hypers[in.attr].name);
+        break;
+      case Op::Load:
+      case Op::Store:
+        line += " " + quoted(p.buffers[in.attr].name);
+        break;
+      case Op::SLoad:
+      case Op::SStore:
+        line += " " + quoted(p.states[in.attr].name);
+        break;
       default:
         if (oi.kind == OpKind::reduce)
           line += static_cast<Scope>(in.attr) == Scope::all ? " all" : " tensor";
         break;
     }
     for (int k = 0; k < oi.arity; ++k)
-      line += fmt::format("{} %{}", k == 0 && (in.op != Op::Store && in.op != Op::SStore) ? "" : ",",
-                          index(in.args[k]));
+      line +=
+          fmt::format("{} %{}", k == 0 && (in.op != Op::Store && in.op != Op::SStore) ? "" : ",",
+                      index(in.args[k]));
     if (has_result(in.op)) {
       line += fmt::format(" : {}", to_string(in.type));
       if (o.ranks) line += fmt::format("  # {}", to_string(in.rank));
@@ -110,10 +124,14 @@ class IrParser {
   Expected<double> number() {
     bool neg = ts_.accept_punct("-");
     double v;
-    if (ts_.peek().kind == Tok::number) v = ts_.next().number;
-    else if (ts_.at_ident("inf")) ts_.next(), v = std::numeric_limits<double>::infinity();
-    else if (ts_.at_ident("nan")) ts_.next(), v = std::numeric_limits<double>::quiet_NaN();
-    else return ts_.expected("a number");
+    if (ts_.peek().kind == Tok::number)
+      v = ts_.next().number;
+    else if (ts_.at_ident("inf"))
+      ts_.next(), v = std::numeric_limits<double>::infinity();
+    else if (ts_.at_ident("nan"))
+      ts_.next(), v = std::numeric_limits<double>::quiet_NaN();
+    else
+      return ts_.expected("a number");
     return neg ? -v : v;
   }
 
@@ -172,14 +190,18 @@ class IrParser {
     BufferDecl d{*n, BufferRole::state, *t, {}};
     auto role = ts_.expect_ident("a role (param, grad, state)");
     if (!role) return role.error();
-    if (*role == "param") d.role = BufferRole::param;
-    else if (*role == "grad") d.role = BufferRole::grad;
-    else if (*role == "scratch") d.role = BufferRole::scratch;
+    if (*role == "param")
+      d.role = BufferRole::param;
+    else if (*role == "grad")
+      d.role = BufferRole::grad;
+    else if (*role == "scratch")
+      d.role = BufferRole::scratch;
     else if (*role == "state") {
       auto i = init();
       if (!i) return i.error();
       d.init = *i;
-    } else return make_error("unknown buffer role '{}'", *role);
+    } else
+      return make_error("unknown buffer role '{}'", *role);
     b_.add_buffer(std::move(d));
     return Status::Ok();
   }
@@ -201,7 +223,8 @@ class IrParser {
     if (t.kind != Tok::value_ref) return ts_.expected("an operand (%N)");
     ts_.next();
     auto it = values_.find(t.text);
-    if (it == values_.end()) return TokenStream::error_at(t, fmt::format("{} is not defined", t.text));
+    if (it == values_.end())
+      return TokenStream::error_at(t, fmt::format("{} is not defined", t.text));
     return it->second;
   }
 
@@ -244,9 +267,12 @@ class IrParser {
       if (!i) return i.error();
       attr = *i;
     } else if (oi.kind == OpKind::reduce) {
-      if (ts_.at_ident("all")) attr = 0;
-      else if (ts_.at_ident("tensor")) attr = 1;
-      else return ts_.expected("a reduction scope (all, tensor)");
+      if (ts_.at_ident("all"))
+        attr = 0;
+      else if (ts_.at_ident("tensor"))
+        attr = 1;
+      else
+        return ts_.expected("a reduction scope (all, tensor)");
       ts_.next();
     }
     std::array<ValueId, 3> args{kNoValue, kNoValue, kNoValue};

@@ -8,21 +8,30 @@ namespace optjit {
 
 std::string_view to_string(DType t) {
   switch (t) {
-    case DType::f64: return "f64";
-    case DType::f32: return "f32";
-    case DType::f16: return "f16";
-    case DType::bf16: return "bf16";
-    case DType::i64: return "i64";
-    case DType::b1: return "b1";
+    case DType::f64:
+      return "f64";
+    case DType::f32:
+      return "f32";
+    case DType::f16:
+      return "f16";
+    case DType::bf16:
+      return "bf16";
+    case DType::i64:
+      return "i64";
+    case DType::b1:
+      return "b1";
   }
   return "?";
 }
 
 std::string_view to_string(Rank r) {
   switch (r) {
-    case Rank::scalar: return "scalar";
-    case Rank::tensor: return "tensor";
-    case Rank::element: return "element";
+    case Rank::scalar:
+      return "scalar";
+    case Rank::tensor:
+      return "tensor";
+    case Rank::element:
+      return "element";
   }
   return "?";
 }
@@ -35,10 +44,16 @@ std::optional<DType> parse_dtype(std::string_view s) {
 
 size_t size_bytes(DType t) {
   switch (t) {
-    case DType::f64: case DType::i64: return 8;
-    case DType::f32: return 4;
-    case DType::f16: case DType::bf16: return 2;
-    case DType::b1: return 1;
+    case DType::f64:
+    case DType::i64:
+      return 8;
+    case DType::f32:
+      return 4;
+    case DType::f16:
+    case DType::bf16:
+      return 2;
+    case DType::b1:
+      return 1;
   }
   return 0;
 }
@@ -98,10 +113,12 @@ double decode(uint16_t bits, int mant, int ebits) {
   int e = (bits >> mant) & ((1 << ebits) - 1);
   int m = bits & ((1 << mant) - 1);
   double v;
-  if (e == 0) v = std::ldexp(double(m), 1 - bias - mant);
-  else if (e == (1 << ebits) - 1) v = m ? std::numeric_limits<double>::quiet_NaN()
-                                        : std::numeric_limits<double>::infinity();
-  else v = std::ldexp(1.0 + std::ldexp(double(m), -mant), e - bias);
+  if (e == 0)
+    v = std::ldexp(double(m), 1 - bias - mant);
+  else if (e == (1 << ebits) - 1)
+    v = m ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
+  else
+    v = std::ldexp(1.0 + std::ldexp(double(m), -mant), e - bias);
   return neg ? -v : v;
 }
 
@@ -114,12 +131,18 @@ double bf16_value(uint16_t b) { return decode(b, 7, 8); }
 
 double round_to(DType t, double x) {
   switch (t) {
-    case DType::f64: return x;
-    case DType::f32: return static_cast<double>(static_cast<float>(x));
-    case DType::f16: return round_binary(x, 10, -14, kF16Max);
-    case DType::bf16: return round_binary(x, 7, -126, kBF16Max);
-    case DType::i64: return std::isfinite(x) ? std::trunc(x) : 0.0;
-    case DType::b1: return x != 0 ? 1.0 : 0.0;
+    case DType::f64:
+      return x;
+    case DType::f32:
+      return static_cast<double>(static_cast<float>(x));
+    case DType::f16:
+      return round_binary(x, 10, -14, kF16Max);
+    case DType::bf16:
+      return round_binary(x, 7, -126, kBF16Max);
+    case DType::i64:
+      return std::isfinite(x) ? std::trunc(x) : 0.0;
+    case DType::b1:
+      return x != 0 ? 1.0 : 0.0;
   }
   return x;
 }

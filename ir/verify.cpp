@@ -12,9 +12,7 @@ bool is_numeric(DType t) { return t != DType::b1; }
 
 Status check_inst(const Program& p, size_t n, const Inst& in) {
   const OpInfo& oi = info(in.op);
-  auto fail = [&](std::string what) {
-    return make_error("IR %{} ({}): {}", n, oi.text, what);
-  };
+  auto fail = [&](std::string what) { return make_error("IR %{} ({}): {}", n, oi.text, what); };
   Rank max_rank = Rank::scalar;
   for (int k = 0; k < 3; ++k) {
     if (k >= oi.arity) {
@@ -49,10 +47,12 @@ Status check_inst(const Program& p, size_t n, const Inst& in) {
           break;
         case Op::Uniform:
           return fail("uniform appears only in planned pass bodies");
-        case Op::Step: case Op::Numel:
+        case Op::Step:
+        case Op::Numel:
           if (in.type != DType::i64) return fail("counts are i64");
           break;
-        default: break;
+        default:
+          break;
       }
       break;
     case OpKind::math:
@@ -103,7 +103,8 @@ Status check_inst(const Program& p, size_t n, const Inst& in) {
           if (arg(0).type != DType::b1 || arg(0).rank != Rank::scalar)
             return fail("the condition must be a b1 scalar");
           break;
-        default: break;
+        default:
+          break;
       }
       break;
   }
@@ -120,7 +121,8 @@ Status verify(const Program& p) {
   for (const auto& b : p.buffers) {
     params += b.role == BufferRole::param;
     grads += b.role == BufferRole::grad;
-    if (b.role == BufferRole::scratch) return make_error("IR: scratch buffer '{}' (only the planner makes them)", b.name);
+    if (b.role == BufferRole::scratch)
+      return make_error("IR: scratch buffer '{}' (only the planner makes them)", b.name);
     if (!is_float(b.storage)) return make_error("IR: buffer '{}' has non-float storage", b.name);
     if (b.init.hyper && *b.init.hyper >= p.hypers.size())
       return make_error("IR: buffer '{}' is initialised from an unknown hyperparameter", b.name);

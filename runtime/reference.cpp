@@ -14,11 +14,16 @@ double reduce_identity(Op op) { return op == Op::MaxAbs ? 0.0 : 0.0; }
 
 double reduce_step(Op op, double acc, double x) {
   switch (op) {
-    case Op::Sum: return acc + x;
-    case Op::SumSq: return acc + x * x;
-    case Op::MaxAbs: return ir::nan_aware_max(acc, std::fabs(x));
-    case Op::AnyNonFinite: return (acc != 0 || !std::isfinite(x)) ? 1.0 : 0.0;
-    default: break;
+    case Op::Sum:
+      return acc + x;
+    case Op::SumSq:
+      return acc + x * x;
+    case Op::MaxAbs:
+      return ir::nan_aware_max(acc, std::fabs(x));
+    case Op::AnyNonFinite:
+      return (acc != 0 || !std::isfinite(x)) ? 1.0 : 0.0;
+    default:
+      break;
   }
   OPTJIT_CHECK(false && "not a reduction");
   return 0;
@@ -28,18 +33,29 @@ double combine(Op op, const std::vector<double>& partials) {
   double acc = reduce_identity(op);
   for (double p : partials) {
     switch (op) {
-      case Op::Sum: case Op::SumSq: acc += p; break;
-      case Op::MaxAbs: acc = ir::nan_aware_max(acc, p); break;
-      case Op::AnyNonFinite: acc = (acc != 0 || p != 0) ? 1.0 : 0.0; break;
-      default: break;
+      case Op::Sum:
+      case Op::SumSq:
+        acc += p;
+        break;
+      case Op::MaxAbs:
+        acc = ir::nan_aware_max(acc, p);
+        break;
+      case Op::AnyNonFinite:
+        acc = (acc != 0 || p != 0) ? 1.0 : 0.0;
+        break;
+      default:
+        break;
     }
   }
   return acc;
 }
 
 HostProgram::HostProgram(const plan::Plan& plan, const OptimizerState& s)
-    : plan_(plan), s_(s), n_(plan.program.insts.size()),
-      scalar_(s.groups.size() * n_, 0.0), tensor_(s.tensors.size() * n_, 0.0) {}
+    : plan_(plan),
+      s_(s),
+      n_(plan.program.insts.size()),
+      scalar_(s.groups.size() * n_, 0.0),
+      tensor_(s.tensors.size() * n_, 0.0) {}
 
 double& HostProgram::slot(ValueId v, size_t group, size_t tensor) {
   return plan_.program.at(v).rank == Rank::scalar ? scalar_[group * n_ + index(v)]
@@ -58,12 +74,18 @@ bool HostProgram::run_segment(size_t k) {
     const ir::Inst& in = p.at(v);
     auto eval = [&](size_t g, size_t t) {
       switch (in.op) {
-        case Op::Const: return in.imm;
-        case Op::Hyper: return s_.groups[g].hypers[in.attr];
-        case Op::Step: return static_cast<double>(s_.step + 1);
-        case Op::Numel: return static_cast<double>(s_.tensors[t].numel);
-        case Op::SLoad: return s_.groups[g].states[in.attr];
-        default: break;
+        case Op::Const:
+          return in.imm;
+        case Op::Hyper:
+          return s_.groups[g].hypers[in.attr];
+        case Op::Step:
+          return static_cast<double>(s_.step + 1);
+        case Op::Numel:
+          return static_cast<double>(s_.tensors[t].numel);
+        case Op::SLoad:
+          return s_.groups[g].states[in.attr];
+        default:
+          break;
       }
       double a[3] = {0, 0, 0};
       for (int i = 0; i < ir::info(in.op).arity; ++i) a[i] = get(in.args[i], g, t);
@@ -72,15 +94,18 @@ bool HostProgram::run_segment(size_t k) {
     if (in.op == Op::SkipIf || in.op == Op::SStore) {
       for (size_t g = 0; g < s_.groups.size(); ++g) {
         double x = get(in.args[0], g, 0);
-        if (in.op == Op::SkipIf) skip |= x != 0;
-        else pending_.emplace_back(static_cast<uint32_t>(g), in.attr, x);
+        if (in.op == Op::SkipIf)
+          skip |= x != 0;
+        else
+          pending_.emplace_back(static_cast<uint32_t>(g), in.attr, x);
       }
       continue;
     }
     if (in.rank == Rank::scalar) {
       for (size_t g = 0; g < s_.groups.size(); ++g) slot(v, g, 0) = eval(g, 0);
     } else {
-      for (size_t t = 0; t < s_.tensors.size(); ++t) slot(v, s_.tensors[t].group, t) = eval(s_.tensors[t].group, t);
+      for (size_t t = 0; t < s_.tensors.size(); ++t)
+        slot(v, s_.tensors[t].group, t) = eval(s_.tensors[t].group, t);
     }
   }
   return skip;
@@ -97,7 +122,8 @@ void HostProgram::finish_reductions(size_t k, const std::vector<std::vector<doub
   for (size_t r = 0; r < reds.size(); ++r) {
     const ir::Inst& in = plan_.program.at(reds[r]);
     if (static_cast<ir::Scope>(in.attr) == ir::Scope::tensor) {
-      for (size_t t = 0; t < s_.tensors.size(); ++t) tensor_[t * n_ + index(reds[r])] = partial[r][t];
+      for (size_t t = 0; t < s_.tensors.size(); ++t)
+        tensor_[t * n_ + index(reds[r])] = partial[r][t];
     } else {
       double v = combine(in.op, partial[r]);
       for (size_t g = 0; g < s_.groups.size(); ++g) scalar_[g * n_ + index(reds[r])] = v;
@@ -108,23 +134,32 @@ void HostProgram::finish_reductions(size_t k, const std::vector<std::vector<doub
 void ReferenceBackend::run_pass(size_t k, OptimizerState& s, HostProgram& host) const {
   const plan::Pass& pass = plan_.passes[k];
   const auto& body = pass.body.insts;
-  std::vector<std::vector<double>> partial(pass.reductions.size(), std::vector<double>(s.tensors.size()));
+  std::vector<std::vector<double>> partial(pass.reductions.size(),
+                                           std::vector<double>(s.tensors.size()));
   std::vector<double> uni, val(body.size());
   for (size_t t = 0; t < s.tensors.size(); ++t) {
     TensorState& ts = s.tensors[t];
     host.uniforms(k, t, uni);
     std::vector<double> acc;
-    for (size_t r = 0; r < pass.reductions.size(); ++r) acc.push_back(reduce_identity(plan_.program.at(pass.reductions[r]).op));
+    for (size_t r = 0; r < pass.reductions.size(); ++r)
+      acc.push_back(reduce_identity(plan_.program.at(pass.reductions[r]).op));
     for (int64_t e = 0; e < ts.numel; ++e) {
       size_t r = 0;
       for (size_t i = 0; i < body.size(); ++i) {
         const ir::Inst& in = body[i];
         switch (in.op) {
-          case Op::Const: val[i] = in.imm; break;
-          case Op::Uniform: val[i] = uni[in.attr]; break;
-          case Op::Load: val[i] = load_element(ts.buffers[in.attr].data(), plan_.buffers[in.attr].storage, e); break;
+          case Op::Const:
+            val[i] = in.imm;
+            break;
+          case Op::Uniform:
+            val[i] = uni[in.attr];
+            break;
+          case Op::Load:
+            val[i] = load_element(ts.buffers[in.attr].data(), plan_.buffers[in.attr].storage, e);
+            break;
           case Op::Store:
-            store_element(ts.buffers[in.attr].data(), plan_.buffers[in.attr].storage, e, val[index(in.args[0])]);
+            store_element(ts.buffers[in.attr].data(), plan_.buffers[in.attr].storage, e,
+                          val[index(in.args[0])]);
             break;
           default:
             if (ir::info(in.op).kind == OpKind::reduce) {

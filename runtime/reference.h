@@ -23,7 +23,9 @@ class HostProgram {
   /// Records pass k's reduction results: partial[r][t] for reduction slot r, tensor t.
   void finish_reductions(size_t k, const std::vector<std::vector<double>>& partial);
   /// Scalar-state values to commit if the step is not skipped (group, state, value).
-  const std::vector<std::tuple<uint32_t, uint32_t, double>>& pending_states() const { return pending_; }
+  const std::vector<std::tuple<uint32_t, uint32_t, double>>& pending_states() const {
+    return pending_;
+  }
 
  private:
   double& slot(ir::ValueId v, size_t group, size_t tensor);

@@ -19,8 +19,8 @@ struct HostTensor {
   std::vector<uint8_t> data;
 
   int64_t numel() const;
-  double get(int64_t i) const;       // element i as a double
-  void set(int64_t i, double v);     // rounds to dtype (nearest, ties to even)
+  double get(int64_t i) const;    // element i as a double
+  void set(int64_t i, double v);  // rounds to dtype (nearest, ties to even)
   static HostTensor zeros(std::string name, DType dtype, std::vector<int64_t> shape);
 };
 

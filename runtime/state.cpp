@@ -10,10 +10,14 @@ using ir::BufferRole;
 bool glob_match(std::string_view p, std::string_view n) {
   size_t pi = 0, ni = 0, star = std::string_view::npos, mark = 0;
   while (ni < n.size()) {
-    if (pi < p.size() && (p[pi] == '?' || p[pi] == n[ni])) ++pi, ++ni;
-    else if (pi < p.size() && p[pi] == '*') star = pi++, mark = ni;
-    else if (star != std::string_view::npos) pi = star + 1, ni = ++mark;
-    else return false;
+    if (pi < p.size() && (p[pi] == '?' || p[pi] == n[ni]))
+      ++pi, ++ni;
+    else if (pi < p.size() && p[pi] == '*')
+      star = pi++, mark = ni;
+    else if (star != std::string_view::npos)
+      pi = star + 1, ni = ++mark;
+    else
+      return false;
   }
   while (pi < p.size() && p[pi] == '*') ++pi;
   return pi == p.size();
@@ -28,9 +32,10 @@ Expected<std::vector<uint32_t>> match_hyper(const ir::Program& p, std::string_vi
     for (size_t pos = 0; pos < h.size();) {
       size_t dot = h.find('.', pos);
       std::string_view rest = std::string_view(h).substr(pos);
-      if (rest == name) suffix.push_back(i);
-      else if (dot != std::string::npos && rest.size() > name.size() && rest.substr(0, name.size()) == name &&
-               rest[name.size()] == '.' &&
+      if (rest == name)
+        suffix.push_back(i);
+      else if (dot != std::string::npos && rest.size() > name.size() &&
+               rest.substr(0, name.size()) == name && rest[name.size()] == '.' &&
                rest.find_first_not_of("0123456789", name.size() + 1) == std::string_view::npos)
         suffix.push_back(i);
       if (dot == std::string::npos) break;
@@ -45,7 +50,8 @@ Expected<std::vector<uint32_t>> match_hyper(const ir::Program& p, std::string_vi
   for (uint32_t i : suffix) {
     const std::string& h = p.hypers[i].name;
     std::string base = h;
-    if (size_t d = h.rfind('.'); d != std::string::npos && h.find_first_not_of("0123456789", d + 1) == std::string::npos)
+    if (size_t d = h.rfind('.');
+        d != std::string::npos && h.find_first_not_of("0123456789", d + 1) == std::string::npos)
       base = h.substr(0, d);
     if (std::find(owners.begin(), owners.end(), base) == owners.end()) owners.push_back(base);
   }
@@ -64,7 +70,8 @@ Status set_hyper(const ir::Program& p, OptimizerState& s, std::string_view name,
   auto idx = match_hyper(p, name);
   if (!idx) return idx.error();
   if (values.size() != 1 && values.size() != idx->size())
-    return make_error("hyperparameter '{}' has {} element(s), got {} value(s)", name, idx->size(), values.size());
+    return make_error("hyperparameter '{}' has {} element(s), got {} value(s)", name, idx->size(),
+                      values.size());
   if (group && *group >= s.groups.size()) return make_error("no parameter group {}", *group);
   for (uint32_t g = 0; g < s.groups.size(); ++g) {
     if (group && g != *group) continue;
@@ -92,8 +99,8 @@ Expected<OptimizerState> init_state(const plan::Plan& plan, const std::vector<Ho
   const DType param_type = p.buffers[p.param_buffer()].storage;
   for (const auto& t : params) {
     if (t.dtype != param_type)
-      return make_error("parameter '{}' is {}, but the optimizer was built for {} parameters", t.name,
-                        to_string(t.dtype), to_string(param_type));
+      return make_error("parameter '{}' is {}, but the optimizer was built for {} parameters",
+                        t.name, to_string(t.dtype), to_string(param_type));
     TensorState ts{t.name, t.shape, t.numel(), 0, {}};
     for (size_t g = 0; g < groups.size() && ts.group == 0; ++g)
       for (const auto& pat : groups[g].patterns)
@@ -114,7 +121,8 @@ Expected<OptimizerState> init_state(const plan::Plan& plan, const std::vector<Ho
   return s;
 }
 
-Status set_grads(const plan::Plan& plan, OptimizerState& s, const std::vector<const HostTensor*>& grads) {
+Status set_grads(const plan::Plan& plan, OptimizerState& s,
+                 const std::vector<const HostTensor*>& grads) {
   const uint32_t gb = plan.program.grad_buffer();
   const DType gt = plan.buffers[gb].storage;
   if (grads.size() != s.tensors.size())
@@ -123,9 +131,11 @@ Status set_grads(const plan::Plan& plan, OptimizerState& s, const std::vector<co
     const HostTensor& g = *grads[i];
     TensorState& t = s.tensors[i];
     if (g.numel() != t.numel)
-      return make_error("gradient '{}' has {} elements, its parameter {}", g.name, g.numel(), t.numel);
+      return make_error("gradient '{}' has {} elements, its parameter {}", g.name, g.numel(),
+                        t.numel);
     auto& buf = t.buffers[gb];
-    if (g.dtype == gt) buf = g.data;
+    if (g.dtype == gt)
+      buf = g.data;
     else
       for (int64_t e = 0; e < t.numel; ++e) store_element(buf.data(), gt, e, g.get(e));
   }
@@ -138,7 +148,8 @@ std::vector<HostTensor> parameters_of(TensorFile f) {
   std::vector<HostTensor> out;
   for (size_t pos = 0; pos <= it->second.size();) {
     size_t nl = it->second.find('\n', pos);
-    std::string name = it->second.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
+    std::string name =
+        it->second.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
     for (auto& t : f.tensors)
       if (t.name == name) out.push_back(std::move(t));
     if (nl == std::string::npos) break;
@@ -154,11 +165,13 @@ TensorFile export_state(const plan::Plan& plan, const OptimizerState& s) {
     for (size_t b = 0; b < p.buffers.size(); ++b) {
       const auto& decl = p.buffers[b];
       if (decl.role == BufferRole::grad) continue;
-      std::string name = decl.role == BufferRole::param ? t.name : fmt::format("{}.{}", t.name, decl.name);
+      std::string name =
+          decl.role == BufferRole::param ? t.name : fmt::format("{}.{}", t.name, decl.name);
       f.tensors.push_back({name, decl.storage, t.shape, t.buffers[b]});
     }
     for (size_t k = 0; k < p.states.size(); ++k) {
-      HostTensor st = HostTensor::zeros(fmt::format("{}.{}", t.name, p.states[k].name), DType::f64, {});
+      HostTensor st =
+          HostTensor::zeros(fmt::format("{}.{}", t.name, p.states[k].name), DType::f64, {});
       st.set(0, s.groups[t.group].states[k]);
       f.tensors.push_back(std::move(st));
     }
@@ -186,8 +199,11 @@ Status import_state(const plan::Plan& plan, OptimizerState& s, const TensorFile&
       std::string name = fmt::format("{}.{}", t.name, decl.name);
       const HostTensor* h = f.find(name);
       if (!h) return make_error("state file has no '{}'", name);
-      if (h->numel() != t.numel) return make_error("state '{}' has {} elements, its parameter {}", name, h->numel(), t.numel);
-      for (int64_t e = 0; e < t.numel; ++e) store_element(t.buffers[b].data(), decl.storage, e, h->get(e));
+      if (h->numel() != t.numel)
+        return make_error("state '{}' has {} elements, its parameter {}", name, h->numel(),
+                          t.numel);
+      for (int64_t e = 0; e < t.numel; ++e)
+        store_element(t.buffers[b].data(), decl.storage, e, h->get(e));
     }
     for (size_t k = 0; k < p.states.size(); ++k) {
       std::string name = fmt::format("{}.{}", t.name, p.states[k].name);

@@ -56,7 +56,8 @@ Expected<OptimizerState> init_state(const plan::Plan& plan, const std::vector<Ho
                                     const std::vector<GroupSpec>& groups);
 
 /// Copies gradients into the grad buffers, converting to the grad storage type. Shapes must match.
-Status set_grads(const plan::Plan& plan, OptimizerState& s, const std::vector<const HostTensor*>& grads);
+Status set_grads(const plan::Plan& plan, OptimizerState& s,
+                 const std::vector<const HostTensor*>& grads);
 
 /// The updated parameters under their names, each state buffer as `name.<buffer>`, each scalar
 /// state as a 0-d f64 `name.<state>`, and the step count as a 0-d i64 `step`.

@@ -4,10 +4,10 @@
 
 #include <array>
 #include <cmath>
-#include <limits>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include <gtest/gtest.h>
 
@@ -39,8 +39,9 @@ Result optjit_cli(const std::string& args) {
 class Cli : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("optjit_cli_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("optjit_cli_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -50,16 +51,19 @@ class Cli : public ::testing::Test {
     f.tensors = std::move(ts);
     ASSERT_TRUE(runtime::write_safetensors(p(name), f));
   }
-  static HostTensor filled(const std::string& name, DType t, std::vector<int64_t> shape, double base) {
+  static HostTensor filled(const std::string& name, DType t, std::vector<int64_t> shape,
+                           double base) {
     HostTensor h = HostTensor::zeros(name, t, std::move(shape));
-    for (int64_t i = 0; i < h.numel(); ++i) h.set(i, base + 0.01 * static_cast<double>(i % 17) - 0.05);
+    for (int64_t i = 0; i < h.numel(); ++i)
+      h.set(i, base + 0.01 * static_cast<double>(i % 17) - 0.05);
     return h;
   }
   fs::path dir_;
 };
 
 TEST_F(Cli, SynthRunAndResumeEqualsOneLongRun) {
-  auto s = optjit_cli("synth --preset mlp --steps 4 --params " + p("p.st") + " --grads " + p("g.st"));
+  auto s =
+      optjit_cli("synth --preset mlp --steps 4 --params " + p("p.st") + " --grads " + p("g.st"));
   ASSERT_EQ(s.code, 0) << s.output;
   // Slices 1-4 in one run, versus the same gradients split into two runs of two.
   auto grads = *runtime::read_safetensors(p("g.st"));
@@ -77,14 +81,19 @@ TEST_F(Cli, SynthRunAndResumeEqualsOneLongRun) {
   }
   ASSERT_TRUE(runtime::write_safetensors(p("g1.st"), first));
   ASSERT_TRUE(runtime::write_safetensors(p("g2.st"), second));
-  const std::string pipe = "'chain(clip_grad_norm(max_norm=0.01), nadam(lr=0.01, weight_decay=0.1))'";
-  auto all = optjit_cli("run " + pipe + " --params " + p("p.st") + " --grads " + p("g.st") + " --steps 4 --out " + p("all.st"));
+  const std::string pipe =
+      "'chain(clip_grad_norm(max_norm=0.01), nadam(lr=0.01, weight_decay=0.1))'";
+  auto all = optjit_cli("run " + pipe + " --params " + p("p.st") + " --grads " + p("g.st") +
+                        " --steps 4 --out " + p("all.st"));
   ASSERT_EQ(all.code, 0) << all.output;
-  EXPECT_NE(all.output.find("ran 4 steps (0 skipped) on 6 tensors, 535818 parameters (f32)"), std::string::npos) << all.output;
-  auto r1 = optjit_cli("run " + pipe + " --params " + p("p.st") + " --grads " + p("g1.st") + " --steps 2 --out " + p("half.st"));
+  EXPECT_NE(all.output.find("ran 4 steps (0 skipped) on 6 tensors, 535818 parameters (f32)"),
+            std::string::npos)
+      << all.output;
+  auto r1 = optjit_cli("run " + pipe + " --params " + p("p.st") + " --grads " + p("g1.st") +
+                       " --steps 2 --out " + p("half.st"));
   ASSERT_EQ(r1.code, 0) << r1.output;
-  auto r2 = optjit_cli("run " + pipe + " --params " + p("half.st") + " --state " + p("half.st") + " --grads " + p("g2.st") +
-                       " --steps 2 --out " + p("resumed.st"));
+  auto r2 = optjit_cli("run " + pipe + " --params " + p("half.st") + " --state " + p("half.st") +
+                       " --grads " + p("g2.st") + " --steps 2 --out " + p("resumed.st"));
   ASSERT_EQ(r2.code, 0) << r2.output;
   auto a = *runtime::read_safetensors(p("all.st"));
   auto b = *runtime::read_safetensors(p("resumed.st"));
@@ -108,7 +117,8 @@ TEST_F(Cli, ErrorsAreOneLineAndWriteNothing) {
   write("g.st", {filled("w", DType::f32, {2, 3}, 0.1), filled("b", DType::f32, {3}, 0.2)});
   write("g_missing.st", {filled("w", DType::f32, {2, 3}, 0.1)});
   write("g_shape.st", {filled("w", DType::f32, {3, 2}, 0.1), filled("b", DType::f32, {3}, 0.2)});
-  write("g_extra.st", {filled("w", DType::f32, {2, 3}, 0.1), filled("b", DType::f32, {3}, 0.2), filled("c", DType::f32, {1}, 0)});
+  write("g_extra.st", {filled("w", DType::f32, {2, 3}, 0.1), filled("b", DType::f32, {3}, 0.2),
+                       filled("c", DType::f32, {1}, 0)});
   HostTensor nan = filled("w", DType::f32, {2, 3}, 0.1);
   nan.set(4, std::nan(""));
   write("g_nan.st", {nan, filled("b", DType::f32, {3}, 0.2)});
@@ -116,35 +126,50 @@ TEST_F(Cli, ErrorsAreOneLineAndWriteNothing) {
   std::ofstream(p("corrupt.st")) << "not a safetensors file";
   std::ofstream(p("existing.st")) << "precious";
 
-  auto run = [&](const std::string& pipeline, const std::string& params, const std::string& grads, const std::string& extra = "") {
-    return optjit_cli("run '" + pipeline + "' --params " + p(params) + " --grads " + p(grads) + " --steps 2 --out " +
-                      p("existing.st") + " " + extra);
+  auto run = [&](const std::string& pipeline, const std::string& params, const std::string& grads,
+                 const std::string& extra = "") {
+    return optjit_cli("run '" + pipeline + "' --params " + p(params) + " --grads " + p(grads) +
+                      " --steps 2 --out " + p("existing.st") + " " + extra);
   };
   struct Case {
     Result r;
     std::string message;
   };
   std::vector<Case> cases = {
-      {run("adamw(lr=1e-3", "p.st", "g.st"), "optjit: pipeline: line 1, column 14: expected ',' or ')', found end of input\n"},
-      {run("adamw()", "p.st", "g_missing.st"), "optjit: " + p("g_missing.st") + ": no gradient for parameter 'b'\n"},
+      {run("adamw(lr=1e-3", "p.st", "g.st"),
+       "optjit: pipeline: line 1, column 14: expected ',' or ')', found end of input\n"},
+      {run("adamw()", "p.st", "g_missing.st"),
+       "optjit: " + p("g_missing.st") + ": no gradient for parameter 'b'\n"},
       {run("adamw()", "p.st", "g_shape.st"),
-       "optjit: " + p("g_shape.st") + ": gradient 'w' has shape [3, 2], expected [2, 3] or [2, 2, 3]\n"},
-      {run("adamw()", "p.st", "g_extra.st"), "optjit: " + p("g_extra.st") + ": gradient 'c' has no parameter\n"},
+       "optjit: " + p("g_shape.st") +
+           ": gradient 'w' has shape [3, 2], expected [2, 3] or [2, 2, 3]\n"},
+      {run("adamw()", "p.st", "g_extra.st"),
+       "optjit: " + p("g_extra.st") + ": gradient 'c' has no parameter\n"},
       {run("adamw()", "p.st", "g_nan.st"),
-       "optjit: " + p("g_nan.st") + ": gradient 'w' has a non-finite value (nan) at element 4; add grad_scaler(...) to skip "
-       "such steps, or pass --allow-nonfinite\n"},
+       "optjit: " + p("g_nan.st") +
+           ": gradient 'w' has a non-finite value (nan) at element 4; add grad_scaler(...) to skip "
+           "such steps, or pass --allow-nonfinite\n"},
       {run("adamw()", "p_mixed.st", "g.st"),
-       "optjit: " + p("p_mixed.st") + ": parameters mix f16 ('b') and f32 ('w'); one optimizer needs one dtype\n"},
+       "optjit: " + p("p_mixed.st") +
+           ": parameters mix f16 ('b') and f32 ('w'); one optimizer needs one dtype\n"},
       {run("adamw()", "corrupt.st", "g.st"),
-       "optjit: " + p("corrupt.st") + ": not a valid safetensors file: header length 7021991845529153390 does not fit in a file of 22 bytes\n"},
+       "optjit: " + p("corrupt.st") +
+           ": not a valid safetensors file: header length 7021991845529153390 does not fit in a "
+           "file of 22 bytes\n"},
       {run("adamw()", "p.st", "g.st", "--set lrr=1"),
-       "optjit: --set: no hyperparameter 'lrr' (this pipeline has: adamw.weight_decay, adamw.lr, adamw.betas.0, adamw.betas.1, adamw.eps)\n"},
-      {run("adamw()", "p.st", "g.st", "--group 'b:weight_decay'"), "optjit: --group 'b:weight_decay': 'weight_decay' is not name=value\n"},
+       "optjit: --set: no hyperparameter 'lrr' (this pipeline has: adamw.weight_decay, adamw.lr, "
+       "adamw.betas.0, adamw.betas.1, adamw.eps)\n"},
+      {run("adamw()", "p.st", "g.st", "--group 'b:weight_decay'"),
+       "optjit: --group 'b:weight_decay': 'weight_decay' is not name=value\n"},
       {run("adamw()", "p.st", "g.st", "--state " + p("corrupt.st")),
-       "optjit: " + p("corrupt.st") + ": not a valid safetensors file: header length 7021991845529153390 does not fit in a file of 22 bytes\n"},
-      {run("adamw()", "p.st", "g.st", "--state " + p("p.st")), "optjit: " + p("p.st") + ": state file has no 0-d 'step' tensor\n"},
+       "optjit: " + p("corrupt.st") +
+           ": not a valid safetensors file: header length 7021991845529153390 does not fit in a "
+           "file of 22 bytes\n"},
+      {run("adamw()", "p.st", "g.st", "--state " + p("p.st")),
+       "optjit: " + p("p.st") + ": state file has no 0-d 'step' tensor\n"},
       {run("adamw()", "p.st", "g.st", "--backend cuda"),
-       "optjit: the cuda backend is not available in this build of optjit; use --backend reference\n"},
+       "optjit: the cuda backend is not available in this build of optjit; use --backend "
+       "reference\n"},
   };
   for (const auto& c : cases) {
     EXPECT_EQ(c.r.code, 1) << c.r.output;
@@ -160,8 +185,8 @@ TEST_F(Cli, GradScalerSkipsStepsWithInfAndGroupsOverride) {
   HostTensor g = filled("w", DType::f32, {3, 4}, 10);
   g.set(5, std::numeric_limits<double>::infinity());  // step 2
   write("g.st", {g, filled("b", DType::f32, {3, 2}, 10)});
-  auto r = optjit_cli("run 'chain(grad_scaler(scale=1024), adamw(lr=0.1))' --params " + p("p.st") + " --grads " + p("g.st") +
-                      " --steps 3 --group 'b:lr=0' --out " + p("o.st"));
+  auto r = optjit_cli("run 'chain(grad_scaler(scale=1024), adamw(lr=0.1))' --params " + p("p.st") +
+                      " --grads " + p("g.st") + " --steps 3 --group 'b:lr=0' --out " + p("o.st"));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("ran 3 steps (1 skipped)"), std::string::npos) << r.output;
   auto o = *runtime::read_safetensors(p("o.st"));
@@ -172,20 +197,27 @@ TEST_F(Cli, GradScalerSkipsStepsWithInfAndGroupsOverride) {
 }
 
 TEST_F(Cli, PlanAndList) {
-  auto plan = optjit_cli("plan 'chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, betas=(0.9, 0.999), weight_decay=0.01))'");
+  auto plan = optjit_cli(
+      "plan 'chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, betas=(0.9, 0.999), "
+      "weight_decay=0.01))'");
   ASSERT_EQ(plan.code, 0);
-  EXPECT_NE(plan.output.find("plan: 2 passes, 32 bytes per parameter"), std::string::npos) << plan.output;
+  EXPECT_NE(plan.output.find("plan: 2 passes, 32 bytes per parameter"), std::string::npos)
+      << plan.output;
   EXPECT_NE(plan.output.find("optjit-ir 1"), std::string::npos);
   auto json = optjit_cli("plan 'adamw()' --json");
   EXPECT_NE(json.output.find("\"bytes_per_param\": 28"), std::string::npos) << json.output;
-  std::ofstream(p("pipe.txt")) << "transform t(lr=0.1) {\n  param = param - lr * grad\n}\nchain(clip_grad_value(clip_value=1), t())\n";
+  std::ofstream(p("pipe.txt")) << "transform t(lr=0.1) {\n  param = param - lr * "
+                                  "grad\n}\nchain(clip_grad_value(clip_value=1), t())\n";
   auto from_file = optjit_cli("plan " + p("pipe.txt") + " --no-bodies");
   EXPECT_EQ(from_file.code, 0) << from_file.output;
-  EXPECT_NE(from_file.output.find("plan: 1 pass, 12 bytes per parameter"), std::string::npos) << from_file.output;
+  EXPECT_NE(from_file.output.find("plan: 1 pass, 12 bytes per parameter"), std::string::npos)
+      << from_file.output;
   auto list = optjit_cli("list");
   ASSERT_EQ(list.code, 0);
-  EXPECT_NE(list.output.find("adamw(lr=0.001, betas=(0.9, 0.999), eps=1e-08, weight_decay=0.01, amsgrad=false, maximize=false)"),
-            std::string::npos) << list.output;
+  EXPECT_NE(list.output.find("adamw(lr=0.001, betas=(0.9, 0.999), eps=1e-08, weight_decay=0.01, "
+                             "amsgrad=false, maximize=false)"),
+            std::string::npos)
+      << list.output;
   EXPECT_NE(list.output.find("state: exp_avg, exp_avg_sq"), std::string::npos);
   EXPECT_NE(list.output.find("mu_product (scalar)"), std::string::npos) << list.output;
   EXPECT_NE(list.output.find("cosine_with_warmup(base_lr=<required>"), std::string::npos);

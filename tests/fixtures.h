@@ -39,8 +39,9 @@ inline const nlohmann::json& torch_fixtures() {
 /// |actual - expected| <= rtol * max|expected over the tensor| + floor, elementwise; NaN and
 /// Inf must match exactly. Scale-relative, since an f64 oracle and f32 PyTorch differ by
 /// rounding that follows the tensor's magnitude.
-inline ::testing::AssertionResult close(const std::vector<double>& actual, const std::vector<double>& expected,
-                                        double rtol, double floor) {
+inline ::testing::AssertionResult close(const std::vector<double>& actual,
+                                        const std::vector<double>& expected, double rtol,
+                                        double floor) {
   if (actual.size() != expected.size())
     return ::testing::AssertionFailure() << "size " << actual.size() << " vs " << expected.size();
   double scale = 0;
@@ -54,8 +55,9 @@ inline ::testing::AssertionResult close(const std::vector<double>& actual, const
       continue;
     }
     if (!(std::fabs(a - e) <= rtol * scale + floor))
-      return ::testing::AssertionFailure() << "element " << i << ": got " << a << ", torch " << e << " (diff "
-                                           << std::fabs(a - e) << ", allowed " << rtol * scale + floor << ")";
+      return ::testing::AssertionFailure()
+             << "element " << i << ": got " << a << ", torch " << e << " (diff " << std::fabs(a - e)
+             << ", allowed " << rtol * scale + floor << ")";
   }
   return ::testing::AssertionSuccess();
 }

@@ -69,35 +69,50 @@ store "param", %3
 }
 
 TEST(IrText, ParseErrorsNameLineAndProblem) {
-  auto e1 = ir::parse_ir("optjit-ir 1\nbuffer \"param\" f32 param\nbuffer \"grad\" f32 grad\n%0 = frobnicate %1 : f32\n");
+  auto e1 = ir::parse_ir(
+      "optjit-ir 1\nbuffer \"param\" f32 param\nbuffer \"grad\" f32 grad\n%0 = frobnicate %1 : "
+      "f32\n");
   ASSERT_FALSE(e1);
   EXPECT_EQ(e1.error().message, "line 4, column 6: unknown op 'frobnicate'");
-  auto e2 = ir::parse_ir("optjit-ir 1\nbuffer \"param\" f32 param\nbuffer \"grad\" f32 grad\n%0 = load \"param\" : f32\n%1 = add %0, %7 : f32\n");
+  auto e2 = ir::parse_ir(
+      "optjit-ir 1\nbuffer \"param\" f32 param\nbuffer \"grad\" f32 grad\n%0 = load \"param\" : "
+      "f32\n%1 = add %0, %7 : f32\n");
   ASSERT_FALSE(e2);
   EXPECT_EQ(e2.error().message, "line 5, column 14: %7 is not defined");
   auto e3 = ir::parse_ir("optjit-ir 2\n");
   ASSERT_FALSE(e3);
   EXPECT_EQ(e3.error().message, "line 1, column 11: expected IR version 1, found number 2");
-  auto e4 = ir::parse_ir("optjit-ir 1\nbuffer \"param\" f32 param\nbuffer \"grad\" f32 grad\n%0 = load \"gradient\" : f32\n");
+  auto e4 = ir::parse_ir(
+      "optjit-ir 1\nbuffer \"param\" f32 param\nbuffer \"grad\" f32 grad\n%0 = load \"gradient\" : "
+      "f32\n");
   ASSERT_FALSE(e4);
   EXPECT_EQ(e4.error().message, "line 4, column 11: unknown buffer \"gradient\"");
 }
 
 TEST(Verify, RejectsTypeAndRankErrorsWithMessages) {
   auto check = [](const char* body, const char* message) {
-    std::string text = std::string("optjit-ir 1\nhyper \"lr\" = 1\nbuffer \"param\" f32 param\nbuffer \"grad\" f32 grad\n") + body;
+    std::string text = std::string(
+                           "optjit-ir 1\nhyper \"lr\" = 1\nbuffer \"param\" f32 param\nbuffer "
+                           "\"grad\" f32 grad\n") +
+                       body;
     auto p = ir::parse_ir(text);
     ASSERT_FALSE(p) << body;
     EXPECT_EQ(p.error().message, message);
   };
   check("%0 = load \"param\" : f32\n%1 = hyper \"lr\" : f64\n%2 = add %0, %1 : f32\n",
         "IR %2 (add): operand types differ (insert a cast)");
-  check("%0 = hyper \"lr\" : f64\nstore \"param\", %0\n", "IR %1 (store): stores an element-rank value");
-  check("%0 = load \"grad\" : f32\nstore \"grad\", %0\n", "IR %1 (store): the gradient is read-only");
-  check("%0 = hyper \"lr\" : f64\n%1 = sumsq all %0 : f64\n", "IR %1 (sumsq): reduces an element-rank value");
-  check("%0 = load \"param\" : f32\n%1 = sqrt %0 : f64\n", "IR %1 (sqrt): result type differs from the operands'");
-  check("%0 = load \"param\" : f32\n%1 = select %0, %0, %0 : f32\n", "IR %1 (select): the condition must be b1");
-  check("%0 = load \"param\" : f32\nstore \"param\", %0\nstore \"param\", %0\n", "IR %2: buffer 'param' is stored twice");
+  check("%0 = hyper \"lr\" : f64\nstore \"param\", %0\n",
+        "IR %1 (store): stores an element-rank value");
+  check("%0 = load \"grad\" : f32\nstore \"grad\", %0\n",
+        "IR %1 (store): the gradient is read-only");
+  check("%0 = hyper \"lr\" : f64\n%1 = sumsq all %0 : f64\n",
+        "IR %1 (sumsq): reduces an element-rank value");
+  check("%0 = load \"param\" : f32\n%1 = sqrt %0 : f64\n",
+        "IR %1 (sqrt): result type differs from the operands'");
+  check("%0 = load \"param\" : f32\n%1 = select %0, %0, %0 : f32\n",
+        "IR %1 (select): the condition must be b1");
+  check("%0 = load \"param\" : f32\nstore \"param\", %0\nstore \"param\", %0\n",
+        "IR %2: buffer 'param' is stored twice");
   check("%0 = load \"grad\" : f32\n%1 = anynonfinite all %0 : f64\n",
         "IR %1 (anynonfinite): sum/sumsq/maxabs give f64, anynonfinite gives b1");
 }
@@ -109,12 +124,11 @@ TEST(Verify, NeedsOneParamAndOneGrad) {
 }
 
 TEST(Hash, IsPinnedAcrossBuildsAndIgnoresRuntimeValues) {
-  auto adamw = [](double lr) {
-    return *dsl::lower({*dsl::make("adamw", {{"lr", lr}})});
-  };
+  auto adamw = [](double lr) { return *dsl::lower({*dsl::make("adamw", {{"lr", lr}})}); };
   // A fixed value: the hash keys kernel caches that outlive processes and machines. If the
   // text form changes on purpose, update this constant (and the cache's code-gen version).
-  EXPECT_EQ(ir::structural_hash(adamw(1e-3)), 0x74869a1d5a5e3aeeull) << std::hex << ir::structural_hash(adamw(1e-3));
+  EXPECT_EQ(ir::structural_hash(adamw(1e-3)), 0x74869a1d5a5e3aeeull)
+      << std::hex << ir::structural_hash(adamw(1e-3));
   EXPECT_EQ(ir::structural_hash(adamw(1e-3)), ir::structural_hash(adamw(0.5)));
   auto ams = *dsl::lower({*dsl::make("adamw", {{"amsgrad", true}})});
   EXPECT_NE(ir::structural_hash(adamw(1e-3)), ir::structural_hash(ams));

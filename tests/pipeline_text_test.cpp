@@ -46,42 +46,68 @@ TEST(PipelineText, NestedChainsFlatten) {
 }
 
 TEST(PipelineText, ErrorsNameLineColumnAndWhatWasExpected) {
-  EXPECT_EQ(error_of("adamw(lr=1e-3"), "line 1, column 14: expected ',' or ')', found end of input");
-  EXPECT_EQ(error_of("chain(adamw(lr=1e-3),\n      adamx())"), "line 2, column 7: unknown transform or schedule 'adamx'");
-  EXPECT_EQ(error_of("adamw(lrr=1e-3)"), "line 1, column 1: transform 'adamw' has no argument 'lrr' (did you mean 'lr'?)");
-  EXPECT_EQ(error_of("adamw(betas=(0.9, 0.99, 0.9))"), "line 1, column 1: transform 'adamw': 'betas' takes a tuple of 2 numbers, got 3");
-  EXPECT_EQ(error_of("adamw(betas=0.9)"), "line 1, column 1: transform 'adamw': 'betas' takes a tuple of 2 numbers, got a number");
-  EXPECT_EQ(error_of("adamw(amsgrad=1)"), "line 1, column 1: transform 'adamw': 'amsgrad' takes true or false, got a number");
-  EXPECT_EQ(error_of("adamw(0.001)"), "line 1, column 1: 'adamw' takes keyword arguments, e.g. adamw(lr=...)");
+  EXPECT_EQ(error_of("adamw(lr=1e-3"),
+            "line 1, column 14: expected ',' or ')', found end of input");
+  EXPECT_EQ(error_of("chain(adamw(lr=1e-3),\n      adamx())"),
+            "line 2, column 7: unknown transform or schedule 'adamx'");
+  EXPECT_EQ(error_of("adamw(lrr=1e-3)"),
+            "line 1, column 1: transform 'adamw' has no argument 'lrr' (did you mean 'lr'?)");
+  EXPECT_EQ(error_of("adamw(betas=(0.9, 0.99, 0.9))"),
+            "line 1, column 1: transform 'adamw': 'betas' takes a tuple of 2 numbers, got 3");
+  EXPECT_EQ(
+      error_of("adamw(betas=0.9)"),
+      "line 1, column 1: transform 'adamw': 'betas' takes a tuple of 2 numbers, got a number");
+  EXPECT_EQ(error_of("adamw(amsgrad=1)"),
+            "line 1, column 1: transform 'adamw': 'amsgrad' takes true or false, got a number");
+  EXPECT_EQ(error_of("adamw(0.001)"),
+            "line 1, column 1: 'adamw' takes keyword arguments, e.g. adamw(lr=...)");
   EXPECT_EQ(error_of("adamw(lr=1, lr=2)"), "line 1, column 13: 'lr' is given twice");
-  EXPECT_EQ(error_of("clip_grad_norm()"), "line 1, column 1: transform 'clip_grad_norm' needs 'max_norm'");
+  EXPECT_EQ(error_of("clip_grad_norm()"),
+            "line 1, column 1: transform 'clip_grad_norm' needs 'max_norm'");
   EXPECT_EQ(error_of("step_lr(base_lr=1, step_size=2)"),
-            "line 1, column 1: 'step_lr' is a schedule; pass it as a hyperparameter, e.g. adamw(lr=step_lr(...))");
-  EXPECT_EQ(error_of("adamw(eps=step_lr(base_lr=1, step_size=2))"), "line 1, column 1: transform 'adamw': 'eps' cannot be a schedule");
-  EXPECT_EQ(error_of("adamw(lr=adam())"), "line 1, column 1: transform 'adamw': 'lr' takes a schedule, but 'adam' is a transform");
-  EXPECT_EQ(error_of("adamw(lr=1e-3) extra"), "line 1, column 16: expected end of input, found 'extra'");
+            "line 1, column 1: 'step_lr' is a schedule; pass it as a hyperparameter, e.g. "
+            "adamw(lr=step_lr(...))");
+  EXPECT_EQ(error_of("adamw(eps=step_lr(base_lr=1, step_size=2))"),
+            "line 1, column 1: transform 'adamw': 'eps' cannot be a schedule");
+  EXPECT_EQ(
+      error_of("adamw(lr=adam())"),
+      "line 1, column 1: transform 'adamw': 'lr' takes a schedule, but 'adam' is a transform");
+  EXPECT_EQ(error_of("adamw(lr=1e-3) extra"),
+            "line 1, column 16: expected end of input, found 'extra'");
   EXPECT_EQ(error_of("adamw(lr=1e-3$)"), "line 1, column 14: unexpected character '$'");
-  EXPECT_EQ(error_of(""), "line 1, column 1: expected a pipeline such as adamw(lr=1e-3), found end of input");
-  EXPECT_EQ(error_of("sgd(lr=0.1, nesterov=true)"), "sgd: Nesterov momentum requires a momentum and zero dampening");
-  EXPECT_EQ(error_of("clip_grad_norm(max_norm=1, norm_type=-1)"), "clip_grad_norm: norm_type must be positive or inf, got -1");
+  EXPECT_EQ(error_of(""),
+            "line 1, column 1: expected a pipeline such as adamw(lr=1e-3), found end of input");
+  EXPECT_EQ(error_of("sgd(lr=0.1, nesterov=true)"),
+            "sgd: Nesterov momentum requires a momentum and zero dampening");
+  EXPECT_EQ(error_of("clip_grad_norm(max_norm=1, norm_type=-1)"),
+            "clip_grad_norm: norm_type must be positive or inf, got -1");
   EXPECT_EQ(error_of("one_cycle_lr(max_lr=1, total_steps=2)"),
-            "line 1, column 1: 'one_cycle_lr' is a schedule; pass it as a hyperparameter, e.g. adamw(lr=one_cycle_lr(...))");
+            "line 1, column 1: 'one_cycle_lr' is a schedule; pass it as a hyperparameter, e.g. "
+            "adamw(lr=one_cycle_lr(...))");
   EXPECT_EQ(error_of("sgd(lr=one_cycle_lr(max_lr=1, total_steps=2, anneal_strategy=\"cosine\"))"),
-            "line 1, column 8: schedule 'one_cycle_lr': 'anneal_strategy' must be one of \"cos\", \"linear\", got \"cosine\"");
+            "line 1, column 8: schedule 'one_cycle_lr': 'anneal_strategy' must be one of \"cos\", "
+            "\"linear\", got \"cosine\"");
 }
 
 TEST(PipelineText, CustomTransformErrors) {
   EXPECT_EQ(error_of("transform adam(lr=1) { param = param }\nadam()"),
             "line 1, column 11: 'adam' is a built-in; choose another name");
-  EXPECT_EQ(error_of("transform t(lr=1) {\n  param = param - lr * velocity\n}\nt()"), "t: line 2, column 24: unknown name 'velocity'");
-  EXPECT_EQ(error_of("transform t(lr=1) {\n  state m\n  m = lr\n}\nt()"), "t: line 3, column 3: state 'm' must be set to a per-element value");
-  EXPECT_EQ(error_of("transform t(lr=1) {\n  undeclared = grad\n}\nt()"),
-            "t: line 2, column 3: cannot assign to 'undeclared': declare it with state, scalar or let");
-  EXPECT_EQ(error_of("transform t(lr=1) {\n  param = sqrt(grad, grad)\n}\nt()"), "t: line 2, column 11: 'sqrt' takes 1 argument(s), got 2");
-  EXPECT_EQ(error_of("transform t(lr=1) {\n  skip_if grad > 0\n}\nt()"),
-            "t: line 2, column 3: skip_if needs a per-step condition (use sum, any_nonfinite, ...)");
-  EXPECT_EQ(error_of("transform t(lr=1) {\n  param = param\n"), "line 3, column 1: expected '}' closing the transform, found end of input");
-  EXPECT_EQ(error_of("transform t(betas=(0.9, 0.99)) {\n  param = param * betas\n}\nt()"), "t: line 2, column 19: 'betas' is a tuple: write betas[0]");
+  EXPECT_EQ(error_of("transform t(lr=1) {\n  param = param - lr * velocity\n}\nt()"),
+            "t: line 2, column 24: unknown name 'velocity'");
+  EXPECT_EQ(error_of("transform t(lr=1) {\n  state m\n  m = lr\n}\nt()"),
+            "t: line 3, column 3: state 'm' must be set to a per-element value");
+  EXPECT_EQ(
+      error_of("transform t(lr=1) {\n  undeclared = grad\n}\nt()"),
+      "t: line 2, column 3: cannot assign to 'undeclared': declare it with state, scalar or let");
+  EXPECT_EQ(error_of("transform t(lr=1) {\n  param = sqrt(grad, grad)\n}\nt()"),
+            "t: line 2, column 11: 'sqrt' takes 1 argument(s), got 2");
+  EXPECT_EQ(
+      error_of("transform t(lr=1) {\n  skip_if grad > 0\n}\nt()"),
+      "t: line 2, column 3: skip_if needs a per-step condition (use sum, any_nonfinite, ...)");
+  EXPECT_EQ(error_of("transform t(lr=1) {\n  param = param\n"),
+            "line 3, column 1: expected '}' closing the transform, found end of input");
+  EXPECT_EQ(error_of("transform t(betas=(0.9, 0.99)) {\n  param = param * betas\n}\nt()"),
+            "t: line 2, column 19: 'betas' is a tuple: write betas[0]");
 }
 
 // A text transform restating torch's SGD with momentum gives the built-in's numbers exactly.
@@ -113,7 +139,8 @@ TEST(PipelineText, CustomTransformMatchesTheBuiltinItRestates) {
       runtime::ReferenceBackend(*a).step(*sa);
       runtime::ReferenceBackend(*b).step(*sb);
     }
-    EXPECT_EQ(sa->tensors[0].buffers[a->program.param_buffer()], sb->tensors[0].buffers[b->program.param_buffer()]);
+    EXPECT_EQ(sa->tensors[0].buffers[a->program.param_buffer()],
+              sb->tensors[0].buffers[b->program.param_buffer()]);
     EXPECT_EQ(sa->tensors[0].buffers[*a->program.find_buffer("momentum_buffer")],
               sb->tensors[0].buffers[*b->program.find_buffer("momentum_buffer")]);
   }
@@ -142,8 +169,12 @@ TEST(PipelineText, CustomTransformWithReductionsScalarStateAndSkip) {
   g.set(1, 40);  // norm 50
   ASSERT_TRUE(runtime::set_grads(*p, *s, {&g}));
   EXPECT_FALSE(runtime::ReferenceBackend(*p).step(*s).skipped);
-  EXPECT_FLOAT_EQ(static_cast<float>(runtime::load_element(s->tensors[0].buffers[0].data(), DType::f32, 0)), -0.3f);
-  EXPECT_FLOAT_EQ(static_cast<float>(runtime::load_element(s->tensors[0].buffers[0].data(), DType::f32, 1)), -0.4f);
+  EXPECT_FLOAT_EQ(
+      static_cast<float>(runtime::load_element(s->tensors[0].buffers[0].data(), DType::f32, 0)),
+      -0.3f);
+  EXPECT_FLOAT_EQ(
+      static_cast<float>(runtime::load_element(s->tensors[0].buffers[0].data(), DType::f32, 1)),
+      -0.4f);
   EXPECT_EQ(s->groups[0].states[0], 1.0);
 }
 

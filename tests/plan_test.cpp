@@ -29,9 +29,12 @@ INSTANTIATE_TEST_SUITE_P(
     Pipelines, PlanBytes,
     ::testing::Values(
         // The two numbers the design promises: PyTorch moves 40 B for clip + AdamW.
-        Expect{"chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, betas=(0.9, 0.999), weight_decay=0.01))", 2, 32},
+        Expect{"chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, betas=(0.9, 0.999), "
+               "weight_decay=0.01))",
+               2, 32},
         Expect{"adamw()", 1, 28}, Expect{"adam(amsgrad=true)", 1, 36}, Expect{"sgd(lr=0.1)", 1, 12},
-        Expect{"sgd(lr=0.1, momentum=0.9)", 1, 20}, Expect{"chain(clip_grad_value(clip_value=1), adam())", 1, 28},
+        Expect{"sgd(lr=0.1, momentum=0.9)", 1, 20},
+        Expect{"chain(clip_grad_value(clip_value=1), adam())", 1, 28},
         Expect{"chain(grad_scaler(scale=1024), adamw())", 2, 32},
         Expect{"chain(grad_scaler(), clip_grad_norm(max_norm=1), adamw())", 2, 32},
         // LAMB: ||p|| and ||adam_step|| per tensor, then the update reads m and v back.
@@ -39,7 +42,8 @@ INSTANTIATE_TEST_SUITE_P(
         Expect{"rprop()", 1, 28}, Expect{"asgd()", 1, 20}, Expect{"nadam()", 1, 28}));
 
 TEST(Plan, Bf16StorageHalvesTheBytes) {
-  auto p = compile_pipeline("chain(clip_grad_norm(max_norm=1.0), adamw())", {DType::bf16, DType::bf16, DType::bf16});
+  auto p = compile_pipeline("chain(clip_grad_norm(max_norm=1.0), adamw())",
+                            {DType::bf16, DType::bf16, DType::bf16});
   ASSERT_TRUE(p);
   EXPECT_EQ(p->bytes_per_param(), 16u);
 }
@@ -94,7 +98,8 @@ TEST(Plan, UsesScratchWhenRecomputingCostsMoreBytes) {
   bool scratch = false;
   for (const auto& b : p->buffers) scratch |= b.role == ir::BufferRole::scratch;
   EXPECT_TRUE(scratch) << plan::describe(*p);
-  EXPECT_EQ(p->bytes_per_param(), 32u) << plan::describe(*p);  // pass 0: a b c grad + x; pass 1: x param grad + param
+  EXPECT_EQ(p->bytes_per_param(), 32u)
+      << plan::describe(*p);  // pass 0: a b c grad + x; pass 1: x param grad + param
 }
 
 TEST(Plan, BodiesUseOnlyElementCodeAndUniforms) {
@@ -114,7 +119,9 @@ TEST(Plan, DescribeNamesPassesAndBytes) {
   ASSERT_TRUE(p);
   std::string d = plan::describe(*p, false);
   EXPECT_NE(d.find("plan: 2 passes, 32 bytes per parameter"), std::string::npos) << d;
-  EXPECT_NE(d.find("pass 0: reads grad:f32 | writes - | 4 B read + 0 B written = 4 B/param"), std::string::npos) << d;
+  EXPECT_NE(d.find("pass 0: reads grad:f32 | writes - | 4 B read + 0 B written = 4 B/param"),
+            std::string::npos)
+      << d;
 }
 
 TEST(Plan, RejectsAnInvalidProgram) {

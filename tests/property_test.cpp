@@ -39,7 +39,8 @@ NaiveResult naive_step(const ir::Program& p, const plan::Plan& plan, OptimizerSt
     return per_tensor[index(v)][t];
   };
   auto element_of = [&](ir::ValueId v, size_t t, int64_t e) {
-    return p.at(v).rank == Rank::element ? elem[index(v)][t][static_cast<size_t>(e)] : scalar_of(v, t);
+    return p.at(v).rank == Rank::element ? elem[index(v)][t][static_cast<size_t>(e)]
+                                         : scalar_of(v, t);
   };
   std::vector<std::pair<uint32_t, std::vector<std::vector<double>>>> stores;
   std::vector<std::tuple<uint32_t, uint32_t, double>> sstores;
@@ -51,28 +52,34 @@ NaiveResult naive_step(const ir::Program& p, const plan::Plan& plan, OptimizerSt
     if (in.op == Op::Store) {
       std::vector<std::vector<double>> data(T);
       for (size_t t = 0; t < T; ++t)
-        for (int64_t e = 0; e < s.tensors[t].numel; ++e) data[t].push_back(element_of(in.args[0], t, e));
+        for (int64_t e = 0; e < s.tensors[t].numel; ++e)
+          data[t].push_back(element_of(in.args[0], t, e));
       stores.emplace_back(in.attr, std::move(data));
     } else if (in.op == Op::SStore) {
-      for (size_t g = 0; g < G; ++g) sstores.emplace_back(g, in.attr, per_group[index(in.args[0])][g]);
+      for (size_t g = 0; g < G; ++g)
+        sstores.emplace_back(g, in.attr, per_group[index(in.args[0])][g]);
     } else if (in.op == Op::SkipIf) {
       for (size_t g = 0; g < G; ++g) r.skipped |= per_group[index(in.args[0])][g] != 0;
     } else if (kind == OpKind::reduce) {
       std::vector<double> partial(T);
       for (size_t t = 0; t < T; ++t) {
         double acc = runtime::reduce_identity(in.op);
-        for (int64_t e = 0; e < s.tensors[t].numel; ++e) acc = runtime::reduce_step(in.op, acc, element_of(in.args[0], t, e));
+        for (int64_t e = 0; e < s.tensors[t].numel; ++e)
+          acc = runtime::reduce_step(in.op, acc, element_of(in.args[0], t, e));
         partial[t] = acc;
       }
-      if (static_cast<ir::Scope>(in.attr) == ir::Scope::tensor) per_tensor[n] = partial;
-      else per_group[n].assign(G, runtime::combine(in.op, partial));
+      if (static_cast<ir::Scope>(in.attr) == ir::Scope::tensor)
+        per_tensor[n] = partial;
+      else
+        per_group[n].assign(G, runtime::combine(in.op, partial));
     } else if (in.rank == Rank::element) {
       elem[n].resize(T);
       for (size_t t = 0; t < T; ++t) {
         for (int64_t e = 0; e < s.tensors[t].numel; ++e) {
           double x;
           if (in.op == Op::Load) {
-            x = runtime::load_element(s.tensors[t].buffers[in.attr].data(), plan.buffers[in.attr].storage, e);
+            x = runtime::load_element(s.tensors[t].buffers[in.attr].data(),
+                                      plan.buffers[in.attr].storage, e);
           } else if (in.op == Op::Const) {
             x = in.imm;
           } else {
@@ -86,16 +93,23 @@ NaiveResult naive_step(const ir::Program& p, const plan::Plan& plan, OptimizerSt
     } else {
       auto eval = [&](size_t g, size_t t) {
         switch (in.op) {
-          case Op::Const: return in.imm;
-          case Op::Hyper: return s.groups[g].hypers[in.attr];
-          case Op::Step: return static_cast<double>(s.step + 1);
-          case Op::Numel: return static_cast<double>(s.tensors[t].numel);
-          case Op::SLoad: return s.groups[g].states[in.attr];
-          default: break;
+          case Op::Const:
+            return in.imm;
+          case Op::Hyper:
+            return s.groups[g].hypers[in.attr];
+          case Op::Step:
+            return static_cast<double>(s.step + 1);
+          case Op::Numel:
+            return static_cast<double>(s.tensors[t].numel);
+          case Op::SLoad:
+            return s.groups[g].states[in.attr];
+          default:
+            break;
         }
         double a[3] = {0, 0, 0};
         for (int k = 0; k < ir::info(in.op).arity; ++k)
-          a[k] = p.at(in.args[k]).rank == Rank::scalar ? per_group[index(in.args[k])][g] : per_tensor[index(in.args[k])][t];
+          a[k] = p.at(in.args[k]).rank == Rank::scalar ? per_group[index(in.args[k])][g]
+                                                       : per_tensor[index(in.args[k])][t];
         return ir::eval_op(in.op, in.type, a[0], a[1], a[2]);
       };
       if (in.rank == Rank::scalar) {
@@ -112,7 +126,8 @@ NaiveResult naive_step(const ir::Program& p, const plan::Plan& plan, OptimizerSt
   for (auto& [buf, data] : stores)
     for (size_t t = 0; t < T; ++t)
       for (size_t e = 0; e < data[t].size(); ++e)
-        runtime::store_element(r.state.tensors[t].buffers[buf].data(), plan.buffers[buf].storage, static_cast<int64_t>(e), data[t][e]);
+        runtime::store_element(r.state.tensors[t].buffers[buf].data(), plan.buffers[buf].storage,
+                               static_cast<int64_t>(e), data[t][e]);
   for (auto [g, st, x] : sstores) r.state.groups[g].states[st] = x;
   ++r.state.step;
   return r;
@@ -122,7 +137,8 @@ NaiveResult naive_step(const ir::Program& p, const plan::Plan& plan, OptimizerSt
 rc::Gen<std::string> gen_builtin_pipeline() {
   return rc::gen::exec([] {
     std::vector<std::string> transforms, schedules;
-    for (const auto& d : dsl::builtins()) (d->kind == dsl::DefKind::transform ? transforms : schedules).push_back(d->name);
+    for (const auto& d : dsl::builtins())
+      (d->kind == dsl::DefKind::transform ? transforms : schedules).push_back(d->name);
     int n = *rc::gen::inRange(1, 4);
     std::vector<std::string> parts;
     for (int i = 0; i < n; ++i) {
@@ -131,10 +147,15 @@ rc::Gen<std::string> gen_builtin_pipeline() {
       std::vector<std::string> args;
       for (const auto& h : def->hypers) {
         if (h.name == "lr" && *rc::gen::inRange(0, 3) == 0) {
-          const char* sched[] = {"step_lr(base_lr=0.01, step_size=2)", "cosine_annealing_lr(base_lr=0.01, T_max=3)",
-                                 "one_cycle_lr(max_lr=0.01, total_steps=10)", "cosine_with_warmup(base_lr=0.01, num_warmup_steps=1, num_training_steps=5)",
-                                 "multi_step_lr(base_lr=0.01, milestones=(1, 2))", "linear_lr(base_lr=0.01)"};
-          args.push_back(std::string("lr=") + *rc::gen::elementOf(std::vector<std::string>(std::begin(sched), std::end(sched))));
+          const char* sched[] = {
+              "step_lr(base_lr=0.01, step_size=2)",
+              "cosine_annealing_lr(base_lr=0.01, T_max=3)",
+              "one_cycle_lr(max_lr=0.01, total_steps=10)",
+              "cosine_with_warmup(base_lr=0.01, num_warmup_steps=1, num_training_steps=5)",
+              "multi_step_lr(base_lr=0.01, milestones=(1, 2))",
+              "linear_lr(base_lr=0.01)"};
+          args.push_back(std::string("lr=") + *rc::gen::elementOf(std::vector<std::string>(
+                                                  std::begin(sched), std::end(sched))));
         } else if (h.defaults.empty()) {
           args.push_back(h.name + "=" + std::to_string(*rc::gen::inRange(1, 5) * 0.5));
         } else if (h.name == "momentum") {
@@ -142,7 +163,8 @@ rc::Gen<std::string> gen_builtin_pipeline() {
         }
       }
       for (const auto& o : def->options)
-        if (o.default_value.index() == 0 && o.name != "nesterov" && *rc::gen::arbitrary<bool>()) args.push_back(o.name + "=true");
+        if (o.default_value.index() == 0 && o.name != "nesterov" && *rc::gen::arbitrary<bool>())
+          args.push_back(o.name + "=true");
       std::string joined;
       for (size_t k = 0; k < args.size(); ++k) joined += (k ? ", " : "") + args[k];
       parts.push_back(name + "(" + joined + ")");
@@ -159,16 +181,16 @@ rc::Gen<std::string> gen_expr(int depth) {
   std::vector<std::string> leaves = {"grad", "param", "m", "lr", "step", "0.5", "numel"};
   if (depth <= 0) return rc::gen::elementOf(leaves);
   return rc::gen::oneOf(
-      rc::gen::elementOf(leaves),
-      rc::gen::exec([depth] {
+      rc::gen::elementOf(leaves), rc::gen::exec([depth] {
         auto a = *gen_expr(depth - 1), b = *gen_expr(depth - 1);
         std::string op = *rc::gen::elementOf(std::vector<std::string>{"+", "-", "*"});
         return "(" + a + " " + op + " " + b + ")";
       }),
       rc::gen::exec([depth] {
         auto a = *gen_expr(depth - 1);
-        std::string f = *rc::gen::elementOf(std::vector<std::string>{"sqrt(abs(", "tensor_norm((", "norm((", "max_abs((",
-                                                                     "tensor_sum((", "sign((", "exp(-abs("});
+        std::string f = *rc::gen::elementOf(
+            std::vector<std::string>{"sqrt(abs(", "tensor_norm((", "norm((", "max_abs((",
+                                     "tensor_sum((", "sign((", "exp(-abs("});
         return f + a + " * grad))";
       }),
       rc::gen::exec([depth] {
@@ -180,9 +202,11 @@ rc::Gen<std::string> gen_expr(int depth) {
 rc::Gen<std::string> gen_custom_pipeline() {
   return rc::gen::exec([] {
     std::string e1 = *gen_expr(3), e2 = *gen_expr(3);
-    std::string skip = *rc::gen::arbitrary<bool>() ? "  skip_if any_nonfinite(grad) || sum(grad) > 1e30\n" : "";
-    return "transform t(lr=0.01) {\n  state m = 0.25\n  scalar k = 1\n" + skip + "  m = 0.9 * m + " + e1 +
-           " * 0.001\n  k = k * 0.5 + norm(m)\n  param = param - lr * (" + e2 + ") * 0.001\n}\nt()";
+    std::string skip =
+        *rc::gen::arbitrary<bool>() ? "  skip_if any_nonfinite(grad) || sum(grad) > 1e30\n" : "";
+    return "transform t(lr=0.01) {\n  state m = 0.25\n  scalar k = 1\n" + skip +
+           "  m = 0.9 * m + " + e1 + " * 0.001\n  k = k * 0.5 + norm(m)\n  param = param - lr * (" +
+           e2 + ") * 0.001\n}\nt()";
   });
 }
 
@@ -229,7 +253,8 @@ void check_plan_matches_naive(const std::string& text) {
         const auto& x = state->tensors[t].buffers[b];
         const auto& y = naive.state.tensors[t].buffers[b];
         for (int64_t e = 0; e < state->tensors[t].numel; ++e) {
-          double u = runtime::load_element(x.data(), DType::f64, e), w = runtime::load_element(y.data(), DType::f64, e);
+          double u = runtime::load_element(x.data(), DType::f64, e),
+                 w = runtime::load_element(y.data(), DType::f64, e);
           RC_ASSERT((u == w || (std::isnan(u) && std::isnan(w))));
         }
       }
@@ -241,13 +266,18 @@ void check_plan_matches_naive(const std::string& text) {
   }
 }
 
-RC_GTEST_PROP(Property, BuiltinChainsPlanLikeTheWholeProgram, ()) { check_plan_matches_naive(*gen_builtin_pipeline()); }
+RC_GTEST_PROP(Property, BuiltinChainsPlanLikeTheWholeProgram, ()) {
+  check_plan_matches_naive(*gen_builtin_pipeline());
+}
 
-RC_GTEST_PROP(Property, CustomTransformsPlanLikeTheWholeProgram, ()) { check_plan_matches_naive(*gen_custom_pipeline()); }
+RC_GTEST_PROP(Property, CustomTransformsPlanLikeTheWholeProgram, ()) {
+  check_plan_matches_naive(*gen_custom_pipeline());
+}
 
 RC_GTEST_PROP(Property, IrTextRoundTripsForRandomPipelines, ()) {
   std::string text = *rc::gen::oneOf(gen_builtin_pipeline(), gen_custom_pipeline());
-  DType t = *rc::gen::elementOf(std::vector<DType>{DType::f32, DType::f16, DType::bf16, DType::f64});
+  DType t =
+      *rc::gen::elementOf(std::vector<DType>{DType::f32, DType::f16, DType::bf16, DType::f64});
   auto pipeline = dsl::parse_pipeline(text);
   RC_ASSERT(pipeline.ok());
   auto program = dsl::lower(*pipeline, {t, t, t});

@@ -16,8 +16,9 @@ namespace fs = std::filesystem;
 class SafetensorsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("optjit_st_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("optjit_st_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -63,22 +64,31 @@ TEST_F(SafetensorsTest, RejectsBrokenFilesWithReasons) {
     return r ? std::string() : r.error().message;
   };
   std::ofstream(path("short")) << "abc";
-  EXPECT_EQ(err("short"), path("short") + ": not a valid safetensors file: shorter than its 8-byte header length");
+  EXPECT_EQ(
+      err("short"),
+      path("short") + ": not a valid safetensors file: shorter than its 8-byte header length");
   write_raw(path("huge_header"), "{}", "");
   {
     std::fstream f(path("huge_header"), std::ios::in | std::ios::out | std::ios::binary);
     f.put(static_cast<char>(0xff));
   }
-  EXPECT_NE(err("huge_header").find("header length 255 does not fit in a file of 10 bytes"), std::string::npos);
+  EXPECT_NE(err("huge_header").find("header length 255 does not fit in a file of 10 bytes"),
+            std::string::npos);
   write_raw(path("notjson"), "{\"a\": ", "");
   EXPECT_NE(err("notjson").find("the header is not a JSON object"), std::string::npos);
   write_raw(path("dtype"), R"({"w":{"dtype":"I8","shape":[1],"data_offsets":[0,1]}})", "x");
-  EXPECT_NE(err("dtype").find("tensor 'w' has dtype I8, which optjit does not support"), std::string::npos);
+  EXPECT_NE(err("dtype").find("tensor 'w' has dtype I8, which optjit does not support"),
+            std::string::npos);
   write_raw(path("range"), R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", "1234");
-  EXPECT_NE(err("range").find("tensor 'w': data_offsets [0, 8] fall outside the 4 data bytes"), std::string::npos);
+  EXPECT_NE(err("range").find("tensor 'w': data_offsets [0, 8] fall outside the 4 data bytes"),
+            std::string::npos);
   write_raw(path("size"), R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", "12345678");
-  EXPECT_NE(err("size").find("tensor 'w': 8 bytes of data for 3 elements of F32"), std::string::npos);
-  write_raw(path("overlap"), R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[2,6]}})", "12345678");
+  EXPECT_NE(err("size").find("tensor 'w': 8 bytes of data for 3 elements of F32"),
+            std::string::npos);
+  write_raw(
+      path("overlap"),
+      R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[2,6]}})",
+      "12345678");
   EXPECT_NE(err("overlap").find("two tensors' data overlap"), std::string::npos);
   write_raw(path("neg"), R"({"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,0]}})", "");
   EXPECT_NE(err("neg").find("shape has a non-integer or negative size"), std::string::npos);

@@ -16,9 +16,12 @@ using testing::json_numbers;
 struct Tolerance {
   double rtol, floor;
 };
-Tolerance tolerance(DType t) { return t == DType::f64 ? Tolerance{1e-10, 1e-300} : Tolerance{2e-5, 1e-37}; }
+Tolerance tolerance(DType t) {
+  return t == DType::f64 ? Tolerance{1e-10, 1e-300} : Tolerance{2e-5, 1e-37};
+}
 
-HostTensor tensor(const std::string& name, DType t, const std::vector<int64_t>& shape, const std::vector<double>& v) {
+HostTensor tensor(const std::string& name, DType t, const std::vector<int64_t>& shape,
+                  const std::vector<double>& v) {
   HostTensor h = HostTensor::zeros(name, t, shape);
   for (size_t i = 0; i < v.size(); ++i) h.set(static_cast<int64_t>(i), v[i]);
   return h;
@@ -51,7 +54,8 @@ TEST_P(TorchParity, ReferenceBackendMatchesTorch) {
   for (const auto& g : c["groups"]) {
     runtime::GroupSpec spec;
     spec.patterns = g["patterns"].get<std::vector<std::string>>();
-    for (auto it = g["overrides"].begin(); it != g["overrides"].end(); ++it) spec.overrides[it.key()] = json_number(it.value());
+    for (auto it = g["overrides"].begin(); it != g["overrides"].end(); ++it)
+      spec.overrides[it.key()] = json_number(it.value());
     groups.push_back(spec);
   }
   auto state = runtime::init_state(*plan, params, groups);
@@ -64,15 +68,16 @@ TEST_P(TorchParity, ReferenceBackendMatchesTorch) {
     std::vector<HostTensor> grads;
     std::vector<const HostTensor*> ptrs;
     for (size_t i = 0; i < names.size(); ++i)
-      grads.push_back(tensor(names[i], dt, params[i].shape, json_numbers(c["grads"][step][names[i]])));
+      grads.push_back(
+          tensor(names[i], dt, params[i].shape, json_numbers(c["grads"][step][names[i]])));
     for (const auto& g : grads) ptrs.push_back(&g);
     ASSERT_TRUE(runtime::set_grads(*plan, *state, ptrs));
     runtime::StepResult r = ref.step(*state);
     EXPECT_EQ(r.skipped, c["skipped"][step].get<bool>());
     for (size_t i = 0; i < names.size(); ++i) {
       const auto& ts = state->tensors[i];
-      EXPECT_TRUE(close(values(ts.buffers[pb], dt, ts.numel), json_numbers(c["expected"][step][names[i]]), tol.rtol,
-                        tol.floor))
+      EXPECT_TRUE(close(values(ts.buffers[pb], dt, ts.numel),
+                        json_numbers(c["expected"][step][names[i]]), tol.rtol, tol.floor))
           << "parameter " << names[i];
     }
   }
@@ -85,12 +90,14 @@ TEST_P(TorchParity, ReferenceBackendMatchesTorch) {
       if (key == "step") {
         EXPECT_EQ(static_cast<double>(state->step), json_number(it.value())) << names[i] << ".step";
       } else if (auto b = plan->program.find_buffer(key)) {
-        EXPECT_TRUE(close(values(ts.buffers[*b], dt, ts.numel), json_numbers(it.value()), tol.rtol, tol.floor))
+        EXPECT_TRUE(close(values(ts.buffers[*b], dt, ts.numel), json_numbers(it.value()), tol.rtol,
+                          tol.floor))
             << names[i] << "." << key;
       } else if (auto s = plan->program.find_state(key)) {
         // torch keeps ASGD's eta/mu as 0-d tensors of the default dtype (f32 for f32 models).
         double rtol = dt == DType::f64 ? tol.rtol : 1e-6;
-        EXPECT_TRUE(close({state->groups[ts.group].states[*s]}, {json_number(it.value())}, rtol, tol.floor))
+        EXPECT_TRUE(
+            close({state->groups[ts.group].states[*s]}, {json_number(it.value())}, rtol, tol.floor))
             << names[i] << "." << key;
       } else {
         ADD_FAILURE() << "torch has state '" << key << "' that optjit does not";
@@ -104,16 +111,38 @@ std::string case_name(const ::testing::TestParamInfo<int>& info) {
   return c["name"].get<std::string>() + "_" + c["dtype"].get<std::string>();
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, TorchParity,
-                         ::testing::Range(0, static_cast<int>(testing::torch_fixtures()["cases"].size())), case_name);
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, TorchParity,
+    ::testing::Range(0, static_cast<int>(testing::torch_fixtures()["cases"].size())), case_name);
 
 TEST(TorchFixtures, CoverEveryBuiltinTransformAndSchedule) {
   std::string all;
-  for (const auto& c : testing::torch_fixtures()["cases"]) all += c["pipeline"].get<std::string>() + " ";
-  for (const char* name : {"sgd(", "adam(", "adamw(", "adamax(", "nadam(", "radam(", "rmsprop(", "adagrad(",
-                           "adadelta(", "rprop(", "asgd(", "lion(", "lamb(", "clip_grad_norm(", "clip_grad_value(",
-                           "grad_scaler(", "step_lr(", "multi_step_lr(", "exponential_lr(", "cosine_annealing_lr(",
-                           "linear_lr(", "one_cycle_lr(", "polynomial_lr(", "cosine_with_warmup("})
+  for (const auto& c : testing::torch_fixtures()["cases"])
+    all += c["pipeline"].get<std::string>() + " ";
+  for (const char* name : {"sgd(",
+                           "adam(",
+                           "adamw(",
+                           "adamax(",
+                           "nadam(",
+                           "radam(",
+                           "rmsprop(",
+                           "adagrad(",
+                           "adadelta(",
+                           "rprop(",
+                           "asgd(",
+                           "lion(",
+                           "lamb(",
+                           "clip_grad_norm(",
+                           "clip_grad_value(",
+                           "grad_scaler(",
+                           "step_lr(",
+                           "multi_step_lr(",
+                           "exponential_lr(",
+                           "cosine_annealing_lr(",
+                           "linear_lr(",
+                           "one_cycle_lr(",
+                           "polynomial_lr(",
+                           "cosine_with_warmup("})
     EXPECT_NE(all.find(name), std::string::npos) << name << " has no PyTorch fixture";
 }
 

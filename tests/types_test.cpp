@@ -46,7 +46,8 @@ TEST(Half, TiesGoToEvenAndOverflowGoesToInfinity) {
   EXPECT_EQ(round_to(DType::f16, 65504.0), 65504.0);
   EXPECT_EQ(round_to(DType::f16, 65519.0), 65504.0);
   EXPECT_TRUE(std::isinf(round_to(DType::f16, 65520.0)));
-  EXPECT_EQ(round_to(DType::f16, std::ldexp(1.0, -25)), 0.0);          // half the smallest subnormal: tie to 0
+  EXPECT_EQ(round_to(DType::f16, std::ldexp(1.0, -25)),
+            0.0);  // half the smallest subnormal: tie to 0
   EXPECT_EQ(round_to(DType::f16, std::ldexp(1.5, -25)), std::ldexp(1.0, -24));
 }
 

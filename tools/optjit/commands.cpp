@@ -94,8 +94,9 @@ HostTensor slice(const HostTensor& g, int64_t k, int64_t numel, const std::vecto
 
 int run(const RunOptions& o) {
   if (o.backend != "reference" && o.backend != "auto")
-    return fail(fmt::format("the {} backend is not available in this build of optjit; use --backend reference",
-                            o.backend));
+    return fail(fmt::format(
+        "the {} backend is not available in this build of optjit; use --backend reference",
+        o.backend));
   auto text = read_pipeline_text(o.pipeline);
   if (!text) return fail(text.error().message);
   auto params = runtime::read_safetensors(o.params);
@@ -108,10 +109,12 @@ int run(const RunOptions& o) {
   const DType param_type = params->tensors[0].dtype;
   for (const auto& t : params->tensors) {
     if (!is_float(t.dtype))
-      return fail(fmt::format("{}: parameter '{}' is {}, not a float type", o.params, t.name, to_string(t.dtype)));
+      return fail(fmt::format("{}: parameter '{}' is {}, not a float type", o.params, t.name,
+                              to_string(t.dtype)));
     if (t.dtype != param_type)
-      return fail(fmt::format("{}: parameters mix {} ('{}') and {} ('{}'); one optimizer needs one dtype",
-                              o.params, to_string(param_type), params->tensors[0].name, to_string(t.dtype), t.name));
+      return fail(fmt::format(
+          "{}: parameters mix {} ('{}') and {} ('{}'); one optimizer needs one dtype", o.params,
+          to_string(param_type), params->tensors[0].name, to_string(t.dtype), t.name));
   }
   std::vector<GradSource> sources;
   DType grad_type = DType::f32;
@@ -119,10 +122,13 @@ int run(const RunOptions& o) {
     const HostTensor& p = params->tensors[i];
     const HostTensor* g = grads->find(p.name);
     if (!g) return fail(fmt::format("{}: no gradient for parameter '{}'", o.grads, p.name));
-    if (!is_float(g->dtype)) return fail(fmt::format("{}: gradient '{}' is not a float type", o.grads, p.name));
-    if (i == 0) grad_type = g->dtype;
+    if (!is_float(g->dtype))
+      return fail(fmt::format("{}: gradient '{}' is not a float type", o.grads, p.name));
+    if (i == 0)
+      grad_type = g->dtype;
     else if (g->dtype != grad_type)
-      return fail(fmt::format("{}: gradients mix {} and {}", o.grads, to_string(grad_type), to_string(g->dtype)));
+      return fail(fmt::format("{}: gradients mix {} and {}", o.grads, to_string(grad_type),
+                              to_string(g->dtype)));
     bool same = g->shape == p.shape;
     std::vector<int64_t> stacked = {o.steps};
     stacked.insert(stacked.end(), p.shape.begin(), p.shape.end());
@@ -135,7 +141,8 @@ int run(const RunOptions& o) {
     sources.push_back({g, sliced && !same});
   }
   for (const auto& g : grads->tensors)
-    if (!params->find(g.name)) return fail(fmt::format("{}: gradient '{}' has no parameter", o.grads, g.name));
+    if (!params->find(g.name))
+      return fail(fmt::format("{}: gradient '{}' has no parameter", o.grads, g.name));
 
   auto planned = compile_pipeline(*text, {param_type, grad_type, param_type});
   if (!planned) return fail(planned.error().message);
@@ -147,10 +154,12 @@ int run(const RunOptions& o) {
       for (int64_t e = 0; e < g.numel(); ++e)
         if (!std::isfinite(g.get(e))) {
           int64_t per = params->tensors[i].numel();
-          return fail(fmt::format("{}: gradient '{}' has a non-finite value ({}) at element {}{}; add "
-                                  "grad_scaler(...) to skip such steps, or pass --allow-nonfinite",
-                                  o.grads, g.name, g.get(e), sources[i].sliced ? e % std::max<int64_t>(per, 1) : e,
-                                  sources[i].sliced ? fmt::format(" of step {}", e / std::max<int64_t>(per, 1) + 1) : ""));
+          return fail(fmt::format(
+              "{}: gradient '{}' has a non-finite value ({}) at element {}{}; add "
+              "grad_scaler(...) to skip such steps, or pass --allow-nonfinite",
+              o.grads, g.name, g.get(e), sources[i].sliced ? e % std::max<int64_t>(per, 1) : e,
+              sources[i].sliced ? fmt::format(" of step {}", e / std::max<int64_t>(per, 1) + 1)
+                                : ""));
         }
     }
   }
@@ -194,7 +203,8 @@ int run(const RunOptions& o) {
   for (int k = 0; k < o.steps; ++k) {
     for (size_t i = 0; i < sources.size(); ++i) {
       if (sources[i].sliced) {
-        slices[i] = slice(*sources[i].tensor, k, params->tensors[i].numel(), params->tensors[i].shape);
+        slices[i] =
+            slice(*sources[i].tensor, k, params->tensors[i].numel(), params->tensors[i].shape);
         step_grads[i] = &slices[i];
       } else {
         step_grads[i] = sources[i].tensor;
@@ -213,8 +223,11 @@ int run(const RunOptions& o) {
   if (!o.quiet) {
     int64_t numel = 0;
     for (const auto& t : params->tensors) numel += t.numel();
-    fmt::print("ran {} step{} ({} skipped) on {} tensors, {} parameters ({}), reference backend, {:.3f} s\n",
-               o.steps, o.steps == 1 ? "" : "s", skipped, params->tensors.size(), numel, to_string(param_type), secs);
+    fmt::print(
+        "ran {} step{} ({} skipped) on {} tensors, {} parameters ({}), reference backend, {:.3f} "
+        "s\n",
+        o.steps, o.steps == 1 ? "" : "s", skipped, params->tensors.size(), numel,
+        to_string(param_type), secs);
     fmt::print("plan: {} pass{}, {} bytes per parameter; step count now {}\n", plan.passes.size(),
                plan.passes.size() == 1 ? "" : "es", plan.bytes_per_param(), state->step);
     fmt::print("wrote {}\n", o.out);
@@ -253,18 +266,24 @@ int plan(const PlanOptions& o) {
 
 int list() {
   for (auto kind : {dsl::DefKind::transform, dsl::DefKind::schedule}) {
-    fmt::print("{}\n", kind == dsl::DefKind::transform ? "transforms:" : "\nschedules (use wherever lr is):");
+    fmt::print("{}\n", kind == dsl::DefKind::transform ? "transforms:"
+                                                       : "\nschedules (use wherever lr is):");
     for (const auto& d : dsl::builtins()) {
       if (d->kind != kind) continue;
       std::vector<std::string> args;
       for (const auto& h : d->hypers) {
-        if (h.defaults.empty()) args.push_back(fmt::format("{}=<required>", h.name));
-        else if (h.defaults.size() == 1 && h.arity == 1) args.push_back(fmt::format("{}={}", h.name, h.defaults[0]));
-        else args.push_back(fmt::format("{}=({})", h.name, fmt::join(h.defaults, ", ")));
+        if (h.defaults.empty())
+          args.push_back(fmt::format("{}=<required>", h.name));
+        else if (h.defaults.size() == 1 && h.arity == 1)
+          args.push_back(fmt::format("{}={}", h.name, h.defaults[0]));
+        else
+          args.push_back(fmt::format("{}=({})", h.name, fmt::join(h.defaults, ", ")));
       }
       for (const auto& op : d->options) {
-        if (op.default_value.index() == 0) args.push_back(fmt::format("{}={}", op.name, std::get<0>(op.default_value)));
-        else args.push_back(fmt::format("{}=\"{}\"", op.name, std::get<1>(op.default_value)));
+        if (op.default_value.index() == 0)
+          args.push_back(fmt::format("{}={}", op.name, std::get<0>(op.default_value)));
+        else
+          args.push_back(fmt::format("{}=\"{}\"", op.name, std::get<1>(op.default_value)));
       }
       fmt::print("  {}({})\n      {}\n", d->name, fmt::join(args, ", "), d->doc);
       if (kind == dsl::DefKind::transform) {
@@ -290,7 +309,8 @@ int list() {
 int inspect(const std::string& path, const std::string& match) {
   auto f = runtime::read_safetensors(path);
   if (!f) return fail(f.error().message);
-  fmt::print("{:<34} {:>5} {:>14} {:>13} {:>13} {:>13}\n", "tensor", "dtype", "shape", "min", "max", "l2 norm");
+  fmt::print("{:<34} {:>5} {:>14} {:>13} {:>13} {:>13}\n", "tensor", "dtype", "shape", "min", "max",
+             "l2 norm");
   for (const auto& t : f->tensors) {
     if (!match.empty() && !runtime::glob_match(match, t.name)) continue;
     double lo = std::numeric_limits<double>::infinity(), hi = -lo, sq = 0;
@@ -305,7 +325,8 @@ int inspect(const std::string& path, const std::string& match) {
                fmt::format("[{}]", fmt::join(t.shape, ",")), lo, hi, std::sqrt(sq));
   }
   for (const auto& [k, v] : f->metadata)
-    if (match.empty() && k != "optjit.params") fmt::print("metadata {}: {}\n", k, v.size() > 200 ? v.substr(0, 200) + "..." : v);
+    if (match.empty() && k != "optjit.params")
+      fmt::print("metadata {}: {}\n", k, v.size() > 200 ? v.substr(0, 200) + "..." : v);
   return 0;
 }
 
@@ -317,8 +338,8 @@ int synth(const SynthOptions& o) {
     if (o.numel <= 0) return fail("--numel must be positive");
     shapes.push_back({"weight", {o.numel}});
   } else if (o.preset == "mlp") {
-    shapes = {{"fc1.weight", {512, 784}}, {"fc1.bias", {512}}, {"fc2.weight", {256, 512}},
-              {"fc2.bias", {256}}, {"out.weight", {10, 256}}, {"out.bias", {10}}};
+    shapes = {{"fc1.weight", {512, 784}}, {"fc1.bias", {512}},       {"fc2.weight", {256, 512}},
+              {"fc2.bias", {256}},        {"out.weight", {10, 256}}, {"out.bias", {10}}};
   } else {  // tiny-gpt: a 4-layer, 256-wide GPT-2-shaped model
     const int64_t d = 256, vocab = 4096, ctx = 256;
     shapes = {{"wte.weight", {vocab, d}}, {"wpe.weight", {ctx, d}}};
@@ -360,8 +381,8 @@ int synth(const SynthOptions& o) {
   if (Status s = runtime::write_safetensors(o.grads, grads); !s) return fail(s.error().message);
   int64_t total = 0;
   for (const auto& t : params.tensors) total += t.numel();
-  fmt::print("wrote {} tensors, {} parameters ({}) to {} and {} gradient step(s) to {}\n", params.tensors.size(),
-             total, o.dtype, o.params, o.steps, o.grads);
+  fmt::print("wrote {} tensors, {} parameters ({}) to {} and {} gradient step(s) to {}\n",
+             params.tensors.size(), total, o.dtype, o.params, o.steps, o.grads);
   return 0;
 }
 

@@ -15,16 +15,22 @@ int main(int argc, char** argv) {
 
   optjit::cli::RunOptions run;
   auto* run_cmd = app.add_subcommand("run", "run a pipeline for some steps on tensors from files");
-  run_cmd->add_option("pipeline", run.pipeline, "pipeline text, or a file that holds it")->required();
+  run_cmd->add_option("pipeline", run.pipeline, "pipeline text, or a file that holds it")
+      ->required();
   run_cmd->add_option("--params", run.params, "parameters (.safetensors)")->required();
-  run_cmd->add_option("--grads", run.grads,
-                      "gradients: each parameter's name, same shape (every step) or with a leading "
-                      "dimension of --steps (slice k at step k+1)")->required();
-  run_cmd->add_option("--steps", run.steps, "optimizer steps to take")->required()->check(CLI::PositiveNumber);
+  run_cmd
+      ->add_option("--grads", run.grads,
+                   "gradients: each parameter's name, same shape (every step) or with a leading "
+                   "dimension of --steps (slice k at step k+1)")
+      ->required();
+  run_cmd->add_option("--steps", run.steps, "optimizer steps to take")
+      ->required()
+      ->check(CLI::PositiveNumber);
   run_cmd->add_option("--backend", run.backend, "reference | cpu | opencl | cuda")
       ->check(CLI::IsMember({"reference", "cpu", "opencl", "cuda", "auto"}));
   run_cmd->add_option("--state", run.state, "resume from a state file written by an earlier run");
-  run_cmd->add_option("--out", run.out, "where to write parameters, state and step count")->required();
+  run_cmd->add_option("--out", run.out, "where to write parameters, state and step count")
+      ->required();
   run_cmd->add_option("--group", run.groups,
                       "a parameter group: 'PATTERN[,PATTERN...]:name=value[,name=value...]', e.g. "
                       "'*.bias,*norm*:weight_decay=0' (first matching group wins)");
@@ -35,8 +41,10 @@ int main(int argc, char** argv) {
 
   optjit::cli::PlanOptions plan;
   auto* plan_cmd = app.add_subcommand("plan", "print a pipeline's IR and its passes over memory");
-  plan_cmd->add_option("pipeline", plan.pipeline, "pipeline text, or a file that holds it")->required();
-  plan_cmd->add_option("--dtype", plan.dtype, "parameter and state storage type (f32, f16, bf16, f64)");
+  plan_cmd->add_option("pipeline", plan.pipeline, "pipeline text, or a file that holds it")
+      ->required();
+  plan_cmd->add_option("--dtype", plan.dtype,
+                       "parameter and state storage type (f32, f16, bf16, f64)");
   plan_cmd->add_option("--grad-dtype", plan.grad_dtype, "gradient storage type (default: --dtype)");
   plan_cmd->add_flag("--no-bodies", plan.no_bodies, "omit each pass's element code");
   plan_cmd->add_flag("--json", plan.json, "print the passes and bytes as JSON");
@@ -53,7 +61,8 @@ int main(int argc, char** argv) {
   synth_cmd->add_option("--preset", synth.preset, "tiny-gpt (default) | mlp | one")
       ->check(CLI::IsMember({"tiny-gpt", "mlp", "one"}));
   synth_cmd->add_option("--numel", synth.numel, "elements for --preset one");
-  synth_cmd->add_option("--steps", synth.steps, "gradient slices (leading dimension)")->check(CLI::PositiveNumber);
+  synth_cmd->add_option("--steps", synth.steps, "gradient slices (leading dimension)")
+      ->check(CLI::PositiveNumber);
   synth_cmd->add_option("--dtype", synth.dtype, "f32 | f16 | bf16 | f64");
   synth_cmd->add_option("--seed", synth.seed, "random seed");
   synth_cmd->add_option("--params", synth.params, "output parameters (.safetensors)")->required();

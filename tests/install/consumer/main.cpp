@@ -37,7 +37,8 @@ int main() {
   runtime::ReferenceBackend(*plan).step(*state);
   const auto& p = state->tensors[0].buffers[plan->program.param_buffer()];
   std::printf("passes=%zu bytes=%zu w=%g %g %g\n", plan->passes.size(), plan->bytes_per_param(),
-              runtime::load_element(p.data(), DType::f32, 0), runtime::load_element(p.data(), DType::f32, 1),
+              runtime::load_element(p.data(), DType::f32, 0),
+              runtime::load_element(p.data(), DType::f32, 1),
               runtime::load_element(p.data(), DType::f32, 2));
   return 0;
 }
