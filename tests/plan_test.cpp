@@ -110,7 +110,9 @@ TEST(Plan, BodiesUseOnlyElementCodeAndUniforms) {
       EXPECT_NE(in.op, ir::Op::Hyper);
       EXPECT_NE(in.op, ir::Op::Step);
       EXPECT_NE(in.op, ir::Op::SLoad);
-      if (in.op == ir::Op::Uniform) EXPECT_LT(in.attr, pass.uniforms.size());
+      if (in.op == ir::Op::Uniform) {
+        EXPECT_LT(in.attr, pass.uniforms.size());
+      }
     }
 }
 

@@ -47,7 +47,6 @@ NaiveResult naive_step(const ir::Program& p, const plan::Plan& plan, OptimizerSt
   NaiveResult r;
   for (size_t n = 0; n < p.insts.size(); ++n) {
     const ir::Inst& in = p.insts[n];
-    auto v = static_cast<ir::ValueId>(n);
     const OpKind kind = ir::info(in.op).kind;
     if (in.op == Op::Store) {
       std::vector<std::vector<double>> data(T);
