@@ -25,8 +25,8 @@ struct Result {
   std::string output;  // stdout and stderr
 };
 
-Result optjit_cli(const std::string& args) {
-  std::string cmd = std::string(OPTJIT_CLI) + " " + args + " 2>&1";
+Result optjit_cli_prefixed(const std::string& prefix, const std::string& args) {
+  std::string cmd = prefix + std::string(OPTJIT_CLI) + " " + args + " 2>&1";
   FILE* pipe = ::popen(cmd.c_str(), "r");
   std::string out;
   std::array<char, 4096> buf;
@@ -34,6 +34,12 @@ Result optjit_cli(const std::string& args) {
   while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
   int status = ::pclose(pipe);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+Result optjit_cli(const std::string& args) { return optjit_cli_prefixed("", args); }
+
+Result optjit_cli_limited(const std::string& args) {
+  return optjit_cli_prefixed("ulimit -v 1048576; ", args);
 }
 
 class Cli : public ::testing::Test {
@@ -194,6 +200,14 @@ TEST_F(Cli, GradScalerSkipsStepsWithInfAndGroupsOverride) {
   // lr = 0 in b's group: AdamW's decoupled decay and update are both scaled by lr.
   EXPECT_EQ(o.find("b")->data, filled("b", DType::f32, {2}, 0.5).data);
   EXPECT_NE(o.find("w")->data, filled("w", DType::f32, {4}, 1).data);
+}
+
+TEST_F(Cli, OutOfMemoryIsAClearError) {
+  // A 1 GiB address-space limit and a 16 GiB parameter set: the allocation fails cleanly.
+  auto r = optjit_cli_limited("synth --preset one --numel 4000000000 --params " + p("p.st") + " --grads " + p("g.st"));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_EQ(r.output, "optjit: out of memory (the tensors or the state do not fit in this machine's memory)\n");
+  EXPECT_FALSE(fs::exists(p("p.st")));
 }
 
 TEST_F(Cli, PlanAndList) {

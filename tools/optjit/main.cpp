@@ -1,6 +1,8 @@
 // optjit: the command-line driver. Each subcommand stops at a stage of the compiler (plan,
 // list) or runs a pipeline end to end (run).
 #include <cstdio>
+#include <exception>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -73,10 +75,18 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  if (*run_cmd) return optjit::cli::run(run);
-  if (*plan_cmd) return optjit::cli::plan(plan);
-  if (*list_cmd) return optjit::cli::list();
-  if (*inspect_cmd) return optjit::cli::inspect(inspect_path, inspect_match);
-  if (*synth_cmd) return optjit::cli::synth(synth);
+  // Errors come back as values; what can still throw is the allocator (a file or a tensor set
+  // too large for memory) and the standard library. Either way: one line, exit 1.
+  try {
+    if (*run_cmd) return optjit::cli::run(run);
+    if (*plan_cmd) return optjit::cli::plan(plan);
+    if (*list_cmd) return optjit::cli::list();
+    if (*inspect_cmd) return optjit::cli::inspect(inspect_path, inspect_match);
+    if (*synth_cmd) return optjit::cli::synth(synth);
+  } catch (const std::bad_alloc&) {
+    return optjit::cli::fail("out of memory (the tensors or the state do not fit in this machine's memory)");
+  } catch (const std::exception& e) {
+    return optjit::cli::fail(std::string("unexpected error: ") + e.what());
+  }
   return 2;
 }
