@@ -388,67 +388,53 @@ Value Ctx::lazy_init(Value loaded, const StateInit& init) {
   return select(step() == 1.0, cast(hyper(init.hyper), loaded.type()), loaded);
 }
 
-std::string Ctx::state_name(std::string_view name) {
-  // Buffers keep torch's state_dict names (exp_avg, ...) unless two transforms share one.
-  std::string key = fmt::format("{}/{}", frame().prefix, name);
-  return key;
+std::string Ctx::state_key(std::string_view name) const {
+  return fmt::format("{}/{}", frame().prefix, name);
 }
 
-Value Ctx::state(std::string_view name, StateInit init) {
-  std::string key = state_name(name);
+Value Ctx::declare(std::string_view name, StateInit init, bool scalar) {
+  std::string key = state_key(name);
   if (auto it = states_.find(key); it != states_.end()) {
-    if (it->second.scalar) fail(make_error("'{}' is a scalar state", name));
+    if (it->second.scalar != scalar)
+      fail(make_error("'{}' is a {} state", name, it->second.scalar ? "scalar" : "per-element"));
     return it->second.current;
   }
-  std::string buffer(name);
-  if (b_.program().find_buffer(buffer) || buffer == "step")
-    buffer = fmt::format("{}.{}", frame().prefix, name);
+  // State keeps torch's state_dict name (exp_avg, ...) unless another transform has it already.
+  std::string full(name);
+  const ir::Program& p = b_.program();
+  if (p.find_buffer(full) || p.find_state(full) || full == "step")
+    full = fmt::format("{}.{}", frame().prefix, name);
   ir::Init i{init.value, std::nullopt};
   if (!init.hyper.empty()) i.hyper = resolve_init_hyper(init);
-  uint32_t idx = b_.add_buffer({buffer, ir::BufferRole::state, dtypes_.state, i});
-  Value v = wrap(b_.emit(Op::Load, element_type_, {}, idx));
+  uint32_t idx;
+  Value v;
+  if (scalar) {
+    idx = b_.add_state({full, DType::f64, i});
+    v = wrap(b_.emit(Op::SLoad, DType::f64, {}, idx));
+  } else {
+    idx = b_.add_buffer({full, ir::BufferRole::state, dtypes_.state, i});
+    v = wrap(b_.emit(Op::Load, element_type_, {}, idx));
+  }
   if (!init.hyper.empty() && !i.hyper) v = lazy_init(v, init);
-  states_.emplace(key, StateSlot{idx, v, false});
+  states_.emplace(key, StateSlot{idx, v, scalar});
   return v;
 }
 
-void Ctx::set_state(std::string_view name, Value v) {
-  std::string key = state_name(name);
-  auto it = states_.find(key);
-  if (it == states_.end() || it->second.scalar)
-    return fail(make_error("'{}' is not a declared per-element state", name));
-  if (v.rank() != Rank::element)
-    return fail(make_error("state '{}' must be set to a per-element value", name));
-  it->second.current = cast(v, element_type_);
+void Ctx::assign(std::string_view name, Value v, bool scalar) {
+  auto it = states_.find(state_key(name));
+  const char* kind = scalar ? "scalar" : "per-element";
+  if (it == states_.end() || it->second.scalar != scalar)
+    return fail(make_error("'{}' is not a declared {} state", name, kind));
+  if (v.rank() != (scalar ? Rank::scalar : Rank::element))
+    return fail(make_error("{} state '{}' must be set to a {} value", kind, name,
+                           scalar ? "per-step" : "per-element"));
+  it->second.current = cast(v, scalar ? DType::f64 : element_type_);
 }
 
-Value Ctx::scalar_state(std::string_view name, StateInit init) {
-  std::string key = state_name(name);
-  if (auto it = states_.find(key); it != states_.end()) {
-    if (!it->second.scalar) fail(make_error("'{}' is a per-element state", name));
-    return it->second.current;
-  }
-  std::string sname(name);
-  if (b_.program().find_state(sname) || sname == "step")
-    sname = fmt::format("{}.{}", frame().prefix, name);
-  ir::Init i{init.value, std::nullopt};
-  if (!init.hyper.empty()) i.hyper = resolve_init_hyper(init);
-  uint32_t idx = b_.add_state({sname, DType::f64, i});
-  Value v = wrap(b_.emit(Op::SLoad, DType::f64, {}, idx));
-  if (!init.hyper.empty() && !i.hyper) v = lazy_init(v, init);
-  states_.emplace(key, StateSlot{idx, v, true});
-  return v;
-}
-
-void Ctx::set_scalar_state(std::string_view name, Value v) {
-  std::string key = state_name(name);
-  auto it = states_.find(key);
-  if (it == states_.end() || !it->second.scalar)
-    return fail(make_error("'{}' is not a declared scalar state", name));
-  if (v.rank() != Rank::scalar)
-    return fail(make_error("scalar state '{}' must be set to a per-step value", name));
-  it->second.current = cast(v, DType::f64);
-}
+Value Ctx::state(std::string_view name, StateInit init) { return declare(name, init, false); }
+void Ctx::set_state(std::string_view name, Value v) { assign(name, v, false); }
+Value Ctx::scalar_state(std::string_view name, StateInit init) { return declare(name, init, true); }
+void Ctx::set_scalar_state(std::string_view name, Value v) { assign(name, v, true); }
 
 void Ctx::skip_step_if(Value cond) {
   if (cond.rank() != Rank::scalar)

@@ -230,7 +230,9 @@ class Ctx {
   };
   Ctx(DTypes dtypes);
   const Frame& frame() const { return frames_.back(); }
-  std::string state_name(std::string_view name);
+  std::string state_key(std::string_view name) const;
+  Value declare(std::string_view name, StateInit init, bool scalar);
+  void assign(std::string_view name, Value v, bool scalar);
   std::optional<uint32_t> resolve_init_hyper(const StateInit& init);
   Value lazy_init(Value loaded, const StateInit& init);
 
