@@ -155,10 +155,10 @@ void ReferenceBackend::run_pass(size_t k, OptimizerState& s, HostProgram& host) 
             val[i] = uni[in.attr];
             break;
           case Op::Load:
-            val[i] = load_element(ts.buffers[in.attr].data(), plan_.buffers[in.attr].storage, e);
+            val[i] = load_element(ts.data(in.attr), plan_.buffers[in.attr].storage, e);
             break;
           case Op::Store:
-            store_element(ts.buffers[in.attr].data(), plan_.buffers[in.attr].storage, e,
+            store_element(ts.data(in.attr), plan_.buffers[in.attr].storage, e,
                           val[index(in.args[0])]);
             break;
           default:

@@ -101,7 +101,7 @@ Expected<OptimizerState> init_state(const plan::Plan& plan, const std::vector<Ho
     if (t.dtype != param_type)
       return make_error("parameter '{}' is {}, but the optimizer was built for {} parameters",
                         t.name, to_string(t.dtype), to_string(param_type));
-    TensorState ts{t.name, t.shape, t.numel(), 0, {}};
+    TensorState ts{t.name, t.shape, t.numel(), 0, {}, {}};
     for (size_t g = 0; g < groups.size() && ts.group == 0; ++g)
       for (const auto& pat : groups[g].patterns)
         if (glob_match(pat, t.name)) ts.group = static_cast<uint32_t>(g + 1);
@@ -114,7 +114,8 @@ Expected<OptimizerState> init_state(const plan::Plan& plan, const std::vector<Ho
         if (v != 0 || std::signbit(v))
           for (int64_t i = 0; i < ts.numel; ++i) store_element(buf.data(), b.storage, i, v);
       }
-      ts.buffers.push_back(std::move(buf));
+      ts.owned.push_back(std::move(buf));
+      ts.external.push_back(nullptr);
     }
     s.tensors.push_back(std::move(ts));
   }
@@ -133,7 +134,8 @@ Status set_grads(const plan::Plan& plan, OptimizerState& s,
     if (g.numel() != t.numel)
       return make_error("gradient '{}' has {} elements, its parameter {}", g.name, g.numel(),
                         t.numel);
-    auto& buf = t.buffers[gb];
+    if (t.external[gb]) return make_error("gradient '{}' lives in the caller's memory", g.name);
+    auto& buf = t.owned[gb];
     if (g.dtype == gt)
       buf = g.data;
     else
@@ -167,7 +169,7 @@ TensorFile export_state(const plan::Plan& plan, const OptimizerState& s) {
       if (decl.role == BufferRole::grad) continue;
       std::string name =
           decl.role == BufferRole::param ? t.name : fmt::format("{}.{}", t.name, decl.name);
-      f.tensors.push_back({name, decl.storage, t.shape, t.buffers[b]});
+      f.tensors.push_back({name, decl.storage, t.shape, t.bytes(b, decl.storage)});
     }
     for (size_t k = 0; k < p.states.size(); ++k) {
       HostTensor st =
@@ -203,7 +205,7 @@ Status import_state(const plan::Plan& plan, OptimizerState& s, const TensorFile&
         return make_error("state '{}' has {} elements, its parameter {}", name, h->numel(),
                           t.numel);
       for (int64_t e = 0; e < t.numel; ++e)
-        store_element(t.buffers[b].data(), decl.storage, e, h->get(e));
+        store_element(t.data(b), decl.storage, e, h->get(e));
     }
     for (size_t k = 0; k < p.states.size(); ++k) {
       std::string name = fmt::format("{}.{}", t.name, p.states[k].name);

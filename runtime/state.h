@@ -17,7 +17,16 @@ struct TensorState {
   std::vector<int64_t> shape;
   int64_t numel = 0;
   uint32_t group = 0;
-  std::vector<std::vector<uint8_t>> buffers;  // one per Plan::buffers entry, in its storage type
+  /// One per Plan::buffers entry, in its storage type: memory the optimizer owns, or (where
+  /// `external` is set) the caller's own memory, e.g. a framework's parameter and gradient.
+  std::vector<std::vector<uint8_t>> owned;
+  std::vector<uint8_t*> external;
+
+  uint8_t* data(size_t b) { return external[b] ? external[b] : owned[b].data(); }
+  const uint8_t* data(size_t b) const { return external[b] ? external[b] : owned[b].data(); }
+  std::vector<uint8_t> bytes(size_t b, DType t) const {
+    return {data(b), data(b) + static_cast<size_t>(numel) * size_bytes(t)};
+  }
 };
 
 struct GroupState {

@@ -139,10 +139,10 @@ TEST(PipelineText, CustomTransformMatchesTheBuiltinItRestates) {
       runtime::ReferenceBackend(*a).step(*sa);
       runtime::ReferenceBackend(*b).step(*sb);
     }
-    EXPECT_EQ(sa->tensors[0].buffers[a->program.param_buffer()],
-              sb->tensors[0].buffers[b->program.param_buffer()]);
-    EXPECT_EQ(sa->tensors[0].buffers[*a->program.find_buffer("momentum_buffer")],
-              sb->tensors[0].buffers[*b->program.find_buffer("momentum_buffer")]);
+    EXPECT_EQ(sa->tensors[0].bytes(a->program.param_buffer(), t),
+              sb->tensors[0].bytes(b->program.param_buffer(), t));
+    EXPECT_EQ(sa->tensors[0].bytes(*a->program.find_buffer("momentum_buffer"), t),
+              sb->tensors[0].bytes(*b->program.find_buffer("momentum_buffer"), t));
   }
 }
 
@@ -170,10 +170,10 @@ TEST(PipelineText, CustomTransformWithReductionsScalarStateAndSkip) {
   ASSERT_TRUE(runtime::set_grads(*p, *s, {&g}));
   EXPECT_FALSE(runtime::ReferenceBackend(*p).step(*s).skipped);
   EXPECT_FLOAT_EQ(
-      static_cast<float>(runtime::load_element(s->tensors[0].buffers[0].data(), DType::f32, 0)),
+      static_cast<float>(runtime::load_element(s->tensors[0].data(0), DType::f32, 0)),
       -0.3f);
   EXPECT_FLOAT_EQ(
-      static_cast<float>(runtime::load_element(s->tensors[0].buffers[0].data(), DType::f32, 1)),
+      static_cast<float>(runtime::load_element(s->tensors[0].data(0), DType::f32, 1)),
       -0.4f);
   EXPECT_EQ(s->groups[0].states[0], 1.0);
 }

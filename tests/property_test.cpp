@@ -77,7 +77,7 @@ NaiveResult naive_step(const ir::Program& p, const plan::Plan& plan, OptimizerSt
         for (int64_t e = 0; e < s.tensors[t].numel; ++e) {
           double x;
           if (in.op == Op::Load) {
-            x = runtime::load_element(s.tensors[t].buffers[in.attr].data(),
+            x = runtime::load_element(s.tensors[t].data(in.attr),
                                       plan.buffers[in.attr].storage, e);
           } else if (in.op == Op::Const) {
             x = in.imm;
@@ -125,7 +125,7 @@ NaiveResult naive_step(const ir::Program& p, const plan::Plan& plan, OptimizerSt
   for (auto& [buf, data] : stores)
     for (size_t t = 0; t < T; ++t)
       for (size_t e = 0; e < data[t].size(); ++e)
-        runtime::store_element(r.state.tensors[t].buffers[buf].data(), plan.buffers[buf].storage,
+        runtime::store_element(r.state.tensors[t].data(buf), plan.buffers[buf].storage,
                                static_cast<int64_t>(e), data[t][e]);
   for (auto [g, st, x] : sstores) r.state.groups[g].states[st] = x;
   ++r.state.step;
@@ -249,11 +249,11 @@ void check_plan_matches_naive(const std::string& text) {
     RC_ASSERT(state->step == naive.state.step);
     for (size_t t = 0; t < state->tensors.size(); ++t)
       for (size_t b = 0; b < plan->program.buffers.size(); ++b) {
-        const auto& x = state->tensors[t].buffers[b];
-        const auto& y = naive.state.tensors[t].buffers[b];
+        const uint8_t* x = state->tensors[t].data(b);
+        const uint8_t* y = naive.state.tensors[t].data(b);
         for (int64_t e = 0; e < state->tensors[t].numel; ++e) {
-          double u = runtime::load_element(x.data(), DType::f64, e),
-                 w = runtime::load_element(y.data(), DType::f64, e);
+          double u = runtime::load_element(x, DType::f64, e),
+                 w = runtime::load_element(y, DType::f64, e);
           RC_ASSERT((u == w || (std::isnan(u) && std::isnan(w))));
         }
       }

@@ -27,9 +27,9 @@ HostTensor tensor(const std::string& name, DType t, const std::vector<int64_t>& 
   return h;
 }
 
-std::vector<double> values(const std::vector<uint8_t>& buf, DType t, int64_t n) {
+std::vector<double> values(const uint8_t* buf, DType t, int64_t n) {
   std::vector<double> out;
-  for (int64_t i = 0; i < n; ++i) out.push_back(runtime::load_element(buf.data(), t, i));
+  for (int64_t i = 0; i < n; ++i) out.push_back(runtime::load_element(buf, t, i));
   return out;
 }
 
@@ -76,7 +76,7 @@ TEST_P(TorchParity, ReferenceBackendMatchesTorch) {
     EXPECT_EQ(r.skipped, c["skipped"][step].get<bool>());
     for (size_t i = 0; i < names.size(); ++i) {
       const auto& ts = state->tensors[i];
-      EXPECT_TRUE(close(values(ts.buffers[pb], dt, ts.numel),
+      EXPECT_TRUE(close(values(ts.data(pb), dt, ts.numel),
                         json_numbers(c["expected"][step][names[i]]), tol.rtol, tol.floor))
           << "parameter " << names[i];
     }
@@ -90,7 +90,7 @@ TEST_P(TorchParity, ReferenceBackendMatchesTorch) {
       if (key == "step") {
         EXPECT_EQ(static_cast<double>(state->step), json_number(it.value())) << names[i] << ".step";
       } else if (auto b = plan->program.find_buffer(key)) {
-        EXPECT_TRUE(close(values(ts.buffers[*b], dt, ts.numel), json_numbers(it.value()), tol.rtol,
+        EXPECT_TRUE(close(values(ts.data(*b), dt, ts.numel), json_numbers(it.value()), tol.rtol,
                           tol.floor))
             << names[i] << "." << key;
       } else if (auto s = plan->program.find_state(key)) {
