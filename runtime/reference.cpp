@@ -51,20 +51,24 @@ double combine(Op op, const std::vector<double>& partials) {
 }
 
 HostProgram::HostProgram(const plan::Plan& plan, const OptimizerState& s)
-    : plan_(plan),
-      s_(s),
-      n_(plan.program.insts.size()),
-      scalar_(s.groups.size() * n_, 0.0),
-      tensor_(s.tensors.size() * n_, 0.0) {}
+    : plan_(plan), s_(s), slot_(plan.program.insts.size(), 0) {
+  for (size_t i = 0; i < slot_.size(); ++i) {
+    Rank r = plan.program.insts[i].rank;
+    if (r == Rank::scalar) slot_[i] = static_cast<uint32_t>(n_scalar_++);
+    else if (r == Rank::tensor) slot_[i] = static_cast<uint32_t>(n_tensor_++);
+  }
+  scalar_.assign(s.groups.size() * n_scalar_, 0.0);
+  tensor_.assign(s.tensors.size() * n_tensor_, 0.0);
+}
 
 double& HostProgram::slot(ValueId v, size_t group, size_t tensor) {
-  return plan_.program.at(v).rank == Rank::scalar ? scalar_[group * n_ + index(v)]
-                                                  : tensor_[tensor * n_ + index(v)];
+  return plan_.program.at(v).rank == Rank::scalar ? scalar_[group * n_scalar_ + slot_[index(v)]]
+                                                  : tensor_[tensor * n_tensor_ + slot_[index(v)]];
 }
 
 double HostProgram::get(ValueId v, size_t group, size_t tensor) const {
-  return plan_.program.at(v).rank == Rank::scalar ? scalar_[group * n_ + index(v)]
-                                                  : tensor_[tensor * n_ + index(v)];
+  return plan_.program.at(v).rank == Rank::scalar ? scalar_[group * n_scalar_ + slot_[index(v)]]
+                                                  : tensor_[tensor * n_tensor_ + slot_[index(v)]];
 }
 
 bool HostProgram::run_segment(size_t k) {
@@ -123,10 +127,10 @@ void HostProgram::finish_reductions(size_t k, const std::vector<std::vector<doub
     const ir::Inst& in = plan_.program.at(reds[r]);
     if (static_cast<ir::Scope>(in.attr) == ir::Scope::tensor) {
       for (size_t t = 0; t < s_.tensors.size(); ++t)
-        tensor_[t * n_ + index(reds[r])] = partial[r][t];
+        slot(reds[r], 0, t) = partial[r][t];
     } else {
       double v = combine(in.op, partial[r]);
-      for (size_t g = 0; g < s_.groups.size(); ++g) scalar_[g * n_ + index(reds[r])] = v;
+      for (size_t g = 0; g < s_.groups.size(); ++g) slot(reds[r], g, 0) = v;
     }
   }
 }

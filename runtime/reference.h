@@ -32,9 +32,10 @@ class HostProgram {
   double get(ir::ValueId v, size_t group, size_t tensor) const;
   const plan::Plan& plan_;
   const OptimizerState& s_;
-  size_t n_;
-  std::vector<double> scalar_;  // [group * n + value]
-  std::vector<double> tensor_;  // [tensor * n + value]
+  std::vector<uint32_t> slot_;  // value -> index among the scalar or among the tensor values
+  size_t n_scalar_ = 0, n_tensor_ = 0;
+  std::vector<double> scalar_;  // [group * n_scalar + slot]
+  std::vector<double> tensor_;  // [tensor * n_tensor + slot]
   std::vector<std::tuple<uint32_t, uint32_t, double>> pending_;
 };
 
