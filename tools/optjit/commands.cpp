@@ -10,9 +10,11 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "codegen/cpu_jit.h"
 #include "ir/builtins.h"
 #include "ir/compile.h"
 #include "ir/pipeline_text.h"
+#include "runtime/cpu_backend.h"
 #include "runtime/reference.h"
 
 namespace optjit::cli {
@@ -93,10 +95,11 @@ HostTensor slice(const HostTensor& g, int64_t k, int64_t numel, const std::vecto
 }  // namespace
 
 int run(const RunOptions& o) {
-  if (o.backend != "reference" && o.backend != "auto")
+  if (o.backend != "reference" && o.backend != "cpu" && o.backend != "auto")
     return fail(fmt::format(
-        "the {} backend is not available in this build of optjit; use --backend reference",
+        "the {} backend is not available in this build of optjit; use --backend cpu or reference",
         o.backend));
+  const std::string backend_name = o.backend == "auto" ? "cpu" : o.backend;
   auto text = read_pipeline_text(o.pipeline);
   if (!text) return fail(text.error().message);
   auto params = runtime::read_safetensors(o.params);
@@ -195,7 +198,13 @@ int run(const RunOptions& o) {
     if (!st) return fail(fmt::format("{}: {}", o.state, st.error().message));
   }
 
-  runtime::ReferenceBackend backend(plan);
+  runtime::ReferenceBackend reference(plan);
+  std::unique_ptr<runtime::CpuBackend> cpu;
+  if (backend_name == "cpu") {
+    auto b = runtime::CpuBackend::create(plan, {o.threads, o.chunk});
+    if (!b) return fail(b.error().message);
+    cpu = std::move(*b);
+  }
   int skipped = 0;
   auto t0 = std::chrono::steady_clock::now();
   std::vector<HostTensor> slices(sources.size());
@@ -212,22 +221,24 @@ int run(const RunOptions& o) {
     }
     Status st = runtime::set_grads(plan, *state, step_grads);
     if (!st) return fail(st.error().message);
-    skipped += backend.step(*state).skipped;
+    skipped += (cpu ? cpu->step(*state) : reference.step(*state)).skipped;
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   TensorFile out = runtime::export_state(plan, *state);
   out.metadata["pipeline"] = *text;
-  out.metadata["backend"] = "reference";
+  out.metadata["backend"] = backend_name;
   Status st = runtime::write_safetensors(o.out, out);
   if (!st) return fail(st.error().message);
   if (!o.quiet) {
     int64_t numel = 0;
     for (const auto& t : params->tensors) numel += t.numel();
     fmt::print(
-        "ran {} step{} ({} skipped) on {} tensors, {} parameters ({}), reference backend, {:.3f} "
-        "s\n",
+        "ran {} step{} ({} skipped) on {} tensors, {} parameters ({}), {} backend, {:.3f} s{}\n",
         o.steps, o.steps == 1 ? "" : "s", skipped, params->tensors.size(), numel,
-        to_string(param_type), secs);
+        to_string(param_type), backend_name, secs,
+        cpu ? fmt::format(" (+{:.3f} s compile, {} threads)", cpu->compile_seconds(),
+                          cpu->threads())
+            : "");
     fmt::print("plan: {} pass{}, {} bytes per parameter; step count now {}\n", plan.passes.size(),
                plan.passes.size() == 1 ? "" : "es", plan.bytes_per_param(), state->step);
     fmt::print("wrote {}\n", o.out);
@@ -261,6 +272,21 @@ int plan(const PlanOptions& o) {
     return 0;
   }
   fmt::print("{}", plan::describe(*p, !o.no_bodies));
+  return 0;
+}
+
+int emit(const EmitOptions& o) {
+  auto text = read_pipeline_text(o.pipeline);
+  if (!text) return fail(text.error().message);
+  auto dt = float_dtype(o.dtype);
+  if (!dt) return fail(dt.error().message);
+  auto p = compile_pipeline(*text, {*dt, *dt, *dt});
+  if (!p) return fail(p.error().message);
+  auto ir = codegen::emit_cpu_ir(
+      *p, o.optimized,
+      o.cpu.empty() ? codegen::CpuTarget::host() : codegen::CpuTarget::named(o.cpu));
+  if (!ir) return fail(ir.error().message);
+  fmt::print("{}", *ir);
   return 0;
 }
 

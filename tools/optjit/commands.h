@@ -10,6 +10,8 @@ struct RunOptions {
   int steps = 1;
   std::vector<std::string> groups, sets;
   bool allow_nonfinite = false, quiet = false;
+  int threads = 0;
+  long long chunk = 1 << 16;
 };
 int run(const RunOptions& o);
 
@@ -20,6 +22,12 @@ struct PlanOptions {
 int plan(const PlanOptions& o);
 
 int list();
+
+struct EmitOptions {
+  std::string pipeline, backend = "cpu", dtype = "f32", cpu;
+  bool optimized = false;
+};
+int emit(const EmitOptions& o);
 
 /// Prints each tensor of a .safetensors file: dtype, shape and summary statistics.
 int inspect(const std::string& path, const std::string& match);

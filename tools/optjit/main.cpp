@@ -40,6 +40,18 @@ int main(int argc, char** argv) {
   run_cmd->add_flag("--allow-nonfinite", run.allow_nonfinite,
                     "accept Inf/NaN gradients (they then reach the parameters, as in torch)");
   run_cmd->add_flag("--quiet", run.quiet, "print nothing on success");
+  run_cmd->add_option("--threads", run.threads, "cpu backend threads (default: all cores)");
+  run_cmd->add_option("--chunk", run.chunk, "cpu backend chunk size in elements")
+      ->check(CLI::PositiveNumber);
+
+  optjit::cli::EmitOptions emit;
+  auto* emit_cmd = app.add_subcommand("emit", "print the code a backend generates for a pipeline");
+  emit_cmd->add_option("pipeline", emit.pipeline, "pipeline text, or a file that holds it")
+      ->required();
+  emit_cmd->add_option("--backend", emit.backend, "cpu")->check(CLI::IsMember({"cpu"}));
+  emit_cmd->add_option("--dtype", emit.dtype, "parameter and state storage type");
+  emit_cmd->add_flag("--optimized", emit.optimized, "after LLVM's O3 pipeline for the target");
+  emit_cmd->add_option("--cpu", emit.cpu, "target CPU (default: this machine's), e.g. haswell");
 
   optjit::cli::PlanOptions plan;
   auto* plan_cmd = app.add_subcommand("plan", "print a pipeline's IR and its passes over memory");
@@ -80,11 +92,13 @@ int main(int argc, char** argv) {
   try {
     if (*run_cmd) return optjit::cli::run(run);
     if (*plan_cmd) return optjit::cli::plan(plan);
+    if (*emit_cmd) return optjit::cli::emit(emit);
     if (*list_cmd) return optjit::cli::list();
     if (*inspect_cmd) return optjit::cli::inspect(inspect_path, inspect_match);
     if (*synth_cmd) return optjit::cli::synth(synth);
   } catch (const std::bad_alloc&) {
-    return optjit::cli::fail("out of memory (the tensors or the state do not fit in this machine's memory)");
+    return optjit::cli::fail(
+        "out of memory (the tensors or the state do not fit in this machine's memory)");
   } catch (const std::exception& e) {
     return optjit::cli::fail(std::string("unexpected error: ") + e.what());
   }

@@ -1,0 +1,157 @@
+#include "codegen/cpu_jit.h"
+
+#include <llvm/ADT/StringMap.h>
+#include <llvm/Config/llvm-config.h>
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/Host.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+
+#include <chrono>
+#include <mutex>
+
+#include "codegen/llvm_emitter.h"
+
+namespace optjit::codegen {
+
+namespace {
+
+void init_llvm() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+  });
+}
+
+std::string to_string(llvm::Error e) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << e;
+  return os.str();
+}
+
+Expected<std::unique_ptr<llvm::TargetMachine>> target_machine(const CpuTarget& t) {
+  init_llvm();
+  std::string err;
+  const llvm::Target* target = llvm::TargetRegistry::lookupTarget(t.triple, err);
+  if (!target) return make_error("LLVM has no target for {}: {}", t.triple, err);
+  llvm::TargetOptions opts;  // IEEE: no fast-math, no FMA contraction
+  opts.AllowFPOpFusion = llvm::FPOpFusion::Strict;
+  std::unique_ptr<llvm::TargetMachine> tm(
+      target->createTargetMachine(t.triple, t.cpu, t.features, opts, llvm::Reloc::PIC_, llvm::None,
+                                  llvm::CodeGenOpt::Aggressive));
+  if (!tm) return make_error("LLVM cannot make a target machine for {} ({})", t.triple, t.cpu);
+  return tm;
+}
+
+void optimize(llvm::Module& m, llvm::TargetMachine& tm) {
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PassBuilder pb(&tm);
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(m, mam);
+}
+
+Expected<std::unique_ptr<llvm::Module>> build_module(const plan::Plan& plan, llvm::LLVMContext& ctx,
+                                                     llvm::TargetMachine& tm, const CpuTarget& t,
+                                                     bool optimized) {
+  auto m = std::make_unique<llvm::Module>("optjit", ctx);
+  m->setTargetTriple(t.triple);
+  m->setDataLayout(tm.createDataLayout());
+  OPTJIT_TRY(emit_llvm(plan, *m, t.cpu, t.features));
+  if (optimized) optimize(*m, tm);
+  return m;
+}
+
+}  // namespace
+
+std::string llvm_version() { return LLVM_VERSION_STRING; }
+
+CpuTarget CpuTarget::host() {
+  init_llvm();
+  CpuTarget t;
+  t.triple = llvm::sys::getProcessTriple();
+  t.cpu = llvm::sys::getHostCPUName().str();
+  llvm::StringMap<bool> features;
+  std::vector<std::string> on;
+  if (llvm::sys::getHostCPUFeatures(features))
+    for (const auto& f : features) on.push_back((f.second ? "+" : "-") + f.first().str());
+  std::sort(on.begin(), on.end());  // deterministic: the feature string is part of cache keys
+  for (const auto& f : on) t.features += (t.features.empty() ? "" : ",") + f;
+  return t;
+}
+
+CpuTarget CpuTarget::named(const std::string& cpu) {
+  init_llvm();
+  return {llvm::sys::getProcessTriple(), cpu, ""};
+}
+
+Expected<std::string> emit_cpu_ir(const plan::Plan& plan, bool optimized, const CpuTarget& target) {
+  auto tm = target_machine(target);
+  if (!tm) return tm.error();
+  llvm::LLVMContext ctx;
+  auto m = build_module(plan, ctx, **tm, target, optimized);
+  if (!m) return m.error();
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  (*m)->print(os, nullptr);
+  return os.str();
+}
+
+CpuKernels::~CpuKernels() = default;
+
+Expected<std::unique_ptr<CpuKernels>> CpuKernels::compile(const plan::Plan& plan) {
+  auto t0 = std::chrono::steady_clock::now();
+  CpuTarget target = CpuTarget::host();
+  auto tm = target_machine(target);
+  if (!tm) return tm.error();
+  auto ctx = std::make_unique<llvm::LLVMContext>();
+  auto m = build_module(plan, *ctx, **tm, target, true);
+  if (!m) return m.error();
+
+  auto jtmb = llvm::orc::JITTargetMachineBuilder(llvm::Triple(target.triple));
+  jtmb.setCPU(target.cpu);
+  jtmb.setCodeGenOptLevel(llvm::CodeGenOpt::Aggressive);
+  jtmb.getOptions().AllowFPOpFusion = llvm::FPOpFusion::Strict;
+  if (!target.features.empty()) jtmb.getFeatures().AddFeature(target.features);
+  auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(jtmb)).create();
+  if (!jit) return make_error("cannot start the LLVM JIT: {}", to_string(jit.takeError()));
+  // libm (expf, powf, ...) for the few ops LLVM lowers to calls.
+  auto gen = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+      (*jit)->getDataLayout().getGlobalPrefix());
+  if (!gen)
+    return make_error("cannot search this process's symbols: {}", to_string(gen.takeError()));
+  (*jit)->getMainJITDylib().addGenerator(std::move(*gen));
+  (*m)->setDataLayout((*jit)->getDataLayout());
+  if (auto e = (*jit)->addIRModule(llvm::orc::ThreadSafeModule(std::move(*m), std::move(ctx))))
+    return make_error("the LLVM JIT rejected the module: {}", to_string(std::move(e)));
+
+  std::unique_ptr<CpuKernels> k(new CpuKernels());
+  for (size_t p = 0; p < plan.passes.size(); ++p) {
+    auto sym = (*jit)->lookup(pass_symbol(p));
+    if (!sym)
+      return make_error("JIT compilation of pass {} failed: {}", p, to_string(sym.takeError()));
+    k->passes_.push_back(
+        sym->toPtr<void(const TensorRow*, const Chunk*, int64_t, int64_t, double*)>());
+  }
+  k->jit_ = std::move(*jit);
+  k->seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return k;
+}
+
+}  // namespace optjit::codegen

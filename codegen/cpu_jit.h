@@ -1,0 +1,47 @@
+// Compiles a plan for the CPU: LLVM IR from the emitter, the O3 pipeline for the target,
+// and ORC's LLJIT. One JIT'd function per pass.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "codegen/kernel_abi.h"
+#include "ir/error.h"
+#include "ir/plan.h"
+
+namespace llvm::orc {
+class LLJIT;
+}
+
+namespace optjit::codegen {
+
+/// A CPU to compile for: the host by default; tests pin one (e.g. "haswell") to check the code.
+struct CpuTarget {
+  std::string triple, cpu, features;
+  static CpuTarget host();
+  static CpuTarget named(const std::string& cpu);  // host triple, that CPU's own features
+};
+
+/// The LLVM IR of a plan, as built (optimized = false) or after O3 for the target.
+Expected<std::string> emit_cpu_ir(const plan::Plan& plan, bool optimized,
+                                  const CpuTarget& target = CpuTarget::host());
+
+class CpuKernels {
+ public:
+  static Expected<std::unique_ptr<CpuKernels>> compile(const plan::Plan& plan);
+  ~CpuKernels();
+  PassFn pass(size_t k) const { return passes_[k]; }
+  double compile_seconds() const { return seconds_; }
+
+ private:
+  CpuKernels() = default;
+  std::unique_ptr<llvm::orc::LLJIT> jit_;
+  std::vector<PassFn> passes_;
+  double seconds_ = 0;
+};
+
+/// The LLVM version optjit was built with, e.g. "15.0.6".
+std::string llvm_version();
+
+}  // namespace optjit::codegen

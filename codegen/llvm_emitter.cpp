@@ -1,0 +1,500 @@
+// Algorithm: for each pass, emit
+//   for c in [begin, end):                      (chunk loop)
+//     row = rows[chunks[c].tensor]; base pointers and uniforms from the row
+//     for i in [0, chunks[c].length):           (element loop: one block, branch-free)
+//       the pass body, instruction by instruction, in order
+//     partials[c * R + r] = accumulator r
+// Each buffer gets its own alias scope (distinct buffers never overlap), so the element loop
+// vectorizes without runtime checks. Element math carries no fast-math flags: results stay
+// IEEE and comparable with the float64 reference. Only the reduction adds are reassociable,
+// which lets them vectorize; their order is still fixed by the compiled code and the chunk.
+// max|x| and any-non-finite reduce the bit patterns of |x| with an unsigned max: for
+// non-negative floats integer order is float order, and NaN sorts above Inf, so NaN wins.
+#include "codegen/llvm_emitter.h"
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/MDBuilder.h>
+#include <llvm/IR/Module.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include <map>
+
+namespace optjit::codegen {
+
+namespace {
+
+using ir::Op;
+using ir::OpKind;
+
+class PassEmitter {
+ public:
+  PassEmitter(const plan::Plan& plan, size_t k, llvm::Module& m)
+      : plan_(plan), pass_(plan.passes[k]), k_(k), m_(m), c_(m.getContext()), b_(c_) {}
+
+  Status emit(const std::string& cpu, const std::string& features) {
+    auto* ptr = b_.getPtrTy();
+    auto* i64 = b_.getInt64Ty();
+    auto* fty = llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, i64, i64, ptr}, false);
+    fn_ = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, pass_symbol(k_), m_);
+    fn_->addFnAttr(llvm::Attribute::NoUnwind);
+    if (!cpu.empty()) fn_->addFnAttr("target-cpu", cpu);
+    if (!features.empty()) fn_->addFnAttr("target-features", features);
+    for (unsigned a : {0u, 1u}) fn_->addParamAttr(a, llvm::Attribute::ReadOnly);
+    for (unsigned a : {0u, 1u, 4u}) fn_->addParamAttr(a, llvm::Attribute::NoAlias);
+    llvm::Value* rows = fn_->getArg(0);
+    llvm::Value* chunks = fn_->getArg(1);
+    llvm::Value* begin = fn_->getArg(2);
+    llvm::Value* end = fn_->getArg(3);
+    llvm::Value* partials = fn_->getArg(4);
+    rows->setName("rows");
+    chunks->setName("chunks");
+    partials->setName("partials");
+    make_alias_scopes();
+
+    auto* entry = llvm::BasicBlock::Create(c_, "entry", fn_);
+    auto* chunk_head = llvm::BasicBlock::Create(c_, "chunk", fn_);
+    auto* chunk_body = llvm::BasicBlock::Create(c_, "chunk.body", fn_);
+    auto* loop = llvm::BasicBlock::Create(c_, "elem", fn_);
+    auto* loop_exit = llvm::BasicBlock::Create(c_, "elem.exit", fn_);
+    auto* done = llvm::BasicBlock::Create(c_, "done", fn_);
+
+    b_.SetInsertPoint(entry);
+    b_.CreateBr(chunk_head);
+
+    b_.SetInsertPoint(chunk_head);
+    llvm::PHINode* c = b_.CreatePHI(i64, 2, "c");
+    c->addIncoming(begin, entry);
+    b_.CreateCondBr(b_.CreateICmpSLT(c, end), chunk_body, done);
+
+    // Chunk set-up: row, base pointers, uniforms, reduction identities.
+    b_.SetInsertPoint(chunk_body);
+    auto* chunk_ty = llvm::ArrayType::get(i64, 3);
+    llvm::Value* chunk = b_.CreateInBoundsGEP(chunk_ty, chunks, c, "chunk.ptr");
+    auto field = [&](int f, const char* name) {
+      return table_load(i64, b_.CreateConstInBoundsGEP2_32(chunk_ty, chunk, 0, f), name);
+    };
+    llvm::Value* tensor = field(0, "tensor");
+    llvm::Value* offset = field(1, "offset");
+    llvm::Value* length = field(2, "length");
+    auto* row_ty = llvm::StructType::get(c_, {ptr, ptr});
+    llvm::Value* row = b_.CreateInBoundsGEP(row_ty, rows, tensor, "row");
+    llvm::Value* bufs = table_load(ptr, b_.CreateStructGEP(row_ty, row, 0), "buffers");
+    llvm::Value* unis = table_load(ptr, b_.CreateStructGEP(row_ty, row, 1), "uniforms");
+    for (const auto& in : pass_.body.insts) {
+      if (in.op != Op::Load && in.op != Op::Store) continue;
+      if (base_.count(in.attr)) continue;
+      llvm::Value* p = table_load(ptr, b_.CreateConstInBoundsGEP1_64(ptr, bufs, in.attr), "buf");
+      base_[in.attr] = b_.CreateInBoundsGEP(storage_type(plan_.buffers[in.attr].storage), p, offset,
+                                            plan_.buffers[in.attr].name + ".base");
+    }
+    std::vector<llvm::Value*> uniform(pass_.uniforms.size());
+    for (const auto& in : pass_.body.insts) {
+      if (in.op != Op::Uniform) continue;
+      llvm::Value* d = table_load(
+          b_.getDoubleTy(), b_.CreateConstInBoundsGEP1_64(b_.getDoubleTy(), unis, in.attr), "u");
+      uniform[in.attr] = convert(d, DType::f64, in.type);
+    }
+    struct Acc {
+      size_t inst;
+      llvm::PHINode* phi;
+      llvm::Value* init;
+      llvm::Value* next = nullptr;
+    };
+    std::vector<Acc> accs;
+    for (size_t i = 0; i < pass_.body.insts.size(); ++i) {
+      const auto& in = pass_.body.insts[i];
+      if (ir::info(in.op).kind != OpKind::reduce) continue;
+      accs.push_back({i, nullptr, llvm::Constant::getNullValue(acc_type(in)), nullptr});
+    }
+    llvm::Value* nonempty = b_.CreateICmpSGT(length, b_.getInt64(0));
+    b_.CreateCondBr(nonempty, loop, loop_exit);
+
+    // The element loop.
+    b_.SetInsertPoint(loop);
+    llvm::PHINode* i = b_.CreatePHI(i64, 2, "i");
+    i->addIncoming(b_.getInt64(0), chunk_body);
+    for (auto& a : accs) {
+      a.phi = b_.CreatePHI(a.init->getType(), 2, "acc");
+      a.phi->addIncoming(a.init, chunk_body);
+    }
+    std::vector<llvm::Value*> v(pass_.body.insts.size(), nullptr);
+    size_t acc_index = 0;
+    for (size_t n = 0; n < pass_.body.insts.size(); ++n) {
+      const ir::Inst& in = pass_.body.insts[n];
+      auto arg = [&](int a) { return v[index(in.args[a])]; };
+      auto arg_type = [&](int a) { return pass_.body.at(in.args[a]).type; };
+      switch (ir::info(in.op).kind) {
+        case OpKind::leaf:
+          if (in.op == Op::Uniform)
+            v[n] = uniform[in.attr];
+          else if (in.op == Op::Const)
+            v[n] = constant(in.imm, in.type);
+          else if (in.op == Op::Load)
+            v[n] = load(in.attr, i, in.type);
+          else
+            return unsupported(in);
+          break;
+        case OpKind::effect:
+          if (in.op != Op::Store) return unsupported(in);
+          store(in.attr, i, arg(0), arg_type(0));
+          break;
+        case OpKind::reduce: {
+          Acc& a = accs[acc_index++];
+          a.next = accumulate(in.op, a.phi, arg(0), arg_type(0));
+          break;
+        }
+        default: {
+          llvm::Value* r = arith(in, arg, arg_type);
+          if (!r) return unsupported(in);
+          v[n] = r;
+        }
+      }
+      if (v[n] && !v[n]->hasName() && !llvm::isa<llvm::Constant>(v[n]))
+        v[n]->setName("v" + std::to_string(n));
+    }
+    llvm::Value* i_next =
+        b_.CreateAdd(i, b_.getInt64(1), "i.next", /*HasNUW=*/true, /*HasNSW=*/true);
+    i->addIncoming(i_next, loop);
+    for (auto& a : accs) a.phi->addIncoming(a.next, loop);
+    b_.CreateCondBr(b_.CreateICmpSLT(i_next, length), loop, loop_exit);
+
+    // Partials, then the next chunk.
+    b_.SetInsertPoint(loop_exit);
+    const auto R = static_cast<uint64_t>(accs.size());
+    for (size_t r = 0; r < accs.size(); ++r) {
+      auto& a = accs[r];
+      llvm::PHINode* final = b_.CreatePHI(a.init->getType(), 2, "acc.final");
+      final->addIncoming(a.init, chunk_body);
+      final->addIncoming(a.next, loop);
+      const auto& in = pass_.body.insts[a.inst];
+      llvm::Value* slot =
+          b_.CreateInBoundsGEP(b_.getDoubleTy(), partials,
+                               b_.CreateAdd(b_.CreateMul(c, b_.getInt64(R)), b_.getInt64(r)));
+      b_.CreateStore(finish(in.op, final, pass_.body.at(in.args[0]).type), slot);
+    }
+    llvm::Value* c_next = b_.CreateAdd(c, b_.getInt64(1), "c.next");
+    c->addIncoming(c_next, loop_exit);
+    b_.CreateBr(chunk_head);
+
+    b_.SetInsertPoint(done);
+    b_.CreateRetVoid();
+    std::string err;
+    llvm::raw_string_ostream os(err);
+    if (llvm::verifyFunction(*fn_, &os))
+      return make_error("internal: LLVM rejected pass {}: {}", k_, os.str());
+    return Status::Ok();
+  }
+
+ private:
+  Status unsupported(const ir::Inst& in) {
+    return make_error("the cpu backend cannot compile '{}' on {}", ir::info(in.op).text,
+                      to_string(in.type));
+  }
+
+  void make_alias_scopes() {
+    llvm::MDBuilder md(c_);
+    llvm::MDNode* domain = md.createAnonymousAliasScopeDomain("optjit");
+    table_scope_ = md.createAnonymousAliasScope(domain, "tables");
+    for (size_t b = 0; b < plan_.buffers.size(); ++b)
+      scopes_.push_back(md.createAnonymousAliasScope(domain, plan_.buffers[b].name));
+  }
+
+  void tag(llvm::Instruction* inst, llvm::MDNode* scope) {
+    std::vector<llvm::Metadata*> others;
+    for (auto* s : scopes_)
+      if (s != scope) others.push_back(s);
+    if (scope != table_scope_) others.push_back(table_scope_);
+    inst->setMetadata(llvm::LLVMContext::MD_alias_scope, llvm::MDNode::get(c_, {scope}));
+    inst->setMetadata(llvm::LLVMContext::MD_noalias, llvm::MDNode::get(c_, others));
+  }
+
+  llvm::Value* table_load(llvm::Type* t, llvm::Value* p, const char* name) {
+    llvm::LoadInst* l = b_.CreateLoad(t, p, name);
+    tag(l, table_scope_);
+    return l;
+  }
+
+  llvm::Type* storage_type(DType t) {
+    switch (t) {
+      case DType::f64:
+        return b_.getDoubleTy();
+      case DType::f32:
+        return b_.getFloatTy();
+      case DType::f16:
+      case DType::bf16:
+        return b_.getInt16Ty();
+      case DType::i64:
+        return b_.getInt64Ty();
+      case DType::b1:
+        return b_.getInt8Ty();
+    }
+    return nullptr;
+  }
+
+  llvm::Type* value_type(DType t) {
+    switch (t) {
+      case DType::f64:
+        return b_.getDoubleTy();
+      case DType::i64:
+        return b_.getInt64Ty();
+      case DType::b1:
+        return b_.getInt1Ty();
+      default:
+        return b_.getFloatTy();  // f32, and half types computed in f32
+    }
+  }
+
+  llvm::Value* constant(double x, DType t) {
+    if (t == DType::b1) return b_.getInt1(x != 0);
+    if (t == DType::i64) return b_.getInt64(static_cast<int64_t>(x));
+    return llvm::ConstantFP::get(value_type(t), x);
+  }
+
+  // Converts between value types, rounding to nearest on narrowing like the reference's casts.
+  llvm::Value* convert(llvm::Value* x, DType from, DType to) {
+    llvm::Type* from_ty = value_type(from);
+    llvm::Type* to_ty = value_type(to);
+    if (from_ty == to_ty) return x;
+    if (to == DType::b1)
+      return is_float(from) ? b_.CreateFCmpUNE(x, llvm::ConstantFP::get(from_ty, 0.0))
+                            : b_.CreateICmpNE(x, llvm::ConstantInt::get(from_ty, 0));
+    if (from == DType::b1)
+      return is_float(to) ? b_.CreateUIToFP(x, to_ty) : b_.CreateZExt(x, to_ty);
+    if (to == DType::i64) return b_.CreateFPToSI(x, to_ty);
+    if (from == DType::i64) return b_.CreateSIToFP(x, to_ty);
+    return from_ty->getPrimitiveSizeInBits() < to_ty->getPrimitiveSizeInBits()
+               ? b_.CreateFPExt(x, to_ty)
+               : b_.CreateFPTrunc(x, to_ty);
+  }
+
+  llvm::Value* load(uint32_t buf, llvm::Value* i, DType want) {
+    DType st = plan_.buffers[buf].storage;
+    llvm::Type* sty = storage_type(st);
+    llvm::LoadInst* l =
+        b_.CreateLoad(sty, b_.CreateInBoundsGEP(sty, base_.at(buf), i), plan_.buffers[buf].name);
+    tag(l, scopes_[buf]);
+    llvm::Value* x = l;
+    DType have = st;
+    if (st == DType::f16) {
+      x = b_.CreateFPExt(b_.CreateBitCast(x, b_.getHalfTy()), b_.getFloatTy());
+      have = DType::f32;
+    } else if (st == DType::bf16) {
+      x = b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(x, b_.getInt32Ty()), 16), b_.getFloatTy());
+      have = DType::f32;
+    }
+    return convert(x, have, want);
+  }
+
+  void store(uint32_t buf, llvm::Value* i, llvm::Value* x, DType have) {
+    DType st = plan_.buffers[buf].storage;
+    llvm::Type* sty = storage_type(st);
+    if (st == DType::f16) {
+      x = b_.CreateBitCast(b_.CreateFPTrunc(convert(x, have, DType::f32), b_.getHalfTy()),
+                           b_.getInt16Ty());
+    } else if (st == DType::bf16) {
+      // Round to nearest even on the top 16 bits; NaN stays a quiet NaN.
+      llvm::Value* f = convert(x, have, DType::f32);
+      llvm::Value* bits = b_.CreateBitCast(f, b_.getInt32Ty());
+      llvm::Value* lsb = b_.CreateAnd(b_.CreateLShr(bits, 16), b_.getInt32(1));
+      llvm::Value* rounded =
+          b_.CreateLShr(b_.CreateAdd(b_.CreateAdd(bits, b_.getInt32(0x7fff)), lsb), 16);
+      llvm::Value* quiet = b_.CreateOr(b_.CreateLShr(bits, 16), b_.getInt32(0x40));
+      llvm::Value* nan = b_.CreateFCmpUNO(f, f);
+      x = b_.CreateTrunc(b_.CreateSelect(nan, quiet, rounded), b_.getInt16Ty());
+    } else {
+      x = convert(x, have, st);
+    }
+    llvm::StoreInst* s = b_.CreateStore(x, b_.CreateInBoundsGEP(sty, base_.at(buf), i));
+    tag(s, scopes_[buf]);
+  }
+
+  llvm::Value* call(llvm::Intrinsic::ID id, std::vector<llvm::Value*> args) {
+    llvm::Function* f = llvm::Intrinsic::getDeclaration(&m_, id, {args[0]->getType()});
+    return b_.CreateCall(f, args);
+  }
+
+  // max(a, b) as the reference computes it: NaN if either is NaN, else a > b ? a : b.
+  llvm::Value* float_minmax(bool is_max, llvm::Value* a, llvm::Value* b) {
+    llvm::Value* pick =
+        b_.CreateSelect(is_max ? b_.CreateFCmpOGT(a, b) : b_.CreateFCmpOLT(a, b), a, b);
+    return b_.CreateSelect(b_.CreateFCmpUNO(a, b), b_.CreateFAdd(a, b), pick);
+  }
+
+  template <typename Arg, typename ArgType>
+  llvm::Value* arith(const ir::Inst& in, Arg arg, ArgType arg_type) {
+    const OpKind kind = ir::info(in.op).kind;
+    if (kind == OpKind::select) return b_.CreateSelect(arg(0), arg(1), arg(2));
+    if (kind == OpKind::cast) return convert(arg(0), arg_type(0), in.type);
+    if (kind == OpKind::logic) {
+      if (in.op == Op::Not) return b_.CreateNot(arg(0));
+      return in.op == Op::And ? b_.CreateAnd(arg(0), arg(1)) : b_.CreateOr(arg(0), arg(1));
+    }
+    if (kind == OpKind::compare) {
+      DType t = arg_type(0);
+      if (in.op == Op::IsFinite)
+        return b_.CreateFCmpONE(call(llvm::Intrinsic::fabs, {arg(0)}),
+                                llvm::ConstantFP::getInfinity(value_type(t)));
+      if (is_float(t)) {
+        switch (in.op) {
+          case Op::Lt:
+            return b_.CreateFCmpOLT(arg(0), arg(1));
+          case Op::Le:
+            return b_.CreateFCmpOLE(arg(0), arg(1));
+          case Op::Gt:
+            return b_.CreateFCmpOGT(arg(0), arg(1));
+          case Op::Ge:
+            return b_.CreateFCmpOGE(arg(0), arg(1));
+          case Op::Eq:
+            return b_.CreateFCmpOEQ(arg(0), arg(1));
+          case Op::Ne:
+            return b_.CreateFCmpUNE(arg(0), arg(1));
+          default:
+            return nullptr;
+        }
+      }
+      switch (in.op) {
+        case Op::Lt:
+          return b_.CreateICmpSLT(arg(0), arg(1));
+        case Op::Le:
+          return b_.CreateICmpSLE(arg(0), arg(1));
+        case Op::Gt:
+          return b_.CreateICmpSGT(arg(0), arg(1));
+        case Op::Ge:
+          return b_.CreateICmpSGE(arg(0), arg(1));
+        case Op::Eq:
+          return b_.CreateICmpEQ(arg(0), arg(1));
+        case Op::Ne:
+          return b_.CreateICmpNE(arg(0), arg(1));
+        default:
+          return nullptr;
+      }
+    }
+    if (kind != OpKind::math) return nullptr;
+    if (in.type == DType::i64) {
+      switch (in.op) {
+        case Op::Neg:
+          return b_.CreateNeg(arg(0));
+        case Op::Abs:
+          return call(llvm::Intrinsic::abs, {arg(0), b_.getFalse()});
+        case Op::Add:
+          return b_.CreateAdd(arg(0), arg(1));
+        case Op::Sub:
+          return b_.CreateSub(arg(0), arg(1));
+        case Op::Mul:
+          return b_.CreateMul(arg(0), arg(1));
+        case Op::Min:
+          return call(llvm::Intrinsic::smin, {arg(0), arg(1)});
+        case Op::Max:
+          return call(llvm::Intrinsic::smax, {arg(0), arg(1)});
+        default:
+          return nullptr;
+      }
+    }
+    llvm::Type* t = value_type(in.type);
+    auto one = llvm::ConstantFP::get(t, 1.0);
+    auto zero = llvm::ConstantFP::get(t, 0.0);
+    switch (in.op) {
+      case Op::Neg:
+        return b_.CreateFNeg(arg(0));
+      case Op::Abs:
+        return call(llvm::Intrinsic::fabs, {arg(0)});
+      case Op::Sign: {
+        llvm::Value* x = arg(0);
+        llvm::Value* s = b_.CreateSelect(
+            b_.CreateFCmpOGT(x, zero), one,
+            b_.CreateSelect(b_.CreateFCmpOLT(x, zero), llvm::ConstantFP::get(t, -1.0), zero));
+        return b_.CreateSelect(b_.CreateFCmpUNO(x, x), x, s);
+      }
+      case Op::Sqrt:
+        return call(llvm::Intrinsic::sqrt, {arg(0)});
+      case Op::Rsqrt:
+        return b_.CreateFDiv(one, call(llvm::Intrinsic::sqrt, {arg(0)}));
+      case Op::Exp:
+        return call(llvm::Intrinsic::exp, {arg(0)});
+      case Op::Log:
+        return call(llvm::Intrinsic::log, {arg(0)});
+      case Op::Floor:
+        return call(llvm::Intrinsic::floor, {arg(0)});
+      case Op::Cos:
+        return call(llvm::Intrinsic::cos, {arg(0)});
+      case Op::Add:
+        return b_.CreateFAdd(arg(0), arg(1));
+      case Op::Sub:
+        return b_.CreateFSub(arg(0), arg(1));
+      case Op::Mul:
+        return b_.CreateFMul(arg(0), arg(1));
+      case Op::Div:
+        return b_.CreateFDiv(arg(0), arg(1));
+      case Op::Pow:
+        return call(llvm::Intrinsic::pow, {arg(0), arg(1)});
+      case Op::Min:
+        return float_minmax(false, arg(0), arg(1));
+      case Op::Max:
+        return float_minmax(true, arg(0), arg(1));
+      default:
+        return nullptr;
+    }
+  }
+
+  // Accumulators: f64 sums for sum/sumsq; |x| bit patterns (i32 or i64) for maxabs/anynonfinite.
+  llvm::Type* acc_type(const ir::Inst& in) {
+    if (in.op == Op::Sum || in.op == Op::SumSq) return b_.getDoubleTy();
+    return pass_.body.at(in.args[0]).type == DType::f64 ? b_.getInt64Ty() : b_.getInt32Ty();
+  }
+
+  llvm::Value* abs_bits(llvm::Value* x, DType t) {
+    bool wide = t == DType::f64;
+    llvm::Type* it = wide ? b_.getInt64Ty() : b_.getInt32Ty();
+    llvm::Value* bits = b_.CreateBitCast(x, it);
+    return b_.CreateAnd(bits,
+                        llvm::ConstantInt::get(it, wide ? 0x7fffffffffffffffull : 0x7fffffffull));
+  }
+
+  llvm::Value* accumulate(Op op, llvm::Value* acc, llvm::Value* x, DType t) {
+    if (op == Op::Sum || op == Op::SumSq) {
+      llvm::Value* d = convert(x, t, DType::f64);
+      if (op == Op::SumSq) d = b_.CreateFMul(d, d);
+      llvm::FastMathFlags fmf;
+      fmf.setAllowReassoc();
+      auto* add = llvm::cast<llvm::Instruction>(b_.CreateFAdd(acc, d));
+      add->setFastMathFlags(fmf);
+      return add;
+    }
+    return call(llvm::Intrinsic::umax, {acc, abs_bits(x, t)});
+  }
+
+  llvm::Value* finish(Op op, llvm::Value* acc, DType t) {
+    if (op == Op::Sum || op == Op::SumSq) return acc;
+    bool wide = t == DType::f64;
+    if (op == Op::MaxAbs) {
+      llvm::Value* f = b_.CreateBitCast(acc, wide ? b_.getDoubleTy() : b_.getFloatTy());
+      return wide ? f : b_.CreateFPExt(f, b_.getDoubleTy());
+    }
+    llvm::Value* inf = wide ? b_.getInt64(0x7ff0000000000000ull) : b_.getInt32(0x7f800000u);
+    return b_.CreateUIToFP(b_.CreateICmpUGE(acc, inf), b_.getDoubleTy());
+  }
+
+  const plan::Plan& plan_;
+  const plan::Pass& pass_;
+  size_t k_;
+  llvm::Module& m_;
+  llvm::LLVMContext& c_;
+  llvm::IRBuilder<> b_;
+  llvm::Function* fn_ = nullptr;
+  llvm::MDNode* table_scope_ = nullptr;
+  std::vector<llvm::MDNode*> scopes_;
+  std::map<uint32_t, llvm::Value*> base_;
+};
+
+}  // namespace
+
+Status emit_llvm(const plan::Plan& plan, llvm::Module& m, const std::string& cpu,
+                 const std::string& features) {
+  for (size_t k = 0; k < plan.passes.size(); ++k)
+    OPTJIT_TRY(PassEmitter(plan, k, m).emit(cpu, features));
+  return Status::Ok();
+}
+
+}  // namespace optjit::codegen

@@ -1,0 +1,105 @@
+#include "runtime/cpu_backend.h"
+
+#include <omp.h>
+
+namespace optjit::runtime {
+
+Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(const plan::Plan& plan,
+                                                         CpuOptions options) {
+  if (options.chunk_elements < 1) return make_error("chunk size must be at least 1 element");
+  auto kernels = codegen::CpuKernels::compile(plan);
+  if (!kernels) return kernels.error();
+  std::unique_ptr<CpuBackend> b(new CpuBackend(plan, options));
+  b->kernels_ = std::move(*kernels);
+  b->threads_ = options.threads > 0 ? options.threads : omp_get_max_threads();
+  return b;
+}
+
+void CpuBackend::prepare(const OptimizerState& s) {
+  std::vector<int64_t> numels;
+  for (const auto& t : s.tensors) numels.push_back(t.numel);
+  if (numels == numels_ && !chunks_.empty()) return;
+  numels_ = numels;
+  chunks_.clear();
+  first_chunk_.clear();
+  int64_t total = 0;
+  for (size_t t = 0; t < numels.size(); ++t) {
+    first_chunk_.push_back(chunks_.size());
+    // Every tensor gets at least one chunk, so per-tensor reductions have a partial.
+    int64_t off = 0;
+    do {
+      int64_t len = std::min(options_.chunk_elements, numels[t] - off);
+      chunks_.push_back({static_cast<int64_t>(t), off, len});
+      off += len;
+    } while (off < numels[t]);
+    total += numels[t];
+  }
+  first_chunk_.push_back(chunks_.size());
+  // Contiguous chunk ranges with about equal elements per thread (plus a small per-chunk cost).
+  const int64_t n = static_cast<int64_t>(chunks_.size());
+  const double per_thread = static_cast<double>(total + 64 * n) / threads_;
+  thread_start_.assign(1, 0);
+  double acc = 0;
+  for (int64_t c = 0; c < n; ++c) {
+    acc += static_cast<double>(chunks_[c].length + 64);
+    if (acc >= per_thread * static_cast<double>(thread_start_.size()) &&
+        static_cast<int>(thread_start_.size()) < threads_)
+      thread_start_.push_back(c + 1);
+  }
+  while (static_cast<int>(thread_start_.size()) <= threads_) thread_start_.push_back(n);
+  thread_start_.back() = n;
+}
+
+void CpuBackend::run_pass(size_t k, OptimizerState& s, HostProgram& host) {
+  const plan::Pass& pass = plan_.passes[k];
+  const size_t T = s.tensors.size(), B = plan_.buffers.size(), U = pass.uniforms.size();
+  const size_t R = pass.reductions.size();
+  pointers_.resize(T * B);
+  uniforms_.resize(T * std::max<size_t>(U, 1));
+  rows_.resize(T);
+  std::vector<double> u;
+  for (size_t t = 0; t < T; ++t) {
+    for (size_t b = 0; b < B; ++b) pointers_[t * B + b] = s.tensors[t].data(b);
+    host.uniforms(k, t, u);
+    std::copy(u.begin(), u.end(),
+              uniforms_.begin() + static_cast<std::ptrdiff_t>(t * std::max<size_t>(U, 1)));
+    rows_[t] = {pointers_.data() + t * B, uniforms_.data() + t * std::max<size_t>(U, 1)};
+  }
+  partials_.assign(chunks_.size() * R, 0.0);
+  codegen::PassFn fn = kernels_->pass(k);
+  const int used = static_cast<int>(thread_start_.size()) - 1;
+#pragma omp parallel num_threads(used)
+  {
+    int t = omp_get_thread_num();
+    if (thread_start_[t] < thread_start_[t + 1])
+      fn(rows_.data(), chunks_.data(), thread_start_[t], thread_start_[t + 1], partials_.data());
+  }
+  if (R == 0) return;
+  // Chunks in order within a tensor, then tensors in order: independent of the threads.
+  std::vector<std::vector<double>> partial(R, std::vector<double>(T));
+  std::vector<double> parts;
+  for (size_t r = 0; r < R; ++r) {
+    ir::Op op = plan_.program.at(pass.reductions[r]).op;
+    for (size_t t = 0; t < T; ++t) {
+      parts.clear();
+      for (size_t c = first_chunk_[t]; c < first_chunk_[t + 1]; ++c)
+        parts.push_back(partials_[c * R + r]);
+      partial[r][t] = combine(op, parts);
+    }
+  }
+  host.finish_reductions(k, partial);
+}
+
+StepResult CpuBackend::step(OptimizerState& s) {
+  prepare(s);
+  HostProgram host(plan_, s);
+  for (size_t k = 0; k <= plan_.passes.size(); ++k) {
+    if (host.run_segment(k)) return {true};
+    if (k < plan_.passes.size()) run_pass(k, s, host);
+  }
+  for (auto [g, st, v] : host.pending_states()) s.groups[g].states[st] = v;
+  ++s.step;
+  return {false};
+}
+
+}  // namespace optjit::runtime
