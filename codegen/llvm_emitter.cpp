@@ -163,16 +163,19 @@ class PassEmitter {
     // Partials, then the next chunk.
     b_.SetInsertPoint(loop_exit);
     const auto R = static_cast<uint64_t>(accs.size());
-    for (size_t r = 0; r < accs.size(); ++r) {
-      auto& a = accs[r];
+    std::vector<llvm::PHINode*> finals;  // all PHIs first: LLVM wants them at the top of the block
+    for (auto& a : accs) {
       llvm::PHINode* final = b_.CreatePHI(a.init->getType(), 2, "acc.final");
       final->addIncoming(a.init, chunk_body);
       final->addIncoming(a.next, loop);
-      const auto& in = pass_.body.insts[a.inst];
-      llvm::Value* slot =
-          b_.CreateInBoundsGEP(b_.getDoubleTy(), partials,
-                               b_.CreateAdd(b_.CreateMul(c, b_.getInt64(R)), b_.getInt64(r)));
-      b_.CreateStore(finish(in.op, final, pass_.body.at(in.args[0]).type), slot);
+      finals.push_back(final);
+    }
+    for (size_t r = 0; r < accs.size(); ++r) {
+      const auto& in = pass_.body.insts[accs[r].inst];
+      llvm::Value* slot = b_.CreateInBoundsGEP(
+          b_.getDoubleTy(), partials,
+          b_.CreateAdd(b_.CreateMul(c, b_.getInt64(R)), b_.getInt64(r)));
+      b_.CreateStore(finish(in.op, finals[r], pass_.body.at(in.args[0]).type), slot);
     }
     llvm::Value* c_next = b_.CreateAdd(c, b_.getInt64(1), "c.next");
     c->addIncoming(c_next, loop_exit);

@@ -14,6 +14,7 @@
 #include "ir/eval.h"
 #include "ir/pipeline_text.h"
 #include "ir/text.h"
+#include "runtime/cpu_backend.h"
 #include "runtime/reference.h"
 
 namespace optjit {
@@ -271,6 +272,61 @@ RC_GTEST_PROP(Property, BuiltinChainsPlanLikeTheWholeProgram, ()) {
 
 RC_GTEST_PROP(Property, CustomTransformsPlanLikeTheWholeProgram, ()) {
   check_plan_matches_naive(*gen_custom_pipeline());
+}
+
+// The CPU backend against the reference on random built-in chains, dtypes, tensor sets,
+// chunk sizes and thread counts. Tolerance is relative to each tensor's largest value.
+RC_GTEST_PROP(Property, CpuBackendMatchesTheReference, ()) {
+  std::string text = *gen_builtin_pipeline();
+  DType t = *rc::gen::elementOf(std::vector<DType>{DType::f32, DType::f64, DType::bf16, DType::f16});
+  auto plan = compile_pipeline(text, {t, t, t});
+  RC_ASSERT(plan.ok());
+  auto params = random_params(t);
+  auto a = runtime::init_state(*plan, params, {});
+  auto b = runtime::init_state(*plan, params, {});
+  RC_ASSERT(a.ok() && b.ok());
+  auto cpu = runtime::CpuBackend::create(*plan, {*rc::gen::inRange(1, 4), *rc::gen::inRange(1, 6)});
+  RC_ASSERT(cpu.ok());
+  runtime::ReferenceBackend ref(*plan);
+  const double rtol = t == DType::f64 ? 1e-9 : t == DType::f32 ? 1e-4 : 2e-2;
+  for (int step = 0; step < 3; ++step) {
+    std::vector<runtime::HostTensor> grads;
+    std::vector<const runtime::HostTensor*> ptrs;
+    for (const auto& p : params) {
+      auto g = runtime::HostTensor::zeros(p.name, t, p.shape);
+      for (int64_t e = 0; e < g.numel(); ++e) g.set(e, *rc::gen::inRange(-50, 50) / 13.0);
+      grads.push_back(std::move(g));
+    }
+    for (const auto& g : grads) ptrs.push_back(&g);
+    RC_ASSERT(runtime::set_grads(*plan, *a, ptrs).ok() && runtime::set_grads(*plan, *b, ptrs).ok());
+    RC_ASSERT((*cpu)->step(*a).skipped == ref.step(*b).skipped);
+  }
+  RC_ASSERT(a->step == b->step);
+  for (size_t i = 0; i < a->tensors.size(); ++i)
+    for (size_t k = 0; k < plan->program.buffers.size(); ++k) {
+      DType st = plan->buffers[k].storage;
+      double scale = 0;
+      for (int64_t e = 0; e < a->tensors[i].numel; ++e)
+        scale = std::max(scale, std::fabs(runtime::load_element(b->tensors[i].data(k), st, e)));
+      for (int64_t e = 0; e < a->tensors[i].numel; ++e) {
+        double x = runtime::load_element(a->tensors[i].data(k), st, e);
+        double y = runtime::load_element(b->tensors[i].data(k), st, e);
+        if (std::isnan(x) || std::isnan(y)) {
+          RC_ASSERT(std::isnan(x) == std::isnan(y));
+          continue;
+        }
+        if (std::isinf(y)) {
+          RC_ASSERT(x == y);
+          continue;
+        }
+        RC_ASSERT(std::fabs(x - y) <= rtol * scale + 1e-30);
+      }
+    }
+  for (size_t g = 0; g < a->groups.size(); ++g)
+    for (size_t k = 0; k < a->groups[g].states.size(); ++k) {
+      double x = a->groups[g].states[k], y = b->groups[g].states[k];
+      RC_ASSERT((std::fabs(x - y) <= rtol * std::fabs(y) + 1e-30 || (std::isnan(x) && std::isnan(y))));
+    }
 }
 
 RC_GTEST_PROP(Property, IrTextRoundTripsForRandomPipelines, ()) {
