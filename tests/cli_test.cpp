@@ -204,9 +204,12 @@ TEST_F(Cli, GradScalerSkipsStepsWithInfAndGroupsOverride) {
 
 TEST_F(Cli, OutOfMemoryIsAClearError) {
   // A 1 GiB address-space limit and a 16 GiB parameter set: the allocation fails cleanly.
-  auto r = optjit_cli_limited("synth --preset one --numel 4000000000 --params " + p("p.st") + " --grads " + p("g.st"));
+  auto r = optjit_cli_limited("synth --preset one --numel 4000000000 --params " + p("p.st") +
+                              " --grads " + p("g.st"));
   EXPECT_EQ(r.code, 1) << r.output;
-  EXPECT_EQ(r.output, "optjit: out of memory (the tensors or the state do not fit in this machine's memory)\n");
+  EXPECT_EQ(
+      r.output,
+      "optjit: out of memory (the tensors or the state do not fit in this machine's memory)\n");
   EXPECT_FALSE(fs::exists(p("p.st")));
 }
 

@@ -25,7 +25,8 @@ std::vector<double> values(const uint8_t* buf, DType t, int64_t n) {
   return out;
 }
 
-HostTensor tensor(const std::string& name, DType t, const std::vector<int64_t>& shape, const std::vector<double>& v) {
+HostTensor tensor(const std::string& name, DType t, const std::vector<int64_t>& shape,
+                  const std::vector<double>& v) {
   HostTensor h = HostTensor::zeros(name, t, shape);
   for (size_t i = 0; i < v.size(); ++i) h.set(static_cast<int64_t>(i), v[i]);
   return h;
@@ -47,12 +48,14 @@ TEST(CpuCodegen, AdamWVectorizesForAvx2) {
 }
 
 TEST(CpuCodegen, ReductionsVectorizeAndHalfTypesConvertInVectors) {
-  auto plan = compile_pipeline("chain(clip_grad_norm(max_norm=1.0), adamw())", {DType::bf16, DType::f16, DType::bf16});
+  auto plan = compile_pipeline("chain(clip_grad_norm(max_norm=1.0), adamw())",
+                               {DType::bf16, DType::f16, DType::bf16});
   ASSERT_TRUE(plan);
   auto ir = codegen::emit_cpu_ir(*plan, true, codegen::CpuTarget::named("haswell"));
   ASSERT_TRUE(ir) << ir.error().message;
   auto has = [&](const char* re) { return std::regex_search(*ir, std::regex(re)); };
-  EXPECT_TRUE(has(R"(fadd reassoc <\d+ x double>)")) << "the norm's sum of squares is not vectorized";
+  EXPECT_TRUE(has(R"(fadd reassoc <\d+ x double>)"))
+      << "the norm's sum of squares is not vectorized";
   EXPECT_TRUE(has(R"(fpext <\d+ x half>)")) << "f16 gradients are not converted in vectors";
   EXPECT_TRUE(has(R"(shl (nuw )?<\d+ x i32>)")) << "bf16 loads are not widened in vectors";
 }
@@ -62,7 +65,8 @@ TEST(CpuCodegen, UnoptimizedIrIsOneFunctionPerPass) {
   ASSERT_TRUE(plan);
   auto ir = codegen::emit_cpu_ir(*plan, false);
   ASSERT_TRUE(ir);
-  for (int k = 0; k < 3; ++k) EXPECT_NE(ir->find("define void @optjit_pass_" + std::to_string(k)), std::string::npos);
+  for (int k = 0; k < 3; ++k)
+    EXPECT_NE(ir->find("define void @optjit_pass_" + std::to_string(k)), std::string::npos);
   EXPECT_EQ(ir->find("define void @optjit_pass_3"), std::string::npos);
 }
 
@@ -79,13 +83,15 @@ TEST_P(CpuParity, MatchesTorchAndTheReference) {
   std::vector<std::string> names;
   for (auto it = c["params"].begin(); it != c["params"].end(); ++it) {
     names.push_back(it.key());
-    params.push_back(tensor(it.key(), dt, it.value()["shape"].get<std::vector<int64_t>>(), json_numbers(it.value()["data"])));
+    params.push_back(tensor(it.key(), dt, it.value()["shape"].get<std::vector<int64_t>>(),
+                            json_numbers(it.value()["data"])));
   }
   std::vector<runtime::GroupSpec> groups;
   for (const auto& g : c["groups"]) {
     runtime::GroupSpec spec;
     spec.patterns = g["patterns"].get<std::vector<std::string>>();
-    for (auto it = g["overrides"].begin(); it != g["overrides"].end(); ++it) spec.overrides[it.key()] = json_number(it.value());
+    for (auto it = g["overrides"].begin(); it != g["overrides"].end(); ++it)
+      spec.overrides[it.key()] = json_number(it.value());
     groups.push_back(spec);
   }
   auto cpu_state = runtime::init_state(*plan, params, groups);
@@ -102,7 +108,8 @@ TEST_P(CpuParity, MatchesTorchAndTheReference) {
     std::vector<HostTensor> grads;
     std::vector<const HostTensor*> ptrs;
     for (size_t i = 0; i < names.size(); ++i)
-      grads.push_back(tensor(names[i], dt, params[i].shape, json_numbers(c["grads"][step][names[i]])));
+      grads.push_back(
+          tensor(names[i], dt, params[i].shape, json_numbers(c["grads"][step][names[i]])));
     for (const auto& g : grads) ptrs.push_back(&g);
     ASSERT_TRUE(runtime::set_grads(*plan, *cpu_state, ptrs));
     ASSERT_TRUE(runtime::set_grads(*plan, *ref_state, ptrs));
@@ -111,7 +118,8 @@ TEST_P(CpuParity, MatchesTorchAndTheReference) {
     for (size_t i = 0; i < names.size(); ++i) {
       const auto& ts = cpu_state->tensors[i];
       auto got = values(ts.data(pb), dt, ts.numel);
-      EXPECT_TRUE(close(got, json_numbers(c["expected"][step][names[i]]), torch_rtol, 1e-37)) << names[i] << " vs torch";
+      EXPECT_TRUE(close(got, json_numbers(c["expected"][step][names[i]]), torch_rtol, 1e-37))
+          << names[i] << " vs torch";
       EXPECT_TRUE(close(got, values(ref_state->tensors[i].data(pb), dt, ts.numel), ref_rtol, 1e-37))
           << names[i] << " vs reference";
     }
@@ -119,8 +127,10 @@ TEST_P(CpuParity, MatchesTorchAndTheReference) {
   EXPECT_EQ(cpu_state->step, ref_state->step);
   for (size_t i = 0; i < names.size(); ++i)
     for (size_t b = 0; b < plan->program.buffers.size(); ++b)
-      EXPECT_TRUE(close(values(cpu_state->tensors[i].data(b), plan->buffers[b].storage, cpu_state->tensors[i].numel),
-                        values(ref_state->tensors[i].data(b), plan->buffers[b].storage, ref_state->tensors[i].numel),
+      EXPECT_TRUE(close(values(cpu_state->tensors[i].data(b), plan->buffers[b].storage,
+                               cpu_state->tensors[i].numel),
+                        values(ref_state->tensors[i].data(b), plan->buffers[b].storage,
+                               ref_state->tensors[i].numel),
                         ref_rtol, 1e-37))
           << names[i] << "." << plan->buffers[b].name;
 }
@@ -130,14 +140,16 @@ std::string case_name(const ::testing::TestParamInfo<int>& info) {
   return c["name"].get<std::string>() + "_" + c["dtype"].get<std::string>();
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, CpuParity, ::testing::Range(0, static_cast<int>(testing::torch_fixtures()["cases"].size())),
-                         case_name);
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, CpuParity,
+    ::testing::Range(0, static_cast<int>(testing::torch_fixtures()["cases"].size())), case_name);
 
 // Storing to f16/bf16 rounds to nearest even exactly as the reference does: a pipeline that
 // copies an f32 value into a half-precision parameter must give identical bits.
 TEST(CpuBackend, HalfStoresRoundToNearestEvenLikeTheReference) {
   for (DType t : {DType::f16, DType::bf16}) {
-    auto plan = compile_pipeline("transform copy() {\n  param = grad\n}\ncopy()", {t, DType::f32, t});
+    auto plan =
+        compile_pipeline("transform copy() {\n  param = grad\n}\ncopy()", {t, DType::f32, t});
     ASSERT_TRUE(plan);
     std::mt19937 rng(3);
     const int64_t n = 100003;
@@ -146,7 +158,9 @@ TEST(CpuBackend, HalfStoresRoundToNearestEvenLikeTheReference) {
       uint32_t bits = rng();
       float f;
       std::memcpy(&f, &bits, 4);
-      if (i % 7 == 0) f = static_cast<float>(1.0 + std::ldexp(1.0, t == DType::f16 ? -11 : -8) * (i % 3));  // ties
+      if (i % 7 == 0)
+        f = static_cast<float>(1.0 +
+                               std::ldexp(1.0, t == DType::f16 ? -11 : -8) * (i % 3));  // ties
       g.set(i, std::isnan(f) ? 1.0 : f);
     }
     std::vector<HostTensor> params = {HostTensor::zeros("w", t, {n})};
@@ -186,7 +200,8 @@ TEST(CpuBackend, BitwiseIdenticalForAnyThreadCount) {
       (*cpu)->step(*s);
     }
     std::vector<std::vector<uint8_t>> now;
-    for (const auto& t : s->tensors) now.push_back(t.bytes(plan->program.param_buffer(), DType::f32));
+    for (const auto& t : s->tensors)
+      now.push_back(t.bytes(plan->program.param_buffer(), DType::f32));
     if (first.empty()) first = now;
     EXPECT_EQ(now, first) << threads << " threads";
   }

@@ -169,12 +169,10 @@ TEST(PipelineText, CustomTransformWithReductionsScalarStateAndSkip) {
   g.set(1, 40);  // norm 50
   ASSERT_TRUE(runtime::set_grads(*p, *s, {&g}));
   EXPECT_FALSE(runtime::ReferenceBackend(*p).step(*s).skipped);
-  EXPECT_FLOAT_EQ(
-      static_cast<float>(runtime::load_element(s->tensors[0].data(0), DType::f32, 0)),
-      -0.3f);
-  EXPECT_FLOAT_EQ(
-      static_cast<float>(runtime::load_element(s->tensors[0].data(0), DType::f32, 1)),
-      -0.4f);
+  EXPECT_FLOAT_EQ(static_cast<float>(runtime::load_element(s->tensors[0].data(0), DType::f32, 0)),
+                  -0.3f);
+  EXPECT_FLOAT_EQ(static_cast<float>(runtime::load_element(s->tensors[0].data(0), DType::f32, 1)),
+                  -0.4f);
   EXPECT_EQ(s->groups[0].states[0], 1.0);
 }
 

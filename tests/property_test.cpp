@@ -78,8 +78,7 @@ NaiveResult naive_step(const ir::Program& p, const plan::Plan& plan, OptimizerSt
         for (int64_t e = 0; e < s.tensors[t].numel; ++e) {
           double x;
           if (in.op == Op::Load) {
-            x = runtime::load_element(s.tensors[t].data(in.attr),
-                                      plan.buffers[in.attr].storage, e);
+            x = runtime::load_element(s.tensors[t].data(in.attr), plan.buffers[in.attr].storage, e);
           } else if (in.op == Op::Const) {
             x = in.imm;
           } else {
@@ -278,7 +277,8 @@ RC_GTEST_PROP(Property, CustomTransformsPlanLikeTheWholeProgram, ()) {
 // chunk sizes and thread counts. Tolerance is relative to each tensor's largest value.
 RC_GTEST_PROP(Property, CpuBackendMatchesTheReference, ()) {
   std::string text = *gen_builtin_pipeline();
-  DType t = *rc::gen::elementOf(std::vector<DType>{DType::f32, DType::f64, DType::bf16, DType::f16});
+  DType t =
+      *rc::gen::elementOf(std::vector<DType>{DType::f32, DType::f64, DType::bf16, DType::f16});
   auto plan = compile_pipeline(text, {t, t, t});
   RC_ASSERT(plan.ok());
   auto params = random_params(t);
@@ -325,7 +325,8 @@ RC_GTEST_PROP(Property, CpuBackendMatchesTheReference, ()) {
   for (size_t g = 0; g < a->groups.size(); ++g)
     for (size_t k = 0; k < a->groups[g].states.size(); ++k) {
       double x = a->groups[g].states[k], y = b->groups[g].states[k];
-      RC_ASSERT((std::fabs(x - y) <= rtol * std::fabs(y) + 1e-30 || (std::isnan(x) && std::isnan(y))));
+      RC_ASSERT(
+          (std::fabs(x - y) <= rtol * std::fabs(y) + 1e-30 || (std::isnan(x) && std::isnan(y))));
     }
 }
 

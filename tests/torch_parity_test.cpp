@@ -90,8 +90,8 @@ TEST_P(TorchParity, ReferenceBackendMatchesTorch) {
       if (key == "step") {
         EXPECT_EQ(static_cast<double>(state->step), json_number(it.value())) << names[i] << ".step";
       } else if (auto b = plan->program.find_buffer(key)) {
-        EXPECT_TRUE(close(values(ts.data(*b), dt, ts.numel), json_numbers(it.value()), tol.rtol,
-                          tol.floor))
+        EXPECT_TRUE(
+            close(values(ts.data(*b), dt, ts.numel), json_numbers(it.value()), tol.rtol, tol.floor))
             << names[i] << "." << key;
       } else if (auto s = plan->program.find_state(key)) {
         // torch keeps ASGD's eta/mu as 0-d tensors of the default dtype (f32 for f32 models).

@@ -15,4 +15,11 @@ echo "$out"
 # |g| = 5 > max_norm 1, so the clipped gradient is (0.6, -0.8, 0); sign(m) = (1, -1, 0).
 [ "$out" = "passes=2 bytes=24 w=-0.5 0.5 0" ]
 "$work/prefix/bin/optjit" list > /dev/null
-echo "install_consumer: ok"
+
+
+# The examples, against the same installed package.
+cmake -S "$here/../../examples" -B "$work/examples" -DCMAKE_PREFIX_PATH="$work/prefix" > "$work/examples-configure.log"
+cmake --build "$work/examples" -j2 > "$work/examples-build.log"
+"$work/examples/custom_optimizer" | tail -n 2
+"$work/examples/train_mlp" | tail -n 2
+echo "examples: ok"

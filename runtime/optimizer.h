@@ -1,0 +1,81 @@
+// The API a training framework calls: an optimizer over parameter tensors that live in the
+// framework's own memory, stepped with gradients that also stay where they are.
+//
+//   std::vector<optjit::Param> params = {{"w", w.data(), optjit::DType::f32, {256, 784}}, ...};
+//   auto opt = optjit::Optimizer::create("chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3))",
+//                                        params);
+//   for (...) { backward(); opt.value()->step({dw.data(), db.data()}); }
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/dsl.h"
+#include "ir/plan.h"
+#include "runtime/cpu_backend.h"
+#include "runtime/state.h"
+
+namespace optjit {
+
+/// A parameter tensor in the caller's memory (dense, row-major). The optimizer updates it in place.
+struct Param {
+  std::string name;
+  void* data = nullptr;
+  DType dtype = DType::f32;
+  std::vector<int64_t> shape;
+};
+
+enum class Backend { reference, cpu };
+
+struct OptimizerOptions {
+  Backend backend = Backend::cpu;
+  runtime::CpuOptions cpu;
+  std::optional<DType> grad_dtype;         // default: the parameters' dtype
+  std::vector<runtime::GroupSpec> groups;  // parameter groups with their own hyperparameters
+};
+
+class Optimizer {
+ public:
+  static Expected<std::unique_ptr<Optimizer>> create(std::string_view pipeline_text,
+                                                     std::vector<Param> params,
+                                                     OptimizerOptions options = {});
+  static Expected<std::unique_ptr<Optimizer>> create(const dsl::Pipeline& pipeline,
+                                                     std::vector<Param> params,
+                                                     OptimizerOptions options = {});
+
+  /// One step. grads[i] is params[i]'s gradient, same shape, in the gradient dtype; it is only
+  /// read. The result says whether a skip_if (e.g. grad_scaler on Inf/NaN) skipped the step.
+  Expected<runtime::StepResult> step(const std::vector<const void*>& grads);
+
+  /// Hyperparameters by full name ("adamw.lr") or unambiguous short name ("lr", "betas");
+  /// without a group, every group. Takes effect at the next step; nothing recompiles.
+  Status set_hyper(std::string_view name, double value, std::optional<uint32_t> group = {});
+  Status set_hyper(std::string_view name, const std::vector<double>& values,
+                   std::optional<uint32_t> group = {});
+  Expected<double> hyper(std::string_view name, uint32_t group = 0) const;
+
+  /// State (every state buffer, scalar state and the step count) to and from .safetensors.
+  Status save(const std::string& path) const;
+  Status load(const std::string& path);
+
+  const plan::Plan& plan() const { return plan_; }
+  int64_t step_count() const { return state_.step; }
+  size_t group_of(size_t param) const { return state_.tensors[param].group; }
+  double compile_seconds() const { return cpu_ ? cpu_->compile_seconds() : 0.0; }
+
+ private:
+  Optimizer() = default;
+  static Expected<std::unique_ptr<Optimizer>> build(Expected<plan::Plan> plan,
+                                                    std::vector<Param> params,
+                                                    OptimizerOptions options);
+  plan::Plan plan_;
+  std::vector<Param> params_;
+  runtime::OptimizerState state_;
+  std::unique_ptr<runtime::CpuBackend> cpu_;
+  uint32_t param_buffer_ = 0, grad_buffer_ = 0;
+};
+
+}  // namespace optjit
