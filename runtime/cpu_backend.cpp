@@ -53,17 +53,36 @@ void CpuBackend::prepare(const OptimizerState& s) {
 void CpuBackend::run_pass(size_t k, OptimizerState& s, HostProgram& host) {
   const plan::Pass& pass = plan_.passes[k];
   const size_t T = s.tensors.size(), B = plan_.buffers.size(), U = pass.uniforms.size();
-  const size_t R = pass.reductions.size();
+  const size_t R = pass.reductions.size(), G = s.groups.size();
   pointers_.resize(T * B);
-  uniforms_.resize(T * std::max<size_t>(U, 1));
   rows_.resize(T);
+  // Uniforms: one row per group when they are all per-step scalars (the common case), so
+  // 10,000 tensors do not copy them 10,000 times; one row per tensor otherwise.
+  bool per_tensor = false;
+  for (auto v : pass.uniforms) per_tensor |= plan_.program.at(v).rank == Rank::tensor;
+  const size_t stride = std::max<size_t>(U, 1);
   std::vector<double> u;
+  if (per_tensor) {
+    uniforms_.resize(T * stride);
+    for (size_t t = 0; t < T; ++t) {
+      host.uniforms(k, t, u);
+      std::copy(u.begin(), u.end(), uniforms_.begin() + static_cast<std::ptrdiff_t>(t * stride));
+    }
+  } else {
+    uniforms_.resize(G * stride);
+    std::vector<bool> done(G, false);
+    for (size_t t = 0; t < T && U > 0; ++t) {
+      uint32_t g = s.tensors[t].group;
+      if (done[g]) continue;
+      host.uniforms(k, t, u);
+      std::copy(u.begin(), u.end(), uniforms_.begin() + static_cast<std::ptrdiff_t>(g * stride));
+      done[g] = true;
+    }
+  }
   for (size_t t = 0; t < T; ++t) {
     for (size_t b = 0; b < B; ++b) pointers_[t * B + b] = s.tensors[t].data(b);
-    host.uniforms(k, t, u);
-    std::copy(u.begin(), u.end(),
-              uniforms_.begin() + static_cast<std::ptrdiff_t>(t * std::max<size_t>(U, 1)));
-    rows_[t] = {pointers_.data() + t * B, uniforms_.data() + t * std::max<size_t>(U, 1)};
+    size_t row = per_tensor ? t : s.tensors[t].group;
+    rows_[t] = {pointers_.data() + t * B, uniforms_.data() + row * stride};
   }
   partials_.assign(chunks_.size() * R, 0.0);
   codegen::PassFn fn = kernels_->pass(k);
@@ -77,14 +96,13 @@ void CpuBackend::run_pass(size_t k, OptimizerState& s, HostProgram& host) {
   if (R == 0) return;
   // Chunks in order within a tensor, then tensors in order: independent of the threads.
   std::vector<std::vector<double>> partial(R, std::vector<double>(T));
-  std::vector<double> parts;
   for (size_t r = 0; r < R; ++r) {
     ir::Op op = plan_.program.at(pass.reductions[r]).op;
     for (size_t t = 0; t < T; ++t) {
-      parts.clear();
-      for (size_t c = first_chunk_[t]; c < first_chunk_[t + 1]; ++c)
-        parts.push_back(partials_[c * R + r]);
-      partial[r][t] = combine(op, parts);
+      double acc = partials_[first_chunk_[t] * R + r];
+      for (size_t c = first_chunk_[t] + 1; c < first_chunk_[t + 1]; ++c)
+        acc = combine_two(op, acc, partials_[c * R + r]);
+      partial[r][t] = acc;
     }
   }
   host.finish_reductions(k, partial);

@@ -29,24 +29,25 @@ double reduce_step(Op op, double acc, double x) {
   return 0;
 }
 
+double combine_two(Op op, double acc, double p) {
+  switch (op) {
+    case Op::Sum:
+    case Op::SumSq:
+      return acc + p;
+    case Op::MaxAbs:
+      return ir::nan_aware_max(acc, p);
+    case Op::AnyNonFinite:
+      return (acc != 0 || p != 0) ? 1.0 : 0.0;
+    default:
+      break;
+  }
+  OPTJIT_CHECK(false && "not a reduction");
+  return 0;
+}
+
 double combine(Op op, const std::vector<double>& partials) {
   double acc = reduce_identity(op);
-  for (double p : partials) {
-    switch (op) {
-      case Op::Sum:
-      case Op::SumSq:
-        acc += p;
-        break;
-      case Op::MaxAbs:
-        acc = ir::nan_aware_max(acc, p);
-        break;
-      case Op::AnyNonFinite:
-        acc = (acc != 0 || p != 0) ? 1.0 : 0.0;
-        break;
-      default:
-        break;
-    }
-  }
+  for (double p : partials) acc = combine_two(op, acc, p);
   return acc;
 }
 
@@ -54,8 +55,10 @@ HostProgram::HostProgram(const plan::Plan& plan, const OptimizerState& s)
     : plan_(plan), s_(s), slot_(plan.program.insts.size(), 0) {
   for (size_t i = 0; i < slot_.size(); ++i) {
     Rank r = plan.program.insts[i].rank;
-    if (r == Rank::scalar) slot_[i] = static_cast<uint32_t>(n_scalar_++);
-    else if (r == Rank::tensor) slot_[i] = static_cast<uint32_t>(n_tensor_++);
+    if (r == Rank::scalar)
+      slot_[i] = static_cast<uint32_t>(n_scalar_++);
+    else if (r == Rank::tensor)
+      slot_[i] = static_cast<uint32_t>(n_tensor_++);
   }
   scalar_.assign(s.groups.size() * n_scalar_, 0.0);
   tensor_.assign(s.tensors.size() * n_tensor_, 0.0);
@@ -126,8 +129,7 @@ void HostProgram::finish_reductions(size_t k, const std::vector<std::vector<doub
   for (size_t r = 0; r < reds.size(); ++r) {
     const ir::Inst& in = plan_.program.at(reds[r]);
     if (static_cast<ir::Scope>(in.attr) == ir::Scope::tensor) {
-      for (size_t t = 0; t < s_.tensors.size(); ++t)
-        slot(reds[r], 0, t) = partial[r][t];
+      for (size_t t = 0; t < s_.tensors.size(); ++t) slot(reds[r], 0, t) = partial[r][t];
     } else {
       double v = combine(in.op, partial[r]);
       for (size_t g = 0; g < s_.groups.size(); ++g) slot(reds[r], g, 0) = v;

@@ -41,6 +41,7 @@ class HostProgram {
 
 /// Combines per-tensor partial results of a reduction over all tensors, in tensor order.
 double combine(ir::Op op, const std::vector<double>& partials);
+double combine_two(ir::Op op, double acc, double partial);
 /// Identity and accumulation of each reduction, shared by the backends.
 double reduce_identity(ir::Op op);
 double reduce_step(ir::Op op, double acc, double x);

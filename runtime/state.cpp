@@ -204,8 +204,7 @@ Status import_state(const plan::Plan& plan, OptimizerState& s, const TensorFile&
       if (h->numel() != t.numel)
         return make_error("state '{}' has {} elements, its parameter {}", name, h->numel(),
                           t.numel);
-      for (int64_t e = 0; e < t.numel; ++e)
-        store_element(t.data(b), decl.storage, e, h->get(e));
+      for (int64_t e = 0; e < t.numel; ++e) store_element(t.data(b), decl.storage, e, h->get(e));
     }
     for (size_t k = 0; k < p.states.size(); ++k) {
       std::string name = fmt::format("{}.{}", t.name, p.states[k].name);

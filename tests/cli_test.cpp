@@ -11,6 +11,8 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/safetensors.h"
 
 namespace optjit {
@@ -211,6 +213,34 @@ TEST_F(Cli, OutOfMemoryIsAClearError) {
       r.output,
       "optjit: out of memory (the tensors or the state do not fit in this machine's memory)\n");
   EXPECT_FALSE(fs::exists(p("p.st")));
+}
+
+// bench is a benchmark, not a test: this only checks that it runs and reports consistent numbers.
+TEST_F(Cli, BenchReportsRooflineAndUnfusedBaseline) {
+  auto r = optjit_cli(
+      "bench 'chain(clip_grad_norm(max_norm=1.0), adamw())' --numel 100000 --steps 1 --reps 1 "
+      "--json");
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["bytes_per_param"], 32);
+  EXPECT_EQ(j["unfused_bytes_per_param"], 40);
+  EXPECT_EQ(j["passes"], 2);
+  EXPECT_GT(j["step_seconds"].get<double>(), 0);
+  EXPECT_GT(j["roofline_gbs"].get<double>(), 0);
+  EXPECT_NEAR(j["effective_gbs"].get<double>(),
+              32.0 * 100000 / j["step_seconds"].get<double>() / 1e9,
+              1e-6 * j["effective_gbs"].get<double>());
+  auto shapes =
+      optjit_cli("bench 'sgd(lr=0.1)' --shapes resnet50 --steps 1 --reps 1 --json --no-unfused");
+  ASSERT_EQ(shapes.code, 0) << shapes.output;
+  auto k = nlohmann::json::parse(shapes.output);
+  EXPECT_EQ(k["tensors"], 161);
+  EXPECT_EQ(k["parameters"], 25557032);
+  auto bad = optjit_cli("bench 'adamw()' --shapes nosuch.json");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_EQ(bad.output,
+            "optjit: --shapes 'nosuch.json' is not a preset (gpt2-small, resnet50, many-small) or "
+            "a readable file\n");
 }
 
 TEST_F(Cli, PlanAndList) {

@@ -23,6 +23,14 @@ int plan(const PlanOptions& o);
 
 int list();
 
+struct BenchOptions {
+  std::string pipeline, backend = "cpu", shapes = "gpt2-small", dtype = "f32";
+  long long numel = 0, chunk = 1 << 16;
+  int threads = 0, steps = 10, reps = 5;
+  bool json = false, no_unfused = false;
+};
+int bench(const BenchOptions& o);
+
 struct EmitOptions {
   std::string pipeline, backend = "cpu", dtype = "f32", cpu;
   bool optimized = false;

@@ -63,6 +63,27 @@ int main(int argc, char** argv) {
   plan_cmd->add_flag("--no-bodies", plan.no_bodies, "omit each pass's element code");
   plan_cmd->add_flag("--json", plan.json, "print the passes and bytes as JSON");
 
+  optjit::cli::BenchOptions bench;
+  auto* bench_cmd = app.add_subcommand(
+      "bench", "time a pipeline against the memory roofline and an unfused baseline");
+  bench_cmd->add_option("pipeline", bench.pipeline, "pipeline text, or a file that holds it")
+      ->required();
+  bench_cmd->add_option("--backend", bench.backend, "cpu");
+  bench_cmd->add_option("--numel", bench.numel, "one tensor of this many elements")
+      ->check(CLI::PositiveNumber);
+  bench_cmd->add_option("--shapes", bench.shapes,
+                        "gpt2-small (default) | resnet50 | many-small | FILE.json");
+  bench_cmd->add_option("--dtype", bench.dtype, "parameter, gradient and state type (default f32)");
+  bench_cmd->add_option("--threads", bench.threads, "threads (default: all cores)");
+  bench_cmd->add_option("--chunk", bench.chunk, "chunk size in elements")
+      ->check(CLI::PositiveNumber);
+  bench_cmd->add_option("--steps", bench.steps, "steps per timed repetition")
+      ->check(CLI::PositiveNumber);
+  bench_cmd->add_option("--reps", bench.reps, "timed repetitions (the median is reported)")
+      ->check(CLI::PositiveNumber);
+  bench_cmd->add_flag("--json", bench.json, "machine-readable output");
+  bench_cmd->add_flag("--no-unfused", bench.no_unfused, "skip the unfused baseline");
+
   auto* list_cmd = app.add_subcommand("list", "list the built-in transforms and schedules");
 
   std::string inspect_path, inspect_match;
@@ -93,6 +114,7 @@ int main(int argc, char** argv) {
     if (*run_cmd) return optjit::cli::run(run);
     if (*plan_cmd) return optjit::cli::plan(plan);
     if (*emit_cmd) return optjit::cli::emit(emit);
+    if (*bench_cmd) return optjit::cli::bench(bench);
     if (*list_cmd) return optjit::cli::list();
     if (*inspect_cmd) return optjit::cli::inspect(inspect_path, inspect_match);
     if (*synth_cmd) return optjit::cli::synth(synth);

@@ -1,0 +1,372 @@
+// optjit bench: time per step, effective bandwidth against a memory roofline measured by the
+// same binary in the same run, and an unfused baseline. A benchmark, not a test.
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <map>
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include "ir/builtins.h"
+#include "ir/compile.h"
+#include "ir/pipeline_text.h"
+#include "runtime/cpu_backend.h"
+#include "tools/optjit/commands.h"
+
+namespace optjit::cli {
+
+namespace {
+
+using Shapes = std::vector<std::pair<std::string, std::vector<int64_t>>>;
+
+Shapes gpt2_small() {
+  const int64_t d = 768, vocab = 50257, ctx = 1024;
+  Shapes s = {{"wte.weight", {vocab, d}}, {"wpe.weight", {ctx, d}}};
+  for (int l = 0; l < 12; ++l) {
+    auto n = [l](const char* x) { return fmt::format("h.{}.{}", l, x); };
+    s.push_back({n("ln_1.weight"), {d}});
+    s.push_back({n("ln_1.bias"), {d}});
+    s.push_back({n("attn.c_attn.weight"), {d, 3 * d}});
+    s.push_back({n("attn.c_attn.bias"), {3 * d}});
+    s.push_back({n("attn.c_proj.weight"), {d, d}});
+    s.push_back({n("attn.c_proj.bias"), {d}});
+    s.push_back({n("ln_2.weight"), {d}});
+    s.push_back({n("ln_2.bias"), {d}});
+    s.push_back({n("mlp.c_fc.weight"), {d, 4 * d}});
+    s.push_back({n("mlp.c_fc.bias"), {4 * d}});
+    s.push_back({n("mlp.c_proj.weight"), {4 * d, d}});
+    s.push_back({n("mlp.c_proj.bias"), {d}});
+  }
+  s.push_back({"ln_f.weight", {d}});
+  s.push_back({"ln_f.bias", {d}});
+  return s;
+}
+
+Shapes resnet50() {
+  Shapes s;
+  auto conv = [&](const std::string& n, int64_t out, int64_t in, int64_t k) {
+    s.push_back({n + ".weight", {out, in, k, k}});
+  };
+  auto bn = [&](const std::string& n, int64_t c) {
+    s.push_back({n + ".weight", {c}});
+    s.push_back({n + ".bias", {c}});
+  };
+  conv("conv1", 64, 3, 7);
+  bn("bn1", 64);
+  int64_t in = 64;
+  const int blocks[] = {3, 4, 6, 3};
+  for (int layer = 0; layer < 4; ++layer) {
+    int64_t w = 64LL << layer;
+    for (int b = 0; b < blocks[layer]; ++b) {
+      std::string p = fmt::format("layer{}.{}", layer + 1, b);
+      conv(p + ".conv1", w, in, 1);
+      bn(p + ".bn1", w);
+      conv(p + ".conv2", w, w, 3);
+      bn(p + ".bn2", w);
+      conv(p + ".conv3", 4 * w, w, 1);
+      bn(p + ".bn3", 4 * w);
+      if (b == 0) {
+        conv(p + ".downsample.0", 4 * w, in, 1);
+        bn(p + ".downsample.1", 4 * w);
+      }
+      in = 4 * w;
+    }
+  }
+  s.push_back({"fc.weight", {1000, 2048}});
+  s.push_back({"fc.bias", {1000}});
+  return s;
+}
+
+Expected<Shapes> shapes_for(const BenchOptions& o) {
+  if (o.numel > 0) return Shapes{{"weight", {o.numel}}};
+  if (o.shapes == "gpt2-small") return gpt2_small();
+  if (o.shapes == "resnet50") return resnet50();
+  if (o.shapes == "many-small") {
+    Shapes s;
+    for (int i = 0; i < 10000; ++i) s.push_back({fmt::format("p{}", i), {1000}});
+    return s;
+  }
+  // A JSON file: {"name": [dims], ...}
+  std::ifstream in(o.shapes);
+  if (!in)
+    return make_error(
+        "--shapes '{}' is not a preset (gpt2-small, resnet50, many-small) or a readable file",
+        o.shapes);
+  auto j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    return make_error("{}: expected a JSON object of name: [dims]", o.shapes);
+  Shapes s;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (!it.value().is_array())
+      return make_error("{}: '{}' is not a list of dims", o.shapes, it.key());
+    std::vector<int64_t> dims;
+    for (const auto& d : it.value()) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 0)
+        return make_error("{}: '{}' has a bad dim", o.shapes, it.key());
+      dims.push_back(d.get<int64_t>());
+    }
+    s.push_back({it.key(), dims});
+  }
+  if (s.empty()) return make_error("{}: no tensors", o.shapes);
+  return s;
+}
+
+// One optimizer (plan + state + CPU kernels) over the given tensors. The parameter and the
+// gradient may point into memory owned elsewhere (the unfused baseline chains stages).
+struct Runner {
+  plan::Plan plan;
+  runtime::OptimizerState state;
+  std::unique_ptr<runtime::CpuBackend> cpu;
+  double step_seconds(int steps) {
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < steps; ++i) cpu->step(state);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps;
+  }
+};
+
+Expected<std::unique_ptr<Runner>> make_runner(plan::Plan plan, const Shapes& shapes, DType t,
+                                              const runtime::CpuOptions& cpu) {
+  auto r = std::make_unique<Runner>();
+  r->plan = std::move(plan);
+  std::vector<runtime::HostTensor> params;
+  for (const auto& [name, shape] : shapes) params.push_back({name, t, shape, {}});
+  // init_state with empty data, then fill: avoids a second copy of every parameter.
+  for (auto& p : params) p.data.resize(static_cast<size_t>(p.numel()) * size_bytes(t));
+  auto s = runtime::init_state(r->plan, params, {});
+  if (!s) return s.error();
+  r->state = std::move(*s);
+  uint64_t x = 88172645463325252ull;  // xorshift: fast, deterministic, small values
+  auto next = [&x] {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    return static_cast<double>(x >> 11) * 0x1.0p-53 - 0.5;
+  };
+  for (auto& ts : r->state.tensors)
+    for (size_t b = 0; b < r->plan.buffers.size(); ++b) {
+      auto role = r->plan.buffers[b].role;
+      if (role != ir::BufferRole::param && role != ir::BufferRole::grad) continue;
+      for (int64_t i = 0; i < ts.numel; ++i)
+        runtime::store_element(ts.data(b), r->plan.buffers[b].storage, i,
+                               (role == ir::BufferRole::param ? 0.1 : 1e-3) * next());
+    }
+  auto backend = runtime::CpuBackend::create(r->plan, cpu);
+  if (!backend) return backend.error();
+  r->cpu = std::move(*backend);
+  return r;
+}
+
+// A streaming loop with a pass's exact buffers: loads every buffer the pass reads, stores
+// their sum to every buffer it writes. Same bytes, same runtime, same threads and chunks.
+Expected<plan::Plan> roofline_plan(const plan::Plan& plan, const plan::Pass& pass) {
+  ir::Builder b;
+  DType pt = plan.buffers[plan.program.param_buffer()].storage;
+  DType ct = compute_type(pt);
+  std::map<uint32_t, uint32_t> remap;
+  remap[plan.program.param_buffer()] = b.add_buffer({"param", ir::BufferRole::param, pt, {}});
+  remap[plan.program.grad_buffer()] = b.add_buffer(
+      {"grad", ir::BufferRole::grad, plan.buffers[plan.program.grad_buffer()].storage, {}});
+  auto buffer = [&](uint32_t k) {
+    if (!remap.count(k))
+      remap[k] =
+          b.add_buffer({plan.buffers[k].name, ir::BufferRole::state, plan.buffers[k].storage, {}});
+    return remap[k];
+  };
+  ir::ValueId sum = b.constant(0.0, ct);
+  for (uint32_t r : pass.reads)
+    sum = b.emit(ir::Op::Add, ct, {sum, b.emit(ir::Op::Load, ct, {}, buffer(r))});
+  for (uint32_t w : pass.writes) b.emit(ir::Op::Store, DType::b1, {sum}, buffer(w));
+  if (pass.writes.empty()) {
+    // A read-only pass (a norm): reduce what it reads, and use the result so it is not dead.
+    ir::ValueId total = b.emit(ir::Op::Sum, DType::f64, {sum}, 0);
+    b.emit(ir::Op::SkipIf, DType::b1, {b.emit(ir::Op::Ne, DType::b1, {total, total})});
+  }
+  return plan::make_plan(std::move(b).finish());
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int bench(const BenchOptions& o) {
+  if (o.backend != "cpu")
+    return fail(fmt::format("bench supports --backend cpu in this build, not {}", o.backend));
+  auto text = read_pipeline_text(o.pipeline);
+  if (!text) return fail(text.error().message);
+  auto dt = parse_dtype(o.dtype);
+  if (!dt || !is_float(*dt)) return fail(fmt::format("'{}' is not a float type", o.dtype));
+  auto shapes = shapes_for(o);
+  if (!shapes) return fail(shapes.error().message);
+  int64_t numel = 0;
+  for (const auto& [n, s] : *shapes) {
+    int64_t k = 1;
+    for (int64_t d : s) k *= d;
+    numel += k;
+  }
+  runtime::CpuOptions cpu{o.threads, o.chunk};
+  auto pipeline = dsl::parse_pipeline(*text);
+  if (!pipeline) return fail("pipeline: " + pipeline.error().message);
+  auto program = dsl::lower(*pipeline, {*dt, *dt, *dt});
+  if (!program) return fail("pipeline: " + program.error().message);
+  auto plan = plan::make_plan(*program);
+  if (!plan) return fail(plan.error().message);
+
+  auto t0 = std::chrono::steady_clock::now();
+  auto fused = make_runner(*plan, *shapes, *dt, cpu);
+  if (!fused) return fail(fused.error().message);
+  const double compile_s = (*fused)->cpu->compile_seconds();
+  (void)t0;
+
+  // Roofline runners, one per pass.
+  std::vector<std::unique_ptr<Runner>> roof;
+  for (const auto& pass : plan->passes) {
+    auto rp = roofline_plan(*plan, pass);
+    if (!rp) return fail(rp.error().message);
+    auto r = make_runner(std::move(*rp), *shapes, *dt, cpu);
+    if (!r) return fail(r.error().message);
+    roof.push_back(std::move(*r));
+  }
+
+  // Unfused: each transform of the chain as its own optimizer; a gradient transform writes
+  // its result to memory for the next one, as separate foreach sweeps do.
+  std::vector<std::unique_ptr<Runner>> stages;
+  size_t unfused_bytes = 0;
+  if (!o.no_unfused && pipeline->size() > 1) {
+    auto keep = std::make_shared<dsl::Def>();
+    keep->name = "materialize_grad";
+    keep->apply = [](dsl::Ctx& c) {
+      c.state("grad_out");
+      c.set_state("grad_out", c.grad());
+    };
+    auto keep_bound = dsl::bind(keep, {});
+    for (size_t i = 0; i < pipeline->size(); ++i) {
+      dsl::Pipeline stage = {(*pipeline)[i]};
+      if (i + 1 < pipeline->size()) stage.push_back(*keep_bound);
+      auto sp = dsl::lower(stage, {*dt, *dt, *dt});
+      if (!sp) return fail(sp.error().message);
+      auto spl = plan::make_plan(*sp);
+      if (!spl) return fail(spl.error().message);
+      unfused_bytes += spl->bytes_per_param();
+      auto r = make_runner(std::move(*spl), *shapes, *dt, cpu);
+      if (!r) return fail(r.error().message);
+      stages.push_back(std::move(*r));
+    }
+    // Chain them: stage i+1 reads stage i's materialized gradient; all update one parameter set.
+    for (size_t i = 0; i < stages.size(); ++i) {
+      auto& st = stages[i]->state;
+      for (size_t t = 0; t < st.tensors.size(); ++t) {
+        st.tensors[t].external[stages[i]->plan.program.param_buffer()] =
+            stages[0]->state.tensors[t].data(stages[0]->plan.program.param_buffer());
+        if (i > 0) {
+          auto& prev = stages[i - 1];
+          uint32_t out = *prev->plan.program.find_buffer("grad_out");
+          st.tensors[t].external[stages[i]->plan.program.grad_buffer()] =
+              prev->state.tensors[t].data(out);
+        }
+      }
+    }
+  }
+  auto unfused_step = [&](int steps) {
+    auto t1 = std::chrono::steady_clock::now();
+    for (int k = 0; k < steps; ++k)
+      for (auto& s : stages) s->cpu->step(s->state);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count() / steps;
+  };
+
+  // Per-step overhead: the same number of tensors with one element each.
+  Shapes tiny;
+  for (const auto& [n, s] : *shapes) tiny.push_back({n, {1}});
+  auto overhead_runner = make_runner(*plan, tiny, *dt, cpu);
+  if (!overhead_runner) return fail(overhead_runner.error().message);
+
+  // The same total size as one tensor, to show what many tensors cost.
+  std::unique_ptr<Runner> single;
+  if (shapes->size() > 1) {
+    auto r = make_runner(*plan, Shapes{{"all", {numel}}}, *dt, cpu);
+    if (!r) return fail(r.error().message);
+    single = std::move(*r);
+  }
+
+  // Warm up everything, then interleave repetitions so drift on a shared machine hits all alike.
+  (*fused)->step_seconds(2);
+  for (auto& r : roof) r->step_seconds(2);
+  if (!stages.empty()) unfused_step(2);
+  (*overhead_runner)->step_seconds(20);
+  if (single) single->step_seconds(2);
+  std::vector<double> t_fused, t_roof, t_unfused, t_overhead, t_single;
+  for (int rep = 0; rep < o.reps; ++rep) {
+    t_fused.push_back((*fused)->step_seconds(o.steps));
+    double r = 0;
+    for (auto& rr : roof) r += rr->step_seconds(o.steps);
+    t_roof.push_back(r);
+    if (!stages.empty()) t_unfused.push_back(unfused_step(o.steps));
+    t_overhead.push_back((*overhead_runner)->step_seconds(std::max(o.steps, 50)));
+    if (single) t_single.push_back(single->step_seconds(o.steps));
+  }
+  const double fused_s = median(t_fused), roof_s = median(t_roof), overhead_s = median(t_overhead);
+  const double bytes = static_cast<double>(plan->bytes_per_param()) * static_cast<double>(numel);
+  const double gbs = bytes / fused_s / 1e9, roof_gbs = bytes / roof_s / 1e9;
+  nlohmann::json j;
+  j["pipeline"] = *text;
+  j["shapes"] = o.numel > 0 ? fmt::format("numel={}", o.numel) : o.shapes;
+  j["tensors"] = shapes->size();
+  j["parameters"] = numel;
+  j["dtype"] = o.dtype;
+  j["threads"] = (*fused)->cpu->threads();
+  j["chunk_elements"] = o.chunk;
+  j["passes"] = plan->passes.size();
+  j["bytes_per_param"] = plan->bytes_per_param();
+  j["compile_seconds"] = compile_s;
+  j["step_seconds"] = fused_s;
+  j["step_seconds_min"] = *std::min_element(t_fused.begin(), t_fused.end());
+  j["effective_gbs"] = gbs;
+  j["roofline_step_seconds"] = roof_s;
+  j["roofline_gbs"] = roof_gbs;
+  j["fraction_of_roofline"] = roof_s / fused_s;
+  j["overhead_seconds_per_step"] = overhead_s;
+  if (!stages.empty()) {
+    const double un_s = median(t_unfused);
+    j["unfused_step_seconds"] = un_s;
+    j["unfused_bytes_per_param"] = unfused_bytes;
+    j["unfused_effective_gbs"] =
+        static_cast<double>(unfused_bytes) * static_cast<double>(numel) / un_s / 1e9;
+    j["fusion_speedup"] = un_s / fused_s;
+  }
+  if (single) {
+    j["single_tensor_step_seconds"] = median(t_single);
+    j["vs_single_tensor"] = fused_s / median(t_single);
+  }
+  if (o.json) {
+    fmt::print("{}\n", j.dump(2));
+    return 0;
+  }
+  fmt::print("pipeline     {}\n", *text);
+  fmt::print("tensors      {} ({}), {} parameters, {}, {} threads, chunks of {}\n", shapes->size(),
+             j["shapes"].get<std::string>(), numel, o.dtype, (*fused)->cpu->threads(), o.chunk);
+  fmt::print("plan         {} passes, {} bytes per parameter; compiled in {:.1f} ms\n",
+             plan->passes.size(), plan->bytes_per_param(), 1e3 * compile_s);
+  fmt::print("fused        {:9.3f} ms/step  {:7.2f} GB/s effective\n", 1e3 * fused_s, gbs);
+  fmt::print(
+      "roofline     {:9.3f} ms/step  {:7.2f} GB/s (streaming loop, same bytes)  -> {:.3f} of "
+      "roofline\n",
+      1e3 * roof_s, roof_gbs, roof_s / fused_s);
+  if (!stages.empty())
+    fmt::print(
+        "unfused      {:9.3f} ms/step  {} bytes per parameter in {} stages -> fusion is {:.2f}x "
+        "faster\n",
+        1e3 * j["unfused_step_seconds"].get<double>(), unfused_bytes, stages.size(),
+        j["fusion_speedup"].get<double>());
+  if (single)
+    fmt::print(
+        "one tensor   {:9.3f} ms/step  (the same {} parameters as one tensor) -> these shapes take "
+        "{:.3f}x\n",
+        1e3 * median(t_single), numel, fused_s / median(t_single));
+  fmt::print("overhead     {:9.1f} us/step  (same {} tensors, one element each)\n",
+             1e6 * overhead_s, shapes->size());
+  return 0;
+}
+
+}  // namespace optjit::cli
