@@ -6,7 +6,7 @@
 namespace optjit::cli {
 
 struct RunOptions {
-  std::string pipeline, params, grads, state, out, backend = "reference";
+  std::string pipeline, params, grads, state, out, backend = "auto";
   int steps = 1;
   std::vector<std::string> groups, sets;
   bool allow_nonfinite = false, quiet = false;

@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--steps", run.steps, "optimizer steps to take")
       ->required()
       ->check(CLI::PositiveNumber);
-  run_cmd->add_option("--backend", run.backend, "reference | cpu | opencl | cuda")
+  run_cmd->add_option("--backend", run.backend, "auto (default: the best available, now cpu) | cpu | reference | opencl | cuda")
       ->check(CLI::IsMember({"reference", "cpu", "opencl", "cuda", "auto"}));
   run_cmd->add_option("--state", run.state, "resume from a state file written by an earlier run");
   run_cmd->add_option("--out", run.out, "where to write parameters, state and step count")
