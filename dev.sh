@@ -42,7 +42,7 @@ demo() {
   grep -v '^#' examples/pipelines/gpt_adamw.opt
   echo; echo "== 3. its plan: passes over memory and bytes per parameter (PyTorch moves 40 B for this)"
   "$cli" plan examples/pipelines/gpt_adamw.opt --no-bodies | sed -n '/^plan:/,$p'
-  echo; echo "== 4. 20 steps on the reference backend; biases and LayerNorm weights without weight decay"
+  echo; echo "== 4. 20 steps on the CPU backend (LLVM JIT); biases and LayerNorm weights without weight decay"
   "$cli" run examples/pipelines/gpt_adamw.opt --params "$out/params.safetensors" --grads "$out/grads.safetensors" \
     --steps 20 --group '*.bias,*ln_*:weight_decay=0' --out "$out/trained.safetensors"
   echo; echo "== 5. the result (parameters and AdamW state for the first block)"
