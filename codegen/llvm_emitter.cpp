@@ -172,9 +172,9 @@ class PassEmitter {
     }
     for (size_t r = 0; r < accs.size(); ++r) {
       const auto& in = pass_.body.insts[accs[r].inst];
-      llvm::Value* slot = b_.CreateInBoundsGEP(
-          b_.getDoubleTy(), partials,
-          b_.CreateAdd(b_.CreateMul(c, b_.getInt64(R)), b_.getInt64(r)));
+      llvm::Value* slot =
+          b_.CreateInBoundsGEP(b_.getDoubleTy(), partials,
+                               b_.CreateAdd(b_.CreateMul(c, b_.getInt64(R)), b_.getInt64(r)));
       b_.CreateStore(finish(in.op, finals[r], pass_.body.at(in.args[0]).type), slot);
     }
     llvm::Value* c_next = b_.CreateAdd(c, b_.getInt64(1), "c.next");

@@ -10,10 +10,13 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "codegen/c_emitter.h"
 #include "codegen/cpu_jit.h"
+#include "codegen/nvrtc.h"
 #include "ir/builtins.h"
 #include "ir/compile.h"
 #include "ir/pipeline_text.h"
+#include "ir/text.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/reference.h"
 
@@ -282,11 +285,58 @@ int emit(const EmitOptions& o) {
   if (!dt) return fail(dt.error().message);
   auto p = compile_pipeline(*text, {*dt, *dt, *dt});
   if (!p) return fail(p.error().message);
+  if (o.backend != "cpu") {
+    auto src = codegen::emit_c(
+        *p, {o.backend == "cuda" ? codegen::CLanguage::cuda : codegen::CLanguage::opencl});
+    if (!src) return fail(src.error().message);
+    fmt::print("{}", *src);
+    return 0;
+  }
   auto ir = codegen::emit_cpu_ir(
       *p, o.optimized,
       o.cpu.empty() ? codegen::CpuTarget::host() : codegen::CpuTarget::named(o.cpu));
   if (!ir) return fail(ir.error().message);
   fmt::print("{}", *ir);
+  return 0;
+}
+
+int compile(const CompileOptions& o) {
+  auto text = read_pipeline_text(o.pipeline);
+  if (!text) return fail(text.error().message);
+  auto dt = float_dtype(o.dtype);
+  if (!dt) return fail(dt.error().message);
+  auto p = compile_pipeline(*text, {*dt, *dt, *dt});
+  if (!p) return fail(p.error().message);
+  auto src = codegen::emit_c(*p, {codegen::CLanguage::cuda});
+  if (!src) return fail(src.error().message);
+  const uint64_t hash = ir::structural_hash(p->program);
+  fmt::print("{} passes, {} bytes per parameter; NVRTC {}\n", p->passes.size(),
+             p->bytes_per_param(), codegen::nvrtc_version());
+  for (size_t pos = 0; pos <= o.arch.size();) {
+    size_t comma = o.arch.find(',', pos);
+    std::string arch =
+        o.arch.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    auto cubin = codegen::compile_cubin(*src, arch);
+    if (!cubin) return fail(cubin.error().message);
+    fmt::print("{}: {} bytes in {:.0f} ms\n", arch, cubin->image.size(),
+               1e3 * cubin->compile_seconds);
+    for (const auto& k : cubin->kernels)
+      fmt::print("  {:<16} {:>3} registers, {} B spill stores, {} B spill loads, {} B shared\n",
+                 k.name, k.registers, k.spill_stores, k.spill_loads, k.shared_bytes);
+    if (!o.out.empty()) {
+      std::string path = fmt::format("{}/optjit_{:016x}_{}.cubin", o.out, hash, arch);
+      std::FILE* f = std::fopen(path.c_str(), "wb");
+      if (!f ||
+          std::fwrite(cubin->image.data(), 1, cubin->image.size(), f) != cubin->image.size()) {
+        if (f) std::fclose(f);
+        return fail(fmt::format("{}: cannot write", path));
+      }
+      std::fclose(f);
+      fmt::print("  wrote {}\n", path);
+    }
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
   return 0;
 }
 

@@ -23,6 +23,12 @@ int plan(const PlanOptions& o);
 
 int list();
 
+struct CompileOptions {
+  std::string pipeline, backend = "cuda", arch = "sm_80,sm_90", dtype = "f32", out;
+};
+/// Builds kernels ahead of time (CUDA cubins for each sm_XX; no GPU needed).
+int compile(const CompileOptions& o);
+
 struct BenchOptions {
   std::string pipeline, backend = "cpu", shapes = "gpt2-small", dtype = "f32";
   long long numel = 0, chunk = 1 << 16;

@@ -28,7 +28,9 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--steps", run.steps, "optimizer steps to take")
       ->required()
       ->check(CLI::PositiveNumber);
-  run_cmd->add_option("--backend", run.backend, "auto (default: the best available, now cpu) | cpu | reference | opencl | cuda")
+  run_cmd
+      ->add_option("--backend", run.backend,
+                   "auto (default: the best available, now cpu) | cpu | reference | opencl | cuda")
       ->check(CLI::IsMember({"reference", "cpu", "opencl", "cuda", "auto"}));
   run_cmd->add_option("--state", run.state, "resume from a state file written by an earlier run");
   run_cmd->add_option("--out", run.out, "where to write parameters, state and step count")
@@ -48,7 +50,9 @@ int main(int argc, char** argv) {
   auto* emit_cmd = app.add_subcommand("emit", "print the code a backend generates for a pipeline");
   emit_cmd->add_option("pipeline", emit.pipeline, "pipeline text, or a file that holds it")
       ->required();
-  emit_cmd->add_option("--backend", emit.backend, "cpu")->check(CLI::IsMember({"cpu"}));
+  emit_cmd
+      ->add_option("--backend", emit.backend, "cpu (LLVM IR) | cuda (CUDA C) | opencl (OpenCL C)")
+      ->check(CLI::IsMember({"cpu", "cuda", "opencl"}));
   emit_cmd->add_option("--dtype", emit.dtype, "parameter and state storage type");
   emit_cmd->add_flag("--optimized", emit.optimized, "after LLVM's O3 pipeline for the target");
   emit_cmd->add_option("--cpu", emit.cpu, "target CPU (default: this machine's), e.g. haswell");
@@ -62,6 +66,18 @@ int main(int argc, char** argv) {
   plan_cmd->add_option("--grad-dtype", plan.grad_dtype, "gradient storage type (default: --dtype)");
   plan_cmd->add_flag("--no-bodies", plan.no_bodies, "omit each pass's element code");
   plan_cmd->add_flag("--json", plan.json, "print the passes and bytes as JSON");
+
+  optjit::cli::CompileOptions compile;
+  auto* compile_cmd =
+      app.add_subcommand("compile", "build kernels ahead of time (CUDA cubins need no GPU)");
+  compile_cmd->add_option("pipeline", compile.pipeline, "pipeline text, or a file that holds it")
+      ->required();
+  compile_cmd->add_option("--backend", compile.backend, "cuda")->check(CLI::IsMember({"cuda"}));
+  compile_cmd->add_option("--arch", compile.arch,
+                          "comma-separated sm_XX list (default sm_80,sm_90)");
+  compile_cmd->add_option("--dtype", compile.dtype, "parameter and state storage type");
+  compile_cmd->add_option("--out", compile.out,
+                          "write <out>/optjit_<hash>_<arch>.cubin files here");
 
   optjit::cli::BenchOptions bench;
   auto* bench_cmd = app.add_subcommand(
@@ -115,6 +131,7 @@ int main(int argc, char** argv) {
     if (*plan_cmd) return optjit::cli::plan(plan);
     if (*emit_cmd) return optjit::cli::emit(emit);
     if (*bench_cmd) return optjit::cli::bench(bench);
+    if (*compile_cmd) return optjit::cli::compile(compile);
     if (*list_cmd) return optjit::cli::list();
     if (*inspect_cmd) return optjit::cli::inspect(inspect_path, inspect_match);
     if (*synth_cmd) return optjit::cli::synth(synth);

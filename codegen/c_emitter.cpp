@@ -1,0 +1,395 @@
+// Algorithm: print a preamble (types, helpers) for the language, then for each pass a kernel:
+//   for c in group, group + groups, ... < nchunks:
+//     find the tensor's buffers and uniforms; zero the reduction accumulators
+//     for i in local_id, local_id + block, ... < length:   (coalesced)
+//       the pass body, one statement per instruction, in order (v<N> names)
+//     tree-reduce each accumulator in local memory (fixed pairing), thread 0 writes partials
+// Float constants are printed as hex floats, so every value survives the trip exactly.
+#include "codegen/c_emitter.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+namespace optjit::codegen {
+
+namespace {
+
+using ir::Op;
+using ir::OpKind;
+
+struct Lang {
+  CLanguage id;
+  bool cl() const { return id == CLanguage::opencl; }
+  const char* kernel() const { return cl() ? "__kernel void" : "extern \"C\" __global__ void"; }
+  const char* global() const { return cl() ? "__global " : ""; }
+  const char* local() const { return cl() ? "__local " : "__shared__ "; }
+  const char* i64() const { return cl() ? "long" : "long long"; }
+  const char* u32() const { return cl() ? "uint" : "unsigned int"; }
+  const char* u64() const { return cl() ? "ulong" : "unsigned long long"; }
+  const char* group_id() const { return cl() ? "get_group_id(0)" : "blockIdx.x"; }
+  const char* groups() const { return cl() ? "get_num_groups(0)" : "gridDim.x"; }
+  const char* local_id() const { return cl() ? "get_local_id(0)" : "threadIdx.x"; }
+  const char* barrier() const { return cl() ? "barrier(CLK_LOCAL_MEM_FENCE)" : "__syncthreads()"; }
+  std::string value_type(DType t) const {
+    switch (t) {
+      case DType::f64:
+        return "double";
+      case DType::i64:
+        return i64();
+      case DType::b1:
+        return "bool";
+      default:
+        return "float";
+    }
+  }
+  std::string storage_type(DType t) const {
+    switch (t) {
+      case DType::f64:
+        return "double";
+      case DType::f32:
+        return "float";
+      case DType::f16:
+      case DType::bf16:
+        return cl() ? "ushort" : "unsigned short";
+      case DType::i64:
+        return i64();
+      case DType::b1:
+        return cl() ? "uchar" : "unsigned char";
+    }
+    return "?";
+  }
+  // Math by name: OpenCL's are overloaded; CUDA's float forms end in f.
+  std::string math(const char* name, DType t) const {
+    if (cl() || t == DType::f64) return name;
+    return std::string(name) + "f";
+  }
+};
+
+std::string preamble(const Lang& L) {
+  std::string s;
+  if (L.cl()) {
+    s += "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n";
+    s += "#define OPTJIT_F32_BITS(x) as_uint(x)\n#define OPTJIT_F64_BITS(x) as_ulong(x)\n";
+    s += "#define OPTJIT_BITS_F32(x) as_float(x)\n#define OPTJIT_BITS_F64(x) as_double(x)\n";
+    s += "#define OPTJIT_LOAD_F16(p, i) vload_half((i), (__global const half*)(p))\n";
+    s += "#define OPTJIT_STORE_F16(v, p, i) vstore_half_rte((v), (i), (__global half*)(p))\n";
+  } else {
+    s += "#include <cuda_fp16.h>\n";
+    s += "#define OPTJIT_F32_BITS(x) __float_as_uint(x)\n#define OPTJIT_F64_BITS(x) ((unsigned "
+         "long long)__double_as_longlong(x))\n";
+    s += "#define OPTJIT_BITS_F32(x) __uint_as_float(x)\n#define OPTJIT_BITS_F64(x) "
+         "__longlong_as_double((long long)(x))\n";
+    s += "#define OPTJIT_LOAD_F16(p, i) __half2float(__ushort_as_half((p)[i]))\n";
+    s += "#define OPTJIT_STORE_F16(v, p, i) ((p)[i] = __half_as_ushort(__float2half_rn(v)))\n";
+    s += "struct OptjitRow { void* const* buffers; const double* uniforms; };\n";
+  }
+  // bf16: the top half of an f32, rounded to nearest even; NaN stays a quiet NaN.
+  s += fmt::format("#define OPTJIT_LOAD_BF16(p, i) OPTJIT_BITS_F32(({})(p)[i] << 16)\n", L.u32());
+  s += fmt::format(
+      "#define OPTJIT_BF16_BITS(v) ((v) != (v) ? ({0})((OPTJIT_F32_BITS(v) >> 16) | 0x40u) : "
+      "({0})((OPTJIT_F32_BITS(v) + 0x7fffu + ((OPTJIT_F32_BITS(v) >> 16) & 1u)) >> 16))\n",
+      L.u32());
+  return s;
+}
+
+// A constant of type t, exactly.
+std::string literal(double x, DType t) {
+  if (t == DType::b1) return x != 0 ? "true" : "false";
+  if (t == DType::i64) return fmt::format("{}LL", static_cast<long long>(x));
+  bool f = t != DType::f64;
+  if (std::isnan(x))
+    return f ? "OPTJIT_BITS_F32(0x7fc00000u)" : "OPTJIT_BITS_F64(0x7ff8000000000000ull)";
+  if (std::isinf(x)) {
+    const char* s = x > 0 ? "" : "-";
+    return f ? fmt::format("{}OPTJIT_BITS_F32(0x7f800000u)", s)
+             : fmt::format("{}OPTJIT_BITS_F64(0x7ff0000000000000ull)", s);
+  }
+  return fmt::format("{:a}{}", x, f ? "f" : "");
+}
+
+class KernelWriter {
+ public:
+  KernelWriter(const plan::Plan& plan, size_t k, const Lang& L, int block)
+      : plan_(plan), pass_(plan.passes[k]), k_(k), L_(L), block_(block) {}
+
+  Expected<std::string> write() {
+    std::string s;
+    std::vector<uint32_t> used;
+    for (const auto& in : pass_.body.insts)
+      if ((in.op == Op::Load || in.op == Op::Store) &&
+          std::find(used.begin(), used.end(), in.attr) == used.end())
+        used.push_back(in.attr);
+    std::sort(used.begin(), used.end());
+    const size_t R = pass_.reductions.size();
+    // Signature.
+    if (L_.cl()) {
+      std::string args;
+      for (size_t b = 0; b < plan_.buffers.size(); ++b)
+        args += fmt::format("__global {}* restrict b{}, ",
+                            L_.storage_type(plan_.buffers[b].storage), b);
+      s += fmt::format(
+          "{} optjit_pass_{}({}__global const double* restrict uniforms, __global const long* "
+          "restrict rows,\n"
+          "    __global const long* restrict chunks, const long nchunks, __global double* restrict "
+          "partials) {{\n",
+          L_.kernel(), k_, args);
+    } else {
+      s += fmt::format(
+          "{} __launch_bounds__({}) optjit_pass_{}(const OptjitRow* __restrict__ rows,\n"
+          "    const long long* __restrict__ chunks, const long long nchunks, double* __restrict__ "
+          "partials) {{\n",
+          L_.kernel(), block_, k_);
+    }
+    if (R > 0) {
+      for (size_t r = 0; r < R; ++r)
+        s += fmt::format("  {}{} red{}[{}];\n", L_.local(),
+                         acc_type(pass_.body.at(red_inst(r)).op, red_arg_type(r)), r, block_);
+    }
+    s += fmt::format("  for ({} c = {}; c < nchunks; c += {}) {{\n", L_.i64(), L_.group_id(),
+                     L_.groups());
+    s += fmt::format(
+        "    const {0} t = chunks[3 * c], off = chunks[3 * c + 1], len = chunks[3 * c + 2];\n",
+        L_.i64());
+    if (L_.cl()) {
+      s += "    const long base = rows[2 * t] + off;\n";
+      s += "    __global const double* u = uniforms + rows[2 * t + 1];\n";
+      for (uint32_t b : used)
+        s += fmt::format("    __global {0}* p{1} = b{1} + base;\n",
+                         L_.storage_type(plan_.buffers[b].storage), b);
+    } else {
+      s += "    const OptjitRow row = rows[t];\n    const double* u = row.uniforms;\n";
+      for (uint32_t b : used)
+        s += fmt::format("    {0}* p{1} = ({0}*)row.buffers[{1}] + off;\n",
+                         L_.storage_type(plan_.buffers[b].storage), b);
+    }
+    for (const auto& in : pass_.body.insts)
+      if (in.op == Op::Uniform)
+        s += fmt::format("    const {} u{} = {};\n", L_.value_type(in.type), in.attr,
+                         convert(fmt::format("u[{}]", in.attr), DType::f64, in.type));
+    for (size_t r = 0; r < R; ++r)
+      s += fmt::format("    {} acc{} = 0;\n",
+                       acc_type(pass_.body.at(red_inst(r)).op, red_arg_type(r)), r);
+    s += fmt::format("    for ({} i = {}; i < len; i += {}) {{\n", L_.i64(), L_.local_id(), block_);
+    size_t r = 0;
+    for (size_t n = 0; n < pass_.body.insts.size(); ++n) {
+      auto line = statement(n, r);
+      if (!line) return line.error();
+      if (!line->empty()) s += "      " + *line + "\n";
+    }
+    s += "    }\n";
+    if (R > 0) {
+      s += fmt::format("    const int l = (int){};\n", L_.local_id());
+      for (size_t q = 0; q < R; ++q) s += fmt::format("    red{0}[l] = acc{0};\n", q);
+      s += fmt::format("    {};\n", L_.barrier());
+      s +=
+          fmt::format("    for (int w = {}; w > 0; w >>= 1) {{\n      if (l < w) {{\n", block_ / 2);
+      for (size_t q = 0; q < R; ++q) s += "        " + combine(q) + "\n";
+      s += fmt::format("      }}\n      {};\n    }}\n", L_.barrier());
+      s += "    if (l == 0) {\n";
+      for (size_t q = 0; q < R; ++q)
+        s += fmt::format("      partials[c * {} + {}] = {};\n", R, q, finish(q));
+      s += fmt::format("    }}\n    {};\n", L_.barrier());
+    }
+    s += "  }\n}\n";
+    return s;
+  }
+
+ private:
+  ir::ValueId red_inst(size_t r) const {
+    size_t seen = 0;
+    for (size_t n = 0; n < pass_.body.insts.size(); ++n)
+      if (ir::info(pass_.body.insts[n].op).kind == OpKind::reduce && seen++ == r)
+        return static_cast<ir::ValueId>(n);
+    return ir::kNoValue;
+  }
+  DType red_arg_type(size_t r) const {
+    return pass_.body.at(pass_.body.at(red_inst(r)).args[0]).type;
+  }
+  std::string acc_type(Op op, DType arg) const {
+    if (op == Op::Sum || op == Op::SumSq) return "double";
+    return arg == DType::f64 ? L_.u64() : L_.u32();
+  }
+  std::string combine(size_t q) const {
+    Op op = pass_.body.at(red_inst(q)).op;
+    if (op == Op::Sum || op == Op::SumSq) return fmt::format("red{0}[l] += red{0}[l + w];", q);
+    return fmt::format("red{0}[l] = red{0}[l] > red{0}[l + w] ? red{0}[l] : red{0}[l + w];", q);
+  }
+  std::string finish(size_t q) const {
+    Op op = pass_.body.at(red_inst(q)).op;
+    bool wide = red_arg_type(q) == DType::f64;
+    if (op == Op::Sum || op == Op::SumSq) return fmt::format("red{}[0]", q);
+    if (op == Op::MaxAbs)
+      return wide ? fmt::format("OPTJIT_BITS_F64(red{}[0])", q)
+                  : fmt::format("(double)OPTJIT_BITS_F32(red{}[0])", q);
+    return fmt::format("(red{}[0] >= {} ? 1.0 : 0.0)", q,
+                       wide ? "0x7ff0000000000000ull" : "0x7f800000u");
+  }
+
+  std::string v(ir::ValueId id) const {
+    const ir::Inst& in = pass_.body.at(id);
+    if (in.op == Op::Uniform) return fmt::format("u{}", in.attr);
+    if (in.op == Op::Const) return literal(in.imm, in.type);
+    return fmt::format("v{}", index(id));
+  }
+
+  std::string convert(const std::string& x, DType from, DType to) const {
+    std::string ft = L_.value_type(from), tt = L_.value_type(to);
+    if (ft == tt) return x;
+    if (to == DType::b1) return fmt::format("({} != 0)", x);
+    return fmt::format("({}){}", tt, x);
+  }
+
+  Expected<std::string> statement(size_t n, size_t& r) {
+    const ir::Inst& in = pass_.body.insts[n];
+    auto a = [&](int k) { return v(in.args[k]); };
+    auto at = [&](int k) { return pass_.body.at(in.args[k]).type; };
+    const std::string T = L_.value_type(in.type);
+    auto def = [&](const std::string& e) { return fmt::format("const {} v{} = {};", T, n, e); };
+    switch (ir::info(in.op).kind) {
+      case OpKind::leaf: {
+        if (in.op == Op::Uniform || in.op == Op::Const) return std::string();
+        if (in.op != Op::Load) break;
+        DType st = plan_.buffers[in.attr].storage;
+        std::string x;
+        if (st == DType::f16)
+          x = fmt::format("OPTJIT_LOAD_F16(p{}, i)", in.attr);
+        else if (st == DType::bf16)
+          x = fmt::format("OPTJIT_LOAD_BF16(p{}, i)", in.attr);
+        else
+          x = fmt::format("p{}[i]", in.attr);
+        DType have = (st == DType::f16 || st == DType::bf16) ? DType::f32 : st;
+        return def(convert(x, have, in.type));
+      }
+      case OpKind::effect: {
+        if (in.op != Op::Store) break;
+        DType st = plan_.buffers[in.attr].storage;
+        std::string x = a(0);
+        if (st == DType::f16)
+          return fmt::format("OPTJIT_STORE_F16({}, p{}, i);", convert(x, at(0), DType::f32),
+                             in.attr);
+        if (st == DType::bf16)
+          return fmt::format("p{}[i] = ({})OPTJIT_BF16_BITS({});", in.attr, L_.storage_type(st),
+                             convert(x, at(0), DType::f32));
+        return fmt::format("p{}[i] = {};", in.attr, convert(x, at(0), st));
+      }
+      case OpKind::reduce: {
+        size_t q = r++;
+        DType t = at(0);
+        std::string x = a(0);
+        if (in.op == Op::Sum) return fmt::format("acc{} += (double){};", q, x);
+        if (in.op == Op::SumSq) return fmt::format("acc{0} += (double){1} * (double){1};", q, x);
+        std::string bits = t == DType::f64
+                               ? fmt::format("(OPTJIT_F64_BITS({}) & 0x7fffffffffffffffull)", x)
+                               : fmt::format("(OPTJIT_F32_BITS({}) & 0x7fffffffu)", x);
+        return fmt::format("acc{0} = acc{0} > {1} ? acc{0} : {1};", q, bits);
+      }
+      case OpKind::select:
+        return def(fmt::format("{} ? {} : {}", a(0), a(1), a(2)));
+      case OpKind::cast:
+        return def(convert(a(0), at(0), in.type));
+      case OpKind::logic:
+        if (in.op == Op::Not) return def("!" + a(0));
+        return def(fmt::format("{} {} {}", a(0), in.op == Op::And ? "&&" : "||", a(1)));
+      case OpKind::compare: {
+        if (in.op == Op::IsFinite) return def(fmt::format("isfinite({})", a(0)));
+        static const std::map<Op, const char*> ops = {{Op::Lt, "<"},  {Op::Le, "<="},
+                                                      {Op::Gt, ">"},  {Op::Ge, ">="},
+                                                      {Op::Eq, "=="}, {Op::Ne, "!="}};
+        return def(fmt::format("{} {} {}", a(0), ops.at(in.op), a(1)));
+      }
+      case OpKind::math: {
+        const DType t = in.type;
+        if (t == DType::i64) {
+          switch (in.op) {
+            case Op::Neg:
+              return def("-" + a(0));
+            case Op::Abs:
+              return def(fmt::format("({0} < 0 ? -{0} : {0})", a(0)));
+            case Op::Add:
+              return def(a(0) + " + " + a(1));
+            case Op::Sub:
+              return def(a(0) + " - " + a(1));
+            case Op::Mul:
+              return def(a(0) + " * " + a(1));
+            case Op::Min:
+              return def(fmt::format("({0} < {1} ? {0} : {1})", a(0), a(1)));
+            case Op::Max:
+              return def(fmt::format("({0} > {1} ? {0} : {1})", a(0), a(1)));
+            default:
+              break;
+          }
+          break;
+        }
+        std::string one = literal(1.0, t), zero = literal(0.0, t);
+        switch (in.op) {
+          case Op::Neg:
+            return def("-" + a(0));
+          case Op::Abs:
+            return def(fmt::format("{}({})", L_.math("fabs", t), a(0)));
+          case Op::Sign:
+            return def(
+                fmt::format("isnan({0}) ? {0} : ({0} > {1} ? {2} : ({0} < {1} ? -{2} : {1}))", a(0),
+                            zero, one));
+          case Op::Sqrt:
+            return def(fmt::format("{}({})", L_.math("sqrt", t), a(0)));
+          case Op::Rsqrt:
+            return def(fmt::format("{} / {}({})", one, L_.math("sqrt", t), a(0)));
+          case Op::Exp:
+            return def(fmt::format("{}({})", L_.math("exp", t), a(0)));
+          case Op::Log:
+            return def(fmt::format("{}({})", L_.math("log", t), a(0)));
+          case Op::Floor:
+            return def(fmt::format("{}({})", L_.math("floor", t), a(0)));
+          case Op::Cos:
+            return def(fmt::format("{}({})", L_.math("cos", t), a(0)));
+          case Op::Pow:
+            return def(fmt::format("{}({}, {})", L_.math("pow", t), a(0), a(1)));
+          case Op::Add:
+            return def(a(0) + " + " + a(1));
+          case Op::Sub:
+            return def(a(0) + " - " + a(1));
+          case Op::Mul:
+            return def(a(0) + " * " + a(1));
+          case Op::Div:
+            return def(a(0) + " / " + a(1));
+          case Op::Min:
+          case Op::Max:
+            return def(
+                fmt::format("(isnan({0}) || isnan({1})) ? {0} + {1} : ({0} {2} {1} ? {0} : {1})",
+                            a(0), a(1), in.op == Op::Max ? ">" : "<"));
+          default:
+            break;
+        }
+        break;
+      }
+    }
+    return make_error("the {} backend cannot compile '{}' on {}", L_.cl() ? "opencl" : "cuda",
+                      ir::info(in.op).text, to_string(in.type));
+  }
+
+  const plan::Plan& plan_;
+  const plan::Pass& pass_;
+  size_t k_;
+  const Lang& L_;
+  int block_;
+};
+
+}  // namespace
+
+Expected<std::string> emit_c(const plan::Plan& plan, CEmitOptions o) {
+  if (o.block < 1 || (o.block & (o.block - 1)) != 0)
+    return make_error("block size {} is not a power of two", o.block);
+  Lang L{o.language};
+  std::string s = fmt::format("// optjit: {} passes, {} bytes per parameter, block {}\n",
+                              plan.passes.size(), plan.bytes_per_param(), o.block);
+  s += preamble(L);
+  for (size_t k = 0; k < plan.passes.size(); ++k) {
+    auto kernel = KernelWriter(plan, k, L, o.block).write();
+    if (!kernel) return kernel.error();
+    s += "\n" + *kernel;
+  }
+  return s;
+}
+
+}  // namespace optjit::codegen

@@ -1,0 +1,35 @@
+// Plan -> CUDA C or OpenCL C from one emitter. The languages differ only in the options below
+// (qualifiers, index spelling, type names, math names, half conversions, how a kernel finds a
+// tensor's buffers); everything else, the walk over the pass body included, is shared.
+#pragma once
+
+#include <string>
+
+#include "ir/error.h"
+#include "ir/plan.h"
+
+namespace optjit::codegen {
+
+enum class CLanguage { cuda, opencl };
+
+/// Work-group (block) size the kernels are written for; a launch must use it.
+inline constexpr int kDefaultBlock = 256;
+
+struct CEmitOptions {
+  CLanguage language = CLanguage::opencl;
+  int block = kDefaultBlock;
+};
+
+/// One kernel `optjit_pass_<k>` per pass. Kernel arguments:
+///   CUDA:   (const OptjitRow* rows, const long long* chunks, long long nchunks, double* partials)
+///           with OptjitRow { void* const* buffers; const double* uniforms; } per tensor.
+///   OpenCL: (global T0* b0, ..., global const double* uniforms, global const long* rows,
+///            global const long* chunks, long nchunks, global double* partials)
+///           with rows[2t] = the tensor's first element in every buffer arena and
+///           rows[2t+1] = its uniform row. (OpenCL 1.2 has no pointers in buffers.)
+/// chunks holds (tensor, offset, length) triples. Each work-group takes chunks
+/// group, group + groups, ...; reductions go to partials[c * R + r] through a fixed-order tree
+/// in local memory, so results do not depend on scheduling.
+Expected<std::string> emit_c(const plan::Plan& plan, CEmitOptions options);
+
+}  // namespace optjit::codegen
