@@ -176,8 +176,8 @@ TEST_F(Cli, ErrorsAreOneLineAndWriteNothing) {
       {run("adamw()", "p.st", "g.st", "--state " + p("p.st")),
        "optjit: " + p("p.st") + ": state file has no 0-d 'step' tensor\n"},
       {run("adamw()", "p.st", "g.st", "--backend cuda"),
-       "optjit: the cuda backend is not available in this build of optjit; use --backend cpu "
-       "or reference\n"},
+       "optjit: the cuda backend cannot run steps in this build of optjit (it compiles cubins: optjit "
+       "compile); use --backend cpu, opencl or reference\n"},
   };
   for (const auto& c : cases) {
     EXPECT_EQ(c.r.code, 1) << c.r.output;

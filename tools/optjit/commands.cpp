@@ -18,6 +18,7 @@
 #include "ir/pipeline_text.h"
 #include "ir/text.h"
 #include "runtime/cpu_backend.h"
+#include "runtime/opencl_backend.h"
 #include "runtime/reference.h"
 
 namespace optjit::cli {
@@ -98,10 +99,11 @@ HostTensor slice(const HostTensor& g, int64_t k, int64_t numel, const std::vecto
 }  // namespace
 
 int run(const RunOptions& o) {
-  if (o.backend != "reference" && o.backend != "cpu" && o.backend != "auto")
-    return fail(fmt::format(
-        "the {} backend is not available in this build of optjit; use --backend cpu or reference",
-        o.backend));
+  if (o.backend == "cuda")
+    return fail(
+        "the cuda backend cannot run steps in this build of optjit (it compiles cubins: optjit "
+        "compile); "
+        "use --backend cpu, opencl or reference");
   const std::string backend_name = o.backend == "auto" ? "cpu" : o.backend;
   auto text = read_pipeline_text(o.pipeline);
   if (!text) return fail(text.error().message);
@@ -203,6 +205,12 @@ int run(const RunOptions& o) {
 
   runtime::ReferenceBackend reference(plan);
   std::unique_ptr<runtime::CpuBackend> cpu;
+  std::unique_ptr<runtime::OpenclBackend> ocl;
+  if (backend_name == "opencl") {
+    auto b = runtime::OpenclBackend::create(plan, {-1, 256, o.chunk});
+    if (!b) return fail(b.error().message);
+    ocl = std::move(*b);
+  }
   if (backend_name == "cpu") {
     auto b = runtime::CpuBackend::create(plan, {o.threads, o.chunk});
     if (!b) return fail(b.error().message);
@@ -224,7 +232,13 @@ int run(const RunOptions& o) {
     }
     Status st = runtime::set_grads(plan, *state, step_grads);
     if (!st) return fail(st.error().message);
-    skipped += (cpu ? cpu->step(*state) : reference.step(*state)).skipped;
+    if (ocl) {
+      auto r = ocl->step(*state);
+      if (!r) return fail(r.error().message);
+      skipped += r->skipped;
+    } else {
+      skipped += (cpu ? cpu->step(*state) : reference.step(*state)).skipped;
+    }
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   TensorFile out = runtime::export_state(plan, *state);

@@ -1,0 +1,355 @@
+#define CL_TARGET_OPENCL_VERSION 300
+#define CL_USE_DEPRECATED_OPENCL_1_2_APIS
+#include "runtime/opencl_backend.h"
+
+#include <CL/cl.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "codegen/c_emitter.h"
+
+namespace optjit::runtime {
+
+namespace {
+
+const char* cl_error(cl_int e) {
+  switch (e) {
+    case CL_DEVICE_NOT_FOUND:
+      return "CL_DEVICE_NOT_FOUND";
+    case CL_OUT_OF_RESOURCES:
+      return "CL_OUT_OF_RESOURCES";
+    case CL_OUT_OF_HOST_MEMORY:
+      return "CL_OUT_OF_HOST_MEMORY";
+    case CL_MEM_OBJECT_ALLOCATION_FAILURE:
+      return "CL_MEM_OBJECT_ALLOCATION_FAILURE (out of device memory)";
+    case CL_BUILD_PROGRAM_FAILURE:
+      return "CL_BUILD_PROGRAM_FAILURE";
+    case CL_INVALID_VALUE:
+      return "CL_INVALID_VALUE";
+    case CL_INVALID_BUFFER_SIZE:
+      return "CL_INVALID_BUFFER_SIZE";
+    case CL_INVALID_WORK_GROUP_SIZE:
+      return "CL_INVALID_WORK_GROUP_SIZE";
+    case CL_INVALID_KERNEL_ARGS:
+      return "CL_INVALID_KERNEL_ARGS";
+    case -1001:
+      return "CL_PLATFORM_NOT_FOUND_KHR";
+    default:
+      return "an OpenCL error";
+  }
+}
+
+Error cl_fail(const char* what, cl_int e) {
+  return make_error("OpenCL: {} failed: {} ({})", what, cl_error(e), e);
+}
+
+std::string device_string(cl_device_id d, cl_device_info what) {
+  size_t n = 0;
+  if (clGetDeviceInfo(d, what, 0, nullptr, &n) != CL_SUCCESS) return "";
+  std::string s(n, '\0');
+  clGetDeviceInfo(d, what, n, s.data(), nullptr);
+  while (!s.empty() && s.back() == '\0') s.pop_back();
+  return s;
+}
+
+std::string platform_string(cl_platform_id p, cl_platform_info what) {
+  size_t n = 0;
+  if (clGetPlatformInfo(p, what, 0, nullptr, &n) != CL_SUCCESS) return "";
+  std::string s(n, '\0');
+  clGetPlatformInfo(p, what, n, s.data(), nullptr);
+  while (!s.empty() && s.back() == '\0') s.pop_back();
+  return s;
+}
+
+struct Found {
+  cl_platform_id platform;
+  cl_device_id device;
+  OpenclDeviceInfo info;
+};
+
+Expected<std::vector<Found>> find_devices() {
+  cl_uint np = 0;
+  cl_int e = clGetPlatformIDs(0, nullptr, &np);
+  if (e == -1001 || np == 0)
+    return make_error("no OpenCL platform found (install an ICD, e.g. Debian's pocl-opencl-icd)");
+  if (e != CL_SUCCESS) return cl_fail("clGetPlatformIDs", e);
+  std::vector<cl_platform_id> platforms(np);
+  clGetPlatformIDs(np, platforms.data(), nullptr);
+  std::vector<Found> out;
+  for (cl_platform_id p : platforms) {
+    cl_uint nd = 0;
+    if (clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 0, nullptr, &nd) != CL_SUCCESS || nd == 0) continue;
+    std::vector<cl_device_id> devs(nd);
+    clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, nd, devs.data(), nullptr);
+    for (cl_device_id d : devs) {
+      OpenclDeviceInfo i;
+      i.index = static_cast<int>(out.size());
+      i.platform = platform_string(p, CL_PLATFORM_NAME);
+      i.platform_version = platform_string(p, CL_PLATFORM_VERSION);
+      i.name = device_string(d, CL_DEVICE_NAME);
+      i.vendor = device_string(d, CL_DEVICE_VENDOR);
+      i.driver_version = device_string(d, CL_DRIVER_VERSION);
+      i.version = device_string(d, CL_DEVICE_VERSION);
+      cl_device_type type = 0;
+      clGetDeviceInfo(d, CL_DEVICE_TYPE, sizeof(type), &type, nullptr);
+      i.gpu = (type & CL_DEVICE_TYPE_GPU) != 0;
+      clGetDeviceInfo(d, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof(i.compute_units), &i.compute_units,
+                      nullptr);
+      cl_ulong mem = 0;
+      clGetDeviceInfo(d, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof(mem), &mem, nullptr);
+      i.global_memory = mem;
+      clGetDeviceInfo(d, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof(i.max_work_group), &i.max_work_group,
+                      nullptr);
+      i.fp64 = device_string(d, CL_DEVICE_EXTENSIONS).find("cl_khr_fp64") != std::string::npos;
+      if (device_string(d, CL_DEVICE_EXTENSIONS).find("cl_khr_device_uuid") != std::string::npos) {
+        unsigned char uuid[16] = {};
+        if (clGetDeviceInfo(d, 0x106A /* CL_DEVICE_UUID_KHR */, 16, uuid, nullptr) == CL_SUCCESS)
+          for (unsigned char c : uuid) i.uuid += fmt::format("{:02x}", c);
+      }
+      out.push_back({p, d, i});
+    }
+  }
+  if (out.empty()) return make_error("OpenCL platforms were found, but no devices");
+  return out;
+}
+
+}  // namespace
+
+Expected<std::vector<OpenclDeviceInfo>> opencl_devices() {
+  auto found = find_devices();
+  if (!found) return found.error();
+  std::vector<OpenclDeviceInfo> out;
+  for (const auto& f : *found) out.push_back(f.info);
+  return out;
+}
+
+struct OpenclBackend::Impl {
+  cl_context ctx = nullptr;
+  cl_command_queue queue = nullptr;
+  cl_program program = nullptr;
+  std::vector<cl_kernel> kernels;
+  OpenclOptions options;
+  // Per tensor set (rebuilt when numels change).
+  std::vector<int64_t> numels;
+  std::vector<int64_t> base;  // element offset of each tensor in every arena
+  int64_t total = 0;
+  std::vector<int64_t> chunks;  // (tensor, offset, length) triples
+  std::vector<size_t> first_chunk;
+  std::vector<cl_mem> arenas;
+  cl_mem rows = nullptr, chunk_buf = nullptr;
+  bool uploaded = false;
+  ~Impl() {
+    release_buffers();
+    for (cl_kernel k : kernels) clReleaseKernel(k);
+    if (program) clReleaseProgram(program);
+    if (queue) clReleaseCommandQueue(queue);
+    if (ctx) clReleaseContext(ctx);
+  }
+  void release_buffers() {
+    for (cl_mem m : arenas)
+      if (m) clReleaseMemObject(m);
+    arenas.clear();
+    if (rows) clReleaseMemObject(rows), rows = nullptr;
+    if (chunk_buf) clReleaseMemObject(chunk_buf), chunk_buf = nullptr;
+  }
+};
+
+OpenclBackend::OpenclBackend(const plan::Plan& plan) : plan_(plan) {}
+OpenclBackend::~OpenclBackend() = default;
+
+Expected<std::unique_ptr<OpenclBackend>> OpenclBackend::create(const plan::Plan& plan,
+                                                               OpenclOptions options) {
+  if (options.chunk_elements < 1) return make_error("chunk size must be at least 1 element");
+  auto found = find_devices();
+  if (!found) return found.error();
+  int pick = options.device;
+  if (pick < 0) {
+    pick = 0;
+    for (const auto& f : *found)
+      if (f.info.gpu) {
+        pick = f.info.index;
+        break;
+      }
+  }
+  if (pick >= static_cast<int>(found->size()))
+    return make_error("no OpenCL device {} (there are {})", pick, found->size());
+  const Found& dev = (*found)[pick];
+  if (!dev.info.fp64)
+    return make_error("OpenCL device '{}' lacks cl_khr_fp64, which optjit's reductions use",
+                      dev.info.name);
+  if (static_cast<size_t>(options.block) > dev.info.max_work_group)
+    return make_error("work-group size {} exceeds the device's {}", options.block,
+                      dev.info.max_work_group);
+  auto t0 = std::chrono::steady_clock::now();
+  auto src = codegen::emit_c(plan, {codegen::CLanguage::opencl, options.block});
+  if (!src) return src.error();
+  std::unique_ptr<OpenclBackend> b(new OpenclBackend(plan));
+  b->info_ = dev.info;
+  b->impl_ = std::make_unique<Impl>();
+  Impl& m = *b->impl_;
+  m.options = options;
+  cl_int e;
+  m.ctx = clCreateContext(nullptr, 1, &dev.device, nullptr, nullptr, &e);
+  if (!m.ctx) return cl_fail("clCreateContext", e);
+  m.queue = clCreateCommandQueue(m.ctx, dev.device, 0, &e);
+  if (!m.queue) return cl_fail("clCreateCommandQueue", e);
+  const char* text = src->c_str();
+  m.program = clCreateProgramWithSource(m.ctx, 1, &text, nullptr, &e);
+  if (!m.program) return cl_fail("clCreateProgramWithSource", e);
+  // IEEE division and square root, as on the other backends.
+  e = clBuildProgram(m.program, 1, &dev.device, "-cl-fp32-correctly-rounded-divide-sqrt", nullptr,
+                     nullptr);
+  if (e != CL_SUCCESS) {
+    size_t n = 0;
+    clGetProgramBuildInfo(m.program, dev.device, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
+    std::string log(n, '\0');
+    clGetProgramBuildInfo(m.program, dev.device, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr);
+    return make_error("OpenCL: building the kernels for '{}' failed ({}):\n{}", dev.info.name,
+                      cl_error(e), log);
+  }
+  for (size_t k = 0; k < plan.passes.size(); ++k) {
+    cl_kernel kern = clCreateKernel(m.program, fmt::format("optjit_pass_{}", k).c_str(), &e);
+    if (!kern) return cl_fail("clCreateKernel", e);
+    m.kernels.push_back(kern);
+  }
+  b->compile_seconds_ =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return b;
+}
+
+Expected<StepResult> OpenclBackend::step(OptimizerState& s) {
+  Impl& m = *impl_;
+  const size_t T = s.tensors.size(), B = plan_.buffers.size();
+  cl_int e;
+  std::vector<int64_t> numels;
+  for (const auto& t : s.tensors) numels.push_back(t.numel);
+  if (numels != m.numels || m.arenas.empty()) {
+    m.release_buffers();
+    m.numels = numels;
+    m.base.clear();
+    m.chunks.clear();
+    m.first_chunk.clear();
+    m.total = 0;
+    for (size_t t = 0; t < T; ++t) {
+      m.base.push_back(m.total);
+      m.first_chunk.push_back(m.chunks.size() / 3);
+      int64_t off = 0;
+      do {
+        int64_t len = std::min(m.options.chunk_elements, numels[t] - off);
+        m.chunks.insert(m.chunks.end(), {static_cast<int64_t>(t), off, len});
+        off += len;
+      } while (off < numels[t]);
+      m.total += numels[t];
+    }
+    m.first_chunk.push_back(m.chunks.size() / 3);
+    for (size_t b = 0; b < B; ++b) {
+      size_t bytes =
+          std::max<size_t>(1, static_cast<size_t>(m.total) * size_bytes(plan_.buffers[b].storage));
+      cl_mem mem = clCreateBuffer(m.ctx, CL_MEM_READ_WRITE, bytes, nullptr, &e);
+      if (!mem) return cl_fail("clCreateBuffer (optimizer state)", e);
+      m.arenas.push_back(mem);
+    }
+    m.chunk_buf = clCreateBuffer(m.ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                                 m.chunks.size() * 8, m.chunks.data(), &e);
+    if (!m.chunk_buf) return cl_fail("clCreateBuffer (chunk table)", e);
+    m.uploaded = false;
+  }
+  // Host -> device: gradients every step; everything the first time.
+  std::vector<uint8_t> staging;
+  auto upload = [&](size_t b) -> Status {
+    size_t es = size_bytes(plan_.buffers[b].storage);
+    staging.resize(static_cast<size_t>(m.total) * es);
+    for (size_t t = 0; t < T; ++t)
+      if (numels[t] > 0)
+        std::memcpy(staging.data() + m.base[t] * es, s.tensors[t].data(b), numels[t] * es);
+    if (m.total == 0) return Status::Ok();
+    cl_int err = clEnqueueWriteBuffer(m.queue, m.arenas[b], CL_FALSE, 0, staging.size(),
+                                      staging.data(), 0, nullptr, nullptr);
+    if (err != CL_SUCCESS) return cl_fail("clEnqueueWriteBuffer", err);
+    return clFinish(m.queue) == CL_SUCCESS ? Status::Ok()
+                                           : cl_fail("clFinish", CL_OUT_OF_RESOURCES);
+  };
+  for (size_t b = 0; b < B; ++b)
+    if (!m.uploaded || plan_.buffers[b].role == ir::BufferRole::grad) OPTJIT_TRY(upload(b));
+  m.uploaded = true;
+
+  HostProgram host(plan_, s);
+  const int64_t nchunks = static_cast<int64_t>(m.chunks.size() / 3);
+  for (size_t k = 0; k <= plan_.passes.size(); ++k) {
+    if (host.run_segment(k)) return StepResult{true};
+    if (k == plan_.passes.size()) break;
+    const plan::Pass& pass = plan_.passes[k];
+    const size_t U = std::max<size_t>(pass.uniforms.size(), 1), R = pass.reductions.size();
+    std::vector<double> uniforms(T * U), u;
+    std::vector<int64_t> rows(2 * T);
+    for (size_t t = 0; t < T; ++t) {
+      host.uniforms(k, t, u);
+      std::copy(u.begin(), u.end(), uniforms.begin() + static_cast<std::ptrdiff_t>(t * U));
+      rows[2 * t] = m.base[t];
+      rows[2 * t + 1] = static_cast<int64_t>(t * U);
+    }
+    cl_mem ubuf = clCreateBuffer(m.ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                                 uniforms.size() * 8, uniforms.data(), &e);
+    cl_mem rbuf = clCreateBuffer(m.ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                                 rows.size() * 8 + 8, rows.data(), &e);
+    size_t pbytes = std::max<size_t>(8, static_cast<size_t>(nchunks) * R * 8);
+    cl_mem pbuf = clCreateBuffer(m.ctx, CL_MEM_READ_WRITE, pbytes, nullptr, &e);
+    if (!ubuf || !rbuf || !pbuf) return cl_fail("clCreateBuffer (tables)", e);
+    cl_kernel kern = m.kernels[k];
+    cl_uint arg = 0;
+    for (size_t b = 0; b < B; ++b) clSetKernelArg(kern, arg++, sizeof(cl_mem), &m.arenas[b]);
+    clSetKernelArg(kern, arg++, sizeof(cl_mem), &ubuf);
+    clSetKernelArg(kern, arg++, sizeof(cl_mem), &rbuf);
+    clSetKernelArg(kern, arg++, sizeof(cl_mem), &m.chunk_buf);
+    cl_long n = nchunks;
+    clSetKernelArg(kern, arg++, sizeof(cl_long), &n);
+    clSetKernelArg(kern, arg++, sizeof(cl_mem), &pbuf);
+    size_t local = static_cast<size_t>(m.options.block);
+    size_t groups = std::min<size_t>(static_cast<size_t>(nchunks),
+                                     std::max<uint32_t>(1, info_.compute_units) * 8);
+    size_t global = groups * local;
+    e = clEnqueueNDRangeKernel(m.queue, kern, 1, nullptr, &global, &local, 0, nullptr, nullptr);
+    std::vector<double> partials(static_cast<size_t>(nchunks) * R);
+    if (e == CL_SUCCESS && R > 0)
+      e = clEnqueueReadBuffer(m.queue, pbuf, CL_TRUE, 0, partials.size() * 8, partials.data(), 0,
+                              nullptr, nullptr);
+    if (e == CL_SUCCESS) e = clFinish(m.queue);
+    clReleaseMemObject(ubuf);
+    clReleaseMemObject(rbuf);
+    clReleaseMemObject(pbuf);
+    if (e != CL_SUCCESS) return cl_fail("running a pass", e);
+    if (R == 0) continue;
+    std::vector<std::vector<double>> partial(R, std::vector<double>(T));
+    for (size_t r = 0; r < R; ++r) {
+      ir::Op op = plan_.program.at(pass.reductions[r]).op;
+      for (size_t t = 0; t < T; ++t) {
+        double acc = partials[m.first_chunk[t] * R + r];
+        for (size_t c = m.first_chunk[t] + 1; c < m.first_chunk[t + 1]; ++c)
+          acc = combine_two(op, acc, partials[c * R + r]);
+        partial[r][t] = acc;
+      }
+    }
+    host.finish_reductions(k, partial);
+  }
+  // Device -> host: what the step wrote (parameters and state).
+  std::vector<bool> written(B, false);
+  for (const auto& pass : plan_.passes)
+    for (uint32_t w : pass.writes) written[w] = plan_.buffers[w].role != ir::BufferRole::scratch;
+  for (size_t b = 0; b < B; ++b) {
+    if (!written[b] || m.total == 0) continue;
+    size_t es = size_bytes(plan_.buffers[b].storage);
+    staging.resize(static_cast<size_t>(m.total) * es);
+    e = clEnqueueReadBuffer(m.queue, m.arenas[b], CL_TRUE, 0, staging.size(), staging.data(), 0,
+                            nullptr, nullptr);
+    if (e != CL_SUCCESS) return cl_fail("clEnqueueReadBuffer", e);
+    for (size_t t = 0; t < T; ++t)
+      if (numels[t] > 0)
+        std::memcpy(s.tensors[t].data(b), staging.data() + m.base[t] * es, numels[t] * es);
+  }
+  for (auto [g, st, v] : host.pending_states()) s.groups[g].states[st] = v;
+  ++s.step;
+  return StepResult{false};
+}
+
+}  // namespace optjit::runtime

@@ -1,0 +1,53 @@
+// The OpenCL backend: kernels from the C-family emitter, built through the ICD loader, run on
+// any OpenCL device (PoCL gives one on every CPU). Each plan buffer lives in one device arena;
+// the tensor table holds each tensor's element offset into the arenas.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/reference.h"
+
+namespace optjit::runtime {
+
+struct OpenclDeviceInfo {
+  int index = 0;  // position in opencl_devices()
+  std::string platform, platform_version, name, vendor, driver_version, version, uuid;
+  bool gpu = false;
+  uint32_t compute_units = 0;
+  uint64_t global_memory = 0;
+  size_t max_work_group = 0;
+  bool fp64 = false;
+};
+
+/// Every device of every OpenCL platform; an error when the ICD loader finds no platform.
+Expected<std::vector<OpenclDeviceInfo>> opencl_devices();
+
+struct OpenclOptions {
+  int device = -1;  // index into opencl_devices(); -1: the first GPU, else the first device
+  int block = 256;  // work-group size (a power of two)
+  int64_t chunk_elements = 1 << 16;
+};
+
+class OpenclBackend {
+ public:
+  static Expected<std::unique_ptr<OpenclBackend>> create(const plan::Plan& plan,
+                                                         OpenclOptions options = {});
+  ~OpenclBackend();
+  /// One step: uploads gradients (and, the first time, parameters and state), runs the passes,
+  /// and copies what the step wrote back to `s`.
+  Expected<StepResult> step(OptimizerState& s);
+  const OpenclDeviceInfo& device() const { return info_; }
+  double compile_seconds() const { return compile_seconds_; }
+
+ private:
+  struct Impl;
+  explicit OpenclBackend(const plan::Plan& plan);
+  const plan::Plan& plan_;
+  OpenclDeviceInfo info_;
+  double compile_seconds_ = 0;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace optjit::runtime

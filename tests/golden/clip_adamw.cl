@@ -1,0 +1,91 @@
+// optjit: 2 passes, 32 bytes per parameter, block 256
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#define OPTJIT_F32_BITS(x) as_uint(x)
+#define OPTJIT_F64_BITS(x) as_ulong(x)
+#define OPTJIT_BITS_F32(x) as_float(x)
+#define OPTJIT_BITS_F64(x) as_double(x)
+#define OPTJIT_LOAD_F16(p, i) vload_half((i), (__global const half*)(p))
+#define OPTJIT_STORE_F16(v, p, i) vstore_half_rte((v), (i), (__global half*)(p))
+#define OPTJIT_LOAD_BF16(p, i) OPTJIT_BITS_F32((uint)(p)[i] << 16)
+#define OPTJIT_BF16_BITS(v) ((v) != (v) ? (uint)((OPTJIT_F32_BITS(v) >> 16) | 0x40u) : (uint)((OPTJIT_F32_BITS(v) + 0x7fffu + ((OPTJIT_F32_BITS(v) >> 16) & 1u)) >> 16))
+
+__kernel void optjit_pass_0(__global float* restrict b0, __global float* restrict b1, __global float* restrict b2, __global float* restrict b3, __global const double* restrict uniforms, __global const long* restrict rows,
+    __global const long* restrict chunks, const long nchunks, __global double* restrict partials) {
+  __local double red0[256];
+  for (long c = get_group_id(0); c < nchunks; c += get_num_groups(0)) {
+    const long t = chunks[3 * c], off = chunks[3 * c + 1], len = chunks[3 * c + 2];
+    const long base = rows[2 * t] + off;
+    __global const double* u = uniforms + rows[2 * t + 1];
+    __global float* p1 = b1 + base;
+    double acc0 = 0;
+    for (long i = get_local_id(0); i < len; i += 256) {
+      const float v0 = p1[i];
+      acc0 += (double)v0 * (double)v0;
+    }
+    const int l = (int)get_local_id(0);
+    red0[l] = acc0;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int w = 128; w > 0; w >>= 1) {
+      if (l < w) {
+        red0[l] += red0[l + w];
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (l == 0) {
+      partials[c * 1 + 0] = red0[0];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+}
+
+__kernel void optjit_pass_1(__global float* restrict b0, __global float* restrict b1, __global float* restrict b2, __global float* restrict b3, __global const double* restrict uniforms, __global const long* restrict rows,
+    __global const long* restrict chunks, const long nchunks, __global double* restrict partials) {
+  for (long c = get_group_id(0); c < nchunks; c += get_num_groups(0)) {
+    const long t = chunks[3 * c], off = chunks[3 * c + 1], len = chunks[3 * c + 2];
+    const long base = rows[2 * t] + off;
+    __global const double* u = uniforms + rows[2 * t + 1];
+    __global float* p0 = b0 + base;
+    __global float* p1 = b1 + base;
+    __global float* p2 = b2 + base;
+    __global float* p3 = b3 + base;
+    const float u0 = (float)u[0];
+    const float u1 = (float)u[1];
+    const bool u2 = (u[2] != 0);
+    const float u3 = (float)u[3];
+    const float u4 = (float)u[4];
+    const bool u5 = (u[5] != 0);
+    const float u6 = (float)u[6];
+    const float u7 = (float)u[7];
+    const float u8 = (float)u[8];
+    const float u9 = (float)u[9];
+    const float u10 = (float)u[10];
+    for (long i = get_local_id(0); i < len; i += 256) {
+      const float v0 = p0[i];
+      const float v1 = p1[i];
+      const float v2 = p2[i];
+      const float v3 = p3[i];
+      const float v5 = v1 * u0;
+      const float v7 = v0 * u1;
+      const float v9 = u2 ? v7 : v0;
+      const float v10 = v5 - v2;
+      const float v12 = v10 * u3;
+      const float v13 = v5 - v12;
+      const float v15 = u4 * v10;
+      const float v16 = v2 + v15;
+      const float v18 = u5 ? v16 : v13;
+      const float v20 = u6 * v5;
+      const float v21 = v20 * v5;
+      const float v23 = v3 * u7;
+      const float v24 = v23 + v21;
+      const float v25 = sqrt(v24);
+      const float v27 = v25 / u8;
+      const float v29 = v27 + u9;
+      const float v31 = u10 * v18;
+      const float v32 = v31 / v29;
+      const float v33 = v9 + v32;
+      p2[i] = v18;
+      p3[i] = v24;
+      p0[i] = v33;
+    }
+  }
+}

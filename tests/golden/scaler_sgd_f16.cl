@@ -1,0 +1,80 @@
+// optjit: 2 passes, 12 bytes per parameter, block 256
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#define OPTJIT_F32_BITS(x) as_uint(x)
+#define OPTJIT_F64_BITS(x) as_ulong(x)
+#define OPTJIT_BITS_F32(x) as_float(x)
+#define OPTJIT_BITS_F64(x) as_double(x)
+#define OPTJIT_LOAD_F16(p, i) vload_half((i), (__global const half*)(p))
+#define OPTJIT_STORE_F16(v, p, i) vstore_half_rte((v), (i), (__global half*)(p))
+#define OPTJIT_LOAD_BF16(p, i) OPTJIT_BITS_F32((uint)(p)[i] << 16)
+#define OPTJIT_BF16_BITS(v) ((v) != (v) ? (uint)((OPTJIT_F32_BITS(v) >> 16) | 0x40u) : (uint)((OPTJIT_F32_BITS(v) + 0x7fffu + ((OPTJIT_F32_BITS(v) >> 16) & 1u)) >> 16))
+
+__kernel void optjit_pass_0(__global ushort* restrict b0, __global ushort* restrict b1, __global ushort* restrict b2, __global const double* restrict uniforms, __global const long* restrict rows,
+    __global const long* restrict chunks, const long nchunks, __global double* restrict partials) {
+  __local uint red0[256];
+  for (long c = get_group_id(0); c < nchunks; c += get_num_groups(0)) {
+    const long t = chunks[3 * c], off = chunks[3 * c + 1], len = chunks[3 * c + 2];
+    const long base = rows[2 * t] + off;
+    __global const double* u = uniforms + rows[2 * t + 1];
+    __global ushort* p1 = b1 + base;
+    const float u0 = (float)u[0];
+    uint acc0 = 0;
+    for (long i = get_local_id(0); i < len; i += 256) {
+      const float v0 = OPTJIT_LOAD_F16(p1, i);
+      const float v2 = v0 * u0;
+      acc0 = acc0 > (OPTJIT_F32_BITS(v2) & 0x7fffffffu) ? acc0 : (OPTJIT_F32_BITS(v2) & 0x7fffffffu);
+    }
+    const int l = (int)get_local_id(0);
+    red0[l] = acc0;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int w = 128; w > 0; w >>= 1) {
+      if (l < w) {
+        red0[l] = red0[l] > red0[l + w] ? red0[l] : red0[l + w];
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (l == 0) {
+      partials[c * 1 + 0] = (red0[0] >= 0x7f800000u ? 1.0 : 0.0);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+}
+
+__kernel void optjit_pass_1(__global ushort* restrict b0, __global ushort* restrict b1, __global ushort* restrict b2, __global const double* restrict uniforms, __global const long* restrict rows,
+    __global const long* restrict chunks, const long nchunks, __global double* restrict partials) {
+  for (long c = get_group_id(0); c < nchunks; c += get_num_groups(0)) {
+    const long t = chunks[3 * c], off = chunks[3 * c + 1], len = chunks[3 * c + 2];
+    const long base = rows[2 * t] + off;
+    __global const double* u = uniforms + rows[2 * t + 1];
+    __global ushort* p0 = b0 + base;
+    __global ushort* p1 = b1 + base;
+    __global ushort* p2 = b2 + base;
+    const float u0 = (float)u[0];
+    const float u1 = (float)u[1];
+    const bool u2 = (u[2] != 0);
+    const float u3 = (float)u[3];
+    const float u4 = (float)u[4];
+    const bool u5 = (u[5] != 0);
+    const bool u6 = (u[6] != 0);
+    const float u7 = (float)u[7];
+    for (long i = get_local_id(0); i < len; i += 256) {
+      const float v0 = OPTJIT_LOAD_F16(p0, i);
+      const float v1 = OPTJIT_LOAD_F16(p1, i);
+      const float v2 = OPTJIT_LOAD_F16(p2, i);
+      const float v4 = v1 * u0;
+      const float v6 = u1 * v0;
+      const float v7 = v4 + v6;
+      const float v9 = u2 ? v7 : v4;
+      const float v11 = u3 * v9;
+      const float v13 = v2 * u4;
+      const float v14 = v13 + v11;
+      const float v16 = u5 ? v9 : v14;
+      const float v18 = u6 ? v16 : v2;
+      const float v19 = u6 ? v16 : v9;
+      const float v21 = u7 * v19;
+      const float v22 = v0 + v21;
+      OPTJIT_STORE_F16(v18, p2, i);
+      OPTJIT_STORE_F16(v22, p0, i);
+    }
+  }
+}

@@ -1,0 +1,230 @@
+// CUDA and OpenCL: golden emitted source, NVRTC cubins for every built-in, and OpenCL (PoCL
+// in CI) against PyTorch and the reference on every fixture. None of this needs a GPU.
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "codegen/c_emitter.h"
+#include "codegen/nvrtc.h"
+#include "fixtures.h"
+#include "ir/builtins.h"
+#include "ir/compile.h"
+#include "runtime/opencl_backend.h"
+
+namespace optjit {
+namespace {
+
+using runtime::HostTensor;
+using testing::close;
+using testing::json_number;
+using testing::json_numbers;
+
+// Emitted code is deterministic and pinned. To accept a deliberate change:
+//   OPTJIT_UPDATE_GOLDEN=1 build/tests/gpu_backends_test --gtest_filter='*Golden*'
+void check_golden(const std::string& name, const std::string& text) {
+  const std::string path = std::string(OPTJIT_SOURCE_DIR) + "/tests/golden/" + name;
+  if (std::getenv("OPTJIT_UPDATE_GOLDEN")) {
+    std::ofstream(path) << text;
+    return;
+  }
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << path << " is missing (run with OPTJIT_UPDATE_GOLDEN=1)";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_EQ(text, ss.str()) << "emitted code differs from " << path;
+}
+
+struct GoldenCase {
+  const char* file;
+  const char* pipeline;
+  DType dtype;
+  codegen::CLanguage language;
+};
+
+class Golden : public ::testing::TestWithParam<GoldenCase> {};
+
+TEST_P(Golden, EmittedSourceIsPinned) {
+  const auto& g = GetParam();
+  auto plan = compile_pipeline(g.pipeline, {g.dtype, g.dtype, g.dtype});
+  ASSERT_TRUE(plan) << plan.error().message;
+  auto src = codegen::emit_c(*plan, {g.language});
+  ASSERT_TRUE(src) << src.error().message;
+  auto again = codegen::emit_c(*plan, {g.language});
+  EXPECT_EQ(*src, *again);
+  check_golden(g.file, *src);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Pipelines, Golden,
+    ::testing::Values(GoldenCase{"clip_adamw.cu", "chain(clip_grad_norm(max_norm=1.0), adamw())",
+                                 DType::f32, codegen::CLanguage::cuda},
+                      GoldenCase{"clip_adamw.cl", "chain(clip_grad_norm(max_norm=1.0), adamw())",
+                                 DType::f32, codegen::CLanguage::opencl},
+                      GoldenCase{"lamb_bf16.cu", "lamb(weight_decay=0.01)", DType::bf16,
+                                 codegen::CLanguage::cuda},
+                      GoldenCase{"scaler_sgd_f16.cl",
+                                 "chain(grad_scaler(scale=1024), sgd(lr=0.1, momentum=0.9))",
+                                 DType::f16, codegen::CLanguage::opencl}),
+    [](const auto& info) {
+      std::string n = info.param.file;
+      for (auto& c : n)
+        if (c == '.') c = '_';
+      return n;
+    });
+
+TEST(CEmitter, RejectsABlockThatIsNotAPowerOfTwo) {
+  auto plan = compile_pipeline("adamw()");
+  ASSERT_TRUE(plan);
+  auto src = codegen::emit_c(*plan, {codegen::CLanguage::cuda, 100});
+  ASSERT_FALSE(src);
+  EXPECT_EQ(src.error().message, "block size 100 is not a power of two");
+}
+
+// Every built-in transform (boolean options on) compiles to a cubin for sm_80 and sm_90.
+TEST(Nvrtc, EveryBuiltinCompilesForSm80AndSm90) {
+  ASSERT_TRUE(codegen::have_nvrtc())
+      << "this build has no NVRTC; the CUDA toolkit is expected at /usr/local/cuda";
+  int compiled = 0;
+  for (const auto& d : dsl::builtins()) {
+    if (d->kind != dsl::DefKind::transform) continue;
+    dsl::Args args;
+    for (const auto& h : d->hypers)
+      if (h.defaults.empty()) args.emplace(h.name, 1.0);
+    if (d->name == "sgd" || d->name == "rmsprop") args.insert_or_assign("momentum", 0.9);
+    for (const auto& o : d->options)
+      if (o.default_value.index() == 0 && o.name != "nesterov") args.emplace(o.name, true);
+    auto b = dsl::bind(d, args);
+    ASSERT_TRUE(b) << b.error().message;
+    dsl::Pipeline p = {*b};
+    if (d->name != "clip_grad_norm")
+      p.insert(p.begin(), *dsl::make("clip_grad_norm", {{"max_norm", 1.0}}));
+    auto program = dsl::lower(p);
+    ASSERT_TRUE(program) << program.error().message;
+    auto plan = plan::make_plan(*program);
+    ASSERT_TRUE(plan);
+    auto src = codegen::emit_c(*plan, {codegen::CLanguage::cuda});
+    ASSERT_TRUE(src) << src.error().message;
+    for (const char* arch : {"sm_80", "sm_90"}) {
+      auto cubin = codegen::compile_cubin(*src, arch);
+      ASSERT_TRUE(cubin) << d->name << " " << arch << ": " << cubin.error().message;
+      EXPECT_GT(cubin->image.size(), 1000u);
+      ASSERT_EQ(cubin->kernels.size(), plan->passes.size()) << d->name;
+      for (const auto& k : cubin->kernels) {
+        std::printf(
+            "[ cubin    ] %-16s %s %-14s %3d registers, %3d B spill stores, %3d B spill loads\n",
+            d->name.c_str(), arch, k.name.c_str(), k.registers, k.spill_stores, k.spill_loads);
+        EXPECT_GT(k.registers, 0);
+        EXPECT_LE(k.spill_stores, 256) << d->name << " spills heavily on " << arch;
+      }
+      ++compiled;
+    }
+  }
+  EXPECT_EQ(compiled, 32);
+}
+
+TEST(Nvrtc, BadArchitectureIsAClearError) {
+  auto c = codegen::compile_cubin("extern \"C\" __global__ void k() {}", "sm_8");
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().message, "'sm_8' is not a CUDA architecture (e.g. sm_80, sm_90)");
+  auto bad = codegen::compile_cubin("this is not CUDA", "sm_80");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("NVRTC failed for sm_80"), std::string::npos)
+      << bad.error().message;
+}
+
+TEST(OpenCL, FindsDevicesAndRejectsAMissingOne) {
+  auto devices = runtime::opencl_devices();
+  ASSERT_TRUE(devices) << devices.error().message;
+  ASSERT_FALSE(devices->empty());
+  EXPECT_FALSE((*devices)[0].name.empty());
+  auto plan = compile_pipeline("adamw()");
+  ASSERT_TRUE(plan);
+  auto b = runtime::OpenclBackend::create(*plan, {99});
+  ASSERT_FALSE(b);
+  EXPECT_EQ(b.error().message, fmt::format("no OpenCL device 99 (there are {})", devices->size()));
+}
+
+HostTensor tensor(const std::string& name, DType t, const std::vector<int64_t>& shape,
+                  const std::vector<double>& v) {
+  HostTensor h = HostTensor::zeros(name, t, shape);
+  for (size_t i = 0; i < v.size(); ++i) h.set(static_cast<int64_t>(i), v[i]);
+  return h;
+}
+
+std::vector<double> values(const uint8_t* buf, DType t, int64_t n) {
+  std::vector<double> out;
+  for (int64_t i = 0; i < n; ++i) out.push_back(runtime::load_element(buf, t, i));
+  return out;
+}
+
+class OpenclParity : public ::testing::TestWithParam<int> {};
+
+TEST_P(OpenclParity, MatchesTorchAndTheReference) {
+  const auto& c = testing::torch_fixtures()["cases"][GetParam()];
+  SCOPED_TRACE(c["name"].get<std::string>() + ": " + c["pipeline"].get<std::string>());
+  const DType dt = c["dtype"] == "f64" ? DType::f64 : DType::f32;
+  auto plan = compile_pipeline(c["pipeline"].get<std::string>(), {dt, dt, dt});
+  ASSERT_TRUE(plan) << plan.error().message;
+  std::vector<HostTensor> params;
+  std::vector<std::string> names;
+  for (auto it = c["params"].begin(); it != c["params"].end(); ++it) {
+    names.push_back(it.key());
+    params.push_back(tensor(it.key(), dt, it.value()["shape"].get<std::vector<int64_t>>(),
+                            json_numbers(it.value()["data"])));
+  }
+  std::vector<runtime::GroupSpec> groups;
+  for (const auto& g : c["groups"]) {
+    runtime::GroupSpec spec;
+    spec.patterns = g["patterns"].get<std::vector<std::string>>();
+    for (auto it = g["overrides"].begin(); it != g["overrides"].end(); ++it)
+      spec.overrides[it.key()] = json_number(it.value());
+    groups.push_back(spec);
+  }
+  auto ocl_state = runtime::init_state(*plan, params, groups);
+  auto ref_state = runtime::init_state(*plan, params, groups);
+  ASSERT_TRUE(ocl_state && ref_state);
+  // Small chunks and work-groups, so tensors span several chunks and the tree has depth.
+  auto ocl = runtime::OpenclBackend::create(*plan, {-1, 8, 5});
+  ASSERT_TRUE(ocl) << ocl.error().message;
+  runtime::ReferenceBackend ref(*plan);
+  const double torch_rtol = dt == DType::f64 ? 1e-10 : 2e-5,
+               ref_rtol = dt == DType::f64 ? 1e-12 : 2e-6;
+  const uint32_t pb = plan->program.param_buffer();
+  for (size_t step = 0; step < c["grads"].size(); ++step) {
+    SCOPED_TRACE("step " + std::to_string(step + 1));
+    std::vector<HostTensor> grads;
+    std::vector<const HostTensor*> ptrs;
+    for (size_t i = 0; i < names.size(); ++i)
+      grads.push_back(
+          tensor(names[i], dt, params[i].shape, json_numbers(c["grads"][step][names[i]])));
+    for (const auto& g : grads) ptrs.push_back(&g);
+    ASSERT_TRUE(runtime::set_grads(*plan, *ocl_state, ptrs));
+    ASSERT_TRUE(runtime::set_grads(*plan, *ref_state, ptrs));
+    auto r = (*ocl)->step(*ocl_state);
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_EQ(r->skipped, c["skipped"][step].get<bool>());
+    ref.step(*ref_state);
+    for (size_t i = 0; i < names.size(); ++i) {
+      const auto& ts = ocl_state->tensors[i];
+      auto got = values(ts.data(pb), dt, ts.numel);
+      EXPECT_TRUE(close(got, json_numbers(c["expected"][step][names[i]]), torch_rtol, 1e-37))
+          << names[i] << " vs torch";
+      EXPECT_TRUE(close(got, values(ref_state->tensors[i].data(pb), dt, ts.numel), ref_rtol, 1e-37))
+          << names[i] << " vs reference";
+    }
+  }
+  EXPECT_EQ(ocl_state->step, ref_state->step);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, OpenclParity,
+    ::testing::Range(0, static_cast<int>(testing::torch_fixtures()["cases"].size())),
+    [](const ::testing::TestParamInfo<int>& info) {
+      const auto& c = testing::torch_fixtures()["cases"][info.param];
+      return c["name"].get<std::string>() + "_" + c["dtype"].get<std::string>();
+    });
+
+}  // namespace
+}  // namespace optjit
