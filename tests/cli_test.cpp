@@ -176,7 +176,8 @@ TEST_F(Cli, ErrorsAreOneLineAndWriteNothing) {
       {run("adamw()", "p.st", "g.st", "--state " + p("p.st")),
        "optjit: " + p("p.st") + ": state file has no 0-d 'step' tensor\n"},
       {run("adamw()", "p.st", "g.st", "--backend cuda"),
-       "optjit: the cuda backend cannot run steps in this build of optjit (it compiles cubins: optjit "
+       "optjit: the cuda backend cannot run steps in this build of optjit (it compiles cubins: "
+       "optjit "
        "compile); use --backend cpu, opencl or reference\n"},
   };
   for (const auto& c : cases) {
@@ -241,6 +242,30 @@ TEST_F(Cli, BenchReportsRooflineAndUnfusedBaseline) {
   EXPECT_EQ(bad.output,
             "optjit: --shapes 'nosuch.json' is not a preset (gpt2-small, resnet50, many-small) or "
             "a readable file\n");
+}
+
+TEST_F(Cli, DevicesListsEveryBackendWithFingerprints) {
+  auto r = optjit_cli("devices --json");
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto j = nlohmann::json::parse(r.output);
+  bool cpu = false, opencl = false;
+  for (const auto& d : j["devices"]) {
+    cpu |= d["backend"] == "cpu";
+    opencl |= d["backend"] == "opencl";
+    EXPECT_EQ(d["exact_fingerprint"].get<std::string>().size(), 16u);
+    EXPECT_NE(d["exact"].get<std::string>().find("codegen 1"), std::string::npos);
+  }
+  EXPECT_TRUE(cpu);
+  EXPECT_TRUE(opencl) << "PoCL (pocl-opencl-icd) should provide an OpenCL device";
+  // No GPU here: the CUDA line says so instead of failing.
+  bool cuda_device = false;
+  for (const auto& d : j["devices"]) cuda_device |= d["backend"] == "cuda";
+  if (!cuda_device) {
+    ASSERT_FALSE(j["unavailable"].empty());
+    EXPECT_NE(j["unavailable"].dump().find("cuda: "), std::string::npos);
+  }
+  auto text = optjit_cli("devices");
+  EXPECT_NE(text.output.find("auto: "), std::string::npos) << text.output;
 }
 
 TEST_F(Cli, PlanAndList) {

@@ -18,6 +18,7 @@
 #include "ir/pipeline_text.h"
 #include "ir/text.h"
 #include "runtime/cpu_backend.h"
+#include "runtime/devices.h"
 #include "runtime/opencl_backend.h"
 #include "runtime/reference.h"
 
@@ -104,7 +105,13 @@ int run(const RunOptions& o) {
         "the cuda backend cannot run steps in this build of optjit (it compiles cubins: optjit "
         "compile); "
         "use --backend cpu, opencl or reference");
-  const std::string backend_name = o.backend == "auto" ? "cpu" : o.backend;
+  std::string backend_name = o.backend;
+  if (o.backend == "auto") {
+    std::string why;
+    runtime::Device d = runtime::pick_auto(runtime::list_devices(), false, &why);
+    backend_name = d.backend;
+    if (!o.quiet) fmt::print("{}\n", why);
+  }
   auto text = read_pipeline_text(o.pipeline);
   if (!text) return fail(text.error().message);
   auto params = runtime::read_safetensors(o.params);
@@ -351,6 +358,37 @@ int compile(const CompileOptions& o) {
     if (comma == std::string::npos) break;
     pos = comma + 1;
   }
+  return 0;
+}
+
+int devices(bool json) {
+  runtime::DeviceList list = runtime::list_devices();
+  if (json) {
+    nlohmann::json j;
+    j["devices"] = nlohmann::json::array();
+    for (const auto& d : list.devices)
+      j["devices"].push_back({{"backend", d.backend},
+                              {"index", d.index},
+                              {"name", d.name},
+                              {"gpu", d.gpu},
+                              {"exact_fingerprint", d.exact_id()},
+                              {"exact", d.exact},
+                              {"performance_fingerprint", d.performance_id()},
+                              {"performance", d.performance}});
+    j["unavailable"] = list.unavailable;
+    fmt::print("{}\n", j.dump(2));
+    return 0;
+  }
+  for (const auto& d : list.devices) {
+    fmt::print("{}:{}  {}{}\n", d.backend, d.index, d.name, d.gpu ? " (GPU)" : "");
+    fmt::print("    exact {}  {}\n", d.exact_id(),
+               d.exact.size() > 160 ? d.exact.substr(0, 157) + "..." : d.exact);
+    fmt::print("    perf  {}  {}\n", d.performance_id(), d.performance);
+  }
+  for (const auto& u : list.unavailable) fmt::print("{}\n", u);
+  std::string why;
+  runtime::pick_auto(list, false, &why);
+  fmt::print("{}\n", why);
   return 0;
 }
 

@@ -23,6 +23,9 @@ int plan(const PlanOptions& o);
 
 int list();
 
+/// Every device on every backend, with exact and performance fingerprints.
+int devices(bool json);
+
 struct CompileOptions {
   std::string pipeline, backend = "cuda", arch = "sm_80,sm_90", dtype = "f32", out;
 };

@@ -100,6 +100,11 @@ int main(int argc, char** argv) {
   bench_cmd->add_flag("--json", bench.json, "machine-readable output");
   bench_cmd->add_flag("--no-unfused", bench.no_unfused, "skip the unfused baseline");
 
+  bool devices_json = false;
+  auto* devices_cmd =
+      app.add_subcommand("devices", "list every device on every backend, with fingerprints");
+  devices_cmd->add_flag("--json", devices_json, "machine-readable output");
+
   auto* list_cmd = app.add_subcommand("list", "list the built-in transforms and schedules");
 
   std::string inspect_path, inspect_match;
@@ -133,6 +138,7 @@ int main(int argc, char** argv) {
     if (*bench_cmd) return optjit::cli::bench(bench);
     if (*compile_cmd) return optjit::cli::compile(compile);
     if (*list_cmd) return optjit::cli::list();
+    if (*devices_cmd) return optjit::cli::devices(devices_json);
     if (*inspect_cmd) return optjit::cli::inspect(inspect_path, inspect_match);
     if (*synth_cmd) return optjit::cli::synth(synth);
   } catch (const std::bad_alloc&) {

@@ -1,0 +1,38 @@
+// Every device on every backend, with the fingerprints that key compiled kernels and tuning.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/error.h"
+
+namespace optjit::runtime {
+
+/// optjit's code-generation version: part of every exact fingerprint, bumped whenever emitted
+/// code may change for the same IR.
+inline constexpr int kCodegenVersion = 1;
+
+struct Device {
+  std::string backend;  // "cpu" | "opencl" | "cuda"
+  int index = 0;
+  std::string name;
+  bool gpu = false;
+  std::string
+      exact;  // what gates reuse of binaries: target, features, compiler, driver, codegen version
+  std::string performance;       // what gates reuse of tuning results: architecture and unit count
+  std::string exact_id() const;  // XXH3 of `exact`, 16 hex digits
+  std::string performance_id() const;  // XXH3 of `performance`
+};
+
+struct DeviceList {
+  std::vector<Device> devices;
+  std::vector<std::string> unavailable;  // one line per backend that has no device, saying why
+};
+
+DeviceList list_devices();
+
+/// The best device for --backend auto: a CUDA GPU, then an OpenCL GPU, then the CPU. Backends
+/// that this build cannot run steps on are skipped, and `why` says what was chosen and why.
+Device pick_auto(const DeviceList& list, bool cuda_can_run, std::string* why);
+
+}  // namespace optjit::runtime
