@@ -105,13 +105,8 @@ int run(const RunOptions& o) {
         "the cuda backend cannot run steps in this build of optjit (it compiles cubins: optjit "
         "compile); "
         "use --backend cpu, opencl or reference");
-  std::string backend_name = o.backend;
-  if (o.backend == "auto") {
-    std::string why;
-    runtime::Device d = runtime::pick_auto(runtime::list_devices(), false, &why);
-    backend_name = d.backend;
-    if (!o.quiet) fmt::print("{}\n", why);
-  }
+  std::string backend_name = o.backend, why_auto;
+  if (o.backend == "auto") backend_name = runtime::pick_auto(runtime::list_devices(), false, &why_auto).backend;
   auto text = read_pipeline_text(o.pipeline);
   if (!text) return fail(text.error().message);
   auto params = runtime::read_safetensors(o.params);
@@ -265,6 +260,7 @@ int run(const RunOptions& o) {
             : "");
     fmt::print("plan: {} pass{}, {} bytes per parameter; step count now {}\n", plan.passes.size(),
                plan.passes.size() == 1 ? "" : "es", plan.bytes_per_param(), state->step);
+    if (!why_auto.empty()) fmt::print("{}\n", why_auto);
     fmt::print("wrote {}\n", o.out);
   }
   return 0;
