@@ -2,80 +2,85 @@
 
 #include <dlfcn.h>
 
+#include "runtime/cuda_api.h"
+
 namespace optjit::runtime {
 
+namespace cuda {
+
 namespace {
+const Api* loaded_api = nullptr;
+}  // namespace
 
-// The few driver entry points discovery needs, with the driver's own signatures.
-using CUresult = int;
-using CUdevice = int;
-struct Driver {
-  void* lib = nullptr;
-  CUresult (*cuInit)(unsigned) = nullptr;
-  CUresult (*cuDriverGetVersion)(int*) = nullptr;
-  CUresult (*cuDeviceGetCount)(int*) = nullptr;
-  CUresult (*cuDeviceGet)(CUdevice*, int) = nullptr;
-  CUresult (*cuDeviceGetName)(char*, int, CUdevice) = nullptr;
-  CUresult (*cuDeviceGetAttribute)(int*, int, CUdevice) = nullptr;
-  CUresult (*cuDeviceTotalMem)(size_t*, CUdevice) = nullptr;
-  CUresult (*cuDeviceGetUuid)(unsigned char*, CUdevice) = nullptr;
-  CUresult (*cuGetErrorString)(CUresult, const char**) = nullptr;
-};
-
-constexpr int kAttrSmCount = 16, kAttrCcMajor = 75, kAttrCcMinor = 76;
-
-Expected<Driver*> driver() {
-  static Driver d;
+Expected<const Api*> api() {
+  static Api a{};
+  loaded_api = &a;
   static std::string error;
   static bool tried = false;
   if (!tried) {
     tried = true;
-    d.lib = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!d.lib) {
+    void* lib = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
       error =
           "no CUDA driver on this machine (libcuda.so.1 not found), so no NVIDIA GPU can be used; "
           "optjit compile --backend cuda still builds cubins";
     } else {
       auto sym = [&](auto& fn, const char* name) {
-        fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(d.lib, name));
+        fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(lib, name));
         if (!fn && error.empty()) error = fmt::format("the CUDA driver lacks {}", name);
       };
-      sym(d.cuInit, "cuInit");
-      sym(d.cuDriverGetVersion, "cuDriverGetVersion");
-      sym(d.cuDeviceGetCount, "cuDeviceGetCount");
-      sym(d.cuDeviceGet, "cuDeviceGet");
-      sym(d.cuDeviceGetName, "cuDeviceGetName");
-      sym(d.cuDeviceGetAttribute, "cuDeviceGetAttribute");
-      sym(d.cuDeviceTotalMem, "cuDeviceTotalMem_v2");
-      sym(d.cuDeviceGetUuid, "cuDeviceGetUuid");
-      sym(d.cuGetErrorString, "cuGetErrorString");
+      sym(a.cuInit, "cuInit");
+      sym(a.cuDriverGetVersion, "cuDriverGetVersion");
+      sym(a.cuDeviceGetCount, "cuDeviceGetCount");
+      sym(a.cuDeviceGet, "cuDeviceGet");
+      sym(a.cuDeviceGetName, "cuDeviceGetName");
+      sym(a.cuDeviceGetAttribute, "cuDeviceGetAttribute");
+      sym(a.cuDeviceTotalMem, "cuDeviceTotalMem_v2");
+      sym(a.cuDeviceGetUuid, "cuDeviceGetUuid");
+      sym(a.cuGetErrorString, "cuGetErrorString");
+      sym(a.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+      sym(a.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2");
+      sym(a.cuCtxSetCurrent, "cuCtxSetCurrent");
+      sym(a.cuModuleLoadData, "cuModuleLoadData");
+      sym(a.cuModuleUnload, "cuModuleUnload");
+      sym(a.cuModuleGetFunction, "cuModuleGetFunction");
+      sym(a.cuMemAlloc, "cuMemAlloc_v2");
+      sym(a.cuMemFree, "cuMemFree_v2");
+      sym(a.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
+      sym(a.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
+      sym(a.cuStreamCreate, "cuStreamCreate");
+      sym(a.cuStreamDestroy, "cuStreamDestroy_v2");
+      sym(a.cuStreamSynchronize, "cuStreamSynchronize");
+      sym(a.cuLaunchKernel, "cuLaunchKernel");
       if (error.empty()) {
-        CUresult r = d.cuInit(0);
-        if (r != 0) {
-          const char* s = "unknown error";
-          d.cuGetErrorString(r, &s);
-          error = fmt::format("the CUDA driver did not start: {} (error {})", s, r);
-        }
+        CUresult r = a.cuInit(0);
+        if (r != 0) error = fail("starting the CUDA driver", r).message;
       }
     }
   }
   if (!error.empty()) return make_error("{}", error);
-  return &d;
+  return &a;
 }
 
-}  // namespace
+Error fail(const char* what, CUresult r) {
+  const char* s = "unknown error";
+  if (loaded_api && loaded_api->cuGetErrorString) loaded_api->cuGetErrorString(r, &s);
+  return make_error("CUDA: {} failed: {} (error {})", what, s, r);
+}
+
+}  // namespace cuda
 
 Expected<std::vector<CudaDeviceInfo>> cuda_devices() {
-  auto d = driver();
-  if (!d) return d.error();
-  Driver& D = **d;
+  auto a = cuda::api();
+  if (!a) return a.error();
+  const cuda::Api& D = **a;
   int count = 0, version = 0;
   D.cuDriverGetVersion(&version);
   if (D.cuDeviceGetCount(&count) != 0 || count == 0)
     return make_error("the CUDA driver found no GPU");
   std::vector<CudaDeviceInfo> out;
   for (int i = 0; i < count; ++i) {
-    CUdevice dev;
+    cuda::CUdevice dev;
     if (D.cuDeviceGet(&dev, i) != 0) continue;
     CudaDeviceInfo info;
     info.ordinal = i;
@@ -83,9 +88,9 @@ Expected<std::vector<CudaDeviceInfo>> cuda_devices() {
     char name[256] = {};
     D.cuDeviceGetName(name, sizeof(name), dev);
     info.name = name;
-    D.cuDeviceGetAttribute(&info.cc_major, kAttrCcMajor, dev);
-    D.cuDeviceGetAttribute(&info.cc_minor, kAttrCcMinor, dev);
-    D.cuDeviceGetAttribute(&info.sm_count, kAttrSmCount, dev);
+    D.cuDeviceGetAttribute(&info.cc_major, cuda::kAttrCcMajor, dev);
+    D.cuDeviceGetAttribute(&info.cc_minor, cuda::kAttrCcMinor, dev);
+    D.cuDeviceGetAttribute(&info.sm_count, cuda::kAttrSmCount, dev);
     size_t mem = 0;
     D.cuDeviceTotalMem(&mem, dev);
     info.memory = mem;

@@ -6,8 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "backend_parity.h"
 #include "codegen/cpu_jit.h"
-#include "fixtures.h"
 #include "ir/compile.h"
 #include "runtime/cpu_backend.h"
 
@@ -18,19 +18,6 @@ using runtime::HostTensor;
 using testing::close;
 using testing::json_number;
 using testing::json_numbers;
-
-std::vector<double> values(const uint8_t* buf, DType t, int64_t n) {
-  std::vector<double> out;
-  for (int64_t i = 0; i < n; ++i) out.push_back(runtime::load_element(buf, t, i));
-  return out;
-}
-
-HostTensor tensor(const std::string& name, DType t, const std::vector<int64_t>& shape,
-                  const std::vector<double>& v) {
-  HostTensor h = HostTensor::zeros(name, t, shape);
-  for (size_t i = 0; i < v.size(); ++i) h.set(static_cast<int64_t>(i), v[i]);
-  return h;
-}
 
 // Codegen: the inner loop of AdamW is AVX2 vector code (pinned to haswell, whatever the host).
 TEST(CpuCodegen, AdamWVectorizesForAvx2) {
@@ -74,75 +61,20 @@ TEST(CpuCodegen, UnoptimizedIrIsOneFunctionPerPass) {
 class CpuParity : public ::testing::TestWithParam<int> {};
 
 TEST_P(CpuParity, MatchesTorchAndTheReference) {
-  const auto& c = testing::torch_fixtures()["cases"][GetParam()];
-  SCOPED_TRACE(c["name"].get<std::string>() + ": " + c["pipeline"].get<std::string>());
-  const DType dt = c["dtype"] == "f64" ? DType::f64 : DType::f32;
-  auto plan = compile_pipeline(c["pipeline"].get<std::string>(), {dt, dt, dt});
-  ASSERT_TRUE(plan) << plan.error().message;
-  std::vector<HostTensor> params;
-  std::vector<std::string> names;
-  for (auto it = c["params"].begin(); it != c["params"].end(); ++it) {
-    names.push_back(it.key());
-    params.push_back(tensor(it.key(), dt, it.value()["shape"].get<std::vector<int64_t>>(),
-                            json_numbers(it.value()["data"])));
-  }
-  std::vector<runtime::GroupSpec> groups;
-  for (const auto& g : c["groups"]) {
-    runtime::GroupSpec spec;
-    spec.patterns = g["patterns"].get<std::vector<std::string>>();
-    for (auto it = g["overrides"].begin(); it != g["overrides"].end(); ++it)
-      spec.overrides[it.key()] = json_number(it.value());
-    groups.push_back(spec);
-  }
-  auto cpu_state = runtime::init_state(*plan, params, groups);
-  auto ref_state = runtime::init_state(*plan, params, groups);
-  ASSERT_TRUE(cpu_state && ref_state);
-  auto cpu = runtime::CpuBackend::create(*plan, {2, 5});
-  ASSERT_TRUE(cpu) << cpu.error().message;
-  runtime::ReferenceBackend ref(*plan);
-  const double torch_rtol = dt == DType::f64 ? 1e-10 : 2e-5;
-  const double ref_rtol = dt == DType::f64 ? 1e-12 : 2e-6;
-  const uint32_t pb = plan->program.param_buffer();
-  for (size_t step = 0; step < c["grads"].size(); ++step) {
-    SCOPED_TRACE("step " + std::to_string(step + 1));
-    std::vector<HostTensor> grads;
-    std::vector<const HostTensor*> ptrs;
-    for (size_t i = 0; i < names.size(); ++i)
-      grads.push_back(
-          tensor(names[i], dt, params[i].shape, json_numbers(c["grads"][step][names[i]])));
-    for (const auto& g : grads) ptrs.push_back(&g);
-    ASSERT_TRUE(runtime::set_grads(*plan, *cpu_state, ptrs));
-    ASSERT_TRUE(runtime::set_grads(*plan, *ref_state, ptrs));
-    EXPECT_EQ((*cpu)->step(*cpu_state).skipped, c["skipped"][step].get<bool>());
-    ref.step(*ref_state);
-    for (size_t i = 0; i < names.size(); ++i) {
-      const auto& ts = cpu_state->tensors[i];
-      auto got = values(ts.data(pb), dt, ts.numel);
-      EXPECT_TRUE(close(got, json_numbers(c["expected"][step][names[i]]), torch_rtol, 1e-37))
-          << names[i] << " vs torch";
-      EXPECT_TRUE(close(got, values(ref_state->tensors[i].data(pb), dt, ts.numel), ref_rtol, 1e-37))
-          << names[i] << " vs reference";
-    }
-  }
-  EXPECT_EQ(cpu_state->step, ref_state->step);
-  for (size_t i = 0; i < names.size(); ++i)
-    for (size_t b = 0; b < plan->program.buffers.size(); ++b)
-      EXPECT_TRUE(close(values(cpu_state->tensors[i].data(b), plan->buffers[b].storage,
-                               cpu_state->tensors[i].numel),
-                        values(ref_state->tensors[i].data(b), plan->buffers[b].storage,
-                               ref_state->tensors[i].numel),
-                        ref_rtol, 1e-37))
-          << names[i] << "." << plan->buffers[b].name;
+  std::shared_ptr<runtime::CpuBackend> cpu;
+  testing::check_backend_on_fixture(
+      GetParam(), [&](const plan::Plan& plan) -> Expected<testing::StepFn> {
+        auto b = runtime::CpuBackend::create(plan, {2, 5});
+        if (!b) return b.error();
+        cpu = std::move(*b);
+        return testing::StepFn([cpu](runtime::OptimizerState& s) -> Expected<runtime::StepResult> {
+          return cpu->step(s);
+        });
+      });
 }
 
-std::string case_name(const ::testing::TestParamInfo<int>& info) {
-  const auto& c = testing::torch_fixtures()["cases"][info.param];
-  return c["name"].get<std::string>() + "_" + c["dtype"].get<std::string>();
-}
-
-INSTANTIATE_TEST_SUITE_P(
-    Fixtures, CpuParity,
-    ::testing::Range(0, static_cast<int>(testing::torch_fixtures()["cases"].size())), case_name);
+INSTANTIATE_TEST_SUITE_P(Fixtures, CpuParity, testing::all_fixture_cases(),
+                         testing::fixture_case_name);
 
 // Storing to f16/bf16 rounds to nearest even exactly as the reference does: a pipeline that
 // copies an f32 value into a half-precision parameter must give identical bits.

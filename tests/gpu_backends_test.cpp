@@ -6,9 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include "backend_parity.h"
 #include "codegen/c_emitter.h"
 #include "codegen/nvrtc.h"
-#include "fixtures.h"
 #include "ir/builtins.h"
 #include "ir/compile.h"
 #include "runtime/opencl_backend.h"
@@ -67,8 +67,8 @@ INSTANTIATE_TEST_SUITE_P(
                       GoldenCase{"scaler_sgd_f16.cl",
                                  "chain(grad_scaler(scale=1024), sgd(lr=0.1, momentum=0.9))",
                                  DType::f16, codegen::CLanguage::opencl}),
-    [](const auto& info) {
-      std::string n = info.param.file;
+    [](const auto& param_info) {
+      std::string n = param_info.param.file;
       for (auto& c : n)
         if (c == '.') c = '_';
       return n;
@@ -146,85 +146,22 @@ TEST(OpenCL, FindsDevicesAndRejectsAMissingOne) {
   EXPECT_EQ(b.error().message, fmt::format("no OpenCL device 99 (there are {})", devices->size()));
 }
 
-HostTensor tensor(const std::string& name, DType t, const std::vector<int64_t>& shape,
-                  const std::vector<double>& v) {
-  HostTensor h = HostTensor::zeros(name, t, shape);
-  for (size_t i = 0; i < v.size(); ++i) h.set(static_cast<int64_t>(i), v[i]);
-  return h;
-}
-
-std::vector<double> values(const uint8_t* buf, DType t, int64_t n) {
-  std::vector<double> out;
-  for (int64_t i = 0; i < n; ++i) out.push_back(runtime::load_element(buf, t, i));
-  return out;
-}
-
 class OpenclParity : public ::testing::TestWithParam<int> {};
 
+// Small chunks and work-groups, so tensors span several chunks and the tree has depth.
 TEST_P(OpenclParity, MatchesTorchAndTheReference) {
-  const auto& c = testing::torch_fixtures()["cases"][GetParam()];
-  SCOPED_TRACE(c["name"].get<std::string>() + ": " + c["pipeline"].get<std::string>());
-  const DType dt = c["dtype"] == "f64" ? DType::f64 : DType::f32;
-  auto plan = compile_pipeline(c["pipeline"].get<std::string>(), {dt, dt, dt});
-  ASSERT_TRUE(plan) << plan.error().message;
-  std::vector<HostTensor> params;
-  std::vector<std::string> names;
-  for (auto it = c["params"].begin(); it != c["params"].end(); ++it) {
-    names.push_back(it.key());
-    params.push_back(tensor(it.key(), dt, it.value()["shape"].get<std::vector<int64_t>>(),
-                            json_numbers(it.value()["data"])));
-  }
-  std::vector<runtime::GroupSpec> groups;
-  for (const auto& g : c["groups"]) {
-    runtime::GroupSpec spec;
-    spec.patterns = g["patterns"].get<std::vector<std::string>>();
-    for (auto it = g["overrides"].begin(); it != g["overrides"].end(); ++it)
-      spec.overrides[it.key()] = json_number(it.value());
-    groups.push_back(spec);
-  }
-  auto ocl_state = runtime::init_state(*plan, params, groups);
-  auto ref_state = runtime::init_state(*plan, params, groups);
-  ASSERT_TRUE(ocl_state && ref_state);
-  // Small chunks and work-groups, so tensors span several chunks and the tree has depth.
-  auto ocl = runtime::OpenclBackend::create(*plan, {-1, 8, 5});
-  ASSERT_TRUE(ocl) << ocl.error().message;
-  runtime::ReferenceBackend ref(*plan);
-  const double torch_rtol = dt == DType::f64 ? 1e-10 : 2e-5,
-               ref_rtol = dt == DType::f64 ? 1e-12 : 2e-6;
-  const uint32_t pb = plan->program.param_buffer();
-  for (size_t step = 0; step < c["grads"].size(); ++step) {
-    SCOPED_TRACE("step " + std::to_string(step + 1));
-    std::vector<HostTensor> grads;
-    std::vector<const HostTensor*> ptrs;
-    for (size_t i = 0; i < names.size(); ++i)
-      grads.push_back(
-          tensor(names[i], dt, params[i].shape, json_numbers(c["grads"][step][names[i]])));
-    for (const auto& g : grads) ptrs.push_back(&g);
-    ASSERT_TRUE(runtime::set_grads(*plan, *ocl_state, ptrs));
-    ASSERT_TRUE(runtime::set_grads(*plan, *ref_state, ptrs));
-    auto r = (*ocl)->step(*ocl_state);
-    ASSERT_TRUE(r) << r.error().message;
-    EXPECT_EQ(r->skipped, c["skipped"][step].get<bool>());
-    ref.step(*ref_state);
-    for (size_t i = 0; i < names.size(); ++i) {
-      const auto& ts = ocl_state->tensors[i];
-      auto got = values(ts.data(pb), dt, ts.numel);
-      EXPECT_TRUE(close(got, json_numbers(c["expected"][step][names[i]]), torch_rtol, 1e-37))
-          << names[i] << " vs torch";
-      EXPECT_TRUE(close(got, values(ref_state->tensors[i].data(pb), dt, ts.numel), ref_rtol, 1e-37))
-          << names[i] << " vs reference";
-    }
-  }
-  EXPECT_EQ(ocl_state->step, ref_state->step);
+  std::shared_ptr<runtime::OpenclBackend> ocl;
+  testing::check_backend_on_fixture(
+      GetParam(), [&](const plan::Plan& plan) -> Expected<testing::StepFn> {
+        auto b = runtime::OpenclBackend::create(plan, {-1, 8, 5});
+        if (!b) return b.error();
+        ocl = std::move(*b);
+        return testing::StepFn([ocl](runtime::OptimizerState& s) { return ocl->step(s); });
+      });
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Fixtures, OpenclParity,
-    ::testing::Range(0, static_cast<int>(testing::torch_fixtures()["cases"].size())),
-    [](const ::testing::TestParamInfo<int>& info) {
-      const auto& c = testing::torch_fixtures()["cases"][info.param];
-      return c["name"].get<std::string>() + "_" + c["dtype"].get<std::string>();
-    });
+INSTANTIATE_TEST_SUITE_P(Fixtures, OpenclParity, testing::all_fixture_cases(),
+                         testing::fixture_case_name);
 
 }  // namespace
 }  // namespace optjit

@@ -18,6 +18,7 @@
 #include "ir/pipeline_text.h"
 #include "ir/text.h"
 #include "runtime/cpu_backend.h"
+#include "runtime/cuda_backend.h"
 #include "runtime/devices.h"
 #include "runtime/opencl_backend.h"
 #include "runtime/reference.h"
@@ -100,13 +101,9 @@ HostTensor slice(const HostTensor& g, int64_t k, int64_t numel, const std::vecto
 }  // namespace
 
 int run(const RunOptions& o) {
-  if (o.backend == "cuda")
-    return fail(
-        "the cuda backend cannot run steps in this build of optjit (it compiles cubins: optjit "
-        "compile); "
-        "use --backend cpu, opencl or reference");
   std::string backend_name = o.backend, why_auto;
-  if (o.backend == "auto") backend_name = runtime::pick_auto(runtime::list_devices(), false, &why_auto).backend;
+  if (o.backend == "auto")
+    backend_name = runtime::pick_auto(runtime::list_devices(), true, &why_auto).backend;
   auto text = read_pipeline_text(o.pipeline);
   if (!text) return fail(text.error().message);
   auto params = runtime::read_safetensors(o.params);
@@ -208,6 +205,12 @@ int run(const RunOptions& o) {
   runtime::ReferenceBackend reference(plan);
   std::unique_ptr<runtime::CpuBackend> cpu;
   std::unique_ptr<runtime::OpenclBackend> ocl;
+  std::unique_ptr<runtime::CudaBackend> gpu;
+  if (backend_name == "cuda") {
+    auto b = runtime::CudaBackend::create(plan, {0, 256, o.chunk});
+    if (!b) return fail(b.error().message);
+    gpu = std::move(*b);
+  }
   if (backend_name == "opencl") {
     auto b = runtime::OpenclBackend::create(plan, {-1, 256, o.chunk});
     if (!b) return fail(b.error().message);
@@ -234,7 +237,11 @@ int run(const RunOptions& o) {
     }
     Status st = runtime::set_grads(plan, *state, step_grads);
     if (!st) return fail(st.error().message);
-    if (ocl) {
+    if (gpu) {
+      auto r = gpu->step(*state);
+      if (!r) return fail(r.error().message);
+      skipped += r->skipped;
+    } else if (ocl) {
       auto r = ocl->step(*state);
       if (!r) return fail(r.error().message);
       skipped += r->skipped;
@@ -383,7 +390,7 @@ int devices(bool json) {
   }
   for (const auto& u : list.unavailable) fmt::print("{}\n", u);
   std::string why;
-  runtime::pick_auto(list, false, &why);
+  runtime::pick_auto(list, true, &why);
   fmt::print("{}\n", why);
   return 0;
 }

@@ -1,0 +1,54 @@
+// The CUDA driver entry points optjit uses, resolved with dlsym from libcuda.so.1 (internal).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "ir/error.h"
+
+namespace optjit::runtime::cuda {
+
+using CUresult = int;
+using CUdevice = int;
+using CUcontext = struct CUctx_st*;
+using CUmodule = struct CUmod_st*;
+using CUfunction = struct CUfunc_st*;
+using CUstream = struct CUstream_st*;
+using CUdeviceptr = unsigned long long;
+
+struct Api {
+  CUresult (*cuInit)(unsigned);
+  CUresult (*cuDriverGetVersion)(int*);
+  CUresult (*cuDeviceGetCount)(int*);
+  CUresult (*cuDeviceGet)(CUdevice*, int);
+  CUresult (*cuDeviceGetName)(char*, int, CUdevice);
+  CUresult (*cuDeviceGetAttribute)(int*, int, CUdevice);
+  CUresult (*cuDeviceTotalMem)(size_t*, CUdevice);
+  CUresult (*cuDeviceGetUuid)(unsigned char*, CUdevice);
+  CUresult (*cuGetErrorString)(CUresult, const char**);
+  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);
+  CUresult (*cuDevicePrimaryCtxRelease)(CUdevice);
+  CUresult (*cuCtxSetCurrent)(CUcontext);
+  CUresult (*cuModuleLoadData)(CUmodule*, const void*);
+  CUresult (*cuModuleUnload)(CUmodule);
+  CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
+  CUresult (*cuMemAlloc)(CUdeviceptr*, size_t);
+  CUresult (*cuMemFree)(CUdeviceptr);
+  CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void*, size_t, CUstream);
+  CUresult (*cuMemcpyDtoHAsync)(void*, CUdeviceptr, size_t, CUstream);
+  CUresult (*cuStreamCreate)(CUstream*, unsigned);
+  CUresult (*cuStreamDestroy)(CUstream);
+  CUresult (*cuStreamSynchronize)(CUstream);
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, CUstream, void**, void**);
+};
+
+/// The loaded driver, or why there is none ("no CUDA driver on this machine ...").
+Expected<const Api*> api();
+/// "cuMemAlloc failed: out of memory (error 2)".
+Error fail(const char* what, CUresult r);
+
+inline constexpr int kAttrSmCount = 16, kAttrCcMajor = 75, kAttrCcMinor = 76;
+
+}  // namespace optjit::runtime::cuda

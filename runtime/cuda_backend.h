@@ -1,0 +1,42 @@
+// The CUDA backend: the emitter's CUDA C, compiled by NVRTC for the device's sm_XX, loaded and
+// launched through the driver API (dlopen'd). State lives in device memory; a step uploads the
+// gradients and the uniforms (learning rate, bias corrections: device values, so the launches
+// of a step can be captured in a CUDA graph), launches one kernel per pass, and for the CLI
+// path copies what it wrote back to the host.
+#pragma once
+
+#include <memory>
+
+#include "runtime/cuda_driver.h"
+#include "runtime/reference.h"
+
+namespace optjit::runtime {
+
+struct CudaOptions {
+  int device = 0;
+  int block = 256;
+  int64_t chunk_elements = 1 << 16;
+  bool copy_back = true;        // copy written buffers to the host after every step
+  bool resident_grads = false;  // gradients are uploaded once (benchmarks: they live on the GPU)
+};
+
+class CudaBackend {
+ public:
+  /// Fails with a clear message when there is no driver or no such device.
+  static Expected<std::unique_ptr<CudaBackend>> create(const plan::Plan& plan,
+                                                       CudaOptions options = {});
+  ~CudaBackend();
+  Expected<StepResult> step(OptimizerState& s);
+  const CudaDeviceInfo& device() const { return info_; }
+  double compile_seconds() const { return compile_seconds_; }
+
+ private:
+  struct Impl;
+  explicit CudaBackend(const plan::Plan& plan);
+  const plan::Plan& plan_;
+  CudaDeviceInfo info_;
+  double compile_seconds_ = 0;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace optjit::runtime

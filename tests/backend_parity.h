@@ -1,0 +1,107 @@
+// One PyTorch fixture, replayed on a backend next to the reference backend: parameters after
+// every step against torch and against the reference, and the final state against the reference.
+#pragma once
+
+#include <functional>
+
+#include "fixtures.h"
+#include "ir/compile.h"
+#include "runtime/reference.h"
+
+namespace optjit::testing {
+
+using StepFn = std::function<Expected<runtime::StepResult>(runtime::OptimizerState&)>;
+/// Makes a backend for a plan (the plan outlives it) and returns its step function.
+using BackendFactory = std::function<Expected<StepFn>(const plan::Plan&)>;
+
+inline std::vector<double> buffer_values(const uint8_t* buf, DType t, int64_t n) {
+  std::vector<double> out;
+  for (int64_t i = 0; i < n; ++i) out.push_back(runtime::load_element(buf, t, i));
+  return out;
+}
+
+inline runtime::HostTensor fixture_tensor(const std::string& name, DType t,
+                                          const std::vector<int64_t>& shape,
+                                          const std::vector<double>& v) {
+  runtime::HostTensor h = runtime::HostTensor::zeros(name, t, shape);
+  for (size_t i = 0; i < v.size(); ++i) h.set(static_cast<int64_t>(i), v[i]);
+  return h;
+}
+
+inline void check_backend_on_fixture(int index, const BackendFactory& factory) {
+  const auto& c = torch_fixtures()["cases"][index];
+  SCOPED_TRACE(c["name"].get<std::string>() + ": " + c["pipeline"].get<std::string>());
+  const DType dt = c["dtype"] == "f64" ? DType::f64 : DType::f32;
+  auto plan = compile_pipeline(c["pipeline"].get<std::string>(), {dt, dt, dt});
+  ASSERT_TRUE(plan) << plan.error().message;
+  std::vector<runtime::HostTensor> params;
+  std::vector<std::string> names;
+  for (auto it = c["params"].begin(); it != c["params"].end(); ++it) {
+    names.push_back(it.key());
+    params.push_back(fixture_tensor(it.key(), dt, it.value()["shape"].get<std::vector<int64_t>>(),
+                                    json_numbers(it.value()["data"])));
+  }
+  std::vector<runtime::GroupSpec> groups;
+  for (const auto& g : c["groups"]) {
+    runtime::GroupSpec spec;
+    spec.patterns = g["patterns"].get<std::vector<std::string>>();
+    for (auto it = g["overrides"].begin(); it != g["overrides"].end(); ++it)
+      spec.overrides[it.key()] = json_number(it.value());
+    groups.push_back(spec);
+  }
+  auto state = runtime::init_state(*plan, params, groups);
+  auto ref_state = runtime::init_state(*plan, params, groups);
+  ASSERT_TRUE(state && ref_state);
+  auto step = factory(*plan);
+  ASSERT_TRUE(step) << step.error().message;
+  runtime::ReferenceBackend ref(*plan);
+  const double torch_rtol = dt == DType::f64 ? 1e-10 : 2e-5,
+               ref_rtol = dt == DType::f64 ? 1e-12 : 2e-6;
+  const uint32_t pb = plan->program.param_buffer();
+  for (size_t k = 0; k < c["grads"].size(); ++k) {
+    SCOPED_TRACE("step " + std::to_string(k + 1));
+    std::vector<runtime::HostTensor> grads;
+    std::vector<const runtime::HostTensor*> ptrs;
+    for (size_t i = 0; i < names.size(); ++i)
+      grads.push_back(
+          fixture_tensor(names[i], dt, params[i].shape, json_numbers(c["grads"][k][names[i]])));
+    for (const auto& g : grads) ptrs.push_back(&g);
+    ASSERT_TRUE(runtime::set_grads(*plan, *state, ptrs));
+    ASSERT_TRUE(runtime::set_grads(*plan, *ref_state, ptrs));
+    auto r = (*step)(*state);
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_EQ(r->skipped, c["skipped"][k].get<bool>());
+    ref.step(*ref_state);
+    for (size_t i = 0; i < names.size(); ++i) {
+      const auto& ts = state->tensors[i];
+      auto got = buffer_values(ts.data(pb), dt, ts.numel);
+      EXPECT_TRUE(close(got, json_numbers(c["expected"][k][names[i]]), torch_rtol, 1e-37))
+          << names[i] << " vs torch";
+      EXPECT_TRUE(
+          close(got, buffer_values(ref_state->tensors[i].data(pb), dt, ts.numel), ref_rtol, 1e-37))
+          << names[i] << " vs reference";
+    }
+  }
+  EXPECT_EQ(state->step, ref_state->step);
+  for (size_t i = 0; i < names.size(); ++i)
+    for (size_t b = 0; b < plan->program.buffers.size(); ++b) {
+      if (plan->buffers[b].role == ir::BufferRole::grad) continue;
+      DType st = plan->buffers[b].storage;
+      EXPECT_TRUE(
+          close(buffer_values(state->tensors[i].data(b), st, state->tensors[i].numel),
+                buffer_values(ref_state->tensors[i].data(b), st, ref_state->tensors[i].numel),
+                ref_rtol, 1e-37))
+          << names[i] << "." << plan->buffers[b].name;
+    }
+}
+
+inline std::string fixture_case_name(const ::testing::TestParamInfo<int>& info) {
+  const auto& c = torch_fixtures()["cases"][info.param];
+  return c["name"].get<std::string>() + "_" + c["dtype"].get<std::string>();
+}
+
+inline auto all_fixture_cases() {
+  return ::testing::Range(0, static_cast<int>(torch_fixtures()["cases"].size()));
+}
+
+}  // namespace optjit::testing
