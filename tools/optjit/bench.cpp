@@ -13,6 +13,8 @@
 #include "ir/compile.h"
 #include "ir/pipeline_text.h"
 #include "runtime/cpu_backend.h"
+#include "runtime/cuda_backend.h"
+#include "runtime/opencl_backend.h"
 #include "tools/optjit/commands.h"
 
 namespace optjit::cli {
@@ -119,15 +121,29 @@ struct Runner {
   plan::Plan plan;
   runtime::OptimizerState state;
   std::unique_ptr<runtime::CpuBackend> cpu;
+  std::unique_ptr<runtime::OpenclBackend> ocl;
+  std::unique_ptr<runtime::CudaBackend> gpu;
+  double compile_seconds() const {
+    return cpu ? cpu->compile_seconds() : ocl ? ocl->compile_seconds() : gpu->compile_seconds();
+  }
+  void step() {
+    if (cpu)
+      cpu->step(state);
+    else if (ocl)
+      (void)ocl->step(state);
+    else
+      (void)gpu->step(state);
+  }
   double step_seconds(int steps) {
     auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < steps; ++i) cpu->step(state);
+    for (int i = 0; i < steps; ++i) step();
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps;
   }
 };
 
 Expected<std::unique_ptr<Runner>> make_runner(plan::Plan plan, const Shapes& shapes, DType t,
-                                              const runtime::CpuOptions& cpu) {
+                                              const runtime::CpuOptions& cpu,
+                                              const std::string& backend) {
   auto r = std::make_unique<Runner>();
   r->plan = std::move(plan);
   std::vector<runtime::HostTensor> params;
@@ -150,9 +166,20 @@ Expected<std::unique_ptr<Runner>> make_runner(plan::Plan plan, const Shapes& sha
         runtime::store_element(ts.data(b), r->plan.buffers[b].storage, i,
                                (role == ir::BufferRole::param ? 0.1 : 1e-3) * next());
     }
-  auto backend = runtime::CpuBackend::create(r->plan, cpu);
-  if (!backend) return backend.error();
-  r->cpu = std::move(*backend);
+  if (backend == "cuda") {
+    // As in a framework: gradients live on the GPU and nothing comes back each step.
+    auto b = runtime::CudaBackend::create(r->plan, {0, 256, cpu.chunk_elements, false, true});
+    if (!b) return b.error();
+    r->gpu = std::move(*b);
+  } else if (backend == "opencl") {
+    auto b = runtime::OpenclBackend::create(r->plan, {-1, 256, cpu.chunk_elements});
+    if (!b) return b.error();
+    r->ocl = std::move(*b);
+  } else {
+    auto b = runtime::CpuBackend::create(r->plan, cpu);
+    if (!b) return b.error();
+    r->cpu = std::move(*b);
+  }
   return r;
 }
 
@@ -192,8 +219,8 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int bench(const BenchOptions& o) {
-  if (o.backend != "cpu")
-    return fail(fmt::format("bench supports --backend cpu in this build, not {}", o.backend));
+  if (o.backend != "cpu" && o.backend != "cuda" && o.backend != "opencl")
+    return fail(fmt::format("bench runs on --backend cpu, cuda or opencl, not {}", o.backend));
   auto text = read_pipeline_text(o.pipeline);
   if (!text) return fail(text.error().message);
   auto dt = parse_dtype(o.dtype);
@@ -215,9 +242,9 @@ int bench(const BenchOptions& o) {
   if (!plan) return fail(plan.error().message);
 
   auto t0 = std::chrono::steady_clock::now();
-  auto fused = make_runner(*plan, *shapes, *dt, cpu);
+  auto fused = make_runner(*plan, *shapes, *dt, cpu, o.backend);
   if (!fused) return fail(fused.error().message);
-  const double compile_s = (*fused)->cpu->compile_seconds();
+  const double compile_s = (*fused)->compile_seconds();
   (void)t0;
 
   // Roofline runners, one per pass.
@@ -225,7 +252,7 @@ int bench(const BenchOptions& o) {
   for (const auto& pass : plan->passes) {
     auto rp = roofline_plan(*plan, pass);
     if (!rp) return fail(rp.error().message);
-    auto r = make_runner(std::move(*rp), *shapes, *dt, cpu);
+    auto r = make_runner(std::move(*rp), *shapes, *dt, cpu, o.backend);
     if (!r) return fail(r.error().message);
     roof.push_back(std::move(*r));
   }
@@ -234,7 +261,8 @@ int bench(const BenchOptions& o) {
   // its result to memory for the next one, as separate foreach sweeps do.
   std::vector<std::unique_ptr<Runner>> stages;
   size_t unfused_bytes = 0;
-  if (!o.no_unfused && pipeline->size() > 1) {
+  // The unfused stages chain host buffers, so the baseline runs on the CPU backend only.
+  if (!o.no_unfused && pipeline->size() > 1 && o.backend == "cpu") {
     auto keep = std::make_shared<dsl::Def>();
     keep->name = "materialize_grad";
     keep->apply = [](dsl::Ctx& c) {
@@ -250,7 +278,7 @@ int bench(const BenchOptions& o) {
       auto spl = plan::make_plan(*sp);
       if (!spl) return fail(spl.error().message);
       unfused_bytes += spl->bytes_per_param();
-      auto r = make_runner(std::move(*spl), *shapes, *dt, cpu);
+      auto r = make_runner(std::move(*spl), *shapes, *dt, cpu, "cpu");
       if (!r) return fail(r.error().message);
       stages.push_back(std::move(*r));
     }
@@ -272,20 +300,20 @@ int bench(const BenchOptions& o) {
   auto unfused_step = [&](int steps) {
     auto t1 = std::chrono::steady_clock::now();
     for (int k = 0; k < steps; ++k)
-      for (auto& s : stages) s->cpu->step(s->state);
+      for (auto& s : stages) s->step();
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count() / steps;
   };
 
   // Per-step overhead: the same number of tensors with one element each.
   Shapes tiny;
   for (const auto& [n, s] : *shapes) tiny.push_back({n, {1}});
-  auto overhead_runner = make_runner(*plan, tiny, *dt, cpu);
+  auto overhead_runner = make_runner(*plan, tiny, *dt, cpu, o.backend);
   if (!overhead_runner) return fail(overhead_runner.error().message);
 
   // The same total size as one tensor, to show what many tensors cost.
   std::unique_ptr<Runner> single;
   if (shapes->size() > 1) {
-    auto r = make_runner(*plan, Shapes{{"all", {numel}}}, *dt, cpu);
+    auto r = make_runner(*plan, Shapes{{"all", {numel}}}, *dt, cpu, o.backend);
     if (!r) return fail(r.error().message);
     single = std::move(*r);
   }
@@ -315,7 +343,8 @@ int bench(const BenchOptions& o) {
   j["tensors"] = shapes->size();
   j["parameters"] = numel;
   j["dtype"] = o.dtype;
-  j["threads"] = (*fused)->cpu->threads();
+  j["threads"] = (*fused)->cpu ? (*fused)->cpu->threads() : 0;
+  j["backend"] = o.backend;
   j["chunk_elements"] = o.chunk;
   j["passes"] = plan->passes.size();
   j["bytes_per_param"] = plan->bytes_per_param();
@@ -345,7 +374,7 @@ int bench(const BenchOptions& o) {
   }
   fmt::print("pipeline     {}\n", *text);
   fmt::print("tensors      {} ({}), {} parameters, {}, {} threads, chunks of {}\n", shapes->size(),
-             j["shapes"].get<std::string>(), numel, o.dtype, (*fused)->cpu->threads(), o.chunk);
+             j["shapes"].get<std::string>(), numel, o.dtype, j["threads"].get<int>(), o.chunk);
   fmt::print("plan         {} passes, {} bytes per parameter; compiled in {:.1f} ms\n",
              plan->passes.size(), plan->bytes_per_param(), 1e3 * compile_s);
   fmt::print("fused        {:9.3f} ms/step  {:7.2f} GB/s effective\n", 1e3 * fused_s, gbs);

@@ -84,7 +84,8 @@ int main(int argc, char** argv) {
       "bench", "time a pipeline against the memory roofline and an unfused baseline");
   bench_cmd->add_option("pipeline", bench.pipeline, "pipeline text, or a file that holds it")
       ->required();
-  bench_cmd->add_option("--backend", bench.backend, "cpu");
+  bench_cmd->add_option("--backend", bench.backend, "cpu (default) | cuda | opencl")
+      ->check(CLI::IsMember({"cpu", "cuda", "opencl"}));
   bench_cmd->add_option("--numel", bench.numel, "one tensor of this many elements")
       ->check(CLI::PositiveNumber);
   bench_cmd->add_option("--shapes", bench.shapes,
