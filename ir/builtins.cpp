@@ -69,11 +69,13 @@ Value ema_sq(Value v, Value g, Value beta) { return v * beta + (1.0 - beta) * g 
 
 void sgd(Ctx& c) {
   Value g = l2_decay(c, signed_grad(c));
-  Value momentum = c.hyper("momentum");
   bool nesterov = c.flag("nesterov");
   if (nesterov && (c.initial("momentum") <= 0 || c.initial("dampening") != 0))
     return c.fail(make_error("Nesterov momentum requires a momentum and zero dampening"));
+  // With momentum 0 there is no buffer, and no `momentum` to set later: setting it is an
+  // error, not a silent no-op.
   if (c.initial("momentum") != 0) {
+    Value momentum = c.hyper("momentum");
     Value buf = c.state("momentum_buffer");
     Value first = c.step() == 1.0;
     Value next = select(first, g, buf * momentum + (1.0 - c.hyper("dampening")) * g);

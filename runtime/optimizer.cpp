@@ -66,7 +66,9 @@ Expected<std::unique_ptr<Optimizer>> Optimizer::build(Expected<plan::Plan> plan,
   for (const auto& p : o->params_) shapes.push_back({p.name, p.dtype, p.shape, {}});
   std::vector<runtime::HostTensor> empties = shapes;
   for (auto& e : empties) e.data.assign(static_cast<size_t>(e.numel()) * size_bytes(e.dtype), 0);
-  auto state = runtime::init_state(o->plan_, empties, options.groups);
+  std::vector<int> group_of;
+  for (const auto& p : o->params_) group_of.push_back(p.group);
+  auto state = runtime::init_state(o->plan_, empties, options.groups, group_of);
   if (!state) return state.error();
   o->state_ = std::move(*state);
   for (size_t i = 0; i < o->params_.size(); ++i) {

@@ -26,6 +26,9 @@ struct Param {
   void* data = nullptr;
   DType dtype = DType::f32;
   std::vector<int64_t> shape;
+  /// Parameter group: 0 is the default group, k is OptimizerOptions::groups[k-1]. -1: by the
+  /// groups' name patterns (else the default group).
+  int group = -1;
 };
 
 enum class Backend { reference, cpu };

@@ -82,7 +82,8 @@ Status set_hyper(const ir::Program& p, OptimizerState& s, std::string_view name,
 }
 
 Expected<OptimizerState> init_state(const plan::Plan& plan, const std::vector<HostTensor>& params,
-                                    const std::vector<GroupSpec>& groups) {
+                                    const std::vector<GroupSpec>& groups,
+                                    const std::vector<int>& group_of) {
   const ir::Program& p = plan.program;
   OptimizerState s;
   GroupState defaults;
@@ -102,7 +103,13 @@ Expected<OptimizerState> init_state(const plan::Plan& plan, const std::vector<Ho
       return make_error("parameter '{}' is {}, but the optimizer was built for {} parameters",
                         t.name, to_string(t.dtype), to_string(param_type));
     TensorState ts{t.name, t.shape, t.numel(), 0, {}, {}};
-    for (size_t g = 0; g < groups.size() && ts.group == 0; ++g)
+    const int explicit_group = s.tensors.size() < group_of.size() ? group_of[s.tensors.size()] : -1;
+    if (explicit_group > static_cast<int>(groups.size()))
+      return make_error(
+          "parameter '{}' is in group {}, but there are only {} groups besides the default", t.name,
+          explicit_group, groups.size());
+    if (explicit_group >= 0) ts.group = static_cast<uint32_t>(explicit_group);
+    for (size_t g = 0; g < groups.size() && ts.group == 0 && explicit_group < 0; ++g)
       for (const auto& pat : groups[g].patterns)
         if (glob_match(pat, t.name)) ts.group = static_cast<uint32_t>(g + 1);
     for (const auto& b : plan.buffers) {

@@ -61,8 +61,10 @@ Status set_hyper(const ir::Program& p, OptimizerState& s, std::string_view name,
 /// Creates state for `params` (their dtype must be the plan's param storage). Group 0 is the
 /// default group; group k+1 is groups[k]. State buffers and scalar states take their initial
 /// values, from a hyperparameter where the program says so.
+/// `group_of`, when given, assigns each parameter's group explicitly (-1: by patterns).
 Expected<OptimizerState> init_state(const plan::Plan& plan, const std::vector<HostTensor>& params,
-                                    const std::vector<GroupSpec>& groups);
+                                    const std::vector<GroupSpec>& groups,
+                                    const std::vector<int>& group_of = {});
 
 /// Copies gradients into the grad buffers, converting to the grad storage type. Shapes must match.
 Status set_grads(const plan::Plan& plan, OptimizerState& s,

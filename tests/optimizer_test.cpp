@@ -1,0 +1,171 @@
+// optjit::Optimizer: the API a framework calls, over the framework's own memory.
+#include "runtime/optimizer.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+namespace optjit {
+namespace {
+
+struct Model {
+  std::vector<float> w = std::vector<float>(1000), b = std::vector<float>(10);
+  std::vector<float> gw = std::vector<float>(1000), gb = std::vector<float>(10);
+  Model() {
+    for (size_t i = 0; i < w.size(); ++i) w[i] = 0.01f * static_cast<float>(i % 13) - 0.05f;
+    for (size_t i = 0; i < b.size(); ++i) b[i] = 0.1f * static_cast<float>(i);
+  }
+  void grads(int step) {
+    for (size_t i = 0; i < gw.size(); ++i)
+      gw[i] = std::sin(0.1f * static_cast<float>(i) + static_cast<float>(step));
+    for (size_t i = 0; i < gb.size(); ++i)
+      gb[i] = std::cos(0.3f * static_cast<float>(i) + static_cast<float>(step));
+  }
+  std::vector<Param> params(int bias_group = -1) {
+    return {{"w", w.data(), DType::f32, {100, 10}}, {"b", b.data(), DType::f32, {10}, bias_group}};
+  }
+  std::vector<const void*> grad_ptrs() const { return {gw.data(), gb.data()}; }
+};
+
+const char* kPipeline = "chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2, weight_decay=0.1))";
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() /
+          ("optjit_opt_" + std::to_string(::getpid()) + "_" + name))
+      .string();
+}
+
+TEST(Optimizer, UpdatesTheCallersMemoryLikeTheReference) {
+  Model a, b;
+  auto cpu = Optimizer::create(kPipeline, a.params());
+  OptimizerOptions ref_options;
+  ref_options.backend = Backend::reference;
+  auto ref = Optimizer::create(kPipeline, b.params(), ref_options);
+  ASSERT_TRUE(cpu && ref) << (cpu ? ref.error().message : cpu.error().message);
+  EXPECT_EQ((*cpu)->plan().bytes_per_param(), 32u);
+  for (int step = 0; step < 5; ++step) {
+    a.grads(step);
+    b.grads(step);
+    ASSERT_TRUE((*cpu)->step(a.grad_ptrs()));
+    ASSERT_TRUE((*ref)->step(b.grad_ptrs()));
+  }
+  EXPECT_EQ((*cpu)->step_count(), 5);
+  for (size_t i = 0; i < a.w.size(); ++i) ASSERT_NEAR(a.w[i], b.w[i], 2e-6) << i;
+  for (size_t i = 0; i < a.b.size(); ++i) ASSERT_NEAR(a.b[i], b.b[i], 2e-6) << i;
+  EXPECT_NE(a.w[3], Model().w[3]);  // it really moved
+}
+
+TEST(Optimizer, HyperparametersChangeBetweenStepsWithoutRecompiling) {
+  Model m;
+  auto opt = Optimizer::create("sgd(lr=0.1)", m.params());
+  ASSERT_TRUE(opt);
+  EXPECT_EQ(*(*opt)->hyper("lr"), 0.1);
+  ASSERT_TRUE((*opt)->set_hyper("lr", 0.0));
+  m.grads(0);
+  std::vector<float> before = m.w;
+  ASSERT_TRUE((*opt)->step(m.grad_ptrs()));
+  EXPECT_EQ(m.w, before);  // lr 0: nothing moves
+  ASSERT_TRUE((*opt)->set_hyper("sgd.lr", 0.5));
+  ASSERT_TRUE((*opt)->step(m.grad_ptrs()));
+  EXPECT_FLOAT_EQ(m.w[1], before[1] - 0.5f * m.gw[1]);
+  auto bad = (*opt)->set_hyper("momentum", 0.9);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().message,
+            "no hyperparameter 'momentum' (this pipeline has: sgd.weight_decay, sgd.lr)");
+  auto adam = Optimizer::create("adam()", m.params());
+  ASSERT_TRUE(adam);
+  auto tuple = (*adam)->hyper("betas");
+  ASSERT_FALSE(tuple);
+  EXPECT_EQ(tuple.error().message, "'betas' is a tuple; ask for one element, e.g. betas.0");
+  ASSERT_TRUE((*adam)->set_hyper("betas", std::vector<double>{0.8, 0.9}));
+  EXPECT_EQ(*(*adam)->hyper("betas.1"), 0.9);
+}
+
+TEST(Optimizer, ExplicitGroupsHaveTheirOwnHyperparameters) {
+  Model m;
+  OptimizerOptions options;
+  options.groups = {{{}, {{"lr", 0.0}}}};  // group 1: frozen
+  auto opt = Optimizer::create(kPipeline, m.params(/*bias_group=*/1), options);
+  ASSERT_TRUE(opt) << opt.error().message;
+  EXPECT_EQ((*opt)->group_of(1), 1u);
+  std::vector<float> b0 = m.b, w0 = m.w;
+  m.grads(0);
+  ASSERT_TRUE((*opt)->step(m.grad_ptrs()));
+  EXPECT_EQ(m.b, b0);
+  EXPECT_NE(m.w, w0);
+  auto bad = Optimizer::create(kPipeline, m.params(/*bias_group=*/3), options);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().message,
+            "parameter 'b' is in group 3, but there are only 1 groups besides the default");
+}
+
+TEST(Optimizer, SaveAndLoadResumeExactly) {
+  Model a, b;
+  auto x = Optimizer::create(kPipeline, a.params());
+  auto y = Optimizer::create(kPipeline, b.params());
+  ASSERT_TRUE(x && y);
+  for (int step = 0; step < 3; ++step) {
+    a.grads(step);
+    ASSERT_TRUE((*x)->step(a.grad_ptrs()));
+  }
+  const std::string path = temp_path("state.safetensors");
+  ASSERT_TRUE((*x)->save(path));
+  b.w = a.w;
+  b.b = a.b;
+  ASSERT_TRUE((*y)->load(path));
+  EXPECT_EQ((*y)->step_count(), 3);
+  for (int step = 3; step < 6; ++step) {
+    a.grads(step);
+    b.grads(step);
+    ASSERT_TRUE((*x)->step(a.grad_ptrs()));
+    ASSERT_TRUE((*y)->step(b.grad_ptrs()));
+  }
+  EXPECT_EQ(a.w, b.w);
+  EXPECT_EQ(a.b, b.b);
+  // A corrupt file is an error and leaves the state as it was.
+  std::ofstream(path, std::ios::trunc) << "garbage";
+  auto r = (*y)->load(path);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("not a valid safetensors file"), std::string::npos);
+  EXPECT_EQ((*y)->step_count(), 6);
+  std::filesystem::remove(path);
+}
+
+TEST(Optimizer, RejectsBadInputWithClearErrors) {
+  Model m;
+  auto opt = Optimizer::create(kPipeline, m.params());
+  ASSERT_TRUE(opt);
+  auto few = (*opt)->step({m.gw.data()});
+  ASSERT_FALSE(few);
+  EXPECT_EQ(few.error().message, "step() got 1 gradients for 2 parameters");
+  auto alias = (*opt)->step({m.w.data(), m.gb.data()});
+  ASSERT_FALSE(alias);
+  EXPECT_EQ(alias.error().message, "the gradient of 'w' overlaps its parameter");
+  auto null = (*opt)->step({nullptr, m.gb.data()});
+  ASSERT_FALSE(null);
+  EXPECT_EQ(null.error().message, "the gradient of 'w' is null");
+  std::vector<Param> overlapping = {{"a", m.w.data(), DType::f32, {100}},
+                                    {"b", m.w.data() + 50, DType::f32, {100}}};
+  auto o = Optimizer::create(kPipeline, overlapping);
+  ASSERT_FALSE(o);
+  EXPECT_EQ(o.error().message, "parameters 'a' and 'b' overlap in memory");
+  std::vector<Param> mixed = {{"a", m.w.data(), DType::f32, {10}},
+                              {"b", m.b.data(), DType::f16, {10}}};
+  auto mx = Optimizer::create(kPipeline, mixed);
+  ASSERT_FALSE(mx);
+  EXPECT_EQ(mx.error().message,
+            "parameter 'b' is f16 but 'a' is f32; one optimizer needs one dtype");
+  auto text = Optimizer::create("adamw(lr=)", m.params());
+  ASSERT_FALSE(text);
+  EXPECT_EQ(text.error().message,
+            "pipeline: line 1, column 10: expected a number, a tuple, true/false, a string or a "
+            "call, found ')'");
+  EXPECT_FALSE(Optimizer::create(kPipeline, {}));
+}
+
+}  // namespace
+}  // namespace optjit
