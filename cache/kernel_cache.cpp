@@ -1,0 +1,418 @@
+#include "cache/kernel_cache.h"
+
+#include <sqlite3.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include <fmt/ranges.h>
+
+namespace optjit::cache {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+int64_t now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string checksum(const uint8_t* p, size_t n) {
+  return fmt::format("{:016x}", XXH3_64bits(p, n));
+}
+
+// Busy handler: back off exponentially (1 ms .. 100 ms), up to about 30 s in all.
+int backoff(void*, int tries) {
+  if (tries > 400) return 0;
+  int ms = std::min(100, 1 << std::min(tries, 7));
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return 1;
+}
+
+Status exec(sqlite3* db, const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string m = err ? err : "unknown error";
+    sqlite3_free(err);
+    return make_error("{}", m);
+  }
+  return Status::Ok();
+}
+
+// A prepared statement that finalizes itself.
+struct Stmt {
+  sqlite3_stmt* s = nullptr;
+  Stmt(sqlite3* db, const char* sql) { sqlite3_prepare_v2(db, sql, -1, &s, nullptr); }
+  ~Stmt() { sqlite3_finalize(s); }
+  explicit operator bool() const { return s != nullptr; }
+  void text(int i, const std::string& v) {
+    sqlite3_bind_text(s, i, v.c_str(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+  }
+  void blob(int i, const std::vector<uint8_t>& v) {
+    sqlite3_bind_blob(s, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+  }
+  void real(int i, double v) { sqlite3_bind_double(s, i, v); }
+  void integer(int i, int64_t v) { sqlite3_bind_int64(s, i, v); }
+  std::string col_text(int i) {
+    auto* p = sqlite3_column_text(s, i);
+    return p ? reinterpret_cast<const char*>(p) : "";
+  }
+  std::vector<uint8_t> col_blob(int i) {
+    auto* p = static_cast<const uint8_t*>(sqlite3_column_blob(s, i));
+    return p ? std::vector<uint8_t>(p, p + sqlite3_column_bytes(s, i)) : std::vector<uint8_t>{};
+  }
+};
+
+constexpr const char* kSchema = R"(
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS kernels(
+  id TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, program TEXT NOT NULL, variant TEXT NOT NULL,
+  format TEXT NOT NULL, blob BLOB NOT NULL, checksum TEXT NOT NULL, resources TEXT NOT NULL,
+  compile_seconds REAL NOT NULL, created INTEGER NOT NULL, last_used INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS tuning_measurements(
+  program TEXT NOT NULL, size_bucket INTEGER NOT NULL, performance TEXT NOT NULL, config TEXT NOT NULL,
+  seconds REAL NOT NULL, repetitions INTEGER NOT NULL, created INTEGER NOT NULL,
+  PRIMARY KEY(program, size_bucket, performance, config));
+CREATE TABLE IF NOT EXISTS tuning_decisions(
+  program TEXT NOT NULL, size_bucket INTEGER NOT NULL, performance TEXT NOT NULL, config TEXT NOT NULL,
+  created INTEGER NOT NULL, PRIMARY KEY(program, size_bucket, performance));
+)";
+
+}  // namespace
+
+std::string KernelKey::id() const { return fmt::format("{}/{}/{}", fingerprint, program, variant); }
+
+std::string default_cache_dir() {
+  if (const char* d = std::getenv("OPTJIT_CACHE_DIR"); d && *d) return d;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/optjit";
+  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/optjit";
+  return fs::temp_directory_path().string() + "/optjit-cache";
+}
+
+std::vector<uint8_t> wrap(const KernelEntry& e) {
+  std::string head = fmt::format("OPTJITK1\n{}\n{}\n{}\n", e.key.fingerprint, e.format,
+                                 checksum(e.payload.data(), e.payload.size()));
+  std::vector<uint8_t> out(head.begin(), head.end());
+  out.insert(out.end(), e.payload.begin(), e.payload.end());
+  return out;
+}
+
+Expected<KernelEntry> unwrap(const std::vector<uint8_t>& blob, const std::string& want) {
+  auto line = [&](size_t& pos) -> std::optional<std::string> {
+    auto nl = std::find(blob.begin() + static_cast<std::ptrdiff_t>(pos), blob.end(), '\n');
+    if (nl == blob.end()) return std::nullopt;
+    std::string s(blob.begin() + static_cast<std::ptrdiff_t>(pos), nl);
+    pos = static_cast<size_t>(nl - blob.begin()) + 1;
+    return s;
+  };
+  size_t pos = 0;
+  auto magic = line(pos), fp = line(pos), format = line(pos), sum = line(pos);
+  if (!magic || *magic != "OPTJITK1" || !fp || !format || !sum)
+    return make_error("not an optjit kernel blob");
+  if (*fp != want)
+    return make_error("built for another device (fingerprint {}, this device {})", *fp, want);
+  KernelEntry e;
+  e.key.fingerprint = *fp;
+  e.format = *format;
+  e.payload.assign(blob.begin() + static_cast<std::ptrdiff_t>(pos), blob.end());
+  if (checksum(e.payload.data(), e.payload.size()) != *sum)
+    return make_error("checksum mismatch (damaged)");
+  return e;
+}
+
+KernelCache::~KernelCache() {
+  if (db_) sqlite3_close(db_);
+  for (auto& [p, db] : shipped_) sqlite3_close(db);
+}
+
+Expected<std::unique_ptr<KernelCache>> KernelCache::open(CacheOptions options) {
+  std::unique_ptr<KernelCache> c(new KernelCache());
+  c->options_ = options;
+  std::string dir = options.dir.empty() ? default_cache_dir() : options.dir;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return make_error("kernel cache: cannot create {} ({})", dir, ec.message());
+  c->path_ = dir + "/kernels.sqlite";
+  OPTJIT_TRY(c->open_user());
+  for (const auto& s : options.shipped) {
+    sqlite3* db = nullptr;
+    std::string uri = "file:" + s + "?mode=ro&immutable=1";
+    if (sqlite3_open_v2(uri.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr) !=
+        SQLITE_OK) {
+      c->warnings_.push_back(
+          fmt::format("shipped kernel database {} cannot be opened; ignored", s));
+      sqlite3_close(db);
+      continue;
+    }
+    bool usable;
+    {
+      Stmt v(db, "SELECT value FROM meta WHERE key = 'schema_version'");
+      usable =
+          v && sqlite3_step(v.s) == SQLITE_ROW && v.col_text(0) == std::to_string(kSchemaVersion);
+    }
+    if (!usable) {
+      c->warnings_.push_back(
+          fmt::format("shipped kernel database {} is damaged or of another version; ignored", s));
+      sqlite3_close(db);
+      continue;
+    }
+    c->shipped_.emplace_back(s, db);
+  }
+  return c;
+}
+
+Status KernelCache::open_user() {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (db_) sqlite3_close(db_), db_ = nullptr;
+    std::string problem;
+    if (sqlite3_open_v2(path_.c_str(), &db_,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+                        nullptr) != SQLITE_OK) {
+      problem = sqlite3_errmsg(db_);
+    } else {
+      sqlite3_busy_handler(db_, backoff, nullptr);
+      // Reading the schema version is the first touch of the file: a file that is not a
+      // database, or a damaged one, fails here.
+      if (Status s = exec(db_, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"); !s)
+        problem = s.error().message;
+      else if (Status s2 = exec(db_, "BEGIN IMMEDIATE;"); !s2)
+        problem = s2.error().message;
+      else {
+        bool ok = static_cast<bool>(exec(db_, kSchema));
+        std::string version;
+        {
+          Stmt v(db_, "SELECT value FROM meta WHERE key = 'schema_version'");
+          if (ok && v && sqlite3_step(v.s) == SQLITE_ROW) version = v.col_text(0);
+        }
+        if (ok && version.empty()) {
+          Stmt ins(db_, "INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', ?1)");
+          ins.text(1, std::to_string(kSchemaVersion));
+          ok = ins && sqlite3_step(ins.s) == SQLITE_DONE;
+          version = std::to_string(kSchemaVersion);
+        }
+        (void)exec(db_, ok ? "COMMIT;" : "ROLLBACK;");
+        if (!ok)
+          problem = sqlite3_errmsg(db_);
+        else if (version != std::to_string(kSchemaVersion))
+          problem = fmt::format("schema version {} (this optjit uses {})", version, kSchemaVersion);
+        else {
+          Stmt q(db_, "PRAGMA quick_check");
+          if (!q || sqlite3_step(q.s) != SQLITE_ROW || q.col_text(0) != "ok")
+            problem = "it fails SQLite's quick_check";
+        }
+      }
+    }
+    if (problem.empty()) return Status::Ok();
+    sqlite3_close(db_);
+    db_ = nullptr;
+    if (attempt == 1) return make_error("kernel cache {}: {}", path_, problem);
+    // A cache can always be rebuilt: keep the bad file for inspection and start afresh.
+    std::string aside = fmt::format("{}.corrupt-{}-{}", path_, now(), ::getpid());
+    std::error_code ec;
+    fs::rename(path_, aside, ec);
+    for (const char* ext : {"-wal", "-shm"}) fs::remove(path_ + ext, ec);
+    warnings_.push_back(
+        fmt::format("kernel cache {} was unusable ({}); moved to {} and started a new one", path_,
+                    problem, aside));
+  }
+  return Status::Ok();
+}
+
+std::optional<KernelEntry> KernelCache::get_from(sqlite3* db, const KernelKey& key,
+                                                 const std::string& layer) {
+  Stmt q(db,
+         "SELECT format, blob, checksum, resources, compile_seconds, created, last_used, "
+         "fingerprint FROM kernels WHERE id = ?1");
+  if (!q) return std::nullopt;
+  q.text(1, key.id());
+  if (sqlite3_step(q.s) != SQLITE_ROW) return std::nullopt;
+  std::vector<uint8_t> blob = q.col_blob(1);
+  std::string why;
+  auto e = unwrap(blob, key.fingerprint);
+  if (q.col_text(7) != key.fingerprint)
+    why = "its row names another device";
+  else if (!e)
+    why = e.error().message;
+  else if (checksum(blob.data(), blob.size()) != q.col_text(2))
+    why = "the row's checksum does not match";
+  if (!why.empty()) {
+    ++session_.rejected;
+    warnings_.push_back(fmt::format("kernel {} in {} was rejected ({}){}", key.id(), layer, why,
+                                    layer == "user" ? " and removed" : ""));
+    if (layer == "user") {
+      Stmt del(db, "DELETE FROM kernels WHERE id = ?1");
+      del.text(1, key.id());
+      sqlite3_step(del.s);
+    }
+    return std::nullopt;
+  }
+  e->key = key;
+  e->resources = q.col_text(3);
+  e->compile_seconds = sqlite3_column_double(q.s, 4);
+  e->created = sqlite3_column_int64(q.s, 5);
+  e->last_used = sqlite3_column_int64(q.s, 6);
+  e->layer = layer;
+  return *e;
+}
+
+std::optional<KernelEntry> KernelCache::get(const KernelKey& key) {
+  auto e = get_from(db_, key, "user");
+  if (e) {
+    Stmt touch(db_, "UPDATE kernels SET last_used = ?1 WHERE id = ?2");
+    touch.integer(1, now());
+    touch.text(2, key.id());
+    sqlite3_step(touch.s);
+  }
+  for (auto& [p, db] : shipped_) {
+    if (e) break;
+    e = get_from(db, key, p);
+  }
+  ++(e ? session_.hits : session_.misses);
+  return e;
+}
+
+Status KernelCache::put(const KernelEntry& entry) {
+  std::vector<uint8_t> blob = wrap(entry);
+  Stmt ins(
+      db_,
+      "INSERT OR IGNORE INTO kernels(id, fingerprint, program, variant, format, blob, checksum, "
+      "resources, "
+      "compile_seconds, created, last_used) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10)");
+  if (!ins) return make_error("kernel cache {}: {}", path_, sqlite3_errmsg(db_));
+  ins.text(1, entry.key.id());
+  ins.text(2, entry.key.fingerprint);
+  ins.text(3, entry.key.program);
+  ins.text(4, entry.key.variant);
+  ins.text(5, entry.format);
+  ins.blob(6, blob);
+  ins.text(7, checksum(blob.data(), blob.size()));
+  ins.text(8, entry.resources.empty() ? "{}" : entry.resources);
+  ins.real(9, entry.compile_seconds);
+  ins.integer(10, now());
+  if (sqlite3_step(ins.s) != SQLITE_DONE)
+    return make_error("kernel cache {}: {}", path_, sqlite3_errmsg(db_));
+  return Status::Ok();
+}
+
+std::string KernelCache::explain_miss(const KernelKey& key) {
+  Stmt q(db_, "SELECT fingerprint, program, variant FROM kernels");
+  if (!q) return "the cache cannot be read";
+  std::string best;
+  int best_score = -1;
+  while (sqlite3_step(q.s) == SQLITE_ROW) {
+    std::string f = q.col_text(0), p = q.col_text(1), v = q.col_text(2);
+    int score = (f == key.fingerprint) * 4 + (p == key.program) * 2 + (v == key.variant);
+    if (score > best_score) {
+      best_score = score;
+      std::vector<std::string> diff;
+      if (f != key.fingerprint)
+        diff.push_back(fmt::format("device fingerprint ({} cached, {} here)", f, key.fingerprint));
+      if (p != key.program)
+        diff.push_back(fmt::format("program ({} cached, {} here)", p, key.program));
+      if (v != key.variant)
+        diff.push_back(fmt::format("variant ({} cached, {} here)", v, key.variant));
+      best = diff.empty()
+                 ? "an identical key exists"
+                 : "nearest cached kernel differs in " + fmt::format("{}", fmt::join(diff, ", "));
+    }
+  }
+  return best_score < 0 ? "the cache holds no kernels" : best;
+}
+
+std::vector<KernelEntry> KernelCache::list(bool with_payload) {
+  std::vector<KernelEntry> out;
+  auto read = [&](sqlite3* db, const std::string& layer) {
+    Stmt q(db,
+           "SELECT fingerprint, program, variant, format, length(blob), resources, "
+           "compile_seconds, created, last_used, blob FROM kernels ORDER BY id");
+    while (q && sqlite3_step(q.s) == SQLITE_ROW) {
+      KernelEntry e;
+      e.key = {q.col_text(0), q.col_text(1), q.col_text(2)};
+      e.format = q.col_text(3);
+      if (with_payload)
+        e.payload = q.col_blob(9);
+      else
+        e.payload.resize(static_cast<size_t>(sqlite3_column_int64(q.s, 4)));
+      e.resources = q.col_text(5);
+      e.compile_seconds = sqlite3_column_double(q.s, 6);
+      e.created = sqlite3_column_int64(q.s, 7);
+      e.last_used = sqlite3_column_int64(q.s, 8);
+      e.layer = layer;
+      out.push_back(std::move(e));
+    }
+  };
+  read(db_, "user");
+  for (auto& [p, db] : shipped_) read(db, p);
+  return out;
+}
+
+CacheStats KernelCache::stats() {
+  CacheStats s = session_;
+  Stmt q(db_, "SELECT count(*), coalesce(sum(length(blob)), 0) FROM kernels");
+  if (q && sqlite3_step(q.s) == SQLITE_ROW) {
+    s.kernels = sqlite3_column_int64(q.s, 0);
+    s.bytes = sqlite3_column_int64(q.s, 1);
+  }
+  return s;
+}
+
+std::vector<std::string> KernelCache::verify() {
+  std::vector<std::string> bad;
+  std::vector<std::string> remove;
+  {
+    Stmt q(db_, "SELECT id, fingerprint, blob, checksum FROM kernels ORDER BY id");
+    while (q && sqlite3_step(q.s) == SQLITE_ROW) {
+      std::string id = q.col_text(0), fp = q.col_text(1);
+      std::vector<uint8_t> blob = q.col_blob(2);
+      auto e = unwrap(blob, fp);
+      std::string why = !e ? e.error().message
+                        : checksum(blob.data(), blob.size()) != q.col_text(3)
+                            ? "row checksum mismatch"
+                        : id.rfind(fp + "/", 0) != 0 ? "key names another device"
+                                                     : "";
+      if (!why.empty())
+        bad.push_back(fmt::format("{}: {} (removed)", id, why)), remove.push_back(id);
+    }
+  }
+  for (const auto& id : remove) {
+    Stmt del(db_, "DELETE FROM kernels WHERE id = ?1");
+    del.text(1, id);
+    sqlite3_step(del.s);
+  }
+  Stmt ic(db_, "PRAGMA integrity_check");
+  if (ic && sqlite3_step(ic.s) == SQLITE_ROW && ic.col_text(0) != "ok")
+    bad.push_back("integrity_check: " + ic.col_text(0));
+  return bad;
+}
+
+Expected<int64_t> KernelCache::prune(double max_age_days, int64_t max_bytes) {
+  int64_t removed = 0;
+  if (max_age_days >= 0) {
+    Stmt del(db_, "DELETE FROM kernels WHERE last_used < ?1");
+    del.integer(1, now() - static_cast<int64_t>(max_age_days * 86400));
+    if (sqlite3_step(del.s) != SQLITE_DONE)
+      return make_error("kernel cache: {}", sqlite3_errmsg(db_));
+    removed += sqlite3_changes(db_);
+  }
+  if (max_bytes >= 0) {
+    while (stats().bytes > max_bytes) {
+      Stmt del(
+          db_,
+          "DELETE FROM kernels WHERE id = (SELECT id FROM kernels ORDER BY last_used, id LIMIT 1)");
+      if (sqlite3_step(del.s) != SQLITE_DONE || sqlite3_changes(db_) == 0) break;
+      ++removed;
+    }
+  }
+  (void)exec(db_, "PRAGMA wal_checkpoint(TRUNCATE);");
+  return removed;
+}
+
+}  // namespace optjit::cache

@@ -1,0 +1,101 @@
+// The kernel cache: compiled kernels in SQLite, keyed by the exact device fingerprint, so a
+// second process (or a product shipping a warm database) compiles nothing.
+//
+// Layers: the user's read-write database (OPTJIT_CACHE_DIR, else $XDG_CACHE_HOME/optjit, else
+// ~/.cache/optjit) over any number of read-only shipped databases; user rows win.
+// Every blob is wrapped in an envelope that names its fingerprint and carries a checksum; both
+// are checked on every load, so a damaged or foreign blob is never loaded. A database that is
+// not one, is damaged, or has another schema version is moved aside with a warning and a new
+// one is created: it is a cache. Concurrent writers converge: the first insert of a key wins.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/error.h"
+
+struct sqlite3;
+
+namespace optjit::cache {
+
+inline constexpr int kSchemaVersion = 1;
+
+/// What a kernel is for: the device's exact fingerprint, the program's structural hash and
+/// the launch variant (backend options that change the code, e.g. "block=256").
+struct KernelKey {
+  std::string fingerprint;  // runtime::Device::exact_id()
+  std::string program;      // 16 hex digits of ir::structural_hash
+  std::string variant;
+  std::string id() const;  // what the database is keyed by
+};
+
+struct KernelEntry {
+  KernelKey key;
+  std::string format;  // "elf-object", "cubin", "opencl-binary"
+  std::vector<uint8_t> payload;
+  std::string resources;  // JSON: registers, spills, ...
+  double compile_seconds = 0;
+  int64_t created = 0, last_used = 0;  // unix seconds
+  std::string layer;                   // where it was found: "user" or a shipped file
+};
+
+struct CacheOptions {
+  std::string dir;                   // empty: from the environment (see above)
+  std::vector<std::string> shipped;  // read-only databases under the user's
+  bool strict = false;               // a miss is an error instead of a compile
+};
+
+/// Where the user's database lives, from the options and the environment.
+std::string default_cache_dir();
+
+struct CacheStats {
+  int64_t kernels = 0, bytes = 0;
+  int64_t hits = 0, misses = 0, rejected = 0;  // this process
+};
+
+class KernelCache {
+ public:
+  static Expected<std::unique_ptr<KernelCache>> open(CacheOptions options = {});
+  ~KernelCache();
+
+  /// The kernel for `key`, from the user layer then the shipped ones, checked (envelope,
+  /// fingerprint, checksum). A bad row is reported in warnings() and removed from the user layer.
+  std::optional<KernelEntry> get(const KernelKey& key);
+  /// Stores a kernel; if another process stored the key first, theirs stays (and is returned
+  /// by the next get), so every process ends up using the same bytes.
+  Status put(const KernelEntry& entry);
+  /// Why a lookup missed: the nearest stored key and which part of it differs.
+  std::string explain_miss(const KernelKey& key);
+
+  std::vector<KernelEntry> list(bool with_payload = false);
+  CacheStats stats();
+  /// Checks every row; returns one line per bad row (empty: all good) and removes them.
+  std::vector<std::string> verify();
+  /// Removes kernels not used for `max_age_days`, then the least recently used until the user
+  /// database holds at most `max_bytes` of payload. Returns how many were removed.
+  Expected<int64_t> prune(double max_age_days, int64_t max_bytes);
+
+  bool strict() const { return options_.strict; }
+  const std::string& path() const { return path_; }
+  const std::vector<std::string>& warnings() const { return warnings_; }
+
+ private:
+  KernelCache() = default;
+  Status open_user();
+  std::optional<KernelEntry> get_from(sqlite3* db, const KernelKey& key, const std::string& layer);
+  CacheOptions options_;
+  std::string path_;
+  sqlite3* db_ = nullptr;
+  std::vector<std::pair<std::string, sqlite3*>> shipped_;
+  std::vector<std::string> warnings_;
+  CacheStats session_;
+};
+
+/// Envelope format, shared with export/import: "OPTJITK1" | fingerprint | format | xxh3 | payload.
+std::vector<uint8_t> wrap(const KernelEntry& e);
+Expected<KernelEntry> unwrap(const std::vector<uint8_t>& blob, const std::string& want_fingerprint);
+
+}  // namespace optjit::cache

@@ -1,0 +1,256 @@
+#include "cache/kernel_cache.h"
+
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include <gtest/gtest.h>
+
+namespace optjit::cache {
+namespace {
+
+namespace fs = std::filesystem;
+
+class CacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("optjit_cache_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string dir(const std::string& sub = "user") const { return (dir_ / sub).string(); }
+  static KernelEntry entry(const std::string& program, const std::string& text,
+                           const std::string& fp = "fp-a") {
+    KernelEntry e;
+    e.key = {fp, program, "block=256"};
+    e.format = "test";
+    e.payload.assign(text.begin(), text.end());
+    e.compile_seconds = 0.1;
+    return e;
+  }
+  static std::string text(const std::optional<KernelEntry>& e) {
+    return e ? std::string(e->payload.begin(), e->payload.end()) : "<miss>";
+  }
+  // Raw SQL on a cache file, as a user with the sqlite3 shell would.
+  static void sql(const std::string& path, const std::string& statement,
+                  const std::vector<uint8_t>* blob = nullptr) {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    sqlite3_stmt* s = nullptr;
+    ASSERT_EQ(sqlite3_prepare_v2(db, statement.c_str(), -1, &s, nullptr), SQLITE_OK)
+        << sqlite3_errmsg(db);
+    if (blob)
+      sqlite3_bind_blob(s, 1, blob->data(), static_cast<int>(blob->size()), SQLITE_TRANSIENT);
+    EXPECT_EQ(sqlite3_step(s), SQLITE_DONE) << sqlite3_errmsg(db);
+    sqlite3_finalize(s);
+    sqlite3_close(db);
+  }
+  fs::path dir_;
+};
+
+TEST_F(CacheTest, StoresLoadsAndTheFirstWriterWins) {
+  auto c = KernelCache::open({dir()});
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_FALSE((*c)->get(entry("p1", "").key));
+  ASSERT_TRUE((*c)->put(entry("p1", "first")));
+  ASSERT_TRUE((*c)->put(entry("p1", "second")));
+  EXPECT_EQ(text((*c)->get(entry("p1", "").key)), "first");
+  auto again = KernelCache::open({dir()});  // another process, later
+  ASSERT_TRUE(again);
+  EXPECT_EQ(text((*again)->get(entry("p1", "").key)), "first");
+  EXPECT_EQ((*again)->stats().kernels, 1);
+  EXPECT_EQ((*again)->stats().hits, 1);
+}
+
+TEST_F(CacheTest, UserRowsWinOverShippedDatabasesWhichStayReadOnly) {
+  {
+    auto shipped = KernelCache::open({dir("ship")});
+    ASSERT_TRUE(shipped);
+    ASSERT_TRUE((*shipped)->put(entry("p1", "shipped p1")));
+    ASSERT_TRUE((*shipped)->put(entry("p2", "shipped p2")));
+    ASSERT_TRUE((*shipped)->prune(-1, -1));  // checkpoint the WAL into the file
+  }
+  const std::string ship_db = dir("ship") + "/kernels.sqlite";
+  auto before = fs::last_write_time(ship_db);
+  auto c = KernelCache::open({dir(), {ship_db}});
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(text((*c)->get(entry("p2", "").key)), "shipped p2");
+  ASSERT_TRUE((*c)->put(entry("p1", "user p1")));
+  EXPECT_EQ(text((*c)->get(entry("p1", "").key)), "user p1");
+  EXPECT_EQ((*c)->list().size(), 3u);
+  EXPECT_EQ(fs::last_write_time(ship_db), before);
+}
+
+TEST_F(CacheTest, AFileThatIsNotADatabaseIsMovedAsideAndReplaced) {
+  fs::create_directories(dir());
+  std::ofstream(dir() + "/kernels.sqlite") << "this is not a database, but it is somebody's file";
+  auto c = KernelCache::open({dir()});
+  ASSERT_TRUE(c) << c.error().message;
+  ASSERT_EQ((*c)->warnings().size(), 1u);
+  EXPECT_NE((*c)->warnings()[0].find("was unusable"), std::string::npos) << (*c)->warnings()[0];
+  ASSERT_TRUE((*c)->put(entry("p1", "x")));
+  EXPECT_EQ(text((*c)->get(entry("p1", "").key)), "x");
+  int aside = 0;
+  for (auto& f : fs::directory_iterator(dir()))
+    if (f.path().filename().string().find(".corrupt-") != std::string::npos) {
+      ++aside;
+      std::ifstream in(f.path());
+      std::string kept((std::istreambuf_iterator<char>(in)), {});
+      EXPECT_EQ(kept,
+                "this is not a database, but it is somebody's file");  // nothing on disk is lost
+    }
+  EXPECT_EQ(aside, 1);
+}
+
+TEST_F(CacheTest, TruncatedAndBitFlippedFilesAreSurvivedAndNeverLoaded) {
+  const std::string big(200000, 'k');
+  {
+    auto c = KernelCache::open({dir()});
+    ASSERT_TRUE(c);
+    for (int i = 0; i < 20; ++i)
+      ASSERT_TRUE((*c)->put(entry("p" + std::to_string(i), big + std::to_string(i))));
+    ASSERT_TRUE((*c)->prune(-1, -1));
+  }
+  const std::string db = dir() + "/kernels.sqlite";
+  fs::copy_file(db, dir_ / "pristine.sqlite");
+  auto check_never_wrong = [&](const char* what) {
+    auto c = KernelCache::open({dir()});
+    ASSERT_TRUE(c) << what << ": " << c.error().message;
+    for (int i = 0; i < 20; ++i) {
+      auto e = (*c)->get(entry("p" + std::to_string(i), "").key);
+      if (e) EXPECT_EQ(text(e), big + std::to_string(i)) << what << ": a damaged kernel was loaded";
+    }
+    ASSERT_TRUE((*c)->put(entry("fresh", "still works")));
+    EXPECT_EQ(text((*c)->get(entry("fresh", "").key)), "still works") << what;
+  };
+  fs::resize_file(db, fs::file_size(db) / 2);
+  check_never_wrong("truncated");
+  std::mt19937 rng(7);
+  for (int round = 0; round < 5; ++round) {
+    fs::remove(db);
+    fs::copy_file(dir_ / "pristine.sqlite", db);
+    std::fstream f(db, std::ios::in | std::ios::out | std::ios::binary);
+    const auto size = static_cast<int64_t>(fs::file_size(db));
+    for (int k = 0; k < 64; ++k) {
+      f.seekg(std::uniform_int_distribution<int64_t>(100, size - 1)(rng));
+      char byte = 0;
+      f.read(&byte, 1);
+      f.seekp(-1, std::ios::cur);
+      byte = static_cast<char>(byte ^ (1 << (rng() % 8)));
+      f.write(&byte, 1);
+    }
+    f.close();
+    check_never_wrong("bit-flipped");
+  }
+}
+
+TEST_F(CacheTest, ABlobForAnotherDeviceInsertedByHandIsRejected) {
+  auto c = KernelCache::open({dir()});
+  ASSERT_TRUE(c);
+  ASSERT_TRUE((*c)->put(entry("p1", "ours")));
+  // Replace our row's blob by one built for device fp-b, with checksums that fit it.
+  KernelEntry foreign = entry("p1", "theirs", "fp-b");
+  std::vector<uint8_t> blob = wrap(foreign);
+  sql(dir() + "/kernels.sqlite", "UPDATE kernels SET blob = ?1", &blob);
+  auto e = (*c)->get(entry("p1", "").key);
+  EXPECT_FALSE(e) << text(e);
+  ASSERT_FALSE((*c)->warnings().empty());
+  EXPECT_NE((*c)->warnings().back().find("built for another device"), std::string::npos)
+      << (*c)->warnings().back();
+  EXPECT_EQ((*c)->stats().kernels, 0);  // removed from the user layer
+}
+
+TEST_F(CacheTest, AnotherSchemaVersionIsMovedAside) {
+  {
+    auto c = KernelCache::open({dir()});
+    ASSERT_TRUE(c);
+    ASSERT_TRUE((*c)->put(entry("p1", "v1")));
+  }
+  sql(dir() + "/kernels.sqlite", "UPDATE meta SET value = '99' WHERE key = 'schema_version'");
+  auto c = KernelCache::open({dir()});
+  ASSERT_TRUE(c);
+  ASSERT_EQ((*c)->warnings().size(), 1u);
+  EXPECT_NE((*c)->warnings()[0].find("schema version 99 (this optjit uses 1)"), std::string::npos)
+      << (*c)->warnings()[0];
+  EXPECT_FALSE((*c)->get(entry("p1", "").key));
+}
+
+TEST_F(CacheTest, AMissSaysWhichPartOfTheKeyDiffered) {
+  auto c = KernelCache::open({dir()});
+  ASSERT_TRUE(c);
+  EXPECT_EQ((*c)->explain_miss(entry("p1", "").key), "the cache holds no kernels");
+  ASSERT_TRUE((*c)->put(entry("p1", "x")));
+  EXPECT_EQ((*c)->explain_miss(entry("p1", "", "fp-new").key),
+            "nearest cached kernel differs in device fingerprint (fp-a cached, fp-new here)");
+  EXPECT_EQ((*c)->explain_miss(entry("p2", "").key),
+            "nearest cached kernel differs in program (p1 cached, p2 here)");
+}
+
+TEST_F(CacheTest, PrunesBySize) {
+  auto c = KernelCache::open({dir()});
+  ASSERT_TRUE(c);
+  for (int i = 0; i < 10; ++i)
+    ASSERT_TRUE((*c)->put(entry("p" + std::to_string(i), std::string(1000, 'x'))));
+  auto removed = (*c)->prune(-1, 5000);
+  ASSERT_TRUE(removed);
+  EXPECT_GE(*removed, 5);
+  EXPECT_LE((*c)->stats().bytes, 5000);
+  EXPECT_TRUE((*c)->verify().empty());
+}
+
+// Eight processes insert the same 200 keys at once, each with its own bytes: no error, no
+// lost row, every process reads back the same (first) bytes, and SQLite's check passes.
+TEST_F(CacheTest, EightProcessesConvergeOnOneDatabase) {
+  constexpr int kProcs = 8, kKeys = 200;
+  std::vector<pid_t> pids;
+  int pipes[kProcs][2];
+  for (int p = 0; p < kProcs; ++p) {
+    ASSERT_EQ(::pipe(pipes[p]), 0);
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      int code = 0;
+      auto c = KernelCache::open({dir()});
+      if (!c) ::_exit(10);
+      for (int k = 0; k < kKeys; ++k)
+        if (!(*c)->put(entry("p" + std::to_string(k),
+                             "from process " + std::to_string(p) + " key " + std::to_string(k))))
+          code = 11;
+      std::string seen;
+      for (int k = 0; k < kKeys; ++k)
+        seen += text((*c)->get(entry("p" + std::to_string(k), "").key)) + "\n";
+      uint64_t h = std::hash<std::string>{}(seen);
+      if (::write(pipes[p][1], &h, sizeof(h)) != sizeof(h)) code = 12;
+      ::_exit(code);
+    }
+    pids.push_back(pid);
+  }
+  std::vector<uint64_t> hashes;
+  for (int p = 0; p < kProcs; ++p) {
+    int status = 0;
+    ::waitpid(pids[p], &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "process " << p << " status " << status;
+    uint64_t h = 0;
+    EXPECT_EQ(::read(pipes[p][0], &h, sizeof(h)), static_cast<ssize_t>(sizeof(h)));
+    hashes.push_back(h);
+    ::close(pipes[p][0]);
+    ::close(pipes[p][1]);
+  }
+  for (uint64_t h : hashes) EXPECT_EQ(h, hashes[0]) << "processes saw different bytes";
+  auto c = KernelCache::open({dir()});
+  ASSERT_TRUE(c);
+  EXPECT_EQ((*c)->stats().kernels, kKeys);
+  EXPECT_TRUE((*c)->warnings().empty());
+  EXPECT_TRUE((*c)->verify().empty()) << (*c)->verify()[0];
+}
+
+}  // namespace
+}  // namespace optjit::cache
