@@ -125,7 +125,9 @@ TEST_F(CacheTest, TruncatedAndBitFlippedFilesAreSurvivedAndNeverLoaded) {
     ASSERT_TRUE(c) << what << ": " << c.error().message;
     for (int i = 0; i < 20; ++i) {
       auto e = (*c)->get(entry("p" + std::to_string(i), "").key);
-      if (e) EXPECT_EQ(text(e), big + std::to_string(i)) << what << ": a damaged kernel was loaded";
+      if (e) {
+        EXPECT_EQ(text(e), big + std::to_string(i)) << what << ": a damaged kernel was loaded";
+      }
     }
     ASSERT_TRUE((*c)->put(entry("fresh", "still works")));
     EXPECT_EQ(text((*c)->get(entry("fresh", "").key)), "still works") << what;
