@@ -7,6 +7,7 @@
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
 #include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
 #include <llvm/MC/TargetRegistry.h>
 #include <llvm/Passes/PassBuilder.h>
@@ -15,10 +16,15 @@
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 
+#include <xxhash.h>
+
 #include <chrono>
 #include <mutex>
 
+#include "cache/kernel_cache.h"
 #include "codegen/llvm_emitter.h"
+#include "ir/text.h"
+#include "runtime/devices.h"
 
 namespace optjit::codegen {
 
@@ -96,6 +102,16 @@ CpuTarget CpuTarget::host() {
   return t;
 }
 
+std::string CpuTarget::exact() const {
+  return fmt::format("cpu|{}|{}|{}|llvm {}|codegen {}", triple, cpu, features, llvm_version(),
+                     runtime::kCodegenVersion);
+}
+
+std::string CpuTarget::exact_id() const {
+  std::string e = exact();
+  return fmt::format("{:016x}", XXH3_64bits(e.data(), e.size()));
+}
+
 CpuTarget CpuTarget::named(const std::string& cpu) {
   init_llvm();
   return {llvm::sys::getProcessTriple(), cpu, ""};
@@ -115,14 +131,63 @@ Expected<std::string> emit_cpu_ir(const plan::Plan& plan, bool optimized, const 
 
 CpuKernels::~CpuKernels() = default;
 
-Expected<std::unique_ptr<CpuKernels>> CpuKernels::compile(const plan::Plan& plan) {
-  auto t0 = std::chrono::steady_clock::now();
-  CpuTarget target = CpuTarget::host();
+namespace {
+
+Expected<std::vector<char>> object_code(const plan::Plan& plan, const CpuTarget& target) {
   auto tm = target_machine(target);
   if (!tm) return tm.error();
-  auto ctx = std::make_unique<llvm::LLVMContext>();
-  auto m = build_module(plan, *ctx, **tm, target, true);
+  llvm::LLVMContext ctx;
+  auto m = build_module(plan, ctx, **tm, target, true);
   if (!m) return m.error();
+  llvm::SmallVector<char, 0> buf;
+  llvm::raw_svector_ostream os(buf);
+  llvm::legacy::PassManager pm;
+  if ((*tm)->addPassesToEmitFile(pm, os, nullptr, llvm::CGFT_ObjectFile))
+    return make_error("LLVM cannot emit object code for {}", target.cpu);
+  pm.run(**m);
+  return std::vector<char>(buf.begin(), buf.end());
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<CpuKernels>> CpuKernels::compile(const plan::Plan& plan,
+                                                          cache::KernelCache* cache) {
+  auto t0 = std::chrono::steady_clock::now();
+  CpuTarget target = CpuTarget::host();
+  cache::KernelKey key{target.exact_id(), fmt::format("{:016x}", ir::structural_hash(plan.program)),
+                       "cpu-o3"};
+  std::vector<char> object;
+  bool hit = false;
+  if (cache) {
+    if (auto e = cache->get(key)) {
+      object.assign(e->payload.begin(), e->payload.end());
+      hit = true;
+    } else if (cache->strict()) {
+      return make_error("kernel cache miss in strict mode for the cpu kernels of this pipeline: {}",
+                        cache->explain_miss(key));
+    }
+  }
+  double compile_s = 0;
+  if (!hit) {
+    auto o = object_code(plan, target);
+    if (!o) return o.error();
+    object = std::move(*o);
+    compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (cache) {
+      cache::KernelEntry e{key,
+                           "elf-object",
+                           std::vector<uint8_t>(object.begin(), object.end()),
+                           "{}",
+                           compile_s,
+                           0,
+                           0,
+                           ""};
+      (void)cache->put(e);  // a cache that cannot be written is not an error; the kernels are here
+      // Another process may have stored this key first: use its bytes, as every process will.
+      if (auto winner = cache->get(key))
+        object.assign(winner->payload.begin(), winner->payload.end());
+    }
+  }
 
   auto jtmb = llvm::orc::JITTargetMachineBuilder(llvm::Triple(target.triple));
   jtmb.setCPU(target.cpu);
@@ -137,19 +202,21 @@ Expected<std::unique_ptr<CpuKernels>> CpuKernels::compile(const plan::Plan& plan
   if (!gen)
     return make_error("cannot search this process's symbols: {}", to_string(gen.takeError()));
   (*jit)->getMainJITDylib().addGenerator(std::move(*gen));
-  (*m)->setDataLayout((*jit)->getDataLayout());
-  if (auto e = (*jit)->addIRModule(llvm::orc::ThreadSafeModule(std::move(*m), std::move(ctx))))
-    return make_error("the LLVM JIT rejected the module: {}", to_string(std::move(e)));
+  auto buffer = llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(object.data(), object.size()),
+                                                     "optjit-kernels");
+  if (auto e = (*jit)->addObjectFile(std::move(buffer)))
+    return make_error("the LLVM JIT rejected the kernels' object code: {}",
+                      to_string(std::move(e)));
 
   std::unique_ptr<CpuKernels> k(new CpuKernels());
   for (size_t p = 0; p < plan.passes.size(); ++p) {
     auto sym = (*jit)->lookup(pass_symbol(p));
-    if (!sym)
-      return make_error("JIT compilation of pass {} failed: {}", p, to_string(sym.takeError()));
+    if (!sym) return make_error("JIT linking of pass {} failed: {}", p, to_string(sym.takeError()));
     k->passes_.push_back(
         sym->toPtr<void(const TensorRow*, const Chunk*, int64_t, int64_t, double*)>());
   }
   k->jit_ = std::move(*jit);
+  k->from_cache_ = hit;
   k->seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return k;
 }

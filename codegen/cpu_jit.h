@@ -14,6 +14,10 @@ namespace llvm::orc {
 class LLJIT;
 }
 
+namespace optjit::cache {
+class KernelCache;
+}
+
 namespace optjit::codegen {
 
 /// A CPU to compile for: the host by default; tests pin one (e.g. "haswell") to check the code.
@@ -21,6 +25,9 @@ struct CpuTarget {
   std::string triple, cpu, features;
   static CpuTarget host();
   static CpuTarget named(const std::string& cpu);  // host triple, that CPU's own features
+  /// The exact fingerprint: what must match for compiled code to be reused.
+  std::string exact() const;
+  std::string exact_id() const;  // XXH3 of exact(), 16 hex digits
 };
 
 /// The LLVM IR of a plan, as built (optimized = false) or after O3 for the target.
@@ -29,16 +36,21 @@ Expected<std::string> emit_cpu_ir(const plan::Plan& plan, bool optimized,
 
 class CpuKernels {
  public:
-  static Expected<std::unique_ptr<CpuKernels>> compile(const plan::Plan& plan);
+  /// Compiles the plan's passes, or with a cache loads the object code a previous process
+  /// stored (no IR, no optimization, no code generation). A strict cache makes a miss an error.
+  static Expected<std::unique_ptr<CpuKernels>> compile(const plan::Plan& plan,
+                                                       cache::KernelCache* cache = nullptr);
   ~CpuKernels();
   PassFn pass(size_t k) const { return passes_[k]; }
   double compile_seconds() const { return seconds_; }
+  bool from_cache() const { return from_cache_; }
 
  private:
   CpuKernels() = default;
   std::unique_ptr<llvm::orc::LLJIT> jit_;
   std::vector<PassFn> passes_;
   double seconds_ = 0;
+  bool from_cache_ = false;
 };
 
 /// The LLVM version optjit was built with, e.g. "15.0.6".

@@ -17,7 +17,9 @@ struct CpuOptions {
 class CpuBackend {
  public:
   static Expected<std::unique_ptr<CpuBackend>> create(const plan::Plan& plan,
-                                                      CpuOptions options = {});
+                                                      CpuOptions options = {},
+                                                      cache::KernelCache* cache = nullptr);
+  bool kernels_from_cache() const { return kernels_->from_cache(); }
   /// One optimizer step on `s` (gradients already in, or pointed to by, the grad buffers).
   StepResult step(OptimizerState& s);
   double compile_seconds() const { return kernels_->compile_seconds(); }

@@ -48,8 +48,7 @@ DeviceList list_devices() {
     std::string model = cpu_model();
     d.name =
         fmt::format("{} (LLVM: {}, {})", model.empty() ? "unknown CPU" : model, t.cpu, t.triple);
-    d.exact = fmt::format("cpu|{}|{}|{}|llvm {}|codegen {}", t.triple, t.cpu, t.features,
-                          codegen::llvm_version(), kCodegenVersion);
+    d.exact = t.exact();
     d.performance = fmt::format("cpu|{}|{}|{} threads", model, t.cpu, omp_get_max_threads());
     out.devices.push_back(d);
   }

@@ -269,6 +269,40 @@ TEST_F(Cli, DevicesListsEveryBackendWithFingerprints) {
   EXPECT_NE(text.output.find("auto: "), std::string::npos) << text.output;
 }
 
+// A second process compiles nothing: its kernels come from the first one's cache, and the
+// results are the same bytes.
+TEST_F(Cli, WarmStartLoadsKernelsFromTheCache) {
+  write("p.st", {filled("w", DType::f32, {1000}, 1), filled("b", DType::f32, {10}, 0)});
+  write("g.st", {filled("w", DType::f32, {1000}, 0.1), filled("b", DType::f32, {10}, 0.2)});
+  const std::string env = "OPTJIT_CACHE_DIR=" + p("kcache") + " ";
+  const std::string args =
+      "run 'chain(clip_grad_norm(max_norm=1.0), adamw())' --backend cpu --params " + p("p.st") +
+      " --grads " + p("g.st") + " --steps 3 --out ";
+  auto cold = optjit_cli_prefixed(env, args + p("cold.st"));
+  ASSERT_EQ(cold.code, 0) << cold.output;
+  EXPECT_NE(cold.output.find("compiling kernels"), std::string::npos) << cold.output;
+  auto warm = optjit_cli_prefixed(env, args + p("warm.st"));
+  ASSERT_EQ(warm.code, 0) << warm.output;
+  EXPECT_NE(warm.output.find("loading kernels from the cache"), std::string::npos) << warm.output;
+  EXPECT_EQ(runtime::read_safetensors(p("cold.st"))->find("w")->data,
+            runtime::read_safetensors(p("warm.st"))->find("w")->data);
+  auto stats = optjit_cli_prefixed(env, "cache stats --json");
+  EXPECT_NE(stats.output.find("\"kernels\": 1"), std::string::npos) << stats.output;
+  EXPECT_EQ(optjit_cli_prefixed(env, "cache verify").code, 0);
+  // Strict: a pipeline that was never compiled is an error, not a compile.
+  auto strict = optjit_cli_prefixed(
+      env, "run 'sgd(lr=0.1)' --backend cpu --cache-strict --params " + p("p.st") + " --grads " +
+               p("g.st") + " --steps 1 --out " + p("s.st"));
+  EXPECT_EQ(strict.code, 1);
+  EXPECT_NE(
+      strict.output.find(
+          "kernel cache miss in strict mode for the cpu kernels of this pipeline: nearest cached "
+          "kernel differs in program"),
+      std::string::npos)
+      << strict.output;
+  EXPECT_FALSE(fs::exists(p("s.st")));
+}
+
 TEST_F(Cli, PlanAndList) {
   auto plan = optjit_cli(
       "plan 'chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, betas=(0.9, 0.999), "

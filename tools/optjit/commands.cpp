@@ -6,10 +6,12 @@
 #include <limits>
 #include <random>
 
+#include <fmt/chrono.h>
 #include <fmt/core.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "cache/kernel_cache.h"
 #include "codegen/c_emitter.h"
 #include "codegen/cpu_jit.h"
 #include "codegen/nvrtc.h"
@@ -203,6 +205,17 @@ int run(const RunOptions& o) {
   }
 
   runtime::ReferenceBackend reference(plan);
+  std::unique_ptr<cache::KernelCache> kcache;
+  if (!o.no_cache) {
+    auto c = cache::KernelCache::open({"", {}, o.cache_strict});
+    if (c)
+      kcache = std::move(*c);
+    else if (o.cache_strict)
+      return fail(c.error().message);
+    else
+      std::fprintf(stderr, "optjit: warning: %s; running without the kernel cache\n",
+                   c.error().message.c_str());
+  }
   std::unique_ptr<runtime::CpuBackend> cpu;
   std::unique_ptr<runtime::OpenclBackend> ocl;
   std::unique_ptr<runtime::CudaBackend> gpu;
@@ -217,7 +230,7 @@ int run(const RunOptions& o) {
     ocl = std::move(*b);
   }
   if (backend_name == "cpu") {
-    auto b = runtime::CpuBackend::create(plan, {o.threads, o.chunk});
+    auto b = runtime::CpuBackend::create(plan, {o.threads, o.chunk}, kcache.get());
     if (!b) return fail(b.error().message);
     cpu = std::move(*b);
   }
@@ -262,7 +275,9 @@ int run(const RunOptions& o) {
         "ran {} step{} ({} skipped) on {} tensors, {} parameters ({}), {} backend, {:.3f} s{}\n",
         o.steps, o.steps == 1 ? "" : "s", skipped, params->tensors.size(), numel,
         to_string(param_type), backend_name, secs,
-        cpu ? fmt::format(" (+{:.3f} s compile, {} threads)", cpu->compile_seconds(),
+        cpu ? fmt::format(" (+{:.3f} s {}, {} threads)", cpu->compile_seconds(),
+                          cpu->kernels_from_cache() ? "loading kernels from the cache"
+                                                    : "compiling kernels",
                           cpu->threads())
             : "");
     fmt::print("plan: {} pass{}, {} bytes per parameter; step count now {}\n", plan.passes.size(),
@@ -360,6 +375,37 @@ int compile(const CompileOptions& o) {
     }
     if (comma == std::string::npos) break;
     pos = comma + 1;
+  }
+  return 0;
+}
+
+int cache(const CacheCommand& c) {
+  auto kc = cache::KernelCache::open();
+  if (!kc) return fail(kc.error().message);
+  for (const auto& w : (*kc)->warnings()) std::fprintf(stderr, "optjit: warning: %s\n", w.c_str());
+  if (c.action == "path") {
+    fmt::print("{}\n", (*kc)->path());
+  } else if (c.action == "ls") {
+    for (const auto& e : (*kc)->list())
+      fmt::print("{}/{}/{}  {:<12} {:>9} B  compiled in {:.0f} ms  last used {:%Y-%m-%d %H:%M}\n",
+                 e.key.fingerprint, e.key.program, e.key.variant, e.format, e.payload.size(),
+                 1e3 * e.compile_seconds, fmt::gmtime(static_cast<std::time_t>(e.last_used)));
+  } else if (c.action == "stats") {
+    auto s = (*kc)->stats();
+    if (c.json)
+      fmt::print("{{\"path\": \"{}\", \"kernels\": {}, \"bytes\": {}}}\n", (*kc)->path(), s.kernels,
+                 s.bytes);
+    else
+      fmt::print("{}: {} kernels, {} bytes\n", (*kc)->path(), s.kernels, s.bytes);
+  } else if (c.action == "verify") {
+    auto bad = (*kc)->verify();
+    for (const auto& b : bad) fmt::print("{}\n", b);
+    fmt::print("{}: {} bad kernel{}\n", (*kc)->path(), bad.size(), bad.size() == 1 ? "" : "s");
+    return bad.empty() ? 0 : 1;
+  } else if (c.action == "prune") {
+    auto n = (*kc)->prune(c.max_age_days, c.max_bytes);
+    if (!n) return fail(n.error().message);
+    fmt::print("removed {} kernel{}\n", *n, *n == 1 ? "" : "s");
   }
   return 0;
 }

@@ -12,8 +12,17 @@ struct RunOptions {
   bool allow_nonfinite = false, quiet = false;
   int threads = 0;
   long long chunk = 1 << 16;
+  bool no_cache = false, cache_strict = false;
 };
 int run(const RunOptions& o);
+
+struct CacheCommand {
+  std::string action;  // path | ls | stats | verify | prune
+  double max_age_days = -1;
+  long long max_bytes = -1;
+  bool json = false;
+};
+int cache(const CacheCommand& c);
 
 struct PlanOptions {
   std::string pipeline, dtype = "f32", grad_dtype;

@@ -45,6 +45,21 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--threads", run.threads, "cpu backend threads (default: all cores)");
   run_cmd->add_option("--chunk", run.chunk, "cpu backend chunk size in elements")
       ->check(CLI::PositiveNumber);
+  run_cmd->add_flag("--no-cache", run.no_cache, "neither read nor write the kernel cache");
+  run_cmd->add_flag("--cache-strict", run.cache_strict,
+                    "a kernel cache miss is an error instead of a compile");
+
+  optjit::cli::CacheCommand cache;
+  auto* cache_cmd =
+      app.add_subcommand("cache", "the kernel cache: path | ls | stats | verify | prune");
+  cache_cmd->add_option("action", cache.action, "path | ls | stats | verify | prune")
+      ->required()
+      ->check(CLI::IsMember({"path", "ls", "stats", "verify", "prune"}));
+  cache_cmd->add_option("--max-age-days", cache.max_age_days,
+                        "prune: remove kernels unused for this long");
+  cache_cmd->add_option("--max-bytes", cache.max_bytes,
+                        "prune: then keep at most this many bytes (least recently used go)");
+  cache_cmd->add_flag("--json", cache.json, "machine-readable output");
 
   optjit::cli::EmitOptions emit;
   auto* emit_cmd = app.add_subcommand("emit", "print the code a backend generates for a pipeline");
@@ -137,6 +152,7 @@ int main(int argc, char** argv) {
     if (*plan_cmd) return optjit::cli::plan(plan);
     if (*emit_cmd) return optjit::cli::emit(emit);
     if (*bench_cmd) return optjit::cli::bench(bench);
+    if (*cache_cmd) return optjit::cli::cache(cache);
     if (*compile_cmd) return optjit::cli::compile(compile);
     if (*list_cmd) return optjit::cli::list();
     if (*devices_cmd) return optjit::cli::devices(devices_json);
