@@ -137,10 +137,24 @@ Expected<std::unique_ptr<KernelCache>> KernelCache::open(CacheOptions options) {
   std::unique_ptr<KernelCache> c(new KernelCache());
   c->options_ = options;
   std::string dir = options.dir.empty() ? default_cache_dir() : options.dir;
+  if (!options.file.empty()) dir = fs::path(options.file).parent_path().string();
   std::error_code ec;
-  fs::create_directories(dir, ec);
+  if (!dir.empty()) fs::create_directories(dir, ec);
   if (ec) return make_error("kernel cache: cannot create {} ({})", dir, ec.message());
-  c->path_ = dir + "/kernels.sqlite";
+  c->path_ = options.file.empty() ? dir + "/kernels.sqlite" : options.file;
+  if (options.shipped.empty())
+    if (const char* env = std::getenv("OPTJIT_CACHE_SHIPPED"); env && *env) {
+      std::string list = env;
+      for (size_t pos = 0; pos <= list.size();) {
+        size_t colon = list.find(':', pos);
+        std::string one =
+            list.substr(pos, colon == std::string::npos ? std::string::npos : colon - pos);
+        if (!one.empty()) options.shipped.push_back(one);
+        if (colon == std::string::npos) break;
+        pos = colon + 1;
+      }
+      c->options_.shipped = options.shipped;
+    }
   OPTJIT_TRY(c->open_user());
   for (const auto& s : options.shipped) {
     sqlite3* db = nullptr;

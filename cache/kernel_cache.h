@@ -43,7 +43,9 @@ struct KernelEntry {
 };
 
 struct CacheOptions {
-  std::string dir;                   // empty: from the environment (see above)
+  std::string dir;   // empty: from the environment (see above)
+  std::string file;  // a database file to use instead of <dir>/kernels.sqlite
+  // Read-only layers; empty: OPTJIT_CACHE_SHIPPED (paths separated by ':').
   std::vector<std::string> shipped;  // read-only databases under the user's
   bool strict = false;               // a miss is an error instead of a compile
 };

@@ -3,11 +3,25 @@
 #include <chrono>
 #include <regex>
 
+#include <xxhash.h>
+
+#include "runtime/devices.h"
+
 #ifdef OPTJIT_HAVE_NVRTC
 #include <nvrtc.h>
 #endif
 
 namespace optjit::codegen {
+
+std::string cubin_fingerprint(const std::string& arch) {
+  return fmt::format("cuda|{}|nvrtc {}|codegen {}", arch, nvrtc_version(),
+                     runtime::kCodegenVersion);
+}
+
+std::string cubin_fingerprint_id(const std::string& arch) {
+  std::string f = cubin_fingerprint(arch);
+  return fmt::format("{:016x}", XXH3_64bits(f.data(), f.size()));
+}
 
 #ifdef OPTJIT_HAVE_NVRTC
 

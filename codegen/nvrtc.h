@@ -26,6 +26,12 @@ struct Cubin {
 bool have_nvrtc();
 std::string nvrtc_version();
 
+/// The exact fingerprint for cubins of `arch`: a cubin depends on the architecture, NVRTC and
+/// optjit's code generation, not on a particular card or driver, which is what lets cubins be
+/// built ahead of time without a GPU.
+std::string cubin_fingerprint(const std::string& arch);
+std::string cubin_fingerprint_id(const std::string& arch);
+
 /// Compiles `source` for `arch` (sm_XX). IEEE division and square root, no FMA contraction,
 /// so results stay comparable with the float64 reference. Errors carry NVRTC's log.
 Expected<Cubin> compile_cubin(const std::string& source, const std::string& arch);

@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "codegen/c_emitter.h"
-#include "codegen/nvrtc.h"
+#include "codegen/cuda_kernels.h"
 #include "runtime/cuda_api.h"
 
 namespace optjit::runtime {
@@ -73,7 +73,8 @@ CudaBackend::CudaBackend(const plan::Plan& plan) : plan_(plan) {}
 CudaBackend::~CudaBackend() = default;
 
 Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const plan::Plan& plan,
-                                                           CudaOptions options) {
+                                                           CudaOptions options,
+                                                           cache::KernelCache* cache) {
   auto devices = cuda_devices();
   if (!devices) return devices.error();
   if (options.device < 0 || options.device >= static_cast<int>(devices->size()))
@@ -81,10 +82,9 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const plan::Plan& pla
   if (options.chunk_elements < 1) return make_error("chunk size must be at least 1 element");
   std::unique_ptr<CudaBackend> b(new CudaBackend(plan));
   b->info_ = (*devices)[options.device];
-  auto src = codegen::emit_c(plan, {codegen::CLanguage::cuda, options.block});
-  if (!src) return src.error();
-  auto cubin = codegen::compile_cubin(*src, b->info_.arch());
-  if (!cubin) return cubin.error();
+  auto built = codegen::plan_cubin(plan, b->info_.arch(), options.block, cache);
+  if (!built) return built.error();
+  const codegen::Cubin* cubin = &built->cubin;
   b->compile_seconds_ = cubin->compile_seconds;
   b->impl_ = std::make_unique<Impl>();
   Impl& m = *b->impl_;

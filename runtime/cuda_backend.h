@@ -10,6 +10,10 @@
 #include "runtime/cuda_driver.h"
 #include "runtime/reference.h"
 
+namespace optjit::cache {
+class KernelCache;
+}
+
 namespace optjit::runtime {
 
 struct CudaOptions {
@@ -24,7 +28,8 @@ class CudaBackend {
  public:
   /// Fails with a clear message when there is no driver or no such device.
   static Expected<std::unique_ptr<CudaBackend>> create(const plan::Plan& plan,
-                                                       CudaOptions options = {});
+                                                       CudaOptions options = {},
+                                                       cache::KernelCache* cache = nullptr);
   ~CudaBackend();
   Expected<StepResult> step(OptimizerState& s);
   const CudaDeviceInfo& device() const { return info_; }

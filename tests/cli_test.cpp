@@ -303,6 +303,46 @@ TEST_F(Cli, WarmStartLoadsKernelsFromTheCache) {
   EXPECT_FALSE(fs::exists(p("s.st")));
 }
 
+// Shipping a warm cache: build cubins ahead of time (no GPU), export them signed, import them
+// elsewhere with the signature checked, or use the bundle directly as a read-only layer.
+TEST_F(Cli, SignedBundlesShipAWarmCache) {
+  const std::string a = "OPTJIT_CACHE_DIR=" + p("a") + " ", b = "OPTJIT_CACHE_DIR=" + p("b") + " ";
+  const std::string pipe = "'chain(clip_grad_norm(max_norm=1.0), adamw())'";
+  auto built = optjit_cli_prefixed(a, "compile " + pipe + " --arch sm_80,sm_90");
+  ASSERT_EQ(built.code, 0) << built.output;
+  EXPECT_NE(built.output.find("sm_80: "), std::string::npos);
+  EXPECT_NE(built.output.find("(stored in the kernel cache)"), std::string::npos) << built.output;
+  ASSERT_EQ(optjit_cli_prefixed(a, "cache keygen " + p("k")).code, 0);
+  auto ex = optjit_cli_prefixed(
+      a, "cache export " + p("bundle.sqlite") + " --device sm_80 --sign " + p("k.key"));
+  ASSERT_EQ(ex.code, 0) << ex.output;
+  EXPECT_NE(ex.output.find("exported 1 kernel"), std::string::npos) << ex.output;
+  auto im =
+      optjit_cli_prefixed(b, "cache import " + p("bundle.sqlite") + " --verify " + p("k.pub"));
+  ASSERT_EQ(im.code, 0) << im.output;
+  EXPECT_NE(im.output.find("imported 1 kernel"), std::string::npos) << im.output;
+  auto warm = optjit_cli_prefixed(b, "compile " + pipe + " --arch sm_80");
+  EXPECT_NE(warm.output.find("(from the kernel cache)"), std::string::npos) << warm.output;
+  // As a read-only layer, without importing.
+  auto layered = optjit_cli_prefixed(
+      "OPTJIT_CACHE_DIR=" + p("c") + " OPTJIT_CACHE_SHIPPED=" + p("bundle.sqlite") + " ",
+      "compile " + pipe + " --arch sm_80");
+  EXPECT_NE(layered.output.find("(from the kernel cache)"), std::string::npos) << layered.output;
+  // A changed bundle fails its signature.
+  {
+    std::fstream f(p("bundle.sqlite"), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(5000);
+    f.put('x');
+  }
+  auto bad =
+      optjit_cli_prefixed(b, "cache import " + p("bundle.sqlite") + " --verify " + p("k.pub"));
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_EQ(
+      bad.output,
+      "optjit: " + p("bundle.sqlite") +
+          ": the signature does not match (the bundle was changed, or signed with another key)\n");
+}
+
 TEST_F(Cli, PlanAndList) {
   auto plan = optjit_cli(
       "plan 'chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, betas=(0.9, 0.999), "

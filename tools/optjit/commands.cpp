@@ -4,16 +4,20 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <map>
 #include <random>
+#include <set>
 
 #include <fmt/chrono.h>
 #include <fmt/core.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "cache/bundle.h"
 #include "cache/kernel_cache.h"
 #include "codegen/c_emitter.h"
 #include "codegen/cpu_jit.h"
+#include "codegen/cuda_kernels.h"
 #include "codegen/nvrtc.h"
 #include "ir/builtins.h"
 #include "ir/compile.h"
@@ -207,10 +211,12 @@ int run(const RunOptions& o) {
   runtime::ReferenceBackend reference(plan);
   std::unique_ptr<cache::KernelCache> kcache;
   if (!o.no_cache) {
-    auto c = cache::KernelCache::open({"", {}, o.cache_strict});
-    if (c)
+    auto c = cache::KernelCache::open({"", "", {}, o.cache_strict});
+    if (c) {
       kcache = std::move(*c);
-    else if (o.cache_strict)
+      for (const auto& w : kcache->warnings())
+        std::fprintf(stderr, "optjit: warning: %s\n", w.c_str());
+    } else if (o.cache_strict)
       return fail(c.error().message);
     else
       std::fprintf(stderr, "optjit: warning: %s; running without the kernel cache\n",
@@ -220,7 +226,7 @@ int run(const RunOptions& o) {
   std::unique_ptr<runtime::OpenclBackend> ocl;
   std::unique_ptr<runtime::CudaBackend> gpu;
   if (backend_name == "cuda") {
-    auto b = runtime::CudaBackend::create(plan, {0, 256, o.chunk});
+    auto b = runtime::CudaBackend::create(plan, {0, 256, o.chunk}, kcache.get());
     if (!b) return fail(b.error().message);
     gpu = std::move(*b);
   }
@@ -346,8 +352,12 @@ int compile(const CompileOptions& o) {
   if (!dt) return fail(dt.error().message);
   auto p = compile_pipeline(*text, {*dt, *dt, *dt});
   if (!p) return fail(p.error().message);
-  auto src = codegen::emit_c(*p, {codegen::CLanguage::cuda});
-  if (!src) return fail(src.error().message);
+  std::unique_ptr<cache::KernelCache> kcache;
+  if (!o.no_cache) {
+    auto c = cache::KernelCache::open();
+    if (!c) return fail(c.error().message);
+    kcache = std::move(*c);
+  }
   const uint64_t hash = ir::structural_hash(p->program);
   fmt::print("{} passes, {} bytes per parameter; NVRTC {}\n", p->passes.size(),
              p->bytes_per_param(), codegen::nvrtc_version());
@@ -355,10 +365,14 @@ int compile(const CompileOptions& o) {
     size_t comma = o.arch.find(',', pos);
     std::string arch =
         o.arch.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    auto cubin = codegen::compile_cubin(*src, arch);
-    if (!cubin) return fail(cubin.error().message);
-    fmt::print("{}: {} bytes in {:.0f} ms\n", arch, cubin->image.size(),
-               1e3 * cubin->compile_seconds);
+    auto built = codegen::plan_cubin(*p, arch, codegen::kDefaultBlock, kcache.get());
+    if (!built) return fail(built.error().message);
+    const codegen::Cubin* cubin = &built->cubin;
+    fmt::print("{}: {} bytes in {:.0f} ms{}\n", arch, cubin->image.size(),
+               1e3 * cubin->compile_seconds,
+               built->from_cache ? " (from the kernel cache)"
+               : kcache          ? " (stored in the kernel cache)"
+                                 : "");
     for (const auto& k : cubin->kernels)
       fmt::print("  {:<16} {:>3} registers, {} B spill stores, {} B spill loads, {} B shared\n",
                  k.name, k.registers, k.spill_stores, k.spill_loads, k.shared_bytes);
@@ -402,6 +416,48 @@ int cache(const CacheCommand& c) {
     for (const auto& b : bad) fmt::print("{}\n", b);
     fmt::print("{}: {} bad kernel{}\n", (*kc)->path(), bad.size(), bad.size() == 1 ? "" : "s");
     return bad.empty() ? 0 : 1;
+  } else if (c.action == "export") {
+    if (c.file.empty()) return fail("cache export needs a bundle path");
+    // --device: fingerprint ids or sm_XX (ahead-of-time cubins); empty: everything.
+    std::vector<std::string> fps;
+    for (const auto& d : c.devices)
+      fps.push_back(d.rfind("sm_", 0) == 0 ? codegen::cubin_fingerprint_id(d) : d);
+    auto n = cache::export_bundle(**kc, c.file, fps);
+    if (!n) return fail(n.error().message);
+    if (!c.key.empty())
+      if (Status st = cache::sign_file(c.file, c.key); !st) return fail(st.error().message);
+    fmt::print("exported {} kernel{} to {}{}\n", *n, *n == 1 ? "" : "s", c.file,
+               c.key.empty() ? "" : " (signed: " + c.file + ".sig)");
+  } else if (c.action == "import") {
+    if (c.file.empty()) return fail("cache import needs a bundle path");
+    if (!c.key.empty())
+      if (Status st = cache::verify_file(c.file, c.key); !st) return fail(st.error().message);
+    auto n = cache::import_bundle(**kc, c.file);
+    if (!n) return fail(n.error().message);
+    fmt::print("imported {} kernel{} from {}{}\n", *n, *n == 1 ? "" : "s", c.file,
+               c.key.empty() ? "" : " (signature verified)");
+  } else if (c.action == "keygen") {
+    if (c.file.empty()) return fail("cache keygen needs a path prefix");
+    if (Status st = cache::make_signing_key(c.file); !st) return fail(st.error().message);
+    fmt::print("wrote {0}.key (secret: keep it) and {0}.pub (give it to users)\n", c.file);
+  } else if (c.action == "coverage") {
+    // Which programs are warm for which devices: this machine's, and any sm_XX with cubins.
+    std::map<std::string, std::string> device_names;
+    for (const auto& d : runtime::list_devices().devices)
+      device_names[d.exact_id()] = d.backend + ":" + d.name;
+    for (const char* arch :
+         {"sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120"})
+      device_names[codegen::cubin_fingerprint_id(arch)] =
+          std::string("cuda ") + arch + " (ahead of time)";
+    std::map<std::string, std::set<std::string>> warm;
+    for (const auto& e : (*kc)->list()) warm[e.key.program].insert(e.key.fingerprint);
+    for (const auto& [program, fps] : warm) {
+      fmt::print("program {}:\n", program);
+      for (const auto& f : fps)
+        fmt::print("  warm on {} {}\n", f,
+                   device_names.count(f) ? device_names[f] : "(another machine)");
+    }
+    if (warm.empty()) fmt::print("the kernel cache is empty\n");
   } else if (c.action == "prune") {
     auto n = (*kc)->prune(c.max_age_days, c.max_bytes);
     if (!n) return fail(n.error().message);

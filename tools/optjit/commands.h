@@ -17,7 +17,10 @@ struct RunOptions {
 int run(const RunOptions& o);
 
 struct CacheCommand {
-  std::string action;  // path | ls | stats | verify | prune
+  std::string action;  // path | ls | stats | verify | prune | export | import | keygen | coverage
+  std::string file;    // export/import: the bundle; keygen: the key path prefix
+  std::string key;     // export: secret key to sign with; import: public key to verify with
+  std::vector<std::string> devices;  // export: fingerprint ids or sm_XX
   double max_age_days = -1;
   long long max_bytes = -1;
   bool json = false;
@@ -37,6 +40,7 @@ int devices(bool json);
 
 struct CompileOptions {
   std::string pipeline, backend = "cuda", arch = "sm_80,sm_90", dtype = "f32", out;
+  bool no_cache = false;
 };
 /// Builds kernels ahead of time (CUDA cubins for each sm_XX; no GPU needed).
 int compile(const CompileOptions& o);

@@ -50,11 +50,21 @@ int main(int argc, char** argv) {
                     "a kernel cache miss is an error instead of a compile");
 
   optjit::cli::CacheCommand cache;
-  auto* cache_cmd =
-      app.add_subcommand("cache", "the kernel cache: path | ls | stats | verify | prune");
-  cache_cmd->add_option("action", cache.action, "path | ls | stats | verify | prune")
+  auto* cache_cmd = app.add_subcommand(
+      "cache",
+      "the kernel cache: path | ls | stats | verify | prune | export | import | keygen | coverage");
+  cache_cmd
+      ->add_option("action", cache.action,
+                   "path | ls | stats | verify | prune | export | import | keygen | coverage")
       ->required()
-      ->check(CLI::IsMember({"path", "ls", "stats", "verify", "prune"}));
+      ->check(CLI::IsMember(
+          {"path", "ls", "stats", "verify", "prune", "export", "import", "keygen", "coverage"}));
+  cache_cmd->add_option("file", cache.file,
+                        "export/import: the bundle file; keygen: the key path prefix");
+  cache_cmd->add_option("--sign", cache.key, "export: sign the bundle with this secret key");
+  cache_cmd->add_option("--verify", cache.key, "import: require a signature by this public key");
+  cache_cmd->add_option("--device", cache.devices,
+                        "export: only these devices (fingerprint ids, or sm_XX)");
   cache_cmd->add_option("--max-age-days", cache.max_age_days,
                         "prune: remove kernels unused for this long");
   cache_cmd->add_option("--max-bytes", cache.max_bytes,

@@ -1,0 +1,171 @@
+#include "cache/bundle.h"
+
+#include <sodium.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace optjit::cache {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+Expected<std::string> read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error("{}: cannot read", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Status write_all(const std::string& path, const std::string& data,
+                 fs::perms perms = fs::perms::owner_read | fs::perms::owner_write |
+                                   fs::perms::group_read | fs::perms::others_read) {
+  std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out || !out.write(data.data(), static_cast<std::streamsize>(data.size())))
+      return make_error("{}: cannot write", path);
+  }
+  std::error_code ec;
+  fs::permissions(tmp, perms, ec);
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    return make_error("{}: cannot write", path);
+  }
+  return Status::Ok();
+}
+
+Status sodium() {
+  if (sodium_init() < 0) return make_error("libsodium failed to start");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Expected<int64_t> export_bundle(KernelCache& cache, const std::string& path,
+                                const std::vector<std::string>& fps) {
+  std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  std::error_code ec;
+  fs::remove(tmp, ec);
+  int64_t n = 0;
+  {
+    auto out = KernelCache::open({"", tmp, {}, false});
+    if (!out) return out.error();
+    for (const auto& e : cache.list(true)) {
+      if (e.layer != "user") continue;
+      if (!fps.empty() && std::find(fps.begin(), fps.end(), e.key.fingerprint) == fps.end())
+        continue;
+      auto inner = unwrap(e.payload, e.key.fingerprint);  // list() gives the stored envelope
+      if (!inner) continue;
+      inner->key = e.key;
+      inner->resources = e.resources;
+      inner->compile_seconds = e.compile_seconds;
+      OPTJIT_TRY((*out)->put(*inner));
+      ++n;
+    }
+    auto done = (*out)->prune(-1, -1);  // checkpoint: one self-contained file
+    if (!done) return done.error();
+  }
+  for (const char* ext : {"-wal", "-shm"}) fs::remove(tmp + ext, ec);
+  fs::rename(tmp, path, ec);
+  if (ec) return make_error("{}: cannot write ({})", path, ec.message());
+  return n;
+}
+
+Expected<int64_t> import_bundle(KernelCache& cache, const std::string& path) {
+  if (!fs::is_regular_file(path)) return make_error("{}: no such bundle", path);
+  // Read the bundle through a private copy, so a bundle on read-only media works and is never
+  // changed.
+  std::string copy =
+      (fs::temp_directory_path() / ("optjit-import-" + std::to_string(::getpid()) + ".sqlite"))
+          .string();
+  std::error_code ec;
+  fs::copy_file(path, copy, fs::copy_options::overwrite_existing, ec);
+  if (ec) return make_error("{}: cannot read ({})", path, ec.message());
+  int64_t added = 0;
+  std::string problem;
+  {
+    auto in = KernelCache::open({"", copy, {}, false});
+    if (!in)
+      problem = in.error().message;
+    else if (!(*in)->warnings().empty())
+      problem = fmt::format("not a valid kernel bundle: {}", (*in)->warnings()[0]);
+    else {
+      const int64_t before = cache.stats().kernels;
+      for (const auto& e : (*in)->list(true)) {
+        auto inner = unwrap(e.payload, e.key.fingerprint);
+        if (!inner) {
+          problem = fmt::format("kernel {} is damaged ({})", e.key.id(), inner.error().message);
+          break;
+        }
+        inner->key = e.key;
+        inner->resources = e.resources;
+        inner->compile_seconds = e.compile_seconds;
+        if (Status s = cache.put(*inner); !s) {
+          problem = s.error().message;
+          break;
+        }
+      }
+      added = cache.stats().kernels - before;
+    }
+  }
+  for (const char* ext : {"", "-wal", "-shm"}) fs::remove(copy + ext, ec);
+  for (auto& f : fs::directory_iterator(fs::path(copy).parent_path(), ec))
+    if (f.path().filename().string().rfind(fs::path(copy).filename().string() + ".corrupt-", 0) ==
+        0)
+      fs::remove(f.path(), ec);
+  if (!problem.empty()) return make_error("{}: {}", path, problem);
+  return added;
+}
+
+Status make_signing_key(const std::string& prefix) {
+  OPTJIT_TRY(sodium());
+  unsigned char pk[crypto_sign_PUBLICKEYBYTES], sk[crypto_sign_SECRETKEYBYTES];
+  crypto_sign_keypair(pk, sk);
+  OPTJIT_TRY(write_all(prefix + ".key", std::string(reinterpret_cast<char*>(sk), sizeof(sk)),
+                       fs::perms::owner_read | fs::perms::owner_write));
+  return write_all(prefix + ".pub", std::string(reinterpret_cast<char*>(pk), sizeof(pk)));
+}
+
+Status sign_file(const std::string& file, const std::string& secret_key) {
+  OPTJIT_TRY(sodium());
+  auto data = read_all(file);
+  if (!data) return data.error();
+  auto sk = read_all(secret_key);
+  if (!sk) return sk.error();
+  if (sk->size() != crypto_sign_SECRETKEYBYTES)
+    return make_error("{}: not an optjit signing key", secret_key);
+  unsigned char sig[crypto_sign_BYTES];
+  crypto_sign_detached(sig, nullptr, reinterpret_cast<const unsigned char*>(data->data()),
+                       data->size(), reinterpret_cast<const unsigned char*>(sk->data()));
+  return write_all(file + ".sig", std::string(reinterpret_cast<char*>(sig), sizeof(sig)));
+}
+
+Status verify_file(const std::string& file, const std::string& public_key) {
+  OPTJIT_TRY(sodium());
+  auto data = read_all(file);
+  if (!data) return data.error();
+  auto pk = read_all(public_key);
+  if (!pk) return pk.error();
+  if (pk->size() != crypto_sign_PUBLICKEYBYTES)
+    return make_error("{}: not an optjit public key", public_key);
+  auto sig = read_all(file + ".sig");
+  if (!sig) return make_error("{}: no signature ({}.sig)", file, file);
+  if (sig->size() != crypto_sign_BYTES ||
+      crypto_sign_verify_detached(reinterpret_cast<const unsigned char*>(sig->data()),
+                                  reinterpret_cast<const unsigned char*>(data->data()),
+                                  data->size(),
+                                  reinterpret_cast<const unsigned char*>(pk->data())) != 0)
+    return make_error(
+        "{}: the signature does not match (the bundle was changed, or signed with another key)",
+        file);
+  return Status::Ok();
+}
+
+}  // namespace optjit::cache

@@ -1,0 +1,24 @@
+// A plan's CUDA kernels for one sm_XX: from the kernel cache, else emitted and compiled by
+// NVRTC and stored. Used by `optjit compile` (ahead of time, no GPU) and the CUDA backend.
+#pragma once
+
+#include <string>
+
+#include "codegen/nvrtc.h"
+#include "ir/plan.h"
+
+namespace optjit::cache {
+class KernelCache;
+}
+
+namespace optjit::codegen {
+
+struct CubinResult {
+  Cubin cubin;
+  bool from_cache = false;
+};
+
+Expected<CubinResult> plan_cubin(const plan::Plan& plan, const std::string& arch, int block,
+                                 cache::KernelCache* cache);
+
+}  // namespace optjit::codegen
