@@ -55,7 +55,7 @@ Expected<int64_t> export_bundle(KernelCache& cache, const std::string& path,
   fs::remove(tmp, ec);
   int64_t n = 0;
   {
-    auto out = KernelCache::open({"", tmp, {}, false});
+    auto out = KernelCache::open({.file = tmp});
     if (!out) return out.error();
     for (const auto& e : cache.list(true)) {
       if (e.layer != "user") continue;
@@ -91,7 +91,7 @@ Expected<int64_t> import_bundle(KernelCache& cache, const std::string& path) {
   int64_t added = 0;
   std::string problem;
   {
-    auto in = KernelCache::open({"", copy, {}, false});
+    auto in = KernelCache::open({.file = copy});
     if (!in)
       problem = in.error().message;
     else if (!(*in)->warnings().empty())

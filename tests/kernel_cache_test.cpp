@@ -79,7 +79,7 @@ TEST_F(CacheTest, UserRowsWinOverShippedDatabasesWhichStayReadOnly) {
   }
   const std::string ship_db = dir("ship") + "/kernels.sqlite";
   auto before = fs::last_write_time(ship_db);
-  auto c = KernelCache::open({dir(), {ship_db}});
+  auto c = KernelCache::open({.dir = dir(), .shipped = {ship_db}});
   ASSERT_TRUE(c) << c.error().message;
   EXPECT_EQ(text((*c)->get(entry("p2", "").key)), "shipped p2");
   ASSERT_TRUE((*c)->put(entry("p1", "user p1")));

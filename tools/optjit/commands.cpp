@@ -211,7 +211,7 @@ int run(const RunOptions& o) {
   runtime::ReferenceBackend reference(plan);
   std::unique_ptr<cache::KernelCache> kcache;
   if (!o.no_cache) {
-    auto c = cache::KernelCache::open({"", "", {}, o.cache_strict});
+    auto c = cache::KernelCache::open({.strict = o.cache_strict});
     if (c) {
       kcache = std::move(*c);
       for (const auto& w : kcache->warnings())
