@@ -429,4 +429,80 @@ Expected<int64_t> KernelCache::prune(double max_age_days, int64_t max_bytes) {
   return removed;
 }
 
+Status KernelCache::put_measurement(const std::string& program, int64_t bucket,
+                                    const std::string& performance, const std::string& config,
+                                    double seconds, int repetitions) {
+  Stmt ins(db_,
+           "INSERT OR REPLACE INTO tuning_measurements(program, size_bucket, performance, config, "
+           "seconds, repetitions, "
+           "created) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+  if (!ins) return make_error("kernel cache {}: {}", path_, sqlite3_errmsg(db_));
+  ins.text(1, program);
+  ins.integer(2, bucket);
+  ins.text(3, performance);
+  ins.text(4, config);
+  ins.real(5, seconds);
+  ins.integer(6, repetitions);
+  ins.integer(7, now());
+  if (sqlite3_step(ins.s) != SQLITE_DONE)
+    return make_error("kernel cache {}: {}", path_, sqlite3_errmsg(db_));
+  return Status::Ok();
+}
+
+Status KernelCache::put_decision(const std::string& program, int64_t bucket,
+                                 const std::string& performance, const std::string& config) {
+  Stmt ins(
+      db_,
+      "INSERT OR IGNORE INTO tuning_decisions(program, size_bucket, performance, config, created) "
+      "VALUES(?1, ?2, ?3, ?4, ?5)");
+  if (!ins) return make_error("kernel cache {}: {}", path_, sqlite3_errmsg(db_));
+  ins.text(1, program);
+  ins.integer(2, bucket);
+  ins.text(3, performance);
+  ins.text(4, config);
+  ins.integer(5, now());
+  if (sqlite3_step(ins.s) != SQLITE_DONE)
+    return make_error("kernel cache {}: {}", path_, sqlite3_errmsg(db_));
+  return Status::Ok();
+}
+
+std::optional<std::string> KernelCache::get_decision(const std::string& program, int64_t bucket,
+                                                     const std::string& performance, bool* exact) {
+  std::optional<std::string> best;
+  size_t best_prefix = 0;
+  const std::string backend = performance.substr(0, performance.find('|') + 1);
+  auto scan = [&](sqlite3* db) {
+    Stmt q(db,
+           "SELECT performance, config FROM tuning_decisions WHERE program = ?1 AND size_bucket = "
+           "?2 ORDER BY performance");
+    if (!q) return;
+    q.text(1, program);
+    q.integer(2, bucket);
+    while (sqlite3_step(q.s) == SQLITE_ROW) {
+      std::string perf = q.col_text(0);
+      if (perf == performance) {
+        if (!best || best_prefix != SIZE_MAX) best = q.col_text(1), best_prefix = SIZE_MAX;
+        continue;
+      }
+      if (perf.rfind(backend, 0) != 0 || best_prefix == SIZE_MAX)
+        continue;  // a binary never, tuning only on the same backend
+      size_t common = 0;
+      while (common < perf.size() && common < performance.size() &&
+             perf[common] == performance[common])
+        ++common;
+      if (!best || common > best_prefix) best = q.col_text(1), best_prefix = common;
+    }
+  };
+  scan(db_);
+  for (auto& [p, db] : shipped_)
+    if (best_prefix != SIZE_MAX) scan(db);
+  if (exact) *exact = best_prefix == SIZE_MAX;
+  return best;
+}
+
+int64_t KernelCache::measurement_count() {
+  Stmt q(db_, "SELECT count(*) FROM tuning_measurements");
+  return q && sqlite3_step(q.s) == SQLITE_ROW ? sqlite3_column_int64(q.s, 0) : 0;
+}
+
 }  // namespace optjit::cache

@@ -80,6 +80,18 @@ class KernelCache {
   /// database holds at most `max_bytes` of payload. Returns how many were removed.
   Expected<int64_t> prune(double max_age_days, int64_t max_bytes);
 
+  /// Tuning: one measurement per candidate configuration, and the chosen configuration per
+  /// (program, size bucket, device performance fingerprint). The first decision stored wins.
+  Status put_measurement(const std::string& program, int64_t bucket, const std::string& performance,
+                         const std::string& config, double seconds, int repetitions);
+  Status put_decision(const std::string& program, int64_t bucket, const std::string& performance,
+                      const std::string& config);
+  /// The decision for exactly this device, else for the nearest one of the same backend
+  /// (longest common prefix of the performance fingerprint); `exact` says which it was.
+  std::optional<std::string> get_decision(const std::string& program, int64_t bucket,
+                                          const std::string& performance, bool* exact = nullptr);
+  int64_t measurement_count();
+
   bool strict() const { return options_.strict; }
   const std::string& path() const { return path_; }
   const std::vector<std::string>& warnings() const { return warnings_; }

@@ -39,19 +39,20 @@ std::string hash16(const std::string& s) {
 std::string Device::exact_id() const { return hash16(exact); }
 std::string Device::performance_id() const { return hash16(performance); }
 
+Device cpu_device() {
+  codegen::CpuTarget t = codegen::CpuTarget::host();
+  Device d;
+  d.backend = "cpu";
+  std::string model = cpu_model();
+  d.name = fmt::format("{} (LLVM: {}, {})", model.empty() ? "unknown CPU" : model, t.cpu, t.triple);
+  d.exact = t.exact();
+  d.performance = fmt::format("cpu|{}|{}|{} threads", model, t.cpu, omp_get_max_threads());
+  return d;
+}
+
 DeviceList list_devices() {
   DeviceList out;
-  {
-    codegen::CpuTarget t = codegen::CpuTarget::host();
-    Device d;
-    d.backend = "cpu";
-    std::string model = cpu_model();
-    d.name =
-        fmt::format("{} (LLVM: {}, {})", model.empty() ? "unknown CPU" : model, t.cpu, t.triple);
-    d.exact = t.exact();
-    d.performance = fmt::format("cpu|{}|{}|{} threads", model, t.cpu, omp_get_max_threads());
-    out.devices.push_back(d);
-  }
+  out.devices.push_back(cpu_device());
   if (auto cl = opencl_devices()) {
     for (const auto& i : *cl) {
       Device d;

@@ -30,6 +30,8 @@ struct DeviceList {
 };
 
 DeviceList list_devices();
+/// Just this machine's CPU (cheap: no OpenCL or CUDA discovery).
+Device cpu_device();
 
 /// The best device for --backend auto: a CUDA GPU, then an OpenCL GPU, then the CPU. Backends
 /// that this build cannot run steps on are skipped, and `why` says what was chosen and why.

@@ -343,6 +343,27 @@ TEST_F(Cli, SignedBundlesShipAWarmCache) {
           ": the signature does not match (the bundle was changed, or signed with another key)\n");
 }
 
+TEST_F(Cli, TuneStoresADecisionThatRunUses) {
+  const std::string env = "OPTJIT_CACHE_DIR=" + p("kc") + " ";
+  const std::string pipe = "'chain(clip_grad_norm(max_norm=1.0), adamw())'";
+  auto t = optjit_cli_prefixed(
+      env, "tune " + pipe + " --numel 100000 --budget-seconds 2 --max-candidates 4");
+  ASSERT_EQ(t.code, 0) << t.output;
+  EXPECT_NE(t.output.find("tuned / default = "), std::string::npos) << t.output;
+  auto again = optjit_cli_prefixed(env, "tune " + pipe + " --numel 100000");
+  EXPECT_NE(again.output.find("decision from the kernel cache: threads="), std::string::npos)
+      << again.output;
+  write("p.st", {filled("weight", DType::f32, {100000}, 1)});
+  write("g.st", {filled("weight", DType::f32, {100000}, 0.1)});
+  auto run =
+      optjit_cli_prefixed(env, "run " + pipe + " --backend cpu --params " + p("p.st") +
+                                   " --grads " + p("g.st") + " --steps 1 --out " + p("o.st"));
+  ASSERT_EQ(run.code, 0) << run.output;
+  EXPECT_NE(run.output.find("launch parameters from the kernel cache's tuning: threads="),
+            std::string::npos)
+      << run.output;
+}
+
 TEST_F(Cli, PlanAndList) {
   auto plan = optjit_cli(
       "plan 'chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, betas=(0.9, 0.999), "

@@ -9,6 +9,8 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "autotune/cpu_tuner.h"
+#include "cache/kernel_cache.h"
 #include "ir/builtins.h"
 #include "ir/compile.h"
 #include "ir/pipeline_text.h"
@@ -141,31 +143,39 @@ struct Runner {
   }
 };
 
-Expected<std::unique_ptr<Runner>> make_runner(plan::Plan plan, const Shapes& shapes, DType t,
-                                              const runtime::CpuOptions& cpu,
-                                              const std::string& backend) {
-  auto r = std::make_unique<Runner>();
-  r->plan = std::move(plan);
+// Parameters and gradients of the given shapes with small deterministic values; state as
+// the plan initializes it.
+Expected<runtime::OptimizerState> make_state(const plan::Plan& plan, const Shapes& shapes,
+                                             DType t) {
   std::vector<runtime::HostTensor> params;
   for (const auto& [name, shape] : shapes) params.push_back({name, t, shape, {}});
-  // init_state with empty data, then fill: avoids a second copy of every parameter.
   for (auto& p : params) p.data.resize(static_cast<size_t>(p.numel()) * size_bytes(t));
-  auto s = runtime::init_state(r->plan, params, {});
+  auto s = runtime::init_state(plan, params, {});
   if (!s) return s.error();
-  r->state = std::move(*s);
   uint64_t x = 88172645463325252ull;  // xorshift: fast, deterministic, small values
   auto next = [&x] {
     x ^= x << 13, x ^= x >> 7, x ^= x << 17;
     return static_cast<double>(x >> 11) * 0x1.0p-53 - 0.5;
   };
-  for (auto& ts : r->state.tensors)
-    for (size_t b = 0; b < r->plan.buffers.size(); ++b) {
-      auto role = r->plan.buffers[b].role;
+  for (auto& ts : s->tensors)
+    for (size_t b = 0; b < plan.buffers.size(); ++b) {
+      auto role = plan.buffers[b].role;
       if (role != ir::BufferRole::param && role != ir::BufferRole::grad) continue;
       for (int64_t i = 0; i < ts.numel; ++i)
-        runtime::store_element(ts.data(b), r->plan.buffers[b].storage, i,
+        runtime::store_element(ts.data(b), plan.buffers[b].storage, i,
                                (role == ir::BufferRole::param ? 0.1 : 1e-3) * next());
     }
+  return s;
+}
+
+Expected<std::unique_ptr<Runner>> make_runner(plan::Plan plan, const Shapes& shapes, DType t,
+                                              const runtime::CpuOptions& cpu,
+                                              const std::string& backend) {
+  auto r = std::make_unique<Runner>();
+  r->plan = std::move(plan);
+  auto s = make_state(r->plan, shapes, t);
+  if (!s) return s.error();
+  r->state = std::move(*s);
   if (backend == "cuda") {
     // As in a framework: gradients live on the GPU and nothing comes back each step.
     auto b = runtime::CudaBackend::create(r->plan, {0, 256, cpu.chunk_elements, false, true});
@@ -395,6 +405,43 @@ int bench(const BenchOptions& o) {
         1e3 * median(t_single), numel, fused_s / median(t_single));
   fmt::print("overhead     {:9.1f} us/step  (same {} tensors, one element each)\n",
              1e6 * overhead_s, shapes->size());
+  return 0;
+}
+
+int tune(const TuneCommand& o) {
+  if (o.backend != "cpu")
+    return fail(fmt::format("tune supports --backend cpu in this build, not {}", o.backend));
+  auto text = read_pipeline_text(o.pipeline);
+  if (!text) return fail(text.error().message);
+  auto dt = parse_dtype(o.dtype);
+  if (!dt || !is_float(*dt)) return fail(fmt::format("'{}' is not a float type", o.dtype));
+  BenchOptions shapes_opts;
+  shapes_opts.shapes = o.shapes;
+  shapes_opts.numel = o.numel;
+  auto shapes = shapes_for(shapes_opts);
+  if (!shapes) return fail(shapes.error().message);
+  auto plan = compile_pipeline(*text, {*dt, *dt, *dt});
+  if (!plan) return fail(plan.error().message);
+  auto state = make_state(*plan, *shapes, *dt);
+  if (!state) return fail(state.error().message);
+  auto kc = cache::KernelCache::open();
+  if (!kc) return fail(kc.error().message);
+  autotune::TuneOptions topts;
+  topts.budget_seconds = o.budget_seconds;
+  topts.max_candidates = o.max_candidates;
+  auto r = autotune::tune_cpu(*plan, *state, kc->get(), topts);
+  if (!r) return fail(r.error().message);
+  if (r->from_cache) {
+    fmt::print("decision from the kernel cache{}: {} ({:.3f} s)\n",
+               r->exact_device ? "" : " (tuned on the nearest device)",
+               autotune::to_string(r->winner), r->tuning_seconds);
+    return 0;
+  }
+  fmt::print("tuned {} candidates in {:.1f} s: {}\n", r->measured.size(), r->tuning_seconds,
+             autotune::to_string(r->winner));
+  fmt::print("default {:.3f} ms/step, tuned {:.3f} ms/step: tuned / default = {:.3f}\n",
+             1e3 * r->default_seconds, 1e3 * r->tuned_seconds,
+             r->tuned_seconds / r->default_seconds);
   return 0;
 }
 

@@ -13,6 +13,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "autotune/cpu_tuner.h"
 #include "cache/bundle.h"
 #include "cache/kernel_cache.h"
 #include "codegen/c_emitter.h"
@@ -223,6 +224,7 @@ int run(const RunOptions& o) {
                    c.error().message.c_str());
   }
   std::unique_ptr<runtime::CpuBackend> cpu;
+  std::string tuned;
   std::unique_ptr<runtime::OpenclBackend> ocl;
   std::unique_ptr<runtime::CudaBackend> gpu;
   if (backend_name == "cuda") {
@@ -236,7 +238,13 @@ int run(const RunOptions& o) {
     ocl = std::move(*b);
   }
   if (backend_name == "cpu") {
-    auto b = runtime::CpuBackend::create(plan, {o.threads, o.chunk}, kcache.get());
+    // Launch parameters: as given, else the kernel cache's tuning decision, else the defaults.
+    runtime::CpuOptions launch{o.threads, o.chunk};
+    if (o.threads == 0 && o.chunk == (1 << 16)) {
+      launch = autotune::cpu_config_for(plan, *state, kcache.get());
+      if (launch.threads > 0) tuned = autotune::to_string(launch);
+    }
+    auto b = runtime::CpuBackend::create(plan, launch, kcache.get());
     if (!b) return fail(b.error().message);
     cpu = std::move(*b);
   }
@@ -289,6 +297,7 @@ int run(const RunOptions& o) {
     fmt::print("plan: {} pass{}, {} bytes per parameter; step count now {}\n", plan.passes.size(),
                plan.passes.size() == 1 ? "" : "es", plan.bytes_per_param(), state->step);
     if (!why_auto.empty()) fmt::print("{}\n", why_auto);
+    if (!tuned.empty()) fmt::print("launch parameters from the kernel cache's tuning: {}\n", tuned);
     fmt::print("wrote {}\n", o.out);
   }
   return 0;

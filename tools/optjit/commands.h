@@ -53,6 +53,15 @@ struct BenchOptions {
 };
 int bench(const BenchOptions& o);
 
+struct TuneCommand {
+  std::string pipeline, backend = "cpu", shapes = "gpt2-small", dtype = "f32";
+  long long numel = 0;
+  double budget_seconds = 10;
+  int max_candidates = 24;
+};
+/// Tunes launch parameters ahead of time and stores the decision in the kernel cache.
+int tune(const TuneCommand& o);
+
 struct EmitOptions {
   std::string pipeline, backend = "cpu", dtype = "f32", cpu;
   bool optimized = false;

@@ -104,6 +104,22 @@ int main(int argc, char** argv) {
   compile_cmd->add_option("--out", compile.out,
                           "write <out>/optjit_<hash>_<arch>.cubin files here");
 
+  optjit::cli::TuneCommand tune;
+  auto* tune_cmd = app.add_subcommand(
+      "tune", "tune launch parameters ahead of time (stored in the kernel cache)");
+  tune_cmd->add_option("pipeline", tune.pipeline, "pipeline text, or a file that holds it")
+      ->required();
+  tune_cmd->add_option("--backend", tune.backend, "cpu");
+  tune_cmd->add_option("--shapes", tune.shapes,
+                       "gpt2-small (default) | resnet50 | many-small | FILE.json");
+  tune_cmd->add_option("--numel", tune.numel, "one tensor of this many elements")
+      ->check(CLI::PositiveNumber);
+  tune_cmd->add_option("--dtype", tune.dtype, "parameter, gradient and state type");
+  tune_cmd->add_option("--budget-seconds", tune.budget_seconds,
+                       "stop trying candidates after this long");
+  tune_cmd->add_option("--max-candidates", tune.max_candidates,
+                       "try at most this many configurations");
+
   optjit::cli::BenchOptions bench;
   auto* bench_cmd = app.add_subcommand(
       "bench", "time a pipeline against the memory roofline and an unfused baseline");
@@ -162,6 +178,7 @@ int main(int argc, char** argv) {
     if (*plan_cmd) return optjit::cli::plan(plan);
     if (*emit_cmd) return optjit::cli::emit(emit);
     if (*bench_cmd) return optjit::cli::bench(bench);
+    if (*tune_cmd) return optjit::cli::tune(tune);
     if (*cache_cmd) return optjit::cli::cache(cache);
     if (*compile_cmd) return optjit::cli::compile(compile);
     if (*list_cmd) return optjit::cli::list();
