@@ -364,6 +364,45 @@ TEST_F(Cli, TuneStoresADecisionThatRunUses) {
       << run.output;
 }
 
+// Eight processes compile and tune into one cache at once: none fails, they agree on the
+// decision, every kernel is stored once, and the database checks out.
+TEST_F(Cli, EightProcessesCompileAndTuneIntoOneCache) {
+  write("p.st", {filled("weight", DType::f32, {50000}, 1)});
+  write("g.st", {filled("weight", DType::f32, {50000}, 0.1)});
+  const std::string env = "OPTJIT_CACHE_DIR=" + p("kc") + " ";
+  const std::string pipe = "'chain(clip_grad_norm(max_norm=1.0), lamb())'";
+  std::string script;
+  for (int i = 0; i < 8; ++i)
+    script +=
+        "(" + env + OPTJIT_CLI + " tune " + pipe +
+        " --numel 50000 --budget-seconds 1 --max-candidates 3 > " + p("tune" + std::to_string(i)) +
+        " 2>&1 && " + env + OPTJIT_CLI + " run " + pipe + " --backend cpu --params " + p("p.st") +
+        " --grads " + p("g.st") + " --steps 2 --out " + p("o" + std::to_string(i) + ".st") + " > " +
+        p("run" + std::to_string(i)) + " 2>&1; echo $? > " + p("rc" + std::to_string(i)) + ") & ";
+  script += "wait";
+  ASSERT_EQ(std::system(("bash -c \"" + script + "\"").c_str()), 0);
+  std::string decision;
+  for (int i = 0; i < 8; ++i) {
+    std::ifstream rc(p("rc" + std::to_string(i)));
+    int code = -1;
+    rc >> code;
+    std::ifstream log(p("run" + std::to_string(i)));
+    std::string out((std::istreambuf_iterator<char>(log)), {});
+    EXPECT_EQ(code, 0) << "process " << i << ": " << out;
+    size_t at = out.find("tuning: ");
+    ASSERT_NE(at, std::string::npos) << out;
+    std::string d = out.substr(at, out.find('\n', at) - at);
+    if (decision.empty()) decision = d;
+    EXPECT_EQ(d, decision) << "process " << i << " used another decision";
+    EXPECT_EQ(runtime::read_safetensors(p("o" + std::to_string(i) + ".st"))->find("weight")->data,
+              runtime::read_safetensors(p("o0.st"))->find("weight")->data);
+  }
+  auto stats = optjit_cli_prefixed(env, "cache stats --json");
+  EXPECT_NE(stats.output.find("\"kernels\": 1"), std::string::npos) << stats.output;
+  auto verify = optjit_cli_prefixed(env, "cache verify");
+  EXPECT_EQ(verify.code, 0) << verify.output;
+}
+
 TEST_F(Cli, PlanAndList) {
   auto plan = optjit_cli(
       "plan 'chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, betas=(0.9, 0.999), "
