@@ -183,51 +183,78 @@ Expected<std::unique_ptr<KernelCache>> KernelCache::open(CacheOptions options) {
   return c;
 }
 
+namespace {
+
+// Only these mean the file is not a usable database; anything else (busy, locked, I/O,
+// permissions) says nothing about the file and must never cause it to be moved aside.
+bool damaged(int code) { return code == SQLITE_NOTADB || code == SQLITE_CORRUPT; }
+bool contended(int code) { return (code & 0xff) == SQLITE_BUSY || (code & 0xff) == SQLITE_LOCKED; }
+
+}  // namespace
+
 Status KernelCache::open_user() {
-  for (int attempt = 0; attempt < 2; ++attempt) {
+  int busy_rounds = 0;
+  for (int attempt = 0; attempt < 2;) {
     if (db_) sqlite3_close(db_), db_ = nullptr;
     std::string problem;
-    if (sqlite3_open_v2(path_.c_str(), &db_,
-                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
-                        nullptr) != SQLITE_OK) {
+    int code = SQLITE_OK;
+    bool bad_file = false;
+    auto step = [&](const char* sql) {
+      if (code != SQLITE_OK) return;
+      char* err = nullptr;
+      code = sqlite3_exec(db_, sql, nullptr, nullptr, &err);
+      if (code != SQLITE_OK) problem = err ? err : sqlite3_errstr(code);
+      sqlite3_free(err);
+    };
+    code = sqlite3_open_v2(path_.c_str(), &db_,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+                           nullptr);
+    if (code != SQLITE_OK) {
       problem = sqlite3_errmsg(db_);
     } else {
       sqlite3_busy_handler(db_, backoff, nullptr);
-      // Reading the schema version is the first touch of the file: a file that is not a
-      // database, or a damaged one, fails here.
-      if (Status s = exec(db_, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"); !s)
-        problem = s.error().message;
-      else if (Status s2 = exec(db_, "BEGIN IMMEDIATE;"); !s2)
-        problem = s2.error().message;
-      else {
-        bool ok = static_cast<bool>(exec(db_, kSchema));
-        std::string version;
-        {
-          Stmt v(db_, "SELECT value FROM meta WHERE key = 'schema_version'");
-          if (ok && v && sqlite3_step(v.s) == SQLITE_ROW) version = v.col_text(0);
-        }
-        if (ok && version.empty()) {
-          Stmt ins(db_, "INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', ?1)");
-          ins.text(1, std::to_string(kSchemaVersion));
-          ok = ins && sqlite3_step(ins.s) == SQLITE_DONE;
-          version = std::to_string(kSchemaVersion);
-        }
-        (void)exec(db_, ok ? "COMMIT;" : "ROLLBACK;");
-        if (!ok)
-          problem = sqlite3_errmsg(db_);
-        else if (version != std::to_string(kSchemaVersion))
-          problem = fmt::format("schema version {} (this optjit uses {})", version, kSchemaVersion);
-        else {
-          Stmt q(db_, "PRAGMA quick_check");
-          if (!q || sqlite3_step(q.s) != SQLITE_ROW || q.col_text(0) != "ok")
-            problem = "it fails SQLite's quick_check";
-        }
+      // The first touch of the file: one that is not a database, or is damaged, fails here.
+      step("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
+      step("BEGIN IMMEDIATE;");
+      step(kSchema);
+      std::string version;
+      if (code == SQLITE_OK) {
+        Stmt v(db_, "SELECT value FROM meta WHERE key = 'schema_version'");
+        if (v && sqlite3_step(v.s) == SQLITE_ROW) version = v.col_text(0);
       }
+      if (code == SQLITE_OK && version.empty()) {
+        Stmt ins(db_, "INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', ?1)");
+        ins.text(1, std::to_string(kSchemaVersion));
+        if (!ins || sqlite3_step(ins.s) != SQLITE_DONE)
+          code = sqlite3_errcode(db_), problem = sqlite3_errmsg(db_);
+        version = std::to_string(kSchemaVersion);
+      }
+      (void)exec(db_, code == SQLITE_OK ? "COMMIT;" : "ROLLBACK;");
+      if (code == SQLITE_OK && version != std::to_string(kSchemaVersion)) {
+        problem = fmt::format("schema version {} (this optjit uses {})", version, kSchemaVersion);
+        bad_file = true;
+      } else if (code == SQLITE_OK) {
+        Stmt q(db_, "PRAGMA quick_check");
+        int qc = q ? sqlite3_step(q.s) : SQLITE_ERROR;
+        if (qc == SQLITE_ROW && q.col_text(0) != "ok")
+          problem = "it fails SQLite's quick_check", bad_file = true;
+        else if (qc != SQLITE_ROW)
+          code = sqlite3_errcode(db_), problem = sqlite3_errmsg(db_);
+      }
+      bad_file = bad_file || damaged(code);
     }
     if (problem.empty()) return Status::Ok();
     sqlite3_close(db_);
     db_ = nullptr;
-    if (attempt == 1) return make_error("kernel cache {}: {}", path_, problem);
+    if (!bad_file) {
+      // Another process holds the database: wait and try again; never treat it as damage.
+      if (contended(code) && ++busy_rounds < 50) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20 * busy_rounds));
+        continue;
+      }
+      return make_error("kernel cache {}: {}", path_, problem);
+    }
+    if (++attempt == 2) return make_error("kernel cache {}: {}", path_, problem);
     // A cache can always be rebuilt: keep the bad file for inspection and start afresh.
     std::string aside = fmt::format("{}.corrupt-{}-{}", path_, now(), ::getpid());
     std::error_code ec;

@@ -210,6 +210,30 @@ TEST_F(CacheTest, PrunesBySize) {
   EXPECT_TRUE((*c)->verify().empty());
 }
 
+// A database held by another process is waited for, never mistaken for a damaged one.
+TEST_F(CacheTest, ALockedDatabaseIsWaitedForNotMovedAside) {
+  {
+    auto c = KernelCache::open({dir()});
+    ASSERT_TRUE(c);
+    ASSERT_TRUE((*c)->put(entry("p1", "kept")));
+  }
+  sqlite3* holder = nullptr;
+  ASSERT_EQ(sqlite3_open((dir() + "/kernels.sqlite").c_str(), &holder), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(holder, "BEGIN EXCLUSIVE;", nullptr, nullptr, nullptr), SQLITE_OK);
+  std::thread release([holder] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    sqlite3_exec(holder, "COMMIT;", nullptr, nullptr, nullptr);
+  });
+  auto c = KernelCache::open({dir()});
+  release.join();
+  sqlite3_close(holder);
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_TRUE((*c)->warnings().empty()) << (*c)->warnings()[0];
+  EXPECT_EQ(text((*c)->get(entry("p1", "").key)), "kept");
+  for (auto& f : fs::directory_iterator(dir()))
+    EXPECT_EQ(f.path().filename().string().find(".corrupt-"), std::string::npos);
+}
+
 // A writer killed mid-stream (SIGKILL, so nothing is flushed or closed) leaves a database that
 // opens, verifies, and holds only whole rows.
 TEST_F(CacheTest, AWriterKilledMidWriteLeavesOnlyWholeRows) {
@@ -270,6 +294,8 @@ TEST_F(CacheTest, EightProcessesConvergeOnOneDatabase) {
       if (::write(pipes[p][1], &h, sizeof(h)) != sizeof(h)) code = 12;
       ::_exit(code);
     }
+    ::close(
+        pipes[p][1]);  // only the child writes: an early exit then reads as end of file, not a hang
     pids.push_back(pid);
   }
   std::vector<uint64_t> hashes;
@@ -279,10 +305,10 @@ TEST_F(CacheTest, EightProcessesConvergeOnOneDatabase) {
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
         << "process " << p << " status " << status;
     uint64_t h = 0;
-    EXPECT_EQ(::read(pipes[p][0], &h, sizeof(h)), static_cast<ssize_t>(sizeof(h)));
+    EXPECT_EQ(::read(pipes[p][0], &h, sizeof(h)), static_cast<ssize_t>(sizeof(h)))
+        << "process " << p;
     hashes.push_back(h);
     ::close(pipes[p][0]);
-    ::close(pipes[p][1]);
   }
   for (uint64_t h : hashes) EXPECT_EQ(h, hashes[0]) << "processes saw different bytes";
   auto c = KernelCache::open({dir()});
