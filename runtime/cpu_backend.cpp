@@ -18,30 +18,17 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(const plan::Plan& plan,
 void CpuBackend::prepare(const OptimizerState& s) {
   std::vector<int64_t> numels;
   for (const auto& t : s.tensors) numels.push_back(t.numel);
-  if (numels == numels_ && !chunks_.empty()) return;
-  numels_ = numels;
-  chunks_.clear();
-  first_chunk_.clear();
-  int64_t total = 0;
-  for (size_t t = 0; t < numels.size(); ++t) {
-    first_chunk_.push_back(chunks_.size());
-    // Every tensor gets at least one chunk, so per-tensor reductions have a partial.
-    int64_t off = 0;
-    do {
-      int64_t len = std::min(options_.chunk_elements, numels[t] - off);
-      chunks_.push_back({static_cast<int64_t>(t), off, len});
-      off += len;
-    } while (off < numels[t]);
-    total += numels[t];
-  }
-  first_chunk_.push_back(chunks_.size());
+  if (numels == table_.numels && !table_.chunks.empty()) return;
+  table_ = ChunkTable::build(numels, options_.chunk_elements);
+  const auto& chunks = table_.chunks;
+  const int64_t total = table_.total;
   // Contiguous chunk ranges with about equal elements per thread (plus a small per-chunk cost).
-  const int64_t n = static_cast<int64_t>(chunks_.size());
+  const int64_t n = static_cast<int64_t>(chunks.size());
   const double per_thread = static_cast<double>(total + 64 * n) / threads_;
   thread_start_.assign(1, 0);
   double acc = 0;
   for (int64_t c = 0; c < n; ++c) {
-    acc += static_cast<double>(chunks_[c].length + 64);
+    acc += static_cast<double>(chunks[c].length + 64);
     if (acc >= per_thread * static_cast<double>(thread_start_.size()) &&
         static_cast<int>(thread_start_.size()) < threads_)
       thread_start_.push_back(c + 1);
@@ -84,27 +71,19 @@ void CpuBackend::run_pass(size_t k, OptimizerState& s, HostProgram& host) {
     size_t row = per_tensor ? t : s.tensors[t].group;
     rows_[t] = {pointers_.data() + t * B, uniforms_.data() + row * stride};
   }
-  partials_.assign(chunks_.size() * R, 0.0);
+  partials_.assign(table_.chunks.size() * R, 0.0);
   codegen::PassFn fn = kernels_->pass(k);
   const int used = static_cast<int>(thread_start_.size()) - 1;
 #pragma omp parallel num_threads(used)
   {
     int t = omp_get_thread_num();
     if (thread_start_[t] < thread_start_[t + 1])
-      fn(rows_.data(), chunks_.data(), thread_start_[t], thread_start_[t + 1], partials_.data());
+      fn(rows_.data(), table_.chunks.data(), thread_start_[t], thread_start_[t + 1],
+         partials_.data());
   }
   if (R == 0) return;
   // Chunks in order within a tensor, then tensors in order: independent of the threads.
-  std::vector<std::vector<double>> partial(R, std::vector<double>(T));
-  for (size_t r = 0; r < R; ++r) {
-    ir::Op op = plan_.program.at(pass.reductions[r]).op;
-    for (size_t t = 0; t < T; ++t) {
-      double acc = partials_[first_chunk_[t] * R + r];
-      for (size_t c = first_chunk_[t] + 1; c < first_chunk_[t + 1]; ++c)
-        acc = combine_two(op, acc, partials_[c * R + r]);
-      partial[r][t] = acc;
-    }
-  }
+  auto partial = combine_partials(plan_, pass, table_, partials_.data());
   host.finish_reductions(k, partial);
 }
 

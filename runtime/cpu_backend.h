@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "codegen/cpu_jit.h"
+#include "runtime/chunks.h"
 #include "runtime/reference.h"
 
 namespace optjit::runtime {
@@ -36,9 +37,7 @@ class CpuBackend {
   int threads_ = 1;
   std::unique_ptr<codegen::CpuKernels> kernels_;
   // Rebuilt when the tensor set changes.
-  std::vector<int64_t> numels_;
-  std::vector<codegen::Chunk> chunks_;
-  std::vector<size_t> first_chunk_;    // per tensor, and one past the end
+  ChunkTable table_;
   std::vector<int64_t> thread_start_;  // chunk ranges per thread, balanced by elements
   // Rebuilt each pass (pointers change when gradients live in the caller's memory).
   std::vector<uint8_t*> pointers_;

@@ -1,5 +1,7 @@
 #include "runtime/cuda_backend.h"
 
+#include "runtime/chunks.h"
+
 #include <cstring>
 
 #include "codegen/c_emitter.h"
@@ -18,9 +20,7 @@ struct CudaBackend::Impl {
   cuda::CUstream stream = nullptr;
   std::vector<cuda::CUfunction> kernels;
   CudaOptions options;
-  std::vector<int64_t> numels, base, chunks;
-  std::vector<size_t> first_chunk;
-  int64_t total = 0;
+  ChunkTable table;
   std::vector<CUdeviceptr> arenas;  // one per plan buffer
   CUdeviceptr pointer_table = 0, rows = 0, chunk_buf = 0, uniforms = 0, partials = 0;
   size_t uniforms_bytes = 0, partials_bytes = 0;
@@ -116,49 +116,35 @@ Expected<StepResult> CudaBackend::step(OptimizerState& s) {
   const size_t T = s.tensors.size(), B = plan_.buffers.size();
   std::vector<int64_t> numels;
   for (const auto& t : s.tensors) numels.push_back(t.numel);
-  if (numels != m.numels || m.arenas.empty()) {
+  if (numels != m.table.numels || m.arenas.empty()) {
     m.free_all();
-    m.numels = numels;
-    m.base.clear();
-    m.chunks.clear();
-    m.first_chunk.clear();
-    m.total = 0;
-    for (size_t t = 0; t < T; ++t) {
-      m.base.push_back(m.total);
-      m.first_chunk.push_back(m.chunks.size() / 3);
-      int64_t off = 0;
-      do {
-        int64_t len = std::min(m.options.chunk_elements, numels[t] - off);
-        m.chunks.insert(m.chunks.end(), {static_cast<int64_t>(t), off, len});
-        off += len;
-      } while (off < numels[t]);
-      m.total += numels[t];
-    }
-    m.first_chunk.push_back(m.chunks.size() / 3);
+    m.table = ChunkTable::build(numels, m.options.chunk_elements);
     m.arenas.assign(B, 0);
     for (size_t b = 0; b < B; ++b)
       OPTJIT_TRY(m.alloc(&m.arenas[b],
-                         static_cast<size_t>(m.total) * size_bytes(plan_.buffers[b].storage),
+                         static_cast<size_t>(m.table.total) * size_bytes(plan_.buffers[b].storage),
                          "allocating optimizer state on the GPU"));
     // The pointer table: per tensor, where each buffer's elements start.
     std::vector<CUdeviceptr> ptrs(T * B);
     for (size_t t = 0; t < T; ++t)
       for (size_t b = 0; b < B; ++b)
-        ptrs[t * B + b] = m.arenas[b] + m.base[t] * size_bytes(plan_.buffers[b].storage);
+        ptrs[t * B + b] = m.arenas[b] + m.table.base[t] * size_bytes(plan_.buffers[b].storage);
     OPTJIT_TRY(m.alloc(&m.pointer_table, ptrs.size() * 8, "allocating the tensor table"));
     OPTJIT_TRY(m.upload(m.pointer_table, ptrs.data(), ptrs.size() * 8));
     OPTJIT_TRY(m.alloc(&m.rows, T * 16, "allocating the tensor table"));
-    OPTJIT_TRY(m.alloc(&m.chunk_buf, m.chunks.size() * 8, "allocating the chunk table"));
-    OPTJIT_TRY(m.upload(m.chunk_buf, m.chunks.data(), m.chunks.size() * 8));
+    OPTJIT_TRY(m.alloc(&m.chunk_buf, m.table.chunks.size() * sizeof(codegen::Chunk),
+                       "allocating the chunk table"));
+    OPTJIT_TRY(m.upload(m.chunk_buf, m.table.chunks.data(),
+                        m.table.chunks.size() * sizeof(codegen::Chunk)));
     m.uploaded = false;
   }
   std::vector<uint8_t> staging;
   auto copy_in = [&](size_t b) -> Status {
     size_t es = size_bytes(plan_.buffers[b].storage);
-    staging.resize(static_cast<size_t>(m.total) * es);
+    staging.resize(static_cast<size_t>(m.table.total) * es);
     for (size_t t = 0; t < T; ++t)
       if (numels[t] > 0)
-        std::memcpy(staging.data() + m.base[t] * es, s.tensors[t].data(b), numels[t] * es);
+        std::memcpy(staging.data() + m.table.base[t] * es, s.tensors[t].data(b), numels[t] * es);
     return m.upload(m.arenas[b], staging.data(), staging.size());
   };
   for (size_t b = 0; b < B; ++b)
@@ -167,7 +153,7 @@ Expected<StepResult> CudaBackend::step(OptimizerState& s) {
   m.uploaded = true;
 
   HostProgram host(plan_, s);
-  const int64_t nchunks = static_cast<int64_t>(m.chunks.size() / 3);
+  const int64_t nchunks = static_cast<int64_t>(m.table.chunks.size());
   for (size_t k = 0; k <= plan_.passes.size(); ++k) {
     if (host.run_segment(k)) return StepResult{true};
     if (k == plan_.passes.size()) break;
@@ -204,16 +190,7 @@ Expected<StepResult> CudaBackend::step(OptimizerState& s) {
     else if ((r = A.cuStreamSynchronize(m.stream)) != 0)
       return cuda::fail("running a pass", r);
     if (R == 0) continue;
-    std::vector<std::vector<double>> partial(R, std::vector<double>(T));
-    for (size_t q = 0; q < R; ++q) {
-      ir::Op op = plan_.program.at(pass.reductions[q]).op;
-      for (size_t t = 0; t < T; ++t) {
-        double acc = partials[m.first_chunk[t] * R + q];
-        for (size_t c = m.first_chunk[t] + 1; c < m.first_chunk[t + 1]; ++c)
-          acc = combine_two(op, acc, partials[c * R + q]);
-        partial[q][t] = acc;
-      }
-    }
+    auto partial = combine_partials(plan_, pass, m.table, partials.data());
     host.finish_reductions(k, partial);
   }
   if (m.options.copy_back) {
@@ -221,13 +198,13 @@ Expected<StepResult> CudaBackend::step(OptimizerState& s) {
     for (const auto& pass : plan_.passes)
       for (uint32_t w : pass.writes) written[w] = plan_.buffers[w].role != ir::BufferRole::scratch;
     for (size_t b = 0; b < B; ++b) {
-      if (!written[b] || m.total == 0) continue;
+      if (!written[b] || m.table.total == 0) continue;
       size_t es = size_bytes(plan_.buffers[b].storage);
-      staging.resize(static_cast<size_t>(m.total) * es);
+      staging.resize(static_cast<size_t>(m.table.total) * es);
       OPTJIT_TRY(m.download(staging.data(), m.arenas[b], staging.size()));
       for (size_t t = 0; t < T; ++t)
         if (numels[t] > 0)
-          std::memcpy(s.tensors[t].data(b), staging.data() + m.base[t] * es, numels[t] * es);
+          std::memcpy(s.tensors[t].data(b), staging.data() + m.table.base[t] * es, numels[t] * es);
     }
   }
   for (auto [g, st, v] : host.pending_states()) s.groups[g].states[st] = v;

@@ -2,6 +2,8 @@
 #define CL_USE_DEPRECATED_OPENCL_1_2_APIS
 #include "runtime/opencl_backend.h"
 
+#include "runtime/chunks.h"
+
 #include <CL/cl.h>
 
 #include <chrono>
@@ -131,11 +133,7 @@ struct OpenclBackend::Impl {
   std::vector<cl_kernel> kernels;
   OpenclOptions options;
   // Per tensor set (rebuilt when numels change).
-  std::vector<int64_t> numels;
-  std::vector<int64_t> base;  // element offset of each tensor in every arena
-  int64_t total = 0;
-  std::vector<int64_t> chunks;  // (tensor, offset, length) triples
-  std::vector<size_t> first_chunk;
+  ChunkTable table;
   std::vector<cl_mem> arenas;
   cl_mem rows = nullptr, chunk_buf = nullptr;
   bool uploaded = false;
@@ -224,34 +222,19 @@ Expected<StepResult> OpenclBackend::step(OptimizerState& s) {
   cl_int e;
   std::vector<int64_t> numels;
   for (const auto& t : s.tensors) numels.push_back(t.numel);
-  if (numels != m.numels || m.arenas.empty()) {
+  if (numels != m.table.numels || m.arenas.empty()) {
     m.release_buffers();
-    m.numels = numels;
-    m.base.clear();
-    m.chunks.clear();
-    m.first_chunk.clear();
-    m.total = 0;
-    for (size_t t = 0; t < T; ++t) {
-      m.base.push_back(m.total);
-      m.first_chunk.push_back(m.chunks.size() / 3);
-      int64_t off = 0;
-      do {
-        int64_t len = std::min(m.options.chunk_elements, numels[t] - off);
-        m.chunks.insert(m.chunks.end(), {static_cast<int64_t>(t), off, len});
-        off += len;
-      } while (off < numels[t]);
-      m.total += numels[t];
-    }
-    m.first_chunk.push_back(m.chunks.size() / 3);
+    m.table = ChunkTable::build(numels, m.options.chunk_elements);
     for (size_t b = 0; b < B; ++b) {
-      size_t bytes =
-          std::max<size_t>(1, static_cast<size_t>(m.total) * size_bytes(plan_.buffers[b].storage));
+      size_t bytes = std::max<size_t>(
+          1, static_cast<size_t>(m.table.total) * size_bytes(plan_.buffers[b].storage));
       cl_mem mem = clCreateBuffer(m.ctx, CL_MEM_READ_WRITE, bytes, nullptr, &e);
       if (!mem) return cl_fail("clCreateBuffer (optimizer state)", e);
       m.arenas.push_back(mem);
     }
-    m.chunk_buf = clCreateBuffer(m.ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
-                                 m.chunks.size() * 8, m.chunks.data(), &e);
+    m.chunk_buf =
+        clCreateBuffer(m.ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                       m.table.chunks.size() * sizeof(codegen::Chunk), m.table.chunks.data(), &e);
     if (!m.chunk_buf) return cl_fail("clCreateBuffer (chunk table)", e);
     m.uploaded = false;
   }
@@ -259,11 +242,11 @@ Expected<StepResult> OpenclBackend::step(OptimizerState& s) {
   std::vector<uint8_t> staging;
   auto upload = [&](size_t b) -> Status {
     size_t es = size_bytes(plan_.buffers[b].storage);
-    staging.resize(static_cast<size_t>(m.total) * es);
+    staging.resize(static_cast<size_t>(m.table.total) * es);
     for (size_t t = 0; t < T; ++t)
       if (numels[t] > 0)
-        std::memcpy(staging.data() + m.base[t] * es, s.tensors[t].data(b), numels[t] * es);
-    if (m.total == 0) return Status::Ok();
+        std::memcpy(staging.data() + m.table.base[t] * es, s.tensors[t].data(b), numels[t] * es);
+    if (m.table.total == 0) return Status::Ok();
     cl_int err = clEnqueueWriteBuffer(m.queue, m.arenas[b], CL_FALSE, 0, staging.size(),
                                       staging.data(), 0, nullptr, nullptr);
     if (err != CL_SUCCESS) return cl_fail("clEnqueueWriteBuffer", err);
@@ -275,7 +258,7 @@ Expected<StepResult> OpenclBackend::step(OptimizerState& s) {
   m.uploaded = true;
 
   HostProgram host(plan_, s);
-  const int64_t nchunks = static_cast<int64_t>(m.chunks.size() / 3);
+  const int64_t nchunks = static_cast<int64_t>(m.table.chunks.size());
   for (size_t k = 0; k <= plan_.passes.size(); ++k) {
     if (host.run_segment(k)) return StepResult{true};
     if (k == plan_.passes.size()) break;
@@ -286,7 +269,7 @@ Expected<StepResult> OpenclBackend::step(OptimizerState& s) {
     for (size_t t = 0; t < T; ++t) {
       host.uniforms(k, t, u);
       std::copy(u.begin(), u.end(), uniforms.begin() + static_cast<std::ptrdiff_t>(t * U));
-      rows[2 * t] = m.base[t];
+      rows[2 * t] = m.table.base[t];
       rows[2 * t + 1] = static_cast<int64_t>(t * U);
     }
     cl_mem ubuf = clCreateBuffer(m.ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
@@ -320,16 +303,7 @@ Expected<StepResult> OpenclBackend::step(OptimizerState& s) {
     clReleaseMemObject(pbuf);
     if (e != CL_SUCCESS) return cl_fail("running a pass", e);
     if (R == 0) continue;
-    std::vector<std::vector<double>> partial(R, std::vector<double>(T));
-    for (size_t r = 0; r < R; ++r) {
-      ir::Op op = plan_.program.at(pass.reductions[r]).op;
-      for (size_t t = 0; t < T; ++t) {
-        double acc = partials[m.first_chunk[t] * R + r];
-        for (size_t c = m.first_chunk[t] + 1; c < m.first_chunk[t + 1]; ++c)
-          acc = combine_two(op, acc, partials[c * R + r]);
-        partial[r][t] = acc;
-      }
-    }
+    auto partial = combine_partials(plan_, pass, m.table, partials.data());
     host.finish_reductions(k, partial);
   }
   // Device -> host: what the step wrote (parameters and state).
@@ -337,15 +311,15 @@ Expected<StepResult> OpenclBackend::step(OptimizerState& s) {
   for (const auto& pass : plan_.passes)
     for (uint32_t w : pass.writes) written[w] = plan_.buffers[w].role != ir::BufferRole::scratch;
   for (size_t b = 0; b < B; ++b) {
-    if (!written[b] || m.total == 0) continue;
+    if (!written[b] || m.table.total == 0) continue;
     size_t es = size_bytes(plan_.buffers[b].storage);
-    staging.resize(static_cast<size_t>(m.total) * es);
+    staging.resize(static_cast<size_t>(m.table.total) * es);
     e = clEnqueueReadBuffer(m.queue, m.arenas[b], CL_TRUE, 0, staging.size(), staging.data(), 0,
                             nullptr, nullptr);
     if (e != CL_SUCCESS) return cl_fail("clEnqueueReadBuffer", e);
     for (size_t t = 0; t < T; ++t)
       if (numels[t] > 0)
-        std::memcpy(s.tensors[t].data(b), staging.data() + m.base[t] * es, numels[t] * es);
+        std::memcpy(s.tensors[t].data(b), staging.data() + m.table.base[t] * es, numels[t] * es);
   }
   for (auto [g, st, v] : host.pending_states()) s.groups[g].states[st] = v;
   ++s.step;

@@ -1,0 +1,43 @@
+#include "runtime/chunks.h"
+
+#include <algorithm>
+
+#include "runtime/reference.h"
+
+namespace optjit::runtime {
+
+ChunkTable ChunkTable::build(const std::vector<int64_t>& numels, int64_t chunk_elements) {
+  ChunkTable t;
+  t.numels = numels;
+  for (size_t i = 0; i < numels.size(); ++i) {
+    t.base.push_back(t.total);
+    t.first.push_back(t.chunks.size());
+    int64_t off = 0;
+    do {
+      int64_t len = std::min(chunk_elements, numels[i] - off);
+      t.chunks.push_back({static_cast<int64_t>(i), off, len});
+      off += len;
+    } while (off < numels[i]);
+    t.total += numels[i];
+  }
+  t.first.push_back(t.chunks.size());
+  return t;
+}
+
+std::vector<std::vector<double>> combine_partials(const plan::Plan& plan, const plan::Pass& pass,
+                                                  const ChunkTable& table, const double* partials) {
+  const size_t R = pass.reductions.size(), T = table.numels.size();
+  std::vector<std::vector<double>> out(R, std::vector<double>(T));
+  for (size_t r = 0; r < R; ++r) {
+    ir::Op op = plan.program.at(pass.reductions[r]).op;
+    for (size_t t = 0; t < T; ++t) {
+      double acc = partials[table.first[t] * R + r];
+      for (size_t c = table.first[t] + 1; c < table.first[t + 1]; ++c)
+        acc = combine_two(op, acc, partials[c * R + r]);
+      out[r][t] = acc;
+    }
+  }
+  return out;
+}
+
+}  // namespace optjit::runtime

@@ -1,0 +1,27 @@
+// The chunk table every backend launches over, and the fixed-order combining of per-chunk
+// reduction partials into per-tensor results (so results never depend on scheduling).
+#pragma once
+
+#include <vector>
+
+#include "codegen/kernel_abi.h"
+#include "ir/plan.h"
+
+namespace optjit::runtime {
+
+struct ChunkTable {
+  std::vector<codegen::Chunk> chunks;  // (tensor, offset, length); every tensor has at least one
+  std::vector<size_t> first;           // per tensor, its first chunk; plus one past the end
+  std::vector<int64_t> base;           // per tensor, its first element in an arena of all tensors
+  std::vector<int64_t> numels;
+  int64_t total = 0;
+
+  static ChunkTable build(const std::vector<int64_t>& numels, int64_t chunk_elements);
+};
+
+/// partial[r][t]: reduction r of `pass` over tensor t, from chunk partials laid out as
+/// partials[c * R + r], combined chunk by chunk in order.
+std::vector<std::vector<double>> combine_partials(const plan::Plan& plan, const plan::Pass& pass,
+                                                  const ChunkTable& table, const double* partials);
+
+}  // namespace optjit::runtime
