@@ -50,11 +50,7 @@ void CpuBackend::run_pass(size_t k, OptimizerState& s, HostProgram& host) {
   const size_t stride = std::max<size_t>(U, 1);
   std::vector<double> u;
   if (per_tensor) {
-    uniforms_.resize(T * stride);
-    for (size_t t = 0; t < T; ++t) {
-      host.uniforms(k, t, u);
-      std::copy(u.begin(), u.end(), uniforms_.begin() + static_cast<std::ptrdiff_t>(t * stride));
-    }
+    uniforms_ = host.uniform_table(k, stride);
   } else {
     uniforms_.resize(G * stride);
     std::vector<bool> done(G, false);

@@ -160,11 +160,7 @@ Expected<StepResult> CudaBackend::step(OptimizerState& s) {
     const plan::Pass& pass = plan_.passes[k];
     const size_t U = std::max<size_t>(pass.uniforms.size(), 1), R = pass.reductions.size();
     // Uniforms (device values) and rows {pointer row, uniform row}.
-    std::vector<double> uniforms(T * U), u;
-    for (size_t t = 0; t < T; ++t) {
-      host.uniforms(k, t, u);
-      std::copy(u.begin(), u.end(), uniforms.begin() + static_cast<std::ptrdiff_t>(t * U));
-    }
+    std::vector<double> uniforms = host.uniform_table(k, U);
     OPTJIT_TRY(
         m.ensure(&m.uniforms, &m.uniforms_bytes, uniforms.size() * 8, "allocating uniforms"));
     OPTJIT_TRY(m.upload(m.uniforms, uniforms.data(), uniforms.size() * 8));

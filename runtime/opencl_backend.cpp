@@ -264,11 +264,9 @@ Expected<StepResult> OpenclBackend::step(OptimizerState& s) {
     if (k == plan_.passes.size()) break;
     const plan::Pass& pass = plan_.passes[k];
     const size_t U = std::max<size_t>(pass.uniforms.size(), 1), R = pass.reductions.size();
-    std::vector<double> uniforms(T * U), u;
+    std::vector<double> uniforms = host.uniform_table(k, U);
     std::vector<int64_t> rows(2 * T);
     for (size_t t = 0; t < T; ++t) {
-      host.uniforms(k, t, u);
-      std::copy(u.begin(), u.end(), uniforms.begin() + static_cast<std::ptrdiff_t>(t * U));
       rows[2 * t] = m.table.base[t];
       rows[2 * t + 1] = static_cast<int64_t>(t * U);
     }

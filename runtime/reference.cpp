@@ -124,6 +124,15 @@ void HostProgram::uniforms(size_t k, size_t t, std::vector<double>& out) const {
   for (size_t i = 0; i < u.size(); ++i) out[i] = get(u[i], s_.tensors[t].group, t);
 }
 
+std::vector<double> HostProgram::uniform_table(size_t k, size_t stride) const {
+  std::vector<double> table(s_.tensors.size() * stride), u;
+  for (size_t t = 0; t < s_.tensors.size(); ++t) {
+    uniforms(k, t, u);
+    std::copy(u.begin(), u.end(), table.begin() + static_cast<std::ptrdiff_t>(t * stride));
+  }
+  return table;
+}
+
 void HostProgram::finish_reductions(size_t k, const std::vector<std::vector<double>>& partial) {
   const auto& reds = plan_.passes[k].reductions;
   for (size_t r = 0; r < reds.size(); ++r) {

@@ -20,6 +20,8 @@ class HostProgram {
   bool run_segment(size_t k);
   /// The uniforms of pass k for tensor t.
   void uniforms(size_t k, size_t t, std::vector<double>& out) const;
+  /// All tensors' uniforms of pass k, one row of `stride` values per tensor.
+  std::vector<double> uniform_table(size_t k, size_t stride) const;
   /// Records pass k's reduction results: partial[r][t] for reduction slot r, tensor t.
   void finish_reductions(size_t k, const std::vector<std::vector<double>>& partial);
   /// Scalar-state values to commit if the step is not skipped (group, state, value).
