@@ -36,6 +36,14 @@ std::string hash16(const std::string& s) {
 }
 }  // namespace
 
+std::string opencl_exact(const OpenclDeviceInfo& i) {
+  return fmt::format("opencl|{}|{}|{}|{}|driver {}|uuid {}|codegen {}", i.platform,
+                     i.platform_version, i.vendor, i.name, i.driver_version, i.uuid,
+                     kCodegenVersion);
+}
+
+std::string fingerprint_id(const std::string& exact) { return hash16(exact); }
+
 std::string Device::exact_id() const { return hash16(exact); }
 std::string Device::performance_id() const { return hash16(performance); }
 
@@ -60,9 +68,7 @@ DeviceList list_devices() {
       d.index = i.index;
       d.name = i.name;
       d.gpu = i.gpu;
-      d.exact = fmt::format("opencl|{}|{}|{}|{}|driver {}|uuid {}|codegen {}", i.platform,
-                            i.platform_version, i.vendor, i.name, i.driver_version, i.uuid,
-                            kCodegenVersion);
+      d.exact = opencl_exact(i);
       d.performance = fmt::format("opencl|{}|{}|{} units", i.vendor, i.name, i.compute_units);
       out.devices.push_back(d);
     }

@@ -29,6 +29,11 @@ struct DeviceList {
   std::vector<std::string> unavailable;  // one line per backend that has no device, saying why
 };
 
+struct OpenclDeviceInfo;
+/// The exact fingerprint (string and id) of an OpenCL device.
+std::string opencl_exact(const OpenclDeviceInfo& i);
+std::string fingerprint_id(const std::string& exact);
+
 DeviceList list_devices();
 /// Just this machine's CPU (cheap: no OpenCL or CUDA discovery).
 Device cpu_device();

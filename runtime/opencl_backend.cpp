@@ -9,7 +9,10 @@
 #include <chrono>
 #include <cstring>
 
+#include "cache/kernel_cache.h"
 #include "codegen/c_emitter.h"
+#include "ir/text.h"
+#include "runtime/devices.h"
 
 namespace optjit::runtime {
 
@@ -157,7 +160,8 @@ OpenclBackend::OpenclBackend(const plan::Plan& plan) : plan_(plan) {}
 OpenclBackend::~OpenclBackend() = default;
 
 Expected<std::unique_ptr<OpenclBackend>> OpenclBackend::create(const plan::Plan& plan,
-                                                               OpenclOptions options) {
+                                                               OpenclOptions options,
+                                                               cache::KernelCache* cache) {
   if (options.chunk_elements < 1) return make_error("chunk size must be at least 1 element");
   auto found = find_devices();
   if (!found) return found.error();
@@ -192,19 +196,59 @@ Expected<std::unique_ptr<OpenclBackend>> OpenclBackend::create(const plan::Plan&
   if (!m.ctx) return cl_fail("clCreateContext", e);
   m.queue = clCreateCommandQueue(m.ctx, dev.device, 0, &e);
   if (!m.queue) return cl_fail("clCreateCommandQueue", e);
-  const char* text = src->c_str();
-  m.program = clCreateProgramWithSource(m.ctx, 1, &text, nullptr, &e);
-  if (!m.program) return cl_fail("clCreateProgramWithSource", e);
   // IEEE division and square root, as on the other backends.
-  e = clBuildProgram(m.program, 1, &dev.device, "-cl-fp32-correctly-rounded-divide-sqrt", nullptr,
-                     nullptr);
-  if (e != CL_SUCCESS) {
-    size_t n = 0;
-    clGetProgramBuildInfo(m.program, dev.device, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
-    std::string log(n, '\0');
-    clGetProgramBuildInfo(m.program, dev.device, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr);
-    return make_error("OpenCL: building the kernels for '{}' failed ({}):\n{}", dev.info.name,
-                      cl_error(e), log);
+  const char* build_options = "-cl-fp32-correctly-rounded-divide-sqrt";
+  const cache::KernelKey key{fingerprint_id(opencl_exact(dev.info)),
+                             fmt::format("{:016x}", ir::structural_hash(plan.program)),
+                             fmt::format("opencl-block={}", options.block)};
+  if (cache) {
+    if (auto hit = cache->get(key)) {
+      const unsigned char* bin = hit->payload.data();
+      size_t size = hit->payload.size();
+      cl_int status = CL_SUCCESS;
+      m.program = clCreateProgramWithBinary(m.ctx, 1, &dev.device, &size, &bin, &status, &e);
+      if (m.program && status == CL_SUCCESS && e == CL_SUCCESS &&
+          clBuildProgram(m.program, 1, &dev.device, build_options, nullptr, nullptr) ==
+              CL_SUCCESS) {
+        b->from_cache_ = true;
+      } else if (m.program) {
+        clReleaseProgram(m.program);  // the driver refused it: build from source below
+        m.program = nullptr;
+      }
+    } else if (cache->strict()) {
+      return make_error(
+          "kernel cache miss in strict mode for the opencl kernels of this pipeline: {}",
+          cache->explain_miss(key));
+    }
+  }
+  if (!m.program) {
+    const char* text = src->c_str();
+    m.program = clCreateProgramWithSource(m.ctx, 1, &text, nullptr, &e);
+    if (!m.program) return cl_fail("clCreateProgramWithSource", e);
+    e = clBuildProgram(m.program, 1, &dev.device, build_options, nullptr, nullptr);
+    if (e != CL_SUCCESS) {
+      size_t n = 0;
+      clGetProgramBuildInfo(m.program, dev.device, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
+      std::string log(n, '\0');
+      clGetProgramBuildInfo(m.program, dev.device, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr);
+      return make_error("OpenCL: building the kernels for '{}' failed ({}):\n{}", dev.info.name,
+                        cl_error(e), log);
+    }
+    if (cache) {
+      size_t size = 0;
+      if (clGetProgramInfo(m.program, CL_PROGRAM_BINARY_SIZES, sizeof(size), &size, nullptr) ==
+              CL_SUCCESS &&
+          size > 0) {
+        std::vector<uint8_t> binary(size);
+        unsigned char* ptr = binary.data();
+        if (clGetProgramInfo(m.program, CL_PROGRAM_BINARIES, sizeof(ptr), &ptr, nullptr) ==
+            CL_SUCCESS) {
+          double secs =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          (void)cache->put({key, "opencl-binary", std::move(binary), "{}", secs, 0, 0, ""});
+        }
+      }
+    }
   }
   for (size_t k = 0; k < plan.passes.size(); ++k) {
     cl_kernel kern = clCreateKernel(m.program, fmt::format("optjit_pass_{}", k).c_str(), &e);

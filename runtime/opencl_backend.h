@@ -9,6 +9,10 @@
 
 #include "runtime/reference.h"
 
+namespace optjit::cache {
+class KernelCache;
+}
+
 namespace optjit::runtime {
 
 struct OpenclDeviceInfo {
@@ -32,8 +36,11 @@ struct OpenclOptions {
 
 class OpenclBackend {
  public:
+  /// With a cache, the program binary of a previous process is loaded instead of built.
   static Expected<std::unique_ptr<OpenclBackend>> create(const plan::Plan& plan,
-                                                         OpenclOptions options = {});
+                                                         OpenclOptions options = {},
+                                                         cache::KernelCache* cache = nullptr);
+  bool from_cache() const { return from_cache_; }
   ~OpenclBackend();
   /// One step: uploads gradients (and, the first time, parameters and state), runs the passes,
   /// and copies what the step wrote back to `s`.
@@ -47,6 +54,7 @@ class OpenclBackend {
   const plan::Plan& plan_;
   OpenclDeviceInfo info_;
   double compile_seconds_ = 0;
+  bool from_cache_ = false;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -1,12 +1,16 @@
 // CUDA and OpenCL: golden emitted source, NVRTC cubins for every built-in, and OpenCL (PoCL
 // in CI) against PyTorch and the reference on every fixture. None of this needs a GPU.
+#include <unistd.h>
+
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include <gtest/gtest.h>
 
 #include "backend_parity.h"
+#include "cache/kernel_cache.h"
 #include "codegen/c_emitter.h"
 #include "codegen/nvrtc.h"
 #include "ir/builtins.h"
@@ -144,6 +148,34 @@ TEST(OpenCL, FindsDevicesAndRejectsAMissingOne) {
   auto b = runtime::OpenclBackend::create(*plan, {99});
   ASSERT_FALSE(b);
   EXPECT_EQ(b.error().message, fmt::format("no OpenCL device 99 (there are {})", devices->size()));
+}
+
+// A second backend for the same pipeline loads the program binary from the kernel cache, and
+// computes the same bytes.
+TEST(OpenCL, ProgramBinariesComeFromTheKernelCache) {
+  auto dir =
+      std::filesystem::temp_directory_path() / ("optjit_oclcache_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  auto cache = cache::KernelCache::open({dir.string()});
+  ASSERT_TRUE(cache);
+  auto plan = compile_pipeline("chain(clip_grad_norm(max_norm=1.0), adamw())");
+  ASSERT_TRUE(plan);
+  std::vector<runtime::HostTensor> params = {
+      testing::fixture_tensor("w", DType::f32, {1000}, std::vector<double>(1000, 0.5))};
+  runtime::HostTensor g =
+      testing::fixture_tensor("w", DType::f32, {1000}, std::vector<double>(1000, 0.25));
+  std::vector<std::vector<uint8_t>> results;
+  for (int round = 0; round < 2; ++round) {
+    auto b = runtime::OpenclBackend::create(*plan, {}, cache->get());
+    ASSERT_TRUE(b) << b.error().message;
+    EXPECT_EQ((*b)->from_cache(), round == 1);
+    auto s = runtime::init_state(*plan, params, {});
+    ASSERT_TRUE(s && runtime::set_grads(*plan, *s, {&g}));
+    ASSERT_TRUE((*b)->step(*s));
+    results.push_back(s->tensors[0].bytes(plan->program.param_buffer(), DType::f32));
+  }
+  EXPECT_EQ(results[0], results[1]);
+  std::filesystem::remove_all(dir);
 }
 
 class OpenclParity : public ::testing::TestWithParam<int> {};

@@ -233,7 +233,7 @@ int run(const RunOptions& o) {
     gpu = std::move(*b);
   }
   if (backend_name == "opencl") {
-    auto b = runtime::OpenclBackend::create(plan, {-1, 256, o.chunk});
+    auto b = runtime::OpenclBackend::create(plan, {-1, 256, o.chunk}, kcache.get());
     if (!b) return fail(b.error().message);
     ocl = std::move(*b);
   }
@@ -293,6 +293,10 @@ int run(const RunOptions& o) {
                           cpu->kernels_from_cache() ? "loading kernels from the cache"
                                                     : "compiling kernels",
                           cpu->threads())
+        : ocl
+            ? fmt::format(" (+{:.3f} s {}, {})", ocl->compile_seconds(),
+                          ocl->from_cache() ? "loading kernels from the cache" : "building kernels",
+                          ocl->device().name)
             : "");
     fmt::print("plan: {} pass{}, {} bytes per parameter; step count now {}\n", plan.passes.size(),
                plan.passes.size() == 1 ? "" : "es", plan.bytes_per_param(), state->step);
