@@ -85,14 +85,12 @@ void CpuBackend::run_pass(size_t k, OptimizerState& s, HostProgram& host) {
 
 StepResult CpuBackend::step(OptimizerState& s) {
   prepare(s);
-  HostProgram host(plan_, s);
-  for (size_t k = 0; k <= plan_.passes.size(); ++k) {
-    if (host.run_segment(k)) return {true};
-    if (k < plan_.passes.size()) run_pass(k, s, host);
-  }
-  for (auto [g, st, v] : host.pending_states()) s.groups[g].states[st] = v;
-  ++s.step;
-  return {false};
+  return drive_step(plan_, s,
+                    [&](size_t k, HostProgram& host) {
+                      run_pass(k, s, host);
+                      return Status::Ok();
+                    })
+      .value();
 }
 
 }  // namespace optjit::runtime

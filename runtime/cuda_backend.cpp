@@ -152,11 +152,8 @@ Expected<StepResult> CudaBackend::step(OptimizerState& s) {
       OPTJIT_TRY(copy_in(b));
   m.uploaded = true;
 
-  HostProgram host(plan_, s);
   const int64_t nchunks = static_cast<int64_t>(m.table.chunks.size());
-  for (size_t k = 0; k <= plan_.passes.size(); ++k) {
-    if (host.run_segment(k)) return StepResult{true};
-    if (k == plan_.passes.size()) break;
+  auto run_pass = [&](size_t k, HostProgram& host) -> Status {
     const plan::Pass& pass = plan_.passes[k];
     const size_t U = std::max<size_t>(pass.uniforms.size(), 1), R = pass.reductions.size();
     // Uniforms (device values) and rows {pointer row, uniform row}.
@@ -185,27 +182,31 @@ Expected<StepResult> CudaBackend::step(OptimizerState& s) {
       OPTJIT_TRY(m.download(partials.data(), m.partials, partials.size() * 8));
     else if ((r = A.cuStreamSynchronize(m.stream)) != 0)
       return cuda::fail("running a pass", r);
-    if (R == 0) continue;
+    if (R == 0) return Status::Ok();
     auto partial = combine_partials(plan_, pass, m.table, partials.data());
     host.finish_reductions(k, partial);
-  }
-  if (m.options.copy_back) {
-    std::vector<bool> written(B, false);
-    for (const auto& pass : plan_.passes)
-      for (uint32_t w : pass.writes) written[w] = plan_.buffers[w].role != ir::BufferRole::scratch;
-    for (size_t b = 0; b < B; ++b) {
-      if (!written[b] || m.table.total == 0) continue;
-      size_t es = size_bytes(plan_.buffers[b].storage);
-      staging.resize(static_cast<size_t>(m.table.total) * es);
-      OPTJIT_TRY(m.download(staging.data(), m.arenas[b], staging.size()));
-      for (size_t t = 0; t < T; ++t)
-        if (numels[t] > 0)
-          std::memcpy(s.tensors[t].data(b), staging.data() + m.table.base[t] * es, numels[t] * es);
+    return Status::Ok();
+  };
+  auto copy_back = [&]() -> Status {
+    if (m.options.copy_back) {
+      std::vector<bool> written(B, false);
+      for (const auto& pass : plan_.passes)
+        for (uint32_t w : pass.writes)
+          written[w] = plan_.buffers[w].role != ir::BufferRole::scratch;
+      for (size_t b = 0; b < B; ++b) {
+        if (!written[b] || m.table.total == 0) continue;
+        size_t es = size_bytes(plan_.buffers[b].storage);
+        staging.resize(static_cast<size_t>(m.table.total) * es);
+        OPTJIT_TRY(m.download(staging.data(), m.arenas[b], staging.size()));
+        for (size_t t = 0; t < T; ++t)
+          if (numels[t] > 0)
+            std::memcpy(s.tensors[t].data(b), staging.data() + m.table.base[t] * es,
+                        numels[t] * es);
+      }
     }
-  }
-  for (auto [g, st, v] : host.pending_states()) s.groups[g].states[st] = v;
-  ++s.step;
-  return StepResult{false};
+    return Status::Ok();
+  };
+  return drive_step(plan_, s, run_pass, copy_back);
 }
 
 }  // namespace optjit::runtime

@@ -301,11 +301,8 @@ Expected<StepResult> OpenclBackend::step(OptimizerState& s) {
     if (!m.uploaded || plan_.buffers[b].role == ir::BufferRole::grad) OPTJIT_TRY(upload(b));
   m.uploaded = true;
 
-  HostProgram host(plan_, s);
   const int64_t nchunks = static_cast<int64_t>(m.table.chunks.size());
-  for (size_t k = 0; k <= plan_.passes.size(); ++k) {
-    if (host.run_segment(k)) return StepResult{true};
-    if (k == plan_.passes.size()) break;
+  auto run_pass = [&](size_t k, HostProgram& host) -> Status {
     const plan::Pass& pass = plan_.passes[k];
     const size_t U = std::max<size_t>(pass.uniforms.size(), 1), R = pass.reductions.size();
     std::vector<double> uniforms = host.uniform_table(k, U);
@@ -344,28 +341,30 @@ Expected<StepResult> OpenclBackend::step(OptimizerState& s) {
     clReleaseMemObject(rbuf);
     clReleaseMemObject(pbuf);
     if (e != CL_SUCCESS) return cl_fail("running a pass", e);
-    if (R == 0) continue;
+    if (R == 0) return Status::Ok();
     auto partial = combine_partials(plan_, pass, m.table, partials.data());
     host.finish_reductions(k, partial);
-  }
+    return Status::Ok();
+  };
   // Device -> host: what the step wrote (parameters and state).
-  std::vector<bool> written(B, false);
-  for (const auto& pass : plan_.passes)
-    for (uint32_t w : pass.writes) written[w] = plan_.buffers[w].role != ir::BufferRole::scratch;
-  for (size_t b = 0; b < B; ++b) {
-    if (!written[b] || m.table.total == 0) continue;
-    size_t es = size_bytes(plan_.buffers[b].storage);
-    staging.resize(static_cast<size_t>(m.table.total) * es);
-    e = clEnqueueReadBuffer(m.queue, m.arenas[b], CL_TRUE, 0, staging.size(), staging.data(), 0,
-                            nullptr, nullptr);
-    if (e != CL_SUCCESS) return cl_fail("clEnqueueReadBuffer", e);
-    for (size_t t = 0; t < T; ++t)
-      if (numels[t] > 0)
-        std::memcpy(s.tensors[t].data(b), staging.data() + m.table.base[t] * es, numels[t] * es);
-  }
-  for (auto [g, st, v] : host.pending_states()) s.groups[g].states[st] = v;
-  ++s.step;
-  return StepResult{false};
+  auto copy_back = [&]() -> Status {
+    std::vector<bool> written(B, false);
+    for (const auto& pass : plan_.passes)
+      for (uint32_t w : pass.writes) written[w] = plan_.buffers[w].role != ir::BufferRole::scratch;
+    for (size_t b = 0; b < B; ++b) {
+      if (!written[b] || m.table.total == 0) continue;
+      size_t es = size_bytes(plan_.buffers[b].storage);
+      staging.resize(static_cast<size_t>(m.table.total) * es);
+      e = clEnqueueReadBuffer(m.queue, m.arenas[b], CL_TRUE, 0, staging.size(), staging.data(), 0,
+                              nullptr, nullptr);
+      if (e != CL_SUCCESS) return cl_fail("clEnqueueReadBuffer", e);
+      for (size_t t = 0; t < T; ++t)
+        if (numels[t] > 0)
+          std::memcpy(s.tensors[t].data(b), staging.data() + m.table.base[t] * es, numels[t] * es);
+    }
+    return Status::Ok();
+  };
+  return drive_step(plan_, s, run_pass, copy_back);
 }
 
 }  // namespace optjit::runtime

@@ -193,15 +193,27 @@ void ReferenceBackend::run_pass(size_t k, OptimizerState& s, HostProgram& host) 
   host.finish_reductions(k, partial);
 }
 
-StepResult ReferenceBackend::step(OptimizerState& s) const {
-  HostProgram host(plan_, s);
-  for (size_t k = 0; k <= plan_.passes.size(); ++k) {
-    if (host.run_segment(k)) return {true};
-    if (k < plan_.passes.size()) run_pass(k, s, host);
+Expected<StepResult> drive_step(const plan::Plan& plan, OptimizerState& s,
+                                const std::function<Status(size_t, HostProgram&)>& run_pass,
+                                const std::function<Status()>& finish) {
+  HostProgram host(plan, s);
+  for (size_t k = 0; k <= plan.passes.size(); ++k) {
+    if (host.run_segment(k)) return StepResult{true};
+    if (k < plan.passes.size()) OPTJIT_TRY(run_pass(k, host));
   }
+  if (finish) OPTJIT_TRY(finish());
   for (auto [g, st, v] : host.pending_states()) s.groups[g].states[st] = v;
   ++s.step;
-  return {false};
+  return StepResult{false};
+}
+
+StepResult ReferenceBackend::step(OptimizerState& s) const {
+  return drive_step(plan_, s,
+                    [&](size_t k, HostProgram& host) {
+                      run_pass(k, s, host);
+                      return Status::Ok();
+                    })
+      .value();
 }
 
 }  // namespace optjit::runtime

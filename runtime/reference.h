@@ -2,6 +2,8 @@
 // buffers. It is the oracle every other backend is checked against.
 #pragma once
 
+#include <functional>
+
 #include "ir/plan.h"
 #include "runtime/state.h"
 
@@ -40,6 +42,13 @@ class HostProgram {
   std::vector<double> tensor_;  // [tensor * n_tensor + slot]
   std::vector<std::tuple<uint32_t, uint32_t, double>> pending_;
 };
+
+/// The step every backend takes: for each pass k, host segment k then `run_pass(k, host)`;
+/// then `finish` (e.g. copying results back from a device); then the scalar states and the
+/// step count are committed. A skip_if that fires returns before anything is committed.
+Expected<StepResult> drive_step(const plan::Plan& plan, OptimizerState& s,
+                                const std::function<Status(size_t, HostProgram&)>& run_pass,
+                                const std::function<Status()>& finish = {});
 
 /// Combines per-tensor partial results of a reduction over all tensors, in tensor order.
 double combine(ir::Op op, const std::vector<double>& partials);
