@@ -1,6 +1,7 @@
 #include "runtime/chunks.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "runtime/reference.h"
 
@@ -38,6 +39,30 @@ std::vector<std::vector<double>> combine_partials(const plan::Plan& plan, const 
     }
   }
   return out;
+}
+
+void pack_arena(const ChunkTable& table, const OptimizerState& s, size_t buffer, size_t elem_bytes,
+                std::vector<uint8_t>& out) {
+  out.resize(static_cast<size_t>(table.total) * elem_bytes);
+  for (size_t t = 0; t < table.numels.size(); ++t)
+    if (table.numels[t] > 0)
+      std::memcpy(out.data() + table.base[t] * elem_bytes, s.tensors[t].data(buffer),
+                  table.numels[t] * elem_bytes);
+}
+
+void unpack_arena(const ChunkTable& table, OptimizerState& s, size_t buffer, size_t elem_bytes,
+                  const uint8_t* in) {
+  for (size_t t = 0; t < table.numels.size(); ++t)
+    if (table.numels[t] > 0)
+      std::memcpy(s.tensors[t].data(buffer), in + table.base[t] * elem_bytes,
+                  table.numels[t] * elem_bytes);
+}
+
+std::vector<bool> visible_writes(const plan::Plan& plan) {
+  std::vector<bool> written(plan.buffers.size(), false);
+  for (const auto& pass : plan.passes)
+    for (uint32_t w : pass.writes) written[w] = plan.buffers[w].role != ir::BufferRole::scratch;
+  return written;
 }
 
 }  // namespace optjit::runtime

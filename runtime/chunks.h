@@ -6,6 +6,7 @@
 
 #include "codegen/kernel_abi.h"
 #include "ir/plan.h"
+#include "runtime/state.h"
 
 namespace optjit::runtime {
 
@@ -23,5 +24,14 @@ struct ChunkTable {
 /// partials[c * R + r], combined chunk by chunk in order.
 std::vector<std::vector<double>> combine_partials(const plan::Plan& plan, const plan::Pass& pass,
                                                   const ChunkTable& table, const double* partials);
+
+/// One buffer of every tensor as a device arena (tensor t at element table.base[t]), and back.
+void pack_arena(const ChunkTable& table, const OptimizerState& s, size_t buffer, size_t elem_bytes,
+                std::vector<uint8_t>& out);
+void unpack_arena(const ChunkTable& table, OptimizerState& s, size_t buffer, size_t elem_bytes,
+                  const uint8_t* in);
+
+/// The buffers a step writes that its caller sees (scratch excluded).
+std::vector<bool> visible_writes(const plan::Plan& plan);
 
 }  // namespace optjit::runtime

@@ -140,11 +140,7 @@ Expected<StepResult> CudaBackend::step(OptimizerState& s) {
   }
   std::vector<uint8_t> staging;
   auto copy_in = [&](size_t b) -> Status {
-    size_t es = size_bytes(plan_.buffers[b].storage);
-    staging.resize(static_cast<size_t>(m.table.total) * es);
-    for (size_t t = 0; t < T; ++t)
-      if (numels[t] > 0)
-        std::memcpy(staging.data() + m.table.base[t] * es, s.tensors[t].data(b), numels[t] * es);
+    pack_arena(m.table, s, b, size_bytes(plan_.buffers[b].storage), staging);
     return m.upload(m.arenas[b], staging.data(), staging.size());
   };
   for (size_t b = 0; b < B; ++b)
@@ -189,19 +185,13 @@ Expected<StepResult> CudaBackend::step(OptimizerState& s) {
   };
   auto copy_back = [&]() -> Status {
     if (m.options.copy_back) {
-      std::vector<bool> written(B, false);
-      for (const auto& pass : plan_.passes)
-        for (uint32_t w : pass.writes)
-          written[w] = plan_.buffers[w].role != ir::BufferRole::scratch;
+      const std::vector<bool> written = visible_writes(plan_);
       for (size_t b = 0; b < B; ++b) {
         if (!written[b] || m.table.total == 0) continue;
         size_t es = size_bytes(plan_.buffers[b].storage);
         staging.resize(static_cast<size_t>(m.table.total) * es);
         OPTJIT_TRY(m.download(staging.data(), m.arenas[b], staging.size()));
-        for (size_t t = 0; t < T; ++t)
-          if (numels[t] > 0)
-            std::memcpy(s.tensors[t].data(b), staging.data() + m.table.base[t] * es,
-                        numels[t] * es);
+        unpack_arena(m.table, s, b, es, staging.data());
       }
     }
     return Status::Ok();

@@ -285,11 +285,7 @@ Expected<StepResult> OpenclBackend::step(OptimizerState& s) {
   // Host -> device: gradients every step; everything the first time.
   std::vector<uint8_t> staging;
   auto upload = [&](size_t b) -> Status {
-    size_t es = size_bytes(plan_.buffers[b].storage);
-    staging.resize(static_cast<size_t>(m.table.total) * es);
-    for (size_t t = 0; t < T; ++t)
-      if (numels[t] > 0)
-        std::memcpy(staging.data() + m.table.base[t] * es, s.tensors[t].data(b), numels[t] * es);
+    pack_arena(m.table, s, b, size_bytes(plan_.buffers[b].storage), staging);
     if (m.table.total == 0) return Status::Ok();
     cl_int err = clEnqueueWriteBuffer(m.queue, m.arenas[b], CL_FALSE, 0, staging.size(),
                                       staging.data(), 0, nullptr, nullptr);
@@ -348,9 +344,7 @@ Expected<StepResult> OpenclBackend::step(OptimizerState& s) {
   };
   // Device -> host: what the step wrote (parameters and state).
   auto copy_back = [&]() -> Status {
-    std::vector<bool> written(B, false);
-    for (const auto& pass : plan_.passes)
-      for (uint32_t w : pass.writes) written[w] = plan_.buffers[w].role != ir::BufferRole::scratch;
+    const std::vector<bool> written = visible_writes(plan_);
     for (size_t b = 0; b < B; ++b) {
       if (!written[b] || m.table.total == 0) continue;
       size_t es = size_bytes(plan_.buffers[b].storage);
@@ -358,9 +352,7 @@ Expected<StepResult> OpenclBackend::step(OptimizerState& s) {
       e = clEnqueueReadBuffer(m.queue, m.arenas[b], CL_TRUE, 0, staging.size(), staging.data(), 0,
                               nullptr, nullptr);
       if (e != CL_SUCCESS) return cl_fail("clEnqueueReadBuffer", e);
-      for (size_t t = 0; t < T; ++t)
-        if (numels[t] > 0)
-          std::memcpy(s.tensors[t].data(b), staging.data() + m.table.base[t] * es, numels[t] * es);
+      unpack_arena(m.table, s, b, es, staging.data());
     }
     return Status::Ok();
   };
