@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 
 #include "fixtures.h"
 #include "ir/compile.h"
@@ -28,27 +29,61 @@ inline runtime::HostTensor fixture_tensor(const std::string& name, DType t,
   return h;
 }
 
-inline void check_backend_on_fixture(int index, const BackendFactory& factory) {
-  const auto& c = torch_fixtures()["cases"][index];
-  SCOPED_TRACE(c["name"].get<std::string>() + ": " + c["pipeline"].get<std::string>());
-  const DType dt = c["dtype"] == "f64" ? DType::f64 : DType::f32;
-  auto plan = compile_pipeline(c["pipeline"].get<std::string>(), {dt, dt, dt});
-  ASSERT_TRUE(plan) << plan.error().message;
+/// A fixture case ready to run: its pipeline planned for its dtype, parameters and groups.
+struct Fixture {
+  const nlohmann::json* c;
+  DType dt;
+  plan::Plan plan;
   std::vector<runtime::HostTensor> params;
   std::vector<std::string> names;
-  for (auto it = c["params"].begin(); it != c["params"].end(); ++it) {
-    names.push_back(it.key());
-    params.push_back(fixture_tensor(it.key(), dt, it.value()["shape"].get<std::vector<int64_t>>(),
-                                    json_numbers(it.value()["data"])));
-  }
   std::vector<runtime::GroupSpec> groups;
+  /// Step k's gradients, as set_grads takes them (the tensors live in `storage`).
+  std::vector<const runtime::HostTensor*> grads(size_t k,
+                                                std::vector<runtime::HostTensor>& storage) const {
+    storage.clear();
+    for (size_t i = 0; i < names.size(); ++i)
+      storage.push_back(
+          fixture_tensor(names[i], dt, params[i].shape, json_numbers((*c)["grads"][k][names[i]])));
+    std::vector<const runtime::HostTensor*> ptrs;
+    for (const auto& g : storage) ptrs.push_back(&g);
+    return ptrs;
+  }
+};
+
+inline Expected<Fixture> load_fixture(int index) {
+  Fixture f;
+  f.c = &torch_fixtures()["cases"][index];
+  const auto& c = *f.c;
+  f.dt = c["dtype"] == "f64" ? DType::f64 : DType::f32;
+  auto plan = compile_pipeline(c["pipeline"].get<std::string>(), {f.dt, f.dt, f.dt});
+  if (!plan) return plan.error();
+  f.plan = std::move(*plan);
+  for (auto it = c["params"].begin(); it != c["params"].end(); ++it) {
+    f.names.push_back(it.key());
+    f.params.push_back(fixture_tensor(it.key(), f.dt,
+                                      it.value()["shape"].get<std::vector<int64_t>>(),
+                                      json_numbers(it.value()["data"])));
+  }
   for (const auto& g : c["groups"]) {
     runtime::GroupSpec spec;
     spec.patterns = g["patterns"].get<std::vector<std::string>>();
     for (auto it = g["overrides"].begin(); it != g["overrides"].end(); ++it)
       spec.overrides[it.key()] = json_number(it.value());
-    groups.push_back(spec);
+    f.groups.push_back(spec);
   }
+  return f;
+}
+
+inline void check_backend_on_fixture(int index, const BackendFactory& factory) {
+  const auto& c = torch_fixtures()["cases"][index];
+  SCOPED_TRACE(c["name"].get<std::string>() + ": " + c["pipeline"].get<std::string>());
+  auto fixture = load_fixture(index);
+  ASSERT_TRUE(fixture) << fixture.error().message;
+  const DType dt = fixture->dt;
+  const plan::Plan* plan = &fixture->plan;
+  const auto& params = fixture->params;
+  const auto& names = fixture->names;
+  const auto& groups = fixture->groups;
   auto state = runtime::init_state(*plan, params, groups);
   auto ref_state = runtime::init_state(*plan, params, groups);
   ASSERT_TRUE(state && ref_state);
@@ -61,11 +96,7 @@ inline void check_backend_on_fixture(int index, const BackendFactory& factory) {
   for (size_t k = 0; k < c["grads"].size(); ++k) {
     SCOPED_TRACE("step " + std::to_string(k + 1));
     std::vector<runtime::HostTensor> grads;
-    std::vector<const runtime::HostTensor*> ptrs;
-    for (size_t i = 0; i < names.size(); ++i)
-      grads.push_back(
-          fixture_tensor(names[i], dt, params[i].shape, json_numbers(c["grads"][k][names[i]])));
-    for (const auto& g : grads) ptrs.push_back(&g);
+    auto ptrs = fixture->grads(k, grads);
     ASSERT_TRUE(runtime::set_grads(*plan, *state, ptrs));
     ASSERT_TRUE(runtime::set_grads(*plan, *ref_state, ptrs));
     auto r = (*step)(*state);

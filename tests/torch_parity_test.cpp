@@ -1,7 +1,7 @@
 // Every built-in against PyTorch: the reference backend replays each fixture case step by step.
 #include <gtest/gtest.h>
 
-#include "fixtures.h"
+#include "backend_parity.h"
 #include "ir/compile.h"
 #include "runtime/reference.h"
 
@@ -20,44 +20,19 @@ Tolerance tolerance(DType t) {
   return t == DType::f64 ? Tolerance{1e-10, 1e-300} : Tolerance{2e-5, 1e-37};
 }
 
-HostTensor tensor(const std::string& name, DType t, const std::vector<int64_t>& shape,
-                  const std::vector<double>& v) {
-  HostTensor h = HostTensor::zeros(name, t, shape);
-  for (size_t i = 0; i < v.size(); ++i) h.set(static_cast<int64_t>(i), v[i]);
-  return h;
-}
-
-std::vector<double> values(const uint8_t* buf, DType t, int64_t n) {
-  std::vector<double> out;
-  for (int64_t i = 0; i < n; ++i) out.push_back(runtime::load_element(buf, t, i));
-  return out;
-}
-
 class TorchParity : public ::testing::TestWithParam<int> {};
 
 TEST_P(TorchParity, ReferenceBackendMatchesTorch) {
   const auto& c = testing::torch_fixtures()["cases"][GetParam()];
   const std::string name = c["name"].get<std::string>() + "_" + c["dtype"].get<std::string>();
   SCOPED_TRACE(name + ": " + c["pipeline"].get<std::string>());
-  const DType dt = c["dtype"] == "f64" ? DType::f64 : DType::f32;
-  auto plan = compile_pipeline(c["pipeline"].get<std::string>(), {dt, dt, dt});
-  ASSERT_TRUE(plan) << plan.error().message;
-
-  std::vector<HostTensor> params;
-  std::vector<std::string> names;
-  for (auto it = c["params"].begin(); it != c["params"].end(); ++it) {
-    names.push_back(it.key());
-    params.push_back(tensor(it.key(), dt, it.value()["shape"].get<std::vector<int64_t>>(),
-                            json_numbers(it.value()["data"])));
-  }
-  std::vector<runtime::GroupSpec> groups;
-  for (const auto& g : c["groups"]) {
-    runtime::GroupSpec spec;
-    spec.patterns = g["patterns"].get<std::vector<std::string>>();
-    for (auto it = g["overrides"].begin(); it != g["overrides"].end(); ++it)
-      spec.overrides[it.key()] = json_number(it.value());
-    groups.push_back(spec);
-  }
+  auto fixture = testing::load_fixture(GetParam());
+  ASSERT_TRUE(fixture) << fixture.error().message;
+  const DType dt = fixture->dt;
+  const plan::Plan* plan = &fixture->plan;
+  const auto& params = fixture->params;
+  const auto& names = fixture->names;
+  const auto& groups = fixture->groups;
   auto state = runtime::init_state(*plan, params, groups);
   ASSERT_TRUE(state) << state.error().message;
   runtime::ReferenceBackend ref(*plan);
@@ -66,17 +41,13 @@ TEST_P(TorchParity, ReferenceBackendMatchesTorch) {
   for (size_t step = 0; step < c["grads"].size(); ++step) {
     SCOPED_TRACE("step " + std::to_string(step + 1));
     std::vector<HostTensor> grads;
-    std::vector<const HostTensor*> ptrs;
-    for (size_t i = 0; i < names.size(); ++i)
-      grads.push_back(
-          tensor(names[i], dt, params[i].shape, json_numbers(c["grads"][step][names[i]])));
-    for (const auto& g : grads) ptrs.push_back(&g);
+    auto ptrs = fixture->grads(step, grads);
     ASSERT_TRUE(runtime::set_grads(*plan, *state, ptrs));
     runtime::StepResult r = ref.step(*state);
     EXPECT_EQ(r.skipped, c["skipped"][step].get<bool>());
     for (size_t i = 0; i < names.size(); ++i) {
       const auto& ts = state->tensors[i];
-      EXPECT_TRUE(close(values(ts.data(pb), dt, ts.numel),
+      EXPECT_TRUE(close(testing::buffer_values(ts.data(pb), dt, ts.numel),
                         json_numbers(c["expected"][step][names[i]]), tol.rtol, tol.floor))
           << "parameter " << names[i];
     }
@@ -90,8 +61,8 @@ TEST_P(TorchParity, ReferenceBackendMatchesTorch) {
       if (key == "step") {
         EXPECT_EQ(static_cast<double>(state->step), json_number(it.value())) << names[i] << ".step";
       } else if (auto b = plan->program.find_buffer(key)) {
-        EXPECT_TRUE(
-            close(values(ts.data(*b), dt, ts.numel), json_numbers(it.value()), tol.rtol, tol.floor))
+        EXPECT_TRUE(close(testing::buffer_values(ts.data(*b), dt, ts.numel),
+                          json_numbers(it.value()), tol.rtol, tol.floor))
             << names[i] << "." << key;
       } else if (auto s = plan->program.find_state(key)) {
         // torch keeps ASGD's eta/mu as 0-d tensors of the default dtype (f32 for f32 models).
