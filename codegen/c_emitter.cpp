@@ -1,8 +1,11 @@
 // Algorithm: print a preamble (types, helpers) for the language, then for each pass a kernel:
 //   for c in group, group + groups, ... < nchunks:
 //     find the tensor's buffers and uniforms; zero the reduction accumulators
-//     for i in local_id, local_id + block, ... < length:   (coalesced)
-//       the pass body, one statement per instruction, in order (v<N> names)
+//     for i0 in local_id, local_id + block * items, ... < len / vec:   (coalesced)
+//       load `items` vectors of every buffer the pass reads (i0, i0 + block, ...)
+//       for each of them, for each lane: the pass body, one statement per instruction
+//       (v<N> names, in a scope of their own); then store the vectors the pass writes
+//     the elements past the last whole vector, the same way one at a time
 //     tree-reduce each accumulator in local memory (fixed pairing), thread 0 writes partials
 // Float constants are printed as hex floats, so every value survives the trip exactly.
 #include "codegen/c_emitter.h"
@@ -66,26 +69,53 @@ struct Lang {
   }
 };
 
-std::string preamble(const Lang& L) {
+// Short names for storage types in CUDA's vector structs.
+const char* vec_tag(DType t) {
+  switch (t) {
+    case DType::f64:
+      return "f64";
+    case DType::f32:
+      return "f32";
+    case DType::f16:
+    case DType::bf16:
+      return "u16";
+    case DType::i64:
+      return "i64";
+    case DType::b1:
+      return "u8";
+  }
+  return "?";
+}
+
+std::string preamble(const Lang& L, const plan::Plan& plan, int vec) {
   std::string s;
   if (L.cl()) {
     s += "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n";
     s += "#define OPTJIT_F32_BITS(x) as_uint(x)\n#define OPTJIT_F64_BITS(x) as_ulong(x)\n";
     s += "#define OPTJIT_BITS_F32(x) as_float(x)\n#define OPTJIT_BITS_F64(x) as_double(x)\n";
-    s += "#define OPTJIT_LOAD_F16(p, i) vload_half((i), (__global const half*)(p))\n";
-    s += "#define OPTJIT_STORE_F16(v, p, i) vstore_half_rte((v), (i), (__global half*)(p))\n";
   } else {
     s += "#include <cuda_fp16.h>\n";
     s += "#define OPTJIT_F32_BITS(x) __float_as_uint(x)\n#define OPTJIT_F64_BITS(x) ((unsigned "
          "long long)__double_as_longlong(x))\n";
     s += "#define OPTJIT_BITS_F32(x) __uint_as_float(x)\n#define OPTJIT_BITS_F64(x) "
          "__longlong_as_double((long long)(x))\n";
-    s += "#define OPTJIT_LOAD_F16(p, i) __half2float(__ushort_as_half((p)[i]))\n";
-    s += "#define OPTJIT_STORE_F16(v, p, i) ((p)[i] = __half_as_ushort(__float2half_rn(v)))\n";
+    s += "#define OPTJIT_F16_TO_F32(x) __half2float(__ushort_as_half(x))\n";
+    s += "#define OPTJIT_F32_TO_F16(v) __half_as_ushort(__float2half_rn(v))\n";
     s += "struct OptjitRow { void* const* buffers; const double* uniforms; };\n";
+    if (vec > 1) {
+      // Vectors as aligned structs: one wide load or store each (two for 32 bytes and more).
+      std::vector<std::string> done;
+      for (const auto& buf : plan.buffers) {
+        std::string tag = vec_tag(buf.storage);
+        if (std::find(done.begin(), done.end(), tag) != done.end()) continue;
+        done.push_back(tag);
+        s += fmt::format("struct __align__({}) optjit_{}x{} {{ {} v[{}]; }};\n",
+                         vec * size_bytes(buf.storage), tag, vec, L.storage_type(buf.storage), vec);
+      }
+    }
   }
   // bf16: the top half of an f32, rounded to nearest even; NaN stays a quiet NaN.
-  s += fmt::format("#define OPTJIT_LOAD_BF16(p, i) OPTJIT_BITS_F32(({})(p)[i] << 16)\n", L.u32());
+  s += fmt::format("#define OPTJIT_BF16_TO_F32(x) OPTJIT_BITS_F32(({})(x) << 16)\n", L.u32());
   s += fmt::format(
       "#define OPTJIT_BF16_BITS(v) ((v) != (v) ? ({0})((OPTJIT_F32_BITS(v) >> 16) | 0x40u) : "
       "({0})((OPTJIT_F32_BITS(v) + 0x7fffu + ((OPTJIT_F32_BITS(v) >> 16) & 1u)) >> 16))\n",
@@ -110,17 +140,36 @@ std::string literal(double x, DType t) {
 
 class KernelWriter {
  public:
-  KernelWriter(const plan::Plan& plan, size_t k, const Lang& L, int block)
-      : plan_(plan), pass_(plan.passes[k]), k_(k), L_(L), block_(block) {}
+  KernelWriter(const plan::Plan& plan, size_t k, const Lang& L, const CEmitOptions& o)
+      : plan_(plan),
+        pass_(plan.passes[k]),
+        k_(k),
+        L_(L),
+        block_(o.block),
+        items_(o.items),
+        vec_(o.vec) {}
 
   Expected<std::string> write() {
     std::string s;
     std::vector<uint32_t> used;
-    for (const auto& in : pass_.body.insts)
-      if ((in.op == Op::Load || in.op == Op::Store) &&
-          std::find(used.begin(), used.end(), in.attr) == used.end())
-        used.push_back(in.attr);
+    std::vector<bool> stored(plan_.buffers.size(), false);
+    for (const auto& in : pass_.body.insts) {
+      if (in.op != Op::Load && in.op != Op::Store) continue;
+      if (std::find(used.begin(), used.end(), in.attr) == used.end()) used.push_back(in.attr);
+      if (in.op == Op::Store) stored[in.attr] = true;
+      // Loads are gathered before the stores of a loop trip, which the planner guarantees.
+      if (in.op == Op::Load && stored[in.attr])
+        return make_error("pass {} loads buffer {} after storing it", k_, in.attr);
+    }
     std::sort(used.begin(), used.end());
+    for (uint32_t b : used) {
+      if (stored[b]) stores_.push_back(b);
+      for (const auto& in : pass_.body.insts)
+        if (in.op == Op::Load && in.attr == b) {
+          loads_.push_back(b);
+          break;
+        }
+    }
     const size_t R = pass_.reductions.size();
     // Signature.
     if (L_.cl()) {
@@ -170,14 +219,20 @@ class KernelWriter {
     for (size_t r = 0; r < R; ++r)
       s += fmt::format("    {} acc{} = 0;\n",
                        acc_type(pass_.body.at(red_inst(r)).op, red_arg_type(r)), r);
-    s += fmt::format("    for ({} i = {}; i < len; i += {}) {{\n", L_.i64(), L_.local_id(), block_);
-    size_t r = 0;
-    for (size_t n = 0; n < pass_.body.insts.size(); ++n) {
-      auto line = statement(n, r);
-      if (!line) return line.error();
-      if (!line->empty()) s += "      " + *line + "\n";
+    if (vec_ > 1) {
+      // Whole vectors (chunks and tensors start aligned), then the tail element by element.
+      s += fmt::format("    const {} nv = len / {};\n", L_.i64(), vec_);
+      auto main = loop(vec_, items_, "0", "nv");
+      if (!main) return main.error();
+      s += *main;
+      auto tail = loop(1, 1, fmt::format("nv * {}", vec_), "len");
+      if (!tail) return tail.error();
+      s += *tail;
+    } else {
+      auto main = loop(1, items_, "0", "len");
+      if (!main) return main.error();
+      s += *main;
     }
-    s += "    }\n";
     if (R > 0) {
       s += fmt::format("    const int l = (int){};\n", L_.local_id());
       for (size_t q = 0; q < R; ++q) s += fmt::format("    red{0}[l] = acc{0};\n", q);
@@ -196,6 +251,86 @@ class KernelWriter {
   }
 
  private:
+  // One loop over [first, end) in units of w elements: each thread takes `items` vectors a
+  // block apart per trip, loads all of them, then computes and stores each one, lane by lane.
+  Expected<std::string> loop(int w, int items, const std::string& first, const std::string& end) {
+    const std::string I = L_.i64();
+    std::string s =
+        fmt::format("    for ({0} i0 = {1}{2}; i0 < {3}; i0 += {4}) {{\n", I,
+                    first == "0" ? "" : first + " + ", L_.local_id(), end, block_ * items);
+    // Loads: the first vector is always in range; the others are guarded.
+    for (uint32_t b : loads_)
+      s += fmt::format("      const {} L{}_0 = {};\n", vec_type(b, w), b, load(b, w, "i0"));
+    for (int j = 1; j < items; ++j) {
+      s += fmt::format("      const {} i{} = i0 + {};\n", I, j, j * block_);
+      for (uint32_t b : loads_) s += fmt::format("      {} L{}_{};\n", vec_type(b, w), b, j);
+      if (loads_.empty()) continue;
+      s += fmt::format("      if (i{} < {}) {{\n", j, end);
+      for (uint32_t b : loads_)
+        s += fmt::format("        L{}_{} = {};\n", b, j, load(b, w, fmt::format("i{}", j)));
+      s += "      }\n";
+    }
+    // Then the math and the stores, vector by vector and lane by lane.
+    for (int j = 0; j < items; ++j) {
+      const std::string ix = j == 0 ? "i0" : fmt::format("i{}", j);
+      s += j == 0 ? "      {\n" : fmt::format("      if ({} < {}) {{\n", ix, end);
+      for (uint32_t b : stores_) s += fmt::format("        {} S{};\n", vec_type(b, w), b);
+      for (int lane = 0; lane < w; ++lane) {
+        const char* indent = w > 1 ? "          " : "        ";
+        if (w > 1) s += "        {\n";
+        size_t r = 0;
+        for (size_t n = 0; n < pass_.body.insts.size(); ++n) {
+          auto line = statement(n, r, j, lane, w);
+          if (!line) return line.error();
+          if (!line->empty()) s += indent + *line + "\n";
+        }
+        if (w > 1) s += "        }\n";
+      }
+      for (uint32_t b : stores_) s += "        " + store(b, w, ix) + "\n";
+      s += "      }\n";
+    }
+    s += "    }\n";
+    return s;
+  }
+
+  // The type that holds w elements of buffer b as loaded (OpenCL converts halves on load).
+  std::string vec_type(uint32_t b, int w) const {
+    DType st = plan_.buffers[b].storage;
+    if (L_.cl()) {
+      std::string e = st == DType::f16 ? "float" : L_.storage_type(st);
+      return w == 1 ? e : fmt::format("{}{}", e, w);
+    }
+    return w == 1 ? L_.storage_type(st) : fmt::format("optjit_{}x{}", vec_tag(st), w);
+  }
+  std::string load(uint32_t b, int w, const std::string& ix) const {
+    DType st = plan_.buffers[b].storage;
+    if (L_.cl()) {
+      if (st == DType::f16)
+        return fmt::format("vload_half{}({}, (__global const half*)p{})",
+                           w == 1 ? "" : std::to_string(w), ix, b);
+      return w == 1 ? fmt::format("p{}[{}]", b, ix) : fmt::format("vload{}({}, p{})", w, ix, b);
+    }
+    return w == 1 ? fmt::format("p{}[{}]", b, ix)
+                  : fmt::format("((const {}*)p{})[{}]", vec_type(b, w), b, ix);
+  }
+  std::string store(uint32_t b, int w, const std::string& ix) const {
+    DType st = plan_.buffers[b].storage;
+    if (L_.cl()) {
+      if (st == DType::f16)
+        return fmt::format("vstore_half{}_rte(S{}, {}, (__global half*)p{});",
+                           w == 1 ? "" : std::to_string(w), b, ix, b);
+      return w == 1 ? fmt::format("p{}[{}] = S{};", b, ix, b)
+                    : fmt::format("vstore{}(S{}, {}, p{});", w, b, ix, b);
+    }
+    return w == 1 ? fmt::format("p{}[{}] = S{};", b, ix, b)
+                  : fmt::format("(({}*)p{})[{}] = S{};", vec_type(b, w), b, ix, b);
+  }
+  // Lane `lane` of a vector variable.
+  std::string lane_of(const std::string& var, int lane, int w) const {
+    if (w == 1) return var;
+    return L_.cl() ? fmt::format("{}.s{}", var, lane) : fmt::format("{}.v[{}]", var, lane);
+  }
+
   ir::ValueId red_inst(size_t r) const {
     size_t seen = 0;
     for (size_t n = 0; n < pass_.body.insts.size(); ++n)
@@ -240,7 +375,7 @@ class KernelWriter {
     return fmt::format("({}){}", tt, x);
   }
 
-  Expected<std::string> statement(size_t n, size_t& r) {
+  Expected<std::string> statement(size_t n, size_t& r, int item, int lane, int w) {
     const ir::Inst& in = pass_.body.insts[n];
     auto a = [&](int k) { return v(in.args[k]); };
     auto at = [&](int k) { return pass_.body.at(in.args[k]).type; };
@@ -251,27 +386,25 @@ class KernelWriter {
         if (in.op == Op::Uniform || in.op == Op::Const) return std::string();
         if (in.op != Op::Load) break;
         DType st = plan_.buffers[in.attr].storage;
-        std::string x;
-        if (st == DType::f16)
-          x = fmt::format("OPTJIT_LOAD_F16(p{}, i)", in.attr);
+        std::string x = lane_of(fmt::format("L{}_{}", in.attr, item), lane, w);
+        if (st == DType::f16 && !L_.cl())
+          x = fmt::format("OPTJIT_F16_TO_F32({})", x);
         else if (st == DType::bf16)
-          x = fmt::format("OPTJIT_LOAD_BF16(p{}, i)", in.attr);
-        else
-          x = fmt::format("p{}[i]", in.attr);
+          x = fmt::format("OPTJIT_BF16_TO_F32({})", x);
         DType have = (st == DType::f16 || st == DType::bf16) ? DType::f32 : st;
         return def(convert(x, have, in.type));
       }
       case OpKind::effect: {
         if (in.op != Op::Store) break;
         DType st = plan_.buffers[in.attr].storage;
-        std::string x = a(0);
-        if (st == DType::f16)
-          return fmt::format("OPTJIT_STORE_F16({}, p{}, i);", convert(x, at(0), DType::f32),
-                             in.attr);
+        std::string x = a(0), to = lane_of(fmt::format("S{}", in.attr), lane, w);
+        if (st == DType::f16 && !L_.cl())
+          return fmt::format("{} = OPTJIT_F32_TO_F16({});", to, convert(x, at(0), DType::f32));
+        if (st == DType::f16) return fmt::format("{} = {};", to, convert(x, at(0), DType::f32));
         if (st == DType::bf16)
-          return fmt::format("p{}[i] = ({})OPTJIT_BF16_BITS({});", in.attr, L_.storage_type(st),
+          return fmt::format("{} = ({})OPTJIT_BF16_BITS({});", to, L_.storage_type(st),
                              convert(x, at(0), DType::f32));
-        return fmt::format("p{}[i] = {};", in.attr, convert(x, at(0), st));
+        return fmt::format("{} = {};", to, convert(x, at(0), st));
       }
       case OpKind::reduce: {
         size_t q = r++;
@@ -372,20 +505,25 @@ class KernelWriter {
   const plan::Pass& pass_;
   size_t k_;
   const Lang& L_;
-  int block_;
+  int block_, items_, vec_;
+  std::vector<uint32_t> loads_, stores_;  // buffers the pass loads / stores
 };
 
 }  // namespace
 
 Expected<std::string> emit_c(const plan::Plan& plan, CEmitOptions o) {
-  if (o.block < 1 || (o.block & (o.block - 1)) != 0)
-    return make_error("block size {} is not a power of two", o.block);
+  GpuLaunch check;
+  check.block = o.block;
+  check.items = o.items;
+  check.vec = check.chunk_elements = o.vec;
+  OPTJIT_TRY(check.validate());
   Lang L{o.language};
-  std::string s = fmt::format("// optjit: {} passes, {} bytes per parameter, block {}\n",
-                              plan.passes.size(), plan.bytes_per_param(), o.block);
-  s += preamble(L);
+  std::string s =
+      fmt::format("// optjit: {} passes, {} bytes per parameter, block {}, items {}, vector {}\n",
+                  plan.passes.size(), plan.bytes_per_param(), o.block, o.items, o.vec);
+  s += preamble(L, plan, o.vec);
   for (size_t k = 0; k < plan.passes.size(); ++k) {
-    auto kernel = KernelWriter(plan, k, L, o.block).write();
+    auto kernel = KernelWriter(plan, k, L, o).write();
     if (!kernel) return kernel.error();
     s += "\n" + *kernel;
   }

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "codegen/launch.h"
 #include "ir/error.h"
 #include "ir/plan.h"
 
@@ -18,6 +19,8 @@ inline constexpr int kDefaultBlock = 256;
 struct CEmitOptions {
   CLanguage language = CLanguage::opencl;
   int block = kDefaultBlock;
+  int items = 1;  // vectors per thread per loop trip, all loaded before any is computed
+  int vec = 1;    // elements per load and store; tensors and chunks must start aligned to it
 };
 
 /// One kernel `optjit_pass_<k>` per pass. Kernel arguments:
@@ -28,7 +31,9 @@ struct CEmitOptions {
 ///           with rows[2t] = the tensor's first element in every buffer arena and
 ///           rows[2t+1] = its uniform row. (OpenCL 1.2 has no pointers in buffers.)
 /// chunks holds (tensor, offset, length) triples. Each work-group takes chunks
-/// group, group + groups, ...; reductions go to partials[c * R + r] through a fixed-order tree
+/// group, group + groups, ...; within a chunk each thread takes `items` vectors of `vec` elements
+/// a block apart per loop trip (the tail that is not a whole vector goes element by element);
+/// reductions go to partials[c * R + r] through a fixed-order tree
 /// in local memory, so results do not depend on scheduling.
 Expected<std::string> emit_c(const plan::Plan& plan, CEmitOptions options);
 

@@ -75,11 +75,11 @@ void optimize(llvm::Module& m, llvm::TargetMachine& tm) {
 
 Expected<std::unique_ptr<llvm::Module>> build_module(const plan::Plan& plan, llvm::LLVMContext& ctx,
                                                      llvm::TargetMachine& tm, const CpuTarget& t,
-                                                     bool optimized) {
+                                                     bool optimized, int interleave) {
   auto m = std::make_unique<llvm::Module>("optjit", ctx);
   m->setTargetTriple(t.triple);
   m->setDataLayout(tm.createDataLayout());
-  OPTJIT_TRY(emit_llvm(plan, *m, t.cpu, t.features));
+  OPTJIT_TRY(emit_llvm(plan, *m, t.cpu, t.features, interleave));
   if (optimized) optimize(*m, tm);
   return m;
 }
@@ -117,11 +117,12 @@ CpuTarget CpuTarget::named(const std::string& cpu) {
   return {llvm::sys::getProcessTriple(), cpu, ""};
 }
 
-Expected<std::string> emit_cpu_ir(const plan::Plan& plan, bool optimized, const CpuTarget& target) {
+Expected<std::string> emit_cpu_ir(const plan::Plan& plan, bool optimized, const CpuTarget& target,
+                                  int interleave) {
   auto tm = target_machine(target);
   if (!tm) return tm.error();
   llvm::LLVMContext ctx;
-  auto m = build_module(plan, ctx, **tm, target, optimized);
+  auto m = build_module(plan, ctx, **tm, target, optimized, interleave);
   if (!m) return m.error();
   std::string s;
   llvm::raw_string_ostream os(s);
@@ -133,11 +134,12 @@ CpuKernels::~CpuKernels() = default;
 
 namespace {
 
-Expected<std::vector<char>> object_code(const plan::Plan& plan, const CpuTarget& target) {
+Expected<std::vector<char>> object_code(const plan::Plan& plan, const CpuTarget& target,
+                                        int interleave) {
   auto tm = target_machine(target);
   if (!tm) return tm.error();
   llvm::LLVMContext ctx;
-  auto m = build_module(plan, ctx, **tm, target, true);
+  auto m = build_module(plan, ctx, **tm, target, true, interleave);
   if (!m) return m.error();
   llvm::SmallVector<char, 0> buf;
   llvm::raw_svector_ostream os(buf);
@@ -151,11 +153,12 @@ Expected<std::vector<char>> object_code(const plan::Plan& plan, const CpuTarget&
 }  // namespace
 
 Expected<std::unique_ptr<CpuKernels>> CpuKernels::compile(const plan::Plan& plan,
-                                                          cache::KernelCache* cache) {
+                                                          cache::KernelCache* cache,
+                                                          int interleave) {
   auto t0 = std::chrono::steady_clock::now();
   CpuTarget target = CpuTarget::host();
   cache::KernelKey key{target.exact_id(), fmt::format("{:016x}", ir::structural_hash(plan.program)),
-                       "cpu-o3"};
+                       interleave > 0 ? fmt::format("cpu-o3-interleave={}", interleave) : "cpu-o3"};
   std::vector<char> object;
   bool hit = false;
   if (cache) {
@@ -169,7 +172,7 @@ Expected<std::unique_ptr<CpuKernels>> CpuKernels::compile(const plan::Plan& plan
   }
   double compile_s = 0;
   if (!hit) {
-    auto o = object_code(plan, target);
+    auto o = object_code(plan, target, interleave);
     if (!o) return o.error();
     object = std::move(*o);
     compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

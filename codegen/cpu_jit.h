@@ -32,14 +32,16 @@ struct CpuTarget {
 
 /// The LLVM IR of a plan, as built (optimized = false) or after O3 for the target.
 Expected<std::string> emit_cpu_ir(const plan::Plan& plan, bool optimized,
-                                  const CpuTarget& target = CpuTarget::host());
+                                  const CpuTarget& target = CpuTarget::host(), int interleave = 0);
 
 class CpuKernels {
  public:
   /// Compiles the plan's passes, or with a cache loads the object code a previous process
   /// stored (no IR, no optimization, no code generation). A strict cache makes a miss an error.
+  /// `interleave`: see emit_llvm.
   static Expected<std::unique_ptr<CpuKernels>> compile(const plan::Plan& plan,
-                                                       cache::KernelCache* cache = nullptr);
+                                                       cache::KernelCache* cache = nullptr,
+                                                       int interleave = 0);
   ~CpuKernels();
   PassFn pass(size_t k) const { return passes_[k]; }
   double compile_seconds() const { return seconds_; }

@@ -10,12 +10,13 @@
 
 namespace optjit::codegen {
 
-Expected<CubinResult> plan_cubin(const plan::Plan& plan, const std::string& arch, int block,
-                                 cache::KernelCache* cache) {
+Expected<CubinResult> plan_cubin(const plan::Plan& plan, const std::string& arch,
+                                 const GpuLaunch& launch, cache::KernelCache* cache) {
+  OPTJIT_TRY(launch.validate());
   auto t0 = std::chrono::steady_clock::now();
   cache::KernelKey key{cubin_fingerprint_id(arch),
                        fmt::format("{:016x}", ir::structural_hash(plan.program)),
-                       fmt::format("cuda-block={}", block)};
+                       "cuda-" + launch.code_variant()};
   if (cache) {
     if (auto e = cache->get(key)) {
       CubinResult r;
@@ -36,7 +37,7 @@ Expected<CubinResult> plan_cubin(const plan::Plan& plan, const std::string& arch
       return make_error("kernel cache miss in strict mode for the {} kernels of this pipeline: {}",
                         arch, cache->explain_miss(key));
   }
-  auto src = emit_c(plan, {CLanguage::cuda, block});
+  auto src = emit_c(plan, {CLanguage::cuda, launch.block, launch.items, launch.vec});
   if (!src) return src.error();
   auto cubin = compile_cubin(*src, arch);
   if (!cubin) return cubin.error();

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "codegen/launch.h"
 #include "codegen/nvrtc.h"
 #include "ir/plan.h"
 
@@ -18,7 +19,7 @@ struct CubinResult {
   bool from_cache = false;
 };
 
-Expected<CubinResult> plan_cubin(const plan::Plan& plan, const std::string& arch, int block,
-                                 cache::KernelCache* cache);
+Expected<CubinResult> plan_cubin(const plan::Plan& plan, const std::string& arch,
+                                 const GpuLaunch& launch, cache::KernelCache* cache);
 
 }  // namespace optjit::codegen

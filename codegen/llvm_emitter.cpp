@@ -30,8 +30,14 @@ using ir::OpKind;
 
 class PassEmitter {
  public:
-  PassEmitter(const plan::Plan& plan, size_t k, llvm::Module& m)
-      : plan_(plan), pass_(plan.passes[k]), k_(k), m_(m), c_(m.getContext()), b_(c_) {}
+  PassEmitter(const plan::Plan& plan, size_t k, llvm::Module& m, int interleave)
+      : plan_(plan),
+        pass_(plan.passes[k]),
+        k_(k),
+        interleave_(interleave),
+        m_(m),
+        c_(m.getContext()),
+        b_(c_) {}
 
   Status emit(const std::string& cpu, const std::string& features) {
     auto* ptr = b_.getPtrTy();
@@ -158,7 +164,18 @@ class PassEmitter {
         b_.CreateAdd(i, b_.getInt64(1), "i.next", /*HasNUW=*/true, /*HasNSW=*/true);
     i->addIncoming(i_next, loop);
     for (auto& a : accs) a.phi->addIncoming(a.next, loop);
-    b_.CreateCondBr(b_.CreateICmpSLT(i_next, length), loop, loop_exit);
+    auto* back = b_.CreateCondBr(b_.CreateICmpSLT(i_next, length), loop, loop_exit);
+    if (interleave_ > 0) {
+      // The unroll knob: how many vector iterations the vectorizer interleaves.
+      llvm::Metadata* count[] = {
+          llvm::MDString::get(c_, "llvm.loop.interleave.count"),
+          llvm::ConstantAsMetadata::get(b_.getInt32(static_cast<uint32_t>(interleave_)))};
+      auto placeholder = llvm::MDNode::getTemporary(c_, {});
+      llvm::Metadata* ops[] = {placeholder.get(), llvm::MDNode::get(c_, count)};
+      llvm::MDNode* id = llvm::MDNode::getDistinct(c_, ops);
+      id->replaceOperandWith(0, id);
+      back->setMetadata(llvm::LLVMContext::MD_loop, id);
+    }
 
     // Partials, then the next chunk.
     b_.SetInsertPoint(loop_exit);
@@ -482,6 +499,7 @@ class PassEmitter {
   const plan::Plan& plan_;
   const plan::Pass& pass_;
   size_t k_;
+  int interleave_;
   llvm::Module& m_;
   llvm::LLVMContext& c_;
   llvm::IRBuilder<> b_;
@@ -494,9 +512,11 @@ class PassEmitter {
 }  // namespace
 
 Status emit_llvm(const plan::Plan& plan, llvm::Module& m, const std::string& cpu,
-                 const std::string& features) {
+                 const std::string& features, int interleave) {
+  if (interleave < 0 || interleave > 16)
+    return make_error("unroll (interleave count) {} is not in 0..16", interleave);
   for (size_t k = 0; k < plan.passes.size(); ++k)
-    OPTJIT_TRY(PassEmitter(plan, k, m).emit(cpu, features));
+    OPTJIT_TRY(PassEmitter(plan, k, m, interleave).emit(cpu, features));
   return Status::Ok();
 }
 

@@ -7,10 +7,12 @@
 
 namespace optjit::runtime {
 
-ChunkTable ChunkTable::build(const std::vector<int64_t>& numels, int64_t chunk_elements) {
+ChunkTable ChunkTable::build(const std::vector<int64_t>& numels, int64_t chunk_elements,
+                             int64_t align) {
   ChunkTable t;
   t.numels = numels;
   for (size_t i = 0; i < numels.size(); ++i) {
+    t.total = (t.total + align - 1) / align * align;
     t.base.push_back(t.total);
     t.first.push_back(t.chunks.size());
     int64_t off = 0;

@@ -15,9 +15,11 @@ struct ChunkTable {
   std::vector<size_t> first;           // per tensor, its first chunk; plus one past the end
   std::vector<int64_t> base;           // per tensor, its first element in an arena of all tensors
   std::vector<int64_t> numels;
-  int64_t total = 0;
+  int64_t total = 0;  // arena elements, padding included
 
-  static ChunkTable build(const std::vector<int64_t>& numels, int64_t chunk_elements);
+  /// Tensors start at multiples of `align` elements in the arena (padding between them).
+  static ChunkTable build(const std::vector<int64_t>& numels, int64_t chunk_elements,
+                          int64_t align = 1);
 };
 
 /// partial[r][t]: reduction r of `pass` over tensor t, from chunk partials laid out as

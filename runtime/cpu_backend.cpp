@@ -7,7 +7,7 @@ namespace optjit::runtime {
 Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(const plan::Plan& plan, CpuOptions options,
                                                          cache::KernelCache* cache) {
   if (options.chunk_elements < 1) return make_error("chunk size must be at least 1 element");
-  auto kernels = codegen::CpuKernels::compile(plan, cache);
+  auto kernels = codegen::CpuKernels::compile(plan, cache, options.unroll);
   if (!kernels) return kernels.error();
   std::unique_ptr<CpuBackend> b(new CpuBackend(plan, options));
   b->kernels_ = std::move(*kernels);

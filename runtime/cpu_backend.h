@@ -13,6 +13,7 @@ namespace optjit::runtime {
 struct CpuOptions {
   int threads = 0;                   // 0: OpenMP's default (all cores)
   int64_t chunk_elements = 1 << 16;  // a tensor is cut into chunks of at most this many elements
+  int unroll = 0;  // vector iterations interleaved per element-loop trip; 0: LLVM's choice
 };
 
 class CpuBackend {

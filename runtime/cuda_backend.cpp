@@ -79,10 +79,10 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const plan::Plan& pla
   if (!devices) return devices.error();
   if (options.device < 0 || options.device >= static_cast<int>(devices->size()))
     return make_error("no CUDA device {} (there are {})", options.device, devices->size());
-  if (options.chunk_elements < 1) return make_error("chunk size must be at least 1 element");
+  OPTJIT_TRY(options.launch.validate());
   std::unique_ptr<CudaBackend> b(new CudaBackend(plan));
   b->info_ = (*devices)[options.device];
-  auto built = codegen::plan_cubin(plan, b->info_.arch(), options.block, cache);
+  auto built = codegen::plan_cubin(plan, b->info_.arch(), options.launch, cache);
   if (!built) return built.error();
   const codegen::Cubin* cubin = &built->cubin;
   b->compile_seconds_ = cubin->compile_seconds;
@@ -118,7 +118,8 @@ Expected<StepResult> CudaBackend::step(OptimizerState& s) {
   for (const auto& t : s.tensors) numels.push_back(t.numel);
   if (numels != m.table.numels || m.arenas.empty()) {
     m.free_all();
-    m.table = ChunkTable::build(numels, m.options.chunk_elements);
+    m.table =
+        ChunkTable::build(numels, m.options.launch.chunk_elements, codegen::kArenaAlignElements);
     m.arenas.assign(B, 0);
     for (size_t b = 0; b < B; ++b)
       OPTJIT_TRY(m.alloc(&m.arenas[b],
@@ -167,10 +168,10 @@ Expected<StepResult> CudaBackend::step(OptimizerState& s) {
                         "allocating partials"));
     long long n = nchunks;
     void* args[] = {&m.rows, &m.chunk_buf, &n, &m.partials};
-    unsigned grid =
-        static_cast<unsigned>(std::min<int64_t>(nchunks, std::max(1, info_.sm_count) * 8));
+    const codegen::GpuLaunch& launch = m.options.launch;
+    unsigned grid = static_cast<unsigned>(launch.grid(nchunks, info_.sm_count));
     cuda::CUresult r =
-        A.cuLaunchKernel(m.kernels[k], grid, 1, 1, static_cast<unsigned>(m.options.block), 1, 1, 0,
+        A.cuLaunchKernel(m.kernels[k], grid, 1, 1, static_cast<unsigned>(launch.block), 1, 1, 0,
                          m.stream, args, nullptr);
     if (r != 0) return cuda::fail("launching a pass", r);
     std::vector<double> partials(static_cast<size_t>(nchunks) * R);

@@ -7,6 +7,7 @@
 
 #include <memory>
 
+#include "codegen/launch.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/reference.h"
 
@@ -18,8 +19,7 @@ namespace optjit::runtime {
 
 struct CudaOptions {
   int device = 0;
-  int block = 256;
-  int64_t chunk_elements = 1 << 16;
+  codegen::GpuLaunch launch;    // block size, items per thread, vector width, grid cap, chunks
   bool copy_back = true;        // copy written buffers to the host after every step
   bool resident_grads = false;  // gradients are uploaded once (benchmarks: they live on the GPU)
 };

@@ -42,6 +42,19 @@ std::string opencl_exact(const OpenclDeviceInfo& i) {
                      kCodegenVersion);
 }
 
+std::string opencl_performance(const OpenclDeviceInfo& i) {
+  return fmt::format("opencl|{}|{}|{} units", i.vendor, i.name, i.compute_units);
+}
+
+std::string cuda_exact(const CudaDeviceInfo& i) {
+  return fmt::format("cuda|{}|{}|driver {}|nvrtc {}|uuid {}|codegen {}", i.arch(), i.name,
+                     i.driver_version, codegen::nvrtc_version(), i.uuid, kCodegenVersion);
+}
+
+std::string cuda_performance(const CudaDeviceInfo& i) {
+  return fmt::format("cuda|{}|{} SMs", i.arch(), i.sm_count);
+}
+
 std::string fingerprint_id(const std::string& exact) { return hash16(exact); }
 
 std::string Device::exact_id() const { return hash16(exact); }
@@ -69,7 +82,7 @@ DeviceList list_devices() {
       d.name = i.name;
       d.gpu = i.gpu;
       d.exact = opencl_exact(i);
-      d.performance = fmt::format("opencl|{}|{}|{} units", i.vendor, i.name, i.compute_units);
+      d.performance = opencl_performance(i);
       out.devices.push_back(d);
     }
   } else {
@@ -82,9 +95,8 @@ DeviceList list_devices() {
       d.index = i.ordinal;
       d.name = i.name;
       d.gpu = true;
-      d.exact = fmt::format("cuda|{}|{}|driver {}|nvrtc {}|uuid {}|codegen {}", i.arch(), i.name,
-                            i.driver_version, codegen::nvrtc_version(), i.uuid, kCodegenVersion);
-      d.performance = fmt::format("cuda|{}|{} SMs", i.arch(), i.sm_count);
+      d.exact = cuda_exact(i);
+      d.performance = cuda_performance(i);
       out.devices.push_back(d);
     }
   } else {

@@ -10,7 +10,7 @@ namespace optjit::runtime {
 
 /// optjit's code-generation version: part of every exact fingerprint, bumped whenever emitted
 /// code may change for the same IR.
-inline constexpr int kCodegenVersion = 1;
+inline constexpr int kCodegenVersion = 2;
 
 struct Device {
   std::string backend;  // "cpu" | "opencl" | "cuda"
@@ -30,8 +30,12 @@ struct DeviceList {
 };
 
 struct OpenclDeviceInfo;
-/// The exact fingerprint (string and id) of an OpenCL device.
+/// The exact and performance fingerprints of an OpenCL device and a CUDA device.
 std::string opencl_exact(const OpenclDeviceInfo& i);
+std::string opencl_performance(const OpenclDeviceInfo& i);
+struct CudaDeviceInfo;
+std::string cuda_exact(const CudaDeviceInfo& i);
+std::string cuda_performance(const CudaDeviceInfo& i);
 std::string fingerprint_id(const std::string& exact);
 
 DeviceList list_devices();

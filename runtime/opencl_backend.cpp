@@ -162,7 +162,7 @@ OpenclBackend::~OpenclBackend() = default;
 Expected<std::unique_ptr<OpenclBackend>> OpenclBackend::create(const plan::Plan& plan,
                                                                OpenclOptions options,
                                                                cache::KernelCache* cache) {
-  if (options.chunk_elements < 1) return make_error("chunk size must be at least 1 element");
+  OPTJIT_TRY(options.launch.validate());
   auto found = find_devices();
   if (!found) return found.error();
   int pick = options.device;
@@ -180,11 +180,13 @@ Expected<std::unique_ptr<OpenclBackend>> OpenclBackend::create(const plan::Plan&
   if (!dev.info.fp64)
     return make_error("OpenCL device '{}' lacks cl_khr_fp64, which optjit's reductions use",
                       dev.info.name);
-  if (static_cast<size_t>(options.block) > dev.info.max_work_group)
-    return make_error("work-group size {} exceeds the device's {}", options.block,
+  const codegen::GpuLaunch& launch = options.launch;
+  if (static_cast<size_t>(launch.block) > dev.info.max_work_group)
+    return make_error("work-group size {} exceeds the device's {}", launch.block,
                       dev.info.max_work_group);
   auto t0 = std::chrono::steady_clock::now();
-  auto src = codegen::emit_c(plan, {codegen::CLanguage::opencl, options.block});
+  auto src =
+      codegen::emit_c(plan, {codegen::CLanguage::opencl, launch.block, launch.items, launch.vec});
   if (!src) return src.error();
   std::unique_ptr<OpenclBackend> b(new OpenclBackend(plan));
   b->info_ = dev.info;
@@ -200,7 +202,7 @@ Expected<std::unique_ptr<OpenclBackend>> OpenclBackend::create(const plan::Plan&
   const char* build_options = "-cl-fp32-correctly-rounded-divide-sqrt";
   const cache::KernelKey key{fingerprint_id(opencl_exact(dev.info)),
                              fmt::format("{:016x}", ir::structural_hash(plan.program)),
-                             fmt::format("opencl-block={}", options.block)};
+                             "opencl-" + launch.code_variant()};
   if (cache) {
     if (auto hit = cache->get(key)) {
       const unsigned char* bin = hit->payload.data();
@@ -254,6 +256,13 @@ Expected<std::unique_ptr<OpenclBackend>> OpenclBackend::create(const plan::Plan&
     cl_kernel kern = clCreateKernel(m.program, fmt::format("optjit_pass_{}", k).c_str(), &e);
     if (!kern) return cl_fail("clCreateKernel", e);
     m.kernels.push_back(kern);
+    // A kernel may allow less than the device (registers, local memory).
+    size_t limit = 0;
+    if (clGetKernelWorkGroupInfo(kern, dev.device, CL_KERNEL_WORK_GROUP_SIZE, sizeof(limit), &limit,
+                                 nullptr) == CL_SUCCESS &&
+        limit > 0 && static_cast<size_t>(launch.block) > limit)
+      return make_error("work-group size {} exceeds the {} work-items pass {} allows on '{}'",
+                        launch.block, limit, k, dev.info.name);
   }
   b->compile_seconds_ =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -268,7 +277,8 @@ Expected<StepResult> OpenclBackend::step(OptimizerState& s) {
   for (const auto& t : s.tensors) numels.push_back(t.numel);
   if (numels != m.table.numels || m.arenas.empty()) {
     m.release_buffers();
-    m.table = ChunkTable::build(numels, m.options.chunk_elements);
+    m.table =
+        ChunkTable::build(numels, m.options.launch.chunk_elements, codegen::kArenaAlignElements);
     for (size_t b = 0; b < B; ++b) {
       size_t bytes = std::max<size_t>(
           1, static_cast<size_t>(m.table.total) * size_bytes(plan_.buffers[b].storage));
@@ -294,7 +304,8 @@ Expected<StepResult> OpenclBackend::step(OptimizerState& s) {
                                            : cl_fail("clFinish", CL_OUT_OF_RESOURCES);
   };
   for (size_t b = 0; b < B; ++b)
-    if (!m.uploaded || plan_.buffers[b].role == ir::BufferRole::grad) OPTJIT_TRY(upload(b));
+    if (!m.uploaded || (plan_.buffers[b].role == ir::BufferRole::grad && !m.options.resident_grads))
+      OPTJIT_TRY(upload(b));
   m.uploaded = true;
 
   const int64_t nchunks = static_cast<int64_t>(m.table.chunks.size());
@@ -323,10 +334,10 @@ Expected<StepResult> OpenclBackend::step(OptimizerState& s) {
     cl_long n = nchunks;
     clSetKernelArg(kern, arg++, sizeof(cl_long), &n);
     clSetKernelArg(kern, arg++, sizeof(cl_mem), &pbuf);
-    size_t local = static_cast<size_t>(m.options.block);
-    size_t groups = std::min<size_t>(static_cast<size_t>(nchunks),
-                                     std::max<uint32_t>(1, info_.compute_units) * 8);
-    size_t global = groups * local;
+    size_t local = static_cast<size_t>(m.options.launch.block);
+    size_t global =
+        static_cast<size_t>(m.options.launch.grid(nchunks, static_cast<int>(info_.compute_units))) *
+        local;
     e = clEnqueueNDRangeKernel(m.queue, kern, 1, nullptr, &global, &local, 0, nullptr, nullptr);
     std::vector<double> partials(static_cast<size_t>(nchunks) * R);
     if (e == CL_SUCCESS && R > 0)
@@ -344,6 +355,7 @@ Expected<StepResult> OpenclBackend::step(OptimizerState& s) {
   };
   // Device -> host: what the step wrote (parameters and state).
   auto copy_back = [&]() -> Status {
+    if (!m.options.copy_back) return Status::Ok();
     const std::vector<bool> written = visible_writes(plan_);
     for (size_t b = 0; b < B; ++b) {
       if (!written[b] || m.table.total == 0) continue;

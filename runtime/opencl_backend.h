@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/launch.h"
 #include "runtime/reference.h"
 
 namespace optjit::cache {
@@ -30,8 +31,9 @@ Expected<std::vector<OpenclDeviceInfo>> opencl_devices();
 
 struct OpenclOptions {
   int device = -1;  // index into opencl_devices(); -1: the first GPU, else the first device
-  int block = 256;  // work-group size (a power of two)
-  int64_t chunk_elements = 1 << 16;
+  codegen::GpuLaunch launch;    // work-group size, items per work-item, vector width, grid, chunks
+  bool copy_back = true;        // copy written buffers to the host after every step
+  bool resident_grads = false;  // gradients are uploaded once (benchmarks and tuning)
 };
 
 class OpenclBackend {

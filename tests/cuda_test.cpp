@@ -23,7 +23,8 @@ TEST_P(CudaParity, MatchesTorchAndTheReference) {
   std::shared_ptr<runtime::CudaBackend> gpu;
   testing::check_backend_on_fixture(
       GetParam(), [&](const plan::Plan& plan) -> Expected<testing::StepFn> {
-        auto b = runtime::CudaBackend::create(plan, {0, 64, 5});
+        auto b = runtime::CudaBackend::create(
+            plan, {0, {.block = 64, .chunk_elements = 5}});
         if (!b) return b.error();
         gpu = std::move(*b);
         return testing::StepFn([gpu](runtime::OptimizerState& s) { return gpu->step(s); });

@@ -2,9 +2,11 @@
 // in CI) against PyTorch and the reference on every fixture. None of this needs a GPU.
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -12,6 +14,7 @@
 #include "backend_parity.h"
 #include "cache/kernel_cache.h"
 #include "codegen/c_emitter.h"
+#include "codegen/launch.h"
 #include "codegen/nvrtc.h"
 #include "ir/builtins.h"
 #include "ir/compile.h"
@@ -45,6 +48,7 @@ struct GoldenCase {
   const char* pipeline;
   DType dtype;
   codegen::CLanguage language;
+  int block = 256, items = 1, vec = 1;
 };
 
 class Golden : public ::testing::TestWithParam<GoldenCase> {};
@@ -53,9 +57,9 @@ TEST_P(Golden, EmittedSourceIsPinned) {
   const auto& g = GetParam();
   auto plan = compile_pipeline(g.pipeline, {g.dtype, g.dtype, g.dtype});
   ASSERT_TRUE(plan) << plan.error().message;
-  auto src = codegen::emit_c(*plan, {g.language});
+  auto src = codegen::emit_c(*plan, {g.language, g.block, g.items, g.vec});
   ASSERT_TRUE(src) << src.error().message;
-  auto again = codegen::emit_c(*plan, {g.language});
+  auto again = codegen::emit_c(*plan, {g.language, g.block, g.items, g.vec});
   EXPECT_EQ(*src, *again);
   check_golden(g.file, *src);
 }
@@ -70,7 +74,16 @@ INSTANTIATE_TEST_SUITE_P(
                                  codegen::CLanguage::cuda},
                       GoldenCase{"scaler_sgd_f16.cl",
                                  "chain(grad_scaler(scale=1024), sgd(lr=0.1, momentum=0.9))",
-                                 DType::f16, codegen::CLanguage::opencl}),
+                                 DType::f16, codegen::CLanguage::opencl},
+                      // Vector loads, several items per thread, tails.
+                      GoldenCase{"clip_adamw_b128_i2_v4.cu",
+                                 "chain(clip_grad_norm(max_norm=1.0), adamw())", DType::f32,
+                                 codegen::CLanguage::cuda, 128, 2, 4},
+                      GoldenCase{"scaler_sgd_f16_v8.cl",
+                                 "chain(grad_scaler(scale=1024), sgd(lr=0.1, momentum=0.9))",
+                                 DType::f16, codegen::CLanguage::opencl, 64, 1, 8},
+                      GoldenCase{"lamb_bf16_i2_v2.cu", "lamb(weight_decay=0.01)", DType::bf16,
+                                 codegen::CLanguage::cuda, 256, 2, 2}),
     [](const auto& param_info) {
       std::string n = param_info.param.file;
       for (auto& c : n)
@@ -78,12 +91,48 @@ INSTANTIATE_TEST_SUITE_P(
       return n;
     });
 
-TEST(CEmitter, RejectsABlockThatIsNotAPowerOfTwo) {
+TEST(CEmitter, RejectsLaunchShapesNoKernelCanUse) {
   auto plan = compile_pipeline("adamw()");
   ASSERT_TRUE(plan);
-  auto src = codegen::emit_c(*plan, {codegen::CLanguage::cuda, 100});
-  ASSERT_FALSE(src);
-  EXPECT_EQ(src.error().message, "block size 100 is not a power of two");
+  auto error = [&](int block, int items, int vec) {
+    auto src = codegen::emit_c(*plan, {codegen::CLanguage::cuda, block, items, vec});
+    return src ? std::string("no error") : src.error().message;
+  };
+  EXPECT_EQ(error(100, 1, 1), "block size 100 is not a power of two between 1 and 1024");
+  EXPECT_EQ(error(2048, 1, 1), "block size 2048 is not a power of two between 1 and 1024");
+  EXPECT_EQ(error(256, 0, 1), "items per thread 0 is not in 1..8");
+  EXPECT_EQ(error(256, 1, 3), "vector width 3 is not 1, 2, 4 or 8");
+  EXPECT_EQ(error(256, 8, 8), "no error");
+}
+
+TEST(GpuLaunch, ParsesWhatUsersWriteAndWhatTheCacheStores) {
+  auto l = codegen::GpuLaunch::from_text("vec=4,items=2");
+  ASSERT_TRUE(l) << l.error().message;
+  EXPECT_EQ(l->vec, 4);
+  EXPECT_EQ(l->items, 2);
+  EXPECT_EQ(l->block, 256);
+  EXPECT_EQ(l->to_string(), "block=256,items=2,vec=4,grid=8,chunk=65536");
+  EXPECT_EQ(codegen::GpuLaunch::parse(l->to_string()), *l);
+  EXPECT_EQ(l->code_variant(), "block=256,items=2,vec=4");
+  EXPECT_FALSE(codegen::GpuLaunch::parse("block=256,items=2,vec=4"));
+  EXPECT_FALSE(codegen::GpuLaunch::parse("block=256,items=2,vec=3,grid=8,chunk=65536"));
+  auto msg = [](const char* s) {
+    auto r = codegen::GpuLaunch::from_text(s);
+    return r ? std::string("no error") : r.error().message;
+  };
+  EXPECT_EQ(msg("warp=32"), "unknown launch parameter 'warp' (block, items, vec, grid, chunk)");
+  EXPECT_EQ(msg("vec"),
+            "launch parameter 'vec' is not name=value (block, items, vec, grid, chunk)");
+  EXPECT_EQ(msg("vec=four"), "launch parameter vec: 'four' is not an integer");
+  EXPECT_EQ(msg("vec=8,chunk=100"), "chunk size 100 is not a multiple of the vector width 8");
+  EXPECT_EQ(msg("grid=0"), "grid cap 0 blocks per unit is below 1");
+  EXPECT_EQ(msg(""), "no error");
+  // The grid: at most groups_per_unit per unit, at most one per chunk, at least one.
+  codegen::GpuLaunch g;
+  g.groups_per_unit = 4;
+  EXPECT_EQ(g.grid(1000, 132), 528);
+  EXPECT_EQ(g.grid(10, 132), 10);
+  EXPECT_EQ(g.grid(0, 132), 1);
 }
 
 // Every built-in transform (boolean options on) compiles to a cubin for sm_80 and sm_90.
@@ -178,14 +227,111 @@ TEST(OpenCL, ProgramBinariesComeFromTheKernelCache) {
   std::filesystem::remove_all(dir);
 }
 
+// Every launch shape computes the same steps: bit for bit when no pass reduces (nothing's
+// order can differ), within rounding of the float64 reference otherwise. f16, bf16, f32 and f64
+// storage; tensor sizes that leave tails of every length, and an empty tensor.
+struct LaunchCase {
+  const char* name;
+  const char* pipeline;
+  DType dt;
+};
+
+class OpenclLaunch : public ::testing::TestWithParam<LaunchCase> {};
+
+TEST_P(OpenclLaunch, EveryShapeComputesTheSameSteps) {
+  const LaunchCase& c = GetParam();
+  // The parity tests below run {8, 1, 1, 8, 5} and {8, 2, 4, 1, 12}: these add odd item counts,
+  // 8-wide vectors and tiny blocks.
+  const codegen::GpuLaunch shapes[] = {
+      {.block = 8, .chunk_elements = 5},
+      {.block = 16, .items = 3, .vec = 2, .chunk_elements = 6},
+      {.block = 4, .items = 4, .vec = 8, .groups_per_unit = 2, .chunk_elements = 64},
+  };
+  const std::vector<int64_t> sizes = {1, 3, 17, 1000, 4099, 0};
+  auto plan = compile_pipeline(c.pipeline, {c.dt, c.dt, c.dt});
+  ASSERT_TRUE(plan) << plan.error().message;
+  bool reduces = false;
+  for (const auto& pass : plan->passes) reduces |= !pass.reductions.empty();
+  std::vector<HostTensor> params;
+  for (size_t t = 0; t < sizes.size(); ++t) {
+    params.push_back(HostTensor::zeros(fmt::format("w{}", t), c.dt, {sizes[t]}));
+    for (int64_t i = 0; i < sizes[t]; ++i) params.back().set(i, std::sin(0.37 * i + t) * 0.5);
+  }
+  auto run = [&](auto&& step) {
+    auto s = runtime::init_state(*plan, params, {});
+    EXPECT_TRUE(s);
+    for (int k = 0; k < 3; ++k) {
+      std::vector<HostTensor> grads;
+      for (size_t t = 0; t < sizes.size(); ++t) {
+        grads.push_back(HostTensor::zeros(fmt::format("w{}", t), c.dt, {sizes[t]}));
+        for (int64_t i = 0; i < sizes[t]; ++i)
+          grads.back().set(i, std::cos(1.3 * i + 0.7 * k + t) * (k + 1) * 0.05);
+      }
+      std::vector<const HostTensor*> ptrs;
+      for (const auto& g : grads) ptrs.push_back(&g);
+      EXPECT_TRUE(runtime::set_grads(*plan, *s, ptrs));
+      step(*s);
+    }
+    return std::move(*s);
+  };
+  runtime::ReferenceBackend ref(*plan);
+  const runtime::OptimizerState expected = run([&](runtime::OptimizerState& s) { ref.step(s); });
+  const double rtol = c.dt == DType::f64    ? 1e-12
+                      : c.dt == DType::f32  ? 2e-6
+                      : c.dt == DType::bf16 ? 1e-2
+                                            : 2e-3;
+  std::optional<runtime::OptimizerState> first;
+  for (const auto& shape : shapes) {
+    SCOPED_TRACE(shape.to_string());
+    auto b = runtime::OpenclBackend::create(*plan, {-1, shape});
+    ASSERT_TRUE(b) << b.error().message;
+    runtime::OptimizerState got = run([&](runtime::OptimizerState& s) {
+      auto r = (*b)->step(s);
+      ASSERT_TRUE(r) << r.error().message;
+    });
+    for (size_t t = 0; t < sizes.size(); ++t)
+      for (size_t buf = 0; buf < plan->buffers.size(); ++buf) {
+        if (plan->buffers[buf].role == ir::BufferRole::grad) continue;
+        const DType st = plan->buffers[buf].storage;
+        SCOPED_TRACE(
+            fmt::format("tensor {} ({} elements), {}", t, sizes[t], plan->buffers[buf].name));
+        EXPECT_TRUE(close(testing::buffer_values(got.tensors[t].data(buf), st, sizes[t]),
+                          testing::buffer_values(expected.tensors[t].data(buf), st, sizes[t]), rtol,
+                          1e-30));
+        if (first && !reduces)
+          EXPECT_EQ(got.tensors[t].bytes(buf, st), first->tensors[t].bytes(buf, st));
+      }
+    if (!first) first = std::move(got);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Pipelines, OpenclLaunch,
+    ::testing::Values(
+        LaunchCase{"adamw_bf16", "adamw(weight_decay=0.1)", DType::bf16},
+        LaunchCase{"scaler_sgd_f16", "chain(grad_scaler(scale=1024), sgd(lr=0.1, momentum=0.9))",
+                   DType::f16},
+        LaunchCase{"clip_adamw_f32", "chain(clip_grad_norm(max_norm=0.5), adamw())", DType::f32},
+        LaunchCase{"lamb_bf16", "lamb(weight_decay=0.01)", DType::bf16},
+        LaunchCase{"clip_inf_lion_f64",
+                   "chain(clip_grad_norm(max_norm=0.1, norm_type=inf), lion())", DType::f64}),
+    [](const auto& info) { return std::string(info.param.name); });
+
 class OpenclParity : public ::testing::TestWithParam<int> {};
 
-// Small chunks and work-groups, so tensors span several chunks and the tree has depth.
+// Small chunks and work-groups, so tensors span several chunks and the tree has depth. The f32
+// case of each pipeline runs one element per work-item; the f64 case (the next index) runs
+// vectors of 4, two per work-item, with tails, on a grid smaller than the chunk count.
 TEST_P(OpenclParity, MatchesTorchAndTheReference) {
   std::shared_ptr<runtime::OpenclBackend> ocl;
+  const codegen::GpuLaunch launch =
+      GetParam() % 2 == 0
+          ? codegen::GpuLaunch{.block = 8, .chunk_elements = 5}
+          : codegen::GpuLaunch{
+                .block = 8, .items = 2, .vec = 4, .groups_per_unit = 1, .chunk_elements = 12};
   testing::check_backend_on_fixture(
       GetParam(), [&](const plan::Plan& plan) -> Expected<testing::StepFn> {
-        auto b = runtime::OpenclBackend::create(plan, {-1, 8, 5});
+        auto b = runtime::OpenclBackend::create(plan, {-1, launch});
         if (!b) return b.error();
         ocl = std::move(*b);
         return testing::StepFn([ocl](runtime::OptimizerState& s) { return ocl->step(s); });

@@ -1,12 +1,10 @@
-// optjit: 2 passes, 32 bytes per parameter, block 256
+// optjit: 2 passes, 32 bytes per parameter, block 256, items 1, vector 1
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 #define OPTJIT_F32_BITS(x) as_uint(x)
 #define OPTJIT_F64_BITS(x) as_ulong(x)
 #define OPTJIT_BITS_F32(x) as_float(x)
 #define OPTJIT_BITS_F64(x) as_double(x)
-#define OPTJIT_LOAD_F16(p, i) vload_half((i), (__global const half*)(p))
-#define OPTJIT_STORE_F16(v, p, i) vstore_half_rte((v), (i), (__global half*)(p))
-#define OPTJIT_LOAD_BF16(p, i) OPTJIT_BITS_F32((uint)(p)[i] << 16)
+#define OPTJIT_BF16_TO_F32(x) OPTJIT_BITS_F32((uint)(x) << 16)
 #define OPTJIT_BF16_BITS(v) ((v) != (v) ? (uint)((OPTJIT_F32_BITS(v) >> 16) | 0x40u) : (uint)((OPTJIT_F32_BITS(v) + 0x7fffu + ((OPTJIT_F32_BITS(v) >> 16) & 1u)) >> 16))
 
 __kernel void optjit_pass_0(__global float* restrict b0, __global float* restrict b1, __global float* restrict b2, __global float* restrict b3, __global const double* restrict uniforms, __global const long* restrict rows,
@@ -18,9 +16,12 @@ __kernel void optjit_pass_0(__global float* restrict b0, __global float* restric
     __global const double* u = uniforms + rows[2 * t + 1];
     __global float* p1 = b1 + base;
     double acc0 = 0;
-    for (long i = get_local_id(0); i < len; i += 256) {
-      const float v0 = p1[i];
-      acc0 += (double)v0 * (double)v0;
+    for (long i0 = get_local_id(0); i0 < len; i0 += 256) {
+      const float L1_0 = p1[i0];
+      {
+        const float v0 = L1_0;
+        acc0 += (double)v0 * (double)v0;
+      }
     }
     const int l = (int)get_local_id(0);
     red0[l] = acc0;
@@ -59,33 +60,45 @@ __kernel void optjit_pass_1(__global float* restrict b0, __global float* restric
     const float u8 = (float)u[8];
     const float u9 = (float)u[9];
     const float u10 = (float)u[10];
-    for (long i = get_local_id(0); i < len; i += 256) {
-      const float v0 = p0[i];
-      const float v1 = p1[i];
-      const float v2 = p2[i];
-      const float v3 = p3[i];
-      const float v5 = v1 * u0;
-      const float v7 = v0 * u1;
-      const float v9 = u2 ? v7 : v0;
-      const float v10 = v5 - v2;
-      const float v12 = v10 * u3;
-      const float v13 = v5 - v12;
-      const float v15 = u4 * v10;
-      const float v16 = v2 + v15;
-      const float v18 = u5 ? v16 : v13;
-      const float v20 = u6 * v5;
-      const float v21 = v20 * v5;
-      const float v23 = v3 * u7;
-      const float v24 = v23 + v21;
-      const float v25 = sqrt(v24);
-      const float v27 = v25 / u8;
-      const float v29 = v27 + u9;
-      const float v31 = u10 * v18;
-      const float v32 = v31 / v29;
-      const float v33 = v9 + v32;
-      p2[i] = v18;
-      p3[i] = v24;
-      p0[i] = v33;
+    for (long i0 = get_local_id(0); i0 < len; i0 += 256) {
+      const float L0_0 = p0[i0];
+      const float L1_0 = p1[i0];
+      const float L2_0 = p2[i0];
+      const float L3_0 = p3[i0];
+      {
+        float S0;
+        float S2;
+        float S3;
+        const float v0 = L0_0;
+        const float v1 = L1_0;
+        const float v2 = L2_0;
+        const float v3 = L3_0;
+        const float v5 = v1 * u0;
+        const float v7 = v0 * u1;
+        const float v9 = u2 ? v7 : v0;
+        const float v10 = v5 - v2;
+        const float v12 = v10 * u3;
+        const float v13 = v5 - v12;
+        const float v15 = u4 * v10;
+        const float v16 = v2 + v15;
+        const float v18 = u5 ? v16 : v13;
+        const float v20 = u6 * v5;
+        const float v21 = v20 * v5;
+        const float v23 = v3 * u7;
+        const float v24 = v23 + v21;
+        const float v25 = sqrt(v24);
+        const float v27 = v25 / u8;
+        const float v29 = v27 + u9;
+        const float v31 = u10 * v18;
+        const float v32 = v31 / v29;
+        const float v33 = v9 + v32;
+        S2 = v18;
+        S3 = v24;
+        S0 = v33;
+        p0[i0] = S0;
+        p2[i0] = S2;
+        p3[i0] = S3;
+      }
     }
   }
 }

@@ -1,13 +1,13 @@
-// optjit: 2 passes, 32 bytes per parameter, block 256
+// optjit: 2 passes, 32 bytes per parameter, block 256, items 1, vector 1
 #include <cuda_fp16.h>
 #define OPTJIT_F32_BITS(x) __float_as_uint(x)
 #define OPTJIT_F64_BITS(x) ((unsigned long long)__double_as_longlong(x))
 #define OPTJIT_BITS_F32(x) __uint_as_float(x)
 #define OPTJIT_BITS_F64(x) __longlong_as_double((long long)(x))
-#define OPTJIT_LOAD_F16(p, i) __half2float(__ushort_as_half((p)[i]))
-#define OPTJIT_STORE_F16(v, p, i) ((p)[i] = __half_as_ushort(__float2half_rn(v)))
+#define OPTJIT_F16_TO_F32(x) __half2float(__ushort_as_half(x))
+#define OPTJIT_F32_TO_F16(v) __half_as_ushort(__float2half_rn(v))
 struct OptjitRow { void* const* buffers; const double* uniforms; };
-#define OPTJIT_LOAD_BF16(p, i) OPTJIT_BITS_F32((unsigned int)(p)[i] << 16)
+#define OPTJIT_BF16_TO_F32(x) OPTJIT_BITS_F32((unsigned int)(x) << 16)
 #define OPTJIT_BF16_BITS(v) ((v) != (v) ? (unsigned int)((OPTJIT_F32_BITS(v) >> 16) | 0x40u) : (unsigned int)((OPTJIT_F32_BITS(v) + 0x7fffu + ((OPTJIT_F32_BITS(v) >> 16) & 1u)) >> 16))
 
 extern "C" __global__ void __launch_bounds__(256) optjit_pass_0(const OptjitRow* __restrict__ rows,
@@ -19,9 +19,12 @@ extern "C" __global__ void __launch_bounds__(256) optjit_pass_0(const OptjitRow*
     const double* u = row.uniforms;
     float* p1 = (float*)row.buffers[1] + off;
     double acc0 = 0;
-    for (long long i = threadIdx.x; i < len; i += 256) {
-      const float v0 = p1[i];
-      acc0 += (double)v0 * (double)v0;
+    for (long long i0 = threadIdx.x; i0 < len; i0 += 256) {
+      const float L1_0 = p1[i0];
+      {
+        const float v0 = L1_0;
+        acc0 += (double)v0 * (double)v0;
+      }
     }
     const int l = (int)threadIdx.x;
     red0[l] = acc0;
@@ -60,33 +63,45 @@ extern "C" __global__ void __launch_bounds__(256) optjit_pass_1(const OptjitRow*
     const float u8 = (float)u[8];
     const float u9 = (float)u[9];
     const float u10 = (float)u[10];
-    for (long long i = threadIdx.x; i < len; i += 256) {
-      const float v0 = p0[i];
-      const float v1 = p1[i];
-      const float v2 = p2[i];
-      const float v3 = p3[i];
-      const float v5 = v1 * u0;
-      const float v7 = v0 * u1;
-      const float v9 = u2 ? v7 : v0;
-      const float v10 = v5 - v2;
-      const float v12 = v10 * u3;
-      const float v13 = v5 - v12;
-      const float v15 = u4 * v10;
-      const float v16 = v2 + v15;
-      const float v18 = u5 ? v16 : v13;
-      const float v20 = u6 * v5;
-      const float v21 = v20 * v5;
-      const float v23 = v3 * u7;
-      const float v24 = v23 + v21;
-      const float v25 = sqrtf(v24);
-      const float v27 = v25 / u8;
-      const float v29 = v27 + u9;
-      const float v31 = u10 * v18;
-      const float v32 = v31 / v29;
-      const float v33 = v9 + v32;
-      p2[i] = v18;
-      p3[i] = v24;
-      p0[i] = v33;
+    for (long long i0 = threadIdx.x; i0 < len; i0 += 256) {
+      const float L0_0 = p0[i0];
+      const float L1_0 = p1[i0];
+      const float L2_0 = p2[i0];
+      const float L3_0 = p3[i0];
+      {
+        float S0;
+        float S2;
+        float S3;
+        const float v0 = L0_0;
+        const float v1 = L1_0;
+        const float v2 = L2_0;
+        const float v3 = L3_0;
+        const float v5 = v1 * u0;
+        const float v7 = v0 * u1;
+        const float v9 = u2 ? v7 : v0;
+        const float v10 = v5 - v2;
+        const float v12 = v10 * u3;
+        const float v13 = v5 - v12;
+        const float v15 = u4 * v10;
+        const float v16 = v2 + v15;
+        const float v18 = u5 ? v16 : v13;
+        const float v20 = u6 * v5;
+        const float v21 = v20 * v5;
+        const float v23 = v3 * u7;
+        const float v24 = v23 + v21;
+        const float v25 = sqrtf(v24);
+        const float v27 = v25 / u8;
+        const float v29 = v27 + u9;
+        const float v31 = u10 * v18;
+        const float v32 = v31 / v29;
+        const float v33 = v9 + v32;
+        S2 = v18;
+        S3 = v24;
+        S0 = v33;
+        p0[i0] = S0;
+        p2[i0] = S2;
+        p3[i0] = S3;
+      }
     }
   }
 }

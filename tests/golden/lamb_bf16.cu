@@ -1,13 +1,13 @@
-// optjit: 2 passes, 20 bytes per parameter, block 256
+// optjit: 2 passes, 20 bytes per parameter, block 256, items 1, vector 1
 #include <cuda_fp16.h>
 #define OPTJIT_F32_BITS(x) __float_as_uint(x)
 #define OPTJIT_F64_BITS(x) ((unsigned long long)__double_as_longlong(x))
 #define OPTJIT_BITS_F32(x) __uint_as_float(x)
 #define OPTJIT_BITS_F64(x) __longlong_as_double((long long)(x))
-#define OPTJIT_LOAD_F16(p, i) __half2float(__ushort_as_half((p)[i]))
-#define OPTJIT_STORE_F16(v, p, i) ((p)[i] = __half_as_ushort(__float2half_rn(v)))
+#define OPTJIT_F16_TO_F32(x) __half2float(__ushort_as_half(x))
+#define OPTJIT_F32_TO_F16(v) __half_as_ushort(__float2half_rn(v))
 struct OptjitRow { void* const* buffers; const double* uniforms; };
-#define OPTJIT_LOAD_BF16(p, i) OPTJIT_BITS_F32((unsigned int)(p)[i] << 16)
+#define OPTJIT_BF16_TO_F32(x) OPTJIT_BITS_F32((unsigned int)(x) << 16)
 #define OPTJIT_BF16_BITS(v) ((v) != (v) ? (unsigned int)((OPTJIT_F32_BITS(v) >> 16) | 0x40u) : (unsigned int)((OPTJIT_F32_BITS(v) + 0x7fffu + ((OPTJIT_F32_BITS(v) >> 16) & 1u)) >> 16))
 
 extern "C" __global__ void __launch_bounds__(256) optjit_pass_0(const OptjitRow* __restrict__ rows,
@@ -31,28 +31,38 @@ extern "C" __global__ void __launch_bounds__(256) optjit_pass_0(const OptjitRow*
     const bool u6 = (u[6] != 0);
     double acc0 = 0;
     double acc1 = 0;
-    for (long long i = threadIdx.x; i < len; i += 256) {
-      const float v0 = OPTJIT_LOAD_BF16(p0, i);
-      const float v1 = OPTJIT_LOAD_BF16(p1, i);
-      const float v2 = OPTJIT_LOAD_BF16(p2, i);
-      const float v3 = OPTJIT_LOAD_BF16(p3, i);
-      const float v5 = u0 * v1;
-      const float v7 = v2 * u1;
-      const float v8 = v7 + v5;
-      const float v10 = u2 * v1;
-      const float v11 = v10 * v1;
-      const float v13 = v3 * u3;
-      const float v14 = v13 + v11;
-      acc0 += (double)v0 * (double)v0;
-      const float v16 = sqrtf(v14);
-      const float v18 = v16 + u4;
-      const float v19 = v8 / v18;
-      const float v21 = u5 * v0;
-      const float v22 = v19 + v21;
-      const float v24 = u6 ? v22 : v19;
-      acc1 += (double)v24 * (double)v24;
-      p2[i] = (unsigned short)OPTJIT_BF16_BITS(v8);
-      p3[i] = (unsigned short)OPTJIT_BF16_BITS(v14);
+    for (long long i0 = threadIdx.x; i0 < len; i0 += 256) {
+      const unsigned short L0_0 = p0[i0];
+      const unsigned short L1_0 = p1[i0];
+      const unsigned short L2_0 = p2[i0];
+      const unsigned short L3_0 = p3[i0];
+      {
+        unsigned short S2;
+        unsigned short S3;
+        const float v0 = OPTJIT_BF16_TO_F32(L0_0);
+        const float v1 = OPTJIT_BF16_TO_F32(L1_0);
+        const float v2 = OPTJIT_BF16_TO_F32(L2_0);
+        const float v3 = OPTJIT_BF16_TO_F32(L3_0);
+        const float v5 = u0 * v1;
+        const float v7 = v2 * u1;
+        const float v8 = v7 + v5;
+        const float v10 = u2 * v1;
+        const float v11 = v10 * v1;
+        const float v13 = v3 * u3;
+        const float v14 = v13 + v11;
+        acc0 += (double)v0 * (double)v0;
+        const float v16 = sqrtf(v14);
+        const float v18 = v16 + u4;
+        const float v19 = v8 / v18;
+        const float v21 = u5 * v0;
+        const float v22 = v19 + v21;
+        const float v24 = u6 ? v22 : v19;
+        acc1 += (double)v24 * (double)v24;
+        S2 = (unsigned short)OPTJIT_BF16_BITS(v8);
+        S3 = (unsigned short)OPTJIT_BF16_BITS(v14);
+        p2[i0] = S2;
+        p3[i0] = S3;
+      }
     }
     const int l = (int)threadIdx.x;
     red0[l] = acc0;
@@ -86,19 +96,26 @@ extern "C" __global__ void __launch_bounds__(256) optjit_pass_1(const OptjitRow*
     const float u1 = (float)u[1];
     const bool u2 = (u[2] != 0);
     const float u3 = (float)u[3];
-    for (long long i = threadIdx.x; i < len; i += 256) {
-      const float v0 = OPTJIT_LOAD_BF16(p2, i);
-      const float v1 = OPTJIT_LOAD_BF16(p3, i);
-      const float v2 = OPTJIT_LOAD_BF16(p0, i);
-      const float v3 = sqrtf(v1);
-      const float v5 = v3 + u0;
-      const float v6 = v0 / v5;
-      const float v8 = u1 * v2;
-      const float v9 = v6 + v8;
-      const float v11 = u2 ? v9 : v6;
-      const float v13 = u3 * v11;
-      const float v14 = v2 + v13;
-      p0[i] = (unsigned short)OPTJIT_BF16_BITS(v14);
+    for (long long i0 = threadIdx.x; i0 < len; i0 += 256) {
+      const unsigned short L0_0 = p0[i0];
+      const unsigned short L2_0 = p2[i0];
+      const unsigned short L3_0 = p3[i0];
+      {
+        unsigned short S0;
+        const float v0 = OPTJIT_BF16_TO_F32(L2_0);
+        const float v1 = OPTJIT_BF16_TO_F32(L3_0);
+        const float v2 = OPTJIT_BF16_TO_F32(L0_0);
+        const float v3 = sqrtf(v1);
+        const float v5 = v3 + u0;
+        const float v6 = v0 / v5;
+        const float v8 = u1 * v2;
+        const float v9 = v6 + v8;
+        const float v11 = u2 ? v9 : v6;
+        const float v13 = u3 * v11;
+        const float v14 = v2 + v13;
+        S0 = (unsigned short)OPTJIT_BF16_BITS(v14);
+        p0[i0] = S0;
+      }
     }
   }
 }

@@ -1,12 +1,10 @@
-// optjit: 2 passes, 12 bytes per parameter, block 256
+// optjit: 2 passes, 12 bytes per parameter, block 256, items 1, vector 1
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 #define OPTJIT_F32_BITS(x) as_uint(x)
 #define OPTJIT_F64_BITS(x) as_ulong(x)
 #define OPTJIT_BITS_F32(x) as_float(x)
 #define OPTJIT_BITS_F64(x) as_double(x)
-#define OPTJIT_LOAD_F16(p, i) vload_half((i), (__global const half*)(p))
-#define OPTJIT_STORE_F16(v, p, i) vstore_half_rte((v), (i), (__global half*)(p))
-#define OPTJIT_LOAD_BF16(p, i) OPTJIT_BITS_F32((uint)(p)[i] << 16)
+#define OPTJIT_BF16_TO_F32(x) OPTJIT_BITS_F32((uint)(x) << 16)
 #define OPTJIT_BF16_BITS(v) ((v) != (v) ? (uint)((OPTJIT_F32_BITS(v) >> 16) | 0x40u) : (uint)((OPTJIT_F32_BITS(v) + 0x7fffu + ((OPTJIT_F32_BITS(v) >> 16) & 1u)) >> 16))
 
 __kernel void optjit_pass_0(__global ushort* restrict b0, __global ushort* restrict b1, __global ushort* restrict b2, __global const double* restrict uniforms, __global const long* restrict rows,
@@ -19,10 +17,13 @@ __kernel void optjit_pass_0(__global ushort* restrict b0, __global ushort* restr
     __global ushort* p1 = b1 + base;
     const float u0 = (float)u[0];
     uint acc0 = 0;
-    for (long i = get_local_id(0); i < len; i += 256) {
-      const float v0 = OPTJIT_LOAD_F16(p1, i);
-      const float v2 = v0 * u0;
-      acc0 = acc0 > (OPTJIT_F32_BITS(v2) & 0x7fffffffu) ? acc0 : (OPTJIT_F32_BITS(v2) & 0x7fffffffu);
+    for (long i0 = get_local_id(0); i0 < len; i0 += 256) {
+      const float L1_0 = vload_half(i0, (__global const half*)p1);
+      {
+        const float v0 = L1_0;
+        const float v2 = v0 * u0;
+        acc0 = acc0 > (OPTJIT_F32_BITS(v2) & 0x7fffffffu) ? acc0 : (OPTJIT_F32_BITS(v2) & 0x7fffffffu);
+      }
     }
     const int l = (int)get_local_id(0);
     red0[l] = acc0;
@@ -57,24 +58,33 @@ __kernel void optjit_pass_1(__global ushort* restrict b0, __global ushort* restr
     const bool u5 = (u[5] != 0);
     const bool u6 = (u[6] != 0);
     const float u7 = (float)u[7];
-    for (long i = get_local_id(0); i < len; i += 256) {
-      const float v0 = OPTJIT_LOAD_F16(p0, i);
-      const float v1 = OPTJIT_LOAD_F16(p1, i);
-      const float v2 = OPTJIT_LOAD_F16(p2, i);
-      const float v4 = v1 * u0;
-      const float v6 = u1 * v0;
-      const float v7 = v4 + v6;
-      const float v9 = u2 ? v7 : v4;
-      const float v11 = u3 * v9;
-      const float v13 = v2 * u4;
-      const float v14 = v13 + v11;
-      const float v16 = u5 ? v9 : v14;
-      const float v18 = u6 ? v16 : v2;
-      const float v19 = u6 ? v16 : v9;
-      const float v21 = u7 * v19;
-      const float v22 = v0 + v21;
-      OPTJIT_STORE_F16(v18, p2, i);
-      OPTJIT_STORE_F16(v22, p0, i);
+    for (long i0 = get_local_id(0); i0 < len; i0 += 256) {
+      const float L0_0 = vload_half(i0, (__global const half*)p0);
+      const float L1_0 = vload_half(i0, (__global const half*)p1);
+      const float L2_0 = vload_half(i0, (__global const half*)p2);
+      {
+        float S0;
+        float S2;
+        const float v0 = L0_0;
+        const float v1 = L1_0;
+        const float v2 = L2_0;
+        const float v4 = v1 * u0;
+        const float v6 = u1 * v0;
+        const float v7 = v4 + v6;
+        const float v9 = u2 ? v7 : v4;
+        const float v11 = u3 * v9;
+        const float v13 = v2 * u4;
+        const float v14 = v13 + v11;
+        const float v16 = u5 ? v9 : v14;
+        const float v18 = u6 ? v16 : v2;
+        const float v19 = u6 ? v16 : v9;
+        const float v21 = u7 * v19;
+        const float v22 = v0 + v21;
+        S2 = v18;
+        S0 = v22;
+        vstore_half_rte(S0, i0, (__global half*)p0);
+        vstore_half_rte(S2, i0, (__global half*)p2);
+      }
     }
   }
 }

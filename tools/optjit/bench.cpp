@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "autotune/cpu_tuner.h"
+#include "autotune/gpu_tuner.h"
 #include "cache/kernel_cache.h"
 #include "ir/builtins.h"
 #include "ir/compile.h"
@@ -170,6 +171,7 @@ Expected<runtime::OptimizerState> make_state(const plan::Plan& plan, const Shape
 
 Expected<std::unique_ptr<Runner>> make_runner(plan::Plan plan, const Shapes& shapes, DType t,
                                               const runtime::CpuOptions& cpu,
+                                              const codegen::GpuLaunch& launch,
                                               const std::string& backend) {
   auto r = std::make_unique<Runner>();
   r->plan = std::move(plan);
@@ -178,11 +180,12 @@ Expected<std::unique_ptr<Runner>> make_runner(plan::Plan plan, const Shapes& sha
   r->state = std::move(*s);
   if (backend == "cuda") {
     // As in a framework: gradients live on the GPU and nothing comes back each step.
-    auto b = runtime::CudaBackend::create(r->plan, {0, 256, cpu.chunk_elements, false, true});
+    auto b = runtime::CudaBackend::create(r->plan, {0, launch, false, true});
     if (!b) return b.error();
     r->gpu = std::move(*b);
   } else if (backend == "opencl") {
-    auto b = runtime::OpenclBackend::create(r->plan, {-1, 256, cpu.chunk_elements});
+    // Likewise: gradients stay on the device and nothing comes back, so the kernels are timed.
+    auto b = runtime::OpenclBackend::create(r->plan, {-1, launch, false, true});
     if (!b) return b.error();
     r->ocl = std::move(*b);
   } else {
@@ -251,8 +254,32 @@ int bench(const BenchOptions& o) {
   auto plan = plan::make_plan(*program);
   if (!plan) return fail(plan.error().message);
 
+  // GPU launch parameters: as given, the cache's tuning decision ("tuned"), or the defaults.
+  codegen::GpuLaunch launch;
+  launch.chunk_elements = o.chunk;
+  if (o.launch == "tuned") {
+    std::unique_ptr<cache::KernelCache> kc;
+    if (auto c = cache::KernelCache::open()) kc = std::move(*c);
+    auto state = make_state(*plan, *shapes, *dt);
+    if (!state) return fail(state.error().message);
+    std::string from;
+    launch =
+        autotune::gpu_launch_for(o.backend == "cuda" ? autotune::cuda_target(*plan, *state, 0)
+                                                     : autotune::opencl_target(*plan, *state, -1),
+                                 kc.get(), &from);
+    if (from.empty())
+      return fail(
+          fmt::format("--launch tuned: the kernel cache has no tuning decision for this "
+                      "pipeline on {} at this size (run optjit tune first)",
+                      o.backend));
+  } else if (!o.launch.empty()) {
+    auto l = codegen::GpuLaunch::from_text(o.launch);
+    if (!l) return fail("--launch: " + l.error().message);
+    launch = *l;
+  }
+
   auto t0 = std::chrono::steady_clock::now();
-  auto fused = make_runner(*plan, *shapes, *dt, cpu, o.backend);
+  auto fused = make_runner(*plan, *shapes, *dt, cpu, launch, o.backend);
   if (!fused) return fail(fused.error().message);
   const double compile_s = (*fused)->compile_seconds();
   (void)t0;
@@ -262,7 +289,7 @@ int bench(const BenchOptions& o) {
   for (const auto& pass : plan->passes) {
     auto rp = roofline_plan(*plan, pass);
     if (!rp) return fail(rp.error().message);
-    auto r = make_runner(std::move(*rp), *shapes, *dt, cpu, o.backend);
+    auto r = make_runner(std::move(*rp), *shapes, *dt, cpu, launch, o.backend);
     if (!r) return fail(r.error().message);
     roof.push_back(std::move(*r));
   }
@@ -288,7 +315,7 @@ int bench(const BenchOptions& o) {
       auto spl = plan::make_plan(*sp);
       if (!spl) return fail(spl.error().message);
       unfused_bytes += spl->bytes_per_param();
-      auto r = make_runner(std::move(*spl), *shapes, *dt, cpu, "cpu");
+      auto r = make_runner(std::move(*spl), *shapes, *dt, cpu, launch, "cpu");
       if (!r) return fail(r.error().message);
       stages.push_back(std::move(*r));
     }
@@ -317,13 +344,13 @@ int bench(const BenchOptions& o) {
   // Per-step overhead: the same number of tensors with one element each.
   Shapes tiny;
   for (const auto& [n, s] : *shapes) tiny.push_back({n, {1}});
-  auto overhead_runner = make_runner(*plan, tiny, *dt, cpu, o.backend);
+  auto overhead_runner = make_runner(*plan, tiny, *dt, cpu, launch, o.backend);
   if (!overhead_runner) return fail(overhead_runner.error().message);
 
   // The same total size as one tensor, to show what many tensors cost.
   std::unique_ptr<Runner> single;
   if (shapes->size() > 1) {
-    auto r = make_runner(*plan, Shapes{{"all", {numel}}}, *dt, cpu, o.backend);
+    auto r = make_runner(*plan, Shapes{{"all", {numel}}}, *dt, cpu, launch, o.backend);
     if (!r) return fail(r.error().message);
     single = std::move(*r);
   }
@@ -409,8 +436,8 @@ int bench(const BenchOptions& o) {
 }
 
 int tune(const TuneCommand& o) {
-  if (o.backend != "cpu")
-    return fail(fmt::format("tune supports --backend cpu in this build, not {}", o.backend));
+  if (o.backend != "cpu" && o.backend != "cuda" && o.backend != "opencl")
+    return fail(fmt::format("tune runs on --backend cpu, cuda or opencl, not {}", o.backend));
   auto text = read_pipeline_text(o.pipeline);
   if (!text) return fail(text.error().message);
   auto dt = parse_dtype(o.dtype);
@@ -429,16 +456,18 @@ int tune(const TuneCommand& o) {
   autotune::TuneOptions topts;
   topts.budget_seconds = o.budget_seconds;
   topts.max_candidates = o.max_candidates;
-  auto r = autotune::tune_cpu(*plan, *state, kc->get(), topts);
+  auto r = o.backend == "cpu"    ? autotune::tune_cpu(*plan, *state, kc->get(), topts)
+           : o.backend == "cuda" ? autotune::tune_cuda(*plan, *state, 0, kc->get(), topts)
+                                 : autotune::tune_opencl(*plan, *state, -1, kc->get(), topts);
   if (!r) return fail(r.error().message);
   if (r->from_cache) {
     fmt::print("decision from the kernel cache{}: {} ({:.3f} s)\n",
-               r->exact_device ? "" : " (tuned on the nearest device)",
-               autotune::to_string(r->winner), r->tuning_seconds);
+               r->exact_device ? "" : " (tuned on the nearest device)", r->winner,
+               r->tuning_seconds);
     return 0;
   }
-  fmt::print("tuned {} candidates in {:.1f} s: {}\n", r->measured.size(), r->tuning_seconds,
-             autotune::to_string(r->winner));
+  fmt::print("tuned {} candidates ({} pruned or failed) in {:.1f} s: {}\n", r->measured.size(),
+             r->skipped.size(), r->tuning_seconds, r->winner);
   fmt::print("default {:.3f} ms/step, tuned {:.3f} ms/step: tuned / default = {:.3f}\n",
              1e3 * r->default_seconds, 1e3 * r->tuned_seconds,
              r->tuned_seconds / r->default_seconds);

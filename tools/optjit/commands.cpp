@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "autotune/cpu_tuner.h"
+#include "autotune/gpu_tuner.h"
 #include "cache/bundle.h"
 #include "cache/kernel_cache.h"
 #include "codegen/c_emitter.h"
@@ -227,15 +228,29 @@ int run(const RunOptions& o) {
   std::string tuned;
   std::unique_ptr<runtime::OpenclBackend> ocl;
   std::unique_ptr<runtime::CudaBackend> gpu;
-  if (backend_name == "cuda") {
-    auto b = runtime::CudaBackend::create(plan, {0, 256, o.chunk}, kcache.get());
-    if (!b) return fail(b.error().message);
-    gpu = std::move(*b);
-  }
-  if (backend_name == "opencl") {
-    auto b = runtime::OpenclBackend::create(plan, {-1, 256, o.chunk}, kcache.get());
-    if (!b) return fail(b.error().message);
-    ocl = std::move(*b);
+  if (backend_name == "cuda" || backend_name == "opencl") {
+    // Launch parameters: as given, else the kernel cache's tuning decision, else the defaults.
+    codegen::GpuLaunch launch;
+    if (!o.launch.empty()) {
+      auto l = codegen::GpuLaunch::from_text(o.launch);
+      if (!l) return fail("--launch: " + l.error().message);
+      launch = *l;
+    } else {
+      launch = autotune::gpu_launch_for(backend_name == "cuda"
+                                            ? autotune::cuda_target(plan, *state, 0)
+                                            : autotune::opencl_target(plan, *state, -1),
+                                        kcache.get(), &tuned);
+      if (tuned.empty() && o.chunk != (1 << 16)) launch.chunk_elements = o.chunk;
+    }
+    if (backend_name == "cuda") {
+      auto b = runtime::CudaBackend::create(plan, {0, launch}, kcache.get());
+      if (!b) return fail(b.error().message);
+      gpu = std::move(*b);
+    } else {
+      auto b = runtime::OpenclBackend::create(plan, {-1, launch}, kcache.get());
+      if (!b) return fail(b.error().message);
+      ocl = std::move(*b);
+    }
   }
   if (backend_name == "cpu") {
     // Launch parameters: as given, else the kernel cache's tuning decision, else the defaults.
@@ -344,15 +359,18 @@ int emit(const EmitOptions& o) {
   auto p = compile_pipeline(*text, {*dt, *dt, *dt});
   if (!p) return fail(p.error().message);
   if (o.backend != "cpu") {
+    auto l = codegen::GpuLaunch::from_text(o.launch);
+    if (!l) return fail("--launch: " + l.error().message);
     auto src = codegen::emit_c(
-        *p, {o.backend == "cuda" ? codegen::CLanguage::cuda : codegen::CLanguage::opencl});
+        *p, {o.backend == "cuda" ? codegen::CLanguage::cuda : codegen::CLanguage::opencl, l->block,
+             l->items, l->vec});
     if (!src) return fail(src.error().message);
     fmt::print("{}", *src);
     return 0;
   }
   auto ir = codegen::emit_cpu_ir(
       *p, o.optimized,
-      o.cpu.empty() ? codegen::CpuTarget::host() : codegen::CpuTarget::named(o.cpu));
+      o.cpu.empty() ? codegen::CpuTarget::host() : codegen::CpuTarget::named(o.cpu), o.unroll);
   if (!ir) return fail(ir.error().message);
   fmt::print("{}", *ir);
   return 0;
@@ -372,13 +390,15 @@ int compile(const CompileOptions& o) {
     kcache = std::move(*c);
   }
   const uint64_t hash = ir::structural_hash(p->program);
-  fmt::print("{} passes, {} bytes per parameter; NVRTC {}\n", p->passes.size(),
-             p->bytes_per_param(), codegen::nvrtc_version());
+  auto launch = codegen::GpuLaunch::from_text(o.launch);
+  if (!launch) return fail("--launch: " + launch.error().message);
+  fmt::print("{} passes, {} bytes per parameter; NVRTC {}; {}\n", p->passes.size(),
+             p->bytes_per_param(), codegen::nvrtc_version(), launch->code_variant());
   for (size_t pos = 0; pos <= o.arch.size();) {
     size_t comma = o.arch.find(',', pos);
     std::string arch =
         o.arch.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    auto built = codegen::plan_cubin(*p, arch, codegen::kDefaultBlock, kcache.get());
+    auto built = codegen::plan_cubin(*p, arch, *launch, kcache.get());
     if (!built) return fail(built.error().message);
     const codegen::Cubin* cubin = &built->cubin;
     fmt::print("{}: {} bytes in {:.0f} ms{}\n", arch, cubin->image.size(),

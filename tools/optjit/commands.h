@@ -3,6 +3,8 @@
 #include <string>
 #include <vector>
 
+#include "codegen/launch.h"
+
 namespace optjit::cli {
 
 struct RunOptions {
@@ -12,6 +14,7 @@ struct RunOptions {
   bool allow_nonfinite = false, quiet = false;
   int threads = 0;
   long long chunk = 1 << 16;
+  std::string launch;  // cuda/opencl launch parameters (default: the cache's tuning, else built-in)
   bool no_cache = false, cache_strict = false;
 };
 int run(const RunOptions& o);
@@ -40,6 +43,7 @@ int devices(bool json);
 
 struct CompileOptions {
   std::string pipeline, backend = "cuda", arch = "sm_80,sm_90", dtype = "f32", out;
+  std::string launch;  // block, items, vec of the kernels (default: the built-in ones)
   bool no_cache = false;
 };
 /// Builds kernels ahead of time (CUDA cubins for each sm_XX; no GPU needed).
@@ -49,6 +53,7 @@ struct BenchOptions {
   std::string pipeline, backend = "cpu", shapes = "gpt2-small", dtype = "f32";
   long long numel = 0, chunk = 1 << 16;
   int threads = 0, steps = 10, reps = 5;
+  std::string launch;  // cuda/opencl: a launch configuration, or "tuned" (the cache's decision)
   bool json = false, no_unfused = false;
 };
 int bench(const BenchOptions& o);
@@ -64,6 +69,8 @@ int tune(const TuneCommand& o);
 
 struct EmitOptions {
   std::string pipeline, backend = "cpu", dtype = "f32", cpu;
+  std::string launch;  // cuda/opencl: block, items, vec (the rest is ignored)
+  int unroll = 0;      // cpu: vector iterations interleaved per loop trip (0: LLVM's choice)
   bool optimized = false;
 };
 int emit(const EmitOptions& o);

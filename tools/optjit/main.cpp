@@ -45,6 +45,9 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--threads", run.threads, "cpu backend threads (default: all cores)");
   run_cmd->add_option("--chunk", run.chunk, "cpu backend chunk size in elements")
       ->check(CLI::PositiveNumber);
+  run_cmd->add_option("--launch", run.launch,
+                      "cuda/opencl launch parameters, e.g. block=128,vec=4 (default: the kernel "
+                      "cache's tuning decision, else built-in defaults)");
   run_cmd->add_flag("--no-cache", run.no_cache, "neither read nor write the kernel cache");
   run_cmd->add_flag("--cache-strict", run.cache_strict,
                     "a kernel cache miss is an error instead of a compile");
@@ -81,6 +84,11 @@ int main(int argc, char** argv) {
   emit_cmd->add_option("--dtype", emit.dtype, "parameter and state storage type");
   emit_cmd->add_flag("--optimized", emit.optimized, "after LLVM's O3 pipeline for the target");
   emit_cmd->add_option("--cpu", emit.cpu, "target CPU (default: this machine's), e.g. haswell");
+  emit_cmd
+      ->add_option("--unroll", emit.unroll,
+                   "cpu: vector iterations interleaved per loop trip (0: LLVM's choice)")
+      ->check(CLI::Range(0, 16));
+  emit_cmd->add_option("--launch", emit.launch, "cuda/opencl: e.g. block=128,items=2,vec=4");
 
   optjit::cli::PlanOptions plan;
   auto* plan_cmd = app.add_subcommand("plan", "print a pipeline's IR and its passes over memory");
@@ -101,6 +109,7 @@ int main(int argc, char** argv) {
   compile_cmd->add_option("--arch", compile.arch,
                           "comma-separated sm_XX list (default sm_80,sm_90)");
   compile_cmd->add_option("--dtype", compile.dtype, "parameter and state storage type");
+  compile_cmd->add_option("--launch", compile.launch, "kernel shape, e.g. block=128,items=2,vec=4");
   compile_cmd->add_option("--out", compile.out,
                           "write <out>/optjit_<hash>_<arch>.cubin files here");
 
@@ -109,7 +118,8 @@ int main(int argc, char** argv) {
       "tune", "tune launch parameters ahead of time (stored in the kernel cache)");
   tune_cmd->add_option("pipeline", tune.pipeline, "pipeline text, or a file that holds it")
       ->required();
-  tune_cmd->add_option("--backend", tune.backend, "cpu");
+  tune_cmd->add_option("--backend", tune.backend, "cpu (default) | cuda | opencl")
+      ->check(CLI::IsMember({"cpu", "cuda", "opencl"}));
   tune_cmd->add_option("--shapes", tune.shapes,
                        "gpt2-small (default) | resnet50 | many-small | FILE.json");
   tune_cmd->add_option("--numel", tune.numel, "one tensor of this many elements")
@@ -139,6 +149,9 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   bench_cmd->add_option("--reps", bench.reps, "timed repetitions (the median is reported)")
       ->check(CLI::PositiveNumber);
+  bench_cmd->add_option("--launch", bench.launch,
+                        "cuda/opencl: e.g. block=128,items=2,vec=4,grid=8,chunk=65536 (any "
+                        "subset), or 'tuned' for the kernel cache's decision");
   bench_cmd->add_flag("--json", bench.json, "machine-readable output");
   bench_cmd->add_flag("--no-unfused", bench.no_unfused, "skip the unfused baseline");
 

@@ -1,0 +1,212 @@
+#include "autotune/gpu_tuner.h"
+
+#include <algorithm>
+#include <memory>
+
+#include "codegen/cuda_kernels.h"
+#include "runtime/cuda_backend.h"
+#include "runtime/devices.h"
+#include "runtime/opencl_backend.h"
+
+namespace optjit::autotune {
+
+namespace {
+
+int64_t total_elements(const runtime::OptimizerState& s) {
+  int64_t n = 0;
+  for (const auto& t : s.tensors) n += t.numel;
+  return n;
+}
+
+// A stage that varies one thing of the best configuration so far.
+Stage vary(std::function<std::vector<codegen::GpuLaunch>(codegen::GpuLaunch)> f) {
+  return [f](const std::string& best) {
+    std::vector<std::string> out;
+    for (const auto& g : f(codegen::GpuLaunch::parse(best).value()))
+      if (g.validate()) out.push_back(g.to_string());
+    return out;
+  };
+}
+
+}  // namespace
+
+SmLimits sm_limits(const std::string& arch) {
+  int n = 0;
+  if (std::sscanf(arch.c_str(), "sm_%d", &n) != 1) n = 90;
+  SmLimits l;
+  if (n < 75) return {2048, 32, 65536, 96 * 1024, 0};
+  if (n == 75) return {1024, 16, 65536, 64 * 1024, 0};
+  if (n == 80 || n == 87) return {2048, 32, 65536, 164 * 1024, 1024};
+  if (n == 86) return {1536, 16, 65536, 100 * 1024, 1024};
+  if (n == 89) return {1536, 24, 65536, 100 * 1024, 1024};
+  if (n >= 120) return {1536, 32, 65536, 100 * 1024, 1024};
+  return l;  // sm_90, sm_100, sm_103, sm_110
+}
+
+Occupancy occupancy(const std::string& arch, int block, int registers, int shared_bytes) {
+  const SmLimits l = sm_limits(arch);
+  const int warps = (block + 31) / 32, max_warps = l.max_threads / 32;
+  Occupancy o{max_warps / warps, 0, "threads"};
+  auto limit = [&](int blocks, const char* why) {
+    if (blocks < o.blocks_per_sm) o.blocks_per_sm = blocks, o.limiter = why;
+  };
+  limit(l.max_blocks, "blocks");
+  if (registers > 0) {
+    const int per_warp = (registers * 32 + 255) / 256 * 256;
+    limit(l.registers / (per_warp * warps), "registers");
+  }
+  if (shared_bytes + l.reserved_shared_per_block > 0)
+    limit(l.shared_bytes / (shared_bytes + l.reserved_shared_per_block), "shared memory");
+  o.fraction = static_cast<double>(o.blocks_per_sm * warps) / max_warps;
+  return o;
+}
+
+std::optional<std::string> cuda_prune(const plan::Plan& plan, const std::string& arch,
+                                      const codegen::GpuLaunch& launch, cache::KernelCache* cache) {
+  auto built = codegen::plan_cubin(plan, arch, launch, cache);
+  if (!built) return built.error().message;
+  for (const auto& k : built->cubin.kernels) {
+    if (k.spill_stores + k.spill_loads > 0)
+      return fmt::format("{} spills registers ({} B stores, {} B loads)", k.name, k.spill_stores,
+                         k.spill_loads);
+    Occupancy o = occupancy(arch, launch.block, k.registers, k.shared_bytes);
+    if (o.fraction < 0.25)
+      return fmt::format("{}: occupancy {:.0f}% on {}, limited by {} ({} registers, {} B shared)",
+                         k.name, 100 * o.fraction, arch, o.limiter, k.registers, k.shared_bytes);
+  }
+  return std::nullopt;
+}
+
+std::vector<Stage> gpu_stages(int max_block) {
+  std::vector<Stage> stages;
+  stages.push_back(vary([](codegen::GpuLaunch g) {
+    std::vector<codegen::GpuLaunch> out;
+    for (int vec : {1, 4, 2, 8})
+      for (int items : {1, 2, 4}) {
+        g.vec = vec;
+        g.items = items;
+        out.push_back(g);
+      }
+    return out;
+  }));
+  stages.push_back(vary([max_block](codegen::GpuLaunch g) {
+    std::vector<codegen::GpuLaunch> out;
+    for (int block : {128, 256, 512, 1024, 64})
+      if (block <= max_block) {
+        g.block = block;
+        out.push_back(g);
+      }
+    return out;
+  }));
+  stages.push_back(vary([](codegen::GpuLaunch g) {
+    std::vector<codegen::GpuLaunch> out;
+    for (int grid : {2, 4, 8, 16, 32}) {
+      g.groups_per_unit = grid;
+      out.push_back(g);
+    }
+    return out;
+  }));
+  stages.push_back(vary([](codegen::GpuLaunch g) {
+    std::vector<codegen::GpuLaunch> out;
+    for (int64_t chunk : {int64_t{1} << 16, int64_t{1} << 14, int64_t{1} << 18, int64_t{1} << 20}) {
+      g.chunk_elements = chunk;
+      out.push_back(g);
+    }
+    return out;
+  }));
+  return stages;
+}
+
+Expected<TuneTarget> opencl_target(const plan::Plan& plan, const runtime::OptimizerState& state,
+                                   int device) {
+  auto devices = runtime::opencl_devices();
+  if (!devices) return devices.error();
+  int pick = device;
+  if (pick < 0) {
+    pick = 0;
+    for (const auto& d : *devices)
+      if (d.gpu) {
+        pick = d.index;
+        break;
+      }
+  }
+  if (pick >= static_cast<int>(devices->size()))
+    return make_error("no OpenCL device {} (there are {})", pick, devices->size());
+  return TuneTarget{program_id(plan), runtime::opencl_performance((*devices)[pick]),
+                    total_elements(state)};
+}
+
+Expected<TuneTarget> cuda_target(const plan::Plan& plan, const runtime::OptimizerState& state,
+                                 int device) {
+  auto devices = runtime::cuda_devices();
+  if (!devices) return devices.error();
+  if (device < 0 || device >= static_cast<int>(devices->size()))
+    return make_error("no CUDA device {} (there are {})", device, devices->size());
+  return TuneTarget{program_id(plan), runtime::cuda_performance((*devices)[device]),
+                    total_elements(state)};
+}
+
+Expected<TuneResult> tune_opencl(const plan::Plan& plan, runtime::OptimizerState& state, int device,
+                                 cache::KernelCache* cache, TuneOptions options) {
+  auto target = opencl_target(plan, state, device);
+  if (!target) return target.error();
+  auto devices = runtime::opencl_devices();
+  if (!devices) return devices.error();
+  size_t max_block = 1024;
+  for (const auto& d : *devices) max_block = std::min(max_block, d.max_work_group);
+  SearchSpace space{codegen::GpuLaunch{}.to_string(), gpu_stages(static_cast<int>(max_block)), {}};
+  const runtime::OptimizerState snapshot = state;
+  std::unique_ptr<runtime::OpenclBackend> backend;
+  MakeStep make = [&](const std::string& config) -> Expected<StepFn> {
+    backend.reset();  // one device context at a time
+    auto b = runtime::OpenclBackend::create(
+        plan, {device, codegen::GpuLaunch::parse(config).value(), false, true}, cache);
+    if (!b) return b.error();
+    backend = std::move(*b);
+    return StepFn([&]() -> Status {
+      auto r = backend->step(state);
+      return r ? Status::Ok() : Status(r.error());
+    });
+  };
+  return tune(
+      *target, space, make, [&] { state = snapshot; }, cache, options);
+}
+
+Expected<TuneResult> tune_cuda(const plan::Plan& plan, runtime::OptimizerState& state, int device,
+                               cache::KernelCache* cache, TuneOptions options) {
+  auto target = cuda_target(plan, state, device);
+  if (!target) return target.error();
+  const std::string arch = runtime::cuda_devices().value()[device].arch();
+  SearchSpace space{codegen::GpuLaunch{}.to_string(), gpu_stages(1024), {}};
+  space.prune = [&](const std::string& config) {
+    return cuda_prune(plan, arch, codegen::GpuLaunch::parse(config).value(), cache);
+  };
+  const runtime::OptimizerState snapshot = state;
+  std::unique_ptr<runtime::CudaBackend> backend;
+  MakeStep make = [&](const std::string& config) -> Expected<StepFn> {
+    backend.reset();  // frees the previous candidate's device memory first
+    auto b = runtime::CudaBackend::create(
+        plan, {device, codegen::GpuLaunch::parse(config).value(), false, true}, cache);
+    if (!b) return b.error();
+    backend = std::move(*b);
+    return StepFn([&]() -> Status {
+      auto r = backend->step(state);
+      return r ? Status::Ok() : Status(r.error());
+    });
+  };
+  return tune(
+      *target, space, make, [&] { state = snapshot; }, cache, options);
+}
+
+codegen::GpuLaunch gpu_launch_for(const Expected<TuneTarget>& target, cache::KernelCache* cache,
+                                  std::string* from) {
+  if (target)
+    if (auto d = stored_decision(*target, cache))
+      if (auto g = codegen::GpuLaunch::parse(*d)) {
+        if (from) *from = *d;
+        return *g;
+      }
+  return {};
+}
+
+}  // namespace optjit::autotune

@@ -1,0 +1,61 @@
+// Autotuning the GPU-style backends (CUDA, OpenCL): block (work-group) size, items per thread,
+// vector width, grid cap and chunk size, searched in stages; CUDA candidates are pruned by
+// occupancy and spills read from their cubins, which needs no GPU.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "autotune/tuner.h"
+#include "codegen/launch.h"
+#include "ir/plan.h"
+#include "runtime/state.h"
+
+namespace optjit::autotune {
+
+/// Per-SM limits of an NVIDIA architecture, as in NVIDIA's occupancy calculator.
+struct SmLimits {
+  int max_threads = 2048, max_blocks = 32, registers = 65536, shared_bytes = 228 * 1024;
+  int reserved_shared_per_block = 1024;  // the runtime's own shared memory per block (sm_80+)
+};
+SmLimits sm_limits(const std::string& arch);
+
+struct Occupancy {
+  int blocks_per_sm = 0;
+  double fraction = 0;  // resident warps / the SM's maximum
+  std::string limiter;  // "threads", "blocks", "registers" or "shared memory"
+};
+/// Blocks of `block` threads that fit on one SM when each thread needs `registers` registers
+/// (allocated per warp in units of 256) and each block `shared_bytes` of static shared memory.
+Occupancy occupancy(const std::string& arch, int block, int registers, int shared_bytes);
+
+/// Why a CUDA configuration is not worth running on `arch`: a pass spills registers, or a pass
+/// keeps less than a quarter of the SM's warps resident. Compiles (or loads from the cache) the
+/// configuration's cubin; a compile error is a reason too.
+std::optional<std::string> cuda_prune(const plan::Plan& plan, const std::string& arch,
+                                      const codegen::GpuLaunch& launch, cache::KernelCache* cache);
+
+/// The stages: (1) items per thread x vector width at the default block size, (2) block sizes,
+/// (3) grid caps, (4) chunk sizes; each stage starts from the best configuration so far.
+/// `max_block` bounds the block sizes (the device's limit).
+std::vector<Stage> gpu_stages(int max_block);
+
+/// Tuning targets: this plan on OpenCL device `device` / CUDA device `device`.
+Expected<TuneTarget> opencl_target(const plan::Plan& plan, const runtime::OptimizerState& state,
+                                   int device);
+Expected<TuneTarget> cuda_target(const plan::Plan& plan, const runtime::OptimizerState& state,
+                                 int device);
+
+/// Tunes on `state` (restored after every candidate). Candidates are timed with gradients
+/// resident on the device and nothing copied back, so what is compared is the kernels.
+Expected<TuneResult> tune_opencl(const plan::Plan& plan, runtime::OptimizerState& state, int device,
+                                 cache::KernelCache* cache, TuneOptions options = {});
+Expected<TuneResult> tune_cuda(const plan::Plan& plan, runtime::OptimizerState& state, int device,
+                               cache::KernelCache* cache, TuneOptions options = {});
+
+/// The launch parameters to use: the cache's decision for `target`, else the defaults.
+codegen::GpuLaunch gpu_launch_for(const Expected<TuneTarget>& target, cache::KernelCache* cache,
+                                  std::string* from = nullptr);
+
+}  // namespace optjit::autotune

@@ -1,0 +1,85 @@
+#include "codegen/launch.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+namespace optjit::codegen {
+
+std::string GpuLaunch::to_string() const {
+  return fmt::format("block={},items={},vec={},grid={},chunk={}", block, items, vec,
+                     groups_per_unit, chunk_elements);
+}
+
+std::string GpuLaunch::code_variant() const {
+  return fmt::format("block={},items={},vec={}", block, items, vec);
+}
+
+std::optional<GpuLaunch> GpuLaunch::parse(const std::string& s) {
+  GpuLaunch g;
+  long long chunk = 0;
+  int used = 0;
+  if (std::sscanf(s.c_str(), "block=%d,items=%d,vec=%d,grid=%d,chunk=%lld%n", &g.block, &g.items,
+                  &g.vec, &g.groups_per_unit, &chunk, &used) != 5 ||
+      used != static_cast<int>(s.size()))
+    return std::nullopt;
+  g.chunk_elements = chunk;
+  if (!g.validate()) return std::nullopt;
+  return g;
+}
+
+Expected<GpuLaunch> GpuLaunch::from_text(const std::string& s) {
+  GpuLaunch g;
+  size_t pos = 0;
+  while (pos < s.size()) {
+    size_t comma = s.find(',', pos);
+    if (comma == std::string::npos) comma = s.size();
+    const std::string item = s.substr(pos, comma - pos);
+    pos = comma + 1;
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos)
+      return make_error("launch parameter '{}' is not name=value (block, items, vec, grid, chunk)",
+                        item);
+    const std::string name = item.substr(0, eq), value = item.substr(eq + 1);
+    char* end = nullptr;
+    const long long v = std::strtoll(value.c_str(), &end, 10);
+    if (value.empty() || *end != '\0')
+      return make_error("launch parameter {}: '{}' is not an integer", name, value);
+    if (name == "block")
+      g.block = static_cast<int>(v);
+    else if (name == "items")
+      g.items = static_cast<int>(v);
+    else if (name == "vec")
+      g.vec = static_cast<int>(v);
+    else if (name == "grid")
+      g.groups_per_unit = static_cast<int>(v);
+    else if (name == "chunk")
+      g.chunk_elements = v;
+    else
+      return make_error("unknown launch parameter '{}' (block, items, vec, grid, chunk)", name);
+  }
+  OPTJIT_TRY(g.validate());
+  return g;
+}
+
+Status GpuLaunch::validate() const {
+  if (block < 1 || block > 1024 || (block & (block - 1)) != 0)
+    return make_error("block size {} is not a power of two between 1 and 1024", block);
+  if (items < 1 || items > 8) return make_error("items per thread {} is not in 1..8", items);
+  if (vec != 1 && vec != 2 && vec != 4 && vec != 8)
+    return make_error("vector width {} is not 1, 2, 4 or 8", vec);
+  if (groups_per_unit < 1)
+    return make_error("grid cap {} blocks per unit is below 1", groups_per_unit);
+  if (chunk_elements < 1) return make_error("chunk size must be at least 1 element");
+  if (chunk_elements % vec != 0)
+    return make_error("chunk size {} is not a multiple of the vector width {}", chunk_elements,
+                      vec);
+  return Status::Ok();
+}
+
+int64_t GpuLaunch::grid(int64_t chunks, int units) const {
+  return std::max<int64_t>(
+      1, std::min<int64_t>(chunks, int64_t{std::max(units, 1)} * groups_per_unit));
+}
+
+}  // namespace optjit::codegen

@@ -1,0 +1,41 @@
+// Launch parameters of the GPU-style backends (CUDA and OpenCL): what the autotuner searches and
+// what the kernel cache stores as a decision. The first three change the emitted code; the last
+// two only the launch.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "ir/error.h"
+
+namespace optjit::codegen {
+
+struct GpuLaunch {
+  int block = 256;  // threads per block (work-items per work-group); a power of two, <= 1024
+  int items = 1;    // vectors each thread has in flight per loop trip (1..8)
+  int vec = 1;      // elements per vector load and store (1, 2, 4 or 8)
+  int groups_per_unit = 8;           // grid cap: at most this many blocks per SM / compute unit
+  int64_t chunk_elements = 1 << 16;  // a tensor is cut into chunks of at most this many elements
+
+  /// "block=256,items=1,vec=1,grid=8,chunk=65536": the cache's form of a decision.
+  std::string to_string() const;
+  static std::optional<GpuLaunch> parse(const std::string& s);
+  /// What a user writes: any subset of block, items, vec, grid and chunk as "name=value" pairs
+  /// separated by commas ("vec=4,items=2"); the rest keep their defaults. Errors name the problem.
+  static Expected<GpuLaunch> from_text(const std::string& s);
+  /// The part that changes the emitted code, for kernel cache keys: "block=256,items=1,vec=1".
+  std::string code_variant() const;
+  /// A clear error for parameters no kernel can use.
+  Status validate() const;
+  /// Blocks to launch for `chunks` chunks on a device with `units` SMs or compute units.
+  int64_t grid(int64_t chunks, int units) const;
+
+  bool operator==(const GpuLaunch&) const = default;
+};
+
+/// Every tensor starts at a multiple of this many elements in a device arena, so vector loads of
+/// up to 8 elements of any type are aligned (for 8-byte types, to 64 bytes).
+inline constexpr int64_t kArenaAlignElements = 16;
+
+}  // namespace optjit::codegen

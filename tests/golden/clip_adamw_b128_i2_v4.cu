@@ -1,0 +1,411 @@
+// optjit: 2 passes, 32 bytes per parameter, block 128, items 2, vector 4
+#include <cuda_fp16.h>
+#define OPTJIT_F32_BITS(x) __float_as_uint(x)
+#define OPTJIT_F64_BITS(x) ((unsigned long long)__double_as_longlong(x))
+#define OPTJIT_BITS_F32(x) __uint_as_float(x)
+#define OPTJIT_BITS_F64(x) __longlong_as_double((long long)(x))
+#define OPTJIT_F16_TO_F32(x) __half2float(__ushort_as_half(x))
+#define OPTJIT_F32_TO_F16(v) __half_as_ushort(__float2half_rn(v))
+struct OptjitRow { void* const* buffers; const double* uniforms; };
+struct __align__(16) optjit_f32x4 { float v[4]; };
+#define OPTJIT_BF16_TO_F32(x) OPTJIT_BITS_F32((unsigned int)(x) << 16)
+#define OPTJIT_BF16_BITS(v) ((v) != (v) ? (unsigned int)((OPTJIT_F32_BITS(v) >> 16) | 0x40u) : (unsigned int)((OPTJIT_F32_BITS(v) + 0x7fffu + ((OPTJIT_F32_BITS(v) >> 16) & 1u)) >> 16))
+
+extern "C" __global__ void __launch_bounds__(128) optjit_pass_0(const OptjitRow* __restrict__ rows,
+    const long long* __restrict__ chunks, const long long nchunks, double* __restrict__ partials) {
+  __shared__ double red0[128];
+  for (long long c = blockIdx.x; c < nchunks; c += gridDim.x) {
+    const long long t = chunks[3 * c], off = chunks[3 * c + 1], len = chunks[3 * c + 2];
+    const OptjitRow row = rows[t];
+    const double* u = row.uniforms;
+    float* p1 = (float*)row.buffers[1] + off;
+    double acc0 = 0;
+    const long long nv = len / 4;
+    for (long long i0 = threadIdx.x; i0 < nv; i0 += 256) {
+      const optjit_f32x4 L1_0 = ((const optjit_f32x4*)p1)[i0];
+      const long long i1 = i0 + 128;
+      optjit_f32x4 L1_1;
+      if (i1 < nv) {
+        L1_1 = ((const optjit_f32x4*)p1)[i1];
+      }
+      {
+        {
+          const float v0 = L1_0.v[0];
+          acc0 += (double)v0 * (double)v0;
+        }
+        {
+          const float v0 = L1_0.v[1];
+          acc0 += (double)v0 * (double)v0;
+        }
+        {
+          const float v0 = L1_0.v[2];
+          acc0 += (double)v0 * (double)v0;
+        }
+        {
+          const float v0 = L1_0.v[3];
+          acc0 += (double)v0 * (double)v0;
+        }
+      }
+      if (i1 < nv) {
+        {
+          const float v0 = L1_1.v[0];
+          acc0 += (double)v0 * (double)v0;
+        }
+        {
+          const float v0 = L1_1.v[1];
+          acc0 += (double)v0 * (double)v0;
+        }
+        {
+          const float v0 = L1_1.v[2];
+          acc0 += (double)v0 * (double)v0;
+        }
+        {
+          const float v0 = L1_1.v[3];
+          acc0 += (double)v0 * (double)v0;
+        }
+      }
+    }
+    for (long long i0 = nv * 4 + threadIdx.x; i0 < len; i0 += 128) {
+      const float L1_0 = p1[i0];
+      {
+        const float v0 = L1_0;
+        acc0 += (double)v0 * (double)v0;
+      }
+    }
+    const int l = (int)threadIdx.x;
+    red0[l] = acc0;
+    __syncthreads();
+    for (int w = 64; w > 0; w >>= 1) {
+      if (l < w) {
+        red0[l] += red0[l + w];
+      }
+      __syncthreads();
+    }
+    if (l == 0) {
+      partials[c * 1 + 0] = red0[0];
+    }
+    __syncthreads();
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(128) optjit_pass_1(const OptjitRow* __restrict__ rows,
+    const long long* __restrict__ chunks, const long long nchunks, double* __restrict__ partials) {
+  for (long long c = blockIdx.x; c < nchunks; c += gridDim.x) {
+    const long long t = chunks[3 * c], off = chunks[3 * c + 1], len = chunks[3 * c + 2];
+    const OptjitRow row = rows[t];
+    const double* u = row.uniforms;
+    float* p0 = (float*)row.buffers[0] + off;
+    float* p1 = (float*)row.buffers[1] + off;
+    float* p2 = (float*)row.buffers[2] + off;
+    float* p3 = (float*)row.buffers[3] + off;
+    const float u0 = (float)u[0];
+    const float u1 = (float)u[1];
+    const bool u2 = (u[2] != 0);
+    const float u3 = (float)u[3];
+    const float u4 = (float)u[4];
+    const bool u5 = (u[5] != 0);
+    const float u6 = (float)u[6];
+    const float u7 = (float)u[7];
+    const float u8 = (float)u[8];
+    const float u9 = (float)u[9];
+    const float u10 = (float)u[10];
+    const long long nv = len / 4;
+    for (long long i0 = threadIdx.x; i0 < nv; i0 += 256) {
+      const optjit_f32x4 L0_0 = ((const optjit_f32x4*)p0)[i0];
+      const optjit_f32x4 L1_0 = ((const optjit_f32x4*)p1)[i0];
+      const optjit_f32x4 L2_0 = ((const optjit_f32x4*)p2)[i0];
+      const optjit_f32x4 L3_0 = ((const optjit_f32x4*)p3)[i0];
+      const long long i1 = i0 + 128;
+      optjit_f32x4 L0_1;
+      optjit_f32x4 L1_1;
+      optjit_f32x4 L2_1;
+      optjit_f32x4 L3_1;
+      if (i1 < nv) {
+        L0_1 = ((const optjit_f32x4*)p0)[i1];
+        L1_1 = ((const optjit_f32x4*)p1)[i1];
+        L2_1 = ((const optjit_f32x4*)p2)[i1];
+        L3_1 = ((const optjit_f32x4*)p3)[i1];
+      }
+      {
+        optjit_f32x4 S0;
+        optjit_f32x4 S2;
+        optjit_f32x4 S3;
+        {
+          const float v0 = L0_0.v[0];
+          const float v1 = L1_0.v[0];
+          const float v2 = L2_0.v[0];
+          const float v3 = L3_0.v[0];
+          const float v5 = v1 * u0;
+          const float v7 = v0 * u1;
+          const float v9 = u2 ? v7 : v0;
+          const float v10 = v5 - v2;
+          const float v12 = v10 * u3;
+          const float v13 = v5 - v12;
+          const float v15 = u4 * v10;
+          const float v16 = v2 + v15;
+          const float v18 = u5 ? v16 : v13;
+          const float v20 = u6 * v5;
+          const float v21 = v20 * v5;
+          const float v23 = v3 * u7;
+          const float v24 = v23 + v21;
+          const float v25 = sqrtf(v24);
+          const float v27 = v25 / u8;
+          const float v29 = v27 + u9;
+          const float v31 = u10 * v18;
+          const float v32 = v31 / v29;
+          const float v33 = v9 + v32;
+          S2.v[0] = v18;
+          S3.v[0] = v24;
+          S0.v[0] = v33;
+        }
+        {
+          const float v0 = L0_0.v[1];
+          const float v1 = L1_0.v[1];
+          const float v2 = L2_0.v[1];
+          const float v3 = L3_0.v[1];
+          const float v5 = v1 * u0;
+          const float v7 = v0 * u1;
+          const float v9 = u2 ? v7 : v0;
+          const float v10 = v5 - v2;
+          const float v12 = v10 * u3;
+          const float v13 = v5 - v12;
+          const float v15 = u4 * v10;
+          const float v16 = v2 + v15;
+          const float v18 = u5 ? v16 : v13;
+          const float v20 = u6 * v5;
+          const float v21 = v20 * v5;
+          const float v23 = v3 * u7;
+          const float v24 = v23 + v21;
+          const float v25 = sqrtf(v24);
+          const float v27 = v25 / u8;
+          const float v29 = v27 + u9;
+          const float v31 = u10 * v18;
+          const float v32 = v31 / v29;
+          const float v33 = v9 + v32;
+          S2.v[1] = v18;
+          S3.v[1] = v24;
+          S0.v[1] = v33;
+        }
+        {
+          const float v0 = L0_0.v[2];
+          const float v1 = L1_0.v[2];
+          const float v2 = L2_0.v[2];
+          const float v3 = L3_0.v[2];
+          const float v5 = v1 * u0;
+          const float v7 = v0 * u1;
+          const float v9 = u2 ? v7 : v0;
+          const float v10 = v5 - v2;
+          const float v12 = v10 * u3;
+          const float v13 = v5 - v12;
+          const float v15 = u4 * v10;
+          const float v16 = v2 + v15;
+          const float v18 = u5 ? v16 : v13;
+          const float v20 = u6 * v5;
+          const float v21 = v20 * v5;
+          const float v23 = v3 * u7;
+          const float v24 = v23 + v21;
+          const float v25 = sqrtf(v24);
+          const float v27 = v25 / u8;
+          const float v29 = v27 + u9;
+          const float v31 = u10 * v18;
+          const float v32 = v31 / v29;
+          const float v33 = v9 + v32;
+          S2.v[2] = v18;
+          S3.v[2] = v24;
+          S0.v[2] = v33;
+        }
+        {
+          const float v0 = L0_0.v[3];
+          const float v1 = L1_0.v[3];
+          const float v2 = L2_0.v[3];
+          const float v3 = L3_0.v[3];
+          const float v5 = v1 * u0;
+          const float v7 = v0 * u1;
+          const float v9 = u2 ? v7 : v0;
+          const float v10 = v5 - v2;
+          const float v12 = v10 * u3;
+          const float v13 = v5 - v12;
+          const float v15 = u4 * v10;
+          const float v16 = v2 + v15;
+          const float v18 = u5 ? v16 : v13;
+          const float v20 = u6 * v5;
+          const float v21 = v20 * v5;
+          const float v23 = v3 * u7;
+          const float v24 = v23 + v21;
+          const float v25 = sqrtf(v24);
+          const float v27 = v25 / u8;
+          const float v29 = v27 + u9;
+          const float v31 = u10 * v18;
+          const float v32 = v31 / v29;
+          const float v33 = v9 + v32;
+          S2.v[3] = v18;
+          S3.v[3] = v24;
+          S0.v[3] = v33;
+        }
+        ((optjit_f32x4*)p0)[i0] = S0;
+        ((optjit_f32x4*)p2)[i0] = S2;
+        ((optjit_f32x4*)p3)[i0] = S3;
+      }
+      if (i1 < nv) {
+        optjit_f32x4 S0;
+        optjit_f32x4 S2;
+        optjit_f32x4 S3;
+        {
+          const float v0 = L0_1.v[0];
+          const float v1 = L1_1.v[0];
+          const float v2 = L2_1.v[0];
+          const float v3 = L3_1.v[0];
+          const float v5 = v1 * u0;
+          const float v7 = v0 * u1;
+          const float v9 = u2 ? v7 : v0;
+          const float v10 = v5 - v2;
+          const float v12 = v10 * u3;
+          const float v13 = v5 - v12;
+          const float v15 = u4 * v10;
+          const float v16 = v2 + v15;
+          const float v18 = u5 ? v16 : v13;
+          const float v20 = u6 * v5;
+          const float v21 = v20 * v5;
+          const float v23 = v3 * u7;
+          const float v24 = v23 + v21;
+          const float v25 = sqrtf(v24);
+          const float v27 = v25 / u8;
+          const float v29 = v27 + u9;
+          const float v31 = u10 * v18;
+          const float v32 = v31 / v29;
+          const float v33 = v9 + v32;
+          S2.v[0] = v18;
+          S3.v[0] = v24;
+          S0.v[0] = v33;
+        }
+        {
+          const float v0 = L0_1.v[1];
+          const float v1 = L1_1.v[1];
+          const float v2 = L2_1.v[1];
+          const float v3 = L3_1.v[1];
+          const float v5 = v1 * u0;
+          const float v7 = v0 * u1;
+          const float v9 = u2 ? v7 : v0;
+          const float v10 = v5 - v2;
+          const float v12 = v10 * u3;
+          const float v13 = v5 - v12;
+          const float v15 = u4 * v10;
+          const float v16 = v2 + v15;
+          const float v18 = u5 ? v16 : v13;
+          const float v20 = u6 * v5;
+          const float v21 = v20 * v5;
+          const float v23 = v3 * u7;
+          const float v24 = v23 + v21;
+          const float v25 = sqrtf(v24);
+          const float v27 = v25 / u8;
+          const float v29 = v27 + u9;
+          const float v31 = u10 * v18;
+          const float v32 = v31 / v29;
+          const float v33 = v9 + v32;
+          S2.v[1] = v18;
+          S3.v[1] = v24;
+          S0.v[1] = v33;
+        }
+        {
+          const float v0 = L0_1.v[2];
+          const float v1 = L1_1.v[2];
+          const float v2 = L2_1.v[2];
+          const float v3 = L3_1.v[2];
+          const float v5 = v1 * u0;
+          const float v7 = v0 * u1;
+          const float v9 = u2 ? v7 : v0;
+          const float v10 = v5 - v2;
+          const float v12 = v10 * u3;
+          const float v13 = v5 - v12;
+          const float v15 = u4 * v10;
+          const float v16 = v2 + v15;
+          const float v18 = u5 ? v16 : v13;
+          const float v20 = u6 * v5;
+          const float v21 = v20 * v5;
+          const float v23 = v3 * u7;
+          const float v24 = v23 + v21;
+          const float v25 = sqrtf(v24);
+          const float v27 = v25 / u8;
+          const float v29 = v27 + u9;
+          const float v31 = u10 * v18;
+          const float v32 = v31 / v29;
+          const float v33 = v9 + v32;
+          S2.v[2] = v18;
+          S3.v[2] = v24;
+          S0.v[2] = v33;
+        }
+        {
+          const float v0 = L0_1.v[3];
+          const float v1 = L1_1.v[3];
+          const float v2 = L2_1.v[3];
+          const float v3 = L3_1.v[3];
+          const float v5 = v1 * u0;
+          const float v7 = v0 * u1;
+          const float v9 = u2 ? v7 : v0;
+          const float v10 = v5 - v2;
+          const float v12 = v10 * u3;
+          const float v13 = v5 - v12;
+          const float v15 = u4 * v10;
+          const float v16 = v2 + v15;
+          const float v18 = u5 ? v16 : v13;
+          const float v20 = u6 * v5;
+          const float v21 = v20 * v5;
+          const float v23 = v3 * u7;
+          const float v24 = v23 + v21;
+          const float v25 = sqrtf(v24);
+          const float v27 = v25 / u8;
+          const float v29 = v27 + u9;
+          const float v31 = u10 * v18;
+          const float v32 = v31 / v29;
+          const float v33 = v9 + v32;
+          S2.v[3] = v18;
+          S3.v[3] = v24;
+          S0.v[3] = v33;
+        }
+        ((optjit_f32x4*)p0)[i1] = S0;
+        ((optjit_f32x4*)p2)[i1] = S2;
+        ((optjit_f32x4*)p3)[i1] = S3;
+      }
+    }
+    for (long long i0 = nv * 4 + threadIdx.x; i0 < len; i0 += 128) {
+      const float L0_0 = p0[i0];
+      const float L1_0 = p1[i0];
+      const float L2_0 = p2[i0];
+      const float L3_0 = p3[i0];
+      {
+        float S0;
+        float S2;
+        float S3;
+        const float v0 = L0_0;
+        const float v1 = L1_0;
+        const float v2 = L2_0;
+        const float v3 = L3_0;
+        const float v5 = v1 * u0;
+        const float v7 = v0 * u1;
+        const float v9 = u2 ? v7 : v0;
+        const float v10 = v5 - v2;
+        const float v12 = v10 * u3;
+        const float v13 = v5 - v12;
+        const float v15 = u4 * v10;
+        const float v16 = v2 + v15;
+        const float v18 = u5 ? v16 : v13;
+        const float v20 = u6 * v5;
+        const float v21 = v20 * v5;
+        const float v23 = v3 * u7;
+        const float v24 = v23 + v21;
+        const float v25 = sqrtf(v24);
+        const float v27 = v25 / u8;
+        const float v29 = v27 + u9;
+        const float v31 = u10 * v18;
+        const float v32 = v31 / v29;
+        const float v33 = v9 + v32;
+        S2 = v18;
+        S3 = v24;
+        S0 = v33;
+        p0[i0] = S0;
+        p2[i0] = S2;
+        p3[i0] = S3;
+      }
+    }
+  }
+}

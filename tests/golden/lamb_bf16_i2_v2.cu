@@ -1,0 +1,323 @@
+// optjit: 2 passes, 20 bytes per parameter, block 256, items 2, vector 2
+#include <cuda_fp16.h>
+#define OPTJIT_F32_BITS(x) __float_as_uint(x)
+#define OPTJIT_F64_BITS(x) ((unsigned long long)__double_as_longlong(x))
+#define OPTJIT_BITS_F32(x) __uint_as_float(x)
+#define OPTJIT_BITS_F64(x) __longlong_as_double((long long)(x))
+#define OPTJIT_F16_TO_F32(x) __half2float(__ushort_as_half(x))
+#define OPTJIT_F32_TO_F16(v) __half_as_ushort(__float2half_rn(v))
+struct OptjitRow { void* const* buffers; const double* uniforms; };
+struct __align__(4) optjit_u16x2 { unsigned short v[2]; };
+#define OPTJIT_BF16_TO_F32(x) OPTJIT_BITS_F32((unsigned int)(x) << 16)
+#define OPTJIT_BF16_BITS(v) ((v) != (v) ? (unsigned int)((OPTJIT_F32_BITS(v) >> 16) | 0x40u) : (unsigned int)((OPTJIT_F32_BITS(v) + 0x7fffu + ((OPTJIT_F32_BITS(v) >> 16) & 1u)) >> 16))
+
+extern "C" __global__ void __launch_bounds__(256) optjit_pass_0(const OptjitRow* __restrict__ rows,
+    const long long* __restrict__ chunks, const long long nchunks, double* __restrict__ partials) {
+  __shared__ double red0[256];
+  __shared__ double red1[256];
+  for (long long c = blockIdx.x; c < nchunks; c += gridDim.x) {
+    const long long t = chunks[3 * c], off = chunks[3 * c + 1], len = chunks[3 * c + 2];
+    const OptjitRow row = rows[t];
+    const double* u = row.uniforms;
+    unsigned short* p0 = (unsigned short*)row.buffers[0] + off;
+    unsigned short* p1 = (unsigned short*)row.buffers[1] + off;
+    unsigned short* p2 = (unsigned short*)row.buffers[2] + off;
+    unsigned short* p3 = (unsigned short*)row.buffers[3] + off;
+    const float u0 = (float)u[0];
+    const float u1 = (float)u[1];
+    const float u2 = (float)u[2];
+    const float u3 = (float)u[3];
+    const float u4 = (float)u[4];
+    const float u5 = (float)u[5];
+    const bool u6 = (u[6] != 0);
+    double acc0 = 0;
+    double acc1 = 0;
+    const long long nv = len / 2;
+    for (long long i0 = threadIdx.x; i0 < nv; i0 += 512) {
+      const optjit_u16x2 L0_0 = ((const optjit_u16x2*)p0)[i0];
+      const optjit_u16x2 L1_0 = ((const optjit_u16x2*)p1)[i0];
+      const optjit_u16x2 L2_0 = ((const optjit_u16x2*)p2)[i0];
+      const optjit_u16x2 L3_0 = ((const optjit_u16x2*)p3)[i0];
+      const long long i1 = i0 + 256;
+      optjit_u16x2 L0_1;
+      optjit_u16x2 L1_1;
+      optjit_u16x2 L2_1;
+      optjit_u16x2 L3_1;
+      if (i1 < nv) {
+        L0_1 = ((const optjit_u16x2*)p0)[i1];
+        L1_1 = ((const optjit_u16x2*)p1)[i1];
+        L2_1 = ((const optjit_u16x2*)p2)[i1];
+        L3_1 = ((const optjit_u16x2*)p3)[i1];
+      }
+      {
+        optjit_u16x2 S2;
+        optjit_u16x2 S3;
+        {
+          const float v0 = OPTJIT_BF16_TO_F32(L0_0.v[0]);
+          const float v1 = OPTJIT_BF16_TO_F32(L1_0.v[0]);
+          const float v2 = OPTJIT_BF16_TO_F32(L2_0.v[0]);
+          const float v3 = OPTJIT_BF16_TO_F32(L3_0.v[0]);
+          const float v5 = u0 * v1;
+          const float v7 = v2 * u1;
+          const float v8 = v7 + v5;
+          const float v10 = u2 * v1;
+          const float v11 = v10 * v1;
+          const float v13 = v3 * u3;
+          const float v14 = v13 + v11;
+          acc0 += (double)v0 * (double)v0;
+          const float v16 = sqrtf(v14);
+          const float v18 = v16 + u4;
+          const float v19 = v8 / v18;
+          const float v21 = u5 * v0;
+          const float v22 = v19 + v21;
+          const float v24 = u6 ? v22 : v19;
+          acc1 += (double)v24 * (double)v24;
+          S2.v[0] = (unsigned short)OPTJIT_BF16_BITS(v8);
+          S3.v[0] = (unsigned short)OPTJIT_BF16_BITS(v14);
+        }
+        {
+          const float v0 = OPTJIT_BF16_TO_F32(L0_0.v[1]);
+          const float v1 = OPTJIT_BF16_TO_F32(L1_0.v[1]);
+          const float v2 = OPTJIT_BF16_TO_F32(L2_0.v[1]);
+          const float v3 = OPTJIT_BF16_TO_F32(L3_0.v[1]);
+          const float v5 = u0 * v1;
+          const float v7 = v2 * u1;
+          const float v8 = v7 + v5;
+          const float v10 = u2 * v1;
+          const float v11 = v10 * v1;
+          const float v13 = v3 * u3;
+          const float v14 = v13 + v11;
+          acc0 += (double)v0 * (double)v0;
+          const float v16 = sqrtf(v14);
+          const float v18 = v16 + u4;
+          const float v19 = v8 / v18;
+          const float v21 = u5 * v0;
+          const float v22 = v19 + v21;
+          const float v24 = u6 ? v22 : v19;
+          acc1 += (double)v24 * (double)v24;
+          S2.v[1] = (unsigned short)OPTJIT_BF16_BITS(v8);
+          S3.v[1] = (unsigned short)OPTJIT_BF16_BITS(v14);
+        }
+        ((optjit_u16x2*)p2)[i0] = S2;
+        ((optjit_u16x2*)p3)[i0] = S3;
+      }
+      if (i1 < nv) {
+        optjit_u16x2 S2;
+        optjit_u16x2 S3;
+        {
+          const float v0 = OPTJIT_BF16_TO_F32(L0_1.v[0]);
+          const float v1 = OPTJIT_BF16_TO_F32(L1_1.v[0]);
+          const float v2 = OPTJIT_BF16_TO_F32(L2_1.v[0]);
+          const float v3 = OPTJIT_BF16_TO_F32(L3_1.v[0]);
+          const float v5 = u0 * v1;
+          const float v7 = v2 * u1;
+          const float v8 = v7 + v5;
+          const float v10 = u2 * v1;
+          const float v11 = v10 * v1;
+          const float v13 = v3 * u3;
+          const float v14 = v13 + v11;
+          acc0 += (double)v0 * (double)v0;
+          const float v16 = sqrtf(v14);
+          const float v18 = v16 + u4;
+          const float v19 = v8 / v18;
+          const float v21 = u5 * v0;
+          const float v22 = v19 + v21;
+          const float v24 = u6 ? v22 : v19;
+          acc1 += (double)v24 * (double)v24;
+          S2.v[0] = (unsigned short)OPTJIT_BF16_BITS(v8);
+          S3.v[0] = (unsigned short)OPTJIT_BF16_BITS(v14);
+        }
+        {
+          const float v0 = OPTJIT_BF16_TO_F32(L0_1.v[1]);
+          const float v1 = OPTJIT_BF16_TO_F32(L1_1.v[1]);
+          const float v2 = OPTJIT_BF16_TO_F32(L2_1.v[1]);
+          const float v3 = OPTJIT_BF16_TO_F32(L3_1.v[1]);
+          const float v5 = u0 * v1;
+          const float v7 = v2 * u1;
+          const float v8 = v7 + v5;
+          const float v10 = u2 * v1;
+          const float v11 = v10 * v1;
+          const float v13 = v3 * u3;
+          const float v14 = v13 + v11;
+          acc0 += (double)v0 * (double)v0;
+          const float v16 = sqrtf(v14);
+          const float v18 = v16 + u4;
+          const float v19 = v8 / v18;
+          const float v21 = u5 * v0;
+          const float v22 = v19 + v21;
+          const float v24 = u6 ? v22 : v19;
+          acc1 += (double)v24 * (double)v24;
+          S2.v[1] = (unsigned short)OPTJIT_BF16_BITS(v8);
+          S3.v[1] = (unsigned short)OPTJIT_BF16_BITS(v14);
+        }
+        ((optjit_u16x2*)p2)[i1] = S2;
+        ((optjit_u16x2*)p3)[i1] = S3;
+      }
+    }
+    for (long long i0 = nv * 2 + threadIdx.x; i0 < len; i0 += 256) {
+      const unsigned short L0_0 = p0[i0];
+      const unsigned short L1_0 = p1[i0];
+      const unsigned short L2_0 = p2[i0];
+      const unsigned short L3_0 = p3[i0];
+      {
+        unsigned short S2;
+        unsigned short S3;
+        const float v0 = OPTJIT_BF16_TO_F32(L0_0);
+        const float v1 = OPTJIT_BF16_TO_F32(L1_0);
+        const float v2 = OPTJIT_BF16_TO_F32(L2_0);
+        const float v3 = OPTJIT_BF16_TO_F32(L3_0);
+        const float v5 = u0 * v1;
+        const float v7 = v2 * u1;
+        const float v8 = v7 + v5;
+        const float v10 = u2 * v1;
+        const float v11 = v10 * v1;
+        const float v13 = v3 * u3;
+        const float v14 = v13 + v11;
+        acc0 += (double)v0 * (double)v0;
+        const float v16 = sqrtf(v14);
+        const float v18 = v16 + u4;
+        const float v19 = v8 / v18;
+        const float v21 = u5 * v0;
+        const float v22 = v19 + v21;
+        const float v24 = u6 ? v22 : v19;
+        acc1 += (double)v24 * (double)v24;
+        S2 = (unsigned short)OPTJIT_BF16_BITS(v8);
+        S3 = (unsigned short)OPTJIT_BF16_BITS(v14);
+        p2[i0] = S2;
+        p3[i0] = S3;
+      }
+    }
+    const int l = (int)threadIdx.x;
+    red0[l] = acc0;
+    red1[l] = acc1;
+    __syncthreads();
+    for (int w = 128; w > 0; w >>= 1) {
+      if (l < w) {
+        red0[l] += red0[l + w];
+        red1[l] += red1[l + w];
+      }
+      __syncthreads();
+    }
+    if (l == 0) {
+      partials[c * 2 + 0] = red0[0];
+      partials[c * 2 + 1] = red1[0];
+    }
+    __syncthreads();
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(256) optjit_pass_1(const OptjitRow* __restrict__ rows,
+    const long long* __restrict__ chunks, const long long nchunks, double* __restrict__ partials) {
+  for (long long c = blockIdx.x; c < nchunks; c += gridDim.x) {
+    const long long t = chunks[3 * c], off = chunks[3 * c + 1], len = chunks[3 * c + 2];
+    const OptjitRow row = rows[t];
+    const double* u = row.uniforms;
+    unsigned short* p0 = (unsigned short*)row.buffers[0] + off;
+    unsigned short* p2 = (unsigned short*)row.buffers[2] + off;
+    unsigned short* p3 = (unsigned short*)row.buffers[3] + off;
+    const float u0 = (float)u[0];
+    const float u1 = (float)u[1];
+    const bool u2 = (u[2] != 0);
+    const float u3 = (float)u[3];
+    const long long nv = len / 2;
+    for (long long i0 = threadIdx.x; i0 < nv; i0 += 512) {
+      const optjit_u16x2 L0_0 = ((const optjit_u16x2*)p0)[i0];
+      const optjit_u16x2 L2_0 = ((const optjit_u16x2*)p2)[i0];
+      const optjit_u16x2 L3_0 = ((const optjit_u16x2*)p3)[i0];
+      const long long i1 = i0 + 256;
+      optjit_u16x2 L0_1;
+      optjit_u16x2 L2_1;
+      optjit_u16x2 L3_1;
+      if (i1 < nv) {
+        L0_1 = ((const optjit_u16x2*)p0)[i1];
+        L2_1 = ((const optjit_u16x2*)p2)[i1];
+        L3_1 = ((const optjit_u16x2*)p3)[i1];
+      }
+      {
+        optjit_u16x2 S0;
+        {
+          const float v0 = OPTJIT_BF16_TO_F32(L2_0.v[0]);
+          const float v1 = OPTJIT_BF16_TO_F32(L3_0.v[0]);
+          const float v2 = OPTJIT_BF16_TO_F32(L0_0.v[0]);
+          const float v3 = sqrtf(v1);
+          const float v5 = v3 + u0;
+          const float v6 = v0 / v5;
+          const float v8 = u1 * v2;
+          const float v9 = v6 + v8;
+          const float v11 = u2 ? v9 : v6;
+          const float v13 = u3 * v11;
+          const float v14 = v2 + v13;
+          S0.v[0] = (unsigned short)OPTJIT_BF16_BITS(v14);
+        }
+        {
+          const float v0 = OPTJIT_BF16_TO_F32(L2_0.v[1]);
+          const float v1 = OPTJIT_BF16_TO_F32(L3_0.v[1]);
+          const float v2 = OPTJIT_BF16_TO_F32(L0_0.v[1]);
+          const float v3 = sqrtf(v1);
+          const float v5 = v3 + u0;
+          const float v6 = v0 / v5;
+          const float v8 = u1 * v2;
+          const float v9 = v6 + v8;
+          const float v11 = u2 ? v9 : v6;
+          const float v13 = u3 * v11;
+          const float v14 = v2 + v13;
+          S0.v[1] = (unsigned short)OPTJIT_BF16_BITS(v14);
+        }
+        ((optjit_u16x2*)p0)[i0] = S0;
+      }
+      if (i1 < nv) {
+        optjit_u16x2 S0;
+        {
+          const float v0 = OPTJIT_BF16_TO_F32(L2_1.v[0]);
+          const float v1 = OPTJIT_BF16_TO_F32(L3_1.v[0]);
+          const float v2 = OPTJIT_BF16_TO_F32(L0_1.v[0]);
+          const float v3 = sqrtf(v1);
+          const float v5 = v3 + u0;
+          const float v6 = v0 / v5;
+          const float v8 = u1 * v2;
+          const float v9 = v6 + v8;
+          const float v11 = u2 ? v9 : v6;
+          const float v13 = u3 * v11;
+          const float v14 = v2 + v13;
+          S0.v[0] = (unsigned short)OPTJIT_BF16_BITS(v14);
+        }
+        {
+          const float v0 = OPTJIT_BF16_TO_F32(L2_1.v[1]);
+          const float v1 = OPTJIT_BF16_TO_F32(L3_1.v[1]);
+          const float v2 = OPTJIT_BF16_TO_F32(L0_1.v[1]);
+          const float v3 = sqrtf(v1);
+          const float v5 = v3 + u0;
+          const float v6 = v0 / v5;
+          const float v8 = u1 * v2;
+          const float v9 = v6 + v8;
+          const float v11 = u2 ? v9 : v6;
+          const float v13 = u3 * v11;
+          const float v14 = v2 + v13;
+          S0.v[1] = (unsigned short)OPTJIT_BF16_BITS(v14);
+        }
+        ((optjit_u16x2*)p0)[i1] = S0;
+      }
+    }
+    for (long long i0 = nv * 2 + threadIdx.x; i0 < len; i0 += 256) {
+      const unsigned short L0_0 = p0[i0];
+      const unsigned short L2_0 = p2[i0];
+      const unsigned short L3_0 = p3[i0];
+      {
+        unsigned short S0;
+        const float v0 = OPTJIT_BF16_TO_F32(L2_0);
+        const float v1 = OPTJIT_BF16_TO_F32(L3_0);
+        const float v2 = OPTJIT_BF16_TO_F32(L0_0);
+        const float v3 = sqrtf(v1);
+        const float v5 = v3 + u0;
+        const float v6 = v0 / v5;
+        const float v8 = u1 * v2;
+        const float v9 = v6 + v8;
+        const float v11 = u2 ? v9 : v6;
+        const float v13 = u3 * v11;
+        const float v14 = v2 + v13;
+        S0 = (unsigned short)OPTJIT_BF16_BITS(v14);
+        p0[i0] = S0;
+      }
+    }
+  }
+}

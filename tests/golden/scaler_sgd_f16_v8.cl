@@ -1,0 +1,300 @@
+// optjit: 2 passes, 12 bytes per parameter, block 64, items 1, vector 8
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#define OPTJIT_F32_BITS(x) as_uint(x)
+#define OPTJIT_F64_BITS(x) as_ulong(x)
+#define OPTJIT_BITS_F32(x) as_float(x)
+#define OPTJIT_BITS_F64(x) as_double(x)
+#define OPTJIT_BF16_TO_F32(x) OPTJIT_BITS_F32((uint)(x) << 16)
+#define OPTJIT_BF16_BITS(v) ((v) != (v) ? (uint)((OPTJIT_F32_BITS(v) >> 16) | 0x40u) : (uint)((OPTJIT_F32_BITS(v) + 0x7fffu + ((OPTJIT_F32_BITS(v) >> 16) & 1u)) >> 16))
+
+__kernel void optjit_pass_0(__global ushort* restrict b0, __global ushort* restrict b1, __global ushort* restrict b2, __global const double* restrict uniforms, __global const long* restrict rows,
+    __global const long* restrict chunks, const long nchunks, __global double* restrict partials) {
+  __local uint red0[64];
+  for (long c = get_group_id(0); c < nchunks; c += get_num_groups(0)) {
+    const long t = chunks[3 * c], off = chunks[3 * c + 1], len = chunks[3 * c + 2];
+    const long base = rows[2 * t] + off;
+    __global const double* u = uniforms + rows[2 * t + 1];
+    __global ushort* p1 = b1 + base;
+    const float u0 = (float)u[0];
+    uint acc0 = 0;
+    const long nv = len / 8;
+    for (long i0 = get_local_id(0); i0 < nv; i0 += 64) {
+      const float8 L1_0 = vload_half8(i0, (__global const half*)p1);
+      {
+        {
+          const float v0 = L1_0.s0;
+          const float v2 = v0 * u0;
+          acc0 = acc0 > (OPTJIT_F32_BITS(v2) & 0x7fffffffu) ? acc0 : (OPTJIT_F32_BITS(v2) & 0x7fffffffu);
+        }
+        {
+          const float v0 = L1_0.s1;
+          const float v2 = v0 * u0;
+          acc0 = acc0 > (OPTJIT_F32_BITS(v2) & 0x7fffffffu) ? acc0 : (OPTJIT_F32_BITS(v2) & 0x7fffffffu);
+        }
+        {
+          const float v0 = L1_0.s2;
+          const float v2 = v0 * u0;
+          acc0 = acc0 > (OPTJIT_F32_BITS(v2) & 0x7fffffffu) ? acc0 : (OPTJIT_F32_BITS(v2) & 0x7fffffffu);
+        }
+        {
+          const float v0 = L1_0.s3;
+          const float v2 = v0 * u0;
+          acc0 = acc0 > (OPTJIT_F32_BITS(v2) & 0x7fffffffu) ? acc0 : (OPTJIT_F32_BITS(v2) & 0x7fffffffu);
+        }
+        {
+          const float v0 = L1_0.s4;
+          const float v2 = v0 * u0;
+          acc0 = acc0 > (OPTJIT_F32_BITS(v2) & 0x7fffffffu) ? acc0 : (OPTJIT_F32_BITS(v2) & 0x7fffffffu);
+        }
+        {
+          const float v0 = L1_0.s5;
+          const float v2 = v0 * u0;
+          acc0 = acc0 > (OPTJIT_F32_BITS(v2) & 0x7fffffffu) ? acc0 : (OPTJIT_F32_BITS(v2) & 0x7fffffffu);
+        }
+        {
+          const float v0 = L1_0.s6;
+          const float v2 = v0 * u0;
+          acc0 = acc0 > (OPTJIT_F32_BITS(v2) & 0x7fffffffu) ? acc0 : (OPTJIT_F32_BITS(v2) & 0x7fffffffu);
+        }
+        {
+          const float v0 = L1_0.s7;
+          const float v2 = v0 * u0;
+          acc0 = acc0 > (OPTJIT_F32_BITS(v2) & 0x7fffffffu) ? acc0 : (OPTJIT_F32_BITS(v2) & 0x7fffffffu);
+        }
+      }
+    }
+    for (long i0 = nv * 8 + get_local_id(0); i0 < len; i0 += 64) {
+      const float L1_0 = vload_half(i0, (__global const half*)p1);
+      {
+        const float v0 = L1_0;
+        const float v2 = v0 * u0;
+        acc0 = acc0 > (OPTJIT_F32_BITS(v2) & 0x7fffffffu) ? acc0 : (OPTJIT_F32_BITS(v2) & 0x7fffffffu);
+      }
+    }
+    const int l = (int)get_local_id(0);
+    red0[l] = acc0;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int w = 32; w > 0; w >>= 1) {
+      if (l < w) {
+        red0[l] = red0[l] > red0[l + w] ? red0[l] : red0[l + w];
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (l == 0) {
+      partials[c * 1 + 0] = (red0[0] >= 0x7f800000u ? 1.0 : 0.0);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+}
+
+__kernel void optjit_pass_1(__global ushort* restrict b0, __global ushort* restrict b1, __global ushort* restrict b2, __global const double* restrict uniforms, __global const long* restrict rows,
+    __global const long* restrict chunks, const long nchunks, __global double* restrict partials) {
+  for (long c = get_group_id(0); c < nchunks; c += get_num_groups(0)) {
+    const long t = chunks[3 * c], off = chunks[3 * c + 1], len = chunks[3 * c + 2];
+    const long base = rows[2 * t] + off;
+    __global const double* u = uniforms + rows[2 * t + 1];
+    __global ushort* p0 = b0 + base;
+    __global ushort* p1 = b1 + base;
+    __global ushort* p2 = b2 + base;
+    const float u0 = (float)u[0];
+    const float u1 = (float)u[1];
+    const bool u2 = (u[2] != 0);
+    const float u3 = (float)u[3];
+    const float u4 = (float)u[4];
+    const bool u5 = (u[5] != 0);
+    const bool u6 = (u[6] != 0);
+    const float u7 = (float)u[7];
+    const long nv = len / 8;
+    for (long i0 = get_local_id(0); i0 < nv; i0 += 64) {
+      const float8 L0_0 = vload_half8(i0, (__global const half*)p0);
+      const float8 L1_0 = vload_half8(i0, (__global const half*)p1);
+      const float8 L2_0 = vload_half8(i0, (__global const half*)p2);
+      {
+        float8 S0;
+        float8 S2;
+        {
+          const float v0 = L0_0.s0;
+          const float v1 = L1_0.s0;
+          const float v2 = L2_0.s0;
+          const float v4 = v1 * u0;
+          const float v6 = u1 * v0;
+          const float v7 = v4 + v6;
+          const float v9 = u2 ? v7 : v4;
+          const float v11 = u3 * v9;
+          const float v13 = v2 * u4;
+          const float v14 = v13 + v11;
+          const float v16 = u5 ? v9 : v14;
+          const float v18 = u6 ? v16 : v2;
+          const float v19 = u6 ? v16 : v9;
+          const float v21 = u7 * v19;
+          const float v22 = v0 + v21;
+          S2.s0 = v18;
+          S0.s0 = v22;
+        }
+        {
+          const float v0 = L0_0.s1;
+          const float v1 = L1_0.s1;
+          const float v2 = L2_0.s1;
+          const float v4 = v1 * u0;
+          const float v6 = u1 * v0;
+          const float v7 = v4 + v6;
+          const float v9 = u2 ? v7 : v4;
+          const float v11 = u3 * v9;
+          const float v13 = v2 * u4;
+          const float v14 = v13 + v11;
+          const float v16 = u5 ? v9 : v14;
+          const float v18 = u6 ? v16 : v2;
+          const float v19 = u6 ? v16 : v9;
+          const float v21 = u7 * v19;
+          const float v22 = v0 + v21;
+          S2.s1 = v18;
+          S0.s1 = v22;
+        }
+        {
+          const float v0 = L0_0.s2;
+          const float v1 = L1_0.s2;
+          const float v2 = L2_0.s2;
+          const float v4 = v1 * u0;
+          const float v6 = u1 * v0;
+          const float v7 = v4 + v6;
+          const float v9 = u2 ? v7 : v4;
+          const float v11 = u3 * v9;
+          const float v13 = v2 * u4;
+          const float v14 = v13 + v11;
+          const float v16 = u5 ? v9 : v14;
+          const float v18 = u6 ? v16 : v2;
+          const float v19 = u6 ? v16 : v9;
+          const float v21 = u7 * v19;
+          const float v22 = v0 + v21;
+          S2.s2 = v18;
+          S0.s2 = v22;
+        }
+        {
+          const float v0 = L0_0.s3;
+          const float v1 = L1_0.s3;
+          const float v2 = L2_0.s3;
+          const float v4 = v1 * u0;
+          const float v6 = u1 * v0;
+          const float v7 = v4 + v6;
+          const float v9 = u2 ? v7 : v4;
+          const float v11 = u3 * v9;
+          const float v13 = v2 * u4;
+          const float v14 = v13 + v11;
+          const float v16 = u5 ? v9 : v14;
+          const float v18 = u6 ? v16 : v2;
+          const float v19 = u6 ? v16 : v9;
+          const float v21 = u7 * v19;
+          const float v22 = v0 + v21;
+          S2.s3 = v18;
+          S0.s3 = v22;
+        }
+        {
+          const float v0 = L0_0.s4;
+          const float v1 = L1_0.s4;
+          const float v2 = L2_0.s4;
+          const float v4 = v1 * u0;
+          const float v6 = u1 * v0;
+          const float v7 = v4 + v6;
+          const float v9 = u2 ? v7 : v4;
+          const float v11 = u3 * v9;
+          const float v13 = v2 * u4;
+          const float v14 = v13 + v11;
+          const float v16 = u5 ? v9 : v14;
+          const float v18 = u6 ? v16 : v2;
+          const float v19 = u6 ? v16 : v9;
+          const float v21 = u7 * v19;
+          const float v22 = v0 + v21;
+          S2.s4 = v18;
+          S0.s4 = v22;
+        }
+        {
+          const float v0 = L0_0.s5;
+          const float v1 = L1_0.s5;
+          const float v2 = L2_0.s5;
+          const float v4 = v1 * u0;
+          const float v6 = u1 * v0;
+          const float v7 = v4 + v6;
+          const float v9 = u2 ? v7 : v4;
+          const float v11 = u3 * v9;
+          const float v13 = v2 * u4;
+          const float v14 = v13 + v11;
+          const float v16 = u5 ? v9 : v14;
+          const float v18 = u6 ? v16 : v2;
+          const float v19 = u6 ? v16 : v9;
+          const float v21 = u7 * v19;
+          const float v22 = v0 + v21;
+          S2.s5 = v18;
+          S0.s5 = v22;
+        }
+        {
+          const float v0 = L0_0.s6;
+          const float v1 = L1_0.s6;
+          const float v2 = L2_0.s6;
+          const float v4 = v1 * u0;
+          const float v6 = u1 * v0;
+          const float v7 = v4 + v6;
+          const float v9 = u2 ? v7 : v4;
+          const float v11 = u3 * v9;
+          const float v13 = v2 * u4;
+          const float v14 = v13 + v11;
+          const float v16 = u5 ? v9 : v14;
+          const float v18 = u6 ? v16 : v2;
+          const float v19 = u6 ? v16 : v9;
+          const float v21 = u7 * v19;
+          const float v22 = v0 + v21;
+          S2.s6 = v18;
+          S0.s6 = v22;
+        }
+        {
+          const float v0 = L0_0.s7;
+          const float v1 = L1_0.s7;
+          const float v2 = L2_0.s7;
+          const float v4 = v1 * u0;
+          const float v6 = u1 * v0;
+          const float v7 = v4 + v6;
+          const float v9 = u2 ? v7 : v4;
+          const float v11 = u3 * v9;
+          const float v13 = v2 * u4;
+          const float v14 = v13 + v11;
+          const float v16 = u5 ? v9 : v14;
+          const float v18 = u6 ? v16 : v2;
+          const float v19 = u6 ? v16 : v9;
+          const float v21 = u7 * v19;
+          const float v22 = v0 + v21;
+          S2.s7 = v18;
+          S0.s7 = v22;
+        }
+        vstore_half8_rte(S0, i0, (__global half*)p0);
+        vstore_half8_rte(S2, i0, (__global half*)p2);
+      }
+    }
+    for (long i0 = nv * 8 + get_local_id(0); i0 < len; i0 += 64) {
+      const float L0_0 = vload_half(i0, (__global const half*)p0);
+      const float L1_0 = vload_half(i0, (__global const half*)p1);
+      const float L2_0 = vload_half(i0, (__global const half*)p2);
+      {
+        float S0;
+        float S2;
+        const float v0 = L0_0;
+        const float v1 = L1_0;
+        const float v2 = L2_0;
+        const float v4 = v1 * u0;
+        const float v6 = u1 * v0;
+        const float v7 = v4 + v6;
+        const float v9 = u2 ? v7 : v4;
+        const float v11 = u3 * v9;
+        const float v13 = v2 * u4;
+        const float v14 = v13 + v11;
+        const float v16 = u5 ? v9 : v14;
+        const float v18 = u6 ? v16 : v2;
+        const float v19 = u6 ? v16 : v9;
+        const float v21 = u7 * v19;
+        const float v22 = v0 + v21;
+        S2 = v18;
+        S0 = v22;
+        vstore_half_rte(S0, i0, (__global half*)p0);
+        vstore_half_rte(S2, i0, (__global half*)p2);
+      }
+    }
+  }
+}
