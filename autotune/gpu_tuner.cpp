@@ -77,7 +77,7 @@ std::optional<std::string> cuda_prune(const plan::Plan& plan, const std::string&
   return std::nullopt;
 }
 
-std::vector<Stage> gpu_stages(int max_block) {
+std::vector<Stage> gpu_stages(int max_block, bool gpu) {
   std::vector<Stage> stages;
   stages.push_back(vary([](codegen::GpuLaunch g) {
     std::vector<codegen::GpuLaunch> out;
@@ -89,9 +89,10 @@ std::vector<Stage> gpu_stages(int max_block) {
       }
     return out;
   }));
-  stages.push_back(vary([max_block](codegen::GpuLaunch g) {
+  stages.push_back(vary([max_block, gpu](codegen::GpuLaunch g) {
     std::vector<codegen::GpuLaunch> out;
-    for (int block : {128, 256, 512, 1024, 64})
+    for (int block :
+         gpu ? std::vector<int>{128, 256, 512, 1024, 64} : std::vector<int>{1, 4, 16, 64, 256})
       if (block <= max_block) {
         g.block = block;
         out.push_back(g);
@@ -117,8 +118,9 @@ std::vector<Stage> gpu_stages(int max_block) {
   return stages;
 }
 
-Expected<TuneTarget> opencl_target(const plan::Plan& plan, const runtime::OptimizerState& state,
-                                   int device) {
+namespace {
+
+Expected<runtime::OpenclDeviceInfo> opencl_device(int device) {
   auto devices = runtime::opencl_devices();
   if (!devices) return devices.error();
   int pick = device;
@@ -132,8 +134,21 @@ Expected<TuneTarget> opencl_target(const plan::Plan& plan, const runtime::Optimi
   }
   if (pick >= static_cast<int>(devices->size()))
     return make_error("no OpenCL device {} (there are {})", pick, devices->size());
-  return TuneTarget{program_id(plan), runtime::opencl_performance((*devices)[pick]),
-                    total_elements(state)};
+  return (*devices)[pick];
+}
+
+}  // namespace
+
+codegen::GpuLaunch opencl_default_launch(int device) {
+  auto d = opencl_device(device);
+  return codegen::GpuLaunch::device_default(!d || d->gpu);
+}
+
+Expected<TuneTarget> opencl_target(const plan::Plan& plan, const runtime::OptimizerState& state,
+                                   int device) {
+  auto d = opencl_device(device);
+  if (!d) return d.error();
+  return TuneTarget{program_id(plan), runtime::opencl_performance(*d), total_elements(state)};
 }
 
 Expected<TuneTarget> cuda_target(const plan::Plan& plan, const runtime::OptimizerState& state,
@@ -150,11 +165,12 @@ Expected<TuneResult> tune_opencl(const plan::Plan& plan, runtime::OptimizerState
                                  cache::KernelCache* cache, TuneOptions options) {
   auto target = opencl_target(plan, state, device);
   if (!target) return target.error();
-  auto devices = runtime::opencl_devices();
-  if (!devices) return devices.error();
-  size_t max_block = 1024;
-  for (const auto& d : *devices) max_block = std::min(max_block, d.max_work_group);
-  SearchSpace space{codegen::GpuLaunch{}.to_string(), gpu_stages(static_cast<int>(max_block)), {}};
+  auto dev = opencl_device(device);
+  if (!dev) return dev.error();
+  const int max_block = static_cast<int>(std::min<size_t>(1024, dev->max_work_group));
+  SearchSpace space{codegen::GpuLaunch::device_default(dev->gpu).to_string(),
+                    gpu_stages(max_block, dev->gpu),
+                    {}};
   const runtime::OptimizerState snapshot = state;
   std::unique_ptr<runtime::OpenclBackend> backend;
   MakeStep make = [&](const std::string& config) -> Expected<StepFn> {
@@ -199,14 +215,14 @@ Expected<TuneResult> tune_cuda(const plan::Plan& plan, runtime::OptimizerState& 
 }
 
 codegen::GpuLaunch gpu_launch_for(const Expected<TuneTarget>& target, cache::KernelCache* cache,
-                                  std::string* from) {
+                                  std::string* from, const codegen::GpuLaunch& fallback) {
   if (target)
     if (auto d = stored_decision(*target, cache))
       if (auto g = codegen::GpuLaunch::parse(*d)) {
         if (from) *from = *d;
         return *g;
       }
-  return {};
+  return fallback;
 }
 
 }  // namespace optjit::autotune

@@ -38,8 +38,8 @@ std::optional<std::string> cuda_prune(const plan::Plan& plan, const std::string&
 
 /// The stages: (1) items per thread x vector width at the default block size, (2) block sizes,
 /// (3) grid caps, (4) chunk sizes; each stage starts from the best configuration so far.
-/// `max_block` bounds the block sizes (the device's limit).
-std::vector<Stage> gpu_stages(int max_block);
+/// `max_block` bounds the block sizes (the device's limit); CPU devices try small blocks.
+std::vector<Stage> gpu_stages(int max_block, bool gpu = true);
 
 /// Tuning targets: this plan on OpenCL device `device` / CUDA device `device`.
 Expected<TuneTarget> opencl_target(const plan::Plan& plan, const runtime::OptimizerState& state,
@@ -54,8 +54,11 @@ Expected<TuneResult> tune_opencl(const plan::Plan& plan, runtime::OptimizerState
 Expected<TuneResult> tune_cuda(const plan::Plan& plan, runtime::OptimizerState& state, int device,
                                cache::KernelCache* cache, TuneOptions options = {});
 
-/// The launch parameters to use: the cache's decision for `target`, else the defaults.
+/// The launch parameters to use: the cache's decision for `target`, else `fallback`.
 codegen::GpuLaunch gpu_launch_for(const Expected<TuneTarget>& target, cache::KernelCache* cache,
-                                  std::string* from = nullptr);
+                                  std::string* from = nullptr,
+                                  const codegen::GpuLaunch& fallback = {});
+/// GpuLaunch::device_default for OpenCL device `device` (-1: the first GPU, else the first).
+codegen::GpuLaunch opencl_default_launch(int device);
 
 }  // namespace optjit::autotune

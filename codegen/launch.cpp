@@ -28,8 +28,14 @@ std::optional<GpuLaunch> GpuLaunch::parse(const std::string& s) {
   return g;
 }
 
-Expected<GpuLaunch> GpuLaunch::from_text(const std::string& s) {
+GpuLaunch GpuLaunch::device_default(bool gpu) {
   GpuLaunch g;
+  if (!gpu) g.block = 1;
+  return g;
+}
+
+Expected<GpuLaunch> GpuLaunch::from_text(const std::string& s, const GpuLaunch& base) {
+  GpuLaunch g = base;
   size_t pos = 0;
   while (pos < s.size()) {
     size_t comma = s.find(',', pos);

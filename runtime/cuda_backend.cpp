@@ -2,6 +2,8 @@
 
 #include "runtime/chunks.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "codegen/c_emitter.h"
@@ -198,6 +200,32 @@ Expected<StepResult> CudaBackend::step(OptimizerState& s) {
     return Status::Ok();
   };
   return drive_step(plan_, s, run_pass, copy_back);
+}
+
+Expected<double> CudaBackend::copy_seconds(size_t bytes, int repetitions) {
+  Impl& m = *impl_;
+  const cuda::Api& A = *m.api;
+  A.cuCtxSetCurrent(m.ctx);
+  CUdeviceptr src = 0, dst = 0;
+  OPTJIT_TRY(m.alloc(&src, bytes, "allocating a copy-bandwidth buffer"));
+  if (Status st = m.alloc(&dst, bytes, "allocating a copy-bandwidth buffer"); !st) {
+    A.cuMemFree(src);
+    return st.error();
+  }
+  std::vector<double> times;
+  cuda::CUresult r = 0;
+  for (int i = 0; i <= repetitions && r == 0; ++i) {  // the first is a warm-up
+    auto t0 = std::chrono::steady_clock::now();
+    r = A.cuMemcpyDtoDAsync(dst, src, bytes, m.stream);
+    if (r == 0) r = A.cuStreamSynchronize(m.stream);
+    if (i > 0)
+      times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  A.cuMemFree(src);
+  A.cuMemFree(dst);
+  if (r != 0) return cuda::fail("copying between device buffers", r);
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
 }
 
 }  // namespace optjit::runtime

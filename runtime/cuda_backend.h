@@ -32,6 +32,9 @@ class CudaBackend {
                                                        cache::KernelCache* cache = nullptr);
   ~CudaBackend();
   Expected<StepResult> step(OptimizerState& s);
+  /// The device's copy bandwidth, the yardstick for a step's: the median seconds that
+  /// cuMemcpyDtoD takes to copy `bytes` between two device buffers (2 x bytes moved).
+  Expected<double> copy_seconds(size_t bytes, int repetitions);
   const CudaDeviceInfo& device() const { return info_; }
   double compile_seconds() const { return compile_seconds_; }
 

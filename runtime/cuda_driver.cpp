@@ -47,6 +47,7 @@ Expected<const Api*> api() {
       sym(a.cuMemAlloc, "cuMemAlloc_v2");
       sym(a.cuMemFree, "cuMemFree_v2");
       sym(a.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
+      sym(a.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2");
       sym(a.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
       sym(a.cuStreamCreate, "cuStreamCreate");
       sym(a.cuStreamDestroy, "cuStreamDestroy_v2");

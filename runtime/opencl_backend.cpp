@@ -6,6 +6,7 @@
 
 #include <CL/cl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -162,7 +163,6 @@ OpenclBackend::~OpenclBackend() = default;
 Expected<std::unique_ptr<OpenclBackend>> OpenclBackend::create(const plan::Plan& plan,
                                                                OpenclOptions options,
                                                                cache::KernelCache* cache) {
-  OPTJIT_TRY(options.launch.validate());
   auto found = find_devices();
   if (!found) return found.error();
   int pick = options.device;
@@ -180,7 +180,10 @@ Expected<std::unique_ptr<OpenclBackend>> OpenclBackend::create(const plan::Plan&
   if (!dev.info.fp64)
     return make_error("OpenCL device '{}' lacks cl_khr_fp64, which optjit's reductions use",
                       dev.info.name);
-  const codegen::GpuLaunch& launch = options.launch;
+  const codegen::GpuLaunch launch =
+      options.launch.value_or(codegen::GpuLaunch::device_default(dev.info.gpu));
+  OPTJIT_TRY(launch.validate());
+  options.launch = launch;
   if (static_cast<size_t>(launch.block) > dev.info.max_work_group)
     return make_error("work-group size {} exceeds the device's {}", launch.block,
                       dev.info.max_work_group);
@@ -278,7 +281,7 @@ Expected<StepResult> OpenclBackend::step(OptimizerState& s) {
   if (numels != m.table.numels || m.arenas.empty()) {
     m.release_buffers();
     m.table =
-        ChunkTable::build(numels, m.options.launch.chunk_elements, codegen::kArenaAlignElements);
+        ChunkTable::build(numels, m.options.launch->chunk_elements, codegen::kArenaAlignElements);
     for (size_t b = 0; b < B; ++b) {
       size_t bytes = std::max<size_t>(
           1, static_cast<size_t>(m.table.total) * size_bytes(plan_.buffers[b].storage));
@@ -334,10 +337,10 @@ Expected<StepResult> OpenclBackend::step(OptimizerState& s) {
     cl_long n = nchunks;
     clSetKernelArg(kern, arg++, sizeof(cl_long), &n);
     clSetKernelArg(kern, arg++, sizeof(cl_mem), &pbuf);
-    size_t local = static_cast<size_t>(m.options.launch.block);
-    size_t global =
-        static_cast<size_t>(m.options.launch.grid(nchunks, static_cast<int>(info_.compute_units))) *
-        local;
+    size_t local = static_cast<size_t>(m.options.launch->block);
+    size_t global = static_cast<size_t>(
+                        m.options.launch->grid(nchunks, static_cast<int>(info_.compute_units))) *
+                    local;
     e = clEnqueueNDRangeKernel(m.queue, kern, 1, nullptr, &global, &local, 0, nullptr, nullptr);
     std::vector<double> partials(static_cast<size_t>(nchunks) * R);
     if (e == CL_SUCCESS && R > 0)
@@ -369,6 +372,37 @@ Expected<StepResult> OpenclBackend::step(OptimizerState& s) {
     return Status::Ok();
   };
   return drive_step(plan_, s, run_pass, copy_back);
+}
+
+Expected<double> OpenclBackend::copy_seconds(size_t bytes, int repetitions) {
+  Impl& m = *impl_;
+  cl_int e;
+  cl_mem src = clCreateBuffer(m.ctx, CL_MEM_READ_WRITE, bytes, nullptr, &e);
+  if (!src) return cl_fail("clCreateBuffer (copy bandwidth)", e);
+  cl_mem dst = clCreateBuffer(m.ctx, CL_MEM_READ_WRITE, bytes, nullptr, &e);
+  if (!dst) {
+    clReleaseMemObject(src);
+    return cl_fail("clCreateBuffer (copy bandwidth)", e);
+  }
+  // Touch both first, so the copies do not time first-use page faults.
+  const cl_uchar zero = 0;
+  e = clEnqueueFillBuffer(m.queue, src, &zero, 1, 0, bytes, 0, nullptr, nullptr);
+  if (e == CL_SUCCESS)
+    e = clEnqueueFillBuffer(m.queue, dst, &zero, 1, 0, bytes, 0, nullptr, nullptr);
+  if (e == CL_SUCCESS) e = clFinish(m.queue);
+  std::vector<double> times;
+  for (int i = 0; i <= repetitions && e == CL_SUCCESS; ++i) {  // the first is a warm-up
+    auto t0 = std::chrono::steady_clock::now();
+    e = clEnqueueCopyBuffer(m.queue, src, dst, 0, 0, bytes, 0, nullptr, nullptr);
+    if (e == CL_SUCCESS) e = clFinish(m.queue);
+    if (i > 0)
+      times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  clReleaseMemObject(src);
+  clReleaseMemObject(dst);
+  if (e != CL_SUCCESS) return cl_fail("clEnqueueCopyBuffer", e);
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
 }
 
 }  // namespace optjit::runtime

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,7 +32,9 @@ Expected<std::vector<OpenclDeviceInfo>> opencl_devices();
 
 struct OpenclOptions {
   int device = -1;  // index into opencl_devices(); -1: the first GPU, else the first device
-  codegen::GpuLaunch launch;    // work-group size, items per work-item, vector width, grid, chunks
+  /// Work-group size, items per work-item, vector width, grid cap and chunk size; unset: the
+  /// device's default (GpuLaunch::device_default).
+  std::optional<codegen::GpuLaunch> launch;
   bool copy_back = true;        // copy written buffers to the host after every step
   bool resident_grads = false;  // gradients are uploaded once (benchmarks and tuning)
 };
@@ -47,6 +50,9 @@ class OpenclBackend {
   /// One step: uploads gradients (and, the first time, parameters and state), runs the passes,
   /// and copies what the step wrote back to `s`.
   Expected<StepResult> step(OptimizerState& s);
+  /// The device's copy bandwidth, the yardstick for a step's: the median seconds that
+  /// clEnqueueCopyBuffer takes to copy `bytes` between two buffers (2 x bytes moved).
+  Expected<double> copy_seconds(size_t bytes, int repetitions);
   const OpenclDeviceInfo& device() const { return info_; }
   double compile_seconds() const { return compile_seconds_; }
 

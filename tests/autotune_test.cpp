@@ -281,7 +281,8 @@ TEST_F(TuneTest, TunesOpenclOnTheDeviceAndStoresTheDecision) {
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_FALSE(r->from_cache);
   EXPECT_EQ(r->measured.size(), 6u);
-  EXPECT_EQ(r->measured[0].config, codegen::GpuLaunch{}.to_string());
+  EXPECT_EQ(r->measured[0].config, opencl_default_launch(-1).to_string());
+  EXPECT_EQ(opencl_default_launch(-1).block, 1);  // PoCL is a CPU device
   EXPECT_LE(r->tuned_seconds, r->default_seconds);
   EXPECT_TRUE(codegen::GpuLaunch::parse(r->winner));
   EXPECT_EQ(state->tensors[0].bytes(0, DType::f32), before.tensors[0].bytes(0, DType::f32));
@@ -297,7 +298,9 @@ TEST_F(TuneTest, TunesOpenclOnTheDeviceAndStoresTheDecision) {
   std::vector<runtime::HostTensor> big = {runtime::HostTensor::zeros("w", DType::f32, {1 << 20})};
   auto other = runtime::init_state(*plan, big, {});
   ASSERT_TRUE(other);
-  EXPECT_EQ(gpu_launch_for(opencl_target(*plan, *other, -1), c->get()), codegen::GpuLaunch{});
+  EXPECT_EQ(gpu_launch_for(opencl_target(*plan, *other, -1), c->get(), nullptr,
+                           opencl_default_launch(-1)),
+            opencl_default_launch(-1));
 }
 
 }  // namespace

@@ -19,12 +19,18 @@ TEST(Cuda, HasADevice) {
 
 class CudaParity : public ::testing::TestWithParam<int> {};
 
+// As on OpenCL: the f32 case of each pipeline one element per thread, the f64 case (the next
+// index) vectors of 4, two per thread, with tails, on a grid smaller than the chunk count.
 TEST_P(CudaParity, MatchesTorchAndTheReference) {
   std::shared_ptr<runtime::CudaBackend> gpu;
+  const codegen::GpuLaunch launch =
+      GetParam() % 2 == 0
+          ? codegen::GpuLaunch{.block = 64, .chunk_elements = 5}
+          : codegen::GpuLaunch{.block = 32, .items = 2, .vec = 4, .groups_per_unit = 1,
+                               .chunk_elements = 12};
   testing::check_backend_on_fixture(
       GetParam(), [&](const plan::Plan& plan) -> Expected<testing::StepFn> {
-        auto b = runtime::CudaBackend::create(
-            plan, {0, {.block = 64, .chunk_elements = 5}});
+        auto b = runtime::CudaBackend::create(plan, {0, launch});
         if (!b) return b.error();
         gpu = std::move(*b);
         return testing::StepFn([gpu](runtime::OptimizerState& s) { return gpu->step(s); });

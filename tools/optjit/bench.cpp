@@ -126,6 +126,9 @@ struct Runner {
   std::unique_ptr<runtime::CpuBackend> cpu;
   std::unique_ptr<runtime::OpenclBackend> ocl;
   std::unique_ptr<runtime::CudaBackend> gpu;
+  std::string device_name() const {
+    return ocl ? ocl->device().name : gpu ? gpu->device().name : "cpu";
+  }
   double compile_seconds() const {
     return cpu ? cpu->compile_seconds() : ocl ? ocl->compile_seconds() : gpu->compile_seconds();
   }
@@ -136,6 +139,12 @@ struct Runner {
       (void)ocl->step(state);
     else
       (void)gpu->step(state);
+  }
+  /// GPU backends: seconds per device-to-device copy of `bytes` (their bandwidth yardstick).
+  Expected<double> copy_seconds(size_t bytes, int repetitions) {
+    if (ocl) return ocl->copy_seconds(bytes, repetitions);
+    if (gpu) return gpu->copy_seconds(bytes, repetitions);
+    return make_error("the cpu backend has no device copy");
   }
   double step_seconds(int steps) {
     auto t0 = std::chrono::steady_clock::now();
@@ -255,7 +264,9 @@ int bench(const BenchOptions& o) {
   if (!plan) return fail(plan.error().message);
 
   // GPU launch parameters: as given, the cache's tuning decision ("tuned"), or the defaults.
-  codegen::GpuLaunch launch;
+  const codegen::GpuLaunch base =
+      o.backend == "opencl" ? autotune::opencl_default_launch(-1) : codegen::GpuLaunch{};
+  codegen::GpuLaunch launch = base;
   launch.chunk_elements = o.chunk;
   if (o.launch == "tuned") {
     std::unique_ptr<cache::KernelCache> kc;
@@ -273,7 +284,7 @@ int bench(const BenchOptions& o) {
                       "pipeline on {} at this size (run optjit tune first)",
                       o.backend));
   } else if (!o.launch.empty()) {
-    auto l = codegen::GpuLaunch::from_text(o.launch);
+    auto l = codegen::GpuLaunch::from_text(o.launch, launch);
     if (!l) return fail("--launch: " + l.error().message);
     launch = *l;
   }
@@ -361,9 +372,17 @@ int bench(const BenchOptions& o) {
   if (!stages.empty()) unfused_step(2);
   (*overhead_runner)->step_seconds(20);
   if (single) single->step_seconds(2);
-  std::vector<double> t_fused, t_roof, t_unfused, t_overhead, t_single;
+  std::vector<double> t_fused, t_roof, t_unfused, t_overhead, t_single, t_copy;
+  const double bytes = static_cast<double>(plan->bytes_per_param()) * static_cast<double>(numel);
+  // A GPU's yardstick is its own copy bandwidth: copying half the bytes moves them all.
+  const bool device_copy = o.backend != "cpu";
   for (int rep = 0; rep < o.reps; ++rep) {
     t_fused.push_back((*fused)->step_seconds(o.steps));
+    if (device_copy) {
+      auto c = (*fused)->copy_seconds(static_cast<size_t>(bytes / 2), o.steps);
+      if (!c) return fail(c.error().message);
+      t_copy.push_back(*c);
+    }
     double r = 0;
     for (auto& rr : roof) r += rr->step_seconds(o.steps);
     t_roof.push_back(r);
@@ -372,7 +391,6 @@ int bench(const BenchOptions& o) {
     if (single) t_single.push_back(single->step_seconds(o.steps));
   }
   const double fused_s = median(t_fused), roof_s = median(t_roof), overhead_s = median(t_overhead);
-  const double bytes = static_cast<double>(plan->bytes_per_param()) * static_cast<double>(numel);
   const double gbs = bytes / fused_s / 1e9, roof_gbs = bytes / roof_s / 1e9;
   nlohmann::json j;
   j["pipeline"] = *text;
@@ -382,7 +400,8 @@ int bench(const BenchOptions& o) {
   j["dtype"] = o.dtype;
   j["threads"] = (*fused)->cpu ? (*fused)->cpu->threads() : 0;
   j["backend"] = o.backend;
-  j["chunk_elements"] = o.chunk;
+  j["chunk_elements"] = o.backend == "cpu" ? o.chunk : launch.chunk_elements;
+  if (o.backend != "cpu") j["launch"] = launch.to_string();
   j["passes"] = plan->passes.size();
   j["bytes_per_param"] = plan->bytes_per_param();
   j["compile_seconds"] = compile_s;
@@ -393,6 +412,11 @@ int bench(const BenchOptions& o) {
   j["roofline_gbs"] = roof_gbs;
   j["fraction_of_roofline"] = roof_s / fused_s;
   j["overhead_seconds_per_step"] = overhead_s;
+  if (device_copy) {
+    j["copy_step_seconds"] = median(t_copy);
+    j["copy_gbs"] = bytes / median(t_copy) / 1e9;
+    j["fraction_of_copy_bandwidth"] = median(t_copy) / fused_s;
+  }
   if (!stages.empty()) {
     const double un_s = median(t_unfused);
     j["unfused_step_seconds"] = un_s;
@@ -410,8 +434,13 @@ int bench(const BenchOptions& o) {
     return 0;
   }
   fmt::print("pipeline     {}\n", *text);
-  fmt::print("tensors      {} ({}), {} parameters, {}, {} threads, chunks of {}\n", shapes->size(),
-             j["shapes"].get<std::string>(), numel, o.dtype, j["threads"].get<int>(), o.chunk);
+  fmt::print("tensors      {} ({}), {} parameters, {}\n", shapes->size(),
+             j["shapes"].get<std::string>(), numel, o.dtype);
+  if (o.backend == "cpu")
+    fmt::print("launch       cpu: {} threads, chunks of {}\n", j["threads"].get<int>(), o.chunk);
+  else
+    fmt::print("launch       {} on {}: {}\n", o.backend, (*fused)->device_name(),
+               launch.to_string());
   fmt::print("plan         {} passes, {} bytes per parameter; compiled in {:.1f} ms\n",
              plan->passes.size(), plan->bytes_per_param(), 1e3 * compile_s);
   fmt::print("fused        {:9.3f} ms/step  {:7.2f} GB/s effective\n", 1e3 * fused_s, gbs);
@@ -419,6 +448,13 @@ int bench(const BenchOptions& o) {
       "roofline     {:9.3f} ms/step  {:7.2f} GB/s (streaming loop, same bytes)  -> {:.3f} of "
       "roofline\n",
       1e3 * roof_s, roof_gbs, roof_s / fused_s);
+  if (device_copy)
+    fmt::print(
+        "device copy  {:9.3f} ms       {:7.2f} GB/s ({}, same bytes)  -> {:.3f} of copy "
+        "bandwidth\n",
+        1e3 * median(t_copy), j["copy_gbs"].get<double>(),
+        o.backend == "cuda" ? "cuMemcpyDtoD" : "clEnqueueCopyBuffer",
+        j["fraction_of_copy_bandwidth"].get<double>());
   if (!stages.empty())
     fmt::print(
         "unfused      {:9.3f} ms/step  {} bytes per parameter in {} stages -> fusion is {:.2f}x "

@@ -230,16 +230,18 @@ int run(const RunOptions& o) {
   std::unique_ptr<runtime::CudaBackend> gpu;
   if (backend_name == "cuda" || backend_name == "opencl") {
     // Launch parameters: as given, else the kernel cache's tuning decision, else the defaults.
-    codegen::GpuLaunch launch;
+    const codegen::GpuLaunch base =
+        backend_name == "cuda" ? codegen::GpuLaunch{} : autotune::opencl_default_launch(-1);
+    codegen::GpuLaunch launch = base;
     if (!o.launch.empty()) {
-      auto l = codegen::GpuLaunch::from_text(o.launch);
+      auto l = codegen::GpuLaunch::from_text(o.launch, base);
       if (!l) return fail("--launch: " + l.error().message);
       launch = *l;
     } else {
       launch = autotune::gpu_launch_for(backend_name == "cuda"
                                             ? autotune::cuda_target(plan, *state, 0)
                                             : autotune::opencl_target(plan, *state, -1),
-                                        kcache.get(), &tuned);
+                                        kcache.get(), &tuned, base);
       if (tuned.empty() && o.chunk != (1 << 16)) launch.chunk_elements = o.chunk;
     }
     if (backend_name == "cuda") {
