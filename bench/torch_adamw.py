@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""PyTorch's best CPU path for clip + AdamW on the same shapes as `optjit bench`, and the ratio.
+"""PyTorch's best path for clip + AdamW on the same shapes as `optjit bench`, and the ratio.
 
 Runs torch.nn.utils.clip_grad_norm_(foreach=True) then torch.optim.AdamW(fused=True) on this
-CPU, then `optjit bench --json` on the same shapes and threads, and prints both step times and
-optjit's speedup. Needs: pip install torch numpy.
+CPU (or on the GPU with --device cuda), then `optjit bench --json` on the same shapes and
+device, and prints both step times and optjit's speedup. On a GPU both are also put against the
+device's copy bandwidth, which optjit bench measures (cuMemcpyDtoD of the same bytes).
+Needs: pip install torch numpy (a CUDA build of torch for --device cuda).
 
     python3 bench/torch_adamw.py --optjit build/optjit --shapes gpt2-small --threads 2
+    python3 bench/torch_adamw.py --optjit build/optjit --device cuda --numel 1000000000
 """
 import argparse
 import json
@@ -44,10 +47,11 @@ def shapes(preset, numel):
     raise SystemExit(f"unknown preset {preset}")
 
 
-def torch_step_seconds(shape_list, steps, reps):
-    params = [torch.nn.Parameter(torch.randn(s) * 0.1) for s in shape_list]
+def torch_step_seconds(shape_list, steps, reps, device):
+    params = [torch.nn.Parameter(torch.randn(s, device=device) * 0.1) for s in shape_list]
     for p in params:
         p.grad = torch.randn_like(p) * 1e-3
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     opt = torch.optim.AdamW(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01, fused=True)
 
     def step():
@@ -56,11 +60,13 @@ def torch_step_seconds(shape_list, steps, reps):
 
     for _ in range(2):
         step()
+    sync()
     times = []
     for _ in range(reps):
         t0 = time.perf_counter()
         for _ in range(steps):
             step()
+        sync()
         times.append((time.perf_counter() - t0) / steps)
     return statistics.median(times)
 
@@ -73,19 +79,33 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--launch", default="", help="optjit bench --launch for cuda (e.g. tuned)")
     a = ap.parse_args()
+    if a.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: this torch build sees no CUDA GPU")
     torch.set_num_threads(a.threads)
     shape_list = shapes(a.shapes, a.numel)
-    t_torch = torch_step_seconds(shape_list, a.steps, a.reps)
-    cmd = [a.optjit, "bench", PIPELINE, "--threads", str(a.threads), "--steps", str(a.steps), "--reps", str(a.reps),
-           "--json", "--no-unfused"]
+    t_torch = torch_step_seconds(shape_list, a.steps, a.reps, a.device)
+    if a.device == "cuda":
+        torch.cuda.empty_cache()  # give optjit the memory back
+    cmd = [a.optjit, "bench", PIPELINE, "--steps", str(a.steps), "--reps", str(a.reps), "--json", "--no-unfused"]
+    cmd += ["--backend", "cuda"] if a.device == "cuda" else ["--threads", str(a.threads)]
+    if a.launch:
+        cmd += ["--launch", a.launch]
     cmd += ["--numel", str(a.numel)] if a.numel else ["--shapes", a.shapes]
     r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
     t_opt = r["step_seconds"]
-    n = sum(r for r in [r["parameters"]])
-    print(f"shapes {a.shapes if not a.numel else a.numel}: {len(shape_list)} tensors, {n} parameters, {a.threads} threads, torch {torch.__version__}")
+    n = r["parameters"]
+    where = torch.cuda.get_device_name() if a.device == "cuda" else f"{a.threads} threads"
+    print(f"shapes {a.shapes if not a.numel else a.numel}: {len(shape_list)} tensors, {n} parameters, {where}, torch {torch.__version__}")
     print(f"torch clip_grad_norm_(foreach=True) + AdamW(fused=True): {1e3 * t_torch:9.3f} ms/step")
     print(f"optjit {PIPELINE}: {1e3 * t_opt:9.3f} ms/step ({r['fraction_of_roofline']:.3f} of its roofline)")
+    if "copy_gbs" in r:
+        # optjit moves bytes_per_param per parameter; torch's foreach norm + fused AdamW moves 4 + 28.
+        copy = r["copy_gbs"]
+        print(f"device copy bandwidth {copy:.1f} GB/s: optjit {r['effective_gbs'] / copy:.3f} of it, "
+              f"torch {(32 * n / t_torch / 1e9) / copy:.3f} of it (at 32 B/param)")
     print(f"optjit is {t_torch / t_opt:.2f}x faster")
 
 
