@@ -169,7 +169,9 @@ TEST(Nvrtc, EveryBuiltinCompilesForSm80AndSm90) {
             "[ cubin    ] %-16s %s %-14s %3d registers, %3d B spill stores, %3d B spill loads\n",
             d->name.c_str(), arch, k.name.c_str(), k.registers, k.spill_stores, k.spill_loads);
         EXPECT_GT(k.registers, 0);
-        EXPECT_LE(k.spill_stores, 256) << d->name << " spills heavily on " << arch;
+        // The default shape must not spill (it did on sm_80 before the launch bounds asked for
+        // a minimum of resident blocks: ptxas then capped clip+AdamW at 48 registers).
+        EXPECT_EQ(k.spill_stores + k.spill_loads, 0) << d->name << " spills on " << arch;
       }
       ++compiled;
     }
