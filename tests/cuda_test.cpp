@@ -1,8 +1,12 @@
 // On a machine with an NVIDIA GPU (label "gpu"; not part of the default suite): the CUDA
 // backend against PyTorch and the reference on every fixture. Without a GPU every test fails
 // with the driver's message, by design: run it where there is one.
+#include <cmath>
+#include <cstdio>
+
 #include <gtest/gtest.h>
 
+#include "autotune/gpu_tuner.h"
 #include "backend_parity.h"
 #include "runtime/cuda_backend.h"
 
@@ -17,6 +21,49 @@ TEST(Cuda, HasADevice) {
                 i.arch().c_str(), i.sm_count, i.memory / 1073741824.0, i.driver_version);
 }
 
+// Tuning on the GPU: candidates pruned by their cubins' occupancy, the rest timed; the winner is
+// never slower than the default and computes what the reference does.
+TEST(Cuda, TunesOnTheGpuAndTheWinnerComputesTheSameStep) {
+  auto plan = compile_pipeline("chain(clip_grad_norm(max_norm=1.0), adamw(weight_decay=0.01))");
+  ASSERT_TRUE(plan);
+  std::vector<runtime::HostTensor> params = {runtime::HostTensor::zeros("w", DType::f32, {1 << 20}),
+                                             runtime::HostTensor::zeros("b", DType::f32, {1001})};
+  for (auto& p : params)
+    for (int64_t i = 0; i < p.numel(); ++i) p.set(i, 0.01 * std::sin(0.1 * static_cast<double>(i)));
+  auto state = runtime::init_state(*plan, params, {});
+  ASSERT_TRUE(state);
+  for (auto& t : state->tensors)
+    for (int64_t i = 0; i < t.numel; ++i)
+      runtime::store_element(t.data(plan->program.grad_buffer()), DType::f32, i,
+                             0.001 * std::cos(0.3 * static_cast<double>(i)));
+  autotune::TuneOptions opts;
+  opts.seconds_per_candidate = 0.05;
+  opts.max_candidates = 12;
+  auto r = autotune::tune_cuda(*plan, *state, 0, nullptr, opts);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->measured[0].config, codegen::GpuLaunch{}.to_string());
+  EXPECT_LE(r->tuned_seconds, r->default_seconds);
+  std::printf("[ tune     ] %zu measured, %zu pruned, tuned / default = %.3f, winner %s\n",
+              r->measured.size(), r->skipped.size(), r->tuned_seconds / r->default_seconds,
+              r->winner.c_str());
+  auto winner = codegen::GpuLaunch::parse(r->winner);
+  ASSERT_TRUE(winner);
+  auto b = runtime::CudaBackend::create(*plan, {0, *winner});
+  ASSERT_TRUE(b) << b.error().message;
+  runtime::OptimizerState expected = *state;
+  runtime::ReferenceBackend(*plan).step(expected);
+  ASSERT_TRUE((*b)->step(*state));
+  const uint32_t pb = plan->program.param_buffer();
+  for (size_t t = 0; t < params.size(); ++t)
+    EXPECT_TRUE(testing::close(
+        testing::buffer_values(state->tensors[t].data(pb), DType::f32, state->tensors[t].numel),
+        testing::buffer_values(expected.tensors[t].data(pb), DType::f32, expected.tensors[t].numel),
+        2e-6, 1e-30));
+  auto copy = (*b)->copy_seconds(size_t{1} << 28, 5);
+  ASSERT_TRUE(copy) << copy.error().message;
+  std::printf("[ copy     ] %.1f GB/s device to device\n", 2.0 * (1 << 28) / *copy / 1e9);
+}
+
 class CudaParity : public ::testing::TestWithParam<int> {};
 
 // As on OpenCL: the f32 case of each pipeline one element per thread, the f64 case (the next
@@ -26,8 +73,8 @@ TEST_P(CudaParity, MatchesTorchAndTheReference) {
   const codegen::GpuLaunch launch =
       GetParam() % 2 == 0
           ? codegen::GpuLaunch{.block = 64, .chunk_elements = 5}
-          : codegen::GpuLaunch{.block = 32, .items = 2, .vec = 4, .groups_per_unit = 1,
-                               .chunk_elements = 12};
+          : codegen::GpuLaunch{
+                .block = 32, .items = 2, .vec = 4, .groups_per_unit = 1, .chunk_elements = 12};
   testing::check_backend_on_fixture(
       GetParam(), [&](const plan::Plan& plan) -> Expected<testing::StepFn> {
         auto b = runtime::CudaBackend::create(plan, {0, launch});
