@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <limits>
 #include <string>
@@ -28,9 +30,22 @@ inline std::vector<double> json_numbers(const nlohmann::json& a) {
   return out;
 }
 
+/// The source tree: where the build saw it, or $OPTJIT_SOURCE_DIR (test binaries that were
+/// packed and run elsewhere, see tools/gpu/pack.sh).
+inline std::string source_dir() {
+  const char* env = std::getenv("OPTJIT_SOURCE_DIR");
+  return env && *env ? env : OPTJIT_SOURCE_DIR;
+}
+
 inline const nlohmann::json& torch_fixtures() {
   static const nlohmann::json j = [] {
-    std::ifstream in(std::string(OPTJIT_SOURCE_DIR) + "/tests/fixtures/torch_fixtures.json");
+    const std::string path = source_dir() + "/tests/fixtures/torch_fixtures.json";
+    std::ifstream in(path);
+    if (!in) {
+      std::fprintf(stderr, "cannot read %s (set OPTJIT_SOURCE_DIR to the source tree)\n",
+                   path.c_str());
+      std::exit(2);
+    }
     return nlohmann::json::parse(in);
   }();
   return j;
