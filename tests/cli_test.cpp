@@ -367,6 +367,78 @@ TEST_F(Cli, TuneStoresADecisionThatRunUses) {
       << run.output;
 }
 
+// OpenCL (PoCL): tune, then run uses the decision and matches the CPU backend; launch
+// parameters that no kernel can use, and tuning decisions that do not exist, are clear errors.
+TEST_F(Cli, OpenclTuningAndLaunchParameters) {
+  const std::string env = "OPTJIT_CACHE_DIR=" + p("kc") + " ";
+  const std::string pipe = "'chain(clip_grad_norm(max_norm=1.0), adamw())'";
+  write("p.st", {filled("weight", DType::f32, {100000}, 1), filled("bias", DType::f32, {7}, 0)});
+  write("g.st", {filled("weight", DType::f32, {100000}, 0.1), filled("bias", DType::f32, {7}, 0)});
+  auto run = [&](const std::string& extra, const std::string& out) {
+    return optjit_cli_prefixed(env, "run " + pipe + " --params " + p("p.st") + " --grads " +
+                                        p("g.st") + " --steps 3 --out " + p(out) + " " + extra);
+  };
+  auto bench_tuned = optjit_cli_prefixed(
+      env, "bench " + pipe + " --backend opencl --numel 100007 --launch tuned --reps 1");
+  EXPECT_EQ(bench_tuned.code, 1);
+  EXPECT_EQ(bench_tuned.output,
+            "optjit: --launch tuned: the kernel cache has no tuning decision for this pipeline on "
+            "opencl at this size (run optjit tune first)\n");
+  auto t = optjit_cli_prefixed(
+      env, "tune " + pipe + " --backend opencl --numel 100007 --max-candidates 5");
+  ASSERT_EQ(t.code, 0) << t.output;
+  EXPECT_NE(t.output.find("tuned 5 candidates"), std::string::npos) << t.output;
+  auto tuned = run("--backend opencl", "ocl.st");
+  ASSERT_EQ(tuned.code, 0) << tuned.output;
+  EXPECT_NE(tuned.output.find("launch parameters from the kernel cache's tuning: block="),
+            std::string::npos)
+      << tuned.output;
+  auto given = run("--backend opencl --launch block=16,items=2,vec=4", "ocl2.st");
+  ASSERT_EQ(given.code, 0) << given.output;
+  ASSERT_EQ(run("--backend cpu", "cpu.st").code, 0);
+  auto a = runtime::read_safetensors(p("ocl.st")), b = runtime::read_safetensors(p("ocl2.st")),
+       c = runtime::read_safetensors(p("cpu.st"));
+  ASSERT_TRUE(a && b && c);
+  for (const auto* f : {&*a, &*b}) {
+    const HostTensor* w = nullptr;
+    const HostTensor* w_cpu = nullptr;
+    for (const auto& x : f->tensors)
+      if (x.name == "weight") w = &x;
+    for (const auto& x : c->tensors)
+      if (x.name == "weight") w_cpu = &x;
+    ASSERT_TRUE(w && w_cpu);
+    double worst = 0;
+    for (int64_t i = 0; i < w->numel(); ++i)
+      worst = std::max(worst, std::fabs(w->get(i) - w_cpu->get(i)));
+    EXPECT_LT(worst, 1e-6);
+  }
+  struct Case {
+    std::string args, message;
+  };
+  const Case cases[] = {
+      {"--backend opencl --launch vec=3", "optjit: --launch: vector width 3 is not 1, 2, 4 or 8\n"},
+      {"--backend opencl --launch warp=32",
+       "optjit: --launch: unknown launch parameter 'warp' (block, items, vec, grid, chunk)\n"},
+      {"--backend opencl --launch block=8192",
+       "optjit: --launch: block size 8192 is not a power of two between 1 and 1024\n"},
+  };
+  for (const auto& k : cases) {
+    auto r = run(k.args, "bad.st");
+    EXPECT_EQ(r.code, 1) << r.output;
+    EXPECT_EQ(r.output, k.message);
+  }
+  EXPECT_FALSE(fs::exists(p("bad.st")));
+  auto no_gpu = optjit_cli_prefixed(env, "tune " + pipe + " --backend cuda --numel 1000");
+  EXPECT_EQ(no_gpu.code, 1);
+  EXPECT_EQ(no_gpu.output,
+            "optjit: no CUDA driver on this machine (libcuda.so.1 not found), so no NVIDIA GPU "
+            "can be used; optjit compile --backend cuda still builds cubins\n");
+  auto emitted = optjit_cli("emit " + pipe + " --backend cuda --launch block=128,items=2,vec=4");
+  ASSERT_EQ(emitted.code, 0) << emitted.output;
+  EXPECT_NE(emitted.output.find("struct __align__(16) optjit_f32x4"), std::string::npos);
+  EXPECT_NE(emitted.output.find("__launch_bounds__(128, 8)"), std::string::npos);
+}
+
 // Eight processes compile and tune into one cache at once: none fails, they agree on the
 // decision, every kernel is stored once, and the database checks out.
 TEST_F(Cli, EightProcessesCompileAndTuneIntoOneCache) {
