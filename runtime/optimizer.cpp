@@ -1,5 +1,6 @@
 #include "runtime/optimizer.h"
 
+#include "autotune/cpu_tuner.h"
 #include "ir/compile.h"
 
 namespace optjit {
@@ -80,7 +81,29 @@ Expected<std::unique_ptr<Optimizer>> Optimizer::build(Expected<plan::Plan> plan,
     t.external[o->param_buffer_] = static_cast<uint8_t*>(o->params_[i].data);
   }
   if (options.backend == Backend::cpu) {
-    auto cpu = runtime::CpuBackend::create(o->plan_, options.cpu);
+    std::unique_ptr<cache::KernelCache> kc;
+    if (options.cache) {
+      auto c = cache::KernelCache::open(*options.cache);
+      if (c) {
+        kc = std::move(*c);
+        o->warnings_ = kc->warnings();
+      } else if (options.cache->strict) {
+        return c.error();
+      } else {
+        o->warnings_.push_back(c.error().message + "; running without the kernel cache");
+      }
+    }
+    o->launch_ = options.cpu;
+    const runtime::CpuOptions defaults;
+    if (options.cpu.threads == defaults.threads &&
+        options.cpu.chunk_elements == defaults.chunk_elements &&
+        options.cpu.unroll == defaults.unroll)
+      if (auto d = autotune::stored_decision(autotune::cpu_target(o->plan_, o->state_), kc.get()))
+        if (auto c = autotune::parse_cpu_config(*d)) {
+          o->launch_ = *c;
+          o->tuned_ = true;
+        }
+    auto cpu = runtime::CpuBackend::create(o->plan_, o->launch_, kc.get());
     if (!cpu) return cpu.error();
     o->cpu_ = std::move(*cpu);
   }

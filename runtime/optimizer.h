@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cache/kernel_cache.h"
 #include "ir/dsl.h"
 #include "ir/plan.h"
 #include "runtime/cpu_backend.h"
@@ -35,7 +36,14 @@ enum class Backend { reference, cpu };
 
 struct OptimizerOptions {
   Backend backend = Backend::cpu;
+  /// Threads, chunk size and unroll. Left at the defaults, the kernel cache's tuning decision
+  /// for this pipeline on this CPU at this size is used when there is one (`optjit tune`).
   runtime::CpuOptions cpu;
+  /// The kernel cache (compiled kernels and tuning decisions), so a warm or shipped cache means
+  /// no compiling and no tuning. By default the user's cache ($OPTJIT_CACHE_DIR, else
+  /// $XDG_CACHE_HOME/optjit, else ~/.cache/optjit) over the OPTJIT_CACHE_SHIPPED layers; unset:
+  /// no cache. A cache that cannot be opened is a warning, unless it is strict.
+  std::optional<cache::CacheOptions> cache = cache::CacheOptions{};
   std::optional<DType> grad_dtype;         // default: the parameters' dtype
   std::vector<runtime::GroupSpec> groups;  // parameter groups with their own hyperparameters
 };
@@ -68,6 +76,13 @@ class Optimizer {
   int64_t step_count() const { return state_.step; }
   size_t group_of(size_t param) const { return state_.tensors[param].group; }
   double compile_seconds() const { return cpu_ ? cpu_->compile_seconds() : 0.0; }
+  /// Whether the kernels came from the kernel cache (nothing was compiled).
+  bool kernels_from_cache() const { return cpu_ && cpu_->kernels_from_cache(); }
+  /// The CPU launch parameters in use, and whether they are a stored tuning decision.
+  const runtime::CpuOptions& launch() const { return launch_; }
+  bool launch_from_tuning() const { return tuned_; }
+  /// What went wrong without stopping the optimizer (e.g. a cache that could not be opened).
+  const std::vector<std::string>& warnings() const { return warnings_; }
 
  private:
   Optimizer() = default;
@@ -78,6 +93,9 @@ class Optimizer {
   std::vector<Param> params_;
   runtime::OptimizerState state_;
   std::unique_ptr<runtime::CpuBackend> cpu_;
+  runtime::CpuOptions launch_;
+  bool tuned_ = false;
+  std::vector<std::string> warnings_;
   uint32_t param_buffer_ = 0, grad_buffer_ = 0;
 };
 

@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include "autotune/cpu_tuner.h"
+
 namespace optjit {
 namespace {
 
@@ -57,6 +59,66 @@ TEST(Optimizer, UpdatesTheCallersMemoryLikeTheReference) {
   for (size_t i = 0; i < a.w.size(); ++i) ASSERT_NEAR(a.w[i], b.w[i], 2e-6) << i;
   for (size_t i = 0; i < a.b.size(); ++i) ASSERT_NEAR(a.b[i], b.b[i], 2e-6) << i;
   EXPECT_NE(a.w[3], Model().w[3]);  // it really moved
+}
+
+// A framework's process starts warm from the kernel cache: the second optimizer compiles
+// nothing, uses the stored tuning decision, and computes the same bytes. A strict cache that
+// misses is an error; a cache that cannot be opened is a warning.
+TEST(Optimizer, StartsWarmFromTheKernelCacheAndUsesItsTuning) {
+  const std::string dir = temp_path("cache");
+  std::filesystem::remove_all(dir);
+  OptimizerOptions options;
+  options.cache = cache::CacheOptions{dir};
+  Model a, b;
+  auto cold = Optimizer::create(kPipeline, a.params(), options);
+  ASSERT_TRUE(cold) << cold.error().message;
+  EXPECT_FALSE((*cold)->kernels_from_cache());
+  EXPECT_FALSE((*cold)->launch_from_tuning());
+  // A decision stored by `optjit tune` (here by hand) for this pipeline, CPU and size.
+  {
+    auto kc = cache::KernelCache::open({dir});
+    ASSERT_TRUE(kc);
+    auto target = autotune::cpu_target((*cold)->plan(), runtime::OptimizerState{});
+    target.elements = 1010;
+    ASSERT_TRUE((*kc)->put_decision(target.program, autotune::size_bucket(target.elements),
+                                    target.performance, "threads=1,chunk=64,unroll=2"));
+  }
+  auto warm = Optimizer::create(kPipeline, b.params(), options);
+  ASSERT_TRUE(warm) << warm.error().message;
+  EXPECT_TRUE((*warm)->launch_from_tuning());
+  EXPECT_EQ(autotune::to_string((*warm)->launch()), "threads=1,chunk=64,unroll=2");
+  // The tuned kernels (unroll 2) were not compiled yet; a third optimizer finds them too.
+  Model c;
+  auto warmer = Optimizer::create(kPipeline, c.params(), options);
+  ASSERT_TRUE(warmer);
+  EXPECT_TRUE((*warmer)->kernels_from_cache());
+  for (int step = 0; step < 3; ++step) {
+    a.grads(step);
+    c.grads(step);
+    ASSERT_TRUE((*cold)->step(a.grad_ptrs()));
+    ASSERT_TRUE((*warmer)->step(c.grad_ptrs()));
+  }
+  for (size_t i = 0; i < a.w.size(); ++i) ASSERT_NEAR(a.w[i], c.w[i], 1e-6) << i;
+  // Strict: a pipeline the cache has never seen is an error, not a compile.
+  OptimizerOptions strict = options;
+  strict.cache->strict = true;
+  Model d;
+  auto miss = Optimizer::create("sgd(lr=0.1)", d.params(), strict);
+  ASSERT_FALSE(miss);
+  EXPECT_NE(miss.error().message.find("kernel cache miss in strict mode"), std::string::npos)
+      << miss.error().message;
+  // A cache directory that cannot be created: a warning, and the optimizer works.
+  std::ofstream(temp_path("file")) << "x";
+  OptimizerOptions broken;
+  broken.cache = cache::CacheOptions{temp_path("file") + "/sub"};
+  Model e;
+  auto works = Optimizer::create(kPipeline, e.params(), broken);
+  ASSERT_TRUE(works) << works.error().message;
+  ASSERT_EQ((*works)->warnings().size(), 1u);
+  EXPECT_NE((*works)->warnings()[0].find("running without the kernel cache"), std::string::npos)
+      << (*works)->warnings()[0];
+  std::filesystem::remove(temp_path("file"));
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Optimizer, HyperparametersChangeBetweenStepsWithoutRecompiling) {
