@@ -24,7 +24,8 @@ namespace optjit::cache {
 inline constexpr int kSchemaVersion = 1;
 
 /// What a kernel is for: the device's exact fingerprint, the program's structural hash and
-/// the launch variant (backend options that change the code, e.g. "block=256").
+/// the launch variant (backend options that change the code, and for CUDA and OpenCL a hash of
+/// the emitted source: "cuda-block=256,items=1,vec=1-src=<16 hex digits>").
 struct KernelKey {
   std::string fingerprint;  // runtime::Device::exact_id()
   std::string program;      // 16 hex digits of ir::structural_hash

@@ -14,6 +14,8 @@
 #include <cmath>
 #include <map>
 
+#include <xxhash.h>
+
 namespace optjit::codegen {
 
 namespace {
@@ -188,9 +190,10 @@ class KernelWriter {
           "{} __launch_bounds__({}, {}) optjit_pass_{}(const OptjitRow* __restrict__ rows,\n"
           "    const long long* __restrict__ chunks, const long long nchunks, double* __restrict__ "
           "partials) {{\n",
-          // At least 1024 threads resident per SM (half of sm_80's and sm_90's): without a
-          // minimum, ptxas capped clip+AdamW at 48 registers on sm_80 and spilled.
-          L_.kernel(), block_, std::max(1, 1024 / block_), k_);
+          // At least 512 threads resident per SM, the floor the tuner's occupancy pruning keeps
+          // (a quarter of sm_80's and sm_90's 2048). Without a minimum, ptxas capped clip+AdamW
+          // at 48 registers on sm_80 and spilled; with 1024, 8-wide vectors spilled at 64.
+          L_.kernel(), block_, std::max(1, 512 / block_), k_);
     }
     if (R > 0) {
       for (size_t r = 0; r < R; ++r)
@@ -530,6 +533,12 @@ Expected<std::string> emit_c(const plan::Plan& plan, CEmitOptions o) {
     s += "\n" + *kernel;
   }
   return s;
+}
+
+std::string source_variant(const std::string& language, const GpuLaunch& launch,
+                           const std::string& source) {
+  return fmt::format("{}-{}-src={:016x}", language, launch.code_variant(),
+                     XXH3_64bits(source.data(), source.size()));
 }
 
 }  // namespace optjit::codegen

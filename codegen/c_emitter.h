@@ -37,4 +37,9 @@ struct CEmitOptions {
 /// in local memory, so results do not depend on scheduling.
 Expected<std::string> emit_c(const plan::Plan& plan, CEmitOptions options);
 
+/// The kernel-cache variant of emitted source: the launch shape plus a hash of the source
+/// itself, so a change to the emitter can never load a stale binary, bumped version or not.
+std::string source_variant(const std::string& language, const GpuLaunch& launch,
+                           const std::string& source);
+
 }  // namespace optjit::codegen

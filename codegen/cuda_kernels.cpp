@@ -14,9 +14,12 @@ Expected<CubinResult> plan_cubin(const plan::Plan& plan, const std::string& arch
                                  const GpuLaunch& launch, cache::KernelCache* cache) {
   OPTJIT_TRY(launch.validate());
   auto t0 = std::chrono::steady_clock::now();
+  // The source is cheap to write and keys the cubin, so an emitter change never loads a stale one.
+  auto src = emit_c(plan, {CLanguage::cuda, launch.block, launch.items, launch.vec});
+  if (!src) return src.error();
   cache::KernelKey key{cubin_fingerprint_id(arch),
                        fmt::format("{:016x}", ir::structural_hash(plan.program)),
-                       "cuda-" + launch.code_variant()};
+                       source_variant("cuda", launch, *src)};
   if (cache) {
     if (auto e = cache->get(key)) {
       CubinResult r;
@@ -37,8 +40,6 @@ Expected<CubinResult> plan_cubin(const plan::Plan& plan, const std::string& arch
       return make_error("kernel cache miss in strict mode for the {} kernels of this pipeline: {}",
                         arch, cache->explain_miss(key));
   }
-  auto src = emit_c(plan, {CLanguage::cuda, launch.block, launch.items, launch.vec});
-  if (!src) return src.error();
   auto cubin = compile_cubin(*src, arch);
   if (!cubin) return cubin.error();
   if (cache) {

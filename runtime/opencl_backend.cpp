@@ -205,7 +205,7 @@ Expected<std::unique_ptr<OpenclBackend>> OpenclBackend::create(const plan::Plan&
   const char* build_options = "-cl-fp32-correctly-rounded-divide-sqrt";
   const cache::KernelKey key{fingerprint_id(opencl_exact(dev.info)),
                              fmt::format("{:016x}", ir::structural_hash(plan.program)),
-                             "opencl-" + launch.code_variant()};
+                             codegen::source_variant("opencl", launch, *src)};
   if (cache) {
     if (auto hit = cache->get(key)) {
       const unsigned char* bin = hit->payload.data();

@@ -436,7 +436,7 @@ TEST_F(Cli, OpenclTuningAndLaunchParameters) {
   auto emitted = optjit_cli("emit " + pipe + " --backend cuda --launch block=128,items=2,vec=4");
   ASSERT_EQ(emitted.code, 0) << emitted.output;
   EXPECT_NE(emitted.output.find("struct __align__(16) optjit_f32x4"), std::string::npos);
-  EXPECT_NE(emitted.output.find("__launch_bounds__(128, 8)"), std::string::npos);
+  EXPECT_NE(emitted.output.find("__launch_bounds__(128, 4)"), std::string::npos);
 }
 
 // Eight processes compile and tune into one cache at once: none fails, they agree on the

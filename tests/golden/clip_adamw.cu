@@ -10,7 +10,7 @@ struct OptjitRow { void* const* buffers; const double* uniforms; };
 #define OPTJIT_BF16_TO_F32(x) OPTJIT_BITS_F32((unsigned int)(x) << 16)
 #define OPTJIT_BF16_BITS(v) ((v) != (v) ? (unsigned int)((OPTJIT_F32_BITS(v) >> 16) | 0x40u) : (unsigned int)((OPTJIT_F32_BITS(v) + 0x7fffu + ((OPTJIT_F32_BITS(v) >> 16) & 1u)) >> 16))
 
-extern "C" __global__ void __launch_bounds__(256, 4) optjit_pass_0(const OptjitRow* __restrict__ rows,
+extern "C" __global__ void __launch_bounds__(256, 2) optjit_pass_0(const OptjitRow* __restrict__ rows,
     const long long* __restrict__ chunks, const long long nchunks, double* __restrict__ partials) {
   __shared__ double red0[256];
   for (long long c = blockIdx.x; c < nchunks; c += gridDim.x) {
@@ -42,7 +42,7 @@ extern "C" __global__ void __launch_bounds__(256, 4) optjit_pass_0(const OptjitR
   }
 }
 
-extern "C" __global__ void __launch_bounds__(256, 4) optjit_pass_1(const OptjitRow* __restrict__ rows,
+extern "C" __global__ void __launch_bounds__(256, 2) optjit_pass_1(const OptjitRow* __restrict__ rows,
     const long long* __restrict__ chunks, const long long nchunks, double* __restrict__ partials) {
   for (long long c = blockIdx.x; c < nchunks; c += gridDim.x) {
     const long long t = chunks[3 * c], off = chunks[3 * c + 1], len = chunks[3 * c + 2];

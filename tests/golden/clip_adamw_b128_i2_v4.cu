@@ -11,7 +11,7 @@ struct __align__(16) optjit_f32x4 { float v[4]; };
 #define OPTJIT_BF16_TO_F32(x) OPTJIT_BITS_F32((unsigned int)(x) << 16)
 #define OPTJIT_BF16_BITS(v) ((v) != (v) ? (unsigned int)((OPTJIT_F32_BITS(v) >> 16) | 0x40u) : (unsigned int)((OPTJIT_F32_BITS(v) + 0x7fffu + ((OPTJIT_F32_BITS(v) >> 16) & 1u)) >> 16))
 
-extern "C" __global__ void __launch_bounds__(128, 8) optjit_pass_0(const OptjitRow* __restrict__ rows,
+extern "C" __global__ void __launch_bounds__(128, 4) optjit_pass_0(const OptjitRow* __restrict__ rows,
     const long long* __restrict__ chunks, const long long nchunks, double* __restrict__ partials) {
   __shared__ double red0[128];
   for (long long c = blockIdx.x; c < nchunks; c += gridDim.x) {
@@ -88,7 +88,7 @@ extern "C" __global__ void __launch_bounds__(128, 8) optjit_pass_0(const OptjitR
   }
 }
 
-extern "C" __global__ void __launch_bounds__(128, 8) optjit_pass_1(const OptjitRow* __restrict__ rows,
+extern "C" __global__ void __launch_bounds__(128, 4) optjit_pass_1(const OptjitRow* __restrict__ rows,
     const long long* __restrict__ chunks, const long long nchunks, double* __restrict__ partials) {
   for (long long c = blockIdx.x; c < nchunks; c += gridDim.x) {
     const long long t = chunks[3 * c], off = chunks[3 * c + 1], len = chunks[3 * c + 2];
