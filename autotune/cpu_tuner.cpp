@@ -10,16 +10,6 @@
 
 namespace optjit::autotune {
 
-namespace {
-
-int64_t total_elements(const runtime::OptimizerState& s) {
-  int64_t n = 0;
-  for (const auto& t : s.tensors) n += t.numel;
-  return n;
-}
-
-}  // namespace
-
 std::string to_string(const runtime::CpuOptions& c) {
   return fmt::format("threads={},chunk={},unroll={}", c.threads, c.chunk_elements, c.unroll);
 }
@@ -56,7 +46,7 @@ std::vector<runtime::CpuOptions> cpu_candidates(int max_threads, int64_t element
 }
 
 TuneTarget cpu_target(const plan::Plan& plan, const runtime::OptimizerState& state) {
-  return {program_id(plan), runtime::cpu_device().performance, total_elements(state)};
+  return {program_id(plan), runtime::cpu_device().performance, state.elements()};
 }
 
 Expected<TuneResult> tune_cpu(const plan::Plan& plan, runtime::OptimizerState& state,

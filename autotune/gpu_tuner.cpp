@@ -12,12 +12,6 @@ namespace optjit::autotune {
 
 namespace {
 
-int64_t total_elements(const runtime::OptimizerState& s) {
-  int64_t n = 0;
-  for (const auto& t : s.tensors) n += t.numel;
-  return n;
-}
-
 // A stage that varies one thing of the best configuration so far.
 Stage vary(std::function<std::vector<codegen::GpuLaunch>(codegen::GpuLaunch)> f) {
   return [f](const std::string& best) {
@@ -148,7 +142,7 @@ Expected<TuneTarget> opencl_target(const plan::Plan& plan, const runtime::Optimi
                                    int device) {
   auto d = opencl_device(device);
   if (!d) return d.error();
-  return TuneTarget{program_id(plan), runtime::opencl_performance(*d), total_elements(state)};
+  return TuneTarget{program_id(plan), runtime::opencl_performance(*d), state.elements()};
 }
 
 Expected<TuneTarget> cuda_target(const plan::Plan& plan, const runtime::OptimizerState& state,
@@ -158,8 +152,36 @@ Expected<TuneTarget> cuda_target(const plan::Plan& plan, const runtime::Optimize
   if (device < 0 || device >= static_cast<int>(devices->size()))
     return make_error("no CUDA device {} (there are {})", device, devices->size());
   return TuneTarget{program_id(plan), runtime::cuda_performance((*devices)[device]),
-                    total_elements(state)};
+                    state.elements()};
 }
+
+namespace {
+
+// Tunes on a GPU-style backend: each candidate is a fresh backend (the previous one's device
+// memory freed first) with gradients resident and nothing copied back, so the kernels are
+// what is timed.
+template <typename Backend, typename Options>
+Expected<TuneResult> tune_device(const plan::Plan& plan, runtime::OptimizerState& state, int device,
+                                 const TuneTarget& target, const SearchSpace& space,
+                                 cache::KernelCache* cache, const TuneOptions& options) {
+  const runtime::OptimizerState snapshot = state;
+  std::unique_ptr<Backend> backend;
+  MakeStep make = [&](const std::string& config) -> Expected<StepFn> {
+    backend.reset();
+    auto b = Backend::create(
+        plan, Options{device, codegen::GpuLaunch::parse(config).value(), false, true}, cache);
+    if (!b) return b.error();
+    backend = std::move(*b);
+    return StepFn([&]() -> Status {
+      auto r = backend->step(state);
+      return r ? Status::Ok() : Status(r.error());
+    });
+  };
+  return tune(
+      target, space, make, [&] { state = snapshot; }, cache, options);
+}
+
+}  // namespace
 
 Expected<TuneResult> tune_opencl(const plan::Plan& plan, runtime::OptimizerState& state, int device,
                                  cache::KernelCache* cache, TuneOptions options) {
@@ -171,21 +193,8 @@ Expected<TuneResult> tune_opencl(const plan::Plan& plan, runtime::OptimizerState
   SearchSpace space{codegen::GpuLaunch::device_default(dev->gpu).to_string(),
                     gpu_stages(max_block, dev->gpu),
                     {}};
-  const runtime::OptimizerState snapshot = state;
-  std::unique_ptr<runtime::OpenclBackend> backend;
-  MakeStep make = [&](const std::string& config) -> Expected<StepFn> {
-    backend.reset();  // one device context at a time
-    auto b = runtime::OpenclBackend::create(
-        plan, {device, codegen::GpuLaunch::parse(config).value(), false, true}, cache);
-    if (!b) return b.error();
-    backend = std::move(*b);
-    return StepFn([&]() -> Status {
-      auto r = backend->step(state);
-      return r ? Status::Ok() : Status(r.error());
-    });
-  };
-  return tune(
-      *target, space, make, [&] { state = snapshot; }, cache, options);
+  return tune_device<runtime::OpenclBackend, runtime::OpenclOptions>(plan, state, device, *target,
+                                                                     space, cache, options);
 }
 
 Expected<TuneResult> tune_cuda(const plan::Plan& plan, runtime::OptimizerState& state, int device,
@@ -197,21 +206,8 @@ Expected<TuneResult> tune_cuda(const plan::Plan& plan, runtime::OptimizerState& 
   space.prune = [&](const std::string& config) {
     return cuda_prune(plan, arch, codegen::GpuLaunch::parse(config).value(), cache);
   };
-  const runtime::OptimizerState snapshot = state;
-  std::unique_ptr<runtime::CudaBackend> backend;
-  MakeStep make = [&](const std::string& config) -> Expected<StepFn> {
-    backend.reset();  // frees the previous candidate's device memory first
-    auto b = runtime::CudaBackend::create(
-        plan, {device, codegen::GpuLaunch::parse(config).value(), false, true}, cache);
-    if (!b) return b.error();
-    backend = std::move(*b);
-    return StepFn([&]() -> Status {
-      auto r = backend->step(state);
-      return r ? Status::Ok() : Status(r.error());
-    });
-  };
-  return tune(
-      *target, space, make, [&] { state = snapshot; }, cache, options);
+  return tune_device<runtime::CudaBackend, runtime::CudaOptions>(plan, state, device, *target,
+                                                                 space, cache, options);
 }
 
 codegen::GpuLaunch gpu_launch_for(const Expected<TuneTarget>& target, cache::KernelCache* cache,

@@ -12,20 +12,19 @@ namespace optjit::autotune {
 
 namespace {
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
+using Clock = std::function<double()>;
 
 // Times `step` for about `seconds` (at least 3 and at most 200 repetitions) after one warm-up
 // step (first uploads, page faults, thread start-up).
-Expected<Measurement> measure(const std::string& config, const StepFn& step, double seconds) {
+Expected<Measurement> measure(const std::string& config, const StepFn& step, double seconds,
+                              const Clock& now) {
   OPTJIT_TRY(step());
   std::vector<double> times;
-  const auto c0 = std::chrono::steady_clock::now();
-  while (times.size() < 3 || (seconds_since(c0) < seconds && times.size() < 200)) {
-    auto s0 = std::chrono::steady_clock::now();
+  const double c0 = now();
+  while (times.size() < 3 || (now() - c0 < seconds && times.size() < 200)) {
+    const double s0 = now();
     OPTJIT_TRY(step());
-    times.push_back(seconds_since(s0));
+    times.push_back(now() - s0);
   }
   std::sort(times.begin(), times.end());
   Measurement m{config, times[times.size() / 2], 0, static_cast<int>(times.size())};
@@ -55,7 +54,12 @@ std::optional<std::string> stored_decision(const TuneTarget& target, cache::Kern
 Expected<TuneResult> tune(const TuneTarget& target, const SearchSpace& space, const MakeStep& make,
                           const std::function<void()>& restore, cache::KernelCache* cache,
                           const TuneOptions& options) {
-  const auto t0 = std::chrono::steady_clock::now();
+  const Clock now = options.clock ? options.clock : [] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  const double t0 = now();
+  auto seconds_since = [&](double t) { return now() - t; };
   const int64_t bucket = size_bucket(target.elements);
   TuneResult r;
   bool exact = false;
@@ -87,7 +91,7 @@ Expected<TuneResult> tune(const TuneTarget& target, const SearchSpace& space, co
         return Status::Ok();
       }
     auto step = make(config);
-    Expected<Measurement> m = step ? measure(config, *step, options.seconds_per_candidate)
+    Expected<Measurement> m = step ? measure(config, *step, options.seconds_per_candidate, now)
                                    : Expected<Measurement>(step.error());
     restore();  // a step mutates its inputs
     if (!m) {

@@ -39,6 +39,8 @@ struct TuneOptions {
   int max_candidates = 24;             // measured candidates, the default included
   double seconds_per_candidate = 0.2;  // time each candidate for about this long
   bool progress = true;                // a line per candidate on stderr
+  /// Seconds on a monotonic clock; empty: std::chrono::steady_clock. Tests give a fake one.
+  std::function<double()> clock;
 };
 
 struct TuneResult {

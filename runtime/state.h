@@ -38,6 +38,12 @@ struct OptimizerState {
   std::vector<TensorState> tensors;
   std::vector<GroupState> groups;
   int64_t step = 0;  // completed (not skipped) steps
+
+  int64_t elements() const {  // parameter elements in all tensors
+    int64_t n = 0;
+    for (const auto& t : tensors) n += t.numel;
+    return n;
+  }
 };
 
 /// A parameter group: the tensors whose names match any pattern ('*' and '?' globs), with

@@ -385,7 +385,8 @@ TEST_F(Cli, OpenclTuningAndLaunchParameters) {
             "optjit: --launch tuned: the kernel cache has no tuning decision for this pipeline on "
             "opencl at this size (run optjit tune first)\n");
   auto t = optjit_cli_prefixed(
-      env, "tune " + pipe + " --backend opencl --numel 100007 --max-candidates 5");
+      env,
+      "tune " + pipe + " --backend opencl --numel 100007 --max-candidates 5 --budget-seconds 600");
   ASSERT_EQ(t.code, 0) << t.output;
   EXPECT_NE(t.output.find("tuned 5 candidates"), std::string::npos) << t.output;
   auto tuned = run("--backend opencl", "ocl.st");
