@@ -55,6 +55,7 @@ Expected<TuneResult> tune_cpu(const plan::Plan& plan, runtime::OptimizerState& s
   const auto candidates = cpu_candidates(omp_get_max_threads(), target.elements);
   SearchSpace space;
   space.default_config = to_string(candidates[0]);
+  space.valid = [](const std::string& c) { return parse_cpu_config(c).has_value(); };
   space.stages.push_back([candidates](const std::string&) {
     std::vector<std::string> out;
     for (const auto& c : candidates) out.push_back(to_string(c));

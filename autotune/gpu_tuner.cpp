@@ -12,6 +12,10 @@ namespace optjit::autotune {
 
 namespace {
 
+bool valid_launch(const std::string& config) {
+  return codegen::GpuLaunch::parse(config).has_value();
+}
+
 // A stage that varies one thing of the best configuration so far.
 Stage vary(std::function<std::vector<codegen::GpuLaunch>(codegen::GpuLaunch)> f) {
   return [f](const std::string& best) {
@@ -192,7 +196,8 @@ Expected<TuneResult> tune_opencl(const plan::Plan& plan, runtime::OptimizerState
   const int max_block = static_cast<int>(std::min<size_t>(1024, dev->max_work_group));
   SearchSpace space{codegen::GpuLaunch::device_default(dev->gpu).to_string(),
                     gpu_stages(max_block, dev->gpu),
-                    {}};
+                    {},
+                    valid_launch};
   return tune_device<runtime::OpenclBackend, runtime::OpenclOptions>(plan, state, device, *target,
                                                                      space, cache, options);
 }
@@ -202,7 +207,7 @@ Expected<TuneResult> tune_cuda(const plan::Plan& plan, runtime::OptimizerState& 
   auto target = cuda_target(plan, state, device);
   if (!target) return target.error();
   const std::string arch = runtime::cuda_devices().value()[device].arch();
-  SearchSpace space{codegen::GpuLaunch{}.to_string(), gpu_stages(1024), {}};
+  SearchSpace space{codegen::GpuLaunch{}.to_string(), gpu_stages(1024), {}, valid_launch};
   space.prune = [&](const std::string& config) {
     return cuda_prune(plan, arch, codegen::GpuLaunch::parse(config).value(), cache);
   };

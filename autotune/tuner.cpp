@@ -63,7 +63,13 @@ Expected<TuneResult> tune(const TuneTarget& target, const SearchSpace& space, co
   const int64_t bucket = size_bucket(target.elements);
   TuneResult r;
   bool exact = false;
-  if (auto d = stored_decision(target, cache, &exact)) {
+  auto usable = [&](const std::optional<std::string>& d) {
+    return d && (!space.valid || space.valid(*d));
+  };
+  const std::optional<std::string> stored = stored_decision(target, cache, &exact);
+  // A stored decision this space cannot read, for this very device, is replaced below.
+  const bool replace = stored && exact && !usable(stored);
+  if (auto d = stored; usable(d)) {
     r.winner = *d;
     r.from_cache = true;
     r.exact_device = exact;
@@ -127,9 +133,10 @@ Expected<TuneResult> tune(const TuneTarget& target, const SearchSpace& space, co
   r.default_seconds = r.measured[0].seconds;
   r.tuned_seconds = r.measured[best].seconds;
   if (cache) {
-    (void)cache->put_decision(target.program, bucket, target.performance, r.winner);
+    (void)cache->put_decision(target.program, bucket, target.performance, r.winner, replace);
     // Another process may have decided first: every process then uses the same decision.
-    if (auto d = cache->get_decision(target.program, bucket, target.performance)) r.winner = *d;
+    if (auto d = cache->get_decision(target.program, bucket, target.performance); usable(d))
+      r.winner = *d;
     for (const auto& m : r.measured)
       if (m.config == r.winner) r.tuned_seconds = m.seconds;
   }

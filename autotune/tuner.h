@@ -73,6 +73,9 @@ struct SearchSpace {
   std::string default_config;  // measured first; it stays unless something is clearly faster
   std::vector<Stage> stages;
   Prune prune;  // may be empty
+  /// Whether a stored decision is a configuration of this space (one another optjit version
+  /// wrote may not be); an invalid one is ignored and the search runs. Empty: all are valid.
+  std::function<bool(const std::string&)> valid;
 };
 
 /// With a cache holding a decision for `target` (or the nearest device of its backend), that

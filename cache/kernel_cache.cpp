@@ -477,11 +477,12 @@ Status KernelCache::put_measurement(const std::string& program, int64_t bucket,
 }
 
 Status KernelCache::put_decision(const std::string& program, int64_t bucket,
-                                 const std::string& performance, const std::string& config) {
-  Stmt ins(
-      db_,
-      "INSERT OR IGNORE INTO tuning_decisions(program, size_bucket, performance, config, created) "
-      "VALUES(?1, ?2, ?3, ?4, ?5)");
+                                 const std::string& performance, const std::string& config,
+                                 bool replace) {
+  Stmt ins(db_, replace ? "INSERT OR REPLACE INTO tuning_decisions(program, size_bucket, "
+                          "performance, config, created) VALUES(?1, ?2, ?3, ?4, ?5)"
+                        : "INSERT OR IGNORE INTO tuning_decisions(program, size_bucket, "
+                          "performance, config, created) VALUES(?1, ?2, ?3, ?4, ?5)");
   if (!ins) return make_error("kernel cache {}: {}", path_, sqlite3_errmsg(db_));
   ins.text(1, program);
   ins.integer(2, bucket);

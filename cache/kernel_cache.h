@@ -85,8 +85,9 @@ class KernelCache {
   /// (program, size bucket, device performance fingerprint). The first decision stored wins.
   Status put_measurement(const std::string& program, int64_t bucket, const std::string& performance,
                          const std::string& config, double seconds, int repetitions);
+  /// `replace`: overwrite a stored decision (one this version could not read) instead.
   Status put_decision(const std::string& program, int64_t bucket, const std::string& performance,
-                      const std::string& config);
+                      const std::string& config, bool replace = false);
   /// The decision for exactly this device, else for the nearest one of the same backend
   /// (longest common prefix of the performance fingerprint); `exact` says which it was.
   std::optional<std::string> get_decision(const std::string& program, int64_t bucket,

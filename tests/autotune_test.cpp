@@ -283,6 +283,26 @@ TEST_F(TuneTest, TunesOpenclOnTheDeviceAndStoresTheDecision) {
   EXPECT_LE(r->tuned_seconds, r->default_seconds);
   EXPECT_TRUE(codegen::GpuLaunch::parse(r->winner));
   EXPECT_EQ(state->tensors[0].bytes(0, DType::f32), before.tensors[0].bytes(0, DType::f32));
+  // A decision this version cannot read (another version's, say) is ignored: the search runs.
+  {
+    std::vector<runtime::HostTensor> odd = {runtime::HostTensor::zeros("w", DType::f32, {3000})};
+    auto s3 = runtime::init_state(*plan, odd, {});
+    ASSERT_TRUE(s3);
+    auto t3 = opencl_target(*plan, *s3, -1);
+    ASSERT_TRUE(t3);
+    ASSERT_TRUE((*c)->put_decision(t3->program, size_bucket(t3->elements), t3->performance,
+                                   "workgroup=huge"));
+    TuneOptions one = opts;
+    one.max_candidates = 1;
+    auto fresh = tune_opencl(*plan, *s3, -1, c->get(), one);
+    ASSERT_TRUE(fresh) << fresh.error().message;
+    EXPECT_FALSE(fresh->from_cache);
+    EXPECT_EQ(fresh->winner, opencl_default_launch(-1).to_string());
+    // ... and replaced by the new one.
+    std::string from;
+    EXPECT_EQ(gpu_launch_for(t3, c->get(), &from), opencl_default_launch(-1));
+    EXPECT_EQ(from, opencl_default_launch(-1).to_string());
+  }
   auto again = tune_opencl(*plan, *state, -1, c->get(), opts);
   ASSERT_TRUE(again);
   EXPECT_TRUE(again->from_cache);
