@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 namespace optjit::cache {
@@ -48,12 +49,13 @@ Status sodium() {
 
 }  // namespace
 
-Expected<int64_t> export_bundle(KernelCache& cache, const std::string& path,
-                                const std::vector<std::string>& fps) {
+Expected<BundleCounts> export_bundle(KernelCache& cache, const std::string& path,
+                                     const std::vector<std::string>& fps) {
   std::string tmp = path + ".tmp-" + std::to_string(::getpid());
   std::error_code ec;
   fs::remove(tmp, ec);
-  int64_t n = 0;
+  BundleCounts n;
+  std::set<std::string> programs;
   {
     auto out = KernelCache::open({.file = tmp});
     if (!out) return out.error();
@@ -67,7 +69,13 @@ Expected<int64_t> export_bundle(KernelCache& cache, const std::string& path,
       inner->resources = e.resources;
       inner->compile_seconds = e.compile_seconds;
       OPTJIT_TRY((*out)->put(*inner));
-      ++n;
+      programs.insert(e.key.program);
+      ++n.kernels;
+    }
+    for (const auto& d : cache.decisions()) {
+      if (!fps.empty() && !programs.count(d.program)) continue;
+      OPTJIT_TRY((*out)->put_decision(d.program, d.size_bucket, d.performance, d.config));
+      ++n.decisions;
     }
     auto done = (*out)->prune(-1, -1);  // checkpoint: one self-contained file
     if (!done) return done.error();
@@ -78,7 +86,7 @@ Expected<int64_t> export_bundle(KernelCache& cache, const std::string& path,
   return n;
 }
 
-Expected<int64_t> import_bundle(KernelCache& cache, const std::string& path) {
+Expected<BundleCounts> import_bundle(KernelCache& cache, const std::string& path) {
   if (!fs::is_regular_file(path)) return make_error("{}: no such bundle", path);
   // Read the bundle through a private copy, so a bundle on read-only media works and is never
   // changed.
@@ -88,7 +96,7 @@ Expected<int64_t> import_bundle(KernelCache& cache, const std::string& path) {
   std::error_code ec;
   fs::copy_file(path, copy, fs::copy_options::overwrite_existing, ec);
   if (ec) return make_error("{}: cannot read ({})", path, ec.message());
-  int64_t added = 0;
+  BundleCounts added;
   std::string problem;
   {
     auto in = KernelCache::open({.file = copy});
@@ -112,7 +120,13 @@ Expected<int64_t> import_bundle(KernelCache& cache, const std::string& path) {
           break;
         }
       }
-      added = cache.stats().kernels - before;
+      added.kernels = cache.stats().kernels - before;
+      const size_t decisions_before = cache.decisions().size();
+      for (const auto& d : (*in)->decisions())
+        if (problem.empty())
+          if (Status s = cache.put_decision(d.program, d.size_bucket, d.performance, d.config); !s)
+            problem = s.error().message;
+      added.decisions = static_cast<int64_t>(cache.decisions().size() - decisions_before);
     }
   }
   for (const char* ext : {"", "-wal", "-shm"}) fs::remove(copy + ext, ec);

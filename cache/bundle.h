@@ -8,14 +8,19 @@
 
 namespace optjit::cache {
 
-/// Writes the user layer's kernels whose fingerprint id is in `fingerprints` (all, if empty)
-/// to a new database at `path` (replaced atomically). Returns how many were written.
-Expected<int64_t> export_bundle(KernelCache& cache, const std::string& path,
-                                const std::vector<std::string>& fingerprints);
+struct BundleCounts {
+  int64_t kernels = 0, decisions = 0;
+};
 
-/// Copies a bundle's kernels into the user layer, checking every envelope; kernels already in
-/// the user layer stay. Returns how many were added.
-Expected<int64_t> import_bundle(KernelCache& cache, const std::string& path);
+/// Writes the user layer's kernels whose fingerprint id is in `fingerprints` (all, if empty)
+/// to a new database at `path` (replaced atomically), with the tuning decisions for the
+/// programs of those kernels (all, if empty), so users neither compile nor tune.
+Expected<BundleCounts> export_bundle(KernelCache& cache, const std::string& path,
+                                     const std::vector<std::string>& fingerprints);
+
+/// Copies a bundle's kernels and tuning decisions into the user layer, checking every
+/// envelope; what the user layer already has stays. Returns how many of each were added.
+Expected<BundleCounts> import_bundle(KernelCache& cache, const std::string& path);
 
 /// Ed25519 (libsodium): a key pair in `<prefix>.key` (secret) and `<prefix>.pub`, a detached
 /// signature of a file in `<file>.sig`, and its check.

@@ -528,6 +528,17 @@ std::optional<std::string> KernelCache::get_decision(const std::string& program,
   return best;
 }
 
+std::vector<TuningDecision> KernelCache::decisions() {
+  std::vector<TuningDecision> out;
+  Stmt q(db_,
+         "SELECT program, size_bucket, performance, config FROM tuning_decisions ORDER BY program, "
+         "size_bucket, performance");
+  if (!q) return out;
+  while (sqlite3_step(q.s) == SQLITE_ROW)
+    out.push_back({q.col_text(0), sqlite3_column_int64(q.s, 1), q.col_text(2), q.col_text(3)});
+  return out;
+}
+
 int64_t KernelCache::measurement_count() {
   Stmt q(db_, "SELECT count(*) FROM tuning_measurements");
   return q && sqlite3_step(q.s) == SQLITE_ROW ? sqlite3_column_int64(q.s, 0) : 0;

@@ -59,6 +59,13 @@ struct CacheStats {
   int64_t hits = 0, misses = 0, rejected = 0;  // this process
 };
 
+/// A tuning decision as stored: the chosen configuration for a program at a size on a device.
+struct TuningDecision {
+  std::string program;
+  int64_t size_bucket = 0;
+  std::string performance, config;
+};
+
 class KernelCache {
  public:
   static Expected<std::unique_ptr<KernelCache>> open(CacheOptions options = {});
@@ -93,6 +100,8 @@ class KernelCache {
   std::optional<std::string> get_decision(const std::string& program, int64_t bucket,
                                           const std::string& performance, bool* exact = nullptr);
   int64_t measurement_count();
+  /// The user layer's tuning decisions, ordered by program, size and device.
+  std::vector<TuningDecision> decisions();
 
   bool strict() const { return options_.strict; }
   const std::string& path() const { return path_; }

@@ -315,17 +315,36 @@ TEST_F(Cli, SignedBundlesShipAWarmCache) {
   ASSERT_EQ(built.code, 0) << built.output;
   EXPECT_NE(built.output.find("sm_80: "), std::string::npos);
   EXPECT_NE(built.output.find("(stored in the kernel cache)"), std::string::npos) << built.output;
+  // The tuning decision travels with the kernels of its program.
+  ASSERT_EQ(optjit_cli_prefixed(a, "tune " + pipe + " --numel 5000 --max-candidates 2").code, 0);
   ASSERT_EQ(optjit_cli_prefixed(a, "cache keygen " + p("k")).code, 0);
   auto ex = optjit_cli_prefixed(
       a, "cache export " + p("bundle.sqlite") + " --device sm_80 --sign " + p("k.key"));
   ASSERT_EQ(ex.code, 0) << ex.output;
-  EXPECT_NE(ex.output.find("exported 1 kernel"), std::string::npos) << ex.output;
+  EXPECT_NE(ex.output.find("exported 1 kernel and 1 tuning decision to"), std::string::npos)
+      << ex.output;
   auto im =
       optjit_cli_prefixed(b, "cache import " + p("bundle.sqlite") + " --verify " + p("k.pub"));
   ASSERT_EQ(im.code, 0) << im.output;
-  EXPECT_NE(im.output.find("imported 1 kernel"), std::string::npos) << im.output;
+  EXPECT_NE(im.output.find("imported 1 kernel and 1 tuning decision from"), std::string::npos)
+      << im.output;
   auto warm = optjit_cli_prefixed(b, "compile " + pipe + " --arch sm_80");
   EXPECT_NE(warm.output.find("(from the kernel cache)"), std::string::npos) << warm.output;
+  auto coverage = optjit_cli_prefixed(b, "cache coverage");
+  EXPECT_NE(coverage.output.find("cuda sm_80 (ahead of time)"), std::string::npos)
+      << coverage.output;
+  EXPECT_NE(coverage.output.find("  tuned on cpu|"), std::string::npos) << coverage.output;
+  EXPECT_NE(coverage.output.find(" for 2^12 elements: threads="), std::string::npos)
+      << coverage.output;
+  write("p.st", {filled("weight", DType::f32, {5000}, 1)});
+  write("g.st", {filled("weight", DType::f32, {5000}, 0.1)});
+  auto tuned_run =
+      optjit_cli_prefixed(b, "run " + pipe + " --backend cpu --params " + p("p.st") + " --grads " +
+                                 p("g.st") + " --steps 1 --out " + p("o.st"));
+  ASSERT_EQ(tuned_run.code, 0) << tuned_run.output;
+  EXPECT_NE(tuned_run.output.find("launch parameters from the kernel cache's tuning"),
+            std::string::npos)
+      << tuned_run.output;
   // As a read-only layer, without importing.
   auto layered = optjit_cli_prefixed(
       "OPTJIT_CACHE_DIR=" + p("c") + " OPTJIT_CACHE_SHIPPED=" + p("bundle.sqlite") + " ",

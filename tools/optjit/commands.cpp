@@ -461,7 +461,8 @@ int cache(const CacheCommand& c) {
     if (!n) return fail(n.error().message);
     if (!c.key.empty())
       if (Status st = cache::sign_file(c.file, c.key); !st) return fail(st.error().message);
-    fmt::print("exported {} kernel{} to {}{}\n", *n, *n == 1 ? "" : "s", c.file,
+    fmt::print("exported {} kernel{} and {} tuning decision{} to {}{}\n", n->kernels,
+               n->kernels == 1 ? "" : "s", n->decisions, n->decisions == 1 ? "" : "s", c.file,
                c.key.empty() ? "" : " (signed: " + c.file + ".sig)");
   } else if (c.action == "import") {
     if (c.file.empty()) return fail("cache import needs a bundle path");
@@ -469,7 +470,8 @@ int cache(const CacheCommand& c) {
       if (Status st = cache::verify_file(c.file, c.key); !st) return fail(st.error().message);
     auto n = cache::import_bundle(**kc, c.file);
     if (!n) return fail(n.error().message);
-    fmt::print("imported {} kernel{} from {}{}\n", *n, *n == 1 ? "" : "s", c.file,
+    fmt::print("imported {} kernel{} and {} tuning decision{} from {}{}\n", n->kernels,
+               n->kernels == 1 ? "" : "s", n->decisions, n->decisions == 1 ? "" : "s", c.file,
                c.key.empty() ? "" : " (signature verified)");
   } else if (c.action == "keygen") {
     if (c.file.empty()) return fail("cache keygen needs a path prefix");
@@ -485,12 +487,19 @@ int cache(const CacheCommand& c) {
       device_names[codegen::cubin_fingerprint_id(arch)] =
           std::string("cuda ") + arch + " (ahead of time)";
     std::map<std::string, std::set<std::string>> warm;
+    std::map<std::string, std::vector<cache::TuningDecision>> tuned;
     for (const auto& e : (*kc)->list()) warm[e.key.program].insert(e.key.fingerprint);
+    for (const auto& d : (*kc)->decisions()) {
+      warm[d.program];
+      tuned[d.program].push_back(d);
+    }
     for (const auto& [program, fps] : warm) {
       fmt::print("program {}:\n", program);
       for (const auto& f : fps)
         fmt::print("  warm on {} {}\n", f,
                    device_names.count(f) ? device_names[f] : "(another machine)");
+      for (const auto& d : tuned[program])
+        fmt::print("  tuned on {} for 2^{} elements: {}\n", d.performance, d.size_bucket, d.config);
     }
     if (warm.empty()) fmt::print("the kernel cache is empty\n");
   } else if (c.action == "prune") {
