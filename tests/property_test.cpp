@@ -17,6 +17,8 @@
 #include "runtime/cpu_backend.h"
 #include "runtime/reference.h"
 
+#include "property_gens.h"
+
 namespace optjit {
 namespace {
 
@@ -132,95 +134,6 @@ NaiveResult naive_step(const ir::Program& p, const plan::Plan& plan, OptimizerSt
   return r;
 }
 
-// A random pipeline: 1-3 built-in transforms with random options and (for lr) schedules.
-rc::Gen<std::string> gen_builtin_pipeline() {
-  return rc::gen::exec([] {
-    std::vector<std::string> transforms, schedules;
-    for (const auto& d : dsl::builtins())
-      (d->kind == dsl::DefKind::transform ? transforms : schedules).push_back(d->name);
-    int n = *rc::gen::inRange(1, 4);
-    std::vector<std::string> parts;
-    for (int i = 0; i < n; ++i) {
-      std::string name = *rc::gen::elementOf(transforms);
-      auto def = dsl::find_builtin(name);
-      std::vector<std::string> args;
-      for (const auto& h : def->hypers) {
-        if (h.name == "lr" && *rc::gen::inRange(0, 3) == 0) {
-          const char* sched[] = {
-              "step_lr(base_lr=0.01, step_size=2)",
-              "cosine_annealing_lr(base_lr=0.01, T_max=3)",
-              "one_cycle_lr(max_lr=0.01, total_steps=10)",
-              "cosine_with_warmup(base_lr=0.01, num_warmup_steps=1, num_training_steps=5)",
-              "multi_step_lr(base_lr=0.01, milestones=(1, 2))",
-              "linear_lr(base_lr=0.01)"};
-          args.push_back(std::string("lr=") + *rc::gen::elementOf(std::vector<std::string>(
-                                                  std::begin(sched), std::end(sched))));
-        } else if (h.defaults.empty()) {
-          args.push_back(h.name + "=" + std::to_string(*rc::gen::inRange(1, 5) * 0.5));
-        } else if (h.name == "momentum") {
-          args.push_back(h.name + "=" + (*rc::gen::arbitrary<bool>() ? "0.9" : "0"));
-        }
-      }
-      for (const auto& o : def->options)
-        if (o.default_value.index() == 0 && o.name != "nesterov" && *rc::gen::arbitrary<bool>())
-          args.push_back(o.name + "=true");
-      std::string joined;
-      for (size_t k = 0; k < args.size(); ++k) joined += (k ? ", " : "") + args[k];
-      parts.push_back(name + "(" + joined + ")");
-    }
-    std::string out = "chain(";
-    for (size_t k = 0; k < parts.size(); ++k) out += (k ? ", " : "") + parts[k];
-    return out + ")";
-  });
-}
-
-// A random custom transform: element expressions with global and per-tensor reductions
-// nested in each other, so the planner sees many pass structures.
-rc::Gen<std::string> gen_expr(int depth) {
-  std::vector<std::string> leaves = {"grad", "param", "m", "lr", "step", "0.5", "numel"};
-  if (depth <= 0) return rc::gen::elementOf(leaves);
-  return rc::gen::oneOf(
-      rc::gen::elementOf(leaves), rc::gen::exec([depth] {
-        auto a = *gen_expr(depth - 1), b = *gen_expr(depth - 1);
-        std::string op = *rc::gen::elementOf(std::vector<std::string>{"+", "-", "*"});
-        return "(" + a + " " + op + " " + b + ")";
-      }),
-      rc::gen::exec([depth] {
-        auto a = *gen_expr(depth - 1);
-        std::string f = *rc::gen::elementOf(
-            std::vector<std::string>{"sqrt(abs(", "tensor_norm((", "norm((", "max_abs((",
-                                     "tensor_sum((", "sign((", "exp(-abs("});
-        return f + a + " * grad))";
-      }),
-      rc::gen::exec([depth] {
-        auto a = *gen_expr(depth - 1), b = *gen_expr(depth - 1), c = *gen_expr(depth - 1);
-        return "(" + a + " > " + b + " ? " + c + " : " + b + ")";
-      }));
-}
-
-rc::Gen<std::string> gen_custom_pipeline() {
-  return rc::gen::exec([] {
-    std::string e1 = *gen_expr(3), e2 = *gen_expr(3);
-    std::string skip =
-        *rc::gen::arbitrary<bool>() ? "  skip_if any_nonfinite(grad) || sum(grad) > 1e30\n" : "";
-    return "transform t(lr=0.01) {\n  state m = 0.25\n  scalar k = 1\n" + skip +
-           "  m = 0.9 * m + " + e1 + " * 0.001\n  k = k * 0.5 + norm(m)\n  param = param - lr * (" +
-           e2 + ") * 0.001\n}\nt()";
-  });
-}
-
-std::vector<runtime::HostTensor> random_params(DType t) {
-  int count = *rc::gen::inRange(1, 4);
-  std::vector<runtime::HostTensor> out;
-  for (int i = 0; i < count; ++i) {
-    int64_t numel = *rc::gen::inRange(0, 9);
-    auto h = runtime::HostTensor::zeros("p" + std::to_string(i), t, {numel});
-    for (int64_t e = 0; e < numel; ++e) h.set(e, *rc::gen::inRange(-100, 100) / 37.0);
-    out.push_back(std::move(h));
-  }
-  return out;
-}
-
 void check_plan_matches_naive(const std::string& text) {
   RC_TAG(text.find("transform") == std::string::npos ? "builtins" : "custom");
   auto pipeline = dsl::parse_pipeline(text);
@@ -281,53 +194,11 @@ RC_GTEST_PROP(Property, CpuBackendMatchesTheReference, ()) {
       *rc::gen::elementOf(std::vector<DType>{DType::f32, DType::f64, DType::bf16, DType::f16});
   auto plan = compile_pipeline(text, {t, t, t});
   RC_ASSERT(plan.ok());
-  auto params = random_params(t);
-  auto a = runtime::init_state(*plan, params, {});
-  auto b = runtime::init_state(*plan, params, {});
-  RC_ASSERT(a.ok() && b.ok());
   auto cpu = runtime::CpuBackend::create(*plan, {*rc::gen::inRange(1, 4), *rc::gen::inRange(1, 6)});
   RC_ASSERT(cpu.ok());
-  runtime::ReferenceBackend ref(*plan);
-  const double rtol = t == DType::f64 ? 1e-9 : t == DType::f32 ? 1e-4 : 2e-2;
-  for (int step = 0; step < 3; ++step) {
-    std::vector<runtime::HostTensor> grads;
-    std::vector<const runtime::HostTensor*> ptrs;
-    for (const auto& p : params) {
-      auto g = runtime::HostTensor::zeros(p.name, t, p.shape);
-      for (int64_t e = 0; e < g.numel(); ++e) g.set(e, *rc::gen::inRange(-50, 50) / 13.0);
-      grads.push_back(std::move(g));
-    }
-    for (const auto& g : grads) ptrs.push_back(&g);
-    RC_ASSERT(runtime::set_grads(*plan, *a, ptrs).ok() && runtime::set_grads(*plan, *b, ptrs).ok());
-    RC_ASSERT((*cpu)->step(*a).skipped == ref.step(*b).skipped);
-  }
-  RC_ASSERT(a->step == b->step);
-  for (size_t i = 0; i < a->tensors.size(); ++i)
-    for (size_t k = 0; k < plan->program.buffers.size(); ++k) {
-      DType st = plan->buffers[k].storage;
-      double scale = 0;
-      for (int64_t e = 0; e < a->tensors[i].numel; ++e)
-        scale = std::max(scale, std::fabs(runtime::load_element(b->tensors[i].data(k), st, e)));
-      for (int64_t e = 0; e < a->tensors[i].numel; ++e) {
-        double x = runtime::load_element(a->tensors[i].data(k), st, e);
-        double y = runtime::load_element(b->tensors[i].data(k), st, e);
-        if (std::isnan(x) || std::isnan(y)) {
-          RC_ASSERT(std::isnan(x) == std::isnan(y));
-          continue;
-        }
-        if (std::isinf(y)) {
-          RC_ASSERT(x == y);
-          continue;
-        }
-        RC_ASSERT(std::fabs(x - y) <= rtol * scale + 1e-30);
-      }
-    }
-  for (size_t g = 0; g < a->groups.size(); ++g)
-    for (size_t k = 0; k < a->groups[g].states.size(); ++k) {
-      double x = a->groups[g].states[k], y = b->groups[g].states[k];
-      RC_ASSERT(
-          (std::fabs(x - y) <= rtol * std::fabs(y) + 1e-30 || (std::isnan(x) && std::isnan(y))));
-    }
+  check_backend_matches_reference(*plan, t, random_params(t), [&](runtime::OptimizerState& s) {
+    return (*cpu)->step(s).skipped;
+  });
 }
 
 RC_GTEST_PROP(Property, IrTextRoundTripsForRandomPipelines, ()) {

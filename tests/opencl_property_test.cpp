@@ -1,0 +1,49 @@
+// OpenCL (PoCL in CI) against the reference on random pipelines (built-ins and custom
+// transforms with nested reductions), storage types and launch shapes: block, items per
+// work-item, vector width, grid cap and chunk size all drawn at random. Each case builds an
+// OpenCL program, so this property runs 15 cases unless RC_PARAMS says otherwise.
+#include <cstdlib>
+
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
+
+#include "codegen/launch.h"
+#include "ir/compile.h"
+#include "property_gens.h"
+#include "runtime/opencl_backend.h"
+
+namespace optjit {
+namespace {
+
+// Before rapidcheck reads its configuration (on first use, after static initialization).
+const int kCases = ::setenv("RC_PARAMS", "max_success=15", /*overwrite=*/0);
+
+RC_GTEST_PROP(OpenclProperty, EveryLaunchShapeMatchesTheReference, ()) {
+  (void)kCases;
+  const bool custom = *rc::gen::arbitrary<bool>();
+  std::string text = custom ? *gen_custom_pipeline() : *gen_builtin_pipeline();
+  DType t = custom ? *rc::gen::elementOf(std::vector<DType>{DType::f32, DType::f64})
+                   : *rc::gen::elementOf(
+                         std::vector<DType>{DType::f32, DType::f64, DType::bf16, DType::f16});
+  RC_TAG(custom ? "custom" : "builtins", to_string(t));
+  auto plan = compile_pipeline(text, {t, t, t});
+  RC_ASSERT(plan.ok());
+  codegen::GpuLaunch launch;
+  launch.block = *rc::gen::elementOf(std::vector<int>{1, 2, 4, 8, 16, 64});
+  launch.items = *rc::gen::inRange(1, 5);
+  launch.vec = *rc::gen::elementOf(std::vector<int>{1, 2, 4, 8});
+  launch.groups_per_unit = *rc::gen::inRange(1, 9);
+  launch.chunk_elements = launch.vec * *rc::gen::inRange(1, 6);
+  RC_LOG() << text << " on " << to_string(t) << ", " << launch.to_string() << "\n";
+  auto ocl = runtime::OpenclBackend::create(*plan, {-1, launch});
+  RC_ASSERT(ocl.ok());
+  check_backend_matches_reference(*plan, t, random_params(t, 40), [&](runtime::OptimizerState& s) {
+    auto r = (*ocl)->step(s);
+    RC_ASSERT(r.ok());
+    return r->skipped;
+  });
+}
+
+}  // namespace
+}  // namespace optjit
