@@ -50,7 +50,8 @@ TuneTarget cpu_target(const plan::Plan& plan, const runtime::OptimizerState& sta
 }
 
 Expected<TuneResult> tune_cpu(const plan::Plan& plan, runtime::OptimizerState& state,
-                              cache::KernelCache* cache, TuneOptions options) {
+                              cache::KernelCache* cache, TuneOptions options,
+                              const std::function<void()>& restore_external) {
   const TuneTarget target = cpu_target(plan, state);
   const auto candidates = cpu_candidates(omp_get_max_threads(), target.elements);
   SearchSpace space;
@@ -83,8 +84,11 @@ Expected<TuneResult> tune_cpu(const plan::Plan& plan, runtime::OptimizerState& s
       return Status::Ok();
     });
   };
-  return tune(
-      target, space, make, [&] { state = snapshot; }, cache, options);
+  auto restore = [&] {
+    state = snapshot;
+    if (restore_external) restore_external();
+  };
+  return tune(target, space, make, restore, cache, options);
 }
 
 runtime::CpuOptions cpu_config_for(const plan::Plan& plan, const runtime::OptimizerState& state,

@@ -1,6 +1,7 @@
 // Autotuning the CPU backend's launch parameters (threads, chunk size, unroll) on real buffers.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,9 +25,12 @@ inline constexpr int kCpuUnrolls[] = {0, 1, 2, 4};
 /// What a CPU tuning result is keyed by: this plan on this machine's CPU at this size.
 TuneTarget cpu_target(const plan::Plan& plan, const runtime::OptimizerState& state);
 
-/// Tunes on `state` (restored after every candidate); see autotune::tune.
+/// Tunes on `state` (restored after every candidate); see autotune::tune. Buffers the state
+/// only points to (a framework's parameters) are not in the snapshot: `restore_external` puts
+/// them back.
 Expected<TuneResult> tune_cpu(const plan::Plan& plan, runtime::OptimizerState& state,
-                              cache::KernelCache* cache, TuneOptions options = {});
+                              cache::KernelCache* cache, TuneOptions options = {},
+                              const std::function<void()>& restore_external = {});
 
 /// The configuration to use for a plan on this machine: the cache's decision, else the default.
 runtime::CpuOptions cpu_config_for(const plan::Plan& plan, const runtime::OptimizerState& state,

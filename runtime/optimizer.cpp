@@ -1,5 +1,7 @@
 #include "runtime/optimizer.h"
 
+#include <cstring>
+
 #include "autotune/cpu_tuner.h"
 #include "ir/compile.h"
 
@@ -81,7 +83,7 @@ Expected<std::unique_ptr<Optimizer>> Optimizer::build(Expected<plan::Plan> plan,
     t.external[o->param_buffer_] = static_cast<uint8_t*>(o->params_[i].data);
   }
   if (options.backend == Backend::cpu) {
-    std::unique_ptr<cache::KernelCache> kc;
+    std::unique_ptr<cache::KernelCache>& kc = o->cache_;
     if (options.cache) {
       auto c = cache::KernelCache::open(*options.cache);
       if (c) {
@@ -110,21 +112,58 @@ Expected<std::unique_ptr<Optimizer>> Optimizer::build(Expected<plan::Plan> plan,
   return o;
 }
 
-Expected<runtime::StepResult> Optimizer::step(const std::vector<const void*>& grads) {
+Status Optimizer::bind_grads(const char* who, const std::vector<const void*>& grads) {
   if (grads.size() != params_.size())
-    return make_error("step() got {} gradients for {} parameters", grads.size(), params_.size());
+    return make_error("{}() got {} gradients for {} parameters", who, grads.size(), params_.size());
   const size_t gbytes = size_bytes(plan_.buffers[grad_buffer_].storage);
   for (size_t i = 0; i < grads.size(); ++i) {
     const int64_t n = state_.tensors[i].numel;
     if (!grads[i] && n > 0) return make_error("the gradient of '{}' is null", params_[i].name);
     if (overlap(grads[i], n * gbytes, params_[i].data, n * size_bytes(params_[i].dtype)))
       return make_error("the gradient of '{}' overlaps its parameter", params_[i].name);
-    // The kernels only read gradients.
+  }
+  // The kernels only read gradients.
+  for (size_t i = 0; i < grads.size(); ++i)
     state_.tensors[i].external[grad_buffer_] =
         const_cast<uint8_t*>(static_cast<const uint8_t*>(grads[i]));
-  }
-  runtime::StepResult r = cpu_ ? cpu_->step(state_) : runtime::ReferenceBackend(plan_).step(state_);
+  return Status::Ok();
+}
+
+void Optimizer::unbind_grads() {
   for (auto& t : state_.tensors) t.external[grad_buffer_] = nullptr;
+}
+
+Expected<runtime::StepResult> Optimizer::step(const std::vector<const void*>& grads) {
+  OPTJIT_TRY(bind_grads("step", grads));
+  runtime::StepResult r = cpu_ ? cpu_->step(state_) : runtime::ReferenceBackend(plan_).step(state_);
+  unbind_grads();
+  return r;
+}
+
+Expected<autotune::TuneResult> Optimizer::tune(const std::vector<const void*>& grads,
+                                               autotune::TuneOptions options) {
+  if (!cpu_) return make_error("tune() needs the cpu backend");
+  OPTJIT_TRY(bind_grads("tune", grads));
+  // The parameters live in the caller's memory, outside the state's snapshot.
+  std::vector<std::vector<uint8_t>> saved;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto* p = static_cast<const uint8_t*>(params_[i].data);
+    saved.emplace_back(p, p + state_.tensors[i].numel * size_bytes(params_[i].dtype));
+  }
+  auto restore = [&] {
+    for (size_t i = 0; i < params_.size(); ++i)
+      if (!saved[i].empty()) std::memcpy(params_[i].data, saved[i].data(), saved[i].size());
+  };
+  auto r = autotune::tune_cpu(plan_, state_, cache_.get(), options, restore);
+  unbind_grads();
+  if (!r) return r.error();
+  auto winner = autotune::parse_cpu_config(r->winner);
+  if (!winner) return make_error("tuning chose an unreadable configuration '{}'", r->winner);
+  auto cpu = runtime::CpuBackend::create(plan_, *winner, cache_.get());
+  if (!cpu) return cpu.error();
+  cpu_ = std::move(*cpu);
+  launch_ = *winner;
+  tuned_ = true;
   return r;
 }
 

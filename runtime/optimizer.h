@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "autotune/tuner.h"
 #include "cache/kernel_cache.h"
 #include "ir/dsl.h"
 #include "ir/plan.h"
@@ -61,6 +62,12 @@ class Optimizer {
   /// read. The result says whether a skip_if (e.g. grad_scaler on Inf/NaN) skipped the step.
   Expected<runtime::StepResult> step(const std::vector<const void*>& grads);
 
+  /// Tunes the CPU launch (threads, chunk size, unroll) on these very tensors, with `grads` as
+  /// the gradients. Parameters, state and the step count are as before afterwards; the winner
+  /// is used from now on and stored in the kernel cache (a stored decision is used as it is).
+  Expected<autotune::TuneResult> tune(const std::vector<const void*>& grads,
+                                      autotune::TuneOptions options = {});
+
   /// Hyperparameters by full name ("adamw.lr") or unambiguous short name ("lr", "betas");
   /// without a group, every group. Takes effect at the next step; nothing recompiles.
   Status set_hyper(std::string_view name, double value, std::optional<uint32_t> group = {});
@@ -89,9 +96,12 @@ class Optimizer {
   static Expected<std::unique_ptr<Optimizer>> build(Expected<plan::Plan> plan,
                                                     std::vector<Param> params,
                                                     OptimizerOptions options);
+  Status bind_grads(const char* who, const std::vector<const void*>& grads);
+  void unbind_grads();
   plan::Plan plan_;
   std::vector<Param> params_;
   runtime::OptimizerState state_;
+  std::unique_ptr<cache::KernelCache> cache_;
   std::unique_ptr<runtime::CpuBackend> cpu_;
   runtime::CpuOptions launch_;
   bool tuned_ = false;

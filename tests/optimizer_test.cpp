@@ -121,6 +121,60 @@ TEST(Optimizer, StartsWarmFromTheKernelCacheAndUsesItsTuning) {
   std::filesystem::remove_all(dir);
 }
 
+// A framework tunes in process on its own tensors: nothing it owns changes, the winner is in
+// use afterwards and stored, and the steps that follow match an untuned optimizer's.
+TEST(Optimizer, TunesOnTheCallersTensorsWithoutChangingThem) {
+  const std::string dir = temp_path("tune");
+  std::filesystem::remove_all(dir);
+  OptimizerOptions options;
+  options.cache = cache::CacheOptions{dir};
+  Model a, b;
+  auto tuned = Optimizer::create(kPipeline, a.params(), options);
+  auto plain = Optimizer::create(kPipeline, b.params(), OptimizerOptions{.cache = std::nullopt});
+  ASSERT_TRUE(tuned && plain);
+  a.grads(0);
+  b.grads(0);
+  ASSERT_TRUE((*tuned)->step(a.grad_ptrs()));  // some state to keep
+  ASSERT_TRUE((*plain)->step(b.grad_ptrs()));
+  const std::vector<float> w_before = a.w, b_before = a.b;
+  const std::string saved = temp_path("before.st"), after = temp_path("after.st");
+  ASSERT_TRUE((*tuned)->save(saved));
+  autotune::TuneOptions topts;
+  topts.seconds_per_candidate = 0.01;
+  topts.progress = false;
+  a.grads(1);
+  auto r = (*tuned)->tune(a.grad_ptrs(), topts);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_GE(r->measured.size(), 2u);
+  EXPECT_EQ(a.w, w_before);
+  EXPECT_EQ(a.b, b_before);
+  EXPECT_EQ((*tuned)->step_count(), 1);
+  ASSERT_TRUE((*tuned)->save(after));
+  std::ifstream x(saved, std::ios::binary), y(after, std::ios::binary);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(x), {}),
+            std::string(std::istreambuf_iterator<char>(y), {}));
+  EXPECT_TRUE((*tuned)->launch_from_tuning());
+  EXPECT_EQ(autotune::to_string((*tuned)->launch()), r->winner);
+  for (int step = 1; step < 4; ++step) {
+    a.grads(step);
+    b.grads(step);
+    ASSERT_TRUE((*tuned)->step(a.grad_ptrs()));
+    ASSERT_TRUE((*plain)->step(b.grad_ptrs()));
+  }
+  for (size_t i = 0; i < a.w.size(); ++i) ASSERT_NEAR(a.w[i], b.w[i], 1e-6) << i;
+  // Stored: a new optimizer over the same shapes starts with the decision.
+  Model c;
+  auto next = Optimizer::create(kPipeline, c.params(), options);
+  ASSERT_TRUE(next);
+  EXPECT_EQ(autotune::to_string((*next)->launch()), r->winner);
+  auto wrong = (*tuned)->tune({a.gw.data()}, topts);
+  ASSERT_FALSE(wrong);
+  EXPECT_EQ(wrong.error().message, "tune() got 1 gradients for 2 parameters");
+  std::filesystem::remove(saved);
+  std::filesystem::remove(after);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Optimizer, HyperparametersChangeBetweenStepsWithoutRecompiling) {
   Model m;
   auto opt = Optimizer::create("sgd(lr=0.1)", m.params());
