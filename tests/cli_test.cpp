@@ -441,6 +441,9 @@ TEST_F(Cli, OpenclTuningAndLaunchParameters) {
        "optjit: --launch: unknown launch parameter 'warp' (block, items, vec, grid, chunk)\n"},
       {"--backend opencl --launch block=8192",
        "optjit: --launch: block size 8192 is not a power of two between 1 and 1024\n"},
+      {"--backend cpu --launch vec=4",
+       "optjit: --launch is for --backend cuda and opencl; the cpu backend takes --threads and "
+       "--chunk\n"},
   };
   for (const auto& k : cases) {
     auto r = run(k.args, "bad.st");
