@@ -170,8 +170,8 @@ class PassEmitter {
       llvm::Metadata* count[] = {
           llvm::MDString::get(c_, "llvm.loop.interleave.count"),
           llvm::ConstantAsMetadata::get(b_.getInt32(static_cast<uint32_t>(interleave_)))};
-      auto placeholder = llvm::MDNode::getTemporary(c_, {});
-      llvm::Metadata* ops[] = {placeholder.get(), llvm::MDNode::get(c_, count)};
+      auto self = llvm::MDNode::getTemporary(c_, {});  // replaced by the node itself
+      llvm::Metadata* ops[] = {self.get(), llvm::MDNode::get(c_, count)};
       llvm::MDNode* id = llvm::MDNode::getDistinct(c_, ops);
       id->replaceOperandWith(0, id);
       back->setMetadata(llvm::LLVMContext::MD_loop, id);

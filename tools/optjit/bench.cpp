@@ -244,8 +244,9 @@ int bench(const BenchOptions& o) {
   if (o.backend != "cpu" && o.backend != "cuda" && o.backend != "opencl")
     return fail(fmt::format("bench runs on --backend cpu, cuda or opencl, not {}", o.backend));
   if (o.backend == "cpu" && !o.launch.empty())
-    return fail("--launch is for --backend cuda and opencl; the cpu backend takes --threads and "
-                "--chunk");
+    return fail(
+        "--launch is for --backend cuda and opencl; the cpu backend takes --threads and "
+        "--chunk");
   auto text = read_pipeline_text(o.pipeline);
   if (!text) return fail(text.error().message);
   auto dt = parse_dtype(o.dtype);

@@ -113,8 +113,9 @@ int run(const RunOptions& o) {
   if (o.backend == "auto")
     backend_name = runtime::pick_auto(runtime::list_devices(), true, &why_auto).backend;
   if ((o.backend == "cpu" || o.backend == "reference") && !o.launch.empty())
-    return fail("--launch is for --backend cuda and opencl; the cpu backend takes --threads and "
-                "--chunk");
+    return fail(
+        "--launch is for --backend cuda and opencl; the cpu backend takes --threads and "
+        "--chunk");
   auto text = read_pipeline_text(o.pipeline);
   if (!text) return fail(text.error().message);
   auto params = runtime::read_safetensors(o.params);
