@@ -1,6 +1,7 @@
 #include "autotune/gpu_tuner.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <memory>
 
 #include "codegen/cuda_kernels.h"
