@@ -1,6 +1,8 @@
 #include "runtime/reference.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "ir/eval.h"
 
@@ -146,44 +148,76 @@ void HostProgram::finish_reductions(size_t k, const std::vector<std::vector<doub
   }
 }
 
+// The pass body is interpreted a block of elements at a time: each instruction runs over the
+// block before the next one, so the dispatch on the op is paid once per block, not per element.
+// Every element sees the same operations in the same order as one at a time (a pass loads
+// before it stores), and reductions still take the elements in order.
 void ReferenceBackend::run_pass(size_t k, OptimizerState& s, HostProgram& host) const {
+  constexpr int64_t kBlock = 256;
   const plan::Pass& pass = plan_.passes[k];
   const auto& body = pass.body.insts;
   std::vector<std::vector<double>> partial(pass.reductions.size(),
                                            std::vector<double>(s.tensors.size()));
-  std::vector<double> uni, val(body.size());
+  std::vector<double> uni, val(body.size() * kBlock);
+  const std::vector<double> zeros(kBlock, 0.0);
+  auto column = [&](ValueId v) { return val.data() + index(v) * kBlock; };
   for (size_t t = 0; t < s.tensors.size(); ++t) {
     TensorState& ts = s.tensors[t];
     host.uniforms(k, t, uni);
     std::vector<double> acc;
     for (size_t r = 0; r < pass.reductions.size(); ++r)
       acc.push_back(reduce_identity(plan_.program.at(pass.reductions[r]).op));
-    for (int64_t e = 0; e < ts.numel; ++e) {
+    for (int64_t e0 = 0; e0 < ts.numel; e0 += kBlock) {
+      const int64_t n = std::min(kBlock, ts.numel - e0);
       size_t r = 0;
       for (size_t i = 0; i < body.size(); ++i) {
         const ir::Inst& in = body[i];
+        double* out = val.data() + i * kBlock;
         switch (in.op) {
           case Op::Const:
-            val[i] = in.imm;
+            std::fill(out, out + n, in.imm);
             break;
           case Op::Uniform:
-            val[i] = uni[in.attr];
+            std::fill(out, out + n, uni[in.attr]);
             break;
-          case Op::Load:
-            val[i] = load_element(ts.data(in.attr), plan_.buffers[in.attr].storage, e);
+          case Op::Load: {
+            const uint8_t* base = ts.data(in.attr);
+            const DType st = plan_.buffers[in.attr].storage;
+            if (st == DType::f32) {  // the common types without a per-element dispatch
+              for (int64_t j = 0; j < n; ++j) {
+                float f;
+                std::memcpy(&f, base + 4 * (e0 + j), 4);
+                out[j] = f;
+              }
+            } else if (st == DType::f64) {
+              std::memcpy(out, base + 8 * e0, static_cast<size_t>(8 * n));
+            } else {
+              for (int64_t j = 0; j < n; ++j) out[j] = load_element(base, st, e0 + j);
+            }
             break;
-          case Op::Store:
-            store_element(ts.data(in.attr), plan_.buffers[in.attr].storage, e,
-                          val[index(in.args[0])]);
+          }
+          case Op::Store: {
+            uint8_t* base = ts.data(in.attr);
+            const DType st = plan_.buffers[in.attr].storage;
+            const double* x = column(in.args[0]);
+            if (st == DType::f64)
+              std::memcpy(base + 8 * e0, x, static_cast<size_t>(8 * n));
+            else
+              for (int64_t j = 0; j < n; ++j) store_element(base, st, e0 + j, x[j]);
             break;
+          }
           default:
             if (ir::info(in.op).kind == OpKind::reduce) {
-              acc[r] = reduce_step(in.op, acc[r], val[index(in.args[0])]);
+              const double* x = column(in.args[0]);
+              for (int64_t j = 0; j < n; ++j) acc[r] = reduce_step(in.op, acc[r], x[j]);
               ++r;
             } else {
-              double a[3] = {0, 0, 0};
-              for (int j = 0; j < ir::info(in.op).arity; ++j) a[j] = val[index(in.args[j])];
-              val[i] = ir::eval_op(in.op, in.type, a[0], a[1], a[2]);
+              const int arity = ir::info(in.op).arity;
+              const double* a0 = arity > 0 ? column(in.args[0]) : zeros.data();
+              const double* a1 = arity > 1 ? column(in.args[1]) : zeros.data();
+              const double* a2 = arity > 2 ? column(in.args[2]) : zeros.data();
+              for (int64_t j = 0; j < n; ++j)
+                out[j] = ir::eval_op(in.op, in.type, a0[j], a1[j], a2[j]);
             }
         }
       }
