@@ -1,8 +1,9 @@
 // The CUDA backend: the emitter's CUDA C, compiled by NVRTC for the device's sm_XX, loaded and
 // launched through the driver API (dlopen'd). State lives in device memory; a step uploads the
-// gradients and the uniforms (learning rate, bias corrections: device values, so the launches
-// of a step can be captured in a CUDA graph), launches one kernel per pass, and for the CLI
-// path copies what it wrote back to the host.
+// gradients and the uniforms (learning rate, bias corrections, as device values), launches one
+// kernel per pass, and for the CLI path copies what it wrote back to the host. A pass with a
+// reduction returns to the host for its partials, so a whole step is not yet capturable in a
+// CUDA graph; that needs the host's scalar program on the device.
 #pragma once
 
 #include <memory>
