@@ -45,14 +45,14 @@ std::vector<runtime::CpuOptions> cpu_candidates(int max_threads, int64_t element
   return out;
 }
 
-TuneTarget cpu_target(const plan::Plan& plan, const runtime::OptimizerState& state) {
-  return {program_id(plan), runtime::cpu_device().performance, state.elements()};
+TuneTarget cpu_target(const plan::Plan& plan, int64_t elements) {
+  return {program_id(plan), runtime::cpu_device().performance, elements};
 }
 
 Expected<TuneResult> tune_cpu(const plan::Plan& plan, runtime::OptimizerState& state,
                               cache::KernelCache* cache, TuneOptions options,
                               const std::function<void()>& restore_external) {
-  const TuneTarget target = cpu_target(plan, state);
+  const TuneTarget target = cpu_target(plan, state.elements());
   const auto candidates = cpu_candidates(omp_get_max_threads(), target.elements);
   SearchSpace space;
   space.default_config = to_string(candidates[0]);
@@ -93,7 +93,7 @@ Expected<TuneResult> tune_cpu(const plan::Plan& plan, runtime::OptimizerState& s
 
 runtime::CpuOptions cpu_config_for(const plan::Plan& plan, const runtime::OptimizerState& state,
                                    cache::KernelCache* cache) {
-  if (auto d = stored_decision(cpu_target(plan, state), cache))
+  if (auto d = stored_decision(cpu_target(plan, state.elements()), cache))
     if (auto c = parse_cpu_config(*d)) return *c;
   return {};
 }

@@ -23,7 +23,7 @@ std::vector<runtime::CpuOptions> cpu_candidates(int max_threads, int64_t element
 inline constexpr int kCpuUnrolls[] = {0, 1, 2, 4};
 
 /// What a CPU tuning result is keyed by: this plan on this machine's CPU at this size.
-TuneTarget cpu_target(const plan::Plan& plan, const runtime::OptimizerState& state);
+TuneTarget cpu_target(const plan::Plan& plan, int64_t elements);
 
 /// Tunes on `state` (restored after every candidate); see autotune::tune. Buffers the state
 /// only points to (a framework's parameters) are not in the snapshot: `restore_external` puts

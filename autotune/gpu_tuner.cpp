@@ -143,21 +143,18 @@ codegen::GpuLaunch opencl_default_launch(int device) {
   return codegen::GpuLaunch::device_default(!d || d->gpu);
 }
 
-Expected<TuneTarget> opencl_target(const plan::Plan& plan, const runtime::OptimizerState& state,
-                                   int device) {
+Expected<TuneTarget> opencl_target(const plan::Plan& plan, int64_t elements, int device) {
   auto d = opencl_device(device);
   if (!d) return d.error();
-  return TuneTarget{program_id(plan), runtime::opencl_performance(*d), state.elements()};
+  return TuneTarget{program_id(plan), runtime::opencl_performance(*d), elements};
 }
 
-Expected<TuneTarget> cuda_target(const plan::Plan& plan, const runtime::OptimizerState& state,
-                                 int device) {
+Expected<TuneTarget> cuda_target(const plan::Plan& plan, int64_t elements, int device) {
   auto devices = runtime::cuda_devices();
   if (!devices) return devices.error();
   if (device < 0 || device >= static_cast<int>(devices->size()))
     return make_error("no CUDA device {} (there are {})", device, devices->size());
-  return TuneTarget{program_id(plan), runtime::cuda_performance((*devices)[device]),
-                    state.elements()};
+  return TuneTarget{program_id(plan), runtime::cuda_performance((*devices)[device]), elements};
 }
 
 namespace {
@@ -190,7 +187,7 @@ Expected<TuneResult> tune_device(const plan::Plan& plan, runtime::OptimizerState
 
 Expected<TuneResult> tune_opencl(const plan::Plan& plan, runtime::OptimizerState& state, int device,
                                  cache::KernelCache* cache, TuneOptions options) {
-  auto target = opencl_target(plan, state, device);
+  auto target = opencl_target(plan, state.elements(), device);
   if (!target) return target.error();
   auto dev = opencl_device(device);
   if (!dev) return dev.error();
@@ -205,7 +202,7 @@ Expected<TuneResult> tune_opencl(const plan::Plan& plan, runtime::OptimizerState
 
 Expected<TuneResult> tune_cuda(const plan::Plan& plan, runtime::OptimizerState& state, int device,
                                cache::KernelCache* cache, TuneOptions options) {
-  auto target = cuda_target(plan, state, device);
+  auto target = cuda_target(plan, state.elements(), device);
   if (!target) return target.error();
   const std::string arch = runtime::cuda_devices().value()[device].arch();
   SearchSpace space{codegen::GpuLaunch{}.to_string(), gpu_stages(1024), {}, valid_launch};

@@ -42,10 +42,9 @@ std::optional<std::string> cuda_prune(const plan::Plan& plan, const std::string&
 std::vector<Stage> gpu_stages(int max_block, bool gpu = true);
 
 /// Tuning targets: this plan on OpenCL device `device` / CUDA device `device`.
-Expected<TuneTarget> opencl_target(const plan::Plan& plan, const runtime::OptimizerState& state,
-                                   int device);
-Expected<TuneTarget> cuda_target(const plan::Plan& plan, const runtime::OptimizerState& state,
-                                 int device);
+/// `elements`: parameter elements in all tensors (OptimizerState::elements()).
+Expected<TuneTarget> opencl_target(const plan::Plan& plan, int64_t elements, int device);
+Expected<TuneTarget> cuda_target(const plan::Plan& plan, int64_t elements, int device);
 
 /// Tunes on `state` (restored after every candidate). Candidates are timed with gradients
 /// resident on the device and nothing copied back, so what is compared is the kernels.

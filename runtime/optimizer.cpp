@@ -100,7 +100,8 @@ Expected<std::unique_ptr<Optimizer>> Optimizer::build(Expected<plan::Plan> plan,
     if (options.cpu.threads == defaults.threads &&
         options.cpu.chunk_elements == defaults.chunk_elements &&
         options.cpu.unroll == defaults.unroll)
-      if (auto d = autotune::stored_decision(autotune::cpu_target(o->plan_, o->state_), kc.get()))
+      if (auto d = autotune::stored_decision(autotune::cpu_target(o->plan_, o->state_.elements()),
+                                             kc.get()))
         if (auto c = autotune::parse_cpu_config(*d)) {
           o->launch_ = *c;
           o->tuned_ = true;

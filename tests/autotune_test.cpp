@@ -288,7 +288,7 @@ TEST_F(TuneTest, TunesOpenclOnTheDeviceAndStoresTheDecision) {
     std::vector<runtime::HostTensor> odd = {runtime::HostTensor::zeros("w", DType::f32, {3000})};
     auto s3 = runtime::init_state(*plan, odd, {});
     ASSERT_TRUE(s3);
-    auto t3 = opencl_target(*plan, *s3, -1);
+    auto t3 = opencl_target(*plan, s3->elements(), -1);
     ASSERT_TRUE(t3);
     ASSERT_TRUE((*c)->put_decision(t3->program, size_bucket(t3->elements), t3->performance,
                                    "workgroup=huge"));
@@ -308,14 +308,15 @@ TEST_F(TuneTest, TunesOpenclOnTheDeviceAndStoresTheDecision) {
   EXPECT_TRUE(again->from_cache);
   EXPECT_EQ(again->winner, r->winner);
   std::string from;
-  EXPECT_EQ(gpu_launch_for(opencl_target(*plan, *state, -1), c->get(), &from).to_string(),
-            r->winner);
+  EXPECT_EQ(
+      gpu_launch_for(opencl_target(*plan, state->elements(), -1), c->get(), &from).to_string(),
+      r->winner);
   EXPECT_EQ(from, r->winner);
   // Another size bucket has no decision: the defaults.
   std::vector<runtime::HostTensor> big = {runtime::HostTensor::zeros("w", DType::f32, {1 << 20})};
   auto other = runtime::init_state(*plan, big, {});
   ASSERT_TRUE(other);
-  EXPECT_EQ(gpu_launch_for(opencl_target(*plan, *other, -1), c->get(), nullptr,
+  EXPECT_EQ(gpu_launch_for(opencl_target(*plan, other->elements(), -1), c->get(), nullptr,
                            opencl_default_launch(-1)),
             opencl_default_launch(-1));
 }

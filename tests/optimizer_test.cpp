@@ -78,8 +78,7 @@ TEST(Optimizer, StartsWarmFromTheKernelCacheAndUsesItsTuning) {
   {
     auto kc = cache::KernelCache::open({dir});
     ASSERT_TRUE(kc);
-    auto target = autotune::cpu_target((*cold)->plan(), runtime::OptimizerState{});
-    target.elements = 1010;
+    auto target = autotune::cpu_target((*cold)->plan(), 1010);
     ASSERT_TRUE((*kc)->put_decision(target.program, autotune::size_bucket(target.elements),
                                     target.performance, "threads=1,chunk=64,unroll=2"));
   }

@@ -275,12 +275,10 @@ int bench(const BenchOptions& o) {
   if (o.launch == "tuned") {
     std::unique_ptr<cache::KernelCache> kc;
     if (auto c = cache::KernelCache::open()) kc = std::move(*c);
-    auto state = make_state(*plan, *shapes, *dt);
-    if (!state) return fail(state.error().message);
     std::string from;
     launch =
-        autotune::gpu_launch_for(o.backend == "cuda" ? autotune::cuda_target(*plan, *state, 0)
-                                                     : autotune::opencl_target(*plan, *state, -1),
+        autotune::gpu_launch_for(o.backend == "cuda" ? autotune::cuda_target(*plan, numel, 0)
+                                                     : autotune::opencl_target(*plan, numel, -1),
                                  kc.get(), &from);
     if (from.empty())
       return fail(

@@ -243,8 +243,8 @@ int run(const RunOptions& o) {
       launch = *l;
     } else {
       launch = autotune::gpu_launch_for(backend_name == "cuda"
-                                            ? autotune::cuda_target(plan, *state, 0)
-                                            : autotune::opencl_target(plan, *state, -1),
+                                            ? autotune::cuda_target(plan, state->elements(), 0)
+                                            : autotune::opencl_target(plan, state->elements(), -1),
                                         kcache.get(), &tuned, base);
       if (tuned.empty() && o.chunk != (1 << 16)) launch.chunk_elements = o.chunk;
     }
