@@ -147,9 +147,9 @@ class KernelWriter {
         pass_(plan.passes[k]),
         k_(k),
         L_(L),
-        block_(o.block),
-        items_(o.items),
-        vec_(o.vec) {}
+        block_(o.launch.block),
+        items_(o.launch.items),
+        vec_(o.launch.vec) {}
 
   Expected<std::string> write() {
     std::string s;
@@ -517,16 +517,12 @@ class KernelWriter {
 }  // namespace
 
 Expected<std::string> emit_c(const plan::Plan& plan, CEmitOptions o) {
-  GpuLaunch check;
-  check.block = o.block;
-  check.items = o.items;
-  check.vec = check.chunk_elements = o.vec;
-  OPTJIT_TRY(check.validate());
+  OPTJIT_TRY(o.launch.validate());
   Lang L{o.language};
-  std::string s =
-      fmt::format("// optjit: {} passes, {} bytes per parameter, block {}, items {}, vector {}\n",
-                  plan.passes.size(), plan.bytes_per_param(), o.block, o.items, o.vec);
-  s += preamble(L, plan, o.vec);
+  std::string s = fmt::format(
+      "// optjit: {} passes, {} bytes per parameter, block {}, items {}, vector {}\n",
+      plan.passes.size(), plan.bytes_per_param(), o.launch.block, o.launch.items, o.launch.vec);
+  s += preamble(L, plan, o.launch.vec);
   for (size_t k = 0; k < plan.passes.size(); ++k) {
     auto kernel = KernelWriter(plan, k, L, o).write();
     if (!kernel) return kernel.error();

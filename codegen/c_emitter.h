@@ -13,14 +13,12 @@ namespace optjit::codegen {
 
 enum class CLanguage { cuda, opencl };
 
-/// Work-group (block) size the kernels are written for; a launch must use it.
-inline constexpr int kDefaultBlock = 256;
-
 struct CEmitOptions {
   CLanguage language = CLanguage::opencl;
-  int block = kDefaultBlock;
-  int items = 1;  // vectors per thread per loop trip, all loaded before any is computed
-  int vec = 1;    // elements per load and store; tensors and chunks must start aligned to it
+  /// The kernels are written for its block size (a launch must use it), items per thread and
+  /// vector width (tensors and chunks must start aligned to it); the grid cap and chunk size
+  /// only matter at launch.
+  GpuLaunch launch;
 };
 
 /// One kernel `optjit_pass_<k>` per pass. Kernel arguments:

@@ -15,7 +15,7 @@ Expected<CubinResult> plan_cubin(const plan::Plan& plan, const std::string& arch
   OPTJIT_TRY(launch.validate());
   auto t0 = std::chrono::steady_clock::now();
   // The source is cheap to write and keys the cubin, so an emitter change never loads a stale one.
-  auto src = emit_c(plan, {CLanguage::cuda, launch.block, launch.items, launch.vec});
+  auto src = emit_c(plan, {CLanguage::cuda, launch});
   if (!src) return src.error();
   cache::KernelKey key{cubin_fingerprint_id(arch),
                        fmt::format("{:016x}", ir::structural_hash(plan.program)),

@@ -188,8 +188,7 @@ Expected<std::unique_ptr<OpenclBackend>> OpenclBackend::create(const plan::Plan&
     return make_error("work-group size {} exceeds the device's {}", launch.block,
                       dev.info.max_work_group);
   auto t0 = std::chrono::steady_clock::now();
-  auto src =
-      codegen::emit_c(plan, {codegen::CLanguage::opencl, launch.block, launch.items, launch.vec});
+  auto src = codegen::emit_c(plan, {codegen::CLanguage::opencl, launch});
   if (!src) return src.error();
   std::unique_ptr<OpenclBackend> b(new OpenclBackend(plan));
   b->info_ = dev.info;

@@ -57,9 +57,11 @@ TEST_P(Golden, EmittedSourceIsPinned) {
   const auto& g = GetParam();
   auto plan = compile_pipeline(g.pipeline, {g.dtype, g.dtype, g.dtype});
   ASSERT_TRUE(plan) << plan.error().message;
-  auto src = codegen::emit_c(*plan, {g.language, g.block, g.items, g.vec});
+  auto src =
+      codegen::emit_c(*plan, {g.language, {.block = g.block, .items = g.items, .vec = g.vec}});
   ASSERT_TRUE(src) << src.error().message;
-  auto again = codegen::emit_c(*plan, {g.language, g.block, g.items, g.vec});
+  auto again =
+      codegen::emit_c(*plan, {g.language, {.block = g.block, .items = g.items, .vec = g.vec}});
   EXPECT_EQ(*src, *again);
   check_golden(g.file, *src);
 }
@@ -95,7 +97,8 @@ TEST(CEmitter, RejectsLaunchShapesNoKernelCanUse) {
   auto plan = compile_pipeline("adamw()");
   ASSERT_TRUE(plan);
   auto error = [&](int block, int items, int vec) {
-    auto src = codegen::emit_c(*plan, {codegen::CLanguage::cuda, block, items, vec});
+    auto src = codegen::emit_c(
+        *plan, {codegen::CLanguage::cuda, {.block = block, .items = items, .vec = vec}});
     return src ? std::string("no error") : src.error().message;
   };
   EXPECT_EQ(error(100, 1, 1), "block size 100 is not a power of two between 1 and 1024");

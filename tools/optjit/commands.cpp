@@ -368,8 +368,7 @@ int emit(const EmitOptions& o) {
     auto l = codegen::GpuLaunch::from_text(o.launch);
     if (!l) return fail("--launch: " + l.error().message);
     auto src = codegen::emit_c(
-        *p, {o.backend == "cuda" ? codegen::CLanguage::cuda : codegen::CLanguage::opencl, l->block,
-             l->items, l->vec});
+        *p, {o.backend == "cuda" ? codegen::CLanguage::cuda : codegen::CLanguage::opencl, *l});
     if (!src) return fail(src.error().message);
     fmt::print("{}", *src);
     return 0;
