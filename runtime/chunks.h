@@ -33,6 +33,12 @@ void pack_arena(const ChunkTable& table, const OptimizerState& s, size_t buffer,
 void unpack_arena(const ChunkTable& table, OptimizerState& s, size_t buffer, size_t elem_bytes,
                   const uint8_t* in);
 
+/// Whether a device backend copies buffer b to the device before a step: everything the first
+/// time, then the gradients each step unless they stay resident on the device.
+inline bool uploads_before_step(const plan::Plan& plan, size_t b, bool first, bool resident_grads) {
+  return first || (plan.buffers[b].role == ir::BufferRole::grad && !resident_grads);
+}
+
 /// The buffers a step writes that its caller sees (scratch excluded).
 std::vector<bool> visible_writes(const plan::Plan& plan);
 

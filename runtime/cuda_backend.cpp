@@ -147,7 +147,7 @@ Expected<StepResult> CudaBackend::step(OptimizerState& s) {
     return m.upload(m.arenas[b], staging.data(), staging.size());
   };
   for (size_t b = 0; b < B; ++b)
-    if (!m.uploaded || (plan_.buffers[b].role == ir::BufferRole::grad && !m.options.resident_grads))
+    if (uploads_before_step(plan_, b, !m.uploaded, m.options.resident_grads))
       OPTJIT_TRY(copy_in(b));
   m.uploaded = true;
 

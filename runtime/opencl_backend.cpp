@@ -306,8 +306,7 @@ Expected<StepResult> OpenclBackend::step(OptimizerState& s) {
                                            : cl_fail("clFinish", CL_OUT_OF_RESOURCES);
   };
   for (size_t b = 0; b < B; ++b)
-    if (!m.uploaded || (plan_.buffers[b].role == ir::BufferRole::grad && !m.options.resident_grads))
-      OPTJIT_TRY(upload(b));
+    if (uploads_before_step(plan_, b, !m.uploaded, m.options.resident_grads)) OPTJIT_TRY(upload(b));
   m.uploaded = true;
 
   const int64_t nchunks = static_cast<int64_t>(m.table.chunks.size());
