@@ -544,4 +544,16 @@ int64_t KernelCache::measurement_count() {
   return q && sqlite3_step(q.s) == SQLITE_ROW ? sqlite3_column_int64(q.s, 0) : 0;
 }
 
+Expected<std::unique_ptr<KernelCache>> open_for_run(const CacheOptions& options,
+                                                    std::vector<std::string>& warnings) {
+  auto c = KernelCache::open(options);
+  if (!c) {
+    if (options.strict) return c.error();
+    warnings.push_back(c.error().message + "; running without the kernel cache");
+    return std::unique_ptr<KernelCache>();
+  }
+  warnings.insert(warnings.end(), (*c)->warnings().begin(), (*c)->warnings().end());
+  return std::move(*c);
+}
+
 }  // namespace optjit::cache

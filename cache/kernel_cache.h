@@ -123,4 +123,10 @@ class KernelCache {
 std::vector<uint8_t> wrap(const KernelEntry& e);
 Expected<KernelEntry> unwrap(const std::vector<uint8_t>& blob, const std::string& want_fingerprint);
 
+/// Opens the cache for a run: a cache that cannot be opened is an error only when strict;
+/// otherwise it is a warning and the result is null (run without a cache). The warnings (that
+/// one, or the cache's own about rows it moved aside) are appended to `warnings`.
+Expected<std::unique_ptr<KernelCache>> open_for_run(const CacheOptions& options,
+                                                    std::vector<std::string>& warnings);
+
 }  // namespace optjit::cache

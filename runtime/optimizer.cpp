@@ -85,15 +85,9 @@ Expected<std::unique_ptr<Optimizer>> Optimizer::build(Expected<plan::Plan> plan,
   if (options.backend == Backend::cpu) {
     std::unique_ptr<cache::KernelCache>& kc = o->cache_;
     if (options.cache) {
-      auto c = cache::KernelCache::open(*options.cache);
-      if (c) {
-        kc = std::move(*c);
-        o->warnings_ = kc->warnings();
-      } else if (options.cache->strict) {
-        return c.error();
-      } else {
-        o->warnings_.push_back(c.error().message + "; running without the kernel cache");
-      }
+      auto c = cache::open_for_run(*options.cache, o->warnings_);
+      if (!c) return c.error();
+      kc = std::move(*c);
     }
     o->launch_ = options.cpu;
     const runtime::CpuOptions defaults;

@@ -217,16 +217,11 @@ int run(const RunOptions& o) {
   runtime::ReferenceBackend reference(plan);
   std::unique_ptr<cache::KernelCache> kcache;
   if (!o.no_cache) {
-    auto c = cache::KernelCache::open({.strict = o.cache_strict});
-    if (c) {
-      kcache = std::move(*c);
-      for (const auto& w : kcache->warnings())
-        std::fprintf(stderr, "optjit: warning: %s\n", w.c_str());
-    } else if (o.cache_strict)
-      return fail(c.error().message);
-    else
-      std::fprintf(stderr, "optjit: warning: %s; running without the kernel cache\n",
-                   c.error().message.c_str());
+    std::vector<std::string> warnings;
+    auto c = cache::open_for_run({.strict = o.cache_strict}, warnings);
+    if (!c) return fail(c.error().message);
+    kcache = std::move(*c);
+    for (const auto& w : warnings) std::fprintf(stderr, "optjit: warning: %s\n", w.c_str());
   }
   std::unique_ptr<runtime::CpuBackend> cpu;
   std::string tuned;
