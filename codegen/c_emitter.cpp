@@ -10,6 +10,8 @@
 // Float constants are printed as hex floats, so every value survives the trip exactly.
 #include "codegen/c_emitter.h"
 
+#include "codegen/c_lang.h"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -18,58 +20,27 @@
 
 namespace optjit::codegen {
 
+std::string detail::literal(double x, DType t) {
+
+  if (t == DType::b1) return x != 0 ? "true" : "false";
+  if (t == DType::i64) return fmt::format("{}LL", static_cast<long long>(x));
+  bool f = t != DType::f64;
+  if (std::isnan(x))
+    return f ? "OPTJIT_BITS_F32(0x7fc00000u)" : "OPTJIT_BITS_F64(0x7ff8000000000000ul)";
+  if (std::isinf(x)) {
+    const char* s = x > 0 ? "" : "-";
+    return f ? fmt::format("{}OPTJIT_BITS_F32(0x7f800000u)", s)
+             : fmt::format("{}OPTJIT_BITS_F64(0x7ff0000000000000ul)", s);
+  }
+  return fmt::format("{:a}{}", x, f ? "f" : "");
+}
+
 namespace {
 
+using detail::Lang;
+using detail::literal;
 using ir::Op;
 using ir::OpKind;
-
-struct Lang {
-  CLanguage id;
-  bool cl() const { return id == CLanguage::opencl; }
-  const char* kernel() const { return cl() ? "__kernel void" : "extern \"C\" __global__ void"; }
-  const char* global() const { return cl() ? "__global " : ""; }
-  const char* local() const { return cl() ? "__local " : "__shared__ "; }
-  const char* i64() const { return cl() ? "long" : "long long"; }
-  const char* u32() const { return cl() ? "uint" : "unsigned int"; }
-  const char* u64() const { return cl() ? "ulong" : "unsigned long long"; }
-  const char* group_id() const { return cl() ? "get_group_id(0)" : "blockIdx.x"; }
-  const char* groups() const { return cl() ? "get_num_groups(0)" : "gridDim.x"; }
-  const char* local_id() const { return cl() ? "get_local_id(0)" : "threadIdx.x"; }
-  const char* barrier() const { return cl() ? "barrier(CLK_LOCAL_MEM_FENCE)" : "__syncthreads()"; }
-  std::string value_type(DType t) const {
-    switch (t) {
-      case DType::f64:
-        return "double";
-      case DType::i64:
-        return i64();
-      case DType::b1:
-        return "bool";
-      default:
-        return "float";
-    }
-  }
-  std::string storage_type(DType t) const {
-    switch (t) {
-      case DType::f64:
-        return "double";
-      case DType::f32:
-        return "float";
-      case DType::f16:
-      case DType::bf16:
-        return cl() ? "ushort" : "unsigned short";
-      case DType::i64:
-        return i64();
-      case DType::b1:
-        return cl() ? "uchar" : "unsigned char";
-    }
-    return "?";
-  }
-  // Math by name: OpenCL's are overloaded; CUDA's float forms end in f.
-  std::string math(const char* name, DType t) const {
-    if (cl() || t == DType::f64) return name;
-    return std::string(name) + "f";
-  }
-};
 
 // Short names for storage types in CUDA's vector structs.
 const char* vec_tag(DType t) {
@@ -125,21 +96,6 @@ std::string preamble(const Lang& L, const plan::Plan& plan, int vec) {
   return s;
 }
 
-// A constant of type t, exactly.
-std::string literal(double x, DType t) {
-  if (t == DType::b1) return x != 0 ? "true" : "false";
-  if (t == DType::i64) return fmt::format("{}LL", static_cast<long long>(x));
-  bool f = t != DType::f64;
-  if (std::isnan(x))
-    return f ? "OPTJIT_BITS_F32(0x7fc00000u)" : "OPTJIT_BITS_F64(0x7ff8000000000000ull)";
-  if (std::isinf(x)) {
-    const char* s = x > 0 ? "" : "-";
-    return f ? fmt::format("{}OPTJIT_BITS_F32(0x7f800000u)", s)
-             : fmt::format("{}OPTJIT_BITS_F64(0x7ff0000000000000ull)", s);
-  }
-  return fmt::format("{:a}{}", x, f ? "f" : "");
-}
-
 class KernelWriter {
  public:
   KernelWriter(const plan::Plan& plan, size_t k, const Lang& L, const CEmitOptions& o)
@@ -149,7 +105,8 @@ class KernelWriter {
         L_(L),
         block_(o.launch.block),
         items_(o.launch.items),
-        vec_(o.launch.vec) {}
+        vec_(o.launch.vec),
+        device_step_(o.device_step) {}
 
   Expected<std::string> write() {
     std::string s;
@@ -183,18 +140,20 @@ class KernelWriter {
           "{} optjit_pass_{}({}__global const double* restrict uniforms, __global const long* "
           "restrict rows,\n"
           "    __global const long* restrict chunks, const long nchunks, __global double* restrict "
-          "partials) {{\n",
-          L_.kernel(), k_, args);
+          "partials{}) {{\n",
+          L_.kernel(), k_, args, device_step_ ? ", __global const double* restrict ctl" : "");
     } else {
       s += fmt::format(
           "{} __launch_bounds__({}, {}) optjit_pass_{}(const OptjitRow* __restrict__ rows,\n"
           "    const long long* __restrict__ chunks, const long long nchunks, double* __restrict__ "
-          "partials) {{\n",
+          "partials{}) {{\n",
           // At least 512 threads resident per SM, the floor the tuner's occupancy pruning keeps
           // (a quarter of sm_80's and sm_90's 2048). Without a minimum, ptxas capped clip+AdamW
           // at 48 registers on sm_80 and spilled; with 1024, 8-wide vectors spilled at 64.
-          L_.kernel(), block_, std::max(1, 512 / block_), k_);
+          L_.kernel(), block_, std::max(1, 512 / block_), k_,
+          device_step_ ? ", const double* __restrict__ ctl" : "");
     }
+    if (device_step_) s += "  if (ctl[1] != 0.0) return;  // a skip_if fired: the step writes nothing\n";
     if (R > 0) {
       for (size_t r = 0; r < R; ++r)
         s += fmt::format("  {}{} red{}[{}];\n", L_.local(),
@@ -511,6 +470,7 @@ class KernelWriter {
   size_t k_;
   const Lang& L_;
   int block_, items_, vec_;
+  bool device_step_;
   std::vector<uint32_t> loads_, stores_;  // buffers the pass loads / stores
 };
 
@@ -527,6 +487,11 @@ Expected<std::string> emit_c(const plan::Plan& plan, CEmitOptions o) {
     auto kernel = KernelWriter(plan, k, L, o).write();
     if (!kernel) return kernel.error();
     s += "\n" + *kernel;
+  }
+  if (o.device_step) {
+    auto step = detail::emit_device_step(plan, L);
+    if (!step) return step.error();
+    s += "\n" + *step;
   }
   return s;
 }

@@ -19,7 +19,42 @@ struct CEmitOptions {
   /// vector width (tensors and chunks must start aligned to it); the grid cap and chunk size
   /// only matter at launch.
   GpuLaunch launch;
+  /// The whole step on the device: the scalar program between passes (learning rate, bias
+  /// corrections, the clip coefficient, skip_if) and the combining of reduction partials run
+  /// as kernels too, reading the step count, hyperparameters and scalar states from device
+  /// memory, so a step is a fixed sequence of launches with no host round trip (capturable in
+  /// a CUDA graph). Pass kernels then take a trailing `ctl` argument and do nothing while the
+  /// step is being skipped. See DeviceStepLayout for the extra kernels.
+  bool device_step = false;
 };
+
+/// The device-step kernels (CEmitOptions::device_step), launched in this order each step:
+///   optjit_segment_0, optjit_pass_0, [optjit_combine_0, [optjit_fold_0]], optjit_segment_1, ...,
+///   optjit_segment_P, optjit_commit
+/// with arguments (all doubles unless said, G groups, T tensors, "long" is 64-bit):
+///   segment_k(hypers[G*H], ctl, tinfo[2T] = (group, numel), vals, uniforms[T*U_k], long T, long G)
+///             one thread per max(T, G): thread i evaluates group i's scalars (and its skip_if
+///             and scalar-state stores), and tensor i's values and pass k's uniform row
+///   combine_k(partials[nchunks*R], long first[T+1], vals, fold_rows, long T, long G)
+///             one thread per tensor: its chunks' partials in chunk order, as the host does
+///   fold_k(fold_rows, vals, long T, long G)   one thread: tensors in order, into every group
+///   commit(ctl, long G)   one thread: if the step was not skipped, the pending scalar states
+///             become the states and the step count goes up; then the skip flag is cleared
+struct DeviceStepLayout {
+  size_t hypers = 0, states = 0;              // per group
+  size_t scalar_slots = 0, tensor_slots = 0;  // scalar-program values per group, per tensor
+  size_t fold_rows = 0;                       // most all-tensor reductions in one pass
+  std::vector<bool> combines, folds;          // per pass: any reduction, any all-tensor one
+  /// ctl: [0] completed steps, [1] this step is being skipped, [2] the last step was skipped,
+  /// then G*S scalar states, then the G*S pending ones this step will commit.
+  static constexpr size_t kCtlHeader = 3;
+  size_t ctl_size(size_t groups) const { return kCtlHeader + 2 * groups * states; }
+  /// vals: group g's scalar slot s at g*scalar_slots + s; tensor t's slot s after all groups'.
+  size_t vals_size(size_t groups, size_t tensors) const {
+    return groups * scalar_slots + tensors * tensor_slots;
+  }
+};
+DeviceStepLayout device_step_layout(const plan::Plan& plan);
 
 /// One kernel `optjit_pass_<k>` per pass. Kernel arguments:
 ///   CUDA:   (const OptjitRow* rows, const long long* chunks, long long nchunks, double* partials)

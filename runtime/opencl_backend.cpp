@@ -140,10 +140,23 @@ struct OpenclBackend::Impl {
   ChunkTable table;
   std::vector<cl_mem> arenas;
   cl_mem rows = nullptr, chunk_buf = nullptr;
+  std::vector<uint32_t> groups;  // each tensor's group, for the device step's tensor table
+  size_t group_count = 0;
   bool uploaded = false;
+  // The device step (OpenclOptions::device_step): its kernels, and its buffers per tensor set.
+  codegen::DeviceStepLayout layout;
+  std::vector<cl_kernel> segments, combines, folds;  // combines and folds: null where none
+  cl_kernel commit = nullptr;
+  cl_mem hypers = nullptr, ctl = nullptr, tinfo = nullptr, vals = nullptr, fold_rows = nullptr,
+         first = nullptr, partials = nullptr;
+  std::vector<cl_mem> uniform_bufs, row_bufs;  // per pass
+  std::vector<double> ctl_seen;  // ctl as last read back (the device's step count and states)
   ~Impl() {
     release_buffers();
-    for (cl_kernel k : kernels) clReleaseKernel(k);
+    for (auto* list : {&kernels, &segments, &combines, &folds})
+      for (cl_kernel k : *list)
+        if (k) clReleaseKernel(k);
+    if (commit) clReleaseKernel(commit);
     if (program) clReleaseProgram(program);
     if (queue) clReleaseCommandQueue(queue);
     if (ctx) clReleaseContext(ctx);
@@ -154,7 +167,25 @@ struct OpenclBackend::Impl {
     arenas.clear();
     if (rows) clReleaseMemObject(rows), rows = nullptr;
     if (chunk_buf) clReleaseMemObject(chunk_buf), chunk_buf = nullptr;
+    for (cl_mem* m : {&hypers, &ctl, &tinfo, &vals, &fold_rows, &first, &partials})
+      if (*m) clReleaseMemObject(*m), *m = nullptr;
+    for (auto* list : {&uniform_bufs, &row_bufs}) {
+      for (cl_mem m : *list) clReleaseMemObject(m);
+      list->clear();
+    }
+    ctl_seen.clear();
   }
+  Expected<cl_mem> buffer(size_t bytes, const void* init, const char* what) {
+    cl_int e;
+    cl_mem mem = clCreateBuffer(ctx, CL_MEM_READ_WRITE | (init ? CL_MEM_COPY_HOST_PTR : 0),
+                                std::max<size_t>(bytes, 8), const_cast<void*>(init), &e);
+    if (!mem) return cl_fail(what, e);
+    return mem;
+  }
+  Status copy_back(const plan::Plan& plan, OptimizerState& s);
+  Status allocate_device_step(const plan::Plan& plan, const OptimizerState& s);
+  Expected<StepResult> device_step(const plan::Plan& plan, OptimizerState& s,
+                                   const OpenclDeviceInfo& info);
 };
 
 OpenclBackend::OpenclBackend(const plan::Plan& plan) : plan_(plan) {}
@@ -188,7 +219,7 @@ Expected<std::unique_ptr<OpenclBackend>> OpenclBackend::create(const plan::Plan&
     return make_error("work-group size {} exceeds the device's {}", launch.block,
                       dev.info.max_work_group);
   auto t0 = std::chrono::steady_clock::now();
-  auto src = codegen::emit_c(plan, {codegen::CLanguage::opencl, launch});
+  auto src = codegen::emit_c(plan, {codegen::CLanguage::opencl, launch, options.device_step});
   if (!src) return src.error();
   std::unique_ptr<OpenclBackend> b(new OpenclBackend(plan));
   b->info_ = dev.info;
@@ -266,6 +297,35 @@ Expected<std::unique_ptr<OpenclBackend>> OpenclBackend::create(const plan::Plan&
       return make_error("work-group size {} exceeds the {} work-items pass {} allows on '{}'",
                         launch.block, limit, k, dev.info.name);
   }
+  if (options.device_step) {
+    m.layout = codegen::device_step_layout(plan);
+    auto kernel = [&](const std::string& name) -> Expected<cl_kernel> {
+      cl_kernel kern = clCreateKernel(m.program, name.c_str(), &e);
+      if (!kern) return cl_fail("clCreateKernel", e);
+      return kern;
+    };
+    for (size_t k = 0; k <= plan.passes.size(); ++k) {
+      auto seg = kernel(fmt::format("optjit_segment_{}", k));
+      if (!seg) return seg.error();
+      m.segments.push_back(*seg);
+      if (k == plan.passes.size()) break;
+      m.combines.push_back(nullptr);
+      m.folds.push_back(nullptr);
+      if (m.layout.combines[k]) {
+        auto c = kernel(fmt::format("optjit_combine_{}", k));
+        if (!c) return c.error();
+        m.combines.back() = *c;
+      }
+      if (m.layout.folds[k]) {
+        auto f = kernel(fmt::format("optjit_fold_{}", k));
+        if (!f) return f.error();
+        m.folds.back() = *f;
+      }
+    }
+    auto commit = kernel("optjit_commit");
+    if (!commit) return commit.error();
+    m.commit = *commit;
+  }
   b->compile_seconds_ =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return b;
@@ -276,9 +336,13 @@ Expected<StepResult> OpenclBackend::step(OptimizerState& s) {
   const size_t T = s.tensors.size(), B = plan_.buffers.size();
   cl_int e;
   std::vector<int64_t> numels;
-  for (const auto& t : s.tensors) numels.push_back(t.numel);
-  if (numels != m.table.numels || m.arenas.empty()) {
+  std::vector<uint32_t> groups;
+  for (const auto& t : s.tensors) numels.push_back(t.numel), groups.push_back(t.group);
+  if (numels != m.table.numels || groups != m.groups || s.groups.size() != m.group_count ||
+      m.arenas.empty()) {
     m.release_buffers();
+    m.groups = groups;
+    m.group_count = s.groups.size();
     m.table =
         ChunkTable::build(numels, m.options.launch->chunk_elements, codegen::kArenaAlignElements);
     for (size_t b = 0; b < B; ++b) {
@@ -292,6 +356,7 @@ Expected<StepResult> OpenclBackend::step(OptimizerState& s) {
         clCreateBuffer(m.ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
                        m.table.chunks.size() * sizeof(codegen::Chunk), m.table.chunks.data(), &e);
     if (!m.chunk_buf) return cl_fail("clCreateBuffer (chunk table)", e);
+    if (m.options.device_step) OPTJIT_TRY(m.allocate_device_step(plan_, s));
     m.uploaded = false;
   }
   // Host -> device: gradients every step; everything the first time.
@@ -308,6 +373,7 @@ Expected<StepResult> OpenclBackend::step(OptimizerState& s) {
   for (size_t b = 0; b < B; ++b)
     if (uploads_before_step(plan_, b, !m.uploaded, m.options.resident_grads)) OPTJIT_TRY(upload(b));
   m.uploaded = true;
+  if (m.options.device_step) return m.device_step(plan_, s, info_);
 
   const int64_t nchunks = static_cast<int64_t>(m.table.chunks.size());
   auto run_pass = [&](size_t k, HostProgram& host) -> Status {
@@ -354,22 +420,160 @@ Expected<StepResult> OpenclBackend::step(OptimizerState& s) {
     host.finish_reductions(k, partial);
     return Status::Ok();
   };
-  // Device -> host: what the step wrote (parameters and state).
-  auto copy_back = [&]() -> Status {
-    if (!m.options.copy_back) return Status::Ok();
-    const std::vector<bool> written = visible_writes(plan_);
-    for (size_t b = 0; b < B; ++b) {
-      if (!written[b] || m.table.total == 0) continue;
-      size_t es = size_bytes(plan_.buffers[b].storage);
-      staging.resize(static_cast<size_t>(m.table.total) * es);
-      e = clEnqueueReadBuffer(m.queue, m.arenas[b], CL_TRUE, 0, staging.size(), staging.data(), 0,
-                              nullptr, nullptr);
-      if (e != CL_SUCCESS) return cl_fail("clEnqueueReadBuffer", e);
-      unpack_arena(m.table, s, b, es, staging.data());
-    }
-    return Status::Ok();
+  return drive_step(plan_, s, run_pass, [&] { return m.copy_back(plan_, s); });
+}
+
+// Device -> host: what the step wrote (parameters and state).
+Status OpenclBackend::Impl::copy_back(const plan::Plan& plan, OptimizerState& s) {
+  if (!options.copy_back) return Status::Ok();
+  const std::vector<bool> written = visible_writes(plan);
+  std::vector<uint8_t> staging;
+  for (size_t b = 0; b < plan.buffers.size(); ++b) {
+    if (!written[b] || table.total == 0) continue;
+    size_t es = size_bytes(plan.buffers[b].storage);
+    staging.resize(static_cast<size_t>(table.total) * es);
+    cl_int e = clEnqueueReadBuffer(queue, arenas[b], CL_TRUE, 0, staging.size(), staging.data(), 0,
+                                   nullptr, nullptr);
+    if (e != CL_SUCCESS) return cl_fail("clEnqueueReadBuffer", e);
+    unpack_arena(table, s, b, es, staging.data());
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+// Sets a kernel's arguments in order (cl_mem handles and 64-bit integers).
+template <typename... Args>
+Status set_args(cl_kernel kernel, const Args&... args) {
+  cl_uint i = 0;
+  cl_int e = CL_SUCCESS;
+  ((e = e == CL_SUCCESS ? clSetKernelArg(kernel, i++, sizeof(Args), &args) : e), ...);
+  return e == CL_SUCCESS ? Status::Ok() : Status(cl_fail("clSetKernelArg", e));
+}
+
+}  // namespace
+
+// The device step's buffers for this tensor set, and every kernel's arguments, which stay set:
+// a step is then only launches.
+Status OpenclBackend::Impl::allocate_device_step(const plan::Plan& plan, const OptimizerState& s) {
+  const size_t T = s.tensors.size(), G = s.groups.size(), P = plan.passes.size();
+  const cl_long nT = static_cast<cl_long>(T), nG = static_cast<cl_long>(G),
+                nchunks = static_cast<cl_long>(table.chunks.size());
+  std::vector<double> info(2 * T);
+  for (size_t t = 0; t < T; ++t) {
+    info[2 * t] = s.tensors[t].group;
+    info[2 * t + 1] = static_cast<double>(s.tensors[t].numel);
+  }
+  std::vector<cl_long> firsts(table.first.begin(), table.first.end());
+  size_t most_reductions = 0;
+  for (const auto& pass : plan.passes)
+    most_reductions = std::max(most_reductions, pass.reductions.size());
+  struct Want {
+    cl_mem* mem;
+    size_t bytes;
+    const void* init;
   };
-  return drive_step(plan_, s, run_pass, copy_back);
+  for (const Want& w : {Want{&hypers, G * layout.hypers * 8, nullptr},
+                        Want{&ctl, layout.ctl_size(G) * 8, nullptr},
+                        Want{&tinfo, info.size() * 8, info.data()},
+                        Want{&vals, layout.vals_size(G, T) * 8, nullptr},
+                        Want{&fold_rows, layout.fold_rows * T * 8, nullptr},
+                        Want{&first, firsts.size() * 8, firsts.data()},
+                        Want{&partials, table.chunks.size() * most_reductions * 8, nullptr}}) {
+    auto mem = buffer(w.bytes, w.init, "clCreateBuffer (device step)");
+    if (!mem) return mem.error();
+    *w.mem = *mem;
+  }
+  for (size_t k = 0; k < P; ++k) {
+    const size_t U = std::max<size_t>(plan.passes[k].uniforms.size(), 1);
+    std::vector<cl_long> rows(2 * T);
+    for (size_t t = 0; t < T; ++t) {
+      rows[2 * t] = table.base[t];
+      rows[2 * t + 1] = static_cast<cl_long>(t * U);
+    }
+    auto u = buffer(T * U * 8, nullptr, "clCreateBuffer (uniforms)");
+    if (!u) return u.error();
+    uniform_bufs.push_back(*u);
+    auto r = buffer(rows.size() * 8, rows.data(), "clCreateBuffer (tensor table)");
+    if (!r) return r.error();
+    row_bufs.push_back(*r);
+    cl_kernel pass = kernels[k];
+    for (size_t b = 0; b < arenas.size(); ++b)
+      if (cl_int e = clSetKernelArg(pass, static_cast<cl_uint>(b), sizeof(cl_mem), &arenas[b]);
+          e != CL_SUCCESS)
+        return cl_fail("clSetKernelArg", e);
+    cl_uint a = static_cast<cl_uint>(arenas.size());
+    for (cl_int e : {clSetKernelArg(pass, a, sizeof(cl_mem), &uniform_bufs[k]),
+                     clSetKernelArg(pass, a + 1, sizeof(cl_mem), &row_bufs[k]),
+                     clSetKernelArg(pass, a + 2, sizeof(cl_mem), &chunk_buf),
+                     clSetKernelArg(pass, a + 3, sizeof(cl_long), &nchunks),
+                     clSetKernelArg(pass, a + 4, sizeof(cl_mem), &partials),
+                     clSetKernelArg(pass, a + 5, sizeof(cl_mem), &ctl)})
+      if (e != CL_SUCCESS) return cl_fail("clSetKernelArg", e);
+    if (combines[k]) OPTJIT_TRY(set_args(combines[k], partials, first, vals, fold_rows, nT, nG));
+    if (folds[k]) OPTJIT_TRY(set_args(folds[k], fold_rows, vals, nT, nG));
+  }
+  for (size_t k = 0; k <= P; ++k)
+    OPTJIT_TRY(set_args(segments[k], hypers, ctl, tinfo, vals,
+                        k < P ? uniform_bufs[k] : vals /* the last segment writes none */, nT, nG));
+  return set_args(commit, ctl, nG);
+}
+
+Expected<StepResult> OpenclBackend::Impl::device_step(const plan::Plan& plan, OptimizerState& s,
+                                                      const OpenclDeviceInfo& info) {
+  const size_t T = s.tensors.size(), G = s.groups.size(), S = layout.states, H = layout.hypers;
+  constexpr size_t C = codegen::DeviceStepLayout::kCtlHeader;
+  // The step count and scalar states are the device's; the host's are written only when they
+  // differ from what the device last said (the first step, or a checkpoint restored since).
+  std::vector<double> want(layout.ctl_size(G), 0.0);
+  want[0] = static_cast<double>(s.step);
+  for (size_t g = 0; g < G; ++g)
+    for (size_t j = 0; j < S; ++j) want[C + g * S + j] = s.groups[g].states[j];
+  const bool same = ctl_seen.size() == want.size() && ctl_seen[0] == want[0] &&
+                    std::memcmp(ctl_seen.data() + C, want.data() + C, G * S * 8) == 0;
+  cl_int e = CL_SUCCESS;
+  if (!same)
+    e = clEnqueueWriteBuffer(queue, ctl, CL_FALSE, 0, want.size() * 8, want.data(), 0, nullptr,
+                             nullptr);
+  std::vector<double> hyper_values(G * H);
+  for (size_t g = 0; g < G; ++g)
+    std::copy(s.groups[g].hypers.begin(), s.groups[g].hypers.end(),
+              hyper_values.begin() + static_cast<std::ptrdiff_t>(g * H));
+  if (e == CL_SUCCESS && !hyper_values.empty())
+    e = clEnqueueWriteBuffer(queue, hypers, CL_FALSE, 0, hyper_values.size() * 8,
+                             hyper_values.data(), 0, nullptr, nullptr);
+  auto launch = [&](cl_kernel kernel, size_t global, const size_t* local) {
+    if (e == CL_SUCCESS)
+      e = clEnqueueNDRangeKernel(queue, kernel, 1, nullptr, &global, local, 0, nullptr, nullptr);
+  };
+  const size_t one = 1, block = static_cast<size_t>(options.launch->block);
+  const int64_t nchunks = static_cast<int64_t>(table.chunks.size());
+  const size_t pass_global =
+      static_cast<size_t>(options.launch->grid(nchunks, static_cast<int>(info.compute_units))) *
+      block;
+  for (size_t k = 0; k <= plan.passes.size(); ++k) {
+    launch(segments[k], std::max({T, G, one}), nullptr);
+    if (k == plan.passes.size()) break;
+    launch(kernels[k], pass_global, &block);
+    if (combines[k]) launch(combines[k], std::max(T, one), nullptr);
+    if (folds[k]) launch(folds[k], 1, &one);
+  }
+  launch(commit, 1, &one);
+  ctl_seen.resize(want.size());
+  if (e == CL_SUCCESS)
+    e = clEnqueueReadBuffer(queue, ctl, CL_TRUE, 0, ctl_seen.size() * 8, ctl_seen.data(), 0,
+                            nullptr, nullptr);
+  if (e != CL_SUCCESS) {
+    ctl_seen.clear();
+    return cl_fail("running a step on the device", e);
+  }
+  const StepResult result{ctl_seen[2] != 0};
+  if (result.skipped) return result;
+  OPTJIT_TRY(copy_back(plan, s));
+  s.step = static_cast<int64_t>(ctl_seen[0]);
+  for (size_t g = 0; g < G; ++g)
+    for (size_t j = 0; j < S; ++j) s.groups[g].states[j] = ctl_seen[C + g * S + j];
+  return result;
 }
 
 Expected<double> OpenclBackend::copy_seconds(size_t bytes, int repetitions) {

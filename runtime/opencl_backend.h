@@ -37,6 +37,10 @@ struct OpenclOptions {
   std::optional<codegen::GpuLaunch> launch;
   bool copy_back = true;        // copy written buffers to the host after every step
   bool resident_grads = false;  // gradients are uploaded once (benchmarks and tuning)
+  /// The whole step on the device (codegen::CEmitOptions::device_step): the scalar program and
+  /// the reduction combines run as kernels, the step count, hyperparameters and scalar states
+  /// live in device memory, and a step is one queue of launches with one wait at its end.
+  bool device_step = false;
 };
 
 class OpenclBackend {

@@ -346,5 +346,29 @@ TEST_P(OpenclParity, MatchesTorchAndTheReference) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, OpenclParity, testing::all_fixture_cases(),
                          testing::fixture_case_name);
 
+class OpenclDeviceStep : public ::testing::TestWithParam<int> {};
+
+// The whole step on the device: segments, combines, folds and the commit as kernels, and the
+// step count and scalar states in device memory. Every fixture (skipped steps, schedules,
+// parameter groups, scalar states) against torch and the reference, with small chunks so the
+// combines fold several chunks per tensor.
+TEST_P(OpenclDeviceStep, MatchesTorchAndTheReference) {
+  std::shared_ptr<runtime::OpenclBackend> ocl;
+  runtime::OpenclOptions options;
+  options.launch = GetParam() % 2 == 0 ? codegen::GpuLaunch{.block = 4, .chunk_elements = 7}
+                                       : codegen::GpuLaunch{.block = 1, .vec = 2, .chunk_elements = 6};
+  options.device_step = true;
+  testing::check_backend_on_fixture(
+      GetParam(), [&](const plan::Plan& plan) -> Expected<testing::StepFn> {
+        auto b = runtime::OpenclBackend::create(plan, options);
+        if (!b) return b.error();
+        ocl = std::move(*b);
+        return testing::StepFn([ocl](runtime::OptimizerState& s) { return ocl->step(s); });
+      });
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, OpenclDeviceStep, testing::all_fixture_cases(),
+                         testing::fixture_case_name);
+
 }  // namespace
 }  // namespace optjit

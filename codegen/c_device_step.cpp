@@ -1,0 +1,342 @@
+// The device-step kernels: the plan's host segments, the combining of reduction partials and the
+// commit, as CUDA C or OpenCL C, so a whole step runs without the host (see DeviceStepLayout).
+//
+// They compute what runtime::HostProgram computes, the same way: every value in float64, only
+// casts round, reductions combined chunk by chunk within a tensor and then tensor by tensor from
+// the identity. Values of earlier segments and reductions are read from `vals`; a segment's own
+// values are locals, and each is also stored for later segments (scalars by the thread of their
+// group, tensor values by the thread of their tensor).
+#include <map>
+#include <set>
+
+#include "codegen/c_lang.h"
+
+namespace optjit::codegen {
+
+namespace {
+
+using detail::Lang;
+using detail::literal;
+using ir::Op;
+using ir::OpKind;
+using ir::ValueId;
+
+class StepWriter {
+ public:
+  StepWriter(const plan::Plan& plan, const Lang& L)
+      : plan_(plan), p_(plan.program), L_(L), layout_(device_step_layout(plan)) {
+    slot_.assign(p_.insts.size(), 0);
+    size_t ns = 0, nt = 0;
+    for (size_t i = 0; i < p_.insts.size(); ++i) {
+      if (p_.insts[i].rank == Rank::scalar) slot_[i] = static_cast<uint32_t>(ns++);
+      if (p_.insts[i].rank == Rank::tensor) slot_[i] = static_cast<uint32_t>(nt++);
+    }
+  }
+
+  Expected<std::string> write() {
+    std::string s = helpers();
+    for (size_t k = 0; k <= plan_.passes.size(); ++k) {
+      auto seg = segment(k);
+      if (!seg) return seg.error();
+      s += "\n" + *seg;
+      if (k == plan_.passes.size()) break;
+      if (layout_.combines[k]) s += "\n" + combine(k);
+      if (layout_.folds[k]) s += "\n" + fold(k);
+    }
+    s += "\n" + commit();
+    return s;
+  }
+
+ private:
+  std::string G(const char* type, const char* name) const {  // a global pointer parameter
+    return fmt::format("{}{}* {}", L_.global(), type, name);
+  }
+  std::string device_fn() const { return L_.cl() ? "" : "__device__ static "; }
+
+  // Rounding a double to a narrower float format exactly as ir::round_to does (the host's
+  // round_binary): scaling by a power of two is exact, so one rint rounds correctly.
+  std::string helpers() const {
+    return fmt::format(
+        "{0}double optjit_round_binary(double x, int mant, int emin, double max_finite) {{\n"
+        "  if (!isfinite(x) || x == 0.0) return x;\n"
+        "  int e;\n"
+        "  frexp(x, &e);\n"
+        "  const int ex = e - 1 > emin ? e - 1 : emin;\n"
+        "  const double q = ldexp(1.0, ex - mant);\n"
+        "  const double r = rint(x / q) * q;\n"
+        "  const double limit = max_finite + ldexp(1.0, ilogb(max_finite) - mant - 1);\n"
+        "  if (fabs(r) > max_finite || fabs(x) >= limit)\n"
+        "    return copysign(OPTJIT_BITS_F64(0x7ff0000000000000ul), x);\n"
+        "  return r;\n"
+        "}}\n",
+        device_fn());
+  }
+
+  std::string val_slot(ValueId v) const {
+    const ir::Inst& in = p_.at(v);
+    if (in.rank == Rank::scalar)
+      return fmt::format("vals[g * {} + {}]", layout_.scalar_slots, slot_[index(v)]);
+    return fmt::format("vals[G * {} + t * {} + {}]", layout_.scalar_slots, layout_.tensor_slots,
+                       slot_[index(v)]);
+  }
+  // A value as an operand: a literal, a local of this segment, or from vals.
+  std::string ref(ValueId v) const {
+    const ir::Inst& in = p_.at(v);
+    if (in.op == Op::Const) return literal(in.imm, DType::f64);
+    if (local_.count(index(v))) return fmt::format("h{}", index(v));
+    return val_slot(v);
+  }
+
+  Expected<std::string> expr(const ir::Inst& in) const {
+    auto a = [&](int k) { return ref(in.args[k]); };
+    auto flag = [](const std::string& cond) { return fmt::format("(({}) ? 1.0 : 0.0)", cond); };
+    switch (in.op) {
+      case Op::Const:
+        return literal(in.imm, DType::f64);
+      case Op::Hyper:
+        return fmt::format("hypers[g * {} + {}]", layout_.hypers, in.attr);
+      case Op::Step:
+        return std::string("(ctl[0] + 1.0)");
+      case Op::Numel:
+        return std::string("numel");
+      case Op::SLoad:
+        return fmt::format("ctl[{} + g * {} + {}]", DeviceStepLayout::kCtlHeader, layout_.states,
+                           in.attr);
+      case Op::Neg:
+        return "-" + a(0);
+      case Op::Abs:
+        return fmt::format("fabs({})", a(0));
+      case Op::Sign:
+        return fmt::format("(isnan({0}) ? {0} : ({0} > 0.0 ? 1.0 : ({0} < 0.0 ? -1.0 : 0.0)))",
+                           a(0));
+      case Op::Sqrt:
+      case Op::Exp:
+      case Op::Log:
+      case Op::Floor:
+      case Op::Cos:
+        return fmt::format("{}({})", ir::info(in.op).text, a(0));
+      case Op::Rsqrt:
+        return fmt::format("1.0 / sqrt({})", a(0));
+      case Op::Pow:
+        return fmt::format("pow({}, {})", a(0), a(1));
+      case Op::Add:
+        return fmt::format("{} + {}", a(0), a(1));
+      case Op::Sub:
+        return fmt::format("{} - {}", a(0), a(1));
+      case Op::Mul:
+        return fmt::format("{} * {}", a(0), a(1));
+      case Op::Div:
+        return fmt::format("{} / {}", a(0), a(1));
+      case Op::Min:
+      case Op::Max:
+        return fmt::format("((isnan({0}) || isnan({1})) ? {0} + {1} : ({0} {2} {1} ? {0} : {1}))",
+                           a(0), a(1), in.op == Op::Max ? ">" : "<");
+      case Op::Not:
+        return flag(a(0) + " == 0.0");
+      case Op::And:
+        return flag(fmt::format("{} != 0.0 && {} != 0.0", a(0), a(1)));
+      case Op::Or:
+        return flag(fmt::format("{} != 0.0 || {} != 0.0", a(0), a(1)));
+      case Op::IsFinite:
+        return flag(fmt::format("isfinite({})", a(0)));
+      case Op::Lt:
+      case Op::Le:
+      case Op::Gt:
+      case Op::Ge:
+      case Op::Eq:
+      case Op::Ne: {
+        static const std::map<Op, const char*> ops = {{Op::Lt, "<"},  {Op::Le, "<="},
+                                                      {Op::Gt, ">"},  {Op::Ge, ">="},
+                                                      {Op::Eq, "=="}, {Op::Ne, "!="}};
+        return flag(fmt::format("{} {} {}", a(0), ops.at(in.op), a(1)));
+      }
+      case Op::Select:
+        return fmt::format("({} != 0.0 ? {} : {})", a(0), a(1), a(2));
+      case Op::Cast:
+        switch (in.type) {
+          case DType::f64:
+            return a(0);
+          case DType::f32:
+            return fmt::format("(double)(float){}", a(0));
+          case DType::f16:
+            return fmt::format("optjit_round_binary({}, 10, -14, 65504.0)", a(0));
+          case DType::bf16:
+            return fmt::format("optjit_round_binary({}, 7, -126, {})", a(0),
+                               literal(3.3895313892515355e38, DType::f64));
+          case DType::i64:
+            return fmt::format("(isfinite({0}) ? trunc({0}) : 0.0)", a(0));
+          case DType::b1:
+            return flag(a(0) + " != 0.0");
+        }
+        break;
+      default:
+        break;
+    }
+    return make_error("the device step cannot evaluate '{}' on the {} device",
+                      ir::info(in.op).text, L_.cl() ? "opencl" : "cuda");
+  }
+
+  Expected<std::string> segment(size_t k) {
+    const std::string I = L_.i64();
+    const bool last = k == plan_.passes.size();
+    std::string s = fmt::format(
+        "{} optjit_segment_{}(const {}, {}, const {}, {}, {}, const {} T, const {} G) {{\n",
+        L_.kernel(), k, G("double", "hypers"), G("double", "ctl"), G("double", "tinfo"),
+        G("double", "vals"), G("double", "uniforms"), I, I);
+    s += fmt::format("  const {} i = {};\n", I, L_.global_id());
+    // The group role: its scalars (stored for later segments), skip_if and scalar stores.
+    local_.clear();
+    s += "  if (i < G) {\n    const " + I + " g = i;\n";
+    if (k == 0 && layout_.states > 0)
+      s += fmt::format(
+          "    for (int j = 0; j < {0}; ++j) ctl[{1} + G * {0} + g * {0} + j] = ctl[{1} + g * {0} + "
+          "j];\n",
+          layout_.states, DeviceStepLayout::kCtlHeader);
+    for (ValueId v : plan_.host[k]) {
+      const ir::Inst& in = p_.at(v);
+      if (in.op == Op::SkipIf) {
+        s += fmt::format("    if ({} != 0.0) ctl[1] = 1.0;\n", ref(in.args[0]));
+        continue;
+      }
+      if (in.op == Op::SStore) {
+        s += fmt::format("    ctl[{} + G * {} + g * {} + {}] = {};\n", DeviceStepLayout::kCtlHeader,
+                         layout_.states, layout_.states, in.attr, ref(in.args[0]));
+        continue;
+      }
+      if (in.rank != Rank::scalar) continue;
+      auto e = expr(in);
+      if (!e) return e.error();
+      s += fmt::format("    const double h{} = {};\n", index(v), *e);
+      local_.insert(index(v));
+      if (in.op != Op::Const) s += fmt::format("    {} = h{};\n", val_slot(v), index(v));
+    }
+    s += "  }\n";
+    // The tensor role: its group's scalars again (as locals), its tensor values, its uniforms.
+    local_.clear();
+    s += fmt::format(
+        "  if (i < T) {{\n    const {0} t = i;\n    const {0} g = ({0})tinfo[2 * t];\n"
+        "    const double numel = tinfo[2 * t + 1];\n",
+        I);
+    for (ValueId v : plan_.host[k]) {
+      const ir::Inst& in = p_.at(v);
+      if (ir::info(in.op).kind == OpKind::effect) continue;
+      auto e = expr(in);
+      if (!e) return e.error();
+      s += fmt::format("    const double h{} = {};\n", index(v), *e);
+      local_.insert(index(v));
+      if (in.rank == Rank::tensor) s += fmt::format("    {} = h{};\n", val_slot(v), index(v));
+    }
+    if (!last) {
+      const auto& u = plan_.passes[k].uniforms;
+      for (size_t j = 0; j < u.size(); ++j)
+        s += fmt::format("    uniforms[t * {} + {}] = {};\n", std::max<size_t>(u.size(), 1), j,
+                         ref(u[j]));
+    }
+    s += "  }\n}\n";
+    return s;
+  }
+
+  static std::string combine_two(Op op, const std::string& acc, const std::string& p) {
+    switch (op) {
+      case Op::Sum:
+      case Op::SumSq:
+        return fmt::format("{} + {}", acc, p);
+      case Op::MaxAbs:
+        return fmt::format("((isnan({0}) || isnan({1})) ? {0} + {1} : ({0} > {1} ? {0} : {1}))",
+                           acc, p);
+      default:  // AnyNonFinite
+        return fmt::format("(({} != 0.0 || {} != 0.0) ? 1.0 : 0.0)", acc, p);
+    }
+  }
+
+  std::string combine(size_t k) const {
+    const std::string I = L_.i64();
+    const auto& reds = plan_.passes[k].reductions;
+    const size_t R = reds.size();
+    std::string s = fmt::format(
+        "{} optjit_combine_{}(const {}, const {}, {}, {}, const {} T, const {} G) {{\n",
+        L_.kernel(), k, G("double", "partials"), G(I.c_str(), "first"), G("double", "vals"),
+        G("double", "fold_rows"), I, I);
+    s += fmt::format("  const {} t = {};\n  if (t >= T) return;\n", I, L_.global_id());
+    s += fmt::format("  const {} c0 = first[t], c1 = first[t + 1];\n", I);
+    size_t q = 0;
+    for (size_t r = 0; r < R; ++r) {
+      const ir::Inst& in = p_.at(reds[r]);
+      s += fmt::format("  {{\n    double acc = partials[c0 * {} + {}];\n", R, r);
+      s += fmt::format("    for ({} c = c0 + 1; c < c1; ++c) acc = {};\n", I,
+                       combine_two(in.op, "acc", fmt::format("partials[c * {} + {}]", R, r)));
+      if (static_cast<ir::Scope>(in.attr) == ir::Scope::tensor)
+        s += fmt::format("    {} = acc;\n", val_slot(reds[r]));
+      else
+        s += fmt::format("    fold_rows[{} * T + t] = acc;\n", q++);
+      s += "  }\n";
+    }
+    return s + "}\n";
+  }
+
+  std::string fold(size_t k) const {
+    const std::string I = L_.i64();
+    std::string s =
+        fmt::format("{} optjit_fold_{}(const {}, {}, const {} T, const {} G) {{\n", L_.kernel(), k,
+                    G("double", "fold_rows"), G("double", "vals"), I, I);
+    s += fmt::format("  if ({} != 0) return;\n", L_.global_id());
+    size_t q = 0;
+    for (ValueId r : plan_.passes[k].reductions) {
+      const ir::Inst& in = p_.at(r);
+      if (static_cast<ir::Scope>(in.attr) != ir::Scope::all) continue;
+      s += fmt::format("  {{\n    double acc = 0.0;\n    for ({} t = 0; t < T; ++t) acc = {};\n", I,
+                       combine_two(in.op, "acc", fmt::format("fold_rows[{} * T + t]", q++)));
+      s += fmt::format("    for ({} g = 0; g < G; ++g) {} = acc;\n  }}\n", I, val_slot(r));
+    }
+    return s + "}\n";
+  }
+
+  std::string commit() const {
+    const std::string I = L_.i64();
+    const size_t H = DeviceStepLayout::kCtlHeader, S = layout_.states;
+    std::string s = fmt::format("{} optjit_commit({}, const {} G) {{\n", L_.kernel(),
+                                G("double", "ctl"), I);
+    s += fmt::format("  if ({} != 0) return;\n", L_.global_id());
+    s += "  const double skipped = ctl[1];\n  if (skipped == 0.0) {\n";
+    if (S > 0)
+      s += fmt::format("    for ({0} j = 0; j < G * {1}; ++j) ctl[{2} + j] = ctl[{2} + G * {1} + j];\n",
+                       I, S, H);
+    s += "    ctl[0] = ctl[0] + 1.0;\n  }\n  ctl[2] = skipped;\n  ctl[1] = 0.0;\n}\n";
+    return s;
+  }
+
+  const plan::Plan& plan_;
+  const ir::Program& p_;
+  const Lang& L_;
+  DeviceStepLayout layout_;
+  std::vector<uint32_t> slot_;
+  std::set<uint32_t> local_;
+};
+
+}  // namespace
+
+DeviceStepLayout device_step_layout(const plan::Plan& plan) {
+  DeviceStepLayout l;
+  const ir::Program& p = plan.program;
+  l.hypers = p.hypers.size();
+  l.states = p.states.size();
+  for (const auto& in : p.insts) {
+    l.scalar_slots += in.rank == Rank::scalar;
+    l.tensor_slots += in.rank == Rank::tensor;
+  }
+  for (const auto& pass : plan.passes) {
+    size_t all = 0;
+    for (ValueId r : pass.reductions)
+      all += static_cast<ir::Scope>(p.at(r).attr) == ir::Scope::all;
+    l.combines.push_back(!pass.reductions.empty());
+    l.folds.push_back(all > 0);
+    l.fold_rows = std::max(l.fold_rows, all);
+  }
+  return l;
+}
+
+Expected<std::string> detail::emit_device_step(const plan::Plan& plan, const Lang& L) {
+  return StepWriter(plan, L).write();
+}
+
+}  // namespace optjit::codegen
