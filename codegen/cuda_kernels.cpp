@@ -11,15 +11,16 @@
 namespace optjit::codegen {
 
 Expected<CubinResult> plan_cubin(const plan::Plan& plan, const std::string& arch,
-                                 const GpuLaunch& launch, cache::KernelCache* cache) {
+                                 const GpuLaunch& launch, cache::KernelCache* cache,
+                                 bool device_step) {
   OPTJIT_TRY(launch.validate());
   auto t0 = std::chrono::steady_clock::now();
   // The source is cheap to write and keys the cubin, so an emitter change never loads a stale one.
-  auto src = emit_c(plan, {CLanguage::cuda, launch});
+  auto src = emit_c(plan, {CLanguage::cuda, launch, device_step});
   if (!src) return src.error();
   cache::KernelKey key{cubin_fingerprint_id(arch),
                        fmt::format("{:016x}", ir::structural_hash(plan.program)),
-                       source_variant("cuda", launch, *src)};
+                       source_variant(device_step ? "cuda-step" : "cuda", launch, *src)};
   if (cache) {
     if (auto e = cache->get(key)) {
       CubinResult r;

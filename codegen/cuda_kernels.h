@@ -19,7 +19,9 @@ struct CubinResult {
   bool from_cache = false;
 };
 
+/// `device_step`: the device-step kernels too (CEmitOptions::device_step).
 Expected<CubinResult> plan_cubin(const plan::Plan& plan, const std::string& arch,
-                                 const GpuLaunch& launch, cache::KernelCache* cache);
+                                 const GpuLaunch& launch, cache::KernelCache* cache,
+                                 bool device_step = false);
 
 }  // namespace optjit::codegen

@@ -16,6 +16,8 @@ using CUmodule = struct CUmod_st*;
 using CUfunction = struct CUfunc_st*;
 using CUstream = struct CUstream_st*;
 using CUdeviceptr = unsigned long long;
+using CUgraph = struct CUgraph_st*;
+using CUgraphExec = struct CUgraphExec_st*;
 
 struct Api {
   CUresult (*cuInit)(unsigned);
@@ -43,7 +45,16 @@ struct Api {
   CUresult (*cuStreamSynchronize)(CUstream);
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                              unsigned, CUstream, void**, void**);
+  // CUDA graphs (optional: null where the driver lacks them; CudaOptions::graph says so).
+  CUresult (*cuStreamBeginCapture)(CUstream, int /* CUstreamCaptureMode */);
+  CUresult (*cuStreamEndCapture)(CUstream, CUgraph*);
+  CUresult (*cuGraphInstantiateWithFlags)(CUgraphExec*, CUgraph, unsigned long long);
+  CUresult (*cuGraphLaunch)(CUgraphExec, CUstream);
+  CUresult (*cuGraphExecDestroy)(CUgraphExec);
+  CUresult (*cuGraphDestroy)(CUgraph);
 };
+
+inline constexpr int kCaptureModeThreadLocal = 1;  // CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
 
 /// The loaded driver, or why there is none ("no CUDA driver on this machine ...").
 Expected<const Api*> api();

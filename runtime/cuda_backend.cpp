@@ -26,16 +26,41 @@ struct CudaBackend::Impl {
   std::vector<CUdeviceptr> arenas;  // one per plan buffer
   CUdeviceptr pointer_table = 0, rows = 0, chunk_buf = 0, uniforms = 0, partials = 0;
   size_t uniforms_bytes = 0, partials_bytes = 0;
+  std::vector<uint32_t> groups;  // each tensor's group, for the device step's tensor table
+  size_t group_count = 0;
   bool uploaded = false;
+  // The device step (CudaOptions::device_step): its kernels, and its buffers per tensor set.
+  codegen::DeviceStepLayout layout;
+  std::vector<cuda::CUfunction> segments, combines, folds;  // combines and folds: null where none
+  cuda::CUfunction commit = nullptr;
+  CUdeviceptr hypers = 0, ctl = 0, tinfo = 0, vals = 0, fold_rows = 0, first = 0;
+  std::vector<CUdeviceptr> uniform_bufs, row_bufs;  // per pass
+  std::vector<double> ctl_seen, hyper_values;  // ctl as last read back; this step's hypers
+  cuda::CUgraph graph = nullptr;
+  cuda::CUgraphExec graph_exec = nullptr;
 
   void free_all() {
     for (CUdeviceptr p : arenas)
       if (p) api->cuMemFree(p);
     arenas.clear();
-    for (CUdeviceptr* p : {&pointer_table, &rows, &chunk_buf, &uniforms, &partials})
+    for (CUdeviceptr* p : {&pointer_table, &rows, &chunk_buf, &uniforms, &partials, &hypers, &ctl,
+                           &tinfo, &vals, &fold_rows, &first})
       if (*p) api->cuMemFree(*p), *p = 0;
+    for (auto* list : {&uniform_bufs, &row_bufs}) {
+      for (CUdeviceptr p : *list) api->cuMemFree(p);
+      list->clear();
+    }
     uniforms_bytes = partials_bytes = 0;
+    ctl_seen.clear();
+    if (graph_exec) api->cuGraphExecDestroy(graph_exec), graph_exec = nullptr;
+    if (graph) api->cuGraphDestroy(graph), graph = nullptr;
   }
+  Status allocate_device_step(const plan::Plan& plan, const OptimizerState& s);
+  cuda::CUresult enqueue_device_step(const plan::Plan& plan, const CudaDeviceInfo& info);
+  Status capture_graph(const plan::Plan& plan, const CudaDeviceInfo& info);
+  Expected<StepResult> device_step(const plan::Plan& plan, OptimizerState& s,
+                                   const CudaDeviceInfo& info);
+  Status copy_back(const plan::Plan& plan, OptimizerState& s);
   ~Impl() {
     if (!api) return;
     api->cuCtxSetCurrent(ctx);
@@ -82,9 +107,13 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const plan::Plan& pla
   if (options.device < 0 || options.device >= static_cast<int>(devices->size()))
     return make_error("no CUDA device {} (there are {})", options.device, devices->size());
   OPTJIT_TRY(options.launch.validate());
+  options.device_step |= options.graph;
   std::unique_ptr<CudaBackend> b(new CudaBackend(plan));
   b->info_ = (*devices)[options.device];
-  auto built = codegen::plan_cubin(plan, b->info_.arch(), options.launch, cache);
+  if (options.graph && !(*cuda::api())->cuGraphLaunch)
+    return make_error("this CUDA driver has no graph API (cuGraphLaunch); run without graphs");
+  auto built =
+      codegen::plan_cubin(plan, b->info_.arch(), options.launch, cache, options.device_step);
   if (!built) return built.error();
   const codegen::Cubin* cubin = &built->cubin;
   b->compile_seconds_ = cubin->compile_seconds;
@@ -108,6 +137,24 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const plan::Plan& pla
       return cuda::fail("cuModuleGetFunction", r);
     m.kernels.push_back(f);
   }
+  if (options.device_step) {
+    m.layout = codegen::device_step_layout(plan);
+    auto get = [&](const std::string& name, cuda::CUfunction* f) -> Status {
+      cuda::CUresult err = A.cuModuleGetFunction(f, m.module, name.c_str());
+      return err == 0 ? Status::Ok() : Status(cuda::fail("cuModuleGetFunction", err));
+    };
+    for (size_t k = 0; k <= plan.passes.size(); ++k) {
+      m.segments.push_back(nullptr);
+      OPTJIT_TRY(get(fmt::format("optjit_segment_{}", k), &m.segments.back()));
+      if (k == plan.passes.size()) break;
+      m.combines.push_back(nullptr);
+      m.folds.push_back(nullptr);
+      if (m.layout.combines[k])
+        OPTJIT_TRY(get(fmt::format("optjit_combine_{}", k), &m.combines.back()));
+      if (m.layout.folds[k]) OPTJIT_TRY(get(fmt::format("optjit_fold_{}", k), &m.folds.back()));
+    }
+    OPTJIT_TRY(get("optjit_commit", &m.commit));
+  }
   return b;
 }
 
@@ -117,9 +164,13 @@ Expected<StepResult> CudaBackend::step(OptimizerState& s) {
   A.cuCtxSetCurrent(m.ctx);
   const size_t T = s.tensors.size(), B = plan_.buffers.size();
   std::vector<int64_t> numels;
-  for (const auto& t : s.tensors) numels.push_back(t.numel);
-  if (numels != m.table.numels || m.arenas.empty()) {
+  std::vector<uint32_t> groups;
+  for (const auto& t : s.tensors) numels.push_back(t.numel), groups.push_back(t.group);
+  if (numels != m.table.numels || groups != m.groups || s.groups.size() != m.group_count ||
+      m.arenas.empty()) {
     m.free_all();
+    m.groups = groups;
+    m.group_count = s.groups.size();
     m.table =
         ChunkTable::build(numels, m.options.launch.chunk_elements, codegen::kArenaAlignElements);
     m.arenas.assign(B, 0);
@@ -139,6 +190,7 @@ Expected<StepResult> CudaBackend::step(OptimizerState& s) {
                        "allocating the chunk table"));
     OPTJIT_TRY(m.upload(m.chunk_buf, m.table.chunks.data(),
                         m.table.chunks.size() * sizeof(codegen::Chunk)));
+    if (m.options.device_step) OPTJIT_TRY(m.allocate_device_step(plan_, s));
     m.uploaded = false;
   }
   std::vector<uint8_t> staging;
@@ -150,6 +202,7 @@ Expected<StepResult> CudaBackend::step(OptimizerState& s) {
     if (uploads_before_step(plan_, b, !m.uploaded, m.options.resident_grads))
       OPTJIT_TRY(copy_in(b));
   m.uploaded = true;
+  if (m.options.device_step) return m.device_step(plan_, s, info_);
 
   const int64_t nchunks = static_cast<int64_t>(m.table.chunks.size());
   auto run_pass = [&](size_t k, HostProgram& host) -> Status {
@@ -186,20 +239,156 @@ Expected<StepResult> CudaBackend::step(OptimizerState& s) {
     host.finish_reductions(k, partial);
     return Status::Ok();
   };
-  auto copy_back = [&]() -> Status {
-    if (m.options.copy_back) {
-      const std::vector<bool> written = visible_writes(plan_);
-      for (size_t b = 0; b < B; ++b) {
-        if (!written[b] || m.table.total == 0) continue;
-        size_t es = size_bytes(plan_.buffers[b].storage);
-        staging.resize(static_cast<size_t>(m.table.total) * es);
-        OPTJIT_TRY(m.download(staging.data(), m.arenas[b], staging.size()));
-        unpack_arena(m.table, s, b, es, staging.data());
-      }
+  return drive_step(plan_, s, run_pass, [&] { return m.copy_back(plan_, s); });
+}
+
+Status CudaBackend::Impl::copy_back(const plan::Plan& plan, OptimizerState& s) {
+  if (!options.copy_back) return Status::Ok();
+  const std::vector<bool> written = visible_writes(plan);
+  std::vector<uint8_t> staging;
+  for (size_t b = 0; b < plan.buffers.size(); ++b) {
+    if (!written[b] || table.total == 0) continue;
+    size_t es = size_bytes(plan.buffers[b].storage);
+    staging.resize(static_cast<size_t>(table.total) * es);
+    OPTJIT_TRY(download(staging.data(), arenas[b], staging.size()));
+    unpack_arena(table, s, b, es, staging.data());
+  }
+  return Status::Ok();
+}
+
+// The device step's buffers for this tensor set: the control block (step count, skip flags,
+// scalar states), hyperparameters, the tensor table (group, numel), the scalar program's values,
+// and per pass a uniform table and the rows pointing into it.
+Status CudaBackend::Impl::allocate_device_step(const plan::Plan& plan, const OptimizerState& s) {
+  const size_t T = s.tensors.size(), G = s.groups.size(), B = plan.buffers.size();
+  std::vector<double> info(2 * T);
+  for (size_t t = 0; t < T; ++t) {
+    info[2 * t] = s.tensors[t].group;
+    info[2 * t + 1] = static_cast<double>(s.tensors[t].numel);
+  }
+  std::vector<long long> firsts(table.first.begin(), table.first.end());
+  size_t most_reductions = 0;
+  for (const auto& pass : plan.passes)
+    most_reductions = std::max(most_reductions, pass.reductions.size());
+  OPTJIT_TRY(alloc(&hypers, G * layout.hypers * 8, "allocating hyperparameters"));
+  OPTJIT_TRY(alloc(&ctl, layout.ctl_size(G) * 8, "allocating the step's control block"));
+  OPTJIT_TRY(alloc(&tinfo, info.size() * 8, "allocating the tensor table"));
+  OPTJIT_TRY(upload(tinfo, info.data(), info.size() * 8));
+  OPTJIT_TRY(alloc(&vals, layout.vals_size(G, T) * 8, "allocating the scalar program's values"));
+  OPTJIT_TRY(alloc(&fold_rows, layout.fold_rows * T * 8, "allocating reduction rows"));
+  OPTJIT_TRY(alloc(&first, firsts.size() * 8, "allocating the chunk index"));
+  OPTJIT_TRY(upload(first, firsts.data(), firsts.size() * 8));
+  OPTJIT_TRY(ensure(&partials, &partials_bytes, table.chunks.size() * most_reductions * 8,
+                    "allocating partials"));
+  for (const auto& pass : plan.passes) {
+    const size_t U = std::max<size_t>(pass.uniforms.size(), 1);
+    uniform_bufs.push_back(0);
+    OPTJIT_TRY(alloc(&uniform_bufs.back(), T * U * 8, "allocating uniforms"));
+    std::vector<CUdeviceptr> r(2 * T);
+    for (size_t t = 0; t < T; ++t) {
+      r[2 * t] = pointer_table + t * B * 8;
+      r[2 * t + 1] = uniform_bufs.back() + t * U * 8;
     }
-    return Status::Ok();
+    row_bufs.push_back(0);
+    OPTJIT_TRY(alloc(&row_bufs.back(), r.size() * 8, "allocating the tensor table"));
+    OPTJIT_TRY(upload(row_bufs.back(), r.data(), r.size() * 8));
+  }
+  return Status::Ok();
+}
+
+// Every launch of one step, in order, on the stream (also what a graph captures).
+cuda::CUresult CudaBackend::Impl::enqueue_device_step(const plan::Plan& plan,
+                                                      const CudaDeviceInfo& info) {
+  const cuda::Api& A = *api;
+  long long T = static_cast<long long>(groups.size()), G = static_cast<long long>(group_count),
+            n = static_cast<long long>(table.chunks.size());
+  constexpr unsigned kThreads = 128;
+  auto blocks = [&](long long items) {
+    return static_cast<unsigned>((std::max(items, 1LL) + kThreads - 1) / kThreads);
   };
-  return drive_step(plan_, s, run_pass, copy_back);
+  cuda::CUresult r = 0;
+  auto launch = [&](cuda::CUfunction f, unsigned grid, unsigned block, void** args) {
+    if (r == 0) r = A.cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, stream, args, nullptr);
+  };
+  const unsigned pass_grid = static_cast<unsigned>(options.launch.grid(n, info.sm_count));
+  for (size_t k = 0; k <= plan.passes.size(); ++k) {
+    CUdeviceptr uni = k < plan.passes.size() ? uniform_bufs[k] : vals;  // the last writes none
+    void* seg_args[] = {&hypers, &ctl, &tinfo, &vals, &uni, &T, &G};
+    launch(segments[k], blocks(std::max(T, G)), kThreads, seg_args);
+    if (k == plan.passes.size()) break;
+    void* pass_args[] = {&row_bufs[k], &chunk_buf, &n, &partials, &ctl};
+    launch(kernels[k], pass_grid, static_cast<unsigned>(options.launch.block), pass_args);
+    void* combine_args[] = {&partials, &first, &vals, &fold_rows, &T, &G};
+    if (combines[k]) launch(combines[k], blocks(T), kThreads, combine_args);
+    void* fold_args[] = {&fold_rows, &vals, &T, &G};
+    if (folds[k]) launch(folds[k], 1, 1, fold_args);
+  }
+  void* commit_args[] = {&ctl, &G};
+  launch(commit, 1, 1, commit_args);
+  return r;
+}
+
+// Records the step once; replays then cost one cuGraphLaunch. The kernels' arguments are all
+// device addresses fixed for this tensor set (the values they point at change, the addresses
+// do not), so the graph stays valid until the tensors change.
+Status CudaBackend::Impl::capture_graph(const plan::Plan& plan, const CudaDeviceInfo& info) {
+  const cuda::Api& A = *api;
+  cuda::CUresult r = A.cuStreamBeginCapture(stream, cuda::kCaptureModeThreadLocal);
+  if (r != 0) return cuda::fail("cuStreamBeginCapture", r);
+  cuda::CUresult launched = enqueue_device_step(plan, info);
+  r = A.cuStreamEndCapture(stream, &graph);
+  if (launched != 0) return cuda::fail("capturing a step's launches", launched);
+  if (r != 0) return cuda::fail("cuStreamEndCapture", r);
+  if ((r = A.cuGraphInstantiateWithFlags(&graph_exec, graph, 0)) != 0)
+    return cuda::fail("cuGraphInstantiate", r);
+  return Status::Ok();
+}
+
+Expected<StepResult> CudaBackend::Impl::device_step(const plan::Plan& plan, OptimizerState& s,
+                                                    const CudaDeviceInfo& info) {
+  const cuda::Api& A = *api;
+  const size_t G = s.groups.size(), S = layout.states, H = layout.hypers;
+  constexpr size_t C = codegen::DeviceStepLayout::kCtlHeader;
+  // The step count and scalar states are the device's; the host's are written only when they
+  // differ from what the device last said (the first step, or a checkpoint restored since).
+  std::vector<double> want(layout.ctl_size(G), 0.0);
+  want[0] = static_cast<double>(s.step);
+  for (size_t g = 0; g < G; ++g)
+    for (size_t j = 0; j < S; ++j) want[C + g * S + j] = s.groups[g].states[j];
+  if (ctl_seen.size() != want.size() || ctl_seen[0] != want[0] ||
+      std::memcmp(ctl_seen.data() + C, want.data() + C, G * S * 8) != 0)
+    OPTJIT_TRY(upload(ctl, want.data(), want.size() * 8));
+  hyper_values.resize(G * H);
+  for (size_t g = 0; g < G; ++g)
+    std::copy(s.groups[g].hypers.begin(), s.groups[g].hypers.end(),
+              hyper_values.begin() + static_cast<std::ptrdiff_t>(g * H));
+  cuda::CUresult r = 0;
+  if (!hyper_values.empty())
+    r = A.cuMemcpyHtoDAsync(hypers, hyper_values.data(), hyper_values.size() * 8, stream);
+  if (r != 0) return cuda::fail("copying hyperparameters to the device", r);
+  if (options.graph) {
+    if (!graph_exec) OPTJIT_TRY(capture_graph(plan, info));
+    if ((r = A.cuGraphLaunch(graph_exec, stream)) != 0) return cuda::fail("cuGraphLaunch", r);
+  } else if ((r = enqueue_device_step(plan, info)) != 0) {
+    return cuda::fail("launching a step", r);
+  }
+  ctl_seen.resize(want.size());
+  if (Status st = download(ctl_seen.data(), ctl, ctl_seen.size() * 8); !st) {
+    ctl_seen.clear();
+    return st.error();
+  }
+  const StepResult result{ctl_seen[2] != 0};
+  if (result.skipped) return result;
+  OPTJIT_TRY(copy_back(plan, s));
+  s.step = static_cast<int64_t>(ctl_seen[0]);
+  for (size_t g = 0; g < G; ++g)
+    for (size_t j = 0; j < S; ++j) s.groups[g].states[j] = ctl_seen[C + g * S + j];
+  return result;
+}
+
+void CudaBackend::state_changed() {
+  impl_->uploaded = false;
+  impl_->ctl_seen.clear();
 }
 
 Expected<double> CudaBackend::copy_seconds(size_t bytes, int repetitions) {

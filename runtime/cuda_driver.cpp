@@ -53,6 +53,15 @@ Expected<const Api*> api() {
       sym(a.cuStreamDestroy, "cuStreamDestroy_v2");
       sym(a.cuStreamSynchronize, "cuStreamSynchronize");
       sym(a.cuLaunchKernel, "cuLaunchKernel");
+      auto optional = [&](auto& fn, const char* name) {
+        fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(lib, name));
+      };
+      optional(a.cuStreamBeginCapture, "cuStreamBeginCapture_v2");
+      optional(a.cuStreamEndCapture, "cuStreamEndCapture");
+      optional(a.cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags");
+      optional(a.cuGraphLaunch, "cuGraphLaunch");
+      optional(a.cuGraphExecDestroy, "cuGraphExecDestroy");
+      optional(a.cuGraphDestroy, "cuGraphDestroy");
       if (error.empty()) {
         CUresult r = a.cuInit(0);
         if (r != 0) error = fail("starting the CUDA driver", r).message;

@@ -235,7 +235,8 @@ Expected<std::unique_ptr<OpenclBackend>> OpenclBackend::create(const plan::Plan&
   const char* build_options = "-cl-fp32-correctly-rounded-divide-sqrt";
   const cache::KernelKey key{fingerprint_id(opencl_exact(dev.info)),
                              fmt::format("{:016x}", ir::structural_hash(plan.program)),
-                             codegen::source_variant("opencl", launch, *src)};
+                             codegen::source_variant(
+                                 options.device_step ? "opencl-step" : "opencl", launch, *src)};
   if (cache) {
     if (auto hit = cache->get(key)) {
       const unsigned char* bin = hit->payload.data();
@@ -574,6 +575,11 @@ Expected<StepResult> OpenclBackend::Impl::device_step(const plan::Plan& plan, Op
   for (size_t g = 0; g < G; ++g)
     for (size_t j = 0; j < S; ++j) s.groups[g].states[j] = ctl_seen[C + g * S + j];
   return result;
+}
+
+void OpenclBackend::state_changed() {
+  impl_->uploaded = false;
+  impl_->ctl_seen.clear();
 }
 
 Expected<double> OpenclBackend::copy_seconds(size_t bytes, int repetitions) {

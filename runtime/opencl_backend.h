@@ -54,6 +54,10 @@ class OpenclBackend {
   /// One step: uploads gradients (and, the first time, parameters and state), runs the passes,
   /// and copies what the step wrote back to `s`.
   Expected<StepResult> step(OptimizerState& s);
+  /// After the first step the device holds the state (buffers, and with device_step the step
+  /// count and scalar states). Call this after changing `s` on the host other than through
+  /// step() (e.g. import_state from a checkpoint): the next step uploads all of it again.
+  void state_changed();
   /// The device's copy bandwidth, the yardstick for a step's: the median seconds that
   /// clEnqueueCopyBuffer takes to copy `bytes` between two buffers (2 x bytes moved).
   Expected<double> copy_seconds(size_t bytes, int repetitions);

@@ -126,6 +126,79 @@ inline void check_backend_on_fixture(int index, const BackendFactory& factory) {
     }
 }
 
+/// A device-resident step (the step count, scalar states and hyperparameters on the device)
+/// follows the host: a learning rate set between steps takes effect, and a checkpoint restored
+/// on the host (then `state_changed()`) is where the next step starts. Clip + NAdam in two
+/// groups: an all-tensor reduction, a scalar state (mu_product) and per-group hyperparameters.
+template <typename Backend>
+void check_device_step_follows_the_host(
+    const std::function<Expected<std::unique_ptr<Backend>>(const plan::Plan&)>& make) {
+  auto plan = compile_pipeline("chain(clip_grad_norm(max_norm=0.5), nadam(lr=0.01))");
+  ASSERT_TRUE(plan) << plan.error().message;
+  std::vector<runtime::HostTensor> params;
+  for (int64_t n : {300, 7, 1000}) {
+    params.push_back(runtime::HostTensor::zeros(fmt::format("w{}", params.size()), DType::f32, {n}));
+    for (int64_t i = 0; i < n; ++i) params.back().set(i, std::sin(0.1 * i + n));
+  }
+  runtime::GroupSpec second;
+  second.patterns = {"w1"};
+  second.overrides["lr"] = 0.05;
+  auto dev = runtime::init_state(*plan, params, {second});
+  auto ref = runtime::init_state(*plan, params, {second});
+  ASSERT_TRUE(dev && ref);
+  auto backend = make(*plan);
+  ASSERT_TRUE(backend) << backend.error().message;
+  runtime::ReferenceBackend reference(*plan);
+  auto step_both = [&](int k) {
+    std::vector<runtime::HostTensor> grads;
+    for (const auto& p : params) {
+      grads.push_back(runtime::HostTensor::zeros(p.name, DType::f32, p.shape));
+      for (int64_t i = 0; i < p.numel(); ++i) grads.back().set(i, std::cos(0.7 * i + k) * (k + 1));
+    }
+    std::vector<const runtime::HostTensor*> ptrs;
+    for (const auto& g : grads) ptrs.push_back(&g);
+    ASSERT_TRUE(runtime::set_grads(*plan, *dev, ptrs));
+    ASSERT_TRUE(runtime::set_grads(*plan, *ref, ptrs));
+    auto r = (*backend)->step(*dev);
+    ASSERT_TRUE(r) << r.error().message;
+    reference.step(*ref);
+    ASSERT_EQ(dev->step, ref->step);
+    for (size_t g = 0; g < ref->groups.size(); ++g)
+      EXPECT_TRUE(close(dev->groups[g].states, ref->groups[g].states, 1e-12, 0)) << "group " << g;
+    for (size_t t = 0; t < params.size(); ++t)
+      for (size_t b = 0; b < plan->buffers.size(); ++b) {
+        if (plan->buffers[b].role == ir::BufferRole::grad) continue;
+        const DType st = plan->buffers[b].storage;
+        EXPECT_TRUE(close(buffer_values(dev->tensors[t].data(b), st, dev->tensors[t].numel),
+                          buffer_values(ref->tensors[t].data(b), st, ref->tensors[t].numel), 2e-6,
+                          1e-30))
+            << "step " << dev->step << ", tensor " << t << ", " << plan->buffers[b].name;
+      }
+  };
+  step_both(0);
+  const runtime::TensorFile checkpoint = runtime::export_state(*plan, *ref);
+  step_both(1);
+  ASSERT_TRUE(runtime::set_hyper(plan->program, *dev, "lr", {0.002}, 1u));
+  ASSERT_TRUE(runtime::set_hyper(plan->program, *ref, "lr", {0.002}, 1u));
+  step_both(2);
+  EXPECT_EQ(dev->step, 3);
+  // Back to the checkpoint after step 1: parameters, state buffers, mu_product and the count.
+  for (auto* s : {&*dev, &*ref}) {
+    ASSERT_TRUE(runtime::import_state(*plan, *s, checkpoint));
+    for (size_t t = 0; t < params.size(); ++t) {
+      const runtime::HostTensor* saved = checkpoint.find(params[t].name);
+      ASSERT_TRUE(saved);
+      for (int64_t i = 0; i < params[t].numel(); ++i)
+        runtime::store_element(s->tensors[t].data(plan->program.param_buffer()), DType::f32, i,
+                               saved->get(i));
+    }
+  }
+  (*backend)->state_changed();
+  EXPECT_EQ(dev->step, 1);
+  step_both(1);
+  EXPECT_EQ(dev->step, 2);
+}
+
 inline std::string fixture_case_name(const ::testing::TestParamInfo<int>& info) {
   const auto& c = torch_fixtures()["cases"][info.param];
   return c["name"].get<std::string>() + "_" + c["dtype"].get<std::string>();

@@ -1,5 +1,6 @@
 // On a machine with an NVIDIA GPU (label "gpu"; not part of the default suite): the CUDA
-// backend against PyTorch and the reference on every fixture. Without a GPU every test fails
+// backend against PyTorch and the reference on every fixture, host-driven, as a device step and
+// as a replayed CUDA graph. Without a GPU every test fails
 // with the driver's message, by design: run it where there is one.
 #include <cmath>
 #include <cstdio>
@@ -86,6 +87,36 @@ TEST_P(CudaParity, MatchesTorchAndTheReference) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaParity, testing::all_fixture_cases(),
                          testing::fixture_case_name);
+
+class CudaDeviceStep : public ::testing::TestWithParam<int> {};
+
+// The whole step on the GPU: the f32 case of each pipeline replays a captured CUDA graph, the
+// f64 case launches the same kernels one by one.
+TEST_P(CudaDeviceStep, MatchesTorchAndTheReference) {
+  std::shared_ptr<runtime::CudaBackend> gpu;
+  runtime::CudaOptions options;
+  options.launch = codegen::GpuLaunch{.block = 64, .chunk_elements = 7};
+  options.device_step = true;
+  options.graph = GetParam() % 2 == 0;
+  testing::check_backend_on_fixture(
+      GetParam(), [&](const plan::Plan& plan) -> Expected<testing::StepFn> {
+        auto b = runtime::CudaBackend::create(plan, options);
+        if (!b) return b.error();
+        gpu = std::move(*b);
+        return testing::StepFn([gpu](runtime::OptimizerState& s) { return gpu->step(s); });
+      });
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaDeviceStep, testing::all_fixture_cases(),
+                         testing::fixture_case_name);
+
+TEST(CudaGraph, FollowsTheHostsHyperparametersAndRestoredCheckpoints) {
+  testing::check_device_step_follows_the_host<runtime::CudaBackend>([](const plan::Plan& plan) {
+    runtime::CudaOptions options;
+    options.graph = true;
+    return runtime::CudaBackend::create(plan, options);
+  });
+}
 
 }  // namespace
 }  // namespace optjit

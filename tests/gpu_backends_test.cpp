@@ -178,6 +178,18 @@ TEST(Nvrtc, EveryBuiltinCompilesForSm80AndSm90) {
       }
       ++compiled;
     }
+    // The device step (the scalar program and combines as kernels too), for sm_90.
+    auto step_src = codegen::emit_c(*plan, {codegen::CLanguage::cuda, {}, true});
+    ASSERT_TRUE(step_src) << step_src.error().message;
+    auto cubin = codegen::compile_cubin(*step_src, "sm_90");
+    ASSERT_TRUE(cubin) << d->name << " device step: " << cubin.error().message;
+    const auto layout = codegen::device_step_layout(*plan);
+    size_t expected = 2 * plan->passes.size() + 2;  // passes, segments, commit
+    for (size_t k = 0; k < plan->passes.size(); ++k)
+      expected += layout.combines[k] + layout.folds[k];
+    EXPECT_EQ(cubin->kernels.size(), expected) << d->name;
+    for (const auto& k : cubin->kernels)
+      EXPECT_EQ(k.spill_stores + k.spill_loads, 0) << d->name << " " << k.name << " spills";
   }
   EXPECT_EQ(compiled, 32);
 }
@@ -247,10 +259,13 @@ TEST_P(OpenclLaunch, EveryShapeComputesTheSameSteps) {
   const LaunchCase& c = GetParam();
   // The parity tests below run {8, 1, 1, 8, 5} and {8, 2, 4, 1, 12}: these add odd item counts,
   // 8-wide vectors and tiny blocks.
+  // The last runs the first shape as a device step: same chunks, same combining order, so it
+  // must agree with the host-driven first run bit for bit, reductions included.
   const codegen::GpuLaunch shapes[] = {
       {.block = 8, .chunk_elements = 5},
       {.block = 16, .items = 3, .vec = 2, .chunk_elements = 6},
       {.block = 4, .items = 4, .vec = 8, .groups_per_unit = 2, .chunk_elements = 64},
+      {.block = 8, .chunk_elements = 5},
   };
   const std::vector<int64_t> sizes = {1, 3, 17, 1000, 4099, 0};
   auto plan = compile_pipeline(c.pipeline, {c.dt, c.dt, c.dt});
@@ -287,8 +302,9 @@ TEST_P(OpenclLaunch, EveryShapeComputesTheSameSteps) {
                                             : 2e-3;
   std::optional<runtime::OptimizerState> first;
   for (const auto& shape : shapes) {
-    SCOPED_TRACE(shape.to_string());
-    auto b = runtime::OpenclBackend::create(*plan, {-1, shape});
+    const bool device_step = &shape == &shapes[3];
+    SCOPED_TRACE(shape.to_string() + (device_step ? " device step" : ""));
+    auto b = runtime::OpenclBackend::create(*plan, {-1, shape, true, false, device_step});
     ASSERT_TRUE(b) << b.error().message;
     runtime::OptimizerState got = run([&](runtime::OptimizerState& s) {
       auto r = (*b)->step(s);
@@ -303,9 +319,13 @@ TEST_P(OpenclLaunch, EveryShapeComputesTheSameSteps) {
         EXPECT_TRUE(close(testing::buffer_values(got.tensors[t].data(buf), st, sizes[t]),
                           testing::buffer_values(expected.tensors[t].data(buf), st, sizes[t]), rtol,
                           1e-30));
-        if (first && !reduces)
+        if (first && (!reduces || device_step))
           EXPECT_EQ(got.tensors[t].bytes(buf, st), first->tensors[t].bytes(buf, st));
       }
+    EXPECT_EQ(got.step, expected.step);
+    if (first)
+      for (size_t g = 0; g < got.groups.size(); ++g)
+        EXPECT_EQ(got.groups[g].states, first->groups[g].states) << "group " << g;
     if (!first) first = std::move(got);
   }
 }
@@ -369,6 +389,21 @@ TEST_P(OpenclDeviceStep, MatchesTorchAndTheReference) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, OpenclDeviceStep, testing::all_fixture_cases(),
                          testing::fixture_case_name);
+
+TEST(OpenclDeviceStep, FollowsTheHostsHyperparametersAndRestoredCheckpoints) {
+  testing::check_device_step_follows_the_host<runtime::OpenclBackend>([](const plan::Plan& plan) {
+    runtime::OpenclOptions options;
+    options.launch = codegen::GpuLaunch{.block = 2, .chunk_elements = 64};
+    options.device_step = true;
+    return runtime::OpenclBackend::create(plan, options);
+  });
+}
+
+// The host-driven OpenCL step, the same way (its buffers live on the device too).
+TEST(OpenCL, FollowsTheHostsHyperparametersAndRestoredCheckpoints) {
+  testing::check_device_step_follows_the_host<runtime::OpenclBackend>(
+      [](const plan::Plan& plan) { return runtime::OpenclBackend::create(plan); });
+}
 
 }  // namespace
 }  // namespace optjit
