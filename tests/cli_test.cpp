@@ -415,11 +415,14 @@ TEST_F(Cli, OpenclTuningAndLaunchParameters) {
       << tuned.output;
   auto given = run("--backend opencl --launch block=16,items=2,vec=4", "ocl2.st");
   ASSERT_EQ(given.code, 0) << given.output;
+  auto on_device = run("--backend opencl --step device --launch block=4,chunk=4096", "ocl3.st");
+  ASSERT_EQ(on_device.code, 0) << on_device.output;
   ASSERT_EQ(run("--backend cpu", "cpu.st").code, 0);
   auto a = runtime::read_safetensors(p("ocl.st")), b = runtime::read_safetensors(p("ocl2.st")),
-       c = runtime::read_safetensors(p("cpu.st"));
-  ASSERT_TRUE(a && b && c);
-  for (const auto* f : {&*a, &*b}) {
+       d = runtime::read_safetensors(p("ocl3.st")), c = runtime::read_safetensors(p("cpu.st"));
+  ASSERT_TRUE(a && b && c && d);
+  EXPECT_EQ(d->find("step")->get(0), 3);
+  for (const auto* f : {&*a, &*b, &*d}) {
     const HostTensor* w = nullptr;
     const HostTensor* w_cpu = nullptr;
     for (const auto& x : f->tensors)
@@ -444,6 +447,10 @@ TEST_F(Cli, OpenclTuningAndLaunchParameters) {
       {"--backend cpu --launch vec=4",
        "optjit: --launch is for --backend cuda and opencl; the cpu backend takes --threads and "
        "--chunk\n"},
+      {"--backend opencl --step graph", "optjit: --step graph is for --backend cuda, not opencl\n"},
+      {"--backend cpu --step device",
+       "optjit: --step device is for --backend cuda or opencl, not cpu\n"},
+      {"--backend opencl --step later", "optjit: --step: 'later' is not host, device or graph\n"},
   };
   for (const auto& k : cases) {
     auto r = run(k.args, "bad.st");
@@ -460,6 +467,15 @@ TEST_F(Cli, OpenclTuningAndLaunchParameters) {
   ASSERT_EQ(emitted.code, 0) << emitted.output;
   EXPECT_NE(emitted.output.find("struct __align__(16) optjit_f32x4"), std::string::npos);
   EXPECT_NE(emitted.output.find("__launch_bounds__(128, 4)"), std::string::npos);
+  // The device step: pass kernels that honour the skip flag, then the scalar-program kernels.
+  auto step_src = optjit_cli("emit " + pipe + " --backend opencl --step device");
+  ASSERT_EQ(step_src.code, 0) << step_src.output;
+  for (const char* kernel : {"optjit_segment_0(", "optjit_combine_0(", "optjit_fold_0(",
+                             "optjit_segment_2(", "optjit_commit(", "if (ctl[1] != 0.0) return;"})
+    EXPECT_NE(step_src.output.find(kernel), std::string::npos) << kernel;
+  auto cubins = optjit_cli_prefixed(env, "compile " + pipe + " --arch sm_90 --step graph");
+  ASSERT_EQ(cubins.code, 0) << cubins.output;
+  EXPECT_NE(cubins.output.find("optjit_commit"), std::string::npos) << cubins.output;
 }
 
 // Eight processes compile and tune into one cache at once: none fails, they agree on the

@@ -1,6 +1,7 @@
 // OpenCL (PoCL in CI) against the reference on random pipelines (built-ins and custom
 // transforms with nested reductions), storage types and launch shapes: block, items per
-// work-item, vector width, grid cap and chunk size all drawn at random. Each case builds an
+// work-item, vector width, grid cap and chunk size all drawn at random, with the scalar
+// program on the host or on the device (the device step). Each case builds an
 // OpenCL program, so this property runs 15 cases unless RC_PARAMS says otherwise.
 #include <cstdlib>
 
@@ -35,8 +36,11 @@ RC_GTEST_PROP(OpenclProperty, EveryLaunchShapeMatchesTheReference, ()) {
   launch.vec = *rc::gen::elementOf(std::vector<int>{1, 2, 4, 8});
   launch.groups_per_unit = *rc::gen::inRange(1, 9);
   launch.chunk_elements = launch.vec * *rc::gen::inRange(1, 6);
-  RC_LOG() << text << " on " << to_string(t) << ", " << launch.to_string() << "\n";
-  auto ocl = runtime::OpenclBackend::create(*plan, {-1, launch});
+  const bool device_step = *rc::gen::arbitrary<bool>();
+  RC_TAG(device_step ? "device step" : "host step");
+  RC_LOG() << text << " on " << to_string(t) << ", " << launch.to_string()
+           << (device_step ? ", device step" : "") << "\n";
+  auto ocl = runtime::OpenclBackend::create(*plan, {-1, launch, true, false, device_step});
   RC_ASSERT(ocl.ok());
   check_backend_matches_reference(*plan, t, random_params(t, 40), [&](runtime::OptimizerState& s) {
     auto r = (*ocl)->step(s);

@@ -181,7 +181,7 @@ Expected<runtime::OptimizerState> make_state(const plan::Plan& plan, const Shape
 Expected<std::unique_ptr<Runner>> make_runner(plan::Plan plan, const Shapes& shapes, DType t,
                                               const runtime::CpuOptions& cpu,
                                               const codegen::GpuLaunch& launch,
-                                              const std::string& backend) {
+                                              const std::string& backend, StepMode step) {
   auto r = std::make_unique<Runner>();
   r->plan = std::move(plan);
   auto s = make_state(r->plan, shapes, t);
@@ -189,12 +189,17 @@ Expected<std::unique_ptr<Runner>> make_runner(plan::Plan plan, const Shapes& sha
   r->state = std::move(*s);
   if (backend == "cuda") {
     // As in a framework: gradients live on the GPU and nothing comes back each step.
-    auto b = runtime::CudaBackend::create(r->plan, {0, launch, false, true});
+    runtime::CudaOptions options{0, launch, false, true};
+    options.device_step = step != StepMode::host;
+    options.graph = step == StepMode::graph;
+    auto b = runtime::CudaBackend::create(r->plan, options);
     if (!b) return b.error();
     r->gpu = std::move(*b);
   } else if (backend == "opencl") {
     // Likewise: gradients stay on the device and nothing comes back, so the kernels are timed.
-    auto b = runtime::OpenclBackend::create(r->plan, {-1, launch, false, true});
+    runtime::OpenclOptions options{-1, launch, false, true};
+    options.device_step = step != StepMode::host;
+    auto b = runtime::OpenclBackend::create(r->plan, options);
     if (!b) return b.error();
     r->ocl = std::move(*b);
   } else {
@@ -247,6 +252,8 @@ int bench(const BenchOptions& o) {
     return fail(
         "--launch is for --backend cuda and opencl; the cpu backend takes --threads and "
         "--chunk");
+  auto step = parse_step(o.step, o.backend);
+  if (!step) return fail(step.error().message);
   auto text = read_pipeline_text(o.pipeline);
   if (!text) return fail(text.error().message);
   auto dt = parse_dtype(o.dtype);
@@ -292,7 +299,7 @@ int bench(const BenchOptions& o) {
   }
 
   auto t0 = std::chrono::steady_clock::now();
-  auto fused = make_runner(*plan, *shapes, *dt, cpu, launch, o.backend);
+  auto fused = make_runner(*plan, *shapes, *dt, cpu, launch, o.backend, *step);
   if (!fused) return fail(fused.error().message);
   const double compile_s = (*fused)->compile_seconds();
   (void)t0;
@@ -302,7 +309,7 @@ int bench(const BenchOptions& o) {
   for (const auto& pass : plan->passes) {
     auto rp = roofline_plan(*plan, pass);
     if (!rp) return fail(rp.error().message);
-    auto r = make_runner(std::move(*rp), *shapes, *dt, cpu, launch, o.backend);
+    auto r = make_runner(std::move(*rp), *shapes, *dt, cpu, launch, o.backend, *step);
     if (!r) return fail(r.error().message);
     roof.push_back(std::move(*r));
   }
@@ -328,7 +335,7 @@ int bench(const BenchOptions& o) {
       auto spl = plan::make_plan(*sp);
       if (!spl) return fail(spl.error().message);
       unfused_bytes += spl->bytes_per_param();
-      auto r = make_runner(std::move(*spl), *shapes, *dt, cpu, launch, "cpu");
+      auto r = make_runner(std::move(*spl), *shapes, *dt, cpu, launch, "cpu", StepMode::host);
       if (!r) return fail(r.error().message);
       stages.push_back(std::move(*r));
     }
@@ -357,13 +364,13 @@ int bench(const BenchOptions& o) {
   // Per-step overhead: the same number of tensors with one element each.
   Shapes tiny;
   for (const auto& [n, s] : *shapes) tiny.push_back({n, {1}});
-  auto overhead_runner = make_runner(*plan, tiny, *dt, cpu, launch, o.backend);
+  auto overhead_runner = make_runner(*plan, tiny, *dt, cpu, launch, o.backend, *step);
   if (!overhead_runner) return fail(overhead_runner.error().message);
 
   // The same total size as one tensor, to show what many tensors cost.
   std::unique_ptr<Runner> single;
   if (shapes->size() > 1) {
-    auto r = make_runner(*plan, Shapes{{"all", {numel}}}, *dt, cpu, launch, o.backend);
+    auto r = make_runner(*plan, Shapes{{"all", {numel}}}, *dt, cpu, launch, o.backend, *step);
     if (!r) return fail(r.error().message);
     single = std::move(*r);
   }
@@ -403,7 +410,10 @@ int bench(const BenchOptions& o) {
   j["threads"] = (*fused)->cpu ? (*fused)->cpu->threads() : 0;
   j["backend"] = o.backend;
   j["chunk_elements"] = o.backend == "cpu" ? o.chunk : launch.chunk_elements;
-  if (o.backend != "cpu") j["launch"] = launch.to_string();
+  if (o.backend != "cpu") {
+    j["launch"] = launch.to_string();
+    j["step"] = o.step;
+  }
   j["passes"] = plan->passes.size();
   j["bytes_per_param"] = plan->bytes_per_param();
   j["compile_seconds"] = compile_s;
@@ -441,8 +451,9 @@ int bench(const BenchOptions& o) {
   if (o.backend == "cpu")
     fmt::print("launch       cpu: {} threads, chunks of {}\n", j["threads"].get<int>(), o.chunk);
   else
-    fmt::print("launch       {} on {}: {}\n", o.backend, (*fused)->device_name(),
-               launch.to_string());
+    fmt::print("launch       {} on {}: {}, scalar program on the {}\n", o.backend,
+               (*fused)->device_name(), launch.to_string(),
+               o.step == "host" ? "host" : o.step == "device" ? "device" : "device, as a CUDA graph");
   fmt::print("plan         {} passes, {} bytes per parameter; compiled in {:.1f} ms\n",
              plan->passes.size(), plan->bytes_per_param(), 1e3 * compile_s);
   fmt::print("fused        {:9.3f} ms/step  {:7.2f} GB/s effective\n", 1e3 * fused_s, gbs);

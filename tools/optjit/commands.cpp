@@ -41,6 +41,21 @@ int fail(const std::string& message) {
   return 1;
 }
 
+const char* const kStepHelp =
+    "cuda/opencl: where the scalar program between passes runs: host (default) | device (as "
+    "kernels: no host round trip within a step) | graph (cuda: the device step captured once in "
+    "a CUDA graph and replayed)";
+
+Expected<StepMode> parse_step(const std::string& step, const std::string& backend) {
+  if (step == "host") return StepMode::host;
+  if (step != "device" && step != "graph")
+    return make_error("--step: '{}' is not host, device or graph", step);
+  if (backend != "cuda" && (backend != "opencl" || step == "graph"))
+    return make_error("--step {} is for --backend {}, not {}", step,
+                      step == "graph" ? "cuda" : "cuda or opencl", backend);
+  return step == "graph" ? StepMode::graph : StepMode::device;
+}
+
 namespace {
 
 Expected<DType> float_dtype(const std::string& s) {
@@ -116,6 +131,8 @@ int run(const RunOptions& o) {
     return fail(
         "--launch is for --backend cuda and opencl; the cpu backend takes --threads and "
         "--chunk");
+  auto step = parse_step(o.step, backend_name);
+  if (!step) return fail(step.error().message);
   auto text = read_pipeline_text(o.pipeline);
   if (!text) return fail(text.error().message);
   auto params = runtime::read_safetensors(o.params);
@@ -244,11 +261,16 @@ int run(const RunOptions& o) {
       if (tuned.empty() && o.chunk != (1 << 16)) launch.chunk_elements = o.chunk;
     }
     if (backend_name == "cuda") {
-      auto b = runtime::CudaBackend::create(plan, {0, launch}, kcache.get());
+      runtime::CudaOptions options{0, launch};
+      options.device_step = *step != StepMode::host;
+      options.graph = *step == StepMode::graph;
+      auto b = runtime::CudaBackend::create(plan, options, kcache.get());
       if (!b) return fail(b.error().message);
       gpu = std::move(*b);
     } else {
-      auto b = runtime::OpenclBackend::create(plan, {-1, launch}, kcache.get());
+      runtime::OpenclOptions options{-1, launch};
+      options.device_step = *step != StepMode::host;
+      auto b = runtime::OpenclBackend::create(plan, options, kcache.get());
       if (!b) return fail(b.error().message);
       ocl = std::move(*b);
     }
@@ -359,11 +381,14 @@ int emit(const EmitOptions& o) {
   if (!dt) return fail(dt.error().message);
   auto p = compile_pipeline(*text, {*dt, *dt, *dt});
   if (!p) return fail(p.error().message);
+  auto step = parse_step(o.step, o.backend);
+  if (!step) return fail(step.error().message);
   if (o.backend != "cpu") {
     auto l = codegen::GpuLaunch::from_text(o.launch);
     if (!l) return fail("--launch: " + l.error().message);
     auto src = codegen::emit_c(
-        *p, {o.backend == "cuda" ? codegen::CLanguage::cuda : codegen::CLanguage::opencl, *l});
+        *p, {o.backend == "cuda" ? codegen::CLanguage::cuda : codegen::CLanguage::opencl, *l,
+             *step != StepMode::host});
     if (!src) return fail(src.error().message);
     fmt::print("{}", *src);
     return 0;
@@ -389,6 +414,8 @@ int compile(const CompileOptions& o) {
     if (!c) return fail(c.error().message);
     kcache = std::move(*c);
   }
+  auto step = parse_step(o.step, o.backend);
+  if (!step) return fail(step.error().message);
   const uint64_t hash = ir::structural_hash(p->program);
   auto launch = codegen::GpuLaunch::from_text(o.launch);
   if (!launch) return fail("--launch: " + launch.error().message);
@@ -398,7 +425,7 @@ int compile(const CompileOptions& o) {
     size_t comma = o.arch.find(',', pos);
     std::string arch =
         o.arch.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    auto built = codegen::plan_cubin(*p, arch, *launch, kcache.get());
+    auto built = codegen::plan_cubin(*p, arch, *launch, kcache.get(), *step != StepMode::host);
     if (!built) return fail(built.error().message);
     const codegen::Cubin* cubin = &built->cubin;
     fmt::print("{}: {} bytes in {:.0f} ms{}\n", arch, cubin->image.size(),

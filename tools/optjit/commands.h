@@ -4,8 +4,17 @@
 #include <vector>
 
 #include "codegen/launch.h"
+#include "ir/error.h"
 
 namespace optjit::cli {
+
+/// Where a GPU step's scalar program runs (--step): on the host between passes, on the device
+/// as kernels (one queue of launches per step), or as a captured CUDA graph replayed each step.
+enum class StepMode { host, device, graph };
+/// Checks --step against the backend: device needs cuda or opencl, graph needs cuda.
+Expected<StepMode> parse_step(const std::string& step, const std::string& backend);
+/// "--step host|device|graph": the help text every command shares.
+extern const char* const kStepHelp;
 
 struct RunOptions {
   std::string pipeline, params, grads, state, out, backend = "auto";
@@ -15,6 +24,7 @@ struct RunOptions {
   int threads = 0;
   long long chunk = 1 << 16;
   std::string launch;  // cuda/opencl launch parameters (default: the cache's tuning, else built-in)
+  std::string step = "host";
   bool no_cache = false, cache_strict = false;
 };
 int run(const RunOptions& o);
@@ -44,6 +54,7 @@ int devices(bool json);
 struct CompileOptions {
   std::string pipeline, backend = "cuda", arch = "sm_80,sm_90", dtype = "f32", out;
   std::string launch;  // block, items, vec of the kernels (default: the built-in ones)
+  std::string step = "host";
   bool no_cache = false;
 };
 /// Builds kernels ahead of time (CUDA cubins for each sm_XX; no GPU needed).
@@ -54,6 +65,7 @@ struct BenchOptions {
   long long numel = 0, chunk = 1 << 16;
   int threads = 0, steps = 10, reps = 5;
   std::string launch;  // cuda/opencl: a launch configuration, or "tuned" (the cache's decision)
+  std::string step = "host";
   bool json = false, no_unfused = false;
 };
 int bench(const BenchOptions& o);
@@ -70,6 +82,7 @@ int tune(const TuneCommand& o);
 struct EmitOptions {
   std::string pipeline, backend = "cpu", dtype = "f32", cpu;
   std::string launch;  // cuda/opencl: block, items, vec (the rest is ignored)
+  std::string step = "host";
   int unroll = 0;      // cpu: vector iterations interleaved per loop trip (0: LLVM's choice)
   bool optimized = false;
 };

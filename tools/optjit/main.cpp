@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--launch", run.launch,
                       "cuda/opencl launch parameters, e.g. block=128,vec=4 (default: the kernel "
                       "cache's tuning decision, else built-in defaults)");
+  run_cmd->add_option("--step", run.step, optjit::cli::kStepHelp);
   run_cmd->add_flag("--no-cache", run.no_cache, "neither read nor write the kernel cache");
   run_cmd->add_flag("--cache-strict", run.cache_strict,
                     "a kernel cache miss is an error instead of a compile");
@@ -89,6 +90,7 @@ int main(int argc, char** argv) {
                    "cpu: vector iterations interleaved per loop trip (0: LLVM's choice)")
       ->check(CLI::Range(0, 16));
   emit_cmd->add_option("--launch", emit.launch, "cuda/opencl: e.g. block=128,items=2,vec=4");
+  emit_cmd->add_option("--step", emit.step, optjit::cli::kStepHelp);
 
   optjit::cli::PlanOptions plan;
   auto* plan_cmd = app.add_subcommand("plan", "print a pipeline's IR and its passes over memory");
@@ -110,6 +112,7 @@ int main(int argc, char** argv) {
                           "comma-separated sm_XX list (default sm_80,sm_90)");
   compile_cmd->add_option("--dtype", compile.dtype, "parameter and state storage type");
   compile_cmd->add_option("--launch", compile.launch, "kernel shape, e.g. block=128,items=2,vec=4");
+  compile_cmd->add_option("--step", compile.step, optjit::cli::kStepHelp);
   compile_cmd->add_option("--out", compile.out,
                           "write <out>/optjit_<hash>_<arch>.cubin files here");
 
@@ -152,6 +155,7 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--launch", bench.launch,
                         "cuda/opencl: e.g. block=128,items=2,vec=4,grid=8,chunk=65536 (any "
                         "subset), or 'tuned' for the kernel cache's decision");
+  bench_cmd->add_option("--step", bench.step, optjit::cli::kStepHelp);
   bench_cmd->add_flag("--json", bench.json, "machine-readable output");
   bench_cmd->add_flag("--no-unfused", bench.no_unfused, "skip the unfused baseline");
 
