@@ -34,9 +34,13 @@ void unpack_arena(const ChunkTable& table, OptimizerState& s, size_t buffer, siz
                   const uint8_t* in);
 
 /// Whether a device backend copies buffer b to the device before a step: everything the first
-/// time, then the gradients each step unless they stay resident on the device.
-inline bool uploads_before_step(const plan::Plan& plan, size_t b, bool first, bool resident_grads) {
-  return first || (plan.buffers[b].role == ir::BufferRole::grad && !resident_grads);
+/// time, then the gradients each step unless they stay resident on the device, and the
+/// parameters each step where the host's copy is the truth (the Optimizer API's caller's memory).
+inline bool uploads_before_step(const plan::Plan& plan, size_t b, bool first, bool resident_grads,
+                                bool host_params = false) {
+  const ir::BufferRole role = plan.buffers[b].role;
+  return first || (role == ir::BufferRole::grad && !resident_grads) ||
+         (role == ir::BufferRole::param && host_params);
 }
 
 /// The buffers a step writes that its caller sees (scratch excluded).

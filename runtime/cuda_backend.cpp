@@ -199,7 +199,8 @@ Expected<StepResult> CudaBackend::step(OptimizerState& s) {
     return m.upload(m.arenas[b], staging.data(), staging.size());
   };
   for (size_t b = 0; b < B; ++b)
-    if (uploads_before_step(plan_, b, !m.uploaded, m.options.resident_grads))
+    if (uploads_before_step(plan_, b, !m.uploaded, m.options.resident_grads,
+                            m.options.host_params))
       OPTJIT_TRY(copy_in(b));
   m.uploaded = true;
   if (m.options.device_step) return m.device_step(plan_, s, info_);

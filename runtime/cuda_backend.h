@@ -23,6 +23,9 @@ struct CudaOptions {
   int device = 0;
   codegen::GpuLaunch launch;    // block size, items per thread, vector width, grid cap, chunks
   bool copy_back = true;        // copy written buffers to the host after every step
+  /// The parameters are copied to the device before every step, not just the first: the host's
+  /// copy is the truth (the Optimizer API, whose caller may change its parameters between steps).
+  bool host_params = false;
   bool resident_grads = false;  // gradients are uploaded once (benchmarks: they live on the GPU)
   /// The whole step on the device (codegen::CEmitOptions::device_step): the scalar program and
   /// the reduction combines run as kernels; the step count, hyperparameters and scalar states

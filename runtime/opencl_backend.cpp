@@ -372,7 +372,8 @@ Expected<StepResult> OpenclBackend::step(OptimizerState& s) {
                                            : cl_fail("clFinish", CL_OUT_OF_RESOURCES);
   };
   for (size_t b = 0; b < B; ++b)
-    if (uploads_before_step(plan_, b, !m.uploaded, m.options.resident_grads)) OPTJIT_TRY(upload(b));
+    if (uploads_before_step(plan_, b, !m.uploaded, m.options.resident_grads,
+                            m.options.host_params)) OPTJIT_TRY(upload(b));
   m.uploaded = true;
   if (m.options.device_step) return m.device_step(plan_, s, info_);
 

@@ -3,7 +3,9 @@
 #include <cstring>
 
 #include "autotune/cpu_tuner.h"
+#include "autotune/gpu_tuner.h"
 #include "ir/compile.h"
+#include "runtime/devices.h"
 
 namespace optjit {
 
@@ -22,6 +24,22 @@ bool overlap(const void* a, size_t na, const void* b, size_t nb) {
 }
 
 }  // namespace
+
+std::string_view to_string(Backend b) {
+  switch (b) {
+    case Backend::reference:
+      return "reference";
+    case Backend::cpu:
+      return "cpu";
+    case Backend::opencl:
+      return "opencl";
+    case Backend::cuda:
+      return "cuda";
+    case Backend::automatic:
+      break;
+  }
+  return "auto";
+}
 
 Expected<std::unique_ptr<Optimizer>> Optimizer::create(std::string_view text,
                                                        std::vector<Param> params,
@@ -82,13 +100,26 @@ Expected<std::unique_ptr<Optimizer>> Optimizer::build(Expected<plan::Plan> plan,
     t.owned[o->grad_buffer_].shrink_to_fit();
     t.external[o->param_buffer_] = static_cast<uint8_t*>(o->params_[i].data);
   }
-  if (options.backend == Backend::cpu) {
-    std::unique_ptr<cache::KernelCache>& kc = o->cache_;
-    if (options.cache) {
-      auto c = cache::open_for_run(*options.cache, o->warnings_);
-      if (!c) return c.error();
-      kc = std::move(*c);
-    }
+  o->backend_ = options.backend;
+  if (o->backend_ == Backend::automatic) {
+    std::string why;
+    const std::string pick = runtime::pick_auto(runtime::list_devices(), true, &why).backend;
+    o->backend_ = pick == "cuda" ? Backend::cuda : pick == "opencl" ? Backend::opencl : Backend::cpu;
+  }
+  if (options.cuda_graph && o->backend_ != Backend::cuda)
+    return make_error("cuda_graph needs the cuda backend, not {}", to_string(o->backend_));
+  if (options.device_step && o->backend_ != Backend::cuda && o->backend_ != Backend::opencl)
+    return make_error("device_step needs the cuda or opencl backend, not {}",
+                      to_string(o->backend_));
+  std::unique_ptr<cache::KernelCache>& kc = o->cache_;
+  if (options.cache && o->backend_ != Backend::reference) {
+    auto c = cache::open_for_run(*options.cache, o->warnings_);
+    if (!c) return c.error();
+    kc = std::move(*c);
+  }
+  if (o->backend_ == Backend::opencl || o->backend_ == Backend::cuda)
+    OPTJIT_TRY(o->create_device_backend(options));
+  if (o->backend_ == Backend::cpu) {
     o->launch_ = options.cpu;
     const runtime::CpuOptions defaults;
     if (options.cpu.threads == defaults.threads &&
@@ -105,6 +136,55 @@ Expected<std::unique_ptr<Optimizer>> Optimizer::build(Expected<plan::Plan> plan,
     o->cpu_ = std::move(*cpu);
   }
   return o;
+}
+
+// An OpenCL or CUDA backend: the launch as given, else the cache's tuning decision for this
+// device and size, else the device's default.
+Status Optimizer::create_device_backend(const OptimizerOptions& options) {
+  const bool cuda = backend_ == Backend::cuda;
+  const int device = cuda ? std::max(options.device, 0) : options.device;
+  const codegen::GpuLaunch base =
+      cuda ? codegen::GpuLaunch{} : autotune::opencl_default_launch(options.device);
+  if (options.gpu_launch) {
+    gpu_launch_ = *options.gpu_launch;
+  } else {
+    std::string from;
+    gpu_launch_ = autotune::gpu_launch_for(
+        cuda ? autotune::cuda_target(plan_, state_.elements(), device)
+             : autotune::opencl_target(plan_, state_.elements(), device),
+        cache_.get(), &from, base);
+    tuned_ = !from.empty();
+  }
+  if (cuda) {
+    runtime::CudaOptions o{device, gpu_launch_};
+    o.host_params = true;
+    o.device_step = options.device_step;
+    o.graph = options.cuda_graph;
+    auto b = runtime::CudaBackend::create(plan_, o, cache_.get());
+    if (!b) return b.error();
+    cuda_ = std::move(*b);
+  } else {
+    runtime::OpenclOptions o{device, gpu_launch_};
+    o.host_params = true;
+    o.device_step = options.device_step;
+    auto b = runtime::OpenclBackend::create(plan_, o, cache_.get());
+    if (!b) return b.error();
+    ocl_ = std::move(*b);
+  }
+  return Status::Ok();
+}
+
+std::string Optimizer::device_name() const {
+  if (ocl_) return ocl_->device().name;
+  if (cuda_) return cuda_->device().name;
+  return backend_ == Backend::cpu ? runtime::cpu_device().name : "the reference interpreter";
+}
+
+double Optimizer::compile_seconds() const {
+  if (cpu_) return cpu_->compile_seconds();
+  if (ocl_) return ocl_->compile_seconds();
+  if (cuda_) return cuda_->compile_seconds();
+  return 0.0;
 }
 
 Status Optimizer::bind_grads(const char* who, const std::vector<const void*>& grads) {
@@ -130,14 +210,26 @@ void Optimizer::unbind_grads() {
 
 Expected<runtime::StepResult> Optimizer::step(const std::vector<const void*>& grads) {
   OPTJIT_TRY(bind_grads("step", grads));
-  runtime::StepResult r = cpu_ ? cpu_->step(state_) : runtime::ReferenceBackend(plan_).step(state_);
+  Expected<runtime::StepResult> r = runtime::StepResult{};
+  if (cpu_)
+    r = cpu_->step(state_);
+  else if (ocl_)
+    r = ocl_->step(state_);
+  else if (cuda_)
+    r = cuda_->step(state_);
+  else
+    r = runtime::ReferenceBackend(plan_).step(state_);
   unbind_grads();
   return r;
 }
 
 Expected<autotune::TuneResult> Optimizer::tune(const std::vector<const void*>& grads,
                                                autotune::TuneOptions options) {
-  if (!cpu_) return make_error("tune() needs the cpu backend");
+  if (!cpu_)
+    return make_error(
+        "tune() tunes the cpu backend; for {} run `optjit tune PIPELINE --backend {}` once, and "
+        "the optimizer uses the stored decision",
+        to_string(backend_), to_string(backend_));
   OPTJIT_TRY(bind_grads("tune", grads));
   // The parameters live in the caller's memory, outside the state's snapshot.
   std::vector<std::vector<uint8_t>> saved;
@@ -190,6 +282,8 @@ Status Optimizer::load(const std::string& path) {
   runtime::OptimizerState copy = state_;  // all or nothing: a bad file leaves the state as it was
   OPTJIT_TRY(runtime::import_state(plan_, copy, *f));
   state_ = std::move(copy);
+  if (ocl_) ocl_->state_changed();  // the device's copy of the state is stale now
+  if (cuda_) cuda_->state_changed();
   return Status::Ok();
 }
 

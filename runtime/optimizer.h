@@ -18,6 +18,8 @@
 #include "ir/dsl.h"
 #include "ir/plan.h"
 #include "runtime/cpu_backend.h"
+#include "runtime/cuda_backend.h"
+#include "runtime/opencl_backend.h"
 #include "runtime/state.h"
 
 namespace optjit {
@@ -33,13 +35,29 @@ struct Param {
   int group = -1;
 };
 
-enum class Backend { reference, cpu };
+/// Where the steps run. `automatic` is the CLI's --backend auto: a CUDA GPU, then an OpenCL
+/// GPU, then the CPU. The device backends keep the state in device memory and copy the
+/// parameters (and state) back into host memory after every step.
+enum class Backend { reference, cpu, opencl, cuda, automatic };
+std::string_view to_string(Backend b);
 
 struct OptimizerOptions {
   Backend backend = Backend::cpu;
   /// Threads, chunk size and unroll. Left at the defaults, the kernel cache's tuning decision
   /// for this pipeline on this CPU at this size is used when there is one (`optjit tune`).
   runtime::CpuOptions cpu;
+  /// cuda/opencl: the launch shape. Unset: the kernel cache's tuning decision for this
+  /// pipeline on this device at this size (`optjit tune --backend ...`), else the device's
+  /// default.
+  std::optional<codegen::GpuLaunch> gpu_launch;
+  /// cuda/opencl: which device (an OpenCL index from `optjit devices`, a CUDA ordinal);
+  /// -1: the first GPU, else the first device.
+  int device = -1;
+  /// cuda/opencl: the scalar program between passes runs on the device too, so a step has no
+  /// host round trip until its end (CudaOptions::device_step).
+  bool device_step = false;
+  /// cuda: the device step captured once in a CUDA graph and replayed (implies device_step).
+  bool cuda_graph = false;
   /// The kernel cache (compiled kernels and tuning decisions), so a warm or shipped cache means
   /// no compiling and no tuning. By default the user's cache ($OPTJIT_CACHE_DIR, else
   /// $XDG_CACHE_HOME/optjit, else ~/.cache/optjit) over the OPTJIT_CACHE_SHIPPED layers; unset:
@@ -80,13 +98,20 @@ class Optimizer {
   Status load(const std::string& path);
 
   const plan::Plan& plan() const { return plan_; }
+  /// The backend the steps run on (what `automatic` chose), and the device's name.
+  Backend backend() const { return backend_; }
+  std::string device_name() const;
   int64_t step_count() const { return state_.step; }
   size_t group_of(size_t param) const { return state_.tensors[param].group; }
-  double compile_seconds() const { return cpu_ ? cpu_->compile_seconds() : 0.0; }
-  /// Whether the kernels came from the kernel cache (nothing was compiled).
-  bool kernels_from_cache() const { return cpu_ && cpu_->kernels_from_cache(); }
-  /// The CPU launch parameters in use, and whether they are a stored tuning decision.
+  double compile_seconds() const;
+  /// Whether the kernels came from the kernel cache (nothing was compiled; cpu and opencl).
+  bool kernels_from_cache() const {
+    return (cpu_ && cpu_->kernels_from_cache()) || (ocl_ && ocl_->from_cache());
+  }
+  /// The CPU launch parameters in use, and whether they (or the GPU launch) are a stored tuning
+  /// decision.
   const runtime::CpuOptions& launch() const { return launch_; }
+  const codegen::GpuLaunch& gpu_launch() const { return gpu_launch_; }
   bool launch_from_tuning() const { return tuned_; }
   /// What went wrong without stopping the optimizer (e.g. a cache that could not be opened).
   const std::vector<std::string>& warnings() const { return warnings_; }
@@ -102,8 +127,13 @@ class Optimizer {
   std::vector<Param> params_;
   runtime::OptimizerState state_;
   std::unique_ptr<cache::KernelCache> cache_;
+  Status create_device_backend(const OptimizerOptions& options);
+  Backend backend_ = Backend::cpu;
   std::unique_ptr<runtime::CpuBackend> cpu_;
+  std::unique_ptr<runtime::OpenclBackend> ocl_;
+  std::unique_ptr<runtime::CudaBackend> cuda_;
   runtime::CpuOptions launch_;
+  codegen::GpuLaunch gpu_launch_;
   bool tuned_ = false;
   std::vector<std::string> warnings_;
   uint32_t param_buffer_ = 0, grad_buffer_ = 0;

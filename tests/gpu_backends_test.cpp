@@ -304,7 +304,7 @@ TEST_P(OpenclLaunch, EveryShapeComputesTheSameSteps) {
   for (const auto& shape : shapes) {
     const bool device_step = &shape == &shapes[3];
     SCOPED_TRACE(shape.to_string() + (device_step ? " device step" : ""));
-    auto b = runtime::OpenclBackend::create(*plan, {-1, shape, true, false, device_step});
+    auto b = runtime::OpenclBackend::create(*plan, {.launch = shape, .device_step = device_step});
     ASSERT_TRUE(b) << b.error().message;
     runtime::OptimizerState got = run([&](runtime::OptimizerState& s) {
       auto r = (*b)->step(s);

@@ -40,7 +40,9 @@ RC_GTEST_PROP(OpenclProperty, EveryLaunchShapeMatchesTheReference, ()) {
   RC_TAG(device_step ? "device step" : "host step");
   RC_LOG() << text << " on " << to_string(t) << ", " << launch.to_string()
            << (device_step ? ", device step" : "") << "\n";
-  auto ocl = runtime::OpenclBackend::create(*plan, {-1, launch, true, false, device_step});
+  runtime::OpenclOptions options{.launch = launch};
+  options.device_step = device_step;
+  auto ocl = runtime::OpenclBackend::create(*plan, options);
   RC_ASSERT(ocl.ok());
   check_backend_matches_reference(*plan, t, random_params(t, 40), [&](runtime::OptimizerState& s) {
     auto r = (*ocl)->step(s);

@@ -250,6 +250,93 @@ TEST(Optimizer, SaveAndLoadResumeExactly) {
   std::filesystem::remove(path);
 }
 
+// The same optimizer on an OpenCL device (PoCL here), with the scalar program on the host and
+// on the device: each step matches the CPU optimizer, a learning rate set between steps and
+// parameters the caller changes between steps are honoured, and save/load resumes on the device.
+TEST(Optimizer, RunsOnOpenclLikeOnTheCpu) {
+  for (bool device_step : {false, true}) {
+    SCOPED_TRACE(device_step ? "device step" : "host step");
+    Model a, b;
+    OptimizerOptions options;
+    options.backend = Backend::opencl;
+    options.device_step = device_step;
+    options.cache.reset();
+    auto ocl = Optimizer::create(kPipeline, a.params(), options);
+    auto cpu = Optimizer::create(kPipeline, b.params());
+    ASSERT_TRUE(ocl && cpu) << (ocl ? cpu.error().message : ocl.error().message);
+    EXPECT_EQ((*ocl)->backend(), Backend::opencl);
+    EXPECT_FALSE((*ocl)->device_name().empty());
+    auto both = [&](int step) {
+      a.grads(step);
+      b.grads(step);
+      auto r = (*ocl)->step(a.grad_ptrs());
+      ASSERT_TRUE(r) << r.error().message;
+      ASSERT_TRUE((*cpu)->step(b.grad_ptrs()));
+      for (size_t i = 0; i < a.w.size(); ++i) ASSERT_NEAR(a.w[i], b.w[i], 2e-6) << i;
+      for (size_t i = 0; i < a.b.size(); ++i) ASSERT_NEAR(a.b[i], b.b[i], 2e-6) << i;
+    };
+    both(0);
+    both(1);
+    ASSERT_TRUE((*ocl)->set_hyper("lr", 0.05));
+    ASSERT_TRUE((*cpu)->set_hyper("lr", 0.05));
+    both(2);
+    a.w[7] = b.w[7] = 3.0f;  // the framework changes a parameter (e.g. re-initializes a row)
+    both(3);
+    EXPECT_EQ((*ocl)->step_count(), 4);
+    const std::string path = temp_path(device_step ? "ocl_dev.safetensors" : "ocl.safetensors");
+    ASSERT_TRUE((*cpu)->save(path));
+    both(4);
+    // Back to the state after step 4 on both: the device's copy must be replaced.
+    ASSERT_TRUE((*ocl)->load(path));
+    ASSERT_TRUE((*cpu)->load(path));
+    EXPECT_EQ((*ocl)->step_count(), 4);
+    both(5);
+    EXPECT_EQ((*ocl)->step_count(), 5);
+    std::filesystem::remove(path);
+  }
+}
+
+TEST(Optimizer, DeviceBackendsThatCannotRunAreClearErrors) {
+  Model m;
+  OptimizerOptions cuda;
+  cuda.backend = Backend::cuda;
+  cuda.cache.reset();
+  auto c = Optimizer::create(kPipeline, m.params(), cuda);
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().message,
+            "no CUDA driver on this machine (libcuda.so.1 not found), so no NVIDIA GPU can be "
+            "used; optjit compile --backend cuda still builds cubins");
+  OptimizerOptions graph;
+  graph.backend = Backend::opencl;
+  graph.cuda_graph = true;
+  auto g = Optimizer::create(kPipeline, m.params(), graph);
+  ASSERT_FALSE(g);
+  EXPECT_EQ(g.error().message, "cuda_graph needs the cuda backend, not opencl");
+  OptimizerOptions on_cpu;
+  on_cpu.device_step = true;
+  auto d = Optimizer::create(kPipeline, m.params(), on_cpu);
+  ASSERT_FALSE(d);
+  EXPECT_EQ(d.error().message, "device_step needs the cuda or opencl backend, not cpu");
+  // auto: no CUDA and PoCL is a CPU device here, so the CPU backend.
+  OptimizerOptions best;
+  best.backend = Backend::automatic;
+  best.cache.reset();
+  auto a = Optimizer::create(kPipeline, m.params(), best);
+  ASSERT_TRUE(a) << a.error().message;
+  EXPECT_EQ((*a)->backend(), Backend::cpu);
+  OptimizerOptions ocl;
+  ocl.backend = Backend::opencl;
+  ocl.cache.reset();
+  auto o = Optimizer::create(kPipeline, m.params(), ocl);
+  ASSERT_TRUE(o) << o.error().message;
+  m.grads(0);
+  auto t = (*o)->tune(m.grad_ptrs());
+  ASSERT_FALSE(t);
+  EXPECT_EQ(t.error().message,
+            "tune() tunes the cpu backend; for opencl run `optjit tune PIPELINE --backend opencl` "
+            "once, and the optimizer uses the stored decision");
+}
+
 TEST(Optimizer, RejectsBadInputWithClearErrors) {
   Model m;
   auto opt = Optimizer::create(kPipeline, m.params());

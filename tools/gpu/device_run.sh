@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On a machine with an NVIDIA GPU and the bundle from tools/gpu/pack.sh in .gpu/: the CUDA
-# parity and tuning tests, tuning clip+AdamW, the 1B-parameter benchmark against the device's
+# parity tests (host-driven, device step, CUDA graph) and tuning tests, tuning clip+AdamW, the 1B-parameter benchmark against the device's
 # copy bandwidth, and PyTorch's fused AdamW on the same GPU. Everything is logged to
 # ${OUT:-.}/gpu.log.
 set -uo pipefail
@@ -25,6 +25,12 @@ pipeline='chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, weight_decay=0.01))
   "$optjit" bench "$pipeline" --backend cuda --numel 1000000000 --steps 5 --reps 5 --launch tuned
   "$optjit" tune "$pipeline" --backend cuda --shapes gpt2-small --budget-seconds 60
   "$optjit" bench "$pipeline" --backend cuda --shapes gpt2-small --launch tuned
+  # The step's scalar program on the host, on the device, and as a replayed CUDA graph: the
+  # overhead line (161 one-element tensors) is what the graph removes.
+  for step in host device graph; do
+    "$optjit" bench "$pipeline" --backend cuda --shapes resnet50 --no-unfused --step $step
+  done
+  "$optjit" bench "$pipeline" --backend cuda --numel 1000000000 --steps 5 --reps 5 --launch tuned --step graph
   PYTHONUNBUFFERED=1 python3 bench/torch_adamw.py --optjit "$optjit" --device cuda --numel 1000000000 --launch tuned
   PYTHONUNBUFFERED=1 python3 bench/torch_adamw.py --optjit "$optjit" --device cuda --shapes gpt2-small --launch tuned
 } 2>&1 | tee "$log"

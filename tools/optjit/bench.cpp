@@ -189,7 +189,7 @@ Expected<std::unique_ptr<Runner>> make_runner(plan::Plan plan, const Shapes& sha
   r->state = std::move(*s);
   if (backend == "cuda") {
     // As in a framework: gradients live on the GPU and nothing comes back each step.
-    runtime::CudaOptions options{0, launch, false, true};
+    runtime::CudaOptions options{.launch = launch, .copy_back = false, .resident_grads = true};
     options.device_step = step != StepMode::host;
     options.graph = step == StepMode::graph;
     auto b = runtime::CudaBackend::create(r->plan, options);
@@ -197,7 +197,7 @@ Expected<std::unique_ptr<Runner>> make_runner(plan::Plan plan, const Shapes& sha
     r->gpu = std::move(*b);
   } else if (backend == "opencl") {
     // Likewise: gradients stay on the device and nothing comes back, so the kernels are timed.
-    runtime::OpenclOptions options{-1, launch, false, true};
+    runtime::OpenclOptions options{.launch = launch, .copy_back = false, .resident_grads = true};
     options.device_step = step != StepMode::host;
     auto b = runtime::OpenclBackend::create(r->plan, options);
     if (!b) return b.error();
