@@ -9,6 +9,7 @@
 #include "codegen/c_emitter.h"
 #include "codegen/cuda_kernels.h"
 #include "runtime/cuda_api.h"
+#include "runtime/device_step.h"
 
 namespace optjit::runtime {
 
@@ -30,12 +31,12 @@ struct CudaBackend::Impl {
   size_t group_count = 0;
   bool uploaded = false;
   // The device step (CudaOptions::device_step): its kernels, and its buffers per tensor set.
-  codegen::DeviceStepLayout layout;
+  std::optional<DeviceStepHost> step_host;
   std::vector<cuda::CUfunction> segments, combines, folds;  // combines and folds: null where none
   cuda::CUfunction commit = nullptr;
   CUdeviceptr hypers = 0, ctl = 0, tinfo = 0, vals = 0, fold_rows = 0, first = 0;
   std::vector<CUdeviceptr> uniform_bufs, row_bufs;  // per pass
-  std::vector<double> ctl_seen, hyper_values;  // ctl as last read back; this step's hypers
+  std::vector<double> hyper_values;  // this step's, until the copy has left them
   cuda::CUgraph graph = nullptr;
   cuda::CUgraphExec graph_exec = nullptr;
 
@@ -51,7 +52,7 @@ struct CudaBackend::Impl {
       list->clear();
     }
     uniforms_bytes = partials_bytes = 0;
-    ctl_seen.clear();
+    if (step_host) step_host->forget();
     if (graph_exec) api->cuGraphExecDestroy(graph_exec), graph_exec = nullptr;
     if (graph) api->cuGraphDestroy(graph), graph = nullptr;
   }
@@ -138,7 +139,7 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const plan::Plan& pla
     m.kernels.push_back(f);
   }
   if (options.device_step) {
-    m.layout = codegen::device_step_layout(plan);
+    m.step_host.emplace(codegen::device_step_layout(plan));
     auto get = [&](const std::string& name, cuda::CUfunction* f) -> Status {
       cuda::CUresult err = A.cuModuleGetFunction(f, m.module, name.c_str());
       return err == 0 ? Status::Ok() : Status(cuda::fail("cuModuleGetFunction", err));
@@ -149,9 +150,9 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const plan::Plan& pla
       if (k == plan.passes.size()) break;
       m.combines.push_back(nullptr);
       m.folds.push_back(nullptr);
-      if (m.layout.combines[k])
+      if (m.step_host->layout().combines[k])
         OPTJIT_TRY(get(fmt::format("optjit_combine_{}", k), &m.combines.back()));
-      if (m.layout.folds[k]) OPTJIT_TRY(get(fmt::format("optjit_fold_{}", k), &m.folds.back()));
+      if (m.step_host->layout().folds[k]) OPTJIT_TRY(get(fmt::format("optjit_fold_{}", k), &m.folds.back()));
     }
     OPTJIT_TRY(get("optjit_commit", &m.commit));
   }
@@ -262,11 +263,8 @@ Status CudaBackend::Impl::copy_back(const plan::Plan& plan, OptimizerState& s) {
 // and per pass a uniform table and the rows pointing into it.
 Status CudaBackend::Impl::allocate_device_step(const plan::Plan& plan, const OptimizerState& s) {
   const size_t T = s.tensors.size(), G = s.groups.size(), B = plan.buffers.size();
-  std::vector<double> info(2 * T);
-  for (size_t t = 0; t < T; ++t) {
-    info[2 * t] = s.tensors[t].group;
-    info[2 * t + 1] = static_cast<double>(s.tensors[t].numel);
-  }
+  const codegen::DeviceStepLayout& layout = step_host->layout();
+  const std::vector<double> info = DeviceStepHost::tensor_info(s);
   std::vector<long long> firsts(table.first.begin(), table.first.end());
   size_t most_reductions = 0;
   for (const auto& pass : plan.passes)
@@ -348,21 +346,9 @@ Status CudaBackend::Impl::capture_graph(const plan::Plan& plan, const CudaDevice
 Expected<StepResult> CudaBackend::Impl::device_step(const plan::Plan& plan, OptimizerState& s,
                                                     const CudaDeviceInfo& info) {
   const cuda::Api& A = *api;
-  const size_t G = s.groups.size(), S = layout.states, H = layout.hypers;
-  constexpr size_t C = codegen::DeviceStepLayout::kCtlHeader;
-  // The step count and scalar states are the device's; the host's are written only when they
-  // differ from what the device last said (the first step, or a checkpoint restored since).
-  std::vector<double> want(layout.ctl_size(G), 0.0);
-  want[0] = static_cast<double>(s.step);
-  for (size_t g = 0; g < G; ++g)
-    for (size_t j = 0; j < S; ++j) want[C + g * S + j] = s.groups[g].states[j];
-  if (ctl_seen.size() != want.size() || ctl_seen[0] != want[0] ||
-      std::memcmp(ctl_seen.data() + C, want.data() + C, G * S * 8) != 0)
-    OPTJIT_TRY(upload(ctl, want.data(), want.size() * 8));
-  hyper_values.resize(G * H);
-  for (size_t g = 0; g < G; ++g)
-    std::copy(s.groups[g].hypers.begin(), s.groups[g].hypers.end(),
-              hyper_values.begin() + static_cast<std::ptrdiff_t>(g * H));
+  if (auto ctl_values = step_host->ctl_to_write(s))
+    OPTJIT_TRY(upload(ctl, ctl_values->data(), ctl_values->size() * 8));
+  hyper_values = step_host->hypers(s);
   cuda::CUresult r = 0;
   if (!hyper_values.empty())
     r = A.cuMemcpyHtoDAsync(hypers, hyper_values.data(), hyper_values.size() * 8, stream);
@@ -373,23 +359,20 @@ Expected<StepResult> CudaBackend::Impl::device_step(const plan::Plan& plan, Opti
   } else if ((r = enqueue_device_step(plan, info)) != 0) {
     return cuda::fail("launching a step", r);
   }
-  ctl_seen.resize(want.size());
-  if (Status st = download(ctl_seen.data(), ctl, ctl_seen.size() * 8); !st) {
-    ctl_seen.clear();
+  const size_t ctl_bytes = step_host->layout().ctl_size(s.groups.size()) * 8;
+  if (Status st = download(step_host->read_back(s), ctl, ctl_bytes); !st) {
+    step_host->forget();
     return st.error();
   }
-  const StepResult result{ctl_seen[2] != 0};
-  if (result.skipped) return result;
+  if (step_host->skipped()) return StepResult{true};
   OPTJIT_TRY(copy_back(plan, s));
-  s.step = static_cast<int64_t>(ctl_seen[0]);
-  for (size_t g = 0; g < G; ++g)
-    for (size_t j = 0; j < S; ++j) s.groups[g].states[j] = ctl_seen[C + g * S + j];
-  return result;
+  step_host->commit(s);
+  return StepResult{false};
 }
 
 void CudaBackend::state_changed() {
   impl_->uploaded = false;
-  impl_->ctl_seen.clear();
+  if (impl_->step_host) impl_->step_host->forget();
 }
 
 Expected<double> CudaBackend::copy_seconds(size_t bytes, int repetitions) {

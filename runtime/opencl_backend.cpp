@@ -13,6 +13,7 @@
 #include "cache/kernel_cache.h"
 #include "codegen/c_emitter.h"
 #include "ir/text.h"
+#include "runtime/device_step.h"
 #include "runtime/devices.h"
 
 namespace optjit::runtime {
@@ -144,13 +145,12 @@ struct OpenclBackend::Impl {
   size_t group_count = 0;
   bool uploaded = false;
   // The device step (OpenclOptions::device_step): its kernels, and its buffers per tensor set.
-  codegen::DeviceStepLayout layout;
+  std::optional<DeviceStepHost> step_host;
   std::vector<cl_kernel> segments, combines, folds;  // combines and folds: null where none
   cl_kernel commit = nullptr;
   cl_mem hypers = nullptr, ctl = nullptr, tinfo = nullptr, vals = nullptr, fold_rows = nullptr,
          first = nullptr, partials = nullptr;
   std::vector<cl_mem> uniform_bufs, row_bufs;  // per pass
-  std::vector<double> ctl_seen;  // ctl as last read back (the device's step count and states)
   ~Impl() {
     release_buffers();
     for (auto* list : {&kernels, &segments, &combines, &folds})
@@ -173,7 +173,7 @@ struct OpenclBackend::Impl {
       for (cl_mem m : *list) clReleaseMemObject(m);
       list->clear();
     }
-    ctl_seen.clear();
+    if (step_host) step_host->forget();
   }
   Expected<cl_mem> buffer(size_t bytes, const void* init, const char* what) {
     cl_int e;
@@ -299,7 +299,7 @@ Expected<std::unique_ptr<OpenclBackend>> OpenclBackend::create(const plan::Plan&
                         launch.block, limit, k, dev.info.name);
   }
   if (options.device_step) {
-    m.layout = codegen::device_step_layout(plan);
+    m.step_host.emplace(codegen::device_step_layout(plan));
     auto kernel = [&](const std::string& name) -> Expected<cl_kernel> {
       cl_kernel kern = clCreateKernel(m.program, name.c_str(), &e);
       if (!kern) return cl_fail("clCreateKernel", e);
@@ -312,12 +312,12 @@ Expected<std::unique_ptr<OpenclBackend>> OpenclBackend::create(const plan::Plan&
       if (k == plan.passes.size()) break;
       m.combines.push_back(nullptr);
       m.folds.push_back(nullptr);
-      if (m.layout.combines[k]) {
+      if (m.step_host->layout().combines[k]) {
         auto c = kernel(fmt::format("optjit_combine_{}", k));
         if (!c) return c.error();
         m.combines.back() = *c;
       }
-      if (m.layout.folds[k]) {
+      if (m.step_host->layout().folds[k]) {
         auto f = kernel(fmt::format("optjit_fold_{}", k));
         if (!f) return f.error();
         m.folds.back() = *f;
@@ -461,11 +461,8 @@ Status OpenclBackend::Impl::allocate_device_step(const plan::Plan& plan, const O
   const size_t T = s.tensors.size(), G = s.groups.size(), P = plan.passes.size();
   const cl_long nT = static_cast<cl_long>(T), nG = static_cast<cl_long>(G),
                 nchunks = static_cast<cl_long>(table.chunks.size());
-  std::vector<double> info(2 * T);
-  for (size_t t = 0; t < T; ++t) {
-    info[2 * t] = s.tensors[t].group;
-    info[2 * t + 1] = static_cast<double>(s.tensors[t].numel);
-  }
+  const codegen::DeviceStepLayout& layout = step_host->layout();
+  const std::vector<double> info = DeviceStepHost::tensor_info(s);
   std::vector<cl_long> firsts(table.first.begin(), table.first.end());
   size_t most_reductions = 0;
   for (const auto& pass : plan.passes)
@@ -523,24 +520,14 @@ Status OpenclBackend::Impl::allocate_device_step(const plan::Plan& plan, const O
 
 Expected<StepResult> OpenclBackend::Impl::device_step(const plan::Plan& plan, OptimizerState& s,
                                                       const OpenclDeviceInfo& info) {
-  const size_t T = s.tensors.size(), G = s.groups.size(), S = layout.states, H = layout.hypers;
-  constexpr size_t C = codegen::DeviceStepLayout::kCtlHeader;
-  // The step count and scalar states are the device's; the host's are written only when they
-  // differ from what the device last said (the first step, or a checkpoint restored since).
-  std::vector<double> want(layout.ctl_size(G), 0.0);
-  want[0] = static_cast<double>(s.step);
-  for (size_t g = 0; g < G; ++g)
-    for (size_t j = 0; j < S; ++j) want[C + g * S + j] = s.groups[g].states[j];
-  const bool same = ctl_seen.size() == want.size() && ctl_seen[0] == want[0] &&
-                    std::memcmp(ctl_seen.data() + C, want.data() + C, G * S * 8) == 0;
+  const size_t T = s.tensors.size(), G = s.groups.size();
   cl_int e = CL_SUCCESS;
-  if (!same)
-    e = clEnqueueWriteBuffer(queue, ctl, CL_FALSE, 0, want.size() * 8, want.data(), 0, nullptr,
-                             nullptr);
-  std::vector<double> hyper_values(G * H);
-  for (size_t g = 0; g < G; ++g)
-    std::copy(s.groups[g].hypers.begin(), s.groups[g].hypers.end(),
-              hyper_values.begin() + static_cast<std::ptrdiff_t>(g * H));
+  // Both host vectors live until the blocking read below, after which the writes are done.
+  const std::optional<std::vector<double>> ctl_values = step_host->ctl_to_write(s);
+  if (ctl_values)
+    e = clEnqueueWriteBuffer(queue, ctl, CL_FALSE, 0, ctl_values->size() * 8, ctl_values->data(),
+                             0, nullptr, nullptr);
+  const std::vector<double> hyper_values = step_host->hypers(s);
   if (e == CL_SUCCESS && !hyper_values.empty())
     e = clEnqueueWriteBuffer(queue, hypers, CL_FALSE, 0, hyper_values.size() * 8,
                              hyper_values.data(), 0, nullptr, nullptr);
@@ -561,26 +548,22 @@ Expected<StepResult> OpenclBackend::Impl::device_step(const plan::Plan& plan, Op
     if (folds[k]) launch(folds[k], 1, &one);
   }
   launch(commit, 1, &one);
-  ctl_seen.resize(want.size());
   if (e == CL_SUCCESS)
-    e = clEnqueueReadBuffer(queue, ctl, CL_TRUE, 0, ctl_seen.size() * 8, ctl_seen.data(), 0,
-                            nullptr, nullptr);
+    e = clEnqueueReadBuffer(queue, ctl, CL_TRUE, 0, step_host->layout().ctl_size(G) * 8,
+                            step_host->read_back(s), 0, nullptr, nullptr);
   if (e != CL_SUCCESS) {
-    ctl_seen.clear();
+    step_host->forget();
     return cl_fail("running a step on the device", e);
   }
-  const StepResult result{ctl_seen[2] != 0};
-  if (result.skipped) return result;
+  if (step_host->skipped()) return StepResult{true};
   OPTJIT_TRY(copy_back(plan, s));
-  s.step = static_cast<int64_t>(ctl_seen[0]);
-  for (size_t g = 0; g < G; ++g)
-    for (size_t j = 0; j < S; ++j) s.groups[g].states[j] = ctl_seen[C + g * S + j];
-  return result;
+  step_host->commit(s);
+  return StepResult{false};
 }
 
 void OpenclBackend::state_changed() {
   impl_->uploaded = false;
-  impl_->ctl_seen.clear();
+  if (impl_->step_host) impl_->step_host->forget();
 }
 
 Expected<double> OpenclBackend::copy_seconds(size_t bytes, int repetitions) {

@@ -1,0 +1,54 @@
+#include "runtime/device_step.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace optjit::runtime {
+
+namespace {
+constexpr size_t kHeader = codegen::DeviceStepLayout::kCtlHeader;
+}
+
+std::optional<std::vector<double>> DeviceStepHost::ctl_to_write(const OptimizerState& s) const {
+  const size_t G = s.groups.size(), S = layout_.states;
+  std::vector<double> want(layout_.ctl_size(G), 0.0);
+  want[0] = static_cast<double>(s.step);
+  for (size_t g = 0; g < G; ++g)
+    for (size_t j = 0; j < S; ++j) want[kHeader + g * S + j] = s.groups[g].states[j];
+  // Bitwise, so a NaN state compares equal to itself.
+  if (seen_.size() == want.size() && seen_[0] == want[0] &&
+      std::memcmp(seen_.data() + kHeader, want.data() + kHeader, G * S * sizeof(double)) == 0)
+    return std::nullopt;
+  return want;
+}
+
+std::vector<double> DeviceStepHost::hypers(const OptimizerState& s) const {
+  std::vector<double> out(s.groups.size() * layout_.hypers);
+  for (size_t g = 0; g < s.groups.size(); ++g)
+    std::copy(s.groups[g].hypers.begin(), s.groups[g].hypers.end(),
+              out.begin() + static_cast<std::ptrdiff_t>(g * layout_.hypers));
+  return out;
+}
+
+std::vector<double> DeviceStepHost::tensor_info(const OptimizerState& s) {
+  std::vector<double> info(2 * s.tensors.size());
+  for (size_t t = 0; t < s.tensors.size(); ++t) {
+    info[2 * t] = s.tensors[t].group;
+    info[2 * t + 1] = static_cast<double>(s.tensors[t].numel);
+  }
+  return info;
+}
+
+double* DeviceStepHost::read_back(const OptimizerState& s) {
+  seen_.assign(layout_.ctl_size(s.groups.size()), 0.0);
+  return seen_.data();
+}
+
+void DeviceStepHost::commit(OptimizerState& s) const {
+  const size_t S = layout_.states;
+  s.step = static_cast<int64_t>(seen_[0]);
+  for (size_t g = 0; g < s.groups.size(); ++g)
+    for (size_t j = 0; j < S; ++j) s.groups[g].states[j] = seen_[kHeader + g * S + j];
+}
+
+}  // namespace optjit::runtime
