@@ -31,6 +31,15 @@ class StepWriter {
       if (p_.insts[i].rank == Rank::scalar) slot_[i] = static_cast<uint32_t>(ns++);
       if (p_.insts[i].rank == Rank::tensor) slot_[i] = static_cast<uint32_t>(nt++);
     }
+    // The last segment that reads each value: a value is stored for later only if one does.
+    last_use_.assign(p_.insts.size(), 0);
+    for (size_t k = 0; k < plan_.host.size(); ++k) {
+      for (ValueId v : plan_.host[k])
+        for (int a = 0; a < ir::info(p_.at(v).op).arity; ++a)
+          last_use_[index(p_.at(v).args[a])] = k;
+      if (k < plan_.passes.size())
+        for (ValueId u : plan_.passes[k].uniforms) last_use_[index(u)] = k;
+    }
   }
 
   Expected<std::string> write() {
@@ -176,6 +185,8 @@ class StepWriter {
                       ir::info(in.op).text, L_.cl() ? "opencl" : "cuda");
   }
 
+  bool stored(ValueId v, size_t k) const { return last_use_[index(v)] > k; }
+
   Expected<std::string> segment(size_t k) {
     const std::string I = L_.i64();
     const bool last = k == plan_.passes.size();
@@ -208,7 +219,8 @@ class StepWriter {
       if (!e) return e.error();
       s += fmt::format("    const double h{} = {};\n", index(v), *e);
       local_.insert(index(v));
-      if (in.op != Op::Const) s += fmt::format("    {} = h{};\n", val_slot(v), index(v));
+      if (in.op != Op::Const && stored(v, k))
+        s += fmt::format("    {} = h{};\n", val_slot(v), index(v));
     }
     s += "  }\n";
     // The tensor role: its group's scalars again (as locals), its tensor values, its uniforms.
@@ -224,7 +236,8 @@ class StepWriter {
       if (!e) return e.error();
       s += fmt::format("    const double h{} = {};\n", index(v), *e);
       local_.insert(index(v));
-      if (in.rank == Rank::tensor) s += fmt::format("    {} = h{};\n", val_slot(v), index(v));
+      if (in.rank == Rank::tensor && stored(v, k))
+        s += fmt::format("    {} = h{};\n", val_slot(v), index(v));
     }
     if (!last) {
       const auto& u = plan_.passes[k].uniforms;
@@ -310,6 +323,7 @@ class StepWriter {
   const Lang& L_;
   DeviceStepLayout layout_;
   std::vector<uint32_t> slot_;
+  std::vector<size_t> last_use_;  // per value: the last host segment that reads it
   std::set<uint32_t> local_;
 };
 

@@ -64,6 +64,8 @@ std::string preamble(const Lang& L, const plan::Plan& plan, int vec) {
   std::string s;
   if (L.cl()) {
     s += "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n";
+    // No fused multiply-adds (OpenCL C allows contraction by default), as NVRTC's --fmad=false.
+    s += "#pragma OPENCL FP_CONTRACT OFF\n";
     s += "#define OPTJIT_F32_BITS(x) as_uint(x)\n#define OPTJIT_F64_BITS(x) as_ulong(x)\n";
     s += "#define OPTJIT_BITS_F32(x) as_float(x)\n#define OPTJIT_BITS_F64(x) as_double(x)\n";
   } else {

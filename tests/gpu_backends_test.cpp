@@ -49,6 +49,7 @@ struct GoldenCase {
   DType dtype;
   codegen::CLanguage language;
   int block = 256, items = 1, vec = 1;
+  bool device_step = false;
 };
 
 class Golden : public ::testing::TestWithParam<GoldenCase> {};
@@ -57,11 +58,11 @@ TEST_P(Golden, EmittedSourceIsPinned) {
   const auto& g = GetParam();
   auto plan = compile_pipeline(g.pipeline, {g.dtype, g.dtype, g.dtype});
   ASSERT_TRUE(plan) << plan.error().message;
-  auto src =
-      codegen::emit_c(*plan, {g.language, {.block = g.block, .items = g.items, .vec = g.vec}});
+  const codegen::CEmitOptions options{
+      g.language, {.block = g.block, .items = g.items, .vec = g.vec}, g.device_step};
+  auto src = codegen::emit_c(*plan, options);
   ASSERT_TRUE(src) << src.error().message;
-  auto again =
-      codegen::emit_c(*plan, {g.language, {.block = g.block, .items = g.items, .vec = g.vec}});
+  auto again = codegen::emit_c(*plan, options);
   EXPECT_EQ(*src, *again);
   check_golden(g.file, *src);
 }
@@ -85,7 +86,19 @@ INSTANTIATE_TEST_SUITE_P(
                                  "chain(grad_scaler(scale=1024), sgd(lr=0.1, momentum=0.9))",
                                  DType::f16, codegen::CLanguage::opencl, 64, 1, 8},
                       GoldenCase{"lamb_bf16_i2_v2.cu", "lamb(weight_decay=0.01)", DType::bf16,
-                                 codegen::CLanguage::cuda, 256, 2, 2}),
+                                 codegen::CLanguage::cuda, 256, 2, 2},
+                      // The device step: an all-tensor reduction with its fold (clip), a
+                      // per-tensor one (LAMB's trust ratio), a skip_if and scalar state (the
+                      // scaler), NAdam's mu_product, and a schedule.
+                      GoldenCase{"clip_adamw_step.cu",
+                                 "chain(clip_grad_norm(max_norm=1.0), adamw())", DType::f32,
+                                 codegen::CLanguage::cuda, 256, 1, 1, true},
+                      GoldenCase{"lamb_bf16_step.cl", "lamb(weight_decay=0.01)", DType::bf16,
+                                 codegen::CLanguage::opencl, 256, 1, 1, true},
+                      GoldenCase{"scaler_nadam_cosine_step.cu",
+                                 "chain(grad_scaler(scale=1024), nadam(lr=cosine_annealing_lr("
+                                 "base_lr=0.01, T_max=100)))",
+                                 DType::f16, codegen::CLanguage::cuda, 256, 1, 1, true}),
     [](const auto& param_info) {
       std::string n = param_info.param.file;
       for (auto& c : n)

@@ -1,5 +1,6 @@
 // optjit: 2 passes, 12 bytes per parameter, block 64, items 1, vector 8
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#pragma OPENCL FP_CONTRACT OFF
 #define OPTJIT_F32_BITS(x) as_uint(x)
 #define OPTJIT_F64_BITS(x) as_ulong(x)
 #define OPTJIT_BITS_F32(x) as_float(x)
