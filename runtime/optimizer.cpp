@@ -108,7 +108,8 @@ Expected<std::unique_ptr<Optimizer>> Optimizer::build(Expected<plan::Plan> plan,
   }
   if (options.cuda_graph && o->backend_ != Backend::cuda)
     return make_error("cuda_graph needs the cuda backend, not {}", to_string(o->backend_));
-  if (options.device_step && o->backend_ != Backend::cuda && o->backend_ != Backend::opencl)
+  if (options.device_step.value_or(false) && o->backend_ != Backend::cuda &&
+      o->backend_ != Backend::opencl)
     return make_error("device_step needs the cuda or opencl backend, not {}",
                       to_string(o->backend_));
   std::unique_ptr<cache::KernelCache>& kc = o->cache_;
@@ -158,7 +159,7 @@ Status Optimizer::create_device_backend(const OptimizerOptions& options) {
   if (cuda) {
     runtime::CudaOptions o{device, gpu_launch_};
     o.host_params = true;
-    o.device_step = options.device_step;
+    o.device_step = options.device_step.value_or(false);
     o.graph = options.cuda_graph;
     auto b = runtime::CudaBackend::create(plan_, o, cache_.get());
     if (!b) return b.error();
@@ -166,7 +167,7 @@ Status Optimizer::create_device_backend(const OptimizerOptions& options) {
   } else {
     runtime::OpenclOptions o{device, gpu_launch_};
     o.host_params = true;
-    o.device_step = options.device_step;
+    o.device_step = options.device_step.value_or(true);
     auto b = runtime::OpenclBackend::create(plan_, o, cache_.get());
     if (!b) return b.error();
     ocl_ = std::move(*b);

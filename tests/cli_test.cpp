@@ -415,8 +415,9 @@ TEST_F(Cli, OpenclTuningAndLaunchParameters) {
       << tuned.output;
   auto given = run("--backend opencl --launch block=16,items=2,vec=4", "ocl2.st");
   ASSERT_EQ(given.code, 0) << given.output;
-  auto on_device = run("--backend opencl --step device --launch block=4,chunk=4096", "ocl3.st");
-  ASSERT_EQ(on_device.code, 0) << on_device.output;
+  // (run's default on opencl is the device step; the host-driven step, explicitly)
+  auto host_step = run("--backend opencl --step host --launch block=4,chunk=4096", "ocl3.st");
+  ASSERT_EQ(host_step.code, 0) << host_step.output;
   ASSERT_EQ(run("--backend cpu", "cpu.st").code, 0);
   auto a = runtime::read_safetensors(p("ocl.st")), b = runtime::read_safetensors(p("ocl2.st")),
        d = runtime::read_safetensors(p("ocl3.st")), c = runtime::read_safetensors(p("cpu.st"));
@@ -450,7 +451,8 @@ TEST_F(Cli, OpenclTuningAndLaunchParameters) {
       {"--backend opencl --step graph", "optjit: --step graph is for --backend cuda, not opencl\n"},
       {"--backend cpu --step device",
        "optjit: --step device is for --backend cuda or opencl, not cpu\n"},
-      {"--backend opencl --step later", "optjit: --step: 'later' is not host, device or graph\n"},
+      {"--backend opencl --step later",
+       "optjit: --step: 'later' is not host, device, graph or auto\n"},
   };
   for (const auto& k : cases) {
     auto r = run(k.args, "bad.st");

@@ -412,7 +412,7 @@ int bench(const BenchOptions& o) {
   j["chunk_elements"] = o.backend == "cpu" ? o.chunk : launch.chunk_elements;
   if (o.backend != "cpu") {
     j["launch"] = launch.to_string();
-    j["step"] = o.step;
+    j["step"] = *step == StepMode::host ? "host" : *step == StepMode::device ? "device" : "graph";
   }
   j["passes"] = plan->passes.size();
   j["bytes_per_param"] = plan->bytes_per_param();
@@ -453,7 +453,9 @@ int bench(const BenchOptions& o) {
   else
     fmt::print("launch       {} on {}: {}, scalar program on the {}\n", o.backend,
                (*fused)->device_name(), launch.to_string(),
-               o.step == "host" ? "host" : o.step == "device" ? "device" : "device, as a CUDA graph");
+               *step == StepMode::host     ? "host"
+               : *step == StepMode::device ? "device"
+                                           : "device, as a CUDA graph");
   fmt::print("plan         {} passes, {} bytes per parameter; compiled in {:.1f} ms\n",
              plan->passes.size(), plan->bytes_per_param(), 1e3 * compile_s);
   fmt::print("fused        {:9.3f} ms/step  {:7.2f} GB/s effective\n", 1e3 * fused_s, gbs);

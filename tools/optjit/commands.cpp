@@ -42,14 +42,15 @@ int fail(const std::string& message) {
 }
 
 const char* const kStepHelp =
-    "cuda/opencl: where the scalar program between passes runs: host (default) | device (as "
-    "kernels: no host round trip within a step) | graph (cuda: the device step captured once in "
-    "a CUDA graph and replayed)";
+    "cuda/opencl: where the scalar program between passes runs: host | device (as kernels: no "
+    "host round trip within a step) | graph (cuda: the device step captured once in a CUDA graph "
+    "and replayed) | auto (run and bench: device on opencl, host on cuda)";
 
 Expected<StepMode> parse_step(const std::string& step, const std::string& backend) {
+  if (step == "auto") return backend == "opencl" ? StepMode::device : StepMode::host;
   if (step == "host") return StepMode::host;
   if (step != "device" && step != "graph")
-    return make_error("--step: '{}' is not host, device or graph", step);
+    return make_error("--step: '{}' is not host, device, graph or auto", step);
   if (backend != "cuda" && (backend != "opencl" || step == "graph"))
     return make_error("--step {} is for --backend {}, not {}", step,
                       step == "graph" ? "cuda" : "cuda or opencl", backend);

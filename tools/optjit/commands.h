@@ -11,7 +11,9 @@ namespace optjit::cli {
 /// Where a GPU step's scalar program runs (--step): on the host between passes, on the device
 /// as kernels (one queue of launches per step), or as a captured CUDA graph replayed each step.
 enum class StepMode { host, device, graph };
-/// Checks --step against the backend: device needs cuda or opencl, graph needs cuda.
+/// Checks --step against the backend: device needs cuda or opencl, graph needs cuda. auto is
+/// device on opencl (verified on every fixture and property case there) and host elsewhere
+/// (the CUDA device step has not run on a GPU yet).
 Expected<StepMode> parse_step(const std::string& step, const std::string& backend);
 /// "--step host|device|graph": the help text every command shares.
 extern const char* const kStepHelp;
@@ -24,7 +26,7 @@ struct RunOptions {
   int threads = 0;
   long long chunk = 1 << 16;
   std::string launch;  // cuda/opencl launch parameters (default: the cache's tuning, else built-in)
-  std::string step = "host";
+  std::string step = "auto";
   bool no_cache = false, cache_strict = false;
 };
 int run(const RunOptions& o);
@@ -65,7 +67,7 @@ struct BenchOptions {
   long long numel = 0, chunk = 1 << 16;
   int threads = 0, steps = 10, reps = 5;
   std::string launch;  // cuda/opencl: a launch configuration, or "tuned" (the cache's decision)
-  std::string step = "host";
+  std::string step = "auto";
   bool json = false, no_unfused = false;
 };
 int bench(const BenchOptions& o);

@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--launch", run.launch,
                       "cuda/opencl launch parameters, e.g. block=128,vec=4 (default: the kernel "
                       "cache's tuning decision, else built-in defaults)");
-  run_cmd->add_option("--step", run.step, optjit::cli::kStepHelp);
+  run_cmd->add_option("--step", run.step, optjit::cli::kStepHelp)->capture_default_str();
   run_cmd->add_flag("--no-cache", run.no_cache, "neither read nor write the kernel cache");
   run_cmd->add_flag("--cache-strict", run.cache_strict,
                     "a kernel cache miss is an error instead of a compile");
