@@ -106,6 +106,8 @@ DeviceList list_devices() {
 }
 
 Device pick_auto(const DeviceList& list, bool cuda_can_run, std::string* why) {
+  std::string unused;
+  if (!why) why = &unused;
   const Device* cpu = nullptr;
   const Device* cl_gpu = nullptr;
   const Device* cuda = nullptr;

@@ -43,7 +43,8 @@ DeviceList list_devices();
 Device cpu_device();
 
 /// The best device for --backend auto: a CUDA GPU, then an OpenCL GPU, then the CPU. Backends
-/// that this build cannot run steps on are skipped, and `why` says what was chosen and why.
+/// that this build cannot run steps on are skipped, and `why` (if given) says what was chosen
+/// and why.
 Device pick_auto(const DeviceList& list, bool cuda_can_run, std::string* why);
 
 }  // namespace optjit::runtime

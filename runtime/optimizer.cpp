@@ -102,8 +102,7 @@ Expected<std::unique_ptr<Optimizer>> Optimizer::build(Expected<plan::Plan> plan,
   }
   o->backend_ = options.backend;
   if (o->backend_ == Backend::automatic) {
-    std::string why;
-    const std::string pick = runtime::pick_auto(runtime::list_devices(), true, &why).backend;
+    const std::string pick = runtime::pick_auto(runtime::list_devices(), true, nullptr).backend;
     o->backend_ = pick == "cuda" ? Backend::cuda : pick == "opencl" ? Backend::opencl : Backend::cpu;
   }
   if (options.cuda_graph && o->backend_ != Backend::cuda)
