@@ -336,7 +336,14 @@ int run(const RunOptions& o) {
             ? fmt::format(" (+{:.3f} s {}, {})", ocl->compile_seconds(),
                           ocl->from_cache() ? "loading kernels from the cache" : "building kernels",
                           ocl->device().name)
-            : "");
+        : gpu ? fmt::format(" (+{:.3f} s compiling or loading cubins, {})", gpu->compile_seconds(),
+                            gpu->device().name)
+              : "");
+    if (ocl || gpu)
+      fmt::print("scalar program between passes: {}\n",
+                 *step == StepMode::host     ? "on the host"
+                 : *step == StepMode::device ? "on the device"
+                                             : "on the device, replayed as a CUDA graph");
     fmt::print("plan: {} pass{}, {} bytes per parameter; step count now {}\n", plan.passes.size(),
                plan.passes.size() == 1 ? "" : "es", plan.bytes_per_param(), state->step);
     if (!why_auto.empty()) fmt::print("{}\n", why_auto);
