@@ -170,28 +170,38 @@ Expected<StepResult> CudaBackend::step(OptimizerState& s) {
   if (numels != m.table.numels || groups != m.groups || s.groups.size() != m.group_count ||
       m.arenas.empty()) {
     m.free_all();
-    m.groups = groups;
-    m.group_count = s.groups.size();
-    m.table =
-        ChunkTable::build(numels, m.options.launch.chunk_elements, codegen::kArenaAlignElements);
-    m.arenas.assign(B, 0);
-    for (size_t b = 0; b < B; ++b)
-      OPTJIT_TRY(m.alloc(&m.arenas[b],
-                         static_cast<size_t>(m.table.total) * size_bytes(plan_.buffers[b].storage),
-                         "allocating optimizer state on the GPU"));
-    // The pointer table: per tensor, where each buffer's elements start.
-    std::vector<CUdeviceptr> ptrs(T * B);
-    for (size_t t = 0; t < T; ++t)
+    // Everything for this tensor set, or (on any failure, e.g. out of device memory) nothing,
+    // so the next step starts again instead of using half of it.
+    auto build = [&]() -> Status {
+      m.groups = groups;
+      m.group_count = s.groups.size();
+      m.table =
+          ChunkTable::build(numels, m.options.launch.chunk_elements, codegen::kArenaAlignElements);
+      m.arenas.assign(B, 0);
       for (size_t b = 0; b < B; ++b)
-        ptrs[t * B + b] = m.arenas[b] + m.table.base[t] * size_bytes(plan_.buffers[b].storage);
-    OPTJIT_TRY(m.alloc(&m.pointer_table, ptrs.size() * 8, "allocating the tensor table"));
-    OPTJIT_TRY(m.upload(m.pointer_table, ptrs.data(), ptrs.size() * 8));
-    OPTJIT_TRY(m.alloc(&m.rows, T * 16, "allocating the tensor table"));
-    OPTJIT_TRY(m.alloc(&m.chunk_buf, m.table.chunks.size() * sizeof(codegen::Chunk),
-                       "allocating the chunk table"));
-    OPTJIT_TRY(m.upload(m.chunk_buf, m.table.chunks.data(),
-                        m.table.chunks.size() * sizeof(codegen::Chunk)));
-    if (m.options.device_step) OPTJIT_TRY(m.allocate_device_step(plan_, s));
+        OPTJIT_TRY(m.alloc(&m.arenas[b],
+                           static_cast<size_t>(m.table.total) * size_bytes(plan_.buffers[b].storage),
+                           "allocating optimizer state on the GPU"));
+      // The pointer table: per tensor, where each buffer's elements start.
+      std::vector<CUdeviceptr> ptrs(T * B);
+      for (size_t t = 0; t < T; ++t)
+        for (size_t b = 0; b < B; ++b)
+          ptrs[t * B + b] = m.arenas[b] + m.table.base[t] * size_bytes(plan_.buffers[b].storage);
+      OPTJIT_TRY(m.alloc(&m.pointer_table, ptrs.size() * 8, "allocating the tensor table"));
+      OPTJIT_TRY(m.upload(m.pointer_table, ptrs.data(), ptrs.size() * 8));
+      OPTJIT_TRY(m.alloc(&m.rows, T * 16, "allocating the tensor table"));
+      OPTJIT_TRY(m.alloc(&m.chunk_buf, m.table.chunks.size() * sizeof(codegen::Chunk),
+                         "allocating the chunk table"));
+      OPTJIT_TRY(m.upload(m.chunk_buf, m.table.chunks.data(),
+                          m.table.chunks.size() * sizeof(codegen::Chunk)));
+      if (m.options.device_step) OPTJIT_TRY(m.allocate_device_step(plan_, s));
+      return Status::Ok();
+    };
+    if (Status st = build(); !st) {
+      m.free_all();
+      m.table = {};
+      return st.error();
+    }
     m.uploaded = false;
   }
   std::vector<uint8_t> staging;

@@ -342,22 +342,32 @@ Expected<StepResult> OpenclBackend::step(OptimizerState& s) {
   if (numels != m.table.numels || groups != m.groups || s.groups.size() != m.group_count ||
       m.arenas.empty()) {
     m.release_buffers();
-    m.groups = groups;
-    m.group_count = s.groups.size();
-    m.table =
-        ChunkTable::build(numels, m.options.launch->chunk_elements, codegen::kArenaAlignElements);
-    for (size_t b = 0; b < B; ++b) {
-      size_t bytes = std::max<size_t>(
-          1, static_cast<size_t>(m.table.total) * size_bytes(plan_.buffers[b].storage));
-      cl_mem mem = clCreateBuffer(m.ctx, CL_MEM_READ_WRITE, bytes, nullptr, &e);
-      if (!mem) return cl_fail("clCreateBuffer (optimizer state)", e);
-      m.arenas.push_back(mem);
+    // Everything for this tensor set, or (on any failure, e.g. out of device memory) nothing,
+    // so the next step starts again instead of using half of it.
+    auto build = [&]() -> Status {
+      m.groups = groups;
+      m.group_count = s.groups.size();
+      m.table =
+          ChunkTable::build(numels, m.options.launch->chunk_elements, codegen::kArenaAlignElements);
+      for (size_t b = 0; b < B; ++b) {
+        size_t bytes = std::max<size_t>(
+            1, static_cast<size_t>(m.table.total) * size_bytes(plan_.buffers[b].storage));
+        cl_mem mem = clCreateBuffer(m.ctx, CL_MEM_READ_WRITE, bytes, nullptr, &e);
+        if (!mem) return cl_fail("clCreateBuffer (optimizer state)", e);
+        m.arenas.push_back(mem);
+      }
+      m.chunk_buf =
+          clCreateBuffer(m.ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                         m.table.chunks.size() * sizeof(codegen::Chunk), m.table.chunks.data(), &e);
+      if (!m.chunk_buf) return cl_fail("clCreateBuffer (chunk table)", e);
+      if (m.options.device_step) OPTJIT_TRY(m.allocate_device_step(plan_, s));
+      return Status::Ok();
+    };
+    if (Status st = build(); !st) {
+      m.release_buffers();
+      m.table = {};
+      return st.error();
     }
-    m.chunk_buf =
-        clCreateBuffer(m.ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
-                       m.table.chunks.size() * sizeof(codegen::Chunk), m.table.chunks.data(), &e);
-    if (!m.chunk_buf) return cl_fail("clCreateBuffer (chunk table)", e);
-    if (m.options.device_step) OPTJIT_TRY(m.allocate_device_step(plan_, s));
     m.uploaded = false;
   }
   // Host -> device: gradients every step; everything the first time.
