@@ -170,11 +170,12 @@ Expected<TuneResult> tune_device(const plan::Plan& plan, runtime::OptimizerState
   std::unique_ptr<Backend> backend;
   MakeStep make = [&](const std::string& config) -> Expected<StepFn> {
     backend.reset();
-    auto b = Backend::create(
-        plan, Options{.device = device,
-                      .launch = codegen::GpuLaunch::parse(config).value(),
-                      .copy_back = false,
-                      .resident_grads = true}, cache);
+    auto b = Backend::create(plan,
+                             Options{.device = device,
+                                     .launch = codegen::GpuLaunch::parse(config).value(),
+                                     .copy_back = false,
+                                     .resident_grads = true},
+                             cache);
     if (!b) return b.error();
     backend = std::move(*b);
     return StepFn([&]() -> Status {

@@ -181,8 +181,8 @@ class StepWriter {
       default:
         break;
     }
-    return make_error("the device step cannot evaluate '{}' on the {} device",
-                      ir::info(in.op).text, L_.cl() ? "opencl" : "cuda");
+    return make_error("the device step cannot evaluate '{}' on the {} device", ir::info(in.op).text,
+                      L_.cl() ? "opencl" : "cuda");
   }
 
   bool stored(ValueId v, size_t k) const { return last_use_[index(v)] > k; }
@@ -200,7 +200,8 @@ class StepWriter {
     s += "  if (i < G) {\n    const " + I + " g = i;\n";
     if (k == 0 && layout_.states > 0)
       s += fmt::format(
-          "    for (int j = 0; j < {0}; ++j) ctl[{1} + G * {0} + g * {0} + j] = ctl[{1} + g * {0} + "
+          "    for (int j = 0; j < {0}; ++j) ctl[{1} + G * {0} + g * {0} + j] = ctl[{1} + g * {0} "
+          "+ "
           "j];\n",
           layout_.states, DeviceStepLayout::kCtlHeader);
     for (ValueId v : plan_.host[k]) {
@@ -266,10 +267,10 @@ class StepWriter {
     const std::string I = L_.i64();
     const auto& reds = plan_.passes[k].reductions;
     const size_t R = reds.size();
-    std::string s = fmt::format(
-        "{} optjit_combine_{}(const {}, const {}, {}, {}, const {} T, const {} G) {{\n",
-        L_.kernel(), k, G("double", "partials"), G(I.c_str(), "first"), G("double", "vals"),
-        G("double", "fold_rows"), I, I);
+    std::string s =
+        fmt::format("{} optjit_combine_{}(const {}, const {}, {}, {}, const {} T, const {} G) {{\n",
+                    L_.kernel(), k, G("double", "partials"), G(I.c_str(), "first"),
+                    G("double", "vals"), G("double", "fold_rows"), I, I);
     s += fmt::format("  const {} t = {};\n  if (t >= T) return;\n", I, L_.global_id());
     s += fmt::format("  const {} c0 = first[t], c1 = first[t + 1];\n", I);
     size_t q = 0;
@@ -307,13 +308,14 @@ class StepWriter {
   std::string commit() const {
     const std::string I = L_.i64();
     const size_t H = DeviceStepLayout::kCtlHeader, S = layout_.states;
-    std::string s = fmt::format("{} optjit_commit({}, const {} G) {{\n", L_.kernel(),
-                                G("double", "ctl"), I);
+    std::string s =
+        fmt::format("{} optjit_commit({}, const {} G) {{\n", L_.kernel(), G("double", "ctl"), I);
     s += fmt::format("  if ({} != 0) return;\n", L_.global_id());
     s += "  const double skipped = ctl[1];\n  if (skipped == 0.0) {\n";
     if (S > 0)
-      s += fmt::format("    for ({0} j = 0; j < G * {1}; ++j) ctl[{2} + j] = ctl[{2} + G * {1} + j];\n",
-                       I, S, H);
+      s += fmt::format(
+          "    for ({0} j = 0; j < G * {1}; ++j) ctl[{2} + j] = ctl[{2} + G * {1} + j];\n", I, S,
+          H);
     s += "    ctl[0] = ctl[0] + 1.0;\n  }\n  ctl[2] = skipped;\n  ctl[1] = 0.0;\n}\n";
     return s;
   }
@@ -340,8 +342,7 @@ DeviceStepLayout device_step_layout(const plan::Plan& plan) {
   }
   for (const auto& pass : plan.passes) {
     size_t all = 0;
-    for (ValueId r : pass.reductions)
-      all += static_cast<ir::Scope>(p.at(r).attr) == ir::Scope::all;
+    for (ValueId r : pass.reductions) all += static_cast<ir::Scope>(p.at(r).attr) == ir::Scope::all;
     l.combines.push_back(!pass.reductions.empty());
     l.folds.push_back(all > 0);
     l.fold_rows = std::max(l.fold_rows, all);

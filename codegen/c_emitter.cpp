@@ -21,7 +21,6 @@
 namespace optjit::codegen {
 
 std::string detail::literal(double x, DType t) {
-
   if (t == DType::b1) return x != 0 ? "true" : "false";
   if (t == DType::i64) return fmt::format("{}LL", static_cast<long long>(x));
   bool f = t != DType::f64;
@@ -155,7 +154,8 @@ class KernelWriter {
           L_.kernel(), block_, std::max(1, 512 / block_), k_,
           device_step_ ? ", const double* __restrict__ ctl" : "");
     }
-    if (device_step_) s += "  if (ctl[1] != 0.0) return;  // a skip_if fired: the step writes nothing\n";
+    if (device_step_)
+      s += "  if (ctl[1] != 0.0) return;  // a skip_if fired: the step writes nothing\n";
     if (R > 0) {
       for (size_t r = 0; r < R; ++r)
         s += fmt::format("  {}{} red{}[{}];\n", L_.local(),

@@ -50,7 +50,9 @@ struct Lang {
     }
     return "?";
   }
-  const char* global_id() const { return cl() ? "get_global_id(0)" : "(blockIdx.x * (long long)blockDim.x + threadIdx.x)"; }
+  const char* global_id() const {
+    return cl() ? "get_global_id(0)" : "(blockIdx.x * (long long)blockDim.x + threadIdx.x)";
+  }
   // Math by name: OpenCL's are overloaded; CUDA's float forms end in f.
   std::string math(const char* name, DType t) const {
     if (cl() || t == DType::f64) return name;

@@ -36,7 +36,7 @@ struct CudaBackend::Impl {
   cuda::CUfunction commit = nullptr;
   CUdeviceptr hypers = 0, ctl = 0, tinfo = 0, vals = 0, fold_rows = 0, first = 0;
   std::vector<CUdeviceptr> uniform_bufs, row_bufs;  // per pass
-  std::vector<double> hyper_values;  // this step's, until the copy has left them
+  std::vector<double> hyper_values;                 // this step's, until the copy has left them
   cuda::CUgraph graph = nullptr;
   cuda::CUgraphExec graph_exec = nullptr;
 
@@ -152,7 +152,8 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const plan::Plan& pla
       m.folds.push_back(nullptr);
       if (m.step_host->layout().combines[k])
         OPTJIT_TRY(get(fmt::format("optjit_combine_{}", k), &m.combines.back()));
-      if (m.step_host->layout().folds[k]) OPTJIT_TRY(get(fmt::format("optjit_fold_{}", k), &m.folds.back()));
+      if (m.step_host->layout().folds[k])
+        OPTJIT_TRY(get(fmt::format("optjit_fold_{}", k), &m.folds.back()));
     }
     OPTJIT_TRY(get("optjit_commit", &m.commit));
   }
@@ -179,9 +180,9 @@ Expected<StepResult> CudaBackend::step(OptimizerState& s) {
           ChunkTable::build(numels, m.options.launch.chunk_elements, codegen::kArenaAlignElements);
       m.arenas.assign(B, 0);
       for (size_t b = 0; b < B; ++b)
-        OPTJIT_TRY(m.alloc(&m.arenas[b],
-                           static_cast<size_t>(m.table.total) * size_bytes(plan_.buffers[b].storage),
-                           "allocating optimizer state on the GPU"));
+        OPTJIT_TRY(m.alloc(
+            &m.arenas[b], static_cast<size_t>(m.table.total) * size_bytes(plan_.buffers[b].storage),
+            "allocating optimizer state on the GPU"));
       // The pointer table: per tensor, where each buffer's elements start.
       std::vector<CUdeviceptr> ptrs(T * B);
       for (size_t t = 0; t < T; ++t)
@@ -210,8 +211,7 @@ Expected<StepResult> CudaBackend::step(OptimizerState& s) {
     return m.upload(m.arenas[b], staging.data(), staging.size());
   };
   for (size_t b = 0; b < B; ++b)
-    if (uploads_before_step(plan_, b, !m.uploaded, m.options.resident_grads,
-                            m.options.host_params))
+    if (uploads_before_step(plan_, b, !m.uploaded, m.options.resident_grads, m.options.host_params))
       OPTJIT_TRY(copy_in(b));
   m.uploaded = true;
   if (m.options.device_step) return m.device_step(plan_, s, info_);

@@ -21,8 +21,8 @@ namespace optjit::runtime {
 
 struct CudaOptions {
   int device = 0;
-  codegen::GpuLaunch launch;    // block size, items per thread, vector width, grid cap, chunks
-  bool copy_back = true;        // copy written buffers to the host after every step
+  codegen::GpuLaunch launch;  // block size, items per thread, vector width, grid cap, chunks
+  bool copy_back = true;      // copy written buffers to the host after every step
   /// The parameters are copied to the device before every step, not just the first: the host's
   /// copy is the truth (the Optimizer API, whose caller may change its parameters between steps).
   bool host_params = false;

@@ -233,10 +233,10 @@ Expected<std::unique_ptr<OpenclBackend>> OpenclBackend::create(const plan::Plan&
   if (!m.queue) return cl_fail("clCreateCommandQueue", e);
   // IEEE division and square root, as on the other backends.
   const char* build_options = "-cl-fp32-correctly-rounded-divide-sqrt";
-  const cache::KernelKey key{fingerprint_id(opencl_exact(dev.info)),
-                             fmt::format("{:016x}", ir::structural_hash(plan.program)),
-                             codegen::source_variant(
-                                 options.device_step ? "opencl-step" : "opencl", launch, *src)};
+  const cache::KernelKey key{
+      fingerprint_id(opencl_exact(dev.info)),
+      fmt::format("{:016x}", ir::structural_hash(plan.program)),
+      codegen::source_variant(options.device_step ? "opencl-step" : "opencl", launch, *src)};
   if (cache) {
     if (auto hit = cache->get(key)) {
       const unsigned char* bin = hit->payload.data();
@@ -382,8 +382,8 @@ Expected<StepResult> OpenclBackend::step(OptimizerState& s) {
                                            : cl_fail("clFinish", CL_OUT_OF_RESOURCES);
   };
   for (size_t b = 0; b < B; ++b)
-    if (uploads_before_step(plan_, b, !m.uploaded, m.options.resident_grads,
-                            m.options.host_params)) OPTJIT_TRY(upload(b));
+    if (uploads_before_step(plan_, b, !m.uploaded, m.options.resident_grads, m.options.host_params))
+      OPTJIT_TRY(upload(b));
   m.uploaded = true;
   if (m.options.device_step) return m.device_step(plan_, s, info_);
 
@@ -482,13 +482,13 @@ Status OpenclBackend::Impl::allocate_device_step(const plan::Plan& plan, const O
     size_t bytes;
     const void* init;
   };
-  for (const Want& w : {Want{&hypers, G * layout.hypers * 8, nullptr},
-                        Want{&ctl, layout.ctl_size(G) * 8, nullptr},
-                        Want{&tinfo, info.size() * 8, info.data()},
-                        Want{&vals, layout.vals_size(G, T) * 8, nullptr},
-                        Want{&fold_rows, layout.fold_rows * T * 8, nullptr},
-                        Want{&first, firsts.size() * 8, firsts.data()},
-                        Want{&partials, table.chunks.size() * most_reductions * 8, nullptr}}) {
+  for (const Want& w :
+       {Want{&hypers, G * layout.hypers * 8, nullptr}, Want{&ctl, layout.ctl_size(G) * 8, nullptr},
+        Want{&tinfo, info.size() * 8, info.data()},
+        Want{&vals, layout.vals_size(G, T) * 8, nullptr},
+        Want{&fold_rows, layout.fold_rows * T * 8, nullptr},
+        Want{&first, firsts.size() * 8, firsts.data()},
+        Want{&partials, table.chunks.size() * most_reductions * 8, nullptr}}) {
     auto mem = buffer(w.bytes, w.init, "clCreateBuffer (device step)");
     if (!mem) return mem.error();
     *w.mem = *mem;
@@ -535,8 +535,8 @@ Expected<StepResult> OpenclBackend::Impl::device_step(const plan::Plan& plan, Op
   // Both host vectors live until the blocking read below, after which the writes are done.
   const std::optional<std::vector<double>> ctl_values = step_host->ctl_to_write(s);
   if (ctl_values)
-    e = clEnqueueWriteBuffer(queue, ctl, CL_FALSE, 0, ctl_values->size() * 8, ctl_values->data(),
-                             0, nullptr, nullptr);
+    e = clEnqueueWriteBuffer(queue, ctl, CL_FALSE, 0, ctl_values->size() * 8, ctl_values->data(), 0,
+                             nullptr, nullptr);
   const std::vector<double> hyper_values = step_host->hypers(s);
   if (e == CL_SUCCESS && !hyper_values.empty())
     e = clEnqueueWriteBuffer(queue, hypers, CL_FALSE, 0, hyper_values.size() * 8,

@@ -35,7 +35,7 @@ struct OpenclOptions {
   /// Work-group size, items per work-item, vector width, grid cap and chunk size; unset: the
   /// device's default (GpuLaunch::device_default).
   std::optional<codegen::GpuLaunch> launch;
-  bool copy_back = true;        // copy written buffers to the host after every step
+  bool copy_back = true;  // copy written buffers to the host after every step
   /// The parameters are copied to the device before every step, not just the first: the host's
   /// copy is the truth (the Optimizer API, whose caller may change its parameters between steps).
   bool host_params = false;

@@ -103,7 +103,9 @@ Expected<std::unique_ptr<Optimizer>> Optimizer::build(Expected<plan::Plan> plan,
   o->backend_ = options.backend;
   if (o->backend_ == Backend::automatic) {
     const std::string pick = runtime::pick_auto(runtime::list_devices(), true, nullptr).backend;
-    o->backend_ = pick == "cuda" ? Backend::cuda : pick == "opencl" ? Backend::opencl : Backend::cpu;
+    o->backend_ = pick == "cuda"     ? Backend::cuda
+                  : pick == "opencl" ? Backend::opencl
+                                     : Backend::cpu;
   }
   if (options.cuda_graph && o->backend_ != Backend::cuda)
     return make_error("cuda_graph needs the cuda backend, not {}", to_string(o->backend_));
@@ -149,10 +151,10 @@ Status Optimizer::create_device_backend(const OptimizerOptions& options) {
     gpu_launch_ = *options.gpu_launch;
   } else {
     std::string from;
-    gpu_launch_ = autotune::gpu_launch_for(
-        cuda ? autotune::cuda_target(plan_, state_.elements(), device)
-             : autotune::opencl_target(plan_, state_.elements(), device),
-        cache_.get(), &from, base);
+    gpu_launch_ =
+        autotune::gpu_launch_for(cuda ? autotune::cuda_target(plan_, state_.elements(), device)
+                                      : autotune::opencl_target(plan_, state_.elements(), device),
+                                 cache_.get(), &from, base);
     tuned_ = !from.empty();
   }
   if (cuda) {

@@ -137,7 +137,8 @@ void check_device_step_follows_the_host(
   ASSERT_TRUE(plan) << plan.error().message;
   std::vector<runtime::HostTensor> params;
   for (int64_t n : {300, 7, 1000}) {
-    params.push_back(runtime::HostTensor::zeros(fmt::format("w{}", params.size()), DType::f32, {n}));
+    params.push_back(
+        runtime::HostTensor::zeros(fmt::format("w{}", params.size()), DType::f32, {n}));
     for (int64_t i = 0; i < n; ++i) params.back().set(i, std::sin(0.1 * i + n));
   }
   runtime::GroupSpec second;

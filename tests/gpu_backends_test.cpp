@@ -69,36 +69,34 @@ TEST_P(Golden, EmittedSourceIsPinned) {
 
 INSTANTIATE_TEST_SUITE_P(
     Pipelines, Golden,
-    ::testing::Values(GoldenCase{"clip_adamw.cu", "chain(clip_grad_norm(max_norm=1.0), adamw())",
-                                 DType::f32, codegen::CLanguage::cuda},
-                      GoldenCase{"clip_adamw.cl", "chain(clip_grad_norm(max_norm=1.0), adamw())",
-                                 DType::f32, codegen::CLanguage::opencl},
-                      GoldenCase{"lamb_bf16.cu", "lamb(weight_decay=0.01)", DType::bf16,
-                                 codegen::CLanguage::cuda},
-                      GoldenCase{"scaler_sgd_f16.cl",
-                                 "chain(grad_scaler(scale=1024), sgd(lr=0.1, momentum=0.9))",
-                                 DType::f16, codegen::CLanguage::opencl},
-                      // Vector loads, several items per thread, tails.
-                      GoldenCase{"clip_adamw_b128_i2_v4.cu",
-                                 "chain(clip_grad_norm(max_norm=1.0), adamw())", DType::f32,
-                                 codegen::CLanguage::cuda, 128, 2, 4},
-                      GoldenCase{"scaler_sgd_f16_v8.cl",
-                                 "chain(grad_scaler(scale=1024), sgd(lr=0.1, momentum=0.9))",
-                                 DType::f16, codegen::CLanguage::opencl, 64, 1, 8},
-                      GoldenCase{"lamb_bf16_i2_v2.cu", "lamb(weight_decay=0.01)", DType::bf16,
-                                 codegen::CLanguage::cuda, 256, 2, 2},
-                      // The device step: an all-tensor reduction with its fold (clip), a
-                      // per-tensor one (LAMB's trust ratio), a skip_if and scalar state (the
-                      // scaler), NAdam's mu_product, and a schedule.
-                      GoldenCase{"clip_adamw_step.cu",
-                                 "chain(clip_grad_norm(max_norm=1.0), adamw())", DType::f32,
-                                 codegen::CLanguage::cuda, 256, 1, 1, true},
-                      GoldenCase{"lamb_bf16_step.cl", "lamb(weight_decay=0.01)", DType::bf16,
-                                 codegen::CLanguage::opencl, 256, 1, 1, true},
-                      GoldenCase{"scaler_nadam_cosine_step.cu",
-                                 "chain(grad_scaler(scale=1024), nadam(lr=cosine_annealing_lr("
-                                 "base_lr=0.01, T_max=100)))",
-                                 DType::f16, codegen::CLanguage::cuda, 256, 1, 1, true}),
+    ::testing::Values(
+        GoldenCase{"clip_adamw.cu", "chain(clip_grad_norm(max_norm=1.0), adamw())", DType::f32,
+                   codegen::CLanguage::cuda},
+        GoldenCase{"clip_adamw.cl", "chain(clip_grad_norm(max_norm=1.0), adamw())", DType::f32,
+                   codegen::CLanguage::opencl},
+        GoldenCase{"lamb_bf16.cu", "lamb(weight_decay=0.01)", DType::bf16,
+                   codegen::CLanguage::cuda},
+        GoldenCase{"scaler_sgd_f16.cl", "chain(grad_scaler(scale=1024), sgd(lr=0.1, momentum=0.9))",
+                   DType::f16, codegen::CLanguage::opencl},
+        // Vector loads, several items per thread, tails.
+        GoldenCase{"clip_adamw_b128_i2_v4.cu", "chain(clip_grad_norm(max_norm=1.0), adamw())",
+                   DType::f32, codegen::CLanguage::cuda, 128, 2, 4},
+        GoldenCase{"scaler_sgd_f16_v8.cl",
+                   "chain(grad_scaler(scale=1024), sgd(lr=0.1, momentum=0.9))", DType::f16,
+                   codegen::CLanguage::opencl, 64, 1, 8},
+        GoldenCase{"lamb_bf16_i2_v2.cu", "lamb(weight_decay=0.01)", DType::bf16,
+                   codegen::CLanguage::cuda, 256, 2, 2},
+        // The device step: an all-tensor reduction with its fold (clip), a
+        // per-tensor one (LAMB's trust ratio), a skip_if and scalar state (the
+        // scaler), NAdam's mu_product, and a schedule.
+        GoldenCase{"clip_adamw_step.cu", "chain(clip_grad_norm(max_norm=1.0), adamw())", DType::f32,
+                   codegen::CLanguage::cuda, 256, 1, 1, true},
+        GoldenCase{"lamb_bf16_step.cl", "lamb(weight_decay=0.01)", DType::bf16,
+                   codegen::CLanguage::opencl, 256, 1, 1, true},
+        GoldenCase{"scaler_nadam_cosine_step.cu",
+                   "chain(grad_scaler(scale=1024), nadam(lr=cosine_annealing_lr("
+                   "base_lr=0.01, T_max=100)))",
+                   DType::f16, codegen::CLanguage::cuda, 256, 1, 1, true}),
     [](const auto& param_info) {
       std::string n = param_info.param.file;
       for (auto& c : n)
@@ -388,8 +386,9 @@ class OpenclDeviceStep : public ::testing::TestWithParam<int> {};
 TEST_P(OpenclDeviceStep, MatchesTorchAndTheReference) {
   std::shared_ptr<runtime::OpenclBackend> ocl;
   runtime::OpenclOptions options;
-  options.launch = GetParam() % 2 == 0 ? codegen::GpuLaunch{.block = 4, .chunk_elements = 7}
-                                       : codegen::GpuLaunch{.block = 1, .vec = 2, .chunk_elements = 6};
+  options.launch = GetParam() % 2 == 0
+                       ? codegen::GpuLaunch{.block = 4, .chunk_elements = 7}
+                       : codegen::GpuLaunch{.block = 1, .vec = 2, .chunk_elements = 6};
   options.device_step = true;
   testing::check_backend_on_fixture(
       GetParam(), [&](const plan::Plan& plan) -> Expected<testing::StepFn> {

@@ -85,7 +85,7 @@ struct EmitOptions {
   std::string pipeline, backend = "cpu", dtype = "f32", cpu;
   std::string launch;  // cuda/opencl: block, items, vec (the rest is ignored)
   std::string step = "host";
-  int unroll = 0;      // cpu: vector iterations interleaved per loop trip (0: LLVM's choice)
+  int unroll = 0;  // cpu: vector iterations interleaved per loop trip (0: LLVM's choice)
   bool optimized = false;
 };
 int emit(const EmitOptions& o);
