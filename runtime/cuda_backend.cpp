@@ -309,7 +309,8 @@ Status CudaBackend::Impl::allocate_device_step(const plan::Plan& plan, const Opt
 cuda::CUresult CudaBackend::Impl::enqueue_device_step(const plan::Plan& plan,
                                                       const CudaDeviceInfo& info) {
   const cuda::Api& A = *api;
-  long long T = static_cast<long long>(groups.size()), G = static_cast<long long>(group_count),
+  long long T = static_cast<long long>(table.numels.size()),
+            G = static_cast<long long>(group_count),
             n = static_cast<long long>(table.chunks.size());
   constexpr unsigned kThreads = 128;
   auto blocks = [&](long long items) {
