@@ -105,7 +105,7 @@ DeviceList list_devices() {
   return out;
 }
 
-Device pick_auto(const DeviceList& list, bool cuda_can_run, std::string* why) {
+Device pick_auto(const DeviceList& list, std::string* why) {
   std::string unused;
   if (!why) why = &unused;
   const Device* cpu = nullptr;
@@ -116,7 +116,7 @@ Device pick_auto(const DeviceList& list, bool cuda_can_run, std::string* why) {
     if (d.backend == "opencl" && d.gpu && !cl_gpu) cl_gpu = &d;
     if (d.backend == "cuda" && !cuda) cuda = &d;
   }
-  if (cuda && cuda_can_run) {
+  if (cuda) {
     *why = fmt::format("auto: CUDA device {} ({})", cuda->index, cuda->name);
     return *cuda;
   }
@@ -124,9 +124,7 @@ Device pick_auto(const DeviceList& list, bool cuda_can_run, std::string* why) {
     *why = fmt::format("auto: OpenCL GPU {} ({})", cl_gpu->index, cl_gpu->name);
     return *cl_gpu;
   }
-  *why = fmt::format(
-      "auto: the CPU ({}){}", cpu->name,
-      cuda ? "; a CUDA GPU is present, but this build does not run steps on CUDA yet" : "");
+  *why = fmt::format("auto: the CPU ({})", cpu->name);
   return *cpu;
 }
 

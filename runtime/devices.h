@@ -42,9 +42,8 @@ DeviceList list_devices();
 /// Just this machine's CPU (cheap: no OpenCL or CUDA discovery).
 Device cpu_device();
 
-/// The best device for --backend auto: a CUDA GPU, then an OpenCL GPU, then the CPU. Backends
-/// that this build cannot run steps on are skipped, and `why` (if given) says what was chosen
-/// and why.
-Device pick_auto(const DeviceList& list, bool cuda_can_run, std::string* why);
+/// The best device for --backend auto: a CUDA GPU, then an OpenCL GPU, then the CPU; `why`
+/// (if given) says which.
+Device pick_auto(const DeviceList& list, std::string* why = nullptr);
 
 }  // namespace optjit::runtime

@@ -102,7 +102,7 @@ Expected<std::unique_ptr<Optimizer>> Optimizer::build(Expected<plan::Plan> plan,
   }
   o->backend_ = options.backend;
   if (o->backend_ == Backend::automatic) {
-    const std::string pick = runtime::pick_auto(runtime::list_devices(), true, nullptr).backend;
+    const std::string pick = runtime::pick_auto(runtime::list_devices()).backend;
     o->backend_ = pick == "cuda"     ? Backend::cuda
                   : pick == "opencl" ? Backend::opencl
                                      : Backend::cpu;

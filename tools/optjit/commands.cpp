@@ -127,7 +127,7 @@ HostTensor slice(const HostTensor& g, int64_t k, int64_t numel, const std::vecto
 int run(const RunOptions& o) {
   std::string backend_name = o.backend, why_auto;
   if (o.backend == "auto")
-    backend_name = runtime::pick_auto(runtime::list_devices(), true, &why_auto).backend;
+    backend_name = runtime::pick_auto(runtime::list_devices(), &why_auto).backend;
   if ((o.backend == "cpu" || o.backend == "reference") && !o.launch.empty())
     return fail(
         "--launch is for --backend cuda and opencl; the cpu backend takes --threads and "
@@ -569,7 +569,7 @@ int devices(bool json) {
   }
   for (const auto& u : list.unavailable) fmt::print("{}\n", u);
   std::string why;
-  runtime::pick_auto(list, true, &why);
+  runtime::pick_auto(list, &why);
   fmt::print("{}\n", why);
   return 0;
 }
