@@ -31,6 +31,10 @@ pipeline='chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, weight_decay=0.01))
     "$optjit" bench "$pipeline" --backend cuda --shapes resnet50 --no-unfused --step $step
   done
   "$optjit" bench "$pipeline" --backend cuda --numel 1000000000 --steps 5 --reps 5 --launch tuned --step graph
+  # The same emitter through NVIDIA's OpenCL, where the image has its ICD (else a clear error).
+  for step in host device; do
+    "$optjit" bench "$pipeline" --backend opencl --shapes resnet50 --no-unfused --step $step
+  done
   PYTHONUNBUFFERED=1 python3 bench/torch_adamw.py --optjit "$optjit" --device cuda --numel 1000000000 --launch tuned
   PYTHONUNBUFFERED=1 python3 bench/torch_adamw.py --optjit "$optjit" --device cuda --shapes gpt2-small --launch tuned
 } 2>&1 | tee "$log"
