@@ -239,6 +239,17 @@ TEST_F(Cli, BenchReportsRooflineAndUnfusedBaseline) {
   auto k = nlohmann::json::parse(shapes.output);
   EXPECT_EQ(k["tensors"], 161);
   EXPECT_EQ(k["parameters"], 25557032);
+  // A device backend also times the per-step overhead with the scalar program in the other
+  // place, in the same run: the default on OpenCL is the device step, so the other is the host.
+  auto ocl = optjit_cli(
+      "bench 'chain(clip_grad_norm(max_norm=1.0), adamw())' --backend opencl --numel 4096 "
+      "--steps 1 --reps 1 --json --no-unfused");
+  ASSERT_EQ(ocl.code, 0) << ocl.output;
+  auto m = nlohmann::json::parse(ocl.output);
+  EXPECT_EQ(m["step"], "device");
+  EXPECT_EQ(m["overhead_other_step"], "host");
+  EXPECT_GT(m["overhead_other_step_seconds"].get<double>(), 0);
+  EXPECT_GT(m["fraction_of_copy_bandwidth"].get<double>(), 0);
   auto bad = optjit_cli("bench 'adamw()' --shapes nosuch.json");
   EXPECT_EQ(bad.code, 1);
   EXPECT_EQ(bad.output,

@@ -366,6 +366,15 @@ int bench(const BenchOptions& o) {
   for (const auto& [n, s] : *shapes) tiny.push_back({n, {1}});
   auto overhead_runner = make_runner(*plan, tiny, *dt, cpu, launch, o.backend, *step);
   if (!overhead_runner) return fail(overhead_runner.error().message);
+  // On a device, the same with the scalar program in the other place, so the two overheads are
+  // a ratio from one run.
+  const StepMode other_step = *step == StepMode::host ? StepMode::device : StepMode::host;
+  std::unique_ptr<Runner> other_overhead;
+  if (o.backend != "cpu") {
+    auto r = make_runner(*plan, tiny, *dt, cpu, launch, o.backend, other_step);
+    if (!r) return fail(r.error().message);
+    other_overhead = std::move(*r);
+  }
 
   // The same total size as one tensor, to show what many tensors cost.
   std::unique_ptr<Runner> single;
@@ -380,8 +389,9 @@ int bench(const BenchOptions& o) {
   for (auto& r : roof) r->step_seconds(2);
   if (!stages.empty()) unfused_step(2);
   (*overhead_runner)->step_seconds(20);
+  if (other_overhead) other_overhead->step_seconds(20);
   if (single) single->step_seconds(2);
-  std::vector<double> t_fused, t_roof, t_unfused, t_overhead, t_single, t_copy;
+  std::vector<double> t_fused, t_roof, t_unfused, t_overhead, t_other_overhead, t_single, t_copy;
   const double bytes = static_cast<double>(plan->bytes_per_param()) * static_cast<double>(numel);
   // A GPU's yardstick is its own copy bandwidth: copying half the bytes moves them all.
   const bool device_copy = o.backend != "cpu";
@@ -397,6 +407,8 @@ int bench(const BenchOptions& o) {
     t_roof.push_back(r);
     if (!stages.empty()) t_unfused.push_back(unfused_step(o.steps));
     t_overhead.push_back((*overhead_runner)->step_seconds(std::max(o.steps, 50)));
+    if (other_overhead)
+      t_other_overhead.push_back(other_overhead->step_seconds(std::max(o.steps, 50)));
     if (single) t_single.push_back(single->step_seconds(o.steps));
   }
   const double fused_s = median(t_fused), roof_s = median(t_roof), overhead_s = median(t_overhead);
@@ -424,6 +436,11 @@ int bench(const BenchOptions& o) {
   j["roofline_gbs"] = roof_gbs;
   j["fraction_of_roofline"] = roof_s / fused_s;
   j["overhead_seconds_per_step"] = overhead_s;
+  const char* other_name = other_step == StepMode::host ? "host" : "device";
+  if (other_overhead) {
+    j["overhead_other_step"] = other_name;
+    j["overhead_other_step_seconds"] = median(t_other_overhead);
+  }
   if (device_copy) {
     j["copy_step_seconds"] = median(t_copy);
     j["copy_gbs"] = bytes / median(t_copy) / 1e9;
@@ -483,6 +500,10 @@ int bench(const BenchOptions& o) {
         1e3 * median(t_single), numel, fused_s / median(t_single));
   fmt::print("overhead     {:9.1f} us/step  (same {} tensors, one element each)\n",
              1e6 * overhead_s, shapes->size());
+  if (other_overhead)
+    fmt::print("  with --step {:<6} {:6.1f} us/step  -> --step {} takes {:.2f}x of it\n",
+               other_name, 1e6 * median(t_other_overhead), j["step"].get<std::string>(),
+               overhead_s / median(t_other_overhead));
   return 0;
 }
 
