@@ -22,4 +22,5 @@ cmake -S "$here/../../examples" -B "$work/examples" -DCMAKE_PREFIX_PATH="$work/p
 cmake --build "$work/examples" -j2 > "$work/examples-build.log"
 "$work/examples/custom_optimizer" | tail -n 2
 "$work/examples/train_mlp" | tail -n 2
+"$work/examples/train_mlp" opencl | tail -n 2   # the same network, its optimizer on PoCL
 echo "examples: ok"
