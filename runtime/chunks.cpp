@@ -27,6 +27,20 @@ ChunkTable ChunkTable::build(const std::vector<int64_t>& numels, int64_t chunk_e
   return t;
 }
 
+TensorSet TensorSet::of(const OptimizerState& s) {
+  TensorSet set;
+  for (const auto& t : s.tensors) set.numels.push_back(t.numel), set.groups.push_back(t.group);
+  set.group_count = s.groups.size();
+  return set;
+}
+
+bool TensorSet::matches(const OptimizerState& s) const {
+  if (s.tensors.size() != numels.size() || s.groups.size() != group_count) return false;
+  for (size_t t = 0; t < numels.size(); ++t)
+    if (s.tensors[t].numel != numels[t] || s.tensors[t].group != groups[t]) return false;
+  return true;
+}
+
 std::vector<std::vector<double>> combine_partials(const plan::Plan& plan, const plan::Pass& pass,
                                                   const ChunkTable& table, const double* partials) {
   const size_t R = pass.reductions.size(), T = table.numels.size();

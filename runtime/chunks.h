@@ -22,6 +22,17 @@ struct ChunkTable {
                           int64_t align = 1);
 };
 
+/// The tensors a device backend's buffers were built for: element counts, each tensor's group,
+/// and the group count. A step on other tensors rebuilds the buffers.
+struct TensorSet {
+  std::vector<int64_t> numels;
+  std::vector<uint32_t> groups;
+  size_t group_count = 0;
+
+  static TensorSet of(const OptimizerState& s);
+  bool matches(const OptimizerState& s) const;  // without building one
+};
+
 /// partial[r][t]: reduction r of `pass` over tensor t, from chunk partials laid out as
 /// partials[c * R + r], combined chunk by chunk in order.
 std::vector<std::vector<double>> combine_partials(const plan::Plan& plan, const plan::Pass& pass,

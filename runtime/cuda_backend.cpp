@@ -27,8 +27,7 @@ struct CudaBackend::Impl {
   std::vector<CUdeviceptr> arenas;  // one per plan buffer
   CUdeviceptr pointer_table = 0, rows = 0, chunk_buf = 0, uniforms = 0, partials = 0;
   size_t uniforms_bytes = 0, partials_bytes = 0;
-  std::vector<uint32_t> groups;  // each tensor's group, for the device step's tensor table
-  size_t group_count = 0;
+  TensorSet tensors;  // what the buffers below are for
   bool uploaded = false;
   // The device step (CudaOptions::device_step): its kernels, and its buffers per tensor set.
   std::optional<DeviceStepHost> step_host;
@@ -165,19 +164,14 @@ Expected<StepResult> CudaBackend::step(OptimizerState& s) {
   const cuda::Api& A = *m.api;
   A.cuCtxSetCurrent(m.ctx);
   const size_t T = s.tensors.size(), B = plan_.buffers.size();
-  std::vector<int64_t> numels;
-  std::vector<uint32_t> groups;
-  for (const auto& t : s.tensors) numels.push_back(t.numel), groups.push_back(t.group);
-  if (numels != m.table.numels || groups != m.groups || s.groups.size() != m.group_count ||
-      m.arenas.empty()) {
+  if (!m.tensors.matches(s) || m.arenas.empty()) {
     m.free_all();
     // Everything for this tensor set, or (on any failure, e.g. out of device memory) nothing,
     // so the next step starts again instead of using half of it.
     auto build = [&]() -> Status {
-      m.groups = groups;
-      m.group_count = s.groups.size();
-      m.table =
-          ChunkTable::build(numels, m.options.launch.chunk_elements, codegen::kArenaAlignElements);
+      m.tensors = TensorSet::of(s);
+      m.table = ChunkTable::build(m.tensors.numels, m.options.launch.chunk_elements,
+                                  codegen::kArenaAlignElements);
       m.arenas.assign(B, 0);
       for (size_t b = 0; b < B; ++b)
         OPTJIT_TRY(m.alloc(
@@ -201,6 +195,7 @@ Expected<StepResult> CudaBackend::step(OptimizerState& s) {
     if (Status st = build(); !st) {
       m.free_all();
       m.table = {};
+      m.tensors = {};
       return st.error();
     }
     m.uploaded = false;
@@ -309,8 +304,8 @@ Status CudaBackend::Impl::allocate_device_step(const plan::Plan& plan, const Opt
 cuda::CUresult CudaBackend::Impl::enqueue_device_step(const plan::Plan& plan,
                                                       const CudaDeviceInfo& info) {
   const cuda::Api& A = *api;
-  long long T = static_cast<long long>(table.numels.size()),
-            G = static_cast<long long>(group_count),
+  long long T = static_cast<long long>(tensors.numels.size()),
+            G = static_cast<long long>(tensors.group_count),
             n = static_cast<long long>(table.chunks.size());
   constexpr unsigned kThreads = 128;
   auto blocks = [&](long long items) {

@@ -141,8 +141,7 @@ struct OpenclBackend::Impl {
   ChunkTable table;
   std::vector<cl_mem> arenas;
   cl_mem rows = nullptr, chunk_buf = nullptr;
-  std::vector<uint32_t> groups;  // each tensor's group, for the device step's tensor table
-  size_t group_count = 0;
+  TensorSet tensors;  // what the buffers below are for
   bool uploaded = false;
   // The device step (OpenclOptions::device_step): its kernels, and its buffers per tensor set.
   std::optional<DeviceStepHost> step_host;
@@ -336,19 +335,14 @@ Expected<StepResult> OpenclBackend::step(OptimizerState& s) {
   Impl& m = *impl_;
   const size_t T = s.tensors.size(), B = plan_.buffers.size();
   cl_int e;
-  std::vector<int64_t> numels;
-  std::vector<uint32_t> groups;
-  for (const auto& t : s.tensors) numels.push_back(t.numel), groups.push_back(t.group);
-  if (numels != m.table.numels || groups != m.groups || s.groups.size() != m.group_count ||
-      m.arenas.empty()) {
+  if (!m.tensors.matches(s) || m.arenas.empty()) {
     m.release_buffers();
     // Everything for this tensor set, or (on any failure, e.g. out of device memory) nothing,
     // so the next step starts again instead of using half of it.
     auto build = [&]() -> Status {
-      m.groups = groups;
-      m.group_count = s.groups.size();
-      m.table =
-          ChunkTable::build(numels, m.options.launch->chunk_elements, codegen::kArenaAlignElements);
+      m.tensors = TensorSet::of(s);
+      m.table = ChunkTable::build(m.tensors.numels, m.options.launch->chunk_elements,
+                                  codegen::kArenaAlignElements);
       for (size_t b = 0; b < B; ++b) {
         size_t bytes = std::max<size_t>(
             1, static_cast<size_t>(m.table.total) * size_bytes(plan_.buffers[b].storage));
@@ -366,6 +360,7 @@ Expected<StepResult> OpenclBackend::step(OptimizerState& s) {
     if (Status st = build(); !st) {
       m.release_buffers();
       m.table = {};
+      m.tensors = {};
       return st.error();
     }
     m.uploaded = false;
