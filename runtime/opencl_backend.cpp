@@ -131,6 +131,24 @@ Expected<std::vector<OpenclDeviceInfo>> opencl_devices() {
   return out;
 }
 
+namespace {
+
+// Sets a kernel's arguments in order from index `first` (cl_mem handles and 64-bit integers).
+template <typename... Args>
+Status set_args_from(cl_kernel kernel, cl_uint first, const Args&... args) {
+  cl_uint i = first;
+  cl_int e = CL_SUCCESS;
+  ((e = e == CL_SUCCESS ? clSetKernelArg(kernel, i++, sizeof(Args), &args) : e), ...);
+  return e == CL_SUCCESS ? Status::Ok() : Status(cl_fail("clSetKernelArg", e));
+}
+
+template <typename... Args>
+Status set_args(cl_kernel kernel, const Args&... args) {
+  return set_args_from(kernel, 0, args...);
+}
+
+}  // namespace
+
 struct OpenclBackend::Impl {
   cl_context ctx = nullptr;
   cl_command_queue queue = nullptr;
@@ -180,6 +198,16 @@ struct OpenclBackend::Impl {
                                 std::max<size_t>(bytes, 8), const_cast<void*>(init), &e);
     if (!mem) return cl_fail(what, e);
     return mem;
+  }
+  // Pass k's arguments: every arena, then its tables (and, for the device step, ctl).
+  Status set_pass_args(size_t k, cl_mem uniforms, cl_mem rows, cl_mem partials_buf) {
+    for (size_t b = 0; b < arenas.size(); ++b)
+      OPTJIT_TRY(set_args_from(kernels[k], static_cast<cl_uint>(b), arenas[b]));
+    const auto a = static_cast<cl_uint>(arenas.size());
+    const auto n = static_cast<cl_long>(table.chunks.size());
+    if (options.device_step)
+      return set_args_from(kernels[k], a, uniforms, rows, chunk_buf, n, partials_buf, ctl);
+    return set_args_from(kernels[k], a, uniforms, rows, chunk_buf, n, partials_buf);
   }
   Status copy_back(const plan::Plan& plan, OptimizerState& s);
   Status allocate_device_step(const plan::Plan& plan, const OptimizerState& s);
@@ -399,20 +427,14 @@ Expected<StepResult> OpenclBackend::step(OptimizerState& s) {
     size_t pbytes = std::max<size_t>(8, static_cast<size_t>(nchunks) * R * 8);
     cl_mem pbuf = clCreateBuffer(m.ctx, CL_MEM_READ_WRITE, pbytes, nullptr, &e);
     if (!ubuf || !rbuf || !pbuf) return cl_fail("clCreateBuffer (tables)", e);
-    cl_kernel kern = m.kernels[k];
-    cl_uint arg = 0;
-    for (size_t b = 0; b < B; ++b) clSetKernelArg(kern, arg++, sizeof(cl_mem), &m.arenas[b]);
-    clSetKernelArg(kern, arg++, sizeof(cl_mem), &ubuf);
-    clSetKernelArg(kern, arg++, sizeof(cl_mem), &rbuf);
-    clSetKernelArg(kern, arg++, sizeof(cl_mem), &m.chunk_buf);
-    cl_long n = nchunks;
-    clSetKernelArg(kern, arg++, sizeof(cl_long), &n);
-    clSetKernelArg(kern, arg++, sizeof(cl_mem), &pbuf);
+    const Status args = m.set_pass_args(k, ubuf, rbuf, pbuf);
     size_t local = static_cast<size_t>(m.options.launch->block);
     size_t global = static_cast<size_t>(
                         m.options.launch->grid(nchunks, static_cast<int>(info_.compute_units))) *
                     local;
-    e = clEnqueueNDRangeKernel(m.queue, kern, 1, nullptr, &global, &local, 0, nullptr, nullptr);
+    if (args)
+      e = clEnqueueNDRangeKernel(m.queue, m.kernels[k], 1, nullptr, &global, &local, 0, nullptr,
+                                 nullptr);
     std::vector<double> partials(static_cast<size_t>(nchunks) * R);
     if (e == CL_SUCCESS && R > 0)
       e = clEnqueueReadBuffer(m.queue, pbuf, CL_TRUE, 0, partials.size() * 8, partials.data(), 0,
@@ -421,6 +443,7 @@ Expected<StepResult> OpenclBackend::step(OptimizerState& s) {
     clReleaseMemObject(ubuf);
     clReleaseMemObject(rbuf);
     clReleaseMemObject(pbuf);
+    if (!args) return args.error();
     if (e != CL_SUCCESS) return cl_fail("running a pass", e);
     if (R == 0) return Status::Ok();
     auto partial = combine_partials(plan_, pass, m.table, partials.data());
@@ -447,25 +470,11 @@ Status OpenclBackend::Impl::copy_back(const plan::Plan& plan, OptimizerState& s)
   return Status::Ok();
 }
 
-namespace {
-
-// Sets a kernel's arguments in order (cl_mem handles and 64-bit integers).
-template <typename... Args>
-Status set_args(cl_kernel kernel, const Args&... args) {
-  cl_uint i = 0;
-  cl_int e = CL_SUCCESS;
-  ((e = e == CL_SUCCESS ? clSetKernelArg(kernel, i++, sizeof(Args), &args) : e), ...);
-  return e == CL_SUCCESS ? Status::Ok() : Status(cl_fail("clSetKernelArg", e));
-}
-
-}  // namespace
-
 // The device step's buffers for this tensor set, and every kernel's arguments, which stay set:
 // a step is then only launches.
 Status OpenclBackend::Impl::allocate_device_step(const plan::Plan& plan, const OptimizerState& s) {
   const size_t T = s.tensors.size(), G = s.groups.size(), P = plan.passes.size();
-  const cl_long nT = static_cast<cl_long>(T), nG = static_cast<cl_long>(G),
-                nchunks = static_cast<cl_long>(table.chunks.size());
+  const cl_long nT = static_cast<cl_long>(T), nG = static_cast<cl_long>(G);
   const codegen::DeviceStepLayout& layout = step_host->layout();
   const std::vector<double> info = DeviceStepHost::tensor_info(s);
   std::vector<cl_long> firsts(table.first.begin(), table.first.end());
@@ -501,19 +510,7 @@ Status OpenclBackend::Impl::allocate_device_step(const plan::Plan& plan, const O
     auto r = buffer(rows.size() * 8, rows.data(), "clCreateBuffer (tensor table)");
     if (!r) return r.error();
     row_bufs.push_back(*r);
-    cl_kernel pass = kernels[k];
-    for (size_t b = 0; b < arenas.size(); ++b)
-      if (cl_int e = clSetKernelArg(pass, static_cast<cl_uint>(b), sizeof(cl_mem), &arenas[b]);
-          e != CL_SUCCESS)
-        return cl_fail("clSetKernelArg", e);
-    cl_uint a = static_cast<cl_uint>(arenas.size());
-    for (cl_int e : {clSetKernelArg(pass, a, sizeof(cl_mem), &uniform_bufs[k]),
-                     clSetKernelArg(pass, a + 1, sizeof(cl_mem), &row_bufs[k]),
-                     clSetKernelArg(pass, a + 2, sizeof(cl_mem), &chunk_buf),
-                     clSetKernelArg(pass, a + 3, sizeof(cl_long), &nchunks),
-                     clSetKernelArg(pass, a + 4, sizeof(cl_mem), &partials),
-                     clSetKernelArg(pass, a + 5, sizeof(cl_mem), &ctl)})
-      if (e != CL_SUCCESS) return cl_fail("clSetKernelArg", e);
+    OPTJIT_TRY(set_pass_args(k, uniform_bufs[k], row_bufs[k], partials));
     if (combines[k]) OPTJIT_TRY(set_args(combines[k], partials, first, vals, fold_rows, nT, nG));
     if (folds[k]) OPTJIT_TRY(set_args(folds[k], fold_rows, vals, nT, nG));
   }
