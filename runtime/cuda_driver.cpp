@@ -25,9 +25,10 @@ Expected<const Api*> api() {
           "no CUDA driver on this machine (libcuda.so.1 not found), so no NVIDIA GPU can be used; "
           "optjit compile --backend cuda still builds cubins";
     } else {
-      auto sym = [&](auto& fn, const char* name) {
+      // Optional entry points (CUDA graphs) stay null where the driver lacks them.
+      auto sym = [&](auto& fn, const char* name, bool required = true) {
         fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(lib, name));
-        if (!fn && error.empty()) error = fmt::format("the CUDA driver lacks {}", name);
+        if (!fn && required && error.empty()) error = fmt::format("the CUDA driver lacks {}", name);
       };
       sym(a.cuInit, "cuInit");
       sym(a.cuDriverGetVersion, "cuDriverGetVersion");
@@ -53,15 +54,12 @@ Expected<const Api*> api() {
       sym(a.cuStreamDestroy, "cuStreamDestroy_v2");
       sym(a.cuStreamSynchronize, "cuStreamSynchronize");
       sym(a.cuLaunchKernel, "cuLaunchKernel");
-      auto optional = [&](auto& fn, const char* name) {
-        fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(lib, name));
-      };
-      optional(a.cuStreamBeginCapture, "cuStreamBeginCapture_v2");
-      optional(a.cuStreamEndCapture, "cuStreamEndCapture");
-      optional(a.cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags");
-      optional(a.cuGraphLaunch, "cuGraphLaunch");
-      optional(a.cuGraphExecDestroy, "cuGraphExecDestroy");
-      optional(a.cuGraphDestroy, "cuGraphDestroy");
+      sym(a.cuStreamBeginCapture, "cuStreamBeginCapture_v2", false);
+      sym(a.cuStreamEndCapture, "cuStreamEndCapture", false);
+      sym(a.cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", false);
+      sym(a.cuGraphLaunch, "cuGraphLaunch", false);
+      sym(a.cuGraphExecDestroy, "cuGraphExecDestroy", false);
+      sym(a.cuGraphDestroy, "cuGraphDestroy", false);
       if (error.empty()) {
         CUresult r = a.cuInit(0);
         if (r != 0) error = fail("starting the CUDA driver", r).message;
