@@ -100,8 +100,6 @@ class StepWriter {
     auto a = [&](int k) { return ref(in.args[k]); };
     auto flag = [](const std::string& cond) { return fmt::format("(({}) ? 1.0 : 0.0)", cond); };
     switch (in.op) {
-      case Op::Const:
-        return literal(in.imm, DType::f64);
       case Op::Hyper:
         return fmt::format("hypers[g * {} + {}]", layout_.hypers, in.attr);
       case Op::Step:
@@ -215,13 +213,13 @@ class StepWriter {
                          layout_.states, layout_.states, in.attr, ref(in.args[0]));
         continue;
       }
-      if (in.rank != Rank::scalar) continue;
+      // Constants are written where they are used (ref), so they need no local.
+      if (in.rank != Rank::scalar || in.op == Op::Const) continue;
       auto e = expr(in);
       if (!e) return e.error();
       s += fmt::format("    const double h{} = {};\n", index(v), *e);
       local_.insert(index(v));
-      if (in.op != Op::Const && stored(v, k))
-        s += fmt::format("    {} = h{};\n", val_slot(v), index(v));
+      if (stored(v, k)) s += fmt::format("    {} = h{};\n", val_slot(v), index(v));
     }
     s += "  }\n";
     // The tensor role: its group's scalars again (as locals), its tensor values, its uniforms.
@@ -232,7 +230,7 @@ class StepWriter {
         I);
     for (ValueId v : plan_.host[k]) {
       const ir::Inst& in = p_.at(v);
-      if (ir::info(in.op).kind == OpKind::effect) continue;
+      if (ir::info(in.op).kind == OpKind::effect || in.op == Op::Const) continue;
       auto e = expr(in);
       if (!e) return e.error();
       s += fmt::format("    const double h{} = {};\n", index(v), *e);

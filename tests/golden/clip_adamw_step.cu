@@ -125,17 +125,14 @@ extern "C" __global__ void optjit_segment_0(const double* hypers, double* ctl, c
   const long long i = (blockIdx.x * (long long)blockDim.x + threadIdx.x);
   if (i < G) {
     const long long g = i;
-    const double h4 = 0x1.0c6f7a0b5ed8dp-20;
     const double h6 = hypers[g * 6 + 0];
     vals[g * 42 + 4] = h6;
-    const double h8 = 0x1p+0;
     const double h12 = hypers[g * 6 + 1];
     const double h13 = hypers[g * 6 + 2];
     const double h14 = h13 * h12;
     const double h15 = 0x1p+0 - h14;
     const double h16 = (double)(float)h15;
     vals[g * 42 + 13] = h16;
-    const double h18 = 0x0p+0;
     const double h19 = ((h12 != 0x0p+0) ? 1.0 : 0.0);
     vals[g * 42 + 15] = h19;
     const double h21 = hypers[g * 6 + 3];
@@ -145,11 +142,9 @@ extern "C" __global__ void optjit_segment_0(const double* hypers, double* ctl, c
     const double h25 = 0x1p+0 - h21;
     const double h27 = (double)(float)h25;
     vals[g * 42 + 21] = h27;
-    const double h29 = 0x1p+0;
     const double h30 = 0x1p+0 - h27;
     vals[g * 42 + 23] = h30;
     const double h35 = fabs(h27);
-    const double h36 = 0x1p-1;
     const double h37 = ((h35 < 0x1p-1) ? 1.0 : 0.0);
     vals[g * 42 + 26] = h37;
     const double h40 = 0x1p+0 - h22;
@@ -162,7 +157,6 @@ extern "C" __global__ void optjit_segment_0(const double* hypers, double* ctl, c
     const double h49 = pow(h22, h24);
     const double h50 = 0x1p+0 - h49;
     const double h51 = h13 / h48;
-    const double h52 = 0x1p-1;
     const double h53 = pow(h50, 0x1p-1);
     const double h54 = hypers[g * 6 + 5];
     const double h56 = (double)(float)h53;
@@ -177,15 +171,12 @@ extern "C" __global__ void optjit_segment_0(const double* hypers, double* ctl, c
     const long long t = i;
     const long long g = (long long)tinfo[2 * t];
     const double numel = tinfo[2 * t + 1];
-    const double h4 = 0x1.0c6f7a0b5ed8dp-20;
     const double h6 = hypers[g * 6 + 0];
-    const double h8 = 0x1p+0;
     const double h12 = hypers[g * 6 + 1];
     const double h13 = hypers[g * 6 + 2];
     const double h14 = h13 * h12;
     const double h15 = 0x1p+0 - h14;
     const double h16 = (double)(float)h15;
-    const double h18 = 0x0p+0;
     const double h19 = ((h12 != 0x0p+0) ? 1.0 : 0.0);
     const double h21 = hypers[g * 6 + 3];
     const double h22 = hypers[g * 6 + 4];
@@ -193,10 +184,8 @@ extern "C" __global__ void optjit_segment_0(const double* hypers, double* ctl, c
     const double h24 = h23;
     const double h25 = 0x1p+0 - h21;
     const double h27 = (double)(float)h25;
-    const double h29 = 0x1p+0;
     const double h30 = 0x1p+0 - h27;
     const double h35 = fabs(h27);
-    const double h36 = 0x1p-1;
     const double h37 = ((h35 < 0x1p-1) ? 1.0 : 0.0);
     const double h40 = 0x1p+0 - h22;
     const double h41 = (double)(float)h40;
@@ -206,7 +195,6 @@ extern "C" __global__ void optjit_segment_0(const double* hypers, double* ctl, c
     const double h49 = pow(h22, h24);
     const double h50 = 0x1p+0 - h49;
     const double h51 = h13 / h48;
-    const double h52 = 0x1p-1;
     const double h53 = pow(h50, 0x1p-1);
     const double h54 = hypers[g * 6 + 5];
     const double h56 = (double)(float)h53;

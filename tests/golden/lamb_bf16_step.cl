@@ -139,7 +139,6 @@ __kernel void optjit_segment_0(const __global double* hypers, __global double* c
     const long g = i;
     const double h2 = hypers[g * 6 + 0];
     const double h3 = hypers[g * 6 + 1];
-    const double h4 = 0x1p+0;
     const double h5 = 0x1p+0 - h2;
     const double h6 = (double)(float)h5;
     const double h9 = (double)(float)h2;
@@ -149,7 +148,6 @@ __kernel void optjit_segment_0(const __global double* hypers, __global double* c
     const double h20 = hypers[g * 6 + 2];
     const double h21 = hypers[g * 6 + 3];
     vals[g * 18 + 10] = h21;
-    const double h22 = 0x0p+0;
     const double h27 = hypers[g * 6 + 4];
     const double h29 = (double)(float)h27;
     vals[g * 18 + 13] = h29;
@@ -167,7 +165,6 @@ __kernel void optjit_segment_0(const __global double* hypers, __global double* c
     const double numel = tinfo[2 * t + 1];
     const double h2 = hypers[g * 6 + 0];
     const double h3 = hypers[g * 6 + 1];
-    const double h4 = 0x1p+0;
     const double h5 = 0x1p+0 - h2;
     const double h6 = (double)(float)h5;
     const double h9 = (double)(float)h2;
@@ -176,7 +173,6 @@ __kernel void optjit_segment_0(const __global double* hypers, __global double* c
     const double h17 = (double)(float)h3;
     const double h20 = hypers[g * 6 + 2];
     const double h21 = hypers[g * 6 + 3];
-    const double h22 = 0x0p+0;
     const double h27 = hypers[g * 6 + 4];
     const double h29 = (double)(float)h27;
     const double h32 = hypers[g * 6 + 5];

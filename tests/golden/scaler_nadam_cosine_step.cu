@@ -134,7 +134,6 @@ extern "C" __global__ void optjit_segment_0(const double* hypers, double* ctl, c
     const long long g = i;
     for (int j = 0; j < 1; ++j) ctl[3 + G * 1 + g * 1 + j] = ctl[3 + g * 1 + j];
     const double h2 = hypers[g * 9 + 0];
-    const double h3 = 0x1p+0;
     const double h4 = 0x1p+0 / h2;
     const double h5 = (double)(float)h4;
     const double h6 = h5;
@@ -147,7 +146,6 @@ extern "C" __global__ void optjit_segment_0(const double* hypers, double* ctl, c
     const double h14 = hypers[g * 9 + 3];
     const double h15 = hypers[g * 9 + 4];
     const double h16 = h11 - 0x1p+0;
-    const double h17 = 0x1.921fb54442d18p+1;
     const double h18 = 0x1.921fb54442d18p+1 * h16;
     const double h19 = h18 / h15;
     const double h20 = cos(h19);
@@ -155,7 +153,6 @@ extern "C" __global__ void optjit_segment_0(const double* hypers, double* ctl, c
     const double h22 = hypers[g * 9 + 5];
     const double h23 = h22 - h14;
     const double h24 = h23 * h21;
-    const double h25 = 0x1p+1;
     const double h26 = h24 / 0x1p+1;
     const double h27 = h14 + h26;
     const double h28 = hypers[g * 9 + 6];
@@ -164,13 +161,10 @@ extern "C" __global__ void optjit_segment_0(const double* hypers, double* ctl, c
     const double h31 = hypers[g * 9 + 7];
     const double h32 = (double)(float)h31;
     vals[g * 73 + 29] = h32;
-    const double h35 = 0x0p+0;
     const double h36 = ((h31 != 0x0p+0) ? 1.0 : 0.0);
     vals[g * 73 + 31] = h36;
     const double h38 = h11 * h28;
-    const double h39 = 0x1.eb851eb851eb8p-1;
     const double h40 = pow(0x1.eb851eb851eb8p-1, h38);
-    const double h41 = 0x1p-1;
     const double h42 = 0x1p-1 * h40;
     const double h43 = 0x1p+0 - h42;
     const double h44 = h12 * h43;
@@ -186,11 +180,9 @@ extern "C" __global__ void optjit_segment_0(const double* hypers, double* ctl, c
     const double h53 = 0x1p+0 - h12;
     const double h55 = (double)(float)h53;
     vals[g * 73 + 48] = h55;
-    const double h57 = 0x1p+0;
     const double h58 = 0x1p+0 - h55;
     vals[g * 73 + 50] = h58;
     const double h63 = fabs(h55);
-    const double h64 = 0x1p-1;
     const double h65 = ((h63 < 0x1p-1) ? 1.0 : 0.0);
     vals[g * 73 + 53] = h65;
     const double h68 = 0x1p+0 - h13;
@@ -222,7 +214,6 @@ extern "C" __global__ void optjit_segment_0(const double* hypers, double* ctl, c
     const long long g = (long long)tinfo[2 * t];
     const double numel = tinfo[2 * t + 1];
     const double h2 = hypers[g * 9 + 0];
-    const double h3 = 0x1p+0;
     const double h4 = 0x1p+0 / h2;
     const double h5 = (double)(float)h4;
     const double h6 = h5;
@@ -234,7 +225,6 @@ extern "C" __global__ void optjit_segment_0(const double* hypers, double* ctl, c
     const double h14 = hypers[g * 9 + 3];
     const double h15 = hypers[g * 9 + 4];
     const double h16 = h11 - 0x1p+0;
-    const double h17 = 0x1.921fb54442d18p+1;
     const double h18 = 0x1.921fb54442d18p+1 * h16;
     const double h19 = h18 / h15;
     const double h20 = cos(h19);
@@ -242,7 +232,6 @@ extern "C" __global__ void optjit_segment_0(const double* hypers, double* ctl, c
     const double h22 = hypers[g * 9 + 5];
     const double h23 = h22 - h14;
     const double h24 = h23 * h21;
-    const double h25 = 0x1p+1;
     const double h26 = h24 / 0x1p+1;
     const double h27 = h14 + h26;
     const double h28 = hypers[g * 9 + 6];
@@ -250,12 +239,9 @@ extern "C" __global__ void optjit_segment_0(const double* hypers, double* ctl, c
     const double h30 = 0x1p+0 - h29;
     const double h31 = hypers[g * 9 + 7];
     const double h32 = (double)(float)h31;
-    const double h35 = 0x0p+0;
     const double h36 = ((h31 != 0x0p+0) ? 1.0 : 0.0);
     const double h38 = h11 * h28;
-    const double h39 = 0x1.eb851eb851eb8p-1;
     const double h40 = pow(0x1.eb851eb851eb8p-1, h38);
-    const double h41 = 0x1p-1;
     const double h42 = 0x1p-1 * h40;
     const double h43 = 0x1p+0 - h42;
     const double h44 = h12 * h43;
@@ -269,10 +255,8 @@ extern "C" __global__ void optjit_segment_0(const double* hypers, double* ctl, c
     const double h52 = h51 * h44;
     const double h53 = 0x1p+0 - h12;
     const double h55 = (double)(float)h53;
-    const double h57 = 0x1p+0;
     const double h58 = 0x1p+0 - h55;
     const double h63 = fabs(h55);
-    const double h64 = 0x1p-1;
     const double h65 = ((h63 < 0x1p-1) ? 1.0 : 0.0);
     const double h68 = 0x1p+0 - h13;
     const double h69 = (double)(float)h68;
