@@ -344,6 +344,7 @@ DeviceStepLayout device_step_layout(const plan::Plan& plan) {
     l.combines.push_back(!pass.reductions.empty());
     l.folds.push_back(all > 0);
     l.fold_rows = std::max(l.fold_rows, all);
+    l.partials_per_chunk = std::max(l.partials_per_chunk, pass.reductions.size());
   }
   return l;
 }

@@ -44,6 +44,7 @@ struct DeviceStepLayout {
   size_t hypers = 0, states = 0;              // per group
   size_t scalar_slots = 0, tensor_slots = 0;  // scalar-program values per group, per tensor
   size_t fold_rows = 0;                       // most all-tensor reductions in one pass
+  size_t partials_per_chunk = 0;              // most reductions in one pass
   std::vector<bool> combines, folds;          // per pass: any reduction, any all-tensor one
   /// ctl: [0] completed steps, [1] this step is being skipped, [2] the last step was skipped,
   /// then G*S scalar states, then the G*S pending ones this step will commit.

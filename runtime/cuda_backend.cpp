@@ -271,9 +271,6 @@ Status CudaBackend::Impl::allocate_device_step(const plan::Plan& plan, const Opt
   const codegen::DeviceStepLayout& layout = step_host->layout();
   const std::vector<double> info = DeviceStepHost::tensor_info(s);
   std::vector<long long> firsts(table.first.begin(), table.first.end());
-  size_t most_reductions = 0;
-  for (const auto& pass : plan.passes)
-    most_reductions = std::max(most_reductions, pass.reductions.size());
   OPTJIT_TRY(alloc(&hypers, G * layout.hypers * 8, "allocating hyperparameters"));
   OPTJIT_TRY(alloc(&ctl, layout.ctl_size(G) * 8, "allocating the step's control block"));
   OPTJIT_TRY(alloc(&tinfo, info.size() * 8, "allocating the tensor table"));
@@ -282,7 +279,7 @@ Status CudaBackend::Impl::allocate_device_step(const plan::Plan& plan, const Opt
   OPTJIT_TRY(alloc(&fold_rows, layout.fold_rows * T * 8, "allocating reduction rows"));
   OPTJIT_TRY(alloc(&first, firsts.size() * 8, "allocating the chunk index"));
   OPTJIT_TRY(upload(first, firsts.data(), firsts.size() * 8));
-  OPTJIT_TRY(ensure(&partials, &partials_bytes, table.chunks.size() * most_reductions * 8,
+  OPTJIT_TRY(ensure(&partials, &partials_bytes, table.chunks.size() * layout.partials_per_chunk * 8,
                     "allocating partials"));
   for (const auto& pass : plan.passes) {
     const size_t U = std::max<size_t>(pass.uniforms.size(), 1);

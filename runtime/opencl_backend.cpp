@@ -478,9 +478,6 @@ Status OpenclBackend::Impl::allocate_device_step(const plan::Plan& plan, const O
   const codegen::DeviceStepLayout& layout = step_host->layout();
   const std::vector<double> info = DeviceStepHost::tensor_info(s);
   std::vector<cl_long> firsts(table.first.begin(), table.first.end());
-  size_t most_reductions = 0;
-  for (const auto& pass : plan.passes)
-    most_reductions = std::max(most_reductions, pass.reductions.size());
   struct Want {
     cl_mem* mem;
     size_t bytes;
@@ -492,7 +489,7 @@ Status OpenclBackend::Impl::allocate_device_step(const plan::Plan& plan, const O
         Want{&vals, layout.vals_size(G, T) * 8, nullptr},
         Want{&fold_rows, layout.fold_rows * T * 8, nullptr},
         Want{&first, firsts.size() * 8, firsts.data()},
-        Want{&partials, table.chunks.size() * most_reductions * 8, nullptr}}) {
+        Want{&partials, table.chunks.size() * layout.partials_per_chunk * 8, nullptr}}) {
     auto mem = buffer(w.bytes, w.init, "clCreateBuffer (device step)");
     if (!mem) return mem.error();
     *w.mem = *mem;
