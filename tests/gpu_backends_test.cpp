@@ -330,13 +330,15 @@ TEST_P(OpenclLaunch, EveryShapeComputesTheSameSteps) {
         EXPECT_TRUE(close(testing::buffer_values(got.tensors[t].data(buf), st, sizes[t]),
                           testing::buffer_values(expected.tensors[t].data(buf), st, sizes[t]), rtol,
                           1e-30));
-        if (first && (!reduces || device_step))
+        if (first && (!reduces || device_step)) {
           EXPECT_EQ(got.tensors[t].bytes(buf, st), first->tensors[t].bytes(buf, st));
+        }
       }
     EXPECT_EQ(got.step, expected.step);
-    if (first)
+    if (first) {
       for (size_t g = 0; g < got.groups.size(); ++g)
         EXPECT_EQ(got.groups[g].states, first->groups[g].states) << "group " << g;
+    }
     if (!first) first = std::move(got);
   }
 }
@@ -351,7 +353,7 @@ INSTANTIATE_TEST_SUITE_P(
         LaunchCase{"lamb_bf16", "lamb(weight_decay=0.01)", DType::bf16},
         LaunchCase{"clip_inf_lion_f64",
                    "chain(clip_grad_norm(max_norm=0.1, norm_type=inf), lion())", DType::f64}),
-    [](const auto& info) { return std::string(info.param.name); });
+    [](const auto& param_info) { return std::string(param_info.param.name); });
 
 class OpenclParity : public ::testing::TestWithParam<int> {};
 
