@@ -81,32 +81,53 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--launch", default="", help="optjit bench --launch for cuda (e.g. tuned)")
+    ap.add_argument("--step", default="", help="optjit bench --step (host, device, graph)")
+    ap.add_argument("--rounds", type=int, default=2, help="alternating torch/optjit rounds")
     a = ap.parse_args()
     if a.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda: this torch build sees no CUDA GPU")
     torch.set_num_threads(a.threads)
     shape_list = shapes(a.shapes, a.numel)
-    t_torch = torch_step_seconds(shape_list, a.steps, a.reps, a.device)
-    if a.device == "cuda":
-        torch.cuda.empty_cache()  # give optjit the memory back
     cmd = [a.optjit, "bench", PIPELINE, "--steps", str(a.steps), "--reps", str(a.reps), "--json", "--no-unfused"]
     cmd += ["--backend", "cuda"] if a.device == "cuda" else ["--threads", str(a.threads)]
     if a.launch:
         cmd += ["--launch", a.launch]
+    if a.step:
+        cmd += ["--step", a.step]
     cmd += ["--numel", str(a.numel)] if a.numel else ["--shapes", a.shapes]
-    r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
-    t_opt = r["step_seconds"]
+
+    def optjit_bench():
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            # optjit's own message, not a Python traceback that hides it.
+            raise SystemExit(f"optjit bench failed (exit {p.returncode}): {p.stderr.strip() or p.stdout.strip()}\n  command: {' '.join(cmd)}")
+        return json.loads(p.stdout)
+
+    # torch and optjit alternate, so drift on a shared machine hits both alike; each round's
+    # ratio is printed, and the median ratio is the result.
+    ratios, t_torch_all, t_opt_all = [], [], []
+    for k in range(a.rounds):
+        t_torch = torch_step_seconds(shape_list, a.steps, a.reps, a.device)
+        if a.device == "cuda":
+            torch.cuda.empty_cache()  # give optjit the memory back
+        r = optjit_bench()
+        t_opt = r["step_seconds"]
+        t_torch_all.append(t_torch)
+        t_opt_all.append(t_opt)
+        ratios.append(t_torch / t_opt)
+        print(f"round {k + 1}: torch {1e3 * t_torch:9.3f} ms/step, optjit {1e3 * t_opt:9.3f} ms/step, ratio {t_torch / t_opt:.3f}", flush=True)
+    t_torch, t_opt = statistics.median(t_torch_all), statistics.median(t_opt_all)
     n = r["parameters"]
     where = torch.cuda.get_device_name() if a.device == "cuda" else f"{a.threads} threads"
     print(f"shapes {a.shapes if not a.numel else a.numel}: {len(shape_list)} tensors, {n} parameters, {where}, torch {torch.__version__}")
     print(f"torch clip_grad_norm_(foreach=True) + AdamW(fused=True): {1e3 * t_torch:9.3f} ms/step")
-    print(f"optjit {PIPELINE}: {1e3 * t_opt:9.3f} ms/step ({r['fraction_of_roofline']:.3f} of its roofline)")
+    print(f"optjit {PIPELINE} (launch {r.get('launch', '-')}, step {r.get('step', 'host')}): {1e3 * t_opt:9.3f} ms/step ({r['fraction_of_roofline']:.3f} of its roofline)")
     if "copy_gbs" in r:
         # optjit moves bytes_per_param per parameter; torch's foreach norm + fused AdamW moves 4 + 28.
         copy = r["copy_gbs"]
         print(f"device copy bandwidth {copy:.1f} GB/s: optjit {r['effective_gbs'] / copy:.3f} of it, "
               f"torch {(32 * n / t_torch / 1e9) / copy:.3f} of it (at 32 B/param)")
-    print(f"optjit is {t_torch / t_opt:.2f}x faster")
+    print(f"optjit is {statistics.median(ratios):.2f}x faster (median of {a.rounds} alternating rounds: {', '.join(f'{x:.2f}' for x in ratios)})")
 
 
 if __name__ == "__main__":

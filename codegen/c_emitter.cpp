@@ -68,13 +68,18 @@ std::string preamble(const Lang& L, const plan::Plan& plan, int vec) {
     s += "#define OPTJIT_F32_BITS(x) as_uint(x)\n#define OPTJIT_F64_BITS(x) as_ulong(x)\n";
     s += "#define OPTJIT_BITS_F32(x) as_float(x)\n#define OPTJIT_BITS_F64(x) as_double(x)\n";
   } else {
-    s += "#include <cuda_fp16.h>\n";
     s += "#define OPTJIT_F32_BITS(x) __float_as_uint(x)\n#define OPTJIT_F64_BITS(x) ((unsigned "
          "long long)__double_as_longlong(x))\n";
     s += "#define OPTJIT_BITS_F32(x) __uint_as_float(x)\n#define OPTJIT_BITS_F64(x) "
          "__longlong_as_double((long long)(x))\n";
-    s += "#define OPTJIT_F16_TO_F32(x) __half2float(__ushort_as_half(x))\n";
-    s += "#define OPTJIT_F32_TO_F16(v) __half_as_ushort(__float2half_rn(v))\n";
+    // f16 conversions as the PTX instructions cuda_fp16.h wraps, so a compile needs no CUDA
+    // headers (NVRTC from a Python wheel has none beside it).
+    s += "__device__ __forceinline__ float optjit_f16_to_f32(unsigned short h) { float f; "
+         "asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h)); return f; }\n";
+    s += "__device__ __forceinline__ unsigned short optjit_f32_to_f16(float f) { unsigned short h; "
+         "asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f)); return h; }\n";
+    s += "#define OPTJIT_F16_TO_F32(x) optjit_f16_to_f32(x)\n";
+    s += "#define OPTJIT_F32_TO_F16(v) optjit_f32_to_f16(v)\n";
     s += "struct OptjitRow { void* const* buffers; const double* uniforms; };\n";
     if (vec > 1) {
       // Vectors as aligned structs: one wide load or store each (two for 32 bytes and more).

@@ -22,9 +22,12 @@ struct Cubin {
   double compile_seconds = 0;
 };
 
-/// Whether this build has NVRTC, and its version ("13.0").
+/// Whether NVRTC could be loaded (it is found at run time: $OPTJIT_NVRTC, the loader's path,
+/// $CUDA_HOME, the build's toolkit, /usr/local/cuda), its version ("13.0") or "none", and the
+/// path of the library that was loaded.
 bool have_nvrtc();
 std::string nvrtc_version();
+std::string nvrtc_path();
 
 /// The exact fingerprint for cubins of `arch`: a cubin depends on the architecture, NVRTC and
 /// optjit's code generation, not on a particular card or driver, which is what lets cubins be

@@ -30,8 +30,8 @@ struct Api {
   CUresult (*cuDeviceGetUuid)(unsigned char*, CUdevice);
   CUresult (*cuGetErrorString)(CUresult, const char**);
   CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);
-  CUresult (*cuDevicePrimaryCtxRelease)(CUdevice);
-  CUresult (*cuCtxSetCurrent)(CUcontext);
+  CUresult (*cuCtxPushCurrent)(CUcontext);
+  CUresult (*cuCtxPopCurrent)(CUcontext*);
   CUresult (*cuModuleLoadData)(CUmodule*, const void*);
   CUresult (*cuModuleUnload)(CUmodule);
   CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
@@ -58,8 +58,31 @@ inline constexpr int kCaptureModeThreadLocal = 1;  // CU_STREAM_CAPTURE_MODE_THR
 
 /// The loaded driver, or why there is none ("no CUDA driver on this machine ...").
 Expected<const Api*> api();
-/// "cuMemAlloc failed: out of memory (error 2)".
+/// "cuMemAlloc failed: out of memory (error 2)"; an unknown code reads "unknown error".
 Error fail(const char* what, CUresult r);
+
+/// The device's primary context, retained once for the whole process (retaining and releasing
+/// it per backend would create and destroy the context, and reload modules, every time; the
+/// tuner builds a backend per candidate). The driver releases it when the process exits.
+Expected<CUcontext> primary_context(CUdevice device);
+
+/// Makes `ctx` current for a scope by pushing it, and pops it at the end, so the caller's
+/// current context (PyTorch's, on whichever GPU it is using) is as it was afterwards.
+class ContextScope {
+ public:
+  ContextScope(const Api& api, CUcontext ctx) : api_(api), ok_(api.cuCtxPushCurrent(ctx) == 0) {}
+  ~ContextScope() {
+    CUcontext popped = nullptr;
+    if (ok_) api_.cuCtxPopCurrent(&popped);
+  }
+  ContextScope(const ContextScope&) = delete;
+  ContextScope& operator=(const ContextScope&) = delete;
+  bool ok() const { return ok_; }
+
+ private:
+  const Api& api_;
+  bool ok_;
+};
 
 inline constexpr int kAttrSmCount = 16, kAttrCcMajor = 75, kAttrCcMinor = 76;
 

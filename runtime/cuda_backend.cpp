@@ -62,12 +62,11 @@ struct CudaBackend::Impl {
                                    const CudaDeviceInfo& info);
   Status copy_back(const plan::Plan& plan, OptimizerState& s);
   ~Impl() {
-    if (!api) return;
-    api->cuCtxSetCurrent(ctx);
+    if (!api || !ctx) return;
+    cuda::ContextScope scope(*api, ctx);
     free_all();
     if (stream) api->cuStreamDestroy(stream);
     if (module) api->cuModuleUnload(module);
-    if (ctx) api->cuDevicePrimaryCtxRelease(dev);
   }
   Status alloc(CUdeviceptr* p, size_t bytes, const char* what) {
     cuda::CUresult r = api->cuMemAlloc(p, std::max<size_t>(bytes, 8));
@@ -124,9 +123,11 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const plan::Plan& pla
   const cuda::Api& A = *m.api;
   cuda::CUresult r;
   if ((r = A.cuDeviceGet(&m.dev, options.device)) != 0) return cuda::fail("cuDeviceGet", r);
-  if ((r = A.cuDevicePrimaryCtxRetain(&m.ctx, m.dev)) != 0)
-    return cuda::fail("cuDevicePrimaryCtxRetain", r);
-  if ((r = A.cuCtxSetCurrent(m.ctx)) != 0) return cuda::fail("cuCtxSetCurrent", r);
+  auto ctx = cuda::primary_context(m.dev);
+  if (!ctx) return ctx.error();
+  m.ctx = *ctx;
+  cuda::ContextScope scope(A, m.ctx);
+  if (!scope.ok()) return make_error("CUDA: could not make device {}'s context current", options.device);
   if ((r = A.cuModuleLoadData(&m.module, cubin->image.data())) != 0)
     return cuda::fail("loading the cubin", r);
   if ((r = A.cuStreamCreate(&m.stream, 1 /* non-blocking */)) != 0)
@@ -162,7 +163,7 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const plan::Plan& pla
 Expected<StepResult> CudaBackend::step(OptimizerState& s) {
   Impl& m = *impl_;
   const cuda::Api& A = *m.api;
-  A.cuCtxSetCurrent(m.ctx);
+  cuda::ContextScope scope(A, m.ctx);
   const size_t T = s.tensors.size(), B = plan_.buffers.size();
   if (!m.tensors.matches(s) || m.arenas.empty()) {
     m.free_all();
@@ -339,10 +340,16 @@ Status CudaBackend::Impl::capture_graph(const plan::Plan& plan, const CudaDevice
   if (r != 0) return cuda::fail("cuStreamBeginCapture", r);
   cuda::CUresult launched = enqueue_device_step(plan, info);
   r = A.cuStreamEndCapture(stream, &graph);
-  if (launched != 0) return cuda::fail("capturing a step's launches", launched);
-  if (r != 0) return cuda::fail("cuStreamEndCapture", r);
-  if ((r = A.cuGraphInstantiateWithFlags(&graph_exec, graph, 0)) != 0)
-    return cuda::fail("cuGraphInstantiate", r);
+  // A failed capture may still hand back a graph; it is freed here, not kept half-built.
+  auto drop = [&] {
+    if (graph) A.cuGraphDestroy(graph), graph = nullptr;
+  };
+  if (launched != 0) return drop(), cuda::fail("capturing a step's launches", launched);
+  if (r != 0) return drop(), cuda::fail("cuStreamEndCapture", r);
+  if ((r = A.cuGraphInstantiateWithFlags(&graph_exec, graph, 0)) != 0) {
+    graph_exec = nullptr;
+    return drop(), cuda::fail("cuGraphInstantiate", r);
+  }
   return Status::Ok();
 }
 
@@ -381,7 +388,7 @@ void CudaBackend::state_changed() {
 Expected<double> CudaBackend::copy_seconds(size_t bytes, int repetitions) {
   Impl& m = *impl_;
   const cuda::Api& A = *m.api;
-  A.cuCtxSetCurrent(m.ctx);
+  cuda::ContextScope scope(A, m.ctx);
   CUdeviceptr src = 0, dst = 0;
   OPTJIT_TRY(m.alloc(&src, bytes, "allocating a copy-bandwidth buffer"));
   if (Status st = m.alloc(&dst, bytes, "allocating a copy-bandwidth buffer"); !st) {

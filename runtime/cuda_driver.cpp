@@ -2,6 +2,9 @@
 
 #include <dlfcn.h>
 
+#include <map>
+#include <mutex>
+
 #include "runtime/cuda_api.h"
 
 namespace optjit::runtime {
@@ -40,8 +43,8 @@ Expected<const Api*> api() {
       sym(a.cuDeviceGetUuid, "cuDeviceGetUuid");
       sym(a.cuGetErrorString, "cuGetErrorString");
       sym(a.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
-      sym(a.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2");
-      sym(a.cuCtxSetCurrent, "cuCtxSetCurrent");
+      sym(a.cuCtxPushCurrent, "cuCtxPushCurrent_v2");
+      sym(a.cuCtxPopCurrent, "cuCtxPopCurrent_v2");
       sym(a.cuModuleLoadData, "cuModuleLoadData");
       sym(a.cuModuleUnload, "cuModuleUnload");
       sym(a.cuModuleGetFunction, "cuModuleGetFunction");
@@ -71,9 +74,25 @@ Expected<const Api*> api() {
 }
 
 Error fail(const char* what, CUresult r) {
-  const char* s = "unknown error";
-  if (loaded_api && loaded_api->cuGetErrorString) loaded_api->cuGetErrorString(r, &s);
-  return make_error("CUDA: {} failed: {} (error {})", what, s, r);
+  const char* s = nullptr;
+  // cuGetErrorString leaves the string null (and returns an error) for a code it does not know.
+  if (loaded_api && loaded_api->cuGetErrorString && loaded_api->cuGetErrorString(r, &s) != 0)
+    s = nullptr;
+  return make_error("CUDA: {} failed: {} (error {})", what, s ? s : "unknown error", r);
+}
+
+Expected<CUcontext> primary_context(CUdevice device) {
+  auto a = api();
+  if (!a) return a.error();
+  static std::mutex mutex;
+  static std::map<CUdevice, CUcontext> retained;
+  std::lock_guard lock(mutex);
+  if (auto it = retained.find(device); it != retained.end()) return it->second;
+  CUcontext ctx = nullptr;
+  if (CUresult r = (*a)->cuDevicePrimaryCtxRetain(&ctx, device); r != 0)
+    return fail("cuDevicePrimaryCtxRetain", r);
+  retained.emplace(device, ctx);
+  return ctx;
 }
 
 }  // namespace cuda

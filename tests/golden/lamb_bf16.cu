@@ -1,11 +1,12 @@
 // optjit: 2 passes, 20 bytes per parameter, block 256, items 1, vector 1
-#include <cuda_fp16.h>
 #define OPTJIT_F32_BITS(x) __float_as_uint(x)
 #define OPTJIT_F64_BITS(x) ((unsigned long long)__double_as_longlong(x))
 #define OPTJIT_BITS_F32(x) __uint_as_float(x)
 #define OPTJIT_BITS_F64(x) __longlong_as_double((long long)(x))
-#define OPTJIT_F16_TO_F32(x) __half2float(__ushort_as_half(x))
-#define OPTJIT_F32_TO_F16(v) __half_as_ushort(__float2half_rn(v))
+__device__ __forceinline__ float optjit_f16_to_f32(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
+__device__ __forceinline__ unsigned short optjit_f32_to_f16(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+#define OPTJIT_F16_TO_F32(x) optjit_f16_to_f32(x)
+#define OPTJIT_F32_TO_F16(v) optjit_f32_to_f16(v)
 struct OptjitRow { void* const* buffers; const double* uniforms; };
 #define OPTJIT_BF16_TO_F32(x) OPTJIT_BITS_F32((unsigned int)(x) << 16)
 #define OPTJIT_BF16_BITS(v) ((v) != (v) ? (unsigned int)((OPTJIT_F32_BITS(v) >> 16) | 0x40u) : (unsigned int)((OPTJIT_F32_BITS(v) + 0x7fffu + ((OPTJIT_F32_BITS(v) >> 16) & 1u)) >> 16))

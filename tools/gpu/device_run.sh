@@ -1,40 +1,138 @@
 #!/usr/bin/env bash
-# On a machine with an NVIDIA GPU and the bundle from tools/gpu/pack.sh in .gpu/: the CUDA
-# parity tests (host-driven, device step, CUDA graph) and tuning tests, tuning clip+AdamW, the 1B-parameter benchmark against the device's
-# copy bandwidth, and PyTorch's fused AdamW on the same GPU. Everything is logged to
-# ${OUT:-.}/gpu.log.
+# On a machine with an NVIDIA GPU and the bundle from tools/gpu/pack.sh in .gpu/, the GPU run as
+# a series of stages, each well under 10 minutes, named on the command line in order:
+#   smoke   glibc, the GPU, NVRTC found, ldd clean, one compile, one small test (stops the rest
+#           when it fails)
+#   tests   every CUDA test (parity with the host step, the device step and the CUDA graph,
+#           tuning), in parallel shards
+#   bench   tune, then bench clip+AdamW at 2e8 and 1e9 parameters and gpt2-small with the tuned
+#           launch; host, device and graph steps on resnet50 and many-small shapes
+#   torch   the same against torch's AdamW(fused=True) + clip_grad_norm_(foreach=True)
+#   opencl  the emitter through NVIDIA's OpenCL, where the image has its ICD
+# e.g. bash tools/gpu/device_run.sh smoke tests. Logs go to ${OUT:-.}/<stage>.log (and
+# tests/*.xml); the kernel cache stays in /tmp/optjit-cache while the machine is warm, but bench
+# tunes what it benches itself.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-log=${OUT:-.}/gpu.log
+out=${OUT:-.}
 root=/tmp/optjit-gpu
-rm -rf "$root" && mkdir -p "$root" && tar -xJf .gpu/optjit-gpu.tar.xz -C "$root" || exit 1
-nvrtc=$(ls /usr/local/cuda/lib64/libnvrtc.so.13 /usr/local/cuda/lib/libnvrtc.so.13 \
-  "$(python3 -c 'import nvidia.cuda_nvrtc, os; print(os.path.dirname(nvidia.cuda_nvrtc.__file__))' 2>/dev/null)"/lib/libnvrtc.so.13 \
-  2>/dev/null | head -1)
-export LD_LIBRARY_PATH="$root/lib:$(dirname "${nvrtc:-/usr/local/cuda/lib64/x}"):${LD_LIBRARY_PATH:-}"
 export OPTJIT_CACHE_DIR=/tmp/optjit-cache
 export OPTJIT_SOURCE_DIR=$PWD
+export PYTHONUNBUFFERED=1
 optjit=$root/bin/optjit
-pipeline='chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, weight_decay=0.01))'
-{
-  nvidia-smi -L
-  "$optjit" devices
-  "$root/bin/cuda_test" --gtest_brief=1
-  "$optjit" tune "$pipeline" --backend cuda --numel 1000000000 --budget-seconds 120
-  "$optjit" bench "$pipeline" --backend cuda --numel 1000000000 --steps 5 --reps 5
-  "$optjit" bench "$pipeline" --backend cuda --numel 1000000000 --steps 5 --reps 5 --launch tuned
-  "$optjit" tune "$pipeline" --backend cuda --shapes gpt2-small --budget-seconds 60
-  "$optjit" bench "$pipeline" --backend cuda --shapes gpt2-small --launch tuned
-  # The step's scalar program on the host, on the device, and as a replayed CUDA graph: the
-  # overhead line (161 one-element tensors) is what the graph removes.
-  for step in host device graph; do
-    "$optjit" bench "$pipeline" --backend cuda --shapes resnet50 --no-unfused --step $step
+cuda_test=$root/bin/cuda_test
+P='chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, weight_decay=0.01))'
+
+unpack() {
+  rm -rf "$root" && mkdir -p "$root" && tar -xJf .gpu/optjit-gpu.tar.xz -C "$root" || {
+    echo "device_run: cannot unpack .gpu/optjit-gpu.tar.xz (run tools/gpu/pack.sh and carry .gpu)"
+    exit 1
+  }
+}
+
+# NVRTC in a fixed order: $OPTJIT_NVRTC, the toolkit, then CUDA 13's and CUDA 12's Python
+# wheels. optjit loads it at run time (codegen/nvrtc.cpp) from OPTJIT_NVRTC.
+find_nvrtc() {
+  local site c
+  site=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null)
+  for c in "${OPTJIT_NVRTC:-}" /usr/local/cuda/lib64/libnvrtc.so.13 \
+    /usr/local/cuda/targets/x86_64-linux/lib/libnvrtc.so.13 \
+    "$site/nvidia/cu13/lib/libnvrtc.so.13" "$site/nvidia/cuda_nvrtc/lib/libnvrtc.so.13" \
+    "$site/nvidia/cuda_nvrtc/lib/libnvrtc.so.12" /usr/local/cuda/lib64/libnvrtc.so.12; do
+    [ -n "$c" ] && [ -e "$c" ] && { echo "$c"; return 0; }
   done
-  "$optjit" bench "$pipeline" --backend cuda --numel 1000000000 --steps 5 --reps 5 --launch tuned --step graph
-  # The same emitter through NVIDIA's OpenCL, where the image has its ICD (else a clear error).
+  return 1
+}
+
+smoke() {
+  local glibc
+  glibc=$(ldd --version | head -1 | grep -oE '[0-9]+\.[0-9]+$')
+  echo "glibc $glibc"
+  if [ "$(printf '%s\n2.36\n' "$glibc" | sort -V | head -1)" != "2.36" ]; then
+    echo "smoke: the bundle was built against glibc 2.36 (Debian 12); this machine has $glibc"
+    return 1
+  fi
+  nvidia-smi -L || { echo "smoke: nvidia-smi sees no GPU"; return 1; }
+  local nvrtc
+  nvrtc=$(find_nvrtc) || { echo "smoke: NVRTC not found (set OPTJIT_NVRTC)"; return 1; }
+  export OPTJIT_NVRTC=$nvrtc
+  echo "NVRTC: $nvrtc"
+  if ldd "$optjit" "$cuda_test" "$root"/lib/*.so* | grep 'not found'; then
+    echo "smoke: libraries missing"
+    return 1
+  fi
+  "$optjit" devices || return 1
+  "$optjit" compile "$P" --backend cuda --arch sm_90 --step graph || return 1
+  "$cuda_test" --gtest_filter='Cuda.HasADevice:CudaParity.*/0:CudaDeviceStep.*/0:CudaGraph.*' \
+    --gtest_brief=1 || return 1
+}
+
+tests() {
+  mkdir -p "$out/tests"
+  local shards=8 i failed=0
+  for ((i = 0; i < shards; i++)); do
+    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i "$cuda_test" --gtest_brief=1 \
+      --gtest_output="xml:$out/tests/shard$i.xml" >"$out/tests/shard$i.log" 2>&1 &
+  done
+  for ((i = 0; i < shards; i++)); do wait -n || failed=1; done
+  grep -h "tests ran\|PASSED\|FAILED" "$out"/tests/shard*.log | sort | uniq -c
+  grep -h -B30 "^\[  FAILED  \]" "$out"/tests/shard*.log | head -400
+  return $failed
+}
+
+bench() {
+  local n
+  for n in 200000000 1000000000; do
+    "$optjit" tune "$P" --backend cuda --numel $n --budget-seconds 60 || return 1
+    "$optjit" bench "$P" --backend cuda --numel $n --steps 5 --reps 5 --launch tuned --step host
+    "$optjit" bench "$P" --backend cuda --numel $n --steps 5 --reps 5 --launch tuned --step graph
+  done
+  "$optjit" bench "$P" --backend cuda --numel 1000000000 --steps 5 --reps 5
+  "$optjit" tune "$P" --backend cuda --shapes gpt2-small --budget-seconds 45
+  "$optjit" bench "$P" --backend cuda --shapes gpt2-small --launch tuned --step graph
+  # The scalar program on the host, on the device, and as a replayed CUDA graph: the overhead
+  # line (one-element tensors) is what the graph removes.
+  for shapes in resnet50 many-small; do
+    for step in host device graph; do
+      "$optjit" bench "$P" --backend cuda --shapes $shapes --no-unfused --step $step
+    done
+  done
+}
+
+torch_cmp() {
+  local t=bench/torch_adamw.py
+  "$optjit" tune "$P" --backend cuda --numel 1000000000 --budget-seconds 60 || return 1
+  "$optjit" tune "$P" --backend cuda --shapes gpt2-small --budget-seconds 45 || return 1
+  python3 $t --optjit "$optjit" --device cuda --numel 1000000000 --launch tuned --step graph
+  python3 $t --optjit "$optjit" --device cuda --shapes gpt2-small --launch tuned --step graph
+  for step in device graph; do
+    python3 $t --optjit "$optjit" --device cuda --shapes resnet50 --step $step --steps 20
+    python3 $t --optjit "$optjit" --device cuda --shapes many-small --step $step --steps 20
+  done
+}
+
+opencl() {
   for step in host device; do
-    "$optjit" bench "$pipeline" --backend opencl --shapes resnet50 --no-unfused --step $step
+    "$optjit" bench "$P" --backend opencl --shapes resnet50 --no-unfused --step $step
   done
-  PYTHONUNBUFFERED=1 python3 bench/torch_adamw.py --optjit "$optjit" --device cuda --numel 1000000000 --launch tuned
-  PYTHONUNBUFFERED=1 python3 bench/torch_adamw.py --optjit "$optjit" --device cuda --shapes gpt2-small --launch tuned
-} 2>&1 | tee "$log"
+}
+
+unpack
+export OPTJIT_NVRTC=${OPTJIT_NVRTC:-$(find_nvrtc)}
+status=0
+for stage in "${@:-smoke}"; do
+  fn=$stage
+  [ "$stage" = torch ] && fn=torch_cmp
+  case $stage in smoke | tests | bench | torch | opencl) ;; *)
+    echo "device_run: unknown stage $stage"
+    exit 2
+    ;;
+  esac
+  echo "== $stage ($(date -u +%T))"
+  start=$SECONDS
+  $fn 2>&1 | tee "$out/$stage.log"
+  rc=${PIPESTATUS[0]}
+  echo "== $stage: exit $rc after $((SECONDS - start)) s" | tee -a "$out/$stage.log"
+  [ "$rc" -ne 0 ] && status=1 && [ "$stage" = smoke ] && exit 1
+done
+exit $status

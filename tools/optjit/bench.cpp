@@ -132,13 +132,16 @@ struct Runner {
   double compile_seconds() const {
     return cpu ? cpu->compile_seconds() : ocl ? ocl->compile_seconds() : gpu->compile_seconds();
   }
-  void step() {
-    if (cpu)
+  /// One step; a failed one (a launch error, a sticky device fault) ends the benchmark rather
+  /// than being timed.
+  Status step() {
+    if (cpu) {
       cpu->step(state);
-    else if (ocl)
-      (void)ocl->step(state);
-    else
-      (void)gpu->step(state);
+      return Status::Ok();
+    }
+    auto r = ocl ? ocl->step(state) : gpu->step(state);
+    if (!r) return r.error();
+    return Status::Ok();
   }
   /// GPU backends: seconds per device-to-device copy of `bytes` (their bandwidth yardstick).
   Expected<double> copy_seconds(size_t bytes, int repetitions) {
@@ -146,9 +149,9 @@ struct Runner {
     if (gpu) return gpu->copy_seconds(bytes, repetitions);
     return make_error("the cpu backend has no device copy");
   }
-  double step_seconds(int steps) {
+  Expected<double> step_seconds(int steps) {
     auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < steps; ++i) step();
+    for (int i = 0; i < steps; ++i) OPTJIT_TRY(step());
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps;
   }
 };
@@ -162,19 +165,30 @@ Expected<runtime::OptimizerState> make_state(const plan::Plan& plan, const Shape
   for (auto& p : params) p.data.resize(static_cast<size_t>(p.numel()) * size_bytes(t));
   auto s = runtime::init_state(plan, params, {});
   if (!s) return s.error();
-  uint64_t x = 88172645463325252ull;  // xorshift: fast, deterministic, small values
-  auto next = [&x] {
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    return static_cast<double>(x >> 11) * 0x1.0p-53 - 0.5;
+  // Small deterministic values from a counter-based hash of (buffer, element), so the fill runs
+  // in parallel (a billion parameters would take minutes on one thread).
+  auto value = [](uint64_t key) {
+    key += 0x9e3779b97f4a7c15ull;  // splitmix64
+    key = (key ^ (key >> 30)) * 0xbf58476d1ce4e5b9ull;
+    key = (key ^ (key >> 27)) * 0x94d049bb133111ebull;
+    key ^= key >> 31;
+    return static_cast<double>(key >> 11) * 0x1.0p-53 - 0.5;
   };
-  for (auto& ts : s->tensors)
+  uint64_t offset = 0;
+  for (auto& ts : s->tensors) {
     for (size_t b = 0; b < plan.buffers.size(); ++b) {
       auto role = plan.buffers[b].role;
       if (role != ir::BufferRole::param && role != ir::BufferRole::grad) continue;
+      const double scale = role == ir::BufferRole::param ? 0.1 : 1e-3;
+      const uint64_t key = offset + (static_cast<uint64_t>(b) << 56);
+      uint8_t* data = ts.data(b);
+      const DType storage = plan.buffers[b].storage;
+#pragma omp parallel for schedule(static)
       for (int64_t i = 0; i < ts.numel; ++i)
-        runtime::store_element(ts.data(b), plan.buffers[b].storage, i,
-                               (role == ir::BufferRole::param ? 0.1 : 1e-3) * next());
+        runtime::store_element(data, storage, i, scale * value(key + static_cast<uint64_t>(i)));
     }
+    offset += static_cast<uint64_t>(ts.numel);
+  }
   return s;
 }
 
@@ -252,6 +266,7 @@ int bench(const BenchOptions& o) {
     return fail(
         "--launch is for --backend cuda and opencl; the cpu backend takes --threads and "
         "--chunk");
+  if (o.steps < 1 || o.reps < 1) return fail("bench needs --steps and --reps of at least 1");
   auto step = parse_step(o.step, o.backend);
   if (!step) return fail(step.error().message);
   auto text = read_pipeline_text(o.pipeline);
@@ -354,10 +369,10 @@ int bench(const BenchOptions& o) {
       }
     }
   }
-  auto unfused_step = [&](int steps) {
+  auto unfused_step = [&](int steps) -> Expected<double> {
     auto t1 = std::chrono::steady_clock::now();
     for (int k = 0; k < steps; ++k)
-      for (auto& s : stages) s->step();
+      for (auto& s : stages) OPTJIT_TRY(s->step());
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count() / steps;
   };
 
@@ -385,32 +400,42 @@ int bench(const BenchOptions& o) {
   }
 
   // Warm up everything, then interleave repetitions so drift on a shared machine hits all alike.
-  (*fused)->step_seconds(2);
-  for (auto& r : roof) r->step_seconds(2);
-  if (!stages.empty()) unfused_step(2);
-  (*overhead_runner)->step_seconds(20);
-  if (other_overhead) other_overhead->step_seconds(20);
-  if (single) single->step_seconds(2);
+  // Every timed call is checked: a failing step is an error, not a fast time.
   std::vector<double> t_fused, t_roof, t_unfused, t_overhead, t_other_overhead, t_single, t_copy;
   const double bytes = static_cast<double>(plan->bytes_per_param()) * static_cast<double>(numel);
   // A GPU's yardstick is its own copy bandwidth: copying half the bytes moves them all.
   const bool device_copy = o.backend != "cpu";
-  for (int rep = 0; rep < o.reps; ++rep) {
-    t_fused.push_back((*fused)->step_seconds(o.steps));
-    if (device_copy) {
-      auto c = (*fused)->copy_seconds(static_cast<size_t>(bytes / 2), o.steps);
-      if (!c) return fail(c.error().message);
-      t_copy.push_back(*c);
+  auto measure = [&]() -> Status {
+    auto timed = [](Expected<double> seconds, std::vector<double>* into) -> Status {
+      if (!seconds) return seconds.error();
+      if (into) into->push_back(*seconds);
+      return Status::Ok();
+    };
+    OPTJIT_TRY(timed((*fused)->step_seconds(2), nullptr));
+    for (auto& r : roof) OPTJIT_TRY(timed(r->step_seconds(2), nullptr));
+    if (!stages.empty()) OPTJIT_TRY(timed(unfused_step(2), nullptr));
+    OPTJIT_TRY(timed((*overhead_runner)->step_seconds(20), nullptr));
+    if (other_overhead) OPTJIT_TRY(timed(other_overhead->step_seconds(20), nullptr));
+    if (single) OPTJIT_TRY(timed(single->step_seconds(2), nullptr));
+    for (int rep = 0; rep < o.reps; ++rep) {
+      OPTJIT_TRY(timed((*fused)->step_seconds(o.steps), &t_fused));
+      if (device_copy)
+        OPTJIT_TRY(timed((*fused)->copy_seconds(static_cast<size_t>(bytes / 2), o.steps), &t_copy));
+      std::vector<double> per_pass;
+      for (auto& rr : roof) OPTJIT_TRY(timed(rr->step_seconds(o.steps), &per_pass));
+      double r = 0;
+      for (double x : per_pass) r += x;
+      t_roof.push_back(r);
+      if (!stages.empty()) OPTJIT_TRY(timed(unfused_step(o.steps), &t_unfused));
+      OPTJIT_TRY(timed((*overhead_runner)->step_seconds(std::max(o.steps, 50)), &t_overhead));
+      if (other_overhead)
+        OPTJIT_TRY(
+            timed(other_overhead->step_seconds(std::max(o.steps, 50)), &t_other_overhead));
+      if (single) OPTJIT_TRY(timed(single->step_seconds(o.steps), &t_single));
     }
-    double r = 0;
-    for (auto& rr : roof) r += rr->step_seconds(o.steps);
-    t_roof.push_back(r);
-    if (!stages.empty()) t_unfused.push_back(unfused_step(o.steps));
-    t_overhead.push_back((*overhead_runner)->step_seconds(std::max(o.steps, 50)));
-    if (other_overhead)
-      t_other_overhead.push_back(other_overhead->step_seconds(std::max(o.steps, 50)));
-    if (single) t_single.push_back(single->step_seconds(o.steps));
-  }
+    return Status::Ok();
+  };
+  if (Status st = measure(); !st) return fail("bench: a step failed: " + st.error().message);
   const double fused_s = median(t_fused), roof_s = median(t_roof), overhead_s = median(t_overhead);
   const double gbs = bytes / fused_s / 1e9, roof_gbs = bytes / roof_s / 1e9;
   nlohmann::json j;
