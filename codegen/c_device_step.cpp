@@ -2,14 +2,15 @@
 // commit, as CUDA C or OpenCL C, so a whole step runs without the host (see DeviceStepLayout).
 //
 // They compute what runtime::HostProgram computes, the same way: every value in float64, only
-// casts round, reductions combined chunk by chunk within a tensor and then tensor by tensor from
-// the identity. Values of earlier segments and reductions are read from `vals`; a segment's own
+// casts round, reductions combined within a tensor and then across tensors in the fixed lane
+// order of codegen::kCombineLanes, one work-group per combine. Values of earlier segments and reductions are read from `vals`; a segment's own
 // values are locals, and each is also stored for later segments (scalars by the thread of their
 // group, tensor values by the thread of their tensor).
 #include <map>
 #include <set>
 
 #include "codegen/c_lang.h"
+#include "codegen/kernel_abi.h"
 
 namespace optjit::codegen {
 
@@ -261,6 +262,27 @@ class StepWriter {
     }
   }
 
+  // Lane j of one work-group of kCombineLanes threads: its run of items in order from the
+  // identity, then the lanes as a tree (codegen::kCombineLanes; runtime::combine_range is the
+  // host's copy). `n` items, item i at `item(i)`; leaves the result in lane[0] for every thread.
+  std::string lane_combine(Op op, const std::string& n, const std::string& item) const {
+    const std::string I = L_.i64();
+    const int64_t W = kCombineLanes;
+    std::string s;
+    s += fmt::format("    {{\n      const {0} run = ({1} + {2} - 1) / {2}, i0 = j * run;\n", I, n, W);
+    s += fmt::format("      const {0} i1 = i0 + run < {1} ? i0 + run : {1};\n", I, n);
+    s += "      double acc = 0.0;\n";
+    s += fmt::format("      for ({} i = i0; i < i1; ++i) acc = {};\n", I,
+                     combine_two(op, "acc", item));
+    s += fmt::format("      lane[j] = acc;\n      {};\n", L_.barrier());
+    s += fmt::format("      for (int s = 1; s < {}; s *= 2) {{\n", W);
+    s += fmt::format("        if ((j & (2 * s - 1)) == 0) lane[j] = {};\n",
+                     combine_two(op, "lane[j]", "lane[j + s]"));
+    s += fmt::format("        {};\n      }}\n    }}\n", L_.barrier());
+    return s;
+  }
+
+  // One work-group per tensor: its chunks' partials in the fixed lane order.
   std::string combine(size_t k) const {
     const std::string I = L_.i64();
     const auto& reds = plan_.passes[k].reductions;
@@ -269,36 +291,40 @@ class StepWriter {
         fmt::format("{} optjit_combine_{}(const {}, const {}, {}, {}, const {} T, const {} G) {{\n",
                     L_.kernel(), k, G("double", "partials"), G(I.c_str(), "first"),
                     G("double", "vals"), G("double", "fold_rows"), I, I);
-    s += fmt::format("  const {} t = {};\n  if (t >= T) return;\n", I, L_.global_id());
-    s += fmt::format("  const {} c0 = first[t], c1 = first[t + 1];\n", I);
+    s += fmt::format("  {}double lane[{}];\n", L_.local(), kCombineLanes);
+    s += fmt::format("  const {0} t = {1}, j = {2};\n  if (t >= T) return;\n", I, L_.group_id(),
+                     L_.local_id());
+    s += fmt::format("  const {} c0 = first[t], n = first[t + 1] - c0;\n", I);
     size_t q = 0;
     for (size_t r = 0; r < R; ++r) {
       const ir::Inst& in = p_.at(reds[r]);
-      s += fmt::format("  {{\n    double acc = partials[c0 * {} + {}];\n", R, r);
-      s += fmt::format("    for ({} c = c0 + 1; c < c1; ++c) acc = {};\n", I,
-                       combine_two(in.op, "acc", fmt::format("partials[c * {} + {}]", R, r)));
+      s += lane_combine(in.op, "n", fmt::format("partials[(c0 + i) * {} + {}]", R, r));
       if (static_cast<ir::Scope>(in.attr) == ir::Scope::tensor)
-        s += fmt::format("    {} = acc;\n", val_slot(reds[r]));
+        s += fmt::format("  if (j == 0) {} = lane[0];\n", val_slot(reds[r]));
       else
-        s += fmt::format("    fold_rows[{} * T + t] = acc;\n", q++);
-      s += "  }\n";
+        s += fmt::format("  if (j == 0) fold_rows[{} * T + t] = lane[0];\n", q++);
+      s += fmt::format("  {};\n", L_.barrier());  // lane[] is reused by the next reduction
     }
     return s + "}\n";
   }
 
+  // One work-group: the tensors' values of each all-tensor reduction in the fixed lane order,
+  // into every group.
   std::string fold(size_t k) const {
     const std::string I = L_.i64();
     std::string s =
         fmt::format("{} optjit_fold_{}(const {}, {}, const {} T, const {} G) {{\n", L_.kernel(), k,
                     G("double", "fold_rows"), G("double", "vals"), I, I);
-    s += fmt::format("  if ({} != 0) return;\n", L_.global_id());
+    s += fmt::format("  {}double lane[{}];\n", L_.local(), kCombineLanes);
+    s += fmt::format("  const {} j = {};\n", I, L_.local_id());
     size_t q = 0;
     for (ValueId r : plan_.passes[k].reductions) {
       const ir::Inst& in = p_.at(r);
       if (static_cast<ir::Scope>(in.attr) != ir::Scope::all) continue;
-      s += fmt::format("  {{\n    double acc = 0.0;\n    for ({} t = 0; t < T; ++t) acc = {};\n", I,
-                       combine_two(in.op, "acc", fmt::format("fold_rows[{} * T + t]", q++)));
-      s += fmt::format("    for ({} g = 0; g < G; ++g) {} = acc;\n  }}\n", I, val_slot(r));
+      s += lane_combine(in.op, "T", fmt::format("fold_rows[{} * T + i]", q++));
+      s += fmt::format("  for ({} g = j; g < G; g += {}) {} = lane[0];\n", I, kCombineLanes,
+                       val_slot(r));
+      s += fmt::format("  {};\n", L_.barrier());
     }
     return s + "}\n";
   }

@@ -36,8 +36,10 @@ struct CEmitOptions {
 ///             one thread per max(T, G): thread i evaluates group i's scalars (and its skip_if
 ///             and scalar-state stores), and tensor i's values and pass k's uniform row
 ///   combine_k(partials[nchunks*R], long first[T+1], vals, fold_rows, long T, long G)
-///             one thread per tensor: its chunks' partials in chunk order, as the host does
-///   fold_k(fold_rows, vals, long T, long G)   one thread: tensors in order, into every group
+///             one work-group of kCombineLanes threads per tensor: its chunks' partials in the
+///             fixed lane order (kernel_abi.h), as the host does
+///   fold_k(fold_rows, vals, long T, long G)   one work-group of kCombineLanes threads: the
+///             tensors in the same order, into every group
 ///   commit(ctl, long G)   one thread: if the step was not skipped, the pending scalar states
 ///             become the states and the step count goes up; then the skip flag is cleared
 struct DeviceStepLayout {

@@ -21,9 +21,18 @@ struct Chunk {
 };
 
 /// Runs chunks [begin, end). Reduction r of chunk c goes to partials[c * R + r] (R = the
-/// pass's reduction count); the host combines chunks in order, so results do not depend on
-/// how chunks were spread over threads.
+/// pass's reduction count); they are combined in one fixed order (kCombineLanes), so results
+/// do not depend on how chunks were spread over threads.
 using PassFn = void (*)(const TensorRow* rows, const Chunk* chunks, int64_t begin, int64_t end,
                         double* partials);
+
+/// The one order in which every backend combines a run of n partials (a tensor's chunks, then
+/// the tensors of an all-tensor reduction): kCombineLanes lanes, lane j taking the contiguous
+/// run [j*L, min((j+1)*L, n)) with L = ceil(n / kCombineLanes), in order from the identity; then
+/// the lanes pairwise, as a tree (lane j += lane j+s for j a multiple of 2s, s = 1, 2, 4, ...).
+/// A device runs it as one work-group of kCombineLanes threads, the host in a loop
+/// (runtime::combine_range), and both get the same bits. Lanes past the last run hold the
+/// identity, which combines with any lane value exactly, so the host may skip them.
+inline constexpr int64_t kCombineLanes = 256;
 
 }  // namespace optjit::codegen

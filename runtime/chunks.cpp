@@ -48,10 +48,9 @@ std::vector<std::vector<double>> combine_partials(const plan::Plan& plan, const 
   for (size_t r = 0; r < R; ++r) {
     ir::Op op = plan.program.at(pass.reductions[r]).op;
     for (size_t t = 0; t < T; ++t) {
-      double acc = partials[table.first[t] * R + r];
-      for (size_t c = table.first[t] + 1; c < table.first[t + 1]; ++c)
-        acc = combine_two(op, acc, partials[c * R + r]);
-      out[r][t] = acc;
+      const double* p = partials + table.first[t] * R + r;
+      out[r][t] = combine_range(op, table.first[t + 1] - table.first[t],
+                                [&](size_t c) { return p[c * R]; });
     }
   }
   return out;

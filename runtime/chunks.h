@@ -34,7 +34,7 @@ struct TensorSet {
 };
 
 /// partial[r][t]: reduction r of `pass` over tensor t, from chunk partials laid out as
-/// partials[c * R + r], combined chunk by chunk in order.
+/// partials[c * R + r], combined in the fixed order of codegen::kCombineLanes.
 std::vector<std::vector<double>> combine_partials(const plan::Plan& plan, const plan::Pass& pass,
                                                   const ChunkTable& table, const double* partials);
 

@@ -321,10 +321,12 @@ cuda::CUresult CudaBackend::Impl::enqueue_device_step(const plan::Plan& plan,
     if (k == plan.passes.size()) break;
     void* pass_args[] = {&row_bufs[k], &chunk_buf, &n, &partials, &ctl};
     launch(kernels[k], pass_grid, static_cast<unsigned>(options.launch.block), pass_args);
+    // A work-group of kCombineLanes per tensor, then one for the fold (kernel_abi.h).
+    constexpr unsigned kLanes = static_cast<unsigned>(codegen::kCombineLanes);
     void* combine_args[] = {&partials, &first, &vals, &fold_rows, &T, &G};
-    if (combines[k]) launch(combines[k], blocks(T), kThreads, combine_args);
+    if (combines[k]) launch(combines[k], static_cast<unsigned>(std::max(T, 1LL)), kLanes, combine_args);
     void* fold_args[] = {&fold_rows, &vals, &T, &G};
-    if (folds[k]) launch(folds[k], 1, 1, fold_args);
+    if (folds[k]) launch(folds[k], 1, kLanes, fold_args);
   }
   void* commit_args[] = {&ctl, &G};
   launch(commit, 1, 1, commit_args);

@@ -534,7 +534,8 @@ Expected<StepResult> OpenclBackend::Impl::device_step(const plan::Plan& plan, Op
     if (e == CL_SUCCESS)
       e = clEnqueueNDRangeKernel(queue, kernel, 1, nullptr, &global, local, 0, nullptr, nullptr);
   };
-  const size_t one = 1, block = static_cast<size_t>(options.launch->block);
+  const size_t one = 1, block = static_cast<size_t>(options.launch->block),
+               lanes = static_cast<size_t>(codegen::kCombineLanes);
   const int64_t nchunks = static_cast<int64_t>(table.chunks.size());
   const size_t pass_global =
       static_cast<size_t>(options.launch->grid(nchunks, static_cast<int>(info.compute_units))) *
@@ -543,8 +544,9 @@ Expected<StepResult> OpenclBackend::Impl::device_step(const plan::Plan& plan, Op
     launch(segments[k], std::max({T, G, one}), nullptr);
     if (k == plan.passes.size()) break;
     launch(kernels[k], pass_global, &block);
-    if (combines[k]) launch(combines[k], std::max(T, one), nullptr);
-    if (folds[k]) launch(folds[k], 1, &one);
+    // A work-group of kCombineLanes per tensor, then one for the fold (kernel_abi.h).
+    if (combines[k]) launch(combines[k], std::max(T, one) * lanes, &lanes);
+    if (folds[k]) launch(folds[k], lanes, &lanes);
   }
   launch(commit, 1, &one);
   if (e == CL_SUCCESS)

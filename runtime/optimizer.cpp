@@ -160,7 +160,7 @@ Status Optimizer::create_device_backend(const OptimizerOptions& options) {
   if (cuda) {
     runtime::CudaOptions o{device, gpu_launch_};
     o.host_params = true;
-    o.device_step = options.device_step.value_or(false);
+    o.device_step = options.device_step.value_or(true);
     o.graph = options.cuda_graph;
     auto b = runtime::CudaBackend::create(plan_, o, cache_.get());
     if (!b) return b.error();

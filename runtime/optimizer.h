@@ -54,8 +54,8 @@ struct OptimizerOptions {
   /// -1: the first GPU, else the first device.
   int device = -1;
   /// cuda/opencl: the scalar program between passes runs on the device too, so a step has no
-  /// host round trip until its end (CudaOptions::device_step). Unset: on for opencl (verified
-  /// on every fixture there), off for cuda (not yet run on a GPU).
+  /// host round trip until its end (CudaOptions::device_step). Unset: on (verified on every
+  /// fixture on OpenCL and on CUDA).
   std::optional<bool> device_step;
   /// cuda: the device step captured once in a CUDA graph and replayed (implies device_step).
   bool cuda_graph = false;

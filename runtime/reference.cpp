@@ -48,9 +48,7 @@ double combine_two(Op op, double acc, double p) {
 }
 
 double combine(Op op, const std::vector<double>& partials) {
-  double acc = reduce_identity(op);
-  for (double p : partials) acc = combine_two(op, acc, p);
-  return acc;
+  return combine_range(op, partials.size(), [&](size_t i) { return partials[i]; });
 }
 
 HostProgram::HostProgram(const plan::Plan& plan, const OptimizerState& s)

@@ -2,8 +2,10 @@
 // buffers. It is the oracle every other backend is checked against.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 
+#include "codegen/kernel_abi.h"
 #include "ir/plan.h"
 #include "runtime/state.h"
 
@@ -50,12 +52,35 @@ Expected<StepResult> drive_step(const plan::Plan& plan, OptimizerState& s,
                                 const std::function<Status(size_t, HostProgram&)>& run_pass,
                                 const std::function<Status()>& finish = {});
 
-/// Combines per-tensor partial results of a reduction over all tensors, in tensor order.
+/// Combines per-tensor partial results of a reduction over all tensors, in the fixed order of
+/// codegen::kCombineLanes.
 double combine(ir::Op op, const std::vector<double>& partials);
 double combine_two(ir::Op op, double acc, double partial);
+/// Combines at(0), ..., at(n - 1) in the order of codegen::kCombineLanes (what the device
+/// step's combine and fold kernels compute, bit for bit).
+template <class At>
+double combine_range(ir::Op op, size_t n, At at);
 /// Identity and accumulation of each reduction, shared by the backends.
 double reduce_identity(ir::Op op);
 double reduce_step(ir::Op op, double acc, double x);
+
+template <class At>
+double combine_range(ir::Op op, size_t n, At at) {
+  constexpr size_t W = static_cast<size_t>(codegen::kCombineLanes);
+  const double identity = reduce_identity(op);
+  if (n == 0) return identity;
+  const size_t run = (n + W - 1) / W, lanes = (n + run - 1) / run;
+  double lane[W];
+  for (size_t j = 0; j < lanes; ++j) {
+    double acc = identity;
+    for (size_t i = j * run, end = std::min(n, i + run); i < end; ++i)
+      acc = combine_two(op, acc, at(i));
+    lane[j] = acc;
+  }
+  for (size_t s = 1; s < lanes; s *= 2)
+    for (size_t j = 0; j + s < lanes; j += 2 * s) lane[j] = combine_two(op, lane[j], lane[j + s]);
+  return lane[0];
+}
 
 class ReferenceBackend {
  public:

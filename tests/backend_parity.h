@@ -126,6 +126,52 @@ inline void check_backend_on_fixture(int index, const BackendFactory& factory) {
     }
 }
 
+/// The device step's combine and fold kernels are work-groups of codegen::kCombineLanes: here a
+/// tensor has 1,000 chunks (runs of 4 per lane) and there are 600 tensors (runs of 3 in the
+/// fold), with per-tensor (LAMB) and all-tensor (clip) reductions. Same chunks and order as the
+/// host-driven step, so every bit must agree. In float64, so that a norm's last bit reaches the
+/// parameters. `make(plan, device_step)` builds the backend with chunks of 5 elements.
+template <typename Backend>
+void check_device_step_combines_like_the_host(
+    const std::function<Expected<std::unique_ptr<Backend>>(const plan::Plan&, bool)>& make) {
+  const DType f64 = DType::f64;
+  auto plan = compile_pipeline("chain(clip_grad_norm(max_norm=0.5), lamb(weight_decay=0.01))",
+                               {f64, f64, f64});
+  ASSERT_TRUE(plan) << plan.error().message;
+  std::vector<runtime::HostTensor> params;
+  params.push_back(runtime::HostTensor::zeros("big", f64, {5000}));
+  for (int t = 1; t < 600; ++t)
+    params.push_back(runtime::HostTensor::zeros(fmt::format("w{}", t), f64, {t % 13 + 1}));
+  for (size_t t = 0; t < params.size(); ++t)
+    for (int64_t i = 0; i < params[t].numel(); ++i) params[t].set(i, std::sin(0.37 * i + t) * 0.5);
+  auto run = [&](bool device_step) {
+    auto b = make(*plan, device_step);
+    EXPECT_TRUE(b) << b.error().message;
+    auto s = runtime::init_state(*plan, params, {});
+    EXPECT_TRUE(s);
+    for (int k = 0; k < 2; ++k) {
+      std::vector<runtime::HostTensor> grads;
+      for (size_t t = 0; t < params.size(); ++t) {
+        grads.push_back(runtime::HostTensor::zeros(params[t].name, f64, params[t].shape));
+        for (int64_t i = 0; i < params[t].numel(); ++i)
+          grads.back().set(i, std::cos(1.3 * i + 0.7 * k + t) * std::exp(std::sin(3.1 * t)));
+      }
+      std::vector<const runtime::HostTensor*> ptrs;
+      for (const auto& g : grads) ptrs.push_back(&g);
+      EXPECT_TRUE(runtime::set_grads(*plan, *s, ptrs));
+      auto r = (*b)->step(*s);
+      EXPECT_TRUE(r) << r.error().message;
+    }
+    return std::move(*s);
+  };
+  const runtime::OptimizerState host = run(false), device = run(true);
+  const uint32_t param = plan->program.param_buffer();
+  size_t differ = 0;
+  for (size_t t = 0; t < params.size(); ++t)
+    differ += host.tensors[t].bytes(param, f64) != device.tensors[t].bytes(param, f64);
+  EXPECT_EQ(differ, 0u) << "tensors whose parameters differ between the host and device steps";
+}
+
 /// A device-resident step (the step count, scalar states and hyperparameters on the device)
 /// follows the host: a learning rate set between steps takes effect, and a checkpoint restored
 /// on the host (then `state_changed()`) is where the next step starts. Clip + NAdam in two

@@ -10,6 +10,7 @@
 #include "codegen/cpu_jit.h"
 #include "ir/compile.h"
 #include "runtime/cpu_backend.h"
+#include "runtime/reference.h"
 
 namespace optjit {
 namespace {
@@ -18,6 +19,53 @@ using runtime::HostTensor;
 using testing::close;
 using testing::json_number;
 using testing::json_numbers;
+
+// The fixed combining order (codegen::kCombineLanes) written out as a device runs it: all 256
+// lanes, empty ones holding the identity, the whole tree. runtime::combine_range skips the empty
+// lanes; it must give the same bits, and the device kernels are checked against it (OpenCL here,
+// CUDA on a GPU).
+double combine_all_lanes(ir::Op op, const std::vector<double>& x) {
+  constexpr size_t W = codegen::kCombineLanes;
+  const size_t n = x.size(), run = (n + W - 1) / W;
+  std::vector<double> lane(W, runtime::reduce_identity(op));
+  for (size_t j = 0; j < W; ++j)
+    for (size_t i = j * run; i < std::min(n, (j + 1) * run); ++i)
+      lane[j] = runtime::combine_two(op, lane[j], x[i]);
+  for (size_t s = 1; s < W; s *= 2)
+    for (size_t j = 0; j < W; j += 2 * s) lane[j] = runtime::combine_two(op, lane[j], lane[j + s]);
+  return lane[0];
+}
+
+TEST(CombineOrder, SkippingEmptyLanesGivesTheWholeTreesBits) {
+  std::mt19937_64 rng(7);
+  std::normal_distribution<double> normal;
+  for (size_t n : {1, 2, 3, 255, 256, 257, 511, 1000, 4099, 15259}) {
+    std::vector<double> x(n), sq(n), flags(n);
+    for (size_t i = 0; i < n; ++i) {
+      x[i] = normal(rng) * std::exp(4 * normal(rng));  // magnitudes that make order matter
+      sq[i] = std::fabs(x[i]);
+      flags[i] = i % 97 == 3 ? 1.0 : 0.0;
+    }
+    if (n > 10) sq[n / 3] = NAN;  // MaxAbs propagates NaN
+    for (auto [op, v] : {std::pair{ir::Op::Sum, &x}, std::pair{ir::Op::MaxAbs, &sq},
+                         std::pair{ir::Op::AnyNonFinite, &flags}}) {
+      const double want = combine_all_lanes(op, *v), got = runtime::combine(op, *v);
+      EXPECT_TRUE(std::memcmp(&want, &got, sizeof want) == 0 || (std::isnan(want) && std::isnan(got)))
+          << "n=" << n << " op=" << ir::info(op).text << ": " << got << " vs " << want;
+    }
+    // The order is not the sequential one (so the test above is not vacuous) yet is as close
+    // to the exact sum as a float64 sum of these values should be.
+    if (n == 15259) {
+      double seq = 0;
+      long double exact = 0;
+      for (double v : x) seq += v, exact += v;
+      const double tree = runtime::combine(ir::Op::Sum, x);
+      EXPECT_NE(tree, seq);
+      EXPECT_LT(std::fabs(tree - static_cast<double>(exact)), 1e-9 * std::fabs(static_cast<double>(exact)) + 1e-6);
+    }
+  }
+  EXPECT_EQ(runtime::combine(ir::Op::Sum, {}), 0.0);
+}
 
 // Codegen: the inner loop of AdamW is AVX2 vector code (pinned to haswell, whatever the host).
 TEST(CpuCodegen, AdamWVectorizesForAvx2) {

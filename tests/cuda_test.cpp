@@ -110,6 +110,15 @@ TEST_P(CudaDeviceStep, MatchesTorchAndTheReference) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaDeviceStep, testing::all_fixture_cases(),
                          testing::fixture_case_name);
 
+TEST(CudaDeviceStepOrder, CombinesManyChunksAndTensorsInTheHostsOrder) {
+  testing::check_device_step_combines_like_the_host<runtime::CudaBackend>(
+      [](const plan::Plan& plan, bool device_step) {
+        runtime::CudaOptions options{.launch = codegen::GpuLaunch{.chunk_elements = 5}};
+        options.graph = device_step;
+        return runtime::CudaBackend::create(plan, options);
+      });
+}
+
 TEST(CudaGraph, FollowsTheHostsHyperparametersAndRestoredCheckpoints) {
   testing::check_device_step_follows_the_host<runtime::CudaBackend>([](const plan::Plan& plan) {
     runtime::CudaOptions options;

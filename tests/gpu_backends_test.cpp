@@ -355,6 +355,15 @@ INSTANTIATE_TEST_SUITE_P(
                    "chain(clip_grad_norm(max_norm=0.1, norm_type=inf), lion())", DType::f64}),
     [](const auto& param_info) { return std::string(param_info.param.name); });
 
+TEST(OpenclDeviceStep, CombinesManyChunksAndTensorsInTheHostsOrder) {
+  testing::check_device_step_combines_like_the_host<runtime::OpenclBackend>(
+      [](const plan::Plan& plan, bool device_step) {
+        runtime::OpenclOptions options{.launch = codegen::GpuLaunch{.block = 8, .chunk_elements = 5}};
+        options.device_step = device_step;
+        return runtime::OpenclBackend::create(plan, options);
+      });
+}
+
 class OpenclParity : public ::testing::TestWithParam<int> {};
 
 // Small chunks and work-groups, so tensors span several chunks and the tree has depth. The f32

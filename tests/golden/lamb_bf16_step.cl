@@ -190,19 +190,38 @@ __kernel void optjit_segment_0(const __global double* hypers, __global double* c
 }
 
 __kernel void optjit_combine_0(const __global double* partials, const __global long* first, __global double* vals, __global double* fold_rows, const long T, const long G) {
-  const long t = get_global_id(0);
+  __local double lane[256];
+  const long t = get_group_id(0), j = get_local_id(0);
   if (t >= T) return;
-  const long c0 = first[t], c1 = first[t + 1];
-  {
-    double acc = partials[c0 * 2 + 0];
-    for (long c = c0 + 1; c < c1; ++c) acc = acc + partials[c * 2 + 0];
-    vals[G * 18 + t * 13 + 0] = acc;
-  }
-  {
-    double acc = partials[c0 * 2 + 1];
-    for (long c = c0 + 1; c < c1; ++c) acc = acc + partials[c * 2 + 1];
-    vals[G * 18 + t * 13 + 4] = acc;
-  }
+  const long c0 = first[t], n = first[t + 1] - c0;
+    {
+      const long run = (n + 256 - 1) / 256, i0 = j * run;
+      const long i1 = i0 + run < n ? i0 + run : n;
+      double acc = 0.0;
+      for (long i = i0; i < i1; ++i) acc = acc + partials[(c0 + i) * 2 + 0];
+      lane[j] = acc;
+      barrier(CLK_LOCAL_MEM_FENCE);
+      for (int s = 1; s < 256; s *= 2) {
+        if ((j & (2 * s - 1)) == 0) lane[j] = lane[j] + lane[j + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+      }
+    }
+  if (j == 0) vals[G * 18 + t * 13 + 0] = lane[0];
+  barrier(CLK_LOCAL_MEM_FENCE);
+    {
+      const long run = (n + 256 - 1) / 256, i0 = j * run;
+      const long i1 = i0 + run < n ? i0 + run : n;
+      double acc = 0.0;
+      for (long i = i0; i < i1; ++i) acc = acc + partials[(c0 + i) * 2 + 1];
+      lane[j] = acc;
+      barrier(CLK_LOCAL_MEM_FENCE);
+      for (int s = 1; s < 256; s *= 2) {
+        if ((j & (2 * s - 1)) == 0) lane[j] = lane[j] + lane[j + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+      }
+    }
+  if (j == 0) vals[G * 18 + t * 13 + 4] = lane[0];
+  barrier(CLK_LOCAL_MEM_FENCE);
 }
 
 __kernel void optjit_segment_1(const __global double* hypers, __global double* ctl, const __global double* tinfo, __global double* vals, __global double* uniforms, const long T, const long G) {

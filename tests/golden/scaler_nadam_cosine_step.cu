@@ -281,23 +281,43 @@ extern "C" __global__ void optjit_segment_0(const double* hypers, double* ctl, c
 }
 
 extern "C" __global__ void optjit_combine_0(const double* partials, const long long* first, double* vals, double* fold_rows, const long long T, const long long G) {
-  const long long t = (blockIdx.x * (long long)blockDim.x + threadIdx.x);
+  __shared__ double lane[256];
+  const long long t = blockIdx.x, j = threadIdx.x;
   if (t >= T) return;
-  const long long c0 = first[t], c1 = first[t + 1];
-  {
-    double acc = partials[c0 * 1 + 0];
-    for (long long c = c0 + 1; c < c1; ++c) acc = ((acc != 0.0 || partials[c * 1 + 0] != 0.0) ? 1.0 : 0.0);
-    fold_rows[0 * T + t] = acc;
-  }
+  const long long c0 = first[t], n = first[t + 1] - c0;
+    {
+      const long long run = (n + 256 - 1) / 256, i0 = j * run;
+      const long long i1 = i0 + run < n ? i0 + run : n;
+      double acc = 0.0;
+      for (long long i = i0; i < i1; ++i) acc = ((acc != 0.0 || partials[(c0 + i) * 1 + 0] != 0.0) ? 1.0 : 0.0);
+      lane[j] = acc;
+      __syncthreads();
+      for (int s = 1; s < 256; s *= 2) {
+        if ((j & (2 * s - 1)) == 0) lane[j] = ((lane[j] != 0.0 || lane[j + s] != 0.0) ? 1.0 : 0.0);
+        __syncthreads();
+      }
+    }
+  if (j == 0) fold_rows[0 * T + t] = lane[0];
+  __syncthreads();
 }
 
 extern "C" __global__ void optjit_fold_0(const double* fold_rows, double* vals, const long long T, const long long G) {
-  if ((blockIdx.x * (long long)blockDim.x + threadIdx.x) != 0) return;
-  {
-    double acc = 0.0;
-    for (long long t = 0; t < T; ++t) acc = ((acc != 0.0 || fold_rows[0 * T + t] != 0.0) ? 1.0 : 0.0);
-    for (long long g = 0; g < G; ++g) vals[g * 73 + 6] = acc;
-  }
+  __shared__ double lane[256];
+  const long long j = threadIdx.x;
+    {
+      const long long run = (T + 256 - 1) / 256, i0 = j * run;
+      const long long i1 = i0 + run < T ? i0 + run : T;
+      double acc = 0.0;
+      for (long long i = i0; i < i1; ++i) acc = ((acc != 0.0 || fold_rows[0 * T + i] != 0.0) ? 1.0 : 0.0);
+      lane[j] = acc;
+      __syncthreads();
+      for (int s = 1; s < 256; s *= 2) {
+        if ((j & (2 * s - 1)) == 0) lane[j] = ((lane[j] != 0.0 || lane[j + s] != 0.0) ? 1.0 : 0.0);
+        __syncthreads();
+      }
+    }
+  for (long long g = j; g < G; g += 256) vals[g * 73 + 6] = lane[0];
+  __syncthreads();
 }
 
 extern "C" __global__ void optjit_segment_1(const double* hypers, double* ctl, const double* tinfo, double* vals, double* uniforms, const long long T, const long long G) {

@@ -19,6 +19,7 @@ root=/tmp/optjit-gpu
 export OPTJIT_CACHE_DIR=/tmp/optjit-cache
 export OPTJIT_SOURCE_DIR=$PWD
 export PYTHONUNBUFFERED=1
+export LD_LIBRARY_PATH="$root/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 optjit=$root/bin/optjit
 cuda_test=$root/bin/cuda_test
 P='chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, weight_decay=0.01))'

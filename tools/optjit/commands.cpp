@@ -47,7 +47,10 @@ const char* const kStepHelp =
     "and replayed) | auto (run and bench: device on opencl, host on cuda)";
 
 Expected<StepMode> parse_step(const std::string& step, const std::string& backend) {
-  if (step == "auto") return backend == "opencl" ? StepMode::device : StepMode::host;
+  // The device step wherever there is one: verified on every fixture on OpenCL (PoCL) and on
+  // CUDA (an H100, tools/gpu/device_run.sh tests).
+  if (step == "auto")
+    return backend == "opencl" || backend == "cuda" ? StepMode::device : StepMode::host;
   if (step == "host") return StepMode::host;
   if (step != "device" && step != "graph")
     return make_error("--step: '{}' is not host, device, graph or auto", step);
