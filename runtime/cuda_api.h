@@ -32,6 +32,7 @@ struct Api {
   CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);
   CUresult (*cuCtxPushCurrent)(CUcontext);
   CUresult (*cuCtxPopCurrent)(CUcontext*);
+  CUresult (*cuCtxGetCurrent)(CUcontext*);
   CUresult (*cuModuleLoadData)(CUmodule*, const void*);
   CUresult (*cuModuleUnload)(CUmodule);
   CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);

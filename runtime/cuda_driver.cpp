@@ -45,6 +45,7 @@ Expected<const Api*> api() {
       sym(a.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
       sym(a.cuCtxPushCurrent, "cuCtxPushCurrent_v2");
       sym(a.cuCtxPopCurrent, "cuCtxPopCurrent_v2");
+      sym(a.cuCtxGetCurrent, "cuCtxGetCurrent");
       sym(a.cuModuleLoadData, "cuModuleLoadData");
       sym(a.cuModuleUnload, "cuModuleUnload");
       sym(a.cuModuleGetFunction, "cuModuleGetFunction");

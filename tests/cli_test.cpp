@@ -70,6 +70,21 @@ class Cli : public ::testing::Test {
   fs::path dir_;
 };
 
+// NVRTC is loaded at run time: where it is not, a CUDA compile says where it looked, and the
+// CLI (and the library) still start.
+TEST_F(Cli, MissingNvrtcIsAClearErrorNamingWhereItLooked) {
+  auto r = optjit_cli_prefixed("OPTJIT_NVRTC=/nonexistent/libnvrtc.so.13 ",
+                               "compile 'adamw()' --backend cuda --arch sm_90 --out " + p("k"));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("NVRTC not found (tried /nonexistent/libnvrtc.so.13); install the CUDA "
+                          "toolkit or the nvidia-cuda-nvrtc wheel, or set OPTJIT_NVRTC"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(p("k"))) << "nothing is written when the compile fails";
+  auto plan = optjit_cli_prefixed("OPTJIT_NVRTC=/nonexistent/libnvrtc.so.13 ", "plan 'adamw()'");
+  EXPECT_EQ(plan.code, 0) << plan.output;
+}
+
 TEST_F(Cli, SynthRunAndResumeEqualsOneLongRun) {
   auto s =
       optjit_cli("synth --preset mlp --steps 4 --params " + p("p.st") + " --grads " + p("g.st"));

@@ -9,6 +9,7 @@
 
 #include "autotune/gpu_tuner.h"
 #include "backend_parity.h"
+#include "runtime/cuda_api.h"
 #include "runtime/cuda_backend.h"
 
 namespace optjit {
@@ -20,6 +21,46 @@ TEST(Cuda, HasADevice) {
   for (const auto& i : *d)
     std::printf("[ device   ] %d %s %s, %d SMs, %.1f GiB, driver %d\n", i.ordinal, i.name.c_str(),
                 i.arch().c_str(), i.sm_count, i.memory / 1073741824.0, i.driver_version);
+}
+
+// cuGetErrorString leaves the string null for a code it does not know (and returns an error);
+// the message says so instead of formatting a null pointer.
+TEST(Cuda, AnUnknownErrorCodeIsNamedAsSuch) {
+  ASSERT_TRUE(runtime::cuda::api());
+  EXPECT_EQ(runtime::cuda::fail("cuMemAlloc", 987654).message,
+            "CUDA: cuMemAlloc failed: unknown error (error 987654)");
+  EXPECT_EQ(runtime::cuda::fail("cuMemAlloc", 2).message,
+            "CUDA: cuMemAlloc failed: out of memory (error 2)");
+}
+
+// A backend pushes its context and pops it: the thread's current context (a framework's, or
+// none) is what it was, after creating, stepping and destroying backends.
+TEST(Cuda, LeavesTheCallersCurrentContextAsItWas) {
+  auto api = runtime::cuda::api();
+  ASSERT_TRUE(api) << api.error().message;
+  runtime::cuda::CUcontext before = nullptr, after = nullptr;
+  ASSERT_EQ((*api)->cuCtxGetCurrent(&before), 0);
+  {
+    auto plan = compile_pipeline("chain(clip_grad_norm(max_norm=1.0), adamw())");
+    ASSERT_TRUE(plan);
+    std::vector<runtime::HostTensor> params = {runtime::HostTensor::zeros("w", DType::f32, {1000})};
+    auto s = runtime::init_state(*plan, params, {});
+    ASSERT_TRUE(s);
+    for (bool device_step : {false, true}) {
+      runtime::CudaOptions options;
+      options.device_step = device_step;
+      auto b = runtime::CudaBackend::create(*plan, options);
+      ASSERT_TRUE(b) << b.error().message;
+      ASSERT_EQ((*api)->cuCtxGetCurrent(&after), 0);
+      EXPECT_EQ(after, before) << "after create";
+      auto r = (*b)->step(*s);
+      ASSERT_TRUE(r) << r.error().message;
+      ASSERT_EQ((*api)->cuCtxGetCurrent(&after), 0);
+      EXPECT_EQ(after, before) << "after a step";
+    }
+  }
+  ASSERT_EQ((*api)->cuCtxGetCurrent(&after), 0);
+  EXPECT_EQ(after, before) << "after the backends are gone";
 }
 
 // Tuning on the GPU: candidates pruned by their cubins' occupancy, the rest timed; the winner is

@@ -18,6 +18,7 @@
 #include "codegen/nvrtc.h"
 #include "ir/builtins.h"
 #include "ir/compile.h"
+#include "runtime/cuda_api.h"
 #include "runtime/opencl_backend.h"
 
 namespace optjit {
@@ -213,6 +214,14 @@ TEST(Nvrtc, BadArchitectureIsAClearError) {
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().message.find("NVRTC failed for sm_80"), std::string::npos)
       << bad.error().message;
+}
+
+// cuGetErrorString leaves the string null for a code it does not know; the message says so
+// instead of formatting a null pointer.
+TEST(CudaDriver, AnUnknownErrorCodeIsNamedAsSuch) {
+  (void)runtime::cuda::api();  // loaded or not, fail() must cope
+  EXPECT_EQ(runtime::cuda::fail("cuMemAlloc", 987654).message,
+            "CUDA: cuMemAlloc failed: unknown error (error 987654)");
 }
 
 TEST(OpenCL, FindsDevicesAndRejectsAMissingOne) {
