@@ -7,15 +7,16 @@
 #include <set>
 
 #include "runtime/devices.h"
+#include "runtime/executor.h"
 
 namespace optjit::autotune {
 
-std::string to_string(const runtime::CpuOptions& c) {
+std::string to_string(const codegen::CpuLaunch& c) {
   return fmt::format("threads={},chunk={},unroll={}", c.threads, c.chunk_elements, c.unroll);
 }
 
-std::optional<runtime::CpuOptions> parse_cpu_config(const std::string& s) {
-  runtime::CpuOptions c;
+std::optional<codegen::CpuLaunch> parse_cpu_config(const std::string& s) {
+  codegen::CpuLaunch c;
   long long threads = 0, chunk = 0;
   int unroll = 0, used = 0;
   const int n = std::sscanf(s.c_str(), "threads=%lld,chunk=%lld%n,unroll=%d%n", &threads, &chunk,
@@ -29,8 +30,8 @@ std::optional<runtime::CpuOptions> parse_cpu_config(const std::string& s) {
   return c;
 }
 
-std::vector<runtime::CpuOptions> cpu_candidates(int max_threads, int64_t elements) {
-  std::vector<runtime::CpuOptions> out;
+std::vector<codegen::CpuLaunch> cpu_candidates(int max_threads, int64_t elements) {
+  std::vector<codegen::CpuLaunch> out;
   std::set<std::pair<int, int64_t>> seen;
   std::vector<int> threads;
   for (int t = max_threads; t >= 1; t /= 2) threads.push_back(t);
@@ -64,7 +65,7 @@ Expected<TuneResult> tune_cpu(const plan::Plan& plan, runtime::OptimizerState& s
   });
   space.stages.push_back([](const std::string& best) {
     std::vector<std::string> out;
-    runtime::CpuOptions c = parse_cpu_config(best).value();
+    codegen::CpuLaunch c = parse_cpu_config(best).value();
     for (int u : kCpuUnrolls) {
       c.unroll = u;
       out.push_back(to_string(c));
@@ -72,16 +73,19 @@ Expected<TuneResult> tune_cpu(const plan::Plan& plan, runtime::OptimizerState& s
     return out;
   });
   const runtime::OptimizerState snapshot = state;  // a step mutates its inputs
-  std::unique_ptr<runtime::CpuBackend> backend;
+  auto device = runtime::open_device({.kind = "cpu"});
+  if (!device) return device.error();
+  std::unique_ptr<runtime::Executor> executor;
   MakeStep make = [&](const std::string& config) -> Expected<StepFn> {
     auto c = parse_cpu_config(config);
     if (!c) return make_error("not a CPU configuration: {}", config);
-    auto b = runtime::CpuBackend::create(plan, *c, cache);
-    if (!b) return b.error();
-    backend = std::move(*b);
+    executor.reset();
+    auto e = runtime::Executor::create(plan, *device, runtime::ExecutorOptions::of(*c), cache);
+    if (!e) return e.error();
+    executor = std::move(*e);
     return StepFn([&]() -> Status {
-      backend->step(state);
-      return Status::Ok();
+      auto r = executor->step(state);
+      return r ? Status::Ok() : Status(r.error());
     });
   };
   auto restore = [&] {
@@ -91,7 +95,7 @@ Expected<TuneResult> tune_cpu(const plan::Plan& plan, runtime::OptimizerState& s
   return tune(target, space, make, restore, cache, options);
 }
 
-runtime::CpuOptions cpu_config_for(const plan::Plan& plan, const runtime::OptimizerState& state,
+codegen::CpuLaunch cpu_config_for(const plan::Plan& plan, const runtime::OptimizerState& state,
                                    cache::KernelCache* cache) {
   if (auto d = stored_decision(cpu_target(plan, state.elements()), cache))
     if (auto c = parse_cpu_config(*d)) return *c;

@@ -8,17 +8,17 @@
 
 #include "autotune/tuner.h"
 #include "ir/plan.h"
-#include "runtime/cpu_backend.h"
+#include "runtime/executor.h"
 
 namespace optjit::autotune {
 
 /// A CPU configuration as stored in the cache: "threads=2,chunk=65536,unroll=0".
-std::string to_string(const runtime::CpuOptions& c);
+std::string to_string(const codegen::CpuLaunch& c);
 /// Also reads the form without unroll that optjit 0.1 stored (unroll 0).
-std::optional<runtime::CpuOptions> parse_cpu_config(const std::string& s);
+std::optional<codegen::CpuLaunch> parse_cpu_config(const std::string& s);
 
 /// Stage 1: threads x chunk size in a fixed order, the default (all threads, 65536) first.
-std::vector<runtime::CpuOptions> cpu_candidates(int max_threads, int64_t elements);
+std::vector<codegen::CpuLaunch> cpu_candidates(int max_threads, int64_t elements);
 /// Stage 2: the unroll (vector interleave) counts tried with the best threads and chunk size.
 inline constexpr int kCpuUnrolls[] = {0, 1, 2, 4};
 
@@ -33,7 +33,7 @@ Expected<TuneResult> tune_cpu(const plan::Plan& plan, runtime::OptimizerState& s
                               const std::function<void()>& restore_external = {});
 
 /// The configuration to use for a plan on this machine: the cache's decision, else the default.
-runtime::CpuOptions cpu_config_for(const plan::Plan& plan, const runtime::OptimizerState& state,
+codegen::CpuLaunch cpu_config_for(const plan::Plan& plan, const runtime::OptimizerState& state,
                                    cache::KernelCache* cache);
 
 }  // namespace optjit::autotune

@@ -5,9 +5,11 @@
 #include <memory>
 
 #include "codegen/cuda_kernels.h"
-#include "runtime/cuda_backend.h"
+#include "runtime/cuda_driver.h"
 #include "runtime/devices.h"
-#include "runtime/opencl_backend.h"
+#include "runtime/device.h"
+#include "runtime/executor.h"
+#include "runtime/opencl_device.h"
 
 namespace optjit::autotune {
 
@@ -159,62 +161,81 @@ Expected<TuneTarget> cuda_target(const plan::Plan& plan, int64_t elements, int d
 
 namespace {
 
-// Tunes on a GPU-style backend: each candidate is a fresh backend (the previous one's device
-// memory freed first) with gradients resident and nothing copied back, so the kernels are
-// what is timed.
-template <typename Backend, typename Options>
-Expected<TuneResult> tune_device(const plan::Plan& plan, runtime::OptimizerState& state, int device,
-                                 const TuneTarget& target, const SearchSpace& space,
-                                 cache::KernelCache* cache, const TuneOptions& options) {
+// Tunes on a GPU-style device: each candidate is a fresh executor (the previous one's device
+// memory freed first) with gradients resident and nothing copied back, so the kernels are what
+// is timed.
+Expected<TuneResult> tune_device(const plan::Plan& plan, runtime::OptimizerState& state,
+                                 std::shared_ptr<runtime::Device> device, const TuneTarget& target,
+                                 const SearchSpace& space, cache::KernelCache* cache,
+                                 const TuneOptions& options,
+                                 const std::function<void()>& restore_external) {
   const runtime::OptimizerState snapshot = state;
-  std::unique_ptr<Backend> backend;
+  std::unique_ptr<runtime::Executor> executor;
   MakeStep make = [&](const std::string& config) -> Expected<StepFn> {
-    backend.reset();
-    auto b = Backend::create(plan,
-                             Options{.device = device,
-                                     .launch = codegen::GpuLaunch::parse(config).value(),
-                                     .copy_back = false,
-                                     .resident_grads = true},
-                             cache);
-    if (!b) return b.error();
-    backend = std::move(*b);
+    executor.reset();
+    runtime::ExecutorOptions o;
+    o.launch = codegen::GpuLaunch::parse(config).value();
+    o.copy_back = runtime::ExecutorOptions::CopyBack::none;
+    o.resident_grads = true;
+    auto e = runtime::Executor::create(plan, device, o, cache);
+    if (!e) return e.error();
+    executor = std::move(*e);
     return StepFn([&]() -> Status {
-      auto r = backend->step(state);
+      auto r = executor->step(state);
       return r ? Status::Ok() : Status(r.error());
     });
   };
-  return tune(
-      target, space, make, [&] { state = snapshot; }, cache, options);
+  auto restore = [&] {
+    state = snapshot;
+    if (executor) executor->state_changed();
+    if (restore_external) restore_external();
+  };
+  return tune(target, space, make, restore, cache, options);
+}
+
+SearchSpace opencl_space(const runtime::DeviceDescription& d) {
+  const int max_block = static_cast<int>(std::min<size_t>(1024, d.max_group));
+  return {codegen::GpuLaunch::device_default(d.gpu).to_string(), gpu_stages(max_block, d.gpu), {},
+          valid_launch};
+}
+
+SearchSpace cuda_space(const plan::Plan& plan, const runtime::DeviceDescription& d,
+                       cache::KernelCache* cache) {
+  SearchSpace space{codegen::GpuLaunch{}.to_string(), gpu_stages(1024), {}, valid_launch};
+  space.prune = [&plan, arch = d.arch, cache](const std::string& config) {
+    return cuda_prune(plan, arch, codegen::GpuLaunch::parse(config).value(), cache);
+  };
+  return space;
 }
 
 }  // namespace
 
+Expected<TuneResult> tune_gpu(const plan::Plan& plan, runtime::OptimizerState& state,
+                              std::shared_ptr<runtime::Device> device, cache::KernelCache* cache,
+                              TuneOptions options, const std::function<void()>& restore_external) {
+  const runtime::DeviceDescription& d = device->description();
+  const TuneTarget target{program_id(plan), d.performance, state.elements()};
+  if (d.kind == "cuda")
+    return tune_device(plan, state, device, target, cuda_space(plan, d, cache), cache, options,
+                       restore_external);
+  if (d.kind == "opencl")
+    return tune_device(plan, state, device, target, opencl_space(d), cache, options,
+                       restore_external);
+  return make_error("tune_gpu: the {} device is not a GPU-style device", d.kind);
+}
+
 Expected<TuneResult> tune_opencl(const plan::Plan& plan, runtime::OptimizerState& state, int device,
                                  cache::KernelCache* cache, TuneOptions options) {
-  auto target = opencl_target(plan, state.elements(), device);
-  if (!target) return target.error();
-  auto dev = opencl_device(device);
-  if (!dev) return dev.error();
-  const int max_block = static_cast<int>(std::min<size_t>(1024, dev->max_work_group));
-  SearchSpace space{codegen::GpuLaunch::device_default(dev->gpu).to_string(),
-                    gpu_stages(max_block, dev->gpu),
-                    {},
-                    valid_launch};
-  return tune_device<runtime::OpenclBackend, runtime::OpenclOptions>(plan, state, device, *target,
-                                                                     space, cache, options);
+  auto d = runtime::open_device({.kind = "opencl", .index = device});
+  if (!d) return d.error();
+  return tune_gpu(plan, state, *d, cache, options);
 }
 
 Expected<TuneResult> tune_cuda(const plan::Plan& plan, runtime::OptimizerState& state, int device,
                                cache::KernelCache* cache, TuneOptions options) {
-  auto target = cuda_target(plan, state.elements(), device);
-  if (!target) return target.error();
-  const std::string arch = runtime::cuda_devices().value()[device].arch();
-  SearchSpace space{codegen::GpuLaunch{}.to_string(), gpu_stages(1024), {}, valid_launch};
-  space.prune = [&](const std::string& config) {
-    return cuda_prune(plan, arch, codegen::GpuLaunch::parse(config).value(), cache);
-  };
-  return tune_device<runtime::CudaBackend, runtime::CudaOptions>(plan, state, device, *target,
-                                                                 space, cache, options);
+  auto d = runtime::open_device({.kind = "cuda", .index = device});
+  if (!d) return d.error();
+  return tune_gpu(plan, state, *d, cache, options);
 }
 
 codegen::GpuLaunch gpu_launch_for(const Expected<TuneTarget>& target, cache::KernelCache* cache,

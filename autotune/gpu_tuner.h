@@ -3,6 +3,8 @@
 // occupancy and spills read from their cubins, which needs no GPU.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,6 +13,10 @@
 #include "codegen/launch.h"
 #include "ir/plan.h"
 #include "runtime/state.h"
+
+namespace optjit::runtime {
+class Device;
+}
 
 namespace optjit::autotune {
 
@@ -53,6 +59,12 @@ Expected<TuneResult> tune_opencl(const plan::Plan& plan, runtime::OptimizerState
 Expected<TuneResult> tune_cuda(const plan::Plan& plan, runtime::OptimizerState& state, int device,
                                cache::KernelCache* cache, TuneOptions options = {});
 
+/// The same on an open device, with `restore_external` putting back memory the state only
+/// points to (a caller's host parameters).
+Expected<TuneResult> tune_gpu(const plan::Plan& plan, runtime::OptimizerState& state,
+                              std::shared_ptr<runtime::Device> device, cache::KernelCache* cache,
+                              TuneOptions options = {},
+                              const std::function<void()>& restore_external = {});
 /// The launch parameters to use: the cache's decision for `target`, else `fallback`.
 codegen::GpuLaunch gpu_launch_for(const Expected<TuneTarget>& target, cache::KernelCache* cache,
                                   std::string* from = nullptr,

@@ -27,7 +27,7 @@ inline constexpr int kSchemaVersion = 1;
 /// the launch variant (backend options that change the code, and for CUDA and OpenCL a hash of
 /// the emitted source: "cuda-block=256,items=1,vec=1-src=<16 hex digits>").
 struct KernelKey {
-  std::string fingerprint;  // runtime::Device::exact_id()
+  std::string fingerprint;  // runtime::DeviceRecord::exact_id()
   std::string program;      // 16 hex digits of ir::structural_hash
   std::string variant;
   std::string id() const;  // what the database is keyed by

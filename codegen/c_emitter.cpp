@@ -172,10 +172,12 @@ class KernelWriter {
         "    const {0} t = chunks[3 * c], off = chunks[3 * c + 1], len = chunks[3 * c + 2];\n",
         L_.i64());
     if (L_.cl()) {
-      s += "    const long base = rows[2 * t] + off;\n";
-      s += "    __global const double* u = uniforms + rows[2 * t + 1];\n";
+      // rows: per tensor, each buffer's first element in its arena, then the uniform row.
+      const size_t stride = plan_.buffers.size() + 1;
+      s += fmt::format("    __global const long* row = rows + {} * t;\n", stride);
+      s += fmt::format("    __global const double* u = uniforms + row[{}];\n", stride - 1);
       for (uint32_t b : used)
-        s += fmt::format("    __global {0}* p{1} = b{1} + base;\n",
+        s += fmt::format("    __global {0}* p{1} = b{1} + row[{1}] + off;\n",
                          L_.storage_type(plan_.buffers[b].storage), b);
     } else {
       s += "    const OptjitRow row = rows[t];\n    const double* u = row.uniforms;\n";

@@ -64,8 +64,9 @@ DeviceStepLayout device_step_layout(const plan::Plan& plan);
 ///           with OptjitRow { void* const* buffers; const double* uniforms; } per tensor.
 ///   OpenCL: (global T0* b0, ..., global const double* uniforms, global const long* rows,
 ///            global const long* chunks, long nchunks, global double* partials)
-///           with rows[2t] = the tensor's first element in every buffer arena and
-///           rows[2t+1] = its uniform row. (OpenCL 1.2 has no pointers in buffers.)
+///           with rows[(B+1)t + b] = the tensor's first element in buffer b's arena and
+///           rows[(B+1)t + B] = its uniform row, B = the plan's buffer count. (OpenCL 1.2 has
+///           no pointers in buffers; per-buffer offsets let a caller's own buffers be arenas.)
 /// chunks holds (tensor, offset, length) triples. Each work-group takes chunks
 /// group, group + groups, ...; within a chunk each thread takes `items` vectors of `vec` elements
 /// a block apart per loop trip (the tail that is not a whole vector goes element by element);

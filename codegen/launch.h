@@ -42,6 +42,15 @@ struct GpuLaunch {
   bool operator==(const GpuLaunch&) const = default;
 };
 
+/// The CPU's launch parameters: what its autotuner searches and the cache stores
+/// ("threads=2,chunk=65536,unroll=0").
+struct CpuLaunch {
+  int threads = 0;                   // 0: OpenMP's default (all cores)
+  int64_t chunk_elements = 1 << 16;  // a tensor is cut into chunks of at most this many elements
+  int unroll = 0;  // vector iterations interleaved per element-loop trip; 0: LLVM's choice
+  bool operator==(const CpuLaunch&) const = default;
+};
+
 /// Every tensor starts at a multiple of this many elements in a device arena, so vector loads of
 /// up to 8 elements of any type are aligned (for 8-byte types, to 64 bytes).
 inline constexpr int64_t kArenaAlignElements = 16;

@@ -8,7 +8,7 @@
 #include "codegen/cpu_jit.h"
 #include "codegen/nvrtc.h"
 #include "runtime/cuda_driver.h"
-#include "runtime/opencl_backend.h"
+#include "runtime/opencl_device.h"
 
 namespace optjit::runtime {
 
@@ -57,12 +57,12 @@ std::string cuda_performance(const CudaDeviceInfo& i) {
 
 std::string fingerprint_id(const std::string& exact) { return hash16(exact); }
 
-std::string Device::exact_id() const { return hash16(exact); }
-std::string Device::performance_id() const { return hash16(performance); }
+std::string DeviceRecord::exact_id() const { return hash16(exact); }
+std::string DeviceRecord::performance_id() const { return hash16(performance); }
 
-Device cpu_device() {
+DeviceRecord cpu_device() {
   codegen::CpuTarget t = codegen::CpuTarget::host();
-  Device d;
+  DeviceRecord d;
   d.backend = "cpu";
   std::string model = cpu_model();
   d.name = fmt::format("{} (LLVM: {}, {})", model.empty() ? "unknown CPU" : model, t.cpu, t.triple);
@@ -76,7 +76,7 @@ DeviceList list_devices() {
   out.devices.push_back(cpu_device());
   if (auto cl = opencl_devices()) {
     for (const auto& i : *cl) {
-      Device d;
+      DeviceRecord d;
       d.backend = "opencl";
       d.index = i.index;
       d.name = i.name;
@@ -90,7 +90,7 @@ DeviceList list_devices() {
   }
   if (auto cuda = cuda_devices()) {
     for (const auto& i : *cuda) {
-      Device d;
+      DeviceRecord d;
       d.backend = "cuda";
       d.index = i.ordinal;
       d.name = i.name;
@@ -105,12 +105,12 @@ DeviceList list_devices() {
   return out;
 }
 
-Device pick_auto(const DeviceList& list, std::string* why) {
+DeviceRecord pick_auto(const DeviceList& list, std::string* why) {
   std::string unused;
   if (!why) why = &unused;
-  const Device* cpu = nullptr;
-  const Device* cl_gpu = nullptr;
-  const Device* cuda = nullptr;
+  const DeviceRecord* cpu = nullptr;
+  const DeviceRecord* cl_gpu = nullptr;
+  const DeviceRecord* cuda = nullptr;
   for (const auto& d : list.devices) {
     if (d.backend == "cpu" && !cpu) cpu = &d;
     if (d.backend == "opencl" && d.gpu && !cl_gpu) cl_gpu = &d;

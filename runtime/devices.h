@@ -12,7 +12,7 @@ namespace optjit::runtime {
 /// code may change for the same IR.
 inline constexpr int kCodegenVersion = 2;
 
-struct Device {
+struct DeviceRecord {
   std::string backend;  // "cpu" | "opencl" | "cuda"
   int index = 0;
   std::string name;
@@ -25,7 +25,7 @@ struct Device {
 };
 
 struct DeviceList {
-  std::vector<Device> devices;
+  std::vector<DeviceRecord> devices;
   std::vector<std::string> unavailable;  // one line per backend that has no device, saying why
 };
 
@@ -40,10 +40,10 @@ std::string fingerprint_id(const std::string& exact);
 
 DeviceList list_devices();
 /// Just this machine's CPU (cheap: no OpenCL or CUDA discovery).
-Device cpu_device();
+DeviceRecord cpu_device();
 
 /// The best device for --backend auto: a CUDA GPU, then an OpenCL GPU, then the CPU; `why`
 /// (if given) says which.
-Device pick_auto(const DeviceList& list, std::string* why = nullptr);
+DeviceRecord pick_auto(const DeviceList& list, std::string* why = nullptr);
 
 }  // namespace optjit::runtime

@@ -1,11 +1,16 @@
 #include "runtime/optimizer.h"
 
 #include <cstring>
+#include <map>
 
 #include "autotune/cpu_tuner.h"
 #include "autotune/gpu_tuner.h"
 #include "ir/compile.h"
+#include "ir/pipeline_text.h"
+#include "runtime/device.h"
 #include "runtime/devices.h"
+#include "runtime/executor.h"
+#include "runtime/reference.h"
 
 namespace optjit {
 
@@ -21,6 +26,22 @@ int64_t numel_of(const std::vector<int64_t>& shape) {
 bool overlap(const void* a, size_t na, const void* b, size_t nb) {
   auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
   return na > 0 && nb > 0 && x < y + nb && y < x + na;
+}
+
+// The reductions of two plans of one pipeline for different dtypes line up pass by pass, so
+// their all-tensor reductions can be combined into one.
+bool same_reductions(const plan::Plan& a, const plan::Plan& b) {
+  if (a.passes.size() != b.passes.size()) return false;
+  for (size_t k = 0; k < a.passes.size(); ++k) {
+    const auto &ra = a.passes[k].reductions, &rb = b.passes[k].reductions;
+    if (ra.size() != rb.size()) return false;
+    for (size_t r = 0; r < ra.size(); ++r)
+      if (a.program.at(ra[r]).op != b.program.at(rb[r]).op ||
+          a.program.at(ra[r]).attr != b.program.at(rb[r]).attr)
+        return false;
+  }
+  return a.program.hypers.size() == b.program.hypers.size() &&
+         a.program.states.size() == b.program.states.size();
 }
 
 }  // namespace
@@ -41,252 +62,655 @@ std::string_view to_string(Backend b) {
   return "auto";
 }
 
+// The parameters of one dtype: their program, state and executor.
+struct Part {
+  plan::Plan plan;
+  runtime::OptimizerState state;
+  std::unique_ptr<runtime::Executor> executor;
+  std::vector<size_t> params;  // this part's tensors, as indices into the optimizer's params
+};
+
+struct Optimizer::Impl {
+  std::vector<Part> parts;
+  std::vector<std::pair<size_t, size_t>> where;  // param -> (part, tensor)
+  std::vector<Param> params;
+  OptimizerOptions options;
+  std::unique_ptr<cache::KernelCache> cache;
+  std::shared_ptr<runtime::Device> device;
+  Backend backend = Backend::cpu;
+  codegen::CpuLaunch cpu_launch;
+  codegen::GpuLaunch gpu_launch;
+  bool tuned = false;
+  runtime::StepMode mode = runtime::StepMode::host;
+  std::vector<std::string> warnings;
+
+  runtime::TensorState& tensor(size_t param) {
+    auto [p, t] = where[param];
+    return parts[p].state.tensors[t];
+  }
+  Expected<std::unique_ptr<runtime::Executor>> make_executor(const plan::Plan& plan) const;
+  Status resolve_launch();
+  Status bind_grads(const char* who, const std::vector<const void*>* host,
+                    const std::vector<DeviceMemory>* device);
+  void unbind_grads();
+  Expected<runtime::StepResult> step();
+  Expected<runtime::StepResult> lockstep();
+  Status to_host(Part& part, std::vector<std::pair<size_t, size_t>>* borrowed);
+  Status from_host(Part& part, const std::vector<std::pair<size_t, size_t>>& borrowed,
+                   bool write_device);
+  Expected<uint32_t> state_buffer(const Part& part, std::string_view name) const;
+};
+
+Optimizer::Optimizer() : impl_(std::make_unique<Impl>()) {}
+Optimizer::~Optimizer() = default;
+
+namespace {
+
+// Parameters grouped by dtype, in the order their dtypes first appear.
+std::map<DType, std::vector<size_t>> by_dtype(const std::vector<Param>& params,
+                                              std::vector<DType>* order) {
+  std::map<DType, std::vector<size_t>> out;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!out.count(params[i].dtype)) order->push_back(params[i].dtype);
+    out[params[i].dtype].push_back(i);
+  }
+  return out;
+}
+
+}  // namespace
+
+namespace {
+
+// One plan per parameter dtype, in the order the dtypes first appear; errors from the text form
+// say "pipeline: ...".
+Expected<std::vector<plan::Plan>> plans_for(const dsl::Pipeline& pipeline,
+                                            const std::vector<Param>& params,
+                                            const OptimizerOptions& options,
+                                            std::vector<std::vector<size_t>>* members,
+                                            const char* prefix) {
+  if (params.empty()) return make_error("an optimizer needs at least one parameter");
+  std::vector<DType> order;
+  auto groups = by_dtype(params, &order);
+  std::vector<plan::Plan> plans;
+  for (DType dt : order) {
+    if (!is_float(dt))
+      return make_error("parameter '{}' is {}, not a float type", params[groups[dt][0]].name,
+                        to_string(dt));
+    auto program = dsl::lower(pipeline, {dt, options.grad_dtype.value_or(dt), dt});
+    if (!program) return make_error("{}{}", prefix, program.error().message);
+    auto plan = plan::make_plan(*program);
+    if (!plan) return plan.error();
+    if (!plans.empty() && !same_reductions(plans[0], *plan))
+      return make_error(
+          "this pipeline plans differently for {} and {} parameters, so one optimizer cannot "
+          "step both",
+          to_string(order[0]), to_string(dt));
+    plans.push_back(std::move(*plan));
+    members->push_back(groups[dt]);
+  }
+  return plans;
+}
+
+}  // namespace
+
 Expected<std::unique_ptr<Optimizer>> Optimizer::create(std::string_view text,
                                                        std::vector<Param> params,
                                                        OptimizerOptions options) {
   if (params.empty()) return make_error("an optimizer needs at least one parameter");
-  DType pt = params[0].dtype;
-  return build(compile_pipeline(text, {pt, options.grad_dtype.value_or(pt), pt}), std::move(params),
-               std::move(options));
+  auto pipeline = dsl::parse_pipeline(text);
+  if (!pipeline) return make_error("pipeline: {}", pipeline.error().message);
+  std::vector<std::vector<size_t>> members;
+  auto plans = plans_for(*pipeline, params, options, &members, "pipeline: ");
+  if (!plans) return plans.error();
+  return create_parts(std::move(*plans), std::move(members), std::move(params),
+                      std::move(options));
 }
 
 Expected<std::unique_ptr<Optimizer>> Optimizer::create(const dsl::Pipeline& pipeline,
                                                        std::vector<Param> params,
                                                        OptimizerOptions options) {
-  if (params.empty()) return make_error("an optimizer needs at least one parameter");
-  DType pt = params[0].dtype;
-  auto program = dsl::lower(pipeline, {pt, options.grad_dtype.value_or(pt), pt});
-  if (!program) return program.error();
-  return build(plan::make_plan(*program), std::move(params), std::move(options));
+  std::vector<std::vector<size_t>> members;
+  auto plans = plans_for(pipeline, params, options, &members, "");
+  if (!plans) return plans.error();
+  return create_parts(std::move(*plans), std::move(members), std::move(params),
+                      std::move(options));
 }
 
-Expected<std::unique_ptr<Optimizer>> Optimizer::build(Expected<plan::Plan> plan,
-                                                      std::vector<Param> params,
-                                                      OptimizerOptions options) {
-  if (!plan) return plan.error();
-  for (size_t i = 0; i < params.size(); ++i) {
-    const Param& p = params[i];
-    if (p.dtype != params[0].dtype)
-      return make_error("parameter '{}' is {} but '{}' is {}; one optimizer needs one dtype",
-                        p.name, to_string(p.dtype), params[0].name, to_string(params[0].dtype));
-    for (int64_t d : p.shape)
-      if (d < 0) return make_error("parameter '{}' has a negative dimension", p.name);
-    if (!p.data && numel_of(p.shape) > 0) return make_error("parameter '{}' has no data", p.name);
-    for (size_t j = 0; j < i; ++j)
-      if (overlap(p.data, numel_of(p.shape) * size_bytes(p.dtype), params[j].data,
-                  numel_of(params[j].shape) * size_bytes(params[j].dtype)))
-        return make_error("parameters '{}' and '{}' overlap in memory", params[j].name, p.name);
-  }
+Expected<std::unique_ptr<Optimizer>> Optimizer::create_parts(
+    std::vector<plan::Plan> plans, std::vector<std::vector<size_t>> members,
+    std::vector<Param> params, OptimizerOptions options) {
   std::unique_ptr<Optimizer> o(new Optimizer());
-  o->plan_ = std::move(*plan);
-  o->params_ = std::move(params);
-  o->param_buffer_ = o->plan_.program.param_buffer();
-  o->grad_buffer_ = o->plan_.program.grad_buffer();
-  // Parameters are referenced, not copied: init_state sees empty tensors for them.
-  std::vector<runtime::HostTensor> shapes;
-  for (const auto& p : o->params_) shapes.push_back({p.name, p.dtype, p.shape, {}});
-  std::vector<runtime::HostTensor> empties = shapes;
-  for (auto& e : empties) e.data.assign(static_cast<size_t>(e.numel()) * size_bytes(e.dtype), 0);
-  std::vector<int> group_of;
-  for (const auto& p : o->params_) group_of.push_back(p.group);
-  auto state = runtime::init_state(o->plan_, empties, options.groups, group_of);
-  if (!state) return state.error();
-  o->state_ = std::move(*state);
-  for (size_t i = 0; i < o->params_.size(); ++i) {
-    auto& t = o->state_.tensors[i];
-    t.owned[o->param_buffer_].clear();
-    t.owned[o->param_buffer_].shrink_to_fit();
-    t.owned[o->grad_buffer_].clear();
-    t.owned[o->grad_buffer_].shrink_to_fit();
-    t.external[o->param_buffer_] = static_cast<uint8_t*>(o->params_[i].data);
+  for (size_t i = 0; i < plans.size(); ++i) {
+    Part part;
+    part.plan = std::move(plans[i]);
+    part.params = std::move(members[i]);
+    o->impl_->parts.push_back(std::move(part));
   }
-  o->backend_ = options.backend;
-  if (o->backend_ == Backend::automatic) {
-    const std::string pick = runtime::pick_auto(runtime::list_devices()).backend;
-    o->backend_ = pick == "cuda"     ? Backend::cuda
-                  : pick == "opencl" ? Backend::opencl
-                                     : Backend::cpu;
-  }
-  if (options.cuda_graph && o->backend_ != Backend::cuda)
-    return make_error("cuda_graph needs the cuda backend, not {}", to_string(o->backend_));
-  if (options.device_step.value_or(false) && o->backend_ != Backend::cuda &&
-      o->backend_ != Backend::opencl)
-    return make_error("device_step needs the cuda or opencl backend, not {}",
-                      to_string(o->backend_));
-  std::unique_ptr<cache::KernelCache>& kc = o->cache_;
-  if (options.cache && o->backend_ != Backend::reference) {
-    auto c = cache::open_for_run(*options.cache, o->warnings_);
-    if (!c) return c.error();
-    kc = std::move(*c);
-  }
-  if (o->backend_ == Backend::opencl || o->backend_ == Backend::cuda)
-    OPTJIT_TRY(o->create_device_backend(options));
-  if (o->backend_ == Backend::cpu) {
-    o->launch_ = options.cpu;
-    const runtime::CpuOptions defaults;
-    if (options.cpu.threads == defaults.threads &&
-        options.cpu.chunk_elements == defaults.chunk_elements &&
-        options.cpu.unroll == defaults.unroll)
-      if (auto d = autotune::stored_decision(autotune::cpu_target(o->plan_, o->state_.elements()),
-                                             kc.get()))
-        if (auto c = autotune::parse_cpu_config(*d)) {
-          o->launch_ = *c;
-          o->tuned_ = true;
-        }
-    auto cpu = runtime::CpuBackend::create(o->plan_, o->launch_, kc.get());
-    if (!cpu) return cpu.error();
-    o->cpu_ = std::move(*cpu);
-  }
+  OPTJIT_TRY(o->build(std::move(params), std::move(options)));
   return o;
 }
 
-// An OpenCL or CUDA backend: the launch as given, else the cache's tuning decision for this
-// device and size, else the device's default.
-Status Optimizer::create_device_backend(const OptimizerOptions& options) {
-  const bool cuda = backend_ == Backend::cuda;
-  const int device = cuda ? std::max(options.device, 0) : options.device;
-  const codegen::GpuLaunch base =
-      cuda ? codegen::GpuLaunch{} : autotune::opencl_default_launch(options.device);
+Expected<std::unique_ptr<Optimizer>> Optimizer::create(plan::Plan plan, std::vector<Param> params,
+                                                       OptimizerOptions options) {
+  if (params.empty()) return make_error("an optimizer needs at least one parameter");
+  const DType want = plan.buffers[plan.program.param_buffer()].storage;
+  for (const auto& p : params)
+    if (p.dtype != want)
+      return make_error("parameter '{}' is {} but the plan's parameters are {}", p.name,
+                        to_string(p.dtype), to_string(want));
+  std::unique_ptr<Optimizer> o(new Optimizer());
+  Part part;
+  part.plan = std::move(plan);
+  for (size_t i = 0; i < params.size(); ++i) part.params.push_back(i);
+  o->impl_->parts.push_back(std::move(part));
+  OPTJIT_TRY(o->build(std::move(params), std::move(options)));
+  return o;
+}
+
+Status Optimizer::build(std::vector<Param> params, OptimizerOptions options) {
+  Impl& m = *impl_;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Param& p = params[i];
+    for (int64_t d : p.shape)
+      if (d < 0) return make_error("parameter '{}' has a negative dimension", p.name);
+    const int64_t n = numel_of(p.shape);
+    if (p.data && p.device)
+      return make_error("parameter '{}' has both host data and device memory", p.name);
+    if (!p.data && !p.device && n > 0) return make_error("parameter '{}' has no data", p.name);
+    for (size_t j = 0; j < i && p.data; ++j)
+      if (overlap(p.data, n * size_bytes(p.dtype), params[j].data,
+                  numel_of(params[j].shape) * size_bytes(params[j].dtype)))
+        return make_error("parameters '{}' and '{}' overlap in memory", params[j].name, p.name);
+  }
+  m.params = std::move(params);
+  m.options = std::move(options);
+  m.where.resize(m.params.size());
+  std::vector<int> group_of;
+  for (size_t pi = 0; pi < m.parts.size(); ++pi) {
+    Part& part = m.parts[pi];
+    // Parameters are referenced, not copied: init_state sees empty tensors for them.
+    std::vector<runtime::HostTensor> empties;
+    std::vector<int> groups;
+    for (size_t i : part.params) {
+      const Param& p = m.params[i];
+      runtime::HostTensor e{p.name, p.dtype, p.shape, {}};
+      e.data.assign(static_cast<size_t>(numel_of(p.shape)) * size_bytes(p.dtype), 0);
+      empties.push_back(std::move(e));
+      groups.push_back(p.group);
+    }
+    auto state = runtime::init_state(part.plan, empties, m.options.groups, groups);
+    if (!state) return state.error();
+    part.state = std::move(*state);
+    const uint32_t pb = part.plan.program.param_buffer(), gb = part.plan.program.grad_buffer();
+    for (size_t t = 0; t < part.params.size(); ++t) {
+      auto& ts = part.state.tensors[t];
+      const Param& p = m.params[part.params[t]];
+      ts.owned[pb] = {};
+      ts.owned[gb] = {};
+      ts.external[pb] = static_cast<uint8_t*>(p.data);
+      ts.device[pb] = p.device;
+      m.where[part.params[t]] = {pi, t};
+    }
+  }
+  // The device.
+  m.backend = m.options.backend;
+  if (m.backend == Backend::automatic) {
+    const std::string pick = runtime::pick_auto(runtime::list_devices()).backend;
+    m.backend = pick == "cuda"     ? Backend::cuda
+                : pick == "opencl" ? Backend::opencl
+                                   : Backend::cpu;
+  }
+  const bool gpu = m.backend == Backend::cuda || m.backend == Backend::opencl;
+  if (m.options.cuda_graph && m.backend != Backend::cuda)
+    return make_error("cuda_graph needs the cuda backend, not {}", to_string(m.backend));
+  if (m.options.device_step.value_or(false) && !gpu)
+    return make_error("device_step needs the cuda or opencl backend, not {}", to_string(m.backend));
+  if (m.options.queue && !gpu)
+    return make_error("a queue is for the cuda and opencl backends, not {}", to_string(m.backend));
+  for (const auto& p : m.params)
+    if (p.device && !gpu)
+      return make_error("parameter '{}' is in device memory, which the {} backend cannot use",
+                        p.name, to_string(m.backend));
+  if (m.backend == Backend::reference) return Status::Ok();
+  if (m.options.cache) {
+    auto c = cache::open_for_run(*m.options.cache, m.warnings);
+    if (!c) return c.error();
+    m.cache = std::move(*c);
+  }
+  auto device = runtime::open_device({.kind = std::string(to_string(m.backend)),
+                                      .index = m.options.device,
+                                      .queue = m.options.queue});
+  if (!device) return device.error();
+  m.device = std::move(*device);
+  // The step mode: a graph, the device step where the device has it, else the host.
+  const auto& desc = m.device->description();
+  if (m.options.cuda_graph)
+    m.mode = runtime::StepMode::graph;
+  else if (m.options.device_step.value_or(desc.device_step && m.parts.size() == 1))
+    m.mode = runtime::StepMode::device;
+  if (m.mode != runtime::StepMode::host && m.parts.size() > 1)
+    return make_error(
+        "parameters of several dtypes step with the scalar program on the host; device_step "
+        "and cuda_graph need parameters of one dtype");
+  OPTJIT_TRY(m.resolve_launch());
+  for (Part& part : m.parts) {
+    auto e = m.make_executor(part.plan);
+    if (!e) return e.error();
+    part.executor = std::move(*e);
+  }
+  return Status::Ok();
+}
+
+// The launch: as given, else the kernel cache's tuning decision for this program on this device
+// at this size, else the device's default.
+Status Optimizer::Impl::resolve_launch() {
+  int64_t elements = 0;
+  for (const Part& p : parts) elements += p.state.elements();
+  const plan::Plan& plan = parts[0].plan;
+  const auto& desc = device->description();
+  const autotune::TuneTarget target{autotune::program_id(plan), desc.performance, elements};
+  if (desc.kind == "cpu") {
+    cpu_launch = options.cpu;
+    if (options.cpu == codegen::CpuLaunch{})
+      if (auto d = autotune::stored_decision(target, cache.get()))
+        if (auto c = autotune::parse_cpu_config(*d)) {
+          cpu_launch = *c;
+          tuned = true;
+        }
+    if (cpu_launch.chunk_elements < 1) return make_error("chunk size must be at least 1 element");
+    return Status::Ok();
+  }
   if (options.gpu_launch) {
-    gpu_launch_ = *options.gpu_launch;
-  } else {
-    std::string from;
-    gpu_launch_ =
-        autotune::gpu_launch_for(cuda ? autotune::cuda_target(plan_, state_.elements(), device)
-                                      : autotune::opencl_target(plan_, state_.elements(), device),
-                                 cache_.get(), &from, base);
-    tuned_ = !from.empty();
+    gpu_launch = *options.gpu_launch;
+    return Status::Ok();
   }
-  if (cuda) {
-    runtime::CudaOptions o{device, gpu_launch_};
-    o.host_params = true;
-    o.device_step = options.device_step.value_or(true);
-    o.graph = options.cuda_graph;
-    auto b = runtime::CudaBackend::create(plan_, o, cache_.get());
-    if (!b) return b.error();
-    cuda_ = std::move(*b);
+  std::string from;
+  gpu_launch = autotune::gpu_launch_for(target, cache.get(), &from,
+                                        desc.kind == "cuda"
+                                            ? codegen::GpuLaunch{}
+                                            : codegen::GpuLaunch::device_default(desc.gpu));
+  tuned = !from.empty();
+  return Status::Ok();
+}
+
+Expected<std::unique_ptr<runtime::Executor>> Optimizer::Impl::make_executor(
+    const plan::Plan& plan) const {
+  runtime::ExecutorOptions o;
+  if (device->description().kind == "cpu") {
+    o = runtime::ExecutorOptions::of(cpu_launch);
   } else {
-    runtime::OpenclOptions o{device, gpu_launch_};
+    o.launch = gpu_launch;
+    // The caller's host parameters are the truth: uploaded before each step, updated after it.
+    // The state stays on the device between steps; save() fetches it.
+    o.copy_back = runtime::ExecutorOptions::CopyBack::params;
     o.host_params = true;
-    o.device_step = options.device_step.value_or(true);
-    auto b = runtime::OpenclBackend::create(plan_, o, cache_.get());
-    if (!b) return b.error();
-    ocl_ = std::move(*b);
+    o.resident_grads = options.resident_grads;
+  }
+  o.step = mode;
+  return runtime::Executor::create(plan, device, o, cache.get());
+}
+
+Status Optimizer::Impl::bind_grads(const char* who, const std::vector<const void*>* host,
+                                   const std::vector<DeviceMemory>* dev) {
+  const size_t n = host ? host->size() : dev->size();
+  if (n != params.size())
+    return make_error("{}() got {} gradients for {} parameters", who, n, params.size());
+  if (dev && !device)
+    return make_error("gradients in device memory need the cuda or opencl backend");
+  for (size_t i = 0; i < n; ++i) {
+    const auto [p, t] = where[i];
+    const uint32_t gb = parts[p].plan.program.grad_buffer();
+    const int64_t numel = parts[p].state.tensors[t].numel;
+    const size_t gbytes = size_bytes(parts[p].plan.buffers[gb].storage);
+    if (host) {
+      if (!(*host)[i] && numel > 0) return make_error("the gradient of '{}' is null", params[i].name);
+      if (overlap((*host)[i], numel * gbytes, params[i].data,
+                  numel * size_bytes(params[i].dtype)))
+        return make_error("the gradient of '{}' overlaps its parameter", params[i].name);
+    } else {
+      if (!(*dev)[i] && numel > 0) return make_error("the gradient of '{}' is null", params[i].name);
+      if ((*dev)[i] == params[i].device && numel > 0)
+        return make_error("the gradient of '{}' is its parameter's memory", params[i].name);
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    runtime::TensorState& ts = tensor(i);
+    const uint32_t gb = parts[where[i].first].plan.program.grad_buffer();
+    // The kernels only read gradients.
+    ts.external[gb] = host ? const_cast<uint8_t*>(static_cast<const uint8_t*>((*host)[i])) : nullptr;
+    ts.device[gb] = dev ? (*dev)[i] : DeviceMemory{};
   }
   return Status::Ok();
 }
 
-std::string Optimizer::device_name() const {
-  if (ocl_) return ocl_->device().name;
-  if (cuda_) return cuda_->device().name;
-  return backend_ == Backend::cpu ? runtime::cpu_device().name : "the reference interpreter";
-}
-
-double Optimizer::compile_seconds() const {
-  if (cpu_) return cpu_->compile_seconds();
-  if (ocl_) return ocl_->compile_seconds();
-  if (cuda_) return cuda_->compile_seconds();
-  return 0.0;
-}
-
-Status Optimizer::bind_grads(const char* who, const std::vector<const void*>& grads) {
-  if (grads.size() != params_.size())
-    return make_error("{}() got {} gradients for {} parameters", who, grads.size(), params_.size());
-  const size_t gbytes = size_bytes(plan_.buffers[grad_buffer_].storage);
-  for (size_t i = 0; i < grads.size(); ++i) {
-    const int64_t n = state_.tensors[i].numel;
-    if (!grads[i] && n > 0) return make_error("the gradient of '{}' is null", params_[i].name);
-    if (overlap(grads[i], n * gbytes, params_[i].data, n * size_bytes(params_[i].dtype)))
-      return make_error("the gradient of '{}' overlaps its parameter", params_[i].name);
+void Optimizer::Impl::unbind_grads() {
+  for (Part& part : parts) {
+    const uint32_t gb = part.plan.program.grad_buffer();
+    for (auto& t : part.state.tensors) t.external[gb] = nullptr, t.device[gb] = {};
   }
-  // The kernels only read gradients.
-  for (size_t i = 0; i < grads.size(); ++i)
-    state_.tensors[i].external[grad_buffer_] =
-        const_cast<uint8_t*>(static_cast<const uint8_t*>(grads[i]));
-  return Status::Ok();
 }
 
-void Optimizer::unbind_grads() {
-  for (auto& t : state_.tensors) t.external[grad_buffer_] = nullptr;
+Expected<runtime::StepResult> Optimizer::Impl::step() {
+  if (parts.size() > 1) return lockstep();
+  if (!device) return runtime::ReferenceBackend(parts[0].plan).step(parts[0].state);
+  return parts[0].executor->step(parts[0].state);
+}
+
+// Parameters of several dtypes: one program each, stepped pass by pass together, with every
+// all-tensor reduction combined over all of them in parameter order, exactly as one program
+// over all the tensors would combine it.
+Expected<runtime::StepResult> Optimizer::Impl::lockstep() {
+  // Each part on its executor, or (the reference backend) on the float64 interpreter.
+  auto run_pass = [&](Part& part, size_t k,
+                      runtime::HostProgram& host) -> Expected<std::vector<std::vector<double>>> {
+    if (part.executor) return part.executor->run_pass(k, host, part.state);
+    return runtime::ReferenceBackend(part.plan).run_pass(k, part.state, host);
+  };
+  auto finish = [&](Part& part) {
+    return part.executor ? part.executor->finish(part.state) : Status::Ok();
+  };
+  for (Part& part : parts)
+    if (part.executor) OPTJIT_TRY(part.executor->prepare(part.state));
+  std::vector<std::unique_ptr<runtime::HostProgram>> hosts;
+  for (Part& part : parts)
+    hosts.push_back(std::make_unique<runtime::HostProgram>(part.plan, part.state));
+  const size_t P = parts[0].plan.passes.size();
+  for (size_t k = 0; k <= P; ++k) {
+    bool skipped = false;
+    for (auto& h : hosts) skipped |= h->run_segment(k);
+    if (skipped) {
+      for (Part& part : parts) OPTJIT_TRY(finish(part));
+      return runtime::StepResult{true};
+    }
+    if (k == P) break;
+    std::vector<std::vector<std::vector<double>>> partial(parts.size());
+    for (size_t p = 0; p < parts.size(); ++p) {
+      auto r = run_pass(parts[p], k, *hosts[p]);
+      if (!r) return r.error();
+      partial[p] = std::move(*r);
+    }
+    const auto& reds = parts[0].plan.passes[k].reductions;
+    for (size_t r = 0; r < reds.size(); ++r) {
+      if (static_cast<ir::Scope>(parts[0].plan.program.at(reds[r]).attr) != ir::Scope::all)
+        continue;
+      std::vector<double> all(params.size());
+      for (size_t i = 0; i < params.size(); ++i) all[i] = partial[where[i].first][r][where[i].second];
+      for (auto& pp : partial) pp[r] = all;  // combine() of these is the global value
+    }
+    for (size_t p = 0; p < parts.size(); ++p)
+      if (!partial[p].empty()) hosts[p]->finish_reductions(k, partial[p]);
+  }
+  for (size_t p = 0; p < parts.size(); ++p) {
+    OPTJIT_TRY(finish(parts[p]));
+    for (auto [g, st, v] : hosts[p]->pending_states()) parts[p].state.groups[g].states[st] = v;
+    ++parts[p].state.step;
+  }
+  return runtime::StepResult{false};
 }
 
 Expected<runtime::StepResult> Optimizer::step(const std::vector<const void*>& grads) {
-  OPTJIT_TRY(bind_grads("step", grads));
-  Expected<runtime::StepResult> r = runtime::StepResult{};
-  if (cpu_)
-    r = cpu_->step(state_);
-  else if (ocl_)
-    r = ocl_->step(state_);
-  else if (cuda_)
-    r = cuda_->step(state_);
-  else
-    r = runtime::ReferenceBackend(plan_).step(state_);
-  unbind_grads();
+  OPTJIT_TRY(impl_->bind_grads("step", &grads, nullptr));
+  auto r = impl_->step();
+  impl_->unbind_grads();
   return r;
 }
 
-Expected<autotune::TuneResult> Optimizer::tune(const std::vector<const void*>& grads,
-                                               autotune::TuneOptions options) {
-  if (!cpu_)
-    return make_error(
-        "tune() tunes the cpu backend; for {} run `optjit tune PIPELINE --backend {}` once, and "
-        "the optimizer uses the stored decision",
-        to_string(backend_), to_string(backend_));
-  OPTJIT_TRY(bind_grads("tune", grads));
-  // The parameters live in the caller's memory, outside the state's snapshot.
-  std::vector<std::vector<uint8_t>> saved;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const auto* p = static_cast<const uint8_t*>(params_[i].data);
-    saved.emplace_back(p, p + state_.tensors[i].numel * size_bytes(params_[i].dtype));
+Expected<runtime::StepResult> Optimizer::step_device(const std::vector<DeviceMemory>& grads) {
+  OPTJIT_TRY(impl_->bind_grads("step_device", nullptr, &grads));
+  auto r = impl_->step();
+  impl_->unbind_grads();
+  return r;
+}
+
+Expected<uint32_t> Optimizer::Impl::state_buffer(const Part& part, std::string_view name) const {
+  std::string names;
+  for (size_t b = 0; b < part.plan.buffers.size(); ++b) {
+    if (part.plan.buffers[b].role != ir::BufferRole::state) continue;
+    if (part.plan.buffers[b].name == name) return static_cast<uint32_t>(b);
+    names += (names.empty() ? "" : ", ") + part.plan.buffers[b].name;
   }
-  auto restore = [&] {
-    for (size_t i = 0; i < params_.size(); ++i)
-      if (!saved[i].empty()) std::memcpy(params_[i].data, saved[i].data(), saved[i].size());
-  };
-  auto r = autotune::tune_cpu(plan_, state_, cache_.get(), options, restore);
-  unbind_grads();
-  if (!r) return r.error();
-  auto winner = autotune::parse_cpu_config(r->winner);
-  if (!winner) return make_error("tuning chose an unreadable configuration '{}'", r->winner);
-  auto cpu = runtime::CpuBackend::create(plan_, *winner, cache_.get());
-  if (!cpu) return cpu.error();
-  cpu_ = std::move(*cpu);
-  launch_ = *winner;
-  tuned_ = true;
-  return r;
+  return make_error("no state buffer '{}' (this optimizer has: {})", name,
+                    names.empty() ? "none" : names);
 }
 
-Status Optimizer::set_hyper(std::string_view name, double value, std::optional<uint32_t> group) {
-  return runtime::set_hyper(plan_.program, state_, name, {value}, group);
+// Host copies of every buffer that lives only in device memory (the caller's), and the state
+// the device holds, so the host state is whole (for a checkpoint). `borrowed` lists the copies
+// made; from_host() gives them back (and writes them to the device after an import).
+Status Optimizer::Impl::to_host(Part& part, std::vector<std::pair<size_t, size_t>>* borrowed) {
+  if (part.executor) OPTJIT_TRY(part.executor->sync_to_host(part.state));
+  for (size_t t = 0; t < part.state.tensors.size(); ++t) {
+    auto& ts = part.state.tensors[t];
+    for (size_t b = 0; b < part.plan.buffers.size(); ++b) {
+      if (!ts.device[b] || part.plan.buffers[b].role == ir::BufferRole::grad) continue;
+      ts.owned[b].resize(static_cast<size_t>(ts.numel) * size_bytes(part.plan.buffers[b].storage));
+      OPTJIT_TRY(device->read(ts.owned[b].data(), ts.device[b], ts.owned[b].size()));
+      borrowed->push_back({t, b});
+    }
+  }
+  return Status::Ok();
 }
 
-Status Optimizer::set_hyper(std::string_view name, const std::vector<double>& values,
-                            std::optional<uint32_t> group) {
-  return runtime::set_hyper(plan_.program, state_, name, values, group);
+Status Optimizer::Impl::from_host(Part& part, const std::vector<std::pair<size_t, size_t>>& borrowed,
+                                  bool write_device) {
+  Status st = Status::Ok();
+  for (auto [t, b] : borrowed) {
+    auto& ts = part.state.tensors[t];
+    if (write_device && st) st = device->write(ts.device[b], ts.owned[b].data(), ts.owned[b].size());
+    ts.owned[b] = {};
+  }
+  return st;
 }
 
-Expected<double> Optimizer::hyper(std::string_view name, uint32_t group) const {
-  auto idx = runtime::match_hyper(plan_.program, name);
-  if (!idx) return idx.error();
-  if (idx->size() != 1)
-    return make_error("'{}' is a tuple; ask for one element, e.g. {}.0", name, name);
-  if (group >= state_.groups.size()) return make_error("no parameter group {}", group);
-  return state_.groups[group].hypers[(*idx)[0]];
+Expected<runtime::TensorFile> Optimizer::export_state() const {
+  Impl& m = *impl_;
+  runtime::TensorFile out;
+  std::string names;
+  for (Part& part : m.parts) {
+    std::vector<std::pair<size_t, size_t>> borrowed;
+    Status st = m.to_host(part, &borrowed);
+    if (st) {
+      runtime::TensorFile f = runtime::export_state(part.plan, part.state);
+      for (auto& t : f.tensors)
+        if (t.name != "step" || !out.find("step")) out.tensors.push_back(std::move(t));
+      out.metadata["format"] = f.metadata["format"];
+    }
+    OPTJIT_TRY(m.from_host(part, borrowed, false));
+    OPTJIT_TRY(st);
+  }
+  for (const auto& p : m.params) names += (names.empty() ? "" : "\n") + p.name;
+  out.metadata["optjit.params"] = names;
+  return out;
+}
+
+Status Optimizer::import_state(const runtime::TensorFile& file) {
+  Impl& m = *impl_;
+  // All or nothing: a bad file leaves every part as it was.
+  std::vector<runtime::OptimizerState> copies;
+  for (Part& part : m.parts) {
+    std::vector<std::pair<size_t, size_t>> borrowed;
+    Status st = m.to_host(part, &borrowed);
+    runtime::OptimizerState copy = part.state;
+    if (st) st = runtime::import_state(part.plan, copy, file);
+    OPTJIT_TRY(m.from_host(part, borrowed, false));
+    OPTJIT_TRY(st);
+    copies.push_back(std::move(copy));
+  }
+  for (size_t p = 0; p < m.parts.size(); ++p) {
+    Part& part = m.parts[p];
+    // Buffers in the caller's device memory get the imported values there.
+    std::vector<std::pair<size_t, size_t>> borrowed;
+    for (size_t t = 0; t < part.state.tensors.size(); ++t)
+      for (size_t b = 0; b < part.plan.buffers.size(); ++b)
+        if (copies[p].tensors[t].device[b] && part.plan.buffers[b].role == ir::BufferRole::state)
+          borrowed.push_back({t, b});
+    part.state = std::move(copies[p]);
+    OPTJIT_TRY(m.from_host(part, borrowed, true));
+    if (part.executor) part.executor->state_changed();  // the device's copy is stale now
+  }
+  return Status::Ok();
 }
 
 Status Optimizer::save(const std::string& path) const {
-  return runtime::write_safetensors(path, runtime::export_state(plan_, state_));
+  auto f = export_state();
+  if (!f) return f.error();
+  return runtime::write_safetensors(path, *f);
 }
 
 Status Optimizer::load(const std::string& path) {
   auto f = runtime::read_safetensors(path);
   if (!f) return f.error();
-  runtime::OptimizerState copy = state_;  // all or nothing: a bad file leaves the state as it was
-  OPTJIT_TRY(runtime::import_state(plan_, copy, *f));
-  state_ = std::move(copy);
-  if (ocl_) ocl_->state_changed();  // the device's copy of the state is stale now
-  if (cuda_) cuda_->state_changed();
+  return import_state(*f);
+}
+
+Status Optimizer::bind_state(size_t param, std::string_view buffer, void* host) {
+  Impl& m = *impl_;
+  if (param >= m.params.size()) return make_error("no parameter {}", param);
+  if (!host) return make_error("bind_state: null memory for '{}'", m.params[param].name);
+  Part& part = m.parts[m.where[param].first];
+  auto b = m.state_buffer(part, buffer);
+  if (!b) return b.error();
+  std::vector<std::pair<size_t, size_t>> borrowed;
+  OPTJIT_TRY(m.to_host(part, &borrowed));
+  auto& ts = m.tensor(param);
+  const size_t bytes = static_cast<size_t>(ts.numel) * size_bytes(part.plan.buffers[*b].storage);
+  if (bytes) std::memmove(host, ts.data(*b), bytes);
+  OPTJIT_TRY(m.from_host(part, borrowed, false));
+  ts.owned[*b] = {};
+  ts.device[*b] = {};
+  ts.external[*b] = static_cast<uint8_t*>(host);
+  if (part.executor) part.executor->state_changed();
   return Status::Ok();
+}
+
+Status Optimizer::bind_state(size_t param, std::string_view buffer, DeviceMemory memory) {
+  Impl& m = *impl_;
+  if (param >= m.params.size()) return make_error("no parameter {}", param);
+  if (!m.device || m.device->description().host_memory)
+    return make_error("bind_state: device memory needs the cuda or opencl backend, not {}",
+                      to_string(m.backend));
+  if (!memory) return make_error("bind_state: null memory for '{}'", m.params[param].name);
+  Part& part = m.parts[m.where[param].first];
+  auto b = m.state_buffer(part, buffer);
+  if (!b) return b.error();
+  std::vector<std::pair<size_t, size_t>> borrowed;
+  OPTJIT_TRY(m.to_host(part, &borrowed));
+  auto& ts = m.tensor(param);
+  const size_t bytes = static_cast<size_t>(ts.numel) * size_bytes(part.plan.buffers[*b].storage);
+  Status st = bytes ? m.device->write(memory, ts.data(*b), bytes) : Status::Ok();
+  OPTJIT_TRY(m.from_host(part, borrowed, false));
+  OPTJIT_TRY(st);
+  ts.owned[*b] = {};
+  ts.external[*b] = nullptr;
+  ts.device[*b] = memory;
+  if (part.executor) part.executor->state_changed();
+  return Status::Ok();
+}
+
+Expected<autotune::TuneResult> Optimizer::tune(const std::vector<const void*>& grads,
+                                               autotune::TuneOptions options) {
+  Impl& m = *impl_;
+  if (!m.device) return make_error("tune() tunes a device; the reference backend has none");
+  if (m.parts.size() > 1)
+    return make_error("tune() takes parameters of one dtype; run `optjit tune` for each dtype");
+  Part& part = m.parts[0];
+  for (const auto& t : part.state.tensors)
+    for (const auto& d : t.device)
+      if (d)
+        return make_error(
+            "tune() runs on host memory it can restore; tune before binding device memory, or "
+            "with `optjit tune`");
+  OPTJIT_TRY(m.bind_grads("tune", &grads, nullptr));
+  // The parameters (and bound state) live in the caller's memory, outside the state's snapshot.
+  std::vector<std::pair<uint8_t*, std::vector<uint8_t>>> saved;
+  for (auto& t : part.state.tensors)
+    for (size_t b = 0; b < part.plan.buffers.size(); ++b)
+      if (t.external[b] && part.plan.buffers[b].role != ir::BufferRole::grad) {
+        const size_t n = static_cast<size_t>(t.numel) * size_bytes(part.plan.buffers[b].storage);
+        saved.push_back({t.external[b], std::vector<uint8_t>(t.external[b], t.external[b] + n)});
+      }
+  auto restore = [&] {
+    for (auto& [p, bytes] : saved)
+      if (!bytes.empty()) std::memcpy(p, bytes.data(), bytes.size());
+  };
+  Status synced = part.executor->sync_to_host(part.state);
+  Expected<autotune::TuneResult> r =
+      !synced ? Expected<autotune::TuneResult>(synced.error())
+      : m.device->description().kind == "cpu"
+          ? autotune::tune_cpu(part.plan, part.state, m.cache.get(), options, restore)
+          : autotune::tune_gpu(part.plan, part.state, m.device, m.cache.get(), options, restore);
+  m.unbind_grads();
+  if (!r) return r.error();
+  if (m.device->description().kind == "cpu") {
+    auto winner = autotune::parse_cpu_config(r->winner);
+    if (!winner) return make_error("tuning chose an unreadable configuration '{}'", r->winner);
+    m.cpu_launch = *winner;
+  } else {
+    auto winner = codegen::GpuLaunch::parse(r->winner);
+    if (!winner) return make_error("tuning chose an unreadable configuration '{}'", r->winner);
+    m.gpu_launch = *winner;
+  }
+  part.executor.reset();
+  auto e = m.make_executor(part.plan);
+  if (!e) return e.error();
+  part.executor = std::move(*e);
+  m.tuned = true;
+  return r;
+}
+
+Status Optimizer::set_hyper(std::string_view name, double value, std::optional<uint32_t> group) {
+  return set_hyper(name, std::vector<double>{value}, group);
+}
+
+Status Optimizer::set_hyper(std::string_view name, const std::vector<double>& values,
+                            std::optional<uint32_t> group) {
+  // Every part or none.
+  std::vector<runtime::OptimizerState> copies;
+  for (Part& part : impl_->parts) {
+    copies.push_back(part.state);
+    OPTJIT_TRY(runtime::set_hyper(part.plan.program, copies.back(), name, values, group));
+  }
+  for (size_t p = 0; p < impl_->parts.size(); ++p)
+    impl_->parts[p].state.groups = std::move(copies[p].groups);
+  return Status::Ok();
+}
+
+Expected<double> Optimizer::hyper(std::string_view name, uint32_t group) const {
+  const Part& part = impl_->parts[0];
+  auto idx = runtime::match_hyper(part.plan.program, name);
+  if (!idx) return idx.error();
+  if (idx->size() != 1)
+    return make_error("'{}' is a tuple; ask for one element, e.g. {}.0", name, name);
+  if (group >= part.state.groups.size()) return make_error("no parameter group {}", group);
+  return part.state.groups[group].hypers[(*idx)[0]];
+}
+
+const plan::Plan& Optimizer::plan() const { return impl_->parts[0].plan; }
+size_t Optimizer::programs() const { return impl_->parts.size(); }
+Backend Optimizer::backend() const { return impl_->backend; }
+std::shared_ptr<runtime::Device> Optimizer::device() const { return impl_->device; }
+int64_t Optimizer::step_count() const { return impl_->parts[0].state.step; }
+size_t Optimizer::group_of(size_t param) const { return impl_->tensor(param).group; }
+const codegen::CpuLaunch& Optimizer::launch() const { return impl_->cpu_launch; }
+const codegen::GpuLaunch& Optimizer::gpu_launch() const { return impl_->gpu_launch; }
+bool Optimizer::launch_from_tuning() const { return impl_->tuned; }
+std::string_view Optimizer::step_mode() const { return runtime::to_string(impl_->mode); }
+const std::vector<std::string>& Optimizer::warnings() const { return impl_->warnings; }
+
+std::string Optimizer::device_name() const {
+  return impl_->device ? impl_->device->description().name : "the reference interpreter";
+}
+
+double Optimizer::compile_seconds() const {
+  double s = 0;
+  for (const Part& p : impl_->parts)
+    if (p.executor) s += p.executor->compile_seconds();
+  return s;
+}
+
+bool Optimizer::kernels_from_cache() const {
+  bool all = !impl_->parts.empty() && impl_->device;
+  for (const Part& p : impl_->parts) all &= p.executor && p.executor->kernels_from_cache();
+  return all;
 }
 
 }  // namespace optjit

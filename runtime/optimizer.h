@@ -1,5 +1,8 @@
-// The API a training framework calls: an optimizer over parameter tensors that live in the
-// framework's own memory, stepped with gradients that also stay where they are.
+// The API a training framework calls, and the one front door to everything below the plan: it
+// picks the device, resolves the launch (the kernel cache's tuning decision or the device's
+// default), gets kernels through the cache and steps. Parameters, gradients and optimizer state
+// can each live in the caller's memory (host memory, or memory on the optimizer's device: a CUDA
+// address, an OpenCL buffer) or in the optimizer's own.
 //
 //   std::vector<optjit::Param> params = {{"w", w.data(), optjit::DType::f32, {256, 784}}, ...};
 //   auto opt = optjit::Optimizer::create("chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3))",
@@ -15,16 +18,28 @@
 
 #include "autotune/tuner.h"
 #include "cache/kernel_cache.h"
+#include "codegen/launch.h"
 #include "ir/dsl.h"
 #include "ir/plan.h"
-#include "runtime/cpu_backend.h"
-#include "runtime/cuda_backend.h"
-#include "runtime/opencl_backend.h"
+#include "runtime/device_memory.h"
 #include "runtime/state.h"
 
 namespace optjit {
 
-/// A parameter tensor in the caller's memory (dense, row-major). The optimizer updates it in place.
+namespace runtime {
+class Device;
+}
+
+/// Memory on the optimizer's device, as the caller owns it: on CUDA a device address (the
+/// caller's stream is OptimizerOptions::queue), on OpenCL a cl_mem and a byte offset.
+using DeviceMemory = runtime::DeviceMemory;
+inline DeviceMemory cuda_memory(uint64_t address) { return {address, 0}; }
+inline DeviceMemory opencl_memory(void* cl_mem, uint64_t byte_offset = 0) {
+  return {reinterpret_cast<uint64_t>(cl_mem), byte_offset};
+}
+
+/// A parameter tensor in the caller's memory (dense, row-major), updated in place: host memory
+/// (`data`) or memory on the optimizer's device (`device`).
 struct Param {
   std::string name;
   void* data = nullptr;
@@ -33,11 +48,13 @@ struct Param {
   /// Parameter group: 0 is the default group, k is OptimizerOptions::groups[k-1]. -1: by the
   /// groups' name patterns (else the default group).
   int group = -1;
+  /// Instead of `data`: the parameter in the device's memory, used in place (no copies).
+  DeviceMemory device;
 };
 
 /// Where the steps run. `automatic` is the CLI's --backend auto: a CUDA GPU, then an OpenCL
-/// GPU, then the CPU. The device backends keep the state in device memory and copy the
-/// parameters (and state) back into host memory after every step.
+/// GPU, then the CPU. On a GPU, host parameters are copied to the device before each step and
+/// back after it; the state stays on the device (save() fetches it).
 enum class Backend { reference, cpu, opencl, cuda, automatic };
 std::string_view to_string(Backend b);
 
@@ -45,7 +62,7 @@ struct OptimizerOptions {
   Backend backend = Backend::cpu;
   /// Threads, chunk size and unroll. Left at the defaults, the kernel cache's tuning decision
   /// for this pipeline on this CPU at this size is used when there is one (`optjit tune`).
-  runtime::CpuOptions cpu;
+  codegen::CpuLaunch cpu;
   /// cuda/opencl: the launch shape. Unset: the kernel cache's tuning decision for this
   /// pipeline on this device at this size (`optjit tune --backend ...`), else the device's
   /// default.
@@ -53,9 +70,11 @@ struct OptimizerOptions {
   /// cuda/opencl: which device (an OpenCL index from `optjit devices`, a CUDA ordinal);
   /// -1: the first GPU, else the first device.
   int device = -1;
+  /// cuda: the caller's CUstream; opencl: the caller's cl_command_queue. Steps are queued there
+  /// (a framework's current stream). Null: the optimizer's own.
+  void* queue = nullptr;
   /// cuda/opencl: the scalar program between passes runs on the device too, so a step has no
-  /// host round trip until its end (CudaOptions::device_step). Unset: on (verified on every
-  /// fixture on OpenCL and on CUDA).
+  /// host round trip until its end. Unset: on where the device has it.
   std::optional<bool> device_step;
   /// cuda: the device step captured once in a CUDA graph and replayed (implies device_step).
   bool cuda_graph = false;
@@ -64,8 +83,12 @@ struct OptimizerOptions {
   /// $XDG_CACHE_HOME/optjit, else ~/.cache/optjit) over the OPTJIT_CACHE_SHIPPED layers; unset:
   /// no cache. A cache that cannot be opened is a warning, unless it is strict.
   std::optional<cache::CacheOptions> cache = cache::CacheOptions{};
-  std::optional<DType> grad_dtype;         // default: the parameters' dtype
+  /// The gradients' dtype: default, each parameter's own. Parameters of several dtypes (fp32
+  /// norms beside bf16 weights) are one optimizer: one program per dtype, one step.
+  std::optional<DType> grad_dtype;
   std::vector<runtime::GroupSpec> groups;  // parameter groups with their own hyperparameters
+  /// Benchmarks and tuning: gradients given as host memory are uploaded once, not every step.
+  bool resident_grads = false;
 };
 
 class Optimizer {
@@ -76,14 +99,29 @@ class Optimizer {
   static Expected<std::unique_ptr<Optimizer>> create(const dsl::Pipeline& pipeline,
                                                      std::vector<Param> params,
                                                      OptimizerOptions options = {});
+  /// A plan built elsewhere (research tools, benchmarks); its parameters must all be of the
+  /// plan's parameter dtype.
+  static Expected<std::unique_ptr<Optimizer>> create(plan::Plan plan, std::vector<Param> params,
+                                                     OptimizerOptions options = {});
+  ~Optimizer();
 
   /// One step. grads[i] is params[i]'s gradient, same shape, in the gradient dtype; it is only
-  /// read. The result says whether a skip_if (e.g. grad_scaler on Inf/NaN) skipped the step.
+  /// read. Host memory, or (step_device) memory on the optimizer's device, used in place; it
+  /// may be different memory every step. The result says whether a skip_if (e.g. grad_scaler
+  /// on Inf/NaN) skipped the step.
   Expected<runtime::StepResult> step(const std::vector<const void*>& grads);
+  Expected<runtime::StepResult> step_device(const std::vector<DeviceMemory>& grads);
 
-  /// Tunes the CPU launch (threads, chunk size, unroll) on these very tensors, with `grads` as
-  /// the gradients. Parameters, state and the step count are as before afterwards; the winner
-  /// is used from now on and stored in the kernel cache (a stored decision is used as it is).
+  /// Makes state buffer `buffer` ("exp_avg", as optjit list names it) of parameter `param` the
+  /// caller's memory: host memory, or memory on the optimizer's device. Its current value is
+  /// copied there first; from then on the optimizer reads and writes it in place.
+  Status bind_state(size_t param, std::string_view buffer, void* host);
+  Status bind_state(size_t param, std::string_view buffer, DeviceMemory device);
+
+  /// Tunes the launch on these very tensors, with `grads` as the gradients, on the device the
+  /// optimizer runs on. Parameters, state and the step count are as before afterwards; the
+  /// winner is used from now on and stored in the kernel cache (a stored decision is used as
+  /// it is).
   Expected<autotune::TuneResult> tune(const std::vector<const void*>& grads,
                                       autotune::TuneOptions options = {});
 
@@ -94,50 +132,46 @@ class Optimizer {
                    std::optional<uint32_t> group = {});
   Expected<double> hyper(std::string_view name, uint32_t group = 0) const;
 
-  /// State (every state buffer, scalar state and the step count) to and from .safetensors.
+  /// State (every state buffer, scalar state and the step count) to and from .safetensors, and
+  /// as a TensorFile (parameters under their names, state as `name.<buffer>`, `step`).
   Status save(const std::string& path) const;
   Status load(const std::string& path);
+  Expected<runtime::TensorFile> export_state() const;
+  Status import_state(const runtime::TensorFile& file);
 
-  const plan::Plan& plan() const { return plan_; }
+  /// The plan (of the first dtype's program when parameters have several dtypes).
+  const plan::Plan& plan() const;
+  /// How many programs the parameters' dtypes need (1 unless they mix dtypes).
+  size_t programs() const;
   /// The backend the steps run on (what `automatic` chose), and the device's name.
-  Backend backend() const { return backend_; }
+  Backend backend() const;
   std::string device_name() const;
-  int64_t step_count() const { return state_.step; }
-  size_t group_of(size_t param) const { return state_.tensors[param].group; }
+  /// The device, for callers that allocate device memory to bind (tests, benchmarks); null on
+  /// the reference backend.
+  std::shared_ptr<runtime::Device> device() const;
+  int64_t step_count() const;
+  size_t group_of(size_t param) const;
   double compile_seconds() const;
-  /// Whether the kernels came from the kernel cache (nothing was compiled; cpu and opencl).
-  bool kernels_from_cache() const {
-    return (cpu_ && cpu_->kernels_from_cache()) || (ocl_ && ocl_->from_cache());
-  }
-  /// The CPU launch parameters in use, and whether they (or the GPU launch) are a stored tuning
-  /// decision.
-  const runtime::CpuOptions& launch() const { return launch_; }
-  const codegen::GpuLaunch& gpu_launch() const { return gpu_launch_; }
-  bool launch_from_tuning() const { return tuned_; }
+  /// Whether the kernels came from the kernel cache (nothing was compiled).
+  bool kernels_from_cache() const;
+  /// The launch in use, and whether it is a stored tuning decision.
+  const codegen::CpuLaunch& launch() const;
+  const codegen::GpuLaunch& gpu_launch() const;
+  bool launch_from_tuning() const;
+  /// Where the scalar program between passes runs: "host", "device" or "graph".
+  std::string_view step_mode() const;
   /// What went wrong without stopping the optimizer (e.g. a cache that could not be opened).
-  const std::vector<std::string>& warnings() const { return warnings_; }
+  const std::vector<std::string>& warnings() const;
 
  private:
-  Optimizer() = default;
-  static Expected<std::unique_ptr<Optimizer>> build(Expected<plan::Plan> plan,
-                                                    std::vector<Param> params,
-                                                    OptimizerOptions options);
-  Status bind_grads(const char* who, const std::vector<const void*>& grads);
-  void unbind_grads();
-  plan::Plan plan_;
-  std::vector<Param> params_;
-  runtime::OptimizerState state_;
-  std::unique_ptr<cache::KernelCache> cache_;
-  Status create_device_backend(const OptimizerOptions& options);
-  Backend backend_ = Backend::cpu;
-  std::unique_ptr<runtime::CpuBackend> cpu_;
-  std::unique_ptr<runtime::OpenclBackend> ocl_;
-  std::unique_ptr<runtime::CudaBackend> cuda_;
-  runtime::CpuOptions launch_;
-  codegen::GpuLaunch gpu_launch_;
-  bool tuned_ = false;
-  std::vector<std::string> warnings_;
-  uint32_t param_buffer_ = 0, grad_buffer_ = 0;
+  struct Impl;
+  Optimizer();
+  Status build(std::vector<Param> params, OptimizerOptions options);
+  static Expected<std::unique_ptr<Optimizer>> create_parts(std::vector<plan::Plan> plans,
+                                                           std::vector<std::vector<size_t>> members,
+                                                           std::vector<Param> params,
+                                                           OptimizerOptions options);
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace optjit

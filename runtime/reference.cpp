@@ -150,7 +150,8 @@ void HostProgram::finish_reductions(size_t k, const std::vector<std::vector<doub
 // block before the next one, so the dispatch on the op is paid once per block, not per element.
 // Every element sees the same operations in the same order as one at a time (a pass loads
 // before it stores), and reductions still take the elements in order.
-void ReferenceBackend::run_pass(size_t k, OptimizerState& s, HostProgram& host) const {
+std::vector<std::vector<double>> ReferenceBackend::run_pass(size_t k, OptimizerState& s,
+                                                            HostProgram& host) const {
   constexpr int64_t kBlock = 256;
   const plan::Pass& pass = plan_.passes[k];
   const auto& body = pass.body.insts;
@@ -222,7 +223,7 @@ void ReferenceBackend::run_pass(size_t k, OptimizerState& s, HostProgram& host) 
     }
     for (size_t r = 0; r < pass.reductions.size(); ++r) partial[r][t] = acc[r];
   }
-  host.finish_reductions(k, partial);
+  return partial;
 }
 
 Expected<StepResult> drive_step(const plan::Plan& plan, OptimizerState& s,
@@ -242,7 +243,8 @@ Expected<StepResult> drive_step(const plan::Plan& plan, OptimizerState& s,
 StepResult ReferenceBackend::step(OptimizerState& s) const {
   return drive_step(plan_, s,
                     [&](size_t k, HostProgram& host) {
-                      run_pass(k, s, host);
+                      auto partial = run_pass(k, s, host);
+                      if (!plan_.passes[k].reductions.empty()) host.finish_reductions(k, partial);
                       return Status::Ok();
                     })
       .value();

@@ -11,10 +11,6 @@
 
 namespace optjit::runtime {
 
-struct StepResult {
-  bool skipped = false;  // a skip_if fired (e.g. grad_scaler saw Inf/NaN): nothing was written
-};
-
 /// Host values of the scalar/tensor program between passes, shared by every backend: the
 /// runtime evaluates these in float64 on the host and hands each pass its uniforms.
 class HostProgram {
@@ -87,9 +83,11 @@ class ReferenceBackend {
   explicit ReferenceBackend(const plan::Plan& plan) : plan_(plan) {}
   /// One optimizer step on `s` (gradients already in the grad buffers).
   StepResult step(OptimizerState& s) const;
+  /// Pass k alone, with `host`'s uniforms: the per-tensor partials of its reductions (for a
+  /// step over several programs whose reductions combine; step() is drive_step over these).
+  std::vector<std::vector<double>> run_pass(size_t k, OptimizerState& s, HostProgram& host) const;
 
  private:
-  void run_pass(size_t k, OptimizerState& s, HostProgram& host) const;
   const plan::Plan& plan_;
 };
 

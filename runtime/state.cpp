@@ -123,6 +123,7 @@ Expected<OptimizerState> init_state(const plan::Plan& plan, const std::vector<Ho
       }
       ts.owned.push_back(std::move(buf));
       ts.external.push_back(nullptr);
+      ts.device.push_back({});
     }
     s.tensors.push_back(std::move(ts));
   }

@@ -8,9 +8,14 @@
 #include <vector>
 
 #include "ir/plan.h"
+#include "runtime/device_memory.h"
 #include "runtime/safetensors.h"
 
 namespace optjit::runtime {
+
+struct StepResult {
+  bool skipped = false;  // a skip_if fired (e.g. grad_scaler saw Inf/NaN): nothing was written
+};
 
 struct TensorState {
   std::string name;
@@ -21,6 +26,10 @@ struct TensorState {
   /// `external` is set) the caller's own memory, e.g. a framework's parameter and gradient.
   std::vector<std::vector<uint8_t>> owned;
   std::vector<uint8_t*> external;
+  /// One per Plan::buffers entry: where set, the buffer is the caller's memory on the device
+  /// the executor runs on (a CUDA address, an OpenCL buffer and offset), used in place; the
+  /// host then holds no copy of it (`owned` is empty and `external` null).
+  std::vector<DeviceMemory> device;
 
   uint8_t* data(size_t b) { return external[b] ? external[b] : owned[b].data(); }
   const uint8_t* data(size_t b) const { return external[b] ? external[b] : owned[b].data(); }

@@ -1,4 +1,5 @@
 #include "autotune/cpu_tuner.h"
+#include "runtime/device.h"
 
 #include "autotune/gpu_tuner.h"
 
@@ -14,7 +15,7 @@
 #include "codegen/nvrtc.h"
 #include "ir/compile.h"
 #include "runtime/devices.h"
-#include "runtime/opencl_backend.h"
+#include "runtime/opencl_device.h"
 
 namespace optjit::autotune {
 namespace {
@@ -102,7 +103,7 @@ TEST_F(TuneTest, TunesOnRealBuffersRestoresThemAndStoresTheDecision) {
   EXPECT_GE(r->measured.size(), 2u);
   EXPECT_EQ(
       r->measured[0].config,
-      to_string(cpu_candidates(runtime::CpuBackend::create(*plan).value()->threads(), 200000)[0]));
+      to_string(cpu_candidates(runtime::open_device({.kind = "cpu"}).value()->description().compute_units, 200000)[0]));
   EXPECT_LE(r->tuned_seconds, r->default_seconds);  // never slower than the default it measured
   EXPECT_EQ(state->tensors[0].bytes(0, DType::f32), before.tensors[0].bytes(0, DType::f32));
   EXPECT_EQ(state->step, before.step);

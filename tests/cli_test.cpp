@@ -147,6 +147,9 @@ TEST_F(Cli, ErrorsAreOneLineAndWriteNothing) {
   nan.set(4, std::nan(""));
   write("g_nan.st", {nan, filled("b", DType::f32, {3}, 0.2)});
   write("p_mixed.st", {filled("w", DType::f32, {2, 3}, 1), filled("b", DType::f16, {3}, 0)});
+  // Parameters of several dtypes are one optimizer; gradients in neither their parameters'
+  // dtypes nor one dtype are not.
+  write("g_crossed.st", {filled("w", DType::f16, {2, 3}, 0.1), filled("b", DType::f32, {3}, 0.2)});
   std::ofstream(p("corrupt.st")) << "not a safetensors file";
   std::ofstream(p("existing.st")) << "precious";
 
@@ -177,9 +180,10 @@ TEST_F(Cli, ErrorsAreOneLineAndWriteNothing) {
        "optjit: " + p("g_nan.st") +
            ": gradient 'w' has a non-finite value (nan) at element 4; add grad_scaler(...) to skip "
            "such steps, or pass --allow-nonfinite\n"},
-      {run("adamw()", "p_mixed.st", "g.st"),
-       "optjit: " + p("p_mixed.st") +
-           ": parameters mix f16 ('b') and f32 ('w'); one optimizer needs one dtype\n"},
+      {run("adamw()", "p_mixed.st", "g_crossed.st"),
+       "optjit: " + p("g_crossed.st") +
+           ": gradients mix f32 and f16; give each parameter's gradient in its own dtype, or all "
+           "in one\n"},
       {run("adamw()", "corrupt.st", "g.st"),
        "optjit: " + p("corrupt.st") +
            ": not a valid safetensors file: header length 7021991845529153390 does not fit in a "

@@ -9,7 +9,7 @@
 #include "backend_parity.h"
 #include "codegen/cpu_jit.h"
 #include "ir/compile.h"
-#include "runtime/cpu_backend.h"
+#include "executors.h"
 #include "runtime/reference.h"
 
 namespace optjit {
@@ -109,10 +109,10 @@ TEST(CpuCodegen, UnoptimizedIrIsOneFunctionPerPass) {
 class CpuParity : public ::testing::TestWithParam<int> {};
 
 TEST_P(CpuParity, MatchesTorchAndTheReference) {
-  std::shared_ptr<runtime::CpuBackend> cpu;
+  std::shared_ptr<runtime::Executor> cpu;
   testing::check_backend_on_fixture(
       GetParam(), [&](const plan::Plan& plan) -> Expected<testing::StepFn> {
-        auto b = runtime::CpuBackend::create(plan, {2, 5});
+        auto b = testing::cpu_executor(plan, {2, 5});
         if (!b) return b.error();
         cpu = std::move(*b);
         return testing::StepFn([cpu](runtime::OptimizerState& s) -> Expected<runtime::StepResult> {
@@ -147,9 +147,9 @@ TEST(CpuBackend, HalfStoresRoundToNearestEvenLikeTheReference) {
     auto a = runtime::init_state(*plan, params, {});
     auto b = runtime::init_state(*plan, params, {});
     ASSERT_TRUE(runtime::set_grads(*plan, *a, {&g}) && runtime::set_grads(*plan, *b, {&g}));
-    auto cpu = runtime::CpuBackend::create(*plan);
-    ASSERT_TRUE(cpu);
-    (*cpu)->step(*a);
+    auto cpu = testing::cpu_executor(*plan);
+    ASSERT_TRUE(cpu) << cpu.error().message;
+    ASSERT_TRUE((*cpu)->step(*a));
     runtime::ReferenceBackend(*plan).step(*b);
     EXPECT_EQ(a->tensors[0].bytes(0, t), b->tensors[0].bytes(0, t)) << to_string(t);
   }
@@ -173,11 +173,11 @@ TEST(CpuBackend, BitwiseIdenticalForAnyThreadCount) {
   for (int threads : {1, 2, 3, 8}) {
     auto s = runtime::init_state(*plan, params, {});
     ASSERT_TRUE(s);
-    auto cpu = runtime::CpuBackend::create(*plan, {threads, 1 << 14});
-    ASSERT_TRUE(cpu);
+    auto cpu = testing::cpu_executor(*plan, {threads, 1 << 14});
+    ASSERT_TRUE(cpu) << cpu.error().message;
     for (int step = 0; step < 3; ++step) {
       ASSERT_TRUE(runtime::set_grads(*plan, *s, gp));
-      (*cpu)->step(*s);
+      ASSERT_TRUE((*cpu)->step(*s));
     }
     std::vector<std::vector<uint8_t>> now;
     for (const auto& t : s->tensors)
@@ -190,7 +190,7 @@ TEST(CpuBackend, BitwiseIdenticalForAnyThreadCount) {
 TEST(CpuBackend, RejectsABadChunkSize) {
   auto plan = compile_pipeline("sgd(lr=0.1)");
   ASSERT_TRUE(plan);
-  auto cpu = runtime::CpuBackend::create(*plan, {1, 0});
+  auto cpu = testing::cpu_executor(*plan, {1, 0});
   ASSERT_FALSE(cpu);
   EXPECT_EQ(cpu.error().message, "chunk size must be at least 1 element");
 }

@@ -10,7 +10,9 @@
 #include "autotune/gpu_tuner.h"
 #include "backend_parity.h"
 #include "runtime/cuda_api.h"
-#include "runtime/cuda_backend.h"
+#include "caller_memory.h"
+#include "executors.h"
+#include "runtime/cuda_driver.h"
 
 namespace optjit {
 namespace {
@@ -47,9 +49,9 @@ TEST(Cuda, LeavesTheCallersCurrentContextAsItWas) {
     auto s = runtime::init_state(*plan, params, {});
     ASSERT_TRUE(s);
     for (bool device_step : {false, true}) {
-      runtime::CudaOptions options;
-      options.device_step = device_step;
-      auto b = runtime::CudaBackend::create(*plan, options);
+      runtime::ExecutorOptions options;
+      options.step = device_step ? runtime::StepMode::device : runtime::StepMode::host;
+      auto b = testing::executor(*plan, "cuda", options);
       ASSERT_TRUE(b) << b.error().message;
       ASSERT_EQ((*api)->cuCtxGetCurrent(&after), 0);
       EXPECT_EQ(after, before) << "after create";
@@ -90,7 +92,9 @@ TEST(Cuda, TunesOnTheGpuAndTheWinnerComputesTheSameStep) {
               r->winner.c_str());
   auto winner = codegen::GpuLaunch::parse(r->winner);
   ASSERT_TRUE(winner);
-  auto b = runtime::CudaBackend::create(*plan, {0, *winner});
+  runtime::ExecutorOptions wo;
+  wo.launch = *winner;
+  auto b = testing::executor(*plan, "cuda", wo);
   ASSERT_TRUE(b) << b.error().message;
   runtime::OptimizerState expected = *state;
   runtime::ReferenceBackend(*plan).step(expected);
@@ -101,7 +105,7 @@ TEST(Cuda, TunesOnTheGpuAndTheWinnerComputesTheSameStep) {
         testing::buffer_values(state->tensors[t].data(pb), DType::f32, state->tensors[t].numel),
         testing::buffer_values(expected.tensors[t].data(pb), DType::f32, expected.tensors[t].numel),
         2e-6, 1e-30));
-  auto copy = (*b)->copy_seconds(size_t{1} << 28, 5);
+  auto copy = (*b)->device().copy_seconds(size_t{1} << 28, 5);
   ASSERT_TRUE(copy) << copy.error().message;
   std::printf("[ copy     ] %.1f GB/s device to device\n", 2.0 * (1 << 28) / *copy / 1e9);
 }
@@ -111,15 +115,16 @@ class CudaParity : public ::testing::TestWithParam<int> {};
 // As on OpenCL: the f32 case of each pipeline one element per thread, the f64 case (the next
 // index) vectors of 4, two per thread, with tails, on a grid smaller than the chunk count.
 TEST_P(CudaParity, MatchesTorchAndTheReference) {
-  std::shared_ptr<runtime::CudaBackend> gpu;
-  const codegen::GpuLaunch launch =
+  std::shared_ptr<runtime::Executor> gpu;
+  runtime::ExecutorOptions options;
+  options.launch =
       GetParam() % 2 == 0
           ? codegen::GpuLaunch{.block = 64, .chunk_elements = 5}
           : codegen::GpuLaunch{
                 .block = 32, .items = 2, .vec = 4, .groups_per_unit = 1, .chunk_elements = 12};
   testing::check_backend_on_fixture(
       GetParam(), [&](const plan::Plan& plan) -> Expected<testing::StepFn> {
-        auto b = runtime::CudaBackend::create(plan, {0, launch});
+        auto b = testing::executor(plan, "cuda", options);
         if (!b) return b.error();
         gpu = std::move(*b);
         return testing::StepFn([gpu](runtime::OptimizerState& s) { return gpu->step(s); });
@@ -134,14 +139,13 @@ class CudaDeviceStep : public ::testing::TestWithParam<int> {};
 // The whole step on the GPU: the f32 case of each pipeline replays a captured CUDA graph, the
 // f64 case launches the same kernels one by one.
 TEST_P(CudaDeviceStep, MatchesTorchAndTheReference) {
-  std::shared_ptr<runtime::CudaBackend> gpu;
-  runtime::CudaOptions options;
+  std::shared_ptr<runtime::Executor> gpu;
+  runtime::ExecutorOptions options;
   options.launch = codegen::GpuLaunch{.block = 64, .chunk_elements = 7};
-  options.device_step = true;
-  options.graph = GetParam() % 2 == 0;
+  options.step = GetParam() % 2 == 0 ? runtime::StepMode::graph : runtime::StepMode::device;
   testing::check_backend_on_fixture(
       GetParam(), [&](const plan::Plan& plan) -> Expected<testing::StepFn> {
-        auto b = runtime::CudaBackend::create(plan, options);
+        auto b = testing::executor(plan, "cuda", options);
         if (!b) return b.error();
         gpu = std::move(*b);
         return testing::StepFn([gpu](runtime::OptimizerState& s) { return gpu->step(s); });
@@ -152,19 +156,45 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, CudaDeviceStep, testing::all_fixture_cases(),
                          testing::fixture_case_name);
 
 TEST(CudaDeviceStepOrder, CombinesManyChunksAndTensorsInTheHostsOrder) {
-  testing::check_device_step_combines_like_the_host<runtime::CudaBackend>(
+  testing::check_device_step_combines_like_the_host<runtime::Executor>(
       [](const plan::Plan& plan, bool device_step) {
-        runtime::CudaOptions options{.launch = codegen::GpuLaunch{.chunk_elements = 5}};
-        options.graph = device_step;
-        return runtime::CudaBackend::create(plan, options);
+        runtime::ExecutorOptions options;
+        options.launch = codegen::GpuLaunch{.chunk_elements = 5};
+        options.step = device_step ? runtime::StepMode::graph : runtime::StepMode::host;
+        return testing::executor(plan, "cuda", options);
       });
 }
 
+// The caller's device memory for everything (parameters, gradients, state) and the caller's
+// stream: one allocation per tensor (used in place through the pointer table) and one flat
+// allocation per role; every step against the reference, guard bytes untouched.
+TEST(Cuda, CallerOwnedDeviceMemory) {
+  auto dev = runtime::open_device({.kind = "cuda"});  // the caller's stream
+  ASSERT_TRUE(dev) << dev.error().message;
+  for (bool flat : {false, true}) {
+    SCOPED_TRACE(flat ? "flat" : "separate");
+    std::vector<runtime::DeviceAllocation> blocks;
+    testing::CallerMemory m;
+    m.backend = Backend::cuda;
+    m.flat = flat;
+    m.queue = (*dev)->queue();
+    m.alloc = [&](size_t bytes) -> Expected<DeviceMemory> {
+      auto a = runtime::allocate(**dev, bytes, "test memory");
+      if (!a) return a.error();
+      blocks.push_back(std::move(*a));
+      return blocks.back().memory();
+    };
+    m.write = [&](DeviceMemory d, const void* src, size_t n) { return (*dev)->write(d, src, n); };
+    m.read = [&](void* dst, DeviceMemory d, size_t n) { return (*dev)->read(dst, d, n); };
+    testing::check_caller_owned_memory(m);
+  }
+}
+
 TEST(CudaGraph, FollowsTheHostsHyperparametersAndRestoredCheckpoints) {
-  testing::check_device_step_follows_the_host<runtime::CudaBackend>([](const plan::Plan& plan) {
-    runtime::CudaOptions options;
-    options.graph = true;
-    return runtime::CudaBackend::create(plan, options);
+  testing::check_device_step_follows_the_host<runtime::Executor>([](const plan::Plan& plan) {
+    runtime::ExecutorOptions options;
+    options.step = runtime::StepMode::graph;
+    return testing::executor(plan, "cuda", options);
   });
 }
 

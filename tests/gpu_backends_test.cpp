@@ -19,7 +19,8 @@
 #include "ir/builtins.h"
 #include "ir/compile.h"
 #include "runtime/cuda_api.h"
-#include "runtime/opencl_backend.h"
+#include "executors.h"
+#include "runtime/opencl_device.h"
 
 namespace optjit {
 namespace {
@@ -231,7 +232,7 @@ TEST(OpenCL, FindsDevicesAndRejectsAMissingOne) {
   EXPECT_FALSE((*devices)[0].name.empty());
   auto plan = compile_pipeline("adamw()");
   ASSERT_TRUE(plan);
-  auto b = runtime::OpenclBackend::create(*plan, {99});
+  auto b = runtime::open_device({.kind = "opencl", .index = 99});
   ASSERT_FALSE(b);
   EXPECT_EQ(b.error().message, fmt::format("no OpenCL device 99 (there are {})", devices->size()));
 }
@@ -252,9 +253,9 @@ TEST(OpenCL, ProgramBinariesComeFromTheKernelCache) {
       testing::fixture_tensor("w", DType::f32, {1000}, std::vector<double>(1000, 0.25));
   std::vector<std::vector<uint8_t>> results;
   for (int round = 0; round < 2; ++round) {
-    auto b = runtime::OpenclBackend::create(*plan, {}, cache->get());
+    auto b = testing::executor(*plan, "opencl", testing::opencl_options(), cache->get());
     ASSERT_TRUE(b) << b.error().message;
-    EXPECT_EQ((*b)->from_cache(), round == 1);
+    EXPECT_EQ((*b)->kernels_from_cache(), round == 1);
     auto s = runtime::init_state(*plan, params, {});
     ASSERT_TRUE(s && runtime::set_grads(*plan, *s, {&g}));
     ASSERT_TRUE((*b)->step(*s));
@@ -324,7 +325,10 @@ TEST_P(OpenclLaunch, EveryShapeComputesTheSameSteps) {
   for (const auto& shape : shapes) {
     const bool device_step = &shape == &shapes[3];
     SCOPED_TRACE(shape.to_string() + (device_step ? " device step" : ""));
-    auto b = runtime::OpenclBackend::create(*plan, {.launch = shape, .device_step = device_step});
+    runtime::ExecutorOptions options;
+    options.launch = shape;
+    options.step = device_step ? runtime::StepMode::device : runtime::StepMode::host;
+    auto b = testing::executor(*plan, "opencl", options);
     ASSERT_TRUE(b) << b.error().message;
     runtime::OptimizerState got = run([&](runtime::OptimizerState& s) {
       auto r = (*b)->step(s);
@@ -365,11 +369,12 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& param_info) { return std::string(param_info.param.name); });
 
 TEST(OpenclDeviceStep, CombinesManyChunksAndTensorsInTheHostsOrder) {
-  testing::check_device_step_combines_like_the_host<runtime::OpenclBackend>(
+  testing::check_device_step_combines_like_the_host<runtime::Executor>(
       [](const plan::Plan& plan, bool device_step) {
-        runtime::OpenclOptions options{.launch = codegen::GpuLaunch{.block = 8, .chunk_elements = 5}};
-        options.device_step = device_step;
-        return runtime::OpenclBackend::create(plan, options);
+        runtime::ExecutorOptions options;
+        options.launch = codegen::GpuLaunch{.block = 8, .chunk_elements = 5};
+        options.step = device_step ? runtime::StepMode::device : runtime::StepMode::host;
+        return testing::executor(plan, "opencl", options);
       });
 }
 
@@ -379,15 +384,16 @@ class OpenclParity : public ::testing::TestWithParam<int> {};
 // case of each pipeline runs one element per work-item; the f64 case (the next index) runs
 // vectors of 4, two per work-item, with tails, on a grid smaller than the chunk count.
 TEST_P(OpenclParity, MatchesTorchAndTheReference) {
-  std::shared_ptr<runtime::OpenclBackend> ocl;
-  const codegen::GpuLaunch launch =
+  std::shared_ptr<runtime::Executor> ocl;
+  runtime::ExecutorOptions options;
+  options.launch =
       GetParam() % 2 == 0
           ? codegen::GpuLaunch{.block = 8, .chunk_elements = 5}
           : codegen::GpuLaunch{
                 .block = 8, .items = 2, .vec = 4, .groups_per_unit = 1, .chunk_elements = 12};
   testing::check_backend_on_fixture(
       GetParam(), [&](const plan::Plan& plan) -> Expected<testing::StepFn> {
-        auto b = runtime::OpenclBackend::create(plan, {-1, launch});
+        auto b = testing::executor(plan, "opencl", options);
         if (!b) return b.error();
         ocl = std::move(*b);
         return testing::StepFn([ocl](runtime::OptimizerState& s) { return ocl->step(s); });
@@ -404,15 +410,15 @@ class OpenclDeviceStep : public ::testing::TestWithParam<int> {};
 // parameter groups, scalar states) against torch and the reference, with small chunks so the
 // combines fold several chunks per tensor.
 TEST_P(OpenclDeviceStep, MatchesTorchAndTheReference) {
-  std::shared_ptr<runtime::OpenclBackend> ocl;
-  runtime::OpenclOptions options;
+  std::shared_ptr<runtime::Executor> ocl;
+  runtime::ExecutorOptions options;
   options.launch = GetParam() % 2 == 0
                        ? codegen::GpuLaunch{.block = 4, .chunk_elements = 7}
                        : codegen::GpuLaunch{.block = 1, .vec = 2, .chunk_elements = 6};
-  options.device_step = true;
+  options.step = runtime::StepMode::device;
   testing::check_backend_on_fixture(
       GetParam(), [&](const plan::Plan& plan) -> Expected<testing::StepFn> {
-        auto b = runtime::OpenclBackend::create(plan, options);
+        auto b = testing::executor(plan, "opencl", options);
         if (!b) return b.error();
         ocl = std::move(*b);
         return testing::StepFn([ocl](runtime::OptimizerState& s) { return ocl->step(s); });
@@ -423,18 +429,19 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, OpenclDeviceStep, testing::all_fixture_cases(
                          testing::fixture_case_name);
 
 TEST(OpenclDeviceStep, FollowsTheHostsHyperparametersAndRestoredCheckpoints) {
-  testing::check_device_step_follows_the_host<runtime::OpenclBackend>([](const plan::Plan& plan) {
-    runtime::OpenclOptions options;
+  testing::check_device_step_follows_the_host<runtime::Executor>([](const plan::Plan& plan) {
+    runtime::ExecutorOptions options;
     options.launch = codegen::GpuLaunch{.block = 2, .chunk_elements = 64};
-    options.device_step = true;
-    return runtime::OpenclBackend::create(plan, options);
+    options.step = runtime::StepMode::device;
+    return testing::executor(plan, "opencl", options);
   });
 }
 
 // The host-driven OpenCL step, the same way (its buffers live on the device too).
 TEST(OpenCL, FollowsTheHostsHyperparametersAndRestoredCheckpoints) {
-  testing::check_device_step_follows_the_host<runtime::OpenclBackend>(
-      [](const plan::Plan& plan) { return runtime::OpenclBackend::create(plan); });
+  testing::check_device_step_follows_the_host<runtime::Executor>([](const plan::Plan& plan) {
+    return testing::executor(plan, "opencl", testing::opencl_options());
+  });
 }
 
 }  // namespace

@@ -12,7 +12,7 @@
 #include "codegen/launch.h"
 #include "ir/compile.h"
 #include "property_gens.h"
-#include "runtime/opencl_backend.h"
+#include "executors.h"
 
 namespace optjit {
 namespace {
@@ -40,9 +40,10 @@ RC_GTEST_PROP(OpenclProperty, EveryLaunchShapeMatchesTheReference, ()) {
   RC_TAG(device_step ? "device step" : "host step");
   RC_LOG() << text << " on " << to_string(t) << ", " << launch.to_string()
            << (device_step ? ", device step" : "") << "\n";
-  runtime::OpenclOptions options{.launch = launch};
-  options.device_step = device_step;
-  auto ocl = runtime::OpenclBackend::create(*plan, options);
+  runtime::ExecutorOptions options;
+  options.launch = launch;
+  options.step = device_step ? runtime::StepMode::device : runtime::StepMode::host;
+  auto ocl = testing::executor(*plan, "opencl", options);
   RC_ASSERT(ocl.ok());
   check_backend_matches_reference(*plan, t, random_params(t, 40), [&](runtime::OptimizerState& s) {
     auto r = (*ocl)->step(s);

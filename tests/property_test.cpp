@@ -14,7 +14,7 @@
 #include "ir/eval.h"
 #include "ir/pipeline_text.h"
 #include "ir/text.h"
-#include "runtime/cpu_backend.h"
+#include "executors.h"
 #include "runtime/reference.h"
 
 #include "property_gens.h"
@@ -194,10 +194,12 @@ RC_GTEST_PROP(Property, CpuBackendMatchesTheReference, ()) {
       *rc::gen::elementOf(std::vector<DType>{DType::f32, DType::f64, DType::bf16, DType::f16});
   auto plan = compile_pipeline(text, {t, t, t});
   RC_ASSERT(plan.ok());
-  auto cpu = runtime::CpuBackend::create(*plan, {*rc::gen::inRange(1, 4), *rc::gen::inRange(1, 6)});
+  auto cpu = testing::cpu_executor(*plan, {*rc::gen::inRange(1, 4), *rc::gen::inRange(1, 6)});
   RC_ASSERT(cpu.ok());
   check_backend_matches_reference(*plan, t, random_params(t), [&](runtime::OptimizerState& s) {
-    return (*cpu)->step(s).skipped;
+    auto r = (*cpu)->step(s);
+    RC_ASSERT(r.ok());
+    return r->skipped;
   });
 }
 

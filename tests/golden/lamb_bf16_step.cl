@@ -15,12 +15,12 @@ __kernel void optjit_pass_0(__global ushort* restrict b0, __global ushort* restr
   __local double red1[256];
   for (long c = get_group_id(0); c < nchunks; c += get_num_groups(0)) {
     const long t = chunks[3 * c], off = chunks[3 * c + 1], len = chunks[3 * c + 2];
-    const long base = rows[2 * t] + off;
-    __global const double* u = uniforms + rows[2 * t + 1];
-    __global ushort* p0 = b0 + base;
-    __global ushort* p1 = b1 + base;
-    __global ushort* p2 = b2 + base;
-    __global ushort* p3 = b3 + base;
+    __global const long* row = rows + 5 * t;
+    __global const double* u = uniforms + row[4];
+    __global ushort* p0 = b0 + row[0] + off;
+    __global ushort* p1 = b1 + row[1] + off;
+    __global ushort* p2 = b2 + row[2] + off;
+    __global ushort* p3 = b3 + row[3] + off;
     const float u0 = (float)u[0];
     const float u1 = (float)u[1];
     const float u2 = (float)u[2];
@@ -87,11 +87,11 @@ __kernel void optjit_pass_1(__global ushort* restrict b0, __global ushort* restr
   if (ctl[1] != 0.0) return;  // a skip_if fired: the step writes nothing
   for (long c = get_group_id(0); c < nchunks; c += get_num_groups(0)) {
     const long t = chunks[3 * c], off = chunks[3 * c + 1], len = chunks[3 * c + 2];
-    const long base = rows[2 * t] + off;
-    __global const double* u = uniforms + rows[2 * t + 1];
-    __global ushort* p0 = b0 + base;
-    __global ushort* p2 = b2 + base;
-    __global ushort* p3 = b3 + base;
+    __global const long* row = rows + 5 * t;
+    __global const double* u = uniforms + row[4];
+    __global ushort* p0 = b0 + row[0] + off;
+    __global ushort* p2 = b2 + row[2] + off;
+    __global ushort* p3 = b3 + row[3] + off;
     const float u0 = (float)u[0];
     const float u1 = (float)u[1];
     const bool u2 = (u[2] != 0);

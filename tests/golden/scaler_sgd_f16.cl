@@ -13,9 +13,9 @@ __kernel void optjit_pass_0(__global ushort* restrict b0, __global ushort* restr
   __local uint red0[256];
   for (long c = get_group_id(0); c < nchunks; c += get_num_groups(0)) {
     const long t = chunks[3 * c], off = chunks[3 * c + 1], len = chunks[3 * c + 2];
-    const long base = rows[2 * t] + off;
-    __global const double* u = uniforms + rows[2 * t + 1];
-    __global ushort* p1 = b1 + base;
+    __global const long* row = rows + 4 * t;
+    __global const double* u = uniforms + row[3];
+    __global ushort* p1 = b1 + row[1] + off;
     const float u0 = (float)u[0];
     uint acc0 = 0;
     for (long i0 = get_local_id(0); i0 < len; i0 += 256) {
@@ -46,11 +46,11 @@ __kernel void optjit_pass_1(__global ushort* restrict b0, __global ushort* restr
     __global const long* restrict chunks, const long nchunks, __global double* restrict partials) {
   for (long c = get_group_id(0); c < nchunks; c += get_num_groups(0)) {
     const long t = chunks[3 * c], off = chunks[3 * c + 1], len = chunks[3 * c + 2];
-    const long base = rows[2 * t] + off;
-    __global const double* u = uniforms + rows[2 * t + 1];
-    __global ushort* p0 = b0 + base;
-    __global ushort* p1 = b1 + base;
-    __global ushort* p2 = b2 + base;
+    __global const long* row = rows + 4 * t;
+    __global const double* u = uniforms + row[3];
+    __global ushort* p0 = b0 + row[0] + off;
+    __global ushort* p1 = b1 + row[1] + off;
+    __global ushort* p2 = b2 + row[2] + off;
     const float u0 = (float)u[0];
     const float u1 = (float)u[1];
     const bool u2 = (u[2] != 0);

@@ -15,9 +15,8 @@
 #include "ir/builtins.h"
 #include "ir/compile.h"
 #include "ir/pipeline_text.h"
-#include "runtime/cpu_backend.h"
-#include "runtime/cuda_backend.h"
-#include "runtime/opencl_backend.h"
+#include "runtime/device.h"
+#include "runtime/optimizer.h"
 #include "tools/optjit/commands.h"
 
 namespace optjit::cli {
@@ -118,36 +117,59 @@ Expected<Shapes> shapes_for(const BenchOptions& o) {
   return s;
 }
 
-// One optimizer (plan + state + CPU kernels) over the given tensors. The parameter and the
-// gradient may point into memory owned elsewhere (the unfused baseline chains stages).
-struct Runner {
-  plan::Plan plan;
-  runtime::OptimizerState state;
-  std::unique_ptr<runtime::CpuBackend> cpu;
-  std::unique_ptr<runtime::OpenclBackend> ocl;
-  std::unique_ptr<runtime::CudaBackend> gpu;
-  std::string device_name() const {
-    return ocl ? ocl->device().name : gpu ? gpu->device().name : "cpu";
+// Parameters and gradients of the given shapes with small deterministic values, from a
+// counter-based hash of (buffer, element), so the fill runs in parallel (a billion parameters
+// would take minutes on one thread).
+void fill(std::vector<runtime::HostTensor>& out, const Shapes& shapes, DType t, double scale,
+          uint64_t stream) {
+  auto value = [](uint64_t key) {
+    key += 0x9e3779b97f4a7c15ull;  // splitmix64
+    key = (key ^ (key >> 30)) * 0xbf58476d1ce4e5b9ull;
+    key = (key ^ (key >> 27)) * 0x94d049bb133111ebull;
+    key ^= key >> 31;
+    return static_cast<double>(key >> 11) * 0x1.0p-53 - 0.5;
+  };
+  uint64_t offset = stream << 56;
+  for (const auto& [name, shape] : shapes) {
+    out.push_back({name, t, shape, {}});
+    runtime::HostTensor& h = out.back();
+    const int64_t n = h.numel();
+    h.data.resize(static_cast<size_t>(n) * size_bytes(t));
+    uint8_t* data = h.data.data();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i)
+      runtime::store_element(data, t, i, scale * value(offset + static_cast<uint64_t>(i)));
+    offset += static_cast<uint64_t>(n);
   }
-  double compile_seconds() const {
-    return cpu ? cpu->compile_seconds() : ocl ? ocl->compile_seconds() : gpu->compile_seconds();
+}
+
+// One optimizer over the given tensors, through the public API as a framework uses it: on the
+// CPU, parameters and gradients in host memory; on a GPU, both in device memory allocated on
+// `gpu` and used in place (nothing is copied to or from the host in a step).
+struct Runner {
+  std::vector<runtime::HostTensor> params, grads;
+  std::vector<runtime::DeviceAllocation> device_params, device_grads;
+  std::vector<const void*> host_grads;
+  std::vector<DeviceMemory> dev_grads;
+  std::vector<std::vector<uint8_t>> grad_out;  // unfused stages: the materialized gradient
+  std::unique_ptr<Optimizer> opt;
+
+  std::string device_name() const { return opt->device_name(); }
+  double compile_seconds() const { return opt->compile_seconds(); }
+  int threads() const {
+    return opt->launch().threads > 0 ? opt->launch().threads
+                                     : opt->device()->description().compute_units;
   }
   /// One step; a failed one (a launch error, a sticky device fault) ends the benchmark rather
   /// than being timed.
   Status step() {
-    if (cpu) {
-      cpu->step(state);
-      return Status::Ok();
-    }
-    auto r = ocl ? ocl->step(state) : gpu->step(state);
+    auto r = dev_grads.empty() ? opt->step(host_grads) : opt->step_device(dev_grads);
     if (!r) return r.error();
     return Status::Ok();
   }
-  /// GPU backends: seconds per device-to-device copy of `bytes` (their bandwidth yardstick).
+  /// GPU devices: seconds per device-to-device copy of `bytes` (their bandwidth yardstick).
   Expected<double> copy_seconds(size_t bytes, int repetitions) {
-    if (ocl) return ocl->copy_seconds(bytes, repetitions);
-    if (gpu) return gpu->copy_seconds(bytes, repetitions);
-    return make_error("the cpu backend has no device copy");
+    return opt->device()->copy_seconds(bytes, repetitions);
   }
   Expected<double> step_seconds(int steps) {
     auto t0 = std::chrono::steady_clock::now();
@@ -156,71 +178,39 @@ struct Runner {
   }
 };
 
-// Parameters and gradients of the given shapes with small deterministic values; state as
-// the plan initializes it.
-Expected<runtime::OptimizerState> make_state(const plan::Plan& plan, const Shapes& shapes,
-                                             DType t) {
-  std::vector<runtime::HostTensor> params;
-  for (const auto& [name, shape] : shapes) params.push_back({name, t, shape, {}});
-  for (auto& p : params) p.data.resize(static_cast<size_t>(p.numel()) * size_bytes(t));
-  auto s = runtime::init_state(plan, params, {});
-  if (!s) return s.error();
-  // Small deterministic values from a counter-based hash of (buffer, element), so the fill runs
-  // in parallel (a billion parameters would take minutes on one thread).
-  auto value = [](uint64_t key) {
-    key += 0x9e3779b97f4a7c15ull;  // splitmix64
-    key = (key ^ (key >> 30)) * 0xbf58476d1ce4e5b9ull;
-    key = (key ^ (key >> 27)) * 0x94d049bb133111ebull;
-    key ^= key >> 31;
-    return static_cast<double>(key >> 11) * 0x1.0p-53 - 0.5;
-  };
-  uint64_t offset = 0;
-  for (auto& ts : s->tensors) {
-    for (size_t b = 0; b < plan.buffers.size(); ++b) {
-      auto role = plan.buffers[b].role;
-      if (role != ir::BufferRole::param && role != ir::BufferRole::grad) continue;
-      const double scale = role == ir::BufferRole::param ? 0.1 : 1e-3;
-      const uint64_t key = offset + (static_cast<uint64_t>(b) << 56);
-      uint8_t* data = ts.data(b);
-      const DType storage = plan.buffers[b].storage;
-#pragma omp parallel for schedule(static)
-      for (int64_t i = 0; i < ts.numel; ++i)
-        runtime::store_element(data, storage, i, scale * value(key + static_cast<uint64_t>(i)));
-    }
-    offset += static_cast<uint64_t>(ts.numel);
-  }
-  return s;
-}
-
+// `options` names the backend, launch and step mode; on a GPU `gpu` is the device (its queue is
+// shared, so the optimizer can use memory allocated on it).
 Expected<std::unique_ptr<Runner>> make_runner(plan::Plan plan, const Shapes& shapes, DType t,
-                                              const runtime::CpuOptions& cpu,
-                                              const codegen::GpuLaunch& launch,
-                                              const std::string& backend, StepMode step) {
+                                              OptimizerOptions options,
+                                              const std::shared_ptr<runtime::Device>& gpu) {
   auto r = std::make_unique<Runner>();
-  r->plan = std::move(plan);
-  auto s = make_state(r->plan, shapes, t);
-  if (!s) return s.error();
-  r->state = std::move(*s);
-  if (backend == "cuda") {
-    // As in a framework: gradients live on the GPU and nothing comes back each step.
-    runtime::CudaOptions options{.launch = launch, .copy_back = false, .resident_grads = true};
-    options.device_step = step != StepMode::host;
-    options.graph = step == StepMode::graph;
-    auto b = runtime::CudaBackend::create(r->plan, options);
-    if (!b) return b.error();
-    r->gpu = std::move(*b);
-  } else if (backend == "opencl") {
-    // Likewise: gradients stay on the device and nothing comes back, so the kernels are timed.
-    runtime::OpenclOptions options{.launch = launch, .copy_back = false, .resident_grads = true};
-    options.device_step = step != StepMode::host;
-    auto b = runtime::OpenclBackend::create(r->plan, options);
-    if (!b) return b.error();
-    r->ocl = std::move(*b);
+  const DType gt = plan.buffers[plan.program.grad_buffer()].storage;
+  fill(r->params, shapes, t, 0.1, 0);
+  fill(r->grads, shapes, gt, 1e-3, 1);
+  std::vector<Param> ps;
+  for (auto& p : r->params) ps.push_back({p.name, p.data.data(), t, p.shape});
+  if (gpu) {
+    options.queue = gpu->queue();
+    for (size_t i = 0; i < ps.size(); ++i) {
+      for (auto* list : {&r->device_params, &r->device_grads}) {
+        const auto& h = list == &r->device_params ? r->params[i] : r->grads[i];
+        auto a = runtime::allocate(*gpu, h.data.size(), "allocating benchmark tensors");
+        if (!a) return a.error();
+        OPTJIT_TRY(gpu->write(a->memory(), h.data.data(), h.data.size()));
+        list->push_back(std::move(*a));
+      }
+      ps[i].data = nullptr;
+      ps[i].device = r->device_params[i].memory();
+      r->dev_grads.push_back(r->device_grads[i].memory());
+    }
+    r->params.clear();  // the device holds them now
+    r->grads.clear();
   } else {
-    auto b = runtime::CpuBackend::create(r->plan, cpu);
-    if (!b) return b.error();
-    r->cpu = std::move(*b);
+    for (auto& g : r->grads) r->host_grads.push_back(g.data.data());
   }
+  auto o = Optimizer::create(std::move(plan), std::move(ps), std::move(options));
+  if (!o) return o.error();
+  r->opt = std::move(*o);
   return r;
 }
 
@@ -281,7 +271,6 @@ int bench(const BenchOptions& o) {
     for (int64_t d : s) k *= d;
     numel += k;
   }
-  runtime::CpuOptions cpu{o.threads, o.chunk};
   auto pipeline = dsl::parse_pipeline(*text);
   if (!pipeline) return fail("pipeline: " + pipeline.error().message);
   auto program = dsl::lower(*pipeline, {*dt, *dt, *dt});
@@ -289,42 +278,50 @@ int bench(const BenchOptions& o) {
   auto plan = plan::make_plan(*program);
   if (!plan) return fail(plan.error().message);
 
-  // GPU launch parameters: as given, the cache's tuning decision ("tuned"), or the defaults.
-  const codegen::GpuLaunch base =
-      o.backend == "opencl" ? autotune::opencl_default_launch(-1) : codegen::GpuLaunch{};
-  codegen::GpuLaunch launch = base;
-  launch.chunk_elements = o.chunk;
+  // Every runner gets these options; a GPU's runners share one device and its queue.
+  OptimizerOptions options;
+  std::shared_ptr<runtime::Device> gpu;
+  options.backend = o.backend == "cuda"     ? Backend::cuda
+                    : o.backend == "opencl" ? Backend::opencl
+                                            : Backend::cpu;
+  options.cpu = {o.threads, o.chunk, 0};
+  if (o.backend != "cpu") {
+    auto d = runtime::open_device({.kind = o.backend});
+    if (!d) return fail(d.error().message);
+    gpu = std::move(*d);
+    // GPU launch parameters: as given, the cache's tuning decision ("tuned"), or the defaults.
+    codegen::GpuLaunch base = o.backend == "opencl"
+                                  ? codegen::GpuLaunch::device_default(gpu->description().gpu)
+                                  : codegen::GpuLaunch{};
+    base.chunk_elements = o.chunk;
+    if (o.launch != "tuned") {
+      auto l = codegen::GpuLaunch::from_text(o.launch, base);
+      if (!l) return fail("--launch: " + l.error().message);
+      options.gpu_launch = *l;
+    }
+    options.device_step = *step != StepMode::host;
+    options.cuda_graph = *step == StepMode::graph;
+  }
+
+  auto fused = make_runner(*plan, *shapes, *dt, options, gpu);
+  if (!fused) return fail(fused.error().message);
   if (o.launch == "tuned") {
-    std::unique_ptr<cache::KernelCache> kc;
-    if (auto c = cache::KernelCache::open()) kc = std::move(*c);
-    std::string from;
-    launch =
-        autotune::gpu_launch_for(o.backend == "cuda" ? autotune::cuda_target(*plan, numel, 0)
-                                                     : autotune::opencl_target(*plan, numel, -1),
-                                 kc.get(), &from);
-    if (from.empty())
+    if (!(*fused)->opt->launch_from_tuning())
       return fail(
           fmt::format("--launch tuned: the kernel cache has no tuning decision for this "
                       "pipeline on {} at this size (run optjit tune first)",
                       o.backend));
-  } else if (!o.launch.empty()) {
-    auto l = codegen::GpuLaunch::from_text(o.launch, launch);
-    if (!l) return fail("--launch: " + l.error().message);
-    launch = *l;
+    options.gpu_launch = (*fused)->opt->gpu_launch();  // the same for every runner below
   }
-
-  auto t0 = std::chrono::steady_clock::now();
-  auto fused = make_runner(*plan, *shapes, *dt, cpu, launch, o.backend, *step);
-  if (!fused) return fail(fused.error().message);
+  const codegen::GpuLaunch launch = (*fused)->opt->gpu_launch();
   const double compile_s = (*fused)->compile_seconds();
-  (void)t0;
 
   // Roofline runners, one per pass.
   std::vector<std::unique_ptr<Runner>> roof;
   for (const auto& pass : plan->passes) {
     auto rp = roofline_plan(*plan, pass);
     if (!rp) return fail(rp.error().message);
-    auto r = make_runner(std::move(*rp), *shapes, *dt, cpu, launch, o.backend, *step);
+    auto r = make_runner(std::move(*rp), *shapes, *dt, options, gpu);
     if (!r) return fail(r.error().message);
     roof.push_back(std::move(*r));
   }
@@ -350,23 +347,33 @@ int bench(const BenchOptions& o) {
       auto spl = plan::make_plan(*sp);
       if (!spl) return fail(spl.error().message);
       unfused_bytes += spl->bytes_per_param();
-      auto r = make_runner(std::move(*spl), *shapes, *dt, cpu, launch, "cpu", StepMode::host);
-      if (!r) return fail(r.error().message);
-      stages.push_back(std::move(*r));
-    }
-    // Chain them: stage i+1 reads stage i's materialized gradient; all update one parameter set.
-    for (size_t i = 0; i < stages.size(); ++i) {
-      auto& st = stages[i]->state;
-      for (size_t t = 0; t < st.tensors.size(); ++t) {
-        st.tensors[t].external[stages[i]->plan.program.param_buffer()] =
-            stages[0]->state.tensors[t].data(stages[0]->plan.program.param_buffer());
-        if (i > 0) {
-          auto& prev = stages[i - 1];
-          uint32_t out = *prev->plan.program.find_buffer("grad_out");
-          st.tensors[t].external[stages[i]->plan.program.grad_buffer()] =
-              prev->state.tensors[t].data(out);
-        }
+      // Stage i steps stage 0's parameters with stage i-1's materialized gradient.
+      auto r = std::make_unique<Runner>();
+      std::vector<Param> ps;
+      for (size_t t = 0; t < shapes->size(); ++t) {
+        const auto& first = i == 0 ? nullptr : stages[0].get();
+        if (i == 0) fill(r->params, Shapes{(*shapes)[t]}, *dt, 0.1, 0);
+        void* data = first ? first->params[t].data.data() : r->params[t].data.data();
+        ps.push_back({(*shapes)[t].first, data, *dt, (*shapes)[t].second});
       }
+      if (i == 0) {
+        fill(r->grads, *shapes, *dt, 1e-3, 1);
+        for (auto& g : r->grads) r->host_grads.push_back(g.data.data());
+      } else {
+        for (auto& g : stages[i - 1]->grad_out) r->host_grads.push_back(g.data());
+      }
+      auto opt = Optimizer::create(std::move(*spl), std::move(ps), options);
+      if (!opt) return fail(opt.error().message);
+      r->opt = std::move(*opt);
+      if (i + 1 < pipeline->size())
+        for (size_t t = 0; t < shapes->size(); ++t) {
+          int64_t n = 1;
+          for (int64_t d : (*shapes)[t].second) n *= d;
+          r->grad_out.emplace_back(static_cast<size_t>(n) * size_bytes(*dt));
+          if (Status st = r->opt->bind_state(t, "grad_out", r->grad_out.back().data()); !st)
+            return fail(st.error().message);
+        }
+      stages.push_back(std::move(r));
     }
   }
   auto unfused_step = [&](int steps) -> Expected<double> {
@@ -379,14 +386,17 @@ int bench(const BenchOptions& o) {
   // Per-step overhead: the same number of tensors with one element each.
   Shapes tiny;
   for (const auto& [n, s] : *shapes) tiny.push_back({n, {1}});
-  auto overhead_runner = make_runner(*plan, tiny, *dt, cpu, launch, o.backend, *step);
+  auto overhead_runner = make_runner(*plan, tiny, *dt, options, gpu);
   if (!overhead_runner) return fail(overhead_runner.error().message);
   // On a device, the same with the scalar program in the other place, so the two overheads are
   // a ratio from one run.
   const StepMode other_step = *step == StepMode::host ? StepMode::device : StepMode::host;
   std::unique_ptr<Runner> other_overhead;
   if (o.backend != "cpu") {
-    auto r = make_runner(*plan, tiny, *dt, cpu, launch, o.backend, other_step);
+    OptimizerOptions other = options;
+    other.device_step = other_step != StepMode::host;
+    other.cuda_graph = false;
+    auto r = make_runner(*plan, tiny, *dt, other, gpu);
     if (!r) return fail(r.error().message);
     other_overhead = std::move(*r);
   }
@@ -394,7 +404,7 @@ int bench(const BenchOptions& o) {
   // The same total size as one tensor, to show what many tensors cost.
   std::unique_ptr<Runner> single;
   if (shapes->size() > 1) {
-    auto r = make_runner(*plan, Shapes{{"all", {numel}}}, *dt, cpu, launch, o.backend, *step);
+    auto r = make_runner(*plan, Shapes{{"all", {numel}}}, *dt, options, gpu);
     if (!r) return fail(r.error().message);
     single = std::move(*r);
   }
@@ -444,9 +454,10 @@ int bench(const BenchOptions& o) {
   j["tensors"] = shapes->size();
   j["parameters"] = numel;
   j["dtype"] = o.dtype;
-  j["threads"] = (*fused)->cpu ? (*fused)->cpu->threads() : 0;
+  j["threads"] = o.backend == "cpu" ? (*fused)->threads() : 0;
   j["backend"] = o.backend;
-  j["chunk_elements"] = o.backend == "cpu" ? o.chunk : launch.chunk_elements;
+  j["chunk_elements"] =
+      o.backend == "cpu" ? (*fused)->opt->launch().chunk_elements : launch.chunk_elements;
   if (o.backend != "cpu") {
     j["launch"] = launch.to_string();
     j["step"] = *step == StepMode::host ? "host" : *step == StepMode::device ? "device" : "graph";
@@ -491,7 +502,9 @@ int bench(const BenchOptions& o) {
   fmt::print("tensors      {} ({}), {} parameters, {}\n", shapes->size(),
              j["shapes"].get<std::string>(), numel, o.dtype);
   if (o.backend == "cpu")
-    fmt::print("launch       cpu: {} threads, chunks of {}\n", j["threads"].get<int>(), o.chunk);
+    fmt::print("launch       cpu: {} threads, chunks of {}{}\n", j["threads"].get<int>(),
+               j["chunk_elements"].get<int64_t>(),
+               (*fused)->opt->launch_from_tuning() ? " (the kernel cache's tuning decision)" : "");
   else
     fmt::print("launch       {} on {}: {}, scalar program on the {}\n", o.backend,
                (*fused)->device_name(), launch.to_string(),
@@ -546,16 +559,30 @@ int tune(const TuneCommand& o) {
   if (!shapes) return fail(shapes.error().message);
   auto plan = compile_pipeline(*text, {*dt, *dt, *dt});
   if (!plan) return fail(plan.error().message);
-  auto state = make_state(*plan, *shapes, *dt);
-  if (!state) return fail(state.error().message);
-  auto kc = cache::KernelCache::open();
-  if (!kc) return fail(kc.error().message);
+  // The parameters and gradients as a caller would have them in host memory; the optimizer
+  // tunes on its device with them (and restores them).
+  std::vector<runtime::HostTensor> params, grads;
+  fill(params, *shapes, *dt, 0.1, 0);
+  fill(grads, *shapes, *dt, 1e-3, 1);
+  std::vector<Param> ps;
+  std::vector<const void*> gs;
+  for (size_t i = 0; i < params.size(); ++i) {
+    ps.push_back({params[i].name, params[i].data.data(), *dt, params[i].shape});
+    gs.push_back(grads[i].data.data());
+  }
+  OptimizerOptions options;
+  options.backend = o.backend == "cuda"     ? Backend::cuda
+                    : o.backend == "opencl" ? Backend::opencl
+                                            : Backend::cpu;
+  // What is tuned is the launch the optimizer would otherwise take from the cache: start from
+  // the defaults, whatever the cache holds.
+  options.gpu_launch = codegen::GpuLaunch{};
+  auto opt = Optimizer::create(std::move(*plan), std::move(ps), options);
+  if (!opt) return fail(opt.error().message);
   autotune::TuneOptions topts;
   topts.budget_seconds = o.budget_seconds;
   topts.max_candidates = o.max_candidates;
-  auto r = o.backend == "cpu"    ? autotune::tune_cpu(*plan, *state, kc->get(), topts)
-           : o.backend == "cuda" ? autotune::tune_cuda(*plan, *state, 0, kc->get(), topts)
-                                 : autotune::tune_opencl(*plan, *state, -1, kc->get(), topts);
+  auto r = (*opt)->tune(gs, topts);
   if (!r) return fail(r.error().message);
   if (r->from_cache) {
     fmt::print("decision from the kernel cache{}: {} ({:.3f} s)\n",

@@ -25,10 +25,9 @@
 #include "ir/compile.h"
 #include "ir/pipeline_text.h"
 #include "ir/text.h"
-#include "runtime/cpu_backend.h"
-#include "runtime/cuda_backend.h"
+#include "runtime/device.h"
 #include "runtime/devices.h"
-#include "runtime/opencl_backend.h"
+#include "runtime/optimizer.h"
 #include "runtime/reference.h"
 
 namespace optjit::cli {
@@ -44,7 +43,7 @@ int fail(const std::string& message) {
 const char* const kStepHelp =
     "cuda/opencl: where the scalar program between passes runs: host | device (as kernels: no "
     "host round trip within a step) | graph (cuda: the device step captured once in a CUDA graph "
-    "and replayed) | auto (run and bench: device on opencl, host on cuda)";
+    "and replayed) | auto (the device step on cuda and opencl with parameters of one dtype)";
 
 Expected<StepMode> parse_step(const std::string& step, const std::string& backend) {
   // The device step wherever there is one: verified on every fixture on OpenCL (PoCL) and on
@@ -127,16 +126,48 @@ HostTensor slice(const HostTensor& g, int64_t k, int64_t numel, const std::vecto
 
 }  // namespace
 
+// The optimizer options a command's --backend, --threads, --chunk, --launch and --step ask for.
+Expected<OptimizerOptions> optimizer_options(const std::string& backend_name, int threads,
+                                             long long chunk, const std::string& launch,
+                                             const std::string& step_text) {
+  OptimizerOptions opts;
+  opts.backend = backend_name == "cuda"        ? Backend::cuda
+                 : backend_name == "opencl"    ? Backend::opencl
+                 : backend_name == "reference" ? Backend::reference
+                                               : Backend::cpu;
+  if ((backend_name == "cpu" || backend_name == "reference") && !launch.empty())
+    return make_error(
+        "--launch is for --backend cuda and opencl; the cpu backend takes --threads and --chunk");
+  auto step = parse_step(step_text, backend_name);
+  if (!step) return step.error();
+  opts.cpu = {threads, chunk, 0};
+  const bool gpu = opts.backend == Backend::cuda || opts.backend == Backend::opencl;
+  if (gpu) {
+    // Launch parameters: as given (over the device's default), else the kernel cache's tuning
+    // decision (the optimizer looks), else the default with --chunk.
+    const codegen::GpuLaunch base = opts.backend == Backend::cuda
+                                        ? codegen::GpuLaunch{}
+                                        : autotune::opencl_default_launch(-1);
+    if (!launch.empty()) {
+      auto l = codegen::GpuLaunch::from_text(launch, base);
+      if (!l) return make_error("--launch: {}", l.error().message);
+      opts.gpu_launch = *l;
+    } else if (chunk != (1 << 16)) {
+      opts.gpu_launch = base;
+      opts.gpu_launch->chunk_elements = chunk;
+    }
+    if (step_text != "auto") opts.device_step = *step != StepMode::host;
+    opts.cuda_graph = *step == StepMode::graph;
+  }
+  return opts;
+}
+
 int run(const RunOptions& o) {
   std::string backend_name = o.backend, why_auto;
   if (o.backend == "auto")
     backend_name = runtime::pick_auto(runtime::list_devices(), &why_auto).backend;
-  if ((o.backend == "cpu" || o.backend == "reference") && !o.launch.empty())
-    return fail(
-        "--launch is for --backend cuda and opencl; the cpu backend takes --threads and "
-        "--chunk");
-  auto step = parse_step(o.step, backend_name);
-  if (!step) return fail(step.error().message);
+  auto opts = optimizer_options(backend_name, o.threads, o.chunk, o.launch, o.step);
+  if (!opts) return fail(opts.error().message);
   auto text = read_pipeline_text(o.pipeline);
   if (!text) return fail(text.error().message);
   auto params = runtime::read_safetensors(o.params);
@@ -146,29 +177,25 @@ int run(const RunOptions& o) {
   if (!grads) return fail(grads.error().message);
   if (params->tensors.empty()) return fail(fmt::format("{}: holds no tensors", o.params));
 
-  const DType param_type = params->tensors[0].dtype;
+  std::set<DType> param_types;
   for (const auto& t : params->tensors) {
     if (!is_float(t.dtype))
       return fail(fmt::format("{}: parameter '{}' is {}, not a float type", o.params, t.name,
                               to_string(t.dtype)));
-    if (t.dtype != param_type)
-      return fail(fmt::format(
-          "{}: parameters mix {} ('{}') and {} ('{}'); one optimizer needs one dtype", o.params,
-          to_string(param_type), params->tensors[0].name, to_string(t.dtype), t.name));
+    param_types.insert(t.dtype);
   }
   std::vector<GradSource> sources;
-  DType grad_type = DType::f32;
+  // The gradients' dtype: each parameter's own, or one for all.
+  bool own_dtype = true;
+  std::set<DType> grad_types;
   for (size_t i = 0; i < params->tensors.size(); ++i) {
     const HostTensor& p = params->tensors[i];
     const HostTensor* g = grads->find(p.name);
     if (!g) return fail(fmt::format("{}: no gradient for parameter '{}'", o.grads, p.name));
     if (!is_float(g->dtype))
       return fail(fmt::format("{}: gradient '{}' is not a float type", o.grads, p.name));
-    if (i == 0)
-      grad_type = g->dtype;
-    else if (g->dtype != grad_type)
-      return fail(fmt::format("{}: gradients mix {} and {}", o.grads, to_string(grad_type),
-                              to_string(g->dtype)));
+    own_dtype &= g->dtype == p.dtype;
+    grad_types.insert(g->dtype);
     bool same = g->shape == p.shape;
     std::vector<int64_t> stacked = {o.steps};
     stacked.insert(stacked.end(), p.shape.begin(), p.shape.end());
@@ -180,15 +207,37 @@ int run(const RunOptions& o) {
                               fmt::format("[{}]", fmt::join(stacked, ", "))));
     sources.push_back({g, sliced && !same});
   }
+  if (!own_dtype && grad_types.size() > 1)
+    return fail(fmt::format(
+        "{}: gradients mix {} and {}; give each parameter's gradient in its own dtype, or all in "
+        "one",
+        o.grads, to_string(*grad_types.begin()), to_string(*grad_types.rbegin())));
+  if (!own_dtype) opts->grad_dtype = *grad_types.begin();
   for (const auto& g : grads->tensors)
     if (!params->find(g.name))
       return fail(fmt::format("{}: gradient '{}' has no parameter", o.grads, g.name));
 
-  auto planned = compile_pipeline(*text, {param_type, grad_type, param_type});
-  if (!planned) return fail(planned.error().message);
-  const plan::Plan& plan = *planned;
+  auto pipeline = dsl::parse_pipeline(*text);
+  if (!pipeline) return fail("pipeline: " + pipeline.error().message);
+  std::vector<runtime::GroupSpec> groups;
+  for (const auto& s : o.groups) {
+    auto g = parse_group(s);
+    if (!g) return fail(g.error().message);
+    groups.push_back(std::move(*g));
+  }
+  opts->groups = groups;
+  if (o.no_cache)
+    opts->cache.reset();
+  else
+    opts->cache->strict = o.cache_strict;
+  std::vector<Param> ps;
+  for (auto& t : params->tensors) ps.push_back({t.name, t.data.data(), t.dtype, t.shape});
+  auto created = Optimizer::create(*pipeline, std::move(ps), *opts);
+  if (!created) return fail(created.error().message);
+  Optimizer& opt = **created;
+  for (const auto& w : opt.warnings()) std::fprintf(stderr, "optjit: warning: %s\n", w.c_str());
 
-  if (!o.allow_nonfinite && !has_skip(plan)) {
+  if (!o.allow_nonfinite && !has_skip(opt.plan())) {
     for (size_t i = 0; i < sources.size(); ++i) {
       const HostTensor& g = *sources[i].tensor;
       for (int64_t e = 0; e < g.numel(); ++e)
@@ -203,15 +252,6 @@ int run(const RunOptions& o) {
         }
     }
   }
-
-  std::vector<runtime::GroupSpec> groups;
-  for (const auto& s : o.groups) {
-    auto g = parse_group(s);
-    if (!g) return fail(g.error().message);
-    groups.push_back(std::move(*g));
-  }
-  auto state = runtime::init_state(plan, params->tensors, groups);
-  if (!state) return fail(state.error().message);
   for (const auto& s : o.sets) {
     size_t eq = s.find('=');
     if (eq == std::string::npos) return fail(fmt::format("--set '{}': expected name=value", s));
@@ -225,132 +265,80 @@ int run(const RunOptions& o) {
       if (c == std::string::npos) break;
       pos = c + 1;
     }
-    Status st = runtime::set_hyper(plan.program, *state, s.substr(0, eq), values);
+    Status st = opt.set_hyper(s.substr(0, eq), values);
     if (!st) return fail(fmt::format("--set: {}", st.error().message));
   }
   if (!o.state.empty()) {
     auto resume = runtime::read_safetensors(o.state);
     if (!resume) return fail(resume.error().message);
-    Status st = runtime::import_state(plan, *state, *resume);
+    Status st = opt.import_state(*resume);
     if (!st) return fail(fmt::format("{}: {}", o.state, st.error().message));
   }
 
-  runtime::ReferenceBackend reference(plan);
-  std::unique_ptr<cache::KernelCache> kcache;
-  if (!o.no_cache) {
-    std::vector<std::string> warnings;
-    auto c = cache::open_for_run({.strict = o.cache_strict}, warnings);
-    if (!c) return fail(c.error().message);
-    kcache = std::move(*c);
-    for (const auto& w : warnings) std::fprintf(stderr, "optjit: warning: %s\n", w.c_str());
-  }
-  std::unique_ptr<runtime::CpuBackend> cpu;
-  std::string tuned;
-  std::unique_ptr<runtime::OpenclBackend> ocl;
-  std::unique_ptr<runtime::CudaBackend> gpu;
-  if (backend_name == "cuda" || backend_name == "opencl") {
-    // Launch parameters: as given, else the kernel cache's tuning decision, else the defaults.
-    const codegen::GpuLaunch base =
-        backend_name == "cuda" ? codegen::GpuLaunch{} : autotune::opencl_default_launch(-1);
-    codegen::GpuLaunch launch = base;
-    if (!o.launch.empty()) {
-      auto l = codegen::GpuLaunch::from_text(o.launch, base);
-      if (!l) return fail("--launch: " + l.error().message);
-      launch = *l;
-    } else {
-      launch = autotune::gpu_launch_for(backend_name == "cuda"
-                                            ? autotune::cuda_target(plan, state->elements(), 0)
-                                            : autotune::opencl_target(plan, state->elements(), -1),
-                                        kcache.get(), &tuned, base);
-      if (tuned.empty() && o.chunk != (1 << 16)) launch.chunk_elements = o.chunk;
-    }
-    if (backend_name == "cuda") {
-      runtime::CudaOptions options{0, launch};
-      options.device_step = *step != StepMode::host;
-      options.graph = *step == StepMode::graph;
-      auto b = runtime::CudaBackend::create(plan, options, kcache.get());
-      if (!b) return fail(b.error().message);
-      gpu = std::move(*b);
-    } else {
-      runtime::OpenclOptions options{-1, launch};
-      options.device_step = *step != StepMode::host;
-      auto b = runtime::OpenclBackend::create(plan, options, kcache.get());
-      if (!b) return fail(b.error().message);
-      ocl = std::move(*b);
-    }
-  }
-  if (backend_name == "cpu") {
-    // Launch parameters: as given, else the kernel cache's tuning decision, else the defaults.
-    runtime::CpuOptions launch{o.threads, o.chunk};
-    if (o.threads == 0 && o.chunk == (1 << 16)) {
-      launch = autotune::cpu_config_for(plan, *state, kcache.get());
-      if (launch.threads > 0) tuned = autotune::to_string(launch);
-    }
-    auto b = runtime::CpuBackend::create(plan, launch, kcache.get());
-    if (!b) return fail(b.error().message);
-    cpu = std::move(*b);
-  }
   int skipped = 0;
   auto t0 = std::chrono::steady_clock::now();
   std::vector<HostTensor> slices(sources.size());
-  std::vector<const HostTensor*> step_grads(sources.size());
+  std::vector<const void*> step_grads(sources.size());
   for (int k = 0; k < o.steps; ++k) {
     for (size_t i = 0; i < sources.size(); ++i) {
       if (sources[i].sliced) {
         slices[i] =
             slice(*sources[i].tensor, k, params->tensors[i].numel(), params->tensors[i].shape);
-        step_grads[i] = &slices[i];
+        step_grads[i] = slices[i].data.data();
       } else {
-        step_grads[i] = sources[i].tensor;
+        step_grads[i] = sources[i].tensor->data.data();
       }
     }
-    Status st = runtime::set_grads(plan, *state, step_grads);
-    if (!st) return fail(st.error().message);
-    if (gpu) {
-      auto r = gpu->step(*state);
-      if (!r) return fail(r.error().message);
-      skipped += r->skipped;
-    } else if (ocl) {
-      auto r = ocl->step(*state);
-      if (!r) return fail(r.error().message);
-      skipped += r->skipped;
-    } else {
-      skipped += (cpu ? cpu->step(*state) : reference.step(*state)).skipped;
-    }
+    auto r = opt.step(step_grads);
+    if (!r) return fail(r.error().message);
+    skipped += r->skipped;
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  TensorFile out = runtime::export_state(plan, *state);
-  out.metadata["pipeline"] = *text;
-  out.metadata["backend"] = backend_name;
-  Status st = runtime::write_safetensors(o.out, out);
+  auto out = opt.export_state();
+  if (!out) return fail(out.error().message);
+  out->metadata["pipeline"] = *text;
+  out->metadata["backend"] = backend_name;
+  Status st = runtime::write_safetensors(o.out, *out);
   if (!st) return fail(st.error().message);
   if (!o.quiet) {
     int64_t numel = 0;
     for (const auto& t : params->tensors) numel += t.numel();
+    std::string types;
+    for (DType t : param_types) types += (types.empty() ? "" : ", ") + std::string(to_string(t));
+    const bool gpu = opt.backend() == Backend::cuda || opt.backend() == Backend::opencl;
     fmt::print(
         "ran {} step{} ({} skipped) on {} tensors, {} parameters ({}), {} backend, {:.3f} s{}\n",
-        o.steps, o.steps == 1 ? "" : "s", skipped, params->tensors.size(), numel,
-        to_string(param_type), backend_name, secs,
-        cpu ? fmt::format(" (+{:.3f} s {}, {} threads)", cpu->compile_seconds(),
-                          cpu->kernels_from_cache() ? "loading kernels from the cache"
-                                                    : "compiling kernels",
-                          cpu->threads())
-        : ocl
-            ? fmt::format(" (+{:.3f} s {}, {})", ocl->compile_seconds(),
-                          ocl->from_cache() ? "loading kernels from the cache" : "building kernels",
-                          ocl->device().name)
-        : gpu ? fmt::format(" (+{:.3f} s compiling or loading cubins, {})", gpu->compile_seconds(),
-                            gpu->device().name)
-              : "");
-    if (ocl || gpu)
+        o.steps, o.steps == 1 ? "" : "s", skipped, params->tensors.size(), numel, types,
+        backend_name, secs,
+        opt.backend() == Backend::reference
+            ? std::string()
+            : fmt::format(" (+{:.3f} s {}, {}{})", opt.compile_seconds(),
+                          opt.kernels_from_cache() ? "loading kernels from the cache"
+                                                   : "compiling kernels",
+                          opt.device_name(),
+                          opt.backend() == Backend::cpu
+                              ? fmt::format(", {} threads",
+                                            opt.launch().threads > 0
+                                                ? opt.launch().threads
+                                                : opt.device()->description().compute_units)
+                              : ""));
+    if (gpu)
       fmt::print("scalar program between passes: {}\n",
-                 *step == StepMode::host     ? "on the host"
-                 : *step == StepMode::device ? "on the device"
-                                             : "on the device, replayed as a CUDA graph");
-    fmt::print("plan: {} pass{}, {} bytes per parameter; step count now {}\n", plan.passes.size(),
-               plan.passes.size() == 1 ? "" : "es", plan.bytes_per_param(), state->step);
+                 opt.step_mode() == "host"     ? "on the host"
+                 : opt.step_mode() == "device" ? "on the device"
+                                               : "on the device, replayed as a CUDA graph");
+    const plan::Plan& plan = opt.plan();
+    fmt::print("plan: {} pass{}, {} bytes per parameter{}; step count now {}\n",
+               plan.passes.size(), plan.passes.size() == 1 ? "" : "es", plan.bytes_per_param(),
+               opt.programs() > 1 ? fmt::format(" (for {}; {} programs, one per dtype)",
+                                                to_string(plan.buffers[plan.program.param_buffer()].storage),
+                                                opt.programs())
+                                  : "",
+               opt.step_count());
     if (!why_auto.empty()) fmt::print("{}\n", why_auto);
-    if (!tuned.empty()) fmt::print("launch parameters from the kernel cache's tuning: {}\n", tuned);
+    if (opt.launch_from_tuning())
+      fmt::print("launch parameters from the kernel cache's tuning: {}\n",
+                 gpu ? opt.gpu_launch().to_string() : autotune::to_string(opt.launch()));
     fmt::print("wrote {}\n", o.out);
   }
   return 0;

@@ -12,8 +12,7 @@ namespace optjit::cli {
 /// as kernels (one queue of launches per step), or as a captured CUDA graph replayed each step.
 enum class StepMode { host, device, graph };
 /// Checks --step against the backend: device needs cuda or opencl, graph needs cuda. auto is
-/// device on opencl (verified on every fixture and property case there) and host elsewhere
-/// (the CUDA device step has not run on a GPU yet).
+/// device on cuda and opencl (verified on every fixture there) and host elsewhere.
 Expected<StepMode> parse_step(const std::string& step, const std::string& backend);
 /// "--step host|device|graph": the help text every command shares.
 extern const char* const kStepHelp;

@@ -1,0 +1,132 @@
+// The CPU as a device: its memory is the host's (host pointers are used in place), its kernels
+// are the LLVM-JIT'd passes (codegen/cpu_jit.h), and a pass launch spreads the chunk table over
+// OpenMP threads in contiguous ranges of about equal elements. The scalar program runs on the
+// host between passes, which is this device too.
+#include <omp.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "codegen/cpu_jit.h"
+#include "runtime/device.h"
+#include "runtime/devices.h"
+
+namespace optjit::runtime {
+
+namespace {
+
+class CpuModule final : public Module {
+ public:
+  CpuModule(std::unique_ptr<codegen::CpuKernels> kernels, int threads)
+      : kernels_(std::move(kernels)), threads_(threads > 0 ? threads : omp_get_max_threads()) {}
+
+  Status launch(KernelId kernel, size_t, size_t, std::span<const KernelArg> args) override {
+    if (kernel.kind != KernelId::pass || args.size() != 4)
+      return make_error("the cpu device runs pass kernels only, not {}", kernel.name());
+    const auto* rows = reinterpret_cast<const codegen::TensorRow*>(address(args[0]));
+    const auto* chunks = reinterpret_cast<const codegen::Chunk*>(address(args[1]));
+    const int64_t n = args[2].integer;
+    auto* partials = reinterpret_cast<double*>(address(args[3]));
+    balance(chunks, n);
+    codegen::PassFn fn = kernels_->pass(kernel.k);
+    const int used = static_cast<int>(start_.size()) - 1;
+#pragma omp parallel num_threads(used)
+    {
+      const int t = omp_get_thread_num();
+      if (start_[t] < start_[t + 1]) fn(rows, chunks, start_[t], start_[t + 1], partials);
+    }
+    return Status::Ok();
+  }
+  double compile_seconds() const override { return kernels_->compile_seconds(); }
+  bool from_cache() const override { return kernels_->from_cache(); }
+
+ private:
+  static uint64_t address(const KernelArg& a) { return a.memory.handle + a.memory.offset; }
+  // Contiguous chunk ranges with about equal elements per thread (plus a small per-chunk cost),
+  // recomputed only when the chunk table changes.
+  void balance(const codegen::Chunk* chunks, int64_t n) {
+    if (chunks == seen_ && n == seen_n_) return;
+    seen_ = chunks, seen_n_ = n;
+    double total = 0;
+    for (int64_t c = 0; c < n; ++c) total += static_cast<double>(chunks[c].length + 64);
+    const double per_thread = total / threads_;
+    start_.assign(1, 0);
+    double acc = 0;
+    for (int64_t c = 0; c < n; ++c) {
+      acc += static_cast<double>(chunks[c].length + 64);
+      if (acc >= per_thread * static_cast<double>(start_.size()) &&
+          static_cast<int>(start_.size()) < threads_)
+        start_.push_back(c + 1);
+    }
+    while (static_cast<int>(start_.size()) <= threads_) start_.push_back(n);
+    start_.back() = n;
+  }
+
+  std::unique_ptr<codegen::CpuKernels> kernels_;
+  int threads_;
+  const codegen::Chunk* seen_ = nullptr;
+  int64_t seen_n_ = -1;
+  std::vector<int64_t> start_;
+};
+
+class CpuDevice final : public Device {
+ public:
+  CpuDevice() {
+    desc_.kind = "cpu";
+    const DeviceRecord cpu = cpu_device();
+    desc_.name = cpu.name;
+    desc_.performance = cpu.performance;
+    desc_.compute_units = omp_get_max_threads();
+    desc_.addressing = Addressing::pointers;
+    desc_.host_memory = true;
+  }
+  const DeviceDescription& description() const override { return desc_; }
+
+  Expected<DeviceMemory> allocate(size_t bytes, const char* what) override {
+    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!p) return make_error("{}: out of host memory ({} bytes)", what, bytes);
+    return DeviceMemory{reinterpret_cast<uint64_t>(p), 0};
+  }
+  void release(DeviceMemory m) override { std::free(reinterpret_cast<void*>(m.handle)); }
+  Status write(DeviceMemory dst, const void* src, size_t bytes) override {
+    if (bytes) std::memcpy(ptr(dst), src, bytes);
+    return Status::Ok();
+  }
+  Status write_async(DeviceMemory dst, const void* src, size_t bytes) override {
+    return write(dst, src, bytes);
+  }
+  Status read(void* dst, DeviceMemory src, size_t bytes) override {
+    if (bytes) std::memcpy(dst, ptr(src), bytes);
+    return Status::Ok();
+  }
+  Status copy(DeviceMemory dst, DeviceMemory src, size_t bytes) override {
+    // In parallel, so copy_seconds measures the memory system rather than one core.
+    auto* d = ptr(dst);
+    const auto* s = ptr(src);
+    const int64_t blocks = static_cast<int64_t>((bytes + (1 << 20) - 1) >> 20);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < blocks; ++i) {
+      const size_t at = static_cast<size_t>(i) << 20;
+      std::memcpy(d + at, s + at, std::min<size_t>(size_t{1} << 20, bytes - at));
+    }
+    return Status::Ok();
+  }
+  Status finish() override { return Status::Ok(); }
+
+  Expected<std::unique_ptr<Module>> load(const plan::Plan& plan, const ModuleSpec& spec,
+                                         cache::KernelCache* cache) override {
+    auto kernels = codegen::CpuKernels::compile(plan, cache, spec.cpu_unroll);
+    if (!kernels) return kernels.error();
+    return std::unique_ptr<Module>(new CpuModule(std::move(*kernels), spec.cpu_threads));
+  }
+
+ private:
+  static uint8_t* ptr(DeviceMemory m) { return reinterpret_cast<uint8_t*>(m.handle + m.offset); }
+  DeviceDescription desc_;
+};
+
+}  // namespace
+
+std::shared_ptr<Device> open_cpu_device() { return std::make_shared<CpuDevice>(); }
+
+}  // namespace optjit::runtime

@@ -1,0 +1,267 @@
+// CUDA as a device: the driver API (dlopen'd, runtime/cuda_driver.h), the process's retained
+// primary context pushed and popped around every call, and a stream: the device's own, or the
+// caller's (a framework's current stream). Kernels are NVRTC cubins for the device's sm_XX,
+// from the kernel cache where it has them. Launches are recorded as CUDA graphs on request.
+#include <map>
+
+#include "codegen/c_emitter.h"
+#include "codegen/cuda_kernels.h"
+#include "runtime/cuda_api.h"
+#include "runtime/cuda_driver.h"
+#include "runtime/device.h"
+#include "runtime/devices.h"
+
+namespace optjit::runtime {
+
+namespace {
+
+class CudaDevice;
+
+class CudaModule final : public Module {
+ public:
+  CudaModule(CudaDevice& dev, cuda::CUmodule module, double seconds, bool cached)
+      : dev_(dev), module_(module), seconds_(seconds), cached_(cached) {}
+  ~CudaModule() override;
+  Status resolve(const plan::Plan& plan, bool device_step);
+  Status launch(KernelId kernel, size_t groups, size_t group_size,
+                std::span<const KernelArg> args) override;
+  double compile_seconds() const override { return seconds_; }
+  bool from_cache() const override { return cached_; }
+
+ private:
+  CudaDevice& dev_;
+  cuda::CUmodule module_;
+  std::map<std::string, cuda::CUfunction> functions_;
+  double seconds_;
+  bool cached_;
+};
+
+class CudaGraph final : public Graph {
+ public:
+  CudaGraph(CudaDevice& dev, cuda::CUgraph graph, cuda::CUgraphExec exec)
+      : dev_(dev), graph_(graph), exec_(exec) {}
+  ~CudaGraph() override;
+  Status replay() override;
+
+ private:
+  CudaDevice& dev_;
+  cuda::CUgraph graph_;
+  cuda::CUgraphExec exec_;
+};
+
+class CudaDevice final : public Device {
+ public:
+  static Expected<std::shared_ptr<CudaDevice>> open(int ordinal, void* stream) {
+    auto devices = cuda_devices();
+    if (!devices) return devices.error();
+    if (ordinal < 0) ordinal = 0;
+    if (ordinal >= static_cast<int>(devices->size()))
+      return make_error("no CUDA device {} (there are {})", ordinal, devices->size());
+    auto d = std::shared_ptr<CudaDevice>(new CudaDevice());
+    d->api_ = *cuda::api();
+    d->info_ = (*devices)[ordinal];
+    const cuda::Api& A = *d->api_;
+    cuda::CUresult r;
+    if ((r = A.cuDeviceGet(&d->dev_, ordinal)) != 0) return cuda::fail("cuDeviceGet", r);
+    auto ctx = cuda::primary_context(d->dev_);
+    if (!ctx) return ctx.error();
+    d->ctx_ = *ctx;
+    cuda::ContextScope scope(A, d->ctx_);
+    if (!scope.ok())
+      return make_error("CUDA: could not make device {}'s context current", ordinal);
+    if (stream) {
+      d->stream_ = static_cast<cuda::CUstream>(stream);
+    } else {
+      if ((r = A.cuStreamCreate(&d->stream_, 1 /* non-blocking */)) != 0)
+        return cuda::fail("cuStreamCreate", r);
+      d->own_stream_ = true;
+    }
+    DeviceDescription& desc = d->desc_;
+    desc.kind = "cuda";
+    desc.index = ordinal;
+    desc.name = d->info_.name;
+    desc.arch = d->info_.arch();
+    desc.performance = cuda_performance(d->info_);
+    desc.gpu = true;
+    desc.compute_units = d->info_.sm_count;
+    desc.max_group = 1024;
+    desc.addressing = Addressing::pointers;
+    desc.device_step = true;
+    desc.graphs = A.cuGraphLaunch && A.cuStreamBeginCapture && A.cuStreamEndCapture &&
+                  A.cuGraphInstantiateWithFlags;
+    desc.vector_aligned = true;
+    return d;
+  }
+  ~CudaDevice() override {
+    if (own_stream_ && stream_) {
+      cuda::ContextScope scope(*api_, ctx_);
+      api_->cuStreamDestroy(stream_);
+    }
+  }
+  const DeviceDescription& description() const override { return desc_; }
+  const CudaDeviceInfo& info() const { return info_; }
+  const cuda::Api& api() const { return *api_; }
+  cuda::CUcontext context() const { return ctx_; }
+  cuda::CUstream stream() const { return stream_; }
+  void* queue() const override { return stream_; }
+
+  Expected<DeviceMemory> allocate(size_t bytes, const char* what) override {
+    cuda::ContextScope scope(*api_, ctx_);
+    cuda::CUdeviceptr p = 0;
+    if (cuda::CUresult r = api_->cuMemAlloc(&p, std::max<size_t>(bytes, 8)); r != 0)
+      return cuda::fail(what, r);
+    return DeviceMemory{p, 0};
+  }
+  void release(DeviceMemory m) override {
+    cuda::ContextScope scope(*api_, ctx_);
+    api_->cuMemFree(m.handle);
+  }
+  Status write(DeviceMemory dst, const void* src, size_t bytes) override {
+    OPTJIT_TRY(write_async(dst, src, bytes));
+    return finish();
+  }
+  Status write_async(DeviceMemory dst, const void* src, size_t bytes) override {
+    if (bytes == 0) return Status::Ok();
+    cuda::ContextScope scope(*api_, ctx_);
+    if (cuda::CUresult r = api_->cuMemcpyHtoDAsync(address(dst), src, bytes, stream_); r != 0)
+      return cuda::fail("copying to the device", r);
+    return Status::Ok();
+  }
+  Status read(void* dst, DeviceMemory src, size_t bytes) override {
+    if (bytes == 0) return Status::Ok();
+    cuda::ContextScope scope(*api_, ctx_);
+    cuda::CUresult r = api_->cuMemcpyDtoHAsync(dst, address(src), bytes, stream_);
+    if (r == 0) r = api_->cuStreamSynchronize(stream_);
+    if (r != 0) return cuda::fail("copying from the device", r);
+    return Status::Ok();
+  }
+  Status copy(DeviceMemory dst, DeviceMemory src, size_t bytes) override {
+    if (bytes == 0) return Status::Ok();
+    cuda::ContextScope scope(*api_, ctx_);
+    if (cuda::CUresult r = api_->cuMemcpyDtoDAsync(address(dst), address(src), bytes, stream_);
+        r != 0)
+      return cuda::fail("copying between device buffers", r);
+    return Status::Ok();
+  }
+  Status finish() override {
+    cuda::ContextScope scope(*api_, ctx_);
+    if (cuda::CUresult r = api_->cuStreamSynchronize(stream_); r != 0)
+      return cuda::fail("running on the device", r);
+    return Status::Ok();
+  }
+
+  Expected<std::unique_ptr<Module>> load(const plan::Plan& plan, const ModuleSpec& spec,
+                                         cache::KernelCache* cache) override {
+    auto built = codegen::plan_cubin(plan, info_.arch(), spec.launch, cache, spec.device_step);
+    if (!built) return built.error();
+    cuda::ContextScope scope(*api_, ctx_);
+    cuda::CUmodule module = nullptr;
+    if (cuda::CUresult r = api_->cuModuleLoadData(&module, built->cubin.image.data()); r != 0)
+      return cuda::fail("loading the cubin", r);
+    auto m = std::make_unique<CudaModule>(*this, module, built->cubin.compile_seconds,
+                                          built->from_cache);
+    OPTJIT_TRY(m->resolve(plan, spec.device_step));
+    return std::unique_ptr<Module>(std::move(m));
+  }
+
+  Expected<std::unique_ptr<Graph>> capture(const std::function<Status()>& enqueue) override {
+    if (!desc_.graphs) return make_error("this CUDA driver has no graph API (cuGraphLaunch)");
+    cuda::ContextScope scope(*api_, ctx_);
+    cuda::CUresult r = api_->cuStreamBeginCapture(stream_, cuda::kCaptureModeThreadLocal);
+    if (r != 0) return cuda::fail("cuStreamBeginCapture", r);
+    const Status launched = enqueue();
+    cuda::CUgraph graph = nullptr;
+    r = api_->cuStreamEndCapture(stream_, &graph);
+    // A failed capture may still hand back a graph; it is freed, not kept half-built.
+    auto drop = [&] {
+      if (graph) api_->cuGraphDestroy(graph);
+    };
+    if (!launched) return drop(), launched.error();
+    if (r != 0) return drop(), cuda::fail("cuStreamEndCapture", r);
+    cuda::CUgraphExec exec = nullptr;
+    if ((r = api_->cuGraphInstantiateWithFlags(&exec, graph, 0)) != 0)
+      return drop(), cuda::fail("cuGraphInstantiate", r);
+    return std::unique_ptr<Graph>(new CudaGraph(*this, graph, exec));
+  }
+
+ private:
+  CudaDevice() = default;
+  const cuda::Api* api_ = nullptr;
+  CudaDeviceInfo info_;
+  DeviceDescription desc_;
+  cuda::CUdevice dev_ = 0;
+  cuda::CUcontext ctx_ = nullptr;
+  cuda::CUstream stream_ = nullptr;
+  bool own_stream_ = false;
+};
+
+CudaModule::~CudaModule() {
+  cuda::ContextScope scope(dev_.api(), dev_.context());
+  dev_.api().cuModuleUnload(module_);
+}
+
+Status CudaModule::resolve(const plan::Plan& plan, bool device_step) {
+  std::vector<KernelId> ids;
+  for (uint32_t k = 0; k < plan.passes.size(); ++k) ids.push_back({KernelId::pass, k});
+  if (device_step) {
+    const auto layout = codegen::device_step_layout(plan);
+    for (uint32_t k = 0; k <= plan.passes.size(); ++k) {
+      ids.push_back({KernelId::segment, k});
+      if (k == plan.passes.size()) break;
+      if (layout.combines[k]) ids.push_back({KernelId::combine, k});
+      if (layout.folds[k]) ids.push_back({KernelId::fold, k});
+    }
+    ids.push_back({KernelId::commit, 0});
+  }
+  cuda::ContextScope scope(dev_.api(), dev_.context());
+  for (const KernelId& id : ids) {
+    cuda::CUfunction f = nullptr;
+    const std::string name = id.name();
+    if (cuda::CUresult r = dev_.api().cuModuleGetFunction(&f, module_, name.c_str()); r != 0)
+      return cuda::fail("cuModuleGetFunction", r);
+    functions_[name] = f;
+  }
+  return Status::Ok();
+}
+
+Status CudaModule::launch(KernelId kernel, size_t groups, size_t group_size,
+                          std::span<const KernelArg> args) {
+  auto it = functions_.find(kernel.name());
+  if (it == functions_.end()) return make_error("no kernel {} in this module", kernel.name());
+  std::vector<uint64_t> values(args.size());
+  std::vector<void*> params(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    values[i] = args[i].is_memory ? dev_.address(args[i].memory)
+                                  : static_cast<uint64_t>(args[i].integer);
+    params[i] = &values[i];
+  }
+  cuda::ContextScope scope(dev_.api(), dev_.context());
+  cuda::CUresult r = dev_.api().cuLaunchKernel(
+      it->second, static_cast<unsigned>(groups), 1, 1, static_cast<unsigned>(group_size), 1, 1, 0,
+      dev_.stream(), params.data(), nullptr);
+  if (r != 0) return cuda::fail("launching a kernel", r);
+  return Status::Ok();
+}
+
+CudaGraph::~CudaGraph() {
+  cuda::ContextScope scope(dev_.api(), dev_.context());
+  dev_.api().cuGraphExecDestroy(exec_);
+  dev_.api().cuGraphDestroy(graph_);
+}
+
+Status CudaGraph::replay() {
+  cuda::ContextScope scope(dev_.api(), dev_.context());
+  if (cuda::CUresult r = dev_.api().cuGraphLaunch(exec_, dev_.stream()); r != 0)
+    return cuda::fail("cuGraphLaunch", r);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Expected<std::shared_ptr<Device>> open_cuda_device(int ordinal, void* stream) {
+  auto d = CudaDevice::open(ordinal, stream);
+  if (!d) return d.error();
+  return std::shared_ptr<Device>(std::move(*d));
+}
+
+}  // namespace optjit::runtime

@@ -1,0 +1,171 @@
+// A device the executor runs a plan on: memory, the plan's compiled kernels, launches. The CPU,
+// OpenCL and CUDA are devices; the step algorithm (tables, passes, combining, the device step,
+// graphs) is written once, in runtime/executor.h, over this interface. A new backend implements
+// a Device and a Module and nothing else below the plan. Internal.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "codegen/launch.h"
+#include "ir/error.h"
+#include "ir/plan.h"
+#include "runtime/device_memory.h"
+
+namespace optjit::cache {
+class KernelCache;
+}
+
+namespace optjit::runtime {
+
+/// How kernels find a tensor's buffers: through addresses in the tensor table (the CPU, CUDA),
+/// or as element offsets into one memory object per buffer, passed as kernel arguments (OpenCL,
+/// which has no pointers in buffers; WGSL is the same).
+enum class Addressing { pointers, arenas };
+
+/// A kernel of a plan's module.
+struct KernelId {
+  enum Kind : uint8_t { pass, segment, combine, fold, commit } kind = pass;
+  uint32_t k = 0;  // the pass (or segment) index
+  std::string name() const;  // "optjit_pass_0", ..., "optjit_commit"
+};
+
+/// A kernel argument: device memory (an address, or an arena for arena devices) or an integer.
+struct KernelArg {
+  DeviceMemory memory;
+  int64_t integer = 0;
+  bool is_memory = false;
+  static KernelArg mem(DeviceMemory m) { return {m, 0, true}; }
+  static KernelArg i64(int64_t v) { return {{}, v, false}; }
+};
+
+/// What a module is compiled for: the launch shape and whether the device-step kernels are in.
+struct ModuleSpec {
+  codegen::GpuLaunch launch;
+  bool device_step = false;
+  int cpu_threads = 0;  // the CPU's threads for a pass (0: all)
+  int cpu_unroll = 0;   // the CPU's vector interleave (0: LLVM's choice)
+};
+
+/// A plan's kernels, compiled (or loaded from the kernel cache) for one device.
+class Module {
+ public:
+  virtual ~Module() = default;
+  /// Launches `kernel` as `groups` work-groups of `group_size` (for a pass: over the chunk
+  /// table; the CPU spreads the chunks over its threads instead) with `args`, in order, on the
+  /// device's queue. Pass arguments (the emitter's ABI, codegen/c_emitter.h):
+  ///   [arenas (arena devices only)], uniforms (arena devices only), rows, chunks, nchunks,
+  ///   partials, [ctl]
+  virtual Status launch(KernelId kernel, size_t groups, size_t group_size,
+                        std::span<const KernelArg> args) = 0;
+  virtual double compile_seconds() const = 0;
+  virtual bool from_cache() const = 0;
+};
+
+/// A recorded sequence of launches that replays with one call (CUDA graphs).
+class Graph {
+ public:
+  virtual ~Graph() = default;
+  virtual Status replay() = 0;
+};
+
+struct DeviceDescription {
+  std::string kind;  // "cpu", "opencl", "cuda"
+  int index = 0;     // the backend's own device index
+  std::string name;
+  std::string arch;         // cuda: "sm_90"
+  std::string performance;  // the fingerprint tuning decisions are keyed by (runtime/devices.h)
+  bool gpu = false;
+  int compute_units = 0;   // SMs, compute units, threads
+  size_t max_group = 0;    // the largest work-group
+  Addressing addressing = Addressing::pointers;
+  bool host_memory = false;  // its memory is the host's (the CPU): host pointers are device memory
+  bool device_step = false;  // runs the device step's kernels
+  bool graphs = false;       // captures launches as graphs
+  /// Vector loads need a tensor's address aligned to the whole vector (CUDA's aligned structs),
+  /// not just to one element (the CPU, OpenCL's vloadn).
+  bool vector_aligned = false;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual const DeviceDescription& description() const = 0;
+
+  /// Device memory the caller releases with release(). Failure (out of device memory) says
+  /// what it was for.
+  virtual Expected<DeviceMemory> allocate(size_t bytes, const char* what) = 0;
+  virtual void release(DeviceMemory memory) = 0;
+  /// Host to device, ordered on the device's queue; `src` may be reused when it returns.
+  virtual Status write(DeviceMemory dst, const void* src, size_t bytes) = 0;
+  /// The same, but `src` must stay as it is until finish() returns (small per-step tables).
+  virtual Status write_async(DeviceMemory dst, const void* src, size_t bytes) = 0;
+  /// Device to host; returns when `dst` holds the data.
+  virtual Status read(void* dst, DeviceMemory src, size_t bytes) = 0;
+  virtual Status copy(DeviceMemory dst, DeviceMemory src, size_t bytes) = 0;
+  /// Waits for everything queued.
+  virtual Status finish() = 0;
+
+  virtual Expected<std::unique_ptr<Module>> load(const plan::Plan& plan, const ModuleSpec& spec,
+                                                 cache::KernelCache* cache) = 0;
+  /// Records what `enqueue` launches as a graph (where description().graphs).
+  virtual Expected<std::unique_ptr<Graph>> capture(const std::function<Status()>& enqueue);
+  /// The queue the device runs on (a CUstream, a cl_command_queue), so another optimizer (or
+  /// the caller) can share it and its memory; null on the CPU.
+  virtual void* queue() const { return nullptr; }
+  /// The value a tensor table holds for `memory` on a pointer device: its address.
+  uint64_t address(DeviceMemory memory) const { return memory.handle + memory.offset; }
+
+  /// The device's copy bandwidth, the yardstick for a step's: the median seconds one
+  /// device-to-device copy of `bytes` takes (2 x bytes moved).
+  Expected<double> copy_seconds(size_t bytes, int repetitions);
+};
+
+/// Memory a device allocated, released when this goes (or with reset()).
+class DeviceAllocation {
+ public:
+  DeviceAllocation() = default;
+  DeviceAllocation(Device* device, DeviceMemory memory, size_t bytes)
+      : device_(device), memory_(memory), bytes_(bytes) {}
+  DeviceAllocation(DeviceAllocation&& o) noexcept { *this = std::move(o); }
+  DeviceAllocation& operator=(DeviceAllocation&& o) noexcept {
+    if (this != &o) {
+      reset();
+      device_ = o.device_, memory_ = o.memory_, bytes_ = o.bytes_;
+      o.device_ = nullptr, o.memory_ = {}, o.bytes_ = 0;
+    }
+    return *this;
+  }
+  ~DeviceAllocation() { reset(); }
+  void reset() {
+    if (device_ && memory_) device_->release(memory_);
+    device_ = nullptr, memory_ = {}, bytes_ = 0;
+  }
+  DeviceMemory memory() const { return memory_; }
+  size_t bytes() const { return bytes_; }
+  explicit operator bool() const { return static_cast<bool>(memory_); }
+
+ private:
+  Device* device_ = nullptr;
+  DeviceMemory memory_;
+  size_t bytes_ = 0;
+};
+
+/// Allocates `bytes` (at least 8) on `device`.
+Expected<DeviceAllocation> allocate(Device& device, size_t bytes, const char* what);
+
+/// Which device to open: a backend and its device index (-1: its first GPU, else its first
+/// device), and optionally the caller's own queue (a CUstream, a cl_command_queue) to run on.
+struct DeviceSpec {
+  std::string kind = "cpu";  // "cpu", "opencl", "cuda"
+  int index = -1;
+  void* queue = nullptr;  // the caller's; not owned. Null: the device's own.
+};
+
+/// Opens a device, or says why there is none ("no CUDA driver on this machine ...").
+Expected<std::shared_ptr<Device>> open_device(const DeviceSpec& spec);
+
+}  // namespace optjit::runtime

@@ -1,0 +1,552 @@
+#include "runtime/executor.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "codegen/c_emitter.h"
+#include "codegen/kernel_abi.h"
+#include "runtime/chunks.h"
+#include "runtime/device_step.h"
+
+namespace optjit::runtime {
+
+std::string_view to_string(StepMode m) {
+  switch (m) {
+    case StepMode::host:
+      return "host";
+    case StepMode::device:
+      return "device";
+    case StepMode::graph:
+      return "graph";
+  }
+  return "?";
+}
+
+namespace {
+
+constexpr size_t kSegmentGroup = 64;  // work-items per group of the device step's segments
+
+size_t groups_for(size_t items, size_t per) { return (std::max<size_t>(items, 1) + per - 1) / per; }
+
+}  // namespace
+
+struct Executor::Impl {
+  Impl(const plan::Plan& p, Device& d, ExecutorOptions o)
+      : plan(p), dev(d), desc(d.description()), options(o) {}
+
+  const plan::Plan& plan;
+  Device& dev;
+  const DeviceDescription& desc;
+  ExecutorOptions options;
+  std::unique_ptr<Module> module;
+  size_t B = 0, P = 0, max_reductions = 0;
+  std::vector<size_t> es;           // bytes per element of each buffer
+  std::vector<bool> written;        // buffers a step writes that its caller sees
+  std::vector<bool> per_group;      // per pass: one uniform row per group (host step)
+
+  // Per tensor set.
+  TensorSet tensors;
+  ChunkTable table;
+  bool built = false;
+  std::vector<DeviceAllocation> arenas;  // per buffer: the executor's own, where needed
+  DeviceAllocation chunk_buf, partials, pointer_table;
+  std::vector<DeviceAllocation> uniform_bufs, row_bufs;  // per pass
+  std::vector<std::vector<double>> uniform_host;         // per pass, alive until finish()
+  std::vector<int64_t> row_host;                         // arena devices' rows, as uploaded
+  // Where each buffer of each tensor is: in place (the caller's device memory, or host memory
+  // on the CPU) or in the executor's arena.
+  enum class Where : uint8_t { in_place, arena };
+  std::vector<Where> where;             // [t * B + b]
+  std::vector<uint64_t> table_host;     // pointer devices: addresses [t * B + b], as uploaded
+  std::vector<int64_t> offsets;         // arena devices: element offsets [t * B + b]
+  std::vector<DeviceMemory> arena_arg;  // arena devices: each buffer's memory object
+  std::vector<bool> uploaded;           // per buffer: the device holds the host's data
+  std::vector<uint8_t> staging;
+
+  // The device step.
+  std::optional<DeviceStepHost> step_host;
+  DeviceAllocation hypers, ctl, tinfo, vals, fold_rows, first;
+  std::vector<double> hyper_values;
+  std::unique_ptr<Graph> graph;
+
+  bool device_step() const { return options.step != StepMode::host; }
+  bool arenas_model() const { return desc.addressing == Addressing::arenas; }
+
+  void forget() {
+    graph.reset();
+    arenas.clear();
+    chunk_buf.reset(), partials.reset(), pointer_table.reset();
+    uniform_bufs.clear(), row_bufs.clear(), uniform_host.clear();
+    hypers.reset(), ctl.reset(), tinfo.reset(), vals.reset(), fold_rows.reset(), first.reset();
+    row_host.clear(), table_host.clear(), offsets.clear(), where.clear(), arena_arg.clear();
+    uploaded.assign(B, false);
+    if (step_host) step_host->forget();
+    built = false;
+    tensors = {};
+    table = {};
+  }
+
+  Status build(const OptimizerState& s);
+  Status bind(OptimizerState& s);
+  Status upload_rows();
+  Status transfer_in(OptimizerState& s);
+  Status transfer_out(OptimizerState& s, bool state_too);
+  std::vector<KernelArg> pass_args(size_t k) const;
+  Expected<std::vector<std::vector<double>>> run_pass_host(size_t k, HostProgram& host,
+                                                           OptimizerState& s);
+  Status enqueue_device_step();
+  Expected<StepResult> run_device_step(OptimizerState& s);
+};
+
+Executor::~Executor() = default;
+
+Expected<std::unique_ptr<Executor>> Executor::create(const plan::Plan& plan,
+                                                     std::shared_ptr<Device> device,
+                                                     ExecutorOptions options,
+                                                     cache::KernelCache* cache) {
+  const DeviceDescription& d = device->description();
+  OPTJIT_TRY(options.launch.validate());
+  if (options.step != StepMode::host && !d.device_step)
+    return make_error("the {} device runs the scalar program on the host (step mode host), not "
+                      "{}",
+                      d.kind, to_string(options.step));
+  if (options.step == StepMode::graph && !d.graphs)
+    return make_error("the {} device cannot capture graphs; use step mode device", d.kind);
+  if (d.max_group > 0 && static_cast<size_t>(options.launch.block) > d.max_group &&
+      d.kind != "cpu")
+    return make_error("work-group size {} exceeds the device's {}", options.launch.block,
+                      d.max_group);
+  if (options.step != StepMode::host && d.max_group > 0 &&
+      d.max_group < static_cast<size_t>(codegen::kCombineLanes))
+    return make_error("the device step needs work-groups of {} and '{}' allows {}",
+                      codegen::kCombineLanes, d.name, d.max_group);
+  std::unique_ptr<Executor> e(new Executor());
+  e->device_ = std::move(device);
+  e->options_ = options;
+  e->impl_ = std::make_unique<Impl>(plan, *e->device_, options);
+  Impl& m = *e->impl_;
+  auto module = m.dev.load(plan,
+                           ModuleSpec{options.launch, options.step != StepMode::host,
+                                      options.cpu_threads, options.cpu_unroll},
+                           cache);
+  if (!module) return module.error();
+  m.module = std::move(*module);
+  m.B = plan.buffers.size();
+  m.P = plan.passes.size();
+  for (const auto& b : plan.buffers) m.es.push_back(size_bytes(b.storage));
+  m.written = visible_writes(plan);
+  for (const auto& pass : plan.passes) {
+    m.max_reductions = std::max(m.max_reductions, pass.reductions.size());
+    bool group = true;
+    for (auto v : pass.uniforms) group &= plan.program.at(v).rank != Rank::tensor;
+    m.per_group.push_back(group && options.step == StepMode::host);
+  }
+  m.uploaded.assign(m.B, false);
+  if (options.step != StepMode::host) m.step_host.emplace(codegen::device_step_layout(plan));
+  return e;
+}
+
+double Executor::compile_seconds() const { return impl_->module->compile_seconds(); }
+bool Executor::kernels_from_cache() const { return impl_->module->from_cache(); }
+
+void Executor::state_changed() {
+  impl_->uploaded.assign(impl_->B, false);
+  if (impl_->step_host) impl_->step_host->forget();
+}
+
+// The tables of one tensor set: chunks, per-pass uniform rows, and the device step's buffers.
+// All or nothing: on a failure (out of device memory) nothing is kept, and the next step
+// starts again.
+Status Executor::Impl::build(const OptimizerState& s) {
+  forget();
+  auto make = [&]() -> Status {
+    tensors = TensorSet::of(s);
+    table = ChunkTable::build(tensors.numels, options.launch.chunk_elements,
+                              desc.host_memory ? 1 : codegen::kArenaAlignElements);
+    const size_t T = tensors.numels.size(), G = tensors.group_count;
+    arenas.resize(B);
+    auto alloc = [&](DeviceAllocation& a, size_t bytes, const char* what) -> Status {
+      auto r = runtime::allocate(dev, bytes, what);
+      if (!r) return r.error();
+      a = std::move(*r);
+      return Status::Ok();
+    };
+    OPTJIT_TRY(alloc(chunk_buf, table.chunks.size() * sizeof(codegen::Chunk),
+                     "allocating the chunk table"));
+    OPTJIT_TRY(dev.write(chunk_buf.memory(), table.chunks.data(),
+                         table.chunks.size() * sizeof(codegen::Chunk)));
+    const size_t per_chunk =
+        step_host ? step_host->layout().partials_per_chunk : max_reductions;
+    OPTJIT_TRY(alloc(partials, table.chunks.size() * per_chunk * 8, "allocating partials"));
+    if (!arenas_model())
+      OPTJIT_TRY(alloc(pointer_table, T * B * 8, "allocating the tensor table"));
+    uniform_host.resize(P);
+    for (size_t k = 0; k < P; ++k) {
+      const size_t U = std::max<size_t>(plan.passes[k].uniforms.size(), 1);
+      const size_t rows_of_uniforms = per_group[k] ? G : T;
+      uniform_bufs.emplace_back();
+      row_bufs.emplace_back();
+      OPTJIT_TRY(alloc(uniform_bufs[k], rows_of_uniforms * U * 8, "allocating uniforms"));
+      OPTJIT_TRY(alloc(row_bufs[k], T * (arenas_model() ? B + 1 : 2) * 8,
+                       "allocating the tensor table"));
+    }
+    if (step_host) {
+      const codegen::DeviceStepLayout& layout = step_host->layout();
+      const std::vector<double> info = DeviceStepHost::tensor_info(s);
+      std::vector<int64_t> firsts(table.first.begin(), table.first.end());
+      OPTJIT_TRY(alloc(hypers, G * layout.hypers * 8, "allocating hyperparameters"));
+      OPTJIT_TRY(alloc(ctl, layout.ctl_size(G) * 8, "allocating the step's control block"));
+      OPTJIT_TRY(alloc(tinfo, info.size() * 8, "allocating the tensor table"));
+      OPTJIT_TRY(dev.write(tinfo.memory(), info.data(), info.size() * 8));
+      OPTJIT_TRY(alloc(vals, layout.vals_size(G, T) * 8, "allocating the scalar program's values"));
+      OPTJIT_TRY(alloc(fold_rows, layout.fold_rows * T * 8, "allocating reduction rows"));
+      OPTJIT_TRY(alloc(first, firsts.size() * 8, "allocating the chunk index"));
+      OPTJIT_TRY(dev.write(first.memory(), firsts.data(), firsts.size() * 8));
+    }
+    built = true;
+    return Status::Ok();
+  };
+  if (Status st = make(); !st) {
+    forget();
+    return st;
+  }
+  return Status::Ok();
+}
+
+// Decides where every buffer of every tensor is this step, allocates the arenas that needs,
+// and uploads the tensor table when it changed (gradients may move between steps).
+Status Executor::Impl::bind(OptimizerState& s) {
+  const size_t T = s.tensors.size();
+  const size_t vec_bytes = desc.vector_aligned ? static_cast<size_t>(options.launch.vec) : 1;
+  std::vector<Where> now(T * B, Where::arena);
+  std::vector<DeviceMemory> args(B);
+  for (size_t b = 0; b < B; ++b) {
+    // Arena devices: a buffer is used in place only when every tensor's is in one memory
+    // object (a framework's flat buffer); else it goes through the executor's arena.
+    bool common = arenas_model();
+    for (size_t t = 0; t < T && common; ++t) {
+      const DeviceMemory d = s.tensors[t].device[b];
+      if (s.tensors[t].numel == 0) continue;
+      if (!d || (args[b] && d.handle != args[b].handle)) common = false;
+      if (d) args[b] = {d.handle, 0};
+    }
+    if (!args[b]) common = false;  // no tensor has any: nothing to use in place
+    for (size_t t = 0; t < T; ++t) {
+      const TensorState& ts = s.tensors[t];
+      const DeviceMemory d = ts.device[b];
+      if (ts.numel > 0 && !d && !desc.host_memory && ts.owned[b].empty() && !ts.external[b])
+        return make_error("tensor '{}' has no {} (neither host nor device memory)", ts.name,
+                          plan.buffers[b].name);
+      bool in_place = arenas_model() ? common : (d || desc.host_memory);
+      if (!in_place) continue;
+      now[t * B + b] = Where::in_place;
+      const size_t need = es[b] * (arenas_model() ? 1 : vec_bytes);
+      const uint64_t at = arenas_model() ? d.offset : (d ? dev.address(d) : 0);
+      if (ts.numel > 0 && at % need != 0)
+        return make_error(
+            "tensor '{}': its {} at {:#x} is not aligned to {} bytes, which {} needs; bind "
+            "aligned memory{}",
+            ts.name, plan.buffers[b].name, at, need,
+            need > es[b] ? fmt::format("vec={}", options.launch.vec) : "its element type",
+            need > es[b] ? " or use a launch with vec=1" : "");
+    }
+    if (!common) args[b] = {};
+  }
+  // Arenas for what is not in place; a buffer whose placement changed is uploaded again.
+  for (size_t b = 0; b < B; ++b) {
+    bool need = false, changed = where.size() != now.size();
+    for (size_t t = 0; t < T; ++t) {
+      need |= now[t * B + b] == Where::arena;
+      if (!changed) changed |= where[t * B + b] != now[t * B + b];
+    }
+    if (changed) uploaded[b] = false;
+    if (need && !arenas[b]) {
+      auto a = runtime::allocate(dev, static_cast<size_t>(table.total) * es[b],
+                                 "allocating optimizer state on the device");
+      if (!a) return a.error();
+      arenas[b] = std::move(*a);
+      uploaded[b] = false;
+    }
+    if (!args[b] && arenas[b]) args[b] = arenas[b].memory();
+  }
+  where = std::move(now);
+  arena_arg = std::move(args);
+  if (arenas_model()) {
+    std::vector<int64_t> off(T * B, 0);
+    for (size_t t = 0; t < T; ++t)
+      for (size_t b = 0; b < B; ++b)
+        off[t * B + b] = where[t * B + b] == Where::in_place
+                             ? static_cast<int64_t>(s.tensors[t].device[b].offset / es[b])
+                             : table.base[t];
+    if (off != offsets) {
+      offsets = std::move(off);
+      OPTJIT_TRY(upload_rows());
+    }
+    return Status::Ok();
+  }
+  std::vector<uint64_t> ptrs(T * B, 0);
+  for (size_t t = 0; t < T; ++t)
+    for (size_t b = 0; b < B; ++b) {
+      const TensorState& ts = s.tensors[t];
+      if (where[t * B + b] == Where::arena)
+        ptrs[t * B + b] = dev.address(arenas[b].memory()) + table.base[t] * es[b];
+      else if (ts.device[b])
+        ptrs[t * B + b] = dev.address(ts.device[b]);
+      else
+        ptrs[t * B + b] = reinterpret_cast<uint64_t>(s.tensors[t].data(b));
+    }
+  if (ptrs != table_host) {
+    table_host = std::move(ptrs);
+    OPTJIT_TRY(dev.write(pointer_table.memory(), table_host.data(), table_host.size() * 8));
+    if (row_host.empty()) OPTJIT_TRY(upload_rows());
+  }
+  return Status::Ok();
+}
+
+// Each pass's rows: pointer devices {the tensor's pointer row, its uniform row} (fixed for a
+// tensor set); arena devices {every buffer's element offset, then the uniform row's}.
+Status Executor::Impl::upload_rows() {
+  const size_t T = tensors.numels.size();
+  for (size_t k = 0; k < P; ++k) {
+    const size_t U = std::max<size_t>(plan.passes[k].uniforms.size(), 1);
+    auto row_of = [&](size_t t) { return per_group[k] ? tensors.groups[t] : t; };
+    if (arenas_model()) {
+      row_host.assign(T * (B + 1), 0);
+      for (size_t t = 0; t < T; ++t) {
+        for (size_t b = 0; b < B; ++b) row_host[t * (B + 1) + b] = offsets[t * B + b];
+        row_host[t * (B + 1) + B] = static_cast<int64_t>(row_of(t) * U);
+      }
+    } else {
+      row_host.assign(2 * T, 0);
+      const uint64_t table_at = dev.address(pointer_table.memory()),
+                     uniforms_at = dev.address(uniform_bufs[k].memory());
+      for (size_t t = 0; t < T; ++t) {
+        row_host[2 * t] = static_cast<int64_t>(table_at + t * B * 8);
+        row_host[2 * t + 1] = static_cast<int64_t>(uniforms_at + row_of(t) * U * 8);
+      }
+    }
+    OPTJIT_TRY(dev.write(row_bufs[k].memory(), row_host.data(), row_host.size() * 8));
+  }
+  return Status::Ok();
+}
+
+// Host to device before a step: host buffers that need it (everything the first time, then the
+// gradients, and the parameters with host_params), and the caller's device memory that could
+// not be used in place.
+Status Executor::Impl::transfer_in(OptimizerState& s) {
+  const size_t T = s.tensors.size();
+  for (size_t b = 0; b < B; ++b) {
+    if (!arenas[b]) continue;
+    bool host_sourced = false;
+    for (size_t t = 0; t < T; ++t)
+      host_sourced |= where[t * B + b] == Where::arena && !s.tensors[t].device[b];
+    if (host_sourced &&
+        uploads_before_step(plan, b, !uploaded[b], options.resident_grads, options.host_params)) {
+      staging.assign(static_cast<size_t>(table.total) * es[b], 0);
+      for (size_t t = 0; t < T; ++t)
+        if (where[t * B + b] == Where::arena && !s.tensors[t].device[b] && s.tensors[t].numel > 0)
+          std::memcpy(staging.data() + table.base[t] * es[b], s.tensors[t].data(b),
+                      static_cast<size_t>(s.tensors[t].numel) * es[b]);
+      OPTJIT_TRY(dev.write(arenas[b].memory(), staging.data(), staging.size()));
+    }
+    for (size_t t = 0; t < T; ++t)
+      if (where[t * B + b] == Where::arena && s.tensors[t].device[b] && s.tensors[t].numel > 0)
+        OPTJIT_TRY(dev.copy(arenas[b].memory().at(table.base[t] * es[b]), s.tensors[t].device[b],
+                            static_cast<size_t>(s.tensors[t].numel) * es[b]));
+    uploaded[b] = true;
+  }
+  return Status::Ok();
+}
+
+// Device to host (and to the caller's device memory that was not used in place) after a step:
+// what it wrote, as copy_back says; with `state_too`, every state buffer.
+Status Executor::Impl::transfer_out(OptimizerState& s, bool state_too) {
+  const size_t T = s.tensors.size();
+  for (size_t b = 0; b < B; ++b) {
+    if (!arenas[b] || !uploaded[b]) continue;
+    const ir::BufferRole role = plan.buffers[b].role;
+    const bool visible = role == ir::BufferRole::param || role == ir::BufferRole::state;
+    if (!visible) continue;
+    if (!state_too) {
+      if (!written[b]) continue;
+      for (size_t t = 0; t < T; ++t)
+        if (where[t * B + b] == Where::arena && s.tensors[t].device[b] && s.tensors[t].numel > 0)
+          OPTJIT_TRY(dev.copy(s.tensors[t].device[b], arenas[b].memory().at(table.base[t] * es[b]),
+                              static_cast<size_t>(s.tensors[t].numel) * es[b]));
+    }
+    using CopyBack = ExecutorOptions::CopyBack;
+    const bool wanted =
+        state_too || options.copy_back == CopyBack::written ||
+        (options.copy_back == CopyBack::params && role == ir::BufferRole::param);
+    bool host_sourced = false;
+    for (size_t t = 0; t < T; ++t)
+      host_sourced |= where[t * B + b] == Where::arena && !s.tensors[t].device[b];
+    if (!wanted || !host_sourced) continue;
+    staging.resize(static_cast<size_t>(table.total) * es[b]);
+    OPTJIT_TRY(dev.read(staging.data(), arenas[b].memory(), staging.size()));
+    for (size_t t = 0; t < T; ++t)
+      if (where[t * B + b] == Where::arena && !s.tensors[t].device[b] && s.tensors[t].numel > 0)
+        std::memcpy(s.tensors[t].data(b), staging.data() + table.base[t] * es[b],
+                    static_cast<size_t>(s.tensors[t].numel) * es[b]);
+  }
+  return Status::Ok();
+}
+
+std::vector<KernelArg> Executor::Impl::pass_args(size_t k) const {
+  std::vector<KernelArg> args;
+  if (arenas_model()) {
+    for (size_t b = 0; b < B; ++b) args.push_back(KernelArg::mem(arena_arg[b]));
+    args.push_back(KernelArg::mem(uniform_bufs[k].memory()));
+  }
+  args.push_back(KernelArg::mem(row_bufs[k].memory()));
+  args.push_back(KernelArg::mem(chunk_buf.memory()));
+  args.push_back(KernelArg::i64(static_cast<int64_t>(table.chunks.size())));
+  args.push_back(KernelArg::mem(partials.memory()));
+  if (device_step()) args.push_back(KernelArg::mem(ctl.memory()));
+  return args;
+}
+
+Expected<std::vector<std::vector<double>>> Executor::Impl::run_pass_host(size_t k,
+                                                                       HostProgram& host,
+                                                                       OptimizerState& s) {
+  const plan::Pass& pass = plan.passes[k];
+  const size_t U = std::max<size_t>(pass.uniforms.size(), 1), R = pass.reductions.size();
+  std::vector<double>& u = uniform_host[k];
+  if (per_group[k]) {
+    // One row per group when the uniforms are all per-step scalars (the common case), so
+    // 10,000 tensors do not copy them 10,000 times.
+    u.assign(s.groups.size() * U, 0.0);
+    std::vector<bool> done(s.groups.size(), false);
+    std::vector<double> row;
+    for (size_t t = 0; t < s.tensors.size() && !pass.uniforms.empty(); ++t) {
+      const uint32_t g = s.tensors[t].group;
+      if (done[g]) continue;
+      host.uniforms(k, t, row);
+      std::copy(row.begin(), row.end(), u.begin() + static_cast<std::ptrdiff_t>(g * U));
+      done[g] = true;
+    }
+  } else {
+    u = host.uniform_table(k, U);
+  }
+  OPTJIT_TRY(dev.write_async(uniform_bufs[k].memory(), u.data(), u.size() * 8));
+  const auto args = pass_args(k);
+  const int64_t n = static_cast<int64_t>(table.chunks.size());
+  OPTJIT_TRY(module->launch({KernelId::pass, static_cast<uint32_t>(k)},
+                            static_cast<size_t>(options.launch.grid(n, desc.compute_units)),
+                            static_cast<size_t>(options.launch.block), args));
+  if (R == 0) return std::vector<std::vector<double>>{};
+  std::vector<double> got(static_cast<size_t>(n) * R);
+  OPTJIT_TRY(dev.read(got.data(), partials.memory(), got.size() * 8));
+  return combine_partials(plan, pass, table, got.data());
+}
+
+// Every launch of one device step, in order (also what a graph records).
+Status Executor::Impl::enqueue_device_step() {
+  const codegen::DeviceStepLayout& layout = step_host->layout();
+  const int64_t T = static_cast<int64_t>(tensors.numels.size()),
+                G = static_cast<int64_t>(tensors.group_count);
+  const size_t lanes = static_cast<size_t>(codegen::kCombineLanes);
+  const auto mem = [](const DeviceAllocation& a) { return KernelArg::mem(a.memory()); };
+  const int64_t n = static_cast<int64_t>(table.chunks.size());
+  for (size_t k = 0; k <= P; ++k) {
+    const uint32_t k32 = static_cast<uint32_t>(k);
+    const DeviceAllocation& uni = k < P ? uniform_bufs[k] : vals;  // the last writes none
+    const KernelArg seg[] = {mem(hypers), mem(ctl), mem(tinfo), mem(vals), mem(uni),
+                             KernelArg::i64(T), KernelArg::i64(G)};
+    OPTJIT_TRY(module->launch({KernelId::segment, k32},
+                              groups_for(static_cast<size_t>(std::max(T, G)), kSegmentGroup),
+                              kSegmentGroup, seg));
+    if (k == P) break;
+    const auto args = pass_args(k);
+    OPTJIT_TRY(module->launch({KernelId::pass, k32},
+                              static_cast<size_t>(options.launch.grid(n, desc.compute_units)),
+                              static_cast<size_t>(options.launch.block), args));
+    if (layout.combines[k]) {
+      const KernelArg c[] = {mem(partials), mem(first), mem(vals), mem(fold_rows),
+                             KernelArg::i64(T), KernelArg::i64(G)};
+      OPTJIT_TRY(module->launch({KernelId::combine, k32}, static_cast<size_t>(std::max<int64_t>(T, 1)),
+                                lanes, c));
+    }
+    if (layout.folds[k]) {
+      const KernelArg f[] = {mem(fold_rows), mem(vals), KernelArg::i64(T), KernelArg::i64(G)};
+      OPTJIT_TRY(module->launch({KernelId::fold, k32}, 1, lanes, f));
+    }
+  }
+  const KernelArg c[] = {mem(ctl), KernelArg::i64(G)};
+  return module->launch({KernelId::commit, 0}, 1, 1, c);
+}
+
+Expected<StepResult> Executor::Impl::run_device_step(OptimizerState& s) {
+  if (auto ctl_values = step_host->ctl_to_write(s))
+    OPTJIT_TRY(dev.write(ctl.memory(), ctl_values->data(), ctl_values->size() * 8));
+  hyper_values = step_host->hypers(s);
+  if (!hyper_values.empty())
+    OPTJIT_TRY(dev.write_async(hypers.memory(), hyper_values.data(), hyper_values.size() * 8));
+  if (options.step == StepMode::graph) {
+    // The kernels' arguments are addresses fixed for this tensor set (the values behind them
+    // change, the addresses do not), so the graph stays valid until the tensors change.
+    if (!graph) {
+      auto g = dev.capture([&] { return enqueue_device_step(); });
+      if (!g) return g.error();
+      graph = std::move(*g);
+    }
+    OPTJIT_TRY(graph->replay());
+  } else {
+    OPTJIT_TRY(enqueue_device_step());
+  }
+  const size_t ctl_bytes = step_host->layout().ctl_size(s.groups.size()) * 8;
+  if (Status st = dev.read(step_host->read_back(s), ctl.memory(), ctl_bytes); !st) {
+    step_host->forget();
+    return st.error();
+  }
+  if (step_host->skipped()) return StepResult{true};
+  OPTJIT_TRY(transfer_out(s, false));
+  step_host->commit(s);
+  return StepResult{false};
+}
+
+Status Executor::prepare(OptimizerState& s) {
+  Impl& m = *impl_;
+  if (!m.built || !m.tensors.matches(s)) OPTJIT_TRY(m.build(s));
+  if (Status st = m.bind(s); !st) {
+    m.forget();
+    return st;
+  }
+  return m.transfer_in(s);
+}
+
+Expected<std::vector<std::vector<double>>> Executor::run_pass(size_t k, HostProgram& host,
+                                                              OptimizerState& s) {
+  if (impl_->device_step()) return make_error("run_pass() is the host step's; this executor steps on the device");
+  return impl_->run_pass_host(k, host, s);
+}
+
+Status Executor::finish(OptimizerState& s) {
+  OPTJIT_TRY(impl_->dev.finish());
+  return impl_->transfer_out(s, false);
+}
+
+Expected<StepResult> Executor::step(OptimizerState& s) {
+  Impl& m = *impl_;
+  OPTJIT_TRY(prepare(s));
+  if (m.device_step()) return m.run_device_step(s);
+  return drive_step(
+      m.plan, s,
+      [&](size_t k, HostProgram& host) -> Status {
+        auto partial = m.run_pass_host(k, host, s);
+        if (!partial) return partial.error();
+        if (!partial->empty()) host.finish_reductions(k, *partial);
+        return Status::Ok();
+      },
+      [&] { return finish(s); });
+}
+
+Status Executor::sync_to_host(OptimizerState& s) {
+  Impl& m = *impl_;
+  if (!m.built || !m.tensors.matches(s) || m.where.empty()) return Status::Ok();
+  OPTJIT_TRY(m.dev.finish());
+  return m.transfer_out(s, true);
+}
+
+}  // namespace optjit::runtime

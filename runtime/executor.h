@@ -1,0 +1,95 @@
+// The step algorithm, once, for every device (runtime/device.h): the chunk and tensor tables,
+// where each buffer lives (the caller's memory used in place, or the executor's own arena on
+// the device with copies to and from the host), the passes, the combining of reduction
+// partials, and the scalar program between passes, either on the host (StepMode::host) or as
+// kernels on the device (StepMode::device), optionally captured once and replayed
+// (StepMode::graph). Internal: the public API is optjit::Optimizer.
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include "codegen/launch.h"
+#include "runtime/device.h"
+#include "runtime/reference.h"
+
+namespace optjit::runtime {
+
+/// Where the scalar program between passes runs: on the host, which reads each reduction's
+/// partials back; on the device as kernels, so a step has no round trip until its end; or as
+/// that sequence recorded once per tensor set and replayed.
+enum class StepMode { host, device, graph };
+std::string_view to_string(StepMode m);
+
+struct ExecutorOptions {
+  /// Block, items, vector width and grid cap (GPU devices), and the chunk size (every device).
+  codegen::GpuLaunch launch;
+  int cpu_threads = 0;  // the CPU's threads (0: all)
+  int cpu_unroll = 0;   // the CPU's vector interleave (0: LLVM's choice)
+  StepMode step = StepMode::host;
+  /// After a step on a device whose memory is not the host's, which buffers that live in host
+  /// memory get what the step wrote: all of them (parameters and state), only the parameters
+  /// (the state stays on the device until sync_to_host), or none (benchmarks).
+  enum class CopyBack { written, params, none } copy_back = CopyBack::written;
+  /// Host parameters are uploaded before every step, not just the first: the host's copy is the
+  /// truth (a caller may change it between steps).
+  bool host_params = false;
+  /// Host gradients are uploaded once, not every step (benchmarks and tuning).
+  bool resident_grads = false;
+
+  /// The CPU's launch as executor options (the chunk size goes into `launch`).
+  static ExecutorOptions of(const codegen::CpuLaunch& c) {
+    ExecutorOptions o;
+    o.launch.chunk_elements = c.chunk_elements;
+    o.cpu_threads = c.threads;
+    o.cpu_unroll = c.unroll;
+    return o;
+  }
+};
+
+class Executor {
+ public:
+  /// Compiles (or loads from the cache) the plan's kernels for `device`. `plan` must outlive
+  /// the executor.
+  static Expected<std::unique_ptr<Executor>> create(const plan::Plan& plan,
+                                                    std::shared_ptr<Device> device,
+                                                    ExecutorOptions options,
+                                                    cache::KernelCache* cache = nullptr);
+  ~Executor();
+
+  /// One optimizer step on `s`. Each buffer of each tensor is used where it is: the caller's
+  /// device memory (TensorState::device) or, on the CPU, host memory, in place; anything else
+  /// in the executor's own arena on the device, uploaded the first time (then the gradients
+  /// every step, and the parameters with host_params) and copied back as copy_back says.
+  Expected<StepResult> step(OptimizerState& s);
+  /// A host step in pieces, for a step over several executors whose reductions combine
+  /// (parameters of several dtypes): prepare(), then for each pass the host's segment and
+  /// run_pass(), which returns the per-tensor partials of the pass's reductions, then finish().
+  /// step() is these with one executor.
+  Status prepare(OptimizerState& s);
+  Expected<std::vector<std::vector<double>>> run_pass(size_t k, HostProgram& host,
+                                                      OptimizerState& s);
+  Status finish(OptimizerState& s);
+
+  /// After `s` changed on the host other than through step() (a restored checkpoint): the next
+  /// step uploads everything again.
+  void state_changed();
+  /// Copies the state the device holds for host-bound buffers back to `s` (before a checkpoint
+  /// when copy_back leaves the state on the device).
+  Status sync_to_host(OptimizerState& s);
+
+  Device& device() const { return *device_; }
+  const std::shared_ptr<Device>& shared_device() const { return device_; }
+  const ExecutorOptions& options() const { return options_; }
+  double compile_seconds() const;
+  bool kernels_from_cache() const;
+
+ private:
+  struct Impl;
+  Executor() = default;
+  std::shared_ptr<Device> device_;
+  ExecutorOptions options_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace optjit::runtime
