@@ -262,22 +262,27 @@ class StepWriter {
     }
   }
 
-  // Lane j of one work-group of kCombineLanes threads: its run of items in order from the
-  // identity, then the lanes as a tree (codegen::kCombineLanes; runtime::combine_range is the
-  // host's copy). `n` items, item i at `item(i)`; leaves the result in lane[0] for every thread.
+  // The fixed lane order (codegen::kCombineLanes; runtime::combine_range is the host's copy)
+  // over `n` items, item i at `item(i)`, by one work-group of any size: work-item `j0` takes
+  // lanes j0, j0 + size, ...; lanes past the last run hold the identity, which combines
+  // exactly, so they are skipped as the host skips them. Leaves the result in lane[0].
   std::string lane_combine(Op op, const std::string& n, const std::string& item) const {
     const std::string I = L_.i64();
     const int64_t W = kCombineLanes;
     std::string s;
-    s += fmt::format("    {{\n      const {0} run = ({1} + {2} - 1) / {2}, i0 = j * run;\n", I, n, W);
-    s += fmt::format("      const {0} i1 = i0 + run < {1} ? i0 + run : {1};\n", I, n);
-    s += "      double acc = 0.0;\n";
-    s += fmt::format("      for ({} i = i0; i < i1; ++i) acc = {};\n", I,
+    s += fmt::format("    {{\n      const {0} run = {1} > 0 ? ({1} + {2} - 1) / {2} : 1;\n", I,
+                     n, W);
+    s += fmt::format("      const {0} used = ({1} + run - 1) / run;\n", I, n);
+    s += fmt::format("      for ({} j = j0; j < (used > 0 ? used : 1); j += size) {{\n", I);
+    s += fmt::format("        const {0} i1 = j * run + run < {1} ? j * run + run : {1};\n", I, n);
+    s += "        double acc = 0.0;\n";
+    s += fmt::format("        for ({} i = j * run; i < i1; ++i) acc = {};\n", I,
                      combine_two(op, "acc", item));
-    s += fmt::format("      lane[j] = acc;\n      {};\n", L_.barrier());
-    s += fmt::format("      for (int s = 1; s < {}; s *= 2) {{\n", W);
-    s += fmt::format("        if ((j & (2 * s - 1)) == 0) lane[j] = {};\n",
-                     combine_two(op, "lane[j]", "lane[j + s]"));
+    s += "        lane[j] = acc;\n      }\n";
+    s += fmt::format("      {};\n", L_.barrier());
+    s += fmt::format("      for ({} s = 1; s < used; s *= 2) {{\n", I);
+    s += fmt::format("        for ({} j = j0 * 2 * s; j + s < used; j += size * 2 * s)\n", I);
+    s += fmt::format("          lane[j] = {};\n", combine_two(op, "lane[j]", "lane[j + s]"));
     s += fmt::format("        {};\n      }}\n    }}\n", L_.barrier());
     return s;
   }
@@ -292,17 +297,17 @@ class StepWriter {
                     L_.kernel(), k, G("double", "partials"), G(I.c_str(), "first"),
                     G("double", "vals"), G("double", "fold_rows"), I, I);
     s += fmt::format("  {}double lane[{}];\n", L_.local(), kCombineLanes);
-    s += fmt::format("  const {0} t = {1}, j = {2};\n  if (t >= T) return;\n", I, L_.group_id(),
-                     L_.local_id());
+    s += fmt::format("  const {0} t = {1}, j0 = {2}, size = {3};\n  if (t >= T) return;\n", I,
+                     L_.group_id(), L_.local_id(), L_.local_size());
     s += fmt::format("  const {} c0 = first[t], n = first[t + 1] - c0;\n", I);
     size_t q = 0;
     for (size_t r = 0; r < R; ++r) {
       const ir::Inst& in = p_.at(reds[r]);
       s += lane_combine(in.op, "n", fmt::format("partials[(c0 + i) * {} + {}]", R, r));
       if (static_cast<ir::Scope>(in.attr) == ir::Scope::tensor)
-        s += fmt::format("  if (j == 0) {} = lane[0];\n", val_slot(reds[r]));
+        s += fmt::format("  if (j0 == 0) {} = lane[0];\n", val_slot(reds[r]));
       else
-        s += fmt::format("  if (j == 0) fold_rows[{} * T + t] = lane[0];\n", q++);
+        s += fmt::format("  if (j0 == 0) fold_rows[{} * T + t] = lane[0];\n", q++);
       s += fmt::format("  {};\n", L_.barrier());  // lane[] is reused by the next reduction
     }
     return s + "}\n";
@@ -316,14 +321,13 @@ class StepWriter {
         fmt::format("{} optjit_fold_{}(const {}, {}, const {} T, const {} G) {{\n", L_.kernel(), k,
                     G("double", "fold_rows"), G("double", "vals"), I, I);
     s += fmt::format("  {}double lane[{}];\n", L_.local(), kCombineLanes);
-    s += fmt::format("  const {} j = {};\n", I, L_.local_id());
+    s += fmt::format("  const {} j0 = {}, size = {};\n", I, L_.local_id(), L_.local_size());
     size_t q = 0;
     for (ValueId r : plan_.passes[k].reductions) {
       const ir::Inst& in = p_.at(r);
       if (static_cast<ir::Scope>(in.attr) != ir::Scope::all) continue;
       s += lane_combine(in.op, "T", fmt::format("fold_rows[{} * T + i]", q++));
-      s += fmt::format("  for ({} g = j; g < G; g += {}) {} = lane[0];\n", I, kCombineLanes,
-                       val_slot(r));
+      s += fmt::format("  for ({} g = j0; g < G; g += size) {} = lane[0];\n", I, val_slot(r));
       s += fmt::format("  {};\n", L_.barrier());
     }
     return s + "}\n";

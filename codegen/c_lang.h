@@ -21,6 +21,7 @@ struct Lang {
   const char* group_id() const { return cl() ? "get_group_id(0)" : "blockIdx.x"; }
   const char* groups() const { return cl() ? "get_num_groups(0)" : "gridDim.x"; }
   const char* local_id() const { return cl() ? "get_local_id(0)" : "threadIdx.x"; }
+  const char* local_size() const { return cl() ? "get_local_size(0)" : "blockDim.x"; }
   const char* barrier() const { return cl() ? "barrier(CLK_LOCAL_MEM_FENCE)" : "__syncthreads()"; }
   std::string value_type(DType t) const {
     switch (t) {

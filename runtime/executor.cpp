@@ -58,8 +58,12 @@ struct Executor::Impl {
   // on the CPU) or in the executor's arena.
   enum class Where : uint8_t { in_place, arena };
   std::vector<Where> where;             // [t * B + b]
-  std::vector<uint64_t> table_host;     // pointer devices: addresses [t * B + b], as uploaded
+  // Each buffer of each tensor in the table: an address (pointer devices) or a byte offset into
+  // its arena (arena devices), as last uploaded [t * B + b].
+  std::vector<uint64_t> values;
   std::vector<int64_t> offsets;         // arena devices: element offsets [t * B + b]
+  std::vector<bool> host_arena, device_arena;  // per buffer: tensors staged from host / device
+  uint64_t bound = 0;  // OptimizerState::bindings as last bound
   std::vector<DeviceMemory> arena_arg;  // arena devices: each buffer's memory object
   std::vector<bool> uploaded;           // per buffer: the device holds the host's data
   std::vector<uint8_t> staging;
@@ -79,7 +83,7 @@ struct Executor::Impl {
     chunk_buf.reset(), partials.reset(), pointer_table.reset();
     uniform_bufs.clear(), row_bufs.clear(), uniform_host.clear();
     hypers.reset(), ctl.reset(), tinfo.reset(), vals.reset(), fold_rows.reset(), first.reset();
-    row_host.clear(), table_host.clear(), offsets.clear(), where.clear(), arena_arg.clear();
+    row_host.clear(), values.clear(), offsets.clear(), where.clear(), arena_arg.clear();
     uploaded.assign(B, false);
     if (step_host) step_host->forget();
     built = false;
@@ -117,7 +121,7 @@ Expected<std::unique_ptr<Executor>> Executor::create(const plan::Plan& plan,
       d.kind != "cpu")
     return make_error("work-group size {} exceeds the device's {}", options.launch.block,
                       d.max_group);
-  if (options.step != StepMode::host && d.max_group > 0 &&
+  if (options.step != StepMode::host && d.gpu && d.max_group > 0 &&
       d.max_group < static_cast<size_t>(codegen::kCombineLanes))
     return make_error("the device step needs work-groups of {} and '{}' allows {}",
                       codegen::kCombineLanes, d.name, d.max_group);
@@ -215,53 +219,72 @@ Status Executor::Impl::build(const OptimizerState& s) {
 }
 
 // Decides where every buffer of every tensor is this step, allocates the arenas that needs,
-// and uploads the tensor table when it changed (gradients may move between steps).
+// and uploads the tensor table when it changed (gradients may move between steps). One pass
+// over the tensors into reused arrays: with 10,000 tensors this runs every step.
 Status Executor::Impl::bind(OptimizerState& s) {
   const size_t T = s.tensors.size();
-  const size_t vec_bytes = desc.vector_aligned ? static_cast<size_t>(options.launch.vec) : 1;
-  std::vector<Where> now(T * B, Where::arena);
+  const size_t vec = desc.vector_aligned ? static_cast<size_t>(options.launch.vec) : 1;
+  const bool arenas_dev = arenas_model();
+  // Arena devices: a buffer is used in place only when every tensor's is in one memory object
+  // (a framework's flat buffer); else it goes through the executor's arena.
   std::vector<DeviceMemory> args(B);
-  for (size_t b = 0; b < B; ++b) {
-    // Arena devices: a buffer is used in place only when every tensor's is in one memory
-    // object (a framework's flat buffer); else it goes through the executor's arena.
-    bool common = arenas_model();
-    for (size_t t = 0; t < T && common; ++t) {
-      const DeviceMemory d = s.tensors[t].device[b];
-      if (s.tensors[t].numel == 0) continue;
-      if (!d || (args[b] && d.handle != args[b].handle)) common = false;
-      if (d) args[b] = {d.handle, 0};
+  std::vector<bool> common(B, arenas_dev);
+  if (arenas_dev)
+    for (size_t b = 0; b < B; ++b) {
+      for (size_t t = 0; t < T && common[b]; ++t) {
+        const DeviceMemory d = s.tensors[t].device[b];
+        if (s.tensors[t].numel == 0) continue;
+        if (!d || (args[b] && d.handle != args[b].handle)) common[b] = false;
+        if (d) args[b] = {d.handle, 0};
+      }
+      if (!args[b]) common[b] = false;  // no tensor has any: nothing to use in place
+      if (!common[b]) args[b] = {};
     }
-    if (!args[b]) common = false;  // no tensor has any: nothing to use in place
-    for (size_t t = 0; t < T; ++t) {
-      const TensorState& ts = s.tensors[t];
+  const bool first = where.size() != T * B;
+  if (first) where.assign(T * B, Where::arena), values.assign(T * B, ~uint64_t{0});
+  std::vector<bool> placement_changed(B, first), value_changed(B, first);
+  host_arena.assign(B, false);
+  device_arena.assign(B, false);
+  for (size_t t = 0; t < T; ++t) {
+    const TensorState& ts = s.tensors[t];
+    for (size_t b = 0; b < B; ++b) {
       const DeviceMemory d = ts.device[b];
-      if (ts.numel > 0 && !d && !desc.host_memory && ts.owned[b].empty() && !ts.external[b])
-        return make_error("tensor '{}' has no {} (neither host nor device memory)", ts.name,
-                          plan.buffers[b].name);
-      bool in_place = arenas_model() ? common : (d || desc.host_memory);
-      if (!in_place) continue;
-      now[t * B + b] = Where::in_place;
-      const size_t need = es[b] * (arenas_model() ? 1 : vec_bytes);
-      const uint64_t at = arenas_model() ? d.offset : (d ? dev.address(d) : 0);
-      if (ts.numel > 0 && at % need != 0)
+      const bool in_place = arenas_dev ? common[b] : (d || desc.host_memory);
+      const Where w = in_place ? Where::in_place : Where::arena;
+      const size_t i = t * B + b;
+      if (where[i] != w) where[i] = w, placement_changed[b] = true;
+      uint64_t v;
+      if (!in_place) {
+        if (ts.numel > 0 && !d && ts.owned[b].empty() && !ts.external[b])
+          return make_error("tensor '{}' has no {} (neither host nor device memory)", ts.name,
+                            plan.buffers[b].name);
+        (d ? device_arena : host_arena)[b] = true;
+        // Where the arena holds it (filled in below if the arena does not exist yet).
+        v = !arenas[b]   ? ~uint64_t{0}
+            : arenas_dev ? static_cast<uint64_t>(table.base[t]) * es[b]
+                         : dev.address(arenas[b].memory()) + table.base[t] * es[b];
+      } else {
+        v = arenas_dev ? d.offset : d ? dev.address(d) : reinterpret_cast<uint64_t>(ts.data(b));
+      }
+      if (v == values[i]) continue;
+      values[i] = v;
+      value_changed[b] = true;
+      if (!in_place || ts.numel == 0) continue;
+      const size_t need = es[b] * (arenas_dev ? 1 : vec);
+      if (v % need != 0)
         return make_error(
             "tensor '{}': its {} at {:#x} is not aligned to {} bytes, which {} needs; bind "
             "aligned memory{}",
-            ts.name, plan.buffers[b].name, at, need,
+            ts.name, plan.buffers[b].name, v, need,
             need > es[b] ? fmt::format("vec={}", options.launch.vec) : "its element type",
             need > es[b] ? " or use a launch with vec=1" : "");
     }
-    if (!common) args[b] = {};
   }
   // Arenas for what is not in place; a buffer whose placement changed is uploaded again.
+  bool table_changed = first;
   for (size_t b = 0; b < B; ++b) {
-    bool need = false, changed = where.size() != now.size();
-    for (size_t t = 0; t < T; ++t) {
-      need |= now[t * B + b] == Where::arena;
-      if (!changed) changed |= where[t * B + b] != now[t * B + b];
-    }
-    if (changed) uploaded[b] = false;
-    if (need && !arenas[b]) {
+    if (placement_changed[b]) uploaded[b] = false;
+    if ((host_arena[b] || device_arena[b]) && !arenas[b]) {
       auto a = runtime::allocate(dev, static_cast<size_t>(table.total) * es[b],
                                  "allocating optimizer state on the device");
       if (!a) return a.error();
@@ -269,38 +292,25 @@ Status Executor::Impl::bind(OptimizerState& s) {
       uploaded[b] = false;
     }
     if (!args[b] && arenas[b]) args[b] = arenas[b].memory();
-  }
-  where = std::move(now);
-  arena_arg = std::move(args);
-  if (arenas_model()) {
-    std::vector<int64_t> off(T * B, 0);
-    for (size_t t = 0; t < T; ++t)
-      for (size_t b = 0; b < B; ++b)
-        off[t * B + b] = where[t * B + b] == Where::in_place
-                             ? static_cast<int64_t>(s.tensors[t].device[b].offset / es[b])
-                             : table.base[t];
-    if (off != offsets) {
-      offsets = std::move(off);
-      OPTJIT_TRY(upload_rows());
+    // Tensors in the arena: their table entry is where the arena holds them.
+    if (placement_changed[b] || value_changed[b]) {
+      table_changed = true;
+      for (size_t t = 0; t < T; ++t)
+        if (where[t * B + b] == Where::arena)
+          values[t * B + b] =
+              arenas_dev ? static_cast<uint64_t>(table.base[t]) * es[b]
+                         : dev.address(arenas[b].memory()) + table.base[t] * es[b];
     }
-    return Status::Ok();
   }
-  std::vector<uint64_t> ptrs(T * B, 0);
-  for (size_t t = 0; t < T; ++t)
-    for (size_t b = 0; b < B; ++b) {
-      const TensorState& ts = s.tensors[t];
-      if (where[t * B + b] == Where::arena)
-        ptrs[t * B + b] = dev.address(arenas[b].memory()) + table.base[t] * es[b];
-      else if (ts.device[b])
-        ptrs[t * B + b] = dev.address(ts.device[b]);
-      else
-        ptrs[t * B + b] = reinterpret_cast<uint64_t>(s.tensors[t].data(b));
-    }
-  if (ptrs != table_host) {
-    table_host = std::move(ptrs);
-    OPTJIT_TRY(dev.write(pointer_table.memory(), table_host.data(), table_host.size() * 8));
-    if (row_host.empty()) OPTJIT_TRY(upload_rows());
+  if (arena_arg != args) arena_arg = std::move(args), table_changed = true;
+  if (!table_changed) return Status::Ok();
+  if (arenas_dev) {
+    offsets.resize(T * B);
+    for (size_t i = 0; i < T * B; ++i) offsets[i] = static_cast<int64_t>(values[i] / es[i % B]);
+    return upload_rows();
   }
+  OPTJIT_TRY(dev.write(pointer_table.memory(), values.data(), values.size() * 8));
+  if (row_host.empty()) OPTJIT_TRY(upload_rows());
   return Status::Ok();
 }
 
@@ -338,10 +348,7 @@ Status Executor::Impl::transfer_in(OptimizerState& s) {
   const size_t T = s.tensors.size();
   for (size_t b = 0; b < B; ++b) {
     if (!arenas[b]) continue;
-    bool host_sourced = false;
-    for (size_t t = 0; t < T; ++t)
-      host_sourced |= where[t * B + b] == Where::arena && !s.tensors[t].device[b];
-    if (host_sourced &&
+    if (host_arena[b] &&
         uploads_before_step(plan, b, !uploaded[b], options.resident_grads, options.host_params)) {
       staging.assign(static_cast<size_t>(table.total) * es[b], 0);
       for (size_t t = 0; t < T; ++t)
@@ -350,7 +357,7 @@ Status Executor::Impl::transfer_in(OptimizerState& s) {
                       static_cast<size_t>(s.tensors[t].numel) * es[b]);
       OPTJIT_TRY(dev.write(arenas[b].memory(), staging.data(), staging.size()));
     }
-    for (size_t t = 0; t < T; ++t)
+    for (size_t t = 0; t < T && device_arena[b]; ++t)
       if (where[t * B + b] == Where::arena && s.tensors[t].device[b] && s.tensors[t].numel > 0)
         OPTJIT_TRY(dev.copy(arenas[b].memory().at(table.base[t] * es[b]), s.tensors[t].device[b],
                             static_cast<size_t>(s.tensors[t].numel) * es[b]));
@@ -370,7 +377,7 @@ Status Executor::Impl::transfer_out(OptimizerState& s, bool state_too) {
     if (!visible) continue;
     if (!state_too) {
       if (!written[b]) continue;
-      for (size_t t = 0; t < T; ++t)
+      for (size_t t = 0; t < T && device_arena[b]; ++t)
         if (where[t * B + b] == Where::arena && s.tensors[t].device[b] && s.tensors[t].numel > 0)
           OPTJIT_TRY(dev.copy(s.tensors[t].device[b], arenas[b].memory().at(table.base[t] * es[b]),
                               static_cast<size_t>(s.tensors[t].numel) * es[b]));
@@ -379,10 +386,7 @@ Status Executor::Impl::transfer_out(OptimizerState& s, bool state_too) {
     const bool wanted =
         state_too || options.copy_back == CopyBack::written ||
         (options.copy_back == CopyBack::params && role == ir::BufferRole::param);
-    bool host_sourced = false;
-    for (size_t t = 0; t < T; ++t)
-      host_sourced |= where[t * B + b] == Where::arena && !s.tensors[t].device[b];
-    if (!wanted || !host_sourced) continue;
+    if (!wanted || !host_arena[b]) continue;
     staging.resize(static_cast<size_t>(table.total) * es[b]);
     OPTJIT_TRY(dev.read(staging.data(), arenas[b].memory(), staging.size()));
     for (size_t t = 0; t < T; ++t)
@@ -446,7 +450,9 @@ Status Executor::Impl::enqueue_device_step() {
   const codegen::DeviceStepLayout& layout = step_host->layout();
   const int64_t T = static_cast<int64_t>(tensors.numels.size()),
                 G = static_cast<int64_t>(tensors.group_count);
-  const size_t lanes = static_cast<size_t>(codegen::kCombineLanes);
+  // One work-group per combine: the lanes' work-items on a GPU, one work-item on a CPU device
+  // (the order, and so the bits, are the same for any group size).
+  const size_t lanes = desc.gpu ? static_cast<size_t>(codegen::kCombineLanes) : 1;
   const auto mem = [](const DeviceAllocation& a) { return KernelArg::mem(a.memory()); };
   const int64_t n = static_cast<int64_t>(table.chunks.size());
   for (size_t k = 0; k <= P; ++k) {
@@ -508,10 +514,17 @@ Expected<StepResult> Executor::Impl::run_device_step(OptimizerState& s) {
 
 Status Executor::prepare(OptimizerState& s) {
   Impl& m = *impl_;
-  if (!m.built || !m.tensors.matches(s)) OPTJIT_TRY(m.build(s));
-  if (Status st = m.bind(s); !st) {
-    m.forget();
-    return st;
+  if (!m.built || !m.tensors.matches(s)) {
+    OPTJIT_TRY(m.build(s));
+    m.bound = 0;
+  }
+  // The bindings are read again only when they may have changed.
+  if (s.bindings.value() == 0 || s.bindings.value() != m.bound) {
+    if (Status st = m.bind(s); !st) {
+      m.forget();
+      return st;
+    }
+    m.bound = s.bindings.value();
   }
   return m.transfer_in(s);
 }

@@ -66,6 +66,8 @@ std::string_view to_string(Backend b) {
 struct Part {
   plan::Plan plan;
   runtime::OptimizerState state;
+  uint32_t grad_buffer = 0;
+  size_t grad_bytes = 0;  // per gradient element
   std::unique_ptr<runtime::Executor> executor;
   std::vector<size_t> params;  // this part's tensors, as indices into the optimizer's params
 };
@@ -242,6 +244,9 @@ Status Optimizer::build(std::vector<Param> params, OptimizerOptions options) {
     if (!state) return state.error();
     part.state = std::move(*state);
     const uint32_t pb = part.plan.program.param_buffer(), gb = part.plan.program.grad_buffer();
+    part.grad_buffer = gb;
+    part.grad_bytes = size_bytes(part.plan.buffers[gb].storage);
+    part.state.bindings.track();  // whenever a binding changes, changed() says so
     for (size_t t = 0; t < part.params.size(); ++t) {
       auto& ts = part.state.tensors[t];
       const Param& p = m.params[part.params[t]];
@@ -359,9 +364,8 @@ Status Optimizer::Impl::bind_grads(const char* who, const std::vector<const void
     return make_error("gradients in device memory need the cuda or opencl backend");
   for (size_t i = 0; i < n; ++i) {
     const auto [p, t] = where[i];
-    const uint32_t gb = parts[p].plan.program.grad_buffer();
     const int64_t numel = parts[p].state.tensors[t].numel;
-    const size_t gbytes = size_bytes(parts[p].plan.buffers[gb].storage);
+    const size_t gbytes = parts[p].grad_bytes;
     if (host) {
       if (!(*host)[i] && numel > 0) return make_error("the gradient of '{}' is null", params[i].name);
       if (overlap((*host)[i], numel * gbytes, params[i].data,
@@ -374,19 +378,25 @@ Status Optimizer::Impl::bind_grads(const char* who, const std::vector<const void
     }
   }
   for (size_t i = 0; i < n; ++i) {
-    runtime::TensorState& ts = tensor(i);
-    const uint32_t gb = parts[where[i].first].plan.program.grad_buffer();
+    auto [p, t] = where[i];
+    runtime::TensorState& ts = parts[p].state.tensors[t];
+    const uint32_t gb = parts[p].grad_buffer;
     // The kernels only read gradients.
-    ts.external[gb] = host ? const_cast<uint8_t*>(static_cast<const uint8_t*>((*host)[i])) : nullptr;
-    ts.device[gb] = dev ? (*dev)[i] : DeviceMemory{};
+    uint8_t* h = host ? const_cast<uint8_t*>(static_cast<const uint8_t*>((*host)[i])) : nullptr;
+    const DeviceMemory d = dev ? (*dev)[i] : DeviceMemory{};
+    if (ts.external[gb] != h || ts.device[gb] != d) {
+      ts.external[gb] = h;
+      ts.device[gb] = d;
+      parts[p].state.bindings.changed();  // the executor reads the new binding
+    }
   }
   return Status::Ok();
 }
 
 void Optimizer::Impl::unbind_grads() {
   for (Part& part : parts) {
-    const uint32_t gb = part.plan.program.grad_buffer();
-    for (auto& t : part.state.tensors) t.external[gb] = nullptr, t.device[gb] = {};
+    for (auto& t : part.state.tensors) t.external[part.grad_buffer] = nullptr, t.device[part.grad_buffer] = {};
+    part.state.bindings.changed();
   }
 }
 
@@ -449,17 +459,15 @@ Expected<runtime::StepResult> Optimizer::Impl::lockstep() {
 }
 
 Expected<runtime::StepResult> Optimizer::step(const std::vector<const void*>& grads) {
+  // The gradients stay bound until the next step replaces them (rebinding the same memory
+  // costs nothing then); nothing reads them in between.
   OPTJIT_TRY(impl_->bind_grads("step", &grads, nullptr));
-  auto r = impl_->step();
-  impl_->unbind_grads();
-  return r;
+  return impl_->step();
 }
 
 Expected<runtime::StepResult> Optimizer::step_device(const std::vector<DeviceMemory>& grads) {
   OPTJIT_TRY(impl_->bind_grads("step_device", nullptr, &grads));
-  auto r = impl_->step();
-  impl_->unbind_grads();
-  return r;
+  return impl_->step();
 }
 
 Expected<uint32_t> Optimizer::Impl::state_buffer(const Part& part, std::string_view name) const {
@@ -578,6 +586,7 @@ Status Optimizer::bind_state(size_t param, std::string_view buffer, void* host) 
   ts.owned[*b] = {};
   ts.device[*b] = {};
   ts.external[*b] = static_cast<uint8_t*>(host);
+  part.state.bindings.changed();
   if (part.executor) part.executor->state_changed();
   return Status::Ok();
 }
@@ -602,6 +611,7 @@ Status Optimizer::bind_state(size_t param, std::string_view buffer, DeviceMemory
   ts.owned[*b] = {};
   ts.external[*b] = nullptr;
   ts.device[*b] = memory;
+  part.state.bindings.changed();
   if (part.executor) part.executor->state_changed();
   return Status::Ok();
 }

@@ -1,9 +1,16 @@
 #include "runtime/state.h"
 
+#include <atomic>
+
 #include <fmt/ranges.h>
 #include <algorithm>
 
 namespace optjit::runtime {
+
+uint64_t BindingEpoch::next() {
+  static std::atomic<uint64_t> counter{0};
+  return ++counter;
+}
 
 using ir::BufferRole;
 

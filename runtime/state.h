@@ -13,6 +13,29 @@
 
 namespace optjit::runtime {
 
+/// Which memory a state's buffers are in, as an epoch: 0 (the default) means untracked, and an
+/// executor re-reads every binding at every step. Once tracked, whoever changes a TensorState's
+/// `external` or `device` binding calls changed(); a copied or assigned state is in other memory
+/// (its own vectors), so it gets a new epoch by itself.
+class BindingEpoch {
+ public:
+  BindingEpoch() = default;
+  BindingEpoch(const BindingEpoch& o) : value_(o.value_ ? next() : 0) {}
+  BindingEpoch& operator=(const BindingEpoch& o) {
+    value_ = o.value_ ? next() : 0;
+    return *this;
+  }
+  void track() { value_ = next(); }
+  void changed() {
+    if (value_) value_ = next();
+  }
+  uint64_t value() const { return value_; }
+
+ private:
+  static uint64_t next();
+  uint64_t value_ = 0;
+};
+
 struct StepResult {
   bool skipped = false;  // a skip_if fired (e.g. grad_scaler saw Inf/NaN): nothing was written
 };
@@ -47,6 +70,9 @@ struct OptimizerState {
   std::vector<TensorState> tensors;
   std::vector<GroupState> groups;
   int64_t step = 0;  // completed (not skipped) steps
+  /// Changes whenever the memory this state's buffers live in may have changed, so an executor
+  /// re-reads the bindings only then (with 10,000 tensors that is worth it).
+  BindingEpoch bindings;
 
   int64_t elements() const {  // parameter elements in all tensors
     int64_t n = 0;

@@ -207,41 +207,49 @@ extern "C" __global__ void optjit_segment_0(const double* hypers, double* ctl, c
 
 extern "C" __global__ void optjit_combine_0(const double* partials, const long long* first, double* vals, double* fold_rows, const long long T, const long long G) {
   __shared__ double lane[256];
-  const long long t = blockIdx.x, j = threadIdx.x;
+  const long long t = blockIdx.x, j0 = threadIdx.x, size = blockDim.x;
   if (t >= T) return;
   const long long c0 = first[t], n = first[t + 1] - c0;
     {
-      const long long run = (n + 256 - 1) / 256, i0 = j * run;
-      const long long i1 = i0 + run < n ? i0 + run : n;
-      double acc = 0.0;
-      for (long long i = i0; i < i1; ++i) acc = acc + partials[(c0 + i) * 1 + 0];
-      lane[j] = acc;
+      const long long run = n > 0 ? (n + 256 - 1) / 256 : 1;
+      const long long used = (n + run - 1) / run;
+      for (long long j = j0; j < (used > 0 ? used : 1); j += size) {
+        const long long i1 = j * run + run < n ? j * run + run : n;
+        double acc = 0.0;
+        for (long long i = j * run; i < i1; ++i) acc = acc + partials[(c0 + i) * 1 + 0];
+        lane[j] = acc;
+      }
       __syncthreads();
-      for (int s = 1; s < 256; s *= 2) {
-        if ((j & (2 * s - 1)) == 0) lane[j] = lane[j] + lane[j + s];
+      for (long long s = 1; s < used; s *= 2) {
+        for (long long j = j0 * 2 * s; j + s < used; j += size * 2 * s)
+          lane[j] = lane[j] + lane[j + s];
         __syncthreads();
       }
     }
-  if (j == 0) fold_rows[0 * T + t] = lane[0];
+  if (j0 == 0) fold_rows[0 * T + t] = lane[0];
   __syncthreads();
 }
 
 extern "C" __global__ void optjit_fold_0(const double* fold_rows, double* vals, const long long T, const long long G) {
   __shared__ double lane[256];
-  const long long j = threadIdx.x;
+  const long long j0 = threadIdx.x, size = blockDim.x;
     {
-      const long long run = (T + 256 - 1) / 256, i0 = j * run;
-      const long long i1 = i0 + run < T ? i0 + run : T;
-      double acc = 0.0;
-      for (long long i = i0; i < i1; ++i) acc = acc + fold_rows[0 * T + i];
-      lane[j] = acc;
+      const long long run = T > 0 ? (T + 256 - 1) / 256 : 1;
+      const long long used = (T + run - 1) / run;
+      for (long long j = j0; j < (used > 0 ? used : 1); j += size) {
+        const long long i1 = j * run + run < T ? j * run + run : T;
+        double acc = 0.0;
+        for (long long i = j * run; i < i1; ++i) acc = acc + fold_rows[0 * T + i];
+        lane[j] = acc;
+      }
       __syncthreads();
-      for (int s = 1; s < 256; s *= 2) {
-        if ((j & (2 * s - 1)) == 0) lane[j] = lane[j] + lane[j + s];
+      for (long long s = 1; s < used; s *= 2) {
+        for (long long j = j0 * 2 * s; j + s < used; j += size * 2 * s)
+          lane[j] = lane[j] + lane[j + s];
         __syncthreads();
       }
     }
-  for (long long g = j; g < G; g += 256) vals[g * 42 + 0] = lane[0];
+  for (long long g = j0; g < G; g += size) vals[g * 42 + 0] = lane[0];
   __syncthreads();
 }
 

@@ -191,36 +191,44 @@ __kernel void optjit_segment_0(const __global double* hypers, __global double* c
 
 __kernel void optjit_combine_0(const __global double* partials, const __global long* first, __global double* vals, __global double* fold_rows, const long T, const long G) {
   __local double lane[256];
-  const long t = get_group_id(0), j = get_local_id(0);
+  const long t = get_group_id(0), j0 = get_local_id(0), size = get_local_size(0);
   if (t >= T) return;
   const long c0 = first[t], n = first[t + 1] - c0;
     {
-      const long run = (n + 256 - 1) / 256, i0 = j * run;
-      const long i1 = i0 + run < n ? i0 + run : n;
-      double acc = 0.0;
-      for (long i = i0; i < i1; ++i) acc = acc + partials[(c0 + i) * 2 + 0];
-      lane[j] = acc;
+      const long run = n > 0 ? (n + 256 - 1) / 256 : 1;
+      const long used = (n + run - 1) / run;
+      for (long j = j0; j < (used > 0 ? used : 1); j += size) {
+        const long i1 = j * run + run < n ? j * run + run : n;
+        double acc = 0.0;
+        for (long i = j * run; i < i1; ++i) acc = acc + partials[(c0 + i) * 2 + 0];
+        lane[j] = acc;
+      }
       barrier(CLK_LOCAL_MEM_FENCE);
-      for (int s = 1; s < 256; s *= 2) {
-        if ((j & (2 * s - 1)) == 0) lane[j] = lane[j] + lane[j + s];
+      for (long s = 1; s < used; s *= 2) {
+        for (long j = j0 * 2 * s; j + s < used; j += size * 2 * s)
+          lane[j] = lane[j] + lane[j + s];
         barrier(CLK_LOCAL_MEM_FENCE);
       }
     }
-  if (j == 0) vals[G * 18 + t * 13 + 0] = lane[0];
+  if (j0 == 0) vals[G * 18 + t * 13 + 0] = lane[0];
   barrier(CLK_LOCAL_MEM_FENCE);
     {
-      const long run = (n + 256 - 1) / 256, i0 = j * run;
-      const long i1 = i0 + run < n ? i0 + run : n;
-      double acc = 0.0;
-      for (long i = i0; i < i1; ++i) acc = acc + partials[(c0 + i) * 2 + 1];
-      lane[j] = acc;
+      const long run = n > 0 ? (n + 256 - 1) / 256 : 1;
+      const long used = (n + run - 1) / run;
+      for (long j = j0; j < (used > 0 ? used : 1); j += size) {
+        const long i1 = j * run + run < n ? j * run + run : n;
+        double acc = 0.0;
+        for (long i = j * run; i < i1; ++i) acc = acc + partials[(c0 + i) * 2 + 1];
+        lane[j] = acc;
+      }
       barrier(CLK_LOCAL_MEM_FENCE);
-      for (int s = 1; s < 256; s *= 2) {
-        if ((j & (2 * s - 1)) == 0) lane[j] = lane[j] + lane[j + s];
+      for (long s = 1; s < used; s *= 2) {
+        for (long j = j0 * 2 * s; j + s < used; j += size * 2 * s)
+          lane[j] = lane[j] + lane[j + s];
         barrier(CLK_LOCAL_MEM_FENCE);
       }
     }
-  if (j == 0) vals[G * 18 + t * 13 + 4] = lane[0];
+  if (j0 == 0) vals[G * 18 + t * 13 + 4] = lane[0];
   barrier(CLK_LOCAL_MEM_FENCE);
 }
 

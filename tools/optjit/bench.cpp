@@ -191,17 +191,38 @@ Expected<std::unique_ptr<Runner>> make_runner(plan::Plan plan, const Shapes& sha
   for (auto& p : r->params) ps.push_back({p.name, p.data.data(), t, p.shape});
   if (gpu) {
     options.queue = gpu->queue();
-    for (size_t i = 0; i < ps.size(); ++i) {
-      for (auto* list : {&r->device_params, &r->device_grads}) {
-        const auto& h = list == &r->device_params ? r->params[i] : r->grads[i];
-        auto a = runtime::allocate(*gpu, h.data.size(), "allocating benchmark tensors");
+    // Pointer devices (CUDA): one allocation per tensor, as PyTorch has them. Arena devices
+    // (OpenCL): one buffer per role holding every tensor, which kernels use in place (separate
+    // buffers would be copied in and out of the executor's arenas every step).
+    const bool flat = gpu->description().addressing == runtime::Addressing::arenas;
+    for (auto* list : {&r->device_params, &r->device_grads}) {
+      const auto& hosts = list == &r->device_params ? r->params : r->grads;
+      std::vector<DeviceMemory> where;
+      if (flat) {
+        size_t total = 0;
+        std::vector<size_t> at;
+        for (const auto& h : hosts) at.push_back(total), total += (h.data.size() + 127) / 128 * 128;
+        auto a = runtime::allocate(*gpu, total, "allocating benchmark tensors");
         if (!a) return a.error();
-        OPTJIT_TRY(gpu->write(a->memory(), h.data.data(), h.data.size()));
+        for (size_t i = 0; i < hosts.size(); ++i) where.push_back(a->memory().at(at[i]));
         list->push_back(std::move(*a));
+      } else {
+        for (const auto& h : hosts) {
+          auto a = runtime::allocate(*gpu, h.data.size(), "allocating benchmark tensors");
+          if (!a) return a.error();
+          where.push_back(a->memory());
+          list->push_back(std::move(*a));
+        }
       }
-      ps[i].data = nullptr;
-      ps[i].device = r->device_params[i].memory();
-      r->dev_grads.push_back(r->device_grads[i].memory());
+      for (size_t i = 0; i < hosts.size(); ++i) {
+        OPTJIT_TRY(gpu->write(where[i], hosts[i].data.data(), hosts[i].data.size()));
+        if (list == &r->device_params) {
+          ps[i].data = nullptr;
+          ps[i].device = where[i];
+        } else {
+          r->dev_grads.push_back(where[i]);
+        }
+      }
     }
     r->params.clear();  // the device holds them now
     r->grads.clear();
