@@ -514,7 +514,10 @@ Expected<StepResult> Executor::Impl::run_device_step(OptimizerState& s) {
 
 Status Executor::prepare(OptimizerState& s) {
   Impl& m = *impl_;
-  if (!m.built || !m.tensors.matches(s)) {
+  // A tracked state whose epoch is unchanged has the same tensors (a change to them comes with
+  // a new epoch), so only untracked or changed states are compared with the tensor set.
+  const bool same = m.built && s.bindings.value() != 0 && s.bindings.value() == m.bound;
+  if (!same && (!m.built || !m.tensors.matches(s))) {
     OPTJIT_TRY(m.build(s));
     m.bound = 0;
   }

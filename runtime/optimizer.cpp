@@ -85,6 +85,9 @@ struct Optimizer::Impl {
   bool tuned = false;
   runtime::StepMode mode = runtime::StepMode::host;
   std::vector<std::string> warnings;
+  // The gradients bound at the last step (one of the two is empty).
+  std::vector<const void*> bound_host;
+  std::vector<DeviceMemory> bound_device;
 
   runtime::TensorState& tensor(size_t param) {
     auto [p, t] = where[param];
@@ -362,6 +365,11 @@ Status Optimizer::Impl::bind_grads(const char* who, const std::vector<const void
     return make_error("{}() got {} gradients for {} parameters", who, n, params.size());
   if (dev && !device)
     return make_error("gradients in device memory need the cuda or opencl backend");
+  // The same gradients as last step (a framework's gradient buffers usually are): checked and
+  // bound then, so nothing to do; with 10,000 tensors this is most of a step's host work.
+  if (host ? (bound_host == *host && bound_device.empty())
+           : (bound_device == *dev && bound_host.empty()))
+    return Status::Ok();
   for (size_t i = 0; i < n; ++i) {
     const auto [p, t] = where[i];
     const int64_t numel = parts[p].state.tensors[t].numel;
@@ -390,10 +398,14 @@ Status Optimizer::Impl::bind_grads(const char* who, const std::vector<const void
       parts[p].state.bindings.changed();  // the executor reads the new binding
     }
   }
+  bound_host = host ? *host : std::vector<const void*>{};
+  bound_device = dev ? *dev : std::vector<DeviceMemory>{};
   return Status::Ok();
 }
 
 void Optimizer::Impl::unbind_grads() {
+  bound_host.clear();
+  bound_device.clear();
   for (Part& part : parts) {
     for (auto& t : part.state.tensors) t.external[part.grad_buffer] = nullptr, t.device[part.grad_buffer] = {};
     part.state.bindings.changed();

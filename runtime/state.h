@@ -14,9 +14,10 @@
 namespace optjit::runtime {
 
 /// Which memory a state's buffers are in, as an epoch: 0 (the default) means untracked, and an
-/// executor re-reads every binding at every step. Once tracked, whoever changes a TensorState's
-/// `external` or `device` binding calls changed(); a copied or assigned state is in other memory
-/// (its own vectors), so it gets a new epoch by itself.
+/// executor re-reads every binding (and the tensor set) at every step. Once tracked, whoever
+/// changes a TensorState's `external` or `device` binding, or its tensors, calls changed(); a
+/// copied or assigned state is in other memory (its own vectors), so it gets a new epoch by
+/// itself.
 class BindingEpoch {
  public:
   BindingEpoch() = default;
