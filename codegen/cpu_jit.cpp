@@ -24,7 +24,7 @@
 #include "cache/kernel_cache.h"
 #include "codegen/llvm_emitter.h"
 #include "ir/text.h"
-#include "runtime/devices.h"
+#include "codegen/version.h"
 
 namespace optjit::codegen {
 
@@ -104,7 +104,7 @@ CpuTarget CpuTarget::host() {
 
 std::string CpuTarget::exact() const {
   return fmt::format("cpu|{}|{}|{}|llvm {}|codegen {}", triple, cpu, features, llvm_version(),
-                     runtime::kCodegenVersion);
+                     kCodegenVersion);
 }
 
 std::string CpuTarget::exact_id() const {

@@ -5,7 +5,7 @@
 
 #include <xxhash.h>
 
-#include "runtime/devices.h"
+#include "codegen/version.h"
 
 #include <dlfcn.h>
 #include <fmt/ranges.h>
@@ -19,7 +19,7 @@ namespace optjit::codegen {
 
 std::string cubin_fingerprint(const std::string& arch) {
   return fmt::format("cuda|{}|nvrtc {}|codegen {}", arch, nvrtc_version(),
-                     runtime::kCodegenVersion);
+                     kCodegenVersion);
 }
 
 std::string cubin_fingerprint_id(const std::string& arch) {

@@ -5,7 +5,7 @@
 #include <random>
 
 #include <optjit/ir/builtins.h>
-#include <optjit/runtime/optimizer.h>
+#include <optjit/optimizer.h>
 
 using namespace optjit;
 using dsl::Value;

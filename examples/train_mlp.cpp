@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include <optjit/runtime/optimizer.h>
+#include <optjit/optimizer.h>
 
 namespace {
 

@@ -4,13 +4,12 @@
 #include <string>
 #include <vector>
 
+#include "codegen/version.h"
 #include "ir/error.h"
 
 namespace optjit::runtime {
 
-/// optjit's code-generation version: part of every exact fingerprint, bumped whenever emitted
-/// code may change for the same IR.
-inline constexpr int kCodegenVersion = 2;
+using codegen::kCodegenVersion;
 
 struct DeviceRecord {
   std::string backend;  // "cpu" | "opencl" | "cuda"

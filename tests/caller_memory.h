@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/optimizer.h"
+#include "api/optimizer.h"
 
 namespace optjit::testing {
 

@@ -1,5 +1,5 @@
 // optjit::Optimizer: the API a framework calls, over the framework's own memory.
-#include "runtime/optimizer.h"
+#include "api/optimizer.h"
 
 #include <unistd.h>
 

@@ -16,7 +16,7 @@
 #include "ir/compile.h"
 #include "ir/pipeline_text.h"
 #include "runtime/device.h"
-#include "runtime/optimizer.h"
+#include "api/optimizer.h"
 #include "tools/optjit/commands.h"
 
 namespace optjit::cli {

@@ -27,7 +27,7 @@
 #include "ir/text.h"
 #include "runtime/device.h"
 #include "runtime/devices.h"
-#include "runtime/optimizer.h"
+#include "api/optimizer.h"
 #include "runtime/reference.h"
 
 namespace optjit::cli {

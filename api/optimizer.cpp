@@ -1,4 +1,4 @@
-#include "runtime/optimizer.h"
+#include "api/optimizer.h"
 
 #include <cstring>
 #include <map>
