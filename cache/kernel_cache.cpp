@@ -556,4 +556,41 @@ Expected<std::unique_ptr<KernelCache>> open_for_run(const CacheOptions& options,
   return std::move(*c);
 }
 
+Expected<CachedCompile> cached_compile(KernelCache* cache, const KernelKey& key,
+                                       const std::string& format, const std::string& what,
+                                       const std::function<Expected<Compiled>()>& compile,
+                                       const std::function<bool(const KernelEntry&)>& accept) {
+  bool refused = false;
+  if (cache) {
+    if (auto hit = cache->get(key)) {
+      if (!accept || accept(*hit))
+        return CachedCompile{std::move(hit->payload), std::move(hit->resources), 0, true};
+      refused = true;  // compile below; the stored bytes are not re-read
+    } else if (cache->strict()) {
+      return make_error("kernel cache miss in strict mode for {} of this pipeline: {}", what,
+                        cache->explain_miss(key));
+    }
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  auto built = compile();
+  if (!built) return built.error();
+  CachedCompile out{std::move(built->payload), std::move(built->resources),
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                    false};
+  if (cache && !refused) {
+    // A cache that cannot be written is not an error: the kernels are here.
+    (void)cache->put({key, format, out.payload, out.resources, out.seconds, 0, 0, ""});
+    // Another process may have stored this key first: use its bytes, as every process will.
+    if (auto winner = cache->get(key)) {
+      out.payload = std::move(winner->payload);
+      out.resources = std::move(winner->resources);
+    }
+  }
+  return out;
+}
+
+std::string source_variant(const std::string& options, const std::string& source) {
+  return fmt::format("{}-src={:016x}", options, XXH3_64bits(source.data(), source.size()));
+}
+
 }  // namespace optjit::cache

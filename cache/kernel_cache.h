@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -58,6 +59,37 @@ struct CacheStats {
   int64_t kernels = 0, bytes = 0;
   int64_t hits = 0, misses = 0, rejected = 0;  // this process
 };
+
+class KernelCache;
+
+/// What a compiler produced: the bytes and what it reported (JSON: registers, spills, ...).
+struct Compiled {
+  std::vector<uint8_t> payload;
+  std::string resources = "{}";
+};
+
+struct CachedCompile {
+  std::vector<uint8_t> payload;
+  std::string resources;
+  double seconds = 0;  // compiling, or 0 for a hit
+  bool from_cache = false;
+};
+
+/// The one protocol every compiler goes through (CPU object code, cubins, OpenCL binaries):
+/// the stored kernel for `key` if there is one (and `accept`, when given, takes it: a driver
+/// may refuse a binary); else, with a strict cache, an error naming the nearest stored key;
+/// else compile, store, and re-read the key, so that when another process stored it first
+/// every process uses the same bytes. `what` names the kernels in the strict error ("the
+/// cuda kernels"); `format` is stored with them ("cubin"). Without a cache it just compiles.
+Expected<CachedCompile> cached_compile(KernelCache* cache, const KernelKey& key,
+                                       const std::string& format, const std::string& what,
+                                       const std::function<Expected<Compiled>()>& compile,
+                                       const std::function<bool(const KernelEntry&)>& accept = {});
+
+/// The kernel-cache variant for emitted source: the options that change the code plus a hash of
+/// the source itself, so a change to an emitter can never load a stale binary, whether or not
+/// its version was bumped ("cuda-block=256,items=1,vec=1-src=<16 hex digits>").
+std::string source_variant(const std::string& options, const std::string& source);
 
 /// A tuning decision as stored: the chosen configuration for a program at a size on a device.
 struct TuningDecision {

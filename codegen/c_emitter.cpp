@@ -10,6 +10,7 @@
 // Float constants are printed as hex floats, so every value survives the trip exactly.
 #include "codegen/c_emitter.h"
 
+#include "cache/kernel_cache.h"
 #include "codegen/c_lang.h"
 
 #include <algorithm>
@@ -507,8 +508,7 @@ Expected<std::string> emit_c(const plan::Plan& plan, CEmitOptions o) {
 
 std::string source_variant(const std::string& language, const GpuLaunch& launch,
                            const std::string& source) {
-  return fmt::format("{}-{}-src={:016x}", language, launch.code_variant(),
-                     XXH3_64bits(source.data(), source.size()));
+  return cache::source_variant(language + "-" + launch.code_variant(), source);
 }
 
 }  // namespace optjit::codegen

@@ -157,40 +157,24 @@ Expected<std::unique_ptr<CpuKernels>> CpuKernels::compile(const plan::Plan& plan
                                                           int interleave) {
   auto t0 = std::chrono::steady_clock::now();
   CpuTarget target = CpuTarget::host();
-  cache::KernelKey key{target.exact_id(), fmt::format("{:016x}", ir::structural_hash(plan.program)),
-                       interleave > 0 ? fmt::format("cpu-o3-interleave={}", interleave) : "cpu-o3"};
-  std::vector<char> object;
-  bool hit = false;
-  if (cache) {
-    if (auto e = cache->get(key)) {
-      object.assign(e->payload.begin(), e->payload.end());
-      hit = true;
-    } else if (cache->strict()) {
-      return make_error("kernel cache miss in strict mode for the cpu kernels of this pipeline: {}",
-                        cache->explain_miss(key));
-    }
-  }
-  double compile_s = 0;
-  if (!hit) {
-    auto o = object_code(plan, target, interleave);
-    if (!o) return o.error();
-    object = std::move(*o);
-    compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (cache) {
-      cache::KernelEntry e{key,
-                           "elf-object",
-                           std::vector<uint8_t>(object.begin(), object.end()),
-                           "{}",
-                           compile_s,
-                           0,
-                           0,
-                           ""};
-      (void)cache->put(e);  // a cache that cannot be written is not an error; the kernels are here
-      // Another process may have stored this key first: use its bytes, as every process will.
-      if (auto winner = cache->get(key))
-        object.assign(winner->payload.begin(), winner->payload.end());
-    }
-  }
+  // The key carries a hash of the module as emitted (before optimization), as the CUDA and
+  // OpenCL keys carry their source's, so an emitter change never loads stale object code.
+  auto ir = emit_cpu_ir(plan, false, target, interleave);
+  if (!ir) return ir.error();
+  cache::KernelKey key{
+      target.exact_id(), fmt::format("{:016x}", ir::structural_hash(plan.program)),
+      cache::source_variant(
+          interleave > 0 ? fmt::format("cpu-o3-interleave={}", interleave) : "cpu-o3", *ir)};
+  auto built = cache::cached_compile(cache, key, "elf-object", "the cpu kernels",
+                                     [&]() -> Expected<cache::Compiled> {
+                                       auto o = object_code(plan, target, interleave);
+                                       if (!o) return o.error();
+                                       return cache::Compiled{
+                                           std::vector<uint8_t>(o->begin(), o->end()), "{}"};
+                                     });
+  if (!built) return built.error();
+  const bool hit = built->from_cache;
+  const std::vector<uint8_t>& object = built->payload;
 
   auto jtmb = llvm::orc::JITTargetMachineBuilder(llvm::Triple(target.triple));
   jtmb.setCPU(target.cpu);
@@ -205,8 +189,9 @@ Expected<std::unique_ptr<CpuKernels>> CpuKernels::compile(const plan::Plan& plan
   if (!gen)
     return make_error("cannot search this process's symbols: {}", to_string(gen.takeError()));
   (*jit)->getMainJITDylib().addGenerator(std::move(*gen));
-  auto buffer = llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(object.data(), object.size()),
-                                                     "optjit-kernels");
+  auto buffer = llvm::MemoryBuffer::getMemBufferCopy(
+      llvm::StringRef(reinterpret_cast<const char*>(object.data()), object.size()),
+      "optjit-kernels");
   if (auto e = (*jit)->addObjectFile(std::move(buffer)))
     return make_error("the LLVM JIT rejected the kernels' object code: {}",
                       to_string(std::move(e)));

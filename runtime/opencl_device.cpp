@@ -287,30 +287,22 @@ Expected<std::unique_ptr<Module>> OpenclDevice::load(const plan::Plan& plan,
       fingerprint_id(opencl_exact(info_)),
       fmt::format("{:016x}", ir::structural_hash(plan.program)),
       codegen::source_variant(spec.device_step ? "opencl-step" : "opencl", launch, *src)};
-  cl_int e = CL_SUCCESS;
-  cl_program program = nullptr;
-  bool cached = false;
-  if (cache) {
-    if (auto hit = cache->get(key)) {
-      const unsigned char* bin = hit->payload.data();
-      size_t size = hit->payload.size();
-      cl_int status = CL_SUCCESS;
-      program = clCreateProgramWithBinary(ctx_, 1, &device_, &size, &bin, &status, &e);
-      if (program && status == CL_SUCCESS && e == CL_SUCCESS &&
-          clBuildProgram(program, 1, &device_, build_options, nullptr, nullptr) == CL_SUCCESS) {
-        cached = true;
-      } else if (program) {
-        clReleaseProgram(program);  // the driver refused it: build from source below
-        program = nullptr;
-      }
-    } else if (cache->strict()) {
-      return make_error(
-          "kernel cache miss in strict mode for the opencl kernels of this pipeline: {}",
-          cache->explain_miss(key));
-    }
-  }
-  if (!program) {
+  cl_program program = nullptr;  // built from source, or from the stored binary
+  auto from_binary = [&](const cache::KernelEntry& hit) {
+    const unsigned char* bin = hit.payload.data();
+    size_t size = hit.payload.size();
+    cl_int status = CL_SUCCESS, e = CL_SUCCESS;
+    program = clCreateProgramWithBinary(ctx_, 1, &device_, &size, &bin, &status, &e);
+    if (program && status == CL_SUCCESS && e == CL_SUCCESS &&
+        clBuildProgram(program, 1, &device_, build_options, nullptr, nullptr) == CL_SUCCESS)
+      return true;
+    if (program) clReleaseProgram(program);  // the driver refused it: build from source
+    program = nullptr;
+    return false;
+  };
+  auto from_source = [&]() -> Expected<cache::Compiled> {
     const char* text = src->c_str();
+    cl_int e = CL_SUCCESS;
     program = clCreateProgramWithSource(ctx_, 1, &text, nullptr, &e);
     if (!program) return cl_fail("clCreateProgramWithSource", e);
     e = clBuildProgram(program, 1, &device_, build_options, nullptr, nullptr);
@@ -320,25 +312,29 @@ Expected<std::unique_ptr<Module>> OpenclDevice::load(const plan::Plan& plan,
       std::string log(n, '\0');
       clGetProgramBuildInfo(program, device_, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr);
       clReleaseProgram(program);
+      program = nullptr;
       return make_error("OpenCL: building the kernels for '{}' failed ({}):\n{}", info_.name,
                         cl_error(e), log);
     }
-    if (cache) {
-      size_t size = 0;
-      if (clGetProgramInfo(program, CL_PROGRAM_BINARY_SIZES, sizeof(size), &size, nullptr) ==
-              CL_SUCCESS &&
-          size > 0) {
-        std::vector<uint8_t> binary(size);
-        unsigned char* ptr = binary.data();
-        if (clGetProgramInfo(program, CL_PROGRAM_BINARIES, sizeof(ptr), &ptr, nullptr) ==
-            CL_SUCCESS) {
-          double secs =
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          (void)cache->put({key, "opencl-binary", std::move(binary), "{}", secs, 0, 0, ""});
-        }
-      }
+    cache::Compiled out;
+    size_t size = 0;
+    if (clGetProgramInfo(program, CL_PROGRAM_BINARY_SIZES, sizeof(size), &size, nullptr) ==
+            CL_SUCCESS &&
+        size > 0) {
+      out.payload.resize(size);
+      unsigned char* ptr = out.payload.data();
+      if (clGetProgramInfo(program, CL_PROGRAM_BINARIES, sizeof(ptr), &ptr, nullptr) != CL_SUCCESS)
+        out.payload.clear();
     }
+    return out;
+  };
+  auto built = cache::cached_compile(cache, key, "opencl-binary", "the opencl kernels", from_source,
+                                     from_binary);
+  if (!built) {
+    if (program) clReleaseProgram(program);
+    return built.error();
   }
+  const bool cached = built->from_cache;
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   auto m = std::make_unique<OpenclModule>(*this, program, secs, cached);
   OPTJIT_TRY(m->resolve(plan, spec.device_step, launch.block));

@@ -449,9 +449,10 @@ TEST(Optimizer, MixedDtypesStepAsOne) {
             const double oracle = runtime::load_element(r.params[i].data(), t, e);
             ASSERT_NEAR(got, oracle, tol * std::max(1.0, std::fabs(oracle)))
                 << "p" << i << "[" << e << "] vs reference";
-            if (std::string(pipeline).find("sgd") != std::string::npos)
+            if (std::string(pipeline).find("sgd") != std::string::npos) {
               ASSERT_NEAR(got, want[i][e], tol * std::max(1.0, std::fabs(want[i][e])))
                   << "p" << i << "[" << e << "] vs torch's formula";
+            }
           }
         }
       }
