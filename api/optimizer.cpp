@@ -46,22 +46,6 @@ bool same_reductions(const plan::Plan& a, const plan::Plan& b) {
 
 }  // namespace
 
-std::string_view to_string(Backend b) {
-  switch (b) {
-    case Backend::reference:
-      return "reference";
-    case Backend::cpu:
-      return "cpu";
-    case Backend::opencl:
-      return "opencl";
-    case Backend::cuda:
-      return "cuda";
-    case Backend::automatic:
-      break;
-  }
-  return "auto";
-}
-
 // The parameters of one dtype: their program, state and executor.
 struct Part {
   plan::Plan plan;
@@ -262,13 +246,10 @@ Status Optimizer::build(std::vector<Param> params, OptimizerOptions options) {
   }
   // The device.
   m.backend = m.options.backend;
-  if (m.backend == Backend::automatic) {
-    const std::string pick = runtime::pick_auto(runtime::list_devices()).backend;
-    m.backend = pick == "cuda"     ? Backend::cuda
-                : pick == "opencl" ? Backend::opencl
-                                   : Backend::cpu;
-  }
-  const bool gpu = m.backend == Backend::cuda || m.backend == Backend::opencl;
+  if (m.backend == Backend::automatic)
+    m.backend = Backend(runtime::pick_auto(runtime::list_devices()).backend);
+  // Any device that is not the host's memory (CUDA, OpenCL, and kinds registered later).
+  const bool gpu = m.backend != Backend::cpu && m.backend != Backend::reference;
   if (m.options.cuda_graph && m.backend != Backend::cuda)
     return make_error("cuda_graph needs the cuda backend, not {}", to_string(m.backend));
   if (m.options.device_step.value_or(false) && !gpu)
@@ -285,7 +266,7 @@ Status Optimizer::build(std::vector<Param> params, OptimizerOptions options) {
     if (!c) return c.error();
     m.cache = std::move(*c);
   }
-  auto device = runtime::open_device({.kind = std::string(to_string(m.backend)),
+  auto device = runtime::open_device({.kind = m.backend.name(),
                                       .index = m.options.device,
                                       .queue = m.options.queue});
   if (!device) return device.error();

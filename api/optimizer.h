@@ -52,11 +52,24 @@ struct Param {
   DeviceMemory device;
 };
 
-/// Where the steps run. `automatic` is the CLI's --backend auto: a CUDA GPU, then an OpenCL
-/// GPU, then the CPU. On a GPU, host parameters are copied to the device before each step and
-/// back after it; the state stays on the device (save() fetches it).
-enum class Backend { reference, cpu, opencl, cuda, automatic };
-std::string_view to_string(Backend b);
+/// Where the steps run: a kind of device by name ("cpu", "opencl", "cuda", or any other kind a
+/// device registers: runtime/device.h), "reference" (the float64 interpreter), or "auto" (the
+/// CLI's --backend auto: a CUDA GPU, then an OpenCL GPU, then the CPU). On a GPU, host
+/// parameters are copied to the device before each step and back after it; the state stays on
+/// the device (save() fetches it).
+class Backend {
+ public:
+  explicit Backend(std::string name) : name_(std::move(name)) {}
+  static const Backend reference, cpu, opencl, cuda, automatic;
+  const std::string& name() const { return name_; }
+  bool operator==(const Backend&) const = default;
+
+ private:
+  std::string name_;
+};
+inline const Backend Backend::reference{"reference"}, Backend::cpu{"cpu"},
+    Backend::opencl{"opencl"}, Backend::cuda{"cuda"}, Backend::automatic{"auto"};
+inline std::string_view to_string(const Backend& b) { return b.name(); }
 
 struct OptimizerOptions {
   Backend backend = Backend::cpu;

@@ -61,7 +61,7 @@ class StepWriter {
   std::string G(const char* type, const char* name) const {  // a global pointer parameter
     return fmt::format("{}{}* {}", L_.global(), type, name);
   }
-  std::string device_fn() const { return L_.cl() ? "" : "__device__ static "; }
+  std::string device_fn() const { return L_.device_fn(); }
 
   // Rounding a double to a narrower float format exactly as ir::round_to does (the host's
   // round_binary): scaling by a power of two is exact, so one rint rounds correctly.
@@ -181,7 +181,7 @@ class StepWriter {
         break;
     }
     return make_error("the device step cannot evaluate '{}' on the {} device", ir::info(in.op).text,
-                      L_.cl() ? "opencl" : "cuda");
+                      L_.name());
   }
 
   bool stored(ValueId v, size_t k) const { return last_use_[index(v)] > k; }

@@ -42,58 +42,8 @@ using detail::literal;
 using ir::Op;
 using ir::OpKind;
 
-// Short names for storage types in CUDA's vector structs.
-const char* vec_tag(DType t) {
-  switch (t) {
-    case DType::f64:
-      return "f64";
-    case DType::f32:
-      return "f32";
-    case DType::f16:
-    case DType::bf16:
-      return "u16";
-    case DType::i64:
-      return "i64";
-    case DType::b1:
-      return "u8";
-  }
-  return "?";
-}
-
 std::string preamble(const Lang& L, const plan::Plan& plan, int vec) {
-  std::string s;
-  if (L.cl()) {
-    s += "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n";
-    // No fused multiply-adds (OpenCL C allows contraction by default), as NVRTC's --fmad=false.
-    s += "#pragma OPENCL FP_CONTRACT OFF\n";
-    s += "#define OPTJIT_F32_BITS(x) as_uint(x)\n#define OPTJIT_F64_BITS(x) as_ulong(x)\n";
-    s += "#define OPTJIT_BITS_F32(x) as_float(x)\n#define OPTJIT_BITS_F64(x) as_double(x)\n";
-  } else {
-    s += "#define OPTJIT_F32_BITS(x) __float_as_uint(x)\n#define OPTJIT_F64_BITS(x) ((unsigned "
-         "long long)__double_as_longlong(x))\n";
-    s += "#define OPTJIT_BITS_F32(x) __uint_as_float(x)\n#define OPTJIT_BITS_F64(x) "
-         "__longlong_as_double((long long)(x))\n";
-    // f16 conversions as the PTX instructions cuda_fp16.h wraps, so a compile needs no CUDA
-    // headers (NVRTC from a Python wheel has none beside it).
-    s += "__device__ __forceinline__ float optjit_f16_to_f32(unsigned short h) { float f; "
-         "asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h)); return f; }\n";
-    s += "__device__ __forceinline__ unsigned short optjit_f32_to_f16(float f) { unsigned short h; "
-         "asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f)); return h; }\n";
-    s += "#define OPTJIT_F16_TO_F32(x) optjit_f16_to_f32(x)\n";
-    s += "#define OPTJIT_F32_TO_F16(v) optjit_f32_to_f16(v)\n";
-    s += "struct OptjitRow { void* const* buffers; const double* uniforms; };\n";
-    if (vec > 1) {
-      // Vectors as aligned structs: one wide load or store each (two for 32 bytes and more).
-      std::vector<std::string> done;
-      for (const auto& buf : plan.buffers) {
-        std::string tag = vec_tag(buf.storage);
-        if (std::find(done.begin(), done.end(), tag) != done.end()) continue;
-        done.push_back(tag);
-        s += fmt::format("struct __align__({}) optjit_{}x{} {{ {} v[{}]; }};\n",
-                         vec * size_bytes(buf.storage), tag, vec, L.storage_type(buf.storage), vec);
-      }
-    }
-  }
+  std::string s = L.preamble(plan, vec);
   // bf16: the top half of an f32, rounded to nearest even; NaN stays a quiet NaN.
   s += fmt::format("#define OPTJIT_BF16_TO_F32(x) OPTJIT_BITS_F32(({})(x) << 16)\n", L.u32());
   s += fmt::format(
@@ -137,29 +87,7 @@ class KernelWriter {
         }
     }
     const size_t R = pass_.reductions.size();
-    // Signature.
-    if (L_.cl()) {
-      std::string args;
-      for (size_t b = 0; b < plan_.buffers.size(); ++b)
-        args += fmt::format("__global {}* restrict b{}, ",
-                            L_.storage_type(plan_.buffers[b].storage), b);
-      s += fmt::format(
-          "{} optjit_pass_{}({}__global const double* restrict uniforms, __global const long* "
-          "restrict rows,\n"
-          "    __global const long* restrict chunks, const long nchunks, __global double* restrict "
-          "partials{}) {{\n",
-          L_.kernel(), k_, args, device_step_ ? ", __global const double* restrict ctl" : "");
-    } else {
-      s += fmt::format(
-          "{} __launch_bounds__({}, {}) optjit_pass_{}(const OptjitRow* __restrict__ rows,\n"
-          "    const long long* __restrict__ chunks, const long long nchunks, double* __restrict__ "
-          "partials{}) {{\n",
-          // At least 512 threads resident per SM, the floor the tuner's occupancy pruning keeps
-          // (a quarter of sm_80's and sm_90's 2048). Without a minimum, ptxas capped clip+AdamW
-          // at 48 registers on sm_80 and spilled; with 1024, 8-wide vectors spilled at 64.
-          L_.kernel(), block_, std::max(1, 512 / block_), k_,
-          device_step_ ? ", const double* __restrict__ ctl" : "");
-    }
+    s += L_.pass_signature(plan_, k_, block_, device_step_);
     if (device_step_)
       s += "  if (ctl[1] != 0.0) return;  // a skip_if fired: the step writes nothing\n";
     if (R > 0) {
@@ -172,20 +100,7 @@ class KernelWriter {
     s += fmt::format(
         "    const {0} t = chunks[3 * c], off = chunks[3 * c + 1], len = chunks[3 * c + 2];\n",
         L_.i64());
-    if (L_.cl()) {
-      // rows: per tensor, each buffer's first element in its arena, then the uniform row.
-      const size_t stride = plan_.buffers.size() + 1;
-      s += fmt::format("    __global const long* row = rows + {} * t;\n", stride);
-      s += fmt::format("    __global const double* u = uniforms + row[{}];\n", stride - 1);
-      for (uint32_t b : used)
-        s += fmt::format("    __global {0}* p{1} = b{1} + row[{1}] + off;\n",
-                         L_.storage_type(plan_.buffers[b].storage), b);
-    } else {
-      s += "    const OptjitRow row = rows[t];\n    const double* u = row.uniforms;\n";
-      for (uint32_t b : used)
-        s += fmt::format("    {0}* p{1} = ({0}*)row.buffers[{1}] + off;\n",
-                         L_.storage_type(plan_.buffers[b].storage), b);
-    }
+    s += L_.buffer_pointers(plan_, used);
     for (const auto& in : pass_.body.insts)
       if (in.op == Op::Uniform)
         s += fmt::format("    const {} u{} = {};\n", L_.value_type(in.type), in.attr,
@@ -267,42 +182,18 @@ class KernelWriter {
     return s;
   }
 
-  // The type that holds w elements of buffer b as loaded (OpenCL converts halves on load).
+  // The type that holds w elements of buffer b as loaded, its loads and stores, and lanes.
   std::string vec_type(uint32_t b, int w) const {
-    DType st = plan_.buffers[b].storage;
-    if (L_.cl()) {
-      std::string e = st == DType::f16 ? "float" : L_.storage_type(st);
-      return w == 1 ? e : fmt::format("{}{}", e, w);
-    }
-    return w == 1 ? L_.storage_type(st) : fmt::format("optjit_{}x{}", vec_tag(st), w);
+    return L_.vec_type(plan_.buffers[b].storage, w);
   }
   std::string load(uint32_t b, int w, const std::string& ix) const {
-    DType st = plan_.buffers[b].storage;
-    if (L_.cl()) {
-      if (st == DType::f16)
-        return fmt::format("vload_half{}({}, (__global const half*)p{})",
-                           w == 1 ? "" : std::to_string(w), ix, b);
-      return w == 1 ? fmt::format("p{}[{}]", b, ix) : fmt::format("vload{}({}, p{})", w, ix, b);
-    }
-    return w == 1 ? fmt::format("p{}[{}]", b, ix)
-                  : fmt::format("((const {}*)p{})[{}]", vec_type(b, w), b, ix);
+    return L_.load(b, plan_.buffers[b].storage, w, ix);
   }
   std::string store(uint32_t b, int w, const std::string& ix) const {
-    DType st = plan_.buffers[b].storage;
-    if (L_.cl()) {
-      if (st == DType::f16)
-        return fmt::format("vstore_half{}_rte(S{}, {}, (__global half*)p{});",
-                           w == 1 ? "" : std::to_string(w), b, ix, b);
-      return w == 1 ? fmt::format("p{}[{}] = S{};", b, ix, b)
-                    : fmt::format("vstore{}(S{}, {}, p{});", w, b, ix, b);
-    }
-    return w == 1 ? fmt::format("p{}[{}] = S{};", b, ix, b)
-                  : fmt::format("(({}*)p{})[{}] = S{};", vec_type(b, w), b, ix, b);
+    return L_.store(b, plan_.buffers[b].storage, w, ix);
   }
-  // Lane `lane` of a vector variable.
   std::string lane_of(const std::string& var, int lane, int w) const {
-    if (w == 1) return var;
-    return L_.cl() ? fmt::format("{}.s{}", var, lane) : fmt::format("{}.v[{}]", var, lane);
+    return L_.lane(var, lane, w);
   }
 
   ir::ValueId red_inst(size_t r) const {
@@ -361,7 +252,7 @@ class KernelWriter {
         if (in.op != Op::Load) break;
         DType st = plan_.buffers[in.attr].storage;
         std::string x = lane_of(fmt::format("L{}_{}", in.attr, item), lane, w);
-        if (st == DType::f16 && !L_.cl())
+        if (st == DType::f16 && !L_.half_loads_convert())
           x = fmt::format("OPTJIT_F16_TO_F32({})", x);
         else if (st == DType::bf16)
           x = fmt::format("OPTJIT_BF16_TO_F32({})", x);
@@ -372,7 +263,7 @@ class KernelWriter {
         if (in.op != Op::Store) break;
         DType st = plan_.buffers[in.attr].storage;
         std::string x = a(0), to = lane_of(fmt::format("S{}", in.attr), lane, w);
-        if (st == DType::f16 && !L_.cl())
+        if (st == DType::f16 && !L_.half_loads_convert())
           return fmt::format("{} = OPTJIT_F32_TO_F16({});", to, convert(x, at(0), DType::f32));
         if (st == DType::f16) return fmt::format("{} = {};", to, convert(x, at(0), DType::f32));
         if (st == DType::bf16)
@@ -471,7 +362,7 @@ class KernelWriter {
         break;
       }
     }
-    return make_error("the {} backend cannot compile '{}' on {}", L_.cl() ? "opencl" : "cuda",
+    return make_error("the {} backend cannot compile '{}' on {}", L_.name(),
                       ir::info(in.op).text, to_string(in.type));
   }
 
@@ -488,7 +379,7 @@ class KernelWriter {
 
 Expected<std::string> emit_c(const plan::Plan& plan, CEmitOptions o) {
   OPTJIT_TRY(o.launch.validate());
-  Lang L{o.language};
+  const Lang& L = Lang::of(o.language);
   std::string s = fmt::format(
       "// optjit: {} passes, {} bytes per parameter, block {}, items {}, vector {}\n",
       plan.passes.size(), plan.bytes_per_param(), o.launch.block, o.launch.items, o.launch.vec);

@@ -1,64 +1,64 @@
-// The C-family languages' differences (CUDA C and OpenCL C), shared by the emitter's pass
-// kernels and its device-step kernels. Internal to codegen/.
+// The C-family language table: everything the emitters (c_emitter.cpp for pass kernels,
+// c_device_step.cpp for the device step) need to know about a language, behind one interface,
+// so that the emitters have no per-language branches and a new language is one more entry
+// (c_lang.cpp). Internal to codegen/.
 #pragma once
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "codegen/c_emitter.h"
 
 namespace optjit::codegen::detail {
 
-struct Lang {
-  CLanguage id;
-  bool cl() const { return id == CLanguage::opencl; }
-  const char* kernel() const { return cl() ? "__kernel void" : "extern \"C\" __global__ void"; }
-  const char* global() const { return cl() ? "__global " : ""; }
-  const char* local() const { return cl() ? "__local " : "__shared__ "; }
-  const char* i64() const { return cl() ? "long" : "long long"; }
-  const char* u32() const { return cl() ? "uint" : "unsigned int"; }
-  const char* u64() const { return cl() ? "ulong" : "unsigned long long"; }
-  const char* group_id() const { return cl() ? "get_group_id(0)" : "blockIdx.x"; }
-  const char* groups() const { return cl() ? "get_num_groups(0)" : "gridDim.x"; }
-  const char* local_id() const { return cl() ? "get_local_id(0)" : "threadIdx.x"; }
-  const char* local_size() const { return cl() ? "get_local_size(0)" : "blockDim.x"; }
-  const char* barrier() const { return cl() ? "barrier(CLK_LOCAL_MEM_FENCE)" : "__syncthreads()"; }
-  std::string value_type(DType t) const {
-    switch (t) {
-      case DType::f64:
-        return "double";
-      case DType::i64:
-        return i64();
-      case DType::b1:
-        return "bool";
-      default:
-        return "float";
-    }
-  }
-  std::string storage_type(DType t) const {
-    switch (t) {
-      case DType::f64:
-        return "double";
-      case DType::f32:
-        return "float";
-      case DType::f16:
-      case DType::bf16:
-        return cl() ? "ushort" : "unsigned short";
-      case DType::i64:
-        return i64();
-      case DType::b1:
-        return cl() ? "uchar" : "unsigned char";
-    }
-    return "?";
-  }
-  const char* global_id() const {
-    return cl() ? "get_global_id(0)" : "(blockIdx.x * (long long)blockDim.x + threadIdx.x)";
-  }
-  // Math by name: OpenCL's are overloaded; CUDA's float forms end in f.
-  std::string math(const char* name, DType t) const {
-    if (cl() || t == DType::f64) return name;
-    return std::string(name) + "f";
-  }
+class Lang {
+ public:
+  virtual ~Lang() = default;
+  /// The entry for a language.
+  static const Lang& of(CLanguage language);
+
+  virtual const char* name() const = 0;  // "cuda", "opencl"
+  // Spelling.
+  virtual const char* kernel() const = 0;     // a kernel's return type and qualifiers
+  virtual const char* device_fn() const = 0;  // a helper function's qualifiers
+  virtual const char* global() const = 0;     // a global-memory pointer's qualifier
+  virtual const char* local() const = 0;      // a work-group-shared array's qualifier
+  virtual const char* i64() const = 0;
+  virtual const char* u32() const = 0;
+  virtual const char* u64() const = 0;
+  virtual const char* group_id() const = 0;
+  virtual const char* groups() const = 0;
+  virtual const char* local_id() const = 0;
+  virtual const char* local_size() const = 0;
+  virtual const char* global_id() const = 0;
+  virtual const char* barrier() const = 0;
+  /// A math function by name for a value type (OpenCL's are overloaded; CUDA's float ones end
+  /// in f).
+  virtual std::string math(const char* fn, DType t) const = 0;
+  virtual std::string storage_type(DType t) const = 0;
+  std::string value_type(DType t) const;
+
+  /// What every kernel source starts with: extensions, bit casts (OPTJIT_F32_BITS, ...), f16
+  /// conversions (OPTJIT_F16_TO_F32, OPTJIT_F32_TO_F16), vector types for `vec`.
+  virtual std::string preamble(const plan::Plan& plan, int vec) const = 0;
+  /// Pass k's signature up to and including its opening brace (codegen/c_emitter.h gives each
+  /// language's arguments), for blocks of `block`; `ctl` with the device step.
+  virtual std::string pass_signature(const plan::Plan& plan, size_t k, int block,
+                                     bool ctl) const = 0;
+  /// Inside the chunk loop (tensor t, offset off): `u`, the tensor's uniform row, and p<b>, the
+  /// chunk's first element of each buffer b in `used`.
+  virtual std::string buffer_pointers(const plan::Plan& plan,
+                                      const std::vector<uint32_t>& used) const = 0;
+  /// Vectors of w elements of a storage type: the type a load gives, a load of element (or
+  /// vector) `ix` of p<b>, a store of S<b> there, and one lane of a vector variable.
+  virtual std::string vec_type(DType storage, int w) const = 0;
+  virtual std::string load(uint32_t b, DType storage, int w, const std::string& ix) const = 0;
+  virtual std::string store(uint32_t b, DType storage, int w, const std::string& ix) const = 0;
+  virtual std::string lane(const std::string& var, int lane, int w) const = 0;
+  /// Whether loads and stores of f16 convert to and from float themselves (OpenCL's
+  /// vload_half); otherwise the emitter converts with OPTJIT_F16_TO_F32 / OPTJIT_F32_TO_F16.
+  virtual bool half_loads_convert() const = 0;
 };
 
 /// A constant of type t, exactly (hex floats for floats).

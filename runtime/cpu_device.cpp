@@ -125,8 +125,17 @@ class CpuDevice final : public Device {
   DeviceDescription desc_;
 };
 
-}  // namespace
+const DeviceKindRegistration registration({
+    .name = "cpu",
+    .auto_label = "the CPU",
+    .list_order = 0,
+    .open = [](int, void* queue) -> Expected<std::shared_ptr<Device>> {
+      if (queue) return make_error("the cpu device takes no queue");
+      return std::shared_ptr<Device>(std::make_shared<CpuDevice>());
+    },
+    .list = []() -> Expected<std::vector<DeviceRecord>> { return std::vector{cpu_device()}; },
+});
 
-std::shared_ptr<Device> open_cpu_device() { return std::make_shared<CpuDevice>(); }
+}  // namespace
 
 }  // namespace optjit::runtime

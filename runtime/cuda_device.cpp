@@ -256,12 +256,28 @@ Status CudaGraph::replay() {
   return Status::Ok();
 }
 
-}  // namespace
+const DeviceKindRegistration registration({
+    .name = "cuda",
+    .auto_label = "CUDA device",
+    .list_order = 2,
+    .auto_rank = 0,
+    .device_step = true,
+    .graphs = true,
+    .open = [](int ordinal, void* stream) -> Expected<std::shared_ptr<Device>> {
+      auto d = CudaDevice::open(ordinal, stream);
+      if (!d) return d.error();
+      return std::shared_ptr<Device>(std::move(*d));
+    },
+    .list = []() -> Expected<std::vector<DeviceRecord>> {
+      auto cuda = cuda_devices();
+      if (!cuda) return cuda.error();
+      std::vector<DeviceRecord> out;
+      for (const auto& i : *cuda)
+        out.push_back({"cuda", i.ordinal, i.name, true, cuda_exact(i), cuda_performance(i)});
+      return out;
+    },
+});
 
-Expected<std::shared_ptr<Device>> open_cuda_device(int ordinal, void* stream) {
-  auto d = CudaDevice::open(ordinal, stream);
-  if (!d) return d.error();
-  return std::shared_ptr<Device>(std::move(*d));
-}
+}  // namespace
 
 }  // namespace optjit::runtime

@@ -5,18 +5,45 @@
 
 namespace optjit::runtime {
 
-std::shared_ptr<Device> open_cpu_device();
-Expected<std::shared_ptr<Device>> open_opencl_device(int index, void* queue);
-Expected<std::shared_ptr<Device>> open_cuda_device(int ordinal, void* stream);
+namespace {
+
+std::vector<DeviceKind>& registry() {
+  static std::vector<DeviceKind> kinds;
+  return kinds;
+}
+
+}  // namespace
+
+void register_device_kind(DeviceKind kind) {
+  auto& kinds = registry();
+  kinds.push_back(std::move(kind));
+  std::stable_sort(kinds.begin(), kinds.end(), [](const DeviceKind& a, const DeviceKind& b) {
+    return a.list_order < b.list_order;
+  });
+}
+
+std::vector<DeviceKind> device_kinds() { return registry(); }
+
+const DeviceKind* find_device_kind(const std::string& name) {
+  for (const auto& k : registry())
+    if (k.name == name) return &k;
+  return nullptr;
+}
+
+std::string device_kind_names(const std::function<bool(const DeviceKind&)>& pred) {
+  std::vector<std::string> names;
+  for (const auto& k : registry())
+    if (!pred || pred(k)) names.push_back(k.name);
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  return out;
+}
 
 Expected<std::shared_ptr<Device>> open_device(const DeviceSpec& spec) {
-  if (spec.kind == "cpu") {
-    if (spec.queue) return make_error("the cpu device takes no queue");
-    return open_cpu_device();
-  }
-  if (spec.kind == "opencl") return open_opencl_device(spec.index, spec.queue);
-  if (spec.kind == "cuda") return open_cuda_device(spec.index, spec.queue);
-  return make_error("no device kind '{}' (cpu, opencl, cuda)", spec.kind);
+  const DeviceKind* kind = find_device_kind(spec.kind);
+  if (!kind) return make_error("no device kind '{}' ({})", spec.kind, device_kind_names());
+  return kind->open(spec.index, spec.queue);
 }
 
 std::string KernelId::name() const {

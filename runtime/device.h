@@ -14,6 +14,7 @@
 #include "ir/error.h"
 #include "ir/plan.h"
 #include "runtime/device_memory.h"
+#include "runtime/devices.h"
 
 namespace optjit::cache {
 class KernelCache;
@@ -156,6 +157,31 @@ class DeviceAllocation {
 
 /// Allocates `bytes` (at least 8) on `device`.
 Expected<DeviceAllocation> allocate(Device& device, size_t bytes, const char* what);
+
+/// A kind of device, as its own source file registers it at load (see DeviceKindRegistration),
+/// so that adding a backend below the API is its device file, a language entry and a compiler:
+/// `optjit devices`, --backend, `auto` and the Optimizer find it here.
+struct DeviceKind {
+  std::string name;        // "cuda": what --backend and Backend name it
+  std::string auto_label;  // "CUDA device": how `auto` says it picked one
+  int list_order = 100;    // place in `optjit devices`
+  int auto_rank = -1;      // `auto` takes a GPU of the lowest rank; -1: never (the CPU is the fallback)
+  bool device_step = false, graphs = false;  // what its devices can do (DeviceDescription)
+  std::function<Expected<std::shared_ptr<Device>>(int index, void* queue)> open;
+  /// This machine's devices of this kind, or why there are none.
+  std::function<Expected<std::vector<DeviceRecord>>()> list;
+};
+/// Adds a kind; used through a static DeviceKindRegistration in the device's source file.
+void register_device_kind(DeviceKind kind);
+/// Every registered kind, in list order.
+std::vector<DeviceKind> device_kinds();
+const DeviceKind* find_device_kind(const std::string& name);
+/// "cpu, opencl or cuda": the registered kinds (those with `pred`), for messages.
+std::string device_kind_names(const std::function<bool(const DeviceKind&)>& pred = {});
+
+struct DeviceKindRegistration {
+  explicit DeviceKindRegistration(DeviceKind kind) { register_device_kind(std::move(kind)); }
+};
 
 /// Which device to open: a backend and its device index (-1: its first GPU, else its first
 /// device), and optionally the caller's own queue (a CUstream, a cl_command_queue) to run on.

@@ -8,6 +8,7 @@
 #include "codegen/cpu_jit.h"
 #include "codegen/nvrtc.h"
 #include "runtime/cuda_driver.h"
+#include "runtime/device.h"
 #include "runtime/opencl_device.h"
 
 namespace optjit::runtime {
@@ -73,34 +74,13 @@ DeviceRecord cpu_device() {
 
 DeviceList list_devices() {
   DeviceList out;
-  out.devices.push_back(cpu_device());
-  if (auto cl = opencl_devices()) {
-    for (const auto& i : *cl) {
-      DeviceRecord d;
-      d.backend = "opencl";
-      d.index = i.index;
-      d.name = i.name;
-      d.gpu = i.gpu;
-      d.exact = opencl_exact(i);
-      d.performance = opencl_performance(i);
-      out.devices.push_back(d);
+  for (const auto& kind : device_kinds()) {
+    auto found = kind.list();
+    if (!found) {
+      out.unavailable.push_back(kind.name + ": " + found.error().message);
+      continue;
     }
-  } else {
-    out.unavailable.push_back("opencl: " + cl.error().message);
-  }
-  if (auto cuda = cuda_devices()) {
-    for (const auto& i : *cuda) {
-      DeviceRecord d;
-      d.backend = "cuda";
-      d.index = i.ordinal;
-      d.name = i.name;
-      d.gpu = true;
-      d.exact = cuda_exact(i);
-      d.performance = cuda_performance(i);
-      out.devices.push_back(d);
-    }
-  } else {
-    out.unavailable.push_back("cuda: " + cuda.error().message);
+    for (auto& d : *found) out.devices.push_back(std::move(d));
   }
   return out;
 }
@@ -108,24 +88,24 @@ DeviceList list_devices() {
 DeviceRecord pick_auto(const DeviceList& list, std::string* why) {
   std::string unused;
   if (!why) why = &unused;
-  const DeviceRecord* cpu = nullptr;
-  const DeviceRecord* cl_gpu = nullptr;
-  const DeviceRecord* cuda = nullptr;
+  // A GPU of the kind that ranks first (CUDA, then OpenCL), else the CPU.
+  const DeviceRecord* best = nullptr;
+  const DeviceKind* best_kind = nullptr;
   for (const auto& d : list.devices) {
-    if (d.backend == "cpu" && !cpu) cpu = &d;
-    if (d.backend == "opencl" && d.gpu && !cl_gpu) cl_gpu = &d;
-    if (d.backend == "cuda" && !cuda) cuda = &d;
+    const DeviceKind* k = find_device_kind(d.backend);
+    if (!k || k->auto_rank < 0 || !d.gpu) continue;
+    if (!best || k->auto_rank < best_kind->auto_rank) best = &d, best_kind = k;
   }
-  if (cuda) {
-    *why = fmt::format("auto: CUDA device {} ({})", cuda->index, cuda->name);
-    return *cuda;
+  if (best) {
+    *why = fmt::format("auto: {} {} ({})", best_kind->auto_label, best->index, best->name);
+    return *best;
   }
-  if (cl_gpu) {
-    *why = fmt::format("auto: OpenCL GPU {} ({})", cl_gpu->index, cl_gpu->name);
-    return *cl_gpu;
-  }
-  *why = fmt::format("auto: the CPU ({})", cpu->name);
-  return *cpu;
+  for (const auto& d : list.devices)
+    if (d.backend == "cpu") {
+      *why = fmt::format("auto: the CPU ({})", d.name);
+      return d;
+    }
+  return cpu_device();
 }
 
 }  // namespace optjit::runtime

@@ -397,12 +397,27 @@ Status OpenclModule::launch(KernelId kernel, size_t groups, size_t group_size,
   return e == CL_SUCCESS ? Status::Ok() : Status(cl_fail("launching a kernel", e));
 }
 
-}  // namespace
+const DeviceKindRegistration registration({
+    .name = "opencl",
+    .auto_label = "OpenCL GPU",
+    .list_order = 1,
+    .auto_rank = 1,
+    .device_step = true,
+    .open = [](int index, void* queue) -> Expected<std::shared_ptr<Device>> {
+      auto d = OpenclDevice::open(index, queue);
+      if (!d) return d.error();
+      return std::shared_ptr<Device>(std::move(*d));
+    },
+    .list = []() -> Expected<std::vector<DeviceRecord>> {
+      auto cl = opencl_devices();
+      if (!cl) return cl.error();
+      std::vector<DeviceRecord> out;
+      for (const auto& i : *cl)
+        out.push_back({"opencl", i.index, i.name, i.gpu, opencl_exact(i), opencl_performance(i)});
+      return out;
+    },
+});
 
-Expected<std::shared_ptr<Device>> open_opencl_device(int index, void* queue) {
-  auto d = OpenclDevice::open(index, queue);
-  if (!d) return d.error();
-  return std::shared_ptr<Device>(std::move(*d));
-}
+}  // namespace
 
 }  // namespace optjit::runtime

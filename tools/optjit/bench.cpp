@@ -271,8 +271,9 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int bench(const BenchOptions& o) {
-  if (o.backend != "cpu" && o.backend != "cuda" && o.backend != "opencl")
-    return fail(fmt::format("bench runs on --backend cpu, cuda or opencl, not {}", o.backend));
+  if (!runtime::find_device_kind(o.backend))
+    return fail(fmt::format("bench runs on --backend {}, not {}", runtime::device_kind_names(),
+                            o.backend));
   if (o.backend == "cpu" && !o.launch.empty())
     return fail(
         "--launch is for --backend cuda and opencl; the cpu backend takes --threads and "
@@ -302,9 +303,7 @@ int bench(const BenchOptions& o) {
   // Every runner gets these options; a GPU's runners share one device and its queue.
   OptimizerOptions options;
   std::shared_ptr<runtime::Device> gpu;
-  options.backend = o.backend == "cuda"     ? Backend::cuda
-                    : o.backend == "opencl" ? Backend::opencl
-                                            : Backend::cpu;
+  options.backend = Backend(o.backend);
   options.cpu = {o.threads, o.chunk, 0};
   if (o.backend != "cpu") {
     auto d = runtime::open_device({.kind = o.backend});
@@ -567,8 +566,9 @@ int bench(const BenchOptions& o) {
 }
 
 int tune(const TuneCommand& o) {
-  if (o.backend != "cpu" && o.backend != "cuda" && o.backend != "opencl")
-    return fail(fmt::format("tune runs on --backend cpu, cuda or opencl, not {}", o.backend));
+  if (!runtime::find_device_kind(o.backend))
+    return fail(fmt::format("tune runs on --backend {}, not {}", runtime::device_kind_names(),
+                            o.backend));
   auto text = read_pipeline_text(o.pipeline);
   if (!text) return fail(text.error().message);
   auto dt = parse_dtype(o.dtype);
@@ -592,9 +592,7 @@ int tune(const TuneCommand& o) {
     gs.push_back(grads[i].data.data());
   }
   OptimizerOptions options;
-  options.backend = o.backend == "cuda"     ? Backend::cuda
-                    : o.backend == "opencl" ? Backend::opencl
-                                            : Backend::cpu;
+  options.backend = Backend(o.backend);
   // What is tuned is the launch the optimizer would otherwise take from the cache: start from
   // the defaults, whatever the cache holds.
   options.gpu_launch = codegen::GpuLaunch{};

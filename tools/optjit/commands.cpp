@@ -48,15 +48,19 @@ const char* const kStepHelp =
 Expected<StepMode> parse_step(const std::string& step, const std::string& backend) {
   // The device step wherever there is one: verified on every fixture on OpenCL (PoCL) and on
   // CUDA (an H100, tools/gpu/device_run.sh tests).
-  if (step == "auto")
-    return backend == "opencl" || backend == "cuda" ? StepMode::device : StepMode::host;
+  const runtime::DeviceKind* kind = runtime::find_device_kind(backend);
+  if (step == "auto") return kind && kind->device_step ? StepMode::device : StepMode::host;
   if (step == "host") return StepMode::host;
   if (step != "device" && step != "graph")
     return make_error("--step: '{}' is not host, device, graph or auto", step);
-  if (backend != "cuda" && (backend != "opencl" || step == "graph"))
+  const bool graph = step == "graph";
+  if (!kind || !(graph ? kind->graphs : kind->device_step))
     return make_error("--step {} is for --backend {}, not {}", step,
-                      step == "graph" ? "cuda" : "cuda or opencl", backend);
-  return step == "graph" ? StepMode::graph : StepMode::device;
+                      runtime::device_kind_names([graph](const runtime::DeviceKind& k) {
+                        return graph ? k.graphs : k.device_step;
+                      }),
+                      backend);
+  return graph ? StepMode::graph : StepMode::device;
 }
 
 namespace {
@@ -131,17 +135,14 @@ Expected<OptimizerOptions> optimizer_options(const std::string& backend_name, in
                                              long long chunk, const std::string& launch,
                                              const std::string& step_text) {
   OptimizerOptions opts;
-  opts.backend = backend_name == "cuda"        ? Backend::cuda
-                 : backend_name == "opencl"    ? Backend::opencl
-                 : backend_name == "reference" ? Backend::reference
-                                               : Backend::cpu;
+  opts.backend = Backend(backend_name);
   if ((backend_name == "cpu" || backend_name == "reference") && !launch.empty())
     return make_error(
         "--launch is for --backend cuda and opencl; the cpu backend takes --threads and --chunk");
   auto step = parse_step(step_text, backend_name);
   if (!step) return step.error();
   opts.cpu = {threads, chunk, 0};
-  const bool gpu = opts.backend == Backend::cuda || opts.backend == Backend::opencl;
+  const bool gpu = opts.backend != Backend::cpu && opts.backend != Backend::reference;
   if (gpu) {
     // Launch parameters: as given (over the device's default), else the kernel cache's tuning
     // decision (the optimizer looks), else the default with --chunk.

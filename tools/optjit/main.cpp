@@ -8,7 +8,26 @@
 
 #include <CLI/CLI.hpp>
 
+#include "runtime/device.h"
 #include "tools/optjit/commands.h"
+
+namespace {
+
+// --backend: any registered kind of device (runtime/device.h), and `extra` names.
+CLI::Validator device_kinds_and(std::vector<std::string> extra) {
+  return CLI::Validator(
+      [extra](std::string& v) -> std::string {
+        if (optjit::runtime::find_device_kind(v)) return "";
+        for (const auto& e : extra)
+          if (v == e) return "";
+        std::string names = optjit::runtime::device_kind_names();
+        for (const auto& e : extra) names += ", " + e;
+        return "'" + v + "' is not a backend (" + names + ")";
+      },
+      "BACKEND");
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"optjit: optimizer pipelines compiled to fused kernels"};
@@ -31,7 +50,7 @@ int main(int argc, char** argv) {
   run_cmd
       ->add_option("--backend", run.backend,
                    "auto (default: the best available, now cpu) | cpu | reference | opencl | cuda")
-      ->check(CLI::IsMember({"reference", "cpu", "opencl", "cuda", "auto"}));
+      ->check(device_kinds_and({"reference", "auto"}));
   run_cmd->add_option("--state", run.state, "resume from a state file written by an earlier run");
   run_cmd->add_option("--out", run.out, "where to write parameters, state and step count")
       ->required();
@@ -122,7 +141,7 @@ int main(int argc, char** argv) {
   tune_cmd->add_option("pipeline", tune.pipeline, "pipeline text, or a file that holds it")
       ->required();
   tune_cmd->add_option("--backend", tune.backend, "cpu (default) | cuda | opencl")
-      ->check(CLI::IsMember({"cpu", "cuda", "opencl"}));
+      ->check(device_kinds_and({}));
   tune_cmd->add_option("--shapes", tune.shapes,
                        "gpt2-small (default) | resnet50 | many-small | FILE.json");
   tune_cmd->add_option("--numel", tune.numel, "one tensor of this many elements")
@@ -139,7 +158,7 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("pipeline", bench.pipeline, "pipeline text, or a file that holds it")
       ->required();
   bench_cmd->add_option("--backend", bench.backend, "cpu (default) | cuda | opencl")
-      ->check(CLI::IsMember({"cpu", "cuda", "opencl"}));
+      ->check(device_kinds_and({}));
   bench_cmd->add_option("--numel", bench.numel, "one tensor of this many elements")
       ->check(CLI::PositiveNumber);
   bench_cmd->add_option("--shapes", bench.shapes,
