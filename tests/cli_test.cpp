@@ -480,7 +480,7 @@ TEST_F(Cli, OpenclTuningAndLaunchParameters) {
        "--chunk\n"},
       {"--backend opencl --step graph", "optjit: --step graph is for --backend cuda, not opencl\n"},
       {"--backend cpu --step device",
-       "optjit: --step device is for --backend cuda or opencl, not cpu\n"},
+       "optjit: --step device is for --backend opencl or cuda, not cpu\n"},
       {"--backend opencl --step later",
        "optjit: --step: 'later' is not host, device, graph or auto\n"},
   };
