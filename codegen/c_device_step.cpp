@@ -11,6 +11,7 @@
 
 #include "codegen/c_lang.h"
 #include "codegen/kernel_abi.h"
+#include "ir/reductions.h"
 
 namespace optjit::codegen {
 
@@ -110,35 +111,6 @@ class StepWriter {
       case Op::SLoad:
         return fmt::format("ctl[{} + g * {} + {}]", DeviceStepLayout::kCtlHeader, layout_.states,
                            in.attr);
-      case Op::Neg:
-        return "-" + a(0);
-      case Op::Abs:
-        return fmt::format("fabs({})", a(0));
-      case Op::Sign:
-        return fmt::format("(isnan({0}) ? {0} : ({0} > 0.0 ? 1.0 : ({0} < 0.0 ? -1.0 : 0.0)))",
-                           a(0));
-      case Op::Sqrt:
-      case Op::Exp:
-      case Op::Log:
-      case Op::Floor:
-      case Op::Cos:
-        return fmt::format("{}({})", ir::info(in.op).text, a(0));
-      case Op::Rsqrt:
-        return fmt::format("1.0 / sqrt({})", a(0));
-      case Op::Pow:
-        return fmt::format("pow({}, {})", a(0), a(1));
-      case Op::Add:
-        return fmt::format("{} + {}", a(0), a(1));
-      case Op::Sub:
-        return fmt::format("{} - {}", a(0), a(1));
-      case Op::Mul:
-        return fmt::format("{} * {}", a(0), a(1));
-      case Op::Div:
-        return fmt::format("{} / {}", a(0), a(1));
-      case Op::Min:
-      case Op::Max:
-        return fmt::format("((isnan({0}) || isnan({1})) ? {0} + {1} : ({0} {2} {1} ? {0} : {1}))",
-                           a(0), a(1), in.op == Op::Max ? ">" : "<");
       case Op::Not:
         return flag(a(0) + " == 0.0");
       case Op::And:
@@ -152,12 +124,8 @@ class StepWriter {
       case Op::Gt:
       case Op::Ge:
       case Op::Eq:
-      case Op::Ne: {
-        static const std::map<Op, const char*> ops = {{Op::Lt, "<"},  {Op::Le, "<="},
-                                                      {Op::Gt, ">"},  {Op::Ge, ">="},
-                                                      {Op::Eq, "=="}, {Op::Ne, "!="}};
-        return flag(fmt::format("{} {} {}", a(0), ops.at(in.op), a(1)));
-      }
+      case Op::Ne:
+        return flag(fmt::format("{} {} {}", a(0), detail::comparison(in.op), a(1)));
       case Op::Select:
         return fmt::format("({} != 0.0 ? {} : {})", a(0), a(1), a(2));
       case Op::Cast:
@@ -177,8 +145,13 @@ class StepWriter {
             return flag(a(0) + " != 0.0");
         }
         break;
-      default:
+      default: {
+        // The math every emitter shares (c_lang.h), in double.
+        std::vector<std::string> args;
+        for (int k = 0; k < ir::info(in.op).arity; ++k) args.push_back(a(k));
+        if (std::string e = detail::float_math(L_, in.op, DType::f64, args); !e.empty()) return e;
         break;
+      }
     }
     return make_error("the device step cannot evaluate '{}' on the {} device", ir::info(in.op).text,
                       L_.name());
@@ -250,16 +223,7 @@ class StepWriter {
   }
 
   static std::string combine_two(Op op, const std::string& acc, const std::string& p) {
-    switch (op) {
-      case Op::Sum:
-      case Op::SumSq:
-        return fmt::format("{} + {}", acc, p);
-      case Op::MaxAbs:
-        return fmt::format("((isnan({0}) || isnan({1})) ? {0} + {1} : ({0} > {1} ? {0} : {1}))",
-                           acc, p);
-      default:  // AnyNonFinite
-        return fmt::format("(({} != 0.0 || {} != 0.0) ? 1.0 : 0.0)", acc, p);
-    }
+    return fmt::format(fmt::runtime(ir::reduction(op).combine_c), acc, p);
   }
 
   // The fixed lane order (codegen::kCombineLanes; runtime::combine_range is the host's copy)

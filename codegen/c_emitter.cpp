@@ -291,10 +291,7 @@ class KernelWriter {
         return def(fmt::format("{} {} {}", a(0), in.op == Op::And ? "&&" : "||", a(1)));
       case OpKind::compare: {
         if (in.op == Op::IsFinite) return def(fmt::format("isfinite({})", a(0)));
-        static const std::map<Op, const char*> ops = {{Op::Lt, "<"},  {Op::Le, "<="},
-                                                      {Op::Gt, ">"},  {Op::Ge, ">="},
-                                                      {Op::Eq, "=="}, {Op::Ne, "!="}};
-        return def(fmt::format("{} {} {}", a(0), ops.at(in.op), a(1)));
+        return def(fmt::format("{} {} {}", a(0), detail::comparison(in.op), a(1)));
       }
       case OpKind::math: {
         const DType t = in.type;
@@ -319,46 +316,9 @@ class KernelWriter {
           }
           break;
         }
-        std::string one = literal(1.0, t), zero = literal(0.0, t);
-        switch (in.op) {
-          case Op::Neg:
-            return def("-" + a(0));
-          case Op::Abs:
-            return def(fmt::format("{}({})", L_.math("fabs", t), a(0)));
-          case Op::Sign:
-            return def(
-                fmt::format("isnan({0}) ? {0} : ({0} > {1} ? {2} : ({0} < {1} ? -{2} : {1}))", a(0),
-                            zero, one));
-          case Op::Sqrt:
-            return def(fmt::format("{}({})", L_.math("sqrt", t), a(0)));
-          case Op::Rsqrt:
-            return def(fmt::format("{} / {}({})", one, L_.math("sqrt", t), a(0)));
-          case Op::Exp:
-            return def(fmt::format("{}({})", L_.math("exp", t), a(0)));
-          case Op::Log:
-            return def(fmt::format("{}({})", L_.math("log", t), a(0)));
-          case Op::Floor:
-            return def(fmt::format("{}({})", L_.math("floor", t), a(0)));
-          case Op::Cos:
-            return def(fmt::format("{}({})", L_.math("cos", t), a(0)));
-          case Op::Pow:
-            return def(fmt::format("{}({}, {})", L_.math("pow", t), a(0), a(1)));
-          case Op::Add:
-            return def(a(0) + " + " + a(1));
-          case Op::Sub:
-            return def(a(0) + " - " + a(1));
-          case Op::Mul:
-            return def(a(0) + " * " + a(1));
-          case Op::Div:
-            return def(a(0) + " / " + a(1));
-          case Op::Min:
-          case Op::Max:
-            return def(
-                fmt::format("(isnan({0}) || isnan({1})) ? {0} + {1} : ({0} {2} {1} ? {0} : {1})",
-                            a(0), a(1), in.op == Op::Max ? ">" : "<"));
-          default:
-            break;
-        }
+        std::vector<std::string> args;
+        for (int k = 0; k < ir::info(in.op).arity; ++k) args.push_back(a(k));
+        if (std::string e = detail::float_math(L_, in.op, t, args); !e.empty()) return def(e);
         break;
       }
     }

@@ -231,4 +231,67 @@ const Lang& Lang::of(CLanguage language) {
   return language == CLanguage::cuda ? static_cast<const Lang&>(cuda) : opencl;
 }
 
+std::string float_math(const Lang& L, ir::Op op, DType t, const std::vector<std::string>& a) {
+  using ir::Op;
+  const std::string one = literal(1.0, t), zero = literal(0.0, t);
+  auto fn = [&](const char* name) { return fmt::format("{}({})", L.math(name, t), a[0]); };
+  switch (op) {
+    case Op::Neg:
+      return "-" + a[0];
+    case Op::Abs:
+      return fn("fabs");
+    case Op::Sign:
+      return fmt::format("isnan({0}) ? {0} : ({0} > {1} ? {2} : ({0} < {1} ? -{2} : {1}))", a[0],
+                         zero, one);
+    case Op::Sqrt:
+      return fn("sqrt");
+    case Op::Rsqrt:
+      return fmt::format("{} / {}({})", one, L.math("sqrt", t), a[0]);
+    case Op::Exp:
+      return fn("exp");
+    case Op::Log:
+      return fn("log");
+    case Op::Floor:
+      return fn("floor");
+    case Op::Cos:
+      return fn("cos");
+    case Op::Pow:
+      return fmt::format("{}({}, {})", L.math("pow", t), a[0], a[1]);
+    case Op::Add:
+      return a[0] + " + " + a[1];
+    case Op::Sub:
+      return a[0] + " - " + a[1];
+    case Op::Mul:
+      return a[0] + " * " + a[1];
+    case Op::Div:
+      return a[0] + " / " + a[1];
+    case Op::Min:
+    case Op::Max:
+      // NaN wins (torch's minimum and maximum propagate it).
+      return fmt::format("(isnan({0}) || isnan({1})) ? {0} + {1} : ({0} {2} {1} ? {0} : {1})",
+                         a[0], a[1], op == Op::Max ? ">" : "<");
+    default:
+      return "";
+  }
+}
+
+const char* comparison(ir::Op op) {
+  switch (op) {
+    case ir::Op::Lt:
+      return "<";
+    case ir::Op::Le:
+      return "<=";
+    case ir::Op::Gt:
+      return ">";
+    case ir::Op::Ge:
+      return ">=";
+    case ir::Op::Eq:
+      return "==";
+    case ir::Op::Ne:
+      return "!=";
+    default:
+      return nullptr;
+  }
+}
+
 }  // namespace optjit::codegen::detail

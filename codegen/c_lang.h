@@ -64,6 +64,14 @@ class Lang {
 /// A constant of type t, exactly (hex floats for floats).
 std::string literal(double x, DType t);
 
+/// One C expression printer for the ops both emitters share, so the pass kernels (element
+/// values) and the device step (the scalar program, in double) spell each op the same way:
+/// a float math op (Neg ... Max, Min) on operands `a` of type t (f32 or f64), or empty when
+/// `op` is not one.
+std::string float_math(const Lang& L, ir::Op op, DType t, const std::vector<std::string>& a);
+/// A comparison's C operator ("<", "<=", ">", ">=", "==", "!="), or null.
+const char* comparison(ir::Op op);
+
 /// The device-step kernels (DeviceStepLayout), appended to the pass kernels' source.
 Expected<std::string> emit_device_step(const plan::Plan& plan, const Lang& L);
 

@@ -1,5 +1,7 @@
 #include "runtime/reference.h"
 
+#include "ir/reductions.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -12,40 +14,9 @@ using ir::Op;
 using ir::OpKind;
 using ir::ValueId;
 
-double reduce_identity(Op op) { return op == Op::MaxAbs ? 0.0 : 0.0; }
-
-double reduce_step(Op op, double acc, double x) {
-  switch (op) {
-    case Op::Sum:
-      return acc + x;
-    case Op::SumSq:
-      return acc + x * x;
-    case Op::MaxAbs:
-      return ir::nan_aware_max(acc, std::fabs(x));
-    case Op::AnyNonFinite:
-      return (acc != 0 || !std::isfinite(x)) ? 1.0 : 0.0;
-    default:
-      break;
-  }
-  OPTJIT_CHECK(false && "not a reduction");
-  return 0;
-}
-
-double combine_two(Op op, double acc, double p) {
-  switch (op) {
-    case Op::Sum:
-    case Op::SumSq:
-      return acc + p;
-    case Op::MaxAbs:
-      return ir::nan_aware_max(acc, p);
-    case Op::AnyNonFinite:
-      return (acc != 0 || p != 0) ? 1.0 : 0.0;
-    default:
-      break;
-  }
-  OPTJIT_CHECK(false && "not a reduction");
-  return 0;
-}
+double reduce_identity(Op op) { return ir::reduction(op).identity; }
+double reduce_step(Op op, double acc, double x) { return ir::reduction(op).accumulate(acc, x); }
+double combine_two(Op op, double acc, double p) { return ir::reduction(op).combine(acc, p); }
 
 double combine(Op op, const std::vector<double>& partials) {
   return combine_range(op, partials.size(), [&](size_t i) { return partials[i]; });

@@ -260,7 +260,7 @@ extern "C" __global__ void optjit_segment_1(const double* hypers, double* ctl, c
     const double h3 = sqrt(vals[g * 42 + 0]);
     const double h5 = h3 + 0x1.0c6f7a0b5ed8dp-20;
     const double h7 = vals[g * 42 + 4] / h5;
-    const double h9 = ((isnan(h7) || isnan(0x1p+0)) ? h7 + 0x1p+0 : (h7 < 0x1p+0 ? h7 : 0x1p+0));
+    const double h9 = (isnan(h7) || isnan(0x1p+0)) ? h7 + 0x1p+0 : (h7 < 0x1p+0 ? h7 : 0x1p+0);
     const double h10 = (double)(float)h9;
   }
   if (i < T) {
@@ -270,7 +270,7 @@ extern "C" __global__ void optjit_segment_1(const double* hypers, double* ctl, c
     const double h3 = sqrt(vals[g * 42 + 0]);
     const double h5 = h3 + 0x1.0c6f7a0b5ed8dp-20;
     const double h7 = vals[g * 42 + 4] / h5;
-    const double h9 = ((isnan(h7) || isnan(0x1p+0)) ? h7 + 0x1p+0 : (h7 < 0x1p+0 ? h7 : 0x1p+0));
+    const double h9 = (isnan(h7) || isnan(0x1p+0)) ? h7 + 0x1p+0 : (h7 < 0x1p+0 ? h7 : 0x1p+0);
     const double h10 = (double)(float)h9;
     uniforms[t * 11 + 0] = h10;
     uniforms[t * 11 + 1] = vals[g * 42 + 13];

@@ -242,8 +242,8 @@ __kernel void optjit_segment_1(const __global double* hypers, __global double* c
     const long g = (long)tinfo[2 * t];
     const double numel = tinfo[2 * t + 1];
     const double h24 = sqrt(vals[G * 18 + t * 13 + 0]);
-    const double h25 = ((isnan(h24) || isnan(0x0p+0)) ? h24 + 0x0p+0 : (h24 > 0x0p+0 ? h24 : 0x0p+0));
-    const double h26 = ((isnan(h25) || isnan(vals[g * 18 + 10])) ? h25 + vals[g * 18 + 10] : (h25 < vals[g * 18 + 10] ? h25 : vals[g * 18 + 10]));
+    const double h25 = (isnan(h24) || isnan(0x0p+0)) ? h24 + 0x0p+0 : (h24 > 0x0p+0 ? h24 : 0x0p+0);
+    const double h26 = (isnan(h25) || isnan(vals[g * 18 + 10])) ? h25 + vals[g * 18 + 10] : (h25 < vals[g * 18 + 10] ? h25 : vals[g * 18 + 10]);
     const double h39 = sqrt(vals[G * 18 + t * 13 + 4]);
     const double h40 = h26 / h39;
     const double h41 = ((h26 == 0x0p+0) ? 1.0 : 0.0);
