@@ -563,6 +563,48 @@ Status Optimizer::load(const std::string& path) {
   return import_state(*f);
 }
 
+namespace {
+
+Status rebind(std::vector<Param>& params, std::vector<Part>& parts,
+              const std::vector<std::pair<size_t, size_t>>& where, size_t param, void* host,
+              DeviceMemory device, bool have_device) {
+  if (param >= params.size()) return make_error("no parameter {}", param);
+  Param& p = params[param];
+  int64_t n = 1;
+  for (int64_t d : p.shape) n *= d;
+  if (!host && !device && n > 0) return make_error("rebind_param: null memory for '{}'", p.name);
+  if (device && !have_device)
+    return make_error("rebind_param: '{}' in device memory needs the cuda or opencl backend",
+                      p.name);
+  for (size_t j = 0; j < params.size(); ++j)
+    if (j != param && host && params[j].data &&
+        overlap(host, n * size_bytes(p.dtype), params[j].data,
+                numel_of(params[j].shape) * size_bytes(params[j].dtype)))
+      return make_error("rebind_param: '{}' would overlap '{}'", p.name, params[j].name);
+  auto [pi, t] = where[param];
+  Part& part = parts[pi];
+  const uint32_t pb = part.plan.program.param_buffer();
+  auto& ts = part.state.tensors[t];
+  ts.external[pb] = static_cast<uint8_t*>(host);
+  ts.device[pb] = device;
+  p.data = host;
+  p.device = device;
+  part.state.bindings.changed();
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Optimizer::rebind_param(size_t param, void* host) {
+  return rebind(impl_->params, impl_->parts, impl_->where, param, host, {},
+                impl_->device && !impl_->device->description().host_memory);
+}
+
+Status Optimizer::rebind_param(size_t param, DeviceMemory device) {
+  return rebind(impl_->params, impl_->parts, impl_->where, param, nullptr, device,
+                impl_->device && !impl_->device->description().host_memory);
+}
+
 Status Optimizer::bind_state(size_t param, std::string_view buffer, void* host) {
   Impl& m = *impl_;
   if (param >= m.params.size()) return make_error("no parameter {}", param);

@@ -125,6 +125,12 @@ class Optimizer {
   Expected<runtime::StepResult> step(const std::vector<const void*>& grads);
   Expected<runtime::StepResult> step_device(const std::vector<DeviceMemory>& grads);
 
+  /// Points parameter `param` at other memory from the next step on (a framework that
+  /// reallocated it): host memory, or memory on the optimizer's device. Its values are read
+  /// from there; the old memory is not touched again.
+  Status rebind_param(size_t param, void* host);
+  Status rebind_param(size_t param, DeviceMemory device);
+
   /// Makes state buffer `buffer` ("exp_avg", as optjit list names it) of parameter `param` the
   /// caller's memory: host memory, or memory on the optimizer's device. Its current value is
   /// copied there first; from then on the optimizer reads and writes it in place.

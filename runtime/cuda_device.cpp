@@ -6,12 +6,22 @@
 
 #include "codegen/c_emitter.h"
 #include "codegen/cuda_kernels.h"
+#include "codegen/nvrtc.h"
 #include "runtime/cuda_api.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/device.h"
 #include "runtime/devices.h"
 
 namespace optjit::runtime {
+
+std::string cuda_exact(const CudaDeviceInfo& i) {
+  return fmt::format("cuda|{}|{}|driver {}|nvrtc {}|uuid {}|codegen {}", i.arch(), i.name,
+                     i.driver_version, codegen::nvrtc_version(), i.uuid, kCodegenVersion);
+}
+
+std::string cuda_performance(const CudaDeviceInfo& i) {
+  return fmt::format("cuda|{}|{} SMs", i.arch(), i.sm_count);
+}
 
 namespace {
 

@@ -19,6 +19,10 @@ struct CudaDeviceInfo {
   std::string arch() const { return "sm_" + std::to_string(cc_major) + std::to_string(cc_minor); }
 };
 
+/// The exact and performance fingerprints of a CUDA device (runtime/devices.h).
+std::string cuda_exact(const CudaDeviceInfo& i);
+std::string cuda_performance(const CudaDeviceInfo& i);
+
 /// The CUDA devices, or an error that says why there are none (no driver library, no
 /// device, a driver error).
 Expected<std::vector<CudaDeviceInfo>> cuda_devices();

@@ -6,10 +6,7 @@
 #include <cstdio>
 
 #include "codegen/cpu_jit.h"
-#include "codegen/nvrtc.h"
-#include "runtime/cuda_driver.h"
 #include "runtime/device.h"
-#include "runtime/opencl_device.h"
 
 namespace optjit::runtime {
 
@@ -36,25 +33,6 @@ std::string hash16(const std::string& s) {
   return fmt::format("{:016x}", XXH3_64bits(s.data(), s.size()));
 }
 }  // namespace
-
-std::string opencl_exact(const OpenclDeviceInfo& i) {
-  return fmt::format("opencl|{}|{}|{}|{}|driver {}|uuid {}|codegen {}", i.platform,
-                     i.platform_version, i.vendor, i.name, i.driver_version, i.uuid,
-                     kCodegenVersion);
-}
-
-std::string opencl_performance(const OpenclDeviceInfo& i) {
-  return fmt::format("opencl|{}|{}|{} units", i.vendor, i.name, i.compute_units);
-}
-
-std::string cuda_exact(const CudaDeviceInfo& i) {
-  return fmt::format("cuda|{}|{}|driver {}|nvrtc {}|uuid {}|codegen {}", i.arch(), i.name,
-                     i.driver_version, codegen::nvrtc_version(), i.uuid, kCodegenVersion);
-}
-
-std::string cuda_performance(const CudaDeviceInfo& i) {
-  return fmt::format("cuda|{}|{} SMs", i.arch(), i.sm_count);
-}
 
 std::string fingerprint_id(const std::string& exact) { return hash16(exact); }
 

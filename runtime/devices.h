@@ -28,13 +28,6 @@ struct DeviceList {
   std::vector<std::string> unavailable;  // one line per backend that has no device, saying why
 };
 
-struct OpenclDeviceInfo;
-/// The exact and performance fingerprints of an OpenCL device and a CUDA device.
-std::string opencl_exact(const OpenclDeviceInfo& i);
-std::string opencl_performance(const OpenclDeviceInfo& i);
-struct CudaDeviceInfo;
-std::string cuda_exact(const CudaDeviceInfo& i);
-std::string cuda_performance(const CudaDeviceInfo& i);
 std::string fingerprint_id(const std::string& exact);
 
 DeviceList list_devices();

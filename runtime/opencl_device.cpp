@@ -123,6 +123,16 @@ Expected<std::vector<Found>> find_devices() {
 
 }  // namespace
 
+std::string opencl_exact(const OpenclDeviceInfo& i) {
+  return fmt::format("opencl|{}|{}|{}|{}|driver {}|uuid {}|codegen {}", i.platform,
+                     i.platform_version, i.vendor, i.name, i.driver_version, i.uuid,
+                     kCodegenVersion);
+}
+
+std::string opencl_performance(const OpenclDeviceInfo& i) {
+  return fmt::format("opencl|{}|{}|{} units", i.vendor, i.name, i.compute_units);
+}
+
 Expected<std::vector<OpenclDeviceInfo>> opencl_devices() {
   auto found = find_devices();
   if (!found) return found.error();

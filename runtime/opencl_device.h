@@ -20,6 +20,11 @@ struct OpenclDeviceInfo {
   bool fp64 = false;
 };
 
+/// The exact fingerprint (what gates reuse of binaries) and the performance one (what gates
+/// reuse of tuning decisions) of an OpenCL device.
+std::string opencl_exact(const OpenclDeviceInfo& i);
+std::string opencl_performance(const OpenclDeviceInfo& i);
+
 /// Every device of every OpenCL platform; an error when the ICD loader finds no platform.
 Expected<std::vector<OpenclDeviceInfo>> opencl_devices();
 

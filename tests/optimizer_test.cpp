@@ -476,6 +476,36 @@ TEST(Optimizer, MixedDtypesStepAsOne) {
             "and cuda_graph need parameters of one dtype");
 }
 
+// A framework that reallocates a parameter points the optimizer at the new memory: the next step
+// reads and updates it there, and never touches the old memory again.
+TEST(Optimizer, ParametersCanBeReboundBetweenSteps) {
+  for (Backend backend : {Backend::cpu, Backend::opencl}) {
+    SCOPED_TRACE(to_string(backend));
+    Model a, b;
+    OptimizerOptions options;
+    options.backend = backend;
+    options.cache.reset();
+    auto opt = Optimizer::create(kPipeline, a.params(), options);
+    OptimizerOptions ref_options;
+    ref_options.backend = Backend::reference;
+    auto ref = Optimizer::create(kPipeline, b.params(), ref_options);
+    ASSERT_TRUE(opt && ref);
+    a.grads(0), b.grads(0);
+    ASSERT_TRUE((*opt)->step(a.grad_ptrs()));
+    ASSERT_TRUE((*ref)->step(b.grad_ptrs()));
+    std::vector<float> moved = a.w;
+    ASSERT_TRUE((*opt)->rebind_param(0, moved.data()));
+    std::fill(a.w.begin(), a.w.end(), 7.0f);  // the old memory, reused by the framework
+    a.grads(1), b.grads(1);
+    ASSERT_TRUE((*opt)->step(a.grad_ptrs()));
+    ASSERT_TRUE((*ref)->step(b.grad_ptrs()));
+    for (size_t i = 0; i < moved.size(); ++i) ASSERT_NEAR(moved[i], b.w[i], 2e-6) << i;
+    for (float x : a.w) ASSERT_EQ(x, 7.0f);
+    EXPECT_EQ((*opt)->rebind_param(0, static_cast<void*>(nullptr)).error().message,
+              "rebind_param: null memory for 'w'");
+  }
+}
+
 // The caller's memory for everything (parameters, gradients, state), on the CPU: host memory,
 // in one flat buffer per role or one allocation per tensor.
 TEST(Optimizer, CallerOwnedMemoryOnTheCpu) {
