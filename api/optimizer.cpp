@@ -88,6 +88,7 @@ struct Optimizer::Impl {
   Status from_host(Part& part, const std::vector<std::pair<size_t, size_t>>& borrowed,
                    bool write_device);
   Expected<uint32_t> state_buffer(const Part& part, std::string_view name) const;
+  Status bind_state(size_t param, std::string_view buffer, void* host, DeviceMemory memory);
 };
 
 Optimizer::Optimizer() : impl_(std::make_unique<Impl>()) {}
@@ -605,50 +606,45 @@ Status Optimizer::rebind_param(size_t param, DeviceMemory device) {
                 impl_->device && !impl_->device->description().host_memory);
 }
 
-Status Optimizer::bind_state(size_t param, std::string_view buffer, void* host) {
-  Impl& m = *impl_;
-  if (param >= m.params.size()) return make_error("no parameter {}", param);
-  if (!host) return make_error("bind_state: null memory for '{}'", m.params[param].name);
-  Part& part = m.parts[m.where[param].first];
-  auto b = m.state_buffer(part, buffer);
+// Makes a state buffer the caller's memory: its current value is copied there (host or device
+// memory), then the optimizer's own copy is dropped and the state reads and writes it in place.
+Status Optimizer::Impl::bind_state(size_t param, std::string_view buffer, void* host,
+                                   DeviceMemory memory) {
+  if (param >= params.size()) return make_error("no parameter {}", param);
+  if (memory && (!device || device->description().host_memory))
+    return make_error("bind_state: device memory needs the cuda or opencl backend, not {}",
+                      to_string(backend));
+  if (!host && !memory) return make_error("bind_state: null memory for '{}'", params[param].name);
+  Part& part = parts[where[param].first];
+  auto b = state_buffer(part, buffer);
   if (!b) return b.error();
   std::vector<std::pair<size_t, size_t>> borrowed;
-  OPTJIT_TRY(m.to_host(part, &borrowed));
-  auto& ts = m.tensor(param);
+  OPTJIT_TRY(to_host(part, &borrowed));
+  auto& ts = tensor(param);
   const size_t bytes = static_cast<size_t>(ts.numel) * size_bytes(part.plan.buffers[*b].storage);
-  if (bytes) std::memmove(host, ts.data(*b), bytes);
-  OPTJIT_TRY(m.from_host(part, borrowed, false));
+  Status st = Status::Ok();
+  if (bytes && host) std::memmove(host, ts.data(*b), bytes);
+  if (bytes && memory) st = device->write(memory, ts.data(*b), bytes);
+  OPTJIT_TRY(from_host(part, borrowed, false));
+  OPTJIT_TRY(st);
   ts.owned[*b] = {};
-  ts.device[*b] = {};
   ts.external[*b] = static_cast<uint8_t*>(host);
+  ts.device[*b] = memory;
   part.state.bindings.changed();
   if (part.executor) part.executor->state_changed();
   return Status::Ok();
 }
 
+Status Optimizer::bind_state(size_t param, std::string_view buffer, void* host) {
+  if (!host) {
+    const std::string name = param < impl_->params.size() ? impl_->params[param].name : "?";
+    return make_error("bind_state: null memory for '{}'", name);
+  }
+  return impl_->bind_state(param, buffer, host, {});
+}
+
 Status Optimizer::bind_state(size_t param, std::string_view buffer, DeviceMemory memory) {
-  Impl& m = *impl_;
-  if (param >= m.params.size()) return make_error("no parameter {}", param);
-  if (!m.device || m.device->description().host_memory)
-    return make_error("bind_state: device memory needs the cuda or opencl backend, not {}",
-                      to_string(m.backend));
-  if (!memory) return make_error("bind_state: null memory for '{}'", m.params[param].name);
-  Part& part = m.parts[m.where[param].first];
-  auto b = m.state_buffer(part, buffer);
-  if (!b) return b.error();
-  std::vector<std::pair<size_t, size_t>> borrowed;
-  OPTJIT_TRY(m.to_host(part, &borrowed));
-  auto& ts = m.tensor(param);
-  const size_t bytes = static_cast<size_t>(ts.numel) * size_bytes(part.plan.buffers[*b].storage);
-  Status st = bytes ? m.device->write(memory, ts.data(*b), bytes) : Status::Ok();
-  OPTJIT_TRY(m.from_host(part, borrowed, false));
-  OPTJIT_TRY(st);
-  ts.owned[*b] = {};
-  ts.external[*b] = nullptr;
-  ts.device[*b] = memory;
-  part.state.bindings.changed();
-  if (part.executor) part.executor->state_changed();
-  return Status::Ok();
+  return impl_->bind_state(param, buffer, nullptr, memory);
 }
 
 Expected<autotune::TuneResult> Optimizer::tune(const std::vector<const void*>& grads,

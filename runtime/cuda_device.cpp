@@ -211,18 +211,7 @@ CudaModule::~CudaModule() {
 }
 
 Status CudaModule::resolve(const plan::Plan& plan, bool device_step) {
-  std::vector<KernelId> ids;
-  for (uint32_t k = 0; k < plan.passes.size(); ++k) ids.push_back({KernelId::pass, k});
-  if (device_step) {
-    const auto layout = codegen::device_step_layout(plan);
-    for (uint32_t k = 0; k <= plan.passes.size(); ++k) {
-      ids.push_back({KernelId::segment, k});
-      if (k == plan.passes.size()) break;
-      if (layout.combines[k]) ids.push_back({KernelId::combine, k});
-      if (layout.folds[k]) ids.push_back({KernelId::fold, k});
-    }
-    ids.push_back({KernelId::commit, 0});
-  }
+  const std::vector<KernelId> ids = module_kernels(plan, device_step);
   cuda::ContextScope scope(dev_.api(), dev_.context());
   for (const KernelId& id : ids) {
     cuda::CUfunction f = nullptr;

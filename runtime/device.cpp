@@ -1,5 +1,7 @@
 #include "runtime/device.h"
 
+#include "codegen/c_emitter.h"
+
 #include <algorithm>
 #include <chrono>
 
@@ -60,6 +62,21 @@ std::string KernelId::name() const {
       break;
   }
   return "optjit_commit";
+}
+
+std::vector<KernelId> module_kernels(const plan::Plan& plan, bool device_step) {
+  std::vector<KernelId> ids;
+  for (uint32_t k = 0; k < plan.passes.size(); ++k) ids.push_back({KernelId::pass, k});
+  if (!device_step) return ids;
+  const auto layout = codegen::device_step_layout(plan);
+  for (uint32_t k = 0; k <= plan.passes.size(); ++k) {
+    ids.push_back({KernelId::segment, k});
+    if (k == plan.passes.size()) break;
+    if (layout.combines[k]) ids.push_back({KernelId::combine, k});
+    if (layout.folds[k]) ids.push_back({KernelId::fold, k});
+  }
+  ids.push_back({KernelId::commit, 0});
+  return ids;
 }
 
 Expected<std::unique_ptr<Graph>> Device::capture(const std::function<Status()>&) {

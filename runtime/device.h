@@ -34,6 +34,10 @@ struct KernelId {
   std::string name() const;  // "optjit_pass_0", ..., "optjit_commit"
 };
 
+/// Every kernel of a plan's module: a pass kernel per pass, and with the device step its
+/// segments, combines, folds and commit.
+std::vector<KernelId> module_kernels(const plan::Plan& plan, bool device_step);
+
 /// A kernel argument: device memory (an address, or an arena for arena devices) or an integer.
 struct KernelArg {
   DeviceMemory memory;

@@ -352,18 +352,7 @@ Expected<std::unique_ptr<Module>> OpenclDevice::load(const plan::Plan& plan,
 }
 
 Status OpenclModule::resolve(const plan::Plan& plan, bool device_step, int block) {
-  std::vector<KernelId> ids;
-  for (uint32_t k = 0; k < plan.passes.size(); ++k) ids.push_back({KernelId::pass, k});
-  if (device_step) {
-    const auto layout = codegen::device_step_layout(plan);
-    for (uint32_t k = 0; k <= plan.passes.size(); ++k) {
-      ids.push_back({KernelId::segment, k});
-      if (k == plan.passes.size()) break;
-      if (layout.combines[k]) ids.push_back({KernelId::combine, k});
-      if (layout.folds[k]) ids.push_back({KernelId::fold, k});
-    }
-    ids.push_back({KernelId::commit, 0});
-  }
+  const std::vector<KernelId> ids = module_kernels(plan, device_step);
   for (const KernelId& id : ids) {
     cl_int e;
     const std::string name = id.name();

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "api/optimizer.h"
+#include "runtime/device.h"
 
 namespace optjit::testing {
 
@@ -25,6 +26,25 @@ struct CallerMemory {
   /// allocation per tensor and buffer.
   bool flat = false;
 };
+
+/// The caller's memory on a device the caller opened itself (its own context and queue, as a
+/// framework's), in `blocks`.
+inline CallerMemory device_memory(runtime::Device& dev, Backend backend, bool flat,
+                                  std::vector<runtime::DeviceAllocation>& blocks) {
+  CallerMemory m;
+  m.backend = backend;
+  m.flat = flat;
+  m.queue = dev.queue();
+  m.alloc = [&dev, &blocks](size_t bytes) -> Expected<DeviceMemory> {
+    auto a = runtime::allocate(dev, bytes, "test memory");
+    if (!a) return a.error();
+    blocks.push_back(std::move(*a));
+    return blocks.back().memory();
+  };
+  m.write = [&dev](DeviceMemory d, const void* src, size_t n) { return dev.write(d, src, n); };
+  m.read = [&dev](void* dst, DeviceMemory d, size_t n) { return dev.read(dst, d, n); };
+  return m;
+}
 
 inline void check_caller_owned_memory(const CallerMemory& m) {
   constexpr size_t kGuard = 256;

@@ -174,19 +174,7 @@ TEST(Cuda, CallerOwnedDeviceMemory) {
   for (bool flat : {false, true}) {
     SCOPED_TRACE(flat ? "flat" : "separate");
     std::vector<runtime::DeviceAllocation> blocks;
-    testing::CallerMemory m;
-    m.backend = Backend::cuda;
-    m.flat = flat;
-    m.queue = (*dev)->queue();
-    m.alloc = [&](size_t bytes) -> Expected<DeviceMemory> {
-      auto a = runtime::allocate(**dev, bytes, "test memory");
-      if (!a) return a.error();
-      blocks.push_back(std::move(*a));
-      return blocks.back().memory();
-    };
-    m.write = [&](DeviceMemory d, const void* src, size_t n) { return (*dev)->write(d, src, n); };
-    m.read = [&](void* dst, DeviceMemory d, size_t n) { return (*dev)->read(dst, d, n); };
-    testing::check_caller_owned_memory(m);
+    testing::check_caller_owned_memory(testing::device_memory(**dev, Backend::cuda, flat, blocks));
   }
 }
 
