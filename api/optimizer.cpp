@@ -88,7 +88,8 @@ struct Optimizer::Impl {
   Status from_host(Part& part, const std::vector<std::pair<size_t, size_t>>& borrowed,
                    bool write_device);
   Expected<uint32_t> state_buffer(const Part& part, std::string_view name) const;
-  Status bind_state(size_t param, std::string_view buffer, void* host, DeviceMemory memory);
+  Status bind_state(size_t param, std::string_view buffer, void* host, DeviceMemory memory,
+                    bool adopt);
 };
 
 Optimizer::Optimizer() : impl_(std::make_unique<Impl>()) {}
@@ -609,22 +610,23 @@ Status Optimizer::rebind_param(size_t param, DeviceMemory device) {
 // Makes a state buffer the caller's memory: its current value is copied there (host or device
 // memory), then the optimizer's own copy is dropped and the state reads and writes it in place.
 Status Optimizer::Impl::bind_state(size_t param, std::string_view buffer, void* host,
-                                   DeviceMemory memory) {
+                                   DeviceMemory memory, bool adopt) {
   if (param >= params.size()) return make_error("no parameter {}", param);
   if (memory && (!device || device->description().host_memory))
     return make_error("bind_state: device memory needs the cuda or opencl backend, not {}",
                       to_string(backend));
-  if (!host && !memory) return make_error("bind_state: null memory for '{}'", params[param].name);
   Part& part = parts[where[param].first];
   auto b = state_buffer(part, buffer);
   if (!b) return b.error();
+  if (tensor(param).numel == 0) return Status::Ok();  // nothing to bind: it has no elements
+  if (!host && !memory) return make_error("bind_state: null memory for '{}'", params[param].name);
   std::vector<std::pair<size_t, size_t>> borrowed;
   OPTJIT_TRY(to_host(part, &borrowed));
   auto& ts = tensor(param);
   const size_t bytes = static_cast<size_t>(ts.numel) * size_bytes(part.plan.buffers[*b].storage);
   Status st = Status::Ok();
-  if (bytes && host) std::memmove(host, ts.data(*b), bytes);
-  if (bytes && memory) st = device->write(memory, ts.data(*b), bytes);
+  if (bytes && host && !adopt) std::memmove(host, ts.data(*b), bytes);
+  if (bytes && memory && !adopt) st = device->write(memory, ts.data(*b), bytes);
   OPTJIT_TRY(from_host(part, borrowed, false));
   OPTJIT_TRY(st);
   ts.owned[*b] = {};
@@ -635,16 +637,13 @@ Status Optimizer::Impl::bind_state(size_t param, std::string_view buffer, void* 
   return Status::Ok();
 }
 
-Status Optimizer::bind_state(size_t param, std::string_view buffer, void* host) {
-  if (!host) {
-    const std::string name = param < impl_->params.size() ? impl_->params[param].name : "?";
-    return make_error("bind_state: null memory for '{}'", name);
-  }
-  return impl_->bind_state(param, buffer, host, {});
+Status Optimizer::bind_state(size_t param, std::string_view buffer, void* host, bool adopt) {
+  return impl_->bind_state(param, buffer, host, {}, adopt);
 }
 
-Status Optimizer::bind_state(size_t param, std::string_view buffer, DeviceMemory memory) {
-  return impl_->bind_state(param, buffer, nullptr, memory);
+Status Optimizer::bind_state(size_t param, std::string_view buffer, DeviceMemory memory,
+                             bool adopt) {
+  return impl_->bind_state(param, buffer, nullptr, memory, adopt);
 }
 
 Expected<autotune::TuneResult> Optimizer::tune(const std::vector<const void*>& grads,
@@ -723,6 +722,76 @@ Expected<double> Optimizer::hyper(std::string_view name, uint32_t group) const {
     return make_error("'{}' is a tuple; ask for one element, e.g. {}.0", name, name);
   if (group >= part.state.groups.size()) return make_error("no parameter group {}", group);
   return part.state.groups[group].hypers[(*idx)[0]];
+}
+
+std::vector<std::string> Optimizer::state_buffers() const {
+  std::vector<std::string> out;
+  for (const auto& b : impl_->parts[0].plan.buffers)
+    if (b.role == ir::BufferRole::state) out.push_back(b.name);
+  return out;
+}
+
+std::vector<std::string> Optimizer::scalar_states() const {
+  std::vector<std::string> out;
+  for (const auto& st : impl_->parts[0].plan.program.states) out.push_back(st.name);
+  return out;
+}
+
+namespace {
+
+Expected<uint32_t> scalar_index(const ir::Program& p, std::string_view name) {
+  std::string names;
+  for (uint32_t k = 0; k < p.states.size(); ++k) {
+    if (p.states[k].name == name) return k;
+    names += (names.empty() ? "" : ", ") + p.states[k].name;
+  }
+  return make_error("no scalar state '{}' (this optimizer has: {})", name,
+                    names.empty() ? "none" : names);
+}
+
+}  // namespace
+
+Expected<double> Optimizer::scalar_state(std::string_view name, uint32_t group) const {
+  const Part& part = impl_->parts[0];
+  auto k = scalar_index(part.plan.program, name);
+  if (!k) return k.error();
+  if (group >= part.state.groups.size()) return make_error("no parameter group {}", group);
+  return part.state.groups[group].states[*k];
+}
+
+Status Optimizer::set_scalar_state(std::string_view name, double value,
+                                   std::optional<uint32_t> group) {
+  for (Part& part : impl_->parts) {
+    auto k = scalar_index(part.plan.program, name);
+    if (!k) return k.error();
+    if (group && *group >= part.state.groups.size())
+      return make_error("no parameter group {}", *group);
+    for (uint32_t g = 0; g < part.state.groups.size(); ++g)
+      if (!group || g == *group) part.state.groups[g].states[*k] = value;
+  }
+  return Status::Ok();  // a device-resident step sees the change at the next step
+}
+
+Status Optimizer::set_step_count(int64_t step) {
+  if (step < 0) return make_error("a step count cannot be negative ({})", step);
+  for (Part& part : impl_->parts) part.state.step = step;
+  return Status::Ok();
+}
+
+size_t Optimizer::groups() const { return impl_->parts[0].state.groups.size(); }
+
+std::vector<std::string> Optimizer::hyperparameters() const {
+  std::vector<std::string> out;
+  for (const auto& h : impl_->parts[0].plan.program.hypers) out.push_back(h.name);
+  return out;
+}
+
+bool Optimizer::reduces_over_all_tensors() const {
+  const plan::Plan& plan = impl_->parts[0].plan;
+  for (const auto& pass : plan.passes)
+    for (ir::ValueId r : pass.reductions)
+      if (static_cast<ir::Scope>(plan.program.at(r).attr) == ir::Scope::all) return true;
+  return false;
 }
 
 const plan::Plan& Optimizer::plan() const { return impl_->parts[0].plan; }

@@ -133,9 +133,11 @@ class Optimizer {
 
   /// Makes state buffer `buffer` ("exp_avg", as optjit list names it) of parameter `param` the
   /// caller's memory: host memory, or memory on the optimizer's device. Its current value is
-  /// copied there first; from then on the optimizer reads and writes it in place.
-  Status bind_state(size_t param, std::string_view buffer, void* host);
-  Status bind_state(size_t param, std::string_view buffer, DeviceMemory device);
+  /// copied there first, unless `adopt`: then the caller's memory already holds the state (a
+  /// framework's restored checkpoint). From then on the optimizer reads and writes it in place.
+  Status bind_state(size_t param, std::string_view buffer, void* host, bool adopt = false);
+  Status bind_state(size_t param, std::string_view buffer, DeviceMemory device,
+                    bool adopt = false);
 
   /// Tunes the launch on these very tensors, with `grads` as the gradients, on the device the
   /// optimizer runs on. Parameters, state and the step count are as before afterwards; the
@@ -150,6 +152,22 @@ class Optimizer {
   Status set_hyper(std::string_view name, const std::vector<double>& values,
                    std::optional<uint32_t> group = {});
   Expected<double> hyper(std::string_view name, uint32_t group = 0) const;
+
+  /// The names of the state buffers (per element, "exp_avg") and of the scalar states (per
+  /// parameter group, NAdam's "mu_product"), as torch's state_dict names them.
+  std::vector<std::string> state_buffers() const;
+  std::vector<std::string> scalar_states() const;
+  /// A scalar state of a group, and setting it (every group without one); and the step count.
+  /// A framework keeps these per parameter and restores them from its own checkpoints.
+  Expected<double> scalar_state(std::string_view name, uint32_t group = 0) const;
+  Status set_scalar_state(std::string_view name, double value, std::optional<uint32_t> group = {});
+  Status set_step_count(int64_t step);
+  /// Parameter groups: 1 + OptimizerOptions::groups.size().
+  size_t groups() const;
+  /// Every hyperparameter's full name ("adamw.lr", "adamw.betas.0"), as set_hyper takes it.
+  std::vector<std::string> hyperparameters() const;
+  /// Whether a step reduces over all tensors together (a clipping norm, a found-inf flag).
+  bool reduces_over_all_tensors() const;
 
   /// State (every state buffer, scalar state and the step count) to and from .safetensors, and
   /// as a TensorFile (parameters under their names, state as `name.<buffer>`, `step`).

@@ -69,6 +69,17 @@ Expected<std::vector<uint32_t>> match_hyper(const ir::Program& p, std::string_vi
     for (const auto& h : p.hypers) all.push_back(h.name);
     return make_error("no hyperparameter '{}' (this pipeline has: {})", name, fmt::join(all, ", "));
   }
+  // A tuple's elements in element order ("step_sizes.0", "step_sizes.1"), whatever order the
+  // program declares them in: set_hyper assigns values in this order.
+  auto element = [&](uint32_t i) {
+    const std::string& h = p.hypers[i].name;
+    const size_t d = h.rfind('.');
+    if (d == std::string::npos || h.find_first_not_of("0123456789", d + 1) != std::string::npos)
+      return 0L;
+    return std::stol(h.substr(d + 1));
+  };
+  std::stable_sort(suffix.begin(), suffix.end(),
+                   [&](uint32_t a, uint32_t b) { return element(a) < element(b); });
   return suffix;
 }
 

@@ -506,6 +506,19 @@ TEST(Optimizer, ParametersCanBeReboundBetweenSteps) {
   }
 }
 
+// A tuple's values go to its elements in order, whatever order the program declares them in
+// (rprop's step_sizes were once swapped: min became max).
+TEST(Optimizer, TupleHyperparametersTakeTheirValuesInElementOrder) {
+  Model m;
+  auto opt = Optimizer::create("rprop(lr=0.01)", m.params());
+  ASSERT_TRUE(opt);
+  for (const char* name : {"step_sizes", "etas"}) {
+    ASSERT_TRUE((*opt)->set_hyper(name, std::vector<double>{0.25, 7.0}));
+    EXPECT_EQ((*opt)->hyper(std::string(name) + ".0").value(), 0.25) << name;
+    EXPECT_EQ((*opt)->hyper(std::string(name) + ".1").value(), 7.0) << name;
+  }
+}
+
 // The caller's memory for everything (parameters, gradients, state), on the CPU: host memory,
 // in one flat buffer per role or one allocation per tensor.
 TEST(Optimizer, CallerOwnedMemoryOnTheCpu) {

@@ -1,0 +1,363 @@
+"""optjit for PyTorch: a ``torch.optim.Optimizer`` whose step is one fused optjit pipeline.
+
+Change one import line::
+
+    from optjit.torch import AdamW            # instead of torch.optim.AdamW
+    opt = AdamW(model.parameters(), lr=1e-3, weight_decay=0.01, max_grad_norm=1.0)
+
+Everything torch users rely on keeps working: parameter groups with their own hyperparameters
+and ``add_param_group``; ``step(closure)``; parameters whose ``.grad`` is None are skipped;
+``zero_grad``; ``state_dict()`` / ``load_state_dict()`` in torch's own format and state names
+(a checkpoint of ``torch.optim.AdamW`` loads into ``optjit.torch.AdamW`` and back); the state
+tensors in ``optimizer.state[p]``; learning-rate schedulers, which write ``param_groups`` that
+the next step reads as runtime values (nothing recompiles). Clipping can be fused into the step
+(``max_grad_norm=``), and any pipeline text works through :class:`Optimizer`.
+
+The state lives in torch tensors that optjit updates in place; parameters, gradients and state
+are never copied. CPU tensors step on optjit's CPU backend (LLVM JIT), CUDA tensors on the GPU
+on the current stream.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+
+import torch
+
+from . import _optjit
+
+Error = _optjit.Error
+
+# Keys torch optimizers accept that change nothing here (optjit's step is already fused).
+_IGNORED = {"foreach", "fused", "capturable", "differentiable"}
+
+
+def _number(x: Any) -> str:
+    """A hyperparameter value as pipeline text (exact: Python's repr round-trips)."""
+    if isinstance(x, torch.Tensor):
+        x = x.item()
+    if isinstance(x, bool):
+        return "true" if x else "false"
+    if isinstance(x, (tuple, list)):
+        return "(" + ", ".join(_number(v) for v in x) + ")"
+    x = float(x)
+    if math.isinf(x):
+        raise ValueError(f"optjit: a hyperparameter cannot be {x}")
+    return repr(x)
+
+
+def _scalar_dtype() -> torch.dtype:
+    """The dtype torch keeps 'step' and scalar states in (torch.optim's _get_scalar_dtype)."""
+    return torch.float64 if torch.get_default_dtype() == torch.float64 else torch.float32
+
+
+def _values(x: Any) -> List[float]:
+    if isinstance(x, torch.Tensor):
+        return [float(v) for v in x.reshape(-1).tolist()]
+    if isinstance(x, (tuple, list)):
+        return [float(v.item() if isinstance(v, torch.Tensor) else v) for v in x]
+    return [float(x)]
+
+
+class _Engine:
+    """One optjit engine over a fixed set of tensors (same device, same step count)."""
+
+    def __init__(self, opt: "Optimizer", members: List[Tuple[int, int, torch.Tensor]]):
+        self.members = members  # (group index, parameter index, parameter)
+        params = [p for _, _, p in members]
+        device = params[0].device
+        queue = 0
+        backend = opt._backend
+        if device.type == "cuda":
+            queue = torch.cuda.current_stream(device).cuda_stream
+            backend = "cuda"
+        elif device.type != "cpu":
+            raise Error(f"optjit steps CPU and CUDA tensors, not {device.type} ones")
+        elif backend == "auto":
+            backend = "cpu"
+        self.engine = _optjit.Engine(
+            opt._pipeline,
+            [f"p{i}" for _, i, _ in members],
+            [p.detach() for p in params],
+            group_of=[g for g, _, _ in members],
+            groups=len(opt.param_groups),
+            backend=backend,
+            device=device.index if device.index is not None else -1,
+            queue=queue,
+            cache=opt._cache,
+            device_step=opt._device_step,
+            cuda_graph=opt._cuda_graph,
+        )
+        self.data_ptrs = [p.data_ptr() for p in params]
+        self.sent: Dict[Tuple[int, str], List[float]] = {}
+        # Short hyperparameter names ("lr", "betas") as torch's param_groups name them.
+        self.hypers = sorted({h.split(".")[1] for h in self.engine.hyperparameters})
+        self.bound: Dict[Tuple[int, str], int] = {}
+
+    def bind(self, opt: "Optimizer") -> None:
+        """The state tensors in optimizer.state[p], created (with optjit's initial values) where
+        torch has none yet, adopted where it has them (a loaded checkpoint)."""
+        step = None
+        for k, (g, _, p) in enumerate(self.members):
+            st = opt.state[p]
+            # torch's SGD keeps no step count; a state it left has taken at least one step.
+            had = any(name in st for name in self.engine.state_buffers)
+            for name in self.engine.state_buffers:
+                t = st.get(name)
+                ok = (isinstance(t, torch.Tensor) and t.shape == p.shape and t.dtype == p.dtype
+                      and t.device == p.device and t.is_contiguous())
+                if not ok:
+                    t = torch.empty_like(p, memory_format=torch.contiguous_format)
+                    st[name] = t
+                    adopt = False
+                else:
+                    adopt = True
+                if self.bound.get((k, name)) != t.data_ptr():
+                    self.engine.bind_state(k, name, t.detach(), adopt=adopt)
+                    self.bound[(k, name)] = t.data_ptr()
+            if "step" not in st:
+                st["step"] = torch.tensor(1.0 if had else 0.0, dtype=_scalar_dtype())
+            s = int(float(st["step"]))
+            step = s if step is None else step
+            for name in self.engine.scalar_states:
+                if name in st:
+                    self.engine.set_scalar_state(name, float(st[name]), group=g)
+                else:
+                    st[name] = torch.tensor(self.engine.scalar_state(name, group=g),
+                                            dtype=_scalar_dtype())
+        self.engine.set_step_count(step or 0)
+        for k, (_, _, p) in enumerate(self.members):
+            if p.data_ptr() != self.data_ptrs[k]:  # the framework reallocated it
+                self.engine.rebind_param(k, p.detach())
+                self.data_ptrs[k] = p.data_ptr()
+
+    def sync_hypers(self, groups: List[Dict[str, Any]]) -> None:
+        """Whatever the param groups hold now (a scheduler's lr) is what the next step uses."""
+        present = {g for g, _, _ in self.members}
+        for g in present:
+            for name in self.hypers:
+                if name not in groups[g]:
+                    continue
+                v = _values(groups[g][name])
+                if self.sent.get((g, name)) != v:
+                    self.engine.set_hyper(name, v, group=g)
+                    self.sent[(g, name)] = v
+
+    def step(self, opt: "Optimizer") -> bool:
+        grads = []
+        for _, i, p in self.members:
+            gr = p.grad
+            if gr.is_sparse:
+                raise Error(f"parameter {i} has a sparse gradient; optjit steps dense ones")
+            grads.append(gr.detach())
+        skipped = self.engine.step(grads)
+        if not skipped:
+            for g, _, p in self.members:
+                st = opt.state[p]
+                st["step"] += 1
+                for name in self.engine.scalar_states:
+                    st[name].fill_(self.engine.scalar_state(name, group=g))
+        return skipped
+
+
+class Optimizer(torch.optim.Optimizer):
+    """A ``torch.optim.Optimizer`` that steps an optjit pipeline.
+
+    ``pipeline`` is optjit's pipeline text (``optjit list`` shows the built-ins; custom
+    transforms are declared in the same text). ``defaults`` are the hyperparameters param
+    groups may set, by torch's names (``lr``, ``betas``, ``weight_decay``, ...); whatever a group
+    or a scheduler sets is read at the next step. ``backend`` is ``"auto"`` (CPU tensors on the
+    CPU, CUDA tensors on their GPU) or ``"cpu"``.
+    """
+
+    def __init__(self, params: Iterable, pipeline: str, defaults: Optional[Dict[str, Any]] = None,
+                 *, backend: str = "auto", cache: bool = True, device_step: Optional[bool] = None,
+                 cuda_graph: bool = False):
+        self._pipeline = pipeline
+        self._backend = backend
+        self._cache = cache
+        self._device_step = device_step
+        self._cuda_graph = cuda_graph
+        self._engines: Dict[Tuple, _Engine] = {}
+        super().__init__(params, dict(defaults or {}))
+
+    @property
+    def pipeline(self) -> str:
+        return self._pipeline
+
+    def add_param_group(self, param_group: Dict[str, Any]) -> None:
+        super().add_param_group(param_group)
+        if hasattr(self, "_engines"):
+            self._engines.clear()  # the groups changed: engines are rebuilt at the next step
+
+    def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
+        super().load_state_dict(state_dict)
+        self._engines.clear()  # new state tensors: adopt them at the next step
+
+    def plan(self) -> str:
+        """The plan of the pipeline (passes, bytes per parameter), as ``optjit plan`` prints it."""
+        return _optjit.plan(self._pipeline)
+
+    def _active(self) -> List[Tuple[int, int, torch.Tensor]]:
+        out, index = [], 0
+        for g, group in enumerate(self.param_groups):
+            for p in group["params"]:
+                if p.grad is not None:
+                    out.append((g, index, p))
+                index += 1
+        return out
+
+    def _partitions(self, active):
+        """Tensors that step together: same device and same step count (a parameter whose grad
+        was None for a while has fewer steps, as in torch)."""
+        parts: Dict[Tuple, List] = {}
+        for m in active:
+            p = m[2]
+            st = self.state.get(p, {})
+            step = int(float(st["step"])) if "step" in st else 0
+            parts.setdefault((str(p.device), step), []).append(m)
+        return list(parts.values())
+
+    @torch.no_grad()
+    def step(self, closure: Optional[Callable[[], float]] = None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        active = self._active()
+        if not active:
+            return loss
+        parts = self._partitions(active)
+        engines = []
+        for members in parts:
+            key = tuple((g, i, id(p)) for g, i, p in members)
+            eng = self._engines.get(key)
+            if eng is None:
+                eng = _Engine(self, members)
+                self._engines[key] = eng
+            engines.append(eng)
+        if len(engines) > 1 and any(e.engine.reduces_over_all_tensors for e in engines):
+            raise Error(
+                "this pipeline reduces over all tensors (clipping, a grad scaler), but the "
+                "parameters with gradients are on several devices or have different step counts; "
+                "optjit steps them together only when they share both")
+        for eng in engines:
+            eng.bind(self)
+            eng.sync_hypers(self.param_groups)
+        for eng in engines:
+            eng.step(self)
+        return loss
+
+    def tune(self, budget_seconds: float = 10.0, max_candidates: int = 24) -> Dict[str, Any]:
+        """Tunes the launch on these very tensors (with their current gradients), as
+        ``optjit tune`` does; parameters and state are as before afterwards."""
+        active = self._active()
+        if not active:
+            raise Error("tune() needs gradients: run backward() first")
+        parts = self._partitions(active)
+        if len(parts) != 1:
+            raise Error("tune() tunes parameters on one device with one step count")
+        eng = _Engine(self, parts[0])
+        return eng.engine.tune([p.grad.detach() for _, _, p in parts[0]], budget_seconds,
+                               max_candidates)
+
+
+def _with_clip(transform: str, max_grad_norm: Optional[float], norm_type: float) -> str:
+    if max_grad_norm is None:
+        return transform
+    return (f"chain(clip_grad_norm(max_norm={_number(max_grad_norm)}, norm_type="
+            f"{'inf' if math.isinf(norm_type) else _number(norm_type)}), {transform})")
+
+
+class _Builtin(Optimizer):
+    """A built-in with torch's signature and defaults; ``max_grad_norm`` (and ``norm_type``)
+    fuse ``torch.nn.utils.clip_grad_norm_`` into the step."""
+    _name = ""
+    _structural: Tuple[str, ...] = ()  # booleans that choose the program's structure
+
+    def __init__(self, params, defaults: Dict[str, Any], *, max_grad_norm=None, norm_type=2.0,
+                 **options):
+        for k in _IGNORED:
+            defaults.pop(k, None)
+        args = ", ".join(f"{k}={_number(v)}" for k, v in defaults.items())
+        pipeline = _with_clip(f"{self._name}({args})", max_grad_norm, norm_type)
+        group_defaults = {k: v for k, v in defaults.items() if k not in self._structural}
+        if max_grad_norm is not None:
+            group_defaults["max_norm"] = max_grad_norm
+        super().__init__(params, pipeline, group_defaults, **options)
+        for g in self.param_groups:
+            for k in self._structural:
+                if k in g and g[k] != defaults[k]:
+                    raise Error(f"optjit: '{k}' chooses the program's structure and must be the "
+                                f"same in every parameter group")
+
+
+def _builtin(name: str, torch_name: str, signature: Dict[str, Any], structural=()):
+    def __init__(self, params, *args, max_grad_norm=None, norm_type=2.0, backend="auto",
+                 cache=True, device_step=None, cuda_graph=False, **kwargs):
+        values = dict(signature)
+        for k, v in zip(signature, args):
+            values[k] = v
+        for k, v in kwargs.items():
+            if k not in signature and k not in _IGNORED:
+                raise TypeError(f"{type(self).__name__}() got an unexpected keyword argument '{k}'")
+            values[k] = v
+        _Builtin.__init__(self, params, values, max_grad_norm=max_grad_norm, norm_type=norm_type,
+                          backend=backend, cache=cache, device_step=device_step,
+                          cuda_graph=cuda_graph)
+
+    doc = (f"optjit's fused {torch_name}: the same signature, defaults and results; "
+           f"``max_grad_norm=`` fuses gradient clipping into the step.")
+    return type(name, (_Builtin,), {"__init__": __init__, "__doc__": doc, "_name": name.lower(),
+                                     "_structural": tuple(structural)})
+
+
+SGD = _builtin("SGD", "torch.optim.SGD", {"lr": 1e-3, "momentum": 0.0, "dampening": 0.0,
+                                          "weight_decay": 0.0, "nesterov": False,
+                                          "maximize": False}, ("nesterov", "maximize"))
+Adam = _builtin("Adam", "torch.optim.Adam", {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8,
+                                             "weight_decay": 0.0, "amsgrad": False,
+                                             "maximize": False}, ("amsgrad", "maximize"))
+AdamW = _builtin("AdamW", "torch.optim.AdamW", {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8,
+                                                "weight_decay": 1e-2, "amsgrad": False,
+                                                "maximize": False}, ("amsgrad", "maximize"))
+Adamax = _builtin("Adamax", "torch.optim.Adamax", {"lr": 2e-3, "betas": (0.9, 0.999),
+                                                   "eps": 1e-8, "weight_decay": 0.0,
+                                                   "maximize": False}, ("maximize",))
+NAdam = _builtin("NAdam", "torch.optim.NAdam", {"lr": 2e-3, "betas": (0.9, 0.999), "eps": 1e-8,
+                                                "weight_decay": 0.0, "momentum_decay": 4e-3,
+                                                "decoupled_weight_decay": False,
+                                                "maximize": False},
+                 ("decoupled_weight_decay", "maximize"))
+RAdam = _builtin("RAdam", "torch.optim.RAdam", {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8,
+                                                "weight_decay": 0.0,
+                                                "decoupled_weight_decay": False,
+                                                "maximize": False},
+                 ("decoupled_weight_decay", "maximize"))
+RMSprop = _builtin("RMSprop", "torch.optim.RMSprop", {"lr": 1e-2, "alpha": 0.99, "eps": 1e-8,
+                                                      "weight_decay": 0.0, "momentum": 0.0,
+                                                      "centered": False, "maximize": False},
+                   ("centered", "maximize"))
+Adagrad = _builtin("Adagrad", "torch.optim.Adagrad", {"lr": 1e-2, "lr_decay": 0.0,
+                                                      "weight_decay": 0.0,
+                                                      "initial_accumulator_value": 0.0,
+                                                      "eps": 1e-10, "maximize": False},
+                   ("maximize",))
+Adadelta = _builtin("Adadelta", "torch.optim.Adadelta", {"lr": 1.0, "rho": 0.9, "eps": 1e-6,
+                                                         "weight_decay": 0.0, "maximize": False},
+                    ("maximize",))
+Rprop = _builtin("Rprop", "torch.optim.Rprop", {"lr": 1e-2, "etas": (0.5, 1.2),
+                                                "step_sizes": (1e-6, 50.0), "maximize": False},
+                 ("maximize",))
+ASGD = _builtin("ASGD", "torch.optim.ASGD", {"lr": 1e-2, "lambd": 1e-4, "alpha": 0.75,
+                                             "t0": 1e6, "weight_decay": 0.0, "maximize": False},
+                ("maximize",))
+Lion = _builtin("Lion", "lion_pytorch.Lion", {"lr": 1e-4, "betas": (0.9, 0.99),
+                                              "weight_decay": 0.0})
+LAMB = _builtin("LAMB", "torch_optimizer.Lamb", {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-6,
+                                                 "weight_decay": 0.0, "clamp_value": 10.0,
+                                                 "adam": False, "debias": False},
+                ("adam", "debias"))
+
+__all__ = ["Optimizer", "Error", "SGD", "Adam", "AdamW", "Adamax", "NAdam", "RAdam", "RMSprop",
+           "Adagrad", "Adadelta", "Rprop", "ASGD", "Lion", "LAMB"]

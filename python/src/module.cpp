@@ -1,0 +1,265 @@
+// optjit._optjit: the C++ optimizer (api/optimizer.h) over DLPack arrays. Any array that speaks
+// DLPack (NumPy, PyTorch, JAX, CuPy) is used where it lives: host arrays on the CPU, CUDA arrays
+// on the GPU through their device address and the caller's stream. Nothing is copied; an array
+// that is not contiguous, or on a device optjit cannot use, is an error. The PyTorch optimizer
+// (optjit/torch.py) is a thin layer over this.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <stdexcept>
+
+#include "api/optimizer.h"
+#include "ir/builtins.h"
+#include "ir/compile.h"
+
+namespace nb = nanobind;
+
+namespace optjit::python {
+
+namespace {
+
+/// Every error from C++ reaches Python as optjit.Error with the same one-line message.
+struct Error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+template <typename T>
+T take(Expected<T> e) {
+  if (!e) throw Error(e.error().message);
+  return std::move(*e);
+}
+void check(const Status& s) {
+  if (!s) throw Error(s.error().message);
+}
+
+using Array = nb::ndarray<nb::ro>;
+
+DType dtype_of(const Array& a, const std::string& what) {
+  const auto t = a.dtype();
+  using Code = nb::dlpack::dtype_code;
+  if (t.lanes == 1) {
+    if (t.code == static_cast<uint8_t>(Code::Float) && t.bits == 32) return DType::f32;
+    if (t.code == static_cast<uint8_t>(Code::Float) && t.bits == 64) return DType::f64;
+    if (t.code == static_cast<uint8_t>(Code::Float) && t.bits == 16) return DType::f16;
+    if (t.code == static_cast<uint8_t>(Code::Bfloat) && t.bits == 16) return DType::bf16;
+  }
+  throw Error(fmt::format("{} has a dtype optjit cannot step (code {}, {} bits); use float32, "
+                          "float64, float16 or bfloat16",
+                          what, t.code, t.bits));
+}
+
+DType dtype_named(const std::string& name) {
+  auto t = parse_dtype(name);
+  if (!t || !is_float(*t)) throw Error(fmt::format("'{}' is not a float type (f32, f64, f16, bf16)", name));
+  return *t;
+}
+
+std::vector<int64_t> shape_of(const Array& a) {
+  std::vector<int64_t> s;
+  for (size_t i = 0; i < a.ndim(); ++i) s.push_back(static_cast<int64_t>(a.shape(i)));
+  return s;
+}
+
+// Dense and row-major, or it cannot be stepped in place.
+void check_contiguous(const Array& a, const std::string& what) {
+  int64_t expect = 1;
+  for (size_t i = a.ndim(); i-- > 0;) {
+    if (a.shape(i) != 1 && a.stride(i) != expect)
+      throw Error(fmt::format("{} is not contiguous; optjit steps arrays in place and does not "
+                              "copy them (call .contiguous() first)",
+                              what));
+    expect *= static_cast<int64_t>(a.shape(i));
+  }
+}
+
+// Where an array lives, as the optimizer takes it.
+struct Place {
+  void* host = nullptr;
+  DeviceMemory device;
+  int device_type = 1;  // DLPack: 1 CPU, 2 CUDA
+  int device_id = 0;
+};
+
+Place place_of(const Array& a, const std::string& what) {
+  check_contiguous(a, what);
+  Place p;
+  p.device_type = a.device_type();
+  p.device_id = a.device_id();
+  auto* data = const_cast<void*>(a.data());
+  if (p.device_type == nb::device::cpu::value) {
+    p.host = data;
+  } else if (p.device_type == nb::device::cuda::value) {
+    p.device = cuda_memory(reinterpret_cast<uint64_t>(data));
+  } else {
+    throw Error(fmt::format("{} is on a device optjit cannot use (DLPack device type {}); it "
+                            "steps CPU and CUDA arrays",
+                            what, p.device_type));
+  }
+  return p;
+}
+
+class Engine {
+ public:
+  Engine(const std::string& pipeline, const std::vector<std::string>& names,
+         const std::vector<Array>& params, const std::vector<int>& group_of, size_t groups,
+         const std::string& backend, int device, uintptr_t queue,
+         std::optional<std::string> grad_dtype, bool cache, std::optional<bool> device_step,
+         bool cuda_graph) {
+    if (names.size() != params.size()) throw Error("names and params differ in length");
+    std::vector<Param> ps;
+    int device_type = 0;
+    for (size_t i = 0; i < params.size(); ++i) {
+      const std::string what = fmt::format("parameter '{}'", names[i]);
+      Place p = place_of(params[i], what);
+      if (device_type && p.device_type != device_type)
+        throw Error(fmt::format("parameter '{}' is on another device than '{}'; one optimizer "
+                                "steps arrays on one device",
+                                names[i], names[0]));
+      device_type = p.device_type;
+      ps.push_back({names[i], p.host, dtype_of(params[i], what), shape_of(params[i]),
+                    i < group_of.size() ? group_of[i] : 0, p.device});
+    }
+    OptimizerOptions o;
+    o.backend = Backend(backend == "auto" ? (device_type == nb::device::cuda::value ? "cuda" : "cpu")
+                                          : backend);
+    o.device = device;
+    o.queue = reinterpret_cast<void*>(queue);
+    if (grad_dtype) o.grad_dtype = dtype_named(*grad_dtype);
+    if (!cache) o.cache.reset();
+    o.device_step = device_step;
+    o.cuda_graph = cuda_graph;
+    o.groups.resize(groups > 0 ? groups - 1 : 0);
+    opt_ = take(Optimizer::create(pipeline, std::move(ps), std::move(o)));
+  }
+
+  /// One step; each gradient is an array (host or device, like its parameter). Returns whether a
+  /// skip_if (grad_scaler on Inf/NaN) skipped it.
+  bool step(const std::vector<Array>& grads) {
+    std::vector<const void*> host;
+    std::vector<DeviceMemory> device;
+    for (size_t i = 0; i < grads.size(); ++i) {
+      Place p = place_of(grads[i], fmt::format("the gradient of parameter {}", i));
+      host.push_back(p.host);
+      device.push_back(p.device);
+    }
+    const bool on_device = !grads.empty() && device[0];
+    runtime::StepResult r;
+    {
+      nb::gil_scoped_release release;  // a step may take a while; other threads may run
+      auto s = on_device ? opt_->step_device(device) : opt_->step(host);
+      if (!s) throw Error(s.error().message);
+      r = *s;
+    }
+    return r.skipped;
+  }
+
+  void bind_state(size_t param, const std::string& buffer, const Array& a, bool adopt) {
+    Place p = place_of(a, fmt::format("state '{}' of parameter {}", buffer, param));
+    check(p.host ? opt_->bind_state(param, buffer, p.host, adopt)
+                 : opt_->bind_state(param, buffer, p.device, adopt));
+  }
+  void rebind_param(size_t param, const Array& a) {
+    Place p = place_of(a, fmt::format("parameter {}", param));
+    check(p.host ? opt_->rebind_param(param, p.host) : opt_->rebind_param(param, p.device));
+  }
+  void set_hyper(const std::string& name, const std::vector<double>& values,
+                 std::optional<uint32_t> group) {
+    check(opt_->set_hyper(name, values, group));
+  }
+  double hyper(const std::string& name, uint32_t group) const { return take(opt_->hyper(name, group)); }
+  double scalar_state(const std::string& name, uint32_t group) const {
+    return take(opt_->scalar_state(name, group));
+  }
+  void set_scalar_state(const std::string& name, double v, std::optional<uint32_t> group) {
+    check(opt_->set_scalar_state(name, v, group));
+  }
+  void set_step_count(int64_t s) { check(opt_->set_step_count(s)); }
+  nb::dict tune(const std::vector<Array>& grads, double budget_seconds, int max_candidates) {
+    std::vector<const void*> host;
+    for (size_t i = 0; i < grads.size(); ++i) {
+      Place p = place_of(grads[i], fmt::format("the gradient of parameter {}", i));
+      if (!p.host) throw Error("tune() takes host arrays; tune CUDA tensors with `optjit tune`");
+      host.push_back(p.host);
+    }
+    autotune::TuneOptions t;
+    t.budget_seconds = budget_seconds;
+    t.max_candidates = max_candidates;
+    t.progress = false;
+    auto r = take(opt_->tune(host, t));
+    nb::dict d;
+    d["winner"] = r.winner;
+    d["default_seconds"] = r.default_seconds;
+    d["tuned_seconds"] = r.tuned_seconds;
+    d["from_cache"] = r.from_cache;
+    d["measured"] = r.measured.size();
+    return d;
+  }
+
+  Optimizer& opt() { return *opt_; }
+  const Optimizer& opt() const { return *opt_; }
+
+ private:
+  std::unique_ptr<Optimizer> opt_;
+};
+
+}  // namespace
+
+NB_MODULE(_optjit, m) {
+  m.doc() = "optjit: optimizer pipelines compiled to fused kernels (the C++ core)";
+  nb::exception<Error>(m, "Error", PyExc_RuntimeError);
+
+  nb::class_<Engine>(m, "Engine")
+      .def(nb::init<const std::string&, const std::vector<std::string>&, const std::vector<Array>&,
+                    const std::vector<int>&, size_t, const std::string&, int, uintptr_t,
+                    std::optional<std::string>, bool, std::optional<bool>, bool>(),
+           nb::arg("pipeline"), nb::arg("names"), nb::arg("params"), nb::arg("group_of") = std::vector<int>{},
+           nb::arg("groups") = 1, nb::arg("backend") = "auto", nb::arg("device") = -1,
+           nb::arg("queue") = 0, nb::arg("grad_dtype") = nb::none(), nb::arg("cache") = true,
+           nb::arg("device_step") = nb::none(), nb::arg("cuda_graph") = false)
+      .def("step", &Engine::step, nb::arg("grads"))
+      .def("bind_state", &Engine::bind_state, nb::arg("param"), nb::arg("buffer"), nb::arg("array"),
+           nb::arg("adopt") = false)
+      .def("rebind_param", &Engine::rebind_param, nb::arg("param"), nb::arg("array"))
+      .def("set_hyper", &Engine::set_hyper, nb::arg("name"), nb::arg("values"),
+           nb::arg("group") = nb::none())
+      .def("hyper", &Engine::hyper, nb::arg("name"), nb::arg("group") = 0)
+      .def("scalar_state", &Engine::scalar_state, nb::arg("name"), nb::arg("group") = 0)
+      .def("set_scalar_state", &Engine::set_scalar_state, nb::arg("name"), nb::arg("value"),
+           nb::arg("group") = nb::none())
+      .def("set_step_count", &Engine::set_step_count)
+      .def("tune", &Engine::tune, nb::arg("grads"), nb::arg("budget_seconds") = 10.0,
+           nb::arg("max_candidates") = 24)
+      .def("save", [](const Engine& e, const std::string& p) { check(e.opt().save(p)); })
+      .def("load", [](Engine& e, const std::string& p) { check(e.opt().load(p)); })
+      .def_prop_ro("step_count", [](const Engine& e) { return e.opt().step_count(); })
+      .def_prop_ro("state_buffers", [](const Engine& e) { return e.opt().state_buffers(); })
+      .def_prop_ro("scalar_states", [](const Engine& e) { return e.opt().scalar_states(); })
+      .def_prop_ro("hyperparameters", [](const Engine& e) { return e.opt().hyperparameters(); })
+      .def_prop_ro("reduces_over_all_tensors",
+                   [](const Engine& e) { return e.opt().reduces_over_all_tensors(); })
+      .def_prop_ro("plan", [](const Engine& e) { return plan::describe(e.opt().plan(), false); })
+      .def_prop_ro("bytes_per_param", [](const Engine& e) { return e.opt().plan().bytes_per_param(); })
+      .def_prop_ro("passes", [](const Engine& e) { return e.opt().plan().passes.size(); })
+      .def_prop_ro("programs", [](const Engine& e) { return e.opt().programs(); })
+      .def_prop_ro("backend", [](const Engine& e) { return e.opt().backend().name(); })
+      .def_prop_ro("device_name", [](const Engine& e) { return e.opt().device_name(); })
+      .def_prop_ro("step_mode", [](const Engine& e) { return std::string(e.opt().step_mode()); })
+      .def_prop_ro("kernels_from_cache", [](const Engine& e) { return e.opt().kernels_from_cache(); })
+      .def_prop_ro("launch_from_tuning", [](const Engine& e) { return e.opt().launch_from_tuning(); })
+      .def_prop_ro("warnings", [](const Engine& e) { return e.opt().warnings(); });
+
+  m.def(
+      "plan",
+      [](const std::string& pipeline, const std::string& dtype) {
+        DType t = dtype_named(dtype);
+        return plan::describe(take(compile_pipeline(pipeline, {t, t, t})), true);
+      },
+      nb::arg("pipeline"), nb::arg("dtype") = "f32", "The plan of a pipeline, as `optjit plan` prints it.");
+}
+
+}  // namespace optjit::python
