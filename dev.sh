@@ -11,7 +11,8 @@ BUILD=${OPTJIT_BUILD_DIR:-build}
 PACKAGES=(cmake ninja-build g++ pkg-config git
           llvm-15-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo
           libsqlite3-dev libfmt-dev libcli11-dev nlohmann-json3-dev libxxhash-dev libsodium-dev
-          libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev clang-14 libclang-rt-14-dev)
+          libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev clang-14 libclang-rt-14-dev
+          python3-dev python3-pip)
 
 install_deps() {
   local missing=()
@@ -26,9 +27,28 @@ install_deps() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" > /dev/null
 }
 
+# The Python package's build and test needs (PyPI), installed only when missing: nanobind builds
+# optjit._optjit; torch, numpy and pytest test optjit.torch against PyTorch itself.
+PY_PACKAGES=(nanobind numpy pytest torch expecttest)
+PY_MODULES=(nanobind numpy pytest torch expecttest)
+
+install_python_deps() {
+  local missing=()
+  for i in "${!PY_MODULES[@]}"; do
+    python3 -c "import ${PY_MODULES[$i]}" 2>/dev/null || missing+=("${PY_PACKAGES[$i]}")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "dev.sh: installing ${missing[*]} (pip)"
+  local pip=(python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore)
+  # A distribution's own Python refuses system-wide installs (PEP 668); this machine is ours.
+  "${pip[@]}" "${missing[@]}" 2>/dev/null || "${pip[@]}" --break-system-packages "${missing[@]}"
+}
+
 build() {
   install_deps
-  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo > /dev/null
+  install_python_deps
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOPTJIT_BUILD_PYTHON=ON \
+    -DPython_EXECUTABLE="$(command -v python3)" > /dev/null
   cmake --build "$BUILD" -j2
 }
 

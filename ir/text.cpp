@@ -14,6 +14,9 @@ namespace {
 std::string quoted(std::string_view s) { return fmt::format("\"{}\"", s); }
 
 std::string init_text(const Program& p, const Init& init, bool values) {
+  // A pass body shares its program's buffers but not its hyperparameters: name the index.
+  if (init.hyper && *init.hyper >= p.hypers.size())
+    return fmt::format("init hyper #{}", *init.hyper);
   if (init.hyper) return fmt::format("init hyper {}", quoted(p.hypers[*init.hyper].name));
   return values ? fmt::format("init {}", init.value) : "init ?";
 }

@@ -179,6 +179,7 @@ class Optimizer(torch.optim.Optimizer):
         self._device_step = device_step
         self._cuda_graph = cuda_graph
         self._engines: Dict[Tuple, _Engine] = {}
+        _optjit.plan(pipeline)  # a bad pipeline is an error now, not at the first step
         super().__init__(params, dict(defaults or {}))
 
     @property

@@ -1,0 +1,267 @@
+"""optjit.torch against PyTorch itself: every built-in, param groups, schedulers, checkpoints,
+skipped parameters, closures, fused clipping, mixed dtypes, and errors."""
+import copy
+import math
+
+import pytest
+import torch
+
+import optjit
+import optjit.torch as ot
+
+# name -> keyword sets to try (torch's signature; the same for both).
+BUILTINS = {
+    "SGD": [dict(lr=0.1), dict(lr=0.05, momentum=0.9, dampening=0.1, weight_decay=0.01),
+            dict(lr=0.05, momentum=0.9, nesterov=True, maximize=True)],
+    "Adam": [dict(lr=1e-2), dict(lr=1e-2, amsgrad=True, weight_decay=0.1),
+             dict(lr=1e-2, betas=(0.8, 0.9), maximize=True)],
+    "AdamW": [dict(lr=1e-2), dict(lr=1e-2, amsgrad=True, weight_decay=0.2)],
+    "Adamax": [dict(), dict(lr=1e-2, weight_decay=0.1)],
+    "NAdam": [dict(), dict(lr=1e-2, weight_decay=0.1, decoupled_weight_decay=True,
+                           momentum_decay=0.01)],
+    "RAdam": [dict(), dict(lr=1e-2, weight_decay=0.1, decoupled_weight_decay=True)],
+    "RMSprop": [dict(), dict(lr=1e-3, centered=True, momentum=0.5, weight_decay=0.1)],
+    "Adagrad": [dict(), dict(lr=0.1, lr_decay=0.1, initial_accumulator_value=0.2,
+                             weight_decay=0.1)],
+    "Adadelta": [dict(), dict(lr=0.5, rho=0.8, weight_decay=0.1)],
+    "Rprop": [dict(), dict(lr=0.02, etas=(0.4, 1.3), step_sizes=(1e-5, 1.0))],
+    "ASGD": [dict(), dict(lr=0.02, t0=2, lambd=0.01, weight_decay=0.1)],
+}
+
+SHAPES = [(5, 3), (7,), (), (0,), (2, 3, 4)]
+
+
+def tensors(dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(s, dtype=torch.float64, generator=g).to(dtype) for s in SHAPES]
+
+
+def grads_for(step, params, seed=1):
+    g = torch.Generator().manual_seed(seed * 1000 + step)
+    return [torch.randn(p.shape, dtype=torch.float64, generator=g).to(p.dtype) for p in params]
+
+
+def run(make, dtype, steps=5, seed=0):
+    params = [torch.nn.Parameter(t) for t in tensors(dtype, seed)]
+    opt = make(params)
+    for k in range(steps):
+        for p, g in zip(params, grads_for(k, params)):
+            p.grad = g
+        opt.step()
+    return params, opt
+
+
+def max_err(a, b):
+    return max(((x.double() - y.double()).abs().max().item() if x.numel() else 0.0)
+               for x, y in zip(a, b))
+
+
+@pytest.mark.parametrize("name,kw", [(n, k) for n, ks in BUILTINS.items() for k in ks],
+                         ids=lambda v: v if isinstance(v, str) else ",".join(v))
+def test_builtin_matches_torch(name, kw):
+    torch_cls, ours = getattr(torch.optim, name), getattr(ot, name)
+    tkw = dict(kw, foreach=False)
+    # float64: the same arithmetic.
+    t64, _ = run(lambda p: torch_cls(p, **tkw), torch.float64)
+    o64, _ = run(lambda p: ours(p, **kw), torch.float64)
+    scale = max(1.0, max((x.abs().max().item() if x.numel() else 0) for x in t64))
+    assert max_err(t64, o64) <= 1e-9 * scale
+    # float32: no less accurate than torch's own float32, both against float64.
+    t32, _ = run(lambda p: torch_cls(p, **tkw), torch.float32)
+    o32, _ = run(lambda p: ours(p, **kw), torch.float32)
+    assert max_err(o32, t64) <= 1.5 * max_err(t32, t64) + 1e-7 * scale
+
+
+def test_state_dict_round_trips_with_torch_mid_training():
+    # torch.optim.AdamW for 3 steps, its checkpoint into optjit's AdamW for 3 more, and back.
+    kw = dict(lr=1e-2, weight_decay=0.1)
+    ref, ref_opt = run(lambda p: torch.optim.AdamW(p, **kw, foreach=False), torch.float64, steps=3)
+    a = [torch.nn.Parameter(t) for t in tensors(torch.float64)]
+    a_opt = torch.optim.AdamW(a, **kw, foreach=False)
+    for k in range(3):
+        for p, g in zip(a, grads_for(k, a)):
+            p.grad = g
+        a_opt.step()
+    b = [torch.nn.Parameter(p.detach().clone()) for p in a]
+    b_opt = ot.AdamW(b, **kw)
+    b_opt.load_state_dict(copy.deepcopy(a_opt.state_dict()))
+    c = [torch.nn.Parameter(p.detach().clone()) for p in a]
+    c_opt = torch.optim.AdamW(c, **kw, foreach=False)
+    for k in range(3, 6):
+        for opt, ps in ((a_opt, a), (b_opt, b)):
+            for p, g in zip(ps, grads_for(k, ps)):
+                p.grad = g
+            opt.step()
+        if k == 4:  # and back: optjit's checkpoint into torch's optimizer
+            c_opt.load_state_dict(copy.deepcopy(b_opt.state_dict()))
+            for p, q in zip(c, b):
+                p.data.copy_(q.data)
+        if k == 5:
+            for p, g in zip(c, grads_for(k, c)):
+                p.grad = g
+            c_opt.step()
+    assert max_err(a, b) <= 1e-12
+    assert max_err(a, c) <= 1e-12
+    sd = b_opt.state_dict()
+    assert set(sd["state"][0]) == {"step", "exp_avg", "exp_avg_sq"}
+    assert float(sd["state"][0]["step"]) == 6.0
+
+
+def test_param_groups_and_schedulers():
+    def make(opt_cls, extra):
+        params = [torch.nn.Parameter(t) for t in tensors(torch.float64)]
+        opt = opt_cls([{"params": params[:2]}, {"params": params[2:], "lr": 0.05,
+                                                 "weight_decay": 0.0, "betas": (0.5, 0.6)}],
+                      lr=1e-2, weight_decay=0.1, **extra)
+        sched = torch.optim.lr_scheduler.ChainedScheduler([
+            torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5),
+            torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 / (1 + s))])
+        return params, opt, sched
+
+    (a, ao, asch), (b, bo, bsch) = make(torch.optim.AdamW, {"foreach": False}), make(ot.AdamW, {})
+    for k in range(6):
+        for opt, ps, sch in ((ao, a, asch), (bo, b, bsch)):
+            for p, g in zip(ps, grads_for(k, ps)):
+                p.grad = g
+            opt.step()
+            sch.step()
+    assert max_err(a, b) <= 1e-12
+
+
+def test_add_param_group_mid_training():
+    a = [torch.nn.Parameter(t) for t in tensors(torch.float64)]
+    b = [torch.nn.Parameter(t) for t in tensors(torch.float64)]
+    ao = torch.optim.Adam(a[:3], lr=1e-2, foreach=False)
+    bo = ot.Adam(b[:3], lr=1e-2)
+    for k in range(5):
+        if k == 2:  # a new group, with its own betas and learning rate
+            ao.add_param_group({"params": a[3:], "betas": (0.5, 0.6), "lr": 0.02})
+            bo.add_param_group({"params": b[3:], "betas": (0.5, 0.6), "lr": 0.02})
+        for opt, ps in ((ao, a), (bo, b)):
+            n = 3 if k < 2 else len(ps)
+            for p, g in zip(ps[:n], grads_for(k, ps)[:n]):
+                p.grad = g
+            opt.step()
+    assert max_err(a, b) <= 1e-12
+
+
+@pytest.mark.parametrize("sched", ["onecycle", "cosine"])
+def test_schedulers_write_lr_that_the_next_step_reads(sched):
+    def make(opt_cls, extra):
+        params = [torch.nn.Parameter(t) for t in tensors(torch.float64)]
+        opt = opt_cls(params, lr=1e-2, **extra)
+        if sched == "onecycle":
+            s = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.1, total_steps=10)
+        else:
+            s = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=4, eta_min=1e-3)
+        return params, opt, s
+
+    (a, ao, asch), (b, bo, bsch) = make(torch.optim.Adam, {"foreach": False}), make(ot.Adam, {})
+    for k in range(8):
+        for opt, ps, sch in ((ao, a, asch), (bo, b, bsch)):
+            for p, g in zip(ps, grads_for(k, ps)):
+                p.grad = g
+            opt.step()
+            sch.step()
+    assert max_err(a, b) <= 1e-12
+
+
+def test_parameters_without_grad_are_skipped_and_grads_may_move():
+    a = [torch.nn.Parameter(t) for t in tensors(torch.float64)]
+    b = [torch.nn.Parameter(t) for t in tensors(torch.float64)]
+    ao, bo = torch.optim.Adam(a, lr=0.1, foreach=False), ot.Adam(b, lr=0.1)
+    for k in range(5):
+        for opt, ps in ((ao, a), (bo, b)):
+            opt.zero_grad(set_to_none=True)
+            for i, (p, g) in enumerate(zip(ps, grads_for(k, ps))):
+                if k in (1, 2) and i == 0:
+                    continue  # no gradient: skipped, as torch skips it
+                p.grad = g.clone()  # fresh memory every step
+            opt.step()
+    assert max_err(a, b) <= 1e-12
+    assert float(bo.state[b[0]]["step"]) == 3.0 and float(bo.state[b[1]]["step"]) == 5.0
+
+
+def test_closure_is_called_with_grad_enabled():
+    w = torch.nn.Parameter(torch.tensor([1.0, -2.0], dtype=torch.float64))
+    opt = ot.SGD([w], lr=0.1)
+
+    def closure():
+        opt.zero_grad()
+        loss = (w ** 2).sum()
+        loss.backward()
+        return loss
+
+    loss = opt.step(closure)
+    assert loss.item() == 5.0
+    assert w.tolist() == pytest.approx([0.8, -1.6], abs=1e-15)
+
+
+def test_fused_clipping_equals_clip_grad_norm_then_adamw():
+    a = [torch.nn.Parameter(t) for t in tensors(torch.float64)]
+    b = [torch.nn.Parameter(t) for t in tensors(torch.float64)]
+    ao = torch.optim.AdamW(a, lr=1e-2, foreach=False)
+    bo = ot.AdamW(b, lr=1e-2, max_grad_norm=0.5)
+    assert bo.pipeline.startswith("chain(clip_grad_norm(max_norm=0.5")
+    for k in range(4):
+        for p, g in zip(a, grads_for(k, a)):
+            p.grad = 3 * g
+        for p, g in zip(b, grads_for(k, b)):
+            p.grad = 3 * g
+        torch.nn.utils.clip_grad_norm_(a, 0.5, foreach=False)
+        ao.step()
+        bo.step()
+    assert max_err(a, b) <= 1e-12
+
+
+def test_mixed_dtypes_are_no_less_accurate_than_torch():
+    dtypes = [torch.float32, torch.bfloat16, torch.float16, torch.float32]
+
+    def model(dt_list):
+        return [torch.nn.Parameter(t.to(d)) for t, d in zip(tensors(torch.float64)[:4], dt_list)]
+
+    ref, ta, ours = model([torch.float64] * 4), model(dtypes), model(dtypes)
+    ro = torch.optim.AdamW(ref, lr=1e-2, foreach=False)
+    to = torch.optim.AdamW(ta, lr=1e-2, foreach=False)
+    oo = ot.AdamW(ours, lr=1e-2, max_grad_norm=1.0)
+    for k in range(4):
+        gs = grads_for(k, ref)
+        for ps in (ref, ta, ours):
+            for p, g in zip(ps, gs):
+                p.grad = g.to(p.dtype)
+        torch.nn.utils.clip_grad_norm_(ref, 1.0)
+        torch.nn.utils.clip_grad_norm_(ta, 1.0)
+        ro.step(), to.step(), oo.step()
+    for i in range(4):
+        e_torch = max_err([ta[i]], [ref[i]])
+        e_ours = max_err([ours[i]], [ref[i]])
+        assert e_ours <= 1.5 * e_torch + 1e-6, (i, dtypes[i], e_ours, e_torch)
+
+
+def test_errors_are_clear():
+    w = torch.nn.Parameter(torch.zeros(4, 4))
+    opt = ot.AdamW([w])
+    w.grad = torch.zeros(4, 4).t()  # not contiguous
+    with pytest.raises(optjit.Error, match="is not contiguous"):
+        opt.step()
+    w.grad = torch.zeros(4, 4).to_sparse()
+    with pytest.raises(optjit.Error, match="sparse gradient"):
+        opt.step()
+    with pytest.raises(TypeError, match="unexpected keyword argument 'betaz'"):
+        ot.AdamW([w], betaz=(0.9, 0.9))
+    with pytest.raises(optjit.Error, match="line 1, column 10: expected a number"):
+        ot.Optimizer([w], "adamw(lr=")  # checked when it is built, not at the first step
+
+
+def test_low_level_engine_steps_numpy_arrays_in_place():
+    np = pytest.importorskip("numpy")
+    w = np.linspace(-1, 1, 100).astype(np.float32)
+    g = np.full(100, 0.5, np.float32)
+    e = optjit.Engine("chain(clip_grad_norm(max_norm=1.0), sgd(lr=0.1))", ["w"], [w])
+    assert (e.passes, e.bytes_per_param, e.backend) == (2, 16, "cpu")  # 4 B for the norm, 12 for SGD
+    before = w.copy()
+    assert e.step([g]) is False
+    # |g| = 5, clipped to 1: every element moves by 0.1 * 0.5 / 5.
+    assert np.allclose(before - w, 0.01, atol=1e-6)
+    with pytest.raises(optjit.Error, match="got 2 gradients for 1 parameters"):
+        e.step([g, g])
