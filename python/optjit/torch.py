@@ -96,8 +96,21 @@ class _Engine:
 
     def bind(self, opt: "Optimizer") -> None:
         """The state tensors in optimizer.state[p], created (with optjit's initial values) where
-        torch has none yet, adopted where it has them (a loaded checkpoint)."""
+        torch has none yet, adopted where it has them (a loaded checkpoint). The step count and
+        the scalar states stay one tensor per parameter, as torch keeps them (a checkpoint
+        loads into torch's optimizer), updated with one foreach call each."""
         step = None
+        self.steps: List[torch.Tensor] = []
+        self.scalars: Dict[Tuple[int, str], List[torch.Tensor]] = {}
+        seen = set()
+
+        def own(t: torch.Tensor) -> torch.Tensor:
+            # A checkpoint may hold one tensor for several parameters; each gets its own.
+            if id(t) in seen:
+                t = t.clone()
+            seen.add(id(t))
+            return t
+
         for k, (g, _, p) in enumerate(self.members):
             st = opt.state[p]
             # torch's SGD keeps no step count; a state it left has taken at least one step.
@@ -117,15 +130,23 @@ class _Engine:
                     self.bound[(k, name)] = t.data_ptr()
             if "step" not in st:
                 st["step"] = torch.tensor(1.0 if had else 0.0, dtype=_scalar_dtype())
+            st["step"] = own(st["step"])
+            self.steps.append(st["step"])
             s = int(float(st["step"]))
             step = s if step is None else step
             for name in self.engine.scalar_states:
-                if name in st:
+                first = (g, name) not in self.scalars
+                if name in st and first:
                     self.engine.set_scalar_state(name, float(st[name]), group=g)
-                else:
+                if name not in st:
                     st[name] = torch.tensor(self.engine.scalar_state(name, group=g),
                                             dtype=_scalar_dtype())
+                st[name] = own(st[name])
+                self.scalars.setdefault((g, name), []).append(st[name])
         self.engine.set_step_count(step or 0)
+        self.check_params()
+
+    def check_params(self) -> None:
         for k, (_, _, p) in enumerate(self.members):
             if p.data_ptr() != self.data_ptrs[k]:  # the framework reallocated it
                 self.engine.rebind_param(k, p.detach())
@@ -143,20 +164,19 @@ class _Engine:
                     self.engine.set_hyper(name, v, group=g)
                     self.sent[(g, name)] = v
 
-    def step(self, opt: "Optimizer") -> bool:
+    def step(self) -> bool:
         grads = []
         for _, i, p in self.members:
             gr = p.grad
             if gr.is_sparse:
                 raise Error(f"parameter {i} has a sparse gradient; optjit steps dense ones")
-            grads.append(gr.detach())
+            grads.append(gr.detach() if gr.requires_grad else gr)
         skipped = self.engine.step(grads)
         if not skipped:
-            for g, _, p in self.members:
-                st = opt.state[p]
-                st["step"] += 1
-                for name in self.engine.scalar_states:
-                    st[name].fill_(self.engine.scalar_state(name, group=g))
+            torch._foreach_add_(self.steps, 1.0)
+            for (g, name), ts in self.scalars.items():
+                torch._foreach_zero_(ts)
+                torch._foreach_add_(ts, self.engine.scalar_state(name, group=g))
         return skipped
 
 
@@ -179,6 +199,8 @@ class Optimizer(torch.optim.Optimizer):
         self._device_step = device_step
         self._cuda_graph = cuda_graph
         self._engines: Dict[Tuple, _Engine] = {}
+        self._last_key: Optional[Tuple] = None  # the parameters that had gradients last step
+        self._last: List[_Engine] = []
         _optjit.plan(pipeline)  # a bad pipeline is an error now, not at the first step
         super().__init__(params, dict(defaults or {}))
 
@@ -189,11 +211,15 @@ class Optimizer(torch.optim.Optimizer):
     def add_param_group(self, param_group: Dict[str, Any]) -> None:
         super().add_param_group(param_group)
         if hasattr(self, "_engines"):
-            self._engines.clear()  # the groups changed: engines are rebuilt at the next step
+            self._forget()  # the groups changed: engines are rebuilt at the next step
 
     def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
         super().load_state_dict(state_dict)
-        self._engines.clear()  # new state tensors: adopt them at the next step
+        self._forget()  # new state tensors: adopt them at the next step
+
+    def _forget(self) -> None:
+        self._engines.clear()
+        self._last_key, self._last = None, []
 
     def plan(self) -> str:
         """The plan of the pipeline (passes, bytes per parameter), as ``optjit plan`` prints it."""
@@ -228,25 +254,35 @@ class Optimizer(torch.optim.Optimizer):
         active = self._active()
         if not active:
             return loss
-        parts = self._partitions(active)
-        engines = []
-        for members in parts:
-            key = tuple((g, i, id(p)) for g, i, p in members)
-            eng = self._engines.get(key)
-            if eng is None:
-                eng = _Engine(self, members)
-                self._engines[key] = eng
-            engines.append(eng)
-        if len(engines) > 1 and any(e.engine.reduces_over_all_tensors for e in engines):
-            raise Error(
-                "this pipeline reduces over all tensors (clipping, a grad scaler), but the "
-                "parameters with gradients are on several devices or have different step counts; "
-                "optjit steps them together only when they share both")
-        for eng in engines:
-            eng.bind(self)
+        key = tuple(id(m[2]) for m in active)
+        if key != self._last_key:
+            # Another set of parameters has gradients than last step: find (or build) the
+            # engines for it and bind their state afresh.
+            self._last_key, self._last = None, []
+            parts = self._partitions(active)
+            engines = []
+            for members in parts:
+                ekey = tuple((g, i, id(p)) for g, i, p in members)
+                eng = self._engines.get(ekey)
+                if eng is None:
+                    eng = _Engine(self, members)
+                    self._engines[ekey] = eng
+                engines.append(eng)
+            if len(engines) > 1 and any(e.engine.reduces_over_all_tensors for e in engines):
+                raise Error(
+                    "this pipeline reduces over all tensors (clipping, a grad scaler), but the "
+                    "parameters with gradients are on several devices or have different step "
+                    "counts; optjit steps them together only when they share both")
+            for eng in engines:
+                eng.bind(self)
+            self._last_key, self._last = key, engines
+        else:
+            for eng in self._last:
+                eng.check_params()
+        for eng in self._last:
             eng.sync_hypers(self.param_groups)
-        for eng in engines:
-            eng.step(self)
+        for eng in self._last:
+            eng.step()
         return loss
 
     def tune(self, budget_seconds: float = 10.0, max_candidates: int = 24) -> Dict[str, Any]:
