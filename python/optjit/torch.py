@@ -164,6 +164,12 @@ class _Engine:
                     self.engine.set_hyper(name, v, group=g)
                     self.sent[(g, name)] = v
 
+    def set(self, name: str, values: List[float]) -> None:
+        """A hyperparameter that no param group holds (a GradScaler's scale)."""
+        if self.sent.get((-1, name)) != values:
+            self.engine.set_hyper(name, values)
+            self.sent[(-1, name)] = values
+
     def step(self) -> bool:
         grads = []
         for _, i, p in self.members:
@@ -183,6 +189,11 @@ class _Engine:
 class Optimizer(torch.optim.Optimizer):
     """A ``torch.optim.Optimizer`` that steps an optjit pipeline.
 
+    With ``torch.amp.GradScaler``, unscaling and the found-inf skip happen inside the fused step
+    (``_step_supports_amp_scaling``, as torch's fused optimizers): the scaler hands the step its
+    scale, the pipeline gains a ``grad_scaler`` in front, and a step with Inf/NaN gradients
+    leaves parameters, state and step counts bit-identical.
+
     ``pipeline`` is optjit's pipeline text (``optjit list`` shows the built-ins; custom
     transforms are declared in the same text). ``defaults`` are the hyperparameters param
     groups may set, by torch's names (``lr``, ``betas``, ``weight_decay``, ...); whatever a group
@@ -190,10 +201,13 @@ class Optimizer(torch.optim.Optimizer):
     CPU, CUDA tensors on their GPU) or ``"cpu"``.
     """
 
+    _step_supports_amp_scaling = True
+
     def __init__(self, params: Iterable, pipeline: str, defaults: Optional[Dict[str, Any]] = None,
                  *, backend: str = "auto", cache: bool = True, device_step: Optional[bool] = None,
                  cuda_graph: bool = False):
         self._pipeline = pipeline
+        self._scaled = False  # a GradScaler's grad_scaler is in front of the pipeline
         self._backend = backend
         self._cache = cache
         self._device_step = device_step
@@ -251,6 +265,16 @@ class Optimizer(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        scale = getattr(self, "grad_scale", None)
+        found_inf = getattr(self, "found_inf", None)
+        if scale is not None and not self._scaled:
+            # The first step under a GradScaler: unscale and skip inside the fused step from now
+            # on (the state is adopted by the new engines; nothing restarts).
+            self._pipeline = f"chain(grad_scaler(scale=65536.0), {self._pipeline})"
+            self._scaled = True
+            self._forget()
+        if found_inf is not None and float(found_inf) != 0:
+            return loss  # torch's scaler saw Inf/NaN: skipped, as its fused optimizers skip
         active = self._active()
         if not active:
             return loss
@@ -281,6 +305,8 @@ class Optimizer(torch.optim.Optimizer):
                 eng.check_params()
         for eng in self._last:
             eng.sync_hypers(self.param_groups)
+            if self._scaled:
+                eng.set("scale", [float(scale) if scale is not None else 1.0])
         for eng in self._last:
             eng.step()
         return loss

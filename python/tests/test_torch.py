@@ -238,6 +238,38 @@ def test_mixed_dtypes_are_no_less_accurate_than_torch():
         assert e_ours <= 1.5 * e_torch + 1e-6, (i, dtypes[i], e_ours, e_torch)
 
 
+def test_grad_scaler_unscales_and_skips_inside_the_step():
+    a = [torch.nn.Parameter(t) for t in tensors(torch.float64)]
+    b = [torch.nn.Parameter(t) for t in tensors(torch.float64)]
+    ao, bo = torch.optim.AdamW(a, lr=1e-2, foreach=False), ot.AdamW(b, lr=1e-2, max_grad_norm=1.0)
+    sa = torch.amp.GradScaler("cpu", init_scale=1024.0, growth_interval=2)
+    sb = torch.amp.GradScaler("cpu", init_scale=1024.0, growth_interval=2)
+    for k in range(6):
+        gs = grads_for(k, a)
+        if k == 3:
+            gs[1][0] = float("inf")  # an overflow: both skip this step
+        before = [p.detach().clone() for p in b], copy.deepcopy(bo.state_dict())
+        for ps, opt, sc in ((a, ao, sa), (b, bo, sb)):
+            sc.scale(torch.ones((), dtype=torch.float64))  # as scaler.scale(loss) would
+            for p, g in zip(ps, gs):
+                p.grad = g * sc.get_scale()
+            if opt is ao:
+                sc.unscale_(opt)
+                torch.nn.utils.clip_grad_norm_(a, 1.0)
+            sc.step(opt)
+            sc.update()
+        if k == 3:
+            assert all(torch.equal(x, y) for x, y in zip(before[0], b))
+            after = bo.state_dict()["state"]
+            for i, st in before[1]["state"].items():
+                for name, t in st.items():
+                    assert torch.equal(t, after[i][name]), (i, name)
+        assert sa.get_scale() == sb.get_scale()
+    assert bo.pipeline.startswith("chain(grad_scaler(")
+    assert max_err(a, b) <= 1e-12
+    assert float(bo.state[b[0]]["step"]) == 5.0
+
+
 def test_errors_are_clear():
     w = torch.nn.Parameter(torch.zeros(4, 4))
     opt = ot.AdamW([w])
