@@ -28,9 +28,10 @@ install_deps() {
 }
 
 # The Python package's build and test needs (PyPI), installed only when missing: nanobind builds
-# optjit._optjit; torch, numpy and pytest test optjit.torch against PyTorch itself.
-PY_PACKAGES=(nanobind numpy pytest torch expecttest)
-PY_MODULES=(nanobind numpy pytest torch expecttest)
+# optjit._optjit; torch, numpy and pytest test optjit.torch against PyTorch itself; scikit-learn
+# has the digits data set the training test uses.
+PY_PACKAGES=(nanobind numpy pytest torch expecttest scikit-learn)
+PY_MODULES=(nanobind numpy pytest torch expecttest sklearn)
 
 install_python_deps() {
   local missing=()
