@@ -297,3 +297,28 @@ def test_low_level_engine_steps_numpy_arrays_in_place():
     assert np.allclose(before - w, 0.01, atol=1e-6)
     with pytest.raises(optjit.Error, match="got 2 gradients for 1 parameters"):
         e.step([g, g])
+
+
+@pytest.mark.parametrize("name", ["Lion", "LAMB"])
+def test_lion_and_lamb_match_their_peers(name):
+    if name == "Lion":
+        peer = pytest.importorskip("lion_pytorch").Lion
+        kw = dict(lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1)
+    else:
+        peer = pytest.importorskip("torch_optimizer").Lamb
+        kw = dict(lr=1e-2, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.01)
+    shapes = [(5, 3), (7,), (2, 3, 4)]  # the peers take no 0-d or empty tensors
+    def run_with(cls, dtype):
+        g = torch.Generator().manual_seed(3)
+        ps = [torch.nn.Parameter(torch.randn(s, dtype=torch.float64, generator=g).to(dtype))
+              for s in shapes]
+        opt = cls(ps, **kw)
+        for k in range(5):
+            for p, gr in zip(ps, grads_for(k, ps)):
+                p.grad = gr
+            opt.step()
+        return ps
+    p64, o64 = run_with(peer, torch.float64), run_with(getattr(ot, name), torch.float64)
+    assert max_err(p64, o64) <= 1e-9
+    p32, o32 = run_with(peer, torch.float32), run_with(getattr(ot, name), torch.float32)
+    assert max_err(o32, p64) <= 1.5 * max_err(p32, p64) + 1e-7
