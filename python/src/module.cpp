@@ -134,7 +134,8 @@ class Engine {
     o.device_step = device_step;
     o.cuda_graph = cuda_graph;
     o.groups.resize(groups > 0 ? groups - 1 : 0);
-    opt_ = take(Optimizer::create(pipeline, std::move(ps), std::move(o)));
+    // Pipeline text, or the path of a file that holds it (as the CLI takes it).
+    opt_ = take(Optimizer::create(take(read_pipeline_text(pipeline)), std::move(ps), std::move(o)));
   }
 
   /// One step; each gradient is an array (host or device, like its parameter). Returns whether a
@@ -257,7 +258,8 @@ NB_MODULE(_optjit, m) {
       "plan",
       [](const std::string& pipeline, const std::string& dtype) {
         DType t = dtype_named(dtype);
-        return plan::describe(take(compile_pipeline(pipeline, {t, t, t})), true);
+        return plan::describe(take(compile_pipeline(take(read_pipeline_text(pipeline)), {t, t, t})),
+                              true);
       },
       nb::arg("pipeline"), nb::arg("dtype") = "f32", "The plan of a pipeline, as `optjit plan` prints it.");
 }

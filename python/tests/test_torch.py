@@ -322,3 +322,47 @@ def test_lion_and_lamb_match_their_peers(name):
     assert max_err(p64, o64) <= 1e-9
     p32, o32 = run_with(peer, torch.float32), run_with(getattr(ot, name), torch.float32)
     assert max_err(o32, p64) <= 1.5 * max_err(p32, p64) + 1e-7
+
+
+def test_second_process_compiles_nothing_and_tune_works(tmp_path):
+    import subprocess
+    import sys
+    import textwrap
+    script = textwrap.dedent("""
+        import torch, optjit.torch as ot
+        w = torch.nn.Parameter(torch.ones(1000)); w.grad = torch.full((1000,), 0.5)
+        opt = ot.AdamW([w], lr=0.1, max_grad_norm=1.0)
+        opt.step()
+        print(next(iter(opt._engines.values())).engine.kernels_from_cache)
+    """)
+    env = dict(__import__("os").environ, OPTJIT_CACHE_DIR=str(tmp_path / "cache"))
+    runs = [subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                           text=True, check=True).stdout.split()[-1] for _ in range(2)]
+    assert runs == ["False", "True"]
+
+
+def test_tune_from_python_restores_the_tensors():
+    w = torch.nn.Parameter(torch.linspace(-1, 1, 5000))
+    w.grad = torch.full((5000,), 0.25)
+    opt = ot.AdamW([w], lr=0.1, cache=False)
+    before = w.detach().clone()
+    r = opt.tune(budget_seconds=2.0, max_candidates=3)
+    assert r["measured"] >= 2 and r["winner"].startswith("threads=")
+    assert torch.equal(w.detach(), before)
+    opt.step()
+    assert not torch.equal(w.detach(), before)
+
+
+def test_pipeline_from_a_file_with_a_custom_transform(tmp_path):
+    path = tmp_path / "signum.opt"
+    path.write_text("transform signum(lr=1e-3, momentum=0.9) {\n"
+                    "  state momentum_buffer = 0\n"
+                    "  momentum_buffer = momentum * momentum_buffer + (1 - momentum) * grad\n"
+                    "  param = param - lr * sign(momentum_buffer)\n}\nsignum(lr=0.5)\n")
+    w = torch.nn.Parameter(torch.tensor([1.0, -1.0, 0.5], dtype=torch.float64))
+    opt = ot.Optimizer([w], str(path), {"lr": 0.5})
+    w.grad = torch.tensor([2.0, -3.0, 0.0], dtype=torch.float64)
+    opt.step()
+    assert w.tolist() == [0.5, -0.5, 0.5]
+    assert set(opt.state[w]) == {"step", "momentum_buffer"}
+    assert opt.state[w]["momentum_buffer"].tolist() == pytest.approx([0.2, -0.3, 0.0])
