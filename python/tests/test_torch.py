@@ -107,6 +107,19 @@ def test_state_dict_round_trips_with_torch_mid_training():
     assert float(sd["state"][0]["step"]) == 6.0
 
 
+def run_pair(make, steps):
+    """torch's optimizer and optjit's, each made by make(cls, extra) -> (params, opt, sched),
+    stepped on the same gradients; returns both parameter lists."""
+    runs = [make(torch_cls, extra) for torch_cls, extra in make.classes]
+    for k in range(steps):
+        for ps, opt, sch in runs:
+            for p, g in zip(ps, grads_for(k, ps)):
+                p.grad = g
+            opt.step()
+            sch.step()
+    return runs[0][0], runs[1][0]
+
+
 def test_param_groups_and_schedulers():
     def make(opt_cls, extra):
         params = [torch.nn.Parameter(t) for t in tensors(torch.float64)]
@@ -118,13 +131,8 @@ def test_param_groups_and_schedulers():
             torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 / (1 + s))])
         return params, opt, sched
 
-    (a, ao, asch), (b, bo, bsch) = make(torch.optim.AdamW, {"foreach": False}), make(ot.AdamW, {})
-    for k in range(6):
-        for opt, ps, sch in ((ao, a, asch), (bo, b, bsch)):
-            for p, g in zip(ps, grads_for(k, ps)):
-                p.grad = g
-            opt.step()
-            sch.step()
+    make.classes = [(torch.optim.AdamW, {"foreach": False}), (ot.AdamW, {})]
+    a, b = run_pair(make, 6)
     assert max_err(a, b) <= 1e-12
 
 
@@ -156,13 +164,8 @@ def test_schedulers_write_lr_that_the_next_step_reads(sched):
             s = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=4, eta_min=1e-3)
         return params, opt, s
 
-    (a, ao, asch), (b, bo, bsch) = make(torch.optim.Adam, {"foreach": False}), make(ot.Adam, {})
-    for k in range(8):
-        for opt, ps, sch in ((ao, a, asch), (bo, b, bsch)):
-            for p, g in zip(ps, grads_for(k, ps)):
-                p.grad = g
-            opt.step()
-            sch.step()
+    make.classes = [(torch.optim.Adam, {"foreach": False}), (ot.Adam, {})]
+    a, b = run_pair(make, 8)
     assert max_err(a, b) <= 1e-12
 
 
