@@ -200,11 +200,15 @@ Expected<std::unique_ptr<Optimizer>> Optimizer::create(plan::Plan plan, std::vec
 
 Status Optimizer::build(std::vector<Param> params, OptimizerOptions options) {
   Impl& m = *impl_;
+  int64_t elements = 0;
   for (size_t i = 0; i < params.size(); ++i) {
     const Param& p = params[i];
     for (int64_t d : p.shape)
       if (d < 0) return make_error("parameter '{}' has a negative dimension", p.name);
-    const int64_t n = numel_of(p.shape);
+    auto counted = element_count(p.shape, fmt::format("parameter '{}'", p.name), elements);
+    if (!counted) return counted.error();
+    elements += *counted;
+    const int64_t n = *counted;
     if (p.data && p.device)
       return make_error("parameter '{}' has both host data and device memory", p.name);
     if (!p.data && !p.device && n > 0) return make_error("parameter '{}' has no data", p.name);

@@ -16,6 +16,12 @@ namespace optjit::dsl {
 
 namespace {
 
+// Documented limits (README, "Pipelines"): the parser and the evaluator recurse, so nesting is
+// bounded instead of the stack; and so is the text.
+constexpr int kMaxNesting = 200;       // calls, parentheses and unary operators inside each other
+constexpr int kMaxExprDepth = 1000;    // an expression tree's depth (a flat sum of N terms: N)
+constexpr size_t kMaxTextBytes = 1 << 20;
+
 struct Expr;
 using ExprPtr = std::shared_ptr<const Expr>;
 struct Expr {
@@ -24,6 +30,7 @@ struct Expr {
   double num = 0;
   std::string text;  // name, function or operator
   std::vector<ExprPtr> args;
+  int depth = 1;  // of the tree below and including this node
 };
 
 struct Stmt {
@@ -399,10 +406,34 @@ class Parser {
     e->at = std::move(at);
     e->text = std::move(text);
     e->args = std::move(args);
+    for (const auto& a : e->args) e->depth = std::max(e->depth, a->depth + 1);
     return e;
+  }
+  // The tree under `e` is within the depth the evaluator is written for.
+  static Expected<ExprPtr> bounded(ExprPtr e) {
+    if (e->depth > kMaxExprDepth)
+      return TokenStream::error_at(
+          e->at, fmt::format("expression nested deeper than {} levels (optjit's limit; a sum of "
+                             "that many terms counts as that deep)",
+                             kMaxExprDepth));
+    return e;
+  }
+  // Counts nesting for the scope of a recursive rule; an error past kMaxNesting.
+  struct Nest {
+    explicit Nest(int& d) : depth(++d), d_(d) {}
+    ~Nest() { --d_; }
+    int depth;
+    int& d_;
+  };
+  Status nest_ok(const Nest& n, const Token& at) const {
+    if (n.depth <= kMaxNesting) return Status::Ok();
+    return TokenStream::error_at(
+        at, fmt::format("nested deeper than {} levels (optjit's limit)", kMaxNesting));
   }
 
   Expected<ExprPtr> expr() {
+    Nest nest(depth_);
+    OPTJIT_TRY(nest_ok(nest, ts_.peek()));
     auto c = binary(0);
     if (!c) return c;
     if (!ts_.at_punct("?")) return c;
@@ -433,12 +464,15 @@ class Parser {
       Token op = ts_.next();
       auto rhs = binary(prec + 1);
       if (!rhs) return rhs;
-      lhs = node(Expr::binary, op, op.text, {*lhs, *rhs});
+      lhs = bounded(node(Expr::binary, op, op.text, {*lhs, *rhs}));
+      if (!lhs) return lhs;
     }
   }
 
   Expected<ExprPtr> unary() {
     if (ts_.at_punct("-") || ts_.at_punct("!")) {
+      Nest nest(depth_);
+      OPTJIT_TRY(nest_ok(nest, ts_.peek()));
       Token op = ts_.next();
       auto a = unary();
       if (!a) return a;
@@ -447,6 +481,8 @@ class Parser {
     auto base = primary();
     if (!base) return base;
     if (ts_.at_punct("**")) {  // right-associative, binds tighter than unary minus on its left
+      Nest nest(depth_);
+      OPTJIT_TRY(nest_ok(nest, ts_.peek()));
       Token op = ts_.next();
       auto exp = unary();
       if (!exp) return exp;
@@ -549,6 +585,8 @@ class Parser {
   }
 
   Expected<CallPtr> call() {
+    Nest nest(depth_);
+    OPTJIT_TRY(nest_ok(nest, ts_.peek()));
     Token at = ts_.peek();
     auto name = ts_.expect_ident("a transform name, e.g. adamw");
     if (!name) return name.error();
@@ -640,11 +678,15 @@ class Parser {
 
   TokenStream ts_;
   std::map<std::string, std::shared_ptr<const Def>> custom_;
+  int depth_ = 0;  // nesting of the rule being parsed
 };
 
 }  // namespace
 
 Expected<Pipeline> parse_pipeline(std::string_view text) {
+  if (text.size() > kMaxTextBytes)
+    return make_error("pipeline text of {} bytes is longer than optjit's limit of {} bytes",
+                      text.size(), kMaxTextBytes);
   auto toks = lex(text);
   if (!toks) return toks.error();
   return Parser(std::move(*toks)).run();

@@ -147,4 +147,18 @@ double round_to(DType t, double x) {
   return x;
 }
 
+Expected<int64_t> element_count(const std::vector<int64_t>& shape, std::string_view what,
+                                int64_t already) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) return make_error("{} has a negative size ({})", what, d);
+    if (d != 0 && n > kMaxElements / d)
+      return make_error("{} has more than {} elements, optjit's limit", what, kMaxElements);
+    n *= d;
+  }
+  if (n > kMaxElements - already)
+    return make_error("{} takes the tensors past {} elements, optjit's limit", what, kMaxElements);
+  return n;
+}
+
 }  // namespace optjit

@@ -1,10 +1,13 @@
 // Element types, value ranks and the number formats the reference backend rounds to.
 #pragma once
 
+#include "ir/error.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 namespace optjit {
 
@@ -18,6 +21,14 @@ enum class Rank : uint8_t { scalar, tensor, element };
 std::string_view to_string(DType t);
 std::string_view to_string(Rank r);
 std::optional<DType> parse_dtype(std::string_view s);
+
+/// The most elements optjit takes in one tensor set (2^48, far above any memory; its bytes at
+/// 8 per element still fit in 64 bits with room for products).
+inline constexpr int64_t kMaxElements = int64_t{1} << 48;
+/// The elements of `shape`, checked: no negative size, no overflow, at most kMaxElements (in
+/// all the tensors together when `already` counts the others). `what` names it in the error.
+Expected<int64_t> element_count(const std::vector<int64_t>& shape, std::string_view what,
+                                int64_t already = 0);
 
 size_t size_bytes(DType t);
 bool is_float(DType t);

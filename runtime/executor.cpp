@@ -111,6 +111,11 @@ Expected<std::unique_ptr<Executor>> Executor::create(const plan::Plan& plan,
                                                      cache::KernelCache* cache) {
   const DeviceDescription& d = device->description();
   OPTJIT_TRY(options.launch.validate());
+  // OpenMP fails (or hangs) on absurd thread counts; nobody needs more than this.
+  constexpr int kMaxThreads = 1024;
+  if (options.cpu_threads < 0 || options.cpu_threads > kMaxThreads)
+    return make_error("{} threads is not between 1 and {} (0 means all cores)", options.cpu_threads,
+                      kMaxThreads);
   if (options.step != StepMode::host && !d.device_step)
     return make_error("the {} device runs the scalar program on the host (step mode host), not "
                       "{}",

@@ -237,6 +237,36 @@ TEST_F(Cli, OutOfMemoryIsAClearError) {
   EXPECT_FALSE(fs::exists(p("p.st")));
 }
 
+// Counts a user gives are bounded, and sizes computed from them are checked for overflow, before
+// anything is allocated or written: these crashed (SIGSEGV) or hung before.
+TEST_F(Cli, HugeCountsAreOneLineErrors) {
+  const std::string huge = "4611686018427387904";  // 2^62
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"bench 'sgd()' --threads 100000 --numel 1000",
+       "optjit: 100000 threads is not between 1 and 1024 (0 means all cores)\n"},
+      {"bench 'sgd()' --threads 1000000000 --numel 1000",
+       "optjit: 1000000000 threads is not between 1 and 1024 (0 means all cores)\n"},
+      {"bench 'sgd()' --numel " + huge,
+       "optjit: --numel has more than 281474976710656 elements, optjit's limit\n"},
+      {"tune 'sgd()' --numel " + huge,
+       "optjit: --numel has more than 281474976710656 elements, optjit's limit\n"},
+      {"synth --preset one --numel " + huge + " --params " + p("p.st") + " --grads " + p("g.st"),
+       "optjit: 'weight' with 1 gradient steps has more than 281474976710656 elements, optjit's "
+       "limit\n"},
+      {"synth --preset one --numel 1000000000 --steps 1000000 --params " + p("p.st") +
+           " --grads " + p("g.st"),
+       "optjit: 'weight' with 1000000 gradient steps has more than 281474976710656 elements, "
+       "optjit's limit\n"},
+  };
+  for (const auto& [args, message] : cases) {
+    auto r = optjit_cli(args);
+    EXPECT_EQ(r.code, 1) << args << "\n" << r.output;
+    EXPECT_EQ(r.output, message) << args;
+  }
+  EXPECT_FALSE(fs::exists(p("p.st")));
+  EXPECT_FALSE(fs::exists(p("g.st")));
+}
+
 // bench is a benchmark, not a test: this only checks that it runs and reports consistent numbers.
 TEST_F(Cli, BenchReportsRooflineAndUnfusedBaseline) {
   auto r = optjit_cli(

@@ -184,3 +184,50 @@ TEST(PipelineText, DescribesFunctions) {
 
 }  // namespace
 }  // namespace optjit
+
+namespace optjit {
+namespace {
+
+std::string repeat(std::string_view s, int n) {
+  std::string out;
+  for (int i = 0; i < n; ++i) out += s;
+  return out;
+}
+
+std::string body(const std::string& expr) {
+  return "transform t(lr=1) {\n  param = param - lr * " + expr + "\n}\nt()";
+}
+
+// Inputs that once overflowed the stack (SIGSEGV) are one-line errors at documented limits:
+// 200 levels of nesting (calls, parentheses, unary operators, ?:), expression trees 1,000
+// deep (a flat sum of 50,000 terms), 1 MiB of text. Just inside the limits still parses.
+TEST(PipelineText, DeepAndHugeInputsAreErrorsNotCrashes) {
+  struct Case {
+    std::string text, message;
+  };
+  const std::vector<Case> cases = {
+      {repeat("chain(", 30000) + "sgd()" + repeat(")", 30000),
+       "line 1, column 1201: nested deeper than 200 levels (optjit's limit)"},
+      {body(repeat("(", 10000) + "grad" + repeat(")", 10000)),
+       "line 2, column 224: nested deeper than 200 levels (optjit's limit)"},
+      {body(repeat("-", 20000) + "grad"),
+       "line 2, column 223: nested deeper than 200 levels (optjit's limit)"},
+      {body(repeat("grad > 0 ? grad : ", 5000) + "grad"),
+       "line 2, column 3617: nested deeper than 200 levels (optjit's limit)"},
+      {body("(" + repeat("grad + ", 49999) + "grad)"),
+       "line 2, column 7023: expression nested deeper than 1000 levels (optjit's limit; a sum "
+       "of that many terms counts as that deep)"},
+      {std::string(2 << 20, ' ') + "sgd()",
+       "pipeline text of 2097157 bytes is longer than optjit's limit of 1048576 bytes"},
+  };
+  for (const auto& c : cases) {
+    auto p = dsl::parse_pipeline(c.text);
+    ASSERT_FALSE(p) << c.message;
+    EXPECT_EQ(p.error().message, c.message);
+  }
+  EXPECT_TRUE(dsl::parse_pipeline(repeat("chain(", 150) + "sgd()" + repeat(")", 150)));
+  EXPECT_TRUE(dsl::parse_pipeline(body("(" + repeat("grad + ", 900) + "grad)")));
+}
+
+}  // namespace
+}  // namespace optjit

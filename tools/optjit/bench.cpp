@@ -83,7 +83,23 @@ Shapes resnet50() {
   return s;
 }
 
+Expected<Shapes> preset_shapes(const BenchOptions& o);
+
+// The shapes to bench, with their sizes checked (no overflow, optjit's element limit).
 Expected<Shapes> shapes_for(const BenchOptions& o) {
+  if (o.numel < 0) return make_error("--numel must be positive");
+  auto s = preset_shapes(o);
+  if (!s) return s;
+  int64_t total = 0;
+  for (const auto& [name, shape] : *s) {
+    auto n = element_count(shape, o.numel > 0 ? "--numel" : fmt::format("tensor '{}'", name), total);
+    if (!n) return n.error();
+    total += *n;
+  }
+  return s;
+}
+
+Expected<Shapes> preset_shapes(const BenchOptions& o) {
   if (o.numel > 0) return Shapes{{"weight", {o.numel}}};
   if (o.shapes == "gpt2-small") return gpt2_small();
   if (o.shapes == "resnet50") return resnet50();

@@ -663,6 +663,17 @@ int synth(const SynthOptions& o) {
     shapes.push_back({"ln_f.weight", {d}});
     shapes.push_back({"ln_f.bias", {d}});
   }
+  // Sizes first, checked, before anything is allocated or written.
+  if (o.steps < 1) return fail("--steps must be at least 1");
+  int64_t elements = 0;
+  for (const auto& [name, shape] : shapes) {
+    std::vector<int64_t> gshape = shape;
+    gshape.insert(gshape.begin(), o.steps);
+    auto n = element_count(gshape, fmt::format("'{}' with {} gradient steps", name, o.steps),
+                           elements);
+    if (!n) return fail(n.error().message);
+    elements += *n;
+  }
   std::mt19937_64 rng(o.seed);
   std::normal_distribution<double> normal(0.0, 1.0);
   TensorFile params, grads;
