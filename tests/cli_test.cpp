@@ -239,20 +239,34 @@ TEST_F(Cli, OutOfMemoryIsAClearError) {
 
 // Counts a user gives are bounded, and sizes computed from them are checked for overflow, before
 // anything is allocated or written: these crashed (SIGSEGV) or hung before.
-TEST_F(Cli, HugeCountsAreOneLineErrors) {
+TEST_F(Cli, BadCountsAndArgumentsAreOneLineErrors) {
   const std::string huge = "4611686018427387904";  // 2^62
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"bench 'sgd()' --threads 100000 --numel 1000",
-       "optjit: 100000 threads is not between 1 and 1024 (0 means all cores)\n"},
+       "optjit: --threads: '100000' is not a whole number from 0 to 1024\n"},
       {"bench 'sgd()' --threads 1000000000 --numel 1000",
-       "optjit: 1000000000 threads is not between 1 and 1024 (0 means all cores)\n"},
+       "optjit: --threads: '1000000000' is not a whole number from 0 to 1024\n"},
       {"bench 'sgd()' --numel " + huge,
-       "optjit: --numel has more than 281474976710656 elements, optjit's limit\n"},
+       "optjit: --numel: '" + huge + "' is not a whole number from 1 to 281474976710656\n"},
       {"tune 'sgd()' --numel " + huge,
-       "optjit: --numel has more than 281474976710656 elements, optjit's limit\n"},
+       "optjit: --numel: '" + huge + "' is not a whole number from 1 to 281474976710656\n"},
       {"synth --preset one --numel " + huge + " --params " + p("p.st") + " --grads " + p("g.st"),
-       "optjit: 'weight' with 1 gradient steps has more than 281474976710656 elements, optjit's "
+       "optjit: --numel: '" + huge + "' is not a whole number from 1 to 281474976710656\n"},
+      {"synth --preset one --numel 281474976710656 --steps 2 --params " + p("p.st") +
+           " --grads " + p("g.st"),
+       "optjit: 'weight' with 2 gradient steps has more than 281474976710656 elements, optjit's "
        "limit\n"},
+      // CLI11's own argument errors: exit code 1 and one line too (they were 104/105 and two
+      // lines, one with a 309-digit bound).
+      {"run x --params a --grads b --out c --steps 0",
+       "optjit: --steps: '0' is not a whole number from 1 to 1000000000\n"},
+      {"run x --params a --grads b --out c --steps 1.5",
+       "optjit: --steps: '1.5' is not a whole number from 1 to 1000000000\n"},
+      {"bench 'sgd()' --chunk 0", "optjit: --chunk: '0' is not a whole number from 1 to "
+                                  "281474976710656\n"},
+      {"run x --params a --grads b", "optjit: --steps is required\n"},
+      {"rnu x", "optjit: 'rnu' is not a command (run, cache, emit, plan, compile, tune, bench, "
+                "devices, list, inspect, synth; --help explains each)\n"},
       {"synth --preset one --numel 1000000000 --steps 1000000 --params " + p("p.st") +
            " --grads " + p("g.st"),
        "optjit: 'weight' with 1000000 gradient steps has more than 281474976710656 elements, "

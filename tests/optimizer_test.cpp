@@ -585,6 +585,11 @@ TEST(Optimizer, RejectsBadInputWithClearErrors) {
             "pipeline: line 1, column 10: expected a number, a tuple, true/false, a string or a "
             "call, found ')'");
   EXPECT_FALSE(Optimizer::create(kPipeline, {}));
+  OptimizerOptions many;
+  many.cpu.threads = 100000;  // crashed inside OpenMP before the bound
+  auto threads = Optimizer::create(kPipeline, m.params(), many);
+  ASSERT_FALSE(threads);
+  EXPECT_EQ(threads.error().message, "100000 threads is not between 1 and 1024 (0 means all cores)");
 }
 
 }  // namespace

@@ -1,12 +1,17 @@
 // optjit: the command-line driver. Each subcommand stops at a stage of the compiler (plan,
 // list) or runs a pipeline end to end (run).
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
+#include <limits>
 #include <new>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include "runtime/device.h"
 #include "tools/optjit/commands.h"
@@ -27,6 +32,40 @@ CLI::Validator device_kinds_and(std::vector<std::string> extra) {
       "BACKEND");
 }
 
+// A whole number in [lo, hi], checked on the text before CLI11 converts it, so that every
+// count the user gives has one bound and one message ("1.5", "0" and "1e99" alike).
+CLI::Validator whole(long long lo, long long hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& v) -> std::string {
+        errno = 0;
+        char* end = nullptr;
+        long long n = std::strtoll(v.c_str(), &end, 10);
+        bool number = !v.empty() && end == v.c_str() + v.size();
+        if (!number || errno == ERANGE || n < lo || n > hi)
+          return "'" + v + "' is not a whole number from " + std::to_string(lo) + " to " +
+                 std::to_string(hi);
+        return "";
+      },
+      "INT");
+}
+
+// A finite number >= lo.
+CLI::Validator at_least(double lo) {
+  return CLI::Validator(
+      [lo](std::string& v) -> std::string {
+        char* end = nullptr;
+        double x = std::strtod(v.c_str(), &end);
+        if (v.empty() || end != v.c_str() + v.size() || !std::isfinite(x) || x < lo)
+          return "'" + v + "' is not a finite number of at least " + fmt::format("{}", lo);
+        return "";
+      },
+      "NUMBER");
+}
+
+constexpr long long kMaxSteps = 1'000'000'000;
+constexpr long long kMaxThreads = 1024;
+constexpr long long kMaxElements = 1LL << 48;  // ir/types.h: element_count's bound
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -46,7 +85,7 @@ int main(int argc, char** argv) {
       ->required();
   run_cmd->add_option("--steps", run.steps, "optimizer steps to take")
       ->required()
-      ->check(CLI::PositiveNumber);
+      ->check(whole(1, kMaxSteps));
   run_cmd
       ->add_option("--backend", run.backend,
                    "auto (default: the best available, now cpu) | cpu | reference | opencl | cuda")
@@ -61,9 +100,10 @@ int main(int argc, char** argv) {
   run_cmd->add_flag("--allow-nonfinite", run.allow_nonfinite,
                     "accept Inf/NaN gradients (they then reach the parameters, as in torch)");
   run_cmd->add_flag("--quiet", run.quiet, "print nothing on success");
-  run_cmd->add_option("--threads", run.threads, "cpu backend threads (default: all cores)");
+  run_cmd->add_option("--threads", run.threads, "cpu backend threads (default 0: all cores)")
+      ->check(whole(0, kMaxThreads));
   run_cmd->add_option("--chunk", run.chunk, "cpu backend chunk size in elements")
-      ->check(CLI::PositiveNumber);
+      ->check(whole(1, kMaxElements));
   run_cmd->add_option("--launch", run.launch,
                       "cuda/opencl launch parameters, e.g. block=128,vec=4 (default: the kernel "
                       "cache's tuning decision, else built-in defaults)");
@@ -88,10 +128,14 @@ int main(int argc, char** argv) {
   cache_cmd->add_option("--verify", cache.key, "import: require a signature by this public key");
   cache_cmd->add_option("--device", cache.devices,
                         "export: only these devices (fingerprint ids, or sm_XX)");
-  cache_cmd->add_option("--max-age-days", cache.max_age_days,
-                        "prune: remove kernels unused for this long");
-  cache_cmd->add_option("--max-bytes", cache.max_bytes,
-                        "prune: then keep at most this many bytes (least recently used go)");
+  cache_cmd
+      ->add_option("--max-age-days", cache.max_age_days,
+                   "prune: remove kernels unused for this long")
+      ->check(at_least(0));
+  cache_cmd
+      ->add_option("--max-bytes", cache.max_bytes,
+                   "prune: then keep at most this many bytes (least recently used go)")
+      ->check(whole(0, std::numeric_limits<long long>::max()));
   cache_cmd->add_flag("--json", cache.json, "machine-readable output");
 
   optjit::cli::EmitOptions emit;
@@ -107,7 +151,7 @@ int main(int argc, char** argv) {
   emit_cmd
       ->add_option("--unroll", emit.unroll,
                    "cpu: vector iterations interleaved per loop trip (0: LLVM's choice)")
-      ->check(CLI::Range(0, 16));
+      ->check(whole(0, 16));
   emit_cmd->add_option("--launch", emit.launch, "cuda/opencl: e.g. block=128,items=2,vec=4");
   emit_cmd->add_option("--step", emit.step, optjit::cli::kStepHelp);
 
@@ -145,12 +189,15 @@ int main(int argc, char** argv) {
   tune_cmd->add_option("--shapes", tune.shapes,
                        "gpt2-small (default) | resnet50 | many-small | FILE.json");
   tune_cmd->add_option("--numel", tune.numel, "one tensor of this many elements")
-      ->check(CLI::PositiveNumber);
+      ->check(whole(1, kMaxElements));
   tune_cmd->add_option("--dtype", tune.dtype, "parameter, gradient and state type");
-  tune_cmd->add_option("--budget-seconds", tune.budget_seconds,
-                       "stop trying candidates after this long");
-  tune_cmd->add_option("--max-candidates", tune.max_candidates,
-                       "try at most this many configurations");
+  tune_cmd
+      ->add_option("--budget-seconds", tune.budget_seconds,
+                   "stop trying candidates after this long")
+      ->check(at_least(0));
+  tune_cmd
+      ->add_option("--max-candidates", tune.max_candidates, "try at most this many configurations")
+      ->check(whole(1, 1'000'000));
 
   optjit::cli::BenchOptions bench;
   auto* bench_cmd = app.add_subcommand(
@@ -160,17 +207,18 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--backend", bench.backend, "cpu (default) | cuda | opencl")
       ->check(device_kinds_and({}));
   bench_cmd->add_option("--numel", bench.numel, "one tensor of this many elements")
-      ->check(CLI::PositiveNumber);
+      ->check(whole(1, kMaxElements));
   bench_cmd->add_option("--shapes", bench.shapes,
                         "gpt2-small (default) | resnet50 | many-small | FILE.json");
   bench_cmd->add_option("--dtype", bench.dtype, "parameter, gradient and state type (default f32)");
-  bench_cmd->add_option("--threads", bench.threads, "threads (default: all cores)");
+  bench_cmd->add_option("--threads", bench.threads, "threads (default 0: all cores)")
+      ->check(whole(0, kMaxThreads));
   bench_cmd->add_option("--chunk", bench.chunk, "chunk size in elements")
-      ->check(CLI::PositiveNumber);
+      ->check(whole(1, kMaxElements));
   bench_cmd->add_option("--steps", bench.steps, "steps per timed repetition")
-      ->check(CLI::PositiveNumber);
+      ->check(whole(1, kMaxSteps));
   bench_cmd->add_option("--reps", bench.reps, "timed repetitions (the median is reported)")
-      ->check(CLI::PositiveNumber);
+      ->check(whole(1, 1'000'000));
   bench_cmd->add_option("--launch", bench.launch,
                         "cuda/opencl: e.g. block=128,items=2,vec=4,grid=8,chunk=65536 (any "
                         "subset), or 'tuned' for the kernel cache's decision");
@@ -194,18 +242,36 @@ int main(int argc, char** argv) {
   auto* synth_cmd = app.add_subcommand("synth", "write a generated parameter set and gradients");
   synth_cmd->add_option("--preset", synth.preset, "tiny-gpt (default) | mlp | one")
       ->check(CLI::IsMember({"tiny-gpt", "mlp", "one"}));
-  synth_cmd->add_option("--numel", synth.numel, "elements for --preset one");
+  synth_cmd->add_option("--numel", synth.numel, "elements for --preset one")
+      ->check(whole(1, kMaxElements));
   synth_cmd->add_option("--steps", synth.steps, "gradient slices (leading dimension)")
-      ->check(CLI::PositiveNumber);
+      ->check(whole(1, kMaxSteps));
   synth_cmd->add_option("--dtype", synth.dtype, "f32 | f16 | bf16 | f64");
-  synth_cmd->add_option("--seed", synth.seed, "random seed");
+  synth_cmd->add_option("--seed", synth.seed, "random seed")
+      ->check(whole(0, std::numeric_limits<unsigned>::max()));
   synth_cmd->add_option("--params", synth.params, "output parameters (.safetensors)")->required();
   synth_cmd->add_option("--grads", synth.grads, "output gradients (.safetensors)")->required();
 
+  // CLI11 reports a misspelt command as a missing one; name it, and what would do.
+  std::string names;
+  bool known = false;
+  for (const auto* sub : app.get_subcommands({})) {
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+    known = known || (argc >= 2 && sub->get_name() == argv[1]);
+  }
+  if (argc < 2 || (argv[1][0] != '-' && !known)) {
+    return optjit::cli::fail(
+        (argc < 2 ? std::string("a command is required")
+                  : "'" + std::string(argv[1]) + "' is not a command") +
+        " (" + names + "; --help explains each)");
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and friends print as CLI11 prints them; every argument error is one line and
+    // exit code 1, like every other error (CLI11's own codes are 100 and up).
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
+    return optjit::cli::fail(e.what());
   }
   // Errors come back as values; what can still throw is the allocator (a file or a tensor set
   // too large for memory) and the standard library. Either way: one line, exit 1.
