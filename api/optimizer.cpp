@@ -220,6 +220,15 @@ Status Optimizer::build(std::vector<Param> params, OptimizerOptions options) {
   m.params = std::move(params);
   m.options = std::move(options);
   m.where.resize(m.params.size());
+  // A group pattern that matches no parameter is almost always a typo ("*.bais").
+  for (size_t g = 0; g < m.options.groups.size(); ++g)
+    for (const auto& pat : m.options.groups[g].patterns) {
+      bool any = false;
+      for (const auto& p : m.params) any = any || runtime::glob_match(pat, p.name);
+      if (!any)
+        m.warnings.push_back(fmt::format("parameter group {}: pattern '{}' matches no parameter",
+                                         g + 1, pat));
+    }
   std::vector<int> group_of;
   for (size_t pi = 0; pi < m.parts.size(); ++pi) {
     Part& part = m.parts[pi];

@@ -1,9 +1,11 @@
 #include "cache/bundle.h"
 
 #include <sodium.h>
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -88,6 +90,16 @@ Expected<BundleCounts> export_bundle(KernelCache& cache, const std::string& path
 
 Expected<BundleCounts> import_bundle(KernelCache& cache, const std::string& path) {
   if (!fs::is_regular_file(path)) return make_error("{}: no such bundle", path);
+  {
+    // SQLite opens an empty file, or any file with the magic, as an empty database: a
+    // truncated download would import nothing and say nothing.
+    std::ifstream in(path, std::ios::binary);
+    char magic[16] = {};
+    in.read(magic, sizeof(magic));
+    if (in.gcount() == 0) return make_error("{}: not a kernel bundle (the file is empty)", path);
+    if (in.gcount() < 16 || std::string_view(magic, 16) != std::string_view("SQLite format 3\0", 16))
+      return make_error("{}: not a kernel bundle (not an SQLite database)", path);
+  }
   // Read the bundle through a private copy, so a bundle on read-only media works and is never
   // changed.
   std::string copy =
@@ -99,6 +111,22 @@ Expected<BundleCounts> import_bundle(KernelCache& cache, const std::string& path
   BundleCounts added;
   std::string problem;
   {
+    // An SQLite database, but is it a bundle? (Opening it as a cache would create the tables.)
+    sqlite3* db = nullptr;
+    int tables = 0;
+    if (sqlite3_open_v2(copy.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+      sqlite3_exec(
+          db, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name IN ('meta','kernels')",
+          [](void* n, int, char** v, char**) {
+            *static_cast<int*>(n) = v[0] ? std::atoi(v[0]) : 0;
+            return 0;
+          },
+          &tables, nullptr);
+    }
+    sqlite3_close(db);
+    if (tables != 2) problem = "not a kernel bundle (an SQLite database without optjit's tables)";
+  }
+  if (problem.empty()) {
     auto in = KernelCache::open({.file = copy});
     if (!in)
       problem = in.error().message;

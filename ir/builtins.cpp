@@ -5,6 +5,7 @@
 #include "ir/builtins.h"
 
 #include <cmath>
+#include <limits>
 #include <numbers>
 
 namespace optjit::dsl {
@@ -14,10 +15,29 @@ namespace {
 using H = HyperSpec;
 using O = OptionSpec;
 using DefPtr = std::shared_ptr<const Def>;
+constexpr double kInf = std::numeric_limits<double>::infinity();
 
-H lr(double d) { return {"lr", {d}, "learning rate (may be a schedule)", true}; }
-H betas(double b1, double b2) {
-  return {"betas", {b1, b2}, "coefficients of the running averages", false, 2};
+// Bounds, as the constructors of torch.optim (and lion_pytorch, torch_optimizer) check them.
+// NaN is outside every interval, also where torch's comparison happens to let it through
+// (SGD's `lr < 0.0`): a NaN hyperparameter only ever makes NaN parameters.
+HyperBounds nonneg(std::string rule) { return {{{0, kInf}}, false, std::move(rule)}; }
+HyperBounds positive(std::string rule) { return {{{0, kInf, true}}, false, std::move(rule)}; }
+// A count of steps that torch divides by or takes modulo (so not 0), any sign.
+HyperBounds nonzero_count(std::string rule) {
+  return {{{-kInf, 0, false, true}, {0, kInf, true, false}}, true, std::move(rule)};
+}
+HyperBounds count(std::string rule) { return {{}, true, std::move(rule)}; }
+H bounded(H h, std::vector<HyperBounds> b) {
+  h.bounds = std::move(b);
+  return h;
+}
+
+H lr(double d, HyperBounds b = nonneg("the learning rate")) {
+  return bounded({"lr", {d}, "learning rate (may be a schedule)", true}, {std::move(b)});
+}
+H betas(double b1, double b2, double hi_closed = false) {
+  return bounded({"betas", {b1, b2}, "coefficients of the running averages", false, 2},
+                 {{{{0, 1, false, !hi_closed}}, false, "each beta"}});
 }
 H num(std::string name, double d, std::string doc) {
   return {std::move(name), {d}, std::move(doc)};
@@ -72,6 +92,10 @@ void sgd(Ctx& c) {
   bool nesterov = c.flag("nesterov");
   if (nesterov && (c.initial("momentum") <= 0 || c.initial("dampening") != 0))
     return c.fail(make_error("Nesterov momentum requires a momentum and zero dampening"));
+  if (nesterov) {  // and stays so when they are set later
+    c.constrain("momentum", {{{0, kInf, true, false}}, false, "nesterov=true's momentum"});
+    c.constrain("dampening", {{{0, 0}}, false, "nesterov=true's dampening"});
+  }
   // With momentum 0 there is no buffer, and no `momentum` to set later: setting it is an
   // error, not a silent no-op.
   if (c.initial("momentum") != 0) {
@@ -307,8 +331,11 @@ Value epoch(Ctx& c) { return c.step() - 1.0; }
 H base_lr() { return required("base_lr", "the optimizer's initial learning rate"); }
 constexpr double kPi = std::numbers::pi;
 
+// torch decays where `epoch % step_size == 0`; Python's % makes a negative step_size act as
+// its absolute value, and 0 raises (a bound, above).
 Value step_lr(Ctx& c) {
-  return c.hyper("base_lr") * pow(c.hyper("gamma"), floor(epoch(c) / c.hyper("step_size")));
+  return c.hyper("base_lr") *
+         pow(c.hyper("gamma"), floor(epoch(c) / abs(c.hyper("step_size"))));
 }
 
 Value multi_step_lr(Ctx& c) {
@@ -326,15 +353,20 @@ Value cosine_annealing_lr(Ctx& c) {
          (c.hyper("base_lr") - eta_min) * (1.0 + cos(kPi * epoch(c) / c.hyper("T_max"))) / 2.0;
 }
 
+// total_iters <= 0: torch never leaves start_factor (every epoch is past the end).
 Value linear_lr(Ctx& c) {
   Value start = c.hyper("start_factor"), end = c.hyper("end_factor");
   Value total = c.hyper("total_iters");
-  return c.hyper("base_lr") * (start + (end - start) * min(epoch(c), total) / total);
+  Value ramp = (end - start) * min(epoch(c), total) / max(total, c.constant(1.0));
+  return c.hyper("base_lr") * (start + select(total > 0.0, ramp, c.constant(0.0)));
 }
 
+// total_iters <= 0: torch keeps base_lr (every epoch is past the end).
 Value polynomial_lr(Ctx& c) {
   Value total = c.hyper("total_iters");
-  return c.hyper("base_lr") * pow(1.0 - min(total, epoch(c)) / total, c.hyper("power"));
+  Value decayed =
+      pow(1.0 - min(total, epoch(c)) / max(total, c.constant(1.0)), c.hyper("power"));
+  return c.hyper("base_lr") * select(total > 0.0, decayed, c.constant(1.0));
 }
 
 // torch.optim.lr_scheduler.OneCycleLR.get_lr (momentum cycling is not part of an lr value).
@@ -382,11 +414,12 @@ Value cosine_with_warmup(Ctx& c) {
 }
 
 std::vector<DefPtr> make_builtins() {
-  H wd0 = num("weight_decay", 0, "weight decay (L2 penalty)");
-  H eps8 = num("eps", 1e-8, "term added to the denominator for numerical stability");
+  H wd0 = bounded(num("weight_decay", 0, "weight decay (L2 penalty)"), {nonneg("weight_decay")});
+  H eps8 = bounded(num("eps", 1e-8, "term added to the denominator for numerical stability"),
+                   {nonneg("epsilon")});
   return {
       transform("sgd", "torch.optim.SGD",
-                {lr(1e-3), num("momentum", 0, "momentum factor"),
+                {lr(1e-3), bounded(num("momentum", 0, "momentum factor"), {nonneg("momentum")}),
                  num("dampening", 0, "dampening for momentum"), wd0},
                 {flag("nesterov", "Nesterov momentum"), maximize()}, sgd),
       transform("adam", "torch.optim.Adam", {lr(1e-3), betas(0.9, 0.999), eps8, wd0},
@@ -395,45 +428,63 @@ std::vector<DefPtr> make_builtins() {
                 [](Ctx& c) { adam(c, c.flag("decoupled_weight_decay")); }),
       transform(
           "adamw", "torch.optim.AdamW",
-          {lr(1e-3), betas(0.9, 0.999), eps8, num("weight_decay", 1e-2, "decoupled weight decay")},
+          {lr(1e-3), betas(0.9, 0.999), eps8,
+           bounded(num("weight_decay", 1e-2, "decoupled weight decay"), {nonneg("weight_decay")})},
           {flag("amsgrad", "the AMSGrad variant"), maximize()}, [](Ctx& c) { adam(c, true); }),
       transform("adamax", "torch.optim.Adamax", {lr(2e-3), betas(0.9, 0.999), eps8, wd0},
                 {maximize()}, adamax),
       transform(
           "nadam", "torch.optim.NAdam",
-          {lr(2e-3), betas(0.9, 0.999), eps8, wd0, num("momentum_decay", 4e-3, "momentum decay")},
+          {lr(2e-3), betas(0.9, 0.999), eps8, wd0,
+           bounded(num("momentum_decay", 4e-3, "momentum decay"), {nonneg("momentum_decay")})},
           {flag("decoupled_weight_decay", "AdamW-style decay"), maximize()}, nadam),
       transform("radam", "torch.optim.RAdam", {lr(1e-3), betas(0.9, 0.999), eps8, wd0},
                 {flag("decoupled_weight_decay", "AdamW-style decay"), maximize()}, radam),
       transform("rmsprop", "torch.optim.RMSprop",
-                {lr(1e-2), num("alpha", 0.99, "smoothing constant"), eps8, wd0,
-                 num("momentum", 0, "momentum factor")},
+                {lr(1e-2), bounded(num("alpha", 0.99, "smoothing constant"), {nonneg("alpha")}),
+                 eps8, wd0, bounded(num("momentum", 0, "momentum factor"), {nonneg("momentum")})},
                 {flag("centered", "normalize by the estimated variance"), maximize()}, rmsprop),
       transform("adagrad", "torch.optim.Adagrad",
-                {lr(1e-2), num("lr_decay", 0, "learning rate decay"), wd0,
-                 num("initial_accumulator_value", 0, "initial value of the sum of squares"),
-                 num("eps", 1e-10, "term added to the denominator")},
+                {lr(1e-2), bounded(num("lr_decay", 0, "learning rate decay"), {nonneg("lr_decay")}),
+                 wd0,
+                 bounded(num("initial_accumulator_value", 0, "initial value of the sum of squares"),
+                         {nonneg("initial_accumulator_value")}),
+                 bounded(num("eps", 1e-10, "term added to the denominator"), {nonneg("epsilon")})},
                 {maximize()}, adagrad),
       transform("adadelta", "torch.optim.Adadelta",
-                {lr(1.0), num("rho", 0.9, "running average coefficient"),
-                 num("eps", 1e-6, "term added inside the square roots"), wd0},
+                {lr(1.0),
+                 bounded(num("rho", 0.9, "running average coefficient"), {{{{0, 1}}, false, "rho"}}),
+                 bounded(num("eps", 1e-6, "term added inside the square roots"), {nonneg("epsilon")}),
+                 wd0},
                 {maximize()}, adadelta),
       transform("rprop", "torch.optim.Rprop",
                 {lr(1e-2),
-                 {"etas", {0.5, 1.2}, "(etaminus, etaplus) step size factors", false, 2},
+                 // torch: 0 < etaminus < 1 < etaplus
+                 bounded({"etas", {0.5, 1.2}, "(etaminus, etaplus) step size factors", false, 2},
+                         {{{{0, 1, true, true}}, false, "etaminus"},
+                          {{{1, kInf, true, false}}, false, "etaplus"}}),
                  {"step_sizes", {1e-6, 50}, "(min, max) step sizes", false, 2}},
                 {maximize()}, rprop),
       transform(
           "asgd", "torch.optim.ASGD",
-          {lr(1e-2), num("lambd", 1e-4, "decay term"), num("alpha", 0.75, "power for eta update"),
+          {lr(1e-2), bounded(num("lambd", 1e-4, "decay term"), {nonneg("lambd")}),
+           bounded(num("alpha", 0.75, "power for eta update"), {nonneg("alpha")}),
            num("t0", 1e6, "point at which to start averaging"), wd0},
           {maximize()}, asgd),
       transform("lion", "lion_pytorch.Lion",
-                {lr(1e-4), betas(0.9, 0.99), num("weight_decay", 0, "decoupled weight decay")}, {},
+                // lion_pytorch: lr > 0, 0 <= beta <= 1
+                {lr(1e-4, positive("the learning rate")), betas(0.9, 0.99, true),
+                 num("weight_decay", 0, "decoupled weight decay")},
+                {},
                 lion),
       transform("lamb", "torch_optimizer.Lamb",
-                {lr(1e-3), betas(0.9, 0.999), num("eps", 1e-6, "term added to the denominator"),
-                 wd0, num("clamp_value", 10, "clamp on the weight norm")},
+                // torch_optimizer: lr > 0, eps >= 0, 0 <= beta < 1, weight_decay >= 0,
+                // clamp_value >= 0
+                {lr(1e-3, positive("the learning rate")), betas(0.9, 0.999),
+                 bounded(num("eps", 1e-6, "term added to the denominator"), {nonneg("epsilon")}),
+                 wd0,
+                 bounded(num("clamp_value", 10, "clamp on the weight norm"),
+                         {nonneg("clamp_value")})},
                 {flag("adam", "use trust ratio 1 (plain Adam)"), flag("debias", "bias correction")},
                 lamb),
       transform("clip_grad_norm", "torch.nn.utils.clip_grad_norm_ over all tensors together",
@@ -447,34 +498,47 @@ std::vector<DefPtr> make_builtins() {
                 {num("scale", 65536.0, "the loss scale the gradients carry")}, {}, grad_scaler),
       schedule(
           "step_lr", "torch.optim.lr_scheduler.StepLR",
-          {base_lr(), required("step_size", "period of decay"), num("gamma", 0.1, "decay factor")},
+          {base_lr(), bounded(required("step_size", "period of decay"), {nonzero_count("step_size")}),
+           num("gamma", 0.1, "decay factor")},
           {}, step_lr),
       schedule("multi_step_lr", "torch.optim.lr_scheduler.MultiStepLR",
                {base_lr(),
-                {"milestones", {}, "epochs at which to decay", false, 0},
+                bounded({"milestones", {}, "epochs at which to decay", false, 0},
+                        {count("each milestone")}),
                 num("gamma", 0.1, "decay factor")},
                {}, multi_step_lr),
       schedule("exponential_lr", "torch.optim.lr_scheduler.ExponentialLR",
                {base_lr(), required("gamma", "decay factor")}, {}, exponential_lr),
       schedule("cosine_annealing_lr", "torch.optim.lr_scheduler.CosineAnnealingLR",
-               {base_lr(), required("T_max", "half period"), num("eta_min", 0, "minimum lr")}, {},
+               {base_lr(), bounded(required("T_max", "half period"), {nonzero_count("T_max")}),
+                num("eta_min", 0, "minimum lr")},
+               {},
                cosine_annealing_lr),
       schedule("linear_lr", "torch.optim.lr_scheduler.LinearLR",
-               {base_lr(), num("start_factor", 1.0 / 3, "factor at the start"),
-                num("end_factor", 1.0, "factor at the end"),
-                num("total_iters", 5, "steps to reach end_factor")},
+               {base_lr(),
+                bounded(num("start_factor", 1.0 / 3, "factor at the start"),
+                        {{{{0, 1, true, false}}, false, "start_factor"}}),
+                bounded(num("end_factor", 1.0, "factor at the end"),
+                        {{{{0, 1}}, false, "end_factor"}}),
+                bounded(num("total_iters", 5, "steps to reach end_factor (0 or less: never)"),
+                        {count("total_iters")})},
                {}, linear_lr),
       schedule("one_cycle_lr",
                "torch.optim.lr_scheduler.OneCycleLR (lr only; torch ignores the optimizer's lr)",
-               {required("max_lr", "peak lr"), required("total_steps", "length of the cycle"),
-                num("pct_start", 0.3, "fraction spent increasing"),
+               {required("max_lr", "peak lr"),
+                bounded(required("total_steps", "length of the cycle"),
+                        {{{{0, kInf, true, false}}, true, "total_steps"}}),
+                bounded(num("pct_start", 0.3, "fraction spent increasing"),
+                        {{{{0, 1}}, false, "pct_start"}}),
                 num("div_factor", 25, "initial = max_lr/div_factor"),
                 num("final_div_factor", 1e4, "min = initial/final_div_factor")},
                {{"anneal_strategy", std::string("cos"), "cos or linear", {"cos", "linear"}},
                 flag("three_phase", "three phases as in fastai")},
                one_cycle_lr),
       schedule("polynomial_lr", "torch.optim.lr_scheduler.PolynomialLR",
-               {base_lr(), num("total_iters", 5, "steps of decay"),
+               {base_lr(),
+                bounded(num("total_iters", 5, "steps of decay (0 or less: none)"),
+                        {count("total_iters")}),
                 num("power", 1.0, "power of the polynomial")},
                {}, polynomial_lr),
       schedule(

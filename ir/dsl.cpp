@@ -266,6 +266,22 @@ Expected<std::shared_ptr<const Bound>> bind(std::shared_ptr<const Def> def, Args
   for (const auto& h : def->hypers)
     if (h.defaults.empty() && !args.count(h.name))
       return make_error("{} '{}' needs '{}'", kind, def->name, h.name);
+  // Every value given, and every default, as the constructor the transform follows checks it.
+  for (const auto& h : def->hypers) {
+    if (h.bounds.empty()) continue;
+    std::vector<double> values = h.defaults;
+    if (auto arg = args.find(h.name); arg != args.end()) {
+      if (arg->second.v.index() == 0) values = {std::get<0>(arg->second.v)};
+      if (arg->second.v.index() == 1) values = std::get<1>(arg->second.v);
+      if (arg->second.v.index() == 4) values.clear();  // a schedule: checked in its own bind
+    }
+    for (size_t k = 0; k < values.size(); ++k) {
+      const HyperBounds* b = h.bounds_of(k);
+      std::string shown = h.arity == 1 ? h.name : fmt::format("{}[{}]", h.name, k);
+      std::string why = ir::check_hyper({shown, 0, b->allowed, b->whole, b->rule}, values[k]);
+      if (!why.empty()) return make_error("{} '{}': {}", kind, def->name, why);
+    }
+  }
   return std::make_shared<const Bound>(Bound{std::move(def), std::move(args)});
 }
 
@@ -320,7 +336,10 @@ Value Ctx::hyper(std::string_view name, size_t k) {
     if (arg != f.bound->args.end())
       value =
           arg->second.v.index() == 0 ? std::get<0>(arg->second.v) : std::get<1>(arg->second.v)[k];
-    out = wrap(b_.emit(Op::Hyper, DType::f64, {}, b_.add_hyper(full, value)));
+    uint32_t index = b_.add_hyper(full, value);
+    if (const HyperBounds* bounds = h->bounds_of(k))
+      b_.set_hyper_bounds(index, bounds->allowed, bounds->whole, bounds->rule);
+    out = wrap(b_.emit(Op::Hyper, DType::f64, {}, index));
   }
   hyper_cache_.emplace(full, out);
   return out;
@@ -350,6 +369,27 @@ double Ctx::initial(std::string_view name, size_t k) {
     return 0;
   }
   return arg->second.v.index() == 0 ? std::get<0>(arg->second.v) : std::get<1>(arg->second.v)[k];
+}
+
+void Ctx::constrain(std::string_view name, HyperBounds bounds, size_t k) {
+  const Frame& f = frame();
+  const HyperSpec* h = f.bound->def->find_hyper(name);
+  if (!h || k >= hyper_size(name))
+    return fail(make_error("'{}' has no hyperparameter '{}'", f.bound->def->name, name));
+  auto arg = f.bound->args.find(name);
+  if (arg != f.bound->args.end() && arg->second.v.index() == 4) return;  // a schedule's own
+  std::string full = fmt::format("{}.{}", f.prefix, name);
+  if (h->arity != 1) full += fmt::format(".{}", k);
+  (void)hyper(name, k);  // declared, so that set_hyper finds the bounds
+  auto index = b_.program().find_hyper(full);
+  if (!index) return;
+  ir::HyperDecl decl = b_.program().hypers[*index];
+  decl.allowed = std::move(bounds.allowed);
+  decl.whole = bounds.whole;
+  decl.rule = std::move(bounds.rule);
+  if (std::string why = ir::check_hyper(decl, decl.value); !why.empty())
+    return fail(Error{why});
+  b_.set_hyper_bounds(*index, std::move(decl.allowed), decl.whole, std::move(decl.rule));
 }
 
 bool Ctx::flag(std::string_view name) const {

@@ -109,12 +109,27 @@ using Args = std::map<std::string, Arg, std::less<>>;
 
 /// A numeric hyperparameter: a runtime scalar (changing it never recompiles). A tuple
 /// hyperparameter such as `betas` has one default per element, named betas.0, betas.1.
+/// Where a hyperparameter's values may lie, and what to call it when one does not.
+struct HyperBounds {
+  std::vector<ir::Interval> allowed;  // empty: anywhere
+  bool whole = false;                 // a count of steps
+  std::string rule;                   // "the learning rate"
+};
+
 struct HyperSpec {
   std::string name;
   std::vector<double> defaults;  // empty: required; size 2: a pair
   std::string doc;
   bool schedulable = false;  // may be given a learning-rate schedule
   size_t arity = 1;          // 0: a tuple of any length (at least one)
+  /// The conditions of the constructor the transform follows (torch.optim.Adam: 0 <= lr,
+  /// 0 <= betas[i] < 1): empty, none; one entry, for every element; else one per element.
+  /// Checked where a value is given (the text form, bind, set_hyper, --set, --group).
+  std::vector<HyperBounds> bounds;
+  const HyperBounds* bounds_of(size_t k) const {
+    if (bounds.empty()) return nullptr;
+    return &bounds[bounds.size() == 1 ? 0 : std::min(k, bounds.size() - 1)];
+  }
 };
 
 /// A structural option (a bool or a string): part of the compiled program.
@@ -189,6 +204,9 @@ class Ctx {
   /// The value given when the pipeline was built: for structural choices (e.g. whether SGD
   /// keeps a momentum buffer). Not allowed for a scheduled hyperparameter.
   double initial(std::string_view name, size_t k = 0);
+  /// Narrows where this transform's hyperparameter may be set later (set_hyper), where the
+  /// bounds depend on an option: sgd's nesterov=true needs momentum > 0 and dampening 0.
+  void constrain(std::string_view name, HyperBounds bounds, size_t k = 0);
   /// Number of elements given for a tuple hyperparameter (variable-length ones: milestones).
   size_t hyper_size(std::string_view name);
   bool flag(std::string_view name) const;

@@ -1,3 +1,4 @@
+#include <cmath>
 #include "ir/lexer.h"
 
 #include <cctype>
@@ -67,6 +68,10 @@ Expected<std::vector<Token>> lex(std::string_view s) {
       if (n < buf.size() && is_ident_char(buf[n]))
         return make_error("line {}, column {}: malformed number '{}'", line, col,
                           buf.substr(0, n + 1));
+      if (std::isinf(t.number))  // strtod's overflow; a typo more often than a wish for inf
+        return make_error("line {}, column {}: number '{}' is too large for a double (write inf "
+                          "for infinity)",
+                          line, col, buf.substr(0, n));
       t.kind = Tok::number;
       t.text = buf.substr(0, n);
       advance(n);

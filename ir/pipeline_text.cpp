@@ -336,6 +336,21 @@ class Parser {
       } else {
         def->hypers.push_back({*pname, {}, "", true});
       }
+      // Bounds: `lr=1e-3 in [0, inf]`, `beta=0.9 in [0, 1)`, `k=2 in (0, inf] whole`.
+      if (ts_.at_ident("in") || ts_.at_ident("whole")) {
+        if (def->hypers.empty() || def->hypers.back().name != *pname)
+          return TokenStream::error_at(ts_.peek(), "only a number or tuple can have bounds");
+        Token bat = ts_.peek();
+        auto bounds = hyper_bounds(*pname);
+        if (!bounds) return bounds.error();
+        def->hypers.back().bounds = {*bounds};
+        for (double d : def->hypers.back().defaults)
+          if (auto why = ir::check_hyper({"the default " + *pname, 0, bounds->allowed,
+                                          bounds->whole, bounds->rule},
+                                         d);
+              !why.empty())
+            return TokenStream::error_at(bat, why);
+      }
       if (!ts_.accept_punct(",")) break;
     }
     OPTJIT_TRY(ts_.expect_punct(")"));
@@ -352,6 +367,37 @@ class Parser {
     def->apply = [body, raw](Ctx& c) { BodyEval(c, *raw).run(*body); };
     custom_[*name] = def;
     return Status::Ok();
+  }
+
+  // `in [lo, hi] or (lo, hi) ... [whole]`: where a custom hyperparameter may lie.
+  Expected<HyperBounds> hyper_bounds(const std::string& name) {
+    HyperBounds b;
+    b.rule = name;
+    if (ts_.at_ident("in")) {
+      ts_.next();
+      do {
+        ir::Interval i;
+        if (ts_.accept_punct("("))
+          i.lo_open = true;
+        else if (!ts_.accept_punct("["))
+          return ts_.expected("'[' or '(' starting an interval, e.g. [0, inf]");
+        auto lo = signed_number();
+        if (!lo) return lo.error();
+        OPTJIT_TRY(ts_.expect_punct(","));
+        auto hi = signed_number();
+        if (!hi) return hi.error();
+        if (ts_.accept_punct(")"))
+          i.hi_open = true;
+        else if (!ts_.accept_punct("]"))
+          return ts_.expected("']' or ')' closing the interval");
+        if (std::isnan(*lo) || std::isnan(*hi) || *lo > *hi)
+          return ts_.expected("an interval from low to high");
+        i.lo = *lo, i.hi = *hi;
+        b.allowed.push_back(i);
+      } while (ts_.at_ident("or") && (ts_.next(), true));
+    }
+    if (ts_.at_ident("whole")) ts_.next(), b.whole = true;
+    return b;
   }
 
   static bool reserved(std::string_view n) {
@@ -548,6 +594,10 @@ class Parser {
       ts_.next();
       double inf = std::numeric_limits<double>::infinity();
       return neg ? -inf : inf;
+    }
+    if (ts_.at_ident("nan")) {  // written, so that a bound can name it (lr = nan is invalid)
+      ts_.next();
+      return std::numeric_limits<double>::quiet_NaN();
     }
     return ts_.expected("a number");
   }

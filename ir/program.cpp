@@ -2,7 +2,11 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstring>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "ir/error.h"
 
@@ -88,10 +92,36 @@ uint32_t Program::grad_buffer() const { return find_role(*this, BufferRole::grad
 
 Builder::Builder(Program decls) : p_(std::move(decls)) { p_.insts.clear(); }
 
+std::string to_string(const std::vector<Interval>& allowed) {
+  std::string out;
+  for (const auto& i : allowed)
+    out += fmt::format("{}{}{}, {}{}", out.empty() ? "" : " or ", i.lo_open ? '(' : '[', i.lo,
+                       i.hi, i.hi_open ? ')' : ']');
+  return out;
+}
+
+std::string check_hyper(const HyperDecl& h, double value) {
+  bool ok = h.allowed.empty() && !(h.whole && std::isnan(value));
+  for (const auto& i : h.allowed) ok = ok || i.contains(value);
+  if (ok && (!h.whole || std::isinf(value) || value == std::floor(value))) return "";
+  std::vector<std::string> must;
+  if (h.whole) must.push_back("a whole number");
+  if (!h.allowed.empty()) must.push_back("in " + to_string(h.allowed));
+  return fmt::format("{} = {} is invalid: {} must be {}", h.name, value,
+                     h.rule.empty() ? "it" : h.rule, fmt::join(must, " "));
+}
+
 uint32_t Builder::add_hyper(std::string name, double value) {
   if (auto i = p_.find_hyper(name)) return *i;
   p_.hypers.push_back({std::move(name), value});
   return static_cast<uint32_t>(p_.hypers.size() - 1);
+}
+
+void Builder::set_hyper_bounds(uint32_t index, std::vector<Interval> allowed, bool whole,
+                               std::string rule) {
+  p_.hypers.at(index).allowed = std::move(allowed);
+  p_.hypers.at(index).whole = whole;
+  p_.hypers.at(index).rule = std::move(rule);
 }
 
 uint32_t Builder::add_buffer(BufferDecl decl) {

@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -55,11 +56,36 @@ struct Init {
   bool operator==(const Init&) const = default;
 };
 
+/// A range of real numbers, each end open or closed; inf ends are allowed ([0, inf]).
+struct Interval {
+  double lo = -std::numeric_limits<double>::infinity();
+  double hi = std::numeric_limits<double>::infinity();
+  bool lo_open = false, hi_open = false;
+  bool contains(double x) const {
+    return (lo_open ? x > lo : x >= lo) && (hi_open ? x < hi : x <= hi);  // false for NaN
+  }
+  bool operator==(const Interval&) const = default;
+};
+/// "[0, inf]", "(0, 1) or (1, inf]".
+std::string to_string(const std::vector<Interval>& allowed);
+
 struct HyperDecl {
   std::string name;
   double value = 0;  // default; the runtime may set another before any step
+  /// Where the value may lie: in one of `allowed` (empty: anywhere, NaN included), as the
+  /// constructor of the optimizer it follows checks it (torch.optim.Adam: 0 <= lr). `rule`
+  /// names it in messages ("the learning rate").
+  std::vector<Interval> allowed;
+  bool whole = false;  // a count of steps (torch takes an int there)
+  std::string rule;
   bool operator==(const HyperDecl&) const = default;
 };
+
+/// Empty when `value` is allowed for `h`; else a message naming the hyperparameter, the value
+/// and the rule: "adamw.lr = -1 is invalid: the learning rate must be in [0, inf]".
+std::string check_hyper(const HyperDecl& h, double value);
+/// What every such message holds (the Python module raises them as ValueError, like torch).
+inline constexpr std::string_view kInvalidMarker = " is invalid: ";
 
 enum class BufferRole : uint8_t { param, grad, state, scratch };  // scratch: made by the planner
 std::string_view to_string(BufferRole r);
@@ -107,6 +133,8 @@ class Builder {
   explicit Builder(Program declarations_only);
 
   uint32_t add_hyper(std::string name, double value);
+  void set_hyper_bounds(uint32_t index, std::vector<Interval> allowed, bool whole,
+                        std::string rule);
   uint32_t add_buffer(BufferDecl decl);
   uint32_t add_state(StateDecl decl);
   const Program& program() const { return p_; }

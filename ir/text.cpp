@@ -25,9 +25,17 @@ std::string init_text(const Program& p, const Init& init, bool values) {
 
 std::string print(const Program& p, PrintOptions o) {
   std::string out = "optjit-ir 1\n";
-  for (const auto& h : p.hypers)
-    out += o.values ? fmt::format("hyper {} = {}\n", quoted(h.name), h.value)
-                    : fmt::format("hyper {}\n", quoted(h.name));
+  for (const auto& h : p.hypers) {
+    if (!o.values) {
+      out += fmt::format("hyper {}\n", quoted(h.name));
+      continue;
+    }
+    out += fmt::format("hyper {} = {}", quoted(h.name), h.value);
+    if (!h.allowed.empty()) out += " in " + to_string(h.allowed);
+    if (h.whole) out += " whole";
+    if (!h.rule.empty()) out += " " + quoted(h.rule);
+    out += "\n";
+  }
   for (const auto& b : p.buffers) {
     out += fmt::format("buffer {} {} {}", quoted(b.name), to_string(b.storage), to_string(b.role));
     if (b.role == BufferRole::state) out += " " + init_text(p, b.init, o.values);
@@ -180,7 +188,34 @@ class IrParser {
       if (!x) return x.error();
       v = *x;
     }
-    b_.add_hyper(*n, v);
+    // Bounds: `in [0, inf] or (1, 2)`, then `whole`, then the rule's name in quotes.
+    std::vector<Interval> allowed;
+    if (ts_.at_ident("in")) {
+      ts_.next();
+      do {
+        Interval i;
+        if (ts_.accept_punct("("))
+          i.lo_open = true;
+        else if (!ts_.accept_punct("["))
+          return ts_.expected("'[' or '('");
+        auto lo = number();
+        if (!lo) return lo.error();
+        OPTJIT_TRY(ts_.expect_punct(","));
+        auto hi = number();
+        if (!hi) return hi.error();
+        if (ts_.accept_punct(")"))
+          i.hi_open = true;
+        else if (!ts_.accept_punct("]"))
+          return ts_.expected("']' or ')'");
+        i.lo = *lo, i.hi = *hi;
+        allowed.push_back(i);
+      } while (ts_.at_ident("or") && (ts_.next(), true));
+    }
+    bool whole = ts_.at_ident("whole") && (ts_.next(), true);
+    std::string rule;
+    if (ts_.peek().kind == Tok::string) rule = ts_.next().text;
+    uint32_t index = b_.add_hyper(*n, v);
+    b_.set_hyper_bounds(index, std::move(allowed), whole, std::move(rule));
     return Status::Ok();
   }
 

@@ -281,6 +281,76 @@ TEST_F(Cli, BadCountsAndArgumentsAreOneLineErrors) {
   EXPECT_FALSE(fs::exists(p("g.st")));
 }
 
+// Values that would run and make nonsense: errors (or, for a group pattern that matches
+// nothing, a warning) that name them, and the output file is not written.
+TEST_F(Cli, NonsenseValuesAreErrorsOrWarningsNamingThem) {
+  write("p.st", {filled("w", DType::f32, {2, 3}, 1), filled("b", DType::f32, {3}, 0)});
+  write("g.st", {filled("w", DType::f32, {2, 3}, 0.1), filled("b", DType::f32, {3}, 0.2)});
+  auto run = [&](const std::string& pipeline, const std::string& extra) {
+    return optjit_cli("run '" + pipeline + "' --params " + p("p.st") + " --grads " + p("g.st") +
+                      " --steps 1 --quiet --out " + p("out.st") + " " + extra);
+  };
+  const std::vector<std::pair<Result, std::string>> errors = {
+      {run("adamw()", "--set lr=nan"),
+       "optjit: --set: adamw.lr = nan is invalid: the learning rate must be in [0, inf]\n"},
+      {run("adamw()", "--set eps=nan"),
+       "optjit: --set: adamw.eps = nan is invalid: epsilon must be in [0, inf]\n"},
+      {run("adamw()", "--set weight_decay=nan"),
+       "optjit: --set: adamw.weight_decay = nan is invalid: weight_decay must be in [0, inf]\n"},
+      {run("adamw()", "--set betas=1.0,1.0"),
+       "optjit: --set: adamw.betas.0 = 1 is invalid: each beta must be in [0, 1)\n"},
+      {run("adamw()", "--set lr=-1"),
+       "optjit: --set: adamw.lr = -1 is invalid: the learning rate must be in [0, inf]\n"},
+      {run("adamw()", "--set lr=1e999"),
+       "optjit: --set 'lr=1e999': '1e999' is too large for a double (write inf for infinity)\n"},
+      {run("adamw()", "--set lr=1 --set lr=2"), "optjit: --set: 'lr' is given twice\n"},
+      {run("adamw()", "--group 'w:lr=1,lr=2'"),
+       "optjit: --group 'w:lr=1,lr=2': 'lr' is given twice\n"},
+      {run("adamw()", "--group 'w:lr=-0.5'"),
+       "optjit: parameter group 1: adamw.lr = -0.5 is invalid: the learning rate must be in "
+       "[0, inf]\n"},
+      {run("adamw(betas=(0.9, 1.0))", ""),
+       "optjit: pipeline: line 1, column 1: transform 'adamw': betas[1] = 1 is invalid: each "
+       "beta must be in [0, 1)\n"},
+      {run("sgd(lr=linear_lr(base_lr=0.1, total_iters=2.5))", ""),
+       "optjit: pipeline: line 1, column 8: schedule 'linear_lr': total_iters = 2.5 is invalid: "
+       "total_iters must be a whole number\n"},
+      {run("adamw()", "--launch block=128"),
+       "optjit: --launch is for --backend cuda and opencl; the cpu backend takes --threads and "
+       "--chunk\n"},
+  };
+  for (const auto& [r, message] : errors) {
+    EXPECT_EQ(r.code, 1) << r.output;
+    EXPECT_EQ(r.output, message);
+  }
+  EXPECT_FALSE(fs::exists(p("out.st")));
+  auto warned = run("adamw()", "--group '*.bais:weight_decay=0'");
+  EXPECT_EQ(warned.code, 0) << warned.output;
+  EXPECT_EQ(warned.output,
+            "optjit: warning: parameter group 1: pattern '*.bais' matches no parameter\n");
+  // Bundles: empty, not SQLite, SQLite but not a bundle.
+  std::ofstream(p("empty.bundle")).close();
+  std::ofstream(p("text.bundle")) << "not a bundle at all, but long enough";
+  auto made = optjit_cli("cache export " + p("real.bundle"));
+  ASSERT_EQ(made.code, 0) << made.output;
+  {
+    std::ifstream in(p("real.bundle"), std::ios::binary);
+    std::string head(16, '\0');
+    in.read(head.data(), 16);
+    std::ofstream(p("other.sqlite"), std::ios::binary) << head << std::string(4080, '\0');
+  }
+  const std::vector<std::pair<std::string, std::string>> bundles = {
+      {"empty.bundle", "not a kernel bundle (the file is empty)"},
+      {"text.bundle", "not a kernel bundle (not an SQLite database)"},
+      {"other.sqlite", "not a kernel bundle (an SQLite database without optjit's tables)"},
+  };
+  for (const auto& [file, why] : bundles) {
+    auto r = optjit_cli("cache import " + p(file));
+    EXPECT_EQ(r.code, 1) << r.output;
+    EXPECT_EQ(r.output, "optjit: " + p(file) + ": " + why + "\n");
+  }
+}
+
 // bench is a benchmark, not a test: this only checks that it runs and reports consistent numbers.
 TEST_F(Cli, BenchReportsRooflineAndUnfusedBaseline) {
   auto r = optjit_cli(

@@ -110,6 +110,61 @@ TEST(PipelineText, CustomTransformErrors) {
             "t: line 2, column 19: 'betas' is a tuple: write betas[0]");
 }
 
+// Bounds on hyperparameters: the built-ins' (torch's conditions; the full table is checked
+// against torch in TorchParity.HyperparameterChecksMatchTorchsConstructors), a custom
+// transform's own, and numbers that are not numbers.
+TEST(PipelineText, HyperparameterBoundsAreCheckedWhereValuesAreGiven) {
+  EXPECT_EQ(error_of("adamw(lr=nan)"),
+            "line 1, column 1: transform 'adamw': lr = nan is invalid: the learning rate must be "
+            "in [0, inf]");
+  EXPECT_EQ(error_of("adamw(lr=1e999)"),
+            "line 1, column 10: number '1e999' is too large for a double (write inf for "
+            "infinity)");
+  EXPECT_EQ(error_of("sgd(lr=step_lr(base_lr=0.1, step_size=0))"),
+            "line 1, column 8: schedule 'step_lr': step_size = 0 is invalid: step_size must be a "
+            "whole number in [-inf, 0) or (0, inf]");
+  EXPECT_EQ(error_of("sgd(lr=0.1, momentum=0.9, nesterov=true)"), "(no error)");
+  const std::string decl =
+      "transform t(lr=1e-3 in [0, inf], beta=0.9 in [0, 1), k=2 in (0, 5] or [10, 10] whole) {\n"
+      "  param = param - lr * beta * k * grad\n}\n";
+  EXPECT_EQ(error_of(decl + "t(beta=0.5, k=10)"), "(no error)");
+  EXPECT_EQ(error_of(decl + "t(beta=1)"),
+            "line 4, column 1: transform 't': beta = 1 is invalid: beta must be in [0, 1)");
+  EXPECT_EQ(error_of(decl + "t(k=2.5)"),
+            "line 4, column 1: transform 't': k = 2.5 is invalid: k must be a whole number in "
+            "(0, 5] or [10, 10]");
+  EXPECT_EQ(error_of(decl + "t(k=7)"),
+            "line 4, column 1: transform 't': k = 7 is invalid: k must be a whole number in "
+            "(0, 5] or [10, 10]");
+  EXPECT_EQ(error_of("transform t(a=2 in [0, 1]) {\n  param = param - a * grad\n}\nt(a=0.5)"),
+            "line 1, column 17: the default a = 2 is invalid: a must be in [0, 1]");
+  EXPECT_EQ(error_of("transform t(a=1 in [1, 0]) {\n  param = param\n}\nt()"),
+            "line 1, column 26: expected an interval from low to high, found ')'");
+  EXPECT_EQ(error_of("transform t(a=1 in 0, 1) {\n  param = param\n}\nt()"),
+            "line 1, column 20: expected '[' or '(' starting an interval, e.g. [0, inf], found "
+            "number 0");
+  // The bounds travel with the program: in its text, and into set_hyper.
+  auto plan = compile_pipeline(decl + "t()");
+  ASSERT_TRUE(plan) << plan.error().message;
+  const std::string text = ir::print(plan->program);
+  EXPECT_NE(text.find("hyper \"t.beta\" = 0.9 in [0, 1) \"beta\"\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("hyper \"t.k\" = 2 in (0, 5] or [10, 10] whole \"k\"\n"), std::string::npos)
+      << text;
+  auto back = ir::parse_ir(text);
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(*back, plan->program);
+  auto state = runtime::init_state(*plan, {}, {});
+  ASSERT_TRUE(state);
+  EXPECT_TRUE(runtime::set_hyper(plan->program, *state, "beta", {0.0}));
+  Status st = runtime::set_hyper(plan->program, *state, "beta", {std::nan("")});
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.error().message, "t.beta = nan is invalid: beta must be in [0, 1)");
+  st = runtime::set_hyper(plan->program, *state, "k", {3.5});
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.error().message,
+            "t.k = 3.5 is invalid: k must be a whole number in (0, 5] or [10, 10]");
+}
+
 // A text transform restating torch's SGD with momentum gives the built-in's numbers exactly.
 TEST(PipelineText, CustomTransformMatchesTheBuiltinItRestates) {
   const char* custom = R"(

@@ -2,7 +2,9 @@
 #include <gtest/gtest.h>
 
 #include "backend_parity.h"
+#include "ir/builtins.h"
 #include "ir/compile.h"
+#include "ir/plan.h"
 #include "runtime/reference.h"
 
 namespace optjit {
@@ -115,6 +117,71 @@ TEST(TorchFixtures, CoverEveryBuiltinTransformAndSchedule) {
                            "polynomial_lr(",
                            "cosine_with_warmup("})
     EXPECT_NE(all.find(name), std::string::npos) << name << " has no PyTorch fixture";
+}
+
+// Hyperparameter checks against the constructors of torch.optim, lion_pytorch, torch_optimizer
+// and torch.optim.lr_scheduler (a schedule: its constructor and first steps). Each probe is
+// tried twice: binding the built-in (what the text form and the C++ DSL do), and set_hyper on
+// a compiled program (what --set, --group and the Python bridge do). optjit rejects exactly
+// where torch raises, and NaN wherever a bound exists (torch's SGD lets NaN through `lr < 0`).
+TEST(TorchParity, HyperparameterChecksMatchTorchsConstructors) {
+  const auto& checks = testing::torch_fixtures()["constructor_checks"];
+  ASSERT_GT(checks.size(), 400u);
+  auto args_of = [](const nlohmann::json& j, const nlohmann::json& options) {
+    dsl::Args args;
+    for (const auto& [k, v] : j.items())
+      args.emplace(k, v.is_array() ? dsl::Arg(json_numbers(v)) : dsl::Arg(json_number(v)));
+    for (const auto& [k, v] : options.items()) args.emplace(k, v.get<bool>());
+    return args;
+  };
+  // The program of `name` with `args` (a schedule as sgd's lr), or why not.
+  auto compile = [](const std::string& name, bool schedule,
+                    const dsl::Args& args) -> Expected<plan::Plan> {
+    auto bound = dsl::make(name, args);
+    if (!bound) return bound.error();
+    if (schedule) bound = dsl::make("sgd", {{"lr", dsl::Arg(*bound)}});
+    if (!bound) return bound.error();
+    auto program = dsl::lower({*bound});
+    if (!program) return program.error();
+    return plan::make_plan(*program);
+  };
+  size_t through_set_hyper = 0;
+  for (const auto& c : checks) {
+    const bool schedule = c.contains("schedule");
+    const std::string name = c[schedule ? "schedule" : "transform"].get<std::string>();
+    const std::string hyper = c["hyper"].get<std::string>();
+    const nlohmann::json options = c.value("options", nlohmann::json::object());
+    const bool torch_raises = c["raises"].get<bool>();
+    SCOPED_TRACE(c.dump());
+    // 1. Given as an argument.
+    auto given = compile(name, schedule, args_of(c["args"], options));
+    EXPECT_EQ(!given, torch_raises) << (given ? "accepted" : given.error().message);
+    if (!given)
+      EXPECT_NE(given.error().message.find(hyper), std::string::npos) << given.error().message;
+    if (!options.empty()) continue;  // options are structural: no set_hyper
+    // 2. Set later, on the program of the other arguments; and NaN, where a bound exists.
+    auto base = compile(name, schedule, args_of(c["base"], options));
+    EXPECT_TRUE(base) << base.error().message;
+    if (!base) continue;
+    const ir::Program& p = base->program;
+    const std::string full = (schedule ? "sgd.lr." : name + ".") + hyper;
+    auto index = runtime::match_hyper(p, full);
+    EXPECT_TRUE(index) << index.error().message;
+    if (!index) continue;
+    std::vector<double> values = {json_number(c["value"])};
+    if (c.contains("element")) values = json_numbers(c["args"][hyper]);
+    auto state = runtime::init_state(*base, {}, {});
+    ASSERT_TRUE(state) << state.error().message;
+    Status st = runtime::set_hyper(p, *state, full, values);
+    EXPECT_EQ(!st, torch_raises) << (st ? "accepted" : st.error().message);
+    const ir::HyperDecl& decl = p.hypers[(*index)[c.value("element", size_t{0})]];
+    const bool bounded = !decl.allowed.empty() || decl.whole;
+    values[c.value("element", size_t{0})] = std::nan("");
+    Status nan = runtime::set_hyper(p, *state, full, values);
+    EXPECT_EQ(!nan, bounded) << (nan ? "accepted" : nan.error().message);
+    ++through_set_hyper;
+  }
+  EXPECT_GT(through_set_hyper, 400u);
 }
 
 }  // namespace

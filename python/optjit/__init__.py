@@ -9,6 +9,6 @@ The low-level API over DLPack arrays (NumPy, PyTorch, JAX, CuPy):
 
 PyTorch users: ``optjit.torch.AdamW(model.parameters(), lr=1e-3)`` and friends.
 """
-from ._optjit import Engine, Error, plan  # noqa: F401
+from ._optjit import Engine, Error, InvalidValue, plan  # noqa: F401
 
-__all__ = ["Engine", "Error", "plan"]
+__all__ = ["Engine", "Error", "InvalidValue", "plan"]

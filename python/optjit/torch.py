@@ -41,8 +41,10 @@ def _number(x: Any) -> str:
     if isinstance(x, (tuple, list)):
         return "(" + ", ".join(_number(v) for v in x) + ")"
     x = float(x)
+    if math.isnan(x):
+        return "nan"  # refused where torch refuses it, with a message naming it
     if math.isinf(x):
-        raise ValueError(f"optjit: a hyperparameter cannot be {x}")
+        return "inf" if x > 0 else "-inf"
     return repr(x)
 
 

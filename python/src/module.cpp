@@ -27,14 +27,24 @@ namespace {
 struct Error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+/// A value out of its bounds (a hyperparameter torch's constructor would refuse): also a
+/// ValueError in Python, where torch raises one.
+struct InvalidValue : Error {
+  using Error::Error;
+};
+
+[[noreturn]] void raise(const std::string& message) {
+  if (message.find(ir::kInvalidMarker) != std::string::npos) throw InvalidValue(message);
+  throw Error(message);
+}
 
 template <typename T>
 T take(Expected<T> e) {
-  if (!e) throw Error(e.error().message);
+  if (!e) raise(e.error().message);
   return std::move(*e);
 }
 void check(const Status& s) {
-  if (!s) throw Error(s.error().message);
+  if (!s) raise(s.error().message);
 }
 
 using Array = nb::ndarray<nb::ro>;
@@ -212,7 +222,21 @@ class Engine {
 
 NB_MODULE(_optjit, m) {
   m.doc() = "optjit: optimizer pipelines compiled to fused kernels (the C++ core)";
-  nb::exception<Error>(m, "Error", PyExc_RuntimeError);
+  auto error = nb::exception<Error>(m, "Error", PyExc_RuntimeError);
+  // optjit.InvalidValue(Error, ValueError): nanobind's exception<> takes one base.
+  PyObject* bases = PyTuple_Pack(2, error.ptr(), PyExc_ValueError);
+  PyObject* invalid = PyErr_NewException("optjit._optjit.InvalidValue", bases, nullptr);
+  Py_DECREF(bases);
+  m.attr("InvalidValue") = nb::steal(invalid);
+  nb::register_exception_translator(
+      [](const std::exception_ptr& p, void* type) {
+        try {
+          std::rethrow_exception(p);
+        } catch (const InvalidValue& e) {
+          PyErr_SetString(static_cast<PyObject*>(type), e.what());
+        }
+      },
+      invalid);
 
   nb::class_<Engine>(m, "Engine")
       .def(nb::init<const std::string&, const std::vector<std::string>&, const std::vector<Array>&,

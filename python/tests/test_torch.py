@@ -288,6 +288,49 @@ def test_errors_are_clear():
         ot.Optimizer([w], "adamw(lr=")  # checked when it is built, not at the first step
 
 
+PROBES = [-1.0, 0.0, 1.0, 2.0, math.inf, math.nan]
+UNCHECKED = {("SGD", "dampening"), ("ASGD", "t0"), ("Rprop", "step_sizes")}  # torch: any value
+
+
+@pytest.mark.parametrize("name", sorted(BUILTINS))
+def test_constructors_refuse_what_torchs_refuse_with_a_value_error(name):
+    """Each hyperparameter of each built-in at each probe value: optjit raises ValueError
+    (optjit.InvalidValue) exactly where torch's constructor does; and NaN wherever torch
+    checks the value at all (its SGD compares `lr < 0.0`, which NaN passes)."""
+    keys = sorted({k for kw in BUILTINS[name] for k, v in kw.items()
+                   if not isinstance(v, bool)} | {"lr"})
+    for key in keys:
+        default = next((kw[key] for kw in BUILTINS[name] if key in kw), None)
+        for v in PROBES:
+            value = (v, default[1]) if isinstance(default, tuple) else v
+            kw = {key: value}
+            if name == "SGD" and key == "dampening":
+                kw["momentum"] = 0.9
+            try:
+                getattr(torch.optim, name)([torch.nn.Parameter(torch.zeros(2))], **kw)
+                torch_raises = False
+            except ValueError:
+                torch_raises = True
+            w = torch.nn.Parameter(torch.zeros(2))
+            try:
+                getattr(ot, name)([w], **kw)
+                ours = None
+            except ValueError as e:
+                ours = e
+            expect = torch_raises or (math.isnan(v) and (name, key) not in UNCHECKED)
+            assert (ours is not None) == expect, (name, kw, ours)
+            if ours is not None:
+                assert isinstance(ours, optjit.Error) and " is invalid: " in str(ours), ours
+                assert key in str(ours), ours
+    # Later, through the param groups (a scheduler writing lr), the same bounds hold.
+    w = torch.nn.Parameter(torch.zeros(2))
+    opt = getattr(ot, name)([w])
+    opt.param_groups[0]["lr"] = -1.0
+    w.grad = torch.ones(2)
+    with pytest.raises(optjit.InvalidValue, match=r"\.lr = -1 is invalid: the learning rate"):
+        opt.step()
+
+
 def test_low_level_engine_steps_numpy_arrays_in_place():
     np = pytest.importorskip("numpy")
     w = np.linspace(-1, 1, 100).astype(np.float32)

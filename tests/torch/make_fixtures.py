@@ -5,7 +5,8 @@ computes for each built-in, on small tensors over several steps, in float32 and 
 The C++ tests compare the reference backend (and every other backend) against these numbers,
 so CI needs no PyTorch. Regenerate with:
     pip install torch numpy torch-optimizer lion-pytorch
-    python3 tests/torch/make_fixtures.py
+    python3 tests/torch/make_fixtures.py [--rewrite]
+(--rewrite: recompute the cases already in the file too; without it they keep their numbers)
 Each case names the optjit pipeline text and builds the same thing in torch.
 """
 import json
@@ -246,14 +247,124 @@ CASES = [
          torch=lambda g: O.SGD(g, lr=0.1), sched=lambda o: S.PolynomialLR(o, total_iters=6, power=2.0)),
     dict(name="sched_cosine_with_warmup", pipeline="sgd(lr=cosine_with_warmup(base_lr=0.1, num_warmup_steps=3, num_training_steps=10))", steps=12,
          torch=lambda g: O.SGD(g, lr=0.1), sched=lambda o: S.LambdaLR(o, cosine_with_warmup_lambda(3, 10))),
+    # Periods of zero or less, where torch defines a value (where it raises: CHECKS below)
+    dict(name="sched_step_lr_negative", pipeline="sgd(lr=step_lr(base_lr=0.1, step_size=-3, gamma=0.5))", steps=10,
+         torch=lambda g: O.SGD(g, lr=0.1), sched=lambda o: S.StepLR(o, step_size=-3, gamma=0.5)),
+    dict(name="sched_linear_lr_zero", pipeline="sgd(lr=linear_lr(base_lr=0.1, start_factor=0.25, end_factor=0.75, total_iters=0))", steps=6,
+         torch=lambda g: O.SGD(g, lr=0.1), sched=lambda o: S.LinearLR(o, start_factor=0.25, end_factor=0.75, total_iters=0)),
+    dict(name="sched_linear_lr_negative", pipeline="sgd(lr=linear_lr(base_lr=0.1, start_factor=0.25, end_factor=0.75, total_iters=-2))", steps=6,
+         torch=lambda g: O.SGD(g, lr=0.1), sched=lambda o: S.LinearLR(o, start_factor=0.25, end_factor=0.75, total_iters=-2)),
+    dict(name="sched_polynomial_lr_zero", pipeline="sgd(lr=polynomial_lr(base_lr=0.1, total_iters=0, power=2.0))", steps=6,
+         torch=lambda g: O.SGD(g, lr=0.1), sched=lambda o: S.PolynomialLR(o, total_iters=0, power=2.0)),
+    dict(name="sched_polynomial_lr_negative", pipeline="sgd(lr=polynomial_lr(base_lr=0.1, total_iters=-2, power=2.0))", steps=6,
+         torch=lambda g: O.SGD(g, lr=0.1), sched=lambda o: S.PolynomialLR(o, total_iters=-2, power=2.0)),
+    dict(name="sched_cosine_annealing_lr_negative", pipeline="sgd(lr=cosine_annealing_lr(base_lr=0.1, T_max=-4, eta_min=0.01))", steps=10,
+         torch=lambda g: O.SGD(g, lr=0.1), sched=lambda o: S.CosineAnnealingLR(o, T_max=-4, eta_min=0.01)),
+    dict(name="sched_one_cycle_one_step", pipeline="sgd(lr=one_cycle_lr(max_lr=0.2, total_steps=1))", steps=1,
+         torch=lambda g: O.SGD(g, lr=0.1), sched=lambda o: S.OneCycleLR(o, max_lr=0.2, total_steps=1, cycle_momentum=False)),
     dict(name="sched_adamw_cosine", pipeline="chain(clip_grad_norm(max_norm=1.0), adamw(lr=cosine_annealing_lr(base_lr=0.01, T_max=5), weight_decay=0.05))",
          steps=8, clip_norm=(1.0, 2.0), torch=lambda g: O.AdamW(g, lr=0.01, weight_decay=0.05),
          sched=lambda o: S.CosineAnnealingLR(o, T_max=5)),
 ]
 
 
+# Constructor checks: for each built-in, each hyperparameter and each probe value, whether
+# the constructor (for a schedule: the constructor and its first steps) raises. optjit must
+# reject exactly these, in the text form and in set_hyper, and NaN everywhere a bound exists.
+PROBES = [-1.0, 0.0, 0.5, 1.0, 2.0, float("inf"), -float("inf")]
+COUNT_PROBES = [-3, -1, 0, 1, 3]
+PARAM = lambda: [torch.nn.Parameter(torch.zeros(2))]
+
+
+def sched_ctor(cls, steps=3, **fixed):
+    def make(**kw):
+        o = O.SGD(PARAM(), lr=0.1)
+        s = cls(o, **{**fixed, **kw})
+        for _ in range(steps):
+            o.step()
+            s.step()
+    return make
+
+
+# (optjit name, torch constructor, {hyper: probes}, tuple hypers {name: default})
+CHECKED = [
+    ("sgd", lambda **kw: O.SGD(PARAM(), **kw), ["lr", "momentum", "dampening", "weight_decay"], {}),
+    ("adam", lambda **kw: O.Adam(PARAM(), **kw), ["lr", "eps", "weight_decay"], {"betas": (0.9, 0.999)}),
+    ("adamw", lambda **kw: O.AdamW(PARAM(), **kw), ["lr", "eps", "weight_decay"], {"betas": (0.9, 0.999)}),
+    ("adamax", lambda **kw: O.Adamax(PARAM(), **kw), ["lr", "eps", "weight_decay"], {"betas": (0.9, 0.999)}),
+    ("nadam", lambda **kw: O.NAdam(PARAM(), **kw), ["lr", "eps", "weight_decay", "momentum_decay"],
+     {"betas": (0.9, 0.999)}),
+    ("radam", lambda **kw: O.RAdam(PARAM(), **kw), ["lr", "eps", "weight_decay"], {"betas": (0.9, 0.999)}),
+    ("rmsprop", lambda **kw: O.RMSprop(PARAM(), **kw), ["lr", "alpha", "eps", "weight_decay", "momentum"], {}),
+    ("adagrad", lambda **kw: O.Adagrad(PARAM(), **kw),
+     ["lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps"], {}),
+    ("adadelta", lambda **kw: O.Adadelta(PARAM(), **kw), ["lr", "rho", "eps", "weight_decay"], {}),
+    ("rprop", lambda **kw: O.Rprop(PARAM(), **kw), ["lr"], {"etas": (0.5, 1.2), "step_sizes": (1e-6, 50)}),
+    ("asgd", lambda **kw: O.ASGD(PARAM(), **kw), ["lr", "lambd", "alpha", "t0", "weight_decay"], {}),
+    ("lion", lambda **kw: lion_pytorch.Lion(PARAM(), **kw), ["lr", "weight_decay"], {"betas": (0.9, 0.99)}),
+    ("lamb", lambda **kw: torch_optimizer.Lamb(PARAM(), **kw), ["lr", "eps", "weight_decay", "clamp_value"],
+     {"betas": (0.9, 0.999)}),
+]
+SCHEDULES = [
+    # (optjit name, torch constructor, the other required arguments, {hyper: probes})
+    ("step_lr", sched_ctor(S.StepLR), {"base_lr": 0.1, "step_size": 2}, {"step_size": COUNT_PROBES, "gamma": PROBES}),
+    ("cosine_annealing_lr", sched_ctor(S.CosineAnnealingLR), {"base_lr": 0.1, "T_max": 4},
+     {"T_max": COUNT_PROBES, "eta_min": PROBES}),
+    ("linear_lr", sched_ctor(S.LinearLR), {"base_lr": 0.1},
+     {"start_factor": PROBES, "end_factor": PROBES, "total_iters": COUNT_PROBES}),
+    ("polynomial_lr", sched_ctor(S.PolynomialLR), {"base_lr": 0.1}, {"total_iters": COUNT_PROBES, "power": PROBES}),
+    ("one_cycle_lr", sched_ctor(S.OneCycleLR, steps=0, cycle_momentum=False), {"max_lr": 0.2, "total_steps": 10},
+     {"total_steps": COUNT_PROBES[2:], "pct_start": PROBES}),
+    ("exponential_lr", sched_ctor(S.ExponentialLR), {"base_lr": 0.1, "gamma": 0.5}, {"gamma": PROBES}),
+]
+
+
+def raises(make, **kw):
+    try:
+        make(**kw)
+        return False
+    except (ValueError, AssertionError, ZeroDivisionError):
+        return True
+
+
+# Part of the program only when nonzero at construction (a momentum buffer): probed on one.
+STRUCTURAL = {("sgd", "momentum"), ("sgd", "dampening"), ("rmsprop", "momentum")}
+
+
+def constructor_checks():
+    out = []
+    for name, make, scalars, tuples in CHECKED:
+        for h in scalars:
+            for v in PROBES:
+                # sgd's momentum and dampening are part of the program only with momentum
+                base = {"momentum": 0.9} if (name, h) in STRUCTURAL else {}
+                kw = {**base, h: v}
+                out.append({"transform": name, "hyper": h, "value": enc(v), "args": {k: enc(x) for k, x in kw.items()},
+                            "base": base, "raises": raises(make, **kw)})
+        for h, default in tuples.items():
+            for k in range(2):
+                for v in PROBES:
+                    t = list(default)
+                    t[k] = v
+                    out.append({"transform": name, "hyper": h, "element": k, "value": enc(v),
+                                "args": {h: [enc(x) for x in t]}, "base": {}, "raises": raises(make, **{h: tuple(t)})})
+    # sgd's nesterov: momentum > 0 and dampening == 0
+    for m, d in ((0.0, 0.0), (0.9, 0.0), (0.9, 0.1), (-1.0, 0.0)):
+        out.append({"transform": "sgd", "hyper": "momentum", "value": m, "args": {"momentum": m, "dampening": d},
+                    "options": {"nesterov": True}, "base": {"momentum": 0.9, "dampening": 0.0},
+                    "raises": raises(lambda **kw: O.SGD(PARAM(), nesterov=True, **kw), momentum=m, dampening=d)})
+    for name, make, required, hypers in SCHEDULES:
+        for h, probes in hypers.items():
+            for v in probes:
+                kw = {**required, h: v}
+                torch_kw = {k: x for k, x in kw.items() if k != "base_lr"}
+                out.append({"schedule": name, "hyper": h, "value": enc(v), "args": {k: enc(x) for k, x in kw.items()},
+                            "base": required, "raises": raises(make, **torch_kw)})
+    return out
+
+
 def main():
-    out = {"torch": torch.__version__, "cases": []}
+    out = {"torch": torch.__version__, "cases": [], "constructor_checks": constructor_checks()}
     for case in CASES:
         for dtype, dname in ((torch.float32, "f32"), (torch.float64, "f64")):
             r = run_case(case, dtype)
@@ -261,6 +372,14 @@ def main():
                      "groups": [dict(patterns=g["patterns"], overrides=g["overrides"]) for g in case.get("groups", [])]}
             entry.update(r)
             out["cases"].append(entry)
+    # Cases already in the file keep their numbers: torch's float32 results differ in the last
+    # bits between machines (vector widths, thread counts), and a fixture should change only
+    # when its case does.
+    if os.path.exists(OUT) and "--rewrite" not in sys.argv:
+        with open(OUT) as f:
+            old = {(c["name"], c["dtype"]): c for c in json.load(f)["cases"]}
+        out["cases"] = [old.get((c["name"], c["dtype"]), c) if old.get((c["name"], c["dtype"]), {}).get("pipeline") == c["pipeline"] else c
+                        for c in out["cases"]]
     os.makedirs(os.path.dirname(OUT), exist_ok=True)
     with open(OUT, "w") as f:
         json.dump(out, f, separators=(",", ":"))

@@ -75,6 +75,8 @@ Expected<double> parse_number(const std::string& s) {
   char* end = nullptr;
   double v = std::strtod(s.c_str(), &end);
   if (s.empty() || *end != '\0') return make_error("'{}' is not a number", s);
+  if (std::isinf(v) && s.find("inf") == std::string::npos)  // strtod's overflow: 1e999
+    return make_error("'{}' is too large for a double (write inf for infinity)", s);
   return v;
 }
 
@@ -99,7 +101,8 @@ Expected<runtime::GroupSpec> parse_group(const std::string& s) {
     if (eq == std::string::npos) return make_error("--group '{}': '{}' is not name=value", s, kv);
     auto v = parse_number(kv.substr(eq + 1));
     if (!v) return make_error("--group '{}': {}", s, v.error().message);
-    g.overrides[kv.substr(0, eq)] = *v;
+    if (!g.overrides.emplace(kv.substr(0, eq), *v).second)
+      return make_error("--group '{}': '{}' is given twice", s, kv.substr(0, eq));
     if (c == std::string::npos) break;
     pos = c + 1;
   }
@@ -253,9 +256,12 @@ int run(const RunOptions& o) {
         }
     }
   }
+  std::set<std::string> set_names;
   for (const auto& s : o.sets) {
     size_t eq = s.find('=');
     if (eq == std::string::npos) return fail(fmt::format("--set '{}': expected name=value", s));
+    if (!set_names.insert(s.substr(0, eq)).second)
+      return fail(fmt::format("--set: '{}' is given twice", s.substr(0, eq)));
     std::vector<double> values;
     std::string rhs = s.substr(eq + 1);
     for (size_t pos = 0; pos <= rhs.size();) {
