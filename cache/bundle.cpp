@@ -8,8 +8,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
+
+#include "support/output_file.h"
 
 namespace optjit::cache {
 
@@ -25,37 +28,48 @@ Expected<std::string> read_all(const std::string& path) {
   return ss.str();
 }
 
-Status write_all(const std::string& path, const std::string& data,
-                 fs::perms perms = fs::perms::owner_read | fs::perms::owner_write |
-                                   fs::perms::group_read | fs::perms::others_read) {
-  std::string tmp = path + ".tmp-" + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out || !out.write(data.data(), static_cast<std::streamsize>(data.size())))
-      return make_error("{}: cannot write", path);
-  }
-  std::error_code ec;
-  fs::permissions(tmp, perms, ec);
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    return make_error("{}: cannot write", path);
-  }
-  return Status::Ok();
-}
-
 Status sodium() {
   if (sodium_init() < 0) return make_error("libsodium failed to start");
   return Status::Ok();
 }
 
+
+Expected<std::string> read_secret_key(const std::string& path) {
+  auto sk = read_all(path);
+  if (!sk) return sk.error();
+  if (sk->size() != crypto_sign_SECRETKEYBYTES)
+    return make_error("{}: not an optjit signing key", path);
+  return sk;
+}
+
+std::string signature(const std::string& data, const std::string& secret_key) {
+  unsigned char sig[crypto_sign_BYTES];
+  crypto_sign_detached(sig, nullptr, reinterpret_cast<const unsigned char*>(data.data()),
+                       data.size(), reinterpret_cast<const unsigned char*>(secret_key.data()));
+  return std::string(reinterpret_cast<char*>(sig), sizeof(sig));
+}
+
 }  // namespace
 
 Expected<BundleCounts> export_bundle(KernelCache& cache, const std::string& path,
-                                     const std::vector<std::string>& fps) {
-  std::string tmp = path + ".tmp-" + std::to_string(::getpid());
-  std::error_code ec;
-  fs::remove(tmp, ec);
+                                     const std::vector<std::string>& fps,
+                                     const std::string& secret_key) {
+  std::string key;
+  if (!secret_key.empty()) {
+    OPTJIT_TRY(sodium());
+    auto k = read_secret_key(secret_key);
+    if (!k) return k.error();
+    key = std::move(*k);
+  }
+  auto file = support::OutputFile::create(path);
+  if (!file) return file.error();
+  std::optional<support::OutputFile> sig;
+  if (!key.empty()) {
+    auto s = support::OutputFile::create(path + ".sig");
+    if (!s) return s.error();
+    sig = std::move(*s);
+  }
+  const std::string tmp = file->temp_path();
   BundleCounts n;
   std::set<std::string> programs;
   {
@@ -82,9 +96,16 @@ Expected<BundleCounts> export_bundle(KernelCache& cache, const std::string& path
     auto done = (*out)->prune(-1, -1);  // checkpoint: one self-contained file
     if (!done) return done.error();
   }
+  std::error_code ec;
   for (const char* ext : {"-wal", "-shm"}) fs::remove(tmp + ext, ec);
-  fs::rename(tmp, path, ec);
-  if (ec) return make_error("{}: cannot write ({})", path, ec.message());
+  if (sig) {
+    auto data = read_all(tmp);
+    if (!data) return data.error();
+    OPTJIT_TRY(sig->write(signature(*data, key)));
+    OPTJIT_TRY(support::commit_all({&*file, &*sig}));
+  } else {
+    OPTJIT_TRY(file->commit());
+  }
   return n;
 }
 
@@ -170,23 +191,22 @@ Status make_signing_key(const std::string& prefix) {
   OPTJIT_TRY(sodium());
   unsigned char pk[crypto_sign_PUBLICKEYBYTES], sk[crypto_sign_SECRETKEYBYTES];
   crypto_sign_keypair(pk, sk);
-  OPTJIT_TRY(write_all(prefix + ".key", std::string(reinterpret_cast<char*>(sk), sizeof(sk)),
-                       fs::perms::owner_read | fs::perms::owner_write));
-  return write_all(prefix + ".pub", std::string(reinterpret_cast<char*>(pk), sizeof(pk)));
+  auto secret = support::OutputFile::create(prefix + ".key", 0600);
+  if (!secret) return secret.error();
+  auto pub = support::OutputFile::create(prefix + ".pub");
+  if (!pub) return pub.error();
+  OPTJIT_TRY(secret->write(std::string(reinterpret_cast<char*>(sk), sizeof(sk))));
+  OPTJIT_TRY(pub->write(std::string(reinterpret_cast<char*>(pk), sizeof(pk))));
+  return support::commit_all({&*secret, &*pub});
 }
 
 Status sign_file(const std::string& file, const std::string& secret_key) {
   OPTJIT_TRY(sodium());
+  auto sk = read_secret_key(secret_key);
+  if (!sk) return sk.error();
   auto data = read_all(file);
   if (!data) return data.error();
-  auto sk = read_all(secret_key);
-  if (!sk) return sk.error();
-  if (sk->size() != crypto_sign_SECRETKEYBYTES)
-    return make_error("{}: not an optjit signing key", secret_key);
-  unsigned char sig[crypto_sign_BYTES];
-  crypto_sign_detached(sig, nullptr, reinterpret_cast<const unsigned char*>(data->data()),
-                       data->size(), reinterpret_cast<const unsigned char*>(sk->data()));
-  return write_all(file + ".sig", std::string(reinterpret_cast<char*>(sig), sizeof(sig)));
+  return support::write_file(file + ".sig", signature(*data, *sk));
 }
 
 Status verify_file(const std::string& file, const std::string& public_key) {

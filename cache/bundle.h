@@ -13,10 +13,13 @@ struct BundleCounts {
 };
 
 /// Writes the user layer's kernels whose fingerprint id is in `fingerprints` (all, if empty)
-/// to a new database at `path` (replaced atomically), with the tuning decisions for the
-/// programs of those kernels (all, if empty), so users neither compile nor tune.
+/// to a new database at `path`, with the tuning decisions for the programs of those kernels
+/// (all, if empty), so users neither compile nor tune. With a `secret_key`, also its
+/// signature at `<path>.sig`. The key is checked first, and `path` (and the signature) are
+/// replaced together and only once everything is written: a failure changes nothing.
 Expected<BundleCounts> export_bundle(KernelCache& cache, const std::string& path,
-                                     const std::vector<std::string>& fingerprints);
+                                     const std::vector<std::string>& fingerprints,
+                                     const std::string& secret_key = "");
 
 /// Copies a bundle's kernels and tuning decisions into the user layer, checking every
 /// envelope; what the user layer already has stays. Returns how many of each were added.

@@ -1,8 +1,11 @@
 #include "codegen/launch.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
+#include <set>
 
 namespace optjit::codegen {
 
@@ -36,6 +39,7 @@ GpuLaunch GpuLaunch::device_default(bool gpu) {
 
 Expected<GpuLaunch> GpuLaunch::from_text(const std::string& s, const GpuLaunch& base) {
   GpuLaunch g = base;
+  std::set<std::string> seen;
   size_t pos = 0;
   while (pos < s.size()) {
     size_t comma = s.find(',', pos);
@@ -47,10 +51,26 @@ Expected<GpuLaunch> GpuLaunch::from_text(const std::string& s, const GpuLaunch& 
       return make_error("launch parameter '{}' is not name=value (block, items, vec, grid, chunk)",
                         item);
     const std::string name = item.substr(0, eq), value = item.substr(eq + 1);
+    static const std::set<std::string> kNames = {"block", "items", "vec", "grid", "chunk"};
+    if (!kNames.count(name))
+      return make_error("unknown launch parameter '{}' (block, items, vec, grid, chunk)", name);
+    if (!seen.insert(name).second) return make_error("launch parameter {} is given twice", name);
     char* end = nullptr;
+    errno = 0;
     const long long v = std::strtoll(value.c_str(), &end, 10);
     if (value.empty() || *end != '\0')
       return make_error("launch parameter {}: '{}' is not an integer", name, value);
+    // The value as given, in every message: never a wrapped or clamped one.
+    constexpr long long kMaxChunk = 1LL << 40;
+    if (errno == ERANGE || v > kMaxChunk ||
+        (name != "chunk" && (v > std::numeric_limits<int>::max() ||
+                             v < std::numeric_limits<int>::min())))
+      return make_error("launch parameter {}={} is out of range ({})", name, value,
+                        name == "block"   ? "a power of two between 1 and 1024"
+                        : name == "items" ? "1..8"
+                        : name == "vec"   ? "1, 2, 4 or 8"
+                        : name == "grid"  ? "1..2147483647 blocks per unit"
+                                          : "1..2^40 elements");
     if (name == "block")
       g.block = static_cast<int>(v);
     else if (name == "items")
@@ -59,10 +79,8 @@ Expected<GpuLaunch> GpuLaunch::from_text(const std::string& s, const GpuLaunch& 
       g.vec = static_cast<int>(v);
     else if (name == "grid")
       g.groups_per_unit = static_cast<int>(v);
-    else if (name == "chunk")
-      g.chunk_elements = v;
     else
-      return make_error("unknown launch parameter '{}' (block, items, vec, grid, chunk)", name);
+      g.chunk_elements = v;
   }
   OPTJIT_TRY(g.validate());
   return g;

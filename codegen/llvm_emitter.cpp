@@ -4,13 +4,15 @@
 //     for i in [0, chunks[c].length):           (element loop: one block, branch-free)
 //       the pass body, instruction by instruction, in order
 //     partials[c * R + r] = accumulator r
-// Each buffer gets its own alias scope (distinct buffers never overlap), so the element loop
-// vectorizes without runtime checks. Element math carries no fast-math flags: results stay
+// Each buffer is its own alias class (distinct buffers never overlap; see make_alias_scopes),
+// so the element loop vectorizes without runtime checks. Element math carries no fast-math flags: results stay
 // IEEE and comparable with the float64 reference. Only the reduction adds are reassociable,
 // which lets them vectorize; their order is still fixed by the compiled code and the chunk.
 // max|x| and any-non-finite reduce the bit patterns of |x| with an unsigned max: for
 // non-negative floats integer order is float order, and NaN sorts above Inf, so NaN wins.
 #include "codegen/llvm_emitter.h"
+
+#include <array>
 
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
@@ -213,26 +215,46 @@ class PassEmitter {
                       to_string(in.type));
   }
 
+  // Alias classes: one per buffer, and one for the tables. Naming each class's scope and
+  // listing every other class's as noalias makes each access carry O(classes) metadata and
+  // each alias query cost O(classes): compiles grew with the cube of the buffer count (1,000
+  // states took 28 s). Instead a class is a number written in binary: bit j is a scope domain
+  // with two scopes, the class takes scope bit_j(c) of each domain and lists the other as
+  // noalias. Two different classes differ in some bit, so the one's scope in that domain is in
+  // the other's noalias list (ScopedNoAliasAA answers NoAlias); a class never excludes itself.
+  // Each access carries 2·log2(classes) scopes.
   void make_alias_scopes() {
     llvm::MDBuilder md(c_);
-    llvm::MDNode* domain = md.createAnonymousAliasScopeDomain("optjit");
-    table_scope_ = md.createAnonymousAliasScope(domain, "tables");
-    for (size_t b = 0; b < plan_.buffers.size(); ++b)
-      scopes_.push_back(md.createAnonymousAliasScope(domain, plan_.buffers[b].name));
+    const size_t classes = plan_.buffers.size() + 1;  // the last: the tables
+    int bits = 1;
+    while ((size_t{1} << bits) < classes) ++bits;
+    std::vector<std::array<llvm::MDNode*, 2>> scope(bits);
+    for (int j = 0; j < bits; ++j) {
+      llvm::MDNode* domain = md.createAnonymousAliasScopeDomain(fmt::format("optjit.bit{}", j));
+      for (int v = 0; v < 2; ++v)
+        scope[j][v] = md.createAnonymousAliasScope(domain, fmt::format("bit{}={}", j, v));
+    }
+    for (size_t c = 0; c < classes; ++c) {
+      std::vector<llvm::Metadata*> own, others;
+      for (int j = 0; j < bits; ++j) {
+        const int v = static_cast<int>((c >> j) & 1);
+        own.push_back(scope[j][v]);
+        others.push_back(scope[j][1 - v]);
+      }
+      alias_scope_.push_back(llvm::MDNode::get(c_, own));
+      noalias_.push_back(llvm::MDNode::get(c_, others));
+    }
+    table_class_ = classes - 1;
   }
 
-  void tag(llvm::Instruction* inst, llvm::MDNode* scope) {
-    std::vector<llvm::Metadata*> others;
-    for (auto* s : scopes_)
-      if (s != scope) others.push_back(s);
-    if (scope != table_scope_) others.push_back(table_scope_);
-    inst->setMetadata(llvm::LLVMContext::MD_alias_scope, llvm::MDNode::get(c_, {scope}));
-    inst->setMetadata(llvm::LLVMContext::MD_noalias, llvm::MDNode::get(c_, others));
+  void tag(llvm::Instruction* inst, size_t alias_class) {
+    inst->setMetadata(llvm::LLVMContext::MD_alias_scope, alias_scope_[alias_class]);
+    inst->setMetadata(llvm::LLVMContext::MD_noalias, noalias_[alias_class]);
   }
 
   llvm::Value* table_load(llvm::Type* t, llvm::Value* p, const char* name) {
     llvm::LoadInst* l = b_.CreateLoad(t, p, name);
-    tag(l, table_scope_);
+    tag(l, table_class_);
     return l;
   }
 
@@ -294,7 +316,7 @@ class PassEmitter {
     llvm::Type* sty = storage_type(st);
     llvm::LoadInst* l =
         b_.CreateLoad(sty, b_.CreateInBoundsGEP(sty, base_.at(buf), i), plan_.buffers[buf].name);
-    tag(l, scopes_[buf]);
+    tag(l, buf);
     llvm::Value* x = l;
     DType have = st;
     if (st == DType::f16) {
@@ -327,7 +349,7 @@ class PassEmitter {
       x = convert(x, have, st);
     }
     llvm::StoreInst* s = b_.CreateStore(x, b_.CreateInBoundsGEP(sty, base_.at(buf), i));
-    tag(s, scopes_[buf]);
+    tag(s, buf);
   }
 
   llvm::Value* call(llvm::Intrinsic::ID id, std::vector<llvm::Value*> args) {
@@ -504,8 +526,8 @@ class PassEmitter {
   llvm::LLVMContext& c_;
   llvm::IRBuilder<> b_;
   llvm::Function* fn_ = nullptr;
-  llvm::MDNode* table_scope_ = nullptr;
-  std::vector<llvm::MDNode*> scopes_;
+  std::vector<llvm::MDNode*> alias_scope_, noalias_;  // per alias class
+  size_t table_class_ = 0;
   std::map<uint32_t, llvm::Value*> base_;
 };
 

@@ -147,9 +147,14 @@ std::vector<KernelResources> parse_resources(const std::string& log) {
 
 }  // namespace
 
-Expected<Cubin> compile_cubin(const std::string& source, const std::string& arch) {
+Status check_cuda_arch(const std::string& arch) {
   if (!std::regex_match(arch, std::regex(R"(sm_\d{2,3}a?)")))
     return make_error("'{}' is not a CUDA architecture (e.g. sm_80, sm_90)", arch);
+  return Status::Ok();
+}
+
+Expected<Cubin> compile_cubin(const std::string& source, const std::string& arch) {
+  OPTJIT_TRY(check_cuda_arch(arch));
   auto api = nvrtc();
   if (!api) return api.error();
   const NvrtcApi& N = **api;

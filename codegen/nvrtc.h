@@ -35,6 +35,9 @@ std::string nvrtc_path();
 std::string cubin_fingerprint(const std::string& arch);
 std::string cubin_fingerprint_id(const std::string& arch);
 
+/// Whether `arch` names a CUDA architecture (sm_80, sm_90a), before anything is compiled.
+Status check_cuda_arch(const std::string& arch);
+
 /// Compiles `source` for `arch` (sm_XX). IEEE division and square root, no FMA contraction,
 /// so results stay comparable with the float64 reference. Errors carry NVRTC's log.
 Expected<Cubin> compile_cubin(const std::string& source, const std::string& arch);

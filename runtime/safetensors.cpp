@@ -1,14 +1,19 @@
 #include "runtime/safetensors.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <set>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
+
+#include "support/output_file.h"
 
 namespace optjit::runtime {
 
@@ -114,7 +119,68 @@ const HostTensor* TensorFile::find(std::string_view name) const {
   return nullptr;
 }
 
+namespace {
+
+// The format's own limit on the header (the reference library's MAX_HEADER_SIZE).
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+
+// The header parsed as JSON, with what nlohmann::json would let pass silently found: a key
+// that appears twice in one object (the last would win), and nesting deeper than the format's
+// (a tensor's entry holds lists of numbers; nothing deeper is ever needed).
+struct Header {
+  nlohmann::json json;
+  std::string problem;
+};
+
+Header parse_header(const std::string& text) {
+  Header h;
+  std::vector<std::set<std::string>> keys;  // one per open object or array
+  std::vector<std::string> where;           // the key that opened each level
+  std::string last_key;
+  using E = nlohmann::json::parse_event_t;
+  auto cb = [&](int depth, E event, nlohmann::json& parsed) -> bool {
+    switch (event) {
+      case E::object_start:
+      case E::array_start:
+        keys.emplace_back();
+        where.push_back(last_key);
+        if (depth > 3 && h.problem.empty())
+          h.problem = fmt::format("the header nests deeper than the format does (under '{}')",
+                                  where.size() > 1 ? where[1] : last_key);
+        break;
+      case E::object_end:
+      case E::array_end:
+        if (!keys.empty()) keys.pop_back(), where.pop_back();
+        break;
+      case E::key: {
+        last_key = parsed.get<std::string>();
+        if (!keys.empty() && !keys.back().insert(last_key).second && h.problem.empty())
+          h.problem = keys.size() == 1
+                          ? fmt::format("'{}' appears twice", last_key)
+                          : fmt::format("'{}' appears twice in the entry of '{}'", last_key,
+                                        where.size() > 1 ? where[1] : where.back());
+        break;
+      }
+      case E::value:
+        break;
+    }
+    return depth <= 3;  // deeper values are not kept (and are an error above)
+  };
+  h.json = nlohmann::json::parse(text, cb, /*allow_exceptions=*/false);
+  return h;
+}
+
+std::string json_type(const nlohmann::json& j) {
+  return j.is_null() ? "null" : std::string(j.type_name());
+}
+
+}  // namespace
+
 Expected<TensorFile> read_safetensors(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    return make_error("{}: cannot open ({})", path, std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) return make_error("{}: is a directory, not a safetensors file", path);
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return make_error("{}: cannot open ({})", path, std::strerror(errno));
   auto file_size = static_cast<uint64_t>(in.tellg());
@@ -127,27 +193,44 @@ Expected<TensorFile> read_safetensors(const std::string& path) {
   in.read(reinterpret_cast<char*>(len_bytes), 8);
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | len_bytes[i];
-  if (header_len > file_size - 8 || header_len > (100u << 20))
+  if (header_len > file_size - 8)
     return bad(
         fmt::format("header length {} does not fit in a file of {} bytes", header_len, file_size));
+  if (header_len > kMaxHeaderBytes)
+    return bad(fmt::format("its header length {} is over the format's limit of {} bytes",
+                           header_len, kMaxHeaderBytes));
   std::string header(header_len, '\0');
   in.read(header.data(), static_cast<std::streamsize>(header_len));
-  nlohmann::json j = nlohmann::json::parse(header, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return bad("the header is not a JSON object");
+  if (!in) return bad("could not read the header");
+  // JSON has no raw NUL (a string escapes it), and nlohmann::json would stop reading there.
+  if (size_t nul = header.find('\0'); nul != std::string::npos)
+    return bad(fmt::format("the header is not JSON (a NUL byte at {})", nul));
+  Header parsed = parse_header(header);
+  const nlohmann::json& j = parsed.json;
+  if (j.is_discarded() && parsed.problem.empty())
+    return bad(header_len == 0 ? "the header is empty" : "the header is not JSON");
+  if (!parsed.problem.empty()) return bad(parsed.problem);
+  if (!j.is_object()) return bad("the header is not a JSON object");
   const uint64_t data_size = file_size - 8 - header_len;
-  std::vector<uint8_t> data(data_size);
-  in.read(reinterpret_cast<char*>(data.data()), static_cast<std::streamsize>(data_size));
-  if (!in) return bad("could not read the data section");
 
+  struct Entry {
+    uint64_t begin, end;
+    size_t index;
+  };
   TensorFile out;
-  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  std::vector<Entry> ranges;
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& name = it.key();
     const auto& e = it.value();
     if (name == "__metadata__") {
+      if (e.is_null()) continue;
       if (!e.is_object()) return bad("__metadata__ is not an object");
-      for (auto m = e.begin(); m != e.end(); ++m)
-        if (m.value().is_string()) out.metadata[m.key()] = m.value().get<std::string>();
+      for (auto m = e.begin(); m != e.end(); ++m) {
+        if (!m.value().is_string())
+          return bad(fmt::format("__metadata__ '{}' is {}, not a string", m.key(),
+                                 json_type(m.value())));
+        out.metadata[m.key()] = m.value().get<std::string>();
+      }
       continue;
     }
     if (!e.is_object() || !e.contains("dtype") || !e.contains("shape") ||
@@ -188,21 +271,46 @@ Expected<TensorFile> read_safetensors(const std::string& path) {
     if (en - b != numel * size_bytes(t.dtype))
       return bad(fmt::format("tensor '{}': {} bytes of data for {} elements of {}", name, en - b,
                              numel, dt));
-    ranges.emplace_back(b, en);
-    t.data.assign(data.begin() + static_cast<std::ptrdiff_t>(b),
-                  data.begin() + static_cast<std::ptrdiff_t>(en));
+    ranges.push_back({b, en, out.tensors.size()});
     out.tensors.push_back(std::move(t));
   }
-  std::sort(ranges.begin(), ranges.end());
-  for (size_t i = 1; i < ranges.size(); ++i)
-    if (ranges[i].first < ranges[i - 1].second) return bad("two tensors' data overlap");
+  // The format's layout rule: in offset order, the tensors tile the data section exactly,
+  // from its first byte to its last, with no gap, overlap or trailing bytes.
+  std::sort(ranges.begin(), ranges.end(), [](const Entry& x, const Entry& y) {
+    return std::tie(x.begin, x.end) < std::tie(y.begin, y.end);
+  });
+  uint64_t covered = 0;
+  for (const auto& r : ranges) {
+    const std::string& name = out.tensors[r.index].name;
+    if (r.begin < covered)
+      return bad(fmt::format("tensor '{}': its data [{}, {}) overlaps another tensor's", name,
+                             r.begin, r.end));
+    if (r.begin > covered)
+      return bad(fmt::format("tensor '{}': its data starts at {}, leaving bytes [{}, {}) unused",
+                             name, r.begin, covered, r.begin));
+    covered = r.end;
+  }
+  if (covered != data_size)
+    return bad(fmt::format("{} trailing bytes after the last tensor's data", data_size - covered));
+  // The data: read straight into each tensor.
+  for (const auto& r : ranges) {
+    auto& data = out.tensors[r.index].data;
+    data.resize(r.end - r.begin);
+    in.read(reinterpret_cast<char*>(data.data()), static_cast<std::streamsize>(data.size()));
+    if (!in) return bad("could not read the data section");
+  }
   return out;
 }
 
-Status write_safetensors(const std::string& path, const TensorFile& file) {
+namespace {
+
+Expected<support::OutputFile> stage(const std::string& path, const TensorFile& file) {
   nlohmann::json h = nlohmann::json::object();
   uint64_t offset = 0;
   for (const auto& t : file.tensors) {
+    if (t.name == "__metadata__")
+      return make_error("{}: a tensor cannot be named __metadata__", path);
+    if (h.contains(t.name)) return make_error("{}: tensor '{}' is given twice", path, t.name);
     if (t.data.size() != static_cast<size_t>(t.numel()) * size_bytes(t.dtype))
       return make_error("tensor '{}' has {} bytes for shape of {} elements", t.name, t.data.size(),
                         t.numel());
@@ -215,37 +323,35 @@ Status write_safetensors(const std::string& path, const TensorFile& file) {
   std::string header = h.dump();
   while ((8 + header.size()) % 8 != 0)
     header.push_back(' ');  // align the data, as the reference writer does
-  std::string tmp = path + ".tmp-optjit-" + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) return make_error("{}: cannot create ({})", tmp, std::strerror(errno));
-  auto write_all = [&](const void* p, size_t n) {
-    auto* c = static_cast<const char*>(p);
-    while (n > 0) {
-      ssize_t w = ::write(fd, c, n);
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        return false;
-      }
-      c += w;
-      n -= static_cast<size_t>(w);
-    }
-    return true;
-  };
+  auto out = support::OutputFile::create(path);
+  if (!out) return out.error();
   uint8_t len[8];
   for (int i = 0; i < 8; ++i)
     len[i] = static_cast<uint8_t>(static_cast<uint64_t>(header.size()) >> (8 * i));
-  bool ok = write_all(len, 8) && write_all(header.data(), header.size());
-  for (const auto& t : file.tensors) ok = ok && write_all(t.data.data(), t.data.size());
-  int err = errno;
-  ok = ok && ::fsync(fd) == 0;
-  if (!ok) err = errno;
-  ::close(fd);
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    if (ok) err = errno;
-    ::unlink(tmp.c_str());
-    return make_error("{}: cannot write ({})", path, std::strerror(err));
+  OPTJIT_TRY(out->write(len, 8));
+  OPTJIT_TRY(out->write(header));
+  for (const auto& t : file.tensors) OPTJIT_TRY(out->write(t.data.data(), t.data.size()));
+  return out;
+}
+
+}  // namespace
+
+Status write_safetensors(const std::string& path, const TensorFile& file) {
+  auto out = stage(path, file);
+  if (!out) return out.error();
+  return out->commit();
+}
+
+Status write_safetensors(const std::vector<std::pair<std::string, const TensorFile*>>& files) {
+  std::vector<support::OutputFile> staged;
+  for (const auto& [path, file] : files) {
+    auto out = stage(path, *file);
+    if (!out) return out.error();
+    staged.push_back(std::move(*out));
   }
-  return Status::Ok();
+  std::vector<support::OutputFile*> all;
+  for (auto& f : staged) all.push_back(&f);
+  return support::commit_all(all);
 }
 
 }  // namespace optjit::runtime

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ir/error.h"
@@ -38,5 +39,7 @@ Expected<TensorFile> read_safetensors(const std::string& path);
 /// Writes atomically (a temporary file, fsync, rename), so an existing file is never left
 /// half-written and nothing is created on failure.
 Status write_safetensors(const std::string& path, const TensorFile& file);
+/// Several files that appear together: none is replaced unless all were written.
+Status write_safetensors(const std::vector<std::pair<std::string, const TensorFile*>>& files);
 
 }  // namespace optjit::runtime

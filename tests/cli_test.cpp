@@ -1,7 +1,9 @@
 // The optjit command line, run as a user would: exit codes, messages, and files.
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -507,6 +509,84 @@ TEST_F(Cli, SignedBundlesShipAWarmCache) {
       bad.output,
       "optjit: " + p("bundle.sqlite") +
           ": the signature does not match (the bundle was changed, or signed with another key)\n");
+}
+
+// Outputs are regular files, replaced whole or not at all: a device, a FIFO, a link or a
+// directory given as an output is refused before any work, and a command that fails leaves
+// every file as it was and no temporaries.
+TEST_F(Cli, FailedCommandsLeaveNoFilesAndOutputsAreRegularFiles) {
+  write("p.st", {filled("weight", DType::f32, {64}, 1)});
+  write("g.st", {filled("weight", DType::f32, {64}, 0.1)});
+  auto entries = [&] {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(dir_)) names.push_back(e.path().filename());
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  const std::string run = "run 'adamw()' --backend reference --params " + p("p.st") +
+                          " --grads " + p("g.st") + " --steps 1 --out ";
+  ASSERT_EQ(::mkfifo(p("fifo").c_str(), 0644), 0);
+  auto fifo = optjit_cli(run + p("fifo"));
+  EXPECT_EQ(fifo.code, 1);
+  EXPECT_EQ(fifo.output,
+            "optjit: --out " + p("fifo") + ": is a FIFO; optjit writes only regular files\n");
+  EXPECT_TRUE(fs::is_fifo(p("fifo")));
+  fs::create_symlink(p("p.st"), p("link.st"));
+  auto link = optjit_cli(run + p("link.st"));
+  EXPECT_EQ(link.code, 1);
+  EXPECT_EQ(link.output, "optjit: --out " + p("link.st") + ": is a symbolic link (to " +
+                             p("p.st") +
+                             "); optjit replaces only regular files, so give the file it points "
+                             "to\n");
+  EXPECT_TRUE(fs::is_symlink(p("link.st")));
+  auto missing = optjit_cli(run + p("nodir/o.st"));
+  EXPECT_EQ(missing.output, "optjit: --out " + p("nodir/o.st") + ": the directory " +
+                                p("nodir") + " does not exist\n");
+  const auto before = entries();
+  EXPECT_EQ(before, (std::vector<std::string>{"fifo", "g.st", "link.st", "p.st"}));
+
+  // synth writes both files or neither.
+  auto synth = optjit_cli("synth --preset one --numel 100 --params " + p("new_p.st") +
+                          " --grads " + p("nodir/g.st"));
+  EXPECT_EQ(synth.code, 1);
+  EXPECT_EQ(synth.output, "optjit: --grads " + p("nodir/g.st") + ": the directory " +
+                              p("nodir") + " does not exist\n");
+  auto same = optjit_cli("synth --preset one --numel 100 --params " + p("x.st") + " --grads " +
+                         p("x.st"));
+  EXPECT_EQ(same.output, "optjit: --params and --grads are the same file\n");
+
+  // compile checks every architecture before it compiles or writes anything.
+  auto arch = optjit_cli("compile 'adamw()' --arch sm_80,,sm_90 --out " + p("cubins"));
+  EXPECT_EQ(arch.code, 1);
+  EXPECT_NE(arch.output.find("optjit: --arch: '' is not a CUDA architecture (e.g. sm_80, sm_90)"),
+            std::string::npos)
+      << arch.output;
+  auto twice = optjit_cli("compile 'adamw()' --arch sm_80,sm_80 --out " + p("cubins"));
+  EXPECT_NE(twice.output.find("optjit: --arch: 'sm_80' is given twice"), std::string::npos)
+      << twice.output;
+  auto file_out = optjit_cli("compile 'adamw()' --arch sm_80 --out " + p("p.st"));
+  EXPECT_NE(file_out.output.find("optjit: --out " + p("p.st") + ": not a directory"),
+            std::string::npos)
+      << file_out.output;
+
+  // cache export with a bad key: the key is read first, the old bundle stays.
+  const std::string env = "OPTJIT_CACHE_DIR=" + p("kc") + " ";
+  ASSERT_EQ(optjit_cli_prefixed(env, "cache export " + p("b.bundle")).code, 0);
+  std::ifstream in(p("b.bundle"), std::ios::binary);
+  const std::string bundle((std::istreambuf_iterator<char>(in)), {});
+  std::ofstream(p("bad.key")) << "not a key";
+  auto key = optjit_cli_prefixed(env, "cache export " + p("b.bundle") + " --sign " + p("bad.key"));
+  EXPECT_EQ(key.code, 1);
+  EXPECT_EQ(key.output, "optjit: " + p("bad.key") + ": not an optjit signing key\n");
+  std::ifstream again(p("b.bundle"), std::ios::binary);
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(again)), {}), bundle);
+  EXPECT_EQ(entries(), (std::vector<std::string>{"b.bundle", "bad.key", "fifo", "g.st", "kc",
+                                                 "link.st", "p.st"}))
+      << "nothing else was written";
+  EXPECT_EQ(optjit_cli_prefixed(env, "cache keygen " + p("b.bundle")).code, 0);
+  EXPECT_EQ(fs::file_size(p("b.bundle.key")), 64u);
+  EXPECT_EQ(fs::status(p("b.bundle.key")).permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write);
 }
 
 TEST_F(Cli, TuneStoresADecisionThatRunUses) {

@@ -142,6 +142,17 @@ TEST(GpuLaunch, ParsesWhatUsersWriteAndWhatTheCacheStores) {
   EXPECT_EQ(msg("vec=four"), "launch parameter vec: 'four' is not an integer");
   EXPECT_EQ(msg("vec=8,chunk=100"), "chunk size 100 is not a multiple of the vector width 8");
   EXPECT_EQ(msg("grid=0"), "grid cap 0 blocks per unit is below 1");
+  // Values too large for their field are named as given, not wrapped (2^40 read as 0 once).
+  EXPECT_EQ(msg("items=1099511627776"),
+            "launch parameter items=1099511627776 is out of range (1..8)");
+  EXPECT_EQ(msg("block=99999999999999999999"),
+            "launch parameter block=99999999999999999999 is out of range (a power of two between "
+            "1 and 1024)");
+  EXPECT_EQ(msg("chunk=1099511627777"),
+            "launch parameter chunk=1099511627777 is out of range (1..2^40 elements)");
+  EXPECT_EQ(msg("vec=-4294967292"),
+            "launch parameter vec=-4294967292 is out of range (1, 2, 4 or 8)");
+  EXPECT_EQ(msg("block=128,block=256"), "launch parameter block is given twice");
   EXPECT_EQ(msg(""), "no error");
   // The grid: at most groups_per_unit per unit, at most one per chunk, at least one.
   codegen::GpuLaunch g;

@@ -1,8 +1,10 @@
 #include "tools/optjit/commands.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <random>
@@ -29,6 +31,7 @@
 #include "runtime/devices.h"
 #include "api/optimizer.h"
 #include "runtime/reference.h"
+#include "support/output_file.h"
 
 namespace optjit::cli {
 
@@ -174,6 +177,8 @@ int run(const RunOptions& o) {
   if (!opts) return fail(opts.error().message);
   auto text = read_pipeline_text(o.pipeline);
   if (!text) return fail(text.error().message);
+  // Before any work: an output that cannot be written is known now, not after K steps.
+  if (Status st = support::check_target(o.out); !st) return fail("--out " + st.error().message);
   auto params = runtime::read_safetensors(o.params);
   if (!params) return fail(params.error().message);
   params->tensors = runtime::parameters_of(std::move(*params));
@@ -427,10 +432,39 @@ int compile(const CompileOptions& o) {
   if (!launch) return fail("--launch: " + launch.error().message);
   fmt::print("{} passes, {} bytes per parameter; NVRTC {}; {}\n", p->passes.size(),
              p->bytes_per_param(), codegen::nvrtc_version(), launch->code_variant());
+  // Every name first, then every compile, then every file: a bad name writes nothing.
+  std::vector<std::string> archs;
   for (size_t pos = 0; pos <= o.arch.size();) {
     size_t comma = o.arch.find(',', pos);
     std::string arch =
         o.arch.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    if (Status st = codegen::check_cuda_arch(arch); !st)
+      return fail("--arch: " + st.error().message);
+    if (std::find(archs.begin(), archs.end(), arch) != archs.end())
+      return fail(fmt::format("--arch: '{}' is given twice", arch));
+    archs.push_back(arch);
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  // --out: a directory, made (one level) once every cubin is built, so a failed compile leaves
+  // nothing behind.
+  namespace fs = std::filesystem;
+  bool make_out = false;
+  if (!o.out.empty()) {
+    std::error_code ec;
+    const auto st = fs::symlink_status(o.out, ec);
+    const fs::path parent = fs::path(o.out).has_parent_path() ? fs::path(o.out).parent_path() : ".";
+    if (st.type() == fs::file_type::not_found) {
+      if (!fs::is_directory(parent, ec))
+        return fail(fmt::format("--out {}: the directory {} does not exist", o.out,
+                                parent.string()));
+      make_out = true;
+    } else if (!fs::is_directory(o.out, ec)) {
+      return fail(fmt::format("--out {}: not a directory", o.out));
+    }
+  }
+  std::vector<std::pair<std::string, codegen::Cubin>> cubins;
+  for (const auto& arch : archs) {
     auto built = codegen::plan_cubin(*p, arch, *launch, kcache.get(), *step != StepMode::host);
     if (!built) return fail(built.error().message);
     const codegen::Cubin* cubin = &built->cubin;
@@ -442,20 +476,34 @@ int compile(const CompileOptions& o) {
     for (const auto& k : cubin->kernels)
       fmt::print("  {:<16} {:>3} registers, {} B spill stores, {} B spill loads, {} B shared\n",
                  k.name, k.registers, k.spill_stores, k.spill_loads, k.shared_bytes);
-    if (!o.out.empty()) {
-      std::string path = fmt::format("{}/optjit_{:016x}_{}.cubin", o.out, hash, arch);
-      std::FILE* f = std::fopen(path.c_str(), "wb");
-      if (!f ||
-          std::fwrite(cubin->image.data(), 1, cubin->image.size(), f) != cubin->image.size()) {
-        if (f) std::fclose(f);
-        return fail(fmt::format("{}: cannot write", path));
-      }
-      std::fclose(f);
-      fmt::print("  wrote {}\n", path);
-    }
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
+    cubins.emplace_back(arch, std::move(built->cubin));
   }
+  if (o.out.empty()) return 0;
+  if (make_out) {
+    std::error_code ec;
+    if (!fs::create_directory(o.out, ec) && ec)
+      return fail(fmt::format("--out {}: cannot create ({})", o.out, ec.message()));
+  }
+  std::vector<support::OutputFile> files;
+  auto written = [&]() -> Status {
+    for (const auto& [arch, cubin] : cubins) {
+      auto f = support::OutputFile::create(
+          fmt::format("{}/optjit_{:016x}_{}.cubin", o.out, hash, arch));
+      if (!f) return f.error();
+      OPTJIT_TRY(f->write(cubin.image.data(), cubin.image.size()));
+      files.push_back(std::move(*f));
+    }
+    std::vector<support::OutputFile*> all;
+    for (auto& f : files) all.push_back(&f);
+    return support::commit_all(all);
+  }();
+  if (!written) {
+    files.clear();
+    std::error_code ec;
+    if (make_out) fs::remove(o.out, ec);  // only if still empty
+    return fail(written.error().message);
+  }
+  for (const auto& f : files) fmt::print("wrote {}\n", f.path());
   return 0;
 }
 
@@ -488,10 +536,8 @@ int cache(const CacheCommand& c) {
     std::vector<std::string> fps;
     for (const auto& d : c.devices)
       fps.push_back(d.rfind("sm_", 0) == 0 ? codegen::cubin_fingerprint_id(d) : d);
-    auto n = cache::export_bundle(**kc, c.file, fps);
+    auto n = cache::export_bundle(**kc, c.file, fps, c.key);
     if (!n) return fail(n.error().message);
-    if (!c.key.empty())
-      if (Status st = cache::sign_file(c.file, c.key); !st) return fail(st.error().message);
     fmt::print("exported {} kernel{} and {} tuning decision{} to {}{}\n", n->kernels,
                n->kernels == 1 ? "" : "s", n->decisions, n->decisions == 1 ? "" : "s", c.file,
                c.key.empty() ? "" : " (signed: " + c.file + ".sig)");
@@ -641,6 +687,10 @@ int inspect(const std::string& path, const std::string& match) {
 int synth(const SynthOptions& o) {
   auto dt = float_dtype(o.dtype);
   if (!dt) return fail(dt.error().message);
+  if (o.params == o.grads) return fail("--params and --grads are the same file");
+  for (const auto& [flag, path] : {std::pair{"--params", &o.params}, {"--grads", &o.grads}})
+    if (Status st = support::check_target(*path); !st)
+      return fail(fmt::format("{} {}", flag, st.error().message));
   std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
   if (o.preset == "one") {
     if (o.numel <= 0) return fail("--numel must be positive");
@@ -696,8 +746,8 @@ int synth(const SynthOptions& o) {
     params.tensors.push_back(std::move(p));
     grads.tensors.push_back(std::move(g));
   }
-  if (Status s = runtime::write_safetensors(o.params, params); !s) return fail(s.error().message);
-  if (Status s = runtime::write_safetensors(o.grads, grads); !s) return fail(s.error().message);
+  if (Status s = runtime::write_safetensors({{o.params, &params}, {o.grads, &grads}}); !s)
+    return fail(s.error().message);
   int64_t total = 0;
   for (const auto& t : params.tensors) total += t.numel();
   fmt::print("wrote {} tensors, {} parameters ({}) to {} and {} gradient step(s) to {}\n",
