@@ -63,6 +63,16 @@ class Planner {
     place_stores();
     choose_scratch();
   }
+  /// Levels only: a lower bound on the pass count (placing stores only moves them later).
+  int passes_at_least() {
+    compute_levels();
+    return pass_count();
+  }
+  /// The rest of solve(), after passes_at_least().
+  void finish() {
+    place_stores();
+    choose_scratch();
+  }
   int passes() const { return pass_count(); }
   size_t total() const { return total_bytes(scratch_); }
   const std::map<uint32_t, int>& reduce_at() const { return reduce_at_; }
@@ -191,26 +201,41 @@ class Planner {
   }
 
   void choose_scratch() {
+    // The demand of every pass for the scratch set so far: a trial changes only the passes
+    // that reach its value (the one that computes it first, and later ones that recompute or
+    // read it), so only those are analysed again. Pass counts do not depend on scratch.
+    const int passes = pass_count();
+    std::vector<Demand> cur;
+    size_t best = 0;
+    for (int k = 0; k < passes; ++k) {
+      cur.push_back(analyze(k, scratch_));
+      best += cur.back().bytes;
+    }
     // Candidates: element values recomputed in a pass after their level, other than loads.
     std::set<ValueId> candidates;
-    for (int k = 0; k < pass_count(); ++k) {
-      Demand d = analyze(k, scratch_);
+    for (int k = 0; k < passes; ++k)
       for (size_t i = 0; i < n_; ++i) {
         auto v = static_cast<ValueId>(i);
-        if (d.computed[i] && level(v) < k && at(v).op != Op::Load && element(v))
+        if (cur[k].computed[i] && level(v) < k && at(v).op != Op::Load && element(v))
           candidates.insert(v);
       }
-    }
-    size_t best = total_bytes(scratch_);
     for (ValueId v : candidates) {
       auto trial = scratch_;
       auto buf = static_cast<uint32_t>(p_.buffers.size() + scratch_types_.size());
       trial[v] = buf;
       scratch_types_[buf] = at(v).type;
-      size_t t = total_bytes(trial);
+      std::vector<std::pair<int, Demand>> changed;
+      size_t t = best;
+      for (int k = level(v); k < passes; ++k) {
+        if (k > level(v) && !cur[k].computed[index(v)] && !cur[k].read_from.count(v)) continue;
+        Demand d = analyze(k, trial);
+        t = t - cur[k].bytes + d.bytes;
+        changed.emplace_back(k, std::move(d));
+      }
       if (t < best) {
         best = t;
         scratch_ = std::move(trial);
+        for (auto& [k, d] : changed) cur[k] = std::move(d);
       } else {
         scratch_types_.erase(buf);
       }
@@ -326,14 +351,30 @@ Pass Planner::make_pass(int k, const Plan& plan) const {
 Expected<Plan> make_plan(const Program& program) {
   OPTJIT_TRY(ir::verify(program));
   const Program simple = ir::simplify(program);
+  if (simple.buffers.size() > kMaxBuffers)
+    return make_error(
+        "the pipeline has {} buffers (parameter, gradient and one per state); optjit plans at "
+        "most {}",
+        simple.buffers.size(), kMaxBuffers);
   Planner best(simple, {});
-  best.solve();
+  if (int p = best.passes_at_least(); p > kMaxPasses)
+    return make_error(
+        "the pipeline needs at least {} passes over memory (one more per level of global "
+        "reductions, such as each clip_grad_norm in a chain); optjit plans at most {}",
+        p, kMaxPasses);
+  best.finish();
+  if (best.passes() > kMaxPasses)
+    return make_error("the pipeline needs {} passes over memory; optjit plans at most {}",
+                      best.passes(), kMaxPasses);
   for (uint32_t r : best.reductions()) {
     for (int at = best.operand_level(r) + 1; at < best.passes(); ++at) {
       auto delays = best.reduce_at();
       delays[r] = at;
       Planner trial(simple, delays);
-      trial.solve();
+      // A delay that adds a pass is never kept: known from the levels alone, before the
+      // stores and scratch buffers are planned (which costs passes x program size each).
+      if (trial.passes_at_least() > best.passes()) break;  // later passes only add more
+      trial.finish();
       if (trial.passes() == best.passes() && trial.total() < best.total()) best = trial;
     }
   }

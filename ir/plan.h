@@ -44,6 +44,12 @@ struct Plan {
   size_t bytes_per_param() const;
 };
 
+/// Limits that keep planning and compiling time near-linear in the program: a pipeline beyond
+/// them is a one-line error, not minutes of work. Real pipelines have 1 to 4 passes (one per
+/// level of global reductions, e.g. a chain of two clips has 3) and a handful of buffers.
+inline constexpr int kMaxPasses = 64;
+inline constexpr size_t kMaxBuffers = 256;  // parameters, gradients and state
+
 /// Plans a verified program (it is simplified first).
 Expected<Plan> make_plan(const ir::Program& program);
 

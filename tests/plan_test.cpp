@@ -1,5 +1,6 @@
 #include "ir/plan.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "ir/builtins.h"
@@ -125,6 +126,39 @@ TEST(Plan, DescribeNamesPassesAndBytes) {
   EXPECT_NE(d.find("pass 0: reads grad:f32 | writes - | 4 B read + 0 B written = 4 B/param"),
             std::string::npos)
       << d;
+}
+
+// Planning time: a chain of clips adds a pass per clip. The planner once replanned the whole
+// program for every (reduction, pass) pair and every scratch candidate: 40 clips took 4 s,
+// 100 over a minute. Now a delay that adds a pass is rejected from the levels alone and a
+// scratch trial re-analyses only the passes it touches (bench/scaling.py shows the growth),
+// and pipelines beyond the documented limits are one-line errors.
+TEST(Plan, PassAndBufferLimitsAreOneLineErrors) {
+  auto chain = [](int clips) {
+    std::string s = "chain(";
+    for (int i = 0; i < clips; ++i) s += "clip_grad_norm(max_norm=1.0), ";
+    return s + "sgd(lr=0.1))";
+  };
+  auto at_limit = compile_pipeline(chain(plan::kMaxPasses - 1));
+  ASSERT_TRUE(at_limit) << at_limit.error().message;
+  EXPECT_EQ(at_limit->passes.size(), static_cast<size_t>(plan::kMaxPasses));
+  auto over = compile_pipeline(chain(200));
+  ASSERT_FALSE(over);
+  EXPECT_EQ(over.error().message,
+            "the pipeline needs at least 201 passes over memory (one more per level of global "
+            "reductions, such as each clip_grad_norm in a chain); optjit plans at most 64");
+  auto states = [](int n) {
+    std::string s = "transform many(lr=0.001) {\n";
+    for (int i = 0; i < n; ++i) s += fmt::format("  state s{0} = 0\n  s{0} = 0.9 * s{0} + grad\n", i);
+    return s + "  param = param - lr * s0\n}\nmany()";
+  };
+  auto fits = compile_pipeline(states(static_cast<int>(plan::kMaxBuffers) - 2));
+  ASSERT_TRUE(fits) << fits.error().message;
+  auto too_many = compile_pipeline(states(2000));
+  ASSERT_FALSE(too_many);
+  EXPECT_EQ(too_many.error().message,
+            "the pipeline has 2002 buffers (parameter, gradient and one per state); optjit plans "
+            "at most 256");
 }
 
 TEST(Plan, RejectsAnInvalidProgram) {

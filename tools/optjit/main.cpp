@@ -68,7 +68,10 @@ constexpr long long kMaxElements = 1LL << 48;  // ir/types.h: element_count's bo
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace optjit::cli {
+
+// The whole command line, callable in-process (the CLI fuzzer calls it; main() below).
+int main_with_args(int argc, char** argv) {
   CLI::App app{"optjit: optimizer pipelines compiled to fused kernels"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "help for every subcommand");
@@ -295,3 +298,9 @@ int main(int argc, char** argv) {
   }
   return 2;
 }
+
+}  // namespace optjit::cli
+
+#ifndef OPTJIT_CLI_NO_MAIN
+int main(int argc, char** argv) { return optjit::cli::main_with_args(argc, argv); }
+#endif
