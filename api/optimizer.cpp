@@ -409,6 +409,24 @@ void Optimizer::Impl::unbind_grads() {
 }
 
 Expected<runtime::StepResult> Optimizer::Impl::step() {
+  // A schedule that ends (one_cycle_lr's total_steps) ends the run where torch's scheduler
+  // raises, before anything is written: the step's scheduler epoch may not pass it.
+  const Part& first = parts[0];
+  const int64_t epoch = first.state.step;  // step t is scheduled as epoch t - 1
+  for (size_t h = 0; h < first.plan.program.hypers.size(); ++h) {
+    const ir::HyperDecl& decl = first.plan.program.hypers[h];
+    if (!decl.step_limit) continue;
+    for (size_t g = 0; g < first.state.groups.size(); ++g) {
+      const double limit = first.state.groups[g].hypers[h];
+      if (static_cast<double>(epoch) > limit)
+        return make_error(
+            "step {} is past {} = {}{}: the schedule has ended (torch raises here: \"Tried to "
+            "step {} times. The specified number of total steps is {}\")",
+            epoch + 1, decl.name, limit,
+            first.state.groups.size() > 1 ? fmt::format(" of parameter group {}", g) : "", epoch,
+            limit);
+    }
+  }
   if (parts.size() > 1) return lockstep();
   if (!device) return runtime::ReferenceBackend(parts[0].plan).step(parts[0].state);
   return parts[0].executor->step(parts[0].state);

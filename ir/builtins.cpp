@@ -527,7 +527,7 @@ std::vector<DefPtr> make_builtins() {
                "torch.optim.lr_scheduler.OneCycleLR (lr only; torch ignores the optimizer's lr)",
                {required("max_lr", "peak lr"),
                 bounded(required("total_steps", "length of the cycle"),
-                        {{{{0, kInf, true, false}}, true, "total_steps"}}),
+                        {{{{0, kInf, true, false}}, true, "total_steps", true}}),
                 bounded(num("pct_start", 0.3, "fraction spent increasing"),
                         {{{{0, 1}}, false, "pct_start"}}),
                 num("div_factor", 25, "initial = max_lr/div_factor"),

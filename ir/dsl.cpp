@@ -338,7 +338,8 @@ Value Ctx::hyper(std::string_view name, size_t k) {
           arg->second.v.index() == 0 ? std::get<0>(arg->second.v) : std::get<1>(arg->second.v)[k];
     uint32_t index = b_.add_hyper(full, value);
     if (const HyperBounds* bounds = h->bounds_of(k))
-      b_.set_hyper_bounds(index, bounds->allowed, bounds->whole, bounds->rule);
+      b_.set_hyper_bounds(index, bounds->allowed, bounds->whole, bounds->rule,
+                          bounds->step_limit);
     out = wrap(b_.emit(Op::Hyper, DType::f64, {}, index));
   }
   hyper_cache_.emplace(full, out);
@@ -389,7 +390,8 @@ void Ctx::constrain(std::string_view name, HyperBounds bounds, size_t k) {
   decl.rule = std::move(bounds.rule);
   if (std::string why = ir::check_hyper(decl, decl.value); !why.empty())
     return fail(Error{why});
-  b_.set_hyper_bounds(*index, std::move(decl.allowed), decl.whole, std::move(decl.rule));
+  b_.set_hyper_bounds(*index, std::move(decl.allowed), decl.whole, std::move(decl.rule),
+                      decl.step_limit);
 }
 
 bool Ctx::flag(std::string_view name) const {

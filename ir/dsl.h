@@ -114,6 +114,7 @@ struct HyperBounds {
   std::vector<ir::Interval> allowed;  // empty: anywhere
   bool whole = false;                 // a count of steps
   std::string rule;                   // "the learning rate"
+  bool step_limit = false;            // ir::HyperDecl::step_limit
 };
 
 struct HyperSpec {

@@ -203,10 +203,12 @@ class BodyEval {
         return name(e);
       case Expr::index: {
         const HyperSpec* h = def_.find_hyper(e.text);
-        size_t k = static_cast<size_t>(e.num);
-        if (!h || h->arity == 1 || k >= c_.hyper_size(e.text)) {
-          fail(e.at,
-               fmt::format("'{}[{}]' is not an element of a tuple hyperparameter", e.text, k));
+        // The index as written (1e40, 1.5, -1 included), converted only once it is in range.
+        const bool whole = e.num >= 0 && e.num < 1024 && e.num == std::floor(e.num);
+        const size_t k = whole ? static_cast<size_t>(e.num) : 0;
+        if (!h || h->arity == 1 || !whole || k >= c_.hyper_size(e.text)) {
+          fail(e.at, fmt::format("'{}[{}]' is not an element of a tuple hyperparameter", e.text,
+                                 e.num));
           return c_.constant(0);
         }
         return c_.hyper(e.text, k);

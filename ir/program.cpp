@@ -118,10 +118,11 @@ uint32_t Builder::add_hyper(std::string name, double value) {
 }
 
 void Builder::set_hyper_bounds(uint32_t index, std::vector<Interval> allowed, bool whole,
-                               std::string rule) {
+                               std::string rule, bool step_limit) {
   p_.hypers.at(index).allowed = std::move(allowed);
   p_.hypers.at(index).whole = whole;
   p_.hypers.at(index).rule = std::move(rule);
+  p_.hypers.at(index).step_limit = step_limit;
 }
 
 uint32_t Builder::add_buffer(BufferDecl decl) {

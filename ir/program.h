@@ -78,6 +78,9 @@ struct HyperDecl {
   std::vector<Interval> allowed;
   bool whole = false;  // a count of steps (torch takes an int there)
   std::string rule;
+  /// The step's scheduler epoch (t - 1 at step t) may not pass this value: torch's OneCycleLR
+  /// raises there ("Tried to step N times"), and so does the step.
+  bool step_limit = false;
   bool operator==(const HyperDecl&) const = default;
 };
 
@@ -134,7 +137,7 @@ class Builder {
 
   uint32_t add_hyper(std::string name, double value);
   void set_hyper_bounds(uint32_t index, std::vector<Interval> allowed, bool whole,
-                        std::string rule);
+                        std::string rule, bool step_limit = false);
   uint32_t add_buffer(BufferDecl decl);
   uint32_t add_state(StateDecl decl);
   const Program& program() const { return p_; }

@@ -33,6 +33,7 @@ std::string print(const Program& p, PrintOptions o) {
     out += fmt::format("hyper {} = {}", quoted(h.name), h.value);
     if (!h.allowed.empty()) out += " in " + to_string(h.allowed);
     if (h.whole) out += " whole";
+    if (h.step_limit) out += " step_limit";
     if (!h.rule.empty()) out += " " + quoted(h.rule);
     out += "\n";
   }
@@ -188,7 +189,8 @@ class IrParser {
       if (!x) return x.error();
       v = *x;
     }
-    // Bounds: `in [0, inf] or (1, 2)`, then `whole`, then the rule's name in quotes.
+    // Bounds: `in [0, inf] or (1, 2)`, then `whole`, then `step_limit`, then the rule's name
+    // in quotes.
     std::vector<Interval> allowed;
     if (ts_.at_ident("in")) {
       ts_.next();
@@ -212,10 +214,11 @@ class IrParser {
       } while (ts_.at_ident("or") && (ts_.next(), true));
     }
     bool whole = ts_.at_ident("whole") && (ts_.next(), true);
+    bool step_limit = ts_.at_ident("step_limit") && (ts_.next(), true);
     std::string rule;
     if (ts_.peek().kind == Tok::string) rule = ts_.next().text;
     uint32_t index = b_.add_hyper(*n, v);
-    b_.set_hyper_bounds(index, std::move(allowed), whole, std::move(rule));
+    b_.set_hyper_bounds(index, std::move(allowed), whole, std::move(rule), step_limit);
     return Status::Ok();
   }
 

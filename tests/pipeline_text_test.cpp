@@ -256,6 +256,21 @@ std::string body(const std::string& expr) {
 // Inputs that once overflowed the stack (SIGSEGV) are one-line errors at documented limits:
 // 200 levels of nesting (calls, parentheses, unary operators, ?:), expression trees 1,000
 // deep (a flat sum of 50,000 terms), 1 MiB of text. Just inside the limits still parses.
+// Found by the long libFuzzer run: a tuple index beyond size_t was converted before it was
+// checked (undefined behaviour; UBSan stopped there).
+TEST(PipelineText, TupleIndicesAreCheckedAsWritten) {
+  auto body = [](const std::string& index) {
+    return "transform t(betas=(0.9, 0.99)) {\n  param = param - betas[" + index +
+           "] * grad\n}\nt()";
+  };
+  EXPECT_EQ(error_of(body("444444444444444444444444444444444444444440")),
+            "t: line 2, column 19: 'betas[4.444444444444445e+41]' is not an element of a tuple "
+            "hyperparameter");
+  EXPECT_EQ(error_of(body("2")),
+            "t: line 2, column 19: 'betas[2]' is not an element of a tuple hyperparameter");
+  EXPECT_EQ(error_of(body("1")), "(no error)");
+}
+
 TEST(PipelineText, DeepAndHugeInputsAreErrorsNotCrashes) {
   struct Case {
     std::string text, message;

@@ -345,6 +345,37 @@ def test_low_level_engine_steps_numpy_arrays_in_place():
         e.step([g, g])
 
 
+@pytest.mark.parametrize("three_phase", [False, True])
+def test_one_cycle_ends_where_torchs_scheduler_raises(three_phase):
+    """one_cycle_lr in a pipeline steps as far as torch's OneCycleLR lets a training loop
+    step, with the same learning rates, and then raises torch's own message, before anything
+    is written."""
+    total = 6
+    w = torch.nn.Parameter(torch.zeros(4, dtype=torch.float64))
+    opt = torch.optim.SGD([w], lr=0.1)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.5, total_steps=total,
+                                                cycle_momentum=False, three_phase=three_phase)
+    torch_steps = 0
+    with pytest.raises(ValueError) as torch_error:
+        for _ in range(3 * total):
+            w.grad = torch.ones(4, dtype=torch.float64)
+            opt.step()
+            torch_steps += 1
+            sched.step()
+    x = torch.zeros(4, dtype=torch.float64)
+    e = optjit.Engine(f"sgd(lr=one_cycle_lr(max_lr=0.5, total_steps={total}, "
+                      f"three_phase={'true' if three_phase else 'false'}))", ["w"], [x],
+                      backend="reference")
+    ours = 0
+    with pytest.raises(optjit.Error) as our_error:
+        for _ in range(3 * total):
+            e.step([torch.ones(4, dtype=torch.float64)])
+            ours += 1
+    assert ours == torch_steps == total + 1
+    assert str(torch_error.value) in str(our_error.value), our_error.value
+    assert torch.allclose(x, w.detach(), rtol=1e-12, atol=0)  # same lrs, nothing after
+
+
 @pytest.mark.parametrize("name", ["Lion", "LAMB"])
 def test_lion_and_lamb_match_their_peers(name):
     if name == "Lion":

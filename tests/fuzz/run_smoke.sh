@@ -39,7 +39,10 @@ case $target in
 esac
 bin=$work/${target}_fuzzer
 all=("${sources[@]/#/$src/}" "$src/tests/fuzz/${target}_fuzzer.cpp")
-stamp=$(cat "${all[@]}" "$0" | md5sum | cut -c1-16)
+# Rebuilt when any source or header changes: the target's objects and liboptjit must agree on
+# every struct's layout.
+stamp=$(cd "$src" && find api autotune cache codegen ir runtime support tools tests/fuzz \
+          -name '*.h' -o -name '*.cpp' | sort | xargs cat "$0" | md5sum | cut -c1-16)
 if [ ! -x "$bin" ] || [ "$(cat "$bin.stamp" 2>/dev/null)" != "$stamp" ]; then
   "$cxx" -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
     -Wno-unknown-pragmas -DOPTJIT_CLI_NO_MAIN -I"$src" $(pkg-config --cflags libxxhash) \
