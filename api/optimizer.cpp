@@ -762,6 +762,15 @@ std::vector<std::string> Optimizer::state_buffers() const {
   return out;
 }
 
+Expected<DType> Optimizer::state_storage(size_t param, std::string_view name) const {
+  if (param >= impl_->where.size())
+    return make_error("no parameter {} (this optimizer has {})", param, impl_->where.size());
+  const Part& part = impl_->parts[impl_->where[param].first];
+  auto b = impl_->state_buffer(part, name);
+  if (!b) return b.error();
+  return part.plan.buffers[*b].storage;
+}
+
 std::vector<std::string> Optimizer::scalar_states() const {
   std::vector<std::string> out;
   for (const auto& st : impl_->parts[0].plan.program.states) out.push_back(st.name);

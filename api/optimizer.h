@@ -157,6 +157,9 @@ class Optimizer {
   /// parameter group, NAdam's "mu_product"), as torch's state_dict names them.
   std::vector<std::string> state_buffers() const;
   std::vector<std::string> scalar_states() const;
+  /// How parameter `param`'s state buffer `name` is stored (its transform's state_format,
+  /// else the parameter's dtype): memory bound with bind_state must have this dtype.
+  Expected<DType> state_storage(size_t param, std::string_view name) const;
   /// A scalar state of a group, and setting it (every group without one); and the step count.
   /// A framework keeps these per parameter and restores them from its own checkpoints.
   Expected<double> scalar_state(std::string_view name, uint32_t group = 0) const;

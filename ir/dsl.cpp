@@ -217,9 +217,54 @@ static std::string closest(std::string_view want, const Def& d) {
   return best.empty() ? "" : fmt::format(" (did you mean '{}'?)", best);
 }
 
+std::string state_format_names() { return "f32, bf16, f16"; }
+
+Expected<StateFormats> parse_state_formats(std::string_view text) {
+  auto format = [](std::string_view f) -> std::optional<DType> {
+    if (f == "f32") return DType::f32;
+    if (f == "bf16") return DType::bf16;
+    if (f == "f16") return DType::f16;
+    return std::nullopt;
+  };
+  StateFormats out;
+  size_t pos = 0;
+  do {
+    size_t comma = text.find(',', pos);
+    std::string_view item = text.substr(pos, comma == std::string_view::npos ? comma : comma - pos);
+    pos = comma == std::string_view::npos ? text.size() + 1 : comma + 1;
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    const size_t colon = item.find(':');
+    std::string_view name = colon == std::string_view::npos ? "" : item.substr(0, colon);
+    std::string_view f = colon == std::string_view::npos ? item : item.substr(colon + 1);
+    auto t = format(f);
+    if (!t)
+      return make_error("state_format: '{}' is not a format ({}); give FORMAT or STATE:FORMAT, "
+                        "separated by commas",
+                        item, state_format_names());
+    if (colon == std::string_view::npos) {
+      if (out.all) return make_error("state_format: two formats for all states ('{}')", item);
+      out.all = t;
+    } else if (name.empty() || !out.by_name.emplace(std::string(name), *t).second) {
+      return make_error("state_format: '{}' names {}", item,
+                        name.empty() ? "no state" : "a state given before");
+    }
+  } while (pos <= text.size());
+  return out;
+}
+
 Expected<std::shared_ptr<const Bound>> bind(std::shared_ptr<const Def> def, Args args) {
   const std::string kind = def->kind == DefKind::schedule ? "schedule" : "transform";
   for (const auto& [name, arg] : args) {
+    if (name == kStateFormat && def->kind == DefKind::transform && !def->find_option(name) &&
+        !def->find_hyper(name)) {
+      if (arg.v.index() != 3)
+        return make_error("transform '{}': '{}' takes a string, got {}", def->name, name,
+                          arg_kind(arg));
+      auto f = parse_state_formats(std::get<3>(arg.v));
+      if (!f) return make_error("transform '{}': {}", def->name, f.error().message);
+      continue;
+    }
     if (const HyperSpec* h = def->find_hyper(name)) {
       bool ok = false;
       if (h->arity == 1) {
@@ -430,6 +475,45 @@ Value Ctx::lazy_init(Value loaded, const StateInit& init) {
   return select(step() == 1.0, cast(hyper(init.hyper), loaded.type()), loaded);
 }
 
+// The storage of this transform's per-element state `name`: its state_format, else the
+// parameters' (DTypes::state). Each name given is recorded, to check that it was declared.
+DType Ctx::state_storage(std::string_view name) {
+  const Bound& b = *frame().bound;
+  auto arg = b.args.find(kStateFormat);
+  if (arg == b.args.end() || b.def->find_option(kStateFormat) || b.def->find_hyper(kStateFormat))
+    return dtypes_.state;
+  auto f = parse_state_formats(std::get<3>(arg->second.v));
+  OPTJIT_CHECK(static_cast<bool>(f));  // checked by bind()
+  if (auto it = f->by_name.find(name); it != f->by_name.end()) {
+    formatted_.insert(state_key(name));
+    return it->second;
+  }
+  return f->all.value_or(dtypes_.state);
+}
+
+// After a transform's apply(): every state its state_format names is one it declared.
+void Ctx::check_state_formats() {
+  const Bound& b = *frame().bound;
+  auto arg = b.args.find(kStateFormat);
+  if (arg == b.args.end() || b.def->find_option(kStateFormat) || b.def->find_hyper(kStateFormat))
+    return;
+  auto f = parse_state_formats(std::get<3>(arg->second.v));
+  std::string have;
+  for (const auto& [key, slot] : states_)
+    if (key.rfind(frame().prefix + "/", 0) == 0 && !slot.scalar)
+      have += (have.empty() ? "" : ", ") + key.substr(frame().prefix.size() + 1);
+  for (const auto& [name, t] : f->by_name) {
+    (void)t;
+    if (formatted_.count(state_key(name))) continue;
+    auto it = states_.find(state_key(name));
+    fail(make_error("state_format: '{}' {} (its per-element states: {})", name,
+                    it != states_.end() ? "is a per-group scalar, kept in f64"
+                                        : "is not a state of this transform",
+                    have.empty() ? "none" : have));
+    return;
+  }
+}
+
 std::string Ctx::state_key(std::string_view name) const {
   return fmt::format("{}/{}", frame().prefix, name);
 }
@@ -454,7 +538,7 @@ Value Ctx::declare(std::string_view name, StateInit init, bool scalar) {
     idx = b_.add_state({full, DType::f64, i});
     v = wrap(b_.emit(Op::SLoad, DType::f64, {}, idx));
   } else {
-    idx = b_.add_buffer({full, ir::BufferRole::state, dtypes_.state, i});
+    idx = b_.add_buffer({full, ir::BufferRole::state, state_storage(name), i});
     v = wrap(b_.emit(Op::Load, element_type_, {}, idx));
   }
   if (!init.hyper.empty() && !i.hyper) v = lazy_init(v, init);
@@ -498,6 +582,7 @@ Expected<ir::Program> lower(const Pipeline& pipeline, DTypes dtypes) {
     std::string prefix = n == 1 ? t->def->name : fmt::format("{}#{}", t->def->name, n);
     c.frames_.push_back({t.get(), prefix});
     t->def->apply(c);
+    if (!c.error_) c.check_state_formats();
     c.frames_.pop_back();
     if (c.error_) return *c.error_;
   }

@@ -5,6 +5,8 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <variant>
 #include <vector>
@@ -164,6 +166,20 @@ struct Bound {
   Args args;
 };
 
+/// Every transform, built-in or custom, also takes `state_format`: how its per-element state
+/// is stored. One format for all of its states ("bf16"), per state ("exp_avg_sq:f32"), or both
+/// ("bf16,exp_avg_sq:f32"). Formats: f32, bf16, f16 (rounded to nearest even when stored;
+/// computed in the parameters' compute type). Without it, state is stored as the parameters
+/// are.
+inline constexpr std::string_view kStateFormat = "state_format";
+struct StateFormats {
+  std::optional<DType> all;
+  std::map<std::string, DType, std::less<>> by_name;
+};
+Expected<StateFormats> parse_state_formats(std::string_view text);
+/// The formats `state_format` accepts, for messages and `optjit list`.
+std::string state_format_names();
+
 /// Checks `args` against `def` (names, kinds, arity, required ones) and binds them.
 Expected<std::shared_ptr<const Bound>> bind(std::shared_ptr<const Def> def, Args args);
 
@@ -247,6 +263,9 @@ class Ctx {
     Value current;
     bool scalar;
   };
+  DType state_storage(std::string_view name);
+  void check_state_formats();
+  std::set<std::string> formatted_;  // state keys whose format was named
   Ctx(DTypes dtypes);
   const Frame& frame() const { return frames_.back(); }
   std::string state_key(std::string_view name) const;

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 
 #include <gtest/gtest.h>
 
@@ -587,6 +588,56 @@ TEST_F(Cli, FailedCommandsLeaveNoFilesAndOutputsAreRegularFiles) {
   EXPECT_EQ(fs::file_size(p("b.bundle.key")), 64u);
   EXPECT_EQ(fs::status(p("b.bundle.key")).permissions() & fs::perms::all,
             fs::perms::owner_read | fs::perms::owner_write);
+}
+
+// state_format: every transform's per-element state stored in bf16 or f16. The plan counts
+// its bytes; the reference, the CPU and OpenCL agree (CPU and OpenCL bit for bit, the
+// reference within f32 rounding: it computes in float64); the file holds bf16 state.
+TEST_F(Cli, StateFormatStoresStateInBf16OnEveryBackend) {
+  const std::string pipe = "'chain(clip_grad_norm(max_norm=1.0), adamw(lr=0.01, state_format=\"bf16,exp_avg_sq:f16\"))'";
+  auto plan = optjit_cli("plan " + pipe + " --no-bodies");
+  ASSERT_EQ(plan.code, 0) << plan.output;
+  EXPECT_NE(plan.output.find("exp_avg:bf16 exp_avg_sq:f16 | writes param:f32 exp_avg:bf16 "
+                             "exp_avg_sq:f16 | 12 B read + 8 B written = 20 B/param"),
+            std::string::npos)
+      << plan.output;
+  write("p.st", {filled("a", DType::f32, {257}, 1), filled("b", DType::f32, {3, 5}, -1)});
+  write("g.st", {filled("a", DType::f32, {4, 257}, 0.1), filled("b", DType::f32, {4, 3, 5}, 0.2)});
+  std::map<std::string, TensorFile> out;
+  for (const char* b : {"reference", "cpu", "opencl"}) {
+    auto r = optjit_cli("run " + pipe + " --backend " + b + " --params " + p("p.st") +
+                        " --grads " + p("g.st") + " --steps 4 --chunk 64 --quiet --out " +
+                        p(std::string(b) + ".st"));
+    ASSERT_EQ(r.code, 0) << b << ": " << r.output;
+    out[b] = *runtime::read_safetensors(p(std::string(b) + ".st"));
+  }
+  for (const auto& t : out["cpu"].tensors) {
+    const HostTensor* ocl = out["opencl"].find(t.name);
+    const HostTensor* ref = out["reference"].find(t.name);
+    ASSERT_TRUE(ocl && ref) << t.name;
+    EXPECT_EQ(t.dtype, ocl->dtype);
+    EXPECT_EQ(t.dtype, ref->dtype);
+    if (t.name.find("exp_avg_sq") != std::string::npos) EXPECT_EQ(t.dtype, DType::f16);
+    else if (t.name.find("exp_avg") != std::string::npos) EXPECT_EQ(t.dtype, DType::bf16);
+    EXPECT_EQ(t.data, ocl->data) << t.name << ": cpu and opencl differ";
+    for (int64_t i = 0; i < t.numel(); ++i)
+      EXPECT_NEAR(t.get(i), ref->get(i), 1e-6 * std::max(1.0, std::fabs(ref->get(i))) +
+                                             (t.dtype == DType::f32 ? 0 : std::fabs(ref->get(i)) / 64))
+          << t.name << "[" << i << "]";
+  }
+  // Resuming converts: an f32-state file into bf16 state and back.
+  auto f32 = optjit_cli("run 'adamw(lr=0.01)' --params " + p("p.st") + " --grads " + p("g.st") +
+                        " --steps 4 --quiet --out " + p("f32.st"));
+  ASSERT_EQ(f32.code, 0) << f32.output;
+  auto resumed = optjit_cli("run " + pipe + " --params " + p("f32.st") + " --state " +
+                            p("f32.st") + " --grads " + p("g.st") + " --steps 4 --quiet --out " +
+                            p("r.st"));
+  EXPECT_EQ(resumed.code, 0) << resumed.output;
+  auto bad = optjit_cli("plan 'nadam(state_format=\"mu_product:bf16\")'");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_EQ(bad.output,
+            "optjit: pipeline: nadam: state_format: 'mu_product' is a per-group scalar, kept in "
+            "f64 (its per-element states: exp_avg, exp_avg_sq)\n");
 }
 
 TEST_F(Cli, TuneStoresADecisionThatRunUses) {

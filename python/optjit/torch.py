@@ -119,10 +119,18 @@ class _Engine:
             had = any(name in st for name in self.engine.state_buffers)
             for name in self.engine.state_buffers:
                 t = st.get(name)
-                ok = (isinstance(t, torch.Tensor) and t.shape == p.shape and t.dtype == p.dtype
+                # The state's own format (state_format=), which may not be the parameter's.
+                want = _TORCH_DTYPES[self.engine.state_storage(k, name)]
+                if (isinstance(t, torch.Tensor) and t.shape == p.shape and t.device == p.device
+                        and t.is_floating_point() and (t.dtype != want or not t.is_contiguous())):
+                    # A checkpoint's values in another format (torch's load_state_dict casts
+                    # state to the parameter's dtype): kept, converted.
+                    t = t.to(dtype=want, memory_format=torch.contiguous_format)
+                    st[name] = t
+                ok = (isinstance(t, torch.Tensor) and t.shape == p.shape and t.dtype == want
                       and t.device == p.device and t.is_contiguous())
                 if not ok:
-                    t = torch.empty_like(p, memory_format=torch.contiguous_format)
+                    t = torch.empty(p.shape, dtype=want, device=p.device)
                     st[name] = t
                     adopt = False
                 else:
@@ -327,6 +335,10 @@ class Optimizer(torch.optim.Optimizer):
                                max_candidates)
 
 
+_TORCH_DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16,
+                 "f64": torch.float64}
+
+
 def _with_clip(transform: str, max_grad_norm: Optional[float], norm_type: float) -> str:
     if max_grad_norm is None:
         return transform
@@ -341,10 +353,14 @@ class _Builtin(Optimizer):
     _structural: Tuple[str, ...] = ()  # booleans that choose the program's structure
 
     def __init__(self, params, defaults: Dict[str, Any], *, max_grad_norm=None, norm_type=2.0,
-                 **options):
+                 state_format=None, **options):
         for k in _IGNORED:
             defaults.pop(k, None)
         args = ", ".join(f"{k}={_number(v)}" for k, v in defaults.items())
+        if state_format is not None:
+            if not isinstance(state_format, str) or '"' in state_format:
+                raise TypeError("state_format takes a string such as 'bf16' or 'exp_avg_sq:f32'")
+            args += f', state_format="{state_format}"'
         pipeline = _with_clip(f"{self._name}({args})", max_grad_norm, norm_type)
         group_defaults = {k: v for k, v in defaults.items() if k not in self._structural}
         if max_grad_norm is not None:
@@ -358,8 +374,8 @@ class _Builtin(Optimizer):
 
 
 def _builtin(name: str, torch_name: str, signature: Dict[str, Any], structural=()):
-    def __init__(self, params, *args, max_grad_norm=None, norm_type=2.0, backend="auto",
-                 cache=True, device_step=None, cuda_graph=False, **kwargs):
+    def __init__(self, params, *args, max_grad_norm=None, norm_type=2.0, state_format=None,
+                 backend="auto", cache=True, device_step=None, cuda_graph=False, **kwargs):
         values = dict(signature)
         for k, v in zip(signature, args):
             values[k] = v
@@ -368,11 +384,12 @@ def _builtin(name: str, torch_name: str, signature: Dict[str, Any], structural=(
                 raise TypeError(f"{type(self).__name__}() got an unexpected keyword argument '{k}'")
             values[k] = v
         _Builtin.__init__(self, params, values, max_grad_norm=max_grad_norm, norm_type=norm_type,
-                          backend=backend, cache=cache, device_step=device_step,
+                          state_format=state_format, backend=backend, cache=cache, device_step=device_step,
                           cuda_graph=cuda_graph)
 
     doc = (f"optjit's fused {torch_name}: the same signature, defaults and results; "
-           f"``max_grad_norm=`` fuses gradient clipping into the step.")
+           f"``max_grad_norm=`` fuses gradient clipping into the step; ``state_format=`` "
+           f"stores the state in bf16 or f16 ('bf16', or per state: 'exp_avg_sq:f32').")
     return type(name, (_Builtin,), {"__init__": __init__, "__doc__": doc, "_name": name.lower(),
                                      "_structural": tuple(structural)})
 

@@ -263,6 +263,11 @@ NB_MODULE(_optjit, m) {
       .def("load", [](Engine& e, const std::string& p) { check(e.opt().load(p)); })
       .def_prop_ro("step_count", [](const Engine& e) { return e.opt().step_count(); })
       .def_prop_ro("state_buffers", [](const Engine& e) { return e.opt().state_buffers(); })
+      .def("state_storage",
+           [](const Engine& e, size_t param, const std::string& name) {
+             return std::string(to_string(take(e.opt().state_storage(param, name))));
+           },
+           nb::arg("param"), nb::arg("name"))
       .def_prop_ro("scalar_states", [](const Engine& e) { return e.opt().scalar_states(); })
       .def_prop_ro("hyperparameters", [](const Engine& e) { return e.opt().hyperparameters(); })
       .def_prop_ro("reduces_over_all_tensors",

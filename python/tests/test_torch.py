@@ -345,6 +345,72 @@ def test_low_level_engine_steps_numpy_arrays_in_place():
         e.step([g, g])
 
 
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+def test_state_format_bf16_is_adamw_with_its_state_stored_in_bf16(backend):
+    """state_format="bf16": the state tensors are bf16 (half the memory), and the result is
+    torch's AdamW with its state rounded to bf16 after every step; a checkpoint continues
+    exactly, and one from torch (state cast to the parameter's dtype) is converted."""
+    def params():
+        g = torch.Generator().manual_seed(7)
+        return [torch.nn.Parameter(torch.randn(s, dtype=torch.float64, generator=g))
+                for s in [(33, 5), (17,)]]
+    def grads(step):
+        g = torch.Generator().manual_seed(100 + step)
+        return [torch.randn(s, dtype=torch.float64, generator=g) * 1e-2 for s in [(33, 5), (17,)]]
+    kw = dict(lr=1e-2, betas=(0.9, 0.99), weight_decay=0.1)
+    ref_ps, ps = params(), params()
+    ref = torch.optim.AdamW(ref_ps, **kw)
+    opt = ot.AdamW(ps, state_format="bf16", backend=backend, **kw)
+    for step in range(6):
+        for p, g in zip(ref_ps, grads(step)):
+            p.grad = g.clone()
+        ref.step()
+        for p in ref_ps:  # the emulated format: stored in bf16
+            for name in ("exp_avg", "exp_avg_sq"):
+                ref.state[p][name].copy_(ref.state[p][name].to(torch.bfloat16).double())
+        for p, g in zip(ps, grads(step)):
+            p.grad = g.clone()
+        opt.step()
+    for a, b in zip(ref_ps, ps):
+        assert torch.allclose(a, b, rtol=1e-12, atol=1e-15)
+        for name in ("exp_avg", "exp_avg_sq"):
+            ours = opt.state[b][name]
+            assert ours.dtype == torch.bfloat16
+            assert torch.equal(ours.double(), ref.state[a][name]), name
+    # Mid-training checkpoint: optjit -> optjit continues bit for bit.
+    sd = copy.deepcopy(opt.state_dict())
+    saved = [p.detach().clone() for p in ps]
+    more = [grads(10), grads(11)]
+    for gs in more:
+        for p, g in zip(ps, gs):
+            p.grad = g.clone()
+        opt.step()
+    ps2 = [torch.nn.Parameter(t.clone()) for t in saved]
+    opt2 = ot.AdamW(ps2, state_format="bf16", backend=backend, **kw)
+    opt2.load_state_dict(sd)
+    for gs in more:
+        for p, g in zip(ps2, gs):
+            p.grad = g.clone()
+        opt2.step()
+    for a, b in zip(ps, ps2):
+        assert torch.equal(a, b)
+    # torch's own AdamW loads it (as float64 state), and its state loads back as bf16.
+    ref2 = torch.optim.AdamW([torch.nn.Parameter(t.clone()) for t in saved], **kw)
+    ref2.load_state_dict(sd)
+    assert all(v["exp_avg"].dtype == torch.float64 for v in ref2.state.values())
+    opt3 = ot.AdamW([torch.nn.Parameter(t.clone()) for t in saved], state_format="bf16",
+                    backend=backend, **kw)
+    opt3.load_state_dict(ref2.state_dict())
+    p3 = opt3.param_groups[0]["params"][0]
+    for gs in more[:1]:
+        for p, g in zip(opt3.param_groups[0]["params"], gs):
+            p.grad = g.clone()
+        opt3.step()
+    assert opt3.state[p3]["exp_avg"].dtype == torch.bfloat16
+    with pytest.raises(optjit.Error, match="'exp_avgg' is not a state of this transform"):
+        ot.AdamW(params(), state_format="exp_avgg:bf16")
+
+
 @pytest.mark.parametrize("three_phase", [False, True])
 def test_one_cycle_ends_where_torchs_scheduler_raises(three_phase):
     """one_cycle_lr in a pipeline steps as far as torch's OneCycleLR lets a training loop

@@ -622,6 +622,12 @@ int list() {
   for (auto kind : {dsl::DefKind::transform, dsl::DefKind::schedule}) {
     fmt::print("{}\n", kind == dsl::DefKind::transform ? "transforms:"
                                                        : "\nschedules (use wherever lr is):");
+    if (kind == dsl::DefKind::transform)
+      fmt::print(
+          "  every transform, custom ones too, also takes {}=\"FORMAT[,STATE:FORMAT...]\": how "
+          "its\n  per-element state is stored ({}; default: as the parameters), e.g. "
+          "adamw(state_format=\"bf16\")\n",
+          dsl::kStateFormat, dsl::state_format_names());
     for (const auto& d : dsl::builtins()) {
       if (d->kind != kind) continue;
       std::vector<std::string> args;
