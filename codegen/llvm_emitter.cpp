@@ -12,6 +12,8 @@
 // non-negative floats integer order is float order, and NaN sorts above Inf, so NaN wins.
 #include "codegen/llvm_emitter.h"
 
+#include "ir/stochastic_round.h"
+
 #include <array>
 
 #include <llvm/IR/IRBuilder.h>
@@ -85,6 +87,8 @@ class PassEmitter {
     };
     llvm::Value* tensor = field(0, "tensor");
     llvm::Value* offset = field(1, "offset");
+    tensor_ = tensor;
+    offset_ = offset;
     llvm::Value* length = field(2, "length");
     auto* row_ty = llvm::StructType::get(c_, {ptr, ptr});
     llvm::Value* row = b_.CreateInBoundsGEP(row_ty, rows, tensor, "row");
@@ -154,6 +158,10 @@ class PassEmitter {
           break;
         }
         default: {
+          if (in.op == Op::SRound) {
+            v[n] = sround(in, arg(0), arg_type(0), arg(1), b_.CreateAdd(offset_, i));
+            break;
+          }
           llvm::Value* r = arith(in, arg, arg_type);
           if (!r) return unsupported(in);
           v[n] = r;
@@ -250,6 +258,31 @@ class PassEmitter {
   void tag(llvm::Instruction* inst, size_t alias_class) {
     inst->setMetadata(llvm::LLVMContext::MD_alias_scope, alias_scope_[alias_class]);
     inst->setMetadata(llvm::LLVMContext::MD_noalias, noalias_[alias_class]);
+  }
+
+  // ir/stochastic_round.h, instruction by instruction.
+  llvm::Value* sr_mix(llvm::Value* z) {
+    z = b_.CreateMul(b_.CreateXor(z, b_.CreateLShr(z, 30)), b_.getInt64(ir::kSrMul1));
+    z = b_.CreateMul(b_.CreateXor(z, b_.CreateLShr(z, 27)), b_.getInt64(ir::kSrMul2));
+    return b_.CreateXor(z, b_.CreateLShr(z, 31));
+  }
+  llvm::Value* sround(const ir::Inst& in, llvm::Value* x, DType have, llvm::Value* key_f64,
+                      llvm::Value* element) {
+    llvm::Value* f = convert(x, have, DType::f32);
+    llvm::Value* key = b_.CreateSelect(
+        b_.CreateFCmpOGE(key_f64, llvm::ConstantFP::get(b_.getDoubleTy(), 0.0)),
+        b_.CreateFPToUI(key_f64, b_.getInt64Ty()), b_.getInt64(0));
+    llvm::Value* stream =
+        sr_mix(b_.CreateXor(key, b_.getInt64(static_cast<uint64_t>(in.attr) << 56)));
+    llvm::Value* h = sr_mix(b_.CreateAdd(
+        b_.CreateAdd(stream, b_.CreateMul(tensor_, b_.getInt64(ir::kSrGolden))), element));
+    llvm::Value* r = b_.CreateAnd(b_.CreateTrunc(h, b_.getInt32Ty()), b_.getInt32(0xffff));
+    llvm::Value* bits = b_.CreateBitCast(f, b_.getInt32Ty());
+    llvm::Value* finite = b_.CreateICmpNE(b_.CreateAnd(bits, b_.getInt32(0x7f800000)),
+                                          b_.getInt32(0x7f800000));
+    llvm::Value* rounded = b_.CreateBitCast(
+        b_.CreateAnd(b_.CreateAdd(bits, r), b_.getInt32(0xffff0000u)), b_.getFloatTy());
+    return convert(b_.CreateSelect(finite, rounded, f), DType::f32, in.type);
   }
 
   llvm::Value* table_load(llvm::Type* t, llvm::Value* p, const char* name) {
@@ -528,6 +561,8 @@ class PassEmitter {
   llvm::Function* fn_ = nullptr;
   std::vector<llvm::MDNode*> alias_scope_, noalias_;  // per alias class
   size_t table_class_ = 0;
+  llvm::Value* tensor_ = nullptr;  // the chunk's tensor index and first element
+  llvm::Value* offset_ = nullptr;
   std::map<uint32_t, llvm::Value*> base_;
 };
 

@@ -217,13 +217,14 @@ static std::string closest(std::string_view want, const Def& d) {
   return best.empty() ? "" : fmt::format(" (did you mean '{}'?)", best);
 }
 
-std::string state_format_names() { return "f32, bf16, f16"; }
+std::string state_format_names() { return "f32, bf16, f16, bf16_sr"; }
 
 Expected<StateFormats> parse_state_formats(std::string_view text) {
-  auto format = [](std::string_view f) -> std::optional<DType> {
-    if (f == "f32") return DType::f32;
-    if (f == "bf16") return DType::bf16;
-    if (f == "f16") return DType::f16;
+  auto format = [](std::string_view f) -> std::optional<StateFormat> {
+    if (f == "f32") return StateFormat{DType::f32};
+    if (f == "bf16") return StateFormat{DType::bf16};
+    if (f == "f16") return StateFormat{DType::f16};
+    if (f == "bf16_sr") return StateFormat{DType::bf16, true};
     return std::nullopt;
   };
   StateFormats out;
@@ -484,11 +485,27 @@ DType Ctx::state_storage(std::string_view name) {
     return dtypes_.state;
   auto f = parse_state_formats(std::get<3>(arg->second.v));
   OPTJIT_CHECK(static_cast<bool>(f));  // checked by bind()
+  std::optional<StateFormat> chosen = f->all;
   if (auto it = f->by_name.find(name); it != f->by_name.end()) {
     formatted_.insert(state_key(name));
-    return it->second;
+    chosen = it->second;
   }
-  return f->all.value_or(dtypes_.state);
+  if (!chosen) return dtypes_.state;
+  if (chosen->stochastic) stochastic_.insert(state_key(name));
+  return chosen->storage;
+}
+
+// x rounded as bf16_sr stores it: the key is state_seed * 2^32 + step (exact in f64 for seeds
+// below 2^20 and steps below 2^32), the stream the buffer's index.
+Value Ctx::stochastic_round(Value x, uint32_t buffer) {
+  const bool declared = b_.program().find_hyper("state_seed").has_value();
+  const uint32_t h = b_.add_hyper("state_seed", 0);
+  if (!declared)
+    b_.set_hyper_bounds(h, {ir::Interval{0, 1048575, false, false}}, true,
+                        "the stochastic rounding seed");
+  Value seed = wrap(b_.emit(Op::Hyper, DType::f64, {}, h));
+  Value key = seed * 4294967296.0 + step();
+  return wrap(b_.emit(Op::SRound, x.type(), {x.id(), key.id()}, buffer));
 }
 
 // After a transform's apply(): every state its state_format names is one it declared.
@@ -588,11 +605,12 @@ Expected<ir::Program> lower(const Pipeline& pipeline, DTypes dtypes) {
   }
   for (ValueId s : c.skips_) c.b_.emit(Op::SkipIf, DType::b1, {s});
   for (const auto& [key, slot] : c.states_) {
-    (void)key;
     const ir::Inst& cur = c.b_.program().at(slot.current.id());
     bool unchanged = cur.op == (slot.scalar ? Op::SLoad : Op::Load) && cur.attr == slot.index;
-    if (!unchanged)
-      c.b_.emit(slot.scalar ? Op::SStore : Op::Store, DType::b1, {slot.current.id()}, slot.index);
+    if (unchanged) continue;
+    Value v = slot.current;
+    if (c.stochastic_.count(key)) v = c.stochastic_round(v, slot.index);
+    c.b_.emit(slot.scalar ? Op::SStore : Op::Store, DType::b1, {v.id()}, slot.index);
   }
   if (c.param_.id() != param0)
     c.b_.emit(Op::Store, DType::b1, {c.param_.id()}, c.b_.program().param_buffer());

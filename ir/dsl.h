@@ -169,12 +169,18 @@ struct Bound {
 /// Every transform, built-in or custom, also takes `state_format`: how its per-element state
 /// is stored. One format for all of its states ("bf16"), per state ("exp_avg_sq:f32"), or both
 /// ("bf16,exp_avg_sq:f32"). Formats: f32, bf16, f16 (rounded to nearest even when stored;
-/// computed in the parameters' compute type). Without it, state is stored as the parameters
-/// are.
+/// computed in the parameters' compute type), and bf16_sr (bf16, rounded stochastically).
+/// Without it, state is stored as the parameters are.
 inline constexpr std::string_view kStateFormat = "state_format";
+struct StateFormat {
+  DType storage = DType::f32;
+  /// bf16 with stochastic rounding (ir/stochastic_round.h), keyed by the program's
+  /// `state_seed` hyperparameter, the step, the tensor and the element.
+  bool stochastic = false;
+};
 struct StateFormats {
-  std::optional<DType> all;
-  std::map<std::string, DType, std::less<>> by_name;
+  std::optional<StateFormat> all;
+  std::map<std::string, StateFormat, std::less<>> by_name;
 };
 Expected<StateFormats> parse_state_formats(std::string_view text);
 /// The formats `state_format` accepts, for messages and `optjit list`.
@@ -265,7 +271,9 @@ class Ctx {
   };
   DType state_storage(std::string_view name);
   void check_state_formats();
-  std::set<std::string> formatted_;  // state keys whose format was named
+  Value stochastic_round(Value x, uint32_t buffer);
+  std::set<std::string> formatted_;   // state keys whose format was named
+  std::set<std::string> stochastic_;  // state keys stored in bf16_sr
   Ctx(DTypes dtypes);
   const Frame& frame() const { return frames_.back(); }
   std::string state_key(std::string_view name) const;

@@ -56,6 +56,14 @@ Status check_inst(const Program& p, size_t n, const Inst& in) {
       }
       break;
     case OpKind::math:
+      if (in.op == Op::SRound) {
+        if (!is_float(arg(0).type) || arg(0).rank != Rank::element)
+          return fail("sround rounds a float element value");
+        if (arg(1).type != DType::f64 || arg(1).rank == Rank::element)
+          return fail("sround's key is an f64 scalar");
+        if (in.type != arg(0).type) return fail("result type differs from the operand's");
+        break;
+      }
       if (!is_numeric(in.type)) return fail("arithmetic on b1");
       if (!same_types()) return fail("operand types differ (insert a cast)");
       if (arg(0).type != in.type) return fail("result type differs from the operands'");

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "ir/eval.h"
+#include "ir/stochastic_round.h"
 
 namespace optjit::runtime {
 
@@ -174,6 +175,16 @@ std::vector<std::vector<double>> ReferenceBackend::run_pass(size_t k, OptimizerS
               std::memcpy(base + 8 * e0, x, static_cast<size_t>(8 * n));
             else
               for (int64_t j = 0; j < n; ++j) store_element(base, st, e0 + j, x[j]);
+            break;
+          }
+          case Op::SRound: {
+            const double* x = column(in.args[0]);
+            const double* key = column(in.args[1]);
+            for (int64_t j = 0; j < n; ++j) {
+              const uint64_t stream = ir::sr_stream(ir::sr_key(key[j]), in.attr);
+              const uint32_t r = ir::sr_bits(stream, t, static_cast<uint64_t>(e0 + j));
+              out[j] = ir::sround_bf16(static_cast<float>(x[j]), r);
+            }
             break;
           }
           default:

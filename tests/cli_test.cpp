@@ -640,6 +640,62 @@ TEST_F(Cli, StateFormatStoresStateInBf16OnEveryBackend) {
             "f64 (its per-element states: exp_avg, exp_avg_sq)\n");
 }
 
+// bf16_sr: the random bits depend on (state_seed, step, tensor, element, buffer) only: the
+// CPU with any thread count and chunk size and OpenCL with any launch shape give the same
+// bits, the reference (float64 math) the same state here, and 2 steps + resume + 2 steps equal
+// 4 steps. Another seed gives other bits; a seed out of range is an error.
+TEST_F(Cli, StochasticRoundingIsTheSameOnEveryBackendAndAfterAResume) {
+  const std::string pipe =
+      "'chain(clip_grad_norm(max_norm=1.0), adamw(lr=0.01, state_format=\"bf16_sr\"))'";
+  write("p.st", {filled("a", DType::f32, {1000}, 1), filled("b", DType::f32, {3, 77}, -1)});
+  write("g.st", {filled("a", DType::f32, {1000}, 0.1), filled("b", DType::f32, {3, 77}, 0.2)});
+  auto run = [&](const std::string& extra, const std::string& out, int steps = 4,
+                 const std::string& params = "p.st") {
+    auto r = optjit_cli("run " + pipe + " " + extra + " --params " + p(params) + " --grads " +
+                        p("g.st") + " --steps " + std::to_string(steps) + " --quiet --out " + p(out));
+    EXPECT_EQ(r.code, 0) << extra << ": " << r.output;
+    return *runtime::read_safetensors(p(out));
+  };
+  auto base = run("--backend cpu", "cpu.st");
+  const std::vector<std::pair<std::string, std::string>> same = {
+      {"--backend cpu --threads 1 --chunk 100", "cpu1.st"},
+      {"--backend opencl", "ocl.st"},
+      {"--backend opencl --launch block=32,items=3,vec=4,chunk=128", "ocl2.st"},
+  };
+  for (const auto& [extra, out] : same) {
+    auto other = run(extra, out);
+    for (const auto& t : base.tensors)
+      EXPECT_EQ(other.find(t.name)->data, t.data) << extra << ": " << t.name;
+  }
+  auto ref = run("--backend reference", "ref.st");
+  for (const char* name : {"a.exp_avg", "a.exp_avg_sq", "b.exp_avg", "b.exp_avg_sq"}) {
+    const HostTensor* t = base.find(name);
+    ASSERT_TRUE(t) << name;
+    EXPECT_EQ(t->dtype, DType::bf16);
+    int differ = 0;
+    for (int64_t i = 0; i < t->numel(); ++i) differ += t->get(i) != ref.find(name)->get(i);
+    EXPECT_LE(differ, t->numel() / 100) << name << ": the reference rounds its f64 math to f32 "
+                                        << "first, so a value may differ in its last f32 bit";
+  }
+  run("--backend cpu", "half.st", 2);
+  auto r2 = optjit_cli("run " + pipe + " --backend cpu --params " + p("half.st") + " --state " +
+                       p("half.st") + " --grads " + p("g.st") + " --steps 2 --quiet --out " +
+                       p("resumed.st"));
+  ASSERT_EQ(r2.code, 0) << r2.output;
+  auto resumed = *runtime::read_safetensors(p("resumed.st"));
+  for (const auto& t : base.tensors)
+    EXPECT_EQ(resumed.find(t.name)->data, t.data) << "resumed: " << t.name;
+  auto seeded = run("--backend cpu --set state_seed=7", "seed.st");
+  EXPECT_NE(seeded.find("a.exp_avg")->data, base.find("a.exp_avg")->data);
+  auto bad = optjit_cli("run " + pipe + " --set state_seed=-1 --params " + p("p.st") +
+                        " --grads " + p("g.st") + " --steps 1 --out " + p("x.st"));
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.output.find("state_seed = -1 is invalid: the stochastic rounding seed must be a "
+                            "whole number in [0, 1048575]"),
+            std::string::npos)
+      << bad.output;
+}
+
 TEST_F(Cli, TuneStoresADecisionThatRunUses) {
   const std::string env = "OPTJIT_CACHE_DIR=" + p("kc") + " ";
   const std::string pipe = "'chain(clip_grad_norm(max_norm=1.0), adamw())'";

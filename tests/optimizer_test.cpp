@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -590,6 +591,84 @@ TEST(Optimizer, RejectsBadInputWithClearErrors) {
   auto threads = Optimizer::create(kPipeline, m.params(), many);
   ASSERT_FALSE(threads);
   EXPECT_EQ(threads.error().message, "100000 threads is not between 1 and 1024 (0 means all cores)");
+}
+
+}  // namespace
+}  // namespace optjit
+
+namespace optjit {
+namespace {
+
+// bf16_sr: deterministic stochastic rounding is unbiased. A million copies of a value between
+// two bf16 neighbours are stored; their mean must be the value within 6 standard errors, and
+// the share rounded up must be the value's position between the neighbours. Round to nearest
+// (plain bf16) misses the same bound by orders of magnitude, which shows the test can fail.
+TEST(StateFormat, StochasticRoundingIsUnbiasedAndDeterministic) {
+  const int64_t n = 1 << 20;
+  const std::vector<float> values = {1.00234375f, -3.3f, 1.7e-3f, 12345.678f};
+  auto run = [&](const std::string& format, int threads) {
+    std::vector<std::vector<float>> params(values.size(), std::vector<float>(n, 0.0f));
+    std::vector<std::vector<float>> grads;
+    std::vector<Param> ps;
+    std::vector<const void*> gs;
+    for (size_t k = 0; k < values.size(); ++k) {
+      grads.emplace_back(n, values[k]);
+      ps.push_back({"w" + std::to_string(k), params[k].data(), DType::f32, {n}});
+    }
+    for (auto& g : grads) gs.push_back(g.data());
+    OptimizerOptions o;
+    o.cpu.threads = threads;
+    auto opt = Optimizer::create(
+        "transform keep() {\n  state m = 0\n  m = grad\n}\nkeep(state_format=\"" + format + "\")",
+        ps, o);
+    EXPECT_TRUE(opt) << opt.error().message;
+    EXPECT_TRUE((*opt)->step(gs));
+    auto st = (*opt)->export_state();
+    EXPECT_TRUE(st);
+    std::vector<runtime::HostTensor> out;
+    for (size_t k = 0; k < values.size(); ++k) out.push_back(*st->find("w" + std::to_string(k) + ".m"));
+    return out;
+  };
+  auto within = [&](const std::vector<runtime::HostTensor>& m, std::string* why) {
+    for (size_t k = 0; k < values.size(); ++k) {
+      const double x = values[k];
+      // The bf16 neighbours of x and its position between them.
+      uint32_t bits;
+      std::memcpy(&bits, &values[k], 4);
+      uint32_t down_bits = bits & 0xffff0000u, up_bits = down_bits + 0x10000u;
+      float down, up;
+      std::memcpy(&down, &down_bits, 4);
+      std::memcpy(&up, &up_bits, 4);
+      const double p = (x - down) / (double(up) - down);
+      double sum = 0;
+      int64_t ups = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const double v = m[k].get(i);
+        if (v != down && v != up) {
+          *why = fmt::format("{}: element {} is {}, not a neighbour", x, i, v);
+          return false;
+        }
+        sum += v;
+        ups += v == up;
+      }
+      const double sigma = std::sqrt(p * (1 - p) / n);
+      const double mean_error = std::fabs(sum / n - x) / std::fabs(double(up) - down);
+      if (mean_error > 6 * sigma || std::fabs(double(ups) / n - p) > 6 * sigma) {
+        *why = fmt::format("{}: mean off by {} ulp, {} rounded up (expected {} ± {})", x,
+                           mean_error, double(ups) / n, p, 6 * sigma);
+        return false;
+      }
+    }
+    return true;
+  };
+  std::string why;
+  auto sr = run("bf16_sr", 2);
+  EXPECT_TRUE(within(sr, &why)) << why;
+  auto nearest = run("bf16", 2);
+  EXPECT_FALSE(within(nearest, &why)) << "round to nearest passed the unbiasedness bound";
+  // The same bits with one thread (other chunks, other order).
+  auto one = run("bf16_sr", 1);
+  for (size_t k = 0; k < values.size(); ++k) EXPECT_EQ(one[k].data, sr[k].data) << k;
 }
 
 }  // namespace
