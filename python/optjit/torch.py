@@ -93,7 +93,9 @@ class _Engine:
         self.data_ptrs = [p.data_ptr() for p in params]
         self.sent: Dict[Tuple[int, str], List[float]] = {}
         # Short hyperparameter names ("lr", "betas") as torch's param_groups name them.
-        self.hypers = sorted({h.split(".")[1] for h in self.engine.hyperparameters})
+        # A program-wide one ("state_seed" of state_format="bf16_sr") keeps its whole name.
+        self.hypers = sorted({h.split(".")[1] if "." in h else h
+                              for h in self.engine.hyperparameters})
         self.bound: Dict[Tuple[int, str], int] = {}
 
     def bind(self, opt: "Optimizer") -> None:

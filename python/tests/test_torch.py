@@ -411,6 +411,26 @@ def test_state_format_bf16_is_adamw_with_its_state_stored_in_bf16(backend):
         ot.AdamW(params(), state_format="exp_avgg:bf16")
 
 
+def test_state_format_bf16_sr_through_the_bridge_is_seeded_from_the_param_groups():
+    """bf16_sr state through optjit.torch (the bridge once assumed every hyperparameter name
+    has a transform prefix and failed on state_seed): bf16 tensors, the same bits run to run,
+    the seed read from a param group like any hyperparameter, another seed other bits."""
+    def run(seed):
+        g = torch.Generator().manual_seed(3)
+        w = torch.nn.Parameter(torch.randn(4097, generator=g))
+        opt = ot.AdamW([{"params": [w], "state_seed": seed}], lr=1e-2, state_format="bf16_sr")
+        for step in range(3):
+            w.grad = torch.randn(4097, generator=g) * 1e-2
+            opt.step()
+        return w.detach().clone(), opt.state[w]["exp_avg"].clone()
+    w0, m0 = run(0)
+    assert m0.dtype == torch.bfloat16
+    w0b, m0b = run(0)
+    assert torch.equal(m0, m0b) and torch.equal(w0, w0b)
+    _, m7 = run(7)
+    assert not torch.equal(m0, m7)
+
+
 @pytest.mark.parametrize("three_phase", [False, True])
 def test_one_cycle_ends_where_torchs_scheduler_raises(three_phase):
     """one_cycle_lr in a pipeline steps as far as torch's OneCycleLR lets a training loop
