@@ -127,7 +127,8 @@ Expected<std::vector<plan::Plan>> plans_for(const dsl::Pipeline& pipeline,
     if (!is_float(dt))
       return make_error("parameter '{}' is {}, not a float type", params[groups[dt][0]].name,
                         to_string(dt));
-    auto program = dsl::lower(pipeline, {dt, options.grad_dtype.value_or(dt), dt});
+    auto program = dsl::lower(
+        pipeline, {dt, options.grad_dtype.value_or(dt), dt, options.stochastic_param_rounding});
     if (!program) return make_error("{}{}", prefix, program.error().message);
     auto plan = plan::make_plan(*program);
     if (!plan) return plan.error();

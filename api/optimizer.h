@@ -102,6 +102,10 @@ struct OptimizerOptions {
   std::vector<runtime::GroupSpec> groups;  // parameter groups with their own hyperparameters
   /// Benchmarks and tuning: gradients given as host memory are uploaded once, not every step.
   bool resident_grads = false;
+  /// bf16 parameters: stored with stochastic rounding (unbiased, so updates smaller than half
+  /// a bf16 step accumulate instead of vanishing), keyed by (state_seed, step, tensor, element)
+  /// and so the same on every backend and after a resume. Other dtypes: no effect.
+  bool stochastic_param_rounding = false;
 };
 
 class Optimizer {

@@ -497,13 +497,17 @@ DType Ctx::state_storage(std::string_view name) {
 
 // x rounded as bf16_sr stores it: the key is state_seed * 2^32 + step (exact in f64 for seeds
 // below 2^20 and steps below 2^32), the stream the buffer's index.
-Value Ctx::stochastic_round(Value x, uint32_t buffer) {
+uint32_t Ctx::seed_hyper() {
   const bool declared = b_.program().find_hyper("state_seed").has_value();
   const uint32_t h = b_.add_hyper("state_seed", 0);
   if (!declared)
     b_.set_hyper_bounds(h, {ir::Interval{0, 1048575, false, false}}, true,
                         "the stochastic rounding seed");
-  Value seed = wrap(b_.emit(Op::Hyper, DType::f64, {}, h));
+  return h;
+}
+
+Value Ctx::stochastic_round(Value x, uint32_t buffer) {
+  Value seed = wrap(b_.emit(Op::Hyper, DType::f64, {}, seed_hyper()));
   Value key = seed * 4294967296.0 + step();
   return wrap(b_.emit(Op::SRound, x.type(), {x.id(), key.id()}, buffer));
 }
@@ -612,8 +616,13 @@ Expected<ir::Program> lower(const Pipeline& pipeline, DTypes dtypes) {
     if (c.stochastic_.count(key)) v = c.stochastic_round(v, slot.index);
     c.b_.emit(slot.scalar ? Op::SStore : Op::Store, DType::b1, {v.id()}, slot.index);
   }
-  if (c.param_.id() != param0)
-    c.b_.emit(Op::Store, DType::b1, {c.param_.id()}, c.b_.program().param_buffer());
+  if (dtypes.param_stochastic) c.seed_hyper();
+  if (c.param_.id() != param0) {
+    const uint32_t pb = c.b_.program().param_buffer();
+    Value v = c.param_;
+    if (dtypes.param_stochastic && dtypes.param == DType::bf16) v = c.stochastic_round(v, pb);
+    c.b_.emit(Op::Store, DType::b1, {v.id()}, pb);
+  }
   ir::Program p = std::move(c.b_).finish();
   if (Status s = ir::verify(p); !s)
     return Error{"internal: lowered IR does not verify: " + s.error().message};

@@ -196,6 +196,10 @@ struct DTypes {
   DType param = DType::f32;
   DType grad = DType::f32;
   DType state = DType::f32;
+  /// bf16 parameters stored with stochastic rounding (torchao's bf16_stochastic_round), keyed
+  /// like bf16_sr state. Other dtypes are stored as they are; every program still declares
+  /// `state_seed`, so the programs of one optimizer's dtypes keep one set of hyperparameters.
+  bool param_stochastic = false;
 };
 
 /// Lowers a chain of transforms to one verified IR program.
@@ -272,6 +276,7 @@ class Ctx {
   DType state_storage(std::string_view name);
   void check_state_formats();
   Value stochastic_round(Value x, uint32_t buffer);
+  uint32_t seed_hyper();
   std::set<std::string> formatted_;   // state keys whose format was named
   std::set<std::string> stochastic_;  // state keys stored in bf16_sr
   Ctx(DTypes dtypes);

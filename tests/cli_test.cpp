@@ -696,6 +696,33 @@ TEST_F(Cli, StochasticRoundingIsTheSameOnEveryBackendAndAfterAResume) {
       << bad.output;
 }
 
+// --param-rounding stochastic: bf16 parameters rounded like bf16_sr state, the same bits on
+// the CPU (any threads) and OpenCL; f32 parameters in the same file are untouched by it.
+TEST_F(Cli, StochasticParamRoundingIsTheSameOnEveryBackend) {
+  write("p.st", {filled("w", DType::bf16, {3000}, 1), filled("b", DType::f32, {40}, -1)});
+  write("g.st", {filled("w", DType::bf16, {3000}, 0.1), filled("b", DType::f32, {40}, 0.2)});
+  auto run = [&](const std::string& extra, const std::string& out) {
+    auto r = optjit_cli("run 'sgd(lr=0.001)' " + extra + " --params " + p("p.st") + " --grads " +
+                        p("g.st") + " --steps 3 --quiet --out " + p(out));
+    EXPECT_EQ(r.code, 0) << extra << ": " << r.output;
+    return *runtime::read_safetensors(p(out));
+  };
+  auto cpu = run("--backend cpu --param-rounding stochastic", "cpu.st");
+  auto cpu1 = run("--backend cpu --threads 1 --chunk 64 --param-rounding stochastic", "cpu1.st");
+  auto ocl = run("--backend opencl --param-rounding stochastic", "ocl.st");
+  auto nearest = run("--backend cpu", "nearest.st");
+  EXPECT_EQ(cpu.find("w")->data, cpu1.find("w")->data);
+  EXPECT_EQ(cpu.find("w")->data, ocl.find("w")->data);
+  EXPECT_NE(cpu.find("w")->data, nearest.find("w")->data);
+  EXPECT_EQ(cpu.find("b")->data, nearest.find("b")->data) << "f32 parameters are not affected";
+  auto bad = optjit_cli("run 'sgd()' --param-rounding up --params " + p("p.st") + " --grads " +
+                        p("g.st") + " --steps 1 --out " + p("x.st"));
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.output.find("--param-rounding: up not in {nearest,stochastic}"),
+            std::string::npos)
+      << bad.output;
+}
+
 TEST_F(Cli, TuneStoresADecisionThatRunUses) {
   const std::string env = "OPTJIT_CACHE_DIR=" + p("kc") + " ";
   const std::string pipe = "'chain(clip_grad_norm(max_norm=1.0), adamw())'";

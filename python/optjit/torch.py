@@ -89,6 +89,7 @@ class _Engine:
             cache=opt._cache,
             device_step=opt._device_step,
             cuda_graph=opt._cuda_graph,
+            param_rounding=opt._param_rounding,
         )
         self.data_ptrs = [p.data_ptr() for p in params]
         self.sent: Dict[Tuple[int, str], List[float]] = {}
@@ -210,20 +211,24 @@ class Optimizer(torch.optim.Optimizer):
     transforms are declared in the same text). ``defaults`` are the hyperparameters param
     groups may set, by torch's names (``lr``, ``betas``, ``weight_decay``, ...); whatever a group
     or a scheduler sets is read at the next step. ``backend`` is ``"auto"`` (CPU tensors on the
-    CPU, CUDA tensors on their GPU) or ``"cpu"``.
+    CPU, CUDA tensors on their GPU) or ``"cpu"``. ``param_rounding="stochastic"`` stores bf16
+    parameters with deterministic stochastic rounding (torchao's ``bf16_stochastic_round``).
     """
 
     _step_supports_amp_scaling = True
 
     def __init__(self, params: Iterable, pipeline: str, defaults: Optional[Dict[str, Any]] = None,
                  *, backend: str = "auto", cache: bool = True, device_step: Optional[bool] = None,
-                 cuda_graph: bool = False):
+                 cuda_graph: bool = False, param_rounding: str = "nearest"):
         self._pipeline = pipeline
         self._scaled = False  # a GradScaler's grad_scaler is in front of the pipeline
         self._backend = backend
         self._cache = cache
         self._device_step = device_step
         self._cuda_graph = cuda_graph
+        if param_rounding not in ("nearest", "stochastic"):
+            raise ValueError(f"param_rounding: {param_rounding!r} is not 'nearest' or 'stochastic'")
+        self._param_rounding = param_rounding
         self._engines: Dict[Tuple, _Engine] = {}
         self._last_key: Optional[Tuple] = None  # the parameters that had gradients last step
         self._last: List[_Engine] = []
@@ -377,7 +382,8 @@ class _Builtin(Optimizer):
 
 def _builtin(name: str, torch_name: str, signature: Dict[str, Any], structural=()):
     def __init__(self, params, *args, max_grad_norm=None, norm_type=2.0, state_format=None,
-                 backend="auto", cache=True, device_step=None, cuda_graph=False, **kwargs):
+                 backend="auto", cache=True, device_step=None, cuda_graph=False,
+                 param_rounding="nearest", **kwargs):
         values = dict(signature)
         for k, v in zip(signature, args):
             values[k] = v
@@ -387,7 +393,7 @@ def _builtin(name: str, torch_name: str, signature: Dict[str, Any], structural=(
             values[k] = v
         _Builtin.__init__(self, params, values, max_grad_norm=max_grad_norm, norm_type=norm_type,
                           state_format=state_format, backend=backend, cache=cache, device_step=device_step,
-                          cuda_graph=cuda_graph)
+                          cuda_graph=cuda_graph, param_rounding=param_rounding)
 
     doc = (f"optjit's fused {torch_name}: the same signature, defaults and results; "
            f"``max_grad_norm=`` fuses gradient clipping into the step; ``state_format=`` "

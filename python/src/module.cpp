@@ -119,7 +119,7 @@ class Engine {
          const std::vector<Array>& params, const std::vector<int>& group_of, size_t groups,
          const std::string& backend, int device, uintptr_t queue,
          std::optional<std::string> grad_dtype, bool cache, std::optional<bool> device_step,
-         bool cuda_graph) {
+         bool cuda_graph, const std::string& param_rounding) {
     if (names.size() != params.size()) throw Error("names and params differ in length");
     std::vector<Param> ps;
     int device_type = 0;
@@ -143,6 +143,9 @@ class Engine {
     if (!cache) o.cache.reset();
     o.device_step = device_step;
     o.cuda_graph = cuda_graph;
+    if (param_rounding != "nearest" && param_rounding != "stochastic")
+      throw Error(fmt::format("param_rounding: '{}' is not nearest or stochastic", param_rounding));
+    o.stochastic_param_rounding = param_rounding == "stochastic";
     o.groups.resize(groups > 0 ? groups - 1 : 0);
     // Pipeline text, or the path of a file that holds it (as the CLI takes it).
     opt_ = take(Optimizer::create(take(read_pipeline_text(pipeline)), std::move(ps), std::move(o)));
@@ -241,11 +244,13 @@ NB_MODULE(_optjit, m) {
   nb::class_<Engine>(m, "Engine")
       .def(nb::init<const std::string&, const std::vector<std::string>&, const std::vector<Array>&,
                     const std::vector<int>&, size_t, const std::string&, int, uintptr_t,
-                    std::optional<std::string>, bool, std::optional<bool>, bool>(),
+                    std::optional<std::string>, bool, std::optional<bool>, bool,
+                    const std::string&>(),
            nb::arg("pipeline"), nb::arg("names"), nb::arg("params"), nb::arg("group_of") = std::vector<int>{},
            nb::arg("groups") = 1, nb::arg("backend") = "auto", nb::arg("device") = -1,
            nb::arg("queue") = 0, nb::arg("grad_dtype") = nb::none(), nb::arg("cache") = true,
-           nb::arg("device_step") = nb::none(), nb::arg("cuda_graph") = false)
+           nb::arg("device_step") = nb::none(), nb::arg("cuda_graph") = false,
+           nb::arg("param_rounding") = "nearest")
       .def("step", &Engine::step, nb::arg("grads"))
       .def("bind_state", &Engine::bind_state, nb::arg("param"), nb::arg("buffer"), nb::arg("array"),
            nb::arg("adopt") = false)

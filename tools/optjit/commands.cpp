@@ -235,6 +235,7 @@ int run(const RunOptions& o) {
     groups.push_back(std::move(*g));
   }
   opts->groups = groups;
+  opts->stochastic_param_rounding = o.param_rounding == "stochastic";
   if (o.no_cache)
     opts->cache.reset();
   else

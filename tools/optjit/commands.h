@@ -27,6 +27,7 @@ struct RunOptions {
   std::string launch;  // cuda/opencl launch parameters (default: the cache's tuning, else built-in)
   std::string step = "auto";
   bool no_cache = false, cache_strict = false;
+  std::string param_rounding = "nearest";  // bf16 parameters: nearest | stochastic
 };
 int run(const RunOptions& o);
 

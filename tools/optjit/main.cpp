@@ -112,6 +112,11 @@ int main_with_args(int argc, char** argv) {
                       "cache's tuning decision, else built-in defaults)");
   run_cmd->add_option("--step", run.step, optjit::cli::kStepHelp)->capture_default_str();
   run_cmd->add_flag("--no-cache", run.no_cache, "neither read nor write the kernel cache");
+  run_cmd
+      ->add_option("--param-rounding", run.param_rounding,
+                   "bf16 parameters: nearest (default) or stochastic (unbiased, deterministic: "
+                   "keyed by state_seed, step, tensor and element)")
+      ->check(CLI::IsMember({"nearest", "stochastic"}));
   run_cmd->add_flag("--cache-strict", run.cache_strict,
                     "a kernel cache miss is an error instead of a compile");
 
