@@ -494,6 +494,11 @@ std::vector<DefPtr> make_builtins() {
       transform("clip_grad_value", "torch.nn.utils.clip_grad_value_",
                 {required("clip_value", "gradients are clamped to [-clip_value, clip_value]")}, {},
                 clip_grad_value),
+      transform("master_weights",
+                "an exact f32 master copy of the parameters as state ('master'): the transforms "
+                "after it update the master, and the parameters (bf16, f16) are stored rounded "
+                "from it",
+                {}, {}, [](Ctx& c) { c.use_master_weights(); }),
       transform("grad_scaler", "torch.amp.GradScaler: unscale, skip the step on Inf/NaN",
                 {num("scale", 65536.0, "the loss scale the gradients carry")}, {}, grad_scaler),
       schedule(

@@ -1,6 +1,8 @@
 #include "ir/dsl.h"
 
 #include <algorithm>
+#include <utility>
+#include <limits>
 #include <cmath>
 
 #include <fmt/ranges.h>
@@ -356,6 +358,19 @@ void Ctx::set_param(Value v) {
   param_ = cast(v, element_type_);
 }
 
+void Ctx::use_master_weights() {
+  if (!master_key_.empty()) return fail(make_error("master_weights is given twice"));
+  if (frame().bound->args.count(kStateFormat))
+    return fail(make_error("master_weights keeps its master in f32; it takes no state_format"));
+  if (b_.program().at(param_.id()).op != Op::Load)
+    return fail(make_error("master_weights must come before every transform that updates the "
+                           "parameters"));
+  forced_storage_ = DType::f32;
+  Value m = state("master", std::numeric_limits<double>::quiet_NaN());
+  param_ = cast(select(m != m, param_, m), element_type_);  // NaN: no master yet
+  master_key_ = state_key("master");
+}
+
 Value Ctx::constant(double v) { return wrap(b_.constant(v)); }
 Value Ctx::step() { return cast(wrap(b_.emit(Op::Step, DType::i64)), DType::f64); }
 Value Ctx::numel() { return cast(wrap(b_.emit(Op::Numel, DType::i64)), DType::f64); }
@@ -479,6 +494,7 @@ Value Ctx::lazy_init(Value loaded, const StateInit& init) {
 // The storage of this transform's per-element state `name`: its state_format, else the
 // parameters' (DTypes::state). Each name given is recorded, to check that it was declared.
 DType Ctx::state_storage(std::string_view name) {
+  if (forced_storage_) return *std::exchange(forced_storage_, std::nullopt);
   const Bound& b = *frame().bound;
   auto arg = b.args.find(kStateFormat);
   if (arg == b.args.end() || b.def->find_option(kStateFormat) || b.def->find_hyper(kStateFormat))
@@ -608,6 +624,7 @@ Expected<ir::Program> lower(const Pipeline& pipeline, DTypes dtypes) {
     if (c.error_) return *c.error_;
   }
   for (ValueId s : c.skips_) c.b_.emit(Op::SkipIf, DType::b1, {s});
+  if (!c.master_key_.empty()) c.states_.at(c.master_key_).current = c.param_;
   for (const auto& [key, slot] : c.states_) {
     const ir::Inst& cur = c.b_.program().at(slot.current.id());
     bool unchanged = cur.op == (slot.scalar ? Op::SLoad : Op::Load) && cur.attr == slot.index;

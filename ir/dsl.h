@@ -225,6 +225,10 @@ class Ctx {
   Value param() const { return param_; }
   void set_grad(Value v);
   void set_param(Value v);
+  /// From here on the parameters are an exact f32 master copy kept as state ("master"),
+  /// taken from the parameters where it has no value yet (its first step, or a checkpoint
+  /// without it); the parameters are stored rounded from it at the end of the step.
+  void use_master_weights();
 
   /// This transform's hyperparameter (element k of a tuple), resolving schedules.
   Value hyper(std::string_view name, size_t k = 0);
@@ -279,6 +283,8 @@ class Ctx {
   uint32_t seed_hyper();
   std::set<std::string> formatted_;   // state keys whose format was named
   std::set<std::string> stochastic_;  // state keys stored in bf16_sr
+  std::optional<DType> forced_storage_;  // the next state's storage, whatever the format
+  std::string master_key_;               // use_master_weights()' state
   Ctx(DTypes dtypes);
   const Frame& frame() const { return frames_.back(); }
   std::string state_key(std::string_view name) const;

@@ -38,6 +38,10 @@ inline uint32_t index(ValueId v) { return static_cast<uint32_t>(v); }
 /// Reduction scope, the attr of a reduce op.
 enum class Scope : uint32_t { all = 0, tensor = 1 };
 
+/// Numbers in a program are the same when equal or both NaN (a NaN constant, or the NaN that
+/// marks a state with no value yet, is the same program on both sides of a round trip).
+inline bool same_number(double a, double b) { return a == b || (a != a && b != b); }
+
 struct Inst {
   Op op{};
   DType type = DType::f64;   // result type (unused for effects)
@@ -46,14 +50,17 @@ struct Inst {
   double imm = 0;            // Const only
   std::array<ValueId, 3> args{kNoValue, kNoValue, kNoValue};
 
-  bool operator==(const Inst&) const = default;
+  bool operator==(const Inst& o) const {
+    return op == o.op && type == o.type && rank == o.rank && attr == o.attr &&
+           same_number(imm, o.imm) && args == o.args;
+  }
 };
 
 /// Where a state's first value comes from: a constant or a hyperparameter's value at creation.
 struct Init {
   double value = 0;
   std::optional<uint32_t> hyper;  // index into Program::hypers
-  bool operator==(const Init&) const = default;
+  bool operator==(const Init& o) const { return same_number(value, o.value) && hyper == o.hyper; }
 };
 
 /// A range of real numbers, each end open or closed; inf ends are allowed ([0, inf]).
@@ -81,7 +88,10 @@ struct HyperDecl {
   /// The step's scheduler epoch (t - 1 at step t) may not pass this value: torch's OneCycleLR
   /// raises there ("Tried to step N times"), and so does the step.
   bool step_limit = false;
-  bool operator==(const HyperDecl&) const = default;
+  bool operator==(const HyperDecl& o) const {
+    return name == o.name && same_number(value, o.value) && allowed == o.allowed &&
+           whole == o.whole && rule == o.rule && step_limit == o.step_limit;
+  }
 };
 
 /// Empty when `value` is allowed for `h`; else a message naming the hyperparameter, the value

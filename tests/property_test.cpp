@@ -165,8 +165,8 @@ void check_plan_matches_naive(const std::string& text) {
         const uint8_t* x = state->tensors[t].data(b);
         const uint8_t* y = naive.state.tensors[t].data(b);
         for (int64_t e = 0; e < state->tensors[t].numel; ++e) {
-          double u = runtime::load_element(x, DType::f64, e),
-                 w = runtime::load_element(y, DType::f64, e);
+          const DType st = plan->buffers[b].storage;  // f64, or f32 (master_weights' master)
+          double u = runtime::load_element(x, st, e), w = runtime::load_element(y, st, e);
           RC_ASSERT((u == w || (std::isnan(u) && std::isnan(w))));
         }
       }

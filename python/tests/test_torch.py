@@ -469,6 +469,36 @@ def test_stochastic_param_rounding_keeps_updates_smaller_than_half_a_bf16_step()
         ot.SGD([torch.nn.Parameter(torch.ones(2))], param_rounding="up")
 
 
+def test_master_weights_keep_an_exact_f32_copy_of_bf16_parameters():
+    """chain(master_weights(), adamw(state_format="f32")) on bf16 parameters is torch's AdamW
+    on an fp32 copy: the master (optimizer.state[p]["master"], f32) follows torch's fp32
+    AdamW to f32 rounding, and the bf16 parameters are the master rounded to nearest, every
+    step."""
+    g = torch.Generator().manual_seed(5)
+    init = torch.randn(300, generator=g)
+    grads = [torch.randn(300, generator=g) * 1e-2 for _ in range(8)]
+    kw = dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
+    ref = torch.nn.Parameter(init.to(torch.bfloat16).float())
+    ref_opt = torch.optim.AdamW([ref], **kw)
+    w = torch.nn.Parameter(init.to(torch.bfloat16))
+    # The state in f32 too (by default it is stored as the parameters are: bf16).
+    opt = ot.Optimizer([w], 'chain(master_weights(), adamw(state_format="f32"))', kw)
+    for gr in grads:
+        gb = gr.to(torch.bfloat16)  # the same (bf16) gradient for both
+        ref.grad = gb.float()
+        ref_opt.step()
+        w.grad = gb
+        opt.step()
+        master = opt.state[w]["master"]
+        assert master.dtype == torch.float32
+        assert torch.allclose(master, ref.detach(), rtol=1e-6, atol=1e-9)
+        assert torch.equal(w.detach(), master.to(torch.bfloat16))
+    # Most bf16 steps of lr=1e-3 would vanish without the master; with it the parameters move.
+    assert (w.detach() != init.to(torch.bfloat16)).float().mean() > 0.5
+    with pytest.raises(optjit.Error, match="master_weights must come before every transform"):
+        ot.Optimizer([w], "chain(adamw(), master_weights())", kw)
+
+
 @pytest.mark.parametrize("three_phase", [False, True])
 def test_one_cycle_ends_where_torchs_scheduler_raises(three_phase):
     """one_cycle_lr in a pipeline steps as far as torch's OneCycleLR lets a training loop
