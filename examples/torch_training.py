@@ -97,11 +97,12 @@ def digits_task(steps, batch=128):
     return make, batches, loss_fn
 
 
-def train(make, batches, loss_fn, use_optjit, log_every, lr=3e-3):
+def train(make, batches, loss_fn, use_optjit, log_every, lr=3e-3, state_format=None):
     torch.manual_seed(0)
     model = make()
     if use_optjit:
-        opt = ot.AdamW(model.parameters(), lr=lr, weight_decay=0.01, max_grad_norm=1.0)
+        opt = ot.AdamW(model.parameters(), lr=lr, weight_decay=0.01, max_grad_norm=1.0,
+                       state_format=state_format)
     else:
         opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     losses, window, step_time = [], [], 0.0
