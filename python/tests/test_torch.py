@@ -597,3 +597,19 @@ def test_pipeline_from_a_file_with_a_custom_transform(tmp_path):
     assert w.tolist() == [0.5, -0.5, 0.5]
     assert set(opt.state[w]) == {"step", "momentum_buffer"}
     assert opt.state[w]["momentum_buffer"].tolist() == pytest.approx([0.2, -0.3, 0.0])
+
+
+def test_tensors_optjit_cannot_step_are_clear_errors_not_copies():
+    """A tensor on a device optjit has no backend for (meta here; the same path refuses any
+    other) and a dtype it cannot step are errors naming the problem, raised by step()."""
+    w = torch.nn.Parameter(torch.zeros(4, device="meta"))
+    opt = ot.AdamW([w])
+    w.grad = torch.zeros(4, device="meta")
+    with pytest.raises(optjit.Error, match="optjit steps CPU and CUDA tensors, not meta ones"):
+        opt.step()
+    c = torch.nn.Parameter(torch.zeros(4, dtype=torch.complex64))
+    opt = ot.AdamW([c])
+    c.grad = torch.zeros(4, dtype=torch.complex64)
+    with pytest.raises(optjit.Error, match="has a dtype optjit cannot step .* use float32, "
+                                           "float64, float16 or bfloat16"):
+        opt.step()
