@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -25,6 +26,10 @@ struct Sandbox {
     auto c = optjit::cache::KernelCache::open();
     if (!c) __builtin_trap();
     cache = std::move(*c);
+  }
+  ~Sandbox() {  // /dev/shm is RAM: nothing stays behind a run
+    cache.reset();
+    std::filesystem::remove_all(dir);
   }
 };
 

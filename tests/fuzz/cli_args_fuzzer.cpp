@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,9 @@ struct Sandbox {
     FILE* f = std::fopen("a.opt", "w");
     std::fputs("chain(clip_grad_norm(max_norm=1.0), adamw(lr=0.01))\n", f);
     std::fclose(f);
+  }
+  ~Sandbox() {  // /dev/shm is RAM: nothing stays behind a run
+    if (::chdir("/") == 0) std::filesystem::remove_all(dir);
   }
 };
 

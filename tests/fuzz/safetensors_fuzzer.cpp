@@ -7,19 +7,23 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <string>
 
 #include "runtime/safetensors.h"
 
 namespace {
 
+// A directory in memory for the round trip, removed when the run ends (/dev/shm is RAM).
+struct ScratchDir {
+  std::string path = "/dev/shm/optjit-st-fuzz-" + std::to_string(::getpid());
+  ScratchDir() { ::mkdir(path.c_str(), 0700); }
+  ~ScratchDir() { std::filesystem::remove_all(path); }
+};
+
 std::string scratch_dir() {
-  static const std::string dir = [] {
-    std::string d = "/dev/shm/optjit-st-fuzz-" + std::to_string(::getpid());
-    ::mkdir(d.c_str(), 0700);
-    return d;
-  }();
-  return dir;
+  static const ScratchDir dir;
+  return dir.path;
 }
 
 }  // namespace
