@@ -69,6 +69,9 @@ struct Optimizer::Impl {
   bool tuned = false;
   runtime::StepMode mode = runtime::StepMode::host;
   std::vector<std::string> warnings;
+  // Hyperparameters the step's scheduler epoch may not pass (one_cycle_lr's total_steps),
+  // found once at creation so the step only compares.
+  std::vector<uint32_t> step_limits;
   // The gradients bound at the last step (one of the two is empty).
   std::vector<const void*> bound_host;
   std::vector<DeviceMemory> bound_device;
@@ -260,6 +263,9 @@ Status Optimizer::build(std::vector<Param> params, OptimizerOptions options) {
       m.where[part.params[t]] = {pi, t};
     }
   }
+  const auto& hypers = m.parts[0].plan.program.hypers;
+  for (uint32_t h = 0; h < hypers.size(); ++h)
+    if (hypers[h].step_limit) m.step_limits.push_back(h);
   // The device.
   m.backend = m.options.backend;
   if (m.backend == Backend::automatic)
@@ -414,9 +420,8 @@ Expected<runtime::StepResult> Optimizer::Impl::step() {
   // raises, before anything is written: the step's scheduler epoch may not pass it.
   const Part& first = parts[0];
   const int64_t epoch = first.state.step;  // step t is scheduled as epoch t - 1
-  for (size_t h = 0; h < first.plan.program.hypers.size(); ++h) {
+  for (uint32_t h : step_limits) {
     const ir::HyperDecl& decl = first.plan.program.hypers[h];
-    if (!decl.step_limit) continue;
     for (size_t g = 0; g < first.state.groups.size(); ++g) {
       const double limit = first.state.groups[g].hypers[h];
       if (static_cast<double>(epoch) > limit)

@@ -1,8 +1,9 @@
-#include <cmath>
 #include "ir/lexer.h"
 
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 
 namespace optjit {
 
@@ -114,6 +115,47 @@ Expected<std::vector<Token>> lex(std::string_view s) {
   end.line = line;
   end.col = col;
   out.push_back(end);
+  return out;
+}
+
+Expected<double> TokenStream::number() {
+  const bool neg = accept_punct("-");
+  double v;
+  if (peek().kind == Tok::number)
+    v = next().number;
+  else if (at_ident("inf"))
+    next(), v = std::numeric_limits<double>::infinity();
+  else if (at_ident("nan"))  // written, so that a bound can name it (lr = nan is invalid)
+    next(), v = std::numeric_limits<double>::quiet_NaN();
+  else
+    return expected("a number");
+  return neg ? -v : v;
+}
+
+Expected<std::vector<ir::Interval>> TokenStream::intervals() {
+  std::vector<ir::Interval> out;
+  if (!at_ident("in")) return out;
+  next();
+  do {
+    ir::Interval i;
+    if (accept_punct("("))
+      i.lo_open = true;
+    else if (!accept_punct("["))
+      return expected("'[' or '(' starting an interval, e.g. [0, inf]");
+    auto lo = number();
+    if (!lo) return lo.error();
+    OPTJIT_TRY(expect_punct(","));
+    auto hi = number();
+    if (!hi) return hi.error();
+    if (accept_punct(")"))
+      i.hi_open = true;
+    else if (!accept_punct("]"))
+      return expected("']' or ')' closing the interval");
+    if (std::isnan(*lo) || std::isnan(*hi) || *lo > *hi)
+      return expected("an interval from low to high");
+    i.lo = *lo, i.hi = *hi;
+    out.push_back(i);
+  } while (at_ident("or") && (next(), true));
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ir/error.h"
+#include "ir/program.h"
 
 namespace optjit {
 
@@ -53,6 +54,11 @@ class TokenStream {
     if (peek().kind != Tok::ident) return expected(what);
     return next().text;
   }
+  /// A number with an optional '-': a literal, `inf` or `nan`.
+  Expected<double> number();
+  /// Where a hyperparameter may lie, after `in`: `[0, inf] or (1, 2)`, each from low to high.
+  /// Empty when the next token is not `in`.
+  Expected<std::vector<ir::Interval>> intervals();
 
  private:
   std::vector<Token> toks_;

@@ -375,29 +375,9 @@ class Parser {
   Expected<HyperBounds> hyper_bounds(const std::string& name) {
     HyperBounds b;
     b.rule = name;
-    if (ts_.at_ident("in")) {
-      ts_.next();
-      do {
-        ir::Interval i;
-        if (ts_.accept_punct("("))
-          i.lo_open = true;
-        else if (!ts_.accept_punct("["))
-          return ts_.expected("'[' or '(' starting an interval, e.g. [0, inf]");
-        auto lo = signed_number();
-        if (!lo) return lo.error();
-        OPTJIT_TRY(ts_.expect_punct(","));
-        auto hi = signed_number();
-        if (!hi) return hi.error();
-        if (ts_.accept_punct(")"))
-          i.hi_open = true;
-        else if (!ts_.accept_punct("]"))
-          return ts_.expected("']' or ')' closing the interval");
-        if (std::isnan(*lo) || std::isnan(*hi) || *lo > *hi)
-          return ts_.expected("an interval from low to high");
-        i.lo = *lo, i.hi = *hi;
-        b.allowed.push_back(i);
-      } while (ts_.at_ident("or") && (ts_.next(), true));
-    }
+    auto allowed = ts_.intervals();
+    if (!allowed) return allowed.error();
+    b.allowed = std::move(*allowed);
     if (ts_.at_ident("whole")) ts_.next(), b.whole = true;
     return b;
   }
@@ -589,20 +569,6 @@ class Parser {
   }
 
   // ---- the pipeline expression ---------------------------------------------------------
-  Expected<double> signed_number() {
-    bool neg = ts_.accept_punct("-");
-    if (ts_.peek().kind == Tok::number) return neg ? -ts_.next().number : ts_.next().number;
-    if (ts_.at_ident("inf")) {
-      ts_.next();
-      double inf = std::numeric_limits<double>::infinity();
-      return neg ? -inf : inf;
-    }
-    if (ts_.at_ident("nan")) {  // written, so that a bound can name it (lr = nan is invalid)
-      ts_.next();
-      return std::numeric_limits<double>::quiet_NaN();
-    }
-    return ts_.expected("a number");
-  }
 
   // A literal argument: number, tuple of numbers, true/false or "string".
   Expected<ArgNode> literal() {
@@ -612,7 +578,7 @@ class Parser {
     if (ts_.accept_punct("(")) {
       std::vector<double> xs;
       while (!ts_.at_punct(")")) {
-        auto x = signed_number();
+        auto x = ts_.number();
         if (!x) return x.error();
         xs.push_back(*x);
         if (!ts_.accept_punct(",")) break;
@@ -621,7 +587,7 @@ class Parser {
       if (xs.empty()) return ts_.expected("at least one number in the tuple");
       return ArgNode(std::move(xs));
     }
-    auto x = signed_number();
+    auto x = ts_.number();
     if (!x) return ts_.expected("a number, a tuple, true/false, a string or a call");
     return ArgNode(*x);
   }

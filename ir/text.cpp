@@ -133,19 +133,6 @@ class IrParser {
     return Status::Ok();
   }
 
-  Expected<double> number() {
-    bool neg = ts_.accept_punct("-");
-    double v;
-    if (ts_.peek().kind == Tok::number)
-      v = ts_.next().number;
-    else if (ts_.at_ident("inf"))
-      ts_.next(), v = std::numeric_limits<double>::infinity();
-    else if (ts_.at_ident("nan"))
-      ts_.next(), v = std::numeric_limits<double>::quiet_NaN();
-    else
-      return ts_.expected("a number");
-    return neg ? -v : v;
-  }
 
   Expected<std::string> string() {
     if (ts_.peek().kind != Tok::string) return ts_.expected("a quoted name");
@@ -173,7 +160,7 @@ class IrParser {
       i.hyper = *h;
       return i;
     }
-    auto v = number();
+    auto v = ts_.number();
     if (!v) return v.error();
     i.value = *v;
     return i;
@@ -185,40 +172,20 @@ class IrParser {
     if (!n) return n.error();
     double v = 0;
     if (ts_.accept_punct("=")) {
-      auto x = number();
+      auto x = ts_.number();
       if (!x) return x.error();
       v = *x;
     }
     // Bounds: `in [0, inf] or (1, 2)`, then `whole`, then `step_limit`, then the rule's name
     // in quotes.
-    std::vector<Interval> allowed;
-    if (ts_.at_ident("in")) {
-      ts_.next();
-      do {
-        Interval i;
-        if (ts_.accept_punct("("))
-          i.lo_open = true;
-        else if (!ts_.accept_punct("["))
-          return ts_.expected("'[' or '('");
-        auto lo = number();
-        if (!lo) return lo.error();
-        OPTJIT_TRY(ts_.expect_punct(","));
-        auto hi = number();
-        if (!hi) return hi.error();
-        if (ts_.accept_punct(")"))
-          i.hi_open = true;
-        else if (!ts_.accept_punct("]"))
-          return ts_.expected("']' or ')'");
-        i.lo = *lo, i.hi = *hi;
-        allowed.push_back(i);
-      } while (ts_.at_ident("or") && (ts_.next(), true));
-    }
+    auto allowed = ts_.intervals();
+    if (!allowed) return allowed.error();
     bool whole = ts_.at_ident("whole") && (ts_.next(), true);
     bool step_limit = ts_.at_ident("step_limit") && (ts_.next(), true);
     std::string rule;
     if (ts_.peek().kind == Tok::string) rule = ts_.next().text;
     uint32_t index = b_.add_hyper(*n, v);
-    b_.set_hyper_bounds(index, std::move(allowed), whole, std::move(rule), step_limit);
+    b_.set_hyper_bounds(index, std::move(*allowed), whole, std::move(rule), step_limit);
     return Status::Ok();
   }
 
@@ -292,7 +259,7 @@ class IrParser {
     double imm = 0;
     const Program& p = b_.program();
     if (*op == Op::Const) {
-      auto v = number();
+      auto v = ts_.number();
       if (!v) return v.error();
       imm = *v;
     } else if (*op == Op::Hyper) {
