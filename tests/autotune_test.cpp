@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include "test_dir.h"
+
 #include "cache/kernel_cache.h"
 #include "codegen/cpu_jit.h"
 #include "codegen/nvrtc.h"
@@ -51,13 +53,8 @@ TEST(Autotune, CandidatesStartWithTheDefaultInAFixedOrder) {
 
 class TuneTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("optjit_tune_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  void SetUp() override { dir_ = test::fresh_test_dir("tune"); }
+  void TearDown() override { test::remove_test_dir(dir_); }
   fs::path dir_;
 };
 

@@ -14,6 +14,8 @@
 
 #include <gtest/gtest.h>
 
+#include "test_dir.h"
+
 #include <nlohmann/json.hpp>
 
 #include "runtime/devices.h"
@@ -50,13 +52,8 @@ Result optjit_cli_limited(const std::string& args) {
 
 class Cli : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("optjit_cli_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  void SetUp() override { dir_ = test::fresh_test_dir("cli"); }
+  void TearDown() override { test::remove_test_dir(dir_); }
   std::string p(const std::string& n) const { return (dir_ / n).string(); }
   void write(const std::string& name, std::vector<HostTensor> ts) {
     TensorFile f;

@@ -13,6 +13,8 @@
 
 #include <gtest/gtest.h>
 
+#include "test_dir.h"
+
 namespace optjit::cache {
 namespace {
 
@@ -20,14 +22,8 @@ namespace fs = std::filesystem;
 
 class CacheTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("optjit_cache_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  void SetUp() override { dir_ = test::fresh_test_dir("cache"); }
+  void TearDown() override { test::remove_test_dir(dir_); }
   std::string dir(const std::string& sub = "user") const { return (dir_ / sub).string(); }
   static KernelEntry entry(const std::string& program, const std::string& text,
                            const std::string& fp = "fp-a") {

@@ -14,6 +14,8 @@
 
 #include <gtest/gtest.h>
 
+#include "test_dir.h"
+
 namespace optjit::support {
 namespace {
 
@@ -21,18 +23,8 @@ namespace fs = std::filesystem;
 
 class OutputFileTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("optjit_out_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::permissions(dir_, fs::perms::owner_all, fs::perm_options::add, ec);
-    fs::remove_all(dir_);
-  }
+  void SetUp() override { dir_ = test::fresh_test_dir("out"); }
+  void TearDown() override { test::remove_test_dir(dir_); }
   std::string p(const std::string& n) const { return (dir_ / n).string(); }
   static std::string slurp(const std::string& path) {
     std::ifstream in(path, std::ios::binary);

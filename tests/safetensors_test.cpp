@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include "test_dir.h"
+
 #include <nlohmann/json.hpp>
 
 namespace optjit::runtime {
@@ -18,13 +20,8 @@ namespace fs = std::filesystem;
 
 class SafetensorsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("optjit_st_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  void SetUp() override { dir_ = test::fresh_test_dir("st"); }
+  void TearDown() override { test::remove_test_dir(dir_); }
   std::string path(const std::string& n) const { return (dir_ / n).string(); }
   void write_raw(const std::string& p, const std::string& header, const std::string& data) {
     std::ofstream out(p, std::ios::binary);
