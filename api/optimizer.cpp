@@ -157,8 +157,7 @@ Expected<std::unique_ptr<Optimizer>> Optimizer::create(std::string_view text,
   std::vector<std::vector<size_t>> members;
   auto plans = plans_for(*pipeline, params, options, &members, "pipeline: ");
   if (!plans) return plans.error();
-  return create_parts(std::move(*plans), std::move(members), std::move(params),
-                      std::move(options));
+  return create_parts(std::move(*plans), std::move(members), std::move(params), std::move(options));
 }
 
 Expected<std::unique_ptr<Optimizer>> Optimizer::create(const dsl::Pipeline& pipeline,
@@ -167,8 +166,7 @@ Expected<std::unique_ptr<Optimizer>> Optimizer::create(const dsl::Pipeline& pipe
   std::vector<std::vector<size_t>> members;
   auto plans = plans_for(pipeline, params, options, &members, "");
   if (!plans) return plans.error();
-  return create_parts(std::move(*plans), std::move(members), std::move(params),
-                      std::move(options));
+  return create_parts(std::move(*plans), std::move(members), std::move(params), std::move(options));
 }
 
 Expected<std::unique_ptr<Optimizer>> Optimizer::create_parts(
@@ -230,8 +228,8 @@ Status Optimizer::build(std::vector<Param> params, OptimizerOptions options) {
       bool any = false;
       for (const auto& p : m.params) any = any || runtime::glob_match(pat, p.name);
       if (!any)
-        m.warnings.push_back(fmt::format("parameter group {}: pattern '{}' matches no parameter",
-                                         g + 1, pat));
+        m.warnings.push_back(
+            fmt::format("parameter group {}: pattern '{}' matches no parameter", g + 1, pat));
     }
   std::vector<int> group_of;
   for (size_t pi = 0; pi < m.parts.size(); ++pi) {
@@ -288,9 +286,8 @@ Status Optimizer::build(std::vector<Param> params, OptimizerOptions options) {
     if (!c) return c.error();
     m.cache = std::move(*c);
   }
-  auto device = runtime::open_device({.kind = m.backend.name(),
-                                      .index = m.options.device,
-                                      .queue = m.options.queue});
+  auto device = runtime::open_device(
+      {.kind = m.backend.name(), .index = m.options.device, .queue = m.options.queue});
   if (!device) return device.error();
   m.device = std::move(*device);
   // The step mode: a graph, the device step where the device has it, else the host.
@@ -336,10 +333,9 @@ Status Optimizer::Impl::resolve_launch() {
     return Status::Ok();
   }
   std::string from;
-  gpu_launch = autotune::gpu_launch_for(target, cache.get(), &from,
-                                        desc.kind == "cuda"
-                                            ? codegen::GpuLaunch{}
-                                            : codegen::GpuLaunch::device_default(desc.gpu));
+  gpu_launch = autotune::gpu_launch_for(
+      target, cache.get(), &from,
+      desc.kind == "cuda" ? codegen::GpuLaunch{} : codegen::GpuLaunch::device_default(desc.gpu));
   tuned = !from.empty();
   return Status::Ok();
 }
@@ -378,12 +374,13 @@ Status Optimizer::Impl::bind_grads(const char* who, const std::vector<const void
     const int64_t numel = parts[p].state.tensors[t].numel;
     const size_t gbytes = parts[p].grad_bytes;
     if (host) {
-      if (!(*host)[i] && numel > 0) return make_error("the gradient of '{}' is null", params[i].name);
-      if (overlap((*host)[i], numel * gbytes, params[i].data,
-                  numel * size_bytes(params[i].dtype)))
+      if (!(*host)[i] && numel > 0)
+        return make_error("the gradient of '{}' is null", params[i].name);
+      if (overlap((*host)[i], numel * gbytes, params[i].data, numel * size_bytes(params[i].dtype)))
         return make_error("the gradient of '{}' overlaps its parameter", params[i].name);
     } else {
-      if (!(*dev)[i] && numel > 0) return make_error("the gradient of '{}' is null", params[i].name);
+      if (!(*dev)[i] && numel > 0)
+        return make_error("the gradient of '{}' is null", params[i].name);
       if ((*dev)[i] == params[i].device && numel > 0)
         return make_error("the gradient of '{}' is its parameter's memory", params[i].name);
     }
@@ -410,7 +407,8 @@ void Optimizer::Impl::unbind_grads() {
   bound_host.clear();
   bound_device.clear();
   for (Part& part : parts) {
-    for (auto& t : part.state.tensors) t.external[part.grad_buffer] = nullptr, t.device[part.grad_buffer] = {};
+    for (auto& t : part.state.tensors)
+      t.external[part.grad_buffer] = nullptr, t.device[part.grad_buffer] = {};
     part.state.bindings.changed();
   }
 }
@@ -476,7 +474,8 @@ Expected<runtime::StepResult> Optimizer::Impl::lockstep() {
       if (static_cast<ir::Scope>(parts[0].plan.program.at(reds[r]).attr) != ir::Scope::all)
         continue;
       std::vector<double> all(params.size());
-      for (size_t i = 0; i < params.size(); ++i) all[i] = partial[where[i].first][r][where[i].second];
+      for (size_t i = 0; i < params.size(); ++i)
+        all[i] = partial[where[i].first][r][where[i].second];
       for (auto& pp : partial) pp[r] = all;  // combine() of these is the global value
     }
     for (size_t p = 0; p < parts.size(); ++p)
@@ -530,12 +529,14 @@ Status Optimizer::Impl::to_host(Part& part, std::vector<std::pair<size_t, size_t
   return Status::Ok();
 }
 
-Status Optimizer::Impl::from_host(Part& part, const std::vector<std::pair<size_t, size_t>>& borrowed,
+Status Optimizer::Impl::from_host(Part& part,
+                                  const std::vector<std::pair<size_t, size_t>>& borrowed,
                                   bool write_device) {
   Status st = Status::Ok();
   for (auto [t, b] : borrowed) {
     auto& ts = part.state.tensors[t];
-    if (write_device && st) st = device->write(ts.device[b], ts.owned[b].data(), ts.owned[b].size());
+    if (write_device && st)
+      st = device->write(ts.device[b], ts.owned[b].data(), ts.owned[b].size());
     ts.owned[b] = {};
   }
   return st;

@@ -140,8 +140,7 @@ class Optimizer {
   /// copied there first, unless `adopt`: then the caller's memory already holds the state (a
   /// framework's restored checkpoint). From then on the optimizer reads and writes it in place.
   Status bind_state(size_t param, std::string_view buffer, void* host, bool adopt = false);
-  Status bind_state(size_t param, std::string_view buffer, DeviceMemory device,
-                    bool adopt = false);
+  Status bind_state(size_t param, std::string_view buffer, DeviceMemory device, bool adopt = false);
 
   /// Tunes the launch on these very tensors, with `grads` as the gradients, on the device the
   /// optimizer runs on. Parameters, state and the step count are as before afterwards; the

@@ -33,7 +33,6 @@ Status sodium() {
   return Status::Ok();
 }
 
-
 Expected<std::string> read_secret_key(const std::string& path) {
   auto sk = read_all(path);
   if (!sk) return sk.error();
@@ -118,7 +117,8 @@ Expected<BundleCounts> import_bundle(KernelCache& cache, const std::string& path
     char magic[16] = {};
     in.read(magic, sizeof(magic));
     if (in.gcount() == 0) return make_error("{}: not a kernel bundle (the file is empty)", path);
-    if (in.gcount() < 16 || std::string_view(magic, 16) != std::string_view("SQLite format 3\0", 16))
+    if (in.gcount() < 16 ||
+        std::string_view(magic, 16) != std::string_view("SQLite format 3\0", 16))
       return make_error("{}: not a kernel bundle (not an SQLite database)", path);
   }
   // Read the bundle through a private copy, so a bundle on read-only media works and is never
@@ -137,7 +137,8 @@ Expected<BundleCounts> import_bundle(KernelCache& cache, const std::string& path
     int tables = 0;
     if (sqlite3_open_v2(copy.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
       sqlite3_exec(
-          db, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name IN ('meta','kernels')",
+          db,
+          "SELECT count(*) FROM sqlite_master WHERE type='table' AND name IN ('meta','kernels')",
           [](void* n, int, char** v, char**) {
             *static_cast<int*>(n) = v[0] ? std::atoi(v[0]) : 0;
             return 0;

@@ -3,9 +3,10 @@
 //
 // They compute what runtime::HostProgram computes, the same way: every value in float64, only
 // casts round, reductions combined within a tensor and then across tensors in the fixed lane
-// order of codegen::kCombineLanes, one work-group per combine. Values of earlier segments and reductions are read from `vals`; a segment's own
-// values are locals, and each is also stored for later segments (scalars by the thread of their
-// group, tensor values by the thread of their tensor).
+// order of codegen::kCombineLanes, one work-group per combine. Values of earlier segments and
+// reductions are read from `vals`; a segment's own values are locals, and each is also stored for
+// later segments (scalars by the thread of their group, tensor values by the thread of their
+// tensor).
 #include <map>
 #include <set>
 
@@ -234,8 +235,8 @@ class StepWriter {
     const std::string I = L_.i64();
     const int64_t W = kCombineLanes;
     std::string s;
-    s += fmt::format("    {{\n      const {0} run = {1} > 0 ? ({1} + {2} - 1) / {2} : 1;\n", I,
-                     n, W);
+    s += fmt::format("    {{\n      const {0} run = {1} > 0 ? ({1} + {2} - 1) / {2} : 1;\n", I, n,
+                     W);
     s += fmt::format("      const {0} used = ({1} + run - 1) / run;\n", I, n);
     s += fmt::format("      for ({} j = j0; j < (used > 0 ? used : 1); j += size) {{\n", I);
     s += fmt::format("        const {0} i1 = j * run + run < {1} ? j * run + run : {1};\n", I, n);

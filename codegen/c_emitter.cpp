@@ -204,9 +204,7 @@ class KernelWriter {
   }
 
   // The type that holds w elements of buffer b as loaded, its loads and stores, and lanes.
-  std::string vec_type(uint32_t b, int w) const {
-    return L_.vec_type(plan_.buffers[b].storage, w);
-  }
+  std::string vec_type(uint32_t b, int w) const { return L_.vec_type(plan_.buffers[b].storage, w); }
   std::string load(uint32_t b, int w, const std::string& ix) const {
     return L_.load(b, plan_.buffers[b].storage, w, ix);
   }
@@ -341,8 +339,8 @@ class KernelWriter {
           // The element's index in its tensor: the chunk's offset plus the loop's index (in
           // vectors of w lanes in the vector loop, in elements otherwise).
           const std::string ix = item == 0 ? "i0" : fmt::format("i{}", item);
-          const std::string e = w > 1 ? fmt::format("off + {} * {} + {}", ix, w, lane)
-                                      : fmt::format("off + {}", ix);
+          const std::string e =
+              w > 1 ? fmt::format("off + {} * {} + {}", ix, w, lane) : fmt::format("off + {}", ix);
           return def(convert(fmt::format("optjit_sround({}, (double){}, t, {}, {}u)",
                                          convert(a(0), at(0), DType::f32), a(1), e, in.attr),
                              DType::f32, t));
@@ -353,8 +351,8 @@ class KernelWriter {
         break;
       }
     }
-    return make_error("the {} backend cannot compile '{}' on {}", L_.name(),
-                      ir::info(in.op).text, to_string(in.type));
+    return make_error("the {} backend cannot compile '{}' on {}", L_.name(), ir::info(in.op).text,
+                      to_string(in.type));
   }
 
   const plan::Plan& plan_;

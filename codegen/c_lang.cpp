@@ -268,8 +268,8 @@ std::string float_math(const Lang& L, ir::Op op, DType t, const std::vector<std:
     case Op::Min:
     case Op::Max:
       // NaN wins (torch's minimum and maximum propagate it).
-      return fmt::format("(isnan({0}) || isnan({1})) ? {0} + {1} : ({0} {2} {1} ? {0} : {1})",
-                         a[0], a[1], op == Op::Max ? ">" : "<");
+      return fmt::format("(isnan({0}) || isnan({1})) ? {0} + {1} : ({0} {2} {1} ? {0} : {1})", a[0],
+                         a[1], op == Op::Max ? ">" : "<");
     default:
       return "";
   }

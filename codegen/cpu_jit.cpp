@@ -23,8 +23,8 @@
 
 #include "cache/kernel_cache.h"
 #include "codegen/llvm_emitter.h"
-#include "ir/text.h"
 #include "codegen/version.h"
+#include "ir/text.h"
 
 namespace optjit::codegen {
 
@@ -165,13 +165,12 @@ Expected<std::unique_ptr<CpuKernels>> CpuKernels::compile(const plan::Plan& plan
       target.exact_id(), fmt::format("{:016x}", ir::structural_hash(plan.program)),
       cache::source_variant(
           interleave > 0 ? fmt::format("cpu-o3-interleave={}", interleave) : "cpu-o3", *ir)};
-  auto built = cache::cached_compile(cache, key, "elf-object", "the cpu kernels",
-                                     [&]() -> Expected<cache::Compiled> {
-                                       auto o = object_code(plan, target, interleave);
-                                       if (!o) return o.error();
-                                       return cache::Compiled{
-                                           std::vector<uint8_t>(o->begin(), o->end()), "{}"};
-                                     });
+  auto built = cache::cached_compile(
+      cache, key, "elf-object", "the cpu kernels", [&]() -> Expected<cache::Compiled> {
+        auto o = object_code(plan, target, interleave);
+        if (!o) return o.error();
+        return cache::Compiled{std::vector<uint8_t>(o->begin(), o->end()), "{}"};
+      });
   if (!built) return built.error();
   const bool hit = built->from_cache;
   const std::vector<uint8_t>& object = built->payload;

@@ -22,8 +22,7 @@ Expected<CubinResult> plan_cubin(const plan::Plan& plan, const std::string& arch
                        fmt::format("{:016x}", ir::structural_hash(plan.program)),
                        source_variant(device_step ? "cuda-step" : "cuda", launch, *src)};
   auto built = cache::cached_compile(
-      cache, key, "cubin", fmt::format("the {} kernels", arch),
-      [&]() -> Expected<cache::Compiled> {
+      cache, key, "cubin", fmt::format("the {} kernels", arch), [&]() -> Expected<cache::Compiled> {
         auto cubin = compile_cubin(*src, arch);
         if (!cubin) return cubin.error();
         nlohmann::json res = nlohmann::json::array();

@@ -63,8 +63,8 @@ Expected<GpuLaunch> GpuLaunch::from_text(const std::string& s, const GpuLaunch& 
     // The value as given, in every message: never a wrapped or clamped one.
     constexpr long long kMaxChunk = 1LL << 40;
     if (errno == ERANGE || v > kMaxChunk ||
-        (name != "chunk" && (v > std::numeric_limits<int>::max() ||
-                             v < std::numeric_limits<int>::min())))
+        (name != "chunk" &&
+         (v > std::numeric_limits<int>::max() || v < std::numeric_limits<int>::min())))
       return make_error("launch parameter {}={} is out of range ({})", name, value,
                         name == "block"   ? "a power of two between 1 and 1024"
                         : name == "items" ? "1..8"

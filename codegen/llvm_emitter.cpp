@@ -5,10 +5,10 @@
 //       the pass body, instruction by instruction, in order
 //     partials[c * R + r] = accumulator r
 // Each buffer is its own alias class (distinct buffers never overlap; see make_alias_scopes),
-// so the element loop vectorizes without runtime checks. Element math carries no fast-math flags: results stay
-// IEEE and comparable with the float64 reference. Only the reduction adds are reassociable,
-// which lets them vectorize; their order is still fixed by the compiled code and the chunk.
-// max|x| and any-non-finite reduce the bit patterns of |x| with an unsigned max: for
+// so the element loop vectorizes without runtime checks. Element math carries no fast-math flags:
+// results stay IEEE and comparable with the float64 reference. Only the reduction adds are
+// reassociable, which lets them vectorize; their order is still fixed by the compiled code and the
+// chunk. max|x| and any-non-finite reduce the bit patterns of |x| with an unsigned max: for
 // non-negative floats integer order is float order, and NaN sorts above Inf, so NaN wins.
 #include "codegen/llvm_emitter.h"
 
@@ -269,17 +269,17 @@ class PassEmitter {
   llvm::Value* sround(const ir::Inst& in, llvm::Value* x, DType have, llvm::Value* key_f64,
                       llvm::Value* element) {
     llvm::Value* f = convert(x, have, DType::f32);
-    llvm::Value* key = b_.CreateSelect(
-        b_.CreateFCmpOGE(key_f64, llvm::ConstantFP::get(b_.getDoubleTy(), 0.0)),
-        b_.CreateFPToUI(key_f64, b_.getInt64Ty()), b_.getInt64(0));
+    llvm::Value* key =
+        b_.CreateSelect(b_.CreateFCmpOGE(key_f64, llvm::ConstantFP::get(b_.getDoubleTy(), 0.0)),
+                        b_.CreateFPToUI(key_f64, b_.getInt64Ty()), b_.getInt64(0));
     llvm::Value* stream =
         sr_mix(b_.CreateXor(key, b_.getInt64(static_cast<uint64_t>(in.attr) << 56)));
     llvm::Value* h = sr_mix(b_.CreateAdd(
         b_.CreateAdd(stream, b_.CreateMul(tensor_, b_.getInt64(ir::kSrGolden))), element));
     llvm::Value* r = b_.CreateAnd(b_.CreateTrunc(h, b_.getInt32Ty()), b_.getInt32(0xffff));
     llvm::Value* bits = b_.CreateBitCast(f, b_.getInt32Ty());
-    llvm::Value* finite = b_.CreateICmpNE(b_.CreateAnd(bits, b_.getInt32(0x7f800000)),
-                                          b_.getInt32(0x7f800000));
+    llvm::Value* finite =
+        b_.CreateICmpNE(b_.CreateAnd(bits, b_.getInt32(0x7f800000)), b_.getInt32(0x7f800000));
     llvm::Value* rounded = b_.CreateBitCast(
         b_.CreateAnd(b_.CreateAdd(bits, r), b_.getInt32(0xffff0000u)), b_.getFloatTy());
     return convert(b_.CreateSelect(finite, rounded, f), DType::f32, in.type);

@@ -18,8 +18,7 @@
 namespace optjit::codegen {
 
 std::string cubin_fingerprint(const std::string& arch) {
-  return fmt::format("cuda|{}|nvrtc {}|codegen {}", arch, nvrtc_version(),
-                     kCodegenVersion);
+  return fmt::format("cuda|{}|nvrtc {}|codegen {}", arch, nvrtc_version(), kCodegenVersion);
 }
 
 std::string cubin_fingerprint_id(const std::string& arch) {
@@ -164,8 +163,8 @@ Expected<Cubin> compile_cubin(const std::string& source, const std::string& arch
     return make_error("NVRTC could not create a program");
   std::string arch_opt = "--gpu-architecture=" + arch;
   // The source includes no headers (codegen/c_emitter.cpp), so no include path is needed.
-  const char* opts[] = {arch_opt.c_str(),    "--std=c++17",      "--fmad=false",
-                        "--prec-div=true",   "--prec-sqrt=true", "--ptxas-options=-v"};
+  const char* opts[] = {arch_opt.c_str(),  "--std=c++17",      "--fmad=false",
+                        "--prec-div=true", "--prec-sqrt=true", "--ptxas-options=-v"};
   nvrtcResult r = N.CompileProgram(prog, static_cast<int>(std::size(opts)), opts);
   size_t log_size = 0;
   N.GetProgramLogSize(prog, &log_size);

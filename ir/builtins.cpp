@@ -334,8 +334,7 @@ constexpr double kPi = std::numbers::pi;
 // torch decays where `epoch % step_size == 0`; Python's % makes a negative step_size act as
 // its absolute value, and 0 raises (a bound, above).
 Value step_lr(Ctx& c) {
-  return c.hyper("base_lr") *
-         pow(c.hyper("gamma"), floor(epoch(c) / abs(c.hyper("step_size"))));
+  return c.hyper("base_lr") * pow(c.hyper("gamma"), floor(epoch(c) / abs(c.hyper("step_size"))));
 }
 
 Value multi_step_lr(Ctx& c) {
@@ -364,8 +363,7 @@ Value linear_lr(Ctx& c) {
 // total_iters <= 0: torch keeps base_lr (every epoch is past the end).
 Value polynomial_lr(Ctx& c) {
   Value total = c.hyper("total_iters");
-  Value decayed =
-      pow(1.0 - min(total, epoch(c)) / max(total, c.constant(1.0)), c.hyper("power"));
+  Value decayed = pow(1.0 - min(total, epoch(c)) / max(total, c.constant(1.0)), c.hyper("power"));
   return c.hyper("base_lr") * select(total > 0.0, decayed, c.constant(1.0));
 }
 
@@ -444,19 +442,20 @@ std::vector<DefPtr> make_builtins() {
                 {lr(1e-2), bounded(num("alpha", 0.99, "smoothing constant"), {nonneg("alpha")}),
                  eps8, wd0, bounded(num("momentum", 0, "momentum factor"), {nonneg("momentum")})},
                 {flag("centered", "normalize by the estimated variance"), maximize()}, rmsprop),
-      transform("adagrad", "torch.optim.Adagrad",
-                {lr(1e-2), bounded(num("lr_decay", 0, "learning rate decay"), {nonneg("lr_decay")}),
-                 wd0,
-                 bounded(num("initial_accumulator_value", 0, "initial value of the sum of squares"),
-                         {nonneg("initial_accumulator_value")}),
-                 bounded(num("eps", 1e-10, "term added to the denominator"), {nonneg("epsilon")})},
-                {maximize()}, adagrad),
-      transform("adadelta", "torch.optim.Adadelta",
-                {lr(1.0),
-                 bounded(num("rho", 0.9, "running average coefficient"), {{{{0, 1}}, false, "rho"}}),
-                 bounded(num("eps", 1e-6, "term added inside the square roots"), {nonneg("epsilon")}),
-                 wd0},
-                {maximize()}, adadelta),
+      transform(
+          "adagrad", "torch.optim.Adagrad",
+          {lr(1e-2), bounded(num("lr_decay", 0, "learning rate decay"), {nonneg("lr_decay")}), wd0,
+           bounded(num("initial_accumulator_value", 0, "initial value of the sum of squares"),
+                   {nonneg("initial_accumulator_value")}),
+           bounded(num("eps", 1e-10, "term added to the denominator"), {nonneg("epsilon")})},
+          {maximize()}, adagrad),
+      transform(
+          "adadelta", "torch.optim.Adadelta",
+          {lr(1.0),
+           bounded(num("rho", 0.9, "running average coefficient"), {{{{0, 1}}, false, "rho"}}),
+           bounded(num("eps", 1e-6, "term added inside the square roots"), {nonneg("epsilon")}),
+           wd0},
+          {maximize()}, adadelta),
       transform("rprop", "torch.optim.Rprop",
                 {lr(1e-2),
                  // torch: 0 < etaminus < 1 < etaplus
@@ -465,28 +464,25 @@ std::vector<DefPtr> make_builtins() {
                           {{{1, kInf, true, false}}, false, "etaplus"}}),
                  {"step_sizes", {1e-6, 50}, "(min, max) step sizes", false, 2}},
                 {maximize()}, rprop),
-      transform(
-          "asgd", "torch.optim.ASGD",
-          {lr(1e-2), bounded(num("lambd", 1e-4, "decay term"), {nonneg("lambd")}),
-           bounded(num("alpha", 0.75, "power for eta update"), {nonneg("alpha")}),
-           num("t0", 1e6, "point at which to start averaging"), wd0},
-          {maximize()}, asgd),
+      transform("asgd", "torch.optim.ASGD",
+                {lr(1e-2), bounded(num("lambd", 1e-4, "decay term"), {nonneg("lambd")}),
+                 bounded(num("alpha", 0.75, "power for eta update"), {nonneg("alpha")}),
+                 num("t0", 1e6, "point at which to start averaging"), wd0},
+                {maximize()}, asgd),
       transform("lion", "lion_pytorch.Lion",
                 // lion_pytorch: lr > 0, 0 <= beta <= 1
                 {lr(1e-4, positive("the learning rate")), betas(0.9, 0.99, true),
                  num("weight_decay", 0, "decoupled weight decay")},
-                {},
-                lion),
-      transform("lamb", "torch_optimizer.Lamb",
-                // torch_optimizer: lr > 0, eps >= 0, 0 <= beta < 1, weight_decay >= 0,
-                // clamp_value >= 0
-                {lr(1e-3, positive("the learning rate")), betas(0.9, 0.999),
-                 bounded(num("eps", 1e-6, "term added to the denominator"), {nonneg("epsilon")}),
-                 wd0,
-                 bounded(num("clamp_value", 10, "clamp on the weight norm"),
-                         {nonneg("clamp_value")})},
-                {flag("adam", "use trust ratio 1 (plain Adam)"), flag("debias", "bias correction")},
-                lamb),
+                {}, lion),
+      transform(
+          "lamb", "torch_optimizer.Lamb",
+          // torch_optimizer: lr > 0, eps >= 0, 0 <= beta < 1, weight_decay >= 0,
+          // clamp_value >= 0
+          {lr(1e-3, positive("the learning rate")), betas(0.9, 0.999),
+           bounded(num("eps", 1e-6, "term added to the denominator"), {nonneg("epsilon")}), wd0,
+           bounded(num("clamp_value", 10, "clamp on the weight norm"), {nonneg("clamp_value")})},
+          {flag("adam", "use trust ratio 1 (plain Adam)"), flag("debias", "bias correction")},
+          lamb),
       transform("clip_grad_norm", "torch.nn.utils.clip_grad_norm_ over all tensors together",
                 {required("max_norm", "max norm of the gradients"),
                  num("norm_type", 2.0, "2.0, inf or another p (structural)")},
@@ -501,11 +497,11 @@ std::vector<DefPtr> make_builtins() {
                 {}, {}, [](Ctx& c) { c.use_master_weights(); }),
       transform("grad_scaler", "torch.amp.GradScaler: unscale, skip the step on Inf/NaN",
                 {num("scale", 65536.0, "the loss scale the gradients carry")}, {}, grad_scaler),
-      schedule(
-          "step_lr", "torch.optim.lr_scheduler.StepLR",
-          {base_lr(), bounded(required("step_size", "period of decay"), {nonzero_count("step_size")}),
-           num("gamma", 0.1, "decay factor")},
-          {}, step_lr),
+      schedule("step_lr", "torch.optim.lr_scheduler.StepLR",
+               {base_lr(),
+                bounded(required("step_size", "period of decay"), {nonzero_count("step_size")}),
+                num("gamma", 0.1, "decay factor")},
+               {}, step_lr),
       schedule("multi_step_lr", "torch.optim.lr_scheduler.MultiStepLR",
                {base_lr(),
                 bounded({"milestones", {}, "epochs at which to decay", false, 0},
@@ -517,17 +513,16 @@ std::vector<DefPtr> make_builtins() {
       schedule("cosine_annealing_lr", "torch.optim.lr_scheduler.CosineAnnealingLR",
                {base_lr(), bounded(required("T_max", "half period"), {nonzero_count("T_max")}),
                 num("eta_min", 0, "minimum lr")},
-               {},
-               cosine_annealing_lr),
-      schedule("linear_lr", "torch.optim.lr_scheduler.LinearLR",
-               {base_lr(),
-                bounded(num("start_factor", 1.0 / 3, "factor at the start"),
-                        {{{{0, 1, true, false}}, false, "start_factor"}}),
-                bounded(num("end_factor", 1.0, "factor at the end"),
-                        {{{{0, 1}}, false, "end_factor"}}),
-                bounded(num("total_iters", 5, "steps to reach end_factor (0 or less: never)"),
-                        {count("total_iters")})},
-               {}, linear_lr),
+               {}, cosine_annealing_lr),
+      schedule(
+          "linear_lr", "torch.optim.lr_scheduler.LinearLR",
+          {base_lr(),
+           bounded(num("start_factor", 1.0 / 3, "factor at the start"),
+                   {{{{0, 1, true, false}}, false, "start_factor"}}),
+           bounded(num("end_factor", 1.0, "factor at the end"), {{{{0, 1}}, false, "end_factor"}}),
+           bounded(num("total_iters", 5, "steps to reach end_factor (0 or less: never)"),
+                   {count("total_iters")})},
+          {}, linear_lr),
       schedule("one_cycle_lr",
                "torch.optim.lr_scheduler.OneCycleLR (lr only; torch ignores the optimizer's lr)",
                {required("max_lr", "peak lr"),

@@ -1,9 +1,9 @@
 #include "ir/dsl.h"
 
 #include <algorithm>
-#include <utility>
-#include <limits>
 #include <cmath>
+#include <limits>
+#include <utility>
 
 #include <fmt/ranges.h>
 
@@ -242,9 +242,10 @@ Expected<StateFormats> parse_state_formats(std::string_view text) {
     std::string_view f = colon == std::string_view::npos ? item : item.substr(colon + 1);
     auto t = format(f);
     if (!t)
-      return make_error("state_format: '{}' is not a format ({}); give FORMAT or STATE:FORMAT, "
-                        "separated by commas",
-                        item, state_format_names());
+      return make_error(
+          "state_format: '{}' is not a format ({}); give FORMAT or STATE:FORMAT, "
+          "separated by commas",
+          item, state_format_names());
     if (colon == std::string_view::npos) {
       if (out.all) return make_error("state_format: two formats for all states ('{}')", item);
       out.all = t;
@@ -363,8 +364,9 @@ void Ctx::use_master_weights() {
   if (frame().bound->args.count(kStateFormat))
     return fail(make_error("master_weights keeps its master in f32; it takes no state_format"));
   if (b_.program().at(param_.id()).op != Op::Load)
-    return fail(make_error("master_weights must come before every transform that updates the "
-                           "parameters"));
+    return fail(
+        make_error("master_weights must come before every transform that updates the "
+                   "parameters"));
   forced_storage_ = DType::f32;
   Value m = state("master", std::numeric_limits<double>::quiet_NaN());
   param_ = cast(select(m != m, param_, m), element_type_);  // NaN: no master yet
@@ -399,8 +401,7 @@ Value Ctx::hyper(std::string_view name, size_t k) {
           arg->second.v.index() == 0 ? std::get<0>(arg->second.v) : std::get<1>(arg->second.v)[k];
     uint32_t index = b_.add_hyper(full, value);
     if (const HyperBounds* bounds = h->bounds_of(k))
-      b_.set_hyper_bounds(index, bounds->allowed, bounds->whole, bounds->rule,
-                          bounds->step_limit);
+      b_.set_hyper_bounds(index, bounds->allowed, bounds->whole, bounds->rule, bounds->step_limit);
     out = wrap(b_.emit(Op::Hyper, DType::f64, {}, index));
   }
   hyper_cache_.emplace(full, out);
@@ -449,8 +450,7 @@ void Ctx::constrain(std::string_view name, HyperBounds bounds, size_t k) {
   decl.allowed = std::move(bounds.allowed);
   decl.whole = bounds.whole;
   decl.rule = std::move(bounds.rule);
-  if (std::string why = ir::check_hyper(decl, decl.value); !why.empty())
-    return fail(Error{why});
+  if (std::string why = ir::check_hyper(decl, decl.value); !why.empty()) return fail(Error{why});
   b_.set_hyper_bounds(*index, std::move(decl.allowed), decl.whole, std::move(decl.rule),
                       decl.step_limit);
 }

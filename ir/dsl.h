@@ -281,8 +281,8 @@ class Ctx {
   void check_state_formats();
   Value stochastic_round(Value x, uint32_t buffer);
   uint32_t seed_hyper();
-  std::set<std::string> formatted_;   // state keys whose format was named
-  std::set<std::string> stochastic_;  // state keys stored in bf16_sr
+  std::set<std::string> formatted_;      // state keys whose format was named
+  std::set<std::string> stochastic_;     // state keys stored in bf16_sr
   std::optional<DType> forced_storage_;  // the next state's storage, whatever the format
   std::string master_key_;               // use_master_weights()' state
   Ctx(DTypes dtypes);

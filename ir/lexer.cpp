@@ -70,9 +70,10 @@ Expected<std::vector<Token>> lex(std::string_view s) {
         return make_error("line {}, column {}: malformed number '{}'", line, col,
                           buf.substr(0, n + 1));
       if (std::isinf(t.number))  // strtod's overflow; a typo more often than a wish for inf
-        return make_error("line {}, column {}: number '{}' is too large for a double (write inf "
-                          "for infinity)",
-                          line, col, buf.substr(0, n));
+        return make_error(
+            "line {}, column {}: number '{}' is too large for a double (write inf "
+            "for infinity)",
+            line, col, buf.substr(0, n));
       t.kind = Tok::number;
       t.text = buf.substr(0, n);
       advance(n);

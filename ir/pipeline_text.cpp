@@ -18,8 +18,8 @@ namespace {
 
 // Documented limits (README, "Pipelines"): the parser and the evaluator recurse, so nesting is
 // bounded instead of the stack; and so is the text.
-constexpr int kMaxNesting = 200;       // calls, parentheses and unary operators inside each other
-constexpr int kMaxExprDepth = 1000;    // an expression tree's depth (a flat sum of N terms: N)
+constexpr int kMaxNesting = 200;     // calls, parentheses and unary operators inside each other
+constexpr int kMaxExprDepth = 1000;  // an expression tree's depth (a flat sum of N terms: N)
 constexpr size_t kMaxTextBytes = 1 << 20;
 
 struct Expr;
@@ -207,8 +207,8 @@ class BodyEval {
         const bool whole = e.num >= 0 && e.num < 1024 && e.num == std::floor(e.num);
         const size_t k = whole ? static_cast<size_t>(e.num) : 0;
         if (!h || h->arity == 1 || !whole || k >= c_.hyper_size(e.text)) {
-          fail(e.at, fmt::format("'{}[{}]' is not an element of a tuple hyperparameter", e.text,
-                                 e.num));
+          fail(e.at,
+               fmt::format("'{}[{}]' is not an element of a tuple hyperparameter", e.text, e.num));
           return c_.constant(0);
         }
         return c_.hyper(e.text, k);
@@ -347,9 +347,8 @@ class Parser {
         if (!bounds) return bounds.error();
         def->hypers.back().bounds = {*bounds};
         for (double d : def->hypers.back().defaults)
-          if (auto why = ir::check_hyper({"the default " + *pname, 0, bounds->allowed,
-                                          bounds->whole, bounds->rule},
-                                         d);
+          if (auto why = ir::check_hyper(
+                  {"the default " + *pname, 0, bounds->allowed, bounds->whole, bounds->rule}, d);
               !why.empty())
             return TokenStream::error_at(bat, why);
       }

@@ -95,8 +95,8 @@ Builder::Builder(Program decls) : p_(std::move(decls)) { p_.insts.clear(); }
 std::string to_string(const std::vector<Interval>& allowed) {
   std::string out;
   for (const auto& i : allowed)
-    out += fmt::format("{}{}{}, {}{}", out.empty() ? "" : " or ", i.lo_open ? '(' : '[', i.lo,
-                       i.hi, i.hi_open ? ')' : ']');
+    out += fmt::format("{}{}{}, {}{}", out.empty() ? "" : " or ", i.lo_open ? '(' : '[', i.lo, i.hi,
+                       i.hi_open ? ')' : ']');
   return out;
 }
 

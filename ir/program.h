@@ -146,8 +146,8 @@ class Builder {
   explicit Builder(Program declarations_only);
 
   uint32_t add_hyper(std::string name, double value);
-  void set_hyper_bounds(uint32_t index, std::vector<Interval> allowed, bool whole,
-                        std::string rule, bool step_limit = false);
+  void set_hyper_bounds(uint32_t index, std::vector<Interval> allowed, bool whole, std::string rule,
+                        bool step_limit = false);
   uint32_t add_buffer(BufferDecl decl);
   uint32_t add_state(StateDecl decl);
   const Program& program() const { return p_; }

@@ -133,7 +133,6 @@ class IrParser {
     return Status::Ok();
   }
 
-
   Expected<std::string> string() {
     if (ts_.peek().kind != Tok::string) return ts_.expected("a quoted name");
     return ts_.next().text;

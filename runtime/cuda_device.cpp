@@ -77,8 +77,7 @@ class CudaDevice final : public Device {
     if (!ctx) return ctx.error();
     d->ctx_ = *ctx;
     cuda::ContextScope scope(A, d->ctx_);
-    if (!scope.ok())
-      return make_error("CUDA: could not make device {}'s context current", ordinal);
+    if (!scope.ok()) return make_error("CUDA: could not make device {}'s context current", ordinal);
     if (stream) {
       d->stream_ = static_cast<cuda::CUstream>(stream);
     } else {
@@ -230,14 +229,14 @@ Status CudaModule::launch(KernelId kernel, size_t groups, size_t group_size,
   std::vector<uint64_t> values(args.size());
   std::vector<void*> params(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
-    values[i] = args[i].is_memory ? dev_.address(args[i].memory)
-                                  : static_cast<uint64_t>(args[i].integer);
+    values[i] =
+        args[i].is_memory ? dev_.address(args[i].memory) : static_cast<uint64_t>(args[i].integer);
     params[i] = &values[i];
   }
   cuda::ContextScope scope(dev_.api(), dev_.context());
-  cuda::CUresult r = dev_.api().cuLaunchKernel(
-      it->second, static_cast<unsigned>(groups), 1, 1, static_cast<unsigned>(group_size), 1, 1, 0,
-      dev_.stream(), params.data(), nullptr);
+  cuda::CUresult r = dev_.api().cuLaunchKernel(it->second, static_cast<unsigned>(groups), 1, 1,
+                                               static_cast<unsigned>(group_size), 1, 1, 0,
+                                               dev_.stream(), params.data(), nullptr);
   if (r != 0) return cuda::fail("launching a kernel", r);
   return Status::Ok();
 }

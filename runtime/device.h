@@ -30,7 +30,7 @@ enum class Addressing { pointers, arenas };
 /// A kernel of a plan's module.
 struct KernelId {
   enum Kind : uint8_t { pass, segment, combine, fold, commit } kind = pass;
-  uint32_t k = 0;  // the pass (or segment) index
+  uint32_t k = 0;            // the pass (or segment) index
   std::string name() const;  // "optjit_pass_0", ..., "optjit_commit"
 };
 
@@ -84,8 +84,8 @@ struct DeviceDescription {
   std::string arch;         // cuda: "sm_90"
   std::string performance;  // the fingerprint tuning decisions are keyed by (runtime/devices.h)
   bool gpu = false;
-  int compute_units = 0;   // SMs, compute units, threads
-  size_t max_group = 0;    // the largest work-group
+  int compute_units = 0;  // SMs, compute units, threads
+  size_t max_group = 0;   // the largest work-group
   Addressing addressing = Addressing::pointers;
   bool host_memory = false;  // its memory is the host's (the CPU): host pointers are device memory
   bool device_step = false;  // runs the device step's kernels
@@ -169,7 +169,7 @@ struct DeviceKind {
   std::string name;        // "cuda": what --backend and Backend name it
   std::string auto_label;  // "CUDA device": how `auto` says it picked one
   int list_order = 100;    // place in `optjit devices`
-  int auto_rank = -1;      // `auto` takes a GPU of the lowest rank; -1: never (the CPU is the fallback)
+  int auto_rank = -1;  // `auto` takes a GPU of the lowest rank; -1: never (the CPU is the fallback)
   bool device_step = false, graphs = false;  // what its devices can do (DeviceDescription)
   std::function<Expected<std::shared_ptr<Device>>(int index, void* queue)> open;
   /// This machine's devices of this kind, or why there are none.

@@ -41,9 +41,9 @@ struct Executor::Impl {
   ExecutorOptions options;
   std::unique_ptr<Module> module;
   size_t B = 0, P = 0, max_reductions = 0;
-  std::vector<size_t> es;           // bytes per element of each buffer
-  std::vector<bool> written;        // buffers a step writes that its caller sees
-  std::vector<bool> per_group;      // per pass: one uniform row per group (host step)
+  std::vector<size_t> es;       // bytes per element of each buffer
+  std::vector<bool> written;    // buffers a step writes that its caller sees
+  std::vector<bool> per_group;  // per pass: one uniform row per group (host step)
 
   // Per tensor set.
   TensorSet tensors;
@@ -57,15 +57,15 @@ struct Executor::Impl {
   // Where each buffer of each tensor is: in place (the caller's device memory, or host memory
   // on the CPU) or in the executor's arena.
   enum class Where : uint8_t { in_place, arena };
-  std::vector<Where> where;             // [t * B + b]
+  std::vector<Where> where;  // [t * B + b]
   // Each buffer of each tensor in the table: an address (pointer devices) or a byte offset into
   // its arena (arena devices), as last uploaded [t * B + b].
   std::vector<uint64_t> values;
-  std::vector<int64_t> offsets;         // arena devices: element offsets [t * B + b]
+  std::vector<int64_t> offsets;                // arena devices: element offsets [t * B + b]
   std::vector<bool> host_arena, device_arena;  // per buffer: tensors staged from host / device
-  uint64_t bound = 0;  // OptimizerState::bindings as last bound
-  std::vector<DeviceMemory> arena_arg;  // arena devices: each buffer's memory object
-  std::vector<bool> uploaded;           // per buffer: the device holds the host's data
+  uint64_t bound = 0;                          // OptimizerState::bindings as last bound
+  std::vector<DeviceMemory> arena_arg;         // arena devices: each buffer's memory object
+  std::vector<bool> uploaded;                  // per buffer: the device holds the host's data
   std::vector<uint8_t> staging;
 
   // The device step.
@@ -117,13 +117,13 @@ Expected<std::unique_ptr<Executor>> Executor::create(const plan::Plan& plan,
     return make_error("{} threads is not between 1 and {} (0 means all cores)", options.cpu_threads,
                       kMaxThreads);
   if (options.step != StepMode::host && !d.device_step)
-    return make_error("the {} device runs the scalar program on the host (step mode host), not "
-                      "{}",
-                      d.kind, to_string(options.step));
+    return make_error(
+        "the {} device runs the scalar program on the host (step mode host), not "
+        "{}",
+        d.kind, to_string(options.step));
   if (options.step == StepMode::graph && !d.graphs)
     return make_error("the {} device cannot capture graphs; use step mode device", d.kind);
-  if (d.max_group > 0 && static_cast<size_t>(options.launch.block) > d.max_group &&
-      d.kind != "cpu")
+  if (d.max_group > 0 && static_cast<size_t>(options.launch.block) > d.max_group && d.kind != "cpu")
     return make_error("work-group size {} exceeds the device's {}", options.launch.block,
                       d.max_group);
   if (options.step != StepMode::host && d.gpu && d.max_group > 0 &&
@@ -185,11 +185,9 @@ Status Executor::Impl::build(const OptimizerState& s) {
                      "allocating the chunk table"));
     OPTJIT_TRY(dev.write(chunk_buf.memory(), table.chunks.data(),
                          table.chunks.size() * sizeof(codegen::Chunk)));
-    const size_t per_chunk =
-        step_host ? step_host->layout().partials_per_chunk : max_reductions;
+    const size_t per_chunk = step_host ? step_host->layout().partials_per_chunk : max_reductions;
     OPTJIT_TRY(alloc(partials, table.chunks.size() * per_chunk * 8, "allocating partials"));
-    if (!arenas_model())
-      OPTJIT_TRY(alloc(pointer_table, T * B * 8, "allocating the tensor table"));
+    if (!arenas_model()) OPTJIT_TRY(alloc(pointer_table, T * B * 8, "allocating the tensor table"));
     uniform_host.resize(P);
     for (size_t k = 0; k < P; ++k) {
       const size_t U = std::max<size_t>(plan.passes[k].uniforms.size(), 1);
@@ -197,8 +195,8 @@ Status Executor::Impl::build(const OptimizerState& s) {
       uniform_bufs.emplace_back();
       row_bufs.emplace_back();
       OPTJIT_TRY(alloc(uniform_bufs[k], rows_of_uniforms * U * 8, "allocating uniforms"));
-      OPTJIT_TRY(alloc(row_bufs[k], T * (arenas_model() ? B + 1 : 2) * 8,
-                       "allocating the tensor table"));
+      OPTJIT_TRY(
+          alloc(row_bufs[k], T * (arenas_model() ? B + 1 : 2) * 8, "allocating the tensor table"));
     }
     if (step_host) {
       const codegen::DeviceStepLayout& layout = step_host->layout();
@@ -302,9 +300,8 @@ Status Executor::Impl::bind(OptimizerState& s) {
       table_changed = true;
       for (size_t t = 0; t < T; ++t)
         if (where[t * B + b] == Where::arena)
-          values[t * B + b] =
-              arenas_dev ? static_cast<uint64_t>(table.base[t]) * es[b]
-                         : dev.address(arenas[b].memory()) + table.base[t] * es[b];
+          values[t * B + b] = arenas_dev ? static_cast<uint64_t>(table.base[t]) * es[b]
+                                         : dev.address(arenas[b].memory()) + table.base[t] * es[b];
     }
   }
   if (arena_arg != args) arena_arg = std::move(args), table_changed = true;
@@ -388,9 +385,8 @@ Status Executor::Impl::transfer_out(OptimizerState& s, bool state_too) {
                               static_cast<size_t>(s.tensors[t].numel) * es[b]));
     }
     using CopyBack = ExecutorOptions::CopyBack;
-    const bool wanted =
-        state_too || options.copy_back == CopyBack::written ||
-        (options.copy_back == CopyBack::params && role == ir::BufferRole::param);
+    const bool wanted = state_too || options.copy_back == CopyBack::written ||
+                        (options.copy_back == CopyBack::params && role == ir::BufferRole::param);
     if (!wanted || !host_arena[b]) continue;
     staging.resize(static_cast<size_t>(table.total) * es[b]);
     OPTJIT_TRY(dev.read(staging.data(), arenas[b].memory(), staging.size()));
@@ -417,8 +413,8 @@ std::vector<KernelArg> Executor::Impl::pass_args(size_t k) const {
 }
 
 Expected<std::vector<std::vector<double>>> Executor::Impl::run_pass_host(size_t k,
-                                                                       HostProgram& host,
-                                                                       OptimizerState& s) {
+                                                                         HostProgram& host,
+                                                                         OptimizerState& s) {
   const plan::Pass& pass = plan.passes[k];
   const size_t U = std::max<size_t>(pass.uniforms.size(), 1), R = pass.reductions.size();
   std::vector<double>& u = uniform_host[k];
@@ -463,8 +459,8 @@ Status Executor::Impl::enqueue_device_step() {
   for (size_t k = 0; k <= P; ++k) {
     const uint32_t k32 = static_cast<uint32_t>(k);
     const DeviceAllocation& uni = k < P ? uniform_bufs[k] : vals;  // the last writes none
-    const KernelArg seg[] = {mem(hypers), mem(ctl), mem(tinfo), mem(vals), mem(uni),
-                             KernelArg::i64(T), KernelArg::i64(G)};
+    const KernelArg seg[] = {mem(hypers), mem(ctl),          mem(tinfo),       mem(vals),
+                             mem(uni),    KernelArg::i64(T), KernelArg::i64(G)};
     OPTJIT_TRY(module->launch({KernelId::segment, k32},
                               groups_for(static_cast<size_t>(std::max(T, G)), kSegmentGroup),
                               kSegmentGroup, seg));
@@ -474,10 +470,10 @@ Status Executor::Impl::enqueue_device_step() {
                               static_cast<size_t>(options.launch.grid(n, desc.compute_units)),
                               static_cast<size_t>(options.launch.block), args));
     if (layout.combines[k]) {
-      const KernelArg c[] = {mem(partials), mem(first), mem(vals), mem(fold_rows),
-                             KernelArg::i64(T), KernelArg::i64(G)};
-      OPTJIT_TRY(module->launch({KernelId::combine, k32}, static_cast<size_t>(std::max<int64_t>(T, 1)),
-                                lanes, c));
+      const KernelArg c[] = {mem(partials),  mem(first),        mem(vals),
+                             mem(fold_rows), KernelArg::i64(T), KernelArg::i64(G)};
+      OPTJIT_TRY(module->launch({KernelId::combine, k32},
+                                static_cast<size_t>(std::max<int64_t>(T, 1)), lanes, c));
     }
     if (layout.folds[k]) {
       const KernelArg f[] = {mem(fold_rows), mem(vals), KernelArg::i64(T), KernelArg::i64(G)};
@@ -539,7 +535,8 @@ Status Executor::prepare(OptimizerState& s) {
 
 Expected<std::vector<std::vector<double>>> Executor::run_pass(size_t k, HostProgram& host,
                                                               OptimizerState& s) {
-  if (impl_->device_step()) return make_error("run_pass() is the host step's; this executor steps on the device");
+  if (impl_->device_step())
+    return make_error("run_pass() is the host step's; this executor steps on the device");
   return impl_->run_pass_host(k, host, s);
 }
 

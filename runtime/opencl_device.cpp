@@ -187,7 +187,8 @@ class OpenclDevice final : public Device {
       index = -1;
       for (const auto& f : *found)
         if (f.device == d->device_) index = f.info.index;
-      if (index < 0) return make_error("the caller's OpenCL queue is on a device optjit cannot see");
+      if (index < 0)
+        return make_error("the caller's OpenCL queue is on a device optjit cannot see");
     } else {
       if (index < 0) {
         index = 0;
@@ -245,8 +246,8 @@ class OpenclDevice final : public Device {
   }
   Status read(void* dst, DeviceMemory src, size_t bytes) override {
     if (bytes == 0) return Status::Ok();
-    cl_int e = clEnqueueReadBuffer(queue_, mem(src), CL_TRUE, src.offset, bytes, dst, 0, nullptr,
-                                   nullptr);
+    cl_int e =
+        clEnqueueReadBuffer(queue_, mem(src), CL_TRUE, src.offset, bytes, dst, 0, nullptr, nullptr);
     return e == CL_SUCCESS ? Status::Ok() : Status(cl_fail("clEnqueueReadBuffer", e));
   }
   Status copy(DeviceMemory dst, DeviceMemory src, size_t bytes) override {
@@ -284,8 +285,7 @@ class OpenclDevice final : public Device {
   cl_context context() const { return ctx_; }
 };
 
-Expected<std::unique_ptr<Module>> OpenclDevice::load(const plan::Plan& plan,
-                                                     const ModuleSpec& spec,
+Expected<std::unique_ptr<Module>> OpenclDevice::load(const plan::Plan& plan, const ModuleSpec& spec,
                                                      cache::KernelCache* cache) {
   const codegen::GpuLaunch& launch = spec.launch;
   auto t0 = std::chrono::steady_clock::now();
@@ -391,8 +391,8 @@ Status OpenclModule::launch(KernelId kernel, size_t groups, size_t group_size,
     if (e != CL_SUCCESS) return cl_fail("clSetKernelArg", e);
   }
   const size_t local = group_size, global = groups * group_size;
-  cl_int e = clEnqueueNDRangeKernel(dev_.cl_queue(), k, 1, nullptr, &global, &local, 0, nullptr,
-                                    nullptr);
+  cl_int e =
+      clEnqueueNDRangeKernel(dev_.cl_queue(), k, 1, nullptr, &global, &local, 0, nullptr, nullptr);
   return e == CL_SUCCESS ? Status::Ok() : Status(cl_fail("launching a kernel", e));
 }
 

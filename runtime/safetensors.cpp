@@ -227,8 +227,8 @@ Expected<TensorFile> read_safetensors(const std::string& path) {
       if (!e.is_object()) return bad("__metadata__ is not an object");
       for (auto m = e.begin(); m != e.end(); ++m) {
         if (!m.value().is_string())
-          return bad(fmt::format("__metadata__ '{}' is {}, not a string", m.key(),
-                                 json_type(m.value())));
+          return bad(
+              fmt::format("__metadata__ '{}' is {}, not a string", m.key(), json_type(m.value())));
         out.metadata[m.key()] = m.value().get<std::string>();
       }
       continue;

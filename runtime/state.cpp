@@ -92,7 +92,8 @@ Status set_hyper(const ir::Program& p, OptimizerState& s, std::string_view name,
                       values.size());
   if (group && *group >= s.groups.size()) return make_error("no parameter group {}", *group);
   for (size_t k = 0; k < idx->size(); ++k)  // all checked before any is set
-    if (std::string why = ir::check_hyper(p.hypers[(*idx)[k]], values.size() == 1 ? values[0] : values[k]);
+    if (std::string why =
+            ir::check_hyper(p.hypers[(*idx)[k]], values.size() == 1 ? values[0] : values[k]);
         !why.empty())
       return Error{why};
   for (uint32_t g = 0; g < s.groups.size(); ++g) {

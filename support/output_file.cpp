@@ -93,8 +93,8 @@ void remove_stale_temporaries(const fs::path& target) {
     size_t digits = 0;
     while (digits < rest.size() && rest[digits] >= '0' && rest[digits] <= '9') ++digits;
     std::string_view tail = rest.substr(digits);
-    if (digits == 0 || digits > 9 || !(tail.empty() || tail == "-wal" || tail == "-shm" ||
-                                       tail == "-journal"))
+    if (digits == 0 || digits > 9 ||
+        !(tail.empty() || tail == "-wal" || tail == "-shm" || tail == "-journal"))
       continue;
     const pid_t pid = static_cast<pid_t>(std::stol(std::string(rest.substr(0, digits))));
     if (pid == ::getpid()) continue;
@@ -222,8 +222,7 @@ Status flush(OutputFile::State& s) {
 
 Status rename_into_place(OutputFile::State& s) {
   OPTJIT_TRY(check_target(s.path));  // still a file, or nothing: it may have changed meanwhile
-  if (::rename(s.temp.c_str(), s.path.c_str()) != 0)
-    return io_error(s.path, "cannot write", errno);
+  if (::rename(s.temp.c_str(), s.path.c_str()) != 0) return io_error(s.path, "cannot write", errno);
   s.committed = true;
   const fs::path dir = fs::path(s.path).has_parent_path() ? fs::path(s.path).parent_path() : ".";
   if (int d = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); d >= 0) {
@@ -251,8 +250,7 @@ Status commit_all(std::vector<OutputFile*> files) {
   return Status::Ok();
 }
 
-Status write_file(const std::string& path, const std::string& bytes,
-                  std::optional<unsigned> mode) {
+Status write_file(const std::string& path, const std::string& bytes, std::optional<unsigned> mode) {
   auto f = OutputFile::create(path, mode);
   if (!f) return f.error();
   OPTJIT_TRY(f->write(bytes));

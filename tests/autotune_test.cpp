@@ -100,7 +100,8 @@ TEST_F(TuneTest, TunesOnRealBuffersRestoresThemAndStoresTheDecision) {
   EXPECT_GE(r->measured.size(), 2u);
   EXPECT_EQ(
       r->measured[0].config,
-      to_string(cpu_candidates(runtime::open_device({.kind = "cpu"}).value()->description().compute_units, 200000)[0]));
+      to_string(cpu_candidates(
+          runtime::open_device({.kind = "cpu"}).value()->description().compute_units, 200000)[0]));
   EXPECT_LE(r->tuned_seconds, r->default_seconds);  // never slower than the default it measured
   EXPECT_EQ(state->tensors[0].bytes(0, DType::f32), before.tensors[0].bytes(0, DType::f32));
   EXPECT_EQ(state->step, before.step);

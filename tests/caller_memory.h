@@ -131,9 +131,9 @@ inline void check_caller_owned_memory(const CallerMemory& m) {
     make(state_mem[k]);
     for (size_t t = 0; t < T; ++t) {
       const DeviceMemory d = where(state_mem[k], t);
-      const Status st = host ? (*opt)->bind_state(t, states[k],
-                                                  reinterpret_cast<void*>(d.handle + d.offset))
-                             : (*opt)->bind_state(t, states[k], d);
+      const Status st =
+          host ? (*opt)->bind_state(t, states[k], reinterpret_cast<void*>(d.handle + d.offset))
+               : (*opt)->bind_state(t, states[k], d);
       ASSERT_TRUE(st) << st.error().message;
     }
   }

@@ -252,8 +252,8 @@ TEST_F(Cli, BadCountsAndArgumentsAreOneLineErrors) {
        "optjit: --numel: '" + huge + "' is not a whole number from 1 to 281474976710656\n"},
       {"synth --preset one --numel " + huge + " --params " + p("p.st") + " --grads " + p("g.st"),
        "optjit: --numel: '" + huge + "' is not a whole number from 1 to 281474976710656\n"},
-      {"synth --preset one --numel 281474976710656 --steps 2 --params " + p("p.st") +
-           " --grads " + p("g.st"),
+      {"synth --preset one --numel 281474976710656 --steps 2 --params " + p("p.st") + " --grads " +
+           p("g.st"),
        "optjit: 'weight' with 2 gradient steps has more than 281474976710656 elements, optjit's "
        "limit\n"},
       // CLI11's own argument errors: exit code 1 and one line too (they were 104/105 and two
@@ -262,13 +262,15 @@ TEST_F(Cli, BadCountsAndArgumentsAreOneLineErrors) {
        "optjit: --steps: '0' is not a whole number from 1 to 1000000000\n"},
       {"run x --params a --grads b --out c --steps 1.5",
        "optjit: --steps: '1.5' is not a whole number from 1 to 1000000000\n"},
-      {"bench 'sgd()' --chunk 0", "optjit: --chunk: '0' is not a whole number from 1 to "
-                                  "281474976710656\n"},
+      {"bench 'sgd()' --chunk 0",
+       "optjit: --chunk: '0' is not a whole number from 1 to "
+       "281474976710656\n"},
       {"run x --params a --grads b", "optjit: --steps is required\n"},
-      {"rnu x", "optjit: 'rnu' is not a command (run, cache, emit, plan, compile, tune, bench, "
-                "devices, list, inspect, synth; --help explains each)\n"},
-      {"synth --preset one --numel 1000000000 --steps 1000000 --params " + p("p.st") +
-           " --grads " + p("g.st"),
+      {"rnu x",
+       "optjit: 'rnu' is not a command (run, cache, emit, plan, compile, tune, bench, "
+       "devices, list, inspect, synth; --help explains each)\n"},
+      {"synth --preset one --numel 1000000000 --steps 1000000 --params " + p("p.st") + " --grads " +
+           p("g.st"),
        "optjit: 'weight' with 1000000 gradient steps has more than 281474976710656 elements, "
        "optjit's limit\n"},
   };
@@ -521,8 +523,8 @@ TEST_F(Cli, FailedCommandsLeaveNoFilesAndOutputsAreRegularFiles) {
     std::sort(names.begin(), names.end());
     return names;
   };
-  const std::string run = "run 'adamw()' --backend reference --params " + p("p.st") +
-                          " --grads " + p("g.st") + " --steps 1 --out ";
+  const std::string run = "run 'adamw()' --backend reference --params " + p("p.st") + " --grads " +
+                          p("g.st") + " --steps 1 --out ";
   ASSERT_EQ(::mkfifo(p("fifo").c_str(), 0644), 0);
   auto fifo = optjit_cli(run + p("fifo"));
   EXPECT_EQ(fifo.code, 1);
@@ -532,25 +534,24 @@ TEST_F(Cli, FailedCommandsLeaveNoFilesAndOutputsAreRegularFiles) {
   fs::create_symlink(p("p.st"), p("link.st"));
   auto link = optjit_cli(run + p("link.st"));
   EXPECT_EQ(link.code, 1);
-  EXPECT_EQ(link.output, "optjit: --out " + p("link.st") + ": is a symbolic link (to " +
-                             p("p.st") +
+  EXPECT_EQ(link.output, "optjit: --out " + p("link.st") + ": is a symbolic link (to " + p("p.st") +
                              "); optjit replaces only regular files, so give the file it points "
                              "to\n");
   EXPECT_TRUE(fs::is_symlink(p("link.st")));
   auto missing = optjit_cli(run + p("nodir/o.st"));
-  EXPECT_EQ(missing.output, "optjit: --out " + p("nodir/o.st") + ": the directory " +
-                                p("nodir") + " does not exist\n");
+  EXPECT_EQ(missing.output, "optjit: --out " + p("nodir/o.st") + ": the directory " + p("nodir") +
+                                " does not exist\n");
   const auto before = entries();
   EXPECT_EQ(before, (std::vector<std::string>{"fifo", "g.st", "link.st", "p.st"}));
 
   // synth writes both files or neither.
-  auto synth = optjit_cli("synth --preset one --numel 100 --params " + p("new_p.st") +
-                          " --grads " + p("nodir/g.st"));
+  auto synth = optjit_cli("synth --preset one --numel 100 --params " + p("new_p.st") + " --grads " +
+                          p("nodir/g.st"));
   EXPECT_EQ(synth.code, 1);
-  EXPECT_EQ(synth.output, "optjit: --grads " + p("nodir/g.st") + ": the directory " +
-                              p("nodir") + " does not exist\n");
-  auto same = optjit_cli("synth --preset one --numel 100 --params " + p("x.st") + " --grads " +
-                         p("x.st"));
+  EXPECT_EQ(synth.output, "optjit: --grads " + p("nodir/g.st") + ": the directory " + p("nodir") +
+                              " does not exist\n");
+  auto same =
+      optjit_cli("synth --preset one --numel 100 --params " + p("x.st") + " --grads " + p("x.st"));
   EXPECT_EQ(same.output, "optjit: --params and --grads are the same file\n");
 
   // compile checks every architecture before it compiles or writes anything.
@@ -591,7 +592,8 @@ TEST_F(Cli, FailedCommandsLeaveNoFilesAndOutputsAreRegularFiles) {
 // its bytes; the reference, the CPU and OpenCL agree (CPU and OpenCL bit for bit, the
 // reference within f32 rounding: it computes in float64); the file holds bf16 state.
 TEST_F(Cli, StateFormatStoresStateInBf16OnEveryBackend) {
-  const std::string pipe = "'chain(clip_grad_norm(max_norm=1.0), adamw(lr=0.01, state_format=\"bf16,exp_avg_sq:f16\"))'";
+  const std::string pipe =
+      "'chain(clip_grad_norm(max_norm=1.0), adamw(lr=0.01, state_format=\"bf16,exp_avg_sq:f16\"))'";
   auto plan = optjit_cli("plan " + pipe + " --no-bodies");
   ASSERT_EQ(plan.code, 0) << plan.output;
   EXPECT_NE(plan.output.find("exp_avg:bf16 exp_avg_sq:f16 | writes param:f32 exp_avg:bf16 "
@@ -602,9 +604,9 @@ TEST_F(Cli, StateFormatStoresStateInBf16OnEveryBackend) {
   write("g.st", {filled("a", DType::f32, {4, 257}, 0.1), filled("b", DType::f32, {4, 3, 5}, 0.2)});
   std::map<std::string, TensorFile> out;
   for (const char* b : {"reference", "cpu", "opencl"}) {
-    auto r = optjit_cli("run " + pipe + " --backend " + b + " --params " + p("p.st") +
-                        " --grads " + p("g.st") + " --steps 4 --chunk 64 --quiet --out " +
-                        p(std::string(b) + ".st"));
+    auto r =
+        optjit_cli("run " + pipe + " --backend " + b + " --params " + p("p.st") + " --grads " +
+                   p("g.st") + " --steps 4 --chunk 64 --quiet --out " + p(std::string(b) + ".st"));
     ASSERT_EQ(r.code, 0) << b << ": " << r.output;
     out[b] = *runtime::read_safetensors(p(std::string(b) + ".st"));
   }
@@ -614,21 +616,23 @@ TEST_F(Cli, StateFormatStoresStateInBf16OnEveryBackend) {
     ASSERT_TRUE(ocl && ref) << t.name;
     EXPECT_EQ(t.dtype, ocl->dtype);
     EXPECT_EQ(t.dtype, ref->dtype);
-    if (t.name.find("exp_avg_sq") != std::string::npos) EXPECT_EQ(t.dtype, DType::f16);
-    else if (t.name.find("exp_avg") != std::string::npos) EXPECT_EQ(t.dtype, DType::bf16);
+    if (t.name.find("exp_avg_sq") != std::string::npos)
+      EXPECT_EQ(t.dtype, DType::f16);
+    else if (t.name.find("exp_avg") != std::string::npos)
+      EXPECT_EQ(t.dtype, DType::bf16);
     EXPECT_EQ(t.data, ocl->data) << t.name << ": cpu and opencl differ";
     for (int64_t i = 0; i < t.numel(); ++i)
-      EXPECT_NEAR(t.get(i), ref->get(i), 1e-6 * std::max(1.0, std::fabs(ref->get(i))) +
-                                             (t.dtype == DType::f32 ? 0 : std::fabs(ref->get(i)) / 64))
+      EXPECT_NEAR(t.get(i), ref->get(i),
+                  1e-6 * std::max(1.0, std::fabs(ref->get(i))) +
+                      (t.dtype == DType::f32 ? 0 : std::fabs(ref->get(i)) / 64))
           << t.name << "[" << i << "]";
   }
   // Resuming converts: an f32-state file into bf16 state and back.
   auto f32 = optjit_cli("run 'adamw(lr=0.01)' --params " + p("p.st") + " --grads " + p("g.st") +
                         " --steps 4 --quiet --out " + p("f32.st"));
   ASSERT_EQ(f32.code, 0) << f32.output;
-  auto resumed = optjit_cli("run " + pipe + " --params " + p("f32.st") + " --state " +
-                            p("f32.st") + " --grads " + p("g.st") + " --steps 4 --quiet --out " +
-                            p("r.st"));
+  auto resumed = optjit_cli("run " + pipe + " --params " + p("f32.st") + " --state " + p("f32.st") +
+                            " --grads " + p("g.st") + " --steps 4 --quiet --out " + p("r.st"));
   EXPECT_EQ(resumed.code, 0) << resumed.output;
   auto bad = optjit_cli("plan 'nadam(state_format=\"mu_product:bf16\")'");
   EXPECT_EQ(bad.code, 1);
@@ -648,8 +652,9 @@ TEST_F(Cli, StochasticRoundingIsTheSameOnEveryBackendAndAfterAResume) {
   write("g.st", {filled("a", DType::f32, {1000}, 0.1), filled("b", DType::f32, {3, 77}, 0.2)});
   auto run = [&](const std::string& extra, const std::string& out, int steps = 4,
                  const std::string& params = "p.st") {
-    auto r = optjit_cli("run " + pipe + " " + extra + " --params " + p(params) + " --grads " +
-                        p("g.st") + " --steps " + std::to_string(steps) + " --quiet --out " + p(out));
+    auto r =
+        optjit_cli("run " + pipe + " " + extra + " --params " + p(params) + " --grads " +
+                   p("g.st") + " --steps " + std::to_string(steps) + " --quiet --out " + p(out));
     EXPECT_EQ(r.code, 0) << extra << ": " << r.output;
     return *runtime::read_safetensors(p(out));
   };
@@ -684,8 +689,8 @@ TEST_F(Cli, StochasticRoundingIsTheSameOnEveryBackendAndAfterAResume) {
     EXPECT_EQ(resumed.find(t.name)->data, t.data) << "resumed: " << t.name;
   auto seeded = run("--backend cpu --set state_seed=7", "seed.st");
   EXPECT_NE(seeded.find("a.exp_avg")->data, base.find("a.exp_avg")->data);
-  auto bad = optjit_cli("run " + pipe + " --set state_seed=-1 --params " + p("p.st") +
-                        " --grads " + p("g.st") + " --steps 1 --out " + p("x.st"));
+  auto bad = optjit_cli("run " + pipe + " --set state_seed=-1 --params " + p("p.st") + " --grads " +
+                        p("g.st") + " --steps 1 --out " + p("x.st"));
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.output.find("state_seed = -1 is invalid: the stochastic rounding seed must be a "
                             "whole number in [0, 1048575]"),
@@ -715,8 +720,7 @@ TEST_F(Cli, StochasticParamRoundingIsTheSameOnEveryBackend) {
   auto bad = optjit_cli("run 'sgd()' --param-rounding up --params " + p("p.st") + " --grads " +
                         p("g.st") + " --steps 1 --out " + p("x.st"));
   EXPECT_EQ(bad.code, 1);
-  EXPECT_NE(bad.output.find("--param-rounding: up not in {nearest,stochastic}"),
-            std::string::npos)
+  EXPECT_NE(bad.output.find("--param-rounding: up not in {nearest,stochastic}"), std::string::npos)
       << bad.output;
 }
 

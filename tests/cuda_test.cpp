@@ -9,9 +9,9 @@
 
 #include "autotune/gpu_tuner.h"
 #include "backend_parity.h"
-#include "runtime/cuda_api.h"
 #include "caller_memory.h"
 #include "executors.h"
+#include "runtime/cuda_api.h"
 #include "runtime/cuda_driver.h"
 
 namespace optjit {

@@ -16,10 +16,10 @@
 #include "codegen/c_emitter.h"
 #include "codegen/launch.h"
 #include "codegen/nvrtc.h"
+#include "executors.h"
 #include "ir/builtins.h"
 #include "ir/compile.h"
 #include "runtime/cuda_api.h"
-#include "executors.h"
 #include "runtime/opencl_device.h"
 
 namespace optjit {

@@ -434,9 +434,9 @@ TEST(Optimizer, MixedDtypesStepAsOne) {
         for (size_t i = 0; i < tensors.size(); ++i) {
           want.emplace_back();
           for (int64_t e = 0; e < tensors[i].second; ++e)
-            want.back().push_back(runtime::load_element(a.params[i].data(), tensors[i].first, e) -
-                                  0.1 * coef *
-                                      runtime::load_element(a.grads[i].data(), tensors[i].first, e));
+            want.back().push_back(
+                runtime::load_element(a.params[i].data(), tensors[i].first, e) -
+                0.1 * coef * runtime::load_element(a.grads[i].data(), tensors[i].first, e));
         }
         ASSERT_TRUE((*opt)->step(g));
         std::vector<const void*> rg;
@@ -553,7 +553,8 @@ TEST(Optimizer, CallerOwnedMemoryOnOpencl) {
   for (bool flat : {true, false}) {
     SCOPED_TRACE(flat ? "flat" : "separate");
     std::vector<runtime::DeviceAllocation> blocks;
-    testing::check_caller_owned_memory(testing::device_memory(**dev, Backend::opencl, flat, blocks));
+    testing::check_caller_owned_memory(
+        testing::device_memory(**dev, Backend::opencl, flat, blocks));
   }
 }
 
@@ -590,7 +591,8 @@ TEST(Optimizer, RejectsBadInputWithClearErrors) {
   many.cpu.threads = 100000;  // crashed inside OpenMP before the bound
   auto threads = Optimizer::create(kPipeline, m.params(), many);
   ASSERT_FALSE(threads);
-  EXPECT_EQ(threads.error().message, "100000 threads is not between 1 and 1024 (0 means all cores)");
+  EXPECT_EQ(threads.error().message,
+            "100000 threads is not between 1 and 1024 (0 means all cores)");
 }
 
 }  // namespace
@@ -626,7 +628,8 @@ TEST(StateFormat, StochasticRoundingIsUnbiasedAndDeterministic) {
     auto st = (*opt)->export_state();
     EXPECT_TRUE(st);
     std::vector<runtime::HostTensor> out;
-    for (size_t k = 0; k < values.size(); ++k) out.push_back(*st->find("w" + std::to_string(k) + ".m"));
+    for (size_t k = 0; k < values.size(); ++k)
+      out.push_back(*st->find("w" + std::to_string(k) + ".m"));
     return out;
   };
   auto within = [&](const std::vector<runtime::HostTensor>& m, std::string* why) {

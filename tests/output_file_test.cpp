@@ -89,7 +89,8 @@ TEST_F(OutputFileTest, RefusesWhatIsNotARegularFileWithAMessageNamingIt) {
   ASSERT_EQ(::mkfifo(p("fifo").c_str(), 0644), 0);
   EXPECT_EQ(message(p("fifo")), p("fifo") + ": is a FIFO; optjit writes only regular files");
   EXPECT_TRUE(fs::is_fifo(p("fifo")));
-  EXPECT_EQ(message("/dev/null"), "/dev/null: is a character device; optjit writes only regular files");
+  EXPECT_EQ(message("/dev/null"),
+            "/dev/null: is a character device; optjit writes only regular files");
   fs::create_directory(p("dir"));
   EXPECT_EQ(message(p("dir")), p("dir") + ": is a directory; optjit writes only regular files");
   put(p("real"), "data");
@@ -99,8 +100,8 @@ TEST_F(OutputFileTest, RefusesWhatIsNotARegularFileWithAMessageNamingIt) {
                 "); optjit replaces only regular files, so give the file it points to");
   EXPECT_TRUE(fs::is_symlink(p("link")));
   EXPECT_EQ(slurp(p("real")), "data");
-  EXPECT_EQ(message(p("missing/x")), p("missing/x") + ": the directory " + p("missing") +
-                                         " does not exist");
+  EXPECT_EQ(message(p("missing/x")),
+            p("missing/x") + ": the directory " + p("missing") + " does not exist");
   EXPECT_EQ(message(""), "an output path is empty");
   if (::geteuid() != 0) {  // root writes read-only files anyway; the check is for users
     put(p("ro"), "keep");
@@ -119,7 +120,9 @@ TEST_F(OutputFileTest, AWriteThatFailsPartWayLeavesTheTargetAndNoTemporary) {
   pid_t child = ::fork();
   if (child == 0) {
     ::signal(SIGXFSZ, SIG_IGN);
-    struct rlimit lim {16, RLIM_INFINITY};
+    struct rlimit lim {
+      16, RLIM_INFINITY
+    };
     ::setrlimit(RLIMIT_FSIZE, &lim);
     Status st = write_file(p("out"), std::string(1000, 'x'));
     lim.rlim_cur = RLIM_INFINITY;
@@ -171,9 +174,9 @@ TEST_F(OutputFileTest, StaleTemporariesOfDeadProcessesAreRemovedByTheNextWrite) 
   put(p("other.tmp-optjit-" + dead), "another target's");
   put(p("out.tmp-optjit-" + dead + ".bak"), "not a temporary's name");
   ASSERT_TRUE(write_file(p("out"), "fresh"));
-  EXPECT_EQ(entries(), (std::vector<std::string>{"other.tmp-optjit-" + dead, "out",
-                                                 "out.tmp-optjit-1",
-                                                 "out.tmp-optjit-" + dead + ".bak"}));
+  EXPECT_EQ(entries(),
+            (std::vector<std::string>{"other.tmp-optjit-" + dead, "out", "out.tmp-optjit-1",
+                                      "out.tmp-optjit-" + dead + ".bak"}));
 }
 
 // A process killed by SIGTERM (or SIGINT, SIGHUP) while writing removes its temporary; one

@@ -149,7 +149,8 @@ TEST(Plan, PassAndBufferLimitsAreOneLineErrors) {
             "reductions, such as each clip_grad_norm in a chain); optjit plans at most 64");
   auto states = [](int n) {
     std::string s = "transform many(lr=0.001) {\n";
-    for (int i = 0; i < n; ++i) s += fmt::format("  state s{0} = 0\n  s{0} = 0.9 * s{0} + grad\n", i);
+    for (int i = 0; i < n; ++i)
+      s += fmt::format("  state s{0} = 0\n  s{0} = 0.9 * s{0} + grad\n", i);
     return s + "  param = param - lr * s0\n}\nmany()";
   };
   auto fits = compile_pipeline(states(static_cast<int>(plan::kMaxBuffers) - 2));

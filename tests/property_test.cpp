@@ -9,12 +9,12 @@
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
 
+#include "executors.h"
 #include "ir/builtins.h"
 #include "ir/compile.h"
 #include "ir/eval.h"
 #include "ir/pipeline_text.h"
 #include "ir/text.h"
-#include "executors.h"
 #include "runtime/reference.h"
 
 #include "property_gens.h"

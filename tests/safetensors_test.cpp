@@ -114,15 +114,14 @@ TEST_F(SafetensorsTest, AgreesWithTheReferenceLibraryOnEveryCase) {
     const bool reference_accepts = v["reference"] == "accepts";
     if (v.contains("optjit_rejects")) {
       ASSERT_FALSE(r);
-      EXPECT_EQ(r.error().message, file + ": not a valid safetensors file: " +
-                                       v["optjit_rejects"].get<std::string>());
+      EXPECT_EQ(r.error().message,
+                file + ": not a valid safetensors file: " + v["optjit_rejects"].get<std::string>());
       ++rejected;
       continue;
     }
     if (!reference_accepts) {
       EXPECT_FALSE(r) << "the reference says: " << v["error"];
-      if (!r)
-        EXPECT_EQ(r.error().message.rfind(file + ": ", 0), 0u) << r.error().message;
+      if (!r) EXPECT_EQ(r.error().message.rfind(file + ": ", 0), 0u) << r.error().message;
       ++rejected;
       continue;
     }
@@ -179,9 +178,9 @@ TEST_F(SafetensorsTest, LayoutAndHeaderErrorsNameTheCause) {
     fs::resize_file(path("big_header"), 8 + n + 100);
     auto r = read_safetensors(path("big_header"));
     ASSERT_FALSE(r);
-    EXPECT_EQ(r.error().message,
-              path("big_header") + ": not a valid safetensors file: its header length 100000001 "
-                                   "is over the format's limit of 100000000 bytes");
+    EXPECT_EQ(r.error().message, path("big_header") +
+                                     ": not a valid safetensors file: its header length 100000001 "
+                                     "is over the format's limit of 100000000 bytes");
   }
   EXPECT_EQ(err("header_empty"), "the header is empty");
   EXPECT_EQ(err("header_trailing_nul"), "the header is not JSON (a NUL byte at 54)");
@@ -233,7 +232,10 @@ TEST_F(SafetensorsTest, FailedWriteLeavesTheOldFileIntact) {
   // A directory that does not exist: an error, and no stray temporary files.
   Status st = write_safetensors(path("nodir/x.safetensors"), f);
   ASSERT_FALSE(st);
-  EXPECT_NE(st.error().message.find("nodir/x.safetensors: the directory " + path("nodir") + " does not exist"), std::string::npos) << st.error().message;
+  EXPECT_NE(st.error().message.find("nodir/x.safetensors: the directory " + path("nodir") +
+                                    " does not exist"),
+            std::string::npos)
+      << st.error().message;
   size_t files = 0;
   for (auto& e : fs::directory_iterator(dir_)) files += e.is_regular_file();
   EXPECT_EQ(files, 1u);

@@ -58,14 +58,16 @@ DType dtype_of(const Array& a, const std::string& what) {
     if (t.code == static_cast<uint8_t>(Code::Float) && t.bits == 16) return DType::f16;
     if (t.code == static_cast<uint8_t>(Code::Bfloat) && t.bits == 16) return DType::bf16;
   }
-  throw Error(fmt::format("{} has a dtype optjit cannot step (code {}, {} bits); use float32, "
-                          "float64, float16 or bfloat16",
-                          what, t.code, t.bits));
+  throw Error(
+      fmt::format("{} has a dtype optjit cannot step (code {}, {} bits); use float32, "
+                  "float64, float16 or bfloat16",
+                  what, t.code, t.bits));
 }
 
 DType dtype_named(const std::string& name) {
   auto t = parse_dtype(name);
-  if (!t || !is_float(*t)) throw Error(fmt::format("'{}' is not a float type (f32, f64, f16, bf16)", name));
+  if (!t || !is_float(*t))
+    throw Error(fmt::format("'{}' is not a float type (f32, f64, f16, bf16)", name));
   return *t;
 }
 
@@ -80,9 +82,10 @@ void check_contiguous(const Array& a, const std::string& what) {
   int64_t expect = 1;
   for (size_t i = a.ndim(); i-- > 0;) {
     if (a.shape(i) != 1 && a.stride(i) != expect)
-      throw Error(fmt::format("{} is not contiguous; optjit steps arrays in place and does not "
-                              "copy them (call .contiguous() first)",
-                              what));
+      throw Error(
+          fmt::format("{} is not contiguous; optjit steps arrays in place and does not "
+                      "copy them (call .contiguous() first)",
+                      what));
     expect *= static_cast<int64_t>(a.shape(i));
   }
 }
@@ -106,9 +109,10 @@ Place place_of(const Array& a, const std::string& what) {
   } else if (p.device_type == nb::device::cuda::value) {
     p.device = cuda_memory(reinterpret_cast<uint64_t>(data));
   } else {
-    throw Error(fmt::format("{} is on a device optjit cannot use (DLPack device type {}); it "
-                            "steps CPU and CUDA arrays",
-                            what, p.device_type));
+    throw Error(
+        fmt::format("{} is on a device optjit cannot use (DLPack device type {}); it "
+                    "steps CPU and CUDA arrays",
+                    what, p.device_type));
   }
   return p;
 }
@@ -127,16 +131,17 @@ class Engine {
       const std::string what = fmt::format("parameter '{}'", names[i]);
       Place p = place_of(params[i], what);
       if (device_type && p.device_type != device_type)
-        throw Error(fmt::format("parameter '{}' is on another device than '{}'; one optimizer "
-                                "steps arrays on one device",
-                                names[i], names[0]));
+        throw Error(
+            fmt::format("parameter '{}' is on another device than '{}'; one optimizer "
+                        "steps arrays on one device",
+                        names[i], names[0]));
       device_type = p.device_type;
       ps.push_back({names[i], p.host, dtype_of(params[i], what), shape_of(params[i]),
                     i < group_of.size() ? group_of[i] : 0, p.device});
     }
     OptimizerOptions o;
-    o.backend = Backend(backend == "auto" ? (device_type == nb::device::cuda::value ? "cuda" : "cpu")
-                                          : backend);
+    o.backend = Backend(
+        backend == "auto" ? (device_type == nb::device::cuda::value ? "cuda" : "cpu") : backend);
     o.device = device;
     o.queue = reinterpret_cast<void*>(queue);
     if (grad_dtype) o.grad_dtype = dtype_named(*grad_dtype);
@@ -185,7 +190,9 @@ class Engine {
                  std::optional<uint32_t> group) {
     check(opt_->set_hyper(name, values, group));
   }
-  double hyper(const std::string& name, uint32_t group) const { return take(opt_->hyper(name, group)); }
+  double hyper(const std::string& name, uint32_t group) const {
+    return take(opt_->hyper(name, group));
+  }
   double scalar_state(const std::string& name, uint32_t group) const {
     return take(opt_->scalar_state(name, group));
   }
@@ -246,9 +253,10 @@ NB_MODULE(_optjit, m) {
                     const std::vector<int>&, size_t, const std::string&, int, uintptr_t,
                     std::optional<std::string>, bool, std::optional<bool>, bool,
                     const std::string&>(),
-           nb::arg("pipeline"), nb::arg("names"), nb::arg("params"), nb::arg("group_of") = std::vector<int>{},
-           nb::arg("groups") = 1, nb::arg("backend") = "auto", nb::arg("device") = -1,
-           nb::arg("queue") = 0, nb::arg("grad_dtype") = nb::none(), nb::arg("cache") = true,
+           nb::arg("pipeline"), nb::arg("names"), nb::arg("params"),
+           nb::arg("group_of") = std::vector<int>{}, nb::arg("groups") = 1,
+           nb::arg("backend") = "auto", nb::arg("device") = -1, nb::arg("queue") = 0,
+           nb::arg("grad_dtype") = nb::none(), nb::arg("cache") = true,
            nb::arg("device_step") = nb::none(), nb::arg("cuda_graph") = false,
            nb::arg("param_rounding") = "nearest")
       .def("step", &Engine::step, nb::arg("grads"))
@@ -268,24 +276,28 @@ NB_MODULE(_optjit, m) {
       .def("load", [](Engine& e, const std::string& p) { check(e.opt().load(p)); })
       .def_prop_ro("step_count", [](const Engine& e) { return e.opt().step_count(); })
       .def_prop_ro("state_buffers", [](const Engine& e) { return e.opt().state_buffers(); })
-      .def("state_storage",
-           [](const Engine& e, size_t param, const std::string& name) {
-             return std::string(to_string(take(e.opt().state_storage(param, name))));
-           },
-           nb::arg("param"), nb::arg("name"))
+      .def(
+          "state_storage",
+          [](const Engine& e, size_t param, const std::string& name) {
+            return std::string(to_string(take(e.opt().state_storage(param, name))));
+          },
+          nb::arg("param"), nb::arg("name"))
       .def_prop_ro("scalar_states", [](const Engine& e) { return e.opt().scalar_states(); })
       .def_prop_ro("hyperparameters", [](const Engine& e) { return e.opt().hyperparameters(); })
       .def_prop_ro("reduces_over_all_tensors",
                    [](const Engine& e) { return e.opt().reduces_over_all_tensors(); })
       .def_prop_ro("plan", [](const Engine& e) { return plan::describe(e.opt().plan(), false); })
-      .def_prop_ro("bytes_per_param", [](const Engine& e) { return e.opt().plan().bytes_per_param(); })
+      .def_prop_ro("bytes_per_param",
+                   [](const Engine& e) { return e.opt().plan().bytes_per_param(); })
       .def_prop_ro("passes", [](const Engine& e) { return e.opt().plan().passes.size(); })
       .def_prop_ro("programs", [](const Engine& e) { return e.opt().programs(); })
       .def_prop_ro("backend", [](const Engine& e) { return e.opt().backend().name(); })
       .def_prop_ro("device_name", [](const Engine& e) { return e.opt().device_name(); })
       .def_prop_ro("step_mode", [](const Engine& e) { return std::string(e.opt().step_mode()); })
-      .def_prop_ro("kernels_from_cache", [](const Engine& e) { return e.opt().kernels_from_cache(); })
-      .def_prop_ro("launch_from_tuning", [](const Engine& e) { return e.opt().launch_from_tuning(); })
+      .def_prop_ro("kernels_from_cache",
+                   [](const Engine& e) { return e.opt().kernels_from_cache(); })
+      .def_prop_ro("launch_from_tuning",
+                   [](const Engine& e) { return e.opt().launch_from_tuning(); })
       .def_prop_ro("warnings", [](const Engine& e) { return e.opt().warnings(); });
 
   m.def(
@@ -295,7 +307,8 @@ NB_MODULE(_optjit, m) {
         return plan::describe(take(compile_pipeline(take(read_pipeline_text(pipeline)), {t, t, t})),
                               true);
       },
-      nb::arg("pipeline"), nb::arg("dtype") = "f32", "The plan of a pipeline, as `optjit plan` prints it.");
+      nb::arg("pipeline"), nb::arg("dtype") = "f32",
+      "The plan of a pipeline, as `optjit plan` prints it.");
 }
 
 }  // namespace optjit::python

@@ -9,6 +9,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "api/optimizer.h"
 #include "autotune/cpu_tuner.h"
 #include "autotune/gpu_tuner.h"
 #include "cache/kernel_cache.h"
@@ -16,7 +17,6 @@
 #include "ir/compile.h"
 #include "ir/pipeline_text.h"
 #include "runtime/device.h"
-#include "api/optimizer.h"
 #include "tools/optjit/commands.h"
 
 namespace optjit::cli {
@@ -92,7 +92,8 @@ Expected<Shapes> shapes_for(const BenchOptions& o) {
   if (!s) return s;
   int64_t total = 0;
   for (const auto& [name, shape] : *s) {
-    auto n = element_count(shape, o.numel > 0 ? "--numel" : fmt::format("tensor '{}'", name), total);
+    auto n =
+        element_count(shape, o.numel > 0 ? "--numel" : fmt::format("tensor '{}'", name), total);
     if (!n) return n.error();
     total += *n;
   }
@@ -288,8 +289,8 @@ double median(std::vector<double> v) {
 
 int bench(const BenchOptions& o) {
   if (!runtime::find_device_kind(o.backend))
-    return fail(fmt::format("bench runs on --backend {}, not {}", runtime::device_kind_names(),
-                            o.backend));
+    return fail(
+        fmt::format("bench runs on --backend {}, not {}", runtime::device_kind_names(), o.backend));
   if (o.backend == "cpu" && !o.launch.empty())
     return fail(
         "--launch is for --backend cuda and opencl; the cpu backend takes --threads and "
@@ -475,8 +476,7 @@ int bench(const BenchOptions& o) {
       if (!stages.empty()) OPTJIT_TRY(timed(unfused_step(o.steps), &t_unfused));
       OPTJIT_TRY(timed((*overhead_runner)->step_seconds(std::max(o.steps, 50)), &t_overhead));
       if (other_overhead)
-        OPTJIT_TRY(
-            timed(other_overhead->step_seconds(std::max(o.steps, 50)), &t_other_overhead));
+        OPTJIT_TRY(timed(other_overhead->step_seconds(std::max(o.steps, 50)), &t_other_overhead));
       if (single) OPTJIT_TRY(timed(single->step_seconds(o.steps), &t_single));
     }
     return Status::Ok();
@@ -583,8 +583,8 @@ int bench(const BenchOptions& o) {
 
 int tune(const TuneCommand& o) {
   if (!runtime::find_device_kind(o.backend))
-    return fail(fmt::format("tune runs on --backend {}, not {}", runtime::device_kind_names(),
-                            o.backend));
+    return fail(
+        fmt::format("tune runs on --backend {}, not {}", runtime::device_kind_names(), o.backend));
   auto text = read_pipeline_text(o.pipeline);
   if (!text) return fail(text.error().message);
   auto dt = parse_dtype(o.dtype);

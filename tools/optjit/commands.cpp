@@ -15,6 +15,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "api/optimizer.h"
 #include "autotune/cpu_tuner.h"
 #include "autotune/gpu_tuner.h"
 #include "cache/bundle.h"
@@ -29,7 +30,6 @@
 #include "ir/text.h"
 #include "runtime/device.h"
 #include "runtime/devices.h"
-#include "api/optimizer.h"
 #include "runtime/reference.h"
 #include "support/output_file.h"
 
@@ -152,9 +152,8 @@ Expected<OptimizerOptions> optimizer_options(const std::string& backend_name, in
   if (gpu) {
     // Launch parameters: as given (over the device's default), else the kernel cache's tuning
     // decision (the optimizer looks), else the default with --chunk.
-    const codegen::GpuLaunch base = opts.backend == Backend::cuda
-                                        ? codegen::GpuLaunch{}
-                                        : autotune::opencl_default_launch(-1);
+    const codegen::GpuLaunch base =
+        opts.backend == Backend::cuda ? codegen::GpuLaunch{} : autotune::opencl_default_launch(-1);
     if (!launch.empty()) {
       auto l = codegen::GpuLaunch::from_text(launch, base);
       if (!l) return make_error("--launch: {}", l.error().message);
@@ -325,28 +324,28 @@ int run(const RunOptions& o) {
         backend_name, secs,
         opt.backend() == Backend::reference
             ? std::string()
-            : fmt::format(" (+{:.3f} s {}, {}{})", opt.compile_seconds(),
-                          opt.kernels_from_cache() ? "loading kernels from the cache"
-                                                   : "compiling kernels",
-                          opt.device_name(),
-                          opt.backend() == Backend::cpu
-                              ? fmt::format(", {} threads",
-                                            opt.launch().threads > 0
-                                                ? opt.launch().threads
-                                                : opt.device()->description().compute_units)
-                              : ""));
+            : fmt::format(
+                  " (+{:.3f} s {}, {}{})", opt.compile_seconds(),
+                  opt.kernels_from_cache() ? "loading kernels from the cache" : "compiling kernels",
+                  opt.device_name(),
+                  opt.backend() == Backend::cpu
+                      ? fmt::format(", {} threads", opt.launch().threads > 0
+                                                        ? opt.launch().threads
+                                                        : opt.device()->description().compute_units)
+                      : ""));
     if (gpu)
       fmt::print("scalar program between passes: {}\n",
                  opt.step_mode() == "host"     ? "on the host"
                  : opt.step_mode() == "device" ? "on the device"
                                                : "on the device, replayed as a CUDA graph");
     const plan::Plan& plan = opt.plan();
-    fmt::print("plan: {} pass{}, {} bytes per parameter{}; step count now {}\n",
-               plan.passes.size(), plan.passes.size() == 1 ? "" : "es", plan.bytes_per_param(),
-               opt.programs() > 1 ? fmt::format(" (for {}; {} programs, one per dtype)",
-                                                to_string(plan.buffers[plan.program.param_buffer()].storage),
-                                                opt.programs())
-                                  : "",
+    fmt::print("plan: {} pass{}, {} bytes per parameter{}; step count now {}\n", plan.passes.size(),
+               plan.passes.size() == 1 ? "" : "es", plan.bytes_per_param(),
+               opt.programs() > 1
+                   ? fmt::format(" (for {}; {} programs, one per dtype)",
+                                 to_string(plan.buffers[plan.program.param_buffer()].storage),
+                                 opt.programs())
+                   : "",
                opt.step_count());
     if (!why_auto.empty()) fmt::print("{}\n", why_auto);
     if (opt.launch_from_tuning())
@@ -457,8 +456,8 @@ int compile(const CompileOptions& o) {
     const fs::path parent = fs::path(o.out).has_parent_path() ? fs::path(o.out).parent_path() : ".";
     if (st.type() == fs::file_type::not_found) {
       if (!fs::is_directory(parent, ec))
-        return fail(fmt::format("--out {}: the directory {} does not exist", o.out,
-                                parent.string()));
+        return fail(
+            fmt::format("--out {}: the directory {} does not exist", o.out, parent.string()));
       make_out = true;
     } else if (!fs::is_directory(o.out, ec)) {
       return fail(fmt::format("--out {}: not a directory", o.out));
@@ -488,8 +487,8 @@ int compile(const CompileOptions& o) {
   std::vector<support::OutputFile> files;
   auto written = [&]() -> Status {
     for (const auto& [arch, cubin] : cubins) {
-      auto f = support::OutputFile::create(
-          fmt::format("{}/optjit_{:016x}_{}.cubin", o.out, hash, arch));
+      auto f =
+          support::OutputFile::create(fmt::format("{}/optjit_{:016x}_{}.cubin", o.out, hash, arch));
       if (!f) return f.error();
       OPTJIT_TRY(f->write(cubin.image.data(), cubin.image.size()));
       files.push_back(std::move(*f));
@@ -732,8 +731,8 @@ int synth(const SynthOptions& o) {
   for (const auto& [name, shape] : shapes) {
     std::vector<int64_t> gshape = shape;
     gshape.insert(gshape.begin(), o.steps);
-    auto n = element_count(gshape, fmt::format("'{}' with {} gradient steps", name, o.steps),
-                           elements);
+    auto n =
+        element_count(gshape, fmt::format("'{}' with {} gradient steps", name, o.steps), elements);
     if (!n) return fail(n.error().message);
     elements += *n;
   }

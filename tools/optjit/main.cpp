@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "runtime/device.h"
 #include "tools/optjit/commands.h"
@@ -268,10 +268,9 @@ int main_with_args(int argc, char** argv) {
     known = known || (argc >= 2 && sub->get_name() == argv[1]);
   }
   if (argc < 2 || (argv[1][0] != '-' && !known)) {
-    return optjit::cli::fail(
-        (argc < 2 ? std::string("a command is required")
-                  : "'" + std::string(argv[1]) + "' is not a command") +
-        " (" + names + "; --help explains each)");
+    return optjit::cli::fail((argc < 2 ? std::string("a command is required")
+                                       : "'" + std::string(argv[1]) + "' is not a command") +
+                             " (" + names + "; --help explains each)");
   }
   try {
     app.parse(argc, argv);
