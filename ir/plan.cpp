@@ -58,23 +58,19 @@ class Planner {
   Planner(const Program& p, std::map<uint32_t, int> reduce_at)
       : p_(p), n_(p_.insts.size()), level_(n_, 0), reduce_at_(std::move(reduce_at)) {}
 
-  void solve() {
-    compute_levels();
-    place_stores();
-    choose_scratch();
-  }
-  /// Levels only: a lower bound on the pass count (placing stores only moves them later).
+  /// Planning in two steps. First the levels, which give a lower bound on the pass count
+  /// (placing stores only moves them later), so a caller can give up on a plan early.
   int passes_at_least() {
     compute_levels();
     return pass_count();
   }
-  /// The rest of solve(), after passes_at_least().
+  /// Then the stores and the scratch buffers.
   void finish() {
     place_stores();
     choose_scratch();
   }
   int passes() const { return pass_count(); }
-  size_t total() const { return total_bytes(scratch_); }
+  size_t total() const { return total_; }  // bytes per parameter, set by choose_scratch()
   const std::map<uint32_t, int>& reduce_at() const { return reduce_at_; }
   /// The earliest pass a reduction can run in, and every reduction in program order.
   int operand_level(uint32_t i) const { return level_[index(p_.insts[i].args[0])]; }
@@ -194,12 +190,6 @@ class Planner {
     return b < p_.buffers.size() ? p_.buffers[b].storage : scratch_types_.at(b);
   }
 
-  size_t total_bytes(const std::map<ValueId, uint32_t>& scratch) const {
-    size_t t = 0;
-    for (int k = 0; k < pass_count(); ++k) t += analyze(k, scratch).bytes;
-    return t;
-  }
-
   void choose_scratch() {
     // The demand of every pass for the scratch set so far: a trial changes only the passes
     // that reach its value (the one that computes it first, and later ones that recompute or
@@ -240,6 +230,7 @@ class Planner {
         scratch_types_.erase(buf);
       }
     }
+    total_ = best;
   }
 
   Pass make_pass(int k, const Plan& plan) const;
@@ -254,6 +245,7 @@ class Planner {
   std::map<ValueId, uint32_t> forward_;      // value -> buffer that stores it
   std::map<ValueId, uint32_t> scratch_;      // value -> scratch buffer index
   std::map<uint32_t, DType> scratch_types_;  // scratch buffer -> storage type
+  size_t total_ = 0;
 };
 
 Plan Planner::build() const {
