@@ -521,7 +521,7 @@ Status Optimizer::Impl::to_host(Part& part, std::vector<std::pair<size_t, size_t
     auto& ts = part.state.tensors[t];
     for (size_t b = 0; b < part.plan.buffers.size(); ++b) {
       if (!ts.device[b] || part.plan.buffers[b].role == ir::BufferRole::grad) continue;
-      ts.owned[b].resize(static_cast<size_t>(ts.numel) * size_bytes(part.plan.buffers[b].storage));
+      ts.owned[b].resize(runtime::buffer_bytes(part.plan, b, ts.numel));
       OPTJIT_TRY(device->read(ts.owned[b].data(), ts.device[b], ts.owned[b].size()));
       borrowed->push_back({t, b});
     }
@@ -656,12 +656,13 @@ Status Optimizer::Impl::bind_state(size_t param, std::string_view buffer, void* 
   Part& part = parts[where[param].first];
   auto b = state_buffer(part, buffer);
   if (!b) return b.error();
-  if (tensor(param).numel == 0) return Status::Ok();  // nothing to bind: it has no elements
+  // Nothing to bind: no elements (or a small tensor's quantization scales, which it has none of).
+  if (runtime::buffer_bytes(part.plan, *b, tensor(param).numel) == 0) return Status::Ok();
   if (!host && !memory) return make_error("bind_state: null memory for '{}'", params[param].name);
   std::vector<std::pair<size_t, size_t>> borrowed;
   OPTJIT_TRY(to_host(part, &borrowed));
   auto& ts = tensor(param);
-  const size_t bytes = static_cast<size_t>(ts.numel) * size_bytes(part.plan.buffers[*b].storage);
+  const size_t bytes = runtime::buffer_bytes(part.plan, *b, ts.numel);
   Status st = Status::Ok();
   if (bytes && host && !adopt) std::memmove(host, ts.data(*b), bytes);
   if (bytes && memory && !adopt) st = device->write(memory, ts.data(*b), bytes);
@@ -703,7 +704,7 @@ Expected<autotune::TuneResult> Optimizer::tune(const std::vector<const void*>& g
   for (auto& t : part.state.tensors)
     for (size_t b = 0; b < part.plan.buffers.size(); ++b)
       if (t.external[b] && part.plan.buffers[b].role != ir::BufferRole::grad) {
-        const size_t n = static_cast<size_t>(t.numel) * size_bytes(part.plan.buffers[b].storage);
+        const size_t n = runtime::buffer_bytes(part.plan, b, t.numel);
         saved.push_back({t.external[b], std::vector<uint8_t>(t.external[b], t.external[b] + n)});
       }
   auto restore = [&] {
@@ -775,7 +776,19 @@ Expected<DType> Optimizer::state_storage(size_t param, std::string_view name) co
   const Part& part = impl_->parts[impl_->where[param].first];
   auto b = impl_->state_buffer(part, name);
   if (!b) return b.error();
-  return part.plan.buffers[*b].storage;
+  const auto numel = part.state.tensors[impl_->where[param].second].numel;
+  return runtime::holds_codes(part.plan, *b, numel) ? DType::u8 : part.plan.buffers[*b].storage;
+}
+
+Expected<int64_t> Optimizer::state_elements(size_t param, std::string_view name) const {
+  if (param >= impl_->where.size())
+    return make_error("no parameter {} (this optimizer has {})", param, impl_->where.size());
+  const Part& part = impl_->parts[impl_->where[param].first];
+  auto b = impl_->state_buffer(part, name);
+  if (!b) return b.error();
+  const auto numel = part.state.tensors[impl_->where[param].second].numel;
+  const auto bytes = runtime::buffer_bytes(part.plan, *b, numel);
+  return static_cast<int64_t>(bytes / size_bytes(*state_storage(param, name)));
 }
 
 std::vector<std::string> Optimizer::scalar_states() const {

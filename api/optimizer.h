@@ -163,6 +163,10 @@ class Optimizer {
   /// How parameter `param`'s state buffer `name` is stored (its transform's state_format,
   /// else the parameter's dtype): memory bound with bind_state must have this dtype.
   Expected<DType> state_storage(size_t param, std::string_view name) const;
+  /// Elements of that buffer: the parameter's, or for a quantized state's scales
+  /// ("exp_avg.absmax") one per block of 256 (none for a tensor too small to quantize).
+  /// A quantized state of a large enough tensor is stored as u8 codes (state_storage).
+  Expected<int64_t> state_elements(size_t param, std::string_view name) const;
   /// A scalar state of a group, and setting it (every group without one); and the step count.
   /// A framework keeps these per parameter and restores them from its own checkpoints.
   Expected<double> scalar_state(std::string_view name, uint32_t group = 0) const;

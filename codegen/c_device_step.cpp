@@ -143,6 +143,7 @@ class StepWriter {
           case DType::i64:
             return fmt::format("(isfinite({0}) ? trunc({0}) : 0.0)", a(0));
           case DType::b1:
+          case DType::u8:  // never a value type
             return flag(a(0) + " != 0.0");
         }
         break;

@@ -33,6 +33,7 @@ const char* vec_tag(DType t) {
     case DType::i64:
       return "i64";
     case DType::b1:
+    case DType::u8:
       return "u8";
   }
   return "?";
@@ -50,6 +51,7 @@ std::string small_storage(DType t, const char* u16, const char* u8, const char* 
     case DType::i64:
       return i64;
     case DType::b1:
+    case DType::u8:
       return u8;
   }
   return "?";

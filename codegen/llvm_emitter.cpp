@@ -66,8 +66,6 @@ class PassEmitter {
     auto* entry = llvm::BasicBlock::Create(c_, "entry", fn_);
     auto* chunk_head = llvm::BasicBlock::Create(c_, "chunk", fn_);
     auto* chunk_body = llvm::BasicBlock::Create(c_, "chunk.body", fn_);
-    auto* loop = llvm::BasicBlock::Create(c_, "elem", fn_);
-    auto* loop_exit = llvm::BasicBlock::Create(c_, "elem.exit", fn_);
     auto* done = llvm::BasicBlock::Create(c_, "done", fn_);
 
     b_.SetInsertPoint(entry);
@@ -96,116 +94,93 @@ class PassEmitter {
     llvm::Value* unis = table_load(ptr, b_.CreateStructGEP(row_ty, row, 1), "uniforms");
     for (const auto& in : pass_.body.insts) {
       if (in.op != Op::Load && in.op != Op::Store) continue;
-      if (base_.count(in.attr)) continue;
+      if (base_.count(in.attr)) continue;  // a quantized buffer's base: its plain f32 values
       llvm::Value* p = table_load(ptr, b_.CreateConstInBoundsGEP1_64(ptr, bufs, in.attr), "buf");
       base_[in.attr] = b_.CreateInBoundsGEP(storage_type(plan_.buffers[in.attr].storage), p, offset,
                                             plan_.buffers[in.attr].name + ".base");
     }
-    std::vector<llvm::Value*> uniform(pass_.uniforms.size());
+    uniform_.assign(pass_.uniforms.size(), nullptr);
     for (const auto& in : pass_.body.insts) {
       if (in.op != Op::Uniform) continue;
       llvm::Value* d = table_load(
           b_.getDoubleTy(), b_.CreateConstInBoundsGEP1_64(b_.getDoubleTy(), unis, in.attr), "u");
-      uniform[in.attr] = convert(d, DType::f64, in.type);
+      uniform_[in.attr] = convert(d, DType::f64, in.type);
     }
-    struct Acc {
-      size_t inst;
-      llvm::PHINode* phi;
-      llvm::Value* init;
-      llvm::Value* next = nullptr;
-    };
-    std::vector<Acc> accs;
-    for (size_t i = 0; i < pass_.body.insts.size(); ++i) {
-      const auto& in = pass_.body.insts[i];
+    // Reduction accumulators: their identities, carried through the loops below as values.
+    std::vector<size_t> acc_inst;
+    std::vector<llvm::Value*> acc_init;
+    for (size_t n = 0; n < pass_.body.insts.size(); ++n) {
+      const auto& in = pass_.body.insts[n];
       if (ir::info(in.op).kind != OpKind::reduce) continue;
-      accs.push_back({i, nullptr, llvm::Constant::getNullValue(acc_type(in)), nullptr});
+      acc_inst.push_back(n);
+      acc_init.push_back(llvm::Constant::getNullValue(acc_type(in)));
+    }
+    // Block-quantized buffers: codes and scales (null for a tensor too small to quantize,
+    // whose state is plain f32: every quantized buffer of a tensor is one or the other).
+    llvm::Value* plain = nullptr;
+    for (const auto& in : pass_.body.insts) {
+      if ((in.op != Op::Load && in.op != Op::Store) || quant(in.attr) == ir::Quant::none) continue;
+      if (in.op == Op::Store) {
+        llvm::IRBuilder<> at_entry(entry, entry->begin());
+        tmp_[in.attr] = at_entry.CreateAlloca(
+            llvm::ArrayType::get(b_.getFloatTy(), static_cast<uint64_t>(ir::kQuantBlock)), nullptr,
+            plan_.buffers[in.attr].name + ".block");
+      }
+      if (scales_.count(in.attr)) continue;
+      llvm::Value* p = table_load(ptr, b_.CreateConstInBoundsGEP1_64(ptr, bufs, in.attr), "codes");
+      codes_[in.attr] = b_.CreateInBoundsGEP(b_.getInt8Ty(), p, offset, "codes.base");
+      llvm::Value* sp =
+          table_load(ptr, b_.CreateConstInBoundsGEP1_64(ptr, bufs, in.attr + 1), "scales");
+      scales_[in.attr] = sp;
+      if (!plain) plain = b_.CreateICmpEQ(sp, llvm::ConstantPointerNull::get(ptr), "plain");
     }
     llvm::Value* nonempty = b_.CreateICmpSGT(length, b_.getInt64(0));
-    b_.CreateCondBr(nonempty, loop, loop_exit);
-
-    // The element loop.
-    b_.SetInsertPoint(loop);
-    llvm::PHINode* i = b_.CreatePHI(i64, 2, "i");
-    i->addIncoming(b_.getInt64(0), chunk_body);
-    for (auto& a : accs) {
-      a.phi = b_.CreatePHI(a.init->getType(), 2, "acc");
-      a.phi->addIncoming(a.init, chunk_body);
+    auto* chunk_end = llvm::BasicBlock::Create(c_, "chunk.end", fn_);
+    auto* plain_pre = llvm::BasicBlock::Create(c_, "plain", fn_, chunk_end);
+    std::vector<std::pair<llvm::BasicBlock*, std::vector<llvm::Value*>>> arrivals;
+    arrivals.emplace_back(b_.GetInsertBlock(), acc_init);
+    if (!plain) {
+      b_.CreateCondBr(nonempty, plain_pre, chunk_end);
+    } else {
+      auto* dispatch = llvm::BasicBlock::Create(c_, "dispatch", fn_, plain_pre);
+      auto* blocks = llvm::BasicBlock::Create(c_, "blocks", fn_, chunk_end);
+      b_.CreateCondBr(nonempty, dispatch, chunk_end);
+      b_.SetInsertPoint(dispatch);
+      b_.CreateCondBr(plain, plain_pre, blocks);
+      b_.SetInsertPoint(blocks);
+      std::vector<llvm::Value*> accs = acc_init;
+      OPTJIT_TRY(block_loops(length, accs));
+      arrivals.emplace_back(b_.GetInsertBlock(), accs);
+      b_.CreateBr(chunk_end);
     }
-    std::vector<llvm::Value*> v(pass_.body.insts.size(), nullptr);
-    size_t acc_index = 0;
-    for (size_t n = 0; n < pass_.body.insts.size(); ++n) {
-      const ir::Inst& in = pass_.body.insts[n];
-      auto arg = [&](int a) { return v[index(in.args[a])]; };
-      auto arg_type = [&](int a) { return pass_.body.at(in.args[a]).type; };
-      switch (ir::info(in.op).kind) {
-        case OpKind::leaf:
-          if (in.op == Op::Uniform)
-            v[n] = uniform[in.attr];
-          else if (in.op == Op::Const)
-            v[n] = constant(in.imm, in.type);
-          else if (in.op == Op::Load)
-            v[n] = load(in.attr, i, in.type);
-          else
-            return unsupported(in);
-          break;
-        case OpKind::effect:
-          if (in.op != Op::Store) return unsupported(in);
-          store(in.attr, i, arg(0), arg_type(0));
-          break;
-        case OpKind::reduce: {
-          Acc& a = accs[acc_index++];
-          a.next = accumulate(in.op, a.phi, arg(0), arg_type(0));
-          break;
-        }
-        default: {
-          if (in.op == Op::SRound) {
-            v[n] = sround(in, arg(0), arg_type(0), arg(1), b_.CreateAdd(offset_, i));
-            break;
-          }
-          llvm::Value* r = arith(in, arg, arg_type);
-          if (!r) return unsupported(in);
-          v[n] = r;
-        }
-      }
-      if (v[n] && !v[n]->hasName() && !llvm::isa<llvm::Constant>(v[n]))
-        v[n]->setName("v" + std::to_string(n));
-    }
-    llvm::Value* i_next =
-        b_.CreateAdd(i, b_.getInt64(1), "i.next", /*HasNUW=*/true, /*HasNSW=*/true);
-    i->addIncoming(i_next, loop);
-    for (auto& a : accs) a.phi->addIncoming(a.next, loop);
-    auto* back = b_.CreateCondBr(b_.CreateICmpSLT(i_next, length), loop, loop_exit);
-    if (interleave_ > 0) {
-      // The unroll knob: how many vector iterations the vectorizer interleaves.
-      llvm::Metadata* count[] = {
-          llvm::MDString::get(c_, "llvm.loop.interleave.count"),
-          llvm::ConstantAsMetadata::get(b_.getInt32(static_cast<uint32_t>(interleave_)))};
-      auto self = llvm::MDNode::getTemporary(c_, {});  // replaced by the node itself
-      llvm::Metadata* ops[] = {self.get(), llvm::MDNode::get(c_, count)};
-      llvm::MDNode* id = llvm::MDNode::getDistinct(c_, ops);
-      id->replaceOperandWith(0, id);
-      back->setMetadata(llvm::LLVMContext::MD_loop, id);
+    // The plain element loop: every element of the chunk, one block, branch-free.
+    b_.SetInsertPoint(plain_pre);
+    {
+      std::vector<llvm::Value*> accs = acc_init;
+      std::map<uint32_t, llvm::Value*> amax;
+      OPTJIT_TRY(element_loop(length, b_.getInt64(0), false, accs, amax));
+      arrivals.emplace_back(b_.GetInsertBlock(), accs);
+      b_.CreateBr(chunk_end);
     }
 
     // Partials, then the next chunk.
-    b_.SetInsertPoint(loop_exit);
-    const auto R = static_cast<uint64_t>(accs.size());
+    b_.SetInsertPoint(chunk_end);
+    const auto R = static_cast<uint64_t>(acc_inst.size());
     std::vector<llvm::PHINode*> finals;  // all PHIs first: LLVM wants them at the top of the block
-    for (auto& a : accs) {
-      llvm::PHINode* final = b_.CreatePHI(a.init->getType(), 2, "acc.final");
-      final->addIncoming(a.init, chunk_body);
-      final->addIncoming(a.next, loop);
+    for (size_t r = 0; r < R; ++r) {
+      llvm::PHINode* final = b_.CreatePHI(acc_init[r]->getType(), 2, "acc.final");
+      for (const auto& [from, vals] : arrivals) final->addIncoming(vals[r], from);
       finals.push_back(final);
     }
-    for (size_t r = 0; r < accs.size(); ++r) {
-      const auto& in = pass_.body.insts[accs[r].inst];
+    for (size_t r = 0; r < R; ++r) {
+      const auto& in = pass_.body.insts[acc_inst[r]];
       llvm::Value* slot =
           b_.CreateInBoundsGEP(b_.getDoubleTy(), partials,
                                b_.CreateAdd(b_.CreateMul(c, b_.getInt64(R)), b_.getInt64(r)));
       b_.CreateStore(finish(in.op, finals[r], pass_.body.at(in.args[0]).type), slot);
     }
     llvm::Value* c_next = b_.CreateAdd(c, b_.getInt64(1), "c.next");
-    c->addIncoming(c_next, loop_exit);
+    c->addIncoming(c_next, b_.GetInsertBlock());
     b_.CreateBr(chunk_head);
 
     b_.SetInsertPoint(done);
@@ -218,6 +193,228 @@ class PassEmitter {
   }
 
  private:
+  ir::Quant quant(uint32_t buf) const { return plan_.buffers[buf].quant; }
+
+  // for (j = 0; j < n; ++j) the pass body on element first + j of the chunk; n >= 1. In
+  // `blocked` mode quantized loads dequantize and quantized stores go to the block's f32
+  // staging array, with |x| bits max-reduced into amax[buffer] (NaN wins). Leaves the builder
+  // in the loop's exit block; accs and amax hold the values there.
+  Status element_loop(llvm::Value* n, llvm::Value* first, bool blocked,
+                      std::vector<llvm::Value*>& accs, std::map<uint32_t, llvm::Value*>& amax) {
+    auto* i64 = b_.getInt64Ty();
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    auto* loop = llvm::BasicBlock::Create(c_, blocked ? "elem.q" : "elem", fn_);
+    auto* exit = llvm::BasicBlock::Create(c_, blocked ? "elem.q.exit" : "elem.exit", fn_);
+    b_.CreateBr(loop);
+    b_.SetInsertPoint(loop);
+    llvm::PHINode* j = b_.CreatePHI(i64, 2, "j");
+    j->addIncoming(b_.getInt64(0), pre);
+    std::vector<llvm::PHINode*> acc_phi;
+    for (auto* a : accs) {
+      acc_phi.push_back(b_.CreatePHI(a->getType(), 2, "acc"));
+      acc_phi.back()->addIncoming(a, pre);
+    }
+    std::map<uint32_t, llvm::PHINode*> amax_phi;
+    for (auto& [buf, a] : amax) {
+      amax_phi[buf] = b_.CreatePHI(a->getType(), 2, "amax");
+      amax_phi[buf]->addIncoming(a, pre);
+    }
+    llvm::Value* i = first == nullptr ? j : b_.CreateAdd(first, j, "e", true, true);
+    std::vector<llvm::Value*> v(pass_.body.insts.size(), nullptr);
+    std::vector<llvm::Value*> acc_next(accs.size(), nullptr);
+    std::map<uint32_t, llvm::Value*> amax_next;
+    size_t acc_index = 0;
+    for (size_t n_ = 0; n_ < pass_.body.insts.size(); ++n_) {
+      const ir::Inst& in = pass_.body.insts[n_];
+      auto arg = [&](int a) { return v[index(in.args[a])]; };
+      auto arg_type = [&](int a) { return pass_.body.at(in.args[a]).type; };
+      const bool q =
+          blocked && (in.op == Op::Load || in.op == Op::Store) && quant(in.attr) != ir::Quant::none;
+      switch (ir::info(in.op).kind) {
+        case OpKind::leaf:
+          if (in.op == Op::Uniform)
+            v[n_] = uniform_[in.attr];
+          else if (in.op == Op::Const)
+            v[n_] = constant(in.imm, in.type);
+          else if (in.op == Op::Load)
+            v[n_] = q ? dequantize(in.attr, i, in.type) : load(in.attr, i, in.type);
+          else
+            return unsupported(in);
+          break;
+        case OpKind::effect:
+          if (in.op != Op::Store) return unsupported(in);
+          if (q) {
+            llvm::Value* f = convert(arg(0), arg_type(0), DType::f32);
+            auto* arr = llvm::cast<llvm::AllocaInst>(tmp_.at(in.attr));
+            b_.CreateStore(f,
+                           b_.CreateInBoundsGEP(arr->getAllocatedType(), arr, {b_.getInt64(0), j}));
+            amax_next[in.attr] =
+                call(llvm::Intrinsic::umax, {amax_phi.at(in.attr), abs_bits(f, DType::f32)});
+          } else {
+            store(in.attr, i, arg(0), arg_type(0));
+          }
+          break;
+        case OpKind::reduce: {
+          const size_t r = acc_index++;
+          acc_next[r] = accumulate(in.op, acc_phi[r], arg(0), arg_type(0));
+          break;
+        }
+        default: {
+          if (in.op == Op::SRound) {
+            v[n_] = sround(in, arg(0), arg_type(0), arg(1), b_.CreateAdd(offset_, i));
+            break;
+          }
+          llvm::Value* r = arith(in, arg, arg_type);
+          if (!r) return unsupported(in);
+          v[n_] = r;
+        }
+      }
+      if (v[n_] && !v[n_]->hasName() && !llvm::isa<llvm::Constant>(v[n_]))
+        v[n_]->setName("v" + std::to_string(n_));
+    }
+    llvm::Value* j_next =
+        b_.CreateAdd(j, b_.getInt64(1), "j.next", /*HasNUW=*/true, /*HasNSW=*/true);
+    j->addIncoming(j_next, loop);
+    for (size_t r = 0; r < accs.size(); ++r) acc_phi[r]->addIncoming(acc_next[r], loop);
+    for (auto& [buf, phi] : amax_phi) phi->addIncoming(amax_next.at(buf), loop);
+    auto* back = b_.CreateCondBr(b_.CreateICmpSLT(j_next, n), loop, exit);
+    loop_metadata(back);
+    b_.SetInsertPoint(exit);
+    accs = acc_next;
+    for (auto& [buf, a] : amax) a = amax_next.at(buf);
+    return Status::Ok();
+  }
+
+  // The interleave knob: how many vector iterations the vectorizer interleaves.
+  void loop_metadata(llvm::Instruction* back) {
+    if (interleave_ <= 0) return;
+    llvm::Metadata* count[] = {
+        llvm::MDString::get(c_, "llvm.loop.interleave.count"),
+        llvm::ConstantAsMetadata::get(b_.getInt32(static_cast<uint32_t>(interleave_)))};
+    auto self = llvm::MDNode::getTemporary(c_, {});  // replaced by the node itself
+    llvm::Metadata* ops[] = {self.get(), llvm::MDNode::get(c_, count)};
+    llvm::MDNode* id = llvm::MDNode::getDistinct(c_, ops);
+    id->replaceOperandWith(0, id);
+    back->setMetadata(llvm::LLVMContext::MD_loop, id);
+  }
+
+  // A chunk of a quantized tensor, a block at a time (chunks start on block boundaries):
+  //   for b0 in [0, length) step kQuantBlock:
+  //     n = min(kQuantBlock, length - b0)
+  //     the element loop over the block (loads dequantize with the block's scale; quantized
+  //       stores stage their f32 values and reduce their absmax)
+  //     for each quantized store: its scale, then its codes (ir/quant.h's quantizer)
+  Status block_loops(llvm::Value* length, std::vector<llvm::Value*>& accs) {
+    auto* i64 = b_.getInt64Ty();
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    auto* head = llvm::BasicBlock::Create(c_, "block", fn_);
+    b_.CreateBr(head);
+    b_.SetInsertPoint(head);
+    llvm::PHINode* b0 = b_.CreatePHI(i64, 2, "b0");
+    b0->addIncoming(b_.getInt64(0), pre);
+    std::vector<llvm::PHINode*> acc_phi;
+    for (auto* a : accs) {
+      acc_phi.push_back(b_.CreatePHI(a->getType(), 2, "acc.b"));
+      acc_phi.back()->addIncoming(a, pre);
+    }
+    llvm::Value* left = b_.CreateSub(length, b0);
+    llvm::Value* bs = b_.getInt64(ir::kQuantBlock);
+    llvm::Value* n = b_.CreateSelect(b_.CreateICmpSLT(left, bs), left, bs, "n");
+    // The block's index in the tensor: chunk offsets are multiples of kQuantBlock.
+    llvm::Value* blk = b_.CreateLShr(b_.CreateAdd(offset_, b0), 8, "blk");
+    static_assert(ir::kQuantBlock == 256);
+    scale_.clear();
+    for (const auto& [buf, sp] : scales_) {
+      auto* l = b_.CreateLoad(b_.getFloatTy(), b_.CreateInBoundsGEP(b_.getFloatTy(), sp, blk),
+                              plan_.buffers[buf].name + ".scale");
+      tag(l, buf + 1);
+      scale_[buf] = l;
+    }
+    std::vector<llvm::Value*> cur(acc_phi.begin(), acc_phi.end());
+    std::map<uint32_t, llvm::Value*> amax;
+    for (const auto& [buf, t] : tmp_) amax[buf] = b_.getInt32(0);
+    OPTJIT_TRY(element_loop(n, b0, true, cur, amax));
+    for (const auto& [buf, t] : tmp_) quantize_block(buf, amax.at(buf), blk, b0, n);
+    llvm::Value* b_next = b_.CreateAdd(b0, bs, "b0.next", true, true);
+    b0->addIncoming(b_next, b_.GetInsertBlock());
+    for (size_t r = 0; r < accs.size(); ++r) acc_phi[r]->addIncoming(cur[r], b_.GetInsertBlock());
+    auto* exit = llvm::BasicBlock::Create(c_, "block.exit", fn_);
+    b_.CreateCondBr(b_.CreateICmpSLT(b_next, length), head, exit);
+    b_.SetInsertPoint(exit);
+    accs = cur;
+    return Status::Ok();
+  }
+
+  // A quantized load: map[code] * the block's scale, in f32 as bitsandbytes dequantizes.
+  llvm::Value* dequantize(uint32_t buf, llvm::Value* i, DType want) {
+    auto* code =
+        b_.CreateLoad(b_.getInt8Ty(), b_.CreateInBoundsGEP(b_.getInt8Ty(), codes_.at(buf), i),
+                      plan_.buffers[buf].name + ".code");
+    tag(code, buf);
+    llvm::GlobalVariable* map = quant_table(quant(buf), false);
+    llvm::Value* m =
+        b_.CreateLoad(b_.getFloatTy(),
+                      b_.CreateInBoundsGEP(map->getValueType(), map,
+                                           {b_.getInt64(0), b_.CreateZExt(code, b_.getInt64Ty())}));
+    return convert(b_.CreateFMul(m, scale_.at(buf)), DType::f32, want);
+  }
+
+  // The block's scale, then each staged value's code: lut[index(x / absmax)] (ir/quant.h).
+  void quantize_block(uint32_t buf, llvm::Value* amax_bits, llvm::Value* blk, llvm::Value* b0,
+                      llvm::Value* n) {
+    auto* f32 = b_.getFloatTy();
+    llvm::Value* absmax = b_.CreateBitCast(amax_bits, f32, plan_.buffers[buf].name + ".absmax");
+    auto* st = b_.CreateStore(absmax, b_.CreateInBoundsGEP(f32, scales_.at(buf), blk));
+    tag(st, buf + 1);
+    llvm::Value* inv = b_.CreateFDiv(llvm::ConstantFP::get(f32, 1.0), absmax);
+    llvm::Value* zero = b_.CreateFCmpOEQ(absmax, llvm::ConstantFP::get(f32, 0.0));
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    auto* loop = llvm::BasicBlock::Create(c_, "quantize", fn_);
+    auto* exit = llvm::BasicBlock::Create(c_, "quantize.exit", fn_);
+    b_.CreateBr(loop);
+    b_.SetInsertPoint(loop);
+    llvm::PHINode* j = b_.CreatePHI(b_.getInt64Ty(), 2, "qj");
+    j->addIncoming(b_.getInt64(0), pre);
+    auto* arr = llvm::cast<llvm::AllocaInst>(tmp_.at(buf));
+    llvm::Value* x =
+        b_.CreateLoad(f32, b_.CreateInBoundsGEP(arr->getAllocatedType(), arr, {b_.getInt64(0), j}));
+    llvm::Value* y = b_.CreateFMul(x, inv);
+    auto cf = [&](double d) { return llvm::ConstantFP::get(f32, d); };
+    y = b_.CreateSelect(b_.CreateFCmpOGE(y, cf(-1.0)),
+                        b_.CreateSelect(b_.CreateFCmpOGT(y, cf(1.0)), cf(1.0), y), cf(-1.0));
+    llvm::Value* u = b_.CreateFMul(b_.CreateFMul(b_.CreateFAdd(y, cf(1.0)), cf(0.5)), cf(65535.0));
+    llvm::Value* idx = b_.CreateFPToUI(b_.CreateFAdd(u, cf(0.5)), b_.getInt32Ty());
+    llvm::GlobalVariable* lut = quant_table(quant(buf), true);
+    llvm::Value* code =
+        b_.CreateLoad(b_.getInt8Ty(),
+                      b_.CreateInBoundsGEP(lut->getValueType(), lut,
+                                           {b_.getInt64(0), b_.CreateZExt(idx, b_.getInt64Ty())}));
+    code = b_.CreateSelect(zero, b_.getInt8(0), code);
+    auto* s = b_.CreateStore(
+        code, b_.CreateInBoundsGEP(b_.getInt8Ty(), codes_.at(buf), b_.CreateAdd(b0, j)));
+    tag(s, buf);
+    llvm::Value* j_next = b_.CreateAdd(j, b_.getInt64(1), "qj.next", true, true);
+    j->addIncoming(j_next, loop);
+    b_.CreateCondBr(b_.CreateICmpSLT(j_next, n), loop, exit);
+    b_.SetInsertPoint(exit);
+  }
+
+  // A format's map (256 f32) or lookup table (65536 codes) as a constant of the module.
+  llvm::GlobalVariable* quant_table(ir::Quant q, bool lut) {
+    const std::string name = fmt::format("optjit.{}.{}", lut ? "lut" : "map", ir::to_string(q));
+    if (auto* g = m_.getGlobalVariable(name, true)) return g;
+    llvm::Constant* init;
+    if (lut) {
+      const auto& t = *ir::info(q).lut;
+      init = llvm::ConstantDataArray::get(c_, llvm::ArrayRef<uint8_t>(t.data(), t.size()));
+    } else {
+      const auto& t = *ir::info(q).map;
+      init = llvm::ConstantDataArray::get(c_, llvm::ArrayRef<float>(t.data(), t.size()));
+    }
+    return new llvm::GlobalVariable(m_, init->getType(), true, llvm::GlobalValue::PrivateLinkage,
+                                    init, name);
+  }
+
   Status unsupported(const ir::Inst& in) {
     return make_error("the cpu backend cannot compile '{}' on {}", ir::info(in.op).text,
                       to_string(in.type));
@@ -303,6 +500,7 @@ class PassEmitter {
       case DType::i64:
         return b_.getInt64Ty();
       case DType::b1:
+      case DType::u8:
         return b_.getInt8Ty();
     }
     return nullptr;
@@ -564,6 +762,11 @@ class PassEmitter {
   llvm::Value* tensor_ = nullptr;  // the chunk's tensor index and first element
   llvm::Value* offset_ = nullptr;
   std::map<uint32_t, llvm::Value*> base_;
+  std::vector<llvm::Value*> uniform_;        // per uniform slot, in its value type
+  std::map<uint32_t, llvm::Value*> codes_;   // quantized buffer -> its codes in this chunk
+  std::map<uint32_t, llvm::Value*> scales_;  // quantized buffer -> its tensor's scales
+  std::map<uint32_t, llvm::Value*> scale_;   // quantized loaded buffer -> this block's scale
+  std::map<uint32_t, llvm::Value*> tmp_;     // quantized stored buffer -> staging array
 };
 
 }  // namespace

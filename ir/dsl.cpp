@@ -219,7 +219,7 @@ static std::string closest(std::string_view want, const Def& d) {
   return best.empty() ? "" : fmt::format(" (did you mean '{}'?)", best);
 }
 
-std::string state_format_names() { return "f32, bf16, f16, bf16_sr"; }
+std::string state_format_names() { return "f32, bf16, f16, bf16_sr, q8, q8u, 8bit"; }
 
 Expected<StateFormats> parse_state_formats(std::string_view text) {
   auto format = [](std::string_view f) -> std::optional<StateFormat> {
@@ -227,6 +227,8 @@ Expected<StateFormats> parse_state_formats(std::string_view text) {
     if (f == "bf16") return StateFormat{DType::bf16};
     if (f == "f16") return StateFormat{DType::f16};
     if (f == "bf16_sr") return StateFormat{DType::bf16, true};
+    if (f == "8bit") return StateFormat{DType::f32, false, ir::Quant::q8, true};
+    if (auto q = ir::parse_quant(f)) return StateFormat{DType::f32, false, *q};
     return std::nullopt;
   };
   StateFormats out;
@@ -491,14 +493,14 @@ Value Ctx::lazy_init(Value loaded, const StateInit& init) {
   return select(step() == 1.0, cast(hyper(init.hyper), loaded.type()), loaded);
 }
 
-// The storage of this transform's per-element state `name`: its state_format, else the
-// parameters' (DTypes::state). Each name given is recorded, to check that it was declared.
-DType Ctx::state_storage(std::string_view name) {
-  if (forced_storage_) return *std::exchange(forced_storage_, std::nullopt);
+// The format of this transform's per-element state `name`: its state_format, else the
+// parameters' storage (DTypes::state). Each name given is recorded, to check that it was declared.
+StateFormat Ctx::state_format(std::string_view name) {
+  if (forced_storage_) return {*std::exchange(forced_storage_, std::nullopt)};
   const Bound& b = *frame().bound;
   auto arg = b.args.find(kStateFormat);
   if (arg == b.args.end() || b.def->find_option(kStateFormat) || b.def->find_hyper(kStateFormat))
-    return dtypes_.state;
+    return {dtypes_.state};
   auto f = parse_state_formats(std::get<3>(arg->second.v));
   OPTJIT_CHECK(static_cast<bool>(f));  // checked by bind()
   std::optional<StateFormat> chosen = f->all;
@@ -506,9 +508,10 @@ DType Ctx::state_storage(std::string_view name) {
     formatted_.insert(state_key(name));
     chosen = it->second;
   }
-  if (!chosen) return dtypes_.state;
+  if (!chosen) return {dtypes_.state};
   if (chosen->stochastic) stochastic_.insert(state_key(name));
-  return chosen->storage;
+  if (chosen->bnb_choice && name == "exp_avg_sq") chosen->quant = ir::Quant::q8u;
+  return *chosen;
 }
 
 // x rounded as bf16_sr stores it: the key is state_seed * 2^32 + step (exact in f64 for seeds
@@ -575,7 +578,15 @@ Value Ctx::declare(std::string_view name, StateInit init, bool scalar) {
     idx = b_.add_state({full, DType::f64, i});
     v = wrap(b_.emit(Op::SLoad, DType::f64, {}, idx));
   } else {
-    idx = b_.add_buffer({full, ir::BufferRole::state, state_storage(name), i});
+    const StateFormat f = state_format(name);
+    ir::BufferDecl d{full, ir::BufferRole::state, f.storage, i};
+    d.quant = f.quant;
+    idx = b_.add_buffer(d);
+    if (f.quant != ir::Quant::none) {
+      ir::BufferDecl scales{full + ".absmax", ir::BufferRole::state, DType::f32, {}};
+      scales.per_block = true;
+      b_.add_buffer(scales);
+    }
     v = wrap(b_.emit(Op::Load, element_type_, {}, idx));
   }
   if (!init.hyper.empty() && !i.hyper) v = lazy_init(v, init);

@@ -169,14 +169,18 @@ struct Bound {
 /// Every transform, built-in or custom, also takes `state_format`: how its per-element state
 /// is stored. One format for all of its states ("bf16"), per state ("exp_avg_sq:f32"), or both
 /// ("bf16,exp_avg_sq:f32"). Formats: f32, bf16, f16 (rounded to nearest even when stored;
-/// computed in the parameters' compute type), and bf16_sr (bf16, rounded stochastically).
-/// Without it, state is stored as the parameters are.
+/// computed in the parameters' compute type), bf16_sr (bf16, rounded stochastically), q8 and
+/// q8u (8-bit blockwise with bitsandbytes' signed / unsigned dynamic map, ir/quant.h), and 8bit
+/// (bitsandbytes' choice for its 8-bit optimizers: q8u for exp_avg_sq, the second moment of the
+/// Adam family, q8 for every other state). Without it, state is stored as the parameters are.
 inline constexpr std::string_view kStateFormat = "state_format";
 struct StateFormat {
   DType storage = DType::f32;
   /// bf16 with stochastic rounding (ir/stochastic_round.h), keyed by the program's
   /// `state_seed` hyperparameter, the step, the tensor and the element.
   bool stochastic = false;
+  ir::Quant quant = ir::Quant::none;  // block-quantized (storage is then f32 for small tensors)
+  bool bnb_choice = false;            // "8bit": q8u for exp_avg_sq, else q8
 };
 struct StateFormats {
   std::optional<StateFormat> all;
@@ -277,7 +281,7 @@ class Ctx {
     Value current;
     bool scalar;
   };
-  DType state_storage(std::string_view name);
+  StateFormat state_format(std::string_view name);
   void check_state_formats();
   Value stochastic_round(Value x, uint32_t buffer);
   uint32_t seed_hyper();

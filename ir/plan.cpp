@@ -34,8 +34,8 @@ using ir::OpKind;
 using ir::Program;
 using ir::ValueId;
 
-size_t Plan::bytes_per_param() const {
-  size_t n = 0;
+double Plan::bytes_per_param() const {
+  double n = 0;
   for (const auto& p : passes) n += p.bytes_read + p.bytes_written;
   return n;
 }
@@ -50,7 +50,7 @@ struct Demand {
   std::set<ValueId> uniforms;
   std::vector<ValueId> reductions;
   std::optional<uint32_t> conflict;  // a buffer whose old value is needed after its store
-  size_t bytes = 0;
+  double bytes = 0;
 };
 
 class Planner {
@@ -70,7 +70,7 @@ class Planner {
     choose_scratch();
   }
   int passes() const { return pass_count(); }
-  size_t total() const { return total_; }  // bytes per parameter, set by choose_scratch()
+  double total() const { return total_; }  // bytes per parameter, set by choose_scratch()
   const std::map<uint32_t, int>& reduce_at() const { return reduce_at_; }
   /// The earliest pass a reduction can run in, and every reduction in program order.
   int operand_level(uint32_t i) const { return level_[index(p_.insts[i].args[0])]; }
@@ -104,7 +104,7 @@ class Planner {
     for (const auto& [buf, st] : store_of_) {
       ValueId v = at(st).args[0];
       store_pass_[buf] = std::max(level(v), guard_);
-      forward_.emplace(v, buf);  // first store of a value wins (stores are per buffer)
+      if (holds_exactly(buf, v)) forward_.emplace(v, buf);  // the first store of a value wins
     }
   }
 
@@ -181,13 +181,23 @@ class Planner {
         visit(visit, v);
         d.stores.insert(buf);
       }
-    for (uint32_t b : d.loads) d.bytes += size_bytes(buffer_storage(b));
-    for (uint32_t b : d.stores) d.bytes += size_bytes(buffer_storage(b));
+    for (uint32_t b : d.loads) d.bytes += buffer_bytes(b);
+    for (uint32_t b : d.stores) d.bytes += buffer_bytes(b);
     return d;
   }
 
-  DType buffer_storage(uint32_t b) const {
-    return b < p_.buffers.size() ? p_.buffers[b].storage : scratch_types_.at(b);
+  // A quantized buffer's bytes include its scales'.
+  double buffer_bytes(uint32_t b) const {
+    if (b >= p_.buffers.size()) return static_cast<double>(size_bytes(scratch_types_.at(b)));
+    const ir::BufferDecl& d = p_.buffers[b];
+    return ir::element_bytes(d) + (d.quant != ir::Quant::none ? ir::kQuantScaleBytes : 0.0);
+  }
+
+  // Whether reading buffer b back gives exactly the value v stored there: not when the storage
+  // rounds it (bf16 state of an f32 value, quantized state); then v is recomputed or carried.
+  bool holds_exactly(uint32_t b, ValueId v) const {
+    const ir::BufferDecl& d = p_.buffers[b];
+    return d.quant == ir::Quant::none && size_bytes(d.storage) >= size_bytes(at(v).type);
   }
 
   void choose_scratch() {
@@ -196,7 +206,7 @@ class Planner {
     // read it), so only those are analysed again. Pass counts do not depend on scratch.
     const int passes = pass_count();
     std::vector<Demand> cur;
-    size_t best = 0;
+    double best = 0;
     for (int k = 0; k < passes; ++k) {
       cur.push_back(analyze(k, scratch_));
       best += cur.back().bytes;
@@ -215,7 +225,7 @@ class Planner {
       trial[v] = buf;
       scratch_types_[buf] = at(v).type;
       std::vector<std::pair<int, Demand>> changed;
-      size_t t = best;
+      double t = best;
       for (int k = level(v); k < passes; ++k) {
         if (k > level(v) && !cur[k].computed[index(v)] && !cur[k].read_from.count(v)) continue;
         Demand d = analyze(k, trial);
@@ -245,7 +255,7 @@ class Planner {
   std::map<ValueId, uint32_t> forward_;      // value -> buffer that stores it
   std::map<ValueId, uint32_t> scratch_;      // value -> scratch buffer index
   std::map<uint32_t, DType> scratch_types_;  // scratch buffer -> storage type
-  size_t total_ = 0;
+  double total_ = 0;
 };
 
 Plan Planner::build() const {
@@ -333,8 +343,19 @@ Pass Planner::make_pass(int k, const Plan& plan) const {
   pass.body = std::move(b).finish();
   pass.reads.assign(d.loads.begin(), d.loads.end());
   pass.writes.assign(d.stores.begin(), d.stores.end());
-  for (uint32_t r : pass.reads) pass.bytes_read += size_bytes(plan.buffers[r].storage);
-  for (uint32_t w : pass.writes) pass.bytes_written += size_bytes(plan.buffers[w].storage);
+  // A quantized buffer's scales move with it.
+  auto with_scales = [&](std::vector<uint32_t>& list) {
+    std::vector<uint32_t> out;
+    for (uint32_t b : list) {
+      out.push_back(b);
+      if (plan.buffers[b].quant != ir::Quant::none) out.push_back(b + 1);
+    }
+    list = std::move(out);
+  };
+  with_scales(pass.reads);
+  with_scales(pass.writes);
+  for (uint32_t r : pass.reads) pass.bytes_read += ir::element_bytes(plan.buffers[r]);
+  for (uint32_t w : pass.writes) pass.bytes_written += ir::element_bytes(plan.buffers[w]);
   return pass;
 }
 
@@ -378,7 +399,12 @@ std::string describe(const Plan& plan, bool with_bodies) {
   auto names = [&](const std::vector<uint32_t>& bufs) {
     std::vector<std::string> v;
     for (uint32_t b : bufs)
-      v.push_back(fmt::format("{}:{}", plan.buffers[b].name, to_string(plan.buffers[b].storage)));
+      v.push_back(fmt::format(
+          "{}:{}", plan.buffers[b].name,
+          plan.buffers[b].quant != ir::Quant::none
+              ? to_string(plan.buffers[b].quant)
+              : std::string_view(plan.buffers[b].per_block ? "f32/block"
+                                                           : to_string(plan.buffers[b].storage))));
     return v.empty() ? std::string("-") : fmt::format("{}", fmt::join(v, " "));
   };
   out += fmt::format("\nplan: {} pass{}, {} bytes per parameter\n", plan.passes.size(),

@@ -19,7 +19,7 @@ struct Pass {
   std::vector<ir::ValueId>
       reductions;  // program reduce value for each reduce in the body, in order
   std::vector<uint32_t> reads, writes;       // buffer indices
-  size_t bytes_read = 0, bytes_written = 0;  // per parameter element
+  double bytes_read = 0, bytes_written = 0;  // per parameter element (quantized: fractions)
 };
 
 /// How a value needed after the pass that can first compute it gets there.
@@ -41,7 +41,7 @@ struct Plan {
   std::vector<Pass> passes;
   std::vector<CarryNote> carries;
 
-  size_t bytes_per_param() const;
+  double bytes_per_param() const;
 };
 
 /// Limits that keep planning and compiling time near-linear in the program: a pipeline beyond

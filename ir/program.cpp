@@ -27,6 +27,12 @@ std::optional<Op> parse_op(std::string_view text) {
   return std::nullopt;
 }
 
+double element_bytes(const BufferDecl& b) {
+  if (b.per_block) return kQuantScaleBytes;
+  if (b.quant != Quant::none) return kQuantCodeBytes;
+  return static_cast<double>(size_bytes(b.storage));
+}
+
 std::string_view to_string(BufferRole r) {
   switch (r) {
     case BufferRole::param:

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ir/quant.h"
 #include "ir/types.h"
 
 namespace optjit::ir {
@@ -107,10 +108,20 @@ std::string_view to_string(BufferRole r);
 struct BufferDecl {
   std::string name;
   BufferRole role = BufferRole::state;
-  DType storage = DType::f32;
-  Init init;  // state buffers only
+  DType storage = DType::f32;  // quantized: the type its values are loaded as (f32)
+  Init init;                   // state buffers only
+  /// A block-quantized state (ir/quant.h): one code per element, and the buffer right after it
+  /// holds one scale per block (`per_block`). Loads dequantize; a store quantizes the block.
+  Quant quant = Quant::none;
+  /// A quantized buffer's scales: one element per kQuantBlock elements of the tensor, never
+  /// loaded or stored by an instruction; its storage is f32.
+  bool per_block = false;
   bool operator==(const BufferDecl&) const = default;
 };
+
+/// Bytes one parameter element costs in buffer `b`: its storage, a quantized buffer's code, or
+/// its share of a per-block scale.
+double element_bytes(const BufferDecl& b);
 
 /// A value carried from step to step, one per parameter group (e.g. NAdam's mu_product).
 struct StateDecl {

@@ -39,7 +39,9 @@ std::string print(const Program& p, PrintOptions o) {
   }
   for (const auto& b : p.buffers) {
     out += fmt::format("buffer {} {} {}", quoted(b.name), to_string(b.storage), to_string(b.role));
-    if (b.role == BufferRole::state) out += " " + init_text(p, b.init, o.values);
+    if (b.role == BufferRole::state && !b.per_block) out += " " + init_text(p, b.init, o.values);
+    if (b.quant != Quant::none) out += fmt::format(" quant {}", to_string(b.quant));
+    if (b.per_block) out += " per_block";
     out += "\n";
   }
   for (const auto& s : p.states)
@@ -204,9 +206,22 @@ class IrParser {
     else if (*role == "scratch")
       d.role = BufferRole::scratch;
     else if (*role == "state") {
-      auto i = init();
-      if (!i) return i.error();
-      d.init = *i;
+      if (ts_.peek().kind == Tok::ident && ts_.peek().text == "per_block") {
+        ts_.next();
+        d.per_block = true;
+      } else {
+        auto i = init();
+        if (!i) return i.error();
+        d.init = *i;
+        if (ts_.peek().kind == Tok::ident && ts_.peek().text == "quant") {
+          ts_.next();
+          auto q = ts_.expect_ident("a quantized format (q8, q8u)");
+          if (!q) return q.error();
+          auto f = parse_quant(*q);
+          if (!f) return make_error("unknown quantized format '{}' (q8, q8u)", *q);
+          d.quant = *f;
+        }
+      }
     } else
       return make_error("unknown buffer role '{}'", *role);
     b_.add_buffer(std::move(d));

@@ -1,5 +1,7 @@
 #include "ir/types.h"
 
+#include <algorithm>
+
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -20,6 +22,8 @@ std::string_view to_string(DType t) {
       return "i64";
     case DType::b1:
       return "b1";
+    case DType::u8:
+      return "u8";
   }
   return "?";
 }
@@ -53,6 +57,7 @@ size_t size_bytes(DType t) {
     case DType::bf16:
       return 2;
     case DType::b1:
+    case DType::u8:
       return 1;
   }
   return 0;
@@ -143,6 +148,8 @@ double round_to(DType t, double x) {
       return std::isfinite(x) ? std::trunc(x) : 0.0;
     case DType::b1:
       return x != 0 ? 1.0 : 0.0;
+    case DType::u8:
+      return std::isfinite(x) ? std::clamp(std::trunc(x), 0.0, 255.0) : 0.0;
   }
   return x;
 }

@@ -11,9 +11,10 @@
 
 namespace optjit {
 
-enum class DType : uint8_t { f64, f32, f16, bf16, i64, b1 };
-inline constexpr DType kAllDTypes[] = {DType::f64,  DType::f32, DType::f16,
-                                       DType::bf16, DType::i64, DType::b1};
+/// u8 is storage only (quantized codes, checkpoint files): no IR value has it.
+enum class DType : uint8_t { f64, f32, f16, bf16, i64, b1, u8 };
+inline constexpr DType kAllDTypes[] = {DType::f64, DType::f32, DType::f16, DType::bf16,
+                                       DType::i64, DType::b1,  DType::u8};
 
 /// How often a value is computed: once per step (per parameter group), per tensor, per element.
 enum class Rank : uint8_t { scalar, tensor, element };

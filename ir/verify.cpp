@@ -40,6 +40,8 @@ Status check_inst(const Program& p, size_t n, const Inst& in) {
         case Op::Load:
           if (in.attr >= p.buffers.size()) return fail("buffer index out of range");
           if (!is_float(in.type)) return fail("loads produce a float type");
+          if (p.buffers[in.attr].per_block)
+            return fail("a per_block buffer is read by its quantized buffer's loads");
           break;
         case Op::SLoad:
           if (in.attr >= p.states.size()) return fail("state index out of range");
@@ -99,6 +101,8 @@ Status check_inst(const Program& p, size_t n, const Inst& in) {
         case Op::Store:
           if (in.attr >= p.buffers.size()) return fail("buffer index out of range");
           if (p.buffers[in.attr].role == BufferRole::grad) return fail("the gradient is read-only");
+          if (p.buffers[in.attr].per_block)
+            return fail("a per_block buffer is written by its quantized buffer's store");
           if (arg(0).rank != Rank::element) return fail("stores an element-rank value");
           if (!is_float(arg(0).type)) return fail("stores a float value");
           break;
@@ -134,6 +138,19 @@ Status verify(const Program& p) {
     if (!is_float(b.storage)) return make_error("IR: buffer '{}' has non-float storage", b.name);
     if (b.init.hyper && *b.init.hyper >= p.hypers.size())
       return make_error("IR: buffer '{}' is initialised from an unknown hyperparameter", b.name);
+  }
+  // A quantized state is followed by its per-block scales, and scales follow nothing else.
+  for (size_t i = 0; i < p.buffers.size(); ++i) {
+    const BufferDecl& b = p.buffers[i];
+    const bool scales_next = i + 1 < p.buffers.size() && p.buffers[i + 1].per_block;
+    if (b.quant != Quant::none &&
+        (b.role != BufferRole::state || b.per_block || b.storage != DType::f32 || !scales_next))
+      return make_error(
+          "IR: quantized buffer '{}' must be an f32 state followed by its per_block scales",
+          b.name);
+    if (b.per_block && (i == 0 || p.buffers[i - 1].quant == Quant::none || b.storage != DType::f32))
+      return make_error("IR: per_block buffer '{}' must be f32 and follow a quantized buffer",
+                        b.name);
   }
   if (params != 1 || grads != 1)
     return make_error("IR: needs exactly one param and one grad buffer (has {} and {})", params,

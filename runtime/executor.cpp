@@ -130,6 +130,15 @@ Expected<std::unique_ptr<Executor>> Executor::create(const plan::Plan& plan,
       d.max_group < static_cast<size_t>(codegen::kCombineLanes))
     return make_error("the device step needs work-groups of {} and '{}' allows {}",
                       codegen::kCombineLanes, d.name, d.max_group);
+  const bool quantized =
+      std::any_of(plan.buffers.begin(), plan.buffers.end(),
+                  [](const ir::BufferDecl& b) { return b.quant != ir::Quant::none; });
+  if (quantized && (d.kind != "cpu" || options.step != StepMode::host))
+    return make_error(
+        "block-quantized state (q8, q8u) runs on the cpu backend (step mode host) and the "
+        "reference; {} does not have it yet",
+        d.kind != "cpu" ? fmt::format("the {} backend", d.kind)
+                        : fmt::format("step mode {}", to_string(options.step)));
   std::unique_ptr<Executor> e(new Executor());
   e->device_ = std::move(device);
   e->options_ = options;
@@ -171,7 +180,13 @@ Status Executor::Impl::build(const OptimizerState& s) {
   forget();
   auto make = [&]() -> Status {
     tensors = TensorSet::of(s);
-    table = ChunkTable::build(tensors.numels, options.launch.chunk_elements,
+    // A chunk of a quantized tensor starts on a quantization block (the kernels quantize whole
+    // blocks), so chunks are whole blocks.
+    int64_t chunk = options.launch.chunk_elements;
+    for (const auto& b : plan.buffers)
+      if (b.quant != ir::Quant::none)
+        chunk = (chunk + ir::kQuantBlock - 1) / ir::kQuantBlock * ir::kQuantBlock;
+    table = ChunkTable::build(tensors.numels, chunk,
                               desc.host_memory ? 1 : codegen::kArenaAlignElements);
     const size_t T = tensors.numels.size(), G = tensors.group_count;
     arenas.resize(B);
@@ -266,6 +281,8 @@ Status Executor::Impl::bind(OptimizerState& s) {
         v = !arenas[b]   ? ~uint64_t{0}
             : arenas_dev ? static_cast<uint64_t>(table.base[t]) * es[b]
                          : dev.address(arenas[b].memory()) + table.base[t] * es[b];
+      } else if (plan.buffers[b].per_block && !ir::quantized_tensor(ts.numel)) {
+        v = 0;  // a tensor too small to quantize: the kernels see null scales, plain f32 state
       } else {
         v = arenas_dev ? d.offset : d ? dev.address(d) : reinterpret_cast<uint64_t>(ts.data(b));
       }

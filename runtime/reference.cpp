@@ -124,7 +124,7 @@ void HostProgram::finish_reductions(size_t k, const std::vector<std::vector<doub
 // before it stores), and reductions still take the elements in order.
 std::vector<std::vector<double>> ReferenceBackend::run_pass(size_t k, OptimizerState& s,
                                                             HostProgram& host) const {
-  constexpr int64_t kBlock = 256;
+  constexpr int64_t kBlock = ir::kQuantBlock;  // a quantized store sees its whole block
   const plan::Pass& pass = plan_.passes[k];
   const auto& body = pass.body.insts;
   std::vector<std::vector<double>> partial(pass.reductions.size(),
@@ -154,7 +154,12 @@ std::vector<std::vector<double>> ReferenceBackend::run_pass(size_t k, OptimizerS
           case Op::Load: {
             const uint8_t* base = ts.data(in.attr);
             const DType st = plan_.buffers[in.attr].storage;
-            if (st == DType::f32) {  // the common types without a per-element dispatch
+            if (holds_codes(plan_, in.attr, ts.numel)) {
+              float absmax;
+              std::memcpy(&absmax, ts.data(in.attr + 1) + 4 * (e0 / kBlock), 4);
+              for (int64_t j = 0; j < n; ++j)
+                out[j] = ir::dequantize(plan_.buffers[in.attr].quant, base[e0 + j], absmax);
+            } else if (st == DType::f32) {  // the common types without a per-element dispatch
               for (int64_t j = 0; j < n; ++j) {
                 float f;
                 std::memcpy(&f, base + 4 * (e0 + j), 4);
@@ -171,7 +176,12 @@ std::vector<std::vector<double>> ReferenceBackend::run_pass(size_t k, OptimizerS
             uint8_t* base = ts.data(in.attr);
             const DType st = plan_.buffers[in.attr].storage;
             const double* x = column(in.args[0]);
-            if (st == DType::f64)
+            if (holds_codes(plan_, in.attr, ts.numel)) {
+              // The block is the quantization block: its absmax is known here, in this pass.
+              const float absmax =
+                  ir::quantize_block(plan_.buffers[in.attr].quant, x, n, base + e0);
+              std::memcpy(ts.data(in.attr + 1) + 4 * (e0 / kBlock), &absmax, 4);
+            } else if (st == DType::f64)
               std::memcpy(base + 8 * e0, x, static_cast<size_t>(8 * n));
             else
               for (int64_t j = 0; j < n; ++j) store_element(base, st, e0 + j, x[j]);

@@ -24,7 +24,8 @@ struct DTypeName {
   const char* name;
 };
 constexpr DTypeName kNames[] = {{DType::f64, "F64"},   {DType::f32, "F32"}, {DType::f16, "F16"},
-                                {DType::bf16, "BF16"}, {DType::i64, "I64"}, {DType::b1, "BOOL"}};
+                                {DType::bf16, "BF16"}, {DType::i64, "I64"}, {DType::b1, "BOOL"},
+                                {DType::u8, "U8"}};
 
 const char* st_name(DType t) {
   for (auto n : kNames)
@@ -69,6 +70,8 @@ double load_element(const uint8_t* base, DType t, int64_t i) {
     }
     case DType::b1:
       return base[i] != 0;
+    case DType::u8:
+      return base[i];
   }
   return 0;
 }
@@ -100,6 +103,9 @@ void store_element(uint8_t* base, DType t, int64_t i, double v) {
     }
     case DType::b1:
       base[i] = v != 0;
+      break;
+    case DType::u8:
+      base[i] = static_cast<uint8_t>(round_to(DType::u8, v));
       break;
   }
 }

@@ -4,6 +4,7 @@
 
 #include <fmt/ranges.h>
 #include <algorithm>
+#include <cstring>
 
 namespace optjit::runtime {
 
@@ -135,12 +136,33 @@ Expected<OptimizerState> init_state(const plan::Plan& plan, const std::vector<Ho
     for (size_t g = 0; g < groups.size() && ts.group == 0 && explicit_group < 0; ++g)
       for (const auto& pat : groups[g].patterns)
         if (glob_match(pat, t.name)) ts.group = static_cast<uint32_t>(g + 1);
-    for (const auto& b : plan.buffers) {
-      std::vector<uint8_t> buf(static_cast<size_t>(ts.numel) * size_bytes(b.storage), 0);
+    for (size_t bi = 0; bi < plan.buffers.size(); ++bi) {
+      const auto& b = plan.buffers[bi];
+      std::vector<uint8_t> buf(buffer_bytes(plan, bi, ts.numel), 0);
       if (b.role == BufferRole::param) {
         buf = t.data;
+      } else if (b.per_block) {
+        // Filled with its quantized buffer, just before.
       } else if (b.role == BufferRole::state) {
         double v = b.init.hyper ? s.groups[ts.group].hypers[*b.init.hyper] : b.init.value;
+        if (holds_codes(plan, bi, ts.numel)) {
+          // Every block holds v: absmax |v|, each code the quantized v.
+          const float x = static_cast<float>(v);
+          uint8_t code = 0;
+          const float absmax = ir::quantize_block(b.quant, &x, 1, &code);
+          std::fill(buf.begin(), buf.end(), code);
+          ts.owned.push_back(std::move(buf));
+          ts.external.push_back(nullptr);
+          ts.device.push_back({});
+          std::vector<uint8_t> scales(buffer_bytes(plan, bi + 1, ts.numel));
+          for (size_t k = 0; k < scales.size() / 4; ++k)
+            std::memcpy(scales.data() + 4 * k, &absmax, 4);
+          ts.owned.push_back(std::move(scales));
+          ts.external.push_back(nullptr);
+          ts.device.push_back({});
+          ++bi;
+          continue;
+        }
         if (v != 0 || std::signbit(v))
           for (int64_t i = 0; i < ts.numel; ++i) store_element(buf.data(), b.storage, i, v);
       }
@@ -151,6 +173,19 @@ Expected<OptimizerState> init_state(const plan::Plan& plan, const std::vector<Ho
     s.tensors.push_back(std::move(ts));
   }
   return s;
+}
+
+bool holds_codes(const plan::Plan& plan, size_t b, int64_t numel) {
+  return plan.buffers[b].quant != ir::Quant::none && ir::quantized_tensor(numel);
+}
+
+size_t buffer_bytes(const plan::Plan& plan, size_t b, int64_t numel) {
+  const ir::BufferDecl& d = plan.buffers[b];
+  const auto n = static_cast<size_t>(numel);
+  if (d.per_block)
+    return ir::quantized_tensor(numel) ? static_cast<size_t>(ir::quant_blocks(numel)) * 4 : 0;
+  if (d.quant != ir::Quant::none && ir::quantized_tensor(numel)) return n;
+  return n * size_bytes(d.storage);
 }
 
 Status set_grads(const plan::Plan& plan, OptimizerState& s,
@@ -200,7 +235,20 @@ TensorFile export_state(const plan::Plan& plan, const OptimizerState& s) {
       if (decl.role == BufferRole::grad) continue;
       std::string name =
           decl.role == BufferRole::param ? t.name : fmt::format("{}.{}", t.name, decl.name);
-      f.tensors.push_back({name, decl.storage, t.shape, t.bytes(b, decl.storage)});
+      // Quantized state: its codes (u8, the parameter's shape) and its scales (f32, one per
+      // block); a tensor too small to quantize has neither, only its f32 values.
+      if (decl.per_block) {
+        if (ir::quantized_tensor(t.numel))
+          f.tensors.push_back({name,
+                               DType::f32,
+                               {ir::quant_blocks(t.numel)},
+                               t.bytes(b, buffer_bytes(plan, b, t.numel))});
+        continue;
+      }
+      const DType type = holds_codes(plan, b, t.numel) ? DType::u8 : decl.storage;
+      f.tensors.push_back({name, type, t.shape, t.bytes(b, buffer_bytes(plan, b, t.numel))});
+      if (decl.quant != ir::Quant::none)
+        f.metadata[fmt::format("optjit.quant.{}", decl.name)] = std::string(to_string(decl.quant));
     }
     for (size_t k = 0; k < p.states.size(); ++k) {
       HostTensor st =
@@ -219,6 +267,48 @@ TensorFile export_state(const plan::Plan& plan, const OptimizerState& s) {
   return f;
 }
 
+namespace {
+
+// One state buffer of one tensor from a checkpoint, converting values to this plan's format:
+// codes (u8) with their scales go into a quantized buffer of the same format as they are;
+// values of any float type are stored, quantized block by block where the buffer holds codes.
+Status import_buffer(const plan::Plan& plan, TensorState& t, size_t b, const HostTensor& h,
+                     const TensorFile& f) {
+  const ir::BufferDecl& decl = plan.buffers[b];
+  const std::string name = fmt::format("{}.{}", t.name, decl.name);
+  const bool codes = holds_codes(plan, b, t.numel);
+  if (h.dtype == DType::u8) {
+    auto q = f.metadata.find(fmt::format("optjit.quant.{}", decl.name));
+    if (!codes || q == f.metadata.end() || q->second != to_string(decl.quant))
+      return make_error("state '{}' holds {} codes; this optimizer keeps it as {}", name,
+                        q == f.metadata.end() ? std::string("8-bit") : q->second,
+                        codes ? to_string(decl.quant) : to_string(decl.storage));
+    const HostTensor* s = f.find(name + ".absmax");
+    if (!s || s->dtype != DType::f32 || s->numel() != ir::quant_blocks(t.numel))
+      return make_error("state file has no f32 '{}.absmax' with {} blocks for its codes", name,
+                        ir::quant_blocks(t.numel));
+    std::memcpy(t.data(b), h.data.data(), static_cast<size_t>(t.numel));
+    std::memcpy(t.data(b + 1), s->data.data(), s->data.size());
+    return Status::Ok();
+  }
+  if (!is_float(h.dtype))
+    return make_error("state '{}' is {}, not a float type", name, to_string(h.dtype));
+  if (!codes) {
+    for (int64_t e = 0; e < t.numel; ++e) store_element(t.data(b), decl.storage, e, h.get(e));
+    return Status::Ok();
+  }
+  std::vector<float> block(ir::kQuantBlock);
+  for (int64_t e0 = 0, k = 0; e0 < t.numel; e0 += ir::kQuantBlock, ++k) {
+    const int64_t n = std::min(ir::kQuantBlock, t.numel - e0);
+    for (int64_t j = 0; j < n; ++j) block[j] = static_cast<float>(h.get(e0 + j));
+    const float absmax = ir::quantize_block(decl.quant, block.data(), n, t.data(b) + e0);
+    std::memcpy(t.data(b + 1) + 4 * k, &absmax, 4);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status import_state(const plan::Plan& plan, OptimizerState& s, const TensorFile& f) {
   const ir::Program& p = plan.program;
   const HostTensor* step = f.find("step");
@@ -228,14 +318,14 @@ Status import_state(const plan::Plan& plan, OptimizerState& s, const TensorFile&
   for (auto& t : s.tensors) {
     for (size_t b = 0; b < p.buffers.size(); ++b) {
       const auto& decl = p.buffers[b];
-      if (decl.role != BufferRole::state) continue;
+      if (decl.role != BufferRole::state || decl.per_block) continue;
       std::string name = fmt::format("{}.{}", t.name, decl.name);
       const HostTensor* h = f.find(name);
       if (!h) return make_error("state file has no '{}'", name);
       if (h->numel() != t.numel)
         return make_error("state '{}' has {} elements, its parameter {}", name, h->numel(),
                           t.numel);
-      for (int64_t e = 0; e < t.numel; ++e) store_element(t.data(b), decl.storage, e, h->get(e));
+      OPTJIT_TRY(import_buffer(plan, t, b, *h, f));
     }
     for (size_t k = 0; k < p.states.size(); ++k) {
       std::string name = fmt::format("{}.{}", t.name, p.states[k].name);

@@ -58,8 +58,9 @@ struct TensorState {
   uint8_t* data(size_t b) { return external[b] ? external[b] : owned[b].data(); }
   const uint8_t* data(size_t b) const { return external[b] ? external[b] : owned[b].data(); }
   std::vector<uint8_t> bytes(size_t b, DType t) const {
-    return {data(b), data(b) + static_cast<size_t>(numel) * size_bytes(t)};
+    return bytes(b, static_cast<size_t>(numel) * size_bytes(t));
   }
+  std::vector<uint8_t> bytes(size_t b, size_t count) const { return {data(b), data(b) + count}; }
 };
 
 struct GroupState {
@@ -81,6 +82,13 @@ struct OptimizerState {
     return n;
   }
 };
+
+/// Bytes buffer b of a tensor of `numel` elements takes: numel elements of its storage, or for a
+/// quantized buffer one code per element and one f32 scale per block in the buffer after it;
+/// tensors under ir::kQuantMinElements keep quantized state in f32 and no scales.
+size_t buffer_bytes(const plan::Plan& plan, size_t b, int64_t numel);
+/// Whether buffer b of a tensor of `numel` elements holds codes (else values in its storage).
+bool holds_codes(const plan::Plan& plan, size_t b, int64_t numel);
 
 /// A parameter group: the tensors whose names match any pattern ('*' and '?' globs), with
 /// hyperparameter overrides (names as in set_hyper). Tensors no group matches are in group 0.

@@ -124,16 +124,26 @@ class _Engine:
                 t = st.get(name)
                 # The state's own format (state_format=), which may not be the parameter's.
                 want = _TORCH_DTYPES[self.engine.state_storage(k, name)]
-                if (isinstance(t, torch.Tensor) and t.shape == p.shape and t.device == p.device
+                # A quantized state's scales ("exp_avg.absmax") hold one value per block.
+                n = self.engine.state_elements(k, name)
+                shape = p.shape if n == p.numel() else torch.Size([n])
+                if (isinstance(t, torch.Tensor) and t.is_floating_point() and want == torch.uint8
+                        and t.shape == p.shape):
+                    raise ValueError(
+                        f"state '{name}' of a parameter of shape {tuple(p.shape)} is "
+                        f"{t.dtype} in the checkpoint, but this optimizer keeps it as 8-bit "
+                        "codes with per-block scales; load a checkpoint of the same "
+                        "state_format (converting values into codes is not built yet)")
+                if (isinstance(t, torch.Tensor) and t.shape == shape and t.device == p.device
                         and t.is_floating_point() and (t.dtype != want or not t.is_contiguous())):
                     # A checkpoint's values in another format (torch's load_state_dict casts
                     # state to the parameter's dtype): kept, converted.
                     t = t.to(dtype=want, memory_format=torch.contiguous_format)
                     st[name] = t
-                ok = (isinstance(t, torch.Tensor) and t.shape == p.shape and t.dtype == want
+                ok = (isinstance(t, torch.Tensor) and t.shape == shape and t.dtype == want
                       and t.device == p.device and t.is_contiguous())
                 if not ok:
-                    t = torch.empty(p.shape, dtype=want, device=p.device)
+                    t = torch.empty(shape, dtype=want, device=p.device)
                     st[name] = t
                     adopt = False
                 else:
@@ -343,7 +353,7 @@ class Optimizer(torch.optim.Optimizer):
 
 
 _TORCH_DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16,
-                 "f64": torch.float64}
+                 "f64": torch.float64, "u8": torch.uint8}
 
 
 def _with_clip(transform: str, max_grad_norm: Optional[float], norm_type: float) -> str:

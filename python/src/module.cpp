@@ -282,6 +282,12 @@ NB_MODULE(_optjit, m) {
             return std::string(to_string(take(e.opt().state_storage(param, name))));
           },
           nb::arg("param"), nb::arg("name"))
+      .def(
+          "state_elements",
+          [](const Engine& e, size_t param, const std::string& name) {
+            return take(e.opt().state_elements(param, name));
+          },
+          nb::arg("param"), nb::arg("name"))
       .def_prop_ro("scalar_states", [](const Engine& e) { return e.opt().scalar_states(); })
       .def_prop_ro("hyperparameters", [](const Engine& e) { return e.opt().hyperparameters(); })
       .def_prop_ro("reduces_over_all_tensors",

@@ -1,0 +1,102 @@
+// Block-quantized storage: a buffer stored as one 8-bit code per element and one f32 scale per
+// block of kQuantBlock elements, as bitsandbytes stores 8-bit optimizer state. Every format is
+// one row of a table (its map and the lookup table its quantizer uses); the IR, the planner, the
+// reference and the backends ask the table, not the format.
+//
+// The quantizer is bitsandbytes' (csrc/cpu_ops.cpp, quantize_cpu_impl), so optjit's codes are
+// its codes bit for bit:
+//   absmax = max |x| over the block (f32); all codes 0 when it is 0;
+//   y = clamp(x * (1 / absmax), -1, 1); i = (uint16)((y + 1) * 0.5 * 65535 + 0.5);
+//   code = lut[i], where lut[i] is the map entry nearest to -1 + 2i/65535 (each midpoint of two
+//   neighbours goes to the lower one).
+// The lookup is exact to 2/65535: for |y| under about 1e-4 it may pick a code a few entries
+// from the nearest (the map is denser there than the table); that is bitsandbytes' behaviour
+// on the CPU, kept on purpose. Dequantizing is map[code] * absmax.
+//
+// Tensors under kQuantMinElements elements keep their state in f32, as bitsandbytes'
+// min_8bit_size does: their scale buffer is empty and the kernels take the plain path.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string_view>
+
+namespace optjit::ir {
+
+enum class Quant : uint8_t {
+  none,
+  q8,   // bitsandbytes' signed dynamic map ("dynamic"): first moments, any sign
+  q8u,  // its unsigned dynamic map ("udynamic"): second moments, never negative
+};
+
+inline constexpr int64_t kQuantBlock = 256;         // elements per scale
+inline constexpr int64_t kQuantMinElements = 4096;  // smaller tensors keep f32 (bitsandbytes)
+inline constexpr int kQuantLutSize = 65536;
+
+struct QuantInfo {
+  std::string_view name;
+  std::string_view description;
+  const std::array<float, 256>* map;      // code -> value in [-1, 1]
+  const std::array<uint8_t, 65536>* lut;  // table index -> code
+};
+const QuantInfo& info(Quant q);
+std::string_view to_string(Quant q);
+std::optional<Quant> parse_quant(std::string_view s);
+
+/// Bytes a quantized buffer takes per element (its code), and its scale buffer per element.
+inline constexpr double kQuantCodeBytes = 1.0;
+inline constexpr double kQuantScaleBytes = 4.0 / static_cast<double>(kQuantBlock);
+
+/// Whether a tensor of `numel` elements stores its quantized buffers quantized (else in f32).
+inline bool quantized_tensor(int64_t numel) { return numel >= kQuantMinElements; }
+inline int64_t quant_blocks(int64_t numel) { return (numel + kQuantBlock - 1) / kQuantBlock; }
+
+/// The lookup-table index of x already divided by its block's absmax (see the file comment).
+/// NaN (a block whose absmax is NaN or Inf) takes index 0, as -1 does.
+inline uint16_t quant_lut_index(float y) {
+  y = y >= -1.0f ? (y > 1.0f ? 1.0f : y) : -1.0f;
+  const float t = (y + 1.0f) * 0.5f;
+  const float u = t * 65535.0f;
+  return static_cast<uint16_t>(u + 0.5f);
+}
+
+/// Quantizes n (at most kQuantBlock) values into codes and returns the block's absmax.
+/// A NaN makes the absmax NaN (bitsandbytes passes over it), so the whole block reads back as
+/// NaN and a NaN is never hidden in a code. `T` is float for the float32 backends' arithmetic
+/// and double for the reference, which computes y in double from the absmax as stored (f32).
+template <typename T>
+float quantize_block(Quant q, const T* x, int64_t n, uint8_t* codes) {
+  T m = 0;
+  bool nan = false;
+  for (int64_t j = 0; j < n; ++j) {
+    const T a = x[j] < 0 ? -x[j] : x[j];
+    nan |= a != a;
+    m = a > m ? a : m;
+  }
+  const float absmax = nan ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(m);
+  if (absmax == 0.0f) {
+    for (int64_t j = 0; j < n; ++j) codes[j] = 0;
+    return absmax;
+  }
+  const auto& lut = *info(q).lut;
+  if constexpr (sizeof(T) == 4) {
+    const float inv = 1.0f / absmax;
+    for (int64_t j = 0; j < n; ++j) codes[j] = lut[quant_lut_index(x[j] * inv)];
+  } else {
+    const double inv = 1.0 / static_cast<double>(absmax);
+    for (int64_t j = 0; j < n; ++j) {
+      double y = x[j] * inv;
+      y = y >= -1.0 ? (y > 1.0 ? 1.0 : y) : -1.0;
+      codes[j] = lut[static_cast<uint16_t>((y + 1.0) * 0.5 * 65535.0 + 0.5)];
+    }
+  }
+  return absmax;
+}
+
+inline float dequantize(Quant q, uint8_t code, float absmax) {
+  return (*info(q).map)[code] * absmax;
+}
+
+}  // namespace optjit::ir
