@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "optjit: %s\n", opt.error().message.c_str());
     return 1;
   }
-  std::printf("optimizer: %zu passes, %zu bytes per parameter, compiled in %.0f ms, on %s (%s)\n",
+  std::printf("optimizer: %zu passes, %g bytes per parameter, compiled in %.0f ms, on %s (%s)\n",
               (*opt)->plan().passes.size(), (*opt)->plan().bytes_per_param(),
               1e3 * (*opt)->compile_seconds(), std::string(to_string((*opt)->backend())).c_str(),
               (*opt)->device_name().c_str());

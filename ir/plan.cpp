@@ -193,11 +193,12 @@ class Planner {
     return ir::element_bytes(d) + (d.quant != ir::Quant::none ? ir::kQuantScaleBytes : 0.0);
   }
 
-  // Whether reading buffer b back gives exactly the value v stored there: not when the storage
-  // rounds it (bf16 state of an f32 value, quantized state); then v is recomputed or carried.
+  // Whether a later pass may read value v back from buffer b instead of computing it: not from
+  // a quantized buffer, whose codes are far from v (v is recomputed or carried in scratch).
+  // Float storage narrower than v (bf16 state) is read back rounded, as it always was.
   bool holds_exactly(uint32_t b, ValueId v) const {
-    const ir::BufferDecl& d = p_.buffers[b];
-    return d.quant == ir::Quant::none && size_bytes(d.storage) >= size_bytes(at(v).type);
+    (void)v;
+    return p_.buffers[b].quant == ir::Quant::none;
   }
 
   void choose_scratch() {

@@ -23,7 +23,7 @@ lib=(-L"$build" -loptjit -Wl,-rpath,"$(cd "$build" && pwd)")
 max_len=512
 case $target in
   pipeline_parser)
-    sources=(ir/types.cpp ir/program.cpp ir/verify.cpp ir/lexer.cpp ir/text.cpp ir/simplify.cpp
+    sources=(ir/types.cpp ir/quant.cpp ir/program.cpp ir/verify.cpp ir/lexer.cpp ir/text.cpp ir/simplify.cpp
              ir/dsl.cpp ir/builtins.cpp ir/pipeline_text.cpp ir/plan.cpp ir/error.cpp)
     libs=($(pkg-config --libs libxxhash) -lfmt) ;;
   safetensors)

@@ -36,7 +36,7 @@ int main() {
   if (!runtime::set_grads(*plan, *state, {&g})) return 1;
   runtime::ReferenceBackend(*plan).step(*state);
   const uint8_t* p = state->tensors[0].data(plan->program.param_buffer());
-  std::printf("passes=%zu bytes=%zu w=%g %g %g\n", plan->passes.size(), plan->bytes_per_param(),
+  std::printf("passes=%zu bytes=%g w=%g %g %g\n", plan->passes.size(), plan->bytes_per_param(),
               runtime::load_element(p, DType::f32, 0), runtime::load_element(p, DType::f32, 1),
               runtime::load_element(p, DType::f32, 2));
   return 0;
