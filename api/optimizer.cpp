@@ -553,7 +553,8 @@ Expected<runtime::TensorFile> Optimizer::export_state() const {
       runtime::TensorFile f = runtime::export_state(part.plan, part.state);
       for (auto& t : f.tensors)
         if (t.name != "step" || !out.find("step")) out.tensors.push_back(std::move(t));
-      out.metadata["format"] = f.metadata["format"];
+      for (auto& [k, v] : f.metadata)  // the format, and each quantized state's map
+        if (k != "optjit.params") out.metadata[k] = v;
     }
     OPTJIT_TRY(m.from_host(part, borrowed, false));
     OPTJIT_TRY(st);

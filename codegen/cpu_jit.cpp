@@ -2,9 +2,11 @@
 
 #include <llvm/ADT/StringMap.h>
 #include <llvm/Config/llvm-config.h>
+#include <llvm/ExecutionEngine/JITLink/JITLinkMemoryManager.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/Orc/ObjectLinkingLayer.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/LegacyPassManager.h>
@@ -180,7 +182,22 @@ Expected<std::unique_ptr<CpuKernels>> CpuKernels::compile(const plan::Plan& plan
   jtmb.setCodeGenOptLevel(llvm::CodeGenOpt::Aggressive);
   jtmb.getOptions().AllowFPOpFusion = llvm::FPOpFusion::Strict;
   if (!target.features.empty()) jtmb.getFeatures().AddFeature(target.features);
-  auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(jtmb)).create();
+  // JITLink with one in-process slab per object: code, constants and tables are allocated
+  // together, so the small code model's 32-bit PC-relative references always reach. (The
+  // default RuntimeDyld maps each section on its own; in a process with a big address space,
+  // such as Python with torch loaded, a constant table could land more than 2 GiB from the
+  // code and its loads read wild addresses.)
+  auto jit =
+      llvm::orc::LLJITBuilder()
+          .setJITTargetMachineBuilder(std::move(jtmb))
+          .setObjectLinkingLayerCreator(
+              [](llvm::orc::ExecutionSession& es,
+                 const llvm::Triple&) -> llvm::Expected<std::unique_ptr<llvm::orc::ObjectLayer>> {
+                auto mm = llvm::jitlink::InProcessMemoryManager::Create();
+                if (!mm) return mm.takeError();
+                return std::make_unique<llvm::orc::ObjectLinkingLayer>(es, std::move(*mm));
+              })
+          .create();
   if (!jit) return make_error("cannot start the LLVM JIT: {}", to_string(jit.takeError()));
   // libm (expf, powf, ...) for the few ops LLVM lowers to calls.
   auto gen = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(

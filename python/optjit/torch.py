@@ -255,7 +255,22 @@ class Optimizer(torch.optim.Optimizer):
             self._forget()  # the groups changed: engines are rebuilt at the next step
 
     def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
+        # torch casts every state tensor to its parameter's dtype; 8-bit codes (uint8) and their
+        # f32 per-block scales ("exp_avg.absmax") keep theirs, or they would be lost.
+        kept = {}
+        for pid, st in state_dict.get("state", {}).items():
+            for k, v in st.items():
+                if isinstance(v, torch.Tensor) and k != "step" and (
+                        v.dtype == torch.uint8 or k.endswith(".absmax")):
+                    kept[(pid, k)] = v
         super().load_state_dict(state_dict)
+        if kept:
+            saved_ids = [i for g in state_dict["param_groups"] for i in g["params"]]
+            params = [p for g in self.param_groups for p in g["params"]]
+            by_id = dict(zip(saved_ids, params))
+            for (pid, k), v in kept.items():
+                p = by_id[pid]
+                self.state[p][k] = v.detach().clone().to(device=p.device)
         self._forget()  # new state tensors: adopt them at the next step
 
     def _forget(self) -> None:

@@ -232,6 +232,15 @@ class Engine {
 
 NB_MODULE(_optjit, m) {
   m.doc() = "optjit: optimizer pipelines compiled to fused kernels (the C++ core)";
+  m.def(
+      "quant_map",
+      [](const std::string& name) {
+        auto q = ir::parse_quant(name);
+        if (!q) throw Error(fmt::format("unknown quantized format '{}' (q8, q8u)", name));
+        const auto& map = *ir::info(*q).map;
+        return std::vector<float>(map.begin(), map.end());
+      },
+      nb::arg("name"), "the 256 values a quantized format's codes stand for (before scaling)");
   auto error = nb::exception<Error>(m, "Error", PyExc_RuntimeError);
   // optjit.InvalidValue(Error, ValueError): nanobind's exception<> takes one base.
   PyObject* bases = PyTuple_Pack(2, error.ptr(), PyExc_ValueError);

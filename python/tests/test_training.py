@@ -24,10 +24,11 @@ def test_training_curves_agree_with_torch(task):
     assert worst <= 0.01
 
 
-@pytest.mark.parametrize("state_format", ["bf16", "bf16_sr"])
+@pytest.mark.parametrize("state_format", ["bf16", "bf16_sr", "8bit"])
 @pytest.mark.parametrize("task", ["char_task", "digits_task"])
 def test_bf16_state_trains_as_well_as_fp32_state(task, state_format):
-    """AdamW with its state stored in bf16 (rounded to nearest, or stochastically): the final
+    """AdamW with its state stored in bf16 (rounded to nearest, or stochastically) or in 8 bits
+    per element (bitsandbytes' blockwise dynamic quantization): the final
     logged loss is within 2% of torch's AdamW with fp32 state on the same run."""
     torch.set_num_threads(2)
     make, batches, loss_fn = getattr(training, task)(100)

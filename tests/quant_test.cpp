@@ -1,0 +1,297 @@
+// Block-quantized state (ir/quant.h): the quantizer, the IR and planner entries, and the CPU
+// backend against the reference, across threads and chunk sizes, with checkpoints.
+// tests/../python/tests/test_quantized_state.py checks the same against bitsandbytes itself.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "api/optimizer.h"
+#include "ir/compile.h"
+#include "ir/quant.h"
+#include "ir/text.h"
+#include "ir/verify.h"
+
+namespace optjit {
+namespace {
+
+using ir::Quant;
+
+TEST(Quant, TheLookupTablePicksTheNearestCodeOfEachGridPoint) {
+  for (Quant q : {Quant::q8, Quant::q8u}) {
+    const auto& map = *ir::info(q).map;
+    const auto& lut = *ir::info(q).lut;
+    EXPECT_EQ(map.back(), 1.0f);
+    EXPECT_TRUE(std::is_sorted(map.begin(), map.end()));
+    for (int i = 0; i < ir::kQuantLutSize; ++i) {
+      const double v = -1.0 + 2.0 * i / (ir::kQuantLutSize - 1);
+      double best = 1e9;
+      for (float m : map) best = std::min(best, std::fabs(v - m));
+      // f32 midpoints decide: the chosen code is the nearest up to f32 rounding.
+      ASSERT_LE(std::fabs(v - map[lut[i]]), best + 1e-7) << ir::to_string(q) << " at " << i;
+    }
+  }
+}
+
+TEST(Quant, BlocksRoundTripWithinTheirCodeSpacingAndKeepNaNVisible) {
+  std::vector<float> x(ir::kQuantBlock);
+  for (size_t j = 0; j < x.size(); ++j) x[j] = std::sin(0.37f * static_cast<float>(j)) * 3.0f;
+  std::vector<uint8_t> codes(x.size());
+  const float absmax = ir::quantize_block(Quant::q8, x.data(), ir::kQuantBlock, codes.data());
+  float want = 0;
+  for (float v : x) want = std::max(want, std::fabs(v));
+  EXPECT_EQ(absmax, want);
+  const auto& map = *ir::info(Quant::q8).map;
+  for (size_t j = 0; j < x.size(); ++j) {
+    const float back = ir::dequantize(Quant::q8, codes[j], absmax);
+    // Within the larger gap next to its code, plus the table's resolution (2 / 65535).
+    const int c = codes[j];
+    const float gap =
+        std::max(c > 0 ? map[c] - map[c - 1] : 0.0f, c < 255 ? map[c + 1] - map[c] : 0.0f);
+    EXPECT_LE(std::fabs(back - x[j]), (gap + 2.0f / 65535) * absmax) << j;
+  }
+  // A zero block: absmax 0, every code 0, every value 0.
+  std::vector<float> zeros(10, 0.0f);
+  EXPECT_EQ(ir::quantize_block(Quant::q8u, zeros.data(), 10, codes.data()), 0.0f);
+  EXPECT_EQ(codes[3], 0);
+  EXPECT_EQ(ir::dequantize(Quant::q8u, codes[3], 0.0f), 0.0f);
+  // A NaN makes the whole block NaN (bitsandbytes would hide it in some code).
+  x[7] = std::numeric_limits<float>::quiet_NaN();
+  const float nan_absmax = ir::quantize_block(Quant::q8, x.data(), 20, codes.data());
+  EXPECT_TRUE(std::isnan(nan_absmax));
+  EXPECT_TRUE(std::isnan(ir::dequantize(Quant::q8, codes[0], nan_absmax)));
+}
+
+TEST(Quant, QuantizedBuffersRoundTripThroughTheIrTextAndAreVerified) {
+  auto plan = compile_pipeline(R"(adamw(lr=1e-3, state_format="8bit"))");
+  ASSERT_TRUE(plan) << plan.error().message;
+  const ir::Program& p = plan->program;
+  auto m = p.find_buffer("exp_avg"), v = p.find_buffer("exp_avg_sq");
+  ASSERT_TRUE(m && v);
+  EXPECT_EQ(p.buffers[*m].quant, Quant::q8);
+  EXPECT_EQ(p.buffers[*v].quant, Quant::q8u);  // 8bit: bitsandbytes' unsigned map for v
+  EXPECT_TRUE(p.buffers[*m + 1].per_block);
+  EXPECT_EQ(p.buffers[*m + 1].name, "exp_avg.absmax");
+  const std::string text = ir::print(p);
+  EXPECT_NE(text.find("buffer \"exp_avg\" f32 state init 0 quant q8\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("buffer \"exp_avg.absmax\" f32 state per_block\n"), std::string::npos);
+  auto back = ir::parse_ir(text);
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(*back, p);
+
+  // A quantized buffer without its scales, scales without a quantized buffer, a direct load
+  // of scales: each refused with the rule.
+  ir::Program broken = p;
+  broken.buffers[*m + 1].per_block = false;
+  auto e = ir::verify(broken);
+  ASSERT_FALSE(e);
+  EXPECT_NE(e.error().message.find("must be an f32 state followed by its per_block scales"),
+            std::string::npos)
+      << e.error().message;
+  auto bad = ir::parse_ir(R"(optjit-ir 1
+buffer "param" f32 param
+buffer "grad" f32 grad
+buffer "s" f32 state per_block
+%0 = load "grad" : f32
+store "param", %0
+)");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("must be f32 and follow a quantized buffer"),
+            std::string::npos)
+      << bad.error().message;
+  auto unknown = ir::parse_ir(R"(optjit-ir 1
+buffer "param" f32 param
+buffer "grad" f32 grad
+buffer "s" f32 state init 0 quant q4
+)");
+  ASSERT_FALSE(unknown);
+  EXPECT_NE(unknown.error().message.find("unknown quantized format 'q4' (q8, q8u)"),
+            std::string::npos)
+      << unknown.error().message;
+}
+
+TEST(Quant, ThePlanCountsCodesAndScalesAndNeverReadsAValueBackFromCodes) {
+  auto plan = compile_pipeline(
+      R"(chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, state_format="8bit")))");
+  ASSERT_TRUE(plan) << plan.error().message;
+  // grad in the norm pass (4); param, grad read and param written (12); each state 1 byte of
+  // code and 4/256 of scale, read and written.
+  EXPECT_EQ(plan->bytes_per_param(), 4 + 12 + 4 * (1 + 4.0 / 256));
+  // LAMB needs its new moments after a global reduction: from 8-bit codes they would come back
+  // quantized, so the update pass recomputes them from the old state instead.
+  auto lamb = compile_pipeline(R"(lamb(lr=1e-3, state_format="8bit"))");
+  ASSERT_TRUE(lamb) << lamb.error().message;
+  const auto& last = lamb->passes.back();
+  const uint32_t m = *lamb->program.find_buffer("exp_avg");
+  EXPECT_NE(std::find(last.writes.begin(), last.writes.end(), m), last.writes.end())
+      << plan::describe(*lamb, false);
+  EXPECT_NE(std::find(last.writes.begin(), last.writes.end(), m + 1), last.writes.end());
+}
+
+// Parameters of three sizes: two quantized (one with a partial last block), one small enough
+// to keep f32 state (bitsandbytes' min_8bit_size).
+struct Model {
+  std::vector<float> a = std::vector<float>(64 * 100), b = std::vector<float>(5000),
+                     c = std::vector<float>(300);
+  std::vector<float> ga = a, gb = b, gc = c;
+  Model() {
+    for (size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.01f * static_cast<float>(i));
+    for (size_t i = 0; i < b.size(); ++i) b[i] = std::cos(0.02f * static_cast<float>(i));
+    for (size_t i = 0; i < c.size(); ++i) c[i] = 0.1f * static_cast<float>(i % 7);
+  }
+  void grads(int step) {
+    auto fill = [&](std::vector<float>& g, float k) {
+      for (size_t i = 0; i < g.size(); ++i)
+        g[i] = std::sin(k * static_cast<float>(i) + static_cast<float>(step)) *
+               std::exp(-0.001f * static_cast<float>(i % 3000));
+    };
+    fill(ga, 0.13f);
+    fill(gb, 0.07f);
+    fill(gc, 0.3f);
+  }
+  std::vector<Param> params() {
+    return {{"a", a.data(), DType::f32, {64, 100}},
+            {"b", b.data(), DType::f32, {5000}},
+            {"c", c.data(), DType::f32, {300}}};
+  }
+  std::vector<const void*> grad_ptrs() const { return {ga.data(), gb.data(), gc.data()}; }
+};
+
+const char* kPipelines[] = {
+    R"(chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2, weight_decay=0.1, state_format="8bit")))",
+    R"(lamb(lr=1e-2, state_format="8bit"))",
+    R"(sgd(lr=1e-2, momentum=0.9, state_format="q8"))",
+    R"(adam(lr=1e-2, state_format="exp_avg:q8,exp_avg_sq:bf16"))",
+};
+
+Model run(const char* pipeline, OptimizerOptions options, int steps) {
+  Model m;
+  auto opt = Optimizer::create(pipeline, m.params(), options);
+  EXPECT_TRUE(opt) << opt.error().message;
+  if (!opt) return m;
+  for (int s = 0; s < steps; ++s) {
+    m.grads(s);
+    EXPECT_TRUE((*opt)->step(m.grad_ptrs()));
+  }
+  return m;
+}
+
+TEST(Quant, CpuStepsAreTheSameBitsOnAnyThreadsChunksAndUnroll) {
+  for (const char* pipeline : kPipelines) {
+    OptimizerOptions base;
+    base.cpu.threads = 1;
+    const Model want = run(pipeline, base, 6);
+    for (auto [threads, chunk, unroll] :
+         {std::tuple{2, int64_t{1000}, 0}, {2, int64_t{256}, 2}, {1, int64_t{1} << 20, 4}}) {
+      OptimizerOptions o;
+      o.cpu = {threads, chunk, unroll};
+      const Model got = run(pipeline, o, 6);
+      EXPECT_EQ(got.a, want.a) << pipeline << " threads " << threads << " chunk " << chunk;
+      EXPECT_EQ(got.b, want.b) << pipeline;
+      EXPECT_EQ(got.c, want.c) << pipeline;
+    }
+  }
+}
+
+// The reference computes in f64 with the same quantizer: a code may land one entry apart where
+// f32 and f64 round a value to opposite sides of a table cell, so the results agree to the
+// quantization's own resolution, not bit for bit.
+TEST(Quant, CpuFollowsTheReference) {
+  for (const char* pipeline : kPipelines) {
+    OptimizerOptions ref;
+    ref.backend = Backend::reference;
+    const Model want = run(pipeline, ref, 8);
+    const Model got = run(pipeline, {}, 8);
+    auto close = [&](const std::vector<float>& x, const std::vector<float>& y, double tol) {
+      size_t far = 0;
+      double worst = 0;
+      for (size_t i = 0; i < x.size(); ++i) {
+        const double d = std::fabs(double(x[i]) - y[i]);
+        worst = std::max(worst, d);
+        far += d > 1e-5;
+      }
+      EXPECT_LE(worst, tol) << pipeline;
+      EXPECT_LE(far, x.size() / 100) << pipeline;  // at most 1% beyond f32 noise
+    };
+    close(got.a, want.a, 8 * 1e-2);  // no element moves more than its 8 steps of lr apart
+    close(got.b, want.b, 8 * 1e-2);
+    close(got.c, want.c, 1e-5);  // f32 state: f32 noise only
+  }
+}
+
+TEST(Quant, CheckpointsHoldCodesAndScalesAndResumeExactly) {
+  const char* pipeline = kPipelines[0];
+  Model m;
+  auto opt = Optimizer::create(pipeline, m.params());
+  ASSERT_TRUE(opt) << opt.error().message;
+  for (int s = 0; s < 3; ++s) {
+    m.grads(s);
+    ASSERT_TRUE((*opt)->step(m.grad_ptrs()));
+  }
+  auto file = (*opt)->export_state();
+  ASSERT_TRUE(file) << file.error().message;
+  const runtime::HostTensor* codes = file->find("a.exp_avg");
+  const runtime::HostTensor* scales = file->find("a.exp_avg.absmax");
+  ASSERT_TRUE(codes && scales);
+  EXPECT_EQ(codes->dtype, DType::u8);
+  EXPECT_EQ(codes->shape, (std::vector<int64_t>{64, 100}));
+  EXPECT_EQ(scales->shape, (std::vector<int64_t>{25}));  // 6400 / 256
+  EXPECT_EQ(file->metadata.at("optjit.quant.exp_avg_sq"), "q8u");
+  ASSERT_TRUE(file->find("c.exp_avg"));
+  EXPECT_EQ(file->find("c.exp_avg")->dtype, DType::f32);  // too small to quantize
+  EXPECT_FALSE(file->find("c.exp_avg.absmax"));
+
+  // Resume in a second optimizer from the checkpoint; both take three more steps.
+  Model r = m;
+  auto again = Optimizer::create(pipeline, r.params());
+  ASSERT_TRUE(again) << again.error().message;
+  ASSERT_TRUE((*again)->import_state(*file));
+  for (int s = 3; s < 6; ++s) {
+    m.grads(s);
+    r.grads(s);
+    ASSERT_TRUE((*opt)->step(m.grad_ptrs()));
+    ASSERT_TRUE((*again)->step(r.grad_ptrs()));
+  }
+  EXPECT_EQ(r.a, m.a);
+  EXPECT_EQ(r.b, m.b);
+  EXPECT_EQ(r.c, m.c);
+
+  // An f32-state checkpoint resumes into 8-bit state, quantized block by block; codes of one
+  // map do not load into another.
+  Model f;
+  auto f32 = Optimizer::create("adamw(lr=1e-2, weight_decay=0.1)", f.params());
+  ASSERT_TRUE(f32) << f32.error().message;
+  f.grads(0);
+  ASSERT_TRUE((*f32)->step(f.grad_ptrs()));
+  auto values = (*f32)->export_state();
+  ASSERT_TRUE(values);
+  Model q = f;
+  auto into =
+      Optimizer::create(R"(adamw(lr=1e-2, weight_decay=0.1, state_format="8bit"))", q.params());
+  ASSERT_TRUE(into);
+  ASSERT_TRUE((*into)->import_state(*values)) << "f32 values quantize on import";
+  auto swapped = Optimizer::create(R"(adamw(lr=1e-2, state_format="exp_avg:q8u,exp_avg_sq:q8"))",
+                                   Model().params());
+  ASSERT_TRUE(swapped);
+  auto st = (*swapped)->import_state(*file);
+  ASSERT_FALSE(st);
+  EXPECT_NE(
+      st.error().message.find("state 'a.exp_avg' holds q8 codes; this optimizer keeps it as q8u"),
+      std::string::npos)
+      << st.error().message;
+}
+
+TEST(Quant, BackendsWithoutQuantizedKernelsSaySo) {
+  Model m;
+  OptimizerOptions o;
+  o.backend = Backend::opencl;
+  auto opt = Optimizer::create(kPipelines[0], m.params(), o);
+  ASSERT_FALSE(opt);
+  EXPECT_NE(opt.error().message.find("block-quantized state (q8, q8u) runs on the cpu backend"),
+            std::string::npos)
+      << opt.error().message;
+}
+
+}  // namespace
+}  // namespace optjit
