@@ -254,7 +254,14 @@ Expected<std::unique_ptr<Runner>> make_runner(plan::Plan plan, const Shapes& sha
 
 // A streaming loop with a pass's exact buffers: loads every buffer the pass reads, stores
 // their sum to every buffer it writes. Same bytes, same runtime, same threads and chunks.
-Expected<plan::Plan> roofline_plan(const plan::Plan& plan, const plan::Pass& pass) {
+// A quantized state (1 byte of code and 4/256 of scale per element) streams as a 16-bit
+// buffer, and `scale` (the pass's bytes over the loop's) turns the loop's time into the time
+// of the pass's own bytes at the same bandwidth.
+struct Roofline {
+  plan::Plan plan;
+  double scale = 1;
+};
+Expected<Roofline> roofline_plan(const plan::Plan& plan, const plan::Pass& pass) {
   ir::Builder b;
   DType pt = plan.buffers[plan.program.param_buffer()].storage;
   DType ct = compute_type(pt);
@@ -263,21 +270,28 @@ Expected<plan::Plan> roofline_plan(const plan::Plan& plan, const plan::Pass& pas
   remap[plan.program.grad_buffer()] = b.add_buffer(
       {"grad", ir::BufferRole::grad, plan.buffers[plan.program.grad_buffer()].storage, {}});
   auto buffer = [&](uint32_t k) {
-    if (!remap.count(k))
-      remap[k] =
-          b.add_buffer({plan.buffers[k].name, ir::BufferRole::state, plan.buffers[k].storage, {}});
+    if (!remap.count(k)) {
+      const ir::BufferDecl& d = plan.buffers[k];
+      remap[k] = b.add_buffer(
+          {d.name, ir::BufferRole::state, d.quant != ir::Quant::none ? DType::f16 : d.storage, {}});
+    }
     return remap[k];
   };
   ir::ValueId sum = b.constant(0.0, ct);
   for (uint32_t r : pass.reads)
-    sum = b.emit(ir::Op::Add, ct, {sum, b.emit(ir::Op::Load, ct, {}, buffer(r))});
-  for (uint32_t w : pass.writes) b.emit(ir::Op::Store, DType::b1, {sum}, buffer(w));
+    if (!plan.buffers[r].per_block)
+      sum = b.emit(ir::Op::Add, ct, {sum, b.emit(ir::Op::Load, ct, {}, buffer(r))});
+  for (uint32_t w : pass.writes)
+    if (!plan.buffers[w].per_block) b.emit(ir::Op::Store, DType::b1, {sum}, buffer(w));
   if (pass.writes.empty()) {
     // A read-only pass (a norm): reduce what it reads, and use the result so it is not dead.
     ir::ValueId total = b.emit(ir::Op::Sum, DType::f64, {sum}, 0);
     b.emit(ir::Op::SkipIf, DType::b1, {b.emit(ir::Op::Ne, DType::b1, {total, total})});
   }
-  return plan::make_plan(std::move(b).finish());
+  auto rp = plan::make_plan(std::move(b).finish());
+  if (!rp) return rp.error();
+  const double loop_bytes = rp->bytes_per_param();
+  return Roofline{std::move(*rp), (pass.bytes_read + pass.bytes_written) / loop_bytes};
 }
 
 double median(std::vector<double> v) {
@@ -355,10 +369,12 @@ int bench(const BenchOptions& o) {
 
   // Roofline runners, one per pass.
   std::vector<std::unique_ptr<Runner>> roof;
+  std::vector<double> roof_scale;
   for (const auto& pass : plan->passes) {
     auto rp = roofline_plan(*plan, pass);
     if (!rp) return fail(rp.error().message);
-    auto r = make_runner(std::move(*rp), *shapes, *dt, options, gpu);
+    roof_scale.push_back(rp->scale);
+    auto r = make_runner(std::move(rp->plan), *shapes, *dt, options, gpu);
     if (!r) return fail(r.error().message);
     roof.push_back(std::move(*r));
   }
@@ -366,7 +382,7 @@ int bench(const BenchOptions& o) {
   // Unfused: each transform of the chain as its own optimizer; a gradient transform writes
   // its result to memory for the next one, as separate foreach sweeps do.
   std::vector<std::unique_ptr<Runner>> stages;
-  size_t unfused_bytes = 0;
+  double unfused_bytes = 0;
   // The unfused stages chain host buffers, so the baseline runs on the CPU backend only.
   if (!o.no_unfused && pipeline->size() > 1 && o.backend == "cpu") {
     auto keep = std::make_shared<dsl::Def>();
@@ -471,7 +487,7 @@ int bench(const BenchOptions& o) {
       std::vector<double> per_pass;
       for (auto& rr : roof) OPTJIT_TRY(timed(rr->step_seconds(o.steps), &per_pass));
       double r = 0;
-      for (double x : per_pass) r += x;
+      for (size_t k = 0; k < per_pass.size(); ++k) r += per_pass[k] * roof_scale[k];
       t_roof.push_back(r);
       if (!stages.empty()) OPTJIT_TRY(timed(unfused_step(o.steps), &t_unfused));
       OPTJIT_TRY(timed((*overhead_runner)->step_seconds(std::max(o.steps, 50)), &t_overhead));
