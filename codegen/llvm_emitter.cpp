@@ -384,11 +384,13 @@ class PassEmitter {
                         b_.CreateSelect(b_.CreateFCmpOGT(y, cf(1.0)), cf(1.0), y), cf(-1.0));
     llvm::Value* u = b_.CreateFMul(b_.CreateFMul(b_.CreateFAdd(y, cf(1.0)), cf(0.5)), cf(65535.0));
     llvm::Value* idx = b_.CreateFPToUI(b_.CreateFAdd(u, cf(0.5)), b_.getInt32Ty());
+    // The code is read as the low byte of a 32-bit load at its byte (the table has 3 bytes of
+    // padding): x86 gathers 32-bit lanes natively, where a byte gather is 16 scalar loads.
     llvm::GlobalVariable* lut = quant_table(quant(buf), true);
-    llvm::Value* code =
-        b_.CreateLoad(b_.getInt8Ty(),
-                      b_.CreateInBoundsGEP(lut->getValueType(), lut,
-                                           {b_.getInt64(0), b_.CreateZExt(idx, b_.getInt64Ty())}));
+    llvm::Value* at = b_.CreateInBoundsGEP(lut->getValueType(), lut,
+                                           {b_.getInt64(0), b_.CreateZExt(idx, b_.getInt64Ty())});
+    llvm::Value* code = b_.CreateTrunc(
+        b_.CreateAlignedLoad(b_.getInt32Ty(), at, llvm::MaybeAlign(1)), b_.getInt8Ty());
     code = b_.CreateSelect(zero, b_.getInt8(0), code);
     auto* s = b_.CreateStore(
         code, b_.CreateInBoundsGEP(b_.getInt8Ty(), codes_.at(buf), b_.CreateAdd(b0, j)));
@@ -406,7 +408,9 @@ class PassEmitter {
     llvm::Constant* init;
     if (lut) {
       const auto& t = *ir::info(q).lut;
-      init = llvm::ConstantDataArray::get(c_, llvm::ArrayRef<uint8_t>(t.data(), t.size()));
+      std::vector<uint8_t> padded(t.begin(), t.end());
+      padded.resize(t.size() + 3, t.back());
+      init = llvm::ConstantDataArray::get(c_, llvm::ArrayRef<uint8_t>(padded));
     } else {
       const auto& t = *ir::info(q).map;
       init = llvm::ConstantDataArray::get(c_, llvm::ArrayRef<float>(t.data(), t.size()));
