@@ -6,11 +6,11 @@ import copy
 import pytest
 import torch
 
+import bitsandbytes as bnb  # the oracle: ./dev.sh test installs it
+import bitsandbytes.functional as F
+
 import optjit
 import optjit.torch as ot
-
-bnb = pytest.importorskip("bitsandbytes", reason="pip install bitsandbytes (./dev.sh test does)")
-F = pytest.importorskip("bitsandbytes.functional")
 
 # Two quantized tensors (one with a partial last block), one exactly at bitsandbytes'
 # min_8bit_size (quantized) and two below it (f32 state, as bitsandbytes keeps them).
