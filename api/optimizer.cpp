@@ -564,6 +564,12 @@ Expected<runtime::TensorFile> Optimizer::export_state() const {
   return out;
 }
 
+Status Optimizer::sync_state() {
+  for (Part& part : impl_->parts)
+    if (part.executor) OPTJIT_TRY(part.executor->sync_to_host(part.state));
+  return Status::Ok();
+}
+
 Status Optimizer::import_state(const runtime::TensorFile& file) {
   Impl& m = *impl_;
   // All or nothing: a bad file leaves every part as it was.

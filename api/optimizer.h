@@ -184,6 +184,10 @@ class Optimizer {
   Status save(const std::string& path) const;
   Status load(const std::string& path);
   Expected<runtime::TensorFile> export_state() const;
+  /// On a device backend over host memory: the state lives on the device between steps; this
+  /// copies it into the memory bound with bind_state (a framework's state tensors), so a
+  /// checkpoint taken there is current. A no-op on the CPU and for state used in place.
+  Status sync_state();
   Status import_state(const runtime::TensorFile& file);
 
   /// The plan (of the first dtype's program when parameters have several dtypes).

@@ -52,6 +52,37 @@ std::string preamble(const Lang& L, const plan::Plan& plan, int vec) {
       "#define OPTJIT_BF16_BITS(v) ((v) != (v) ? ({0})((OPTJIT_F32_BITS(v) >> 16) | 0x40u) : "
       "({0})((OPTJIT_F32_BITS(v) + 0x7fffu + ((OPTJIT_F32_BITS(v) >> 16) & 1u)) >> 16))\n",
       L.u32());
+  // Block-quantized formats: the map, the lookup table in its compact form, and the quantizer
+  // of ir/quant.h (quant_lut_index, then CompactLut::code), line for line.
+  std::vector<ir::Quant> formats;
+  for (const auto& buf : plan.buffers)
+    if (buf.quant != ir::Quant::none &&
+        std::find(formats.begin(), formats.end(), buf.quant) == formats.end())
+      formats.push_back(buf.quant);
+  for (ir::Quant q : formats) {
+    const ir::QuantInfo& qi = ir::info(q);
+    const ir::CompactLut& c = *qi.compact;
+    std::string map, lut;
+    for (size_t k = 0; k < qi.map->size(); ++k)
+      map +=
+          fmt::format("{}{}", k % 8 == 0 ? "\n  " : " ", literal((*qi.map)[k], DType::f32) + ",");
+    for (size_t k = 0; k < c.entries.size(); ++k)
+      lut += fmt::format("{}{}u,", k % 16 == 0 ? "\n  " : " ", c.entries[k]);
+    s += fmt::format("{0}float optjit_map_{1}[256] = {{{2}\n}};\n", L.constant(), ir::to_string(q),
+                     map);
+    s += fmt::format("{0}{1} optjit_lut_{2}[{3}] = {{{4}\n}};\n", L.constant(), L.u32(),
+                     ir::to_string(q), c.entries.size(), lut);
+    s += fmt::format(
+        "{0}{1} optjit_quantize_{2}(float y) {{\n"
+        "  y = y >= -1.0f ? (y > 1.0f ? 1.0f : y) : -1.0f;\n"
+        "  const {1} i = ({1})(((y + 1.0f) * 0.5f) * 65535.0f + 0.5f);\n"
+        "  const {1} b = i >> 5;\n"
+        "  const {1} j = b < {3}u ? b : (b < {4}u ? i - {5}u : b + {6}u);\n"
+        "  const {1} e = optjit_lut_{2}[j];\n"
+        "  return (e & 255u) + ((i & 31u) >= (e >> 8) ? 1u : 0u);\n}}\n",
+        L.device_fn(), L.u32(), ir::to_string(q), c.near_lo, c.near_hi, 32 * c.near_lo - c.near_lo,
+        c.near_lo + 32 * (c.near_hi - c.near_lo) - c.near_hi);
+  }
   bool sround = false;
   for (const auto& pass : plan.passes)
     for (const auto& in : pass.body.insts) sround = sround || in.op == Op::SRound;
@@ -116,6 +147,13 @@ class KernelWriter {
         s += fmt::format("  {}{} red{}[{}];\n", L_.local(),
                          acc_type(pass_.body.at(red_inst(r)).op, red_arg_type(r)), r, block_);
     }
+    for (uint32_t b : used)
+      if (plan_.buffers[b].quant != ir::Quant::none) quant_.push_back(b);
+    if (!quant_.empty()) {
+      for (uint32_t b : stores_)
+        if (quantized(b)) s += fmt::format("  {}float qv{}[{}];\n", L_.local(), b, ir::kQuantBlock);
+      s += fmt::format("  {}{} qm[{}];\n", L_.local(), L_.u32(), block_);
+    }
     s += fmt::format("  for ({} c = {}; c < nchunks; c += {}) {{\n", L_.i64(), L_.group_id(),
                      L_.groups());
     s += fmt::format(
@@ -129,6 +167,12 @@ class KernelWriter {
     for (size_t r = 0; r < R; ++r)
       s += fmt::format("    {} acc{} = 0;\n",
                        acc_type(pass_.body.at(red_inst(r)).op, red_arg_type(r)), r);
+    if (!quant_.empty()) {
+      for (uint32_t b : quant_) s += L_.quant_pointers(plan_, b);
+      auto blocks = block_loop();
+      if (!blocks) return blocks.error();
+      s += fmt::format("    if (!({})) {{\n", L_.no_scales(quant_[0])) + *blocks + "    } else {\n";
+    }
     if (vec_ > 1) {
       // Whole vectors (chunks and tensors start aligned), then the tail element by element.
       s += fmt::format("    const {} nv = len / {};\n", L_.i64(), vec_);
@@ -143,6 +187,7 @@ class KernelWriter {
       if (!main) return main.error();
       s += *main;
     }
+    if (!quant_.empty()) s += "    }\n";
     if (R > 0) {
       s += fmt::format("    const int l = (int){};\n", L_.local_id());
       for (size_t q = 0; q < R; ++q) s += fmt::format("    red{0}[l] = acc{0};\n", q);
@@ -200,6 +245,70 @@ class KernelWriter {
       s += "      }\n";
     }
     s += "    }\n";
+    return s;
+  }
+
+  bool quantized(uint32_t b) const { return plan_.buffers[b].quant != ir::Quant::none; }
+
+  // A chunk of a quantized tensor, a quantization block at a time (chunks start on blocks):
+  // the work-group computes the block's elements (quantized stores go to local memory, with
+  // their |x| bits max-reduced per thread, NaN winning), reduces each stored buffer's absmax
+  // across the group, then writes the scale and the codes.
+  Expected<std::string> block_loop() {
+    const std::string I = L_.i64(), U = L_.u32(), lid = L_.local_id();
+    std::string s = fmt::format(
+        "      for ({0} b0 = 0; b0 < len; b0 += {1}) {{\n"
+        "        const {0} n = len - b0 < {1} ? len - b0 : {1};\n"
+        "        const {0} blk = (off + b0) / {1};\n",
+        I, ir::kQuantBlock);
+    for (uint32_t b : loads_)
+      if (quantized(b)) s += fmt::format("        const float sc{0} = s{0}[blk];\n", b);
+    for (uint32_t b : stores_)
+      if (quantized(b)) s += fmt::format("        {} am{} = 0;\n", U, b);
+    s += fmt::format("        for ({} j = {}; j < n; j += {}) {{\n", I, lid, block_);
+    s += fmt::format("          const {} i0 = b0 + j;\n", I);
+    for (uint32_t b : loads_) {
+      if (quantized(b))
+        s += fmt::format("          const float L{0}_0 = optjit_map_{1}[q{0}[i0]] * sc{0};\n", b,
+                         ir::to_string(plan_.buffers[b].quant));
+      else
+        s += fmt::format("          const {} L{}_0 = {};\n", vec_type(b, 1), b, load(b, 1, "i0"));
+    }
+    s += "          {\n";
+    for (uint32_t b : stores_) s += fmt::format("            {} S{};\n", vec_type(b, 1), b);
+    size_t r = 0;
+    for (size_t n = 0; n < pass_.body.insts.size(); ++n) {
+      auto line = statement(n, r, 0, 0, 1);
+      if (!line) return line.error();
+      if (!line->empty()) s += "            " + *line + "\n";
+    }
+    for (uint32_t b : stores_) {
+      if (!quantized(b)) {
+        s += "            " + store(b, 1, "i0") + "\n";
+        continue;
+      }
+      s += fmt::format(
+          "            qv{0}[j] = S{0};\n"
+          "            am{0} = am{0} > (OPTJIT_F32_BITS(S{0}) & 0x7fffffffu) ? am{0} : "
+          "(OPTJIT_F32_BITS(S{0}) & 0x7fffffffu);\n",
+          b);
+    }
+    s += "          }\n        }\n";
+    for (uint32_t b : stores_) {
+      if (!quantized(b)) continue;
+      s += fmt::format(
+          "        qm[{1}] = am{0};\n        {2};\n"
+          "        for (int w = {3}; w > 0; w >>= 1) {{\n"
+          "          if ((int){1} < w) qm[{1}] = qm[{1}] > qm[{1} + w] ? qm[{1}] : qm[{1} + w];\n"
+          "          {2};\n        }}\n"
+          "        const float ab{0} = OPTJIT_BITS_F32(qm[0]);\n        {2};\n"
+          "        if ({1} == 0) s{0}[blk] = ab{0};\n"
+          "        for ({4} j = {1}; j < n; j += {5})\n"
+          "          q{0}[b0 + j] = ab{0} == 0.0f ? 0 : optjit_quantize_{6}(qv{0}[j] * (1.0f / "
+          "ab{0}));\n",
+          b, lid, L_.barrier(), block_ / 2, I, block_, ir::to_string(plan_.buffers[b].quant));
+    }
+    s += fmt::format("        {};\n      }}\n", L_.barrier());
     return s;
   }
 
@@ -362,6 +471,7 @@ class KernelWriter {
   int block_, items_, vec_;
   bool device_step_;
   std::vector<uint32_t> loads_, stores_;  // buffers the pass loads / stores
+  std::vector<uint32_t> quant_;           // the block-quantized buffers among them
 };
 
 }  // namespace

@@ -130,6 +130,14 @@ class Cuda final : public Lang {
                        storage_type(plan.buffers[b].storage), b);
     return s;
   }
+  std::string quant_pointers(const plan::Plan&, uint32_t b) const override {
+    return fmt::format(
+        "    unsigned char* q{0} = (unsigned char*)row.buffers[{0}] + off;\n"
+        "    float* s{0} = (float*)row.buffers[{1}];\n",
+        b, b + 1);
+  }
+  std::string no_scales(uint32_t b) const override { return fmt::format("s{} == 0", b); }
+  const char* constant() const override { return "__constant__ "; }
   std::string vec_type(DType st, int w) const override {
     return w == 1 ? storage_type(st) : fmt::format("optjit_{}x{}", vec_tag(st), w);
   }
@@ -201,6 +209,15 @@ class Opencl final : public Lang {
                        storage_type(plan.buffers[b].storage), b);
     return s;
   }
+  std::string quant_pointers(const plan::Plan&, uint32_t b) const override {
+    // The codes live at the start of the tensor's region of the f32-typed arena.
+    return fmt::format(
+        "    __global uchar* q{0} = (__global uchar*)(b{0} + row[{0}]) + off;\n"
+        "    __global float* s{0} = b{1} + (row[{1}] < 0 ? 0 : row[{1}]);\n",
+        b, b + 1);
+  }
+  std::string no_scales(uint32_t b) const override { return fmt::format("row[{}] < 0", b + 1); }
+  const char* constant() const override { return "__constant "; }
   // Halves load as floats (vload_half).
   std::string vec_type(DType st, int w) const override {
     std::string e = st == DType::f16 ? "float" : storage_type(st);

@@ -56,6 +56,13 @@ class Lang {
   virtual std::string load(uint32_t b, DType storage, int w, const std::string& ix) const = 0;
   virtual std::string store(uint32_t b, DType storage, int w, const std::string& ix) const = 0;
   virtual std::string lane(const std::string& var, int lane, int w) const = 0;
+  /// Block-quantized buffer b (ir/quant.h), inside the chunk loop: q<b>, the chunk's first code
+  /// (bytes), and s<b>, the tensor's scales; and the condition under which the tensor has no
+  /// scales (too small to quantize: its state is plain f32 in p<b>).
+  virtual std::string quant_pointers(const plan::Plan& plan, uint32_t b) const = 0;
+  virtual std::string no_scales(uint32_t b) const = 0;
+  /// The qualifier of a constant table at program scope.
+  virtual const char* constant() const = 0;
   /// Whether loads and stores of f16 convert to and from float themselves (OpenCL's
   /// vload_half); otherwise the emitter converts with OPTJIT_F16_TO_F32 / OPTJIT_F32_TO_F16.
   virtual bool half_loads_convert() const = 0;

@@ -1,6 +1,7 @@
 #include "ir/quant.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace optjit::ir {
 
@@ -414,11 +415,46 @@ std::array<uint8_t, kQuantLutSize> make_lut(const std::array<float, 256>& map) {
 const std::array<uint8_t, kQuantLutSize> kLutSigned = make_lut(kDynamicSigned);
 const std::array<uint8_t, kQuantLutSize> kLutUnsigned = make_lut(kDynamicUnsigned);
 
+CompactLut make_compact(const std::array<uint8_t, kQuantLutSize>& lut) {
+  constexpr uint32_t kBuckets = kQuantLutSize / 32;
+  auto simple = [&](uint32_t b) {  // the code steps at most once, by one
+    int steps = 0;
+    for (uint32_t k = 1; k < 32; ++k) {
+      const int d = lut[32 * b + k] - lut[32 * b + k - 1];
+      if (d > 1) return false;
+      steps += d;
+    }
+    return steps <= 1;
+  };
+  CompactLut c;
+  c.near_lo = kBuckets;
+  for (uint32_t b = 0; b < kBuckets; ++b)
+    if (!simple(b)) c.near_lo = std::min(c.near_lo, b), c.near_hi = b + 1;
+  if (c.near_lo > c.near_hi) c.near_lo = c.near_hi = 0;
+  auto bucket_entry = [&](uint32_t b) {
+    uint32_t pos = 32;
+    for (uint32_t k = 1; k < 32; ++k)
+      if (lut[32 * b + k] != lut[32 * b + k - 1]) pos = k;
+    return static_cast<uint16_t>(lut[32 * b] | (pos << 8));
+  };
+  for (uint32_t b = 0; b < c.near_lo; ++b) c.entries.push_back(bucket_entry(b));
+  for (uint32_t i = 32 * c.near_lo; i < 32 * c.near_hi; ++i)
+    c.entries.push_back(static_cast<uint16_t>(lut[i] | (32u << 8)));
+  for (uint32_t b = c.near_hi; b < kBuckets; ++b) c.entries.push_back(bucket_entry(b));
+  for (uint32_t i = 0; i < kQuantLutSize; ++i)
+    if (c.code(i) != lut[i]) std::abort();  // the construction above is wrong: never ship it
+  return c;
+}
+
+const CompactLut kCompactSigned = make_compact(kLutSigned);
+const CompactLut kCompactUnsigned = make_compact(kLutUnsigned);
+
 const QuantInfo kTable[] = {
-    {"none", "not quantized", nullptr, nullptr},
-    {"q8", "8-bit blockwise, bitsandbytes' signed dynamic map", &kDynamicSigned, &kLutSigned},
+    {"none", "not quantized", nullptr, nullptr, nullptr},
+    {"q8", "8-bit blockwise, bitsandbytes' signed dynamic map", &kDynamicSigned, &kLutSigned,
+     &kCompactSigned},
     {"q8u", "8-bit blockwise, bitsandbytes' unsigned dynamic map (values >= 0)", &kDynamicUnsigned,
-     &kLutUnsigned},
+     &kLutUnsigned, &kCompactUnsigned},
 };
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include <limits>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 namespace optjit::ir {
 
@@ -35,11 +36,33 @@ inline constexpr int64_t kQuantBlock = 256;         // elements per scale
 inline constexpr int64_t kQuantMinElements = 4096;  // smaller tensors keep f32 (bitsandbytes)
 inline constexpr int kQuantLutSize = 65536;
 
+/// The lookup table in a form small enough for a GPU's constant memory: cells are taken 32 at
+/// a time ("buckets"), and a bucket in which the code steps at most once, by one, is one entry:
+/// base code | (cell of the step << 8), 32 meaning none. The buckets around 0, where the map is
+/// denser than the cells, keep one entry per cell. For cell i, with b = i / 32:
+///   j = b < near_lo ? b : b < near_hi ? near_lo + (i - 32 near_lo)
+///                                     : near_lo + 32 (near_hi - near_lo) + (b - near_hi)
+///   code = (entry[j] & 255) + ((i % 32) >= (entry[j] >> 8))
+/// and code == lut[i] for every cell (checked when the table is built).
+struct CompactLut {
+  uint32_t near_lo = 0, near_hi = 0;  // the bucket range kept cell by cell
+  std::vector<uint16_t> entries;
+  uint8_t code(uint32_t i) const {
+    const uint32_t b = i >> 5;
+    const uint32_t j = b < near_lo   ? b
+                       : b < near_hi ? near_lo + (i - 32 * near_lo)
+                                     : near_lo + 32 * (near_hi - near_lo) + (b - near_hi);
+    const uint16_t e = entries[j];
+    return static_cast<uint8_t>((e & 255) + ((i & 31) >= (e >> 8u) ? 1 : 0));
+  }
+};
+
 struct QuantInfo {
   std::string_view name;
   std::string_view description;
   const std::array<float, 256>* map;      // code -> value in [-1, 1]
   const std::array<uint8_t, 65536>* lut;  // table index -> code
+  const CompactLut* compact;              // the same, small (the GPU kernels' form)
 };
 const QuantInfo& info(Quant q);
 std::string_view to_string(Quant q);

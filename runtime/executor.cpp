@@ -105,6 +105,11 @@ struct Executor::Impl {
 
 Executor::~Executor() = default;
 
+namespace {
+// The table entry of a tensor's quantization scales when it is too small to have any.
+constexpr uint64_t kNoScales = ~uint64_t{0} - 1;
+}  // namespace
+
 Expected<std::unique_ptr<Executor>> Executor::create(const plan::Plan& plan,
                                                      std::shared_ptr<Device> device,
                                                      ExecutorOptions options,
@@ -130,15 +135,6 @@ Expected<std::unique_ptr<Executor>> Executor::create(const plan::Plan& plan,
       d.max_group < static_cast<size_t>(codegen::kCombineLanes))
     return make_error("the device step needs work-groups of {} and '{}' allows {}",
                       codegen::kCombineLanes, d.name, d.max_group);
-  const bool quantized =
-      std::any_of(plan.buffers.begin(), plan.buffers.end(),
-                  [](const ir::BufferDecl& b) { return b.quant != ir::Quant::none; });
-  if (quantized && (d.kind != "cpu" || options.step != StepMode::host))
-    return make_error(
-        "block-quantized state (q8, q8u) runs on the cpu backend (step mode host) and the "
-        "reference; {} does not have it yet",
-        d.kind != "cpu" ? fmt::format("the {} backend", d.kind)
-                        : fmt::format("step mode {}", to_string(options.step)));
   std::unique_ptr<Executor> e(new Executor());
   e->device_ = std::move(device);
   e->options_ = options;
@@ -267,7 +263,10 @@ Status Executor::Impl::bind(OptimizerState& s) {
     const TensorState& ts = s.tensors[t];
     for (size_t b = 0; b < B; ++b) {
       const DeviceMemory d = ts.device[b];
-      const bool in_place = arenas_dev ? common[b] : (d || desc.host_memory);
+      // A tensor too small to quantize has no scales: the kernels see a null pointer (an
+      // offset of -1 on arena devices) and take the plain f32 path. Nothing is copied.
+      const bool no_scales = plan.buffers[b].per_block && !ir::quantized_tensor(ts.numel);
+      const bool in_place = no_scales || (arenas_dev ? common[b] : (d || desc.host_memory));
       const Where w = in_place ? Where::in_place : Where::arena;
       const size_t i = t * B + b;
       if (where[i] != w) where[i] = w, placement_changed[b] = true;
@@ -281,15 +280,15 @@ Status Executor::Impl::bind(OptimizerState& s) {
         v = !arenas[b]   ? ~uint64_t{0}
             : arenas_dev ? static_cast<uint64_t>(table.base[t]) * es[b]
                          : dev.address(arenas[b].memory()) + table.base[t] * es[b];
-      } else if (plan.buffers[b].per_block && !ir::quantized_tensor(ts.numel)) {
-        v = 0;  // a tensor too small to quantize: the kernels see null scales, plain f32 state
+      } else if (no_scales) {
+        v = arenas_dev ? kNoScales : 0;
       } else {
         v = arenas_dev ? d.offset : d ? dev.address(d) : reinterpret_cast<uint64_t>(ts.data(b));
       }
       if (v == values[i]) continue;
       values[i] = v;
       value_changed[b] = true;
-      if (!in_place || ts.numel == 0) continue;
+      if (!in_place || ts.numel == 0 || no_scales) continue;
       const size_t need = es[b] * (arenas_dev ? 1 : vec);
       if (v % need != 0)
         return make_error(
@@ -325,7 +324,8 @@ Status Executor::Impl::bind(OptimizerState& s) {
   if (!table_changed) return Status::Ok();
   if (arenas_dev) {
     offsets.resize(T * B);
-    for (size_t i = 0; i < T * B; ++i) offsets[i] = static_cast<int64_t>(values[i] / es[i % B]);
+    for (size_t i = 0; i < T * B; ++i)
+      offsets[i] = values[i] == kNoScales ? -1 : static_cast<int64_t>(values[i] / es[i % B]);
     return upload_rows();
   }
   OPTJIT_TRY(dev.write(pointer_table.memory(), values.data(), values.size() * 8));
@@ -373,13 +373,13 @@ Status Executor::Impl::transfer_in(OptimizerState& s) {
       for (size_t t = 0; t < T; ++t)
         if (where[t * B + b] == Where::arena && !s.tensors[t].device[b] && s.tensors[t].numel > 0)
           std::memcpy(staging.data() + table.base[t] * es[b], s.tensors[t].data(b),
-                      static_cast<size_t>(s.tensors[t].numel) * es[b]);
+                      buffer_bytes(plan, b, s.tensors[t].numel));
       OPTJIT_TRY(dev.write(arenas[b].memory(), staging.data(), staging.size()));
     }
     for (size_t t = 0; t < T && device_arena[b]; ++t)
       if (where[t * B + b] == Where::arena && s.tensors[t].device[b] && s.tensors[t].numel > 0)
         OPTJIT_TRY(dev.copy(arenas[b].memory().at(table.base[t] * es[b]), s.tensors[t].device[b],
-                            static_cast<size_t>(s.tensors[t].numel) * es[b]));
+                            buffer_bytes(plan, b, s.tensors[t].numel)));
     uploaded[b] = true;
   }
   return Status::Ok();
@@ -399,7 +399,7 @@ Status Executor::Impl::transfer_out(OptimizerState& s, bool state_too) {
       for (size_t t = 0; t < T && device_arena[b]; ++t)
         if (where[t * B + b] == Where::arena && s.tensors[t].device[b] && s.tensors[t].numel > 0)
           OPTJIT_TRY(dev.copy(s.tensors[t].device[b], arenas[b].memory().at(table.base[t] * es[b]),
-                              static_cast<size_t>(s.tensors[t].numel) * es[b]));
+                              buffer_bytes(plan, b, s.tensors[t].numel)));
     }
     using CopyBack = ExecutorOptions::CopyBack;
     const bool wanted = state_too || options.copy_back == CopyBack::written ||
@@ -410,7 +410,7 @@ Status Executor::Impl::transfer_out(OptimizerState& s, bool state_too) {
     for (size_t t = 0; t < T; ++t)
       if (where[t * B + b] == Where::arena && !s.tensors[t].device[b] && s.tensors[t].numel > 0)
         std::memcpy(s.tensors[t].data(b), staging.data() + table.base[t] * es[b],
-                    static_cast<size_t>(s.tensors[t].numel) * es[b]);
+                    buffer_bytes(plan, b, s.tensors[t].numel));
   }
   return Status::Ok();
 }

@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include "api/optimizer.h"
+#include "codegen/c_emitter.h"
+#include "codegen/nvrtc.h"
 #include "ir/compile.h"
 #include "ir/quant.h"
 #include "ir/text.h"
@@ -282,15 +284,45 @@ TEST(Quant, CheckpointsHoldCodesAndScalesAndResumeExactly) {
       << st.error().message;
 }
 
-TEST(Quant, BackendsWithoutQuantizedKernelsSaySo) {
-  Model m;
-  OptimizerOptions o;
-  o.backend = Backend::opencl;
-  auto opt = Optimizer::create(kPipelines[0], m.params(), o);
-  ASSERT_FALSE(opt);
-  EXPECT_NE(opt.error().message.find("block-quantized state (q8, q8u) runs on the cpu backend"),
-            std::string::npos)
-      << opt.error().message;
+// The OpenCL kernels (PoCL here) quantize a block per work-group iteration: the same codes,
+// scales and parameters as the CPU's, bit for bit, whatever the launch shape and step mode.
+TEST(Quant, OpenclStepsTheSameBitsAsTheCpu) {
+  for (const char* pipeline : kPipelines) {
+    const Model want = run(pipeline, {}, 5);
+    for (auto [block, items, vec, device_step] :
+         {std::tuple{256, 1, 1, false}, {64, 2, 4, true}, {128, 1, 2, false}}) {
+      OptimizerOptions o;
+      o.backend = Backend::opencl;
+      o.gpu_launch = codegen::GpuLaunch{block, items, vec};
+      o.device_step = device_step;
+      const Model got = run(pipeline, o, 5);
+      EXPECT_EQ(got.a, want.a) << pipeline << " block " << block << " vec " << vec;
+      EXPECT_EQ(got.b, want.b) << pipeline;
+      EXPECT_EQ(got.c, want.c) << pipeline;
+    }
+  }
+}
+
+TEST(Quant, CudaKernelsCompileWithoutSpills) {
+  ASSERT_TRUE(codegen::have_nvrtc())
+      << "this build has no NVRTC; the CUDA toolkit is expected at /usr/local/cuda";
+  for (const char* pipeline : kPipelines) {
+    auto plan = compile_pipeline(pipeline);
+    ASSERT_TRUE(plan) << plan.error().message;
+    for (bool device_step : {false, true}) {
+      codegen::CEmitOptions o{codegen::CLanguage::cuda};
+      o.device_step = device_step;
+      auto src = codegen::emit_c(*plan, o);
+      ASSERT_TRUE(src) << src.error().message;
+      EXPECT_NE(src->find("optjit_quantize_q8"), std::string::npos);
+      for (const char* arch : {"sm_80", "sm_90"}) {
+        auto cubin = codegen::compile_cubin(*src, arch);
+        ASSERT_TRUE(cubin) << pipeline << " " << arch << ": " << cubin.error().message;
+        for (const auto& k : cubin->kernels)
+          EXPECT_EQ(k.spill_stores + k.spill_loads, 0) << pipeline << " " << k.name;
+      }
+    }
+  }
 }
 
 }  // namespace

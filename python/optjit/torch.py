@@ -254,6 +254,12 @@ class Optimizer(torch.optim.Optimizer):
         if hasattr(self, "_engines"):
             self._forget()  # the groups changed: engines are rebuilt at the next step
 
+    def state_dict(self) -> Dict[str, Any]:
+        # A device backend over CPU tensors keeps the state on the device between steps.
+        for _, eng in getattr(self, "_engines", {}).items():
+            eng.engine.sync_state()
+        return super().state_dict()
+
     def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
         # torch casts every state tensor to its parameter's dtype; 8-bit codes (uint8) and their
         # f32 per-block scales ("exp_avg.absmax") keep theirs, or they would be lost.

@@ -281,6 +281,7 @@ NB_MODULE(_optjit, m) {
       .def("set_step_count", &Engine::set_step_count)
       .def("tune", &Engine::tune, nb::arg("grads"), nb::arg("budget_seconds") = 10.0,
            nb::arg("max_candidates") = 24)
+      .def("sync_state", [](Engine& e) { check(e.opt().sync_state()); })
       .def("save", [](const Engine& e, const std::string& p) { check(e.opt().save(p)); })
       .def("load", [](Engine& e, const std::string& p) { check(e.opt().load(p)); })
       .def_prop_ro("step_count", [](const Engine& e) { return e.opt().step_count(); })

@@ -186,3 +186,18 @@ def test_8bit_state_takes_a_quarter_of_the_memory_and_says_what_it_cannot_load()
     fresh.param_groups[0]["params"][0].grad = torch.randn_like(w)
     with pytest.raises(ValueError, match="keeps it as 8-bit codes with per-block scales"):
         fresh.step()
+
+
+def test_8bit_state_on_opencl_steps_as_the_cpu_and_checkpoints_are_current():
+    """The OpenCL backend (PoCL here) over CPU tensors: the same parameters and codes as the
+    cpu backend, bit for bit. Its state lives on the device between steps, so state_dict()
+    fetches it first (it once returned the values bound before the first step)."""
+    kw = dict(lr=1e-2, weight_decay=0.1, state_format="8bit", max_grad_norm=1.0)
+    a, oa = run(lambda ps: ot.AdamW(ps, backend="cpu", **kw), 5)
+    b, ob = run(lambda ps: ot.AdamW(ps, backend="opencl", **kw), 5)
+    for x, y in zip(a, b):
+        assert torch.equal(x, y)
+    sa, sb = oa.state_dict()["state"], ob.state_dict()["state"]
+    for k in sa:
+        for name in ("exp_avg", "exp_avg_sq", "exp_avg.absmax"):
+            assert torch.equal(sa[k][name], sb[k][name]), (k, name)
