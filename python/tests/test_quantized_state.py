@@ -201,3 +201,62 @@ def test_8bit_state_on_opencl_steps_as_the_cpu_and_checkpoints_are_current():
     for k in sa:
         for name in ("exp_avg", "exp_avg_sq", "exp_avg.absmax"):
             assert torch.equal(sa[k][name], sb[k][name]), (k, name)
+
+
+def _dequantized(qmap, codes, scale):
+    return (qmap[codes.flatten().long()].view(-1, 256) * scale.view(-1, 1)).flatten()
+
+
+def test_8bit_state_is_within_one_quantization_step_of_torchaos_adamw8bit():
+    """torchao's AdamW8bit quantizes with the same maps and blocks but rounds to the nearest
+    code exactly (bitsandbytes' CPU table, which optjit follows, can pick a code a few entries
+    away below |x| / absmax ~ 1e-4) and updates both moments with lerp. From the same state
+    (torchao's codes and scales loaded into optjit) one step of each gives states within one
+    quantization step of each other, element by element, and the same parameters to f32
+    rounding. Over 20 steps from scratch the parameters stay less than one step (lr) apart."""
+    tao = pytest.importorskip("torchao.optim", reason="pip install torchao")
+    kw = dict(lr=1e-2, weight_decay=0.1)
+    shapes = [(64, 256), (8192,)]  # torchao quantizes multiples of its block only
+    g = torch.Generator().manual_seed(0)
+    start = [torch.randn(s, generator=g) for s in shapes]
+    grads = [[torch.randn(s, generator=g) * 0.1 for s in shapes] for _ in range(21)]
+    pt = [torch.nn.Parameter(t.clone()) for t in start]
+    po = [torch.nn.Parameter(t.clone()) for t in start]
+    ot_ = tao.AdamW8bit(pt, **kw)
+    oo = ot.AdamW(po, state_format="8bit", **kw)
+    for k in range(20):
+        for p, q, gr in zip(pt, po, grads[k]):
+            p.grad, q.grad = gr.clone(), gr.clone()
+        ot_.step()
+        oo.step()
+    for p, q in zip(pt, po):
+        assert (p - q).abs().max().item() <= kw["lr"]  # less than one step apart
+    # One more step from torchao's state, loaded into optjit as its codes and scales.
+    sd = oo.state_dict()
+    for i, p in enumerate(pt):
+        for name in ("exp_avg", "exp_avg_sq"):
+            st = ot_.state[p][name]
+            sd["state"][i][name] = st.codes.clone()
+            sd["state"][i][name + ".absmax"] = st.scale.clone()
+    q2 = [torch.nn.Parameter(p.detach().clone()) for p in pt]
+    o2 = ot.AdamW(q2, state_format="8bit", **kw)
+    o2.load_state_dict(sd)
+    for p, q, gr in zip(pt, q2, grads[20]):
+        p.grad, q.grad = gr.clone(), gr.clone()
+    ot_.step()
+    o2.step()
+    for p, q in zip(pt, q2):
+        assert torch.allclose(p, q, rtol=1e-5, atol=1e-6), (p - q).abs().max().item()
+        for name, qname in (("exp_avg", "q8"), ("exp_avg_sq", "q8u")):
+            st = ot_.state[p][name]
+            qmap = st.qmap.float()
+            assert torch.equal(qmap, torch.tensor(optjit._optjit.quant_map(qname)))
+            theirs = _dequantized(qmap, st.codes, st.scale)
+            ours = _dequantized(qmap, o2.state[q][name], o2.state[q][name + ".absmax"])
+            c = st.codes.flatten().long()
+            scale = torch.maximum(st.scale, o2.state[q][name + ".absmax"]).repeat_interleave(256)
+            step = torch.maximum(qmap[(c + 1).clamp(max=255)] - qmap[c],
+                                 qmap[c] - qmap[(c - 1).clamp(min=0)])
+            # One code step, or the table's cell (2 / 65535) where the map is denser than it.
+            bound = torch.maximum(step, torch.tensor(2 / 65535)) * scale * 1.0001
+            assert ((ours - theirs).abs() <= bound).all(), (name, int(((ours - theirs).abs() > bound).sum()))
