@@ -29,9 +29,9 @@ install_deps() {
 
 # The Python package's build and test needs (PyPI), installed only when missing: nanobind builds
 # optjit._optjit; torch, numpy and pytest test optjit.torch against PyTorch itself; scikit-learn
-# has the digits data set the training test uses; bitsandbytes is the oracle of 8-bit state.
-PY_PACKAGES=(nanobind numpy pytest torch expecttest scikit-learn lion-pytorch torch-optimizer bitsandbytes)
-PY_MODULES=(nanobind numpy pytest torch expecttest sklearn lion_pytorch torch_optimizer bitsandbytes)
+# has the digits data set the training test uses; bitsandbytes and torchao are the oracles of 8-bit state.
+PY_PACKAGES=(nanobind numpy pytest torch expecttest scikit-learn lion-pytorch torch-optimizer bitsandbytes torchao)
+PY_MODULES=(nanobind numpy pytest torch expecttest sklearn lion_pytorch torch_optimizer bitsandbytes torchao)
 
 install_python_deps() {
   local missing=()

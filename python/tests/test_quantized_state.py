@@ -214,7 +214,7 @@ def test_8bit_state_is_within_one_quantization_step_of_torchaos_adamw8bit():
     (torchao's codes and scales loaded into optjit) one step of each gives states within one
     quantization step of each other, element by element, and the same parameters to f32
     rounding. Over 20 steps from scratch the parameters stay less than one step (lr) apart."""
-    tao = pytest.importorskip("torchao.optim", reason="pip install torchao")
+    import torchao.optim as tao  # ./dev.sh test installs it
     kw = dict(lr=1e-2, weight_decay=0.1)
     shapes = [(64, 256), (8192,)]  # torchao quantizes multiples of its block only
     g = torch.Generator().manual_seed(0)
