@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 
 #include <xxhash.h>
@@ -61,15 +62,38 @@ std::string preamble(const Lang& L, const plan::Plan& plan, int vec) {
       formats.push_back(buf.quant);
   for (ir::Quant q : formats) {
     const ir::QuantInfo& qi = ir::info(q);
+    // The map as bit patterns (fp8's has NaNs, which no constant initializer spells).
+    std::string map;
+    for (size_t k = 0; k < qi.map->size(); ++k) {
+      uint32_t bits;
+      std::memcpy(&bits, &(*qi.map)[k], 4);
+      map += fmt::format("{}0x{:08x}u,", k % 8 == 0 ? "\n  " : " ", bits);
+    }
+    s += fmt::format("{0}{1} optjit_map_{2}[256] = {{{3}\n}};\n", L.constant(), L.u32(),
+                     ir::to_string(q), map);
+    if (qi.kind == ir::QuantKind::fp8) {
+      if (std::count_if(formats.begin(), formats.end(),
+                        [](ir::Quant f) { return ir::info(f).kind == ir::QuantKind::fp8; }) > 0 &&
+          s.find("optjit_f8_code") == std::string::npos)
+        s += fmt::format(
+            "{0}{1} optjit_f8_code(float y) {{\n"
+            "  {1} bits = OPTJIT_F32_BITS(y);\n"
+            "  const {1} sign = bits & 0x80000000u;\n"
+            "  bits ^= sign;\n"
+            "  {1} r;\n"
+            "  if (bits >= 0x43e80000u) r = 0x7fu;\n"
+            "  else if (bits < 0x3c800000u)\n"
+            "    r = OPTJIT_F32_BITS(OPTJIT_BITS_F32(bits) + OPTJIT_BITS_F32(0x46800000u)) - "
+            "0x46800000u;\n"
+            "  else r = (bits + 0xc407ffffu + ((bits >> 20) & 1u)) >> 20;\n"
+            "  return (r & 255u) | (sign >> 24);\n}}\n",
+            L.device_fn(), L.u32());
+      continue;
+    }
     const ir::CompactLut& c = *qi.compact;
-    std::string map, lut;
-    for (size_t k = 0; k < qi.map->size(); ++k)
-      map +=
-          fmt::format("{}{}", k % 8 == 0 ? "\n  " : " ", literal((*qi.map)[k], DType::f32) + ",");
+    std::string lut;
     for (size_t k = 0; k < c.entries.size(); ++k)
       lut += fmt::format("{}{}u,", k % 16 == 0 ? "\n  " : " ", c.entries[k]);
-    s += fmt::format("{0}float optjit_map_{1}[256] = {{{2}\n}};\n", L.constant(), ir::to_string(q),
-                     map);
     s += fmt::format("{0}{1} optjit_lut_{2}[{3}] = {{{4}\n}};\n", L.constant(), L.u32(),
                      ir::to_string(q), c.entries.size(), lut);
     s += fmt::format(
@@ -269,8 +293,9 @@ class KernelWriter {
     s += fmt::format("          const {} i0 = b0 + j;\n", I);
     for (uint32_t b : loads_) {
       if (quantized(b))
-        s += fmt::format("          const float L{0}_0 = optjit_map_{1}[q{0}[i0]] * sc{0};\n", b,
-                         ir::to_string(plan_.buffers[b].quant));
+        s += fmt::format(
+            "          const float L{0}_0 = OPTJIT_BITS_F32(optjit_map_{1}[q{0}[i0]]) * sc{0};\n",
+            b, ir::to_string(plan_.buffers[b].quant));
       else
         s += fmt::format("          const {} L{}_0 = {};\n", vec_type(b, 1), b, load(b, 1, "i0"));
     }
@@ -296,17 +321,28 @@ class KernelWriter {
     s += "          }\n        }\n";
     for (uint32_t b : stores_) {
       if (!quantized(b)) continue;
+      const bool fp8 = ir::info(plan_.buffers[b].quant).kind == ir::QuantKind::fp8;
       s += fmt::format(
           "        qm[{1}] = am{0};\n        {2};\n"
           "        for (int w = {3}; w > 0; w >>= 1) {{\n"
           "          if ((int){1} < w) qm[{1}] = qm[{1}] > qm[{1} + w] ? qm[{1}] : qm[{1} + w];\n"
           "          {2};\n        }}\n"
-          "        const float ab{0} = OPTJIT_BITS_F32(qm[0]);\n        {2};\n"
-          "        if ({1} == 0) s{0}[blk] = ab{0};\n"
-          "        for ({4} j = {1}; j < n; j += {5})\n"
-          "          q{0}[b0 + j] = ab{0} == 0.0f ? 0 : optjit_quantize_{6}(qv{0}[j] * (1.0f / "
-          "ab{0}));\n",
-          b, lid, L_.barrier(), block_ / 2, I, block_, ir::to_string(plan_.buffers[b].quant));
+          "        const float ab{0} = OPTJIT_BITS_F32(qm[0]);\n        {2};\n",
+          b, lid, L_.barrier(), block_ / 2);
+      if (fp8)  // ir::quant_scale, then ir::f8_code of x / scale
+        s += fmt::format(
+            "        const float sb{0} = (ab{0} <= {4} ? {4} : ab{0}) / 448.0f;\n"
+            "        if ({1} == 0) s{0}[blk] = sb{0};\n"
+            "        for ({2} j = {1}; j < n; j += {3}) q{0}[b0 + j] = optjit_f8_code(qv{0}[j] / "
+            "sb{0});\n",
+            b, lid, I, block_, literal(static_cast<double>(1e-12f), DType::f32));
+      else
+        s += fmt::format(
+            "        if ({1} == 0) s{0}[blk] = ab{0};\n"
+            "        for ({2} j = {1}; j < n; j += {3})\n"
+            "          q{0}[b0 + j] = ab{0} == 0.0f ? 0 : optjit_quantize_{4}(qv{0}[j] * (1.0f / "
+            "ab{0}));\n",
+            b, lid, I, block_, ir::to_string(plan_.buffers[b].quant));
     }
     s += fmt::format("        {};\n      }}\n", L_.barrier());
     return s;

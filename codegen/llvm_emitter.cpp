@@ -363,8 +363,15 @@ class PassEmitter {
   void quantize_block(uint32_t buf, llvm::Value* amax_bits, llvm::Value* blk, llvm::Value* b0,
                       llvm::Value* n) {
     auto* f32 = b_.getFloatTy();
+    auto cf = [&](double d) { return llvm::ConstantFP::get(f32, d); };
+    const bool fp8 = ir::info(quant(buf)).kind == ir::QuantKind::fp8;
     llvm::Value* absmax = b_.CreateBitCast(amax_bits, f32, plan_.buffers[buf].name + ".absmax");
-    auto* st = b_.CreateStore(absmax, b_.CreateInBoundsGEP(f32, scales_.at(buf), blk));
+    // ir::quant_scale: the absmax, or for fp8 max(absmax, 1e-12) / 448 (NaN stays NaN).
+    llvm::Value* scale = fp8 ? b_.CreateFDiv(b_.CreateSelect(b_.CreateFCmpOLE(absmax, cf(1e-12f)),
+                                                             cf(1e-12f), absmax),
+                                             cf(448.0))
+                             : absmax;
+    auto* st = b_.CreateStore(scale, b_.CreateInBoundsGEP(f32, scales_.at(buf), blk));
     tag(st, buf + 1);
     llvm::Value* inv = b_.CreateFDiv(llvm::ConstantFP::get(f32, 1.0), absmax);
     llvm::Value* zero = b_.CreateFCmpOEQ(absmax, llvm::ConstantFP::get(f32, 0.0));
@@ -378,20 +385,12 @@ class PassEmitter {
     auto* arr = llvm::cast<llvm::AllocaInst>(tmp_.at(buf));
     llvm::Value* x =
         b_.CreateLoad(f32, b_.CreateInBoundsGEP(arr->getAllocatedType(), arr, {b_.getInt64(0), j}));
-    llvm::Value* y = b_.CreateFMul(x, inv);
-    auto cf = [&](double d) { return llvm::ConstantFP::get(f32, d); };
-    y = b_.CreateSelect(b_.CreateFCmpOGE(y, cf(-1.0)),
-                        b_.CreateSelect(b_.CreateFCmpOGT(y, cf(1.0)), cf(1.0), y), cf(-1.0));
-    llvm::Value* u = b_.CreateFMul(b_.CreateFMul(b_.CreateFAdd(y, cf(1.0)), cf(0.5)), cf(65535.0));
-    llvm::Value* idx = b_.CreateFPToUI(b_.CreateFAdd(u, cf(0.5)), b_.getInt32Ty());
-    // The code is read as the low byte of a 32-bit load at its byte (the table has 3 bytes of
-    // padding): x86 gathers 32-bit lanes natively, where a byte gather is 16 scalar loads.
-    llvm::GlobalVariable* lut = quant_table(quant(buf), true);
-    llvm::Value* at = b_.CreateInBoundsGEP(lut->getValueType(), lut,
-                                           {b_.getInt64(0), b_.CreateZExt(idx, b_.getInt64Ty())});
-    llvm::Value* code = b_.CreateTrunc(
-        b_.CreateAlignedLoad(b_.getInt32Ty(), at, llvm::MaybeAlign(1)), b_.getInt8Ty());
-    code = b_.CreateSelect(zero, b_.getInt8(0), code);
+    llvm::Value* code;
+    if (fp8) {
+      code = f8_code(b_.CreateFDiv(x, scale));
+    } else {
+      code = table_code(quant(buf), x, inv, zero);
+    }
     auto* s = b_.CreateStore(
         code, b_.CreateInBoundsGEP(b_.getInt8Ty(), codes_.at(buf), b_.CreateAdd(b0, j)));
     tag(s, buf);
@@ -399,6 +398,49 @@ class PassEmitter {
     j->addIncoming(j_next, loop);
     b_.CreateCondBr(b_.CreateICmpSLT(j_next, n), loop, exit);
     b_.SetInsertPoint(exit);
+  }
+
+  // ir::f8_code, instruction by instruction.
+  llvm::Value* f8_code(llvm::Value* y) {
+    auto* i32 = b_.getInt32Ty();
+    llvm::Value* bits = b_.CreateBitCast(y, i32);
+    llvm::Value* sign = b_.CreateAnd(bits, b_.getInt32(0x80000000u));
+    llvm::Value* a = b_.CreateXor(bits, sign);
+    const uint32_t magic = 141u << 23;
+    llvm::Value* sum =
+        b_.CreateBitCast(b_.CreateFAdd(b_.CreateBitCast(a, b_.getFloatTy()),
+                                       b_.CreateBitCast(b_.getInt32(magic), b_.getFloatTy())),
+                         i32);
+    llvm::Value* sub = b_.CreateSub(sum, b_.getInt32(magic));
+    llvm::Value* odd = b_.CreateAnd(b_.CreateLShr(a, 20), b_.getInt32(1));
+    llvm::Value* normal = b_.CreateLShr(
+        b_.CreateAdd(
+            b_.CreateAdd(a, b_.getInt32((static_cast<uint32_t>(7 - 127) << 23) + 0x7ffffu)), odd),
+        20);
+    llvm::Value* r = b_.CreateSelect(
+        b_.CreateICmpUGE(a, b_.getInt32(0x43e80000u)), b_.getInt32(0x7f),
+        b_.CreateSelect(b_.CreateICmpULT(a, b_.getInt32(0x3c800000u)), sub, normal));
+    return b_.CreateTrunc(b_.CreateOr(b_.CreateAnd(r, b_.getInt32(0xff)), b_.CreateLShr(sign, 24)),
+                          b_.getInt8Ty());
+  }
+
+  // ir/quant.h's table quantizer: lut[index(x * inv)], 0 for a zero block.
+  llvm::Value* table_code(ir::Quant q, llvm::Value* x, llvm::Value* inv, llvm::Value* zero) {
+    auto* f32 = b_.getFloatTy();
+    auto cf = [&](double d) { return llvm::ConstantFP::get(f32, d); };
+    llvm::Value* y = b_.CreateFMul(x, inv);
+    y = b_.CreateSelect(b_.CreateFCmpOGE(y, cf(-1.0)),
+                        b_.CreateSelect(b_.CreateFCmpOGT(y, cf(1.0)), cf(1.0), y), cf(-1.0));
+    llvm::Value* u = b_.CreateFMul(b_.CreateFMul(b_.CreateFAdd(y, cf(1.0)), cf(0.5)), cf(65535.0));
+    llvm::Value* idx = b_.CreateFPToUI(b_.CreateFAdd(u, cf(0.5)), b_.getInt32Ty());
+    // The code is read as the low byte of a 32-bit load at its byte (the table has 3 bytes of
+    // padding): x86 gathers 32-bit lanes natively, where a byte gather is 16 scalar loads.
+    llvm::GlobalVariable* lut = quant_table(q, true);
+    llvm::Value* at = b_.CreateInBoundsGEP(lut->getValueType(), lut,
+                                           {b_.getInt64(0), b_.CreateZExt(idx, b_.getInt64Ty())});
+    llvm::Value* code = b_.CreateTrunc(
+        b_.CreateAlignedLoad(b_.getInt32Ty(), at, llvm::MaybeAlign(1)), b_.getInt8Ty());
+    return b_.CreateSelect(zero, b_.getInt8(0), code);
   }
 
   // A format's map (256 f32) or lookup table (65536 codes) as a constant of the module.

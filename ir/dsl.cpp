@@ -219,7 +219,7 @@ static std::string closest(std::string_view want, const Def& d) {
   return best.empty() ? "" : fmt::format(" (did you mean '{}'?)", best);
 }
 
-std::string state_format_names() { return "f32, bf16, f16, bf16_sr, q8, q8u, 8bit"; }
+std::string state_format_names() { return "f32, bf16, f16, bf16_sr, q8, q8u, 8bit, f8"; }
 
 Expected<StateFormats> parse_state_formats(std::string_view text) {
   auto format = [](std::string_view f) -> std::optional<StateFormat> {

@@ -1,7 +1,9 @@
 #include "ir/quant.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 
 namespace optjit::ir {
 
@@ -449,18 +451,53 @@ CompactLut make_compact(const std::array<uint8_t, kQuantLutSize>& lut) {
 const CompactLut kCompactSigned = make_compact(kLutSigned);
 const CompactLut kCompactUnsigned = make_compact(kLutUnsigned);
 
+// float8_e4m3fn: sign, 4 exponent bits (bias 7), 3 mantissa bits; no infinities; 0x7f and 0xff
+// are NaN; the largest finite value is 448.
+std::array<float, 256> make_e4m3() {
+  std::array<float, 256> v{};
+  for (int c = 0; c < 256; ++c) {
+    const int e = (c >> 3) & 15, m = c & 7;
+    float x = e == 0 ? std::ldexp(static_cast<float>(m), -9)
+                     : std::ldexp(1.0f + static_cast<float>(m) / 8.0f, e - 7);
+    if ((c & 127) == 127) x = std::numeric_limits<float>::quiet_NaN();
+    v[c] = (c & 128) ? -x : x;
+  }
+  return v;
+}
+const std::array<float, 256> kE4m3 = make_e4m3();
+
 const QuantInfo kTable[] = {
-    {"none", "not quantized", nullptr, nullptr, nullptr},
-    {"q8", "8-bit blockwise, bitsandbytes' signed dynamic map", &kDynamicSigned, &kLutSigned,
-     &kCompactSigned},
-    {"q8u", "8-bit blockwise, bitsandbytes' unsigned dynamic map (values >= 0)", &kDynamicUnsigned,
-     &kLutUnsigned, &kCompactUnsigned},
+    {"none", "not quantized", QuantKind::table, nullptr, nullptr, nullptr, 0, false},
+    {"q8", "8-bit blockwise, bitsandbytes' signed dynamic map", QuantKind::table, &kDynamicSigned,
+     &kLutSigned, &kCompactSigned, kQuantMinElements, false},
+    {"q8u", "8-bit blockwise, bitsandbytes' unsigned dynamic map (values >= 0)", QuantKind::table,
+     &kDynamicUnsigned, &kLutUnsigned, &kCompactUnsigned, kQuantMinElements, false},
+    {"f8", "fp8 e4m3 blockwise, torchao's AdamWFp8", QuantKind::fp8, &kE4m3, nullptr, nullptr,
+     kQuantMinElements, true},
 };
 
 }  // namespace
 
 const QuantInfo& info(Quant q) { return kTable[static_cast<size_t>(q)]; }
 std::string_view to_string(Quant q) { return info(q).name; }
+
+bool quantized_tensor(Quant q, int64_t numel) {
+  const QuantInfo& i = info(q);
+  return numel >= i.min_elements && (!i.whole_blocks || numel % kQuantBlock == 0);
+}
+
+uint8_t f8_code_exact(double y) {
+  if (!(std::fabs(y) < 464.0)) return std::signbit(y) && y == y ? 0xff : 0x7f;
+  // The nearest e4m3 value, ties to even (an even code has an even mantissa), by a search of
+  // the 127 non-negative finite values.
+  const double a = std::fabs(y);
+  int best = 0;
+  for (int c = 1; c < 127; ++c) {
+    const double d = std::fabs(a - kE4m3[c]), b = std::fabs(a - kE4m3[best]);
+    if (d < b || (d == b && (c & 1) == 0)) best = c;
+  }
+  return static_cast<uint8_t>(best | (std::signbit(y) ? 128 : 0));
+}
 
 std::optional<Quant> parse_quant(std::string_view s) {
   for (size_t i = 1; i < std::size(kTable); ++i)

@@ -30,6 +30,7 @@ enum class Quant : uint8_t {
   none,
   q8,   // bitsandbytes' signed dynamic map ("dynamic"): first moments, any sign
   q8u,  // its unsigned dynamic map ("udynamic"): second moments, never negative
+  f8,   // fp8 e4m3fn codes scaled so the block's absmax is 448, as torchao's AdamWFp8
 };
 
 inline constexpr int64_t kQuantBlock = 256;         // elements per scale
@@ -57,12 +58,24 @@ struct CompactLut {
   }
 };
 
+/// How a format turns a block into codes. Both dequantize as map[code] * scale.
+///  - table (bitsandbytes): scale = absmax; code = lut[index(x * (1 / absmax))], 0 when
+///    absmax is 0;
+///  - fp8 (torchao): scale = max(absmax, 1e-12) / 448; code = the e4m3fn bits of x / scale,
+///    rounded to nearest even (f8_code), so map is the e4m3fn values.
+enum class QuantKind : uint8_t { table, fp8 };
+
 struct QuantInfo {
   std::string_view name;
   std::string_view description;
-  const std::array<float, 256>* map;      // code -> value in [-1, 1]
-  const std::array<uint8_t, 65536>* lut;  // table index -> code
-  const CompactLut* compact;              // the same, small (the GPU kernels' form)
+  QuantKind kind;
+  const std::array<float, 256>* map;      // code -> value before scaling
+  const std::array<uint8_t, 65536>* lut;  // table: table index -> code
+  const CompactLut* compact;              // table: the same, small (the GPU kernels' form)
+  /// Which tensors are quantized (the others keep f32 state): bitsandbytes' min_8bit_size,
+  /// and torchao's, which also wants whole blocks.
+  int64_t min_elements;
+  bool whole_blocks;
 };
 const QuantInfo& info(Quant q);
 std::string_view to_string(Quant q);
@@ -72,8 +85,40 @@ std::optional<Quant> parse_quant(std::string_view s);
 inline constexpr double kQuantCodeBytes = 1.0;
 inline constexpr double kQuantScaleBytes = 4.0 / static_cast<double>(kQuantBlock);
 
-/// Whether a tensor of `numel` elements stores its quantized buffers quantized (else in f32).
-inline bool quantized_tensor(int64_t numel) { return numel >= kQuantMinElements; }
+/// Whether a tensor of `numel` elements stores its buffers of format q quantized (else in f32).
+/// The formats of one program share this rule (the verifier checks it).
+bool quantized_tensor(Quant q, int64_t numel);
+
+/// torch's float -> float8_e4m3fn conversion (round to nearest even; NaN at and above 464,
+/// where torch gives NaN too; the sign kept), as bits.
+inline uint8_t f8_code(float x) {
+  uint32_t bits;
+  static_assert(sizeof(bits) == sizeof(x));
+  __builtin_memcpy(&bits, &x, 4);
+  const uint32_t sign = bits & 0x80000000u;
+  bits ^= sign;
+  uint8_t r;
+  if (bits >= 0x43e80000u) {  // 464 and above, Inf and NaN
+    r = 0x7f;
+  } else if (bits < 0x3c800000u) {      // below 2^-6: a subnormal code, by a float add
+    const uint32_t magic = 141u << 23;  // 2^14: adds round x to a multiple of 2^-9
+    float f, m;
+    __builtin_memcpy(&f, &bits, 4);
+    __builtin_memcpy(&m, &magic, 4);
+    f += m;
+    uint32_t sum;
+    __builtin_memcpy(&sum, &f, 4);
+    r = static_cast<uint8_t>(sum - magic);
+  } else {
+    const uint32_t odd = (bits >> 20) & 1u;
+    bits += (static_cast<uint32_t>(7 - 127) << 23) + 0x7ffffu + odd;
+    r = static_cast<uint8_t>(bits >> 20);
+  }
+  return static_cast<uint8_t>(r | (sign >> 24));
+}
+
+/// A format's scale for a block whose largest |x| is `absmax` (NaN stays NaN).
+inline float quant_scale(Quant q, float absmax);
 inline int64_t quant_blocks(int64_t numel) { return (numel + kQuantBlock - 1) / kQuantBlock; }
 
 /// The lookup-table index of x already divided by its block's absmax (see the file comment).
@@ -85,12 +130,21 @@ inline uint16_t quant_lut_index(float y) {
   return static_cast<uint16_t>(u + 0.5f);
 }
 
-/// Quantizes n (at most kQuantBlock) values into codes and returns the block's absmax.
-/// A NaN makes the absmax NaN (bitsandbytes passes over it), so the whole block reads back as
-/// NaN and a NaN is never hidden in a code. `T` is float for the float32 backends' arithmetic
-/// and double for the reference, which computes y in double from the absmax as stored (f32).
+/// The e4m3fn code nearest to a double (the reference's f64 arithmetic), ties to even.
+uint8_t f8_code_exact(double y);
+
+inline float quant_scale(Quant q, float absmax) {
+  if (info(q).kind == QuantKind::fp8) return (absmax <= 1e-12f ? 1e-12f : absmax) / 448.0f;
+  return absmax;
+}
+
+/// Quantizes n (at most kQuantBlock) values into codes and returns the block's scale (its
+/// absmax for table formats). A NaN makes the absmax NaN (bitsandbytes passes over it), so the
+/// whole block reads back as NaN and a NaN is never hidden in a code. `T` is float for the float32
+/// backends' arithmetic and double for the reference, which computes y in double from the absmax as
+/// stored (f32).
 template <typename T>
-float quantize_block(Quant q, const T* x, int64_t n, uint8_t* codes) {
+float quantize_block(Quant q, const T* x, int64_t n, uint8_t* codes) {  // returns the scale
   T m = 0;
   bool nan = false;
   for (int64_t j = 0; j < n; ++j) {
@@ -99,6 +153,17 @@ float quantize_block(Quant q, const T* x, int64_t n, uint8_t* codes) {
     m = a > m ? a : m;
   }
   const float absmax = nan ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(m);
+  if (info(q).kind == QuantKind::fp8) {
+    const float scale = quant_scale(q, absmax);
+    for (int64_t j = 0; j < n; ++j) {
+      if constexpr (sizeof(T) == 4) {
+        codes[j] = f8_code(x[j] / scale);
+      } else {
+        codes[j] = f8_code_exact(x[j] / static_cast<double>(scale));
+      }
+    }
+    return scale;
+  }
   if (absmax == 0.0f) {
     for (int64_t j = 0; j < n; ++j) codes[j] = 0;
     return absmax;

@@ -139,6 +139,18 @@ Status verify(const Program& p) {
     if (b.init.hyper && *b.init.hyper >= p.hypers.size())
       return make_error("IR: buffer '{}' is initialised from an unknown hyperparameter", b.name);
   }
+  // The formats of one program quantize the same tensors (the kernels choose per tensor).
+  const QuantInfo* rule = nullptr;
+  for (const auto& b : p.buffers) {
+    if (b.quant == Quant::none) continue;
+    const QuantInfo& q = info(b.quant);
+    if (rule && (rule->min_elements != q.min_elements || rule->whole_blocks != q.whole_blocks))
+      return make_error(
+          "IR: quantized formats {} and {} quantize different tensors (bitsandbytes' and "
+          "torchao's rules); use one of them in a pipeline",
+          rule->name, q.name);
+    rule = &q;
+  }
   // A quantized state is followed by its per-block scales, and scales follow nothing else.
   for (size_t i = 0; i < p.buffers.size(); ++i) {
     const BufferDecl& b = p.buffers[i];

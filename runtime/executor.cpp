@@ -265,7 +265,7 @@ Status Executor::Impl::bind(OptimizerState& s) {
       const DeviceMemory d = ts.device[b];
       // A tensor too small to quantize has no scales: the kernels see a null pointer (an
       // offset of -1 on arena devices) and take the plain f32 path. Nothing is copied.
-      const bool no_scales = plan.buffers[b].per_block && !ir::quantized_tensor(ts.numel);
+      const bool no_scales = plan.buffers[b].per_block && !holds_codes(plan, b - 1, ts.numel);
       const bool in_place = no_scales || (arenas_dev ? common[b] : (d || desc.host_memory));
       const Where w = in_place ? Where::in_place : Where::arena;
       const size_t i = t * B + b;

@@ -176,15 +176,16 @@ Expected<OptimizerState> init_state(const plan::Plan& plan, const std::vector<Ho
 }
 
 bool holds_codes(const plan::Plan& plan, size_t b, int64_t numel) {
-  return plan.buffers[b].quant != ir::Quant::none && ir::quantized_tensor(numel);
+  return plan.buffers[b].quant != ir::Quant::none &&
+         ir::quantized_tensor(plan.buffers[b].quant, numel);
 }
 
 size_t buffer_bytes(const plan::Plan& plan, size_t b, int64_t numel) {
   const ir::BufferDecl& d = plan.buffers[b];
   const auto n = static_cast<size_t>(numel);
   if (d.per_block)
-    return ir::quantized_tensor(numel) ? static_cast<size_t>(ir::quant_blocks(numel)) * 4 : 0;
-  if (d.quant != ir::Quant::none && ir::quantized_tensor(numel)) return n;
+    return holds_codes(plan, b - 1, numel) ? static_cast<size_t>(ir::quant_blocks(numel)) * 4 : 0;
+  if (holds_codes(plan, b, numel)) return n;
   return n * size_bytes(d.storage);
 }
 
@@ -238,7 +239,7 @@ TensorFile export_state(const plan::Plan& plan, const OptimizerState& s) {
       // Quantized state: its codes (u8, the parameter's shape) and its scales (f32, one per
       // block); a tensor too small to quantize has neither, only its f32 values.
       if (decl.per_block) {
-        if (ir::quantized_tensor(t.numel))
+        if (holds_codes(plan, b - 1, t.numel))
           f.tensors.push_back({name,
                                DType::f32,
                                {ir::quant_blocks(t.numel)},

@@ -85,7 +85,7 @@ struct OptimizerState {
 
 /// Bytes buffer b of a tensor of `numel` elements takes: numel elements of its storage, or for a
 /// quantized buffer one code per element and one f32 scale per block in the buffer after it;
-/// tensors under ir::kQuantMinElements keep quantized state in f32 and no scales.
+/// tensors a format does not quantize (ir::quantized_tensor) keep it in f32 and no scales.
 size_t buffer_bytes(const plan::Plan& plan, size_t b, int64_t numel);
 /// Whether buffer b of a tensor of `numel` elements holds codes (else values in its storage).
 bool holds_codes(const plan::Plan& plan, size_t b, int64_t numel);

@@ -65,6 +65,32 @@ TEST(Quant, BlocksRoundTripWithinTheirCodeSpacingAndKeepNaNVisible) {
   EXPECT_TRUE(std::isnan(ir::dequantize(Quant::q8, codes[0], nan_absmax)));
 }
 
+// torch's float -> float8_e4m3fn conversion, against the exact rounding of the same value.
+TEST(Quant, Fp8CodesRoundToNearestEvenLikeTorch) {
+  const auto& map = *ir::info(Quant::f8).map;
+  EXPECT_EQ(map[0x7e], 448.0f);
+  EXPECT_EQ(map[0x01], std::ldexp(1.0f, -9));  // the smallest subnormal
+  EXPECT_TRUE(std::isnan(map[0x7f]) && std::isnan(map[0xff]));
+  for (float x : {0.0f, -0.0f, 1.0f, -1.0f, 448.0f, 463.9f, 0.001f, 1.0625f, 1.1875f, 3e-3f, -17.3f,
+                  240.0f, 0.0009765625f}) {
+    const uint8_t c = ir::f8_code(x);
+    EXPECT_EQ(c, ir::f8_code_exact(x)) << x;
+    EXPECT_EQ(std::signbit(map[c]), std::signbit(x)) << x;
+  }
+  EXPECT_EQ(ir::f8_code(464.0f), 0x7f);  // torch: NaN from 464 up
+  EXPECT_EQ(ir::f8_code(-1e9f), 0xff);
+  EXPECT_EQ(ir::f8_code(std::numeric_limits<float>::quiet_NaN()) & 0x7f, 0x7f);
+  EXPECT_EQ(ir::f8_code(1.0625f), ir::f8_code(1.0f));   // a tie goes to the even mantissa
+  EXPECT_EQ(ir::f8_code(1.1875f), ir::f8_code(1.25f));  // and up to the next even one
+  // Every f32 from 2^-12 to 464 in steps of 1/4096 of each binade: same as the exact rounding.
+  for (int e = -12; e < 9; ++e)
+    for (int k = 0; k < 4096; ++k) {
+      const float x = std::ldexp(1.0f + static_cast<float>(k) / 4096, e);
+      if (x >= 464.0f) break;
+      ASSERT_EQ(ir::f8_code(x), ir::f8_code_exact(x)) << x;
+    }
+}
+
 TEST(Quant, QuantizedBuffersRoundTripThroughTheIrTextAndAreVerified) {
   auto plan = compile_pipeline(R"(adamw(lr=1e-3, state_format="8bit"))");
   ASSERT_TRUE(plan) << plan.error().message;
@@ -102,13 +128,18 @@ store "param", %0
   EXPECT_NE(bad.error().message.find("must be f32 and follow a quantized buffer"),
             std::string::npos)
       << bad.error().message;
+  auto mixed = compile_pipeline(R"(adam(state_format="exp_avg:q8,exp_avg_sq:f8"))");
+  ASSERT_FALSE(mixed);
+  EXPECT_NE(mixed.error().message.find("quantized formats q8 and f8 quantize different tensors"),
+            std::string::npos)
+      << mixed.error().message;
   auto unknown = ir::parse_ir(R"(optjit-ir 1
 buffer "param" f32 param
 buffer "grad" f32 grad
 buffer "s" f32 state init 0 quant q4
 )");
   ASSERT_FALSE(unknown);
-  EXPECT_NE(unknown.error().message.find("unknown quantized format 'q4' (q8, q8u)"),
+  EXPECT_NE(unknown.error().message.find("unknown quantized format 'q4' (q8, q8u, f8)"),
             std::string::npos)
       << unknown.error().message;
 }
@@ -165,6 +196,7 @@ const char* kPipelines[] = {
     R"(lamb(lr=1e-2, state_format="8bit"))",
     R"(sgd(lr=1e-2, momentum=0.9, state_format="q8"))",
     R"(adam(lr=1e-2, state_format="exp_avg:q8,exp_avg_sq:bf16"))",
+    R"(chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2, weight_decay=0.1, state_format="f8")))",
 };
 
 Model run(const char* pipeline, OptimizerOptions options, int steps) {
@@ -314,7 +346,8 @@ TEST(Quant, CudaKernelsCompileWithoutSpills) {
       o.device_step = device_step;
       auto src = codegen::emit_c(*plan, o);
       ASSERT_TRUE(src) << src.error().message;
-      EXPECT_NE(src->find("optjit_quantize_q8"), std::string::npos);
+      EXPECT_TRUE(src->find("optjit_quantize_q8") != std::string::npos ||
+                  src->find("optjit_f8_code") != std::string::npos);
       for (const char* arch : {"sm_80", "sm_90"}) {
         auto cubin = codegen::compile_cubin(*src, arch);
         ASSERT_TRUE(cubin) << pipeline << " " << arch << ": " << cubin.error().message;
