@@ -260,3 +260,75 @@ def test_8bit_state_is_within_one_quantization_step_of_torchaos_adamw8bit():
             # One code step, or the table's cell (2 / 65535) where the map is denser than it.
             bound = torch.maximum(step, torch.tensor(2 / 65535)) * scale * 1.0001
             assert ((ours - theirs).abs() <= bound).all(), (name, int(((ours - theirs).abs() > bound).sum()))
+
+
+def test_f8_codes_are_torchaos_quantize_fp8_bit_for_bit():
+    """state_format="f8" quantizes as torchao's OptimStateFp8: per block of 256, scale =
+    max(absmax, 1e-12) / 448 and codes = (x / scale).to(float8_e4m3fn), bit for bit, on the
+    cpu backend, over magnitudes from 1e-12 to 1e4 and a block of zeros."""
+    from torchao.optim.subclass_fp8 import quantize_fp8
+    g = torch.Generator().manual_seed(5)
+    n = 256 * 40
+    x = torch.randn(n, generator=g) ** 3 * torch.logspace(-12, 4, n)
+    x[256:512] = 0
+    w = torch.nn.Parameter(torch.zeros(n))
+    opt = ot.Optimizer([w], KEEP.replace('"s:q8,u:q8u"', '"s:f8,u:f8"'), backend="cpu")
+    w.grad = x.clone()
+    opt.step()
+    st = opt.state[w]
+    for name, values in (("s", x), ("u", x * x)):
+        codes, scale = quantize_fp8(values, 256)
+        assert torch.equal(st[name], codes.view(torch.uint8)), (name, int((st[name] != codes.view(torch.uint8)).sum()))
+        assert torch.equal(st[name + ".absmax"], scale), name
+
+
+def test_f8_state_is_within_one_quantization_step_of_torchaos_adamwfp8():
+    """torchao's AdamWFp8 and optjit.torch.AdamW(state_format="f8"): from the same state (its
+    codes and scales loaded into optjit), one step of each gives states within one e4m3 step of
+    each other, element by element (torchao updates both moments with lerp, torch's AdamW the
+    second with mul and addcmul), and the same parameters to f32 rounding; 20 steps from
+    scratch stay less than lr apart."""
+    import torchao.optim as tao
+    kw = dict(lr=1e-2, weight_decay=0.1)
+    shapes = [(64, 256), (8192,)]
+    g = torch.Generator().manual_seed(0)
+    start = [torch.randn(s, generator=g) for s in shapes]
+    grads = [[torch.randn(s, generator=g) * 0.1 for s in shapes] for _ in range(21)]
+    pt = [torch.nn.Parameter(t.clone()) for t in start]
+    po = [torch.nn.Parameter(t.clone()) for t in start]
+    ot_ = tao.AdamWFp8(pt, **kw)
+    oo = ot.AdamW(po, state_format="f8", **kw)
+    for k in range(20):
+        for p, q, gr in zip(pt, po, grads[k]):
+            p.grad, q.grad = gr.clone(), gr.clone()
+        ot_.step()
+        oo.step()
+    for p, q in zip(pt, po):
+        assert (p - q).abs().max().item() <= kw["lr"]
+    sd = oo.state_dict()
+    for i, p in enumerate(pt):
+        for name in ("exp_avg", "exp_avg_sq"):
+            st = ot_.state[p][name]
+            sd["state"][i][name] = st.codes.view(torch.uint8).clone()
+            sd["state"][i][name + ".absmax"] = st.scale.clone()
+    q2 = [torch.nn.Parameter(p.detach().clone()) for p in pt]
+    o2 = ot.AdamW(q2, state_format="f8", **kw)
+    o2.load_state_dict(sd)
+    for p, q, gr in zip(pt, q2, grads[20]):
+        p.grad, q.grad = gr.clone(), gr.clone()
+    ot_.step()
+    o2.step()
+    fmap = torch.tensor(optjit._optjit.quant_map("f8"))
+    for p, q in zip(pt, q2):
+        assert torch.allclose(p, q, rtol=1e-5, atol=1e-6), (p - q).abs().max().item()
+        for name in ("exp_avg", "exp_avg_sq"):
+            st = ot_.state[p][name]
+            c = st.codes.view(torch.uint8).flatten().long()
+            theirs = _dequantized(fmap, st.codes.view(torch.uint8), st.scale)
+            ours = _dequantized(fmap, o2.state[q][name], o2.state[q][name + ".absmax"])
+            scale = torch.maximum(st.scale, o2.state[q][name + ".absmax"]).repeat_interleave(256)
+            mag = c & 127
+            step = torch.maximum(fmap[(mag + 1).clamp(max=126)] - fmap[mag],
+                                 fmap[mag] - fmap[(mag - 1).clamp(min=0)])  # e4m3 steps
+            bound = step * scale * 1.0001
+            assert ((ours - theirs).abs() <= bound).all(), (name, int(((ours - theirs).abs() > bound).sum()))

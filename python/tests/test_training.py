@@ -24,11 +24,16 @@ def test_training_curves_agree_with_torch(task):
     assert worst <= 0.01
 
 
-@pytest.mark.parametrize("state_format", ["bf16", "bf16_sr", "8bit"])
-@pytest.mark.parametrize("task", ["char_task", "digits_task"])
+# fp8 state on the digits MLP is 24% worse than fp32 state, and so is torchao's own AdamWFp8
+# (e4m3 keeps 2^-9 / 448 of a block's largest second moment; smaller ones vanish): that pair is
+# checked against torchao below, not against fp32.
+@pytest.mark.parametrize("task,state_format",
+                         [(t, f) for t in ("char_task", "digits_task")
+                          for f in ("bf16", "bf16_sr", "8bit", "f8")
+                          if (t, f) != ("digits_task", "f8")])
 def test_bf16_state_trains_as_well_as_fp32_state(task, state_format):
     """AdamW with its state stored in bf16 (rounded to nearest, or stochastically) or in 8 bits
-    per element (bitsandbytes' blockwise dynamic quantization): the final
+    per element (bitsandbytes' blockwise dynamic quantization, torchao's blockwise fp8): the final
     logged loss is within 2% of torch's AdamW with fp32 state on the same run."""
     torch.set_num_threads(2)
     make, batches, loss_fn = getattr(training, task)(100)
@@ -36,3 +41,28 @@ def test_bf16_state_trains_as_well_as_fp32_state(task, state_format):
     ours, _ = training.train(make, batches, loss_fn, True, 10, state_format=state_format)
     assert ours[-1][1] < 0.8 * ours[0][1]  # it trains
     assert abs(ours[-1][1] - ref[-1][1]) <= 0.02 * ref[-1][1], (ref[-1], ours[-1])
+
+
+def test_f8_state_trains_as_torchaos_adamwfp8_does():
+    """The digits MLP with state_format="f8" (clip fused) and with torchao's AdamWFp8 after
+    clip_grad_norm_: the final logged losses within 2% of each other."""
+    import torchao.optim as tao
+    torch.set_num_threads(2)
+    make, batches, loss_fn = training.digits_task(100)
+    ours, _ = training.train(make, batches, loss_fn, True, 10, state_format="f8")
+    torch.manual_seed(0)
+    model = make()
+    opt = tao.AdamWFp8(model.parameters(), lr=3e-3, weight_decay=0.01)
+    window, theirs = [], []
+    for k, (xb, yb) in enumerate(batches()):
+        loss = loss_fn(model, xb, yb)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        window.append(loss.item())
+        if (k + 1) % 10 == 0:
+            theirs.append(sum(window) / len(window))
+            window = []
+    assert ours[-1][1] < 0.8 * ours[0][1]  # it trains
+    assert abs(ours[-1][1] - theirs[-1]) <= 0.02 * theirs[-1], (ours[-1], theirs[-1])
