@@ -15,6 +15,7 @@
 #include "ir/stochastic_round.h"
 
 #include <array>
+#include <cmath>
 
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
@@ -351,12 +352,38 @@ class PassEmitter {
         b_.CreateLoad(b_.getInt8Ty(), b_.CreateInBoundsGEP(b_.getInt8Ty(), codes_.at(buf), i),
                       plan_.buffers[buf].name + ".code");
     tag(code, buf);
-    llvm::GlobalVariable* map = quant_table(quant(buf), false);
-    llvm::Value* m =
-        b_.CreateLoad(b_.getFloatTy(),
-                      b_.CreateInBoundsGEP(map->getValueType(), map,
-                                           {b_.getInt64(0), b_.CreateZExt(code, b_.getInt64Ty())}));
+    llvm::Value* m;
+    if (ir::info(quant(buf)).kind == ir::QuantKind::fp8) {
+      m = f8_value(code);  // the map's value, computed: no gather
+    } else {
+      llvm::GlobalVariable* map = quant_table(quant(buf), false);
+      m = b_.CreateLoad(
+          b_.getFloatTy(),
+          b_.CreateInBoundsGEP(map->getValueType(), map,
+                               {b_.getInt64(0), b_.CreateZExt(code, b_.getInt64Ty())}));
+    }
     return convert(b_.CreateFMul(m, scale_.at(buf)), DType::f32, want);
+  }
+
+  // The e4m3fn value of a code (ir/quant.cpp's table, computed): normal codes by their bits,
+  // subnormal ones as m * 2^-9, 0x7f and 0xff NaN.
+  llvm::Value* f8_value(llvm::Value* code) {
+    auto* i32 = b_.getInt32Ty();
+    auto* f32 = b_.getFloatTy();
+    llvm::Value* c = b_.CreateZExt(code, i32);
+    llvm::Value* sign = b_.CreateShl(b_.CreateAnd(c, b_.getInt32(0x80)), 24);
+    llvm::Value* e = b_.CreateAnd(b_.CreateLShr(c, 3), b_.getInt32(15));
+    llvm::Value* m = b_.CreateAnd(c, b_.getInt32(7));
+    llvm::Value* normal =
+        b_.CreateOr(b_.CreateOr(sign, b_.CreateShl(b_.CreateAdd(e, b_.getInt32(120)), 23)),
+                    b_.CreateShl(m, 20));
+    llvm::Value* sub = b_.CreateOr(
+        sign, b_.CreateBitCast(b_.CreateFMul(b_.CreateUIToFP(m, f32),
+                                             llvm::ConstantFP::get(f32, std::ldexp(1.0, -9))),
+                               i32));
+    llvm::Value* bits = b_.CreateSelect(b_.CreateICmpEQ(e, b_.getInt32(0)), sub, normal);
+    llvm::Value* nan = b_.CreateICmpEQ(b_.CreateAnd(c, b_.getInt32(0x7f)), b_.getInt32(0x7f));
+    return b_.CreateSelect(nan, llvm::ConstantFP::getNaN(f32), b_.CreateBitCast(bits, f32));
   }
 
   // The block's scale, then each staged value's code: lut[index(x / absmax)] (ir/quant.h).
