@@ -129,11 +129,15 @@ class _Engine:
                 shape = p.shape if n == p.numel() else torch.Size([n])
                 if (isinstance(t, torch.Tensor) and t.is_floating_point() and want == torch.uint8
                         and t.shape == p.shape):
-                    raise ValueError(
-                        f"state '{name}' of a parameter of shape {tuple(p.shape)} is "
-                        f"{t.dtype} in the checkpoint, but this optimizer keeps it as 8-bit "
-                        "codes with per-block scales; load a checkpoint of the same "
-                        "state_format (converting values into codes is not built yet)")
+                    # Values (a checkpoint of torch's optimizer, or of f32 state) into 8-bit
+                    # state: quantized here as the cpu backend would store them.
+                    codes, scales = _optjit.quantize(
+                        self.engine.state_quant(name),
+                        t.detach().to(device="cpu", dtype=torch.float32).contiguous().flatten())
+                    t = torch.frombuffer(bytearray(codes), dtype=torch.uint8).view(p.shape)
+                    st[name] = t = t.to(p.device)
+                    st[name + ".absmax"] = torch.frombuffer(
+                        bytearray(scales), dtype=torch.float32).to(p.device)
                 if (isinstance(t, torch.Tensor) and t.shape == shape and t.device == p.device
                         and t.is_floating_point() and (t.dtype != want or not t.is_contiguous())):
                     # A checkpoint's values in another format (torch's load_state_dict casts

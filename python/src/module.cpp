@@ -11,6 +11,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <cstring>
 #include <stdexcept>
 
 #include "api/optimizer.h"
@@ -241,6 +242,26 @@ NB_MODULE(_optjit, m) {
         return std::vector<float>(map.begin(), map.end());
       },
       nb::arg("name"), "the 256 values a quantized format's codes stand for (before scaling)");
+  m.def(
+      "quantize",
+      [](const std::string& name, nb::ndarray<const float, nb::c_contig, nb::device::cpu> values) {
+        auto q = ir::parse_quant(name);
+        if (!q) throw Error(fmt::format("unknown quantized format '{}' (q8, q8u, f8)", name));
+        const auto n = static_cast<int64_t>(values.size());
+        std::string codes(static_cast<size_t>(n), '\0');
+        std::string scales(static_cast<size_t>(ir::quant_blocks(n)) * 4, '\0');
+        for (int64_t e0 = 0, k = 0; e0 < n; e0 += ir::kQuantBlock, ++k) {
+          const float s =
+              ir::quantize_block(*q, values.data() + e0, std::min(ir::kQuantBlock, n - e0),
+                                 reinterpret_cast<uint8_t*>(codes.data() + e0));
+          std::memcpy(scales.data() + 4 * k, &s, 4);
+        }
+        return std::make_pair(nb::bytes(codes.data(), codes.size()),
+                              nb::bytes(scales.data(), scales.size()));
+      },
+      nb::arg("name"), nb::arg("values"),
+      "float32 values as a quantized state: (codes, per-block scales), as the cpu backend "
+      "stores them");
   auto error = nb::exception<Error>(m, "Error", PyExc_RuntimeError);
   // optjit.InvalidValue(Error, ValueError): nanobind's exception<> takes one base.
   PyObject* bases = PyTuple_Pack(2, error.ptr(), PyExc_ValueError);
@@ -292,6 +313,14 @@ NB_MODULE(_optjit, m) {
             return std::string(to_string(take(e.opt().state_storage(param, name))));
           },
           nb::arg("param"), nb::arg("name"))
+      .def(
+          "state_quant",
+          [](const Engine& e, const std::string& name) {
+            const auto& plan = e.opt().plan();
+            auto b = plan.program.find_buffer(name);
+            return b ? std::string(ir::to_string(plan.buffers[*b].quant)) : std::string("none");
+          },
+          nb::arg("name"))
       .def(
           "state_elements",
           [](const Engine& e, size_t param, const std::string& name) {

@@ -170,22 +170,52 @@ def test_8bit_state_dict_round_trip_continues_identically():
         assert torch.equal(opt.state[ps[0]][mine], opt2.state[copies[0]][mine])
 
 
-def test_8bit_state_takes_a_quarter_of_the_memory_and_says_what_it_cannot_load():
+def test_8bit_state_takes_a_quarter_of_the_memory_and_loads_torchs_checkpoints():
+    """8 -> 2.03 bytes of AdamW state per parameter. A checkpoint of torch.optim.AdamW (f32
+    moments) loads into 8-bit state, quantized as the cpu backend stores state (bitsandbytes'
+    quantize_blockwise of torch's moments, bit for bit); the next step equals torch's AdamW
+    from the dequantized moments."""
     w = torch.nn.Parameter(torch.randn(256 * 64))
     opt = ot.AdamW([w], state_format="8bit")
     w.grad = torch.randn_like(w)
     opt.step()
     nbytes = sum(t.numel() * t.element_size() for k, t in opt.state[w].items() if k != "step")
-    assert nbytes == 2 * (w.numel() + 4 * 64)  # 8 -> 2.03 bytes of state per parameter
-    # A float checkpoint (torch's AdamW) into 8-bit state is refused with the reason.
-    ref = torch.optim.AdamW([torch.nn.Parameter(w.detach().clone())])
-    ref.param_groups[0]["params"][0].grad = torch.randn_like(w)
-    ref.step()
-    fresh = ot.AdamW([torch.nn.Parameter(w.detach().clone())], state_format="8bit")
-    fresh.load_state_dict(ref.state_dict())
-    fresh.param_groups[0]["params"][0].grad = torch.randn_like(w)
-    with pytest.raises(ValueError, match="keeps it as 8-bit codes with per-block scales"):
-        fresh.step()
+    assert nbytes == 2 * (w.numel() + 4 * 64)
+    ref_w = torch.nn.Parameter(w.detach().clone())
+    ref = torch.optim.AdamW([ref_w], lr=1e-2)
+    for _ in range(3):
+        ref_w.grad = torch.randn_like(w)
+        ref.step()
+    mine = torch.nn.Parameter(ref_w.detach().clone())
+    fresh = ot.AdamW([mine], lr=1e-2, state_format="8bit")
+    saved = copy.deepcopy(ref.state_dict())
+    fresh.load_state_dict(saved)
+    # What the load stores: bitsandbytes' quantization of torch's moments, bit for bit.
+    deq = {}
+    for name, signed in (("exp_avg", True), ("exp_avg_sq", False)):
+        m = saved["state"][0][name]
+        codes, scales = optjit._optjit.quantize("q8" if signed else "q8u", m.float().contiguous())
+        codes = torch.frombuffer(bytearray(codes), dtype=torch.uint8)
+        scales = torch.frombuffer(bytearray(scales), dtype=torch.float32)
+        want, want_absmax = torch.ops.bitsandbytes.quantize_blockwise(
+            m, F.create_dynamic_map(signed=signed), 256)
+        assert torch.equal(codes, want) and torch.equal(scales, want_absmax), name
+        deq[name] = _dequantized(F.create_dynamic_map(signed=signed), codes, scales)
+    # torch's AdamW from those dequantized moments, and ours from the loaded checkpoint: one
+    # step lands on the same parameters (to f32 rounding).
+    ref2_w = torch.nn.Parameter(ref_w.detach().clone())
+    ref2 = torch.optim.AdamW([ref2_w], lr=1e-2)
+    sd2 = copy.deepcopy(saved)
+    sd2["state"][0]["exp_avg"] = deq["exp_avg"].view(w.shape)
+    sd2["state"][0]["exp_avg_sq"] = deq["exp_avg_sq"].view(w.shape)
+    ref2.load_state_dict(sd2)
+    g = torch.randn_like(w)
+    mine.grad, ref2_w.grad = g.clone(), g.clone()
+    fresh.step()
+    ref2.step()
+    assert torch.allclose(mine, ref2_w, rtol=1e-6, atol=1e-6), (mine - ref2_w).abs().max().item()
+    st = fresh.state[mine]
+    assert st["exp_avg"].dtype == torch.uint8 and st["exp_avg.absmax"].shape == (64,)
 
 
 def test_8bit_state_on_opencl_steps_as_the_cpu_and_checkpoints_are_current():
