@@ -362,3 +362,31 @@ def test_f8_state_is_within_one_quantization_step_of_torchaos_adamwfp8():
                                  fmap[mag] - fmap[(mag - 1).clamp(min=0)])  # e4m3 steps
             bound = step * scale * 1.0001
             assert ((ours - theirs).abs() <= bound).all(), (name, int(((ours - theirs).abs() > bound).sum()))
+
+
+def test_8bit_state_with_parameters_of_several_dtypes():
+    """bf16, f32 and f16 parameters in one optimizer with 8-bit state (one program per dtype,
+    one step, the clip over all): codes for the large ones, f32 state for the small one, and
+    the cpu backend close to the f64 reference with the same quantizer: within 4 ulps of each
+    dtype but for at most 1% of elements (a code f64 puts in the neighbouring table cell), and
+    none more than its 3 steps of lr apart."""
+    def make(backend):
+        g = torch.Generator().manual_seed(2)
+        ps = [torch.nn.Parameter(torch.randn(64, 128, generator=g).to(torch.bfloat16)),
+              torch.nn.Parameter(torch.randn(8192, generator=g)),
+              torch.nn.Parameter(torch.randn(100, generator=g).to(torch.float16))]
+        opt = ot.AdamW(ps, lr=1e-2, state_format="8bit", max_grad_norm=1.0, backend=backend)
+        for k in range(3):
+            gg = torch.Generator().manual_seed(50 + k)
+            for p in ps:
+                p.grad = torch.randn(p.shape, generator=gg).to(p.dtype)
+            opt.step()
+        return ps, opt
+    ps, opt = make("cpu")
+    ref, _ = make("reference")
+    assert [opt.state[p]["exp_avg"].dtype for p in ps] == [torch.uint8, torch.uint8, torch.float32]
+    for p, r in zip(ps, ref):
+        ulp = torch.finfo(p.dtype).eps * r.detach().double().abs().clamp_min(1.0)
+        diff = (p.double() - r.double()).abs()
+        assert (diff > 4 * ulp).double().mean().item() <= 0.01, p.dtype
+        assert diff.max().item() <= 3 * 1e-2, p.dtype
