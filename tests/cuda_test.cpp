@@ -186,5 +186,47 @@ TEST(CudaGraph, FollowsTheHostsHyperparametersAndRestoredCheckpoints) {
   });
 }
 
+// Block-quantized state (8-bit as bitsandbytes, fp8 as torchao) on the GPU: the same codes,
+// scales and parameters as the CPU backend, bit for bit, host-driven, as a device step and as
+// a graph (quant_test checks the CPU against the reference and OpenCL against the CPU).
+TEST(Cuda, QuantizedStateStepsTheCpusBits) {
+  auto fill = [](std::vector<float>& v, float k, int step) {
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = std::sin(k * static_cast<float>(i) + static_cast<float>(step)) *
+             std::exp(-0.001f * static_cast<float>(i % 3000));
+  };
+  for (
+      const char* pipeline :
+      {R"(chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2, weight_decay=0.1, state_format="8bit")))",
+       R"(chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2, weight_decay=0.1, state_format="f8")))",
+       R"(lamb(lr=1e-2, state_format="8bit"))"}) {
+    auto run = [&](OptimizerOptions o) {
+      std::vector<float> a(64 * 100), b(5000), c(300), ga(a.size()), gb(b.size()), gc(c.size());
+      fill(a, 0.01f, 0), fill(b, 0.02f, 0), fill(c, 0.05f, 0);
+      auto opt = Optimizer::create(pipeline,
+                                   {{"a", a.data(), DType::f32, {64, 100}},
+                                    {"b", b.data(), DType::f32, {5000}},
+                                    {"c", c.data(), DType::f32, {300}}},
+                                   o);
+      EXPECT_TRUE(opt) << opt.error().message;
+      for (int s = 0; opt && s < 5; ++s) {
+        fill(ga, 0.13f, s), fill(gb, 0.07f, s), fill(gc, 0.3f, s);
+        EXPECT_TRUE((*opt)->step({ga.data(), gb.data(), gc.data()}));
+      }
+      a.insert(a.end(), b.begin(), b.end());
+      a.insert(a.end(), c.begin(), c.end());
+      return a;
+    };
+    const std::vector<float> want = run({});
+    for (int mode = 0; mode < 3; ++mode) {
+      OptimizerOptions o;
+      o.backend = Backend::cuda;
+      o.device_step = mode > 0;
+      o.cuda_graph = mode == 2;
+      EXPECT_EQ(run(o), want) << pipeline << " mode " << mode;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace optjit
