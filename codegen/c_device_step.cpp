@@ -144,6 +144,7 @@ class StepWriter {
             return fmt::format("(isfinite({0}) ? trunc({0}) : 0.0)", a(0));
           case DType::b1:
           case DType::u8:  // never a value type
+          case DType::u16:
             return flag(a(0) + " != 0.0");
         }
         break;

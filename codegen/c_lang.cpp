@@ -29,6 +29,7 @@ const char* vec_tag(DType t) {
       return "f32";
     case DType::f16:
     case DType::bf16:
+    case DType::u16:
       return "u16";
     case DType::i64:
       return "i64";
@@ -47,6 +48,7 @@ std::string small_storage(DType t, const char* u16, const char* u8, const char* 
       return "float";
     case DType::f16:
     case DType::bf16:
+    case DType::u16:
       return u16;
     case DType::i64:
       return i64;
@@ -274,6 +276,13 @@ std::string float_math(const Lang& L, ir::Op op, DType t, const std::vector<std:
       return fn("floor");
     case Op::Cos:
       return fn("cos");
+    case Op::Hi16:  // f32 only (the verifier checks)
+      return fmt::format("OPTJIT_BITS_F32(OPTJIT_F32_BITS({}) & 0xffff0000u)", a[0]);
+    case Op::Lo16:
+      return fmt::format("(float)(OPTJIT_F32_BITS({}) & 0xffffu)", a[0]);
+    case Op::Join16:
+      return fmt::format("OPTJIT_BITS_F32((OPTJIT_F32_BITS({}) & 0xffff0000u) | ({}){})", a[0],
+                         L.u32(), a[1]);
     case Op::Pow:
       return fmt::format("{}({}, {})", L.math("pow", t), a[0], a[1]);
     case Op::Add:

@@ -569,6 +569,7 @@ class PassEmitter {
         return b_.getFloatTy();
       case DType::f16:
       case DType::bf16:
+      case DType::u16:
         return b_.getInt16Ty();
       case DType::i64:
         return b_.getInt64Ty();
@@ -629,6 +630,9 @@ class PassEmitter {
     } else if (st == DType::bf16) {
       x = b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(x, b_.getInt32Ty()), 16), b_.getFloatTy());
       have = DType::f32;
+    } else if (st == DType::u16) {
+      x = b_.CreateUIToFP(x, b_.getFloatTy());
+      have = DType::f32;
     }
     return convert(x, have, want);
   }
@@ -649,6 +653,8 @@ class PassEmitter {
       llvm::Value* quiet = b_.CreateOr(b_.CreateLShr(bits, 16), b_.getInt32(0x40));
       llvm::Value* nan = b_.CreateFCmpUNO(f, f);
       x = b_.CreateTrunc(b_.CreateSelect(nan, quiet, rounded), b_.getInt16Ty());
+    } else if (st == DType::u16) {  // an integer 0..65535 (the low half of an f32 master)
+      x = b_.CreateFPToUI(convert(x, have, DType::f32), b_.getInt16Ty());
     } else {
       x = convert(x, have, st);
     }
@@ -765,6 +771,17 @@ class PassEmitter {
         return call(llvm::Intrinsic::floor, {arg(0)});
       case Op::Cos:
         return call(llvm::Intrinsic::cos, {arg(0)});
+      case Op::Hi16:
+      case Op::Lo16:
+      case Op::Join16: {  // f32 bit patterns (the verifier checks the type)
+        auto* i32 = b_.getInt32Ty();
+        llvm::Value* bits = b_.CreateBitCast(arg(0), i32);
+        if (in.op == Op::Lo16) return b_.CreateUIToFP(b_.CreateAnd(bits, b_.getInt32(0xffff)), t);
+        bits = b_.CreateAnd(bits, b_.getInt32(0xffff0000u));
+        if (in.op == Op::Join16)
+          bits = b_.CreateOr(bits, b_.CreateAnd(b_.CreateFPToUI(arg(1), i32), b_.getInt32(0xffff)));
+        return b_.CreateBitCast(bits, t);
+      }
       case Op::Add:
         return b_.CreateFAdd(arg(0), arg(1));
       case Op::Sub:

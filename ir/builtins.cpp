@@ -493,8 +493,10 @@ std::vector<DefPtr> make_builtins() {
       transform("master_weights",
                 "an exact f32 master copy of the parameters as state ('master'): the transforms "
                 "after it update the master, and the parameters (bf16, f16) are stored rounded "
-                "from it",
-                {}, {}, [](Ctx& c) { c.use_master_weights(); }),
+                "from it. low16=true (bf16 parameters, as Transformer Engine): only the master's "
+                "16 low bits as state ('master_lo', 2 bytes), the parameters its high half",
+                {}, {flag("low16", "keep the master's low 16 bits beside bf16 parameters")},
+                [](Ctx& c) { c.use_master_weights(c.flag("low16")); }),
       transform("grad_scaler", "torch.amp.GradScaler: unscale, skip the step on Inf/NaN",
                 {num("scale", 65536.0, "the loss scale the gradients carry")}, {}, grad_scaler),
       schedule("step_lr", "torch.optim.lr_scheduler.StepLR",

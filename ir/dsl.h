@@ -232,7 +232,7 @@ class Ctx {
   /// From here on the parameters are an exact f32 master copy kept as state ("master"),
   /// taken from the parameters where it has no value yet (its first step, or a checkpoint
   /// without it); the parameters are stored rounded from it at the end of the step.
-  void use_master_weights();
+  void use_master_weights(bool low16 = false);
 
   /// This transform's hyperparameter (element k of a tuple), resolving schedules.
   Value hyper(std::string_view name, size_t k = 0);
@@ -289,6 +289,7 @@ class Ctx {
   std::set<std::string> stochastic_;     // state keys stored in bf16_sr
   std::optional<DType> forced_storage_;  // the next state's storage, whatever the format
   std::string master_key_;               // use_master_weights()' state
+  bool master_low16_ = false;            // ... holding only the master's low 16 bits
   Ctx(DTypes dtypes);
   const Frame& frame() const { return frames_.back(); }
   std::string state_key(std::string_view name) const;

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "ir/program.h"
@@ -39,6 +41,20 @@ inline double eval_op(Op op, DType type, double a, double b = 0, double c = 0) {
       return std::floor(a);
     case Op::Cos:
       return std::cos(a);
+    case Op::Hi16:
+    case Op::Lo16:
+    case Op::Join16: {
+      // On the f32 patterns (the reference rounds the value to f32 first, as an f32 store would).
+      const auto f = static_cast<float>(a);
+      uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      if (op == Op::Lo16) return static_cast<double>(bits & 0xffffu);
+      bits &= 0xffff0000u;
+      if (op == Op::Join16) bits |= static_cast<uint32_t>(b) & 0xffffu;
+      float r;
+      std::memcpy(&r, &bits, 4);
+      return r;
+    }
     case Op::Add:
       return a + b;
     case Op::Sub:

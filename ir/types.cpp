@@ -24,6 +24,8 @@ std::string_view to_string(DType t) {
       return "b1";
     case DType::u8:
       return "u8";
+    case DType::u16:
+      return "u16";
   }
   return "?";
 }
@@ -55,6 +57,7 @@ size_t size_bytes(DType t) {
       return 4;
     case DType::f16:
     case DType::bf16:
+    case DType::u16:
       return 2;
     case DType::b1:
     case DType::u8:
@@ -150,6 +153,8 @@ double round_to(DType t, double x) {
       return x != 0 ? 1.0 : 0.0;
     case DType::u8:
       return std::isfinite(x) ? std::clamp(std::trunc(x), 0.0, 255.0) : 0.0;
+    case DType::u16:
+      return std::isfinite(x) ? std::clamp(std::trunc(x), 0.0, 65535.0) : 0.0;
   }
   return x;
 }

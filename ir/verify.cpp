@@ -66,6 +66,9 @@ Status check_inst(const Program& p, size_t n, const Inst& in) {
         if (in.type != arg(0).type) return fail("result type differs from the operand's");
         break;
       }
+      if ((in.op == Op::Hi16 || in.op == Op::Lo16 || in.op == Op::Join16) &&
+          in.type != DType::f32)
+        return fail("hi16, lo16 and join16 work on f32 bit patterns");
       if (!is_numeric(in.type)) return fail("arithmetic on b1");
       if (!same_types()) return fail("operand types differ (insert a cast)");
       if (arg(0).type != in.type) return fail("result type differs from the operands'");
@@ -135,7 +138,9 @@ Status verify(const Program& p) {
     grads += b.role == BufferRole::grad;
     if (b.role == BufferRole::scratch)
       return make_error("IR: scratch buffer '{}' (only the planner makes them)", b.name);
-    if (!is_float(b.storage)) return make_error("IR: buffer '{}' has non-float storage", b.name);
+    // u16 state holds integers (master_weights(low16=true): an f32 master's low 16 bits).
+    if (!is_float(b.storage) && !(b.storage == DType::u16 && b.role == BufferRole::state))
+      return make_error("IR: buffer '{}' has non-float storage", b.name);
     if (b.init.hyper && *b.init.hyper >= p.hypers.size())
       return make_error("IR: buffer '{}' is initialised from an unknown hyperparameter", b.name);
   }

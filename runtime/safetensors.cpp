@@ -25,7 +25,7 @@ struct DTypeName {
 };
 constexpr DTypeName kNames[] = {{DType::f64, "F64"},   {DType::f32, "F32"}, {DType::f16, "F16"},
                                 {DType::bf16, "BF16"}, {DType::i64, "I64"}, {DType::b1, "BOOL"},
-                                {DType::u8, "U8"}};
+                                {DType::u8, "U8"},     {DType::u16, "U16"}};
 
 const char* st_name(DType t) {
   for (auto n : kNames)
@@ -72,6 +72,11 @@ double load_element(const uint8_t* base, DType t, int64_t i) {
       return base[i] != 0;
     case DType::u8:
       return base[i];
+    case DType::u16: {
+      uint16_t v;
+      std::memcpy(&v, base + 2 * i, 2);
+      return v;
+    }
   }
   return 0;
 }
@@ -107,6 +112,11 @@ void store_element(uint8_t* base, DType t, int64_t i, double v) {
     case DType::u8:
       base[i] = static_cast<uint8_t>(round_to(DType::u8, v));
       break;
+    case DType::u16: {
+      const auto x = static_cast<uint16_t>(round_to(DType::u16, v));
+      std::memcpy(base + 2 * i, &x, 2);
+      break;
+    }
   }
 }
 

@@ -246,7 +246,13 @@ class Optimizer(torch.optim.Optimizer):
         self._engines: Dict[Tuple, _Engine] = {}
         self._last_key: Optional[Tuple] = None  # the parameters that had gradients last step
         self._last: List[_Engine] = []
-        _optjit.plan(pipeline)  # a bad pipeline is an error now, not at the first step
+        # A bad pipeline is an error now, not at the first step, checked for the first
+        # parameter's dtype (master_weights(low16=true) wants bf16 parameters).
+        params = [dict(p, params=list(p["params"]) if not isinstance(p["params"], torch.Tensor)
+                       else [p["params"]]) if isinstance(p, dict) else p for p in params]
+        first = next((q for p in params for q in (p["params"] if isinstance(p, dict) else [p])),
+                     None)
+        _optjit.plan(pipeline, _DTYPE_NAMES.get(getattr(first, "dtype", None), "f32"))
         super().__init__(params, dict(defaults or {}))
 
     @property
@@ -377,8 +383,10 @@ class Optimizer(torch.optim.Optimizer):
                                max_candidates)
 
 
+_DTYPE_NAMES = {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16",
+                torch.float64: "f64"}
 _TORCH_DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16,
-                 "f64": torch.float64, "u8": torch.uint8}
+                 "f64": torch.float64, "u8": torch.uint8, "u16": torch.uint16}
 
 
 def _with_clip(transform: str, max_grad_norm: Optional[float], norm_type: float) -> str:

@@ -613,3 +613,37 @@ def test_tensors_optjit_cannot_step_are_clear_errors_not_copies():
     with pytest.raises(optjit.Error, match="has a dtype optjit cannot step .* use float32, "
                                            "float64, float16 or bfloat16"):
         opt.step()
+
+
+@pytest.mark.parametrize("backend", ["cpu", "reference", "opencl"])
+def test_master_weights_low16_keeps_the_master_exact_in_two_bytes(backend):
+    """master_weights(low16=true), Transformer Engine's variant: the bf16 parameters are the
+    f32 master's high half and its low 16 bits are state ('master_lo', uint16). The master they
+    make together is bit for bit the f32 master that master_weights() keeps in 4 bytes, every
+    step; the parameters are its truncation (the 4-byte variant rounds to nearest)."""
+    g = torch.Generator().manual_seed(7)
+    start = torch.randn(300, generator=g).to(torch.bfloat16)
+    w16 = torch.nn.Parameter(start.clone())
+    w32 = torch.nn.Parameter(start.clone())
+    kw = dict(lr=1e-3, weight_decay=0.01)
+    low = ot.Optimizer([w16], 'chain(master_weights(low16=true), adamw(state_format="f32"))', kw,
+                       backend=backend)
+    full = ot.Optimizer([w32], 'chain(master_weights(), adamw(state_format="f32"))', kw,
+                        backend=backend)
+    for k in range(6):
+        gr = torch.randn(300, generator=g).to(torch.bfloat16)
+        w16.grad, w32.grad = gr.clone(), gr.clone()
+        low.step()
+        full.step()
+        lo = low.state_dict()["state"][0]["master_lo"]
+        assert lo.dtype == torch.uint16
+        hi = w16.detach().view(torch.int16).to(torch.int32) << 16
+        master = (hi | (lo.view(torch.int16).to(torch.int32) & 0xffff)).view(torch.float32)
+        want = full.state_dict()["state"][0]["master"]
+        assert torch.equal(master, want), k
+        trunc = (want.view(torch.int32) & ~0xffff).view(torch.float32).to(torch.bfloat16)
+        assert torch.equal(w16.detach(), trunc)
+        assert torch.equal(w32.detach(), want.to(torch.bfloat16))
+    with pytest.raises(optjit.Error, match="beside bf16 parameters; these parameters are f32"):
+        ot.Optimizer([torch.nn.Parameter(torch.zeros(3))],
+                     "chain(master_weights(low16=true), sgd())", {}).step()
