@@ -28,6 +28,8 @@ std::vector<ir::Program> all_builtin_programs() {
       auto b = dsl::bind(d, args);
       EXPECT_TRUE(b) << d->name << ": " << b.error().message;
       for (DType t : {DType::f32, DType::bf16, DType::f64}) {
+        // master_weights(low16=true) is for bf16 parameters only (refused otherwise).
+        if (d->name == "master_weights" && options_on && t != DType::bf16) continue;
         auto p = dsl::lower({*b}, {t, t, t});
         EXPECT_TRUE(p) << d->name << ": " << p.error().message;
         if (p) out.push_back(std::move(*p));

@@ -338,6 +338,15 @@ TEST(Quant, OpenclStepsTheSameBitsAsTheCpu) {
 TEST(Quant, CudaKernelsCompileWithoutSpills) {
   ASSERT_TRUE(codegen::have_nvrtc())
       << "this build has no NVRTC; the CUDA toolkit is expected at /usr/local/cuda";
+  {  // master_weights(low16=true): u16 state and the f32 bit-pattern ops
+    auto plan = compile_pipeline(R"(chain(master_weights(low16=true), adamw(state_format="8bit")))",
+                                 {DType::bf16, DType::bf16, DType::bf16});
+    ASSERT_TRUE(plan) << plan.error().message;
+    auto src = codegen::emit_c(*plan, {codegen::CLanguage::cuda});
+    ASSERT_TRUE(src) << src.error().message;
+    auto cubin = codegen::compile_cubin(*src, "sm_90");
+    ASSERT_TRUE(cubin) << cubin.error().message;
+  }
   for (const char* pipeline : kPipelines) {
     auto plan = compile_pipeline(pipeline);
     ASSERT_TRUE(plan) << plan.error().message;
