@@ -390,3 +390,40 @@ def test_8bit_state_with_parameters_of_several_dtypes():
         diff = (p.double() - r.double()).abs()
         assert (diff > 4 * ulp).double().mean().item() <= 0.01, p.dtype
         assert diff.max().item() <= 3 * 1e-2, p.dtype
+
+
+def test_a_nan_gradient_makes_its_block_nan_not_a_hidden_code():
+    """A NaN gradient in 8-bit state: bitsandbytes drops NaN from the block's absmax and hides
+    it in some code; optjit makes the block's scale NaN, so all 256 values of that block read
+    back NaN (as f32 state would show the one) and the next steps keep showing it. Other
+    blocks are untouched. Under a GradScaler the step is skipped and nothing changes."""
+    w = torch.nn.Parameter(torch.randn(4096))
+    opt = ot.AdamW([w], lr=1e-2, state_format="8bit")
+    w.grad = torch.randn(4096)
+    opt.step()
+    before = w.detach().clone()
+    g = torch.randn(4096)
+    g[300] = float("nan")
+    w.grad = g
+    opt.step()
+    st = opt.state[w]
+    assert torch.isnan(st["exp_avg.absmax"][1]) and torch.isfinite(st["exp_avg.absmax"][0])
+    assert torch.isnan(w[300]) and torch.isfinite(w[:256]).all() and torch.isfinite(w[512:]).all()
+    # GradScaler: the found-inf skip happens inside the fused step; state and params stay.
+    v = torch.nn.Parameter(before.clone())
+    opt2 = ot.AdamW([v], lr=1e-2, state_format="8bit")
+    scaler = torch.amp.GradScaler("cpu", init_scale=4.0)
+
+    def scaled_step(x):
+        opt2.zero_grad(set_to_none=True)
+        scaler.scale((v * x).sum()).backward()
+        scaler.step(opt2)
+        scaler.update()
+
+    scaled_step(torch.randn(4096))
+    saved = {k: t.clone() for k, t in opt2.state[v].items()}
+    p_saved = v.detach().clone()
+    scaled_step(g)
+    assert torch.equal(v.detach(), p_saved)
+    for k, t in opt2.state[v].items():
+        assert torch.equal(t, saved[k]), k
