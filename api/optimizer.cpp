@@ -91,6 +91,12 @@ struct Optimizer::Impl {
   Status from_host(Part& part, const std::vector<std::pair<size_t, size_t>>& borrowed,
                    bool write_device);
   Expected<uint32_t> state_buffer(const Part& part, std::string_view name) const;
+  struct StateRef {
+    const plan::Plan* plan;
+    uint32_t buffer;
+    int64_t numel;
+  };
+  Expected<StateRef> state_ref(size_t param, std::string_view name) const;
   Status bind_state(size_t param, std::string_view buffer, void* host, DeviceMemory memory,
                     bool adopt);
 };
@@ -777,25 +783,28 @@ std::vector<std::string> Optimizer::state_buffers() const {
   return out;
 }
 
-Expected<DType> Optimizer::state_storage(size_t param, std::string_view name) const {
-  if (param >= impl_->where.size())
-    return make_error("no parameter {} (this optimizer has {})", param, impl_->where.size());
-  const Part& part = impl_->parts[impl_->where[param].first];
-  auto b = impl_->state_buffer(part, name);
+// Parameter `param`'s state buffer `name`: the plan, the buffer and the tensor's elements.
+Expected<Optimizer::Impl::StateRef> Optimizer::Impl::state_ref(size_t param,
+                                                               std::string_view name) const {
+  if (param >= where.size())
+    return make_error("no parameter {} (this optimizer has {})", param, where.size());
+  const Part& part = parts[where[param].first];
+  auto b = state_buffer(part, name);
   if (!b) return b.error();
-  const auto numel = part.state.tensors[impl_->where[param].second].numel;
-  return runtime::holds_codes(part.plan, *b, numel) ? DType::u8 : part.plan.buffers[*b].storage;
+  return StateRef{&part.plan, *b, part.state.tensors[where[param].second].numel};
+}
+
+Expected<DType> Optimizer::state_storage(size_t param, std::string_view name) const {
+  auto r = impl_->state_ref(param, name);
+  if (!r) return r.error();
+  return runtime::stored_type(*r->plan, r->buffer, r->numel);
 }
 
 Expected<int64_t> Optimizer::state_elements(size_t param, std::string_view name) const {
-  if (param >= impl_->where.size())
-    return make_error("no parameter {} (this optimizer has {})", param, impl_->where.size());
-  const Part& part = impl_->parts[impl_->where[param].first];
-  auto b = impl_->state_buffer(part, name);
-  if (!b) return b.error();
-  const auto numel = part.state.tensors[impl_->where[param].second].numel;
-  const auto bytes = runtime::buffer_bytes(part.plan, *b, numel);
-  return static_cast<int64_t>(bytes / size_bytes(*state_storage(param, name)));
+  auto r = impl_->state_ref(param, name);
+  if (!r) return r.error();
+  return static_cast<int64_t>(runtime::buffer_bytes(*r->plan, r->buffer, r->numel) /
+                              size_bytes(runtime::stored_type(*r->plan, r->buffer, r->numel)));
 }
 
 std::vector<std::string> Optimizer::scalar_states() const {

@@ -72,9 +72,7 @@ std::string preamble(const Lang& L, const plan::Plan& plan, int vec) {
     s += fmt::format("{0}{1} optjit_map_{2}[256] = {{{3}\n}};\n", L.constant(), L.u32(),
                      ir::to_string(q), map);
     if (qi.kind == ir::QuantKind::fp8) {
-      if (std::count_if(formats.begin(), formats.end(),
-                        [](ir::Quant f) { return ir::info(f).kind == ir::QuantKind::fp8; }) > 0 &&
-          s.find("optjit_f8_code") == std::string::npos)
+      if (s.find("optjit_f8_code") == std::string::npos)  // once for every fp8 format
         s += fmt::format(
             "{0}{1} optjit_f8_code(float y) {{\n"
             "  {1} bits = OPTJIT_F32_BITS(y);\n"

@@ -400,8 +400,9 @@ class PassEmitter {
                              : absmax;
     auto* st = b_.CreateStore(scale, b_.CreateInBoundsGEP(f32, scales_.at(buf), blk));
     tag(st, buf + 1);
-    llvm::Value* inv = b_.CreateFDiv(llvm::ConstantFP::get(f32, 1.0), absmax);
-    llvm::Value* zero = b_.CreateFCmpOEQ(absmax, llvm::ConstantFP::get(f32, 0.0));
+    // The table quantizer's loop invariants: 1 / absmax, and whether the block is all zeros.
+    llvm::Value* inv = fp8 ? nullptr : b_.CreateFDiv(cf(1.0), absmax);
+    llvm::Value* zero = fp8 ? nullptr : b_.CreateFCmpOEQ(absmax, cf(0.0));
     llvm::BasicBlock* pre = b_.GetInsertBlock();
     auto* loop = llvm::BasicBlock::Create(c_, "quantize", fn_);
     auto* exit = llvm::BasicBlock::Create(c_, "quantize.exit", fn_);
@@ -412,12 +413,8 @@ class PassEmitter {
     auto* arr = llvm::cast<llvm::AllocaInst>(tmp_.at(buf));
     llvm::Value* x =
         b_.CreateLoad(f32, b_.CreateInBoundsGEP(arr->getAllocatedType(), arr, {b_.getInt64(0), j}));
-    llvm::Value* code;
-    if (fp8) {
-      code = f8_code(b_.CreateFDiv(x, scale));
-    } else {
-      code = table_code(quant(buf), x, inv, zero);
-    }
+    llvm::Value* code =
+        fp8 ? f8_code(b_.CreateFDiv(x, scale)) : table_code(quant(buf), x, inv, zero);
     auto* s = b_.CreateStore(
         code, b_.CreateInBoundsGEP(b_.getInt8Ty(), codes_.at(buf), b_.CreateAdd(b0, j)));
     tag(s, buf);

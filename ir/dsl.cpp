@@ -361,35 +361,31 @@ void Ctx::set_param(Value v) {
   param_ = cast(v, element_type_);
 }
 
+// low16 is Transformer Engine's variant: the f32 master is the bf16 parameter (its high half)
+// and its 16 low bits kept as state, so it is exact at 2 bytes per parameter; the parameter is
+// then the master's truncation, not its rounding.
 void Ctx::use_master_weights(bool low16) {
   if (!master_key_.empty()) return fail(make_error("master_weights is given twice"));
-  if (low16) {
-    // Transformer Engine's variant: the f32 master is the bf16 parameter (its high half) and
-    // the 16 low bits kept as state, so it is exact at 2 bytes per parameter. The parameter
-    // is then the master's truncation, not its rounding.
-    if (dtypes_.param != DType::bf16)
-      return fail(make_error("master_weights(low16=true) keeps the low half of an f32 master "
-                             "beside bf16 parameters; these parameters are {}",
-                             to_string(dtypes_.param)));
-    if (frame().bound->args.count(kStateFormat))
-      return fail(make_error("master_weights(low16=true) keeps 16 bits; it takes no state_format"));
-    if (b_.program().at(param_.id()).op != Op::Load)
-      return fail(make_error(
-          "master_weights must come before every transform that updates the parameters"));
-    forced_storage_ = DType::u16;
-    Value lo = state("master_lo", 0.0);
-    param_ = wrap(b_.emit(Op::Join16, DType::f32, {param_.id(), lo.id()}));
-    master_key_ = state_key("master_lo");
-    master_low16_ = true;
-    return;
-  }
+  if (low16 && dtypes_.param != DType::bf16)
+    return fail(
+        make_error("master_weights(low16=true) keeps the low half of an f32 master "
+                   "beside bf16 parameters; these parameters are {}",
+                   to_string(dtypes_.param)));
   if (frame().bound->args.count(kStateFormat))
-    return fail(make_error("master_weights keeps its master in f32; it takes no state_format"));
+    return fail(make_error("master_weights{}; it takes no state_format",
+                           low16 ? "(low16=true) keeps 16 bits" : " keeps its master in f32"));
   if (b_.program().at(param_.id()).op != Op::Load)
     return fail(
         make_error("master_weights must come before every transform that updates the "
                    "parameters"));
-  forced_storage_ = DType::f32;
+  forced_storage_ = low16 ? DType::u16 : DType::f32;
+  master_low16_ = low16;
+  if (low16) {
+    Value lo = state("master_lo", 0.0);
+    param_ = wrap(b_.emit(Op::Join16, DType::f32, {param_.id(), lo.id()}));
+    master_key_ = state_key("master_lo");
+    return;
+  }
   Value m = state("master", std::numeric_limits<double>::quiet_NaN());
   param_ = cast(select(m != m, param_, m), element_type_);  // NaN: no master yet
   master_key_ = state_key("master");
@@ -655,12 +651,15 @@ Expected<ir::Program> lower(const Pipeline& pipeline, DTypes dtypes) {
     if (c.error_) return *c.error_;
   }
   for (ValueId s : c.skips_) c.b_.emit(Op::SkipIf, DType::b1, {s});
-  if (!c.master_key_.empty() && c.master_low16_) {
-    const Value master = cast(c.param_, DType::f32);
-    c.states_.at(c.master_key_).current = c.wrap(c.b_.emit(Op::Lo16, DType::f32, {master.id()}));
-    c.param_ = c.wrap(c.b_.emit(Op::Hi16, DType::f32, {master.id()}));
-  } else if (!c.master_key_.empty()) {
-    c.states_.at(c.master_key_).current = c.param_;
+  if (!c.master_key_.empty()) {
+    Value& kept = c.states_.at(c.master_key_).current;
+    if (c.master_low16_) {  // the master's low half as state, its high half the parameter
+      const Value master = cast(c.param_, DType::f32);
+      kept = c.wrap(c.b_.emit(Op::Lo16, DType::f32, {master.id()}));
+      c.param_ = c.wrap(c.b_.emit(Op::Hi16, DType::f32, {master.id()}));
+    } else {
+      kept = c.param_;
+    }
   }
   for (const auto& [key, slot] : c.states_) {
     const ir::Inst& cur = c.b_.program().at(slot.current.id());

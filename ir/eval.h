@@ -1,9 +1,9 @@
 // The meaning of each pure op on doubles: used by the reference backend and constant folding.
 #pragma once
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 
 #include "ir/program.h"
@@ -45,15 +45,11 @@ inline double eval_op(Op op, DType type, double a, double b = 0, double c = 0) {
     case Op::Lo16:
     case Op::Join16: {
       // On the f32 patterns (the reference rounds the value to f32 first, as an f32 store would).
-      const auto f = static_cast<float>(a);
-      uint32_t bits;
-      std::memcpy(&bits, &f, 4);
+      uint32_t bits = std::bit_cast<uint32_t>(static_cast<float>(a));
       if (op == Op::Lo16) return static_cast<double>(bits & 0xffffu);
       bits &= 0xffff0000u;
       if (op == Op::Join16) bits |= static_cast<uint32_t>(b) & 0xffffu;
-      float r;
-      std::memcpy(&r, &bits, 4);
-      return r;
+      return std::bit_cast<float>(bits);
     }
     case Op::Add:
       return a + b;

@@ -104,7 +104,7 @@ class Planner {
     for (const auto& [buf, st] : store_of_) {
       ValueId v = at(st).args[0];
       store_pass_[buf] = std::max(level(v), guard_);
-      if (holds_exactly(buf, v)) forward_.emplace(v, buf);  // the first store of a value wins
+      if (forwardable(buf)) forward_.emplace(v, buf);  // the first store of a value wins
     }
   }
 
@@ -181,25 +181,24 @@ class Planner {
         visit(visit, v);
         d.stores.insert(buf);
       }
+    // A quantized buffer's scales (the buffer after it) move with it.
+    for (auto* set : {&d.loads, &d.stores})
+      for (uint32_t b : std::vector<uint32_t>(set->begin(), set->end()))
+        if (b < p_.buffers.size() && p_.buffers[b].quant != ir::Quant::none) set->insert(b + 1);
     for (uint32_t b : d.loads) d.bytes += buffer_bytes(b);
     for (uint32_t b : d.stores) d.bytes += buffer_bytes(b);
     return d;
   }
 
-  // A quantized buffer's bytes include its scales'.
   double buffer_bytes(uint32_t b) const {
-    if (b >= p_.buffers.size()) return static_cast<double>(size_bytes(scratch_types_.at(b)));
-    const ir::BufferDecl& d = p_.buffers[b];
-    return ir::element_bytes(d) + (d.quant != ir::Quant::none ? ir::kQuantScaleBytes : 0.0);
+    return b < p_.buffers.size() ? ir::element_bytes(p_.buffers[b])
+                                 : static_cast<double>(size_bytes(scratch_types_.at(b)));
   }
 
-  // Whether a later pass may read value v back from buffer b instead of computing it: not from
-  // a quantized buffer, whose codes are far from v (v is recomputed or carried in scratch).
-  // Float storage narrower than v (bf16 state) is read back rounded, as it always was.
-  bool holds_exactly(uint32_t b, ValueId v) const {
-    (void)v;
-    return p_.buffers[b].quant == ir::Quant::none;
-  }
+  // Whether a later pass may read a value back from buffer b instead of computing it: not from
+  // a quantized buffer, whose codes are far from it (it is recomputed or carried in scratch).
+  // Float storage narrower than the value (bf16 state) is read back rounded, as it always was.
+  bool forwardable(uint32_t b) const { return p_.buffers[b].quant == ir::Quant::none; }
 
   void choose_scratch() {
     // The demand of every pass for the scratch set so far: a trial changes only the passes
@@ -344,17 +343,6 @@ Pass Planner::make_pass(int k, const Plan& plan) const {
   pass.body = std::move(b).finish();
   pass.reads.assign(d.loads.begin(), d.loads.end());
   pass.writes.assign(d.stores.begin(), d.stores.end());
-  // A quantized buffer's scales move with it.
-  auto with_scales = [&](std::vector<uint32_t>& list) {
-    std::vector<uint32_t> out;
-    for (uint32_t b : list) {
-      out.push_back(b);
-      if (plan.buffers[b].quant != ir::Quant::none) out.push_back(b + 1);
-    }
-    list = std::move(out);
-  };
-  with_scales(pass.reads);
-  with_scales(pass.writes);
   for (uint32_t r : pass.reads) pass.bytes_read += ir::element_bytes(plan.buffers[r]);
   for (uint32_t w : pass.writes) pass.bytes_written += ir::element_bytes(plan.buffers[w]);
   return pass;

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -92,9 +93,7 @@ bool quantized_tensor(Quant q, int64_t numel);
 /// torch's float -> float8_e4m3fn conversion (round to nearest even; NaN at and above 464,
 /// where torch gives NaN too; the sign kept), as bits.
 inline uint8_t f8_code(float x) {
-  uint32_t bits;
-  static_assert(sizeof(bits) == sizeof(x));
-  __builtin_memcpy(&bits, &x, 4);
+  uint32_t bits = std::bit_cast<uint32_t>(x);
   const uint32_t sign = bits & 0x80000000u;
   bits ^= sign;
   uint8_t r;
@@ -102,13 +101,8 @@ inline uint8_t f8_code(float x) {
     r = 0x7f;
   } else if (bits < 0x3c800000u) {      // below 2^-6: a subnormal code, by a float add
     const uint32_t magic = 141u << 23;  // 2^14: adds round x to a multiple of 2^-9
-    float f, m;
-    __builtin_memcpy(&f, &bits, 4);
-    __builtin_memcpy(&m, &magic, 4);
-    f += m;
-    uint32_t sum;
-    __builtin_memcpy(&sum, &f, 4);
-    r = static_cast<uint8_t>(sum - magic);
+    const float sum = std::bit_cast<float>(bits) + std::bit_cast<float>(magic);
+    r = static_cast<uint8_t>(std::bit_cast<uint32_t>(sum) - magic);
   } else {
     const uint32_t odd = (bits >> 20) & 1u;
     bits += (static_cast<uint32_t>(7 - 127) << 23) + 0x7ffffu + odd;
@@ -181,6 +175,13 @@ float quantize_block(Quant q, const T* x, int64_t n, uint8_t* codes) {  // retur
     }
   }
   return absmax;
+}
+
+/// A whole tensor of n values: codes[i] and one scale per block, as the backends store it.
+inline void quantize(Quant q, const float* x, int64_t n, uint8_t* codes, float* scales) {
+  for (int64_t e0 = 0; e0 < n; e0 += kQuantBlock)
+    scales[e0 / kQuantBlock] =
+        quantize_block(q, x + e0, n - e0 < kQuantBlock ? n - e0 : kQuantBlock, codes + e0);
 }
 
 inline float dequantize(Quant q, uint8_t code, float absmax) {

@@ -15,7 +15,7 @@ namespace optjit {
 /// files): no IR value has them; a load gives the integer as a float.
 enum class DType : uint8_t { f64, f32, f16, bf16, i64, b1, u8, u16 };
 inline constexpr DType kAllDTypes[] = {DType::f64, DType::f32, DType::f16, DType::bf16,
-                                       DType::i64, DType::b1,  DType::u8, DType::u16};
+                                       DType::i64, DType::b1,  DType::u8,  DType::u16};
 
 /// How often a value is computed: once per step (per parameter group), per tensor, per element.
 enum class Rank : uint8_t { scalar, tensor, element };

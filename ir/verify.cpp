@@ -66,8 +66,7 @@ Status check_inst(const Program& p, size_t n, const Inst& in) {
         if (in.type != arg(0).type) return fail("result type differs from the operand's");
         break;
       }
-      if ((in.op == Op::Hi16 || in.op == Op::Lo16 || in.op == Op::Join16) &&
-          in.type != DType::f32)
+      if ((in.op == Op::Hi16 || in.op == Op::Lo16 || in.op == Op::Join16) && in.type != DType::f32)
         return fail("hi16, lo16 and join16 work on f32 bit patterns");
       if (!is_numeric(in.type)) return fail("arithmetic on b1");
       if (!same_types()) return fail("operand types differ (insert a cast)");

@@ -179,9 +179,9 @@ Status Executor::Impl::build(const OptimizerState& s) {
     // A chunk of a quantized tensor starts on a quantization block (the kernels quantize whole
     // blocks), so chunks are whole blocks.
     int64_t chunk = options.launch.chunk_elements;
-    for (const auto& b : plan.buffers)
-      if (b.quant != ir::Quant::none)
-        chunk = (chunk + ir::kQuantBlock - 1) / ir::kQuantBlock * ir::kQuantBlock;
+    if (std::any_of(plan.buffers.begin(), plan.buffers.end(),
+                    [](const ir::BufferDecl& b) { return b.quant != ir::Quant::none; }))
+      chunk = (chunk + ir::kQuantBlock - 1) / ir::kQuantBlock * ir::kQuantBlock;
     table = ChunkTable::build(tensors.numels, chunk,
                               desc.host_memory ? 1 : codegen::kArenaAlignElements);
     const size_t T = tensors.numels.size(), G = tensors.group_count;

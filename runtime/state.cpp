@@ -141,29 +141,19 @@ Expected<OptimizerState> init_state(const plan::Plan& plan, const std::vector<Ho
       std::vector<uint8_t> buf(buffer_bytes(plan, bi, ts.numel), 0);
       if (b.role == BufferRole::param) {
         buf = t.data;
-      } else if (b.per_block) {
-        // Filled with its quantized buffer, just before.
       } else if (b.role == BufferRole::state) {
-        double v = b.init.hyper ? s.groups[ts.group].hypers[*b.init.hyper] : b.init.value;
-        if (holds_codes(plan, bi, ts.numel)) {
-          // Every block holds v: absmax |v|, each code the quantized v.
+        const size_t owner = b.per_block ? bi - 1 : bi;  // scales follow their codes
+        const ir::BufferDecl& d = plan.buffers[owner];
+        const double v = d.init.hyper ? s.groups[ts.group].hypers[*d.init.hyper] : d.init.value;
+        if (holds_codes(plan, owner, ts.numel)) {
+          // Every block holds v: each code the quantized v, each scale its block's.
           const float x = static_cast<float>(v);
           uint8_t code = 0;
-          const float absmax = ir::quantize_block(b.quant, &x, 1, &code);
-          std::fill(buf.begin(), buf.end(), code);
-          ts.owned.push_back(std::move(buf));
-          ts.external.push_back(nullptr);
-          ts.device.push_back({});
-          std::vector<uint8_t> scales(buffer_bytes(plan, bi + 1, ts.numel));
-          for (size_t k = 0; k < scales.size() / 4; ++k)
-            std::memcpy(scales.data() + 4 * k, &absmax, 4);
-          ts.owned.push_back(std::move(scales));
-          ts.external.push_back(nullptr);
-          ts.device.push_back({});
-          ++bi;
-          continue;
-        }
-        if (v != 0 || std::signbit(v))
+          const float scale = ir::quantize_block(d.quant, &x, 1, &code);
+          if (!b.per_block) std::fill(buf.begin(), buf.end(), code);
+          for (size_t k = 0; b.per_block && k < buf.size() / 4; ++k)
+            std::memcpy(buf.data() + 4 * k, &scale, 4);
+        } else if (!b.per_block && (v != 0 || std::signbit(v)))
           for (int64_t i = 0; i < ts.numel; ++i) store_element(buf.data(), b.storage, i, v);
       }
       ts.owned.push_back(std::move(buf));
@@ -173,6 +163,10 @@ Expected<OptimizerState> init_state(const plan::Plan& plan, const std::vector<Ho
     s.tensors.push_back(std::move(ts));
   }
   return s;
+}
+
+DType stored_type(const plan::Plan& plan, size_t b, int64_t numel) {
+  return holds_codes(plan, b, numel) ? DType::u8 : plan.buffers[b].storage;
 }
 
 bool holds_codes(const plan::Plan& plan, size_t b, int64_t numel) {
@@ -246,8 +240,8 @@ TensorFile export_state(const plan::Plan& plan, const OptimizerState& s) {
                                t.bytes(b, buffer_bytes(plan, b, t.numel))});
         continue;
       }
-      const DType type = holds_codes(plan, b, t.numel) ? DType::u8 : decl.storage;
-      f.tensors.push_back({name, type, t.shape, t.bytes(b, buffer_bytes(plan, b, t.numel))});
+      f.tensors.push_back({name, stored_type(plan, b, t.numel), t.shape,
+                           t.bytes(b, buffer_bytes(plan, b, t.numel))});
       if (decl.quant != ir::Quant::none)
         f.metadata[fmt::format("optjit.quant.{}", decl.name)] = std::string(to_string(decl.quant));
     }
@@ -298,13 +292,11 @@ Status import_buffer(const plan::Plan& plan, TensorState& t, size_t b, const Hos
     for (int64_t e = 0; e < t.numel; ++e) store_element(t.data(b), decl.storage, e, h.get(e));
     return Status::Ok();
   }
-  std::vector<float> block(ir::kQuantBlock);
-  for (int64_t e0 = 0, k = 0; e0 < t.numel; e0 += ir::kQuantBlock, ++k) {
-    const int64_t n = std::min(ir::kQuantBlock, t.numel - e0);
-    for (int64_t j = 0; j < n; ++j) block[j] = static_cast<float>(h.get(e0 + j));
-    const float absmax = ir::quantize_block(decl.quant, block.data(), n, t.data(b) + e0);
-    std::memcpy(t.data(b + 1) + 4 * k, &absmax, 4);
-  }
+  std::vector<float> values(static_cast<size_t>(t.numel));
+  for (int64_t e = 0; e < t.numel; ++e) values[e] = static_cast<float>(h.get(e));
+  std::vector<float> scales(static_cast<size_t>(ir::quant_blocks(t.numel)));
+  ir::quantize(decl.quant, values.data(), t.numel, t.data(b), scales.data());
+  std::memcpy(t.data(b + 1), scales.data(), scales.size() * 4);
   return Status::Ok();
 }
 

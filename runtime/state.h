@@ -89,6 +89,8 @@ struct OptimizerState {
 size_t buffer_bytes(const plan::Plan& plan, size_t b, int64_t numel);
 /// Whether buffer b of a tensor of `numel` elements holds codes (else values in its storage).
 bool holds_codes(const plan::Plan& plan, size_t b, int64_t numel);
+/// The element type buffer b of such a tensor is stored as: u8 codes, or its storage.
+DType stored_type(const plan::Plan& plan, size_t b, int64_t numel);
 
 /// A parameter group: the tensors whose names match any pattern ('*' and '?' globs), with
 /// hyperparameter overrides (names as in set_hyper). Tensors no group matches are in group 0.

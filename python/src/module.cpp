@@ -248,16 +248,11 @@ NB_MODULE(_optjit, m) {
         auto q = ir::parse_quant(name);
         if (!q) throw Error(fmt::format("unknown quantized format '{}' (q8, q8u, f8)", name));
         const auto n = static_cast<int64_t>(values.size());
-        std::string codes(static_cast<size_t>(n), '\0');
-        std::string scales(static_cast<size_t>(ir::quant_blocks(n)) * 4, '\0');
-        for (int64_t e0 = 0, k = 0; e0 < n; e0 += ir::kQuantBlock, ++k) {
-          const float s =
-              ir::quantize_block(*q, values.data() + e0, std::min(ir::kQuantBlock, n - e0),
-                                 reinterpret_cast<uint8_t*>(codes.data() + e0));
-          std::memcpy(scales.data() + 4 * k, &s, 4);
-        }
+        std::vector<uint8_t> codes(static_cast<size_t>(n));
+        std::vector<float> scales(static_cast<size_t>(ir::quant_blocks(n)));
+        ir::quantize(*q, values.data(), n, codes.data(), scales.data());
         return std::make_pair(nb::bytes(codes.data(), codes.size()),
-                              nb::bytes(scales.data(), scales.size()));
+                              nb::bytes(scales.data(), scales.size() * 4));
       },
       nb::arg("name"), nb::arg("values"),
       "float32 values as a quantized state: (codes, per-block scales), as the cpu backend "

@@ -237,6 +237,43 @@ def _dequantized(qmap, codes, scale):
     return (qmap[codes.flatten().long()].view(-1, 256) * scale.view(-1, 1)).flatten()
 
 
+def _twenty_steps_then_one_from_torchaos_state(tao_cls, state_format):
+    """20 steps of torchao's optimizer and optjit.torch.AdamW(state_format=...) from the same
+    parameters and gradients (they stay less than one step, lr, apart), then one more step of
+    each from torchao's state, loaded into a fresh optjit optimizer as its codes and scales.
+    Returns torchao's parameters and optimizer and the fresh optjit ones."""
+    kw = dict(lr=1e-2, weight_decay=0.1)
+    shapes = [(64, 256), (8192,)]  # torchao quantizes multiples of its block only
+    g = torch.Generator().manual_seed(0)
+    start = [torch.randn(s, generator=g) for s in shapes]
+    grads = [[torch.randn(s, generator=g) * 0.1 for s in shapes] for _ in range(21)]
+    pt = [torch.nn.Parameter(t.clone()) for t in start]
+    po = [torch.nn.Parameter(t.clone()) for t in start]
+    ot_ = tao_cls(pt, **kw)
+    oo = ot.AdamW(po, state_format=state_format, **kw)
+    for k in range(20):
+        for p, q, gr in zip(pt, po, grads[k]):
+            p.grad, q.grad = gr.clone(), gr.clone()
+        ot_.step()
+        oo.step()
+    for p, q in zip(pt, po):
+        assert (p - q).abs().max().item() <= kw["lr"]  # less than one step apart
+    sd = oo.state_dict()
+    for i, p in enumerate(pt):
+        for name in ("exp_avg", "exp_avg_sq"):
+            st = ot_.state[p][name]
+            sd["state"][i][name] = st.codes.view(torch.uint8).clone()
+            sd["state"][i][name + ".absmax"] = st.scale.clone()
+    q2 = [torch.nn.Parameter(p.detach().clone()) for p in pt]
+    o2 = ot.AdamW(q2, state_format=state_format, **kw)
+    o2.load_state_dict(sd)
+    for p, q, gr in zip(pt, q2, grads[20]):
+        p.grad, q.grad = gr.clone(), gr.clone()
+    ot_.step()
+    o2.step()
+    return pt, ot_, q2, o2
+
+
 def test_8bit_state_is_within_one_quantization_step_of_torchaos_adamw8bit():
     """torchao's AdamW8bit quantizes with the same maps and blocks but rounds to the nearest
     code exactly (bitsandbytes' CPU table, which optjit follows, can pick a code a few entries
@@ -245,36 +282,7 @@ def test_8bit_state_is_within_one_quantization_step_of_torchaos_adamw8bit():
     quantization step of each other, element by element, and the same parameters to f32
     rounding. Over 20 steps from scratch the parameters stay less than one step (lr) apart."""
     import torchao.optim as tao  # ./dev.sh test installs it
-    kw = dict(lr=1e-2, weight_decay=0.1)
-    shapes = [(64, 256), (8192,)]  # torchao quantizes multiples of its block only
-    g = torch.Generator().manual_seed(0)
-    start = [torch.randn(s, generator=g) for s in shapes]
-    grads = [[torch.randn(s, generator=g) * 0.1 for s in shapes] for _ in range(21)]
-    pt = [torch.nn.Parameter(t.clone()) for t in start]
-    po = [torch.nn.Parameter(t.clone()) for t in start]
-    ot_ = tao.AdamW8bit(pt, **kw)
-    oo = ot.AdamW(po, state_format="8bit", **kw)
-    for k in range(20):
-        for p, q, gr in zip(pt, po, grads[k]):
-            p.grad, q.grad = gr.clone(), gr.clone()
-        ot_.step()
-        oo.step()
-    for p, q in zip(pt, po):
-        assert (p - q).abs().max().item() <= kw["lr"]  # less than one step apart
-    # One more step from torchao's state, loaded into optjit as its codes and scales.
-    sd = oo.state_dict()
-    for i, p in enumerate(pt):
-        for name in ("exp_avg", "exp_avg_sq"):
-            st = ot_.state[p][name]
-            sd["state"][i][name] = st.codes.clone()
-            sd["state"][i][name + ".absmax"] = st.scale.clone()
-    q2 = [torch.nn.Parameter(p.detach().clone()) for p in pt]
-    o2 = ot.AdamW(q2, state_format="8bit", **kw)
-    o2.load_state_dict(sd)
-    for p, q, gr in zip(pt, q2, grads[20]):
-        p.grad, q.grad = gr.clone(), gr.clone()
-    ot_.step()
-    o2.step()
+    pt, ot_, q2, o2 = _twenty_steps_then_one_from_torchaos_state(tao.AdamW8bit, "8bit")
     for p, q in zip(pt, q2):
         assert torch.allclose(p, q, rtol=1e-5, atol=1e-6), (p - q).abs().max().item()
         for name, qname in (("exp_avg", "q8"), ("exp_avg_sq", "q8u")):
@@ -319,35 +327,7 @@ def test_f8_state_is_within_one_quantization_step_of_torchaos_adamwfp8():
     second with mul and addcmul), and the same parameters to f32 rounding; 20 steps from
     scratch stay less than lr apart."""
     import torchao.optim as tao
-    kw = dict(lr=1e-2, weight_decay=0.1)
-    shapes = [(64, 256), (8192,)]
-    g = torch.Generator().manual_seed(0)
-    start = [torch.randn(s, generator=g) for s in shapes]
-    grads = [[torch.randn(s, generator=g) * 0.1 for s in shapes] for _ in range(21)]
-    pt = [torch.nn.Parameter(t.clone()) for t in start]
-    po = [torch.nn.Parameter(t.clone()) for t in start]
-    ot_ = tao.AdamWFp8(pt, **kw)
-    oo = ot.AdamW(po, state_format="f8", **kw)
-    for k in range(20):
-        for p, q, gr in zip(pt, po, grads[k]):
-            p.grad, q.grad = gr.clone(), gr.clone()
-        ot_.step()
-        oo.step()
-    for p, q in zip(pt, po):
-        assert (p - q).abs().max().item() <= kw["lr"]
-    sd = oo.state_dict()
-    for i, p in enumerate(pt):
-        for name in ("exp_avg", "exp_avg_sq"):
-            st = ot_.state[p][name]
-            sd["state"][i][name] = st.codes.view(torch.uint8).clone()
-            sd["state"][i][name + ".absmax"] = st.scale.clone()
-    q2 = [torch.nn.Parameter(p.detach().clone()) for p in pt]
-    o2 = ot.AdamW(q2, state_format="f8", **kw)
-    o2.load_state_dict(sd)
-    for p, q, gr in zip(pt, q2, grads[20]):
-        p.grad, q.grad = gr.clone(), gr.clone()
-    ot_.step()
-    o2.step()
+    pt, ot_, q2, o2 = _twenty_steps_then_one_from_torchaos_state(tao.AdamWFp8, "f8")
     fmap = torch.tensor(optjit._optjit.quant_map("f8"))
     for p, q in zip(pt, q2):
         assert torch.allclose(p, q, rtol=1e-5, atol=1e-6), (p - q).abs().max().item()
