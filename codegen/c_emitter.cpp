@@ -16,9 +16,11 @@
 #include "codegen/c_lang.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <span>
 
 #include <xxhash.h>
 
@@ -53,8 +55,9 @@ std::string preamble(const Lang& L, const plan::Plan& plan, int vec) {
       "#define OPTJIT_BF16_BITS(v) ((v) != (v) ? ({0})((OPTJIT_F32_BITS(v) >> 16) | 0x40u) : "
       "({0})((OPTJIT_F32_BITS(v) + 0x7fffu + ((OPTJIT_F32_BITS(v) >> 16) & 1u)) >> 16))\n",
       L.u32());
-  // Block-quantized formats: the map, the lookup table in its compact form, and the quantizer
-  // of ir/quant.h (quant_lut_index, then CompactLut::code), line for line.
+  // Block-quantized formats: the map, and the quantizer of ir/quant.h line for line: the
+  // lookup table in its compact form (quant_lut_index, then CompactLut::code), f8_code, or the
+  // thresholds of nearest_code.
   std::vector<ir::Quant> formats;
   for (const auto& buf : plan.buffers)
     if (buf.quant != ir::Quant::none &&
@@ -64,13 +67,27 @@ std::string preamble(const Lang& L, const plan::Plan& plan, int vec) {
     const ir::QuantInfo& qi = ir::info(q);
     // The map as bit patterns (fp8's has NaNs, which no constant initializer spells).
     std::string map;
-    for (size_t k = 0; k < qi.map->size(); ++k) {
-      uint32_t bits;
-      std::memcpy(&bits, &(*qi.map)[k], 4);
-      map += fmt::format("{}0x{:08x}u,", k % 8 == 0 ? "\n  " : " ", bits);
+    auto bit_patterns = [](std::span<const float> v) {
+      std::string out;
+      for (size_t k = 0; k < v.size(); ++k)
+        out +=
+            fmt::format("{}0x{:08x}u,", k % 8 == 0 ? "\n  " : " ", std::bit_cast<uint32_t>(v[k]));
+      return out;
+    };
+    s += fmt::format("{0}{1} optjit_map_{2}[{3}] = {{{4}\n}};\n", L.constant(), L.u32(),
+                     ir::to_string(q), qi.map.size(), bit_patterns(qi.map));
+    if (qi.kind == ir::QuantKind::nearest) {
+      s += fmt::format("{0}{1} optjit_thr_{2}[{3}] = {{{4}\n}};\n", L.constant(), L.u32(),
+                       ir::to_string(q), qi.thresholds.size(), bit_patterns(qi.thresholds));
+      s += fmt::format(
+          "{0}{1} optjit_quantize_{2}(float y) {{\n"
+          "  {1} c = 0;\n"
+          "  for (int k = 0; k < {3}; ++k) c += y >= OPTJIT_BITS_F32(optjit_thr_{2}[k]) ? 1u : "
+          "0u;\n"
+          "  return c;\n}}\n",
+          L.device_fn(), L.u32(), ir::to_string(q), qi.thresholds.size());
+      continue;
     }
-    s += fmt::format("{0}{1} optjit_map_{2}[256] = {{{3}\n}};\n", L.constant(), L.u32(),
-                     ir::to_string(q), map);
     if (qi.kind == ir::QuantKind::fp8) {
       if (s.find("optjit_f8_code") == std::string::npos)  // once for every fp8 format
         s += fmt::format(
@@ -173,7 +190,8 @@ class KernelWriter {
       if (plan_.buffers[b].quant != ir::Quant::none) quant_.push_back(b);
     if (!quant_.empty()) {
       for (uint32_t b : stores_)
-        if (quantized(b)) s += fmt::format("  {}float qv{}[{}];\n", L_.local(), b, ir::kQuantBlock);
+        if (quantized(b))
+          s += fmt::format("  {}float qv{}[{}];\n", L_.local(), b, ir::quant_block(plan_.buffers));
       s += fmt::format("  {}{} qm[{}];\n", L_.local(), L_.u32(), block_);
     }
     s += fmt::format("  for ({} c = {}; c < nchunks; c += {}) {{\n", L_.i64(), L_.group_id(),
@@ -282,7 +300,7 @@ class KernelWriter {
         "      for ({0} b0 = 0; b0 < len; b0 += {1}) {{\n"
         "        const {0} n = len - b0 < {1} ? len - b0 : {1};\n"
         "        const {0} blk = (off + b0) / {1};\n",
-        I, ir::kQuantBlock);
+        I, ir::quant_block(plan_.buffers));
     for (uint32_t b : loads_)
       if (quantized(b)) s += fmt::format("        const float sc{0} = s{0}[blk];\n", b);
     for (uint32_t b : stores_)
@@ -290,10 +308,13 @@ class KernelWriter {
     s += fmt::format("        for ({} j = {}; j < n; j += {}) {{\n", I, lid, block_);
     s += fmt::format("          const {} i0 = b0 + j;\n", I);
     for (uint32_t b : loads_) {
-      if (quantized(b))
+      if (quantized(b))  // 4-bit: the even element's code is its byte's high nibble
         s += fmt::format(
-            "          const float L{0}_0 = OPTJIT_BITS_F32(optjit_map_{1}[q{0}[i0]]) * sc{0};\n",
-            b, ir::to_string(plan_.buffers[b].quant));
+            "          const float L{0}_0 = OPTJIT_BITS_F32(optjit_map_{1}[{2}]) * sc{0};\n", b,
+            ir::to_string(plan_.buffers[b].quant),
+            ir::info(plan_.buffers[b].quant).bits == 4
+                ? fmt::format("(q{}[i0 >> 1] >> ((i0 & 1) != 0 ? 0 : 4)) & 15", b)
+                : fmt::format("q{}[i0]", b));
       else
         s += fmt::format("          const {} L{}_0 = {};\n", vec_type(b, 1), b, load(b, 1, "i0"));
     }
@@ -319,7 +340,7 @@ class KernelWriter {
     s += "          }\n        }\n";
     for (uint32_t b : stores_) {
       if (!quantized(b)) continue;
-      const bool fp8 = ir::info(plan_.buffers[b].quant).kind == ir::QuantKind::fp8;
+      const ir::QuantKind kind = ir::info(plan_.buffers[b].quant).kind;
       s += fmt::format(
           "        qm[{1}] = am{0};\n        {2};\n"
           "        for (int w = {3}; w > 0; w >>= 1) {{\n"
@@ -327,7 +348,16 @@ class KernelWriter {
           "          {2};\n        }}\n"
           "        const float ab{0} = OPTJIT_BITS_F32(qm[0]);\n        {2};\n",
           b, lid, L_.barrier(), block_ / 2);
-      if (fp8)  // ir::quant_scale, then ir::f8_code of x / scale
+      if (kind == ir::QuantKind::nearest)  // ir::quant_scale, codes two to a byte (n is even)
+        s += fmt::format(
+            "        const float sb{0} = ab{0} <= {4} ? {4} : ab{0};\n"
+            "        if ({1} == 0) s{0}[blk] = sb{0};\n"
+            "        for ({2} j = 2 * {1}; j < n; j += {3})\n"
+            "          q{0}[(b0 + j) >> 1] = (optjit_quantize_{5}(qv{0}[j] / sb{0}) << 4) | "
+            "optjit_quantize_{5}(qv{0}[j + 1] / sb{0});\n",
+            b, lid, I, 2 * block_, literal(static_cast<double>(1e-12f), DType::f32),
+            ir::to_string(plan_.buffers[b].quant));
+      else if (kind == ir::QuantKind::fp8)  // ir::quant_scale, then ir::f8_code of x / scale
         s += fmt::format(
             "        const float sb{0} = (ab{0} <= {4} ? {4} : ab{0}) / 448.0f;\n"
             "        if ({1} == 0) s{0}[blk] = sb{0};\n"

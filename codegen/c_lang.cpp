@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "ir/quant.h"
+
 namespace optjit::codegen::detail {
 
 std::string Lang::value_type(DType t) const {
@@ -19,6 +21,12 @@ std::string Lang::value_type(DType t) const {
 }
 
 namespace {
+
+// Where a chunk's codes start in its tensor's codes: byte `off`, or off / 2 for 4-bit codes
+// (two to a byte; chunk offsets are even).
+std::string code_offset(const plan::Plan& plan, uint32_t b) {
+  return ir::info(plan.buffers[b].quant).bits == 4 ? "(off >> 1)" : "off";
+}
 
 // Short names for storage types in CUDA's vector structs.
 const char* vec_tag(DType t) {
@@ -132,11 +140,11 @@ class Cuda final : public Lang {
                        storage_type(plan.buffers[b].storage), b);
     return s;
   }
-  std::string quant_pointers(const plan::Plan&, uint32_t b) const override {
+  std::string quant_pointers(const plan::Plan& plan, uint32_t b) const override {
     return fmt::format(
-        "    unsigned char* q{0} = (unsigned char*)row.buffers[{0}] + off;\n"
+        "    unsigned char* q{0} = (unsigned char*)row.buffers[{0}] + {2};\n"
         "    float* s{0} = (float*)row.buffers[{1}];\n",
-        b, b + 1);
+        b, b + 1, code_offset(plan, b));
   }
   std::string no_scales(uint32_t b) const override { return fmt::format("s{} == 0", b); }
   const char* constant() const override { return "__constant__ "; }
@@ -211,12 +219,12 @@ class Opencl final : public Lang {
                        storage_type(plan.buffers[b].storage), b);
     return s;
   }
-  std::string quant_pointers(const plan::Plan&, uint32_t b) const override {
+  std::string quant_pointers(const plan::Plan& plan, uint32_t b) const override {
     // The codes live at the start of the tensor's region of the f32-typed arena.
     return fmt::format(
-        "    __global uchar* q{0} = (__global uchar*)(b{0} + row[{0}]) + off;\n"
+        "    __global uchar* q{0} = (__global uchar*)(b{0} + row[{0}]) + {2};\n"
         "    __global float* s{0} = b{1} + (row[{1}] < 0 ? 0 : row[{1}]);\n",
-        b, b + 1);
+        b, b + 1, code_offset(plan, b));
   }
   std::string no_scales(uint32_t b) const override { return fmt::format("row[{}] < 0", b + 1); }
   const char* constant() const override { return "__constant "; }

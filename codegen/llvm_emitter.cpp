@@ -15,6 +15,7 @@
 #include "ir/stochastic_round.h"
 
 #include <array>
+#include <bit>
 #include <cmath>
 
 #include <llvm/IR/IRBuilder.h>
@@ -124,12 +125,14 @@ class PassEmitter {
       if (in.op == Op::Store) {
         llvm::IRBuilder<> at_entry(entry, entry->begin());
         tmp_[in.attr] = at_entry.CreateAlloca(
-            llvm::ArrayType::get(b_.getFloatTy(), static_cast<uint64_t>(ir::kQuantBlock)), nullptr,
+            llvm::ArrayType::get(b_.getFloatTy(), static_cast<uint64_t>(block())), nullptr,
             plan_.buffers[in.attr].name + ".block");
       }
       if (scales_.count(in.attr)) continue;
       llvm::Value* p = table_load(ptr, b_.CreateConstInBoundsGEP1_64(ptr, bufs, in.attr), "codes");
-      codes_[in.attr] = b_.CreateInBoundsGEP(b_.getInt8Ty(), p, offset, "codes.base");
+      // 4-bit codes are two to a byte: the chunk (an even offset) starts at byte offset / 2.
+      llvm::Value* at = bits(in.attr) == 4 ? b_.CreateLShr(offset, 1) : offset;
+      codes_[in.attr] = b_.CreateInBoundsGEP(b_.getInt8Ty(), p, at, "codes.base");
       llvm::Value* sp =
           table_load(ptr, b_.CreateConstInBoundsGEP1_64(ptr, bufs, in.attr + 1), "scales");
       scales_[in.attr] = sp;
@@ -195,6 +198,9 @@ class PassEmitter {
 
  private:
   ir::Quant quant(uint32_t buf) const { return plan_.buffers[buf].quant; }
+  int bits(uint32_t buf) const { return ir::info(quant(buf)).bits; }
+  // The elements of a quantization block: every quantized buffer of a plan shares it.
+  int64_t block() const { return ir::quant_block(plan_.buffers); }
 
   // for (j = 0; j < n; ++j) the pass body on element first + j of the chunk; n >= 1. In
   // `blocked` mode quantized loads dequantize and quantized stores go to the block's f32
@@ -300,8 +306,8 @@ class PassEmitter {
   }
 
   // A chunk of a quantized tensor, a block at a time (chunks start on block boundaries):
-  //   for b0 in [0, length) step kQuantBlock:
-  //     n = min(kQuantBlock, length - b0)
+  //   for b0 in [0, length) step block:
+  //     n = min(block, length - b0)
   //     the element loop over the block (loads dequantize with the block's scale; quantized
   //       stores stage their f32 values and reduce their absmax)
   //     for each quantized store: its scale, then its codes (ir/quant.h's quantizer)
@@ -319,11 +325,13 @@ class PassEmitter {
       acc_phi.back()->addIncoming(a, pre);
     }
     llvm::Value* left = b_.CreateSub(length, b0);
-    llvm::Value* bs = b_.getInt64(ir::kQuantBlock);
+    llvm::Value* bs = b_.getInt64(block());
     llvm::Value* n = b_.CreateSelect(b_.CreateICmpSLT(left, bs), left, bs, "n");
-    // The block's index in the tensor: chunk offsets are multiples of kQuantBlock.
-    llvm::Value* blk = b_.CreateLShr(b_.CreateAdd(offset_, b0), 8, "blk");
-    static_assert(ir::kQuantBlock == 256);
+    // The block's index in the tensor: chunk offsets are multiples of kQuantBlock, so of block.
+    OPTJIT_CHECK(std::has_single_bit(static_cast<uint64_t>(block())) &&
+                 ir::kQuantBlock % block() == 0);
+    llvm::Value* blk = b_.CreateLShr(b_.CreateAdd(offset_, b0),
+                                     std::countr_zero(static_cast<uint64_t>(block())), "blk");
     scale_.clear();
     for (const auto& [buf, sp] : scales_) {
       auto* l = b_.CreateLoad(b_.getFloatTy(), b_.CreateInBoundsGEP(b_.getFloatTy(), sp, blk),
@@ -347,11 +355,19 @@ class PassEmitter {
   }
 
   // A quantized load: map[code] * the block's scale, in f32 as bitsandbytes dequantizes.
+  // 4-bit: element i's code is the high nibble of byte i / 2 when i is even, else the low one.
   llvm::Value* dequantize(uint32_t buf, llvm::Value* i, DType want) {
-    auto* code =
-        b_.CreateLoad(b_.getInt8Ty(), b_.CreateInBoundsGEP(b_.getInt8Ty(), codes_.at(buf), i),
+    const bool nibble = bits(buf) == 4;
+    llvm::Value* at = nibble ? b_.CreateLShr(i, 1) : i;
+    llvm::Value* code =
+        b_.CreateLoad(b_.getInt8Ty(), b_.CreateInBoundsGEP(b_.getInt8Ty(), codes_.at(buf), at),
                       plan_.buffers[buf].name + ".code");
-    tag(code, buf);
+    tag(llvm::cast<llvm::Instruction>(code), buf);
+    if (nibble) {
+      llvm::Value* odd = b_.CreateTrunc(b_.CreateAnd(i, b_.getInt64(1)), b_.getInt8Ty());
+      llvm::Value* shift = b_.CreateShl(b_.CreateXor(odd, b_.getInt8(1)), 2);
+      code = b_.CreateAnd(b_.CreateLShr(code, shift), b_.getInt8(15));
+    }
     llvm::Value* m;
     if (ir::info(quant(buf)).kind == ir::QuantKind::fp8) {
       m = f8_value(code);  // the map's value, computed: no gather
@@ -386,23 +402,39 @@ class PassEmitter {
     return b_.CreateSelect(nan, llvm::ConstantFP::getNaN(f32), b_.CreateBitCast(bits, f32));
   }
 
-  // The block's scale, then each staged value's code: lut[index(x / absmax)] (ir/quant.h).
+  // The block's scale, then each staged value's code (ir/quant.h's quantize_block): table
+  // formats lut[index(x / absmax)], fp8 f8_code(x / scale), nearest the thresholds <= x / scale.
+  // 4-bit codes are stored two to a byte (the even element high), a pair per iteration.
   void quantize_block(uint32_t buf, llvm::Value* amax_bits, llvm::Value* blk, llvm::Value* b0,
                       llvm::Value* n) {
     auto* f32 = b_.getFloatTy();
     auto cf = [&](double d) { return llvm::ConstantFP::get(f32, d); };
-    const bool fp8 = ir::info(quant(buf)).kind == ir::QuantKind::fp8;
+    const ir::QuantKind kind = ir::info(quant(buf)).kind;
     llvm::Value* absmax = b_.CreateBitCast(amax_bits, f32, plan_.buffers[buf].name + ".absmax");
-    // ir::quant_scale: the absmax, or for fp8 max(absmax, 1e-12) / 448 (NaN stays NaN).
-    llvm::Value* scale = fp8 ? b_.CreateFDiv(b_.CreateSelect(b_.CreateFCmpOLE(absmax, cf(1e-12f)),
-                                                             cf(1e-12f), absmax),
-                                             cf(448.0))
-                             : absmax;
+    // ir::quant_scale: the absmax, or max(absmax, 1e-12) (/ 448 for fp8); NaN stays NaN.
+    llvm::Value* clipped =
+        b_.CreateSelect(b_.CreateFCmpOLE(absmax, cf(1e-12f)), cf(1e-12f), absmax);
+    llvm::Value* scale = kind == ir::QuantKind::fp8       ? b_.CreateFDiv(clipped, cf(448.0))
+                         : kind == ir::QuantKind::nearest ? clipped
+                                                          : absmax;
     auto* st = b_.CreateStore(scale, b_.CreateInBoundsGEP(f32, scales_.at(buf), blk));
     tag(st, buf + 1);
     // The table quantizer's loop invariants: 1 / absmax, and whether the block is all zeros.
-    llvm::Value* inv = fp8 ? nullptr : b_.CreateFDiv(cf(1.0), absmax);
-    llvm::Value* zero = fp8 ? nullptr : b_.CreateFCmpOEQ(absmax, cf(0.0));
+    const bool table = kind == ir::QuantKind::table;
+    llvm::Value* inv = table ? b_.CreateFDiv(cf(1.0), absmax) : nullptr;
+    llvm::Value* zero = table ? b_.CreateFCmpOEQ(absmax, cf(0.0)) : nullptr;
+    auto code_of = [&](llvm::Value* x) -> llvm::Value* {
+      switch (kind) {
+        case ir::QuantKind::fp8:
+          return f8_code(b_.CreateFDiv(x, scale));
+        case ir::QuantKind::nearest:
+          return nearest_code(quant(buf), b_.CreateFDiv(x, scale));
+        case ir::QuantKind::table:
+          break;
+      }
+      return table_code(quant(buf), x, inv, zero);
+    };
+    const bool nibble = bits(buf) == 4;
     llvm::BasicBlock* pre = b_.GetInsertBlock();
     auto* loop = llvm::BasicBlock::Create(c_, "quantize", fn_);
     auto* exit = llvm::BasicBlock::Create(c_, "quantize.exit", fn_);
@@ -411,14 +443,20 @@ class PassEmitter {
     llvm::PHINode* j = b_.CreatePHI(b_.getInt64Ty(), 2, "qj");
     j->addIncoming(b_.getInt64(0), pre);
     auto* arr = llvm::cast<llvm::AllocaInst>(tmp_.at(buf));
-    llvm::Value* x =
-        b_.CreateLoad(f32, b_.CreateInBoundsGEP(arr->getAllocatedType(), arr, {b_.getInt64(0), j}));
-    llvm::Value* code =
-        fp8 ? f8_code(b_.CreateFDiv(x, scale)) : table_code(quant(buf), x, inv, zero);
-    auto* s = b_.CreateStore(
-        code, b_.CreateInBoundsGEP(b_.getInt8Ty(), codes_.at(buf), b_.CreateAdd(b0, j)));
+    auto staged = [&](llvm::Value* k) {
+      return b_.CreateLoad(f32,
+                           b_.CreateInBoundsGEP(arr->getAllocatedType(), arr, {b_.getInt64(0), k}));
+    };
+    llvm::Value* code = code_of(staged(j));
+    llvm::Value* at = b_.CreateAdd(b0, j);
+    if (nibble) {  // n is even: 4-bit formats quantize whole blocks only
+      llvm::Value* low = code_of(staged(b_.CreateAdd(j, b_.getInt64(1))));
+      code = b_.CreateOr(b_.CreateShl(code, 4), low);
+      at = b_.CreateLShr(at, 1);
+    }
+    auto* s = b_.CreateStore(code, b_.CreateInBoundsGEP(b_.getInt8Ty(), codes_.at(buf), at));
     tag(s, buf);
-    llvm::Value* j_next = b_.CreateAdd(j, b_.getInt64(1), "qj.next", true, true);
+    llvm::Value* j_next = b_.CreateAdd(j, b_.getInt64(nibble ? 2 : 1), "qj.next", true, true);
     j->addIncoming(j_next, loop);
     b_.CreateCondBr(b_.CreateICmpSLT(j_next, n), loop, exit);
     b_.SetInsertPoint(exit);
@@ -446,6 +484,16 @@ class PassEmitter {
         b_.CreateSelect(b_.CreateICmpULT(a, b_.getInt32(0x3c800000u)), sub, normal));
     return b_.CreateTrunc(b_.CreateOr(b_.CreateAnd(r, b_.getInt32(0xff)), b_.CreateLShr(sign, 24)),
                           b_.getInt8Ty());
+  }
+
+  // ir::nearest_code: the number of the format's thresholds <= y (NaN: none), as a byte.
+  llvm::Value* nearest_code(ir::Quant q, llvm::Value* y) {
+    llvm::Value* c = b_.getInt8(0);
+    for (float t : ir::info(q).thresholds)
+      c = b_.CreateAdd(c,
+                       b_.CreateZExt(b_.CreateFCmpOGE(y, llvm::ConstantFP::get(b_.getFloatTy(), t)),
+                                     b_.getInt8Ty()));
+    return c;
   }
 
   // ir/quant.h's table quantizer: lut[index(x * inv)], 0 for a zero block.
@@ -478,7 +526,7 @@ class PassEmitter {
       padded.resize(t.size() + 3, t.back());
       init = llvm::ConstantDataArray::get(c_, llvm::ArrayRef<uint8_t>(padded));
     } else {
-      const auto& t = *ir::info(q).map;
+      const std::span<const float> t = ir::info(q).map;
       init = llvm::ConstantDataArray::get(c_, llvm::ArrayRef<float>(t.data(), t.size()));
     }
     return new llvm::GlobalVariable(m_, init->getType(), true, llvm::GlobalValue::PrivateLinkage,

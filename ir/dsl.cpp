@@ -219,7 +219,9 @@ static std::string closest(std::string_view want, const Def& d) {
   return best.empty() ? "" : fmt::format(" (did you mean '{}'?)", best);
 }
 
-std::string state_format_names() { return "f32, bf16, f16, bf16_sr, q8, q8u, 8bit, f8"; }
+std::string state_format_names() {
+  return "f32, bf16, f16, bf16_sr, q8, q8u, 8bit, f8, q4, q4u, 4bit";
+}
 
 Expected<StateFormats> parse_state_formats(std::string_view text) {
   auto format = [](std::string_view f) -> std::optional<StateFormat> {
@@ -227,7 +229,8 @@ Expected<StateFormats> parse_state_formats(std::string_view text) {
     if (f == "bf16") return StateFormat{DType::bf16};
     if (f == "f16") return StateFormat{DType::f16};
     if (f == "bf16_sr") return StateFormat{DType::bf16, true};
-    if (f == "8bit") return StateFormat{DType::f32, false, ir::Quant::q8, true};
+    if (f == "8bit") return StateFormat{DType::f32, false, ir::Quant::q8, ir::Quant::q8u};
+    if (f == "4bit") return StateFormat{DType::f32, false, ir::Quant::q4, ir::Quant::q4u};
     if (auto q = ir::parse_quant(f)) return StateFormat{DType::f32, false, *q};
     return std::nullopt;
   };
@@ -526,7 +529,9 @@ StateFormat Ctx::state_format(std::string_view name) {
   }
   if (!chosen) return {dtypes_.state};
   if (chosen->stochastic) stochastic_.insert(state_key(name));
-  if (chosen->bnb_choice && name == "exp_avg_sq") chosen->quant = ir::Quant::q8u;
+  if (chosen->second_moment != ir::Quant::none &&
+      (name == "exp_avg_sq" || name == "max_exp_avg_sq"))
+    chosen->quant = chosen->second_moment;
   return *chosen;
 }
 

@@ -170,9 +170,11 @@ struct Bound {
 /// is stored. One format for all of its states ("bf16"), per state ("exp_avg_sq:f32"), or both
 /// ("bf16,exp_avg_sq:f32"). Formats: f32, bf16, f16 (rounded to nearest even when stored;
 /// computed in the parameters' compute type), bf16_sr (bf16, rounded stochastically), q8 and
-/// q8u (8-bit blockwise with bitsandbytes' signed / unsigned dynamic map, ir/quant.h), and 8bit
-/// (bitsandbytes' choice for its 8-bit optimizers: q8u for exp_avg_sq, the second moment of the
-/// Adam family, q8 for every other state). Without it, state is stored as the parameters are.
+/// q8u (8-bit blockwise with bitsandbytes' signed / unsigned dynamic map, ir/quant.h), 8bit
+/// (bitsandbytes' choice for its 8-bit optimizers: q8u for the Adam family's second moments
+/// exp_avg_sq and max_exp_avg_sq, q8 for every other state), f8 (torchao's fp8), q4 and q4u
+/// (torchao's 4-bit maps, block 128), and 4bit (torchao's choice for AdamW4bit: q4u for the
+/// second moments, q4 elsewhere). Without it, state is stored as the parameters are.
 inline constexpr std::string_view kStateFormat = "state_format";
 struct StateFormat {
   DType storage = DType::f32;
@@ -180,7 +182,8 @@ struct StateFormat {
   /// `state_seed` hyperparameter, the step, the tensor and the element.
   bool stochastic = false;
   ir::Quant quant = ir::Quant::none;  // block-quantized (storage is then f32 for small tensors)
-  bool bnb_choice = false;            // "8bit": q8u for exp_avg_sq, else q8
+  /// "8bit" and "4bit": the format of the second moments (never negative), `quant` the others'.
+  ir::Quant second_moment = ir::Quant::none;
 };
 struct StateFormats {
   std::optional<StateFormat> all;

@@ -191,7 +191,7 @@ class Planner {
   }
 
   double buffer_bytes(uint32_t b) const {
-    return b < p_.buffers.size() ? ir::element_bytes(p_.buffers[b])
+    return b < p_.buffers.size() ? ir::element_bytes(p_.buffers, b)
                                  : static_cast<double>(size_bytes(scratch_types_.at(b)));
   }
 
@@ -343,8 +343,8 @@ Pass Planner::make_pass(int k, const Plan& plan) const {
   pass.body = std::move(b).finish();
   pass.reads.assign(d.loads.begin(), d.loads.end());
   pass.writes.assign(d.stores.begin(), d.stores.end());
-  for (uint32_t r : pass.reads) pass.bytes_read += ir::element_bytes(plan.buffers[r]);
-  for (uint32_t w : pass.writes) pass.bytes_written += ir::element_bytes(plan.buffers[w]);
+  for (uint32_t r : pass.reads) pass.bytes_read += ir::element_bytes(plan.buffers, r);
+  for (uint32_t w : pass.writes) pass.bytes_written += ir::element_bytes(plan.buffers, w);
   return pass;
 }
 

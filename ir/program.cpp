@@ -27,10 +27,17 @@ std::optional<Op> parse_op(std::string_view text) {
   return std::nullopt;
 }
 
-double element_bytes(const BufferDecl& b) {
-  if (b.per_block) return kQuantScaleBytes;
-  if (b.quant != Quant::none) return kQuantCodeBytes;
+double element_bytes(const std::vector<BufferDecl>& buffers, size_t i) {
+  const BufferDecl& b = buffers[i];
+  if (b.per_block) return i > 0 ? scale_bytes_per_element(buffers[i - 1].quant) : 0.0;
+  if (b.quant != Quant::none) return code_bytes_per_element(b.quant);
   return static_cast<double>(size_bytes(b.storage));
+}
+
+int64_t quant_block(const std::vector<BufferDecl>& buffers) {
+  for (const auto& b : buffers)
+    if (b.quant != Quant::none) return info(b.quant).block;
+  return kQuantBlock;
 }
 
 std::string_view to_string(BufferRole r) {

@@ -113,15 +113,18 @@ struct BufferDecl {
   /// A block-quantized state (ir/quant.h): one code per element, and the buffer right after it
   /// holds one scale per block (`per_block`). Loads dequantize; a store quantizes the block.
   Quant quant = Quant::none;
-  /// A quantized buffer's scales: one element per kQuantBlock elements of the tensor, never
+  /// A quantized buffer's scales: one element per block of the tensor's elements, never
   /// loaded or stored by an instruction; its storage is f32.
   bool per_block = false;
   bool operator==(const BufferDecl&) const = default;
 };
 
-/// Bytes one parameter element costs in buffer `b`: its storage, a quantized buffer's code, or
+/// Bytes one parameter element costs in buffers[i]: its storage, a quantized buffer's code, or
 /// its share of a per-block scale.
-double element_bytes(const BufferDecl& b);
+double element_bytes(const std::vector<BufferDecl>& buffers, size_t i);
+/// The block of a program's quantized buffers (the verifier makes them share one): the
+/// kernels' unit of work on a quantized tensor. kQuantBlock when nothing is quantized.
+int64_t quant_block(const std::vector<BufferDecl>& buffers);
 
 /// A value carried from step to step, one per parameter group (e.g. NAdam's mu_product).
 struct StateDecl {

@@ -1,6 +1,7 @@
 #include "ir/quant.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -466,13 +467,109 @@ std::array<float, 256> make_e4m3() {
 }
 const std::array<float, 256> kE4m3 = make_e4m3();
 
+// torchao's 4-bit maps (optim/subclass_4bit.py): create_dynamic_map(True, 3, 4) and
+// linspace(0, 1, 17)[1:], as float32 (printed from torchao by tools/gen_dynamic_maps.py;
+// checked against the installed torchao by the Python tests).
+constexpr std::array<float, 16> kFourBitSigned = {
+    -0x1.c666660000000p-1f, -0x1.5333340000000p-1f, -0x1.c000000000000p-2f, -0x1.b333320000000p-3f,
+    -0x1.3d70a40000000p-4f, -0x1.0a3d720000000p-5f, -0x1.6872b00000000p-8f, 0x0.0p+0f,
+    0x1.6872b00000000p-8f,  0x1.0a3d720000000p-5f,  0x1.3d70a40000000p-4f,  0x1.b333320000000p-3f,
+    0x1.c000000000000p-2f,  0x1.5333340000000p-1f,  0x1.c666660000000p-1f,  0x1.0000000000000p+0f,
+};
+constexpr std::array<float, 16> kFourBitUnsigned = {
+    0x1.0000000000000p-4f, 0x1.0000000000000p-3f, 0x1.8000000000000p-3f, 0x1.0000000000000p-2f,
+    0x1.4000000000000p-2f, 0x1.8000000000000p-2f, 0x1.c000000000000p-2f, 0x1.0000000000000p-1f,
+    0x1.2000000000000p-1f, 0x1.4000000000000p-1f, 0x1.6000000000000p-1f, 0x1.8000000000000p-1f,
+    0x1.a000000000000p-1f, 0x1.c000000000000p-1f, 0x1.e000000000000p-1f, 0x1.0000000000000p+0f,
+};
+
+// torchao's rounding of y between map[c] and map[c + 1], in f32 as its kernels compute it.
+bool rounds_up(const std::array<float, 16>& map, int c, float y) {
+  if (y >= map[c + 1]) return true;
+  if (!(y >= map[c])) return false;
+  const float residual = y - map[c];
+  const float half = (map[c + 1] - map[c]) * 0.5f;
+  return residual >= half;
+}
+
+// f32 values in order as unsigned integers (negative ones below positive ones), and back.
+uint32_t ordered(float f) {
+  const uint32_t b = std::bit_cast<uint32_t>(f);
+  return (b & 0x80000000u) ? ~b : b | 0x80000000u;
+}
+float from_ordered(uint32_t k) {
+  return std::bit_cast<float>((k & 0x80000000u) ? k & 0x7fffffffu : ~k);
+}
+
+// t[c]: the least f32 that torchao's rule takes to code c + 1 or above, found by bisection on
+// the floats between map[c] and map[c + 1] (the rule is monotone there and true at the top).
+std::array<float, 15> make_thresholds(const std::array<float, 16>& map) {
+  std::array<float, 15> t{};
+  for (int c = 0; c < 15; ++c) {
+    uint32_t lo = ordered(map[c]), hi = ordered(map[c + 1]);  // rounds_up(hi) holds
+    while (lo < hi) {
+      const uint32_t mid = lo + (hi - lo) / 2;
+      if (rounds_up(map, c, from_ordered(mid)))
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    t[c] = from_ordered(hi);
+  }
+  return t;
+}
+const std::array<float, 15> kThresholdsSigned = make_thresholds(kFourBitSigned);
+const std::array<float, 15> kThresholdsUnsigned = make_thresholds(kFourBitUnsigned);
+
 const QuantInfo kTable[] = {
-    {"none", "not quantized", QuantKind::table, nullptr, nullptr, nullptr, 0, false},
-    {"q8", "8-bit blockwise, bitsandbytes' signed dynamic map", QuantKind::table, &kDynamicSigned,
-     &kLutSigned, &kCompactSigned, kQuantMinElements, false},
-    {"q8u", "8-bit blockwise, bitsandbytes' unsigned dynamic map (values >= 0)", QuantKind::table,
-     &kDynamicUnsigned, &kLutUnsigned, &kCompactUnsigned, kQuantMinElements, false},
-    {"f8", "fp8 e4m3 blockwise, torchao's AdamWFp8", QuantKind::fp8, &kE4m3, nullptr, nullptr,
+    {"none",
+     "not quantized",
+     QuantKind::table,
+     {},
+     nullptr,
+     nullptr,
+     {},
+     32,
+     kQuantBlock,
+     0,
+     false},
+    {"q8",
+     "8-bit blockwise, bitsandbytes' signed dynamic map",
+     QuantKind::table,
+     kDynamicSigned,
+     &kLutSigned,
+     &kCompactSigned,
+     {},
+     8,
+     256,
+     kQuantMinElements,
+     false},
+    {"q8u",
+     "8-bit blockwise, bitsandbytes' unsigned dynamic map (values >= 0)",
+     QuantKind::table,
+     kDynamicUnsigned,
+     &kLutUnsigned,
+     &kCompactUnsigned,
+     {},
+     8,
+     256,
+     kQuantMinElements,
+     false},
+    {"f8",
+     "fp8 e4m3 blockwise, torchao's AdamWFp8",
+     QuantKind::fp8,
+     kE4m3,
+     nullptr,
+     nullptr,
+     {},
+     8,
+     256,
+     kQuantMinElements,
+     true},
+    {"q4", "4-bit blockwise (128), torchao's AdamW4bit signed dynamic map", QuantKind::nearest,
+     kFourBitSigned, nullptr, nullptr, kThresholdsSigned, 4, 128, kQuantMinElements, true},
+    {"q4u", "4-bit blockwise (128), torchao's AdamW4bit unsigned linear map (values > 0)",
+     QuantKind::nearest, kFourBitUnsigned, nullptr, nullptr, kThresholdsUnsigned, 4, 128,
      kQuantMinElements, true},
 };
 
@@ -483,7 +580,16 @@ std::string_view to_string(Quant q) { return info(q).name; }
 
 bool quantized_tensor(Quant q, int64_t numel) {
   const QuantInfo& i = info(q);
-  return numel >= i.min_elements && (!i.whole_blocks || numel % kQuantBlock == 0);
+  return numel >= i.min_elements && (!i.whole_blocks || numel % i.block == 0);
+}
+
+uint8_t nearest_code_exact(Quant q, double y) {
+  const std::span<const float> map = info(q).map;
+  const int top = static_cast<int>(map.size()) - 1;
+  int c = 0;  // the last code whose value is <= y (0 below the first, and for NaN)
+  while (c < top && y >= map[c + 1]) ++c;
+  if (c < top && y - map[c] >= (static_cast<double>(map[c + 1]) - map[c]) * 0.5) ++c;
+  return static_cast<uint8_t>(c);
 }
 
 uint8_t f8_code_exact(double y) {

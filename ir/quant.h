@@ -1,10 +1,11 @@
-// Block-quantized storage: a buffer stored as one 8-bit code per element and one f32 scale per
-// block of kQuantBlock elements, as bitsandbytes stores 8-bit optimizer state. Every format is
-// one row of a table (its map and the lookup table its quantizer uses); the IR, the planner, the
+// Block-quantized storage: a buffer stored as one code per element (8 bits, or 4 bits two to a
+// byte) and one f32 scale per block of elements (256, or 128 for torchao's 4-bit), as
+// bitsandbytes and torchao store low-bit optimizer state. Every format is one row of a table
+// (its map, its code width, its block, and what its quantizer needs); the IR, the planner, the
 // reference and the backends ask the table, not the format.
 //
-// The quantizer is bitsandbytes' (csrc/cpu_ops.cpp, quantize_cpu_impl), so optjit's codes are
-// its codes bit for bit:
+// The 8-bit quantizer is bitsandbytes' (csrc/cpu_ops.cpp, quantize_cpu_impl), so optjit's codes
+// are its codes bit for bit:
 //   absmax = max |x| over the block (f32); all codes 0 when it is 0;
 //   y = clamp(x * (1 / absmax), -1, 1); i = (uint16)((y + 1) * 0.5 * 65535 + 0.5);
 //   code = lut[i], where lut[i] is the map entry nearest to -1 + 2i/65535 (each midpoint of two
@@ -15,6 +16,12 @@
 //
 // Tensors under kQuantMinElements elements keep their state in f32, as bitsandbytes'
 // min_8bit_size does: their scale buffer is empty and the kernels take the plain path.
+//
+// The 4-bit quantizer is torchao's (optim/quant_utils.py, quantize_4bit_with_qmap; its AdamW4bit
+// with block 128): scale = max(absmax, 1e-12); y = x / scale; c = the last code whose value is
+// <= y (0 below the first); c + 1 when y - map[c] >= (map[c + 1] - map[c]) * 0.5, all in f32.
+// That is monotone in y, so the backends compute it as the number of thresholds t[c] <= y,
+// where t[c] is the least f32 that rounds to c + 1 or above (found once, from the rule itself).
 #pragma once
 
 #include <array>
@@ -22,6 +29,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -32,9 +40,13 @@ enum class Quant : uint8_t {
   q8,   // bitsandbytes' signed dynamic map ("dynamic"): first moments, any sign
   q8u,  // its unsigned dynamic map ("udynamic"): second moments, never negative
   f8,   // fp8 e4m3fn codes scaled so the block's absmax is 448, as torchao's AdamWFp8
+  q4,   // 4-bit, torchao's signed dynamic map (create_dynamic_map(True, 3, 4)), block 128
+  q4u,  // 4-bit, torchao's unsigned linear map (1/16 .. 1, no zero), block 128
 };
 
-inline constexpr int64_t kQuantBlock = 256;         // elements per scale
+/// The largest block: every format's block divides it, and chunks of quantized tensors start
+/// on multiples of it, so every chunk holds whole blocks of any format.
+inline constexpr int64_t kQuantBlock = 256;
 inline constexpr int64_t kQuantMinElements = 4096;  // smaller tensors keep f32 (bitsandbytes)
 inline constexpr int kQuantLutSize = 65536;
 
@@ -59,20 +71,25 @@ struct CompactLut {
   }
 };
 
-/// How a format turns a block into codes. Both dequantize as map[code] * scale.
+/// How a format turns a block into codes. All dequantize as map[code] * scale.
 ///  - table (bitsandbytes): scale = absmax; code = lut[index(x * (1 / absmax))], 0 when
 ///    absmax is 0;
 ///  - fp8 (torchao): scale = max(absmax, 1e-12) / 448; code = the e4m3fn bits of x / scale,
-///    rounded to nearest even (f8_code), so map is the e4m3fn values.
-enum class QuantKind : uint8_t { table, fp8 };
+///    rounded to nearest even (f8_code), so map is the e4m3fn values;
+///  - nearest (torchao's 4-bit): scale = max(absmax, 1e-12); code = the number of thresholds
+///    <= x / scale (see the file comment).
+enum class QuantKind : uint8_t { table, fp8, nearest };
 
 struct QuantInfo {
   std::string_view name;
   std::string_view description;
   QuantKind kind;
-  const std::array<float, 256>* map;      // code -> value before scaling
+  std::span<const float> map;             // code -> value before scaling (2^bits values)
   const std::array<uint8_t, 65536>* lut;  // table: table index -> code
   const CompactLut* compact;              // table: the same, small (the GPU kernels' form)
+  std::span<const float> thresholds;      // nearest: 2^bits - 1 ascending f32 thresholds
+  int bits;                               // 8, or 4: element 2k in byte k's high nibble
+  int64_t block;                          // elements per scale (divides kQuantBlock)
   /// Which tensors are quantized (the others keep f32 state): bitsandbytes' min_8bit_size,
   /// and torchao's, which also wants whole blocks.
   int64_t min_elements;
@@ -82,9 +99,9 @@ const QuantInfo& info(Quant q);
 std::string_view to_string(Quant q);
 std::optional<Quant> parse_quant(std::string_view s);
 
-/// Bytes a quantized buffer takes per element (its code), and its scale buffer per element.
-inline constexpr double kQuantCodeBytes = 1.0;
-inline constexpr double kQuantScaleBytes = 4.0 / static_cast<double>(kQuantBlock);
+/// Bytes a quantized buffer of format q takes per element (its code), and its scales.
+inline double code_bytes_per_element(Quant q);
+inline double scale_bytes_per_element(Quant q);
 
 /// Whether a tensor of `numel` elements stores its buffers of format q quantized (else in f32).
 /// The formats of one program share this rule (the verifier checks it).
@@ -113,7 +130,12 @@ inline uint8_t f8_code(float x) {
 
 /// A format's scale for a block whose largest |x| is `absmax` (NaN stays NaN).
 inline float quant_scale(Quant q, float absmax);
-inline int64_t quant_blocks(int64_t numel) { return (numel + kQuantBlock - 1) / kQuantBlock; }
+/// A quantized tensor's scales (one per block) and the bytes of its codes.
+inline int64_t scale_count(Quant q, int64_t numel);
+inline int64_t code_bytes(Quant q, int64_t numel);
+/// Element e's code in a tensor's codes, and n codes stored from element e0 (even for 4-bit).
+inline uint8_t code_at(Quant q, const uint8_t* codes, int64_t e);
+inline void put_codes(Quant q, uint8_t* codes, int64_t e0, const uint8_t* c, int64_t n);
 
 /// The lookup-table index of x already divided by its block's absmax (see the file comment).
 /// NaN (a block whose absmax is NaN or Inf) takes index 0, as -1 does.
@@ -126,17 +148,49 @@ inline uint16_t quant_lut_index(float y) {
 
 /// The e4m3fn code nearest to a double (the reference's f64 arithmetic), ties to even.
 uint8_t f8_code_exact(double y);
-
-inline float quant_scale(Quant q, float absmax) {
-  if (info(q).kind == QuantKind::fp8) return (absmax <= 1e-12f ? 1e-12f : absmax) / 448.0f;
-  return absmax;
+/// torchao's 4-bit rounding of y (already divided by its scale) in f64: the reference's.
+uint8_t nearest_code_exact(Quant q, double y);
+/// The same in f32, as every backend computes it: the number of thresholds <= y.
+inline uint8_t nearest_code(Quant q, float y) {
+  int c = 0;
+  for (float t : info(q).thresholds) c += y >= t ? 1 : 0;
+  return static_cast<uint8_t>(c);
 }
 
-/// Quantizes n (at most kQuantBlock) values into codes and returns the block's scale (its
-/// absmax for table formats). A NaN makes the absmax NaN (bitsandbytes passes over it), so the
-/// whole block reads back as NaN and a NaN is never hidden in a code. `T` is float for the float32
-/// backends' arithmetic and double for the reference, which computes y in double from the absmax as
-/// stored (f32).
+inline float quant_scale(Quant q, float absmax) {
+  const QuantKind k = info(q).kind;
+  if (k == QuantKind::table) return absmax;
+  const float s = absmax <= 1e-12f ? 1e-12f : absmax;  // torchao's clip(1e-12); NaN stays
+  return k == QuantKind::fp8 ? s / 448.0f : s;
+}
+
+inline double code_bytes_per_element(Quant q) { return info(q).bits / 8.0; }
+inline double scale_bytes_per_element(Quant q) { return 4.0 / static_cast<double>(info(q).block); }
+inline int64_t scale_count(Quant q, int64_t numel) {
+  const int64_t b = info(q).block;
+  return (numel + b - 1) / b;
+}
+inline int64_t code_bytes(Quant q, int64_t numel) {
+  return info(q).bits == 4 ? (numel + 1) / 2 : numel;
+}
+inline uint8_t code_at(Quant q, const uint8_t* codes, int64_t e) {
+  if (info(q).bits == 8) return codes[e];
+  return static_cast<uint8_t>((codes[e >> 1] >> ((e & 1) != 0 ? 0 : 4)) & 15);
+}
+inline void put_codes(Quant q, uint8_t* codes, int64_t e0, const uint8_t* c, int64_t n) {
+  if (info(q).bits == 8) {
+    for (int64_t j = 0; j < n; ++j) codes[e0 + j] = c[j];
+    return;
+  }
+  for (int64_t j = 0; j < n; j += 2)
+    codes[(e0 + j) >> 1] = static_cast<uint8_t>((c[j] << 4) | (j + 1 < n ? c[j + 1] : 0));
+}
+
+/// Quantizes n (at most the format's block) values into codes, one per byte, and returns the
+/// block's scale (its absmax for table formats). A NaN makes the absmax NaN (bitsandbytes passes
+/// over it), so the whole block reads back as NaN and a NaN is never hidden in a code. `T` is float
+/// for the float32 backends' arithmetic and double for the reference, which computes y in double
+/// from the absmax as stored (f32).
 template <typename T>
 float quantize_block(Quant q, const T* x, int64_t n, uint8_t* codes) {  // returns the scale
   T m = 0;
@@ -154,6 +208,17 @@ float quantize_block(Quant q, const T* x, int64_t n, uint8_t* codes) {  // retur
         codes[j] = f8_code(x[j] / scale);
       } else {
         codes[j] = f8_code_exact(x[j] / static_cast<double>(scale));
+      }
+    }
+    return scale;
+  }
+  if (info(q).kind == QuantKind::nearest) {
+    const float scale = quant_scale(q, absmax);
+    for (int64_t j = 0; j < n; ++j) {
+      if constexpr (sizeof(T) == 4) {
+        codes[j] = nearest_code(q, x[j] / scale);
+      } else {
+        codes[j] = nearest_code_exact(q, x[j] / static_cast<double>(scale));
       }
     }
     return scale;
@@ -177,15 +242,19 @@ float quantize_block(Quant q, const T* x, int64_t n, uint8_t* codes) {  // retur
   return absmax;
 }
 
-/// A whole tensor of n values: codes[i] and one scale per block, as the backends store it.
-inline void quantize(Quant q, const float* x, int64_t n, uint8_t* codes, float* scales) {
-  for (int64_t e0 = 0; e0 < n; e0 += kQuantBlock)
-    scales[e0 / kQuantBlock] =
-        quantize_block(q, x + e0, n - e0 < kQuantBlock ? n - e0 : kQuantBlock, codes + e0);
+/// n values from element e0 (a multiple of the format's block) of a tensor: their codes
+/// (code_bytes) and one scale per block, as the backends store them. `T` as quantize_block's.
+template <typename T>
+void quantize(Quant q, const T* x, int64_t n, uint8_t* codes, float* scales, int64_t e0 = 0) {
+  const int64_t b = info(q).block;
+  uint8_t c[kQuantBlock];
+  for (int64_t k = 0; k < n; k += b) {
+    const int64_t m = n - k < b ? n - k : b;
+    scales[(e0 + k) / b] = quantize_block(q, x + k, m, c);
+    put_codes(q, codes, e0 + k, c, m);
+  }
 }
 
-inline float dequantize(Quant q, uint8_t code, float absmax) {
-  return (*info(q).map)[code] * absmax;
-}
+inline float dequantize(Quant q, uint8_t code, float absmax) { return info(q).map[code] * absmax; }
 
 }  // namespace optjit::ir

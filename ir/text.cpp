@@ -215,10 +215,10 @@ class IrParser {
         d.init = *i;
         if (ts_.peek().kind == Tok::ident && ts_.peek().text == "quant") {
           ts_.next();
-          auto q = ts_.expect_ident("a quantized format (q8, q8u, f8)");
+          auto q = ts_.expect_ident("a quantized format (q8, q8u, f8, q4, q4u)");
           if (!q) return q.error();
           auto f = parse_quant(*q);
-          if (!f) return make_error("unknown quantized format '{}' (q8, q8u, f8)", *q);
+          if (!f) return make_error("unknown quantized format '{}' (q8, q8u, f8, q4, q4u)", *q);
           d.quant = *f;
         }
       }

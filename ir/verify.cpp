@@ -148,10 +148,12 @@ Status verify(const Program& p) {
   for (const auto& b : p.buffers) {
     if (b.quant == Quant::none) continue;
     const QuantInfo& q = info(b.quant);
-    if (rule && (rule->min_elements != q.min_elements || rule->whole_blocks != q.whole_blocks))
+    if (rule && (rule->min_elements != q.min_elements || rule->whole_blocks != q.whole_blocks ||
+                 rule->block != q.block))
       return make_error(
-          "IR: quantized formats {} and {} quantize different tensors (bitsandbytes' and "
-          "torchao's rules); use one of them in a pipeline",
+          "IR: quantized formats {} and {} quantize different tensors or blocks "
+          "(bitsandbytes' and torchao's rules, 256 or 128 elements); use one family in a "
+          "pipeline",
           rule->name, q.name);
     rule = &q;
   }

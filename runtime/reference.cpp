@@ -124,7 +124,7 @@ void HostProgram::finish_reductions(size_t k, const std::vector<std::vector<doub
 // before it stores), and reductions still take the elements in order.
 std::vector<std::vector<double>> ReferenceBackend::run_pass(size_t k, OptimizerState& s,
                                                             HostProgram& host) const {
-  constexpr int64_t kBlock = ir::kQuantBlock;  // a quantized store sees its whole block
+  constexpr int64_t kBlock = ir::kQuantBlock;  // a quantized store sees whole blocks
   const plan::Pass& pass = plan_.passes[k];
   const auto& body = pass.body.insts;
   std::vector<std::vector<double>> partial(pass.reductions.size(),
@@ -155,10 +155,14 @@ std::vector<std::vector<double>> ReferenceBackend::run_pass(size_t k, OptimizerS
             const uint8_t* base = ts.data(in.attr);
             const DType st = plan_.buffers[in.attr].storage;
             if (holds_codes(plan_, in.attr, ts.numel)) {
-              float absmax;
-              std::memcpy(&absmax, ts.data(in.attr + 1) + 4 * (e0 / kBlock), 4);
-              for (int64_t j = 0; j < n; ++j)
-                out[j] = ir::dequantize(plan_.buffers[in.attr].quant, base[e0 + j], absmax);
+              const ir::Quant q = plan_.buffers[in.attr].quant;
+              const int64_t qb = ir::info(q).block;
+              const uint8_t* scales = ts.data(in.attr + 1);
+              for (int64_t j = 0; j < n; ++j) {
+                float scale;
+                std::memcpy(&scale, scales + 4 * ((e0 + j) / qb), 4);
+                out[j] = ir::dequantize(q, ir::code_at(q, base, e0 + j), scale);
+              }
             } else if (st == DType::f32) {  // the common types without a per-element dispatch
               for (int64_t j = 0; j < n; ++j) {
                 float f;
@@ -177,10 +181,9 @@ std::vector<std::vector<double>> ReferenceBackend::run_pass(size_t k, OptimizerS
             const DType st = plan_.buffers[in.attr].storage;
             const double* x = column(in.args[0]);
             if (holds_codes(plan_, in.attr, ts.numel)) {
-              // The block is the quantization block: its absmax is known here, in this pass.
-              const float absmax =
-                  ir::quantize_block(plan_.buffers[in.attr].quant, x, n, base + e0);
-              std::memcpy(ts.data(in.attr + 1) + 4 * (e0 / kBlock), &absmax, 4);
+              // Whole quantization blocks: each block's absmax is known here, in this pass.
+              ir::quantize(plan_.buffers[in.attr].quant, x, n, base,
+                           reinterpret_cast<float*>(ts.data(in.attr + 1)), e0);
             } else if (st == DType::f64)
               std::memcpy(base + 8 * e0, x, static_cast<size_t>(8 * n));
             else

@@ -146,10 +146,13 @@ Expected<OptimizerState> init_state(const plan::Plan& plan, const std::vector<Ho
         const ir::BufferDecl& d = plan.buffers[owner];
         const double v = d.init.hyper ? s.groups[ts.group].hypers[*d.init.hyper] : d.init.value;
         if (holds_codes(plan, owner, ts.numel)) {
-          // Every block holds v: each code the quantized v, each scale its block's.
+          // Every block holds v: each code the quantized v, each scale its block's. Zero is
+          // a zero scale (torchao's zeros(); a format without a zero code, q4u, reads 0).
           const float x = static_cast<float>(v);
           uint8_t code = 0;
-          const float scale = ir::quantize_block(d.quant, &x, 1, &code);
+          float scale = ir::quantize_block(d.quant, &x, 1, &code);
+          if (x == 0.0f) scale = 0.0f;
+          if (ir::info(d.quant).bits == 4) code = static_cast<uint8_t>(code << 4 | code);
           if (!b.per_block) std::fill(buf.begin(), buf.end(), code);
           for (size_t k = 0; b.per_block && k < buf.size() / 4; ++k)
             std::memcpy(buf.data() + 4 * k, &scale, 4);
@@ -169,6 +172,12 @@ DType stored_type(const plan::Plan& plan, size_t b, int64_t numel) {
   return holds_codes(plan, b, numel) ? DType::u8 : plan.buffers[b].storage;
 }
 
+std::vector<int64_t> state_shape(const plan::Plan& plan, size_t b, const TensorState& t) {
+  if (holds_codes(plan, b, t.numel) && ir::info(plan.buffers[b].quant).bits != 8)
+    return {ir::code_bytes(plan.buffers[b].quant, t.numel)};
+  return t.shape;
+}
+
 bool holds_codes(const plan::Plan& plan, size_t b, int64_t numel) {
   return plan.buffers[b].quant != ir::Quant::none &&
          ir::quantized_tensor(plan.buffers[b].quant, numel);
@@ -178,8 +187,10 @@ size_t buffer_bytes(const plan::Plan& plan, size_t b, int64_t numel) {
   const ir::BufferDecl& d = plan.buffers[b];
   const auto n = static_cast<size_t>(numel);
   if (d.per_block)
-    return holds_codes(plan, b - 1, numel) ? static_cast<size_t>(ir::quant_blocks(numel)) * 4 : 0;
-  if (holds_codes(plan, b, numel)) return n;
+    return holds_codes(plan, b - 1, numel)
+               ? static_cast<size_t>(ir::scale_count(plan.buffers[b - 1].quant, numel)) * 4
+               : 0;
+  if (holds_codes(plan, b, numel)) return static_cast<size_t>(ir::code_bytes(d.quant, numel));
   return n * size_bytes(d.storage);
 }
 
@@ -230,17 +241,18 @@ TensorFile export_state(const plan::Plan& plan, const OptimizerState& s) {
       if (decl.role == BufferRole::grad) continue;
       std::string name =
           decl.role == BufferRole::param ? t.name : fmt::format("{}.{}", t.name, decl.name);
-      // Quantized state: its codes (u8, the parameter's shape) and its scales (f32, one per
-      // block); a tensor too small to quantize has neither, only its f32 values.
+      // Quantized state: its codes (u8, the parameter's shape; 4-bit codes two to a byte,
+      // flat, as torchao keeps them) and its scales (f32, one per block); a tensor too small to
+      // quantize has neither, only its f32 values.
       if (decl.per_block) {
         if (holds_codes(plan, b - 1, t.numel))
           f.tensors.push_back({name,
                                DType::f32,
-                               {ir::quant_blocks(t.numel)},
+                               {ir::scale_count(p.buffers[b - 1].quant, t.numel)},
                                t.bytes(b, buffer_bytes(plan, b, t.numel))});
         continue;
       }
-      f.tensors.push_back({name, stored_type(plan, b, t.numel), t.shape,
+      f.tensors.push_back({name, stored_type(plan, b, t.numel), state_shape(plan, b, t),
                            t.bytes(b, buffer_bytes(plan, b, t.numel))});
       if (decl.quant != ir::Quant::none)
         f.metadata[fmt::format("optjit.quant.{}", decl.name)] = std::string(to_string(decl.quant));
@@ -278,11 +290,16 @@ Status import_buffer(const plan::Plan& plan, TensorState& t, size_t b, const Hos
       return make_error("state '{}' holds {} codes; this optimizer keeps it as {}", name,
                         q == f.metadata.end() ? std::string("8-bit") : q->second,
                         codes ? to_string(decl.quant) : to_string(decl.storage));
+    const int64_t want = ir::code_bytes(decl.quant, t.numel);
+    if (h.numel() != want)
+      return make_error("state '{}' has {} codes, its parameter's {} elements need {}", name,
+                        h.numel(), t.numel, want);
+    const int64_t blocks = ir::scale_count(decl.quant, t.numel);
     const HostTensor* s = f.find(name + ".absmax");
-    if (!s || s->dtype != DType::f32 || s->numel() != ir::quant_blocks(t.numel))
+    if (!s || s->dtype != DType::f32 || s->numel() != blocks)
       return make_error("state file has no f32 '{}.absmax' with {} blocks for its codes", name,
-                        ir::quant_blocks(t.numel));
-    std::memcpy(t.data(b), h.data.data(), static_cast<size_t>(t.numel));
+                        blocks);
+    std::memcpy(t.data(b), h.data.data(), static_cast<size_t>(want));
     std::memcpy(t.data(b + 1), s->data.data(), s->data.size());
     return Status::Ok();
   }
@@ -294,7 +311,7 @@ Status import_buffer(const plan::Plan& plan, TensorState& t, size_t b, const Hos
   }
   std::vector<float> values(static_cast<size_t>(t.numel));
   for (int64_t e = 0; e < t.numel; ++e) values[e] = static_cast<float>(h.get(e));
-  std::vector<float> scales(static_cast<size_t>(ir::quant_blocks(t.numel)));
+  std::vector<float> scales(static_cast<size_t>(ir::scale_count(decl.quant, t.numel)));
   ir::quantize(decl.quant, values.data(), t.numel, t.data(b), scales.data());
   std::memcpy(t.data(b + 1), scales.data(), scales.size() * 4);
   return Status::Ok();
@@ -315,7 +332,7 @@ Status import_state(const plan::Plan& plan, OptimizerState& s, const TensorFile&
       std::string name = fmt::format("{}.{}", t.name, decl.name);
       const HostTensor* h = f.find(name);
       if (!h) return make_error("state file has no '{}'", name);
-      if (h->numel() != t.numel)
+      if (h->dtype != DType::u8 && h->numel() != t.numel)  // codes: checked with their format
         return make_error("state '{}' has {} elements, its parameter {}", name, h->numel(),
                           t.numel);
       OPTJIT_TRY(import_buffer(plan, t, b, *h, f));

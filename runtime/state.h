@@ -84,13 +84,16 @@ struct OptimizerState {
 };
 
 /// Bytes buffer b of a tensor of `numel` elements takes: numel elements of its storage, or for a
-/// quantized buffer one code per element and one f32 scale per block in the buffer after it;
+/// quantized buffer its codes (ir::code_bytes) and one f32 scale per block in the buffer after it;
 /// tensors a format does not quantize (ir::quantized_tensor) keep it in f32 and no scales.
 size_t buffer_bytes(const plan::Plan& plan, size_t b, int64_t numel);
 /// Whether buffer b of a tensor of `numel` elements holds codes (else values in its storage).
 bool holds_codes(const plan::Plan& plan, size_t b, int64_t numel);
 /// The element type buffer b of such a tensor is stored as: u8 codes, or its storage.
 DType stored_type(const plan::Plan& plan, size_t b, int64_t numel);
+/// The shape buffer b of tensor t is saved with: the parameter's, or for 4-bit codes (two to
+/// a byte) the flat byte count.
+std::vector<int64_t> state_shape(const plan::Plan& plan, size_t b, const TensorState& t);
 
 /// A parameter group: the tensors whose names match any pattern ('*' and '?' globs), with
 /// hyperparameter overrides (names as in set_hyper). Tensors no group matches are in group 0.

@@ -3,6 +3,7 @@
 // tests/../python/tests/test_quantized_state.py checks the same against bitsandbytes itself.
 #include <cmath>
 #include <limits>
+#include <span>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -22,7 +23,7 @@ using ir::Quant;
 
 TEST(Quant, TheLookupTablePicksTheNearestCodeOfEachGridPoint) {
   for (Quant q : {Quant::q8, Quant::q8u}) {
-    const auto& map = *ir::info(q).map;
+    const auto map = ir::info(q).map;
     const auto& lut = *ir::info(q).lut;
     EXPECT_EQ(map.back(), 1.0f);
     EXPECT_TRUE(std::is_sorted(map.begin(), map.end()));
@@ -44,7 +45,7 @@ TEST(Quant, BlocksRoundTripWithinTheirCodeSpacingAndKeepNaNVisible) {
   float want = 0;
   for (float v : x) want = std::max(want, std::fabs(v));
   EXPECT_EQ(absmax, want);
-  const auto& map = *ir::info(Quant::q8).map;
+  const auto map = ir::info(Quant::q8).map;
   for (size_t j = 0; j < x.size(); ++j) {
     const float back = ir::dequantize(Quant::q8, codes[j], absmax);
     // Within the larger gap next to its code, plus the table's resolution (2 / 65535).
@@ -65,9 +66,66 @@ TEST(Quant, BlocksRoundTripWithinTheirCodeSpacingAndKeepNaNVisible) {
   EXPECT_TRUE(std::isnan(ir::dequantize(Quant::q8, codes[0], nan_absmax)));
 }
 
+// torchao's 4-bit rounding (quantize_4bit_with_qmap) written as it is, in f32: a branchless
+// binary search, then up when the residual reaches half the gap.
+uint8_t torchao_4bit(std::span<const float> q, float y) {
+  int c = y >= q[8] ? 8 : 0;
+  c += y >= q[c + 4] ? 4 : 0;
+  c += y >= q[c + 2] ? 2 : 0;
+  c += y >= q[c + 1] ? 1 : 0;
+  const int up = std::min(c + 1, 15);
+  const float residual = y - q[c];
+  return static_cast<uint8_t>(residual >= (q[up] - q[c]) * 0.5f ? up : c);
+}
+
+// The thresholds are torchao's rule, exactly: at each threshold and the float below it, at every
+// map value and midpoint, and at a million values spread over [-1.1, 1.1].
+TEST(Quant, FourBitThresholdsAreTorchaosRoundingExactly) {
+  for (Quant q : {Quant::q4, Quant::q4u}) {
+    const auto map = ir::info(q).map;
+    const auto thr = ir::info(q).thresholds;
+    ASSERT_EQ(map.size(), 16u);
+    ASSERT_EQ(thr.size(), 15u);
+    EXPECT_EQ(ir::info(q).block, 128);
+    std::vector<float> probes;
+    for (float t : thr)
+      probes.insert(probes.end(), {t, std::nextafter(t, -2.0f), std::nextafter(t, 2.0f)});
+    for (size_t c = 0; c + 1 < map.size(); ++c)
+      probes.insert(probes.end(), {map[c], 0.5f * (map[c] + map[c + 1]), map[c + 1]});
+    uint32_t state = 12345;
+    for (int k = 0; k < 1000000; ++k) {
+      state = state * 1664525u + 1013904223u;
+      probes.push_back(-1.1f + 2.2f * static_cast<float>(state >> 8) / 16777216.0f);
+    }
+    for (float y : probes) {
+      ASSERT_EQ(ir::nearest_code(q, y), torchao_4bit(map, y)) << ir::to_string(q) << " " << y;
+      // The reference's f64 rule agrees wherever f32 arithmetic is exact (the map's own values).
+    }
+    for (size_t c = 0; c < map.size(); ++c) EXPECT_EQ(ir::nearest_code_exact(q, map[c]), c);
+    // A midpoint rounds up (torchao's residual >= half gap), in f32 and in f64.
+    const double mid = 0.5 * (static_cast<double>(map[3]) + map[4]);
+    EXPECT_EQ(ir::nearest_code_exact(q, mid), 4);
+  }
+  // NaN takes code 0 (its block's scale is NaN, so it reads back NaN).
+  EXPECT_EQ(ir::nearest_code(Quant::q4, std::numeric_limits<float>::quiet_NaN()), 0);
+  // Two codes a byte, the even element high; a zero block's scale is torchao's 1e-12.
+  std::vector<float> x(128, 0.0f);
+  x[0] = 1.0f, x[1] = -1.0f;
+  std::vector<uint8_t> codes(64);
+  std::vector<float> scale(1);
+  ir::quantize(Quant::q4, x.data(), 128, codes.data(), scale.data());
+  EXPECT_EQ(scale[0], 1.0f);
+  EXPECT_EQ(codes[0], 0xf0);  // 1.0 is code 15, -1.0 (below the map's -0.89) code 0
+  EXPECT_EQ(codes[1], 0x77);  // 0 is code 7
+  std::fill(x.begin(), x.end(), 0.0f);
+  ir::quantize(Quant::q4u, x.data(), 128, codes.data(), scale.data());
+  EXPECT_EQ(scale[0], 1e-12f);
+  EXPECT_EQ(codes[5], 0x00);  // q4u has no zero: 1/16 of 1e-12
+}
+
 // torch's float -> float8_e4m3fn conversion, against the exact rounding of the same value.
 TEST(Quant, Fp8CodesRoundToNearestEvenLikeTorch) {
-  const auto& map = *ir::info(Quant::f8).map;
+  const auto map = ir::info(Quant::f8).map;
   EXPECT_EQ(map[0x7e], 448.0f);
   EXPECT_EQ(map[0x01], std::ldexp(1.0f, -9));  // the smallest subnormal
   EXPECT_TRUE(std::isnan(map[0x7f]) && std::isnan(map[0xff]));
@@ -136,10 +194,10 @@ store "param", %0
   auto unknown = ir::parse_ir(R"(optjit-ir 1
 buffer "param" f32 param
 buffer "grad" f32 grad
-buffer "s" f32 state init 0 quant q4
+buffer "s" f32 state init 0 quant q3
 )");
   ASSERT_FALSE(unknown);
-  EXPECT_NE(unknown.error().message.find("unknown quantized format 'q4' (q8, q8u, f8)"),
+  EXPECT_NE(unknown.error().message.find("unknown quantized format 'q3' (q8, q8u, f8, q4, q4u)"),
             std::string::npos)
       << unknown.error().message;
 }
@@ -151,6 +209,18 @@ TEST(Quant, ThePlanCountsCodesAndScalesAndNeverReadsAValueBackFromCodes) {
   // grad in the norm pass (4); param, grad read and param written (12); each state 1 byte of
   // code and 4/256 of scale, read and written.
   EXPECT_EQ(plan->bytes_per_param(), 4 + 12 + 4 * (1 + 4.0 / 256));
+  // 4-bit: half a byte of code and 4/128 of scale per state, read and written.
+  auto four = compile_pipeline(
+      R"(chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, state_format="4bit")))");
+  ASSERT_TRUE(four) << four.error().message;
+  EXPECT_EQ(four->bytes_per_param(), 4 + 12 + 4 * (0.5 + 4.0 / 128));
+  EXPECT_EQ(four->buffers[*four->program.find_buffer("exp_avg_sq")].quant, Quant::q4u);
+  // One block size per pipeline: 8-bit (256) and 4-bit (128) formats do not mix.
+  auto mixed = compile_pipeline(R"(adamw(lr=1e-3, state_format="exp_avg:q8,exp_avg_sq:q4u"))");
+  ASSERT_FALSE(mixed);
+  EXPECT_NE(mixed.error().message.find("quantized formats q8 and q4u quantize different tensors"),
+            std::string::npos)
+      << mixed.error().message;
   // LAMB needs its new moments after a global reduction: from 8-bit codes they would come back
   // quantized, so the update pass recomputes them from the old state instead.
   auto lamb = compile_pipeline(R"(lamb(lr=1e-3, state_format="8bit"))");
@@ -197,6 +267,8 @@ const char* kPipelines[] = {
     R"(sgd(lr=1e-2, momentum=0.9, state_format="q8"))",
     R"(adam(lr=1e-2, state_format="exp_avg:q8,exp_avg_sq:bf16"))",
     R"(chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2, weight_decay=0.1, state_format="f8")))",
+    R"(chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2, weight_decay=0.1, state_format="4bit")))",
+    R"(lamb(lr=1e-2, state_format="4bit"))",
 };
 
 Model run(const char* pipeline, OptimizerOptions options, int steps) {
@@ -355,7 +427,7 @@ TEST(Quant, CudaKernelsCompileWithoutSpills) {
       o.device_step = device_step;
       auto src = codegen::emit_c(*plan, o);
       ASSERT_TRUE(src) << src.error().message;
-      EXPECT_TRUE(src->find("optjit_quantize_q8") != std::string::npos ||
+      EXPECT_TRUE(src->find("optjit_quantize_q") != std::string::npos ||
                   src->find("optjit_f8_code") != std::string::npos);
       for (const char* arch : {"sm_80", "sm_90"}) {
         auto cubin = codegen::compile_cubin(*src, arch);

@@ -134,7 +134,7 @@ class _Engine:
                     codes, scales = _optjit.quantize(
                         self.engine.state_quant(name),
                         t.detach().to(device="cpu", dtype=torch.float32).contiguous().flatten())
-                    t = torch.frombuffer(bytearray(codes), dtype=torch.uint8).view(p.shape)
+                    t = torch.frombuffer(bytearray(codes), dtype=torch.uint8).view(shape)
                     st[name] = t = t.to(p.device)
                     st[name + ".absmax"] = torch.frombuffer(
                         bytearray(scales), dtype=torch.float32).to(p.device)

@@ -237,26 +237,32 @@ NB_MODULE(_optjit, m) {
       "quant_map",
       [](const std::string& name) {
         auto q = ir::parse_quant(name);
-        if (!q) throw Error(fmt::format("unknown quantized format '{}' (q8, q8u)", name));
-        const auto& map = *ir::info(*q).map;
+        if (!q)
+          throw Error(fmt::format("unknown quantized format '{}' (q8, q8u, f8, q4, q4u)", name));
+        const std::span<const float> map = ir::info(*q).map;
         return std::vector<float>(map.begin(), map.end());
       },
-      nb::arg("name"), "the 256 values a quantized format's codes stand for (before scaling)");
+      nb::arg("name"),
+      "the values a quantized format's codes stand for (before scaling): 256, or 16 for 4-bit");
   m.def(
       "quantize",
       [](const std::string& name, nb::ndarray<const float, nb::c_contig, nb::device::cpu> values) {
         auto q = ir::parse_quant(name);
-        if (!q) throw Error(fmt::format("unknown quantized format '{}' (q8, q8u, f8)", name));
+        if (!q)
+          throw Error(fmt::format("unknown quantized format '{}' (q8, q8u, f8, q4, q4u)", name));
         const auto n = static_cast<int64_t>(values.size());
-        std::vector<uint8_t> codes(static_cast<size_t>(n));
-        std::vector<float> scales(static_cast<size_t>(ir::quant_blocks(n)));
+        if (ir::info(*q).whole_blocks && n % ir::info(*q).block != 0)
+          throw Error(fmt::format("format '{}' quantizes whole blocks of {} values; got {}", name,
+                                  ir::info(*q).block, n));
+        std::vector<uint8_t> codes(static_cast<size_t>(ir::code_bytes(*q, n)));
+        std::vector<float> scales(static_cast<size_t>(ir::scale_count(*q, n)));
         ir::quantize(*q, values.data(), n, codes.data(), scales.data());
         return std::make_pair(nb::bytes(codes.data(), codes.size()),
                               nb::bytes(scales.data(), scales.size() * 4));
       },
       nb::arg("name"), nb::arg("values"),
       "float32 values as a quantized state: (codes, per-block scales), as the cpu backend "
-      "stores them");
+      "stores them (4-bit codes two to a byte, the even element in the high nibble)");
   auto error = nb::exception<Error>(m, "Error", PyExc_RuntimeError);
   // optjit.InvalidValue(Error, ValueError): nanobind's exception<> takes one base.
   PyObject* bases = PyTuple_Pack(2, error.ptr(), PyExc_ValueError);
