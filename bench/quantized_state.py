@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
-"""8-bit optimizer state: optjit against its own f32 state and against bitsandbytes and torch,
+"""8-bit and 4-bit optimizer state: optjit against its own f32 state and against bitsandbytes and torch,
 in one process, timed in alternation (the machines are shared and noisy: only ratios from one
 run mean anything).
 
 AdamW with the clip fused (optjit.torch.AdamW(..., max_grad_norm=1.0)) on one tensor of
---numel parameters, with state_format="8bit" (bitsandbytes' blockwise), "f8" (torchao's fp8)
-and with f32 state; torch.optim.AdamW(fused=True)
-after clip_grad_norm_; bitsandbytes.optim.AdamW8bit after clip_grad_norm_ (its CPU optimizer
-is written in torch ops, so it is timed at --bnb-numel, smaller, and scaled per parameter).
+--numel parameters, with state_format="8bit" (bitsandbytes' blockwise), "f8" (torchao's fp8), "4bit" (torchao's
+AdamW4bit) and with f32 state; torch.optim.AdamW(fused=True)
+after clip_grad_norm_; bitsandbytes.optim.AdamW8bit and torchao.optim.AdamW4bit after clip_grad_norm_ (written in
+torch ops, compiled by torch.compile for torchao: timed at --bnb-numel, smaller, and scaled per
+parameter).
 Also the state memory each keeps per parameter.
 
     PYTHONPATH=build/python python3 bench/quantized_state.py --numel 67108864 --threads 2
@@ -30,19 +31,29 @@ def make(n, kind, seed=0):
         opt = ot.AdamW([p], max_grad_norm=1.0, state_format="8bit", **kw)
     elif kind == "optjit f8":
         opt = ot.AdamW([p], max_grad_norm=1.0, state_format="f8", **kw)
+    elif kind == "optjit 4bit":
+        opt = ot.AdamW([p], max_grad_norm=1.0, state_format="4bit", **kw)
     elif kind == "optjit f32":
         opt = ot.AdamW([p], max_grad_norm=1.0, **kw)
     elif kind == "torch fused":
         inner = torch.optim.AdamW([p], fused=True, **kw)
         opt = _Clipped(inner, [p])
+    elif kind == "torchao AdamW4bit":
+        import torchao.optim as tao
+        opt = _Clipped(tao.AdamW4bit([p], **kw), [p])
     else:
         import bitsandbytes as bnb
         opt = _Clipped(bnb.optim.AdamW8bit([p], **kw), [p])
     opt.step()
     state = opt.state[p] if hasattr(opt, "state") else opt.inner.state[p]
-    nbytes = sum(t.numel() * t.element_size() for k, t in state.items()
-                 if isinstance(t, torch.Tensor) and t.numel() > 1)
+    nbytes = sum(_nbytes(t) for t in state.values() if isinstance(t, torch.Tensor) and t.numel() > 1)
     return opt, nbytes / n
+
+
+def _nbytes(t):
+    if hasattr(t, "codes") and hasattr(t, "scale"):  # torchao's quantized state subclasses
+        return t.codes.numel() * t.codes.element_size() + t.scale.numel() * t.scale.element_size()
+    return t.numel() * t.element_size()
 
 
 class _Clipped:
@@ -66,12 +77,15 @@ def main():
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--no-bnb", action="store_true")
+    ap.add_argument("--no-torchao", action="store_true")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
-    kinds = {"optjit 8bit": a.numel, "optjit f8": a.numel, "optjit f32": a.numel,
-             "torch fused": a.numel}
+    kinds = {"optjit 8bit": a.numel, "optjit f8": a.numel, "optjit 4bit": a.numel,
+             "optjit f32": a.numel, "torch fused": a.numel}
     if not a.no_bnb:
         kinds["bnb AdamW8bit"] = a.bnb_numel
+    if not a.no_torchao:
+        kinds["torchao AdamW4bit"] = a.bnb_numel
     runs = {k: make(n, k) for k, n in kinds.items()}
     times = {k: [] for k in kinds}
     for _ in range(a.reps):
@@ -84,7 +98,7 @@ def main():
     print(f"{a.numel} parameters, {a.threads} threads, median of {a.reps} x {a.steps} steps")
     for k, t in times.items():
         m = statistics.median(t)
-        print(f"{k:14s} {m * a.numel * 1e3:9.2f} ms/step at {a.numel}  "
+        print(f"{k:17s} {m * a.numel * 1e3:9.2f} ms/step at {a.numel}  "
               f"state {runs[k][1]:5.2f} B/param  speed {base / m:5.2f}x optjit's f32 state")
 
 

@@ -128,6 +128,12 @@ class PassEmitter {
             llvm::ArrayType::get(b_.getFloatTy(), static_cast<uint64_t>(block())), nullptr,
             plan_.buffers[in.attr].name + ".block");
       }
+      if (in.op == Op::Load && bits(in.attr) == 4 && !unpacked_.count(in.attr)) {
+        llvm::IRBuilder<> at_entry(entry, entry->begin());
+        unpacked_[in.attr] = at_entry.CreateAlloca(
+            llvm::ArrayType::get(b_.getInt8Ty(), static_cast<uint64_t>(block())), nullptr,
+            plan_.buffers[in.attr].name + ".unpacked");
+      }
       if (scales_.count(in.attr)) continue;
       llvm::Value* p = table_load(ptr, b_.CreateConstInBoundsGEP1_64(ptr, bufs, in.attr), "codes");
       // 4-bit codes are two to a byte: the chunk (an even offset) starts at byte offset / 2.
@@ -244,7 +250,7 @@ class PassEmitter {
           else if (in.op == Op::Const)
             v[n_] = constant(in.imm, in.type);
           else if (in.op == Op::Load)
-            v[n_] = q ? dequantize(in.attr, i, in.type) : load(in.attr, i, in.type);
+            v[n_] = q ? dequantize(in.attr, i, j, in.type) : load(in.attr, i, in.type);
           else
             return unsupported(in);
           break;
@@ -339,6 +345,7 @@ class PassEmitter {
       tag(l, buf + 1);
       scale_[buf] = l;
     }
+    for (const auto& [buf, arr] : unpacked_) unpack_block(buf, b0, n);
     std::vector<llvm::Value*> cur(acc_phi.begin(), acc_phi.end());
     std::map<uint32_t, llvm::Value*> amax;
     for (const auto& [buf, t] : tmp_) amax[buf] = b_.getInt32(0);
@@ -354,23 +361,60 @@ class PassEmitter {
     return Status::Ok();
   }
 
+  // A block's 4-bit codes, one a byte, into its staging array before the element loop: there
+  // the element loop reads them at consecutive addresses and vectorizes (a load of byte i / 2
+  // per element would be 16 scalar loads a vector). Byte k holds element 2k high, 2k + 1 low.
+  void unpack_block(uint32_t buf, llvm::Value* b0, llvm::Value* n) {
+    auto* i8 = b_.getInt8Ty();
+    auto* arr = llvm::cast<llvm::AllocaInst>(unpacked_.at(buf));
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    auto* loop = llvm::BasicBlock::Create(c_, "unpack", fn_);
+    auto* exit = llvm::BasicBlock::Create(c_, "unpack.exit", fn_);
+    b_.CreateBr(loop);
+    b_.SetInsertPoint(loop);
+    llvm::PHINode* k = b_.CreatePHI(b_.getInt64Ty(), 2, "uk");
+    k->addIncoming(b_.getInt64(0), pre);
+    auto* byte = b_.CreateLoad(
+        i8, b_.CreateInBoundsGEP(i8, codes_.at(buf), b_.CreateAdd(b_.CreateLShr(b0, 1), k)));
+    tag(byte, buf);
+    llvm::Value* two_k = b_.CreateShl(k, 1);
+    auto slot = [&](llvm::Value* e) {
+      return b_.CreateInBoundsGEP(arr->getAllocatedType(), arr, {b_.getInt64(0), e});
+    };
+    b_.CreateStore(b_.CreateLShr(byte, 4), slot(two_k));
+    b_.CreateStore(b_.CreateAnd(byte, b_.getInt8(15)), slot(b_.CreateOr(two_k, b_.getInt64(1))));
+    llvm::Value* k_next = b_.CreateAdd(k, b_.getInt64(1), "uk.next", true, true);
+    k->addIncoming(k_next, loop);
+    // n is even: 4-bit formats quantize whole blocks only.
+    b_.CreateCondBr(b_.CreateICmpSLT(k_next, b_.CreateLShr(n, 1)), loop, exit);
+    b_.SetInsertPoint(exit);
+  }
+
   // A quantized load: map[code] * the block's scale, in f32 as bitsandbytes dequantizes.
-  // 4-bit: element i's code is the high nibble of byte i / 2 when i is even, else the low one.
-  llvm::Value* dequantize(uint32_t buf, llvm::Value* i, DType want) {
-    const bool nibble = bits(buf) == 4;
-    llvm::Value* at = nibble ? b_.CreateLShr(i, 1) : i;
-    llvm::Value* code =
-        b_.CreateLoad(b_.getInt8Ty(), b_.CreateInBoundsGEP(b_.getInt8Ty(), codes_.at(buf), at),
-                      plan_.buffers[buf].name + ".code");
-    tag(llvm::cast<llvm::Instruction>(code), buf);
-    if (nibble) {
-      llvm::Value* odd = b_.CreateTrunc(b_.CreateAnd(i, b_.getInt64(1)), b_.getInt8Ty());
-      llvm::Value* shift = b_.CreateShl(b_.CreateXor(odd, b_.getInt8(1)), 2);
-      code = b_.CreateAnd(b_.CreateLShr(code, shift), b_.getInt8(15));
+  // 4-bit codes come from the block's unpacked array (element j of the block).
+  llvm::Value* dequantize(uint32_t buf, llvm::Value* i, llvm::Value* j, DType want) {
+    llvm::Value* code;
+    if (bits(buf) == 4) {
+      auto* arr = llvm::cast<llvm::AllocaInst>(unpacked_.at(buf));
+      code = b_.CreateLoad(
+          b_.getInt8Ty(), b_.CreateInBoundsGEP(arr->getAllocatedType(), arr, {b_.getInt64(0), j}),
+          plan_.buffers[buf].name + ".code");
+    } else {
+      auto* l =
+          b_.CreateLoad(b_.getInt8Ty(), b_.CreateInBoundsGEP(b_.getInt8Ty(), codes_.at(buf), i),
+                        plan_.buffers[buf].name + ".code");
+      tag(l, buf);
+      code = l;
     }
     llvm::Value* m;
+    const std::span<const float> map = ir::info(quant(buf)).map;
     if (ir::info(quant(buf)).kind == ir::QuantKind::fp8) {
       m = f8_value(code);  // the map's value, computed: no gather
+    } else if (linear_map(map)) {  // q4u: map[c] = (c + 1) / 16 exactly, no gather
+      m = b_.CreateFMul(b_.CreateUIToFP(b_.CreateAdd(b_.CreateZExt(code, b_.getInt32Ty()),
+                                                     b_.getInt32(1)),
+                                        b_.getFloatTy()),
+                        llvm::ConstantFP::get(b_.getFloatTy(), map[0]));
     } else {
       llvm::GlobalVariable* map = quant_table(quant(buf), false);
       m = b_.CreateLoad(
@@ -379,6 +423,13 @@ class PassEmitter {
                                {b_.getInt64(0), b_.CreateZExt(code, b_.getInt64Ty())}));
     }
     return convert(b_.CreateFMul(m, scale_.at(buf)), DType::f32, want);
+  }
+
+  // Whether map[c] == (c + 1) * map[0] exactly for every code (computed in f32 that way).
+  static bool linear_map(std::span<const float> map) {
+    for (size_t c = 0; c < map.size(); ++c)
+      if (map[c] != static_cast<float>(c + 1) * map[0]) return false;
+    return true;
   }
 
   // The e4m3fn value of a code (ir/quant.cpp's table, computed): normal codes by their bits,
@@ -902,6 +953,7 @@ class PassEmitter {
   std::map<uint32_t, llvm::Value*> scales_;  // quantized buffer -> its tensor's scales
   std::map<uint32_t, llvm::Value*> scale_;   // quantized loaded buffer -> this block's scale
   std::map<uint32_t, llvm::Value*> tmp_;     // quantized stored buffer -> staging array
+  std::map<uint32_t, llvm::Value*> unpacked_;  // 4-bit loaded buffer -> its block's codes
 };
 
 }  // namespace
