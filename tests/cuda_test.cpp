@@ -199,7 +199,8 @@ TEST(Cuda, QuantizedStateStepsTheCpusBits) {
       const char* pipeline :
       {R"(chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2, weight_decay=0.1, state_format="8bit")))",
        R"(chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2, weight_decay=0.1, state_format="f8")))",
-       R"(lamb(lr=1e-2, state_format="8bit"))"}) {
+       R"(lamb(lr=1e-2, state_format="8bit"))",
+       R"(chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2, weight_decay=0.1, state_format="4bit")))"}) {
     auto run = [&](OptimizerOptions o) {
       std::vector<float> a(64 * 100), b(5000), c(300), ga(a.size()), gb(b.size()), gc(c.size());
       fill(a, 0.01f, 0), fill(b, 0.02f, 0), fill(c, 0.05f, 0);
