@@ -12,7 +12,7 @@ PACKAGES=(cmake ninja-build g++ pkg-config git
           llvm-15-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo
           libsqlite3-dev libfmt-dev libcli11-dev nlohmann-json3-dev libxxhash-dev libsodium-dev
           libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev clang-14 libclang-rt-14-dev
-          python3-dev python3-pip)
+          python3-dev python3-pip libopenmpi-dev openmpi-bin)
 
 install_deps() {
   local missing=()

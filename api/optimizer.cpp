@@ -3,6 +3,9 @@
 #include <cstring>
 #include <map>
 
+#include <xxhash.h>
+
+#include "api/shard.h"
 #include "autotune/cpu_tuner.h"
 #include "autotune/gpu_tuner.h"
 #include "ir/compile.h"
@@ -72,6 +75,8 @@ struct Optimizer::Impl {
   // Hyperparameters the step's scheduler epoch may not pass (one_cycle_lr's total_steps),
   // found once at creation so the step only compares.
   std::vector<uint32_t> step_limits;
+  // A sharded step's layout, agreed by every process at the first step.
+  std::optional<detail::ShardLayout> layout;
   // The gradients bound at the last step (one of the two is empty).
   std::vector<const void*> bound_host;
   std::vector<DeviceMemory> bound_device;
@@ -87,6 +92,7 @@ struct Optimizer::Impl {
   void unbind_grads();
   Expected<runtime::StepResult> step();
   Expected<runtime::StepResult> lockstep();
+  Status agree_layout();
   Status to_host(Part& part, std::vector<std::pair<size_t, size_t>>* borrowed);
   Status from_host(Part& part, const std::vector<std::pair<size_t, size_t>>& borrowed,
                    bool write_device);
@@ -225,6 +231,8 @@ Status Optimizer::build(std::vector<Param> params, OptimizerOptions options) {
                   numel_of(params[j].shape) * size_bytes(params[j].dtype)))
         return make_error("parameters '{}' and '{}' overlap in memory", params[j].name, p.name);
   }
+  if (options.shard && !options.shard->comm)
+    return make_error("a sharded step needs a communicator (ShardOptions::comm)");
   m.params = std::move(params);
   m.options = std::move(options);
   m.where.resize(m.params.size());
@@ -300,8 +308,13 @@ Status Optimizer::build(std::vector<Param> params, OptimizerOptions options) {
   const auto& desc = m.device->description();
   if (m.options.cuda_graph)
     m.mode = runtime::StepMode::graph;
-  else if (m.options.device_step.value_or(desc.device_step && m.parts.size() == 1))
+  else if (m.options.device_step.value_or(desc.device_step && m.parts.size() == 1 &&
+                                          !m.options.shard))
     m.mode = runtime::StepMode::device;
+  if (m.mode != runtime::StepMode::host && m.options.shard)
+    return make_error(
+        "a sharded step completes its reductions on the host (MPI, torch.distributed); "
+        "device_step and cuda_graph need a device communicator (NCCL), which this build lacks");
   if (m.mode != runtime::StepMode::host && m.parts.size() > 1)
     return make_error(
         "parameters of several dtypes step with the scalar program on the host; device_step "
@@ -437,7 +450,7 @@ Expected<runtime::StepResult> Optimizer::Impl::step() {
             limit);
     }
   }
-  if (parts.size() > 1) return lockstep();
+  if (parts.size() > 1 || options.shard) return lockstep();
   if (!device) return runtime::ReferenceBackend(parts[0].plan).step(parts[0].state);
   return parts[0].executor->step(parts[0].state);
 }
@@ -455,6 +468,7 @@ Expected<runtime::StepResult> Optimizer::Impl::lockstep() {
   auto finish = [&](Part& part) {
     return part.executor ? part.executor->finish(part.state) : Status::Ok();
   };
+  if (options.shard && !layout) OPTJIT_TRY(agree_layout());
   for (Part& part : parts)
     if (part.executor) OPTJIT_TRY(part.executor->prepare(part.state));
   std::vector<std::unique_ptr<runtime::HostProgram>> hosts;
@@ -476,7 +490,27 @@ Expected<runtime::StepResult> Optimizer::Impl::lockstep() {
       partial[p] = std::move(*r);
     }
     const auto& reds = parts[0].plan.passes[k].reductions;
-    for (size_t r = 0; r < reds.size(); ++r) {
+    if (layout && !reds.empty()) {
+      // Every reduction of the pass completed over every process: one all-reduce.
+      std::vector<ir::Op> ops;
+      std::vector<std::vector<double>> local(reds.size(), std::vector<double>(params.size()));
+      for (size_t r = 0; r < reds.size(); ++r) {
+        ops.push_back(parts[0].plan.program.at(reds[r]).op);
+        for (size_t i = 0; i < params.size(); ++i)
+          local[r][i] = partial[where[i].first][r][where[i].second];
+      }
+      auto global = layout->complete(ops, local);
+      if (!global) return global.error();
+      for (size_t r = 0; r < reds.size(); ++r) {
+        if (static_cast<ir::Scope>(parts[0].plan.program.at(reds[r]).attr) == ir::Scope::all) {
+          for (auto& pp : partial) pp[r] = (*global)[r];  // every tensor, in the global order
+        } else {
+          for (size_t i = 0; i < params.size(); ++i)
+            partial[where[i].first][r][where[i].second] = (*global)[r][layout->tensor_of(i)];
+        }
+      }
+    }
+    for (size_t r = 0; r < reds.size() && !layout; ++r) {
       if (static_cast<ir::Scope>(parts[0].plan.program.at(reds[r]).attr) != ir::Scope::all)
         continue;
       std::vector<double> all(params.size());
@@ -493,6 +527,38 @@ Expected<runtime::StepResult> Optimizer::Impl::lockstep() {
     ++parts[p].state.step;
   }
   return runtime::StepResult{false};
+}
+
+// The first sharded step: every process checks that the others step the same optimizer (the
+// reductions of each pass, the hyperparameters, states, groups and the global tensor table) and
+// learns where every piece of every tensor is.
+Status Optimizer::Impl::agree_layout() {
+  const ShardOptions& sh = *options.shard;
+  const plan::Plan& plan = parts[0].plan;
+  std::string id = fmt::format("optjit-shard-1 processes {}\n", sh.comm->size());
+  for (const auto& pass : plan.passes) {
+    id += "pass";
+    for (ir::ValueId r : pass.reductions)
+      id += fmt::format(" {}:{}", ir::info(plan.program.at(r).op).text, plan.program.at(r).attr);
+    id += "\n";
+  }
+  for (const auto& h : plan.program.hypers) id += "hyper " + h.name + "\n";
+  for (const auto& st : plan.program.states) id += "state " + st.name + "\n";
+  for (const auto& b : plan.buffers) id += "buffer " + b.name + "\n";
+  for (const auto& g : options.groups) {
+    id += "group";
+    for (const auto& pat : g.patterns) id += " " + pat;
+    for (const auto& [k, v] : g.overrides) id += fmt::format(" {}={}", k, v);
+    id += "\n";
+  }
+  for (const auto& t : sh.tensors) id += fmt::format("tensor {} {}\n", t.name, t.numel);
+  std::vector<std::string> names;
+  std::vector<int64_t> numels;
+  for (const auto& p : params) names.push_back(p.name), numels.push_back(numel_of(p.shape));
+  auto l = detail::ShardLayout::agree(sh, names, numels, XXH3_64bits(id.data(), id.size()));
+  if (!l) return l.error();
+  layout = std::move(*l);
+  return Status::Ok();
 }
 
 Expected<runtime::StepResult> Optimizer::step(const std::vector<const void*>& grads) {

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "api/communicator.h"
 #include "autotune/tuner.h"
 #include "cache/kernel_cache.h"
 #include "codegen/launch.h"
@@ -106,6 +107,11 @@ struct OptimizerOptions {
   /// a bf16 step accumulate instead of vanishing), keyed by (state_seed, step, tensor, element)
   /// and so the same on every backend and after a resume. Other dtypes: no effect.
   bool stochastic_param_rounding = false;
+  /// A sharded step (api/communicator.h): these parameters are this process's pieces of the
+  /// model's tensors, and every reduction of the step (clip norms, found-inf flags, per-tensor
+  /// norms) is completed over every process with one all-reduce per pass. The scalar program
+  /// between passes then runs on the host.
+  std::optional<ShardOptions> shard;
 };
 
 class Optimizer {

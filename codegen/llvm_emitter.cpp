@@ -396,9 +396,9 @@ class PassEmitter {
     llvm::Value* code;
     if (bits(buf) == 4) {
       auto* arr = llvm::cast<llvm::AllocaInst>(unpacked_.at(buf));
-      code = b_.CreateLoad(
-          b_.getInt8Ty(), b_.CreateInBoundsGEP(arr->getAllocatedType(), arr, {b_.getInt64(0), j}),
-          plan_.buffers[buf].name + ".code");
+      code = b_.CreateLoad(b_.getInt8Ty(),
+                           b_.CreateInBoundsGEP(arr->getAllocatedType(), arr, {b_.getInt64(0), j}),
+                           plan_.buffers[buf].name + ".code");
     } else {
       auto* l =
           b_.CreateLoad(b_.getInt8Ty(), b_.CreateInBoundsGEP(b_.getInt8Ty(), codes_.at(buf), i),
@@ -407,14 +407,14 @@ class PassEmitter {
       code = l;
     }
     llvm::Value* m;
-    const std::span<const float> map = ir::info(quant(buf)).map;
+    const std::span<const float> values = ir::info(quant(buf)).map;
     if (ir::info(quant(buf)).kind == ir::QuantKind::fp8) {
-      m = f8_value(code);  // the map's value, computed: no gather
-    } else if (linear_map(map)) {  // q4u: map[c] = (c + 1) / 16 exactly, no gather
-      m = b_.CreateFMul(b_.CreateUIToFP(b_.CreateAdd(b_.CreateZExt(code, b_.getInt32Ty()),
-                                                     b_.getInt32(1)),
-                                        b_.getFloatTy()),
-                        llvm::ConstantFP::get(b_.getFloatTy(), map[0]));
+      m = f8_value(code);             // the map's value, computed: no gather
+    } else if (linear_map(values)) {  // q4u: map[c] = (c + 1) / 16 exactly, no gather
+      m = b_.CreateFMul(
+          b_.CreateUIToFP(b_.CreateAdd(b_.CreateZExt(code, b_.getInt32Ty()), b_.getInt32(1)),
+                          b_.getFloatTy()),
+          llvm::ConstantFP::get(b_.getFloatTy(), values[0]));
     } else {
       llvm::GlobalVariable* map = quant_table(quant(buf), false);
       m = b_.CreateLoad(
@@ -948,11 +948,11 @@ class PassEmitter {
   llvm::Value* tensor_ = nullptr;  // the chunk's tensor index and first element
   llvm::Value* offset_ = nullptr;
   std::map<uint32_t, llvm::Value*> base_;
-  std::vector<llvm::Value*> uniform_;        // per uniform slot, in its value type
-  std::map<uint32_t, llvm::Value*> codes_;   // quantized buffer -> its codes in this chunk
-  std::map<uint32_t, llvm::Value*> scales_;  // quantized buffer -> its tensor's scales
-  std::map<uint32_t, llvm::Value*> scale_;   // quantized loaded buffer -> this block's scale
-  std::map<uint32_t, llvm::Value*> tmp_;     // quantized stored buffer -> staging array
+  std::vector<llvm::Value*> uniform_;          // per uniform slot, in its value type
+  std::map<uint32_t, llvm::Value*> codes_;     // quantized buffer -> its codes in this chunk
+  std::map<uint32_t, llvm::Value*> scales_;    // quantized buffer -> its tensor's scales
+  std::map<uint32_t, llvm::Value*> scale_;     // quantized loaded buffer -> this block's scale
+  std::map<uint32_t, llvm::Value*> tmp_;       // quantized stored buffer -> staging array
   std::map<uint32_t, llvm::Value*> unpacked_;  // 4-bit loaded buffer -> its block's codes
 };
 

@@ -1,0 +1,66 @@
+// Sharded steps: the seam between optjit's step and a communication library. A data-parallel
+// job shards the optimizer state (ZeRO-1/2, FSDP2): each process steps only its pieces of the
+// parameters. The step's elementwise work is local; its reductions are not: the gradient norm of
+// a clip, the found-inf flag of a grad scaler, LAMB's per-tensor norms of tensors split across
+// processes. The planner knows every reduction of every pass; a sharded step completes them with
+// one all-reduce per pass (per "level"), of every reduction's partials in one buffer, and goes on.
+//
+// Determinism. Every slot of that buffer is written by exactly one process (its partial for one
+// piece of one tensor; the others contribute 0), so the sum is exact and the same whatever order
+// or algorithm the library uses. Each process then folds the pieces of each tensor in offset order
+// and the tensors in the global table's order, as the unsharded step folds its tensors: with whole
+// tensors per process (ZeRO-1 by tensor) the sharded step is bit-identical to the unsharded one;
+// with split tensors the per-tensor values are sums of per-piece sums (equal to float64 rounding),
+// and the same bits on every run with the same processes and layout.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ir/error.h"
+
+namespace optjit {
+
+/// A group of processes that sum arrays of doubles together. Every process of the group calls
+/// allreduce_sum at the same point with the same count (optjit's sharded step guarantees that
+/// when every process steps together).
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// "mpi", "torch.distributed (gloo)", ...: for messages.
+  virtual std::string name() const = 0;
+  /// data[i] = the sum of data[i] over every process, in place. A failure of the library (a dead
+  /// peer, a timeout) is an error naming it, never a hang beyond the library's own timeout.
+  virtual Status allreduce_sum(std::span<double> data) = 0;
+};
+
+/// MPI_COMM_WORLD (duplicated, with errors returned rather than fatal), initialising MPI if the
+/// program has not (then finalised at exit). An error when this build has no MPI.
+Expected<std::shared_ptr<Communicator>> mpi_communicator();
+bool have_mpi();
+
+/// A tensor of the whole model, as every process knows it.
+struct GlobalTensor {
+  std::string name;
+  int64_t numel = 0;
+};
+
+/// OptimizerOptions::shard: this process holds pieces of the model's tensors. Each local Param
+/// names its global tensor (Param::name) and holds elements [offset, offset + numel) of it (its
+/// shape is the piece's). Every process gives the same `tensors`, in the same order: the order the
+/// unsharded step would take them in. A process holds at most one piece of a tensor; the pieces
+/// of each tensor cover it exactly (checked at the first step, on every process together).
+struct ShardOptions {
+  std::shared_ptr<Communicator> comm;
+  std::vector<GlobalTensor> tensors;
+  /// Per local parameter, its first element in its global tensor. Empty: every local parameter
+  /// is a whole tensor (ZeRO-1 by tensor).
+  std::vector<int64_t> offsets;
+};
+
+}  // namespace optjit

@@ -1,0 +1,140 @@
+#include "api/shard.h"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "runtime/reference.h"
+
+namespace optjit::detail {
+
+namespace {
+
+// A 64-bit fingerprint as three doubles of at most 22 bits each (exact in a sum of one).
+void put_fingerprint(uint64_t f, double* out) {
+  for (int k = 0; k < 3; ++k) out[k] = static_cast<double>((f >> (22 * k)) & ((1u << 22) - 1));
+}
+
+}  // namespace
+
+Expected<ShardLayout> ShardLayout::agree(const ShardOptions& shard,
+                                         const std::vector<std::string>& names,
+                                         const std::vector<int64_t>& numels, uint64_t fingerprint) {
+  Communicator& comm = *shard.comm;
+  const int P = comm.size(), me = comm.rank();
+  const size_t T = shard.tensors.size();
+  ShardLayout L;
+  L.comm_ = shard.comm;
+  // This process's own checks. A failure still takes part in the all-reduce below (the other
+  // processes would wait for it forever), flagged, and every process returns an error.
+  std::string mine;
+  std::map<std::string, size_t, std::less<>> index;
+  for (size_t t = 0; t < T; ++t) {
+    if (!index.emplace(shard.tensors[t].name, t).second && mine.empty())
+      mine = fmt::format("the global tensor table names '{}' twice", shard.tensors[t].name);
+    L.numel_.push_back(shard.tensors[t].numel);
+  }
+  if (!shard.offsets.empty() && shard.offsets.size() != names.size() && mine.empty())
+    mine = fmt::format("{} shard offsets for {} parameters", shard.offsets.size(), names.size());
+  // Layout: [P x 3 fingerprint][P error flags][T x P x 2: offset + 1, numel of this rank's piece]
+  std::vector<double> buf(static_cast<size_t>(P) * 4 + T * static_cast<size_t>(P) * 2, 0.0);
+  double* fp = buf.data();
+  double* flag = fp + 3 * P;
+  double* piece = flag + P;
+  put_fingerprint(fingerprint, fp + 3 * me);
+  L.tensor_of_.assign(names.size(), 0);
+  std::vector<bool> held(T, false);
+  for (size_t i = 0; i < names.size() && mine.empty(); ++i) {
+    auto it = index.find(names[i]);
+    if (it == index.end()) {
+      mine = fmt::format("parameter '{}' is not in the global tensor table", names[i]);
+      break;
+    }
+    const size_t t = it->second;
+    const int64_t off = shard.offsets.empty() ? 0 : shard.offsets[i];
+    if (held[t]) {
+      mine = fmt::format("two local parameters are pieces of tensor '{}'", names[i]);
+      break;
+    }
+    if (off < 0 || numels[i] < 0 || off + numels[i] > L.numel_[t]) {
+      mine = fmt::format("parameter '{}' holds elements [{}, {}) of a tensor of {}", names[i], off,
+                         off + numels[i], L.numel_[t]);
+      break;
+    }
+    held[t] = true;
+    L.tensor_of_[i] = t;
+    piece[(t * P + me) * 2] = static_cast<double>(off) + 1;
+    piece[(t * P + me) * 2 + 1] = static_cast<double>(numels[i]);
+  }
+  if (!mine.empty()) flag[me] = 1;
+  OPTJIT_TRY(comm.allreduce_sum(buf));
+  if (!mine.empty()) return make_error("sharded step (rank {} of {}): {}", me, P, mine);
+  for (int r = 0; r < P; ++r)
+    if (flag[r] != 0)
+      return make_error("sharded step: rank {} rejected the shard layout (its error says why)", r);
+  for (int r = 0; r < P; ++r)
+    if (!std::equal(fp + 3 * r, fp + 3 * r + 3, fp + 3 * me))
+      return make_error(
+          "sharded step: rank {}'s plan differs from rank {}'s (a different pipeline, parameter "
+          "groups, global tensor table or process count); every process must step the same "
+          "optimizer",
+          r, me);
+  // The pieces of each tensor, in offset order, must cover it exactly.
+  for (size_t t = 0; t < T; ++t) {
+    L.first_.push_back(L.pieces_.size());
+    std::vector<Piece> ps;
+    for (int r = 0; r < P; ++r) {
+      const double o = piece[(t * P + r) * 2], n = piece[(t * P + r) * 2 + 1];
+      if (o > 0 && n > 0) ps.push_back({t, static_cast<int64_t>(o) - 1, r});
+    }
+    std::sort(ps.begin(), ps.end(),
+              [](const Piece& a, const Piece& b) { return a.offset < b.offset; });
+    int64_t next = 0;
+    for (const Piece& p : ps) {
+      const int64_t n = static_cast<int64_t>(piece[(t * P + p.rank) * 2 + 1]);
+      if (p.offset != next)
+        return make_error(
+            "sharded step: tensor '{}': {} (elements from {} on rank {})", shard.tensors[t].name,
+            p.offset > next ? fmt::format("elements [{}, {}) are on no process", next, p.offset)
+                            : fmt::format("elements from {} are on two processes", p.offset),
+            p.offset, p.rank);
+      next = p.offset + n;
+      L.pieces_.push_back(p);
+    }
+    if (next != L.numel_[t])
+      return make_error("sharded step: tensor '{}': elements [{}, {}) are on no process",
+                        shard.tensors[t].name, next, L.numel_[t]);
+  }
+  L.first_.push_back(L.pieces_.size());
+  L.slot_of_.assign(names.size(), -1);
+  for (size_t i = 0; i < names.size(); ++i)
+    for (size_t s = L.first_[L.tensor_of_[i]]; s < L.first_[L.tensor_of_[i] + 1]; ++s)
+      if (L.pieces_[s].rank == me) L.slot_of_[i] = static_cast<long>(s);
+  return L;
+}
+
+Expected<std::vector<std::vector<double>>> ShardLayout::complete(
+    const std::vector<ir::Op>& ops, const std::vector<std::vector<double>>& local) const {
+  const size_t R = ops.size(), S = pieces_.size();
+  std::vector<double> buf(R * S, 0.0);
+  for (size_t r = 0; r < R; ++r)
+    for (size_t i = 0; i < slot_of_.size(); ++i)
+      if (slot_of_[i] >= 0) buf[r * S + static_cast<size_t>(slot_of_[i])] = local[r][i];
+  OPTJIT_TRY(comm_->allreduce_sum(buf));
+  std::vector<std::vector<double>> out(R, std::vector<double>(numel_.size()));
+  for (size_t r = 0; r < R; ++r)
+    for (size_t t = 0; t < numel_.size(); ++t) {
+      const size_t a = first_[t], b = first_[t + 1];
+      if (a == b) {
+        out[r][t] = runtime::reduce_identity(ops[r]);
+        continue;
+      }
+      double v = buf[r * S + a];  // the first piece as it is: a whole tensor keeps its bits
+      for (size_t s = a + 1; s < b; ++s) v = runtime::combine_two(ops[r], v, buf[r * S + s]);
+      out[r][t] = v;
+    }
+  return out;
+}
+
+}  // namespace optjit::detail

@@ -1,0 +1,48 @@
+// Internal: the sharded step's layout and its one all-reduce per pass (api/communicator.h).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "api/communicator.h"
+#include "ir/program.h"
+
+namespace optjit::detail {
+
+/// What each process holds of each global tensor, agreed by every process at the first step.
+class ShardLayout {
+ public:
+  /// This process's pieces: per local parameter its global tensor's name, first element and
+  /// element count. Collective: every process of the communicator calls it with its own pieces
+  /// and its plan's fingerprint; an error on any process is an error on every process.
+  static Expected<ShardLayout> agree(const ShardOptions& shard,
+                                     const std::vector<std::string>& names,
+                                     const std::vector<int64_t>& numels, uint64_t fingerprint);
+
+  /// Completes reductions over every process: local[r][i] is reduction r's partial over local
+  /// parameter i (ops[r] its op); returns [r][global tensor]: each tensor's value over all its
+  /// pieces (the reduction's identity for a tensor of no elements). One all-reduce.
+  Expected<std::vector<std::vector<double>>> complete(
+      const std::vector<ir::Op>& ops, const std::vector<std::vector<double>>& local) const;
+
+  /// The global tensor local parameter i is a piece of.
+  size_t tensor_of(size_t i) const { return tensor_of_[i]; }
+  size_t tensors() const { return numel_.size(); }
+  /// Pieces over all processes (the slots of each reduction in a pass's all-reduce).
+  size_t pieces() const { return pieces_.size(); }
+
+ private:
+  struct Piece {
+    size_t tensor;
+    int64_t offset;
+    int rank;
+  };
+  std::shared_ptr<Communicator> comm_;
+  std::vector<int64_t> numel_;     // per global tensor
+  std::vector<Piece> pieces_;      // by tensor, then offset
+  std::vector<size_t> first_;      // per global tensor: its first piece (pieces_.size() + 1 = end)
+  std::vector<size_t> tensor_of_;  // per local parameter
+  std::vector<long> slot_of_;      // per local parameter: its piece, -1 when it is empty
+};
+
+}  // namespace optjit::detail

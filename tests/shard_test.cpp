@@ -1,0 +1,295 @@
+// Sharded steps over MPI (api/communicator.h): run by mpiexec on 1, 2 and 4 processes (ctest
+// entries shard_test.np1, .np2, .np4). Every process builds the same model; each steps its pieces
+// with the communicator, and the unsharded step over the whole model (in the same process,
+// without a communicator) is the oracle: whole tensors per process are the same bits, split
+// tensors equal to float64 rounding, and in float32 no less accurate against a float64 run.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "api/optimizer.h"
+
+namespace optjit {
+namespace {
+
+std::shared_ptr<Communicator> comm() {
+  static std::shared_ptr<Communicator> c = [] {
+    auto m = mpi_communicator();
+    if (!m) {
+      ADD_FAILURE() << m.error().message;
+      return std::shared_ptr<Communicator>();
+    }
+    return *m;
+  }();
+  return c;
+}
+
+// The model: tensors of several sizes (one with fewer elements than there are processes).
+const std::vector<GlobalTensor> kTensors = {
+    {"w0", 64 * 300}, {"w1", 5000}, {"w2", 300}, {"b", 3}, {"w3", 4096}};
+
+double init_value(size_t t, int64_t e) {
+  return std::sin(0.37 * static_cast<double>(e) + static_cast<double>(t)) * 0.5;
+}
+double grad_value(size_t t, int64_t e, int step) {
+  return std::cos(0.11 * static_cast<double>(e) * (1 + static_cast<double>(t)) + step) *
+         std::exp(-0.0003 * static_cast<double>(e % 5000)) * (t == 3 ? 10.0 : 1.0);
+}
+
+// What a process holds: per global tensor, elements [first, first + count) (count 0: nothing).
+struct Layout {
+  std::vector<int64_t> first, count;
+};
+Layout whole_tensors(int P, int rank) {  // ZeRO-1 by tensor: tensor t on process t % P
+  Layout l;
+  for (size_t t = 0; t < kTensors.size(); ++t) {
+    const bool mine = static_cast<int>(t) % P == rank;
+    l.first.push_back(0);
+    l.count.push_back(mine ? kTensors[t].numel : 0);
+  }
+  return l;
+}
+Layout slices(int P, int rank) {  // every tensor split in P contiguous pieces (FSDP-like)
+  Layout l;
+  for (const auto& t : kTensors) {
+    const int64_t a = t.numel * rank / P, b = t.numel * (rank + 1) / P;
+    l.first.push_back(a);
+    l.count.push_back(b - a);
+  }
+  return l;
+}
+Layout everything() {
+  Layout l;
+  for (const auto& t : kTensors) l.first.push_back(0), l.count.push_back(t.numel);
+  return l;
+}
+
+// Parameters of dtype T for the pieces of `l`, stepped `steps` times; returns every held value
+// (tensor by tensor, as f64). sharded: with the communicator. inf_at: a gradient element set to
+// Inf at this step on (tensor, element), if that element is held here.
+struct Result {
+  std::vector<std::vector<double>> values;  // per global tensor: the held piece
+  std::vector<bool> skipped;
+  std::string error;
+};
+template <typename T>
+Result run(const char* pipeline, const Layout& l, bool sharded, int steps, Backend backend,
+           std::vector<runtime::GroupSpec> groups = {},
+           std::tuple<int, size_t, int64_t> inf_at = {-1, 0, 0}) {
+  Result out;
+  const DType dt = std::is_same_v<T, double> ? DType::f64 : DType::f32;
+  std::vector<std::vector<T>> p(kTensors.size()), g(kTensors.size());
+  std::vector<Param> params;
+  ShardOptions sh;
+  sh.comm = comm();
+  sh.tensors = kTensors;
+  for (size_t t = 0; t < kTensors.size(); ++t) {
+    for (int64_t e = 0; e < l.count[t]; ++e)
+      p[t].push_back(static_cast<T>(init_value(t, l.first[t] + e)));
+    g[t].resize(p[t].size());
+  }
+  for (size_t t = 0; t < kTensors.size(); ++t) {
+    if (l.count[t] == 0 && sharded) continue;
+    params.push_back({kTensors[t].name, p[t].data(), dt, {l.count[t]}});
+    sh.offsets.push_back(l.first[t]);
+  }
+  OptimizerOptions o;
+  o.backend = backend;
+  o.cache.reset();
+  o.groups = std::move(groups);
+  if (sharded) o.shard = sh;
+  auto opt = Optimizer::create(pipeline, params, o);
+  if (!opt) {
+    out.error = opt.error().message;
+    return out;
+  }
+  for (int s = 0; s < steps; ++s) {
+    std::vector<const void*> gp;
+    for (size_t t = 0; t < kTensors.size(); ++t) {
+      for (int64_t e = 0; e < l.count[t]; ++e) {
+        g[t][e] = static_cast<T>(grad_value(t, l.first[t] + e, s));
+        auto [at, tt, ee] = inf_at;
+        if (s >= at && at >= 0 && t == tt && l.first[t] + e == ee)
+          g[t][e] = std::numeric_limits<T>::infinity();
+      }
+      if (l.count[t] > 0 || !sharded) gp.push_back(g[t].data());
+    }
+    auto r = (*opt)->step(gp);
+    if (!r) {
+      out.error = r.error().message;
+      return out;
+    }
+    out.skipped.push_back(r->skipped);
+  }
+  for (size_t t = 0; t < kTensors.size(); ++t) out.values.emplace_back(p[t].begin(), p[t].end());
+  return out;
+}
+
+// The unsharded values of this process's pieces.
+std::vector<std::vector<double>> piece_of(const Result& whole, const Layout& l) {
+  std::vector<std::vector<double>> out;
+  for (size_t t = 0; t < kTensors.size(); ++t)
+    out.emplace_back(whole.values[t].begin() + l.first[t],
+                     whole.values[t].begin() + l.first[t] + l.count[t]);
+  return out;
+}
+
+double max_diff(const std::vector<std::vector<double>>& a,
+                const std::vector<std::vector<double>>& b, bool relative = false) {
+  double worst = 0;
+  for (size_t t = 0; t < a.size(); ++t)
+    for (size_t e = 0; e < a[t].size(); ++e) {
+      double d = std::fabs(a[t][e] - b[t][e]);
+      if (relative) d /= std::max(1e-30, std::fabs(b[t][e]));
+      worst = std::max(worst, d);
+    }
+  return worst;
+}
+
+int P() { return comm() ? comm()->size() : 1; }
+int me() { return comm() ? comm()->rank() : 0; }
+
+const char* kClipAdamW = "chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2, weight_decay=0.1))";
+const char* kInfClipAdamW =
+    "chain(clip_grad_norm(max_norm=0.5, norm_type=inf), adamw(lr=1e-2, weight_decay=0.1))";
+const char* kLamb = "lamb(lr=1e-2, weight_decay=0.01)";
+
+// Whole tensors per process: the reductions fold the same per-tensor partials in the same order
+// as the unsharded step, so every bit is the same, in f32 and f64.
+TEST(Shard, WholeTensorsPerProcessStepTheUnshardedBits) {
+  ASSERT_TRUE(comm());
+  for (const char* pipeline : {kClipAdamW, kInfClipAdamW, kLamb}) {
+    const Layout l = whole_tensors(P(), me());
+    const Result whole = run<float>(pipeline, everything(), false, 5, Backend::cpu);
+    const Result mine = run<float>(pipeline, l, true, 5, Backend::cpu);
+    ASSERT_EQ(mine.error, "");
+    EXPECT_EQ(mine.values, piece_of(whole, l)) << pipeline;
+  }
+}
+
+// Tensors split across processes: per-tensor partials are sums of per-piece sums. float64 to
+// 1e-12; float32 no less accurate against a float64 run than the unsharded float32 step; the
+// inf-norm (a max, exact in any order) the same bits.
+TEST(Shard, SplitTensorsMatchTheUnshardedStep) {
+  ASSERT_TRUE(comm());
+  const Layout l = slices(P(), me());
+  for (const char* pipeline : {kClipAdamW, kLamb, kInfClipAdamW}) {
+    const Result ref = run<double>(pipeline, everything(), false, 5, Backend::cpu);
+    const Result mine64 = run<double>(pipeline, l, true, 5, Backend::cpu);
+    ASSERT_EQ(mine64.error, "");
+    EXPECT_LE(max_diff(mine64.values, piece_of(ref, l)), 1e-12) << pipeline;
+    const Result whole32 = run<float>(pipeline, everything(), false, 5, Backend::cpu);
+    const Result mine32 = run<float>(pipeline, l, true, 5, Backend::cpu);
+    ASSERT_EQ(mine32.error, "");
+    const double err_sharded = max_diff(mine32.values, piece_of(ref, l));
+    const double err_whole = max_diff(piece_of(whole32, l), piece_of(ref, l));
+    EXPECT_LE(err_sharded, std::max(1.25 * err_whole, 1e-7)) << pipeline;
+    if (pipeline == kInfClipAdamW) {
+      EXPECT_EQ(mine32.values, piece_of(whole32, l));
+    }
+  }
+}
+
+// The reference backend (float64 interpreter) shards the same way.
+TEST(Shard, TheReferenceBackendShardsToo) {
+  ASSERT_TRUE(comm());
+  const Layout l = slices(P(), me());
+  const Result ref = run<double>(kLamb, everything(), false, 3, Backend::reference);
+  const Result mine = run<double>(kLamb, l, true, 3, Backend::reference);
+  ASSERT_EQ(mine.error, "");
+  EXPECT_LE(max_diff(mine.values, piece_of(ref, l)), 1e-12);
+}
+
+// An Inf in one process's piece only: every process skips, parameters unchanged bit for bit.
+TEST(Shard, AnInfOnOneProcessSkipsTheStepOnEvery) {
+  ASSERT_TRUE(comm());
+  const char* pipeline = "chain(grad_scaler(scale=1024), adamw(lr=1e-2))";
+  const Layout l = slices(P(), me());
+  const int64_t e = kTensors[1].numel - 1;  // the last element of w1: on the last process
+  const Result whole = run<float>(pipeline, everything(), false, 4, Backend::cpu, {}, {2, 1, e});
+  const Result mine = run<float>(pipeline, l, true, 4, Backend::cpu, {}, {2, 1, e});
+  ASSERT_EQ(mine.error, "");
+  EXPECT_EQ(mine.skipped, (std::vector<bool>{false, false, true, true}));
+  EXPECT_EQ(mine.skipped, whole.skipped);
+  const Result before = run<float>(pipeline, l, true, 2, Backend::cpu);
+  EXPECT_EQ(mine.values, before.values);  // the skipped steps left every parameter as it was
+  EXPECT_LE(max_diff(mine.values, piece_of(whole, l), true), 1e-6);
+}
+
+// Parameter groups with their own hyperparameters, and a custom transform with a global norm,
+// a skip_if and a scalar state.
+TEST(Shard, GroupsAndCustomTransformsWithGlobalReductions) {
+  ASSERT_TRUE(comm());
+  const Layout l = slices(P(), me());
+  std::vector<runtime::GroupSpec> groups = {{{"w1", "b"}, {{"lr", 0.1}}}};
+  const Result ref = run<double>(kClipAdamW, everything(), false, 4, Backend::cpu, groups);
+  const Result mine = run<double>(kClipAdamW, l, true, 4, Backend::cpu, groups);
+  ASSERT_EQ(mine.error, "");
+  EXPECT_LE(max_diff(mine.values, piece_of(ref, l)), 1e-12);
+  const char* custom = R"(
+    transform normalized(lr=0.01, threshold=10) {
+      scalar big_steps = 0
+      let n = norm(grad)
+      skip_if any_nonfinite(grad)
+      big_steps = big_steps + (n > threshold ? 1 : 0)
+      param = param - lr * grad / (n + 1e-12)
+    }
+    normalized(lr=0.5))";
+  const Result cref = run<double>(custom, everything(), false, 3, Backend::cpu);
+  const Result cmine = run<double>(custom, l, true, 3, Backend::cpu);
+  ASSERT_EQ(cmine.error, "");
+  EXPECT_LE(max_diff(cmine.values, piece_of(cref, l)), 1e-12);
+}
+
+// Different pipelines on different processes, and pieces that do not cover a tensor: a clear
+// error on every process at the first step, not a hang or wrong numbers.
+TEST(Shard, MismatchedPlansAndLayoutsAreErrorsOnEveryProcess) {
+  ASSERT_TRUE(comm());
+  if (P() < 2) return;  // needs a peer: the np2 and np4 runs check it
+  const Result mixed =
+      run<float>(me() == 0 ? kClipAdamW : kLamb, slices(P(), me()), true, 1, Backend::cpu);
+  EXPECT_NE(mixed.error.find("plan differs from rank"), std::string::npos) << mixed.error;
+  Layout gap = slices(P(), me());
+  if (me() == 0) gap.count[0] -= 1;  // element w0[n/P - 1] is on no process
+  const Result holes = run<float>(kClipAdamW, gap, true, 1, Backend::cpu);
+  EXPECT_NE(holes.error.find("tensor 'w0': elements ["), std::string::npos) << holes.error;
+  EXPECT_NE(holes.error.find(") are on no process"), std::string::npos) << holes.error;
+}
+
+}  // namespace
+}  // namespace optjit
+
+// --die: the last process exits in the middle of its second step's work (a crashed peer); the
+// others must not hang: ctest's shard_test.dead_peer expects mpiexec to end the job, naming it.
+int die_mid_step() {
+  using namespace optjit;
+  const Layout l = slices(P(), me());
+  std::vector<float> p(static_cast<size_t>(l.count[0]), 1.0f), g(p.size(), 0.5f);
+  ShardOptions sh{comm(), {kTensors[0]}, {l.first[0]}};
+  OptimizerOptions o;
+  o.cache.reset();
+  o.shard = sh;
+  auto opt = Optimizer::create(kClipAdamW, {{"w0", p.data(), DType::f32, {l.count[0]}}}, o);
+  if (!opt) return 2;
+  for (int s = 0; s < 3; ++s) {
+    if (s == 1 && me() == P() - 1) std::_Exit(3);
+    auto r = (*opt)->step({g.data()});
+    if (!r) {
+      std::fprintf(stderr, "rank %d: %s\n", me(), r.error().message.c_str());
+      return 4;
+    }
+  }
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  testing::InitGoogleTest(&argc, argv);
+  if (!optjit::comm()) return 1;
+  if (argc > 1 && std::string(argv[1]) == "--die") return die_mid_step();
+  return RUN_ALL_TESTS();  // every process runs every test (with --gtest_brief=1: failures only)
+}
