@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "ir/error.h"
+#include "ir/plan.h"
 
 namespace optjit {
 
@@ -62,5 +63,22 @@ struct ShardOptions {
   /// is a whole tensor (ZeRO-1 by tensor).
   std::vector<int64_t> offsets;
 };
+
+/// Sharding on paper (`optjit plan --params N --processes P`): how pieces of the model's tensors
+/// are spread, and what each process keeps, moves and all-reduces per step.
+enum class ShardKind {
+  by_tensor,  // whole tensors per process (ZeRO-1 by tensor): T pieces
+  flat,       // one flat buffer cut in P contiguous shards (ZeRO, FSDP1): at most T + P - 1 pieces
+  dim0,       // every tensor cut on dimension 0 across all processes (FSDP2): T x P pieces
+};
+struct ShardCost {
+  double params_per_process = 0;
+  double state_bytes = 0;      // per process: the plan's state bytes per parameter (codes, scales)
+  double bytes_moved = 0;      // per process per step: the plan's bytes per parameter
+  int allreduces = 0;          // per step: one per pass with reductions
+  double allreduce_bytes = 0;  // per step: 8 bytes per reduction per piece, summed over passes
+};
+ShardCost shard_cost(const plan::Plan& plan, double params, int64_t tensors, int64_t processes,
+                     ShardKind kind);
 
 }  // namespace optjit

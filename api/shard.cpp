@@ -138,3 +138,28 @@ Expected<std::vector<std::vector<double>>> ShardLayout::complete(
 }
 
 }  // namespace optjit::detail
+
+namespace optjit {
+
+ShardCost shard_cost(const plan::Plan& plan, double params, int64_t tensors, int64_t processes,
+                     ShardKind kind) {
+  ShardCost c;
+  const double P = static_cast<double>(processes), T = static_cast<double>(tensors);
+  c.params_per_process = params / P;
+  double state = 0;
+  for (size_t b = 0; b < plan.buffers.size(); ++b)
+    if (plan.buffers[b].role == ir::BufferRole::state) state += ir::element_bytes(plan.buffers, b);
+  c.state_bytes = state * c.params_per_process;
+  c.bytes_moved = plan.bytes_per_param() * c.params_per_process;
+  const double pieces = kind == ShardKind::by_tensor ? T
+                        : kind == ShardKind::flat    ? T + P - 1
+                                                     : T * P;
+  for (const auto& pass : plan.passes) {
+    if (pass.reductions.empty()) continue;
+    ++c.allreduces;
+    c.allreduce_bytes += 8.0 * static_cast<double>(pass.reductions.size()) * pieces;
+  }
+  return c;
+}
+
+}  // namespace optjit

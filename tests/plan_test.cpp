@@ -1,5 +1,7 @@
 #include "ir/plan.h"
 
+#include "api/communicator.h"
+
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -198,6 +200,33 @@ TEST(PlanText, EveryBuiltinDescribesWithItsBodies) {
     ++described;
   }
   EXPECT_EQ(described, 17);
+}
+
+}  // namespace
+}  // namespace optjit
+
+namespace optjit {
+namespace {
+
+// Sharding on paper: state and bytes split by the process count; each pass with reductions is
+// one all-reduce of 8 bytes per reduction per piece (clip + AdamW: one sumsq in the first pass).
+TEST(Plan, ShardCostCountsStateBytesAndAllReducedPartials) {
+  auto p = compile_pipeline("chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3))");
+  ASSERT_TRUE(p) << p.error().message;
+  const ShardCost c = shard_cost(*p, 7e9, 291, 8, ShardKind::by_tensor);
+  EXPECT_DOUBLE_EQ(c.params_per_process, 7e9 / 8);
+  EXPECT_DOUBLE_EQ(c.state_bytes, 8 * 7e9 / 8);         // exp_avg and exp_avg_sq in f32
+  EXPECT_DOUBLE_EQ(c.bytes_moved, (4 + 28) * 7e9 / 8);  // the norm pass reads grad once more
+  EXPECT_EQ(c.allreduces, 1);
+  EXPECT_DOUBLE_EQ(c.allreduce_bytes, 8.0 * 291);
+  EXPECT_DOUBLE_EQ(shard_cost(*p, 7e9, 291, 8, ShardKind::flat).allreduce_bytes, 8.0 * 298);
+  EXPECT_DOUBLE_EQ(shard_cost(*p, 7e9, 291, 8, ShardKind::dim0).allreduce_bytes, 8.0 * 291 * 8);
+  // 8-bit state: 2.03 bytes of state per parameter.
+  auto q = compile_pipeline(R"(adamw(lr=1e-3, state_format="8bit"))");
+  ASSERT_TRUE(q);
+  EXPECT_DOUBLE_EQ(shard_cost(*q, 1024, 1, 1, ShardKind::by_tensor).state_bytes,
+                   1024 * 2 * (1 + 4.0 / 256));
+  EXPECT_EQ(shard_cost(*q, 1024, 1, 1, ShardKind::by_tensor).allreduces, 0);
 }
 
 }  // namespace

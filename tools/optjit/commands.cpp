@@ -382,6 +382,38 @@ int plan(const PlanOptions& o) {
     return 0;
   }
   fmt::print("{}", plan::describe(*p, !o.no_bodies));
+  if (o.params > 0) {
+    if (o.tensors <= 0) return fail("--params needs --tensors: the model's tensor count");
+    const ShardKind kind = o.layout == "flat"   ? ShardKind::flat
+                           : o.layout == "dim0" ? ShardKind::dim0
+                                                : ShardKind::by_tensor;
+    fmt::print(
+        "\nsharded over processes: {:g} parameters in {} tensors, layout {}\n"
+        "{:>10} {:>14} {:>14} {:>16} {:>11} {:>16}\n",
+        o.params, o.tensors, o.layout, "processes", "params/proc", "state/proc", "moved/proc/step",
+        "allreduces", "allreduced/step");
+    size_t pos = 0;
+    while (pos <= o.processes.size()) {
+      size_t comma = o.processes.find(',', pos);
+      if (comma == std::string::npos) comma = o.processes.size();
+      const std::string item = o.processes.substr(pos, comma - pos);
+      pos = comma + 1;
+      char* end = nullptr;
+      const long long n = std::strtoll(item.c_str(), &end, 10);
+      if (item.empty() || *end != '\0' || n < 1)
+        return fail(fmt::format("--processes: '{}' is not a process count", item));
+      const ShardCost c = shard_cost(*p, o.params, o.tensors, n, kind);
+      auto bytes = [](double b) {
+        const char* unit[] = {"B", "KB", "MB", "GB", "TB"};
+        int u = 0;
+        while (b >= 1000 && u < 4) b /= 1000, ++u;
+        return fmt::format("{:.3g} {}", b, unit[u]);
+      };
+      fmt::print("{:>10} {:>14.4g} {:>14} {:>16} {:>11} {:>16}\n", n, c.params_per_process,
+                 bytes(c.state_bytes), bytes(c.bytes_moved), c.allreduces,
+                 bytes(c.allreduce_bytes));
+    }
+  }
   return 0;
 }
 

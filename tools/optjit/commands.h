@@ -45,6 +45,11 @@ int cache(const CacheCommand& c);
 struct PlanOptions {
   std::string pipeline, dtype = "f32", grad_dtype;
   bool no_bodies = false, json = false;
+  // Sharding on paper: a model of `params` parameters in `tensors` tensors over each process
+  // count of `processes` (e.g. "8,64,1024"), laid out as `layout`.
+  double params = 0;
+  int64_t tensors = 0;
+  std::string processes = "1,8,64,1024", layout = "by_tensor";
 };
 int plan(const PlanOptions& o);
 

@@ -172,6 +172,20 @@ int main_with_args(int argc, char** argv) {
   plan_cmd->add_option("--grad-dtype", plan.grad_dtype, "gradient storage type (default: --dtype)");
   plan_cmd->add_flag("--no-bodies", plan.no_bodies, "omit each pass's element code");
   plan_cmd->add_flag("--json", plan.json, "print the passes and bytes as JSON");
+  plan_cmd
+      ->add_option("--params", plan.params,
+                   "sharding on paper: the model's parameter count (e.g. 7e9), per process "
+                   "state, bytes moved and bytes all-reduced per step")
+      ->check(CLI::PositiveNumber);
+  plan_cmd->add_option("--tensors", plan.tensors, "with --params: the model's tensor count")
+      ->check(CLI::PositiveNumber);
+  plan_cmd->add_option("--processes", plan.processes,
+                       "with --params: process counts, comma-separated (default 1,8,64,1024)");
+  plan_cmd
+      ->add_option("--layout", plan.layout,
+                   "with --params: by_tensor (ZeRO-1 by tensor) | flat (ZeRO/FSDP1 flat shards) | "
+                   "dim0 (FSDP2: every tensor cut on dimension 0)")
+      ->check(CLI::IsMember({"by_tensor", "flat", "dim0"}));
 
   optjit::cli::CompileOptions compile;
   auto* compile_cmd =
