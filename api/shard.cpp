@@ -102,7 +102,7 @@ Expected<ShardLayout> ShardLayout::agree(const ShardOptions& shard,
       next = p.offset + n;
       L.pieces_.push_back(p);
     }
-    if (next != L.numel_[t])
+    if (next != L.numel_[t] && !ps.empty())  // a tensor no process steps (no gradient) is fine
       return make_error("sharded step: tensor '{}': elements [{}, {}) are on no process",
                         shard.tensors[t].name, next, L.numel_[t]);
   }

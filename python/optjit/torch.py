@@ -61,6 +61,31 @@ def _values(x: Any) -> List[float]:
     return [float(x)]
 
 
+def _local(t: torch.Tensor) -> torch.Tensor:
+    """A DTensor's local shard (FSDP2's parameters and gradients); any other tensor itself."""
+    return t.to_local() if _is_dtensor(t) else t
+
+
+def _is_dtensor(t) -> bool:
+    try:
+        from torch.distributed.tensor import DTensor
+    except ImportError:  # a torch without torch.distributed
+        return False
+    return isinstance(t, DTensor)
+
+
+def _flat_offset(p) -> int:
+    """Where a DTensor's local shard starts in its flattened global tensor: FSDP2 shards every
+    parameter on dimension 0 (Shard(0)), so the shard is one contiguous range."""
+    from torch.distributed.tensor import Shard
+    from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
+    if any(not isinstance(pl, Shard) or pl.dim != 0 for pl in p.placements):
+        raise Error(f"a sharded step takes DTensors sharded on dimension 0 (FSDP2's Shard(0)), "
+                    f"not {p.placements}")
+    _, offset = compute_local_shape_and_global_offset(p.shape, p.device_mesh, p.placements)
+    return int(offset[0]) * (p.numel() // p.shape[0]) if p.dim() > 0 and p.shape[0] > 0 else 0
+
+
 class _Engine:
     """One optjit engine over a fixed set of tensors (same device, same step count)."""
 
@@ -80,7 +105,7 @@ class _Engine:
         self.engine = _optjit.Engine(
             opt._pipeline,
             [f"p{i}" for _, i, _ in members],
-            [p.detach() for p in params],
+            [_local(p).detach() for p in params],
             group_of=[g for g, _, _ in members],
             groups=len(opt.param_groups),
             backend=backend,
@@ -90,8 +115,9 @@ class _Engine:
             device_step=opt._device_step,
             cuda_graph=opt._cuda_graph,
             param_rounding=opt._param_rounding,
+            shard=opt._shard_spec(members),
         )
-        self.data_ptrs = [p.data_ptr() for p in params]
+        self.data_ptrs = [_local(p).data_ptr() for p in params]
         self.sent: Dict[Tuple[int, str], List[float]] = {}
         # Short hyperparameter names ("lr", "betas") as torch's param_groups name them.
         # A program-wide one ("state_seed" of state_format="bf16_sr") keeps its whole name.
@@ -126,9 +152,10 @@ class _Engine:
                 want = _TORCH_DTYPES[self.engine.state_storage(k, name)]
                 # A quantized state's scales ("exp_avg.absmax") hold one value per block.
                 n = self.engine.state_elements(k, name)
-                shape = p.shape if n == p.numel() else torch.Size([n])
+                lp = _local(p)
+                shape = lp.shape if n == lp.numel() else torch.Size([n])
                 if (isinstance(t, torch.Tensor) and t.is_floating_point() and want == torch.uint8
-                        and t.shape == p.shape):
+                        and t.shape == lp.shape):
                     # Values (a checkpoint of torch's optimizer, or of f32 state) into 8-bit
                     # state: quantized here as the cpu backend would store them.
                     codes, scales = _optjit.quantize(
@@ -175,9 +202,10 @@ class _Engine:
 
     def check_params(self) -> None:
         for k, (_, _, p) in enumerate(self.members):
-            if p.data_ptr() != self.data_ptrs[k]:  # the framework reallocated it
-                self.engine.rebind_param(k, p.detach())
-                self.data_ptrs[k] = p.data_ptr()
+            lp = _local(p)
+            if lp.data_ptr() != self.data_ptrs[k]:  # the framework reallocated it
+                self.engine.rebind_param(k, lp.detach())
+                self.data_ptrs[k] = lp.data_ptr()
 
     def sync_hypers(self, groups: List[Dict[str, Any]]) -> None:
         """Whatever the param groups hold now (a scheduler's lr) is what the next step uses."""
@@ -200,7 +228,7 @@ class _Engine:
     def step(self) -> bool:
         grads = []
         for _, i, p in self.members:
-            gr = p.grad
+            gr = _local(p.grad)
             if gr.is_sparse:
                 raise Error(f"parameter {i} has a sparse gradient; optjit steps dense ones")
             grads.append(gr.detach() if gr.requires_grad else gr)
@@ -233,8 +261,9 @@ class Optimizer(torch.optim.Optimizer):
 
     def __init__(self, params: Iterable, pipeline: str, defaults: Optional[Dict[str, Any]] = None,
                  *, backend: str = "auto", cache: bool = True, device_step: Optional[bool] = None,
-                 cuda_graph: bool = False, param_rounding: str = "nearest"):
+                 cuda_graph: bool = False, param_rounding: str = "nearest", process_group=None):
         self._pipeline = pipeline
+        self._process_group = process_group
         self._scaled = False  # a GradScaler's grad_scaler is in front of the pipeline
         self._backend = backend
         self._cache = cache
@@ -288,6 +317,41 @@ class Optimizer(torch.optim.Optimizer):
                 p = by_id[pid]
                 self.state[p][k] = v.detach().clone().to(device=p.device)
         self._forget()  # new state tensors: adopt them at the next step
+
+    def _shard_spec(self, members):
+        """A sharded step over torch.distributed: DTensor parameters (FSDP2's fully_shard) step
+        their local shards, and every reduction (the fused clip's norm, a GradScaler's found-inf,
+        LAMB's per-tensor norms) is completed over the process group, one all_reduce per pass.
+        None for an unsharded step."""
+        params = [p for _, _, p in members]
+        dt = [_is_dtensor(p) for p in params]
+        if self._process_group is None and not any(dt):
+            return None
+        if not all(dt):
+            raise Error("a sharded step (process_group=, or DTensor parameters) takes DTensor "
+                        "parameters sharded on dimension 0, as "
+                        "torch.distributed.fsdp.fully_shard makes them")
+        import torch.distributed as dist
+        pg = self._process_group
+        if pg is None:
+            pg = params[0].device_mesh.get_group()
+        everything = [p for g in self.param_groups for p in g["params"]]
+        tensors = [(f"p{i}", int(p.numel())) for i, p in enumerate(everything)]
+        offsets = [_flat_offset(p) for p in params]
+        backend = str(dist.get_backend(pg))
+        device = params[0].device
+
+        def all_reduce(buf):
+            t = torch.from_numpy(buf)
+            if backend == "nccl":  # NCCL sums device memory: through the GPU and back
+                d = t.to(device)
+                dist.all_reduce(d, group=pg)
+                t.copy_(d.cpu())
+            else:
+                dist.all_reduce(t, group=pg)
+
+        return (all_reduce, dist.get_rank(pg), dist.get_world_size(pg),
+                f"torch.distributed ({backend})", tensors, offsets)
 
     def _forget(self) -> None:
         self._engines.clear()

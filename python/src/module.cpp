@@ -118,13 +118,46 @@ Place place_of(const Array& a, const std::string& what) {
   return p;
 }
 
+// A communicator over a Python callable (optjit.torch passes one that calls
+// torch.distributed.all_reduce on its process group): allreduce_sum hands it the buffer as a
+// float64 NumPy array to sum in place.
+class PyCommunicator final : public Communicator {
+ public:
+  PyCommunicator(nb::object fn, int rank, int size, std::string name)
+      : fn_(std::move(fn)), rank_(rank), size_(size), name_(std::move(name)) {}
+  ~PyCommunicator() override {
+    nb::gil_scoped_acquire gil;
+    fn_.reset();
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string name() const override { return name_; }
+  Status allreduce_sum(std::span<double> data) override {
+    nb::gil_scoped_acquire gil;  // the step runs with the GIL released
+    try {
+      size_t shape[1] = {data.size()};
+      nb::ndarray<nb::numpy, double, nb::ndim<1>> view(data.data(), 1, shape, nb::handle());
+      fn_(nb::cast(view, nb::rv_policy::reference));  // the buffer itself, not a copy
+    } catch (const std::exception& e) {
+      return make_error("{}: all-reduce of {} values failed on rank {} of {}: {}", name_,
+                        data.size(), rank_, size_, e.what());
+    }
+    return Status::Ok();
+  }
+
+ private:
+  nb::object fn_;
+  int rank_, size_;
+  std::string name_;
+};
+
 class Engine {
  public:
   Engine(const std::string& pipeline, const std::vector<std::string>& names,
          const std::vector<Array>& params, const std::vector<int>& group_of, size_t groups,
          const std::string& backend, int device, uintptr_t queue,
          std::optional<std::string> grad_dtype, bool cache, std::optional<bool> device_step,
-         bool cuda_graph, const std::string& param_rounding) {
+         bool cuda_graph, const std::string& param_rounding, nb::object shard) {
     if (names.size() != params.size()) throw Error("names and params differ in length");
     std::vector<Param> ps;
     int device_type = 0;
@@ -153,6 +186,19 @@ class Engine {
       throw Error(fmt::format("param_rounding: '{}' is not nearest or stochastic", param_rounding));
     o.stochastic_param_rounding = param_rounding == "stochastic";
     o.groups.resize(groups > 0 ? groups - 1 : 0);
+    if (!shard.is_none()) {
+      // (all_reduce, rank, size, name, [(tensor, numel)...], [offset per parameter])
+      auto t = nb::cast<nb::tuple>(shard);
+      if (t.size() != 6)
+        throw Error("shard: expected (all_reduce, rank, size, name, tensors, offsets)");
+      ShardOptions sh;
+      sh.comm = std::make_shared<PyCommunicator>(nb::borrow(t[0]), nb::cast<int>(t[1]),
+                                                 nb::cast<int>(t[2]), nb::cast<std::string>(t[3]));
+      for (auto [name, numel] : nb::cast<std::vector<std::pair<std::string, int64_t>>>(t[4]))
+        sh.tensors.push_back({name, numel});
+      sh.offsets = nb::cast<std::vector<int64_t>>(t[5]);
+      o.shard = std::move(sh);
+    }
     // Pipeline text, or the path of a file that holds it (as the CLI takes it).
     opt_ = take(Optimizer::create(take(read_pipeline_text(pipeline)), std::move(ps), std::move(o)));
   }
@@ -282,14 +328,14 @@ NB_MODULE(_optjit, m) {
   nb::class_<Engine>(m, "Engine")
       .def(nb::init<const std::string&, const std::vector<std::string>&, const std::vector<Array>&,
                     const std::vector<int>&, size_t, const std::string&, int, uintptr_t,
-                    std::optional<std::string>, bool, std::optional<bool>, bool,
-                    const std::string&>(),
+                    std::optional<std::string>, bool, std::optional<bool>, bool, const std::string&,
+                    nb::object>(),
            nb::arg("pipeline"), nb::arg("names"), nb::arg("params"),
            nb::arg("group_of") = std::vector<int>{}, nb::arg("groups") = 1,
            nb::arg("backend") = "auto", nb::arg("device") = -1, nb::arg("queue") = 0,
            nb::arg("grad_dtype") = nb::none(), nb::arg("cache") = true,
            nb::arg("device_step") = nb::none(), nb::arg("cuda_graph") = false,
-           nb::arg("param_rounding") = "nearest")
+           nb::arg("param_rounding") = "nearest", nb::arg("shard") = nb::none())
       .def("step", &Engine::step, nb::arg("grads"))
       .def("bind_state", &Engine::bind_state, nb::arg("param"), nb::arg("buffer"), nb::arg("array"),
            nb::arg("adopt") = false)

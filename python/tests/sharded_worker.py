@@ -1,0 +1,98 @@
+"""Run by test_sharded.py under torch.distributed.run (2 processes, gloo, CPU): a small
+transformer sharded with FSDP2 (fully_shard), stepped by optjit.torch.AdamW with the clip fused
+(no clip_grad_norm_), and, in every process, the same model unsharded with torch's own AdamW +
+clip_grad_norm_ in float32 and in float64. Rank 0 writes the errors to the file in argv[1]."""
+import json
+import sys
+
+import torch
+import torch.distributed as dist
+from torch.distributed.fsdp import fully_shard
+
+import optjit
+import optjit.torch as ot
+
+
+class Tiny(torch.nn.Module):
+    def __init__(self, vocab=50, d=32):
+        super().__init__()
+        self.emb = torch.nn.Embedding(vocab, d)
+        self.layers = torch.nn.ModuleList(
+            torch.nn.TransformerEncoderLayer(d, 4, 64, dropout=0.0, batch_first=True)
+            for _ in range(2))
+        self.head = torch.nn.Linear(d, vocab)
+
+    def forward(self, x):
+        h = self.emb(x)
+        for layer in self.layers:
+            h = layer(h)
+        return self.head(h)
+
+
+def make(dtype):
+    torch.manual_seed(0)
+    return Tiny().to(dtype)
+
+
+def batches(steps):
+    g = torch.Generator().manual_seed(1)
+    for _ in range(steps):
+        x = torch.randint(0, 50, (4, 12), generator=g)
+        yield x, torch.roll(x, 1, 1)
+
+
+def loss_of(model, x, y):
+    return torch.nn.functional.cross_entropy(model(x).flatten(0, 1).float(), y.flatten())
+
+
+def main(out):
+    dist.init_process_group("gloo")
+    torch.set_num_threads(1)
+    steps, kw = 6, dict(lr=3e-3, weight_decay=0.01)
+    refs = {}
+    for dtype in (torch.float64, torch.float32):
+        m = make(dtype)
+        o = torch.optim.AdamW(m.parameters(), **kw)
+        for x, y in batches(steps):
+            o.zero_grad()
+            loss_of(m, x, y).backward()
+            torch.nn.utils.clip_grad_norm_(m.parameters(), 0.5)
+            o.step()
+        refs[dtype] = [p.detach().double() for p in m.parameters()]
+    m = make(torch.float32)
+    for layer in m.layers:
+        fully_shard(layer)
+    fully_shard(m)
+    o = ot.AdamW(m.parameters(), max_grad_norm=0.5, **kw)
+    for x, y in batches(steps):
+        o.zero_grad()
+        loss_of(m, x, y).backward()
+        o.step()
+    ours = [p.full_tensor().detach().double() for p in m.parameters()]
+    err = lambda a: max((u - v).abs().max().item() for u, v in zip(a, refs[torch.float64]))
+    result = {"ours": err(ours), "torch_f32": err(refs[torch.float32]),
+              "local_elements": sum(p.to_local().numel() for p in m.parameters()),
+              "elements": sum(p.numel() for p in m.parameters())}
+    # Different pipelines on the two processes: an error on both at the first step.
+    w = torch.nn.Parameter(torch.randn(8, 4))
+    from torch.distributed.tensor import distribute_tensor, Shard
+    from torch.distributed.device_mesh import init_device_mesh
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    dw = torch.nn.Parameter(distribute_tensor(w.detach(), mesh, [Shard(0)]))
+    bad = ot.AdamW([dw], lr=1e-3) if dist.get_rank() == 0 else ot.LAMB([dw], lr=1e-3)
+    dw.grad = distribute_tensor(torch.ones(8, 4), mesh, [Shard(0)])
+    try:
+        bad.step()
+        result["mismatch"] = ""
+    except optjit.Error as e:
+        result["mismatch"] = str(e)
+    results = [None] * dist.get_world_size()
+    dist.all_gather_object(results, result)
+    if dist.get_rank() == 0:
+        with open(out, "w") as f:
+            json.dump(results, f)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
