@@ -93,8 +93,9 @@ Result run(const char* pipeline, const Layout& l, bool sharded, int steps, Backe
       p[t].push_back(static_cast<T>(init_value(t, l.first[t] + e)));
     g[t].resize(p[t].size());
   }
+  // A process's empty piece is still a parameter (FSDP2 gives a tensor smaller than the
+  // process count empty shards): it contributes nothing and is stepped as nothing.
   for (size_t t = 0; t < kTensors.size(); ++t) {
-    if (l.count[t] == 0 && sharded) continue;
     params.push_back({kTensors[t].name, p[t].data(), dt, {l.count[t]}});
     sh.offsets.push_back(l.first[t]);
   }
@@ -117,7 +118,7 @@ Result run(const char* pipeline, const Layout& l, bool sharded, int steps, Backe
         if (s >= at && at >= 0 && t == tt && l.first[t] + e == ee)
           g[t][e] = std::numeric_limits<T>::infinity();
       }
-      if (l.count[t] > 0 || !sharded) gp.push_back(g[t].data());
+      gp.push_back(g[t].data());
     }
     auto r = (*opt)->step(gp);
     if (!r) {
