@@ -102,9 +102,10 @@ class _Engine:
             raise Error(f"optjit steps CPU and CUDA tensors, not {device.type} ones")
         elif backend == "auto":
             backend = "cpu"
+        names, shard = opt._shard_spec(members)
         self.engine = _optjit.Engine(
             opt._pipeline,
-            [f"p{i}" for _, i, _ in members],
+            names,
             [_local(p).detach() for p in params],
             group_of=[g for g, _, _ in members],
             groups=len(opt.param_groups),
@@ -115,7 +116,7 @@ class _Engine:
             device_step=opt._device_step,
             cuda_graph=opt._cuda_graph,
             param_rounding=opt._param_rounding,
-            shard=opt._shard_spec(members),
+            shard=shard,
         )
         self.data_ptrs = [_local(p).data_ptr() for p in params]
         self.sent: Dict[Tuple[int, str], List[float]] = {}
@@ -319,25 +320,36 @@ class Optimizer(torch.optim.Optimizer):
         self._forget()  # new state tensors: adopt them at the next step
 
     def _shard_spec(self, members):
-        """A sharded step over torch.distributed: DTensor parameters (FSDP2's fully_shard) step
-        their local shards, and every reduction (the fused clip's norm, a GradScaler's found-inf,
+        """The engine's parameter names, and its sharded step over torch.distributed (None for
+        an unsharded one): every reduction (the fused clip's norm, a GradScaler's found-inf,
         LAMB's per-tensor norms) is completed over the process group, one all_reduce per pass.
-        None for an unsharded step."""
+        - DTensor parameters (FSDP2's fully_shard): each process steps its local shards;
+        - plain tensors with process_group= (ZeRO-1 by tensor): each process passes the
+          parameters it owns; the model is every process's parameters in rank order."""
         params = [p for _, _, p in members]
+        names = [f"p{i}" for _, i, _ in members]
         dt = [_is_dtensor(p) for p in params]
         if self._process_group is None and not any(dt):
-            return None
-        if not all(dt):
-            raise Error("a sharded step (process_group=, or DTensor parameters) takes DTensor "
-                        "parameters sharded on dimension 0, as "
-                        "torch.distributed.fsdp.fully_shard makes them")
+            return names, None
+        if any(dt) and not all(dt):
+            raise Error("a sharded step takes DTensor parameters only (FSDP2's fully_shard), or "
+                        "plain tensors only (each process's own, with process_group=)")
         import torch.distributed as dist
         pg = self._process_group
         if pg is None:
             pg = params[0].device_mesh.get_group()
-        everything = [p for g in self.param_groups for p in g["params"]]
-        tensors = [(f"p{i}", int(p.numel())) for i, p in enumerate(everything)]
-        offsets = [_flat_offset(p) for p in params]
+        if all(dt):
+            everything = [p for g in self.param_groups for p in g["params"]]
+            tensors = [(f"p{i}", int(p.numel())) for i, p in enumerate(everything)]
+            offsets = [_flat_offset(p) for p in params]
+        else:
+            rank = dist.get_rank(pg)
+            names = [f"r{rank}.p{i}" for _, i, _ in members]
+            mine = [(n, int(p.numel())) for n, p in zip(names, params)]
+            everyone = [None] * dist.get_world_size(pg)
+            dist.all_gather_object(everyone, mine, group=pg)
+            tensors = [t for theirs in everyone for t in theirs]
+            offsets = [0] * len(params)
         backend = str(dist.get_backend(pg))
         device = params[0].device
 
@@ -350,8 +362,8 @@ class Optimizer(torch.optim.Optimizer):
             else:
                 dist.all_reduce(t, group=pg)
 
-        return (all_reduce, dist.get_rank(pg), dist.get_world_size(pg),
-                f"torch.distributed ({backend})", tensors, offsets)
+        return names, (all_reduce, dist.get_rank(pg), dist.get_world_size(pg),
+                       f"torch.distributed ({backend})", tensors, offsets)
 
     def _forget(self) -> None:
         self._engines.clear()
@@ -490,7 +502,7 @@ class _Builtin(Optimizer):
 def _builtin(name: str, torch_name: str, signature: Dict[str, Any], structural=()):
     def __init__(self, params, *args, max_grad_norm=None, norm_type=2.0, state_format=None,
                  backend="auto", cache=True, device_step=None, cuda_graph=False,
-                 param_rounding="nearest", **kwargs):
+                 param_rounding="nearest", process_group=None, **kwargs):
         values = dict(signature)
         for k, v in zip(signature, args):
             values[k] = v
@@ -500,7 +512,8 @@ def _builtin(name: str, torch_name: str, signature: Dict[str, Any], structural=(
             values[k] = v
         _Builtin.__init__(self, params, values, max_grad_norm=max_grad_norm, norm_type=norm_type,
                           state_format=state_format, backend=backend, cache=cache, device_step=device_step,
-                          cuda_graph=cuda_graph, param_rounding=param_rounding)
+                          cuda_graph=cuda_graph, param_rounding=param_rounding,
+                          process_group=process_group)
 
     doc = (f"optjit's fused {torch_name}: the same signature, defaults and results; "
            f"``max_grad_norm=`` fuses gradient clipping into the step; ``state_format=`` "

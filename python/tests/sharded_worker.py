@@ -86,6 +86,32 @@ def main(out):
         result["mismatch"] = ""
     except optjit.Error as e:
         result["mismatch"] = str(e)
+    # ZeRO-1 by tensor: each process passes every other tensor of a float64 MLP (plain tensors,
+    # process_group=); the same data on both. Against one process stepping the whole model.
+    def mlp():
+        torch.manual_seed(3)
+        return torch.nn.Sequential(torch.nn.Linear(10, 40), torch.nn.Tanh(),
+                                   torch.nn.Linear(40, 5)).double()
+
+    full, part = mlp(), mlp()
+    owned = list(part.parameters())[dist.get_rank()::dist.get_world_size()]
+    o_full = ot.LAMB(full.parameters(), lr=1e-2, max_grad_norm=0.3)
+    o_part = ot.LAMB(owned, lr=1e-2, max_grad_norm=0.3, process_group=dist.group.WORLD)
+    g = torch.Generator().manual_seed(4)
+    for _ in range(4):
+        x = torch.randn(16, 10, generator=g, dtype=torch.float64)
+        for model, o in ((full, o_full), (part, o_part)):
+            o.zero_grad()
+            model(x).square().mean().backward()
+            o.step()
+        with torch.no_grad():  # ZeRO-1: each owner sends its updated tensors to the others
+            for k, p in enumerate(part.parameters()):
+                dist.broadcast(p, src=k % dist.get_world_size())
+    mine = [p.detach() for p in owned]
+    want = list(full.parameters())[dist.get_rank()::dist.get_world_size()]
+    result["zero1"] = max((a - b).abs().max().item() for a, b in zip(mine, want))
+    result["zero1_moved"] = max((a - b).abs().max().item()
+                                for a, b in zip(mine, list(mlp().parameters())[dist.get_rank()::2]))
     results = [None] * dist.get_world_size()
     dist.all_gather_object(results, result)
     if dist.get_rank() == 0:
