@@ -490,33 +490,29 @@ Expected<runtime::StepResult> Optimizer::Impl::lockstep() {
       partial[p] = std::move(*r);
     }
     const auto& reds = parts[0].plan.passes[k].reductions;
-    if (layout && !reds.empty()) {
-      // Every reduction of the pass completed over every process: one all-reduce.
+    if (!reds.empty()) {
+      // Each reduction's partials in parameter order; sharded, completed over every process
+      // (one all-reduce) into one value per global tensor, in the global table's order.
       std::vector<ir::Op> ops;
-      std::vector<std::vector<double>> local(reds.size(), std::vector<double>(params.size()));
+      std::vector<std::vector<double>> all(reds.size(), std::vector<double>(params.size()));
       for (size_t r = 0; r < reds.size(); ++r) {
         ops.push_back(parts[0].plan.program.at(reds[r]).op);
         for (size_t i = 0; i < params.size(); ++i)
-          local[r][i] = partial[where[i].first][r][where[i].second];
+          all[r][i] = partial[where[i].first][r][where[i].second];
       }
-      auto global = layout->complete(ops, local);
-      if (!global) return global.error();
+      if (layout) {
+        auto global = layout->complete(ops, all);
+        if (!global) return global.error();
+        all = std::move(*global);
+      }
       for (size_t r = 0; r < reds.size(); ++r) {
         if (static_cast<ir::Scope>(parts[0].plan.program.at(reds[r]).attr) == ir::Scope::all) {
-          for (auto& pp : partial) pp[r] = (*global)[r];  // every tensor, in the global order
-        } else {
+          for (auto& pp : partial) pp[r] = all[r];  // combine() of these is the global value
+        } else if (layout) {                        // a split tensor's value over all its pieces
           for (size_t i = 0; i < params.size(); ++i)
-            partial[where[i].first][r][where[i].second] = (*global)[r][layout->tensor_of(i)];
+            partial[where[i].first][r][where[i].second] = all[r][layout->tensor_of(i)];
         }
       }
-    }
-    for (size_t r = 0; r < reds.size() && !layout; ++r) {
-      if (static_cast<ir::Scope>(parts[0].plan.program.at(reds[r]).attr) != ir::Scope::all)
-        continue;
-      std::vector<double> all(params.size());
-      for (size_t i = 0; i < params.size(); ++i)
-        all[i] = partial[where[i].first][r][where[i].second];
-      for (auto& pp : partial) pp[r] = all;  // combine() of these is the global value
     }
     for (size_t p = 0; p < parts.size(); ++p)
       if (!partial[p].empty()) hosts[p]->finish_reductions(k, partial[p]);

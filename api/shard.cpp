@@ -86,7 +86,7 @@ Expected<ShardLayout> ShardLayout::agree(const ShardOptions& shard,
     std::vector<Piece> ps;
     for (int r = 0; r < P; ++r) {
       const double o = piece[(t * P + r) * 2], n = piece[(t * P + r) * 2 + 1];
-      if (o > 0 && n > 0) ps.push_back({t, static_cast<int64_t>(o) - 1, r});
+      if (o > 0 && n > 0) ps.push_back({static_cast<int64_t>(o) - 1, r});
     }
     std::sort(ps.begin(), ps.end(),
               [](const Piece& a, const Piece& b) { return a.offset < b.offset; });

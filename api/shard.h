@@ -27,19 +27,15 @@ class ShardLayout {
 
   /// The global tensor local parameter i is a piece of.
   size_t tensor_of(size_t i) const { return tensor_of_[i]; }
-  size_t tensors() const { return numel_.size(); }
-  /// Pieces over all processes (the slots of each reduction in a pass's all-reduce).
-  size_t pieces() const { return pieces_.size(); }
 
  private:
-  struct Piece {
-    size_t tensor;
+  struct Piece {  // one process's elements of one tensor, from `offset`
     int64_t offset;
     int rank;
   };
   std::shared_ptr<Communicator> comm_;
   std::vector<int64_t> numel_;     // per global tensor
-  std::vector<Piece> pieces_;      // by tensor, then offset
+  std::vector<Piece> pieces_;      // by tensor, then offset: the slots of each reduction
   std::vector<size_t> first_;      // per global tensor: its first piece (pieces_.size() + 1 = end)
   std::vector<size_t> tensor_of_;  // per local parameter
   std::vector<long> slot_of_;      // per local parameter: its piece, -1 when it is empty

@@ -18,7 +18,6 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
-#include <cstring>
 #include <map>
 #include <span>
 
@@ -66,7 +65,6 @@ std::string preamble(const Lang& L, const plan::Plan& plan, int vec) {
   for (ir::Quant q : formats) {
     const ir::QuantInfo& qi = ir::info(q);
     // The map as bit patterns (fp8's has NaNs, which no constant initializer spells).
-    std::string map;
     auto bit_patterns = [](std::span<const float> v) {
       std::string out;
       for (size_t k = 0; k < v.size(); ++k)
@@ -348,29 +346,33 @@ class KernelWriter {
           "          {2};\n        }}\n"
           "        const float ab{0} = OPTJIT_BITS_F32(qm[0]);\n        {2};\n",
           b, lid, L_.barrier(), block_ / 2);
-      if (kind == ir::QuantKind::nearest)  // ir::quant_scale, codes two to a byte (n is even)
+      // ir::quant_scale: the absmax, or max(absmax, 1e-12) (/ 448 for fp8); NaN stays NaN.
+      const std::string clipped = fmt::format("(ab{0} <= {1} ? {1} : ab{0})", b,
+                                              literal(static_cast<double>(1e-12f), DType::f32));
+      s += fmt::format(
+          "        const float sb{0} = {1};\n        if ({2} == 0) s{0}[blk] = sb{0};\n", b,
+          kind == ir::QuantKind::table ? fmt::format("ab{}", b)
+          : kind == ir::QuantKind::fp8 ? clipped + " / 448.0f"
+                                       : clipped,
+          lid);
+      const std::string q = std::string(ir::to_string(plan_.buffers[b].quant));
+      if (kind == ir::QuantKind::nearest)  // codes two to a byte (n is even)
         s += fmt::format(
-            "        const float sb{0} = ab{0} <= {4} ? {4} : ab{0};\n"
-            "        if ({1} == 0) s{0}[blk] = sb{0};\n"
             "        for ({2} j = 2 * {1}; j < n; j += {3})\n"
-            "          q{0}[(b0 + j) >> 1] = (optjit_quantize_{5}(qv{0}[j] / sb{0}) << 4) | "
-            "optjit_quantize_{5}(qv{0}[j + 1] / sb{0});\n",
-            b, lid, I, 2 * block_, literal(static_cast<double>(1e-12f), DType::f32),
-            ir::to_string(plan_.buffers[b].quant));
-      else if (kind == ir::QuantKind::fp8)  // ir::quant_scale, then ir::f8_code of x / scale
+            "          q{0}[(b0 + j) >> 1] = (optjit_quantize_{4}(qv{0}[j] / sb{0}) << 4) | "
+            "optjit_quantize_{4}(qv{0}[j + 1] / sb{0});\n",
+            b, lid, I, 2 * block_, q);
+      else if (kind == ir::QuantKind::fp8)  // ir::f8_code of x / scale
         s += fmt::format(
-            "        const float sb{0} = (ab{0} <= {4} ? {4} : ab{0}) / 448.0f;\n"
-            "        if ({1} == 0) s{0}[blk] = sb{0};\n"
             "        for ({2} j = {1}; j < n; j += {3}) q{0}[b0 + j] = optjit_f8_code(qv{0}[j] / "
             "sb{0});\n",
-            b, lid, I, block_, literal(static_cast<double>(1e-12f), DType::f32));
-      else
+            b, lid, I, block_);
+      else  // the table: lut[index(x / absmax)], 0 for a zero block
         s += fmt::format(
-            "        if ({1} == 0) s{0}[blk] = ab{0};\n"
             "        for ({2} j = {1}; j < n; j += {3})\n"
-            "          q{0}[b0 + j] = ab{0} == 0.0f ? 0 : optjit_quantize_{4}(qv{0}[j] * (1.0f / "
-            "ab{0}));\n",
-            b, lid, I, block_, ir::to_string(plan_.buffers[b].quant));
+            "          q{0}[b0 + j] = sb{0} == 0.0f ? 0 : optjit_quantize_{4}(qv{0}[j] * (1.0f / "
+            "sb{0}));\n",
+            b, lid, I, block_, q);
     }
     s += fmt::format("        {};\n      }}\n", L_.barrier());
     return s;

@@ -367,26 +367,35 @@ class PassEmitter {
   void unpack_block(uint32_t buf, llvm::Value* b0, llvm::Value* n) {
     auto* i8 = b_.getInt8Ty();
     auto* arr = llvm::cast<llvm::AllocaInst>(unpacked_.at(buf));
+    // n is even: 4-bit formats quantize whole blocks only.
+    counted_loop("unpack", b_.CreateLShr(n, 1), 1, [&](llvm::Value* k) {
+      auto* byte = b_.CreateLoad(
+          i8, b_.CreateInBoundsGEP(i8, codes_.at(buf), b_.CreateAdd(b_.CreateLShr(b0, 1), k)));
+      tag(byte, buf);
+      llvm::Value* two_k = b_.CreateShl(k, 1);
+      auto slot = [&](llvm::Value* e) {
+        return b_.CreateInBoundsGEP(arr->getAllocatedType(), arr, {b_.getInt64(0), e});
+      };
+      b_.CreateStore(b_.CreateLShr(byte, 4), slot(two_k));
+      b_.CreateStore(b_.CreateAnd(byte, b_.getInt8(15)), slot(b_.CreateOr(two_k, b_.getInt64(1))));
+    });
+  }
+
+  // for (k = 0; k < limit; k += step) body(k), for limit >= step (a block is never empty);
+  // body adds no blocks. Leaves the builder after the loop.
+  template <class Body>
+  void counted_loop(const std::string& name, llvm::Value* limit, int64_t step, Body body) {
     llvm::BasicBlock* pre = b_.GetInsertBlock();
-    auto* loop = llvm::BasicBlock::Create(c_, "unpack", fn_);
-    auto* exit = llvm::BasicBlock::Create(c_, "unpack.exit", fn_);
+    auto* loop = llvm::BasicBlock::Create(c_, name, fn_);
+    auto* exit = llvm::BasicBlock::Create(c_, name + ".exit", fn_);
     b_.CreateBr(loop);
     b_.SetInsertPoint(loop);
-    llvm::PHINode* k = b_.CreatePHI(b_.getInt64Ty(), 2, "uk");
+    llvm::PHINode* k = b_.CreatePHI(b_.getInt64Ty(), 2, name + ".k");
     k->addIncoming(b_.getInt64(0), pre);
-    auto* byte = b_.CreateLoad(
-        i8, b_.CreateInBoundsGEP(i8, codes_.at(buf), b_.CreateAdd(b_.CreateLShr(b0, 1), k)));
-    tag(byte, buf);
-    llvm::Value* two_k = b_.CreateShl(k, 1);
-    auto slot = [&](llvm::Value* e) {
-      return b_.CreateInBoundsGEP(arr->getAllocatedType(), arr, {b_.getInt64(0), e});
-    };
-    b_.CreateStore(b_.CreateLShr(byte, 4), slot(two_k));
-    b_.CreateStore(b_.CreateAnd(byte, b_.getInt8(15)), slot(b_.CreateOr(two_k, b_.getInt64(1))));
-    llvm::Value* k_next = b_.CreateAdd(k, b_.getInt64(1), "uk.next", true, true);
-    k->addIncoming(k_next, loop);
-    // n is even: 4-bit formats quantize whole blocks only.
-    b_.CreateCondBr(b_.CreateICmpSLT(k_next, b_.CreateLShr(n, 1)), loop, exit);
+    body(k);
+    llvm::Value* next = b_.CreateAdd(k, b_.getInt64(step), name + ".next", true, true);
+    k->addIncoming(next, loop);
+    b_.CreateCondBr(b_.CreateICmpSLT(next, limit), loop, exit);
     b_.SetInsertPoint(exit);
   }
 
@@ -486,31 +495,22 @@ class PassEmitter {
       return table_code(quant(buf), x, inv, zero);
     };
     const bool nibble = bits(buf) == 4;
-    llvm::BasicBlock* pre = b_.GetInsertBlock();
-    auto* loop = llvm::BasicBlock::Create(c_, "quantize", fn_);
-    auto* exit = llvm::BasicBlock::Create(c_, "quantize.exit", fn_);
-    b_.CreateBr(loop);
-    b_.SetInsertPoint(loop);
-    llvm::PHINode* j = b_.CreatePHI(b_.getInt64Ty(), 2, "qj");
-    j->addIncoming(b_.getInt64(0), pre);
     auto* arr = llvm::cast<llvm::AllocaInst>(tmp_.at(buf));
     auto staged = [&](llvm::Value* k) {
       return b_.CreateLoad(f32,
                            b_.CreateInBoundsGEP(arr->getAllocatedType(), arr, {b_.getInt64(0), k}));
     };
-    llvm::Value* code = code_of(staged(j));
-    llvm::Value* at = b_.CreateAdd(b0, j);
-    if (nibble) {  // n is even: 4-bit formats quantize whole blocks only
-      llvm::Value* low = code_of(staged(b_.CreateAdd(j, b_.getInt64(1))));
-      code = b_.CreateOr(b_.CreateShl(code, 4), low);
-      at = b_.CreateLShr(at, 1);
-    }
-    auto* s = b_.CreateStore(code, b_.CreateInBoundsGEP(b_.getInt8Ty(), codes_.at(buf), at));
-    tag(s, buf);
-    llvm::Value* j_next = b_.CreateAdd(j, b_.getInt64(nibble ? 2 : 1), "qj.next", true, true);
-    j->addIncoming(j_next, loop);
-    b_.CreateCondBr(b_.CreateICmpSLT(j_next, n), loop, exit);
-    b_.SetInsertPoint(exit);
+    counted_loop("quantize", n, nibble ? 2 : 1, [&](llvm::Value* j) {
+      llvm::Value* code = code_of(staged(j));
+      llvm::Value* at = b_.CreateAdd(b0, j);
+      if (nibble) {  // n is even: 4-bit formats quantize whole blocks only
+        llvm::Value* low = code_of(staged(b_.CreateAdd(j, b_.getInt64(1))));
+        code = b_.CreateOr(b_.CreateShl(code, 4), low);
+        at = b_.CreateLShr(at, 1);
+      }
+      auto* s = b_.CreateStore(code, b_.CreateInBoundsGEP(b_.getInt8Ty(), codes_.at(buf), at));
+      tag(s, buf);
+    });
   }
 
   // ir::f8_code, instruction by instruction.

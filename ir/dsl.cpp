@@ -220,7 +220,7 @@ static std::string closest(std::string_view want, const Def& d) {
 }
 
 std::string state_format_names() {
-  return "f32, bf16, f16, bf16_sr, q8, q8u, 8bit, f8, q4, q4u, 4bit";
+  return "f32, bf16, f16, bf16_sr, " + ir::quant_names() + ", 8bit, 4bit";
 }
 
 Expected<StateFormats> parse_state_formats(std::string_view text) {

@@ -30,6 +30,7 @@
 #include <limits>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -84,20 +85,22 @@ struct QuantInfo {
   std::string_view name;
   std::string_view description;
   QuantKind kind;
-  std::span<const float> map;             // code -> value before scaling (2^bits values)
-  const std::array<uint8_t, 65536>* lut;  // table: table index -> code
-  const CompactLut* compact;              // table: the same, small (the GPU kernels' form)
-  std::span<const float> thresholds;      // nearest: 2^bits - 1 ascending f32 thresholds
-  int bits;                               // 8, or 4: element 2k in byte k's high nibble
-  int64_t block;                          // elements per scale (divides kQuantBlock)
+  std::span<const float> map;                       // code -> value before scaling (2^bits)
+  const std::array<uint8_t, 65536>* lut = nullptr;  // table: table index -> code
+  const CompactLut* compact = nullptr;  // table: the same, small (the GPU kernels' form)
+  std::span<const float> thresholds;    // nearest: 2^bits - 1 ascending f32 thresholds
+  int bits = 8;                         // 8, or 4: element 2k in byte k's high nibble
+  int64_t block = kQuantBlock;          // elements per scale (divides kQuantBlock)
   /// Which tensors are quantized (the others keep f32 state): bitsandbytes' min_8bit_size,
   /// and torchao's, which also wants whole blocks.
-  int64_t min_elements;
-  bool whole_blocks;
+  int64_t min_elements = 0;
+  bool whole_blocks = false;
 };
 const QuantInfo& info(Quant q);
 std::string_view to_string(Quant q);
 std::optional<Quant> parse_quant(std::string_view s);
+/// Every format's name, for messages: "q8, q8u, f8, q4, q4u".
+std::string quant_names();
 
 /// Bytes a quantized buffer of format q takes per element (its code), and its scales.
 inline double code_bytes_per_element(Quant q);
@@ -201,24 +204,16 @@ float quantize_block(Quant q, const T* x, int64_t n, uint8_t* codes) {  // retur
     m = a > m ? a : m;
   }
   const float absmax = nan ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(m);
-  if (info(q).kind == QuantKind::fp8) {
+  if (const QuantKind kind = info(q).kind; kind != QuantKind::table) {  // codes of x / scale
     const float scale = quant_scale(q, absmax);
+    const bool fp8 = kind == QuantKind::fp8;
     for (int64_t j = 0; j < n; ++j) {
       if constexpr (sizeof(T) == 4) {
-        codes[j] = f8_code(x[j] / scale);
+        const float y = x[j] / scale;
+        codes[j] = fp8 ? f8_code(y) : nearest_code(q, y);
       } else {
-        codes[j] = f8_code_exact(x[j] / static_cast<double>(scale));
-      }
-    }
-    return scale;
-  }
-  if (info(q).kind == QuantKind::nearest) {
-    const float scale = quant_scale(q, absmax);
-    for (int64_t j = 0; j < n; ++j) {
-      if constexpr (sizeof(T) == 4) {
-        codes[j] = nearest_code(q, x[j] / scale);
-      } else {
-        codes[j] = nearest_code_exact(q, x[j] / static_cast<double>(scale));
+        const double y = x[j] / static_cast<double>(scale);
+        codes[j] = fp8 ? f8_code_exact(y) : nearest_code_exact(q, y);
       }
     }
     return scale;

@@ -215,10 +215,10 @@ class IrParser {
         d.init = *i;
         if (ts_.peek().kind == Tok::ident && ts_.peek().text == "quant") {
           ts_.next();
-          auto q = ts_.expect_ident("a quantized format (q8, q8u, f8, q4, q4u)");
+          auto q = ts_.expect_ident(fmt::format("a quantized format ({})", quant_names()));
           if (!q) return q.error();
           auto f = parse_quant(*q);
-          if (!f) return make_error("unknown quantized format '{}' (q8, q8u, f8, q4, q4u)", *q);
+          if (!f) return make_error("unknown quantized format '{}' ({})", *q, quant_names());
           d.quant = *f;
         }
       }

@@ -118,6 +118,12 @@ Place place_of(const Array& a, const std::string& what) {
   return p;
 }
 
+ir::Quant quant_named(const std::string& name) {
+  auto q = ir::parse_quant(name);
+  if (!q) throw Error(fmt::format("unknown quantized format '{}' ({})", name, ir::quant_names()));
+  return *q;
+}
+
 // A communicator over a Python callable (optjit.torch passes one that calls
 // torch.distributed.all_reduce on its process group): allreduce_sum hands it the buffer as a
 // float64 NumPy array to sum in place.
@@ -282,10 +288,7 @@ NB_MODULE(_optjit, m) {
   m.def(
       "quant_map",
       [](const std::string& name) {
-        auto q = ir::parse_quant(name);
-        if (!q)
-          throw Error(fmt::format("unknown quantized format '{}' (q8, q8u, f8, q4, q4u)", name));
-        const std::span<const float> map = ir::info(*q).map;
+        const std::span<const float> map = ir::info(quant_named(name)).map;
         return std::vector<float>(map.begin(), map.end());
       },
       nb::arg("name"),
@@ -293,16 +296,14 @@ NB_MODULE(_optjit, m) {
   m.def(
       "quantize",
       [](const std::string& name, nb::ndarray<const float, nb::c_contig, nb::device::cpu> values) {
-        auto q = ir::parse_quant(name);
-        if (!q)
-          throw Error(fmt::format("unknown quantized format '{}' (q8, q8u, f8, q4, q4u)", name));
+        const ir::Quant q = quant_named(name);
         const auto n = static_cast<int64_t>(values.size());
-        if (ir::info(*q).whole_blocks && n % ir::info(*q).block != 0)
+        if (ir::info(q).whole_blocks && n % ir::info(q).block != 0)
           throw Error(fmt::format("format '{}' quantizes whole blocks of {} values; got {}", name,
-                                  ir::info(*q).block, n));
-        std::vector<uint8_t> codes(static_cast<size_t>(ir::code_bytes(*q, n)));
-        std::vector<float> scales(static_cast<size_t>(ir::scale_count(*q, n)));
-        ir::quantize(*q, values.data(), n, codes.data(), scales.data());
+                                  ir::info(q).block, n));
+        std::vector<uint8_t> codes(static_cast<size_t>(ir::code_bytes(q, n)));
+        std::vector<float> scales(static_cast<size_t>(ir::scale_count(q, n)));
+        ir::quantize(q, values.data(), n, codes.data(), scales.data());
         return std::make_pair(nb::bytes(codes.data(), codes.size()),
                               nb::bytes(scales.data(), scales.size() * 4));
       },
