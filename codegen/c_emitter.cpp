@@ -48,12 +48,7 @@ using ir::OpKind;
 
 std::string preamble(const Lang& L, const plan::Plan& plan, int vec) {
   std::string s = L.preamble(plan, vec);
-  // bf16: the top half of an f32, rounded to nearest even; NaN stays a quiet NaN.
-  s += fmt::format("#define OPTJIT_BF16_TO_F32(x) OPTJIT_BITS_F32(({})(x) << 16)\n", L.u32());
-  s += fmt::format(
-      "#define OPTJIT_BF16_BITS(v) ((v) != (v) ? ({0})((OPTJIT_F32_BITS(v) >> 16) | 0x40u) : "
-      "({0})((OPTJIT_F32_BITS(v) + 0x7fffu + ((OPTJIT_F32_BITS(v) >> 16) & 1u)) >> 16))\n",
-      L.u32());
+  s += L.bf16_helpers();
   // Block-quantized formats: the map, and the quantizer of ir/quant.h line for line: the
   // lookup table in its compact form (quant_lut_index, then CompactLut::code), f8_code, or the
   // thresholds of nearest_code.
@@ -179,32 +174,31 @@ class KernelWriter {
     s += L_.pass_signature(plan_, k_, block_, device_step_);
     if (device_step_)
       s += "  if (ctl[1] != 0.0) return;  // a skip_if fired: the step writes nothing\n";
-    if (R > 0) {
-      for (size_t r = 0; r < R; ++r)
-        s += fmt::format("  {}{} red{}[{}];\n", L_.local(),
-                         acc_type(pass_.body.at(red_inst(r)).op, red_arg_type(r)), r, block_);
-    }
+    for (size_t r = 0; r < R; ++r)
+      shared(acc_type(pass_.body.at(red_inst(r)).op, red_arg_type(r)), red(r), block_);
     for (uint32_t b : used)
       if (plan_.buffers[b].quant != ir::Quant::none) quant_.push_back(b);
     if (!quant_.empty()) {
       for (uint32_t b : stores_)
-        if (quantized(b))
-          s += fmt::format("  {}float qv{}[{}];\n", L_.local(), b, ir::quant_block(plan_.buffers));
-      s += fmt::format("  {}{} qm[{}];\n", L_.local(), L_.u32(), block_);
+        if (quantized(b)) shared("float", fmt::format("qv{}", b), ir::quant_block(plan_.buffers));
+      shared(L_.u32(), "qm", block_);
     }
-    s += fmt::format("  for ({} c = {}; c < nchunks; c += {}) {{\n", L_.i64(), L_.group_id(),
-                     L_.groups());
-    s += fmt::format(
-        "    const {0} t = chunks[3 * c], off = chunks[3 * c + 1], len = chunks[3 * c + 2];\n",
-        L_.i64());
+    s += shared_;
+    s += fmt::format("  {} {{\n", L_.for_head(L_.i64(), "c", L_.group_id(), "c < nchunks",
+                                              fmt::format("c += {}", L_.groups())));
+    s += "    " + L_.chunk_fields() + "\n";
     s += L_.buffer_pointers(plan_, used);
     for (const auto& in : pass_.body.insts)
       if (in.op == Op::Uniform)
-        s += fmt::format("    const {} u{} = {};\n", L_.value_type(in.type), in.attr,
-                         convert(fmt::format("u[{}]", in.attr), DType::f64, in.type));
+        s += "    " +
+             L_.let(L_.value_type(in.type), fmt::format("u{}", in.attr),
+                    convert(L_.uniform(in.attr), DType::f64, in.type)) +
+             "\n";
     for (size_t r = 0; r < R; ++r)
-      s += fmt::format("    {} acc{} = 0;\n",
-                       acc_type(pass_.body.at(red_inst(r)).op, red_arg_type(r)), r);
+      s += "    " +
+           L_.var(acc_type(pass_.body.at(red_inst(r)).op, red_arg_type(r)), fmt::format("acc{}", r),
+                  "0") +
+           "\n";
     if (!quant_.empty()) {
       for (uint32_t b : quant_) s += L_.quant_pointers(plan_, b);
       auto blocks = block_loop();
@@ -213,7 +207,7 @@ class KernelWriter {
     }
     if (vec_ > 1) {
       // Whole vectors (chunks and tensors start aligned), then the tail element by element.
-      s += fmt::format("    const {} nv = len / {};\n", L_.i64(), vec_);
+      s += "    " + L_.let(L_.i64(), "nv", fmt::format("len / {}", vec_)) + "\n";
       auto main = loop(vec_, items_, "0", "nv");
       if (!main) return main.error();
       s += *main;
@@ -227,20 +221,32 @@ class KernelWriter {
     }
     if (!quant_.empty()) s += "    }\n";
     if (R > 0) {
-      s += fmt::format("    const int l = (int){};\n", L_.local_id());
-      for (size_t q = 0; q < R; ++q) s += fmt::format("    red{0}[l] = acc{0};\n", q);
+      const std::string I = L_.i32();
+      s += "    " + L_.let(I, "l", L_.cast(I, L_.local_id())) + "\n";
+      for (size_t q = 0; q < R; ++q) s += fmt::format("    {}[l] = acc{};\n", red(q), q);
       s += fmt::format("    {};\n", L_.barrier());
-      s +=
-          fmt::format("    for (int w = {}; w > 0; w >>= 1) {{\n      if (l < w) {{\n", block_ / 2);
+      s += fmt::format("    {} {{\n      if (l < w) {{\n",
+                       L_.for_head(I, "w", std::to_string(block_ / 2), "w > 0", "w >>= 1"));
       for (size_t q = 0; q < R; ++q) s += "        " + combine(q) + "\n";
       s += fmt::format("      }}\n      {};\n    }}\n", L_.barrier());
       s += "    if (l == 0) {\n";
       for (size_t q = 0; q < R; ++q)
-        s += fmt::format("      partials[c * {} + {}] = {};\n", R, q, finish(q));
+        s += "      " + L_.store_partial(fmt::format("c * {} + {}", R, q), finish(q)) + "\n";
       s += fmt::format("    }}\n    {};\n", L_.barrier());
     }
     s += "  }\n}\n";
-    return s;
+    return module_scope_ + s;
+  }
+
+  // Work-group-shared arrays: in the kernel, or at module scope under names of this kernel's.
+  void shared(const std::string& type, const std::string& name, size_t n) {
+    if (L_.shared_at_module_scope())
+      module_scope_ += L_.shared(type, name, n) + "\n";
+    else
+      shared_ += "  " + L_.shared(type, name, n) + "\n";
+  }
+  std::string red(size_t r) const {
+    return L_.shared_at_module_scope() ? fmt::format("red{}_{}", r, k_) : fmt::format("red{}", r);
   }
 
  private:
@@ -248,15 +254,17 @@ class KernelWriter {
   // block apart per trip, loads all of them, then computes and stores each one, lane by lane.
   Expected<std::string> loop(int w, int items, const std::string& first, const std::string& end) {
     const std::string I = L_.i64();
-    std::string s =
-        fmt::format("    for ({0} i0 = {1}{2}; i0 < {3}; i0 += {4}) {{\n", I,
-                    first == "0" ? "" : first + " + ", L_.local_id(), end, block_ * items);
+    std::string s = fmt::format(
+        "    {} {{\n",
+        L_.for_head(I, "i0", (first == "0" ? "" : first + " + ") + L_.local_id(),
+                    fmt::format("i0 < {}", end), fmt::format("i0 += {}", block_ * items)));
     // Loads: the first vector is always in range; the others are guarded.
     for (uint32_t b : loads_)
-      s += fmt::format("      const {} L{}_0 = {};\n", vec_type(b, w), b, load(b, w, "i0"));
+      s += "      " + L_.let(vec_type(b, w), fmt::format("L{}_0", b), load(b, w, "i0")) + "\n";
     for (int j = 1; j < items; ++j) {
-      s += fmt::format("      const {} i{} = i0 + {};\n", I, j, j * block_);
-      for (uint32_t b : loads_) s += fmt::format("      {} L{}_{};\n", vec_type(b, w), b, j);
+      s += "      " + L_.let(I, fmt::format("i{}", j), fmt::format("i0 + {}", j * block_)) + "\n";
+      for (uint32_t b : loads_)
+        s += "      " + L_.var(vec_type(b, w), fmt::format("L{}_{}", b, j)) + "\n";
       if (loads_.empty()) continue;
       s += fmt::format("      if (i{} < {}) {{\n", j, end);
       for (uint32_t b : loads_)
@@ -267,7 +275,8 @@ class KernelWriter {
     for (int j = 0; j < items; ++j) {
       const std::string ix = j == 0 ? "i0" : fmt::format("i{}", j);
       s += j == 0 ? "      {\n" : fmt::format("      if ({} < {}) {{\n", ix, end);
-      for (uint32_t b : stores_) s += fmt::format("        {} S{};\n", vec_type(b, w), b);
+      for (uint32_t b : stores_)
+        s += "        " + L_.var(vec_type(b, w), fmt::format("S{}", b)) + "\n";
       for (int lane = 0; lane < w; ++lane) {
         const char* indent = w > 1 ? "          " : "        ";
         if (w > 1) s += "        {\n";
@@ -401,23 +410,29 @@ class KernelWriter {
     return pass_.body.at(pass_.body.at(red_inst(r)).args[0]).type;
   }
   std::string acc_type(Op op, DType arg) const {
-    if (op == Op::Sum || op == Op::SumSq) return "double";
+    if (op == Op::Sum || op == Op::SumSq) return L_.wide();
     return arg == DType::f64 ? L_.u64() : L_.u32();
   }
   std::string combine(size_t q) const {
     Op op = pass_.body.at(red_inst(q)).op;
-    if (op == Op::Sum || op == Op::SumSq) return fmt::format("red{0}[l] += red{0}[l + w];", q);
-    return fmt::format("red{0}[l] = red{0}[l] > red{0}[l + w] ? red{0}[l] : red{0}[l + w];", q);
+    const std::string r = red(q);
+    if (op == Op::Sum || op == Op::SumSq) return fmt::format("{0}[l] += {0}[l + w];", r);
+    return fmt::format("{0}[l] = {1};", r,
+                       L_.select(fmt::format("{0}[l] > {0}[l + w]", r), fmt::format("{}[l]", r),
+                                 fmt::format("{}[l + w]", r)));
   }
   std::string finish(size_t q) const {
     Op op = pass_.body.at(red_inst(q)).op;
     bool wide = red_arg_type(q) == DType::f64;
-    if (op == Op::Sum || op == Op::SumSq) return fmt::format("red{}[0]", q);
+    const std::string r = red(q);
+    if (op == Op::Sum || op == Op::SumSq) return fmt::format("{}[0]", r);
     if (op == Op::MaxAbs)
-      return wide ? fmt::format("OPTJIT_BITS_F64(red{}[0])", q)
-                  : fmt::format("(double)OPTJIT_BITS_F32(red{}[0])", q);
-    return fmt::format("(red{}[0] >= {} ? 1.0 : 0.0)", q,
-                       wide ? "0x7ff0000000000000ull" : "0x7f800000u");
+      return wide ? fmt::format("OPTJIT_BITS_F64({}[0])", r)
+                  : L_.cast(L_.wide(), fmt::format("OPTJIT_BITS_F32({}[0])", r));
+    return "(" +
+           L_.select(fmt::format("{}[0] >= {}", r, wide ? "0x7ff0000000000000ull" : "0x7f800000u"),
+                     "1.0", "0.0") +
+           ")";
   }
 
   std::string v(ir::ValueId id) const {
@@ -431,7 +446,7 @@ class KernelWriter {
     std::string ft = L_.value_type(from), tt = L_.value_type(to);
     if (ft == tt) return x;
     if (to == DType::b1) return fmt::format("({} != 0)", x);
-    return fmt::format("({}){}", tt, x);
+    return L_.cast(tt, x);
   }
 
   Expected<std::string> statement(size_t n, size_t& r, int item, int lane, int w) {
@@ -439,7 +454,7 @@ class KernelWriter {
     auto a = [&](int k) { return v(in.args[k]); };
     auto at = [&](int k) { return pass_.body.at(in.args[k]).type; };
     const std::string T = L_.value_type(in.type);
-    auto def = [&](const std::string& e) { return fmt::format("const {} v{} = {};", T, n, e); };
+    auto def = [&](const std::string& e) { return L_.let(T, fmt::format("v{}", n), e); };
     switch (ir::info(in.op).kind) {
       case OpKind::leaf: {
         if (in.op == Op::Uniform || in.op == Op::Const) return std::string();
@@ -461,23 +476,28 @@ class KernelWriter {
           return fmt::format("{} = OPTJIT_F32_TO_F16({});", to, convert(x, at(0), DType::f32));
         if (st == DType::f16) return fmt::format("{} = {};", to, convert(x, at(0), DType::f32));
         if (st == DType::bf16)
-          return fmt::format("{} = ({})OPTJIT_BF16_BITS({});", to, L_.storage_type(st),
-                             convert(x, at(0), DType::f32));
+          return fmt::format(
+              "{} = {};", to,
+              L_.cast(L_.storage_type(st),
+                      fmt::format("OPTJIT_BF16_BITS({})", convert(x, at(0), DType::f32))));
         return fmt::format("{} = {};", to, convert(x, at(0), st));
       }
       case OpKind::reduce: {
         size_t q = r++;
         DType t = at(0);
         std::string x = a(0);
-        if (in.op == Op::Sum) return fmt::format("acc{} += (double){};", q, x);
-        if (in.op == Op::SumSq) return fmt::format("acc{0} += (double){1} * (double){1};", q, x);
+        const std::string wx = L_.cast(L_.wide(), x);
+        if (in.op == Op::Sum) return fmt::format("acc{} += {};", q, wx);
+        if (in.op == Op::SumSq) return fmt::format("acc{0} += {1} * {1};", q, wx);
         std::string bits = t == DType::f64
                                ? fmt::format("(OPTJIT_F64_BITS({}) & 0x7fffffffffffffffull)", x)
                                : fmt::format("(OPTJIT_F32_BITS({}) & 0x7fffffffu)", x);
-        return fmt::format("acc{0} = acc{0} > {1} ? acc{0} : {1};", q, bits);
+        return fmt::format(
+            "acc{0} = {1};", q,
+            L_.select(fmt::format("acc{} > {}", q, bits), fmt::format("acc{}", q), bits));
       }
       case OpKind::select:
-        return def(fmt::format("{} ? {} : {}", a(0), a(1), a(2)));
+        return def(L_.select(a(0), a(1), a(2)));
       case OpKind::cast:
         return def(convert(a(0), at(0), in.type));
       case OpKind::logic:
@@ -494,7 +514,7 @@ class KernelWriter {
             case Op::Neg:
               return def("-" + a(0));
             case Op::Abs:
-              return def(fmt::format("({0} < 0 ? -{0} : {0})", a(0)));
+              return def("(" + L_.select(a(0) + " < 0", "-" + a(0), a(0)) + ")");
             case Op::Add:
               return def(a(0) + " + " + a(1));
             case Op::Sub:
@@ -502,9 +522,9 @@ class KernelWriter {
             case Op::Mul:
               return def(a(0) + " * " + a(1));
             case Op::Min:
-              return def(fmt::format("({0} < {1} ? {0} : {1})", a(0), a(1)));
+              return def("(" + L_.select(a(0) + " < " + a(1), a(0), a(1)) + ")");
             case Op::Max:
-              return def(fmt::format("({0} > {1} ? {0} : {1})", a(0), a(1)));
+              return def("(" + L_.select(a(0) + " > " + a(1), a(0), a(1)) + ")");
             default:
               break;
           }
@@ -538,6 +558,7 @@ class KernelWriter {
   bool device_step_;
   std::vector<uint32_t> loads_, stores_;  // buffers the pass loads / stores
   std::vector<uint32_t> quant_;           // the block-quantized buffers among them
+  std::string module_scope_, shared_;     // shared arrays' declarations (see shared())
 };
 
 }  // namespace
@@ -545,6 +566,8 @@ class KernelWriter {
 Expected<std::string> emit_c(const plan::Plan& plan, CEmitOptions o) {
   OPTJIT_TRY(o.launch.validate());
   const Lang& L = Lang::of(o.language);
+  if (std::string why = L.unsupported(plan, o.device_step); !why.empty())
+    return make_error("{}", why);
   std::string s = fmt::format(
       "// optjit: {} passes, {} bytes per parameter, block {}, items {}, vector {}\n",
       plan.passes.size(), plan.bytes_per_param(), o.launch.block, o.launch.items, o.launch.vec);

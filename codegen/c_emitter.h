@@ -11,7 +11,7 @@
 
 namespace optjit::codegen {
 
-enum class CLanguage { cuda, opencl };
+enum class CLanguage { cuda, opencl, wgsl };
 
 struct CEmitOptions {
   CLanguage language = CLanguage::opencl;

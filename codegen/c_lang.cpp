@@ -7,7 +7,9 @@
 
 namespace optjit::codegen::detail {
 
-std::string Lang::value_type(DType t) const {
+std::string Lang::value_type(DType t) const { return type_name(t); }
+
+std::string Lang::type_name(DType t) const {
   switch (t) {
     case DType::f64:
       return "double";
@@ -18,6 +20,45 @@ std::string Lang::value_type(DType t) const {
     default:
       return "float";
   }
+}
+
+std::string Lang::let(const std::string& type, const std::string& name,
+                      const std::string& e) const {
+  return fmt::format("const {} {} = {};", type, name, e);
+}
+std::string Lang::var(const std::string& type, const std::string& name,
+                      const std::string& init) const {
+  return init.empty() ? fmt::format("{} {};", type, name)
+                      : fmt::format("{} {} = {};", type, name, init);
+}
+std::string Lang::for_head(const std::string& type, const std::string& v, const std::string& init,
+                           const std::string& cond, const std::string& step) const {
+  return fmt::format("for ({} {} = {}; {}; {})", type, v, init, cond, step);
+}
+std::string Lang::cast(const std::string& type, const std::string& x) const {
+  return fmt::format("({}){}", type, x);
+}
+std::string Lang::select(const std::string& c, const std::string& t, const std::string& f) const {
+  return fmt::format("{} ? {} : {}", c, t, f);
+}
+std::string Lang::shared(const std::string& type, const std::string& name, size_t n) const {
+  return fmt::format("{}{} {}[{}];", local(), type, name, n);
+}
+std::string Lang::chunk_fields() const {
+  return fmt::format(
+      "const {0} t = chunks[3 * c], off = chunks[3 * c + 1], len = chunks[3 * c + 2];", i64());
+}
+std::string Lang::bf16_helpers() const {
+  // bf16: the top half of an f32, rounded to nearest even; NaN stays a quiet NaN.
+  return fmt::format("#define OPTJIT_BF16_TO_F32(x) OPTJIT_BITS_F32(({})(x) << 16)\n", u32()) +
+         fmt::format(
+             "#define OPTJIT_BF16_BITS(v) ((v) != (v) ? ({0})((OPTJIT_F32_BITS(v) >> 16) | 0x40u) "
+             ": ({0})((OPTJIT_F32_BITS(v) + 0x7fffu + ((OPTJIT_F32_BITS(v) >> 16) & 1u)) >> 16))\n",
+             u32());
+}
+std::string Lang::uniform(uint32_t k) const { return fmt::format("u[{}]", k); }
+std::string Lang::store_partial(const std::string& ix, const std::string& value) const {
+  return fmt::format("partials[{}] = {};", ix, value);
 }
 
 namespace {
@@ -252,12 +293,251 @@ class Opencl final : public Lang {
   bool half_loads_convert() const override { return true; }
 };
 
+// WGSL (WebGPU): no pointers, so each buffer is an arena (a storage buffer) and a tensor's row
+// holds element offsets into them, as OpenCL's; no f64 and no 64-bit integers, so the tables'
+// 64-bit entries are read as their low words, uniforms arrive as f64 bit patterns converted to
+// f32 on load, reductions accumulate in f32 and leave as f64 bit patterns (the host combines
+// them in f64, as every backend's partials); declarations, casts and the conditional operator
+// are spelled the WGSL way, and shared arrays live at module scope.
+class Wgsl final : public Lang {
+ public:
+  const char* name() const override { return "wgsl"; }
+  const char* kernel() const override { return "@compute"; }
+  const char* device_fn() const override { return ""; }
+  const char* global() const override { return ""; }
+  const char* local() const override { return ""; }
+  const char* i64() const override { return "i32"; }
+  const char* i32() const override { return "i32"; }
+  const char* u32() const override { return "u32"; }
+  const char* u64() const override { return "u32"; }  // unused: unsupported() refuses f64
+  const char* group_id() const override { return "i32(wg.x)"; }
+  const char* groups() const override { return "i32(nwg.x)"; }
+  const char* local_id() const override { return "i32(lid.x)"; }
+  const char* local_size() const override { return "i32(OPTJIT_BLOCK)"; }
+  const char* global_id() const override { return "i32(gid.x)"; }
+  const char* barrier() const override { return "workgroupBarrier()"; }
+  std::string math(const char* fn, DType) const override {
+    return std::string(fn) == "fabs" ? "abs" : fn;
+  }
+  std::string storage_type(DType t) const override { return type_name(t); }
+  std::string type_name(DType t) const override {
+    switch (t) {
+      case DType::b1:
+        return "bool";
+      case DType::i64:
+        return "i32";
+      default:  // f64: only uniforms are (unsupported() checks), converted to f32 on load
+        return "f32";
+    }
+  }
+  const char* wide() const override { return "f32"; }
+
+  std::string unsupported(const plan::Plan& plan, bool device_step) const override {
+    if (device_step)
+      return "WGSL has no f64, which the device step's scalar program runs in: the webgpu "
+             "backend runs it on the host (--step host)";
+    for (const auto& buf : plan.buffers) {
+      if (buf.quant != ir::Quant::none)
+        return fmt::format(
+            "the webgpu backend has no block-quantized state yet (buffer '{}' is {})", buf.name,
+            ir::to_string(buf.quant));
+      if (buf.storage != DType::f32)
+        return fmt::format(
+            "the webgpu backend stores float32 only (buffer '{}' is {}; WGSL has no f64, and "
+            "16-bit storage is not built yet)",
+            buf.name, to_string(buf.storage));
+    }
+    for (const auto& pass : plan.passes)
+      for (const auto& in : pass.body.insts) {
+        if (in.op == ir::Op::SRound)
+          return "the webgpu backend has no stochastic rounding (its generator needs 64-bit "
+                 "integers, which WGSL lacks)";
+        // Uniforms arrive as f64 and reductions leave as f64 (both converted); nothing else may.
+        const bool converted =
+            in.op == ir::Op::Uniform || ir::info(in.op).kind == ir::OpKind::reduce;
+        if ((in.type == DType::f64 && !converted) || in.type == DType::i64)
+          return fmt::format("WGSL has no {}: '{}' in pass {} cannot run on the webgpu backend",
+                             to_string(in.type), ir::info(in.op).text, &pass - &plan.passes[0]);
+      }
+    return {};
+  }
+
+  std::string let(const std::string& type, const std::string& name,
+                  const std::string& e) const override {
+    return fmt::format("let {}: {} = {};", name, type, e);
+  }
+  std::string var(const std::string& type, const std::string& name,
+                  const std::string& init) const override {
+    return init.empty() ? fmt::format("var {}: {};", name, type)
+                        : fmt::format("var {}: {} = {};", name, type, init);
+  }
+  std::string for_head(const std::string& type, const std::string& v, const std::string& init,
+                       const std::string& cond, const std::string& step) const override {
+    return fmt::format("for (var {}: {} = {}; {}; {})", v, type, init, cond, step);
+  }
+  std::string cast(const std::string& type, const std::string& x) const override {
+    return fmt::format("{}({})", type, x);
+  }
+  std::string select(const std::string& c, const std::string& t,
+                     const std::string& f) const override {
+    return fmt::format("select({}, {}, {})", f, t, c);
+  }
+  std::string shared(const std::string& type, const std::string& name, size_t n) const override {
+    return fmt::format("var<workgroup> {}: array<{}, {}>;", name, type, n);
+  }
+  bool shared_at_module_scope() const override { return true; }
+  std::string chunk_fields() const override {
+    return "let t: i32 = chunks[3 * c].x; let off: i32 = chunks[3 * c + 1].x; let len: i32 = "
+           "chunks[3 * c + 2].x;";
+  }
+  std::string uniform(uint32_t k) const override {
+    return fmt::format("optjit_f64_to_f32(uniforms[ub + {}])", k);
+  }
+  std::string store_partial(const std::string& ix, const std::string& value) const override {
+    return fmt::format("partials[{}] = optjit_f32_to_f64({});", ix, value);
+  }
+
+  std::string preamble(const plan::Plan& plan, int) const override {
+    std::string s;
+    // Bindings: the arenas, then the tables; the chunk count in a uniform (WebgpuModule binds
+    // the kernel arguments in this order).
+    const size_t B = plan.buffers.size();
+    for (size_t b = 0; b < B; ++b)
+      s += fmt::format("@group(0) @binding({0}) var<storage, read_write> b{0}: array<{1}>;\n", b,
+                       storage_type(plan.buffers[b].storage));
+    s += fmt::format(
+        "@group(0) @binding({}) var<storage, read> uniforms: array<vec2<u32>>;\n"
+        "@group(0) @binding({}) var<storage, read> rows: array<vec2<i32>>;\n"
+        "@group(0) @binding({}) var<storage, read> chunks: array<vec2<i32>>;\n"
+        "@group(0) @binding({}) var<storage, read_write> partials: array<vec2<u32>>;\n"
+        "@group(0) @binding({}) var<uniform> args: vec4<i32>;\n",
+        B, B + 1, B + 2, B + 3, B + 4);
+    s += R"(fn OPTJIT_F32_BITS(x: f32) -> u32 { return bitcast<u32>(x); }
+fn OPTJIT_BITS_F32(x: u32) -> f32 { return bitcast<f32>(x); }
+fn isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
+fn isfinite(x: f32) -> bool { return (bitcast<u32>(x) & 0x7f800000u) != 0x7f800000u; }
+// An f64 bit pattern (low word, high word) to the nearest f32, ties to even.
+fn optjit_f64_to_f32(v: vec2<u32>) -> f32 {
+  let sign = v.y & 0x80000000u;
+  let e = i32((v.y >> 20u) & 0x7ffu);
+  let sh = (v.y & 0xfffffu) | 0x100000u;
+  let sl = v.x;
+  if (e == 0x7ff) {
+    if (((v.y & 0xfffffu) | v.x) != 0u) { return bitcast<f32>(sign | 0x7fc00000u); }
+    return bitcast<f32>(sign | 0x7f800000u);
+  }
+  if (e == 0) { return bitcast<f32>(sign); }  // f64 subnormals are far below f32's range
+  let fe = e - 1023 + 127;
+  if (fe >= 255) { return bitcast<f32>(sign | 0x7f800000u); }
+  // The 53-bit significand sh:sl keeps its top 24 bits (fewer for f32 subnormals).
+  var s = 29;
+  if (fe < 1) { s = 29 + 1 - fe; }
+  if (s > 63) { return bitcast<f32>(sign); }
+  var q: u32; var rh: u32; var rl: u32; var hh: u32; var hl: u32;
+  if (s < 32) {
+    q = (sh << u32(32 - s)) | (sl >> u32(s));
+    rh = 0u; rl = sl & ((1u << u32(s)) - 1u); hh = 0u; hl = 1u << u32(s - 1);
+  } else if (s == 32) {
+    q = sh; rh = 0u; rl = sl; hh = 0u; hl = 0x80000000u;
+  } else {
+    q = sh >> u32(s - 32);
+    rh = sh & ((1u << u32(s - 32)) - 1u); rl = sl; hh = 1u << u32(s - 33); hl = 0u;
+  }
+  let above = rh > hh || (rh == hh && rl > hl);
+  let tie = rh == hh && rl == hl;
+  var up = 0u;
+  if (above || (tie && (q & 1u) == 1u)) { up = 1u; }
+  if (fe < 1) { return bitcast<f32>(sign | (q + up)); }
+  return bitcast<f32>(sign | ((u32(fe - 1) << 23u) + q + up));
+}
+// An f32 as the f64 bit pattern (low word, high word), exactly.
+fn optjit_f32_to_f64(x: f32) -> vec2<u32> {
+  let b = bitcast<u32>(x);
+  let sign = b & 0x80000000u;
+  var e = i32((b >> 23u) & 0xffu);
+  var m = b & 0x7fffffu;
+  if (e == 255) { return vec2<u32>(m << 29u, sign | 0x7ff00000u | (m >> 3u)); }
+  if (e == 0) {
+    if (m == 0u) { return vec2<u32>(0u, sign); }
+    e = 1;
+    loop {
+      if ((m & 0x800000u) != 0u) { break; }
+      m = m << 1u;
+      e = e - 1;
+    }
+    m = m & 0x7fffffu;
+  }
+  return vec2<u32>(m << 29u, sign | (u32(e - 127 + 1023) << 20u) | (m >> 3u));
+}
+)";
+    return s;
+  }
+  std::string pass_signature(const plan::Plan&, size_t k, int block, bool) const override {
+    return fmt::format(
+        "@compute @workgroup_size({})\n"
+        "fn optjit_pass_{}(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: "
+        "vec3<u32>,\n    @builtin(local_invocation_id) lid: vec3<u32>) {{\n"
+        "  let nchunks: i32 = args.x;\n",
+        block, k);
+  }
+  std::string buffer_pointers(const plan::Plan& plan,
+                              const std::vector<uint32_t>& used) const override {
+    // rows: per tensor, each buffer's first element in its arena, then the uniform row.
+    const size_t stride = plan.buffers.size() + 1;
+    std::string s = fmt::format("    let row: i32 = {} * t;\n", stride);
+    s += fmt::format("    let ub: i32 = rows[row + {}].x;\n", stride - 1);
+    for (uint32_t b : used) s += fmt::format("    let p{0}: i32 = rows[row + {0}].x + off;\n", b);
+    return s;
+  }
+  std::string bf16_helpers() const override {
+    return "fn OPTJIT_BF16_TO_F32(x: u32) -> f32 { return bitcast<f32>(x << 16u); }\n"
+           "fn OPTJIT_BF16_BITS(v: f32) -> u32 {\n"
+           "  let b = bitcast<u32>(v);\n"
+           "  if (isnan(v)) { return (b >> 16u) | 0x40u; }\n"
+           "  return (b + 0x7fffu + ((b >> 16u) & 1u)) >> 16u;\n}\n";
+  }
+  std::string quant_pointers(const plan::Plan&, uint32_t) const override { return {}; }
+  std::string no_scales(uint32_t) const override { return "true"; }
+  const char* constant() const override { return "const "; }
+  std::string vec_type(DType st, int w) const override {
+    return w == 1 ? storage_type(st) : fmt::format("vec{}<{}>", w, storage_type(st));
+  }
+  // Vectors are built from scalar loads (a storage buffer has one element type).
+  std::string load(uint32_t b, DType st, int w, const std::string& ix) const override {
+    if (w == 1) return fmt::format("b{0}[p{0} + {1}]", b, ix);
+    std::string s = vec_type(st, w) + "(";
+    for (int l = 0; l < w; ++l)
+      s += fmt::format("{4}b{1}[p{1} + ({2}) * {3} + {0}]", l, b, ix, w, l == 0 ? "" : ", ");
+    return s + ")";
+  }
+  std::string store(uint32_t b, DType, int w, const std::string& ix) const override {
+    if (w == 1) return fmt::format("b{0}[p{0} + {1}] = S{0};", b, ix);
+    std::string s;
+    for (int l = 0; l < w; ++l)
+      s += fmt::format("{4}b{1}[p{1} + ({2}) * {3} + {0}] = S{1}[{0}];", l, b, ix, w,
+                       l == 0 ? "" : " ");
+    return s;
+  }
+  std::string lane(const std::string& var, int l, int w) const override {
+    return w == 1 ? var : fmt::format("{}[{}]", var, l);
+  }
+  bool half_loads_convert() const override { return false; }
+};
+
 }  // namespace
 
 const Lang& Lang::of(CLanguage language) {
   static const Cuda cuda;
   static const Opencl opencl;
-  return language == CLanguage::cuda ? static_cast<const Lang&>(cuda) : opencl;
+  static const Wgsl wgsl;
+  switch (language) {
+    case CLanguage::cuda:
+      return cuda;
+    case CLanguage::wgsl:
+      return wgsl;
+    default:
+      return opencl;
+  }
 }
 
 std::string float_math(const Lang& L, ir::Op op, DType t, const std::vector<std::string>& a) {
@@ -270,8 +550,12 @@ std::string float_math(const Lang& L, ir::Op op, DType t, const std::vector<std:
     case Op::Abs:
       return fn("fabs");
     case Op::Sign:
-      return fmt::format("isnan({0}) ? {0} : ({0} > {1} ? {2} : ({0} < {1} ? -{2} : {1}))", a[0],
-                         zero, one);
+      return L.select(
+          fmt::format("isnan({})", a[0]), a[0],
+          "(" +
+              L.select(fmt::format("{} > {}", a[0], zero), one,
+                       "(" + L.select(fmt::format("{} < {}", a[0], zero), "-" + one, zero) + ")") +
+              ")");
     case Op::Sqrt:
       return fn("sqrt");
     case Op::Rsqrt:
@@ -287,10 +571,10 @@ std::string float_math(const Lang& L, ir::Op op, DType t, const std::vector<std:
     case Op::Hi16:  // f32 only (the verifier checks)
       return fmt::format("OPTJIT_BITS_F32(OPTJIT_F32_BITS({}) & 0xffff0000u)", a[0]);
     case Op::Lo16:
-      return fmt::format("(float)(OPTJIT_F32_BITS({}) & 0xffffu)", a[0]);
+      return L.cast(L.type_name(DType::f32), fmt::format("(OPTJIT_F32_BITS({}) & 0xffffu)", a[0]));
     case Op::Join16:
-      return fmt::format("OPTJIT_BITS_F32((OPTJIT_F32_BITS({}) & 0xffff0000u) | ({}){})", a[0],
-                         L.u32(), a[1]);
+      return fmt::format("OPTJIT_BITS_F32((OPTJIT_F32_BITS({}) & 0xffff0000u) | {})", a[0],
+                         L.cast(L.u32(), a[1]));
     case Op::Pow:
       return fmt::format("{}({}, {})", L.math("pow", t), a[0], a[1]);
     case Op::Add:
@@ -304,8 +588,11 @@ std::string float_math(const Lang& L, ir::Op op, DType t, const std::vector<std:
     case Op::Min:
     case Op::Max:
       // NaN wins (torch's minimum and maximum propagate it).
-      return fmt::format("(isnan({0}) || isnan({1})) ? {0} + {1} : ({0} {2} {1} ? {0} : {1})", a[0],
-                         a[1], op == Op::Max ? ">" : "<");
+      return L.select(
+          fmt::format("(isnan({0}) || isnan({1}))", a[0], a[1]), fmt::format("{} + {}", a[0], a[1]),
+          "(" +
+              L.select(fmt::format("{} {} {}", a[0], op == Op::Max ? ">" : "<", a[1]), a[0], a[1]) +
+              ")");
     default:
       return "";
   }

@@ -25,6 +25,7 @@ class Lang {
   virtual const char* global() const = 0;     // a global-memory pointer's qualifier
   virtual const char* local() const = 0;      // a work-group-shared array's qualifier
   virtual const char* i64() const = 0;
+  virtual const char* i32() const { return "int"; }
   virtual const char* u32() const = 0;
   virtual const char* u64() const = 0;
   virtual const char* group_id() const = 0;
@@ -66,6 +67,39 @@ class Lang {
   /// Whether loads and stores of f16 convert to and from float themselves (OpenCL's
   /// vload_half); otherwise the emitter converts with OPTJIT_F16_TO_F32 / OPTJIT_F32_TO_F16.
   virtual bool half_loads_convert() const = 0;
+
+  // Syntax the C languages share and WGSL spells its own way (the defaults are C's).
+  /// Why this language cannot run `plan` (a type or operation it lacks), or empty.
+  virtual std::string unsupported(const plan::Plan&, bool /*device_step*/) const { return {}; }
+  /// A value type's name: float, double, long, bool (WGSL: f32, i32, bool).
+  virtual std::string type_name(DType t) const;
+  /// The type of reduction accumulators and partials (double; WGSL has none: f32).
+  virtual const char* wide() const { return "double"; }
+  /// `name` bound once to `e`; a mutable variable, uninitialized when `init` is empty.
+  virtual std::string let(const std::string& type, const std::string& name,
+                          const std::string& e) const;
+  virtual std::string var(const std::string& type, const std::string& name,
+                          const std::string& init = {}) const;
+  /// The head of a counted loop: for (type v = init; cond; step).
+  virtual std::string for_head(const std::string& type, const std::string& v,
+                               const std::string& init, const std::string& cond,
+                               const std::string& step) const;
+  virtual std::string cast(const std::string& type, const std::string& x) const;
+  /// c ? t : f (both sides are evaluated where the language has no conditional operator).
+  virtual std::string select(const std::string& c, const std::string& t,
+                             const std::string& f) const;
+  /// A work-group-shared array: declared in the kernel (C) or at module scope (WGSL, where
+  /// names must then be unique across the module's kernels: `shared_name`).
+  virtual std::string shared(const std::string& type, const std::string& name, size_t n) const;
+  virtual bool shared_at_module_scope() const { return false; }
+  /// The chunk loop's first line: t, off, len of chunk c.
+  virtual std::string chunk_fields() const;
+  /// Pass uniform k of the tensor's row, as a value of type f64 (WGSL: already f32).
+  virtual std::string uniform(uint32_t k) const;
+  /// OPTJIT_BF16_TO_F32(bits) and OPTJIT_BF16_BITS(f32), the latter rounding to nearest even.
+  virtual std::string bf16_helpers() const;
+  /// Writes partial `ix`, a value of type wide().
+  virtual std::string store_partial(const std::string& ix, const std::string& value) const;
 };
 
 /// A constant of type t, exactly (hex floats for floats).

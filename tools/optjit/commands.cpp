@@ -429,9 +429,10 @@ int emit(const EmitOptions& o) {
   if (o.backend != "cpu") {
     auto l = codegen::GpuLaunch::from_text(o.launch);
     if (!l) return fail("--launch: " + l.error().message);
-    auto src = codegen::emit_c(
-        *p, {o.backend == "cuda" ? codegen::CLanguage::cuda : codegen::CLanguage::opencl, *l,
-             *step != StepMode::host});
+    auto src = codegen::emit_c(*p, {o.backend == "cuda"     ? codegen::CLanguage::cuda
+                                    : o.backend == "webgpu" ? codegen::CLanguage::wgsl
+                                                            : codegen::CLanguage::opencl,
+                                    *l, *step != StepMode::host});
     if (!src) return fail(src.error().message);
     fmt::print("{}", *src);
     return 0;

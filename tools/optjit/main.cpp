@@ -151,8 +151,9 @@ int main_with_args(int argc, char** argv) {
   emit_cmd->add_option("pipeline", emit.pipeline, "pipeline text, or a file that holds it")
       ->required();
   emit_cmd
-      ->add_option("--backend", emit.backend, "cpu (LLVM IR) | cuda (CUDA C) | opencl (OpenCL C)")
-      ->check(CLI::IsMember({"cpu", "cuda", "opencl"}));
+      ->add_option("--backend", emit.backend,
+                   "cpu (LLVM IR) | cuda (CUDA C) | opencl (OpenCL C) | webgpu (WGSL)")
+      ->check(CLI::IsMember({"cpu", "cuda", "opencl", "webgpu"}));
   emit_cmd->add_option("--dtype", emit.dtype, "parameter and state storage type");
   emit_cmd->add_flag("--optimized", emit.optimized, "after LLVM's O3 pipeline for the target");
   emit_cmd->add_option("--cpu", emit.cpu, "target CPU (default: this machine's), e.g. haswell");
@@ -160,7 +161,7 @@ int main_with_args(int argc, char** argv) {
       ->add_option("--unroll", emit.unroll,
                    "cpu: vector iterations interleaved per loop trip (0: LLVM's choice)")
       ->check(whole(0, 16));
-  emit_cmd->add_option("--launch", emit.launch, "cuda/opencl: e.g. block=128,items=2,vec=4");
+  emit_cmd->add_option("--launch", emit.launch, "cuda/opencl/webgpu: e.g. block=128,items=2,vec=4");
   emit_cmd->add_option("--step", emit.step, optjit::cli::kStepHelp);
 
   optjit::cli::PlanOptions plan;
