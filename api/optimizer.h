@@ -61,7 +61,7 @@ struct Param {
 class Backend {
  public:
   explicit Backend(std::string name) : name_(std::move(name)) {}
-  static const Backend reference, cpu, opencl, cuda, automatic;
+  static const Backend reference, cpu, opencl, cuda, webgpu, automatic;
   const std::string& name() const { return name_; }
   bool operator==(const Backend&) const = default;
 
@@ -69,7 +69,8 @@ class Backend {
   std::string name_;
 };
 inline const Backend Backend::reference{"reference"}, Backend::cpu{"cpu"},
-    Backend::opencl{"opencl"}, Backend::cuda{"cuda"}, Backend::automatic{"auto"};
+    Backend::opencl{"opencl"}, Backend::cuda{"cuda"}, Backend::webgpu{"webgpu"},
+    Backend::automatic{"auto"};
 inline std::string_view to_string(const Backend& b) { return b.name(); }
 
 struct OptimizerOptions {

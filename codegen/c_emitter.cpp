@@ -505,7 +505,7 @@ class KernelWriter {
         return def(fmt::format("{} {} {}", a(0), in.op == Op::And ? "&&" : "||", a(1)));
       case OpKind::compare: {
         if (in.op == Op::IsFinite) return def(fmt::format("isfinite({})", a(0)));
-        return def(fmt::format("{} {} {}", a(0), detail::comparison(in.op), a(1)));
+        return def(L_.compare(detail::comparison(in.op), a(0), a(1), at(0)));
       }
       case OpKind::math: {
         const DType t = in.type;

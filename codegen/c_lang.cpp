@@ -331,6 +331,13 @@ class Wgsl final : public Lang {
     }
   }
   const char* wide() const override { return "f32"; }
+  std::string compare(const char* op, const std::string& a, const std::string& b,
+                      DType t) const override {
+    if (t != DType::f32 && t != DType::f64) return fmt::format("{} {} {}", a, op, b);
+    if (std::string(op) == "!=")
+      return fmt::format("(isnan({0}) || isnan({1}) || {0} != {1})", a, b);
+    return fmt::format("(!isnan({0}) && !isnan({1}) && {0} {2} {1})", a, b, op);
+  }
 
   std::string unsupported(const plan::Plan& plan, bool device_step) const override {
     if (device_step)
@@ -500,7 +507,10 @@ fn optjit_f32_to_f64(x: f32) -> vec2<u32> {
   std::string no_scales(uint32_t) const override { return "true"; }
   const char* constant() const override { return "const "; }
   std::string vec_type(DType st, int w) const override {
-    return w == 1 ? storage_type(st) : fmt::format("vec{}<{}>", w, storage_type(st));
+    // WGSL's vectors stop at 4 lanes; wider ones are arrays (lanes index both alike).
+    if (w == 1) return storage_type(st);
+    return w <= 4 ? fmt::format("vec{}<{}>", w, storage_type(st))
+                  : fmt::format("array<{}, {}>", storage_type(st), w);
   }
   // Vectors are built from scalar loads (a storage buffer has one element type).
   std::string load(uint32_t b, DType st, int w, const std::string& ix) const override {

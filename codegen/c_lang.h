@@ -96,6 +96,12 @@ class Lang {
   virtual std::string chunk_fields() const;
   /// Pass uniform k of the tensor's row, as a value of type f64 (WGSL: already f32).
   virtual std::string uniform(uint32_t k) const;
+  /// a op b ("<", "==", ...) on values of type t, false for NaN operands but true for "!=",
+  /// as IEEE has it (WGSL compilers may assume no NaNs, so WGSL tests for them by their bits).
+  virtual std::string compare(const char* op, const std::string& a, const std::string& b,
+                              DType) const {
+    return fmt::format("{} {} {}", a, op, b);
+  }
   /// OPTJIT_BF16_TO_F32(bits) and OPTJIT_BF16_BITS(f32), the latter rounding to nearest even.
   virtual std::string bf16_helpers() const;
   /// Writes partial `ix`, a value of type wide().

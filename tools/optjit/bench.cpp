@@ -445,7 +445,8 @@ int bench(const BenchOptions& o) {
   // a ratio from one run.
   const StepMode other_step = *step == StepMode::host ? StepMode::device : StepMode::host;
   std::unique_ptr<Runner> other_overhead;
-  if (o.backend != "cpu") {
+  const runtime::DeviceKind* kind = runtime::find_device_kind(o.backend);
+  if (o.backend != "cpu" && kind && kind->device_step) {
     OptimizerOptions other = options;
     other.device_step = other_step != StepMode::host;
     other.cuda_graph = false;
@@ -575,7 +576,9 @@ int bench(const BenchOptions& o) {
         "device copy  {:9.3f} ms       {:7.2f} GB/s ({}, same bytes)  -> {:.3f} of copy "
         "bandwidth\n",
         1e3 * median(t_copy), j["copy_gbs"].get<double>(),
-        o.backend == "cuda" ? "cuMemcpyDtoD" : "clEnqueueCopyBuffer",
+        o.backend == "cuda"     ? "cuMemcpyDtoD"
+        : o.backend == "webgpu" ? "copyBufferToBuffer"
+                                : "clEnqueueCopyBuffer",
         j["fraction_of_copy_bandwidth"].get<double>());
   if (!stages.empty())
     fmt::print(

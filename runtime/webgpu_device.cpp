@@ -1,0 +1,714 @@
+// WebGPU through wgpu-native: a Device and a Module for the executor (runtime/device.h), with
+// kernels in WGSL from the C-family emitter (codegen/c_lang.cpp). The library is loaded at run
+// time (dlopen), as the CUDA driver is: OPTJIT_WGPU_LIBRARY names a copy, else the one the build
+// found (the `wgpu` Python package's), else the loader's search path. Only its header is needed
+// to build.
+//
+// What runs where: the pass kernels run on the device; the scalar program between passes (the
+// learning rate, bias corrections, the clip coefficient) and the combining of reduction partials
+// run on the host in f64 (WGSL has no f64, so there is no device step). Buffers are arenas (one
+// storage buffer per plan buffer); kernel arguments become one bind group per launch, bindings
+// in argument order, integers in a uniform buffer.
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include <webgpu.h>
+#include <wgpu.h>
+
+#include "cache/kernel_cache.h"
+#include "codegen/c_emitter.h"
+#include "ir/text.h"
+#include "runtime/device.h"
+#include "runtime/devices.h"
+
+namespace optjit::runtime {
+namespace {
+
+// The entry points optjit uses, typed from the header's declarations.
+#define OPTJIT_WGPU_FUNCTIONS(X)                                                                  \
+  X(wgpuCreateInstance)                                                                           \
+  X(wgpuInstanceRelease)                                                                          \
+  X(wgpuInstanceEnumerateAdapters) X(wgpuInstanceProcessEvents) X(wgpuAdapterGetInfo) X(          \
+      wgpuAdapterInfoFreeMembers) X(wgpuAdapterGetLimits) X(wgpuAdapterRequestDevice)             \
+      X(wgpuAdapterRelease) X(wgpuDeviceRelease) X(wgpuDeviceGetQueue) X(                         \
+          wgpuDeviceCreateBuffer) X(wgpuBufferRelease) X(wgpuBufferDestroy) X(wgpuBufferMapAsync) \
+          X(wgpuBufferGetConstMappedRange) X(wgpuBufferGetMappedRange) X(wgpuBufferUnmap) X(      \
+              wgpuQueueWriteBuffer) X(wgpuQueueSubmit) X(wgpuQueueRelease)                        \
+              X(wgpuDeviceCreateCommandEncoder) X(wgpuCommandEncoderCopyBufferToBuffer) X(        \
+                  wgpuCommandEncoderBeginComputePass) X(wgpuCommandEncoderFinish)                 \
+                  X(wgpuCommandEncoderRelease) X(wgpuCommandBufferRelease) X(                     \
+                      wgpuComputePassEncoderSetPipeline) X(wgpuComputePassEncoderSetBindGroup)    \
+                      X(wgpuComputePassEncoderDispatchWorkgroups) X(wgpuComputePassEncoderEnd)    \
+                          X(wgpuComputePassEncoderRelease) X(wgpuDeviceCreateShaderModule)        \
+                              X(wgpuShaderModuleRelease) X(wgpuDeviceCreateBindGroupLayout) X(    \
+                                  wgpuBindGroupLayoutRelease) X(wgpuDeviceCreatePipelineLayout)   \
+                                  X(wgpuPipelineLayoutRelease) X(wgpuDeviceCreateComputePipeline) \
+                                      X(wgpuComputePipelineRelease) X(wgpuDeviceCreateBindGroup)  \
+                                          X(wgpuBindGroupRelease) X(wgpuDevicePushErrorScope)     \
+                                              X(wgpuDevicePopErrorScope) X(wgpuDevicePoll)        \
+                                                  X(wgpuGetVersion)
+
+struct Api {
+#define OPTJIT_DECLARE(name) decltype(&::name) name = nullptr;
+  OPTJIT_WGPU_FUNCTIONS(OPTJIT_DECLARE)
+#undef OPTJIT_DECLARE
+  std::string path;
+};
+
+// The library, loaded once, or why it could not be.
+Expected<const Api*> api() {
+  static std::once_flag once;
+  static Api a;
+  static std::string why;
+  std::call_once(once, [] {
+    std::vector<std::string> tries;
+    if (const char* env = std::getenv("OPTJIT_WGPU_LIBRARY"); env && *env) {
+      tries.push_back(env);  // the user's choice, and only it
+    } else {
+#ifdef OPTJIT_WGPU_DEFAULT_LIBRARY
+      tries.push_back(OPTJIT_WGPU_DEFAULT_LIBRARY);
+#endif
+      tries.push_back("libwgpu_native.so");
+    }
+    void* lib = nullptr;
+    std::string errors;
+    for (const auto& t : tries) {
+      lib = ::dlopen(t.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (lib) {
+        a.path = t;
+        break;
+      }
+      errors += fmt::format("\n  {}: {}", t, ::dlerror());
+    }
+    if (!lib) {
+      why =
+          "no WebGPU library (wgpu-native): `pip install wgpu` provides one, or set "
+          "OPTJIT_WGPU_LIBRARY to a libwgpu_native.so; tried:" +
+          errors;
+      return;
+    }
+#define OPTJIT_LOAD(name)                                                          \
+  a.name = reinterpret_cast<decltype(a.name)>(::dlsym(lib, #name));                \
+  if (!a.name) {                                                                   \
+    why = fmt::format("{} lacks {} (an incompatible wgpu-native)", a.path, #name); \
+    return;                                                                        \
+  }
+    OPTJIT_WGPU_FUNCTIONS(OPTJIT_LOAD)
+#undef OPTJIT_LOAD
+  });
+  if (!why.empty()) return make_error("{}", why);
+  return &a;
+}
+
+WGPUStringView sv(const char* s) { return {s, s ? std::strlen(s) : 0}; }
+WGPUStringView sv(const std::string& s) { return {s.data(), s.size()}; }
+std::string str(WGPUStringView v) {
+  return v.data ? std::string(v.data, v.length == WGPU_STRLEN ? std::strlen(v.data) : v.length)
+                : std::string();
+}
+
+const char* backend_name(WGPUBackendType t) {
+  switch (t) {
+    case WGPUBackendType_Vulkan:
+      return "Vulkan";
+    case WGPUBackendType_Metal:
+      return "Metal";
+    case WGPUBackendType_D3D12:
+      return "D3D12";
+    case WGPUBackendType_OpenGL:
+      return "OpenGL";
+    default:
+      return "other";
+  }
+}
+
+struct AdapterInfo {
+  int index = 0;
+  std::string name, vendor, driver, backend;
+  uint32_t vendor_id = 0, device_id = 0;
+  bool gpu = false;
+  WGPULimits limits = WGPU_LIMITS_INIT;
+};
+
+// One instance per process (the library's global state), never released.
+Expected<WGPUInstance> instance() {
+  auto a = api();
+  if (!a) return a.error();
+  static WGPUInstance inst = nullptr;
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    // Mesa's Vulkan drivers print an error when XDG_RUNTIME_DIR is unset; optjit presents
+    // nothing, so any directory will do.
+    if (!std::getenv("XDG_RUNTIME_DIR")) ::setenv("XDG_RUNTIME_DIR", "/tmp", 0);
+    inst = (*a)->wgpuCreateInstance(nullptr);
+  });
+  if (!inst) return make_error("WebGPU: wgpuCreateInstance failed ({})", (*a)->path);
+  return inst;
+}
+
+struct Found {
+  WGPUAdapter adapter;
+  AdapterInfo info;
+};
+
+Expected<std::vector<Found>> find_adapters() {
+  auto a = api();
+  if (!a) return a.error();
+  auto inst = instance();
+  if (!inst) return inst.error();
+  const Api& w = **a;
+  size_t n = w.wgpuInstanceEnumerateAdapters(*inst, nullptr, nullptr);
+  std::vector<WGPUAdapter> adapters(n);
+  if (n) w.wgpuInstanceEnumerateAdapters(*inst, nullptr, adapters.data());
+  std::vector<Found> out;
+  for (WGPUAdapter ad : adapters) {
+    WGPUAdapterInfo ai = WGPU_ADAPTER_INFO_INIT;
+    if (w.wgpuAdapterGetInfo(ad, &ai) != WGPUStatus_Success) continue;
+    AdapterInfo i;
+    i.name = str(ai.device);
+    i.vendor = str(ai.vendor);
+    i.driver = str(ai.description);
+    i.backend = backend_name(ai.backendType);
+    i.vendor_id = ai.vendorID;
+    i.device_id = ai.deviceID;
+    i.gpu = ai.adapterType == WGPUAdapterType_DiscreteGPU ||
+            ai.adapterType == WGPUAdapterType_IntegratedGPU;
+    w.wgpuAdapterInfoFreeMembers(ai);
+    w.wgpuAdapterGetLimits(ad, &i.limits);
+    // Compute needs storage buffers; the GL backend's adapters lack what the kernels use.
+    if (i.limits.maxStorageBuffersPerShaderStage < 8) continue;
+    i.index = static_cast<int>(out.size());
+    out.push_back({ad, i});
+  }
+  if (out.empty())
+    return make_error(
+        "WebGPU: no adapter with compute (wgpu-native at {} found none; on a machine without a "
+        "GPU, Debian's mesa-vulkan-drivers gives one on the CPU)",
+        w.path);
+  return out;
+}
+
+std::string webgpu_exact(const AdapterInfo& i) {
+  return fmt::format("webgpu|{}|{}|{}|{:04x}:{:04x}|{}|wgpu {:x}|codegen {}", i.backend, i.vendor,
+                     i.name, i.vendor_id, i.device_id, i.driver, (*api())->wgpuGetVersion(),
+                     kCodegenVersion);
+}
+std::string webgpu_performance(const AdapterInfo& i) {
+  return fmt::format("webgpu|{}|{}|{}", i.backend, i.vendor, i.name);
+}
+
+// Errors the library reports through a popped error scope (shader, pipeline and bind group
+// creation), with its message.
+struct ScopeResult {
+  bool done = false;
+  WGPUErrorType type = WGPUErrorType_NoError;
+  std::string message;
+};
+
+class WebgpuDevice;
+
+class WebgpuModule final : public Module {
+ public:
+  WebgpuModule(WebgpuDevice& dev, bool cached) : dev_(dev), cached_(cached) {}
+  ~WebgpuModule() override;
+  Status build(const plan::Plan& plan, const std::string& source, int block);
+  Status launch(KernelId kernel, size_t groups, size_t group_size,
+                std::span<const KernelArg> args) override;
+  double compile_seconds() const override { return seconds; }
+  bool from_cache() const override { return cached_; }
+
+ private:
+  WebgpuDevice& dev_;
+  WGPUShaderModule shader_ = nullptr;
+  WGPUBindGroupLayout layout_ = nullptr;
+  WGPUPipelineLayout pipeline_layout_ = nullptr;
+  std::map<std::string, WGPUComputePipeline> pipelines_;
+  std::vector<WGPUBuffer> dummies_;  // bound where a launch passes no memory
+  size_t bindings_ = 0;              // storage bindings; then one uniform binding
+  int block_ = 0;
+  bool cached_;
+
+ public:
+  double seconds = 0;  // emitting (or the cache) and compiling
+};
+
+class WebgpuDevice final : public Device {
+ public:
+  static Expected<std::shared_ptr<WebgpuDevice>> open(int index) {
+    auto found = find_adapters();
+    if (!found) return found.error();
+    if (index < 0) {
+      index = 0;
+      for (const auto& f : *found)
+        if (f.info.gpu) {
+          index = f.info.index;
+          break;
+        }
+    }
+    if (index >= static_cast<int>(found->size()))
+      return make_error("no WebGPU adapter {} (there are {})", index, found->size());
+    auto d = std::shared_ptr<WebgpuDevice>(new WebgpuDevice());
+    d->w_ = *api();
+    d->info_ = (*found)[index].info;
+    d->adapter_ = (*found)[index].adapter;
+    // The adapter's own limits (storage buffers per stage, buffer sizes) rather than WebGPU's
+    // portable defaults, which cap a storage binding at 128 MiB and a stage at 8 of them.
+    WGPULimits limits = d->info_.limits;
+    limits.nextInChain = nullptr;
+    WGPUDeviceDescriptor desc = WGPU_DEVICE_DESCRIPTOR_INIT;
+    desc.label = sv("optjit");
+    desc.requiredLimits = &limits;
+    desc.uncapturedErrorCallbackInfo.callback = [](WGPUDevice const*, WGPUErrorType,
+                                                   WGPUStringView message, void* self, void*) {
+      auto* dev = static_cast<WebgpuDevice*>(self);
+      if (dev->uncaptured_.empty()) dev->uncaptured_ = str(message);
+    };
+    desc.uncapturedErrorCallbackInfo.userdata1 = d.get();
+    desc.deviceLostCallbackInfo.mode = WGPUCallbackMode_AllowSpontaneous;
+    desc.deviceLostCallbackInfo.callback = [](WGPUDevice const*, WGPUDeviceLostReason reason,
+                                              WGPUStringView message, void* self, void*) {
+      if (reason == WGPUDeviceLostReason_Destroyed ||
+          reason == WGPUDeviceLostReason_CallbackCancelled)
+        return;
+      auto* dev = static_cast<WebgpuDevice*>(self);
+      dev->uncaptured_ = "the WebGPU device was lost: " + str(message);
+    };
+    desc.deviceLostCallbackInfo.userdata1 = d.get();
+    struct Got {
+      bool done = false;
+      WGPUDevice device = nullptr;
+      std::string message;
+    } got;
+    WGPURequestDeviceCallbackInfo cb = WGPU_REQUEST_DEVICE_CALLBACK_INFO_INIT;
+    cb.mode = WGPUCallbackMode_AllowProcessEvents;
+    cb.callback = [](WGPURequestDeviceStatus status, WGPUDevice device, WGPUStringView message,
+                     void* g, void*) {
+      auto* r = static_cast<Got*>(g);
+      r->done = true;
+      if (status == WGPURequestDeviceStatus_Success) r->device = device;
+      r->message = str(message);
+    };
+    cb.userdata1 = &got;
+    d->w_->wgpuAdapterRequestDevice(d->adapter_, &desc, cb);
+    auto inst = instance();
+    for (int spins = 0; !got.done && spins < 100000; ++spins)
+      d->w_->wgpuInstanceProcessEvents(*inst);
+    if (!got.device)
+      return make_error("WebGPU: requesting a device on '{}' failed: {}", d->info_.name,
+                        got.done ? got.message : "no answer");
+    d->device_ = got.device;
+    d->queue_ = d->w_->wgpuDeviceGetQueue(d->device_);
+    DeviceDescription& dd = d->desc_;
+    dd.kind = "webgpu";
+    dd.index = index;
+    dd.name = d->info_.name;
+    dd.performance = webgpu_performance(d->info_);
+    dd.gpu = d->info_.gpu;
+    dd.compute_units = 1;  // WebGPU does not say; the grid cap counts groups per unit
+    dd.max_group = std::min(d->info_.limits.maxComputeInvocationsPerWorkgroup,
+                            d->info_.limits.maxComputeWorkgroupSizeX);
+    dd.addressing = Addressing::arenas;
+    dd.device_step = false;
+    return d;
+  }
+
+  ~WebgpuDevice() override {
+    if (queue_) w_->wgpuQueueRelease(queue_);
+    if (device_) w_->wgpuDeviceRelease(device_);
+  }
+
+  const DeviceDescription& description() const override { return desc_; }
+  const AdapterInfo& info() const { return info_; }
+  const Api& w() const { return *w_; }
+  void* queue() const override { return queue_; }
+  WGPUDevice device() const { return device_; }
+
+  Expected<DeviceMemory> allocate(size_t bytes, const char* what) override {
+    const uint64_t size = round4(std::max<size_t>(bytes, 16));
+    if (size > info_.limits.maxStorageBufferBindingSize || size > info_.limits.maxBufferSize)
+      return make_error(
+          "{}: {} bytes exceed what one WebGPU storage buffer on '{}' may hold ({} bytes)", what,
+          bytes, info_.name,
+          std::min<uint64_t>(info_.limits.maxStorageBufferBindingSize, info_.limits.maxBufferSize));
+    WGPUBufferDescriptor d = WGPU_BUFFER_DESCRIPTOR_INIT;
+    d.label = sv(what);
+    d.usage = WGPUBufferUsage_Storage | WGPUBufferUsage_CopySrc | WGPUBufferUsage_CopyDst;
+    d.size = size;
+    push_scope();
+    WGPUBuffer b = w_->wgpuDeviceCreateBuffer(device_, &d);
+    if (auto e = pop_scope(what); !e.ok() || !b) {
+      if (b) w_->wgpuBufferRelease(b);
+      return e.ok() ? make_error("{}: WebGPU could not create a buffer of {} bytes", what, bytes)
+                    : e.error();
+    }
+    return DeviceMemory{reinterpret_cast<uint64_t>(b), 0};
+  }
+  void release(DeviceMemory m) override {
+    w_->wgpuBufferDestroy(buf(m));
+    w_->wgpuBufferRelease(buf(m));
+  }
+  Status write(DeviceMemory dst, const void* src, size_t bytes) override {
+    if (bytes == 0) return Status::Ok();
+    if (dst.offset % 4 || bytes % 4)
+      return make_error("WebGPU writes whole 4-byte words (offset {}, {} bytes)", dst.offset,
+                        bytes);
+    w_->wgpuQueueWriteBuffer(queue_, buf(dst), dst.offset, src, bytes);  // copied at once
+    return check("writing a buffer");
+  }
+  Status write_async(DeviceMemory dst, const void* src, size_t bytes) override {
+    return write(dst, src, bytes);
+  }
+  Status read(void* dst, DeviceMemory src, size_t bytes) override {
+    if (bytes == 0) return Status::Ok();
+    if (src.offset % 4)
+      return make_error("WebGPU reads from 4-byte-aligned offsets (offset {})", src.offset);
+    const uint64_t size = round4(bytes);
+    WGPUBufferDescriptor d = WGPU_BUFFER_DESCRIPTOR_INIT;
+    d.label = sv("optjit read-back");
+    d.usage = WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst;
+    d.size = size;
+    WGPUBuffer staging = w_->wgpuDeviceCreateBuffer(device_, &d);
+    if (!staging) return make_error("WebGPU: no staging buffer of {} bytes", size);
+    WGPUCommandEncoder enc = w_->wgpuDeviceCreateCommandEncoder(device_, nullptr);
+    w_->wgpuCommandEncoderCopyBufferToBuffer(enc, buf(src), src.offset, staging, 0, size);
+    submit(enc);
+    struct Mapped {
+      bool done = false;
+      WGPUMapAsyncStatus status = WGPUMapAsyncStatus_Error;
+      std::string message;
+    } mapped;
+    WGPUBufferMapCallbackInfo cb = WGPU_BUFFER_MAP_CALLBACK_INFO_INIT;
+    cb.mode = WGPUCallbackMode_AllowProcessEvents;
+    cb.callback = [](WGPUMapAsyncStatus status, WGPUStringView message, void* m, void*) {
+      auto* r = static_cast<Mapped*>(m);
+      r->done = true;
+      r->status = status;
+      r->message = str(message);
+    };
+    cb.userdata1 = &mapped;
+    w_->wgpuBufferMapAsync(staging, WGPUMapMode_Read, 0, size, cb);
+    auto inst = instance();
+    while (!mapped.done) {
+      w_->wgpuDevicePoll(device_, true, nullptr);
+      w_->wgpuInstanceProcessEvents(*inst);
+    }
+    Status st = Status::Ok();
+    if (mapped.status == WGPUMapAsyncStatus_Success) {
+      const void* p = w_->wgpuBufferGetConstMappedRange(staging, 0, size);
+      if (p)
+        std::memcpy(dst, p, bytes);
+      else
+        st = make_error("WebGPU: a mapped read-back buffer has no range");
+      w_->wgpuBufferUnmap(staging);
+    } else {
+      st = make_error("WebGPU: reading a buffer back failed: {}", mapped.message);
+    }
+    w_->wgpuBufferRelease(staging);
+    OPTJIT_TRY(check("reading a buffer back"));
+    return st;
+  }
+  Status copy(DeviceMemory dst, DeviceMemory src, size_t bytes) override {
+    if (bytes == 0) return Status::Ok();
+    if (dst.offset % 4 || src.offset % 4 || bytes % 4)
+      return make_error("WebGPU copies whole 4-byte words (offsets {} and {}, {} bytes)",
+                        src.offset, dst.offset, bytes);
+    WGPUCommandEncoder enc = w_->wgpuDeviceCreateCommandEncoder(device_, nullptr);
+    w_->wgpuCommandEncoderCopyBufferToBuffer(enc, buf(src), src.offset, buf(dst), dst.offset,
+                                             bytes);
+    submit(enc);
+    return check("copying a buffer");
+  }
+  Status finish() override {
+    w_->wgpuDevicePoll(device_, true, nullptr);
+    return check("running the queue");
+  }
+  Expected<std::unique_ptr<Module>> load(const plan::Plan& plan, const ModuleSpec& spec,
+                                         cache::KernelCache* cache) override;
+
+  static WGPUBuffer buf(DeviceMemory m) { return reinterpret_cast<WGPUBuffer>(m.handle); }
+  static uint64_t round4(uint64_t n) { return (n + 3) & ~uint64_t{3}; }
+
+  void submit(WGPUCommandEncoder enc) {
+    WGPUCommandBuffer cmd = w_->wgpuCommandEncoderFinish(enc, nullptr);
+    w_->wgpuQueueSubmit(queue_, 1, &cmd);
+    w_->wgpuCommandBufferRelease(cmd);
+    w_->wgpuCommandEncoderRelease(enc);
+  }
+  void push_scope() { w_->wgpuDevicePushErrorScope(device_, WGPUErrorFilter_Validation); }
+  // The error the scope caught while doing `what`, if any.
+  Status pop_scope(const std::string& what) {
+    ScopeResult r;
+    WGPUPopErrorScopeCallbackInfo cb = WGPU_POP_ERROR_SCOPE_CALLBACK_INFO_INIT;
+    cb.mode = WGPUCallbackMode_AllowProcessEvents;
+    cb.callback = [](WGPUPopErrorScopeStatus, WGPUErrorType type, WGPUStringView message, void* p,
+                     void*) {
+      auto* res = static_cast<ScopeResult*>(p);
+      res->done = true;
+      res->type = type;
+      res->message = str(message);
+    };
+    cb.userdata1 = &r;
+    w_->wgpuDevicePopErrorScope(device_, cb);
+    auto inst = instance();
+    for (int spins = 0; !r.done && spins < 100000; ++spins) w_->wgpuInstanceProcessEvents(*inst);
+    if (r.done && r.type != WGPUErrorType_NoError)
+      return make_error("WebGPU: {} failed on '{}': {}", what, info_.name, r.message);
+    return Status::Ok();
+  }
+  // An error the library reported outside any scope (a launch, a copy, a lost device).
+  Status check(const char* what) {
+    if (uncaptured_.empty()) return Status::Ok();
+    std::string m = std::move(uncaptured_);
+    uncaptured_.clear();
+    return make_error("WebGPU: {} on '{}' failed: {}", what, info_.name, m);
+  }
+
+ private:
+  WebgpuDevice() = default;
+  const Api* w_ = nullptr;
+  AdapterInfo info_;
+  WGPUAdapter adapter_ = nullptr;
+  WGPUDevice device_ = nullptr;
+  WGPUQueue queue_ = nullptr;
+  DeviceDescription desc_;
+  std::string uncaptured_;
+};
+
+Expected<std::unique_ptr<Module>> WebgpuDevice::load(const plan::Plan& plan, const ModuleSpec& spec,
+                                                     cache::KernelCache* cache) {
+  if (spec.device_step)
+    return make_error(
+        "the webgpu backend has no device step (WGSL has no f64): use the host step (--step "
+        "host)");
+  const codegen::GpuLaunch& launch = spec.launch;
+  if (static_cast<size_t>(launch.block) > desc_.max_group)
+    return make_error("work-group size {} exceeds the {} invocations '{}' allows", launch.block,
+                      desc_.max_group, info_.name);
+  auto t0 = std::chrono::steady_clock::now();
+  auto src = codegen::emit_c(plan, {codegen::CLanguage::wgsl, launch, false});
+  if (!src) return src.error();
+  // The library compiles WGSL on every load (wgpu-native keeps no pipeline binaries through
+  // this API): the cache holds the WGSL itself under its hash, so a warm cache skips the
+  // emitter and records which kernels this device has run.
+  const cache::KernelKey key{fingerprint_id(webgpu_exact(info_)),
+                             fmt::format("{:016x}", ir::structural_hash(plan.program)),
+                             codegen::source_variant("wgsl", launch, *src)};
+  std::string source = *src;
+  auto built = cache::cached_compile(
+      cache, key, "wgsl", "the webgpu kernels",
+      [&]() -> Expected<cache::Compiled> {
+        cache::Compiled c;
+        c.payload.assign(source.begin(), source.end());
+        return c;
+      },
+      [&](const cache::KernelEntry& hit) {
+        source.assign(hit.payload.begin(), hit.payload.end());
+        return true;
+      });
+  if (!built) return built.error();
+  auto m = std::make_unique<WebgpuModule>(*this, built->from_cache);
+  OPTJIT_TRY(m->build(plan, source, launch.block));
+  m->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return std::unique_ptr<Module>(std::move(m));
+}
+
+WebgpuModule::~WebgpuModule() {
+  const Api& w = dev_.w();
+  for (auto& [name, p] : pipelines_) w.wgpuComputePipelineRelease(p);
+  for (WGPUBuffer b : dummies_)
+    if (b) w.wgpuBufferRelease(b);
+  if (pipeline_layout_) w.wgpuPipelineLayoutRelease(pipeline_layout_);
+  if (layout_) w.wgpuBindGroupLayoutRelease(layout_);
+  if (shader_) w.wgpuShaderModuleRelease(shader_);
+}
+
+Status WebgpuModule::build(const plan::Plan& plan, const std::string& source, int block) {
+  const Api& w = dev_.w();
+  block_ = block;
+  // The bindings of c_lang.cpp's Wgsl preamble: the arenas, uniforms, rows, chunks, partials,
+  // then the integer arguments.
+  const size_t B = plan.buffers.size();
+  bindings_ = B + 4;
+  if (bindings_ > dev_.info().limits.maxStorageBuffersPerShaderStage)
+    return make_error(
+        "this pipeline needs {} storage buffers per kernel; WebGPU adapter '{}' allows {}",
+        bindings_, dev_.info().name, dev_.info().limits.maxStorageBuffersPerShaderStage);
+  std::vector<WGPUBindGroupLayoutEntry> entries(bindings_ + 1);
+  for (size_t i = 0; i <= bindings_; ++i) {
+    WGPUBindGroupLayoutEntry& e = entries[i];
+    e = WGPU_BIND_GROUP_LAYOUT_ENTRY_INIT;
+    e.binding = static_cast<uint32_t>(i);
+    e.visibility = WGPUShaderStage_Compute;
+    e.buffer.type = i == bindings_          ? WGPUBufferBindingType_Uniform
+                    : (i >= B && i < B + 3) ? WGPUBufferBindingType_ReadOnlyStorage
+                                            : WGPUBufferBindingType_Storage;
+  }
+  dev_.push_scope();
+  WGPUShaderSourceWGSL wgsl = WGPU_SHADER_SOURCE_WGSL_INIT;
+  wgsl.code = sv(source);
+  WGPUShaderModuleDescriptor md = WGPU_SHADER_MODULE_DESCRIPTOR_INIT;
+  md.nextInChain = &wgsl.chain;
+  md.label = sv("optjit");
+  shader_ = w.wgpuDeviceCreateShaderModule(dev_.device(), &md);
+  OPTJIT_TRY(dev_.pop_scope("compiling the WGSL kernels"));
+  dev_.push_scope();
+  WGPUBindGroupLayoutDescriptor ld = WGPU_BIND_GROUP_LAYOUT_DESCRIPTOR_INIT;
+  ld.entryCount = entries.size();
+  ld.entries = entries.data();
+  layout_ = w.wgpuDeviceCreateBindGroupLayout(dev_.device(), &ld);
+  WGPUPipelineLayoutDescriptor pd = WGPU_PIPELINE_LAYOUT_DESCRIPTOR_INIT;
+  pd.bindGroupLayoutCount = 1;
+  pd.bindGroupLayouts = &layout_;
+  pipeline_layout_ = w.wgpuDeviceCreatePipelineLayout(dev_.device(), &pd);
+  OPTJIT_TRY(dev_.pop_scope("creating the kernels' bind group layout"));
+  for (const KernelId& id : module_kernels(plan, false)) {
+    const std::string name = id.name();
+    dev_.push_scope();
+    WGPUComputePipelineDescriptor cd = WGPU_COMPUTE_PIPELINE_DESCRIPTOR_INIT;
+    cd.layout = pipeline_layout_;
+    cd.compute.module = shader_;
+    cd.compute.entryPoint = sv(name);
+    WGPUComputePipeline p = w.wgpuDeviceCreateComputePipeline(dev_.device(), &cd);
+    pipelines_[name] = p;
+    OPTJIT_TRY(dev_.pop_scope("building kernel " + name));
+  }
+  // One small buffer per binding for launches that pass none (distinct: a writable binding
+  // may not share its buffer with another binding of the same dispatch).
+  dummies_.assign(bindings_ + 1, nullptr);
+  for (size_t i = 0; i <= bindings_; ++i) {
+    WGPUBufferDescriptor d = WGPU_BUFFER_DESCRIPTOR_INIT;
+    d.usage = (i == bindings_ ? WGPUBufferUsage_Uniform : WGPUBufferUsage_Storage) |
+              WGPUBufferUsage_CopyDst;
+    d.size = 16;
+    dummies_[i] = w.wgpuDeviceCreateBuffer(dev_.device(), &d);
+  }
+  return Status::Ok();
+}
+
+Status WebgpuModule::launch(KernelId kernel, size_t groups, size_t group_size,
+                            std::span<const KernelArg> args) {
+  const Api& w = dev_.w();
+  auto it = pipelines_.find(kernel.name());
+  if (it == pipelines_.end()) return make_error("no kernel {} in this module", kernel.name());
+  if (group_size != static_cast<size_t>(block_))
+    return make_error(
+        "WGSL kernels run in work-groups of the size they were compiled for ({}, "
+        "not {})",
+        block_, group_size);
+  if (groups == 0) return Status::Ok();
+  if (groups > dev_.info().limits.maxComputeWorkgroupsPerDimension)
+    return make_error("{} work-groups exceed the {} WebGPU allows in one dispatch", groups,
+                      dev_.info().limits.maxComputeWorkgroupsPerDimension);
+  std::vector<WGPUBindGroupEntry> entries;
+  int32_t ints[4] = {0, 0, 0, 0};
+  size_t nint = 0;
+  for (const KernelArg& a : args) {
+    if (!a.is_memory) {
+      if (nint == 4) return make_error("a WGSL kernel takes at most 4 integer arguments");
+      if (a.integer < INT32_MIN || a.integer > INT32_MAX)
+        return make_error("WGSL kernel argument {} does not fit in 32 bits", a.integer);
+      ints[nint++] = static_cast<int32_t>(a.integer);
+      continue;
+    }
+    if (entries.size() == bindings_)
+      return make_error("{} takes {} buffers; more were given", kernel.name(), bindings_);
+    if (a.memory.offset != 0)
+      return make_error("WebGPU kernel arguments are whole buffers (an offset of {} was given)",
+                        a.memory.offset);
+    WGPUBindGroupEntry e = WGPU_BIND_GROUP_ENTRY_INIT;
+    e.binding = static_cast<uint32_t>(entries.size());
+    e.buffer = a.memory ? WebgpuDevice::buf(a.memory) : dummies_[entries.size()];
+    e.offset = 0;
+    e.size = WGPU_WHOLE_SIZE;
+    entries.push_back(e);
+  }
+  while (entries.size() < bindings_) {  // kernels without reductions get no partials
+    WGPUBindGroupEntry e = WGPU_BIND_GROUP_ENTRY_INIT;
+    e.binding = static_cast<uint32_t>(entries.size());
+    e.buffer = dummies_[entries.size()];
+    e.size = WGPU_WHOLE_SIZE;
+    entries.push_back(e);
+  }
+  WGPUBufferDescriptor ud = WGPU_BUFFER_DESCRIPTOR_INIT;
+  ud.usage = WGPUBufferUsage_Uniform;
+  ud.size = sizeof(ints);
+  ud.mappedAtCreation = true;
+  WGPUBuffer ubuf = w.wgpuDeviceCreateBuffer(dev_.device(), &ud);
+  if (!ubuf) return make_error("WebGPU: no buffer for the kernel's integer arguments");
+  std::memcpy(w.wgpuBufferGetMappedRange(ubuf, 0, sizeof(ints)), ints, sizeof(ints));
+  w.wgpuBufferUnmap(ubuf);
+  WGPUBindGroupEntry ue = WGPU_BIND_GROUP_ENTRY_INIT;
+  ue.binding = static_cast<uint32_t>(bindings_);
+  ue.buffer = ubuf;
+  ue.size = WGPU_WHOLE_SIZE;
+  entries.push_back(ue);
+  dev_.push_scope();
+  WGPUBindGroupDescriptor bd = WGPU_BIND_GROUP_DESCRIPTOR_INIT;
+  bd.layout = layout_;
+  bd.entryCount = entries.size();
+  bd.entries = entries.data();
+  WGPUBindGroup group = w.wgpuDeviceCreateBindGroup(dev_.device(), &bd);
+  Status bound = dev_.pop_scope("binding the arguments of " + kernel.name());
+  if (!bound.ok()) {
+    if (group) w.wgpuBindGroupRelease(group);
+    w.wgpuBufferRelease(ubuf);
+    return bound;
+  }
+  WGPUCommandEncoder enc = w.wgpuDeviceCreateCommandEncoder(dev_.device(), nullptr);
+  WGPUComputePassEncoder pass = w.wgpuCommandEncoderBeginComputePass(enc, nullptr);
+  w.wgpuComputePassEncoderSetPipeline(pass, it->second);
+  w.wgpuComputePassEncoderSetBindGroup(pass, 0, group, 0, nullptr);
+  w.wgpuComputePassEncoderDispatchWorkgroups(pass, static_cast<uint32_t>(groups), 1, 1);
+  w.wgpuComputePassEncoderEnd(pass);
+  w.wgpuComputePassEncoderRelease(pass);
+  dev_.submit(enc);
+  // The queue keeps what it uses alive until the work is done.
+  w.wgpuBindGroupRelease(group);
+  w.wgpuBufferRelease(ubuf);
+  return dev_.check("launching a kernel");
+}
+
+const DeviceKindRegistration registration({
+    .name = "webgpu",
+    .auto_label = "WebGPU GPU",
+    .list_order = 3,
+    .auto_rank = 2,
+    .device_step = false,
+    .open = [](int index, void* queue) -> Expected<std::shared_ptr<Device>> {
+      // Devices by their queue, so that a second optimizer given one (queue()) shares the
+      // device and its buffers: WebGPU buffers belong to the device that made them.
+      static std::mutex mu;
+      static std::map<void*, std::weak_ptr<WebgpuDevice>> live;
+      std::lock_guard lock(mu);
+      if (queue) {
+        auto it = live.find(queue);
+        if (it == live.end() || it->second.expired())
+          return make_error(
+              "a WebGPU queue optjit did not open was given (the webgpu backend "
+              "shares only its own devices)");
+        return std::shared_ptr<Device>(it->second.lock());
+      }
+      auto d = WebgpuDevice::open(index);
+      if (!d) return d.error();
+      live[(*d)->queue()] = *d;
+      return std::shared_ptr<Device>(std::move(*d));
+    },
+    .list = []() -> Expected<std::vector<DeviceRecord>> {
+      auto found = find_adapters();
+      if (!found) return found.error();
+      std::vector<DeviceRecord> out;
+      for (const auto& f : *found)
+        out.push_back({"webgpu", f.info.index, fmt::format("{} ({})", f.info.name, f.info.backend),
+                       f.info.gpu, webgpu_exact(f.info), webgpu_performance(f.info)});
+      return out;
+    },
+});
+
+}  // namespace
+}  // namespace optjit::runtime

@@ -1,0 +1,245 @@
+// The WebGPU backend (wgpu-native on lavapipe, Mesa's Vulkan on the CPU, in CI) against torch
+// and the float64 reference: every PyTorch fixture in float32 and the launch-shape property; the
+// float64 fixtures and storage it cannot hold are clear errors; the conversions WGSL lacks
+// (f64 uniforms in, f64 partials out) exact; devices, the kernel cache and a missing library.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+
+#include <gtest/gtest.h>
+#ifdef OPTJIT_HAVE_RAPIDCHECK
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
+
+#include "property_gens.h"
+#endif
+
+#include "api/optimizer.h"
+#include "backend_parity.h"
+#include "cache/kernel_cache.h"
+#include "executors.h"
+#include "runtime/devices.h"
+#include "test_dir.h"
+
+namespace optjit {
+namespace {
+
+class WebgpuParity : public ::testing::TestWithParam<int> {};
+
+// Small chunks and work-groups, so tensors span several chunks and the reduction tree has
+// depth; odd cases run vectors of 4, two per invocation, with tails, on a small grid. Float64
+// fixtures are refused with the reason (WGSL has no f64).
+TEST_P(WebgpuParity, MatchesTorchAndTheReference) {
+  const auto& c = testing::torch_fixtures()["cases"][GetParam()];
+  runtime::ExecutorOptions options;
+  options.launch =
+      GetParam() % 2 == 0
+          ? codegen::GpuLaunch{.block = 8, .chunk_elements = 5}
+          : codegen::GpuLaunch{
+                .block = 8, .items = 2, .vec = 4, .groups_per_unit = 1, .chunk_elements = 12};
+  if (c["dtype"] == "f64") {
+    auto plan =
+        compile_pipeline(c["pipeline"].get<std::string>(), {DType::f64, DType::f64, DType::f64});
+    ASSERT_TRUE(plan) << plan.error().message;
+    auto b = testing::executor(*plan, "webgpu", options);
+    ASSERT_FALSE(b);
+    EXPECT_NE(b.error().message.find("WGSL has no f64"), std::string::npos) << b.error().message;
+    return;
+  }
+  std::shared_ptr<runtime::Executor> gpu;
+  testing::check_backend_on_fixture(
+      GetParam(), [&](const plan::Plan& plan) -> Expected<testing::StepFn> {
+        auto b = testing::executor(plan, "webgpu", options);
+        if (!b) return b.error();
+        gpu = std::move(*b);
+        return testing::StepFn([gpu](runtime::OptimizerState& s) { return gpu->step(s); });
+      });
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, WebgpuParity, testing::all_fixture_cases(),
+                         testing::fixture_case_name);
+
+#ifdef OPTJIT_HAVE_RAPIDCHECK
+// Before rapidcheck reads its configuration (on first use, after static initialization).
+const int kCases = ::setenv("RC_PARAMS", "max_success=15", /*overwrite=*/0);
+
+RC_GTEST_PROP(WebgpuProperty, EveryLaunchShapeMatchesTheReference, ()) {
+  (void)kCases;
+  const bool custom = *rc::gen::arbitrary<bool>();
+  std::string text = custom ? *gen_custom_pipeline() : *gen_builtin_pipeline();
+  RC_TAG(custom ? "custom" : "builtins");
+  auto plan = compile_pipeline(text, {DType::f32, DType::f32, DType::f32});
+  RC_ASSERT(plan.ok());
+  codegen::GpuLaunch launch;
+  launch.block = *rc::gen::elementOf(std::vector<int>{1, 2, 4, 8, 16, 64});
+  launch.items = *rc::gen::inRange(1, 5);
+  launch.vec = *rc::gen::elementOf(std::vector<int>{1, 2, 4, 8});
+  launch.groups_per_unit = *rc::gen::inRange(1, 9);
+  launch.chunk_elements = launch.vec * *rc::gen::inRange(1, 6);
+  RC_LOG() << text << ", " << launch.to_string() << "\n";
+  runtime::ExecutorOptions options;
+  options.launch = launch;
+  auto gpu = testing::executor(*plan, "webgpu", options);
+  if (!gpu.ok()) {
+    // Custom transforms that mix f32 elements with f64 scalars compute in f64 per element,
+    // which WGSL cannot: refused with the reason, never run in f32.
+    bool f64_elements = false;
+    for (const auto& pass : plan->passes)
+      for (const auto& in : pass.body.insts)
+        f64_elements = f64_elements || (in.type == DType::f64 && in.op != ir::Op::Uniform &&
+                                        ir::info(in.op).kind != ir::OpKind::reduce);
+    RC_ASSERT(f64_elements);
+    RC_ASSERT(gpu.error().message.find("WGSL has no f64") != std::string::npos);
+    RC_DISCARD("f64 element math");
+  }
+  check_backend_matches_reference(*plan, DType::f32, random_params(DType::f32, 40),
+                                  [&](runtime::OptimizerState& s) {
+                                    auto r = (*gpu)->step(s);
+                                    RC_ASSERT(r.ok());
+                                    return r->skipped;
+                                  });
+}
+#endif
+
+// Uniforms reach the kernels as f64 bit patterns that WGSL converts itself. The scalar program
+// rounds a built-in's hyperparameters to the parameters' f32 on the host, so what arrives are
+// f32 values: SGD's p - lr * 1 from p = 0 must give exactly -f32(lr), across the f32 range
+// (largest, smallest normal, subnormals where the adapter keeps them) and for values that
+// round on the host (a tie, a carry into the next binade, overflow, underflow).
+TEST(Webgpu, UniformsArriveExactly) {
+  const double values[] = {0.1,
+                           1.0 + std::ldexp(1.0, -24),      // a tie: to even (down)
+                           1.0 + 3 * std::ldexp(1.0, -24),  // a tie: to even (up)
+                           1.0 + std::ldexp(1.0, -24) + std::ldexp(1.0, -50),  // just above
+                           2.0 - std::ldexp(1.0, -25),  // rounds up into the next binade
+                           3.4028234663852886e38,       // FLT_MAX
+                           1e39,                        // overflows
+                           1.1754943508222875e-38,      // FLT_MIN
+                           1e-30,
+                           1e-50,  // far below f32: zero
+                           2.5e-7,
+                           12345.678};
+  for (double lr : values) {
+    SCOPED_TRACE(fmt::format("lr = {:a}", lr));
+    std::vector<float> p(3, 0.0f);
+    const std::vector<float> g(3, 1.0f);
+    OptimizerOptions o;
+    o.backend = Backend::webgpu;
+    o.cache.reset();
+    auto opt = Optimizer::create(
+        "sgd(lr=0.5)", {{.name = "w", .data = p.data(), .dtype = DType::f32, .shape = {3}}}, o);
+    ASSERT_TRUE(opt) << opt.error().message;
+    ASSERT_TRUE((*opt)->set_hyper("lr", lr));
+    auto r = (*opt)->step({g.data()});
+    ASSERT_TRUE(r) << r.error().message;
+    const float want = 0.0f - static_cast<float>(lr) * 1.0f;
+    for (float x : p) EXPECT_EQ(x, want);
+  }
+}
+
+// Partials leave the kernels as f64 bit patterns WGSL builds itself: a gradient whose squares
+// sum to values across the f32 range (and one infinite) gives the CPU's clip coefficient.
+TEST(Webgpu, ReductionPartialsReachTheHostExactly) {
+  for (float g0 : {3.0f, 1e-20f, 1e19f, 1e30f, std::numeric_limits<float>::infinity()}) {
+    SCOPED_TRACE(g0);
+    std::vector<float> results[2];
+    for (int k = 0; k < 2; ++k) {
+      std::vector<float> p = {1.0f, 2.0f, 3.0f, 4.0f};
+      const std::vector<float> g = {g0, 0.0f, -g0, 0.5f * g0};
+      OptimizerOptions o;
+      o.backend = k == 0 ? Backend::webgpu : Backend::cpu;
+      o.cache.reset();
+      auto opt = Optimizer::create(
+          "chain(clip_grad_norm(max_norm=1.0, norm_type=inf), clip_grad_norm(max_norm=1.0), "
+          "sgd(lr=0.5))",
+          {{.name = "w", .data = p.data(), .dtype = DType::f32, .shape = {4}}}, o);
+      ASSERT_TRUE(opt) << opt.error().message;
+      auto r = (*opt)->step({g.data()});
+      ASSERT_TRUE(r) << r.error().message;
+      results[k] = p;
+    }
+    for (size_t i = 0; i < 4; ++i) {
+      if (std::isnan(results[1][i]))
+        EXPECT_TRUE(std::isnan(results[0][i])) << i;
+      else
+        EXPECT_EQ(results[0][i], results[1][i]) << i;
+    }
+  }
+}
+
+TEST(Webgpu, RefusesWhatWgslCannotHoldWithTheReason) {
+  std::vector<uint16_t> p(8, 0);
+  OptimizerOptions o;
+  o.backend = Backend::webgpu;
+  o.cache.reset();
+  auto opt = Optimizer::create(
+      "adamw(lr=1e-3)", {{.name = "w", .data = p.data(), .dtype = DType::bf16, .shape = {8}}}, o);
+  ASSERT_FALSE(opt);
+  EXPECT_NE(opt.error().message.find("stores float32 only (buffer 'param' is bf16"),
+            std::string::npos)
+      << opt.error().message;
+  std::vector<float> f(8, 0.0f);
+  auto q =
+      Optimizer::create("adamw(lr=1e-3, state_format=\"8bit\")",
+                        {{.name = "w", .data = f.data(), .dtype = DType::f32, .shape = {8}}}, o);
+  ASSERT_FALSE(q);
+  EXPECT_NE(q.error().message.find("no block-quantized state"), std::string::npos)
+      << q.error().message;
+  o.device_step = true;
+  auto d = Optimizer::create(
+      "adamw(lr=1e-3)", {{.name = "w", .data = f.data(), .dtype = DType::f32, .shape = {8}}}, o);
+  ASSERT_FALSE(d);
+  EXPECT_NE(d.error().message.find("webgpu"), std::string::npos) << d.error().message;
+}
+
+TEST(Webgpu, ListsAdaptersAndRefusesAMissingOne) {
+  auto list = runtime::list_devices();
+  bool found = false;
+  for (const auto& d : list.devices)
+    if (d.backend == "webgpu") {
+      found = true;
+      EXPECT_NE(d.exact.find("webgpu|"), std::string::npos);
+      EXPECT_EQ(d.exact_id().size(), 16u);
+    }
+  EXPECT_TRUE(found) << "no webgpu adapter listed";
+  auto b = runtime::open_device({.kind = "webgpu", .index = 99});
+  ASSERT_FALSE(b);
+  EXPECT_NE(b.error().message.find("no WebGPU adapter 99"), std::string::npos) << b.error().message;
+}
+
+// A second optimizer on the same device loads its kernels from the cache (the WGSL under its
+// hash; wgpu-native compiles it again, having no pipeline binaries to offer through its API).
+TEST(Webgpu, KernelsComeFromTheKernelCache) {
+  const auto dir = test::fresh_test_dir("webgpu_cache");
+  std::vector<float> p(100, 1.0f), g(100, 0.5f);
+  for (int k = 0; k < 2; ++k) {
+    OptimizerOptions o;
+    o.backend = Backend::webgpu;
+    o.cache = cache::CacheOptions{.dir = dir.string()};
+    auto opt = Optimizer::create(
+        "adamw(lr=1e-3)", {{.name = "w", .data = p.data(), .dtype = DType::f32, .shape = {100}}},
+        o);
+    ASSERT_TRUE(opt) << opt.error().message;
+    EXPECT_EQ((*opt)->kernels_from_cache(), k == 1);
+    ASSERT_TRUE((*opt)->step({g.data()}));
+  }
+  test::remove_test_dir(dir);
+}
+
+// The library the user names is the one used, and its absence is said plainly.
+TEST(Webgpu, AMissingLibraryIsAClearError) {
+  std::string cmd = std::string("OPTJIT_WGPU_LIBRARY=/nonexistent/libwgpu_native.so ") +
+                    OPTJIT_CLI + " devices 2>&1";
+  FILE* f = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(f, nullptr);
+  std::string out;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, f)) out.append(buf, n);
+  ::pclose(f);
+  EXPECT_NE(out.find("webgpu: no WebGPU library (wgpu-native)"), std::string::npos) << out;
+  EXPECT_NE(out.find("/nonexistent/libwgpu_native.so"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace optjit
