@@ -319,13 +319,24 @@ class Wgsl final : public Lang {
   std::string math(const char* fn, DType) const override {
     return std::string(fn) == "fabs" ? "abs" : fn;
   }
-  std::string storage_type(DType t) const override { return type_name(t); }
+  // Elements narrower than a word (16-bit floats, bools, bytes) share words in memory: two or
+  // four to a word. 16-bit ones are held as their bits in u32 values, bools as bools.
+  static int narrow(DType t) {
+    if (t == DType::f16 || t == DType::bf16 || t == DType::u16) return 16;
+    return t == DType::b1 || t == DType::u8 ? 8 : 0;
+  }
+  static bool half(DType t) { return narrow(t) != 0; }
+  std::string storage_type(DType t) const override {
+    return t == DType::b1 ? "bool" : half(t) ? "u32" : type_name(t);
+  }
   std::string type_name(DType t) const override {
     switch (t) {
       case DType::b1:
         return "bool";
       case DType::i64:
         return "i32";
+      case DType::u16:
+        return "u32";
       default:  // f64: only uniforms are (unsupported() checks), converted to f32 on load
         return "f32";
     }
@@ -348,11 +359,11 @@ class Wgsl final : public Lang {
         return fmt::format(
             "the webgpu backend has no block-quantized state yet (buffer '{}' is {})", buf.name,
             ir::to_string(buf.quant));
-      if (buf.storage != DType::f32)
+      if (buf.storage != DType::f32 && !half(buf.storage))
         return fmt::format(
-            "the webgpu backend stores float32 only (buffer '{}' is {}; WGSL has no f64, and "
-            "16-bit storage is not built yet)",
-            buf.name, to_string(buf.storage));
+            "the webgpu backend stores f32, bf16 and f16 (buffer '{}' is {}, and WGSL has no "
+            "{})",
+            buf.name, to_string(buf.storage), to_string(buf.storage));
     }
     for (const auto& pass : plan.passes)
       for (const auto& in : pass.body.insts) {
@@ -409,9 +420,25 @@ class Wgsl final : public Lang {
     // Bindings: the arenas, then the tables; the chunk count in a uniform (WebgpuModule binds
     // the kernel arguments in this order).
     const size_t B = plan.buffers.size();
-    for (size_t b = 0; b < B; ++b)
-      s += fmt::format("@group(0) @binding({0}) var<storage, read_write> b{0}: array<{1}>;\n", b,
-                       storage_type(plan.buffers[b].storage));
+    for (size_t b = 0; b < B; ++b) {
+      if (!half(plan.buffers[b].storage)) {
+        s += fmt::format("@group(0) @binding({0}) var<storage, read_write> b{0}: array<{1}>;\n",
+                         b, storage_type(plan.buffers[b].storage));
+        continue;
+      }
+      // Two or four elements to a word. Invocations store neighbouring elements (vector tails,
+      // chunk ends), so a store replaces its part of the word atomically, never the rest.
+      const int bits = narrow(plan.buffers[b].storage), per = 32 / bits;
+      s += fmt::format(
+          "@group(0) @binding({0}) var<storage, read_write> b{0}: array<atomic<u32>>;\n"
+          "fn optjit_ld_b{0}(e: i32) -> u32 {{\n"
+          "  return (atomicLoad(&b{0}[e >> {1}u]) >> ({2}u * u32(e & {3}))) & {4}u;\n}}\n"
+          "fn optjit_st_b{0}(e: i32, v: u32) {{\n"
+          "  let sh = {2}u * u32(e & {3});\n"
+          "  atomicAnd(&b{0}[e >> {1}u], ~({4}u << sh));\n"
+          "  atomicOr(&b{0}[e >> {1}u], (v & {4}u) << sh);\n}}\n",
+          b, per == 2 ? 1 : 2, bits, per - 1, bits == 16 ? "0xffff" : "0xff");
+    }
     s += fmt::format(
         "@group(0) @binding({}) var<storage, read> uniforms: array<vec2<u32>>;\n"
         "@group(0) @binding({}) var<storage, read> rows: array<vec2<i32>>;\n"
@@ -496,12 +523,50 @@ fn optjit_f32_to_f64(x: f32) -> vec2<u32> {
     for (uint32_t b : used) s += fmt::format("    let p{0}: i32 = rows[row + {0}].x + off;\n", b);
     return s;
   }
+  // bf16 as the C languages round it; f16 by hand too (WGSL's own conversions need the
+  // shader-f16 feature, and pack2x16float need not round to nearest even): IEEE's
+  // round-to-nearest-even, overflow to infinity, subnormals, quiet NaNs.
   std::string bf16_helpers() const override {
-    return "fn OPTJIT_BF16_TO_F32(x: u32) -> f32 { return bitcast<f32>(x << 16u); }\n"
-           "fn OPTJIT_BF16_BITS(v: f32) -> u32 {\n"
-           "  let b = bitcast<u32>(v);\n"
-           "  if (isnan(v)) { return (b >> 16u) | 0x40u; }\n"
-           "  return (b + 0x7fffu + ((b >> 16u) & 1u)) >> 16u;\n}\n";
+    return R"(fn OPTJIT_BF16_TO_F32(x: u32) -> f32 { return bitcast<f32>(x << 16u); }
+fn OPTJIT_BF16_BITS(v: f32) -> u32 {
+  let b = bitcast<u32>(v);
+  if (isnan(v)) { return (b >> 16u) | 0x40u; }
+  return (b + 0x7fffu + ((b >> 16u) & 1u)) >> 16u;
+}
+fn OPTJIT_F16_TO_F32(h: u32) -> f32 {
+  let s = (h & 0x8000u) << 16u;
+  let e = (h >> 10u) & 0x1fu;
+  let m = h & 0x3ffu;
+  if (e == 0x1fu) { return bitcast<f32>(s | 0x7f800000u | (m << 13u)); }
+  if (e == 0u) { return bitcast<f32>(s | bitcast<u32>(f32(m) * 0x1p-24f)); }
+  return bitcast<f32>(s | ((e + 112u) << 23u) | (m << 13u));
+}
+fn OPTJIT_F32_TO_F16(v: f32) -> u32 {
+  let b = bitcast<u32>(v);
+  let s = (b >> 16u) & 0x8000u;
+  let a = b & 0x7fffffffu;
+  if (a > 0x7f800000u) { return s | 0x7e00u | ((a >> 13u) & 0x3ffu); }
+  if (a >= 0x477ff000u) { return s | 0x7c00u; }
+  var q: u32;
+  var r: u32;
+  var half: u32;
+  if (a < 0x38800000u) {
+    if (a < 0x33000000u) { return s; }
+    let shift = 126u - (a >> 23u);
+    let m = (a & 0x7fffffu) | 0x800000u;
+    q = m >> shift;
+    r = m & ((1u << shift) - 1u);
+    half = 1u << (shift - 1u);
+  } else {
+    let x = a - 0x38000000u;
+    q = x >> 13u;
+    r = x & 0x1fffu;
+    half = 0x1000u;
+  }
+  if (r > half || (r == half && (q & 1u) == 1u)) { q = q + 1u; }
+  return s | q;
+}
+)";
   }
   std::string quant_pointers(const plan::Plan&, uint32_t) const override { return {}; }
   std::string no_scales(uint32_t) const override { return "true"; }
@@ -514,18 +579,27 @@ fn optjit_f32_to_f64(x: f32) -> vec2<u32> {
   }
   // Vectors are built from scalar loads (a storage buffer has one element type).
   std::string load(uint32_t b, DType st, int w, const std::string& ix) const override {
-    if (w == 1) return fmt::format("b{0}[p{0} + {1}]", b, ix);
+    auto one = [&](const std::string& e) {
+      if (st == DType::b1) return fmt::format("(optjit_ld_b{}({}) != 0u)", b, e);
+      return half(st) ? fmt::format("optjit_ld_b{}({})", b, e) : fmt::format("b{}[{}]", b, e);
+    };
+    if (w == 1) return one(fmt::format("p{} + {}", b, ix));
     std::string s = vec_type(st, w) + "(";
     for (int l = 0; l < w; ++l)
-      s += fmt::format("{4}b{1}[p{1} + ({2}) * {3} + {0}]", l, b, ix, w, l == 0 ? "" : ", ");
+      s += (l == 0 ? "" : ", ") + one(fmt::format("p{} + ({}) * {} + {}", b, ix, w, l));
     return s + ")";
   }
-  std::string store(uint32_t b, DType, int w, const std::string& ix) const override {
-    if (w == 1) return fmt::format("b{0}[p{0} + {1}] = S{0};", b, ix);
+  std::string store(uint32_t b, DType st, int w, const std::string& ix) const override {
+    auto one = [&](const std::string& e, const std::string& v) {
+      if (st == DType::b1) return fmt::format("optjit_st_b{}({}, select(0u, 1u, {}));", b, e, v);
+      return half(st) ? fmt::format("optjit_st_b{}({}, {});", b, e, v)
+                      : fmt::format("b{}[{}] = {};", b, e, v);
+    };
+    if (w == 1) return one(fmt::format("p{} + {}", b, ix), fmt::format("S{}", b));
     std::string s;
     for (int l = 0; l < w; ++l)
-      s += fmt::format("{4}b{1}[p{1} + ({2}) * {3} + {0}] = S{1}[{0}];", l, b, ix, w,
-                       l == 0 ? "" : " ");
+      s += (l == 0 ? "" : " ") +
+           one(fmt::format("p{} + ({}) * {} + {}", b, ix, w, l), fmt::format("S{}[{}]", b, l));
     return s;
   }
   std::string lane(const std::string& var, int l, int w) const override {

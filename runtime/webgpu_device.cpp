@@ -355,10 +355,18 @@ class WebgpuDevice final : public Device {
   }
   Status write(DeviceMemory dst, const void* src, size_t bytes) override {
     if (bytes == 0) return Status::Ok();
-    if (dst.offset % 4 || bytes % 4)
-      return make_error("WebGPU writes whole 4-byte words (offset {}, {} bytes)", dst.offset,
-                        bytes);
-    w_->wgpuQueueWriteBuffer(queue_, buf(dst), dst.offset, src, bytes);  // copied at once
+    // WebGPU writes whole 4-byte words: a range of 16-bit elements that starts or ends inside a
+    // word keeps the word's other bytes (read back first).
+    const uint64_t lo = dst.offset & ~uint64_t{3}, hi = round4(dst.offset + bytes);
+    if (lo == dst.offset && hi == dst.offset + bytes) {
+      w_->wgpuQueueWriteBuffer(queue_, buf(dst), dst.offset, src, bytes);  // copied at once
+      return check("writing a buffer");
+    }
+    std::vector<uint8_t> words(hi - lo);
+    OPTJIT_TRY(read(words.data(), {dst.handle, lo}, 4));
+    OPTJIT_TRY(read(words.data() + words.size() - 4, {dst.handle, hi - 4}, 4));
+    std::memcpy(words.data() + (dst.offset - lo), src, bytes);
+    w_->wgpuQueueWriteBuffer(queue_, buf(dst), lo, words.data(), words.size());
     return check("writing a buffer");
   }
   Status write_async(DeviceMemory dst, const void* src, size_t bytes) override {
@@ -366,9 +374,8 @@ class WebgpuDevice final : public Device {
   }
   Status read(void* dst, DeviceMemory src, size_t bytes) override {
     if (bytes == 0) return Status::Ok();
-    if (src.offset % 4)
-      return make_error("WebGPU reads from 4-byte-aligned offsets (offset {})", src.offset);
-    const uint64_t size = round4(bytes);
+    // Whole words (buffers are allocated in whole words, so they hold them).
+    const uint64_t lo = src.offset & ~uint64_t{3}, size = round4(src.offset + bytes) - lo;
     WGPUBufferDescriptor d = WGPU_BUFFER_DESCRIPTOR_INIT;
     d.label = sv("optjit read-back");
     d.usage = WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst;
@@ -376,7 +383,7 @@ class WebgpuDevice final : public Device {
     WGPUBuffer staging = w_->wgpuDeviceCreateBuffer(device_, &d);
     if (!staging) return make_error("WebGPU: no staging buffer of {} bytes", size);
     WGPUCommandEncoder enc = w_->wgpuDeviceCreateCommandEncoder(device_, nullptr);
-    w_->wgpuCommandEncoderCopyBufferToBuffer(enc, buf(src), src.offset, staging, 0, size);
+    w_->wgpuCommandEncoderCopyBufferToBuffer(enc, buf(src), lo, staging, 0, size);
     submit(enc);
     struct Mapped {
       bool done = false;
@@ -402,7 +409,7 @@ class WebgpuDevice final : public Device {
     if (mapped.status == WGPUMapAsyncStatus_Success) {
       const void* p = w_->wgpuBufferGetConstMappedRange(staging, 0, size);
       if (p)
-        std::memcpy(dst, p, bytes);
+        std::memcpy(dst, static_cast<const uint8_t*>(p) + (src.offset - lo), bytes);
       else
         st = make_error("WebGPU: a mapped read-back buffer has no range");
       w_->wgpuBufferUnmap(staging);

@@ -68,8 +68,9 @@ RC_GTEST_PROP(WebgpuProperty, EveryLaunchShapeMatchesTheReference, ()) {
   (void)kCases;
   const bool custom = *rc::gen::arbitrary<bool>();
   std::string text = custom ? *gen_custom_pipeline() : *gen_builtin_pipeline();
-  RC_TAG(custom ? "custom" : "builtins");
-  auto plan = compile_pipeline(text, {DType::f32, DType::f32, DType::f32});
+  const DType t = *rc::gen::elementOf(std::vector<DType>{DType::f32, DType::bf16, DType::f16});
+  RC_TAG(custom ? "custom" : "builtins", to_string(t));
+  auto plan = compile_pipeline(text, {t, t, t});
   RC_ASSERT(plan.ok());
   codegen::GpuLaunch launch;
   launch.block = *rc::gen::elementOf(std::vector<int>{1, 2, 4, 8, 16, 64});
@@ -93,7 +94,7 @@ RC_GTEST_PROP(WebgpuProperty, EveryLaunchShapeMatchesTheReference, ()) {
     RC_ASSERT(gpu.error().message.find("WGSL has no f64") != std::string::npos);
     RC_DISCARD("f64 element math");
   }
-  check_backend_matches_reference(*plan, DType::f32, random_params(DType::f32, 40),
+  check_backend_matches_reference(*plan, t, random_params(t, 40),
                                   [&](runtime::OptimizerState& s) {
                                     auto r = (*gpu)->step(s);
                                     RC_ASSERT(r.ok());
@@ -168,15 +169,61 @@ TEST(Webgpu, ReductionPartialsReachTheHostExactly) {
   }
 }
 
+// bf16 and f16 are stored as their bits, two to a word, and rounded in the shader: p - g from
+// random bit patterns (every exponent, subnormals, infinities, NaNs, and ties) equals the CPU
+// backend's, bit for bit, over an odd count so vectors have tails and words are shared between
+// invocations.
+TEST(Webgpu, SixteenBitStorageRoundsAsTheCpuBitForBit) {
+  for (DType dt : {DType::bf16, DType::f16}) {
+    SCOPED_TRACE(to_string(dt));
+    const size_t n = 4099;
+    std::vector<uint16_t> p0(n), g(n);
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    auto next = [&] {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      return static_cast<uint16_t>(x >> 20);
+    };
+    for (size_t i = 0; i < n; ++i) p0[i] = next(), g[i] = next();
+    // Exact ties of the final rounding: 1 + 2^-8 and 1 + 3 * 2^-8 in bf16, 1 + 2^-11 and
+    // 1 + 3 * 2^-11 in f16 (p = 1, g the negated increment).
+    const bool bf = dt == DType::bf16;
+    p0[0] = bf ? 0x3f80 : 0x3c00, g[0] = bf ? 0xbb80 : 0x9000;
+    p0[1] = bf ? 0x3f80 : 0x3c00, g[1] = bf ? 0xbc40 : 0x9600;
+    std::vector<uint16_t> got[2];
+    for (int k = 0; k < 2; ++k) {
+      got[k] = p0;
+      OptimizerOptions o;
+      o.backend = k == 0 ? Backend::webgpu : Backend::cpu;
+      o.gpu_launch = codegen::GpuLaunch{.block = 8, .items = 2, .vec = 4, .chunk_elements = 36};
+      o.cache.reset();
+      auto opt = Optimizer::create(
+          "sgd(lr=1.0)",
+          {{.name = "w", .data = got[k].data(), .dtype = dt, .shape = {int64_t(n)}}}, o);
+      ASSERT_TRUE(opt) << opt.error().message;
+      ASSERT_TRUE((*opt)->step({g.data()}));
+    }
+    auto value = [&](const std::vector<uint16_t>& v, size_t i) {
+      return runtime::load_element(reinterpret_cast<const uint8_t*>(v.data()), dt,
+                                   static_cast<int64_t>(i));
+    };
+    size_t differ = 0;
+    for (size_t i = 0; i < n; ++i)
+      differ += std::isnan(value(got[0], i)) ? !std::isnan(value(got[1], i)) : got[0][i] != got[1][i];
+    EXPECT_EQ(differ, 0u);
+    EXPECT_EQ(got[0][0], bf ? 0x3f80 : 0x3c00);  // the tie to even, down
+    EXPECT_EQ(got[0][1], bf ? 0x3f82 : 0x3c02);  // and up
+  }
+}
+
 TEST(Webgpu, RefusesWhatWgslCannotHoldWithTheReason) {
-  std::vector<uint16_t> p(8, 0);
   OptimizerOptions o;
   o.backend = Backend::webgpu;
   o.cache.reset();
+  std::vector<double> d64(8, 0.0);
   auto opt = Optimizer::create(
-      "adamw(lr=1e-3)", {{.name = "w", .data = p.data(), .dtype = DType::bf16, .shape = {8}}}, o);
+      "adamw(lr=1e-3)", {{.name = "w", .data = d64.data(), .dtype = DType::f64, .shape = {8}}}, o);
   ASSERT_FALSE(opt);
-  EXPECT_NE(opt.error().message.find("stores float32 only (buffer 'param' is bf16"),
+  EXPECT_NE(opt.error().message.find("stores f32, bf16 and f16 (buffer 'param' is f64"),
             std::string::npos)
       << opt.error().message;
   std::vector<float> f(8, 0.0f);
