@@ -191,7 +191,7 @@ class KernelWriter {
     for (const auto& in : pass_.body.insts)
       if (in.op == Op::Uniform)
         s += "    " +
-             L_.let(L_.value_type(in.type), fmt::format("u{}", in.attr),
+             L_.let(L_.value_type(in.type), L_.uniform_name(in.attr),
                     convert(L_.uniform(in.attr), DType::f64, in.type)) +
              "\n";
     for (size_t r = 0; r < R; ++r)
@@ -437,7 +437,7 @@ class KernelWriter {
 
   std::string v(ir::ValueId id) const {
     const ir::Inst& in = pass_.body.at(id);
-    if (in.op == Op::Uniform) return fmt::format("u{}", in.attr);
+    if (in.op == Op::Uniform) return L_.uniform_name(in.attr);
     if (in.op == Op::Const) return literal(in.imm, in.type);
     return fmt::format("v{}", index(id));
   }

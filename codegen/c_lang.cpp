@@ -414,6 +414,7 @@ class Wgsl final : public Lang {
   std::string store_partial(const std::string& ix, const std::string& value) const override {
     return fmt::format("partials[{}] = optjit_f32_to_f64({});", ix, value);
   }
+  std::string uniform_name(uint32_t k) const override { return fmt::format("u_{}", k); }
 
   std::string preamble(const plan::Plan& plan, int) const override {
     std::string s;

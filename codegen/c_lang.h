@@ -104,6 +104,8 @@ class Lang {
   }
   /// OPTJIT_BF16_TO_F32(bits) and OPTJIT_BF16_BITS(f32), the latter rounding to nearest even.
   virtual std::string bf16_helpers() const;
+  /// The local that holds pass uniform k ("u3"; WGSL's must not spell a type, as u32 does).
+  virtual std::string uniform_name(uint32_t k) const { return fmt::format("u{}", k); }
   /// Writes partial `ix`, a value of type wide().
   virtual std::string store_partial(const std::string& ix, const std::string& value) const;
 };

@@ -83,6 +83,7 @@ RC_GTEST_PROP(WebgpuProperty, EveryLaunchShapeMatchesTheReference, ()) {
   options.launch = launch;
   auto gpu = testing::executor(*plan, "webgpu", options);
   if (!gpu.ok()) {
+    RC_LOG() << gpu.error().message << "\n";
     // Custom transforms that mix f32 elements with f64 scalars compute in f64 per element,
     // which WGSL cannot: refused with the reason, never run in f32.
     bool f64_elements = false;
