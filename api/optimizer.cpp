@@ -354,7 +354,7 @@ Status Optimizer::Impl::resolve_launch() {
   std::string from;
   gpu_launch = autotune::gpu_launch_for(
       target, cache.get(), &from,
-      desc.kind == "cuda" ? codegen::GpuLaunch{} : codegen::GpuLaunch::device_default(desc.gpu));
+      desc.default_launch);
   tuned = !from.empty();
   return Status::Ok();
 }

@@ -193,10 +193,9 @@ Expected<TuneResult> tune_device(const plan::Plan& plan, runtime::OptimizerState
   return tune(target, space, make, restore, cache, options);
 }
 
-SearchSpace opencl_space(const runtime::DeviceDescription& d) {
+SearchSpace device_space(const runtime::DeviceDescription& d) {
   const int max_block = static_cast<int>(std::min<size_t>(1024, d.max_group));
-  return {codegen::GpuLaunch::device_default(d.gpu).to_string(), gpu_stages(max_block, d.gpu), {},
-          valid_launch};
+  return {d.default_launch.to_string(), gpu_stages(max_block, d.gpu), {}, valid_launch};
 }
 
 SearchSpace cuda_space(const plan::Plan& plan, const runtime::DeviceDescription& d,
@@ -218,10 +217,11 @@ Expected<TuneResult> tune_gpu(const plan::Plan& plan, runtime::OptimizerState& s
   if (d.kind == "cuda")
     return tune_device(plan, state, device, target, cuda_space(plan, d, cache), cache, options,
                        restore_external);
-  if (d.kind == "opencl")
-    return tune_device(plan, state, device, target, opencl_space(d), cache, options,
-                       restore_external);
-  return make_error("tune_gpu: the {} device is not a GPU-style device", d.kind);
+  if (d.kind == "cpu")
+    return make_error("tune_gpu: the {} device is not a GPU-style device", d.kind);
+  // OpenCL, WebGPU and any other kind: blocks up to what the device allows.
+  return tune_device(plan, state, device, target, device_space(d), cache, options,
+                     restore_external);
 }
 
 Expected<TuneResult> tune_opencl(const plan::Plan& plan, runtime::OptimizerState& state, int device,

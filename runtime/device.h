@@ -93,6 +93,8 @@ struct DeviceDescription {
   /// Vector loads need a tensor's address aligned to the whole vector (CUDA's aligned structs),
   /// not just to one element (the CPU, OpenCL's vloadn).
   bool vector_aligned = false;
+  /// The launch before any tuning (the tuner's starting point).
+  codegen::GpuLaunch default_launch;
 };
 
 class Device {

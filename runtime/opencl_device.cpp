@@ -220,6 +220,7 @@ class OpenclDevice final : public Device {
     desc.max_group = d->info_.max_work_group;
     desc.addressing = Addressing::arenas;
     desc.device_step = true;
+    desc.default_launch = codegen::GpuLaunch::device_default(desc.gpu);
     return d;
   }
   ~OpenclDevice() override {

@@ -341,9 +341,7 @@ int bench(const BenchOptions& o) {
     if (!d) return fail(d.error().message);
     gpu = std::move(*d);
     // GPU launch parameters: as given, the cache's tuning decision ("tuned"), or the defaults.
-    codegen::GpuLaunch base = o.backend == "opencl"
-                                  ? codegen::GpuLaunch::device_default(gpu->description().gpu)
-                                  : codegen::GpuLaunch{};
+    codegen::GpuLaunch base = gpu->description().default_launch;
     base.chunk_elements = o.chunk;
     if (o.launch != "tuned") {
       auto l = codegen::GpuLaunch::from_text(o.launch, base);
