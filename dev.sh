@@ -12,7 +12,7 @@ PACKAGES=(cmake ninja-build g++ pkg-config git
           llvm-15-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo
           libsqlite3-dev libfmt-dev libcli11-dev nlohmann-json3-dev libxxhash-dev libsodium-dev
           libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev clang-14 libclang-rt-14-dev
-          python3-dev python3-pip libopenmpi-dev openmpi-bin)
+          python3-dev python3-pip libopenmpi-dev openmpi-bin mesa-vulkan-drivers)
 
 install_deps() {
   local missing=()
@@ -29,9 +29,10 @@ install_deps() {
 
 # The Python package's build and test needs (PyPI), installed only when missing: nanobind builds
 # optjit._optjit; torch, numpy and pytest test optjit.torch against PyTorch itself; scikit-learn
-# has the digits data set the training test uses; bitsandbytes and torchao are the oracles of 8-bit state.
-PY_PACKAGES=(nanobind numpy pytest torch expecttest scikit-learn lion-pytorch torch-optimizer bitsandbytes torchao)
-PY_MODULES=(nanobind numpy pytest torch expecttest sklearn lion_pytorch torch_optimizer bitsandbytes torchao)
+# has the digits data set the training test uses; bitsandbytes and torchao are the oracles of 8-bit state;
+# wgpu carries wgpu-native (the webgpu backend's library and headers; Mesa's lavapipe is its device here).
+PY_PACKAGES=(nanobind numpy pytest torch expecttest scikit-learn lion-pytorch torch-optimizer bitsandbytes torchao wgpu)
+PY_MODULES=(nanobind numpy pytest torch expecttest sklearn lion_pytorch torch_optimizer bitsandbytes torchao wgpu)
 
 install_python_deps() {
   local missing=()

@@ -352,9 +352,7 @@ Status Optimizer::Impl::resolve_launch() {
     return Status::Ok();
   }
   std::string from;
-  gpu_launch = autotune::gpu_launch_for(
-      target, cache.get(), &from,
-      desc.default_launch);
+  gpu_launch = autotune::gpu_launch_for(target, cache.get(), &from, desc.default_launch);
   tuned = !from.empty();
   return Status::Ok();
 }

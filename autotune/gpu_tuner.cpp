@@ -6,8 +6,8 @@
 
 #include "codegen/cuda_kernels.h"
 #include "runtime/cuda_driver.h"
-#include "runtime/devices.h"
 #include "runtime/device.h"
+#include "runtime/devices.h"
 #include "runtime/executor.h"
 #include "runtime/opencl_device.h"
 

@@ -423,8 +423,8 @@ class Wgsl final : public Lang {
     const size_t B = plan.buffers.size();
     for (size_t b = 0; b < B; ++b) {
       if (!half(plan.buffers[b].storage)) {
-        s += fmt::format("@group(0) @binding({0}) var<storage, read_write> b{0}: array<{1}>;\n",
-                         b, storage_type(plan.buffers[b].storage));
+        s += fmt::format("@group(0) @binding({0}) var<storage, read_write> b{0}: array<{1}>;\n", b,
+                         storage_type(plan.buffers[b].storage));
         continue;
       }
       // Two or four elements to a word. Invocations store neighbouring elements (vector tails,
@@ -598,6 +598,20 @@ fn OPTJIT_F32_TO_F16(v: f32) -> u32 {
     };
     if (w == 1) return one(fmt::format("p{} + {}", b, ix), fmt::format("S{}", b));
     std::string s;
+    if (narrow(st) == 16) {
+      // Pairs that fill a word (the element index even: arenas and chunks are aligned, a
+      // caller's buffer may not be) are one plain store, not two read-modify-writes.
+      for (int l = 0; l < w; l += 2) {
+        const std::string e = fmt::format("p{} + ({}) * {} + {}", b, ix, w, l);
+        s += fmt::format(
+            "{5}if (((p{0} + ({1}) * {2} + {3}) & 1) == 0) {{ atomicStore(&b{0}[({4}) >> 1u], "
+            "(S{0}[{3}] & 0xffffu) | (S{0}[{6}] << 16u)); }} else {{ {7} {8} }}",
+            b, ix, w, l, e, l == 0 ? "" : " ", l + 1, one(e, fmt::format("S{}[{}]", b, l)),
+            one(fmt::format("p{} + ({}) * {} + {}", b, ix, w, l + 1),
+                fmt::format("S{}[{}]", b, l + 1)));
+      }
+      return s;
+    }
     for (int l = 0; l < w; ++l)
       s += (l == 0 ? "" : " ") +
            one(fmt::format("p{} + ({}) * {} + {}", b, ix, w, l), fmt::format("S{}[{}]", b, l));

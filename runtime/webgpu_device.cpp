@@ -31,27 +31,27 @@ namespace optjit::runtime {
 namespace {
 
 // The entry points optjit uses, typed from the header's declarations.
-#define OPTJIT_WGPU_FUNCTIONS(X)                                                                  \
-  X(wgpuCreateInstance)                                                                           \
-  X(wgpuInstanceRelease)                                                                          \
-  X(wgpuInstanceEnumerateAdapters) X(wgpuInstanceProcessEvents) X(wgpuAdapterGetInfo) X(          \
-      wgpuAdapterInfoFreeMembers) X(wgpuAdapterGetLimits) X(wgpuAdapterRequestDevice)             \
-      X(wgpuAdapterRelease) X(wgpuDeviceRelease) X(wgpuDeviceGetQueue) X(                         \
-          wgpuDeviceCreateBuffer) X(wgpuBufferRelease) X(wgpuBufferDestroy) X(wgpuBufferMapAsync) \
-          X(wgpuBufferGetConstMappedRange) X(wgpuBufferGetMappedRange) X(wgpuBufferUnmap) X(      \
-              wgpuQueueWriteBuffer) X(wgpuQueueSubmit) X(wgpuQueueRelease)                        \
-              X(wgpuDeviceCreateCommandEncoder) X(wgpuCommandEncoderCopyBufferToBuffer) X(        \
-                  wgpuCommandEncoderBeginComputePass) X(wgpuCommandEncoderFinish)                 \
-                  X(wgpuCommandEncoderRelease) X(wgpuCommandBufferRelease) X(                     \
-                      wgpuComputePassEncoderSetPipeline) X(wgpuComputePassEncoderSetBindGroup)    \
-                      X(wgpuComputePassEncoderDispatchWorkgroups) X(wgpuComputePassEncoderEnd)    \
-                          X(wgpuComputePassEncoderRelease) X(wgpuDeviceCreateShaderModule)        \
-                              X(wgpuShaderModuleRelease) X(wgpuDeviceCreateBindGroupLayout) X(    \
-                                  wgpuBindGroupLayoutRelease) X(wgpuDeviceCreatePipelineLayout)   \
-                                  X(wgpuPipelineLayoutRelease) X(wgpuDeviceCreateComputePipeline) \
-                                      X(wgpuComputePipelineRelease) X(wgpuDeviceCreateBindGroup)  \
-                                          X(wgpuBindGroupRelease) X(wgpuDevicePushErrorScope)     \
-                                              X(wgpuDevicePopErrorScope) X(wgpuDevicePoll)        \
+#define OPTJIT_WGPU_FUNCTIONS(X)                                                                   \
+  X(wgpuCreateInstance)                                                                            \
+  X(wgpuInstanceRelease)                                                                           \
+  X(wgpuInstanceEnumerateAdapters)                                                                 \
+  X(wgpuInstanceProcessEvents) X(wgpuAdapterGetInfo) X(wgpuAdapterInfoFreeMembers) X(              \
+      wgpuAdapterGetLimits) X(wgpuAdapterRequestDevice) X(wgpuAdapterRelease) X(wgpuDeviceRelease) \
+      X(wgpuDeviceGetQueue) X(wgpuDeviceCreateBuffer) X(wgpuBufferRelease) X(wgpuBufferDestroy)    \
+          X(wgpuBufferMapAsync) X(wgpuBufferGetConstMappedRange) X(wgpuBufferGetMappedRange) X(    \
+              wgpuBufferUnmap) X(wgpuQueueWriteBuffer) X(wgpuQueueSubmit) X(wgpuQueueRelease)      \
+              X(wgpuDeviceCreateCommandEncoder) X(wgpuCommandEncoderCopyBufferToBuffer) X(         \
+                  wgpuCommandEncoderBeginComputePass) X(wgpuCommandEncoderFinish)                  \
+                  X(wgpuCommandEncoderRelease) X(wgpuCommandBufferRelease) X(                      \
+                      wgpuComputePassEncoderSetPipeline) X(wgpuComputePassEncoderSetBindGroup)     \
+                      X(wgpuComputePassEncoderDispatchWorkgroups) X(wgpuComputePassEncoderEnd)     \
+                          X(wgpuComputePassEncoderRelease) X(wgpuDeviceCreateShaderModule)         \
+                              X(wgpuShaderModuleRelease) X(wgpuDeviceCreateBindGroupLayout) X(     \
+                                  wgpuBindGroupLayoutRelease) X(wgpuDeviceCreatePipelineLayout)    \
+                                  X(wgpuPipelineLayoutRelease) X(wgpuDeviceCreateComputePipeline)  \
+                                      X(wgpuComputePipelineRelease) X(wgpuDeviceCreateBindGroup)   \
+                                          X(wgpuBindGroupRelease) X(wgpuDevicePushErrorScope)      \
+                                              X(wgpuDevicePopErrorScope) X(wgpuDevicePoll)         \
                                                   X(wgpuGetVersion)
 
 struct Api {
@@ -318,10 +318,13 @@ class WebgpuDevice final : public Device {
     dd.gpu = d->info_.gpu;
     // WebGPU does not say how many compute units an adapter has: 16 makes the grid cap's
     // groups per unit (the tuner tries 2..32) span 32..512 work-groups. The default, 256
-    // groups of 256 invocations, two elements each per trip, was the fastest of those tried
-    // for clip+AdamW at 16M parameters on lavapipe (96 ms/step against 365 ms with 8 groups).
+    // groups of 256 invocations, two vectors of two elements each per trip, was the fastest of
+    // those tried for clip+AdamW at 16M parameters on lavapipe (f32: 89 ms/step against 365 ms
+    // with 8 groups and 264 ms with vectors of 4; bf16: 100 ms against 369 ms with vectors of
+    // one element, where every store is two atomic read-modify-writes).
     dd.compute_units = 16;
-    dd.default_launch = codegen::GpuLaunch{.block = 256, .items = 2, .groups_per_unit = 16};
+    dd.default_launch =
+        codegen::GpuLaunch{.block = 256, .items = 2, .vec = 2, .groups_per_unit = 16};
     dd.max_group = std::min(d->info_.limits.maxComputeInvocationsPerWorkgroup,
                             d->info_.limits.maxComputeWorkgroupSizeX);
     dd.addressing = Addressing::arenas;
@@ -584,8 +587,8 @@ Status WebgpuModule::build(const plan::Plan& plan, const std::string& source, in
   // OPTJIT_WGPU_BOUNDS_CHECKS=1 to have WebGPU's checks anyway.
   const char* checks = std::getenv("OPTJIT_WGPU_BOUNDS_CHECKS");
   if (w.wgpuDeviceCreateShaderModuleTrusted && !(checks && *checks && *checks != '0'))
-    shader_ = w.wgpuDeviceCreateShaderModuleTrusted(dev_.device(), &md,
-                                                    WGPUShaderRuntimeChecks_None);
+    shader_ =
+        w.wgpuDeviceCreateShaderModuleTrusted(dev_.device(), &md, WGPUShaderRuntimeChecks_None);
   else
     shader_ = w.wgpuDeviceCreateShaderModule(dev_.device(), &md);
   OPTJIT_TRY(dev_.pop_scope("compiling the WGSL kernels"));

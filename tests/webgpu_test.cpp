@@ -95,12 +95,11 @@ RC_GTEST_PROP(WebgpuProperty, EveryLaunchShapeMatchesTheReference, ()) {
     RC_ASSERT(gpu.error().message.find("WGSL has no f64") != std::string::npos);
     RC_DISCARD("f64 element math");
   }
-  check_backend_matches_reference(*plan, t, random_params(t, 40),
-                                  [&](runtime::OptimizerState& s) {
-                                    auto r = (*gpu)->step(s);
-                                    RC_ASSERT(r.ok());
-                                    return r->skipped;
-                                  });
+  check_backend_matches_reference(*plan, t, random_params(t, 40), [&](runtime::OptimizerState& s) {
+    auto r = (*gpu)->step(s);
+    RC_ASSERT(r.ok());
+    return r->skipped;
+  });
 }
 #endif
 
@@ -198,8 +197,8 @@ TEST(Webgpu, SixteenBitStorageRoundsAsTheCpuBitForBit) {
       o.gpu_launch = codegen::GpuLaunch{.block = 8, .items = 2, .vec = 4, .chunk_elements = 36};
       o.cache.reset();
       auto opt = Optimizer::create(
-          "sgd(lr=1.0)",
-          {{.name = "w", .data = got[k].data(), .dtype = dt, .shape = {int64_t(n)}}}, o);
+          "sgd(lr=1.0)", {{.name = "w", .data = got[k].data(), .dtype = dt, .shape = {int64_t(n)}}},
+          o);
       ASSERT_TRUE(opt) << opt.error().message;
       ASSERT_TRUE((*opt)->step({g.data()}));
     }
@@ -209,7 +208,8 @@ TEST(Webgpu, SixteenBitStorageRoundsAsTheCpuBitForBit) {
     };
     size_t differ = 0;
     for (size_t i = 0; i < n; ++i)
-      differ += std::isnan(value(got[0], i)) ? !std::isnan(value(got[1], i)) : got[0][i] != got[1][i];
+      differ +=
+          std::isnan(value(got[0], i)) ? !std::isnan(value(got[1], i)) : got[0][i] != got[1][i];
     EXPECT_EQ(differ, 0u);
     EXPECT_EQ(got[0][0], bf ? 0x3f80 : 0x3c00);  // the tie to even, down
     EXPECT_EQ(got[0][1], bf ? 0x3f82 : 0x3c02);  // and up

@@ -152,8 +152,9 @@ Expected<OptimizerOptions> optimizer_options(const std::string& backend_name, in
   if (gpu) {
     // Launch parameters: as given (over the device's default), else the kernel cache's tuning
     // decision (the optimizer looks), else the default with --chunk.
-    const codegen::GpuLaunch base =
-        opts.backend == Backend::opencl ? autotune::opencl_default_launch(-1) : codegen::GpuLaunch{};
+    const codegen::GpuLaunch base = opts.backend == Backend::opencl
+                                        ? autotune::opencl_default_launch(-1)
+                                        : codegen::GpuLaunch{};
     if (!launch.empty()) {
       auto l = codegen::GpuLaunch::from_text(launch, base);
       if (!l) return make_error("--launch: {}", l.error().message);

@@ -90,8 +90,9 @@ int main_with_args(int argc, char** argv) {
       ->required()
       ->check(whole(1, kMaxSteps));
   run_cmd
-      ->add_option("--backend", run.backend,
-                   "auto (default: the best available, now cpu) | cpu | reference | opencl | cuda")
+      ->add_option(
+          "--backend", run.backend,
+          "auto (default: the best available, now cpu) | cpu | reference | opencl | cuda | webgpu")
       ->check(device_kinds_and({"reference", "auto"}));
   run_cmd->add_option("--state", run.state, "resume from a state file written by an earlier run");
   run_cmd->add_option("--out", run.out, "where to write parameters, state and step count")
@@ -207,7 +208,7 @@ int main_with_args(int argc, char** argv) {
       "tune", "tune launch parameters ahead of time (stored in the kernel cache)");
   tune_cmd->add_option("pipeline", tune.pipeline, "pipeline text, or a file that holds it")
       ->required();
-  tune_cmd->add_option("--backend", tune.backend, "cpu (default) | cuda | opencl")
+  tune_cmd->add_option("--backend", tune.backend, "cpu (default) | cuda | opencl | webgpu")
       ->check(device_kinds_and({}));
   tune_cmd->add_option("--shapes", tune.shapes,
                        "gpt2-small (default) | resnet50 | many-small | FILE.json");
@@ -227,7 +228,7 @@ int main_with_args(int argc, char** argv) {
       "bench", "time a pipeline against the memory roofline and an unfused baseline");
   bench_cmd->add_option("pipeline", bench.pipeline, "pipeline text, or a file that holds it")
       ->required();
-  bench_cmd->add_option("--backend", bench.backend, "cpu (default) | cuda | opencl")
+  bench_cmd->add_option("--backend", bench.backend, "cpu (default) | cuda | opencl | webgpu")
       ->check(device_kinds_and({}));
   bench_cmd->add_option("--numel", bench.numel, "one tensor of this many elements")
       ->check(whole(1, kMaxElements));
