@@ -275,6 +275,37 @@ TEST(Webgpu, KernelsComeFromTheKernelCache) {
   test::remove_test_dir(dir);
 }
 
+// tune() on WebGPU: the same tuner as OpenCL's, on the very tensors (as before afterwards);
+// the winner is used from then on and steps as the CPU does.
+TEST(Webgpu, TunesThroughTheSameTuner) {
+  std::vector<float> p(5000), g(5000);
+  for (size_t i = 0; i < p.size(); ++i) p[i] = std::sin(0.1 * i), g[i] = std::cos(0.37 * i) * 0.01f;
+  std::vector<float> q = p;
+  OptimizerOptions o;
+  o.backend = Backend::webgpu;
+  o.cache.reset();
+  const char* pipeline = "chain(clip_grad_norm(max_norm=0.1), adamw(lr=1e-2))";
+  auto gpu = Optimizer::create(
+      pipeline, {{.name = "w", .data = p.data(), .dtype = DType::f32, .shape = {5000}}}, o);
+  auto cpu = Optimizer::create(
+      pipeline, {{.name = "w", .data = q.data(), .dtype = DType::f32, .shape = {5000}}});
+  ASSERT_TRUE(gpu && cpu);
+  autotune::TuneOptions topts;
+  topts.seconds_per_candidate = 0.01;
+  topts.max_candidates = 4;
+  topts.progress = false;
+  auto t = (*gpu)->tune({g.data()}, topts);
+  ASSERT_TRUE(t) << t.error().message;
+  EXPECT_EQ(t->measured.size(), 4u);
+  EXPECT_EQ(p, q);
+  EXPECT_EQ((*gpu)->step_count(), 0);
+  EXPECT_EQ((*gpu)->gpu_launch().to_string(), t->winner);
+  EXPECT_TRUE((*gpu)->launch_from_tuning());
+  ASSERT_TRUE((*gpu)->step({g.data()}));
+  ASSERT_TRUE((*cpu)->step({g.data()}));
+  for (size_t i = 0; i < p.size(); ++i) ASSERT_NEAR(p[i], q[i], 2e-6) << i;
+}
+
 // The library the user names is the one used, and its absence is said plainly.
 TEST(Webgpu, AMissingLibraryIsAClearError) {
   std::string cmd = std::string("OPTJIT_WGPU_LIBRARY=/nonexistent/libwgpu_native.so ") +
