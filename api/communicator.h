@@ -22,6 +22,11 @@
 
 #include "ir/error.h"
 #include "ir/plan.h"
+#include "runtime/device_memory.h"
+
+namespace optjit::runtime {
+class Device;
+}
 
 namespace optjit {
 
@@ -38,6 +43,15 @@ class Communicator {
   /// data[i] = the sum of data[i] over every process, in place. A failure of the library (a dead
   /// peer, a timeout) is an error naming it, never a hang beyond the library's own timeout.
   virtual Status allreduce_sum(std::span<double> data) = 0;
+  /// The same on `count` doubles in `device`'s memory, ordered on the device's queue: the
+  /// sharded device step's seam (each pass's partials stay on the device). This default goes
+  /// through the host (read, allreduce_sum, write back: the queue is drained each time); NCCL
+  /// runs on the stream with no host synchronisation.
+  virtual Status allreduce_sum_device(runtime::Device& device, runtime::DeviceMemory data,
+                                      size_t count);
+  /// Whether allreduce_sum_device only enqueues work (no host synchronisation), so a CUDA graph
+  /// can capture a sharded device step.
+  virtual bool capturable() const { return false; }
 };
 
 /// MPI_COMM_WORLD (duplicated, with errors returned rather than fatal), initialising MPI if the

@@ -308,13 +308,19 @@ Status Optimizer::build(std::vector<Param> params, OptimizerOptions options) {
   const auto& desc = m.device->description();
   if (m.options.cuda_graph)
     m.mode = runtime::StepMode::graph;
-  else if (m.options.device_step.value_or(desc.device_step && m.parts.size() == 1 &&
-                                          !m.options.shard))
+  else if (m.options.device_step.value_or(
+               desc.device_step && m.parts.size() == 1 &&
+               (!m.options.shard || m.options.shard->comm->capturable())))
     m.mode = runtime::StepMode::device;
-  if (m.mode != runtime::StepMode::host && m.options.shard)
+  // Sharded, the device step all-reduces each pass's partials on the device (NCCL on the
+  // stream; other communicators through the host); a graph needs a communicator that only
+  // enqueues.
+  if (m.mode == runtime::StepMode::graph && m.options.shard &&
+      !m.options.shard->comm->capturable())
     return make_error(
-        "a sharded step completes its reductions on the host (MPI, torch.distributed); "
-        "device_step and cuda_graph need a device communicator (NCCL), which this build lacks");
+        "a CUDA graph cannot capture a sharded step over {}, which synchronises with the host; "
+        "use NCCL (nccl_communicator) or device_step without cuda_graph",
+        m.options.shard->comm->name());
   if (m.mode != runtime::StepMode::host && m.parts.size() > 1)
     return make_error(
         "parameters of several dtypes step with the scalar program on the host; device_step "
@@ -448,7 +454,12 @@ Expected<runtime::StepResult> Optimizer::Impl::step() {
             limit);
     }
   }
-  if (parts.size() > 1 || options.shard) return lockstep();
+  if (parts.size() > 1 || (options.shard && mode == runtime::StepMode::host)) return lockstep();
+  if (options.shard && !layout) {  // the first sharded device step
+    OPTJIT_TRY(agree_layout());
+    parts[0].executor->set_shard(
+        std::make_shared<const runtime::DeviceShard>(layout->device_shard()));
+  }
   if (!device) return runtime::ReferenceBackend(parts[0].plan).step(parts[0].state);
   return parts[0].executor->step(parts[0].state);
 }

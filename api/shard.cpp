@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "runtime/device.h"
+#include "runtime/executor.h"
 #include "runtime/reference.h"
 
 namespace optjit::detail {
@@ -114,6 +116,19 @@ Expected<ShardLayout> ShardLayout::agree(const ShardOptions& shard,
   return L;
 }
 
+runtime::DeviceShard ShardLayout::device_shard() const {
+  runtime::DeviceShard d;
+  d.owner.assign(pieces_.size(), -1);
+  for (size_t i = 0; i < slot_of_.size(); ++i)
+    if (slot_of_[i] >= 0) d.owner[static_cast<size_t>(slot_of_[i])] = static_cast<int64_t>(i);
+  d.first.assign(first_.begin(), first_.end());
+  d.tensor_of.assign(tensor_of_.begin(), tensor_of_.end());
+  d.allreduce = [comm = comm_](runtime::Device& dev, runtime::DeviceMemory data, size_t count) {
+    return comm->allreduce_sum_device(dev, data, count);
+  };
+  return d;
+}
+
 Expected<std::vector<std::vector<double>>> ShardLayout::complete(
     const std::vector<ir::Op>& ops, const std::vector<std::vector<double>>& local) const {
   const size_t R = ops.size(), S = pieces_.size();
@@ -140,6 +155,14 @@ Expected<std::vector<std::vector<double>>> ShardLayout::complete(
 }  // namespace optjit::detail
 
 namespace optjit {
+
+Status Communicator::allreduce_sum_device(runtime::Device& device, runtime::DeviceMemory data,
+                                          size_t count) {
+  std::vector<double> host(count);
+  OPTJIT_TRY(device.read(host.data(), data, count * sizeof(double)));
+  OPTJIT_TRY(allreduce_sum(host));
+  return device.write(data, host.data(), count * sizeof(double));
+}
 
 ShardCost shard_cost(const plan::Plan& plan, double params, int64_t tensors, int64_t processes,
                      ShardKind kind) {

@@ -6,6 +6,7 @@
 
 #include "api/communicator.h"
 #include "ir/program.h"
+#include "runtime/executor.h"
 
 namespace optjit::detail {
 
@@ -24,6 +25,10 @@ class ShardLayout {
   /// pieces (the reduction's identity for a tensor of no elements). One all-reduce.
   Expected<std::vector<std::vector<double>>> complete(
       const std::vector<ir::Op>& ops, const std::vector<std::vector<double>>& local) const;
+
+  /// The same layout for the device step (runtime::DeviceShard), all-reducing through the
+  /// communicator's allreduce_sum_device.
+  runtime::DeviceShard device_shard() const;
 
   /// The global tensor local parameter i is a piece of.
   size_t tensor_of(size_t i) const { return tensor_of_[i]; }

@@ -52,7 +52,7 @@ class StepWriter {
       if (!seg) return seg.error();
       s += "\n" + *seg;
       if (k == plan_.passes.size()) break;
-      if (layout_.combines[k]) s += "\n" + combine(k);
+      if (layout_.combines[k]) s += "\n" + combine(k) + "\n" + shard_out(k) + "\n" + shard_in(k);
       if (layout_.folds[k]) s += "\n" + fold(k);
     }
     s += "\n" + commit();
@@ -296,6 +296,65 @@ class StepWriter {
       s += lane_combine(in.op, "T", fmt::format("fold_rows[{} * T + i]", q++));
       s += fmt::format("  for ({} g = j0; g < G; g += size) {} = lane[0];\n", I, val_slot(r));
       s += fmt::format("  {};\n", L_.barrier());
+    }
+    return s + "}\n";
+  }
+
+  // Sharded steps (api/communicator.h), between combine_k and fold_k: the all-reduce buffer,
+  // slot by slot (sbuf[r * S + slot]): this process's value of reduction r for the tensor whose
+  // piece the slot is, where that piece is this process's (owner[slot], a local tensor), else 0,
+  // so every slot has one writer over all processes and the sum is exact. One work-group.
+  std::string shard_out(size_t k) const {
+    const std::string I = L_.i64();
+    const auto& reds = plan_.passes[k].reductions;
+    std::string s = fmt::format(
+        "{} optjit_shard_out_{}(const {}, const {}, {}, const {}, const {} T, const {} G, "
+        "const {} S) {{\n",
+        L_.kernel(), k, G("double", "vals"), G("double", "fold_rows"), G("double", "sbuf"),
+        G(I.c_str(), "owner"), I, I, I);
+    s += fmt::format("  const {} j0 = {}, size = {};\n", I, L_.local_id(), L_.local_size());
+    s += fmt::format("  for ({0} slot = j0; slot < S; slot += size) {{\n"
+                     "    const {0} t = owner[slot];\n",
+                     I);
+    size_t q = 0;
+    for (size_t r = 0; r < reds.size(); ++r) {
+      const bool per_tensor = static_cast<ir::Scope>(p_.at(reds[r]).attr) == ir::Scope::tensor;
+      s += fmt::format("    sbuf[{} * S + slot] = t < 0 ? 0.0 : {};\n", r,
+                       per_tensor ? val_slot(reds[r]) : fmt::format("fold_rows[{} * T + t]", q++));
+    }
+    return s + "  }\n}\n";
+  }
+
+  // After the all-reduce: each tensor's value over its pieces in offset order (the first piece
+  // as it is, so a whole tensor keeps its bits), the identity for a tensor no process holds;
+  // per-tensor reductions into each local tensor's value, all-tensor ones into one row per
+  // global tensor for fold_k (launched over the Tg global tensors), as the host's
+  // ShardLayout::complete. One work-group.
+  std::string shard_in(size_t k) const {
+    const std::string I = L_.i64();
+    const auto& reds = plan_.passes[k].reductions;
+    std::string s = fmt::format(
+        "{} optjit_shard_in_{}(const {}, {}, {}, const {}, const {}, const {} T, const {} G, "
+        "const {} S, const {} Tg) {{\n",
+        L_.kernel(), k, G("double", "sbuf"), G("double", "vals"), G("double", "fold_rows"),
+        G(I.c_str(), "first"), G(I.c_str(), "tensor_of"), I, I, I, I);
+    s += fmt::format("  const {} j0 = {}, size = {};\n", I, L_.local_id(), L_.local_size());
+    size_t q = 0;
+    for (size_t r = 0; r < reds.size(); ++r) {
+      const ir::Inst& in = p_.at(reds[r]);
+      const bool per_tensor = static_cast<ir::Scope>(in.attr) == ir::Scope::tensor;
+      s += per_tensor ? fmt::format("  for ({0} t = j0; t < T; t += size) {{\n"
+                                    "    const {0} tg = tensor_of[t];\n",
+                                    I)
+                      : fmt::format("  for ({0} tg = j0; tg < Tg; tg += size) {{\n", I);
+      s += fmt::format(
+          "    const {0} a = first[tg], b = first[tg + 1];\n"
+          "    double v = a == b ? {1} : sbuf[{2} * S + a];\n"
+          "    for ({0} p = a + 1; p < b; ++p) v = {3};\n",
+          I, literal(ir::reduction(in.op).identity, DType::f64), r,
+          combine_two(in.op, "v", fmt::format("sbuf[{} * S + p]", r)));
+      s += per_tensor ? fmt::format("    {} = v;\n  }}\n", val_slot(reds[r]))
+                      : fmt::format("    fold_rows[{} * Tg + tg] = v;\n  }}\n", q++);
     }
     return s + "}\n";
   }

@@ -56,6 +56,10 @@ std::string KernelId::name() const {
       return fmt::format("optjit_segment_{}", k);
     case combine:
       return fmt::format("optjit_combine_{}", k);
+    case shard_out:
+      return fmt::format("optjit_shard_out_{}", k);
+    case shard_in:
+      return fmt::format("optjit_shard_in_{}", k);
     case fold:
       return fmt::format("optjit_fold_{}", k);
     case commit:
@@ -72,7 +76,11 @@ std::vector<KernelId> module_kernels(const plan::Plan& plan, bool device_step) {
   for (uint32_t k = 0; k <= plan.passes.size(); ++k) {
     ids.push_back({KernelId::segment, k});
     if (k == plan.passes.size()) break;
-    if (layout.combines[k]) ids.push_back({KernelId::combine, k});
+    if (layout.combines[k]) {
+      ids.push_back({KernelId::combine, k});
+      ids.push_back({KernelId::shard_out, k});
+      ids.push_back({KernelId::shard_in, k});
+    }
     if (layout.folds[k]) ids.push_back({KernelId::fold, k});
   }
   ids.push_back({KernelId::commit, 0});

@@ -29,7 +29,7 @@ enum class Addressing { pointers, arenas };
 
 /// A kernel of a plan's module.
 struct KernelId {
-  enum Kind : uint8_t { pass, segment, combine, fold, commit } kind = pass;
+  enum Kind : uint8_t { pass, segment, combine, shard_out, shard_in, fold, commit } kind = pass;
   uint32_t k = 0;            // the pass (or segment) index
   std::string name() const;  // "optjit_pass_0", ..., "optjit_commit"
 };

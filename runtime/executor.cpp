@@ -72,9 +72,13 @@ struct Executor::Impl {
   std::optional<DeviceStepHost> step_host;
   DeviceAllocation hypers, ctl, tinfo, vals, fold_rows, first;
   std::vector<double> hyper_values;
+  // A sharded device step: the all-reduce buffer and the layout's tables.
+  std::shared_ptr<const DeviceShard> shard;
+  DeviceAllocation shard_buf, shard_owner, shard_first, shard_tensor_of;
   std::unique_ptr<Graph> graph;
 
   bool device_step() const { return options.step != StepMode::host; }
+  int64_t global_tensors() const { return static_cast<int64_t>(shard->first.size()) - 1; }
   bool arenas_model() const { return desc.addressing == Addressing::arenas; }
 
   void forget() {
@@ -83,6 +87,7 @@ struct Executor::Impl {
     chunk_buf.reset(), partials.reset(), pointer_table.reset();
     uniform_bufs.clear(), row_bufs.clear(), uniform_host.clear();
     hypers.reset(), ctl.reset(), tinfo.reset(), vals.reset(), fold_rows.reset(), first.reset();
+    shard_buf.reset(), shard_owner.reset(), shard_first.reset(), shard_tensor_of.reset();
     row_host.clear(), values.clear(), offsets.clear(), where.clear(), arena_arg.clear();
     uploaded.assign(B, false);
     if (step_host) step_host->forget();
@@ -164,6 +169,11 @@ Expected<std::unique_ptr<Executor>> Executor::create(const plan::Plan& plan,
 double Executor::compile_seconds() const { return impl_->module->compile_seconds(); }
 bool Executor::kernels_from_cache() const { return impl_->module->from_cache(); }
 
+void Executor::set_shard(std::shared_ptr<const DeviceShard> shard) {
+  impl_->shard = std::move(shard);
+  impl_->forget();  // the tables are built again, with the shard's, at the next step
+}
+
 void Executor::state_changed() {
   impl_->uploaded.assign(impl_->B, false);
   if (impl_->step_host) impl_->step_host->forget();
@@ -218,7 +228,24 @@ Status Executor::Impl::build(const OptimizerState& s) {
       OPTJIT_TRY(alloc(tinfo, info.size() * 8, "allocating the tensor table"));
       OPTJIT_TRY(dev.write(tinfo.memory(), info.data(), info.size() * 8));
       OPTJIT_TRY(alloc(vals, layout.vals_size(G, T) * 8, "allocating the scalar program's values"));
-      OPTJIT_TRY(alloc(fold_rows, layout.fold_rows * T * 8, "allocating reduction rows"));
+      // Sharded, the folds run over every global tensor.
+      const size_t rows = shard ? std::max(T, shard->first.size() - 1) : T;
+      OPTJIT_TRY(alloc(fold_rows, layout.fold_rows * rows * 8, "allocating reduction rows"));
+      if (shard) {
+        if (shard->tensor_of.size() != T)
+          return make_error("the sharded step's layout has {} local tensors, the step {}",
+                            shard->tensor_of.size(), T);
+        auto table_of = [&](DeviceAllocation& a, const std::vector<int64_t>& v,
+                            const char* what) -> Status {
+          OPTJIT_TRY(alloc(a, v.size() * 8, what));
+          return dev.write(a.memory(), v.data(), v.size() * 8);
+        };
+        OPTJIT_TRY(table_of(shard_owner, shard->owner, "allocating the shard layout"));
+        OPTJIT_TRY(table_of(shard_first, shard->first, "allocating the shard layout"));
+        OPTJIT_TRY(table_of(shard_tensor_of, shard->tensor_of, "allocating the shard layout"));
+        OPTJIT_TRY(alloc(shard_buf, layout.partials_per_chunk * shard->owner.size() * 8,
+                         "allocating the sharded step's all-reduce buffer"));
+      }
       OPTJIT_TRY(alloc(first, firsts.size() * 8, "allocating the chunk index"));
       OPTJIT_TRY(dev.write(first.memory(), firsts.data(), firsts.size() * 8));
     }
@@ -492,8 +519,22 @@ Status Executor::Impl::enqueue_device_step() {
       OPTJIT_TRY(module->launch({KernelId::combine, k32},
                                 static_cast<size_t>(std::max<int64_t>(T, 1)), lanes, c));
     }
+    if (layout.combines[k] && shard) {
+      const int64_t S = static_cast<int64_t>(shard->owner.size()), Tg = global_tensors();
+      const KernelArg out[] = {mem(vals),         mem(fold_rows),    mem(shard_buf),
+                               mem(shard_owner),  KernelArg::i64(T), KernelArg::i64(G),
+                               KernelArg::i64(S)};
+      OPTJIT_TRY(module->launch({KernelId::shard_out, k32}, 1, lanes, out));
+      OPTJIT_TRY(shard->allreduce(dev, shard_buf.memory(),
+                                  plan.passes[k].reductions.size() * static_cast<size_t>(S)));
+      const KernelArg in[] = {mem(shard_buf),       mem(vals),         mem(fold_rows),
+                              mem(shard_first),     mem(shard_tensor_of), KernelArg::i64(T),
+                              KernelArg::i64(G),    KernelArg::i64(S), KernelArg::i64(Tg)};
+      OPTJIT_TRY(module->launch({KernelId::shard_in, k32}, 1, lanes, in));
+    }
     if (layout.folds[k]) {
-      const KernelArg f[] = {mem(fold_rows), mem(vals), KernelArg::i64(T), KernelArg::i64(G)};
+      const int64_t rows = shard ? global_tensors() : T;
+      const KernelArg f[] = {mem(fold_rows), mem(vals), KernelArg::i64(rows), KernelArg::i64(G)};
       OPTJIT_TRY(module->launch({KernelId::fold, k32}, 1, lanes, f));
     }
   }

@@ -6,6 +6,7 @@
 // (StepMode::graph). Internal: the public API is optjit::Optimizer.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -47,6 +48,18 @@ struct ExecutorOptions {
   }
 };
 
+/// A sharded device step (api/communicator.h): each pass's reductions are completed over every
+/// process on the device, between combining and folding: optjit_shard_out_k writes this
+/// process's per-tensor values into their pieces' slots of one buffer, `allreduce` sums it over
+/// the processes on the device's queue, optjit_shard_in_k folds each tensor's pieces; folds then
+/// run over every global tensor, as the host's sharded step does (the same bits).
+struct DeviceShard {
+  std::vector<int64_t> owner;      // per slot (piece): the local tensor that is it, or -1
+  std::vector<int64_t> first;      // per global tensor: its first slot; then the slot count
+  std::vector<int64_t> tensor_of;  // per local tensor: its global tensor
+  std::function<Status(Device&, DeviceMemory data, size_t count)> allreduce;
+};
+
 class Executor {
  public:
   /// Compiles (or loads from the cache) the plan's kernels for `device`. `plan` must outlive
@@ -74,6 +87,9 @@ class Executor {
   /// After `s` changed on the host other than through step() (a restored checkpoint): the next
   /// step uploads everything again.
   void state_changed();
+  /// Steps from now on are sharded (the device step only; the host step's reductions are
+  /// completed by its caller between run_pass and finish).
+  void set_shard(std::shared_ptr<const DeviceShard> shard);
   /// Copies the state the device holds for host-bound buffers back to `s` (before a checkpoint
   /// when copy_back leaves the state on the device).
   Status sync_to_host(OptimizerState& s);

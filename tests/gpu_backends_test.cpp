@@ -98,7 +98,12 @@ INSTANTIATE_TEST_SUITE_P(
         GoldenCase{"scaler_nadam_cosine_step.cu",
                    "chain(grad_scaler(scale=1024), nadam(lr=cosine_annealing_lr("
                    "base_lr=0.01, T_max=100)))",
-                   DType::f16, codegen::CLanguage::cuda, 256, 1, 1, true}),
+                   DType::f16, codegen::CLanguage::cuda, 256, 1, 1, true},
+        // WGSL: f32, and bf16 two to a word with vector tails (pairs stored as one word).
+        GoldenCase{"clip_adamw.wgsl", "chain(clip_grad_norm(max_norm=1.0), adamw())", DType::f32,
+                   codegen::CLanguage::wgsl},
+        GoldenCase{"lamb_bf16_i2_v2.wgsl", "lamb(weight_decay=0.01)", DType::bf16,
+                   codegen::CLanguage::wgsl, 256, 2, 2}),
     [](const auto& param_info) {
       std::string n = param_info.param.file;
       for (auto& c : n)

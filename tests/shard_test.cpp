@@ -80,7 +80,7 @@ struct Result {
 template <typename T>
 Result run(const char* pipeline, const Layout& l, bool sharded, int steps, Backend backend,
            std::vector<runtime::GroupSpec> groups = {},
-           std::tuple<int, size_t, int64_t> inf_at = {-1, 0, 0}) {
+           std::tuple<int, size_t, int64_t> inf_at = {-1, 0, 0}, bool device_step = false) {
   Result out;
   const DType dt = std::is_same_v<T, double> ? DType::f64 : DType::f32;
   std::vector<std::vector<T>> p(kTensors.size()), g(kTensors.size());
@@ -103,6 +103,7 @@ Result run(const char* pipeline, const Layout& l, bool sharded, int steps, Backe
   o.backend = backend;
   o.cache.reset();
   o.groups = std::move(groups);
+  if (backend != Backend::cpu && backend != Backend::reference) o.device_step = device_step;
   if (sharded) o.shard = sh;
   auto opt = Optimizer::create(pipeline, params, o);
   if (!opt) {
@@ -194,6 +195,39 @@ TEST(Shard, SplitTensorsMatchTheUnshardedStep) {
       EXPECT_EQ(mine32.values, piece_of(whole32, l));
     }
   }
+}
+
+// The device step, sharded: each pass's partials are all-reduced on the device between the
+// combine and fold kernels (here on OpenCL, through the host, as any communicator without a
+// device path does; NCCL does the same on the stream). The same bits as the sharded host step,
+// for split and whole tensors, f32 and f64, with the skip of an Inf on one process.
+TEST(Shard, TheDeviceStepAllReducesOnTheDeviceAsTheHostStepDoes) {
+  ASSERT_TRUE(comm());
+  const char* scaler = "chain(grad_scaler(scale=1024), adamw(lr=1e-2))";
+  for (const Layout& l : {slices(P(), me()), whole_tensors(P(), me())})
+    for (const char* pipeline : {kClipAdamW, kLamb, kInfClipAdamW, scaler}) {
+      SCOPED_TRACE(pipeline);
+      // An Inf in the last element of w1 (on the last process) from step 3, for the scaler.
+      const std::tuple<int, size_t, int64_t>
+          none = {-1, 0, 0},
+          inf = pipeline == scaler ? std::tuple<int, size_t, int64_t>{2, 1, kTensors[1].numel - 1}
+                                   : none;
+      const Result host = run<float>(pipeline, l, true, 4, Backend::opencl, {}, inf, false);
+      const Result dev = run<float>(pipeline, l, true, 4, Backend::opencl, {}, inf, true);
+      ASSERT_EQ(dev.error, "");
+      EXPECT_EQ(dev.values, host.values);
+      EXPECT_EQ(dev.skipped, host.skipped);
+      if (pipeline == scaler) EXPECT_EQ(dev.skipped, (std::vector<bool>{false, false, true, true}));
+      const Result host64 = run<double>(pipeline, l, true, 3, Backend::opencl, {}, none, false);
+      const Result dev64 = run<double>(pipeline, l, true, 3, Backend::opencl, {}, none, true);
+      ASSERT_EQ(dev64.error, "");
+      EXPECT_EQ(dev64.values, host64.values);
+    }
+  // And against the unsharded step: float64 to 1e-12.
+  const Layout l = slices(P(), me());
+  const Result ref = run<double>(kLamb, everything(), false, 3, Backend::cpu);
+  const Result dev = run<double>(kLamb, l, true, 3, Backend::opencl, {}, {-1, 0, 0}, true);
+  EXPECT_LE(max_diff(dev.values, piece_of(ref, l)), 1e-12);
 }
 
 // The reference backend (float64 interpreter) shards the same way.
