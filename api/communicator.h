@@ -14,6 +14,7 @@
 // and the same bits on every run with the same processes and layout.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -58,6 +59,24 @@ class Communicator {
 /// program has not (then finalised at exit). An error when this build has no MPI.
 Expected<std::shared_ptr<Communicator>> mpi_communicator();
 bool have_mpi();
+
+/// NCCL over the caller's communicator (an ncclComm_t: its own, or the one under torch's
+/// ProcessGroupNCCL), all-reducing on `cuda_stream` (a CUstream: give the optimizer the same as
+/// OptimizerOptions::queue), so a sharded device step has no host synchronisation and a CUDA
+/// graph can capture it. Not owned. NCCL is loaded at run time ($OPTJIT_NCCL, else
+/// libnccl.so.2); an error says when it or the CUDA driver is missing.
+Expected<std::shared_ptr<Communicator>> nccl_communicator(void* nccl_comm, void* cuda_stream);
+/// NCCL's bootstrap for callers with their own way to share it (a torch store, a file): rank 0
+/// makes the id, every rank passes it to nccl_communicator_init (collective; one GPU per rank).
+using NcclId = std::array<char, 128>;
+Expected<NcclId> nccl_unique_id();
+Expected<std::shared_ptr<Communicator>> nccl_communicator_init(int ranks, int rank,
+                                                               const NcclId& id, int cuda_device,
+                                                               void* cuda_stream);
+/// For a job started with mpirun: one process per GPU, NCCL's unique id sent from rank 0 over
+/// MPI, the communicator owned (destroyed with the returned object). Needs a build with MPI.
+Expected<std::shared_ptr<Communicator>> nccl_communicator_mpi(int cuda_device, void* cuda_stream);
+bool have_nccl();
 
 /// A tensor of the whole model, as every process knows it.
 struct GlobalTensor {

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include "api/communicator.h"
+#include "api/optimizer.h"
 #include "autotune/gpu_tuner.h"
 #include "backend_parity.h"
 #include "caller_memory.h"
@@ -227,6 +229,96 @@ TEST(Cuda, QuantizedStateStepsTheCpusBits) {
       EXPECT_EQ(run(o), want) << pipeline << " mode " << mode;
     }
   }
+}
+
+// A communicator that synchronises with the host (one process: the sum is the data).
+class HostOnlyComm final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string name() const override { return "host-only"; }
+  Status allreduce_sum(std::span<double>) override { return Status::Ok(); }
+};
+
+// NCCL, one rank on this GPU: a sharded device step all-reduces each pass's partials on the
+// optimizer's own stream (the communicator refuses any other), with no host synchronisation,
+// so a CUDA graph captures it; whole tensors give the unsharded device step's bits (every slot
+// is this rank's, the folds run over the same tensors in the same order).
+TEST(Nccl, ShardedDeviceStepOnTheStreamAndInAGraph) {
+  auto dev = runtime::open_device({.kind = "cuda"});
+  ASSERT_TRUE(dev) << dev.error().message;
+  void* stream = (*dev)->queue();
+  auto id = nccl_unique_id();
+  ASSERT_TRUE(id) << id.error().message;
+  auto comm = nccl_communicator_init(1, 0, *id, (*dev)->description().index, stream);
+  ASSERT_TRUE(comm) << comm.error().message;
+  EXPECT_TRUE((*comm)->capturable());
+  std::vector<double> v = {1.5, -2.0, 3.0};
+  ASSERT_TRUE((*comm)->allreduce_sum(v));
+  EXPECT_EQ(v, (std::vector<double>{1.5, -2.0, 3.0}));
+  const std::vector<GlobalTensor> tensors = {{"a", 1000}, {"b", 37}};
+  // A graph of a sharded step over a communicator that synchronises with the host: refused.
+  {
+    std::vector<float> a(1000), b(37);
+    OptimizerOptions o;
+    o.backend = Backend::cuda;
+    o.cuda_graph = true;
+    o.shard = ShardOptions{std::make_shared<HostOnlyComm>(), tensors, {}};
+    auto refused =
+        Optimizer::create("adamw()",
+                          {{.name = "a", .data = a.data(), .dtype = DType::f32, .shape = {1000}},
+                           {.name = "b", .data = b.data(), .dtype = DType::f32, .shape = {37}}},
+                          o);
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().message.find("a CUDA graph cannot capture a sharded step over "
+                                           "host-only"),
+              std::string::npos)
+        << refused.error().message;
+  }
+  for (const char* pipeline :
+       {"chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2, weight_decay=0.1))",
+        "lamb(lr=1e-2, weight_decay=0.01)", "chain(grad_scaler(scale=1024), adamw(lr=1e-2))"})
+    for (bool graph : {false, true}) {
+      SCOPED_TRACE(std::string(pipeline) + (graph ? ", graph" : ", device step"));
+      std::vector<std::vector<float>> p[2];
+      std::unique_ptr<Optimizer> opt[2];
+      for (int k = 0; k < 2; ++k) {
+        p[k] = {std::vector<float>(1000), std::vector<float>(37)};
+        for (size_t t = 0; t < 2; ++t)
+          for (size_t e = 0; e < p[k][t].size(); ++e) p[k][t][e] = std::sin(0.3f * e + t);
+        OptimizerOptions o;
+        o.backend = Backend::cuda;
+        o.queue = stream;
+        o.device_step = true;
+        o.cuda_graph = graph;
+        if (k == 1) o.shard = ShardOptions{*comm, tensors, {}};
+        auto made = Optimizer::create(
+            pipeline,
+            {{.name = "a", .data = p[k][0].data(), .dtype = DType::f32, .shape = {1000}},
+             {.name = "b", .data = p[k][1].data(), .dtype = DType::f32, .shape = {37}}},
+            o);
+        ASSERT_TRUE(made) << made.error().message;
+        opt[k] = std::move(*made);
+      }
+      for (int step = 0; step < 4; ++step) {
+        std::vector<float> ga(1000), gb(37);
+        for (size_t e = 0; e < ga.size(); ++e) ga[e] = std::cos(0.7f * e + step) * 0.1f;
+        for (size_t e = 0; e < gb.size(); ++e) gb[e] = std::cos(1.3f * e - step);
+        if (step == 2) gb[5] = INFINITY;  // the scaler skips; the others go NaN alike
+        for (int k = 0; k < 2; ++k) {
+          auto r = opt[k]->step({ga.data(), gb.data()});
+          ASSERT_TRUE(r) << r.error().message;
+        }
+      }
+      for (size_t t = 0; t < 2; ++t)
+        for (size_t e = 0; e < p[0][t].size(); ++e) {
+          if (std::isnan(p[0][t][e])) {
+            EXPECT_TRUE(std::isnan(p[1][t][e]));
+            continue;
+          }
+          ASSERT_EQ(p[0][t][e], p[1][t][e]) << t << " " << e;
+        }
+    }
 }
 
 }  // namespace

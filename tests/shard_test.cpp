@@ -230,6 +230,17 @@ TEST(Shard, TheDeviceStepAllReducesOnTheDeviceAsTheHostStepDoes) {
   EXPECT_LE(max_diff(dev.values, piece_of(ref, l)), 1e-12);
 }
 
+// NCCL needs a GPU: without one (this machine) it is a clear error on every process, before
+// any collective call (so none waits for the others).
+TEST(Shard, NcclWithoutAGpuIsAClearError) {
+  ASSERT_TRUE(comm());
+  auto n = nccl_communicator_mpi(0, nullptr);
+  ASSERT_FALSE(n);
+  EXPECT_TRUE(n.error().message.find("CUDA driver") != std::string::npos ||
+              n.error().message.find("no NCCL library") != std::string::npos)
+      << n.error().message;
+}
+
 // The reference backend (float64 interpreter) shards the same way.
 TEST(Shard, TheReferenceBackendShardsToo) {
   ASSERT_TRUE(comm());

@@ -45,6 +45,17 @@ find_nvrtc() {
   return 1
 }
 
+# NCCL in a fixed order: $OPTJIT_NCCL, the machine's Python wheel, the toolkit, the bundle's.
+find_nccl() {
+  local site c
+  site=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null)
+  for c in "${OPTJIT_NCCL:-}" "$site/nvidia/nccl/lib/libnccl.so.2" \
+    /usr/local/cuda/lib64/libnccl.so.2 /usr/local/cuda/lib/libnccl.so.2 "$root/lib/libnccl.so.2"; do
+    [ -n "$c" ] && [ -e "$c" ] && { echo "$c"; return 0; }
+  done
+  return 1
+}
+
 smoke() {
   local glibc
   glibc=$(ldd --version | head -1 | grep -oE '[0-9]+\.[0-9]+$')
@@ -120,6 +131,7 @@ opencl() {
 
 unpack
 export OPTJIT_NVRTC=${OPTJIT_NVRTC:-$(find_nvrtc)}
+OPTJIT_NCCL=$(find_nccl) && export OPTJIT_NCCL
 status=0
 for stage in "${@:-smoke}"; do
   fn=$stage

@@ -20,6 +20,11 @@ cp "$build/optjit" "$build/tests/cuda_test" "$stage/bin/"
 ldd "$build/optjit" "$build/tests/cuda_test" | awk '/=>/ {print $3}' | sort -u |
   grep -Ev '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*|libstdc\+\+|libgcc_s|libnvrtc[^/]*)\.so' |
   while read -r lib; do cp -L "$lib" "$stage/lib/"; done
+# NCCL (loaded at run time by api/nccl_communicator.cpp): the toolkit's, as a fallback for a
+# machine without its own (device_run.sh prefers the machine's Python wheel).
+for nccl in /usr/local/cuda/lib/libnccl.so.2 /usr/local/cuda/lib64/libnccl.so.2; do
+  [ -e "$nccl" ] && { cp -L "$nccl" "$stage/lib/libnccl.so.2"; break; }
+done
 strip "$stage"/bin/* "$stage"/lib/* 2>/dev/null || true
 tar -cJf .gpu/optjit-gpu.tar.xz -C "$stage" .
 exclude=$(git rev-parse --git-path info/exclude)
