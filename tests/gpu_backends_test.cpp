@@ -216,8 +216,8 @@ TEST(Nvrtc, EveryBuiltinCompilesForSm80AndSm90) {
     ASSERT_TRUE(cubin) << d->name << " device step: " << cubin.error().message;
     const auto layout = codegen::device_step_layout(*plan);
     size_t expected = 2 * plan->passes.size() + 2;  // passes, segments, commit
-    for (size_t k = 0; k < plan->passes.size(); ++k)
-      expected += layout.combines[k] + layout.folds[k];
+    for (size_t k = 0; k < plan->passes.size(); ++k)  // combine, shard_out, shard_in; fold
+      expected += 3 * layout.combines[k] + layout.folds[k];
     EXPECT_EQ(cubin->kernels.size(), expected) << d->name;
     for (const auto& k : cubin->kernels)
       EXPECT_EQ(k.spill_stores + k.spill_loads, 0) << d->name << " " << k.name << " spills";
