@@ -256,6 +256,25 @@ TEST(Webgpu, ListsAdaptersAndRefusesAMissingOne) {
   EXPECT_NE(b.error().message.find("no WebGPU adapter 99"), std::string::npos) << b.error().message;
 }
 
+// `auto` takes a WebGPU GPU after CUDA and OpenCL GPUs, never a WebGPU adapter that is a CPU
+// (lavapipe: optjit's own CPU backend is faster there).
+TEST(Webgpu, AutoPicksAWebgpuGpuAfterCudaAndOpencl) {
+  auto rec = [](const char* backend, bool gpu) {
+    return runtime::DeviceRecord{backend, 0, std::string(backend) + " device", gpu, "", ""};
+  };
+  runtime::DeviceList l;
+  l.devices = {rec("cpu", false), rec("webgpu", false)};
+  EXPECT_EQ(runtime::pick_auto(l).backend, "cpu");
+  l.devices.push_back(rec("webgpu", true));
+  std::string why;
+  EXPECT_EQ(runtime::pick_auto(l, &why).backend, "webgpu");
+  EXPECT_EQ(why, "auto: WebGPU GPU 0 (webgpu device)");
+  l.devices.push_back(rec("opencl", true));
+  EXPECT_EQ(runtime::pick_auto(l).backend, "opencl");
+  l.devices.push_back(rec("cuda", true));
+  EXPECT_EQ(runtime::pick_auto(l).backend, "cuda");
+}
+
 // A second optimizer on the same device loads its kernels from the cache (the WGSL under its
 // hash; wgpu-native compiles it again, having no pipeline binaries to offer through its API).
 TEST(Webgpu, KernelsComeFromTheKernelCache) {
