@@ -313,9 +313,10 @@ class StepWriter {
         L_.kernel(), k, G("double", "vals"), G("double", "fold_rows"), G("double", "sbuf"),
         G(I.c_str(), "owner"), I, I, I);
     s += fmt::format("  const {} j0 = {}, size = {};\n", I, L_.local_id(), L_.local_size());
-    s += fmt::format("  for ({0} slot = j0; slot < S; slot += size) {{\n"
-                     "    const {0} t = owner[slot];\n",
-                     I);
+    s += fmt::format(
+        "  for ({0} slot = j0; slot < S; slot += size) {{\n"
+        "    const {0} t = owner[slot];\n",
+        I);
     size_t q = 0;
     for (size_t r = 0; r < reds.size(); ++r) {
       const bool per_tensor = static_cast<ir::Scope>(p_.at(reds[r]).attr) == ir::Scope::tensor;
@@ -343,9 +344,10 @@ class StepWriter {
     for (size_t r = 0; r < reds.size(); ++r) {
       const ir::Inst& in = p_.at(reds[r]);
       const bool per_tensor = static_cast<ir::Scope>(in.attr) == ir::Scope::tensor;
-      s += per_tensor ? fmt::format("  for ({0} t = j0; t < T; t += size) {{\n"
-                                    "    const {0} tg = tensor_of[t];\n",
-                                    I)
+      s += per_tensor ? fmt::format(
+                            "  for ({0} t = j0; t < T; t += size) {{\n"
+                            "    const {0} tg = tensor_of[t];\n",
+                            I)
                       : fmt::format("  for ({0} tg = j0; tg < Tg; tg += size) {{\n", I);
       s += fmt::format(
           "    const {0} a = first[tg], b = first[tg + 1];\n"

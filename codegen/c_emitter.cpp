@@ -118,22 +118,7 @@ std::string preamble(const Lang& L, const plan::Plan& plan, int vec) {
   bool sround = false;
   for (const auto& pass : plan.passes)
     for (const auto& in : pass.body.insts) sround = sround || in.op == Op::SRound;
-  if (sround) {
-    // ir/stochastic_round.h, line for line.
-    s += fmt::format(
-        "{0} {1} optjit_sr_mix({1} z) {{\n"
-        "  z = (z ^ (z >> 30)) * 0x{3:x}ul;\n"
-        "  z = (z ^ (z >> 27)) * 0x{4:x}ul;\n"
-        "  return z ^ (z >> 31);\n}}\n"
-        "{0} float optjit_sround(float f, double key, {5} t, {5} e, {2} stream) {{\n"
-        "  const {1} k = key >= 0.0 ? ({1})key : ({1})0;\n"
-        "  const {1} s = optjit_sr_mix(k ^ (({1})stream << 56));\n"
-        "  const {2} r = ({2})optjit_sr_mix(s + ({1})t * 0x{6:x}ul + ({1})e) & 0xffffu;\n"
-        "  const {2} bits = OPTJIT_F32_BITS(f);\n"
-        "  if ((bits & 0x7f800000u) == 0x7f800000u) return f;\n"
-        "  return OPTJIT_BITS_F32((bits + r) & 0xffff0000u);\n}}\n",
-        L.device_fn(), L.u64(), L.u32(), ir::kSrMul1, ir::kSrMul2, L.i64(), ir::kSrGolden);
-  }
+  if (sround) s += L.sround_helpers();
   return s;
 }
 
@@ -536,9 +521,12 @@ class KernelWriter {
           const std::string ix = item == 0 ? "i0" : fmt::format("i{}", item);
           const std::string e =
               w > 1 ? fmt::format("off + {} * {} + {}", ix, w, lane) : fmt::format("off + {}", ix);
-          return def(convert(fmt::format("optjit_sround({}, (double){}, t, {}, {}u)",
-                                         convert(a(0), at(0), DType::f32), a(1), e, in.attr),
-                             DType::f32, t));
+          const ir::Inst& key = pass_.body.at(in.args[1]);
+          auto call =
+              L_.sround_call(convert(a(0), at(0), DType::f32), a(1),
+                             key.op == Op::Uniform ? static_cast<int>(key.attr) : -1, e, in.attr);
+          if (!call) return call.error();
+          return def(convert(*call, DType::f32, t));
         }
         std::vector<std::string> args;
         for (int k = 0; k < ir::info(in.op).arity; ++k) args.push_back(a(k));

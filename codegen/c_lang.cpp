@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "ir/quant.h"
+#include "ir/stochastic_round.h"
 
 namespace optjit::codegen::detail {
 
@@ -55,6 +56,26 @@ std::string Lang::bf16_helpers() const {
              "#define OPTJIT_BF16_BITS(v) ((v) != (v) ? ({0})((OPTJIT_F32_BITS(v) >> 16) | 0x40u) "
              ": ({0})((OPTJIT_F32_BITS(v) + 0x7fffu + ((OPTJIT_F32_BITS(v) >> 16) & 1u)) >> 16))\n",
              u32());
+}
+std::string Lang::sround_helpers() const {
+  // ir/stochastic_round.h, line for line.
+  return fmt::format(
+      "{0} {1} optjit_sr_mix({1} z) {{\n"
+      "  z = (z ^ (z >> 30)) * 0x{3:x}ul;\n"
+      "  z = (z ^ (z >> 27)) * 0x{4:x}ul;\n"
+      "  return z ^ (z >> 31);\n}}\n"
+      "{0} float optjit_sround(float f, double key, {5} t, {5} e, {2} stream) {{\n"
+      "  const {1} k = key >= 0.0 ? ({1})key : ({1})0;\n"
+      "  const {1} s = optjit_sr_mix(k ^ (({1})stream << 56));\n"
+      "  const {2} r = ({2})optjit_sr_mix(s + ({1})t * 0x{6:x}ul + ({1})e) & 0xffffu;\n"
+      "  const {2} bits = OPTJIT_F32_BITS(f);\n"
+      "  if ((bits & 0x7f800000u) == 0x7f800000u) return f;\n"
+      "  return OPTJIT_BITS_F32((bits + r) & 0xffff0000u);\n}}\n",
+      device_fn(), u64(), u32(), ir::kSrMul1, ir::kSrMul2, i64(), ir::kSrGolden);
+}
+Expected<std::string> Lang::sround_call(const std::string& x, const std::string& key, int,
+                                        const std::string& e, uint32_t stream) const {
+  return fmt::format("optjit_sround({}, (double){}, t, {}, {}u)", x, key, e, stream);
 }
 std::string Lang::uniform(uint32_t k) const { return fmt::format("u[{}]", k); }
 std::string Lang::store_partial(const std::string& ix, const std::string& value) const {
@@ -367,9 +388,6 @@ class Wgsl final : public Lang {
     }
     for (const auto& pass : plan.passes)
       for (const auto& in : pass.body.insts) {
-        if (in.op == ir::Op::SRound)
-          return "the webgpu backend has no stochastic rounding (its generator needs 64-bit "
-                 "integers, which WGSL lacks)";
         // Uniforms arrive as f64 and reductions leave as f64 (both converted); nothing else may.
         const bool converted =
             in.op == ir::Op::Uniform || ir::info(in.op).kind == ir::OpKind::reduce;
@@ -568,6 +586,65 @@ fn OPTJIT_F32_TO_F16(v: f32) -> u32 {
   return s | q;
 }
 )";
+  }
+  // Stochastic rounding's 64-bit mixer on pairs of u32 (low, high): WGSL has no 64-bit
+  // integers. The key arrives as the f64 bit pattern of its uniform and is converted to the
+  // integer exactly (it is a whole number below 2^53).
+  std::string sround_helpers() const override {
+    auto u64 = [](uint64_t v) {
+      return fmt::format("vec2<u32>(0x{:08x}u, 0x{:08x}u)", static_cast<uint32_t>(v),
+                         static_cast<uint32_t>(v >> 32));
+    };
+    return fmt::format(R"(fn optjit_mul32(a: u32, b: u32) -> vec2<u32> {{
+  let a0 = a & 0xffffu; let a1 = a >> 16u; let b0 = b & 0xffffu; let b1 = b >> 16u;
+  let p00 = a0 * b0; let p01 = a0 * b1; let p10 = a1 * b0; let p11 = a1 * b1;
+  let mid = (p00 >> 16u) + (p01 & 0xffffu) + (p10 & 0xffffu);
+  return vec2<u32>((p00 & 0xffffu) | (mid << 16u), p11 + (p01 >> 16u) + (p10 >> 16u) + (mid >> 16u));
+}}
+fn optjit_mul64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {{
+  let p = optjit_mul32(a.x, b.x);
+  return vec2<u32>(p.x, p.y + a.x * b.y + a.y * b.x);
+}}
+fn optjit_add64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {{
+  let lo = a.x + b.x;
+  return vec2<u32>(lo, a.y + b.y + select(0u, 1u, lo < a.x));
+}}
+fn optjit_shr64(a: vec2<u32>, s: u32) -> vec2<u32> {{  // 0 < s < 32
+  return vec2<u32>((a.x >> s) | (a.y << (32u - s)), a.y >> s);
+}}
+fn optjit_sr_mix(z0: vec2<u32>) -> vec2<u32> {{
+  var z = optjit_mul64(z0 ^ optjit_shr64(z0, 30u), {0});
+  z = optjit_mul64(z ^ optjit_shr64(z, 27u), {1});
+  return z ^ optjit_shr64(z, 31u);
+}}
+// sr_key: a whole number below 2^53 from its f64 bits (negative: 0).
+fn optjit_sr_key(v: vec2<u32>) -> vec2<u32> {{
+  if ((v.y & 0x80000000u) != 0u) {{ return vec2<u32>(0u, 0u); }}
+  let e = i32((v.y >> 20u) & 0x7ffu) - 1075;
+  if (e <= -53) {{ return vec2<u32>(0u, 0u); }}
+  let m = vec2<u32>(v.x, (v.y & 0xfffffu) | 0x100000u);
+  if (e >= 0) {{ return m; }}  // 2^52 and above: not a key the host makes
+  let s = u32(-e);
+  if (s >= 32u) {{ return vec2<u32>(m.y >> (s - 32u), 0u); }}
+  return optjit_shr64(m, s);
+}}
+fn optjit_sround(f: f32, key: vec2<u32>, t: i32, e: i32, stream: u32) -> f32 {{
+  let s = optjit_sr_mix(optjit_sr_key(key) ^ vec2<u32>(0u, stream << 24u));
+  let r = optjit_sr_mix(optjit_add64(optjit_add64(s, optjit_mul64(vec2<u32>(u32(t), 0u), {2})),
+                                     vec2<u32>(u32(e), 0u))).x & 0xffffu;
+  let bits = bitcast<u32>(f);
+  if ((bits & 0x7f800000u) == 0x7f800000u) {{ return f; }}
+  return bitcast<f32>((bits + r) & 0xffff0000u);
+}}
+)",
+                       u64(ir::kSrMul1), u64(ir::kSrMul2), u64(ir::kSrGolden));
+  }
+  Expected<std::string> sround_call(const std::string& x, const std::string&, int key_uniform,
+                                    const std::string& e, uint32_t stream) const override {
+    if (key_uniform < 0)
+      return make_error("the webgpu backend takes a stochastic rounding key only from the host");
+    return fmt::format("optjit_sround({}, uniforms[ub + {}], t, {}, {}u)", x, key_uniform, e,
+                       stream);
   }
   std::string quant_pointers(const plan::Plan&, uint32_t) const override { return {}; }
   std::string no_scales(uint32_t) const override { return "true"; }
