@@ -31,27 +31,28 @@ namespace optjit::runtime {
 namespace {
 
 // The entry points optjit uses, typed from the header's declarations.
-#define OPTJIT_WGPU_FUNCTIONS(X)                                                                   \
-  X(wgpuCreateInstance)                                                                            \
-  X(wgpuInstanceRelease)                                                                           \
-  X(wgpuInstanceEnumerateAdapters)                                                                 \
-  X(wgpuInstanceProcessEvents) X(wgpuAdapterGetInfo) X(wgpuAdapterInfoFreeMembers) X(              \
-      wgpuAdapterGetLimits) X(wgpuAdapterRequestDevice) X(wgpuAdapterRelease) X(wgpuDeviceRelease) \
-      X(wgpuDeviceGetQueue) X(wgpuDeviceCreateBuffer) X(wgpuBufferRelease) X(wgpuBufferDestroy)    \
-          X(wgpuBufferMapAsync) X(wgpuBufferGetConstMappedRange) X(wgpuBufferGetMappedRange) X(    \
-              wgpuBufferUnmap) X(wgpuQueueWriteBuffer) X(wgpuQueueSubmit) X(wgpuQueueRelease)      \
-              X(wgpuDeviceCreateCommandEncoder) X(wgpuCommandEncoderCopyBufferToBuffer) X(         \
-                  wgpuCommandEncoderBeginComputePass) X(wgpuCommandEncoderFinish)                  \
-                  X(wgpuCommandEncoderRelease) X(wgpuCommandBufferRelease) X(                      \
-                      wgpuComputePassEncoderSetPipeline) X(wgpuComputePassEncoderSetBindGroup)     \
-                      X(wgpuComputePassEncoderDispatchWorkgroups) X(wgpuComputePassEncoderEnd)     \
-                          X(wgpuComputePassEncoderRelease) X(wgpuDeviceCreateShaderModule)         \
-                              X(wgpuShaderModuleRelease) X(wgpuDeviceCreateBindGroupLayout) X(     \
-                                  wgpuBindGroupLayoutRelease) X(wgpuDeviceCreatePipelineLayout)    \
-                                  X(wgpuPipelineLayoutRelease) X(wgpuDeviceCreateComputePipeline)  \
-                                      X(wgpuComputePipelineRelease) X(wgpuDeviceCreateBindGroup)   \
-                                          X(wgpuBindGroupRelease) X(wgpuDevicePushErrorScope)      \
-                                              X(wgpuDevicePopErrorScope) X(wgpuDevicePoll)         \
+#define OPTJIT_WGPU_FUNCTIONS(X)                                                                  \
+  X(wgpuCreateInstance)                                                                           \
+  X(wgpuInstanceRelease)                                                                          \
+  X(wgpuInstanceEnumerateAdapters)                                                                \
+  X(wgpuInstanceProcessEvents)                                                                    \
+  X(wgpuAdapterGetInfo) X(wgpuAdapterInfoFreeMembers) X(wgpuAdapterGetLimits) X(                  \
+      wgpuAdapterRequestDevice) X(wgpuAdapterRelease) X(wgpuDeviceRelease) X(wgpuDeviceGetQueue)  \
+      X(wgpuDeviceCreateBuffer) X(wgpuBufferRelease) X(wgpuBufferDestroy) X(wgpuBufferMapAsync)   \
+          X(wgpuBufferGetConstMappedRange) X(wgpuBufferGetMappedRange) X(wgpuBufferUnmap) X(      \
+              wgpuQueueWriteBuffer) X(wgpuQueueSubmit) X(wgpuQueueRelease)                        \
+              X(wgpuDeviceCreateCommandEncoder) X(wgpuCommandEncoderCopyBufferToBuffer) X(        \
+                  wgpuCommandEncoderBeginComputePass) X(wgpuCommandEncoderFinish)                 \
+                  X(wgpuCommandEncoderRelease) X(wgpuCommandBufferRelease) X(                     \
+                      wgpuComputePassEncoderSetPipeline) X(wgpuComputePassEncoderSetBindGroup)    \
+                      X(wgpuComputePassEncoderDispatchWorkgroups) X(wgpuComputePassEncoderEnd)    \
+                          X(wgpuComputePassEncoderRelease) X(wgpuDeviceCreateShaderModule)        \
+                              X(wgpuShaderModuleRelease) X(wgpuDeviceCreateBindGroupLayout) X(    \
+                                  wgpuBindGroupLayoutRelease) X(wgpuDeviceCreatePipelineLayout)   \
+                                  X(wgpuPipelineLayoutRelease) X(wgpuDeviceCreateComputePipeline) \
+                                      X(wgpuComputePipelineRelease) X(wgpuDeviceCreateBindGroup)  \
+                                          X(wgpuBindGroupRelease) X(wgpuDevicePushErrorScope)     \
+                                              X(wgpuDevicePopErrorScope) X(wgpuDevicePoll)        \
                                                   X(wgpuGetVersion)
 
 struct Api {
@@ -352,12 +353,18 @@ class WebgpuDevice final : public Device {
     d.label = sv(what);
     d.usage = WGPUBufferUsage_Storage | WGPUBufferUsage_CopySrc | WGPUBufferUsage_CopyDst;
     d.size = size;
+    // Out of memory is its own kind of WebGPU error, reported through its own scope.
+    push_scope(WGPUErrorFilter_OutOfMemory);
     push_scope();
     WGPUBuffer b = w_->wgpuDeviceCreateBuffer(device_, &d);
-    if (auto e = pop_scope(what); !e.ok() || !b) {
+    Status invalid = pop_scope(what);
+    Status oom = pop_scope(fmt::format("{} ({} bytes: out of device memory)", what, bytes));
+    if (!invalid.ok() || !oom.ok() || !b) {
       if (b) w_->wgpuBufferRelease(b);
-      return e.ok() ? make_error("{}: WebGPU could not create a buffer of {} bytes", what, bytes)
-                    : e.error();
+      if (!oom.ok()) return oom.error();
+      return invalid.ok()
+                 ? make_error("{}: WebGPU could not create a buffer of {} bytes", what, bytes)
+                 : invalid.error();
     }
     sizes_[reinterpret_cast<uint64_t>(b)] = size;
     return DeviceMemory{reinterpret_cast<uint64_t>(b), 0};
@@ -466,7 +473,9 @@ class WebgpuDevice final : public Device {
     w_->wgpuCommandBufferRelease(cmd);
     w_->wgpuCommandEncoderRelease(enc);
   }
-  void push_scope() { w_->wgpuDevicePushErrorScope(device_, WGPUErrorFilter_Validation); }
+  void push_scope(WGPUErrorFilter filter = WGPUErrorFilter_Validation) {
+    w_->wgpuDevicePushErrorScope(device_, filter);
+  }
   // The error the scope caught while doing `what`, if any.
   Status pop_scope(const std::string& what) {
     ScopeResult r;

@@ -307,6 +307,34 @@ TEST(Webgpu, ListsAdaptersAndRefusesAMissingOne) {
   EXPECT_NE(b.error().message.find("no WebGPU adapter 99"), std::string::npos) << b.error().message;
 }
 
+// Every adapter optjit lists steps (lavapipe lists a Vulkan and an OpenGL one here), with the
+// CPU backend's results.
+TEST(Webgpu, EveryListedAdapterSteps) {
+  size_t adapters = 0;
+  for (const auto& d : runtime::list_devices().devices) {
+    if (d.backend != "webgpu") continue;
+    ++adapters;
+    SCOPED_TRACE(d.name);
+    std::vector<float> p[2];
+    for (int k = 0; k < 2; ++k) {
+      p[k].assign(1000, 0.5f);
+      std::vector<float> g(1000);
+      for (size_t i = 0; i < g.size(); ++i) g[i] = std::sin(0.1f * i);
+      OptimizerOptions o;
+      o.backend = k == 0 ? Backend::webgpu : Backend::cpu;
+      if (k == 0) o.device = d.index;
+      o.cache.reset();
+      auto opt = Optimizer::create(
+          "chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2))",
+          {{.name = "w", .data = p[k].data(), .dtype = DType::f32, .shape = {1000}}}, o);
+      ASSERT_TRUE(opt) << opt.error().message;
+      for (int s = 0; s < 3; ++s) ASSERT_TRUE((*opt)->step({g.data()}));
+    }
+    for (size_t i = 0; i < p[0].size(); ++i) ASSERT_NEAR(p[0][i], p[1][i], 1e-6) << i;
+  }
+  EXPECT_GT(adapters, 0u);
+}
+
 // `auto` takes a WebGPU GPU after CUDA and OpenCL GPUs, never a WebGPU adapter that is a CPU
 // (lavapipe: optjit's own CPU backend is faster there).
 TEST(Webgpu, AutoPicksAWebgpuGpuAfterCudaAndOpencl) {
