@@ -310,13 +310,18 @@ Status Optimizer::build(std::vector<Param> params, OptimizerOptions options) {
     m.mode = runtime::StepMode::graph;
   else if (m.options.device_step.value_or(
                desc.device_step && m.parts.size() == 1 &&
-               (!m.options.shard || m.options.shard->comm->capturable())))
+               (!m.options.shard || (m.options.shard->comm->capturable() &&
+                                     m.options.shard->order == ShardOrder::by_tensor))))
     m.mode = runtime::StepMode::device;
+  if (m.mode != runtime::StepMode::host && m.options.shard &&
+      m.options.shard->order == ShardOrder::by_process)
+    return make_error(
+        "ShardOrder::by_process completes reductions with the scalar program on the host "
+        "(device_step=false); the device step all-reduces by tensor");
   // Sharded, the device step all-reduces each pass's partials on the device (NCCL on the
   // stream; other communicators through the host); a graph needs a communicator that only
   // enqueues.
-  if (m.mode == runtime::StepMode::graph && m.options.shard &&
-      !m.options.shard->comm->capturable())
+  if (m.mode == runtime::StepMode::graph && m.options.shard && !m.options.shard->comm->capturable())
     return make_error(
         "a CUDA graph cannot capture a sharded step over {}, which synchronises with the host; "
         "use NCCL (nccl_communicator) or device_step without cuda_graph",
@@ -510,7 +515,11 @@ Expected<runtime::StepResult> Optimizer::Impl::lockstep() {
           all[r][i] = partial[where[i].first][r][where[i].second];
       }
       if (layout) {
-        auto global = layout->complete(ops, all);
+        std::vector<bool> all_tensors;
+        for (ir::ValueId r : reds)
+          all_tensors.push_back(static_cast<ir::Scope>(parts[0].plan.program.at(r).attr) ==
+                                ir::Scope::all);
+        auto global = layout->complete(ops, all_tensors, all);
         if (!global) return global.error();
         all = std::move(*global);
       }

@@ -109,6 +109,14 @@ Expected<ShardLayout> ShardLayout::agree(const ShardOptions& shard,
                         shard.tensors[t].name, next, L.numel_[t]);
   }
   L.first_.push_back(L.pieces_.size());
+  L.order_ = shard.order;
+  L.me_ = me;
+  L.processes_ = P;
+  L.split_slot_.assign(L.pieces_.size(), -1);
+  for (size_t t = 0; t < T; ++t)
+    if (L.first_[t + 1] - L.first_[t] > 1)
+      for (size_t s = L.first_[t]; s < L.first_[t + 1]; ++s)
+        L.split_slot_[s] = static_cast<long>(L.split_pieces_++);
   L.slot_of_.assign(names.size(), -1);
   for (size_t i = 0; i < names.size(); ++i)
     for (size_t s = L.first_[L.tensor_of_[i]]; s < L.first_[L.tensor_of_[i] + 1]; ++s)
@@ -129,8 +137,55 @@ runtime::DeviceShard ShardLayout::device_shard() const {
   return d;
 }
 
+Expected<std::vector<std::vector<double>>> ShardLayout::complete_by_process(
+    const std::vector<ir::Op>& ops, const std::vector<bool>& all_tensors,
+    const std::vector<std::vector<double>>& local) const {
+  const size_t R = ops.size(), P = static_cast<size_t>(processes_), T = numel_.size();
+  std::vector<size_t> at(R + 1, 0);  // reduction r's slots start at at[r]
+  for (size_t r = 0; r < R; ++r) at[r + 1] = at[r] + (all_tensors[r] ? P : split_pieces_);
+  std::vector<double> buf(at[R], 0.0);
+  for (size_t r = 0; r < R; ++r) {
+    if (all_tensors[r]) {  // this process's pieces, in local order
+      double v = runtime::reduce_identity(ops[r]);
+      for (size_t i = 0; i < slot_of_.size(); ++i)
+        if (slot_of_[i] >= 0) v = runtime::combine_two(ops[r], v, local[r][i]);
+      buf[at[r] + static_cast<size_t>(me_)] = v;
+      continue;
+    }
+    for (size_t i = 0; i < slot_of_.size(); ++i)
+      if (slot_of_[i] >= 0 && split_slot_[static_cast<size_t>(slot_of_[i])] >= 0)
+        buf[at[r] + static_cast<size_t>(split_slot_[static_cast<size_t>(slot_of_[i])])] =
+            local[r][i];
+  }
+  OPTJIT_TRY(comm_->allreduce_sum(buf));
+  std::vector<std::vector<double>> out(R, std::vector<double>(T));
+  for (size_t r = 0; r < R; ++r) {
+    const double identity = runtime::reduce_identity(ops[r]);
+    std::fill(out[r].begin(), out[r].end(), identity);
+    if (all_tensors[r]) {  // the processes in rank order
+      double v = buf[at[r]];
+      for (size_t k = 1; k < P; ++k) v = runtime::combine_two(ops[r], v, buf[at[r] + k]);
+      if (T > 0) out[r][0] = v;
+      continue;
+    }
+    for (size_t i = 0; i < slot_of_.size(); ++i)  // whole tensors: this process's own value
+      if (slot_of_[i] >= 0 && split_slot_[static_cast<size_t>(slot_of_[i])] < 0)
+        out[r][tensor_of_[i]] = local[r][i];
+    for (size_t t = 0; t < T; ++t) {  // split ones: their pieces in offset order
+      if (first_[t + 1] - first_[t] < 2) continue;
+      double v = buf[at[r] + static_cast<size_t>(split_slot_[first_[t]])];
+      for (size_t s = first_[t] + 1; s < first_[t + 1]; ++s)
+        v = runtime::combine_two(ops[r], v, buf[at[r] + static_cast<size_t>(split_slot_[s])]);
+      out[r][t] = v;
+    }
+  }
+  return out;
+}
+
 Expected<std::vector<std::vector<double>>> ShardLayout::complete(
-    const std::vector<ir::Op>& ops, const std::vector<std::vector<double>>& local) const {
+    const std::vector<ir::Op>& ops, const std::vector<bool>& all_tensors,
+    const std::vector<std::vector<double>>& local) const {
+  if (order_ == ShardOrder::by_process) return complete_by_process(ops, all_tensors, local);
   const size_t R = ops.size(), S = pieces_.size();
   std::vector<double> buf(R * S, 0.0);
   for (size_t r = 0; r < R; ++r)
@@ -165,7 +220,7 @@ Status Communicator::allreduce_sum_device(runtime::Device& device, runtime::Devi
 }
 
 ShardCost shard_cost(const plan::Plan& plan, double params, int64_t tensors, int64_t processes,
-                     ShardKind kind) {
+                     ShardKind kind, ShardOrder order) {
   ShardCost c;
   const double P = static_cast<double>(processes), T = static_cast<double>(tensors);
   c.params_per_process = params / P;
@@ -177,10 +232,18 @@ ShardCost shard_cost(const plan::Plan& plan, double params, int64_t tensors, int
   const double pieces = kind == ShardKind::by_tensor ? T
                         : kind == ShardKind::flat    ? T + P - 1
                                                      : T * P;
+  // by_process: pieces of tensors split across processes (flat: at most P - 1 tensors cross a
+  // shard boundary, in two pieces each).
+  const double split = kind == ShardKind::by_tensor ? 0
+                       : kind == ShardKind::flat    ? std::min(T, P - 1) * 2
+                                                    : (P > 1 ? T * P : 0);
   for (const auto& pass : plan.passes) {
     if (pass.reductions.empty()) continue;
     ++c.allreduces;
-    c.allreduce_bytes += 8.0 * static_cast<double>(pass.reductions.size()) * pieces;
+    for (ir::ValueId r : pass.reductions) {
+      const bool all = static_cast<ir::Scope>(plan.program.at(r).attr) == ir::Scope::all;
+      c.allreduce_bytes += 8.0 * (order == ShardOrder::by_tensor ? pieces : all ? P : split);
+    }
   }
   return c;
 }

@@ -23,8 +23,12 @@ class ShardLayout {
   /// Completes reductions over every process: local[r][i] is reduction r's partial over local
   /// parameter i (ops[r] its op); returns [r][global tensor]: each tensor's value over all its
   /// pieces (the reduction's identity for a tensor of no elements). One all-reduce.
+  /// `all_tensors[r]`: reduction r is over all tensors. With ShardOrder::by_process such a
+  /// reduction's result is its value followed by identities (one per global tensor, so that a
+  /// fold of them gives the value).
   Expected<std::vector<std::vector<double>>> complete(
-      const std::vector<ir::Op>& ops, const std::vector<std::vector<double>>& local) const;
+      const std::vector<ir::Op>& ops, const std::vector<bool>& all_tensors,
+      const std::vector<std::vector<double>>& local) const;
 
   /// The same layout for the device step (runtime::DeviceShard), all-reducing through the
   /// communicator's allreduce_sum_device.
@@ -44,6 +48,14 @@ class ShardLayout {
   std::vector<size_t> first_;      // per global tensor: its first piece (pieces_.size() + 1 = end)
   std::vector<size_t> tensor_of_;  // per local parameter
   std::vector<long> slot_of_;      // per local parameter: its piece, -1 when it is empty
+  ShardOrder order_ = ShardOrder::by_tensor;
+  int me_ = 0, processes_ = 1;
+  std::vector<long> split_slot_;  // by_process: per piece, its slot among split tensors' pieces
+  size_t split_pieces_ = 0;
+
+  Expected<std::vector<std::vector<double>>> complete_by_process(
+      const std::vector<ir::Op>& ops, const std::vector<bool>& all_tensors,
+      const std::vector<std::vector<double>>& local) const;
 };
 
 }  // namespace optjit::detail

@@ -262,9 +262,11 @@ class Optimizer(torch.optim.Optimizer):
 
     def __init__(self, params: Iterable, pipeline: str, defaults: Optional[Dict[str, Any]] = None,
                  *, backend: str = "auto", cache: bool = True, device_step: Optional[bool] = None,
-                 cuda_graph: bool = False, param_rounding: str = "nearest", process_group=None):
+                 cuda_graph: bool = False, param_rounding: str = "nearest", process_group=None,
+                 shard_order: str = "by_tensor"):
         self._pipeline = pipeline
         self._process_group = process_group
+        self._shard_order = shard_order
         self._scaled = False  # a GradScaler's grad_scaler is in front of the pipeline
         self._backend = backend
         self._cache = cache
@@ -363,7 +365,7 @@ class Optimizer(torch.optim.Optimizer):
                 dist.all_reduce(t, group=pg)
 
         return names, (all_reduce, dist.get_rank(pg), dist.get_world_size(pg),
-                       f"torch.distributed ({backend})", tensors, offsets)
+                       f"torch.distributed ({backend})", tensors, offsets, self._shard_order)
 
     def _forget(self) -> None:
         self._engines.clear()
@@ -502,7 +504,8 @@ class _Builtin(Optimizer):
 def _builtin(name: str, torch_name: str, signature: Dict[str, Any], structural=()):
     def __init__(self, params, *args, max_grad_norm=None, norm_type=2.0, state_format=None,
                  backend="auto", cache=True, device_step=None, cuda_graph=False,
-                 param_rounding="nearest", process_group=None, **kwargs):
+                 param_rounding="nearest", process_group=None, shard_order="by_tensor",
+                 **kwargs):
         values = dict(signature)
         for k, v in zip(signature, args):
             values[k] = v
@@ -513,7 +516,7 @@ def _builtin(name: str, torch_name: str, signature: Dict[str, Any], structural=(
         _Builtin.__init__(self, params, values, max_grad_norm=max_grad_norm, norm_type=norm_type,
                           state_format=state_format, backend=backend, cache=cache, device_step=device_step,
                           cuda_graph=cuda_graph, param_rounding=param_rounding,
-                          process_group=process_group)
+                          process_group=process_group, shard_order=shard_order)
 
     doc = (f"optjit's fused {torch_name}: the same signature, defaults and results; "
            f"``max_grad_norm=`` fuses gradient clipping into the step; ``state_format=`` "

@@ -195,14 +195,20 @@ class Engine {
     if (!shard.is_none()) {
       // (all_reduce, rank, size, name, [(tensor, numel)...], [offset per parameter])
       auto t = nb::cast<nb::tuple>(shard);
-      if (t.size() != 6)
-        throw Error("shard: expected (all_reduce, rank, size, name, tensors, offsets)");
+      if (t.size() != 6 && t.size() != 7)
+        throw Error("shard: expected (all_reduce, rank, size, name, tensors, offsets[, order])");
       ShardOptions sh;
       sh.comm = std::make_shared<PyCommunicator>(nb::borrow(t[0]), nb::cast<int>(t[1]),
                                                  nb::cast<int>(t[2]), nb::cast<std::string>(t[3]));
       for (auto [name, numel] : nb::cast<std::vector<std::pair<std::string, int64_t>>>(t[4]))
         sh.tensors.push_back({name, numel});
       sh.offsets = nb::cast<std::vector<int64_t>>(t[5]);
+      if (t.size() == 7) {
+        const auto order = nb::cast<std::string>(t[6]);
+        if (order != "by_tensor" && order != "by_process")
+          throw Error(fmt::format("shard_order: '{}' is not by_tensor or by_process", order));
+        sh.order = order == "by_process" ? ShardOrder::by_process : ShardOrder::by_tensor;
+      }
       o.shard = std::move(sh);
     }
     // Pipeline text, or the path of a file that holds it (as the CLI takes it).

@@ -388,11 +388,13 @@ int plan(const PlanOptions& o) {
     const ShardKind kind = o.layout == "flat"   ? ShardKind::flat
                            : o.layout == "dim0" ? ShardKind::dim0
                                                 : ShardKind::by_tensor;
+    const ShardOrder order =
+        o.order == "by_process" ? ShardOrder::by_process : ShardOrder::by_tensor;
     fmt::print(
-        "\nsharded over processes: {:g} parameters in {} tensors, layout {}\n"
+        "\nsharded over processes: {:g} parameters in {} tensors, layout {}, all-reduce {}\n"
         "{:>10} {:>14} {:>14} {:>16} {:>11} {:>16}\n",
-        o.params, o.tensors, o.layout, "processes", "params/proc", "state/proc", "moved/proc/step",
-        "allreduces", "allreduced/step");
+        o.params, o.tensors, o.layout, o.order, "processes", "params/proc", "state/proc",
+        "moved/proc/step", "allreduces", "allreduced/step");
     size_t pos = 0;
     while (pos <= o.processes.size()) {
       size_t comma = o.processes.find(',', pos);
@@ -403,7 +405,7 @@ int plan(const PlanOptions& o) {
       const long long n = std::strtoll(item.c_str(), &end, 10);
       if (item.empty() || *end != '\0' || n < 1)
         return fail(fmt::format("--processes: '{}' is not a process count", item));
-      const ShardCost c = shard_cost(*p, o.params, o.tensors, n, kind);
+      const ShardCost c = shard_cost(*p, o.params, o.tensors, n, kind, order);
       auto bytes = [](double b) {
         const char* unit[] = {"B", "KB", "MB", "GB", "TB"};
         int u = 0;

@@ -49,7 +49,7 @@ struct PlanOptions {
   // count of `processes` (e.g. "8,64,1024"), laid out as `layout`.
   double params = 0;
   int64_t tensors = 0;
-  std::string processes = "1,8,64,1024", layout = "by_tensor";
+  std::string processes = "1,8,64,1024", layout = "by_tensor", order = "by_tensor";
 };
 int plan(const PlanOptions& o);
 

@@ -188,6 +188,12 @@ int main_with_args(int argc, char** argv) {
                    "with --params: by_tensor (ZeRO-1 by tensor) | flat (ZeRO/FSDP1 flat shards) | "
                    "dim0 (FSDP2: every tensor cut on dimension 0)")
       ->check(CLI::IsMember({"by_tensor", "flat", "dim0"}));
+  plan_cmd
+      ->add_option("--order", plan.order,
+                   "with --params: the all-reduce's slots: by_tensor (one per piece; the "
+                   "unsharded step's bits) | by_process (one per process for all-tensor "
+                   "reductions)")
+      ->check(CLI::IsMember({"by_tensor", "by_process"}));
 
   optjit::cli::CompileOptions compile;
   auto* compile_cmd =
