@@ -535,12 +535,14 @@ Expected<runtime::StepResult> Optimizer::Impl::lockstep() {
     for (size_t p = 0; p < parts.size(); ++p)
       if (!partial[p].empty()) hosts[p]->finish_reductions(k, partial[p]);
   }
+  runtime::StepResult done{false};
   for (size_t p = 0; p < parts.size(); ++p) {
     OPTJIT_TRY(finish(parts[p]));
     for (auto [g, st, v] : hosts[p]->pending_states()) parts[p].state.groups[g].states[st] = v;
     ++parts[p].state.step;
+    if (parts[p].executor) done.copied_bytes += parts[p].executor->copied_bytes();
   }
-  return runtime::StepResult{false};
+  return done;
 }
 
 // The first sharded step: every process checks that the others step the same optimizer (the

@@ -67,6 +67,7 @@ struct Executor::Impl {
   std::vector<DeviceMemory> arena_arg;         // arena devices: each buffer's memory object
   std::vector<bool> uploaded;                  // per buffer: the device holds the host's data
   std::vector<uint8_t> staging;
+  uint64_t copied = 0;  // this step's bytes between the caller's memory and the arenas
 
   // The device step.
   std::optional<DeviceStepHost> step_host;
@@ -402,11 +403,14 @@ Status Executor::Impl::transfer_in(OptimizerState& s) {
           std::memcpy(staging.data() + table.base[t] * es[b], s.tensors[t].data(b),
                       buffer_bytes(plan, b, s.tensors[t].numel));
       OPTJIT_TRY(dev.write(arenas[b].memory(), staging.data(), staging.size()));
+      copied += staging.size();
     }
     for (size_t t = 0; t < T && device_arena[b]; ++t)
-      if (where[t * B + b] == Where::arena && s.tensors[t].device[b] && s.tensors[t].numel > 0)
+      if (where[t * B + b] == Where::arena && s.tensors[t].device[b] && s.tensors[t].numel > 0) {
         OPTJIT_TRY(dev.copy(arenas[b].memory().at(table.base[t] * es[b]), s.tensors[t].device[b],
                             buffer_bytes(plan, b, s.tensors[t].numel)));
+        copied += buffer_bytes(plan, b, s.tensors[t].numel);
+      }
     uploaded[b] = true;
   }
   return Status::Ok();
@@ -425,8 +429,11 @@ Status Executor::Impl::transfer_out(OptimizerState& s, bool state_too) {
       if (!written[b]) continue;
       for (size_t t = 0; t < T && device_arena[b]; ++t)
         if (where[t * B + b] == Where::arena && s.tensors[t].device[b] && s.tensors[t].numel > 0)
+        {
           OPTJIT_TRY(dev.copy(s.tensors[t].device[b], arenas[b].memory().at(table.base[t] * es[b]),
                               buffer_bytes(plan, b, s.tensors[t].numel)));
+          copied += buffer_bytes(plan, b, s.tensors[t].numel);
+        }
     }
     using CopyBack = ExecutorOptions::CopyBack;
     const bool wanted = state_too || options.copy_back == CopyBack::written ||
@@ -434,6 +441,7 @@ Status Executor::Impl::transfer_out(OptimizerState& s, bool state_too) {
     if (!wanted || !host_arena[b]) continue;
     staging.resize(static_cast<size_t>(table.total) * es[b]);
     OPTJIT_TRY(dev.read(staging.data(), arenas[b].memory(), staging.size()));
+    copied += staging.size();
     for (size_t t = 0; t < T; ++t)
       if (where[t * B + b] == Where::arena && !s.tensors[t].device[b] && s.tensors[t].numel > 0)
         std::memcpy(s.tensors[t].data(b), staging.data() + table.base[t] * es[b],
@@ -588,6 +596,7 @@ Status Executor::prepare(OptimizerState& s) {
     }
     m.bound = s.bindings.value();
   }
+  m.copied = 0;
   return m.transfer_in(s);
 }
 
@@ -606,17 +615,21 @@ Status Executor::finish(OptimizerState& s) {
 Expected<StepResult> Executor::step(OptimizerState& s) {
   Impl& m = *impl_;
   OPTJIT_TRY(prepare(s));
-  if (m.device_step()) return m.run_device_step(s);
-  return drive_step(
-      m.plan, s,
-      [&](size_t k, HostProgram& host) -> Status {
-        auto partial = m.run_pass_host(k, host, s);
-        if (!partial) return partial.error();
-        if (!partial->empty()) host.finish_reductions(k, *partial);
-        return Status::Ok();
-      },
-      [&] { return finish(s); });
+  auto r = m.device_step() ? m.run_device_step(s)
+                           : drive_step(
+                                 m.plan, s,
+                                 [&](size_t k, HostProgram& host) -> Status {
+                                   auto partial = m.run_pass_host(k, host, s);
+                                   if (!partial) return partial.error();
+                                   if (!partial->empty()) host.finish_reductions(k, *partial);
+                                   return Status::Ok();
+                                 },
+                                 [&] { return finish(s); });
+  if (r) r->copied_bytes = m.copied;
+  return r;
 }
+
+uint64_t Executor::copied_bytes() const { return impl_->copied; }
 
 Status Executor::sync_to_host(OptimizerState& s) {
   Impl& m = *impl_;

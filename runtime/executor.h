@@ -94,6 +94,8 @@ class Executor {
   /// when copy_back leaves the state on the device).
   Status sync_to_host(OptimizerState& s);
 
+  /// StepResult::copied_bytes of the step in progress or last finished (prepare() resets it).
+  uint64_t copied_bytes() const;
   Device& device() const { return *device_; }
   const std::shared_ptr<Device>& shared_device() const { return device_; }
   const ExecutorOptions& options() const { return options_; }

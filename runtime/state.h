@@ -39,6 +39,11 @@ class BindingEpoch {
 
 struct StepResult {
   bool skipped = false;  // a skip_if fired (e.g. grad_scaler saw Inf/NaN): nothing was written
+  /// Bytes of parameters, gradients and state the step copied between where the caller keeps
+  /// them and the device's own arenas (host memory on a GPU; device buffers an arena device
+  /// such as OpenCL or WebGPU cannot use in place because the tensors are not one buffer):
+  /// 0 when everything was used in place.
+  uint64_t copied_bytes = 0;
 };
 
 struct TensorState {

@@ -335,6 +335,77 @@ TEST(Webgpu, EveryListedAdapterSteps) {
   EXPECT_GT(adapters, 0u);
 }
 
+// The caller's own WebGPU buffers (made on the optimizer's device, shared through its queue):
+// used in place when one buffer holds every tensor's (an arena: nothing copied after the first
+// step's state upload), copied in and out otherwise, and the step says how many bytes it
+// copied; the same parameters either way, and as the CPU backend's.
+TEST(Webgpu, CallersBuffersAreUsedInPlaceWhenTheyAreArenasAndTheStepSaysWhatItCopied) {
+  auto dev = runtime::open_device({.kind = "webgpu"});
+  ASSERT_TRUE(dev) << dev.error().message;
+  runtime::Device& d = **dev;
+  const int64_t n[2] = {300, 77};
+  std::vector<float> cpu_p(377), g(377);
+  for (size_t i = 0; i < cpu_p.size(); ++i)
+    cpu_p[i] = std::sin(0.1f * i), g[i] = std::cos(0.3f * i);
+  const char* pipeline = "chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2))";
+  std::vector<float> want = cpu_p;
+  {
+    auto cpu = Optimizer::create(
+        pipeline, {{.name = "a", .data = want.data(), .dtype = DType::f32, .shape = {300}},
+                   {.name = "b", .data = want.data() + 300, .dtype = DType::f32, .shape = {77}}});
+    ASSERT_TRUE(cpu);
+    for (int s = 0; s < 3; ++s) ASSERT_TRUE((*cpu)->step({g.data(), g.data() + 300}));
+  }
+  for (bool flat : {true, false}) {
+    SCOPED_TRACE(flat ? "one buffer per role" : "a buffer per tensor");
+    std::vector<runtime::DeviceAllocation> mem;
+    DeviceMemory p[2], gr[2];
+    for (int role = 0; role < 2; ++role) {
+      DeviceMemory* at = role == 0 ? p : gr;
+      const float* src = role == 0 ? cpu_p.data() : g.data();
+      if (flat) {
+        auto a = runtime::allocate(d, 377 * 4, "a test arena");
+        ASSERT_TRUE(a);
+        ASSERT_TRUE(d.write(a->memory(), src, 377 * 4));
+        at[0] = a->memory(), at[1] = a->memory().at(300 * 4);
+        mem.push_back(std::move(*a));
+      } else {
+        for (int t = 0; t < 2; ++t) {
+          auto a = runtime::allocate(d, static_cast<size_t>(n[t]) * 4, "a test tensor");
+          ASSERT_TRUE(a);
+          ASSERT_TRUE(d.write(a->memory(), src + (t ? 300 : 0), static_cast<size_t>(n[t]) * 4));
+          at[t] = a->memory();
+          mem.push_back(std::move(*a));
+        }
+      }
+    }
+    OptimizerOptions o;
+    o.backend = Backend::webgpu;
+    o.queue = d.queue();
+    o.cache.reset();
+    auto opt =
+        Optimizer::create(pipeline,
+                          {{.name = "a", .dtype = DType::f32, .shape = {300}, .device = p[0]},
+                           {.name = "b", .dtype = DType::f32, .shape = {77}, .device = p[1]}},
+                          o);
+    ASSERT_TRUE(opt) << opt.error().message;
+    for (int s = 0; s < 3; ++s) {
+      auto r = (*opt)->step_device({gr[0], gr[1]});
+      ASSERT_TRUE(r) << r.error().message;
+      if (s > 0) {
+        if (flat)
+          EXPECT_EQ(r->copied_bytes, 0u);
+        else  // the gradients in, the parameters in and out
+          EXPECT_EQ(r->copied_bytes, 3u * 377 * 4);
+      }
+    }
+    std::vector<float> got(377);
+    ASSERT_TRUE(d.read(got.data(), p[0], 300 * 4));
+    ASSERT_TRUE(d.read(got.data() + 300, p[1], 77 * 4));
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 2e-6) << i;
+  }
+}
+
 // `auto` takes a WebGPU GPU after CUDA and OpenCL GPUs, never a WebGPU adapter that is a CPU
 // (lavapipe: optjit's own CPU backend is faster there).
 TEST(Webgpu, AutoPicksAWebgpuGpuAfterCudaAndOpencl) {
