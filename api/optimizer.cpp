@@ -310,14 +310,8 @@ Status Optimizer::build(std::vector<Param> params, OptimizerOptions options) {
     m.mode = runtime::StepMode::graph;
   else if (m.options.device_step.value_or(
                desc.device_step && m.parts.size() == 1 &&
-               (!m.options.shard || (m.options.shard->comm->capturable() &&
-                                     m.options.shard->order == ShardOrder::by_tensor))))
+               (!m.options.shard || m.options.shard->comm->capturable())))
     m.mode = runtime::StepMode::device;
-  if (m.mode != runtime::StepMode::host && m.options.shard &&
-      m.options.shard->order == ShardOrder::by_process)
-    return make_error(
-        "ShardOrder::by_process completes reductions with the scalar program on the host "
-        "(device_step=false); the device step all-reduces by tensor");
   // Sharded, the device step all-reduces each pass's partials on the device (NCCL on the
   // stream; other communicators through the host); a graph needs a communicator that only
   // enqueues.

@@ -126,10 +126,27 @@ Expected<ShardLayout> ShardLayout::agree(const ShardOptions& shard,
 
 runtime::DeviceShard ShardLayout::device_shard() const {
   runtime::DeviceShard d;
-  d.owner.assign(pieces_.size(), -1);
-  for (size_t i = 0; i < slot_of_.size(); ++i)
-    if (slot_of_[i] >= 0) d.owner[static_cast<size_t>(slot_of_[i])] = static_cast<int64_t>(i);
-  d.first.assign(first_.begin(), first_.end());
+  if (order_ == ShardOrder::by_process) {
+    // Per-tensor slots for split tensors' pieces only (numbered in tensor, then offset order).
+    d.processes = processes_;
+    d.rank = me_;
+    d.owner.assign(split_pieces_, -1);
+    for (size_t i = 0; i < slot_of_.size(); ++i)
+      if (slot_of_[i] >= 0 && split_slot_[static_cast<size_t>(slot_of_[i])] >= 0)
+        d.owner[static_cast<size_t>(split_slot_[static_cast<size_t>(slot_of_[i])])] =
+            static_cast<int64_t>(i);
+    int64_t next = 0;
+    for (size_t t = 0; t < numel_.size(); ++t) {
+      d.first.push_back(next);
+      if (first_[t + 1] - first_[t] > 1) next += static_cast<int64_t>(first_[t + 1] - first_[t]);
+    }
+    d.first.push_back(next);
+  } else {
+    d.owner.assign(pieces_.size(), -1);
+    for (size_t i = 0; i < slot_of_.size(); ++i)
+      if (slot_of_[i] >= 0) d.owner[static_cast<size_t>(slot_of_[i])] = static_cast<int64_t>(i);
+    d.first.assign(first_.begin(), first_.end());
+  }
   d.tensor_of.assign(tensor_of_.begin(), tensor_of_.end());
   d.allreduce = [comm = comm_](runtime::Device& dev, runtime::DeviceMemory data, size_t count) {
     return comm->allreduce_sum_device(dev, data, count);
@@ -145,11 +162,9 @@ Expected<std::vector<std::vector<double>>> ShardLayout::complete_by_process(
   for (size_t r = 0; r < R; ++r) at[r + 1] = at[r] + (all_tensors[r] ? P : split_pieces_);
   std::vector<double> buf(at[R], 0.0);
   for (size_t r = 0; r < R; ++r) {
-    if (all_tensors[r]) {  // this process's pieces, in local order
-      double v = runtime::reduce_identity(ops[r]);
-      for (size_t i = 0; i < slot_of_.size(); ++i)
-        if (slot_of_[i] >= 0) v = runtime::combine_two(ops[r], v, local[r][i]);
-      buf[at[r] + static_cast<size_t>(me_)] = v;
+    if (all_tensors[r]) {  // this process's tensors, in the lane order the unsharded step folds
+      buf[at[r] + static_cast<size_t>(me_)] =
+          runtime::combine_range(ops[r], local[r].size(), [&](size_t i) { return local[r][i]; });
       continue;
     }
     for (size_t i = 0; i < slot_of_.size(); ++i)

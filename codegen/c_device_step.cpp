@@ -300,63 +300,107 @@ class StepWriter {
     return s + "}\n";
   }
 
-  // Sharded steps (api/communicator.h), between combine_k and fold_k: the all-reduce buffer,
-  // slot by slot (sbuf[r * S + slot]): this process's value of reduction r for the tensor whose
-  // piece the slot is, where that piece is this process's (owner[slot], a local tensor), else 0,
-  // so every slot has one writer over all processes and the sum is exact. One work-group.
+  // Sharded steps (api/communicator.h). The all-reduce buffer holds pass k's reductions in
+  // order; a per-tensor one has S slots (pieces), an all-tensor one A slots: S by tensor (P = 0),
+  // one per process by process (P > 0). Reduction r's slots start at at(r).
+  std::string slots_at(size_t k, size_t r) const {
+    size_t all = 0, per = 0;
+    for (size_t i = 0; i < r; ++i)
+      (static_cast<ir::Scope>(p_.at(plan_.passes[k].reductions[i]).attr) == ir::Scope::all ? all
+                                                                                           : per)++;
+    return fmt::format("({} * A + {} * S)", all, per);
+  }
+
+  // Between combine_k and the all-reduce, slot by slot, one writer per slot over all processes
+  // (every other process writes 0), so the sum is exact: a piece's slot gets its value where the
+  // piece is this process's (owner[slot], a local tensor); by tensor an all-tensor reduction's
+  // value per piece comes from combine_k's rows, by process this process's own slot gets its
+  // tensors' fold (fold_k ran first, over them). One work-group.
   std::string shard_out(size_t k) const {
     const std::string I = L_.i64();
     const auto& reds = plan_.passes[k].reductions;
     std::string s = fmt::format(
         "{} optjit_shard_out_{}(const {}, const {}, {}, const {}, const {} T, const {} G, "
-        "const {} S) {{\n",
+        "const {} S, const {} P, const {} rank) {{\n",
         L_.kernel(), k, G("double", "vals"), G("double", "fold_rows"), G("double", "sbuf"),
-        G(I.c_str(), "owner"), I, I, I);
-    s += fmt::format("  const {} j0 = {}, size = {};\n", I, L_.local_id(), L_.local_size());
+        G(I.c_str(), "owner"), I, I, I, I, I);
+    s += fmt::format("  const {} j0 = {}, size = {}, A = P > 0 ? P : S;\n", I, L_.local_id(),
+                     L_.local_size());
     s += fmt::format(
         "  for ({0} slot = j0; slot < S; slot += size) {{\n"
         "    const {0} t = owner[slot];\n",
         I);
     size_t q = 0;
     for (size_t r = 0; r < reds.size(); ++r) {
-      const bool per_tensor = static_cast<ir::Scope>(p_.at(reds[r]).attr) == ir::Scope::tensor;
-      s += fmt::format("    sbuf[{} * S + slot] = t < 0 ? 0.0 : {};\n", r,
-                       per_tensor ? val_slot(reds[r]) : fmt::format("fold_rows[{} * T + t]", q++));
+      if (static_cast<ir::Scope>(p_.at(reds[r]).attr) == ir::Scope::tensor)
+        s += fmt::format("    sbuf[{} + slot] = t < 0 ? 0.0 : {};\n", slots_at(k, r),
+                         val_slot(reds[r]));
+      else
+        s += fmt::format("    if (P == 0) sbuf[{} + slot] = t < 0 ? 0.0 : fold_rows[{} * T + t];\n",
+                         slots_at(k, r), q++);
     }
+    s += fmt::format(
+        "  }}\n  for ({0} slot = j0; P > 0 && slot < P; slot += size) {{\n"
+        "    const {0} g = 0;\n",
+        I);
+    for (size_t r = 0; r < reds.size(); ++r)
+      if (static_cast<ir::Scope>(p_.at(reds[r]).attr) == ir::Scope::all)
+        s += fmt::format("    sbuf[{} + slot] = slot == rank ? {} : 0.0;\n", slots_at(k, r),
+                         val_slot(reds[r]));
     return s + "  }\n}\n";
   }
 
-  // After the all-reduce: each tensor's value over its pieces in offset order (the first piece
-  // as it is, so a whole tensor keeps its bits), the identity for a tensor no process holds;
-  // per-tensor reductions into each local tensor's value, all-tensor ones into one row per
-  // global tensor for fold_k (launched over the Tg global tensors), as the host's
-  // ShardLayout::complete. One work-group.
+  // After the all-reduce, as the host's ShardLayout::complete: each tensor's value over its
+  // pieces in offset order (the first piece as it is, so a whole tensor keeps its bits), the
+  // identity for a tensor no process holds; per-tensor reductions into each local tensor's value
+  // (by process, a tensor with no slots, one held whole, keeps its own); all-tensor ones by
+  // tensor into one row per global tensor for fold_k (launched over the Tg global tensors), by
+  // process the processes' values in rank order into every group. One work-group.
   std::string shard_in(size_t k) const {
     const std::string I = L_.i64();
     const auto& reds = plan_.passes[k].reductions;
     std::string s = fmt::format(
         "{} optjit_shard_in_{}(const {}, {}, {}, const {}, const {}, const {} T, const {} G, "
-        "const {} S, const {} Tg) {{\n",
+        "const {} S, const {} Tg, const {} P) {{\n",
         L_.kernel(), k, G("double", "sbuf"), G("double", "vals"), G("double", "fold_rows"),
-        G(I.c_str(), "first"), G(I.c_str(), "tensor_of"), I, I, I, I);
-    s += fmt::format("  const {} j0 = {}, size = {};\n", I, L_.local_id(), L_.local_size());
+        G(I.c_str(), "first"), G(I.c_str(), "tensor_of"), I, I, I, I, I);
+    s += fmt::format("  const {} j0 = {}, size = {}, A = P > 0 ? P : S;\n", I, L_.local_id(),
+                     L_.local_size());
     size_t q = 0;
     for (size_t r = 0; r < reds.size(); ++r) {
       const ir::Inst& in = p_.at(reds[r]);
-      const bool per_tensor = static_cast<ir::Scope>(in.attr) == ir::Scope::tensor;
-      s += per_tensor ? fmt::format(
-                            "  for ({0} t = j0; t < T; t += size) {{\n"
-                            "    const {0} tg = tensor_of[t];\n",
-                            I)
-                      : fmt::format("  for ({0} tg = j0; tg < Tg; tg += size) {{\n", I);
+      const std::string at = slots_at(k, r);
+      if (static_cast<ir::Scope>(in.attr) == ir::Scope::tensor) {
+        s += fmt::format(
+            "  for ({0} t = j0; t < T; t += size) {{\n"
+            "    const {0} tg = tensor_of[t];\n"
+            "    const {0} a = first[tg], b = first[tg + 1];\n"
+            "    if (P > 0 && a == b) continue;\n"
+            "    double v = a == b ? {1} : sbuf[{2} + a];\n"
+            "    for ({0} p = a + 1; p < b; ++p) v = {3};\n"
+            "    {4} = v;\n  }}\n",
+            I, literal(ir::reduction(in.op).identity, DType::f64), at,
+            combine_two(in.op, "v", fmt::format("sbuf[{} + p]", at)), val_slot(reds[r]));
+        continue;
+      }
       s += fmt::format(
-          "    const {0} a = first[tg], b = first[tg + 1];\n"
-          "    double v = a == b ? {1} : sbuf[{2} * S + a];\n"
-          "    for ({0} p = a + 1; p < b; ++p) v = {3};\n",
-          I, literal(ir::reduction(in.op).identity, DType::f64), r,
-          combine_two(in.op, "v", fmt::format("sbuf[{} * S + p]", r)));
-      s += per_tensor ? fmt::format("    {} = v;\n  }}\n", val_slot(reds[r]))
-                      : fmt::format("    fold_rows[{} * Tg + tg] = v;\n  }}\n", q++);
+          "  if (P > 0) {{\n"
+          "    if (j0 == 0) {{\n"
+          "      double v = sbuf[{1}];\n"
+          "      for ({0} p = 1; p < P; ++p) v = {2};\n"
+          "      for ({0} g = 0; g < G; ++g) {3} = v;\n"
+          "    }}\n"
+          "  }} else {{\n"
+          "    for ({0} tg = j0; tg < Tg; tg += size) {{\n"
+          "      const {0} a = first[tg], b = first[tg + 1];\n"
+          "      double v = a == b ? {4} : sbuf[{1} + a];\n"
+          "      for ({0} p = a + 1; p < b; ++p) v = {5};\n"
+          "      fold_rows[{6} * Tg + tg] = v;\n"
+          "    }}\n"
+          "  }}\n",
+          I, at, combine_two(in.op, "v", fmt::format("sbuf[{} + p]", at)), val_slot(reds[r]),
+          literal(ir::reduction(in.op).identity, DType::f64),
+          combine_two(in.op, "v", fmt::format("sbuf[{} + p]", at)), q++);
     }
     return s + "}\n";
   }

@@ -80,6 +80,16 @@ struct Executor::Impl {
 
   bool device_step() const { return options.step != StepMode::host; }
   int64_t global_tensors() const { return static_cast<int64_t>(shard->first.size()) - 1; }
+  // The all-reduce's length for pass k: per-tensor reductions a slot per piece, all-tensor ones
+  // as many, or one per process (by process).
+  size_t shard_slots(size_t k) const {
+    const size_t S = shard->owner.size(),
+                 A = shard->processes > 0 ? static_cast<size_t>(shard->processes) : S;
+    size_t n = 0;
+    for (ir::ValueId r : plan.passes[k].reductions)
+      n += static_cast<ir::Scope>(plan.program.at(r).attr) == ir::Scope::all ? A : S;
+    return n;
+  }
   bool arenas_model() const { return desc.addressing == Addressing::arenas; }
 
   void forget() {
@@ -244,8 +254,9 @@ Status Executor::Impl::build(const OptimizerState& s) {
         OPTJIT_TRY(table_of(shard_owner, shard->owner, "allocating the shard layout"));
         OPTJIT_TRY(table_of(shard_first, shard->first, "allocating the shard layout"));
         OPTJIT_TRY(table_of(shard_tensor_of, shard->tensor_of, "allocating the shard layout"));
-        OPTJIT_TRY(alloc(shard_buf, layout.partials_per_chunk * shard->owner.size() * 8,
-                         "allocating the sharded step's all-reduce buffer"));
+        size_t most = 1;
+        for (size_t k = 0; k < P; ++k) most = std::max(most, shard_slots(k));
+        OPTJIT_TRY(alloc(shard_buf, most * 8, "allocating the sharded step's all-reduce buffer"));
       }
       OPTJIT_TRY(alloc(first, firsts.size() * 8, "allocating the chunk index"));
       OPTJIT_TRY(dev.write(first.memory(), firsts.data(), firsts.size() * 8));
@@ -428,8 +439,7 @@ Status Executor::Impl::transfer_out(OptimizerState& s, bool state_too) {
     if (!state_too) {
       if (!written[b]) continue;
       for (size_t t = 0; t < T && device_arena[b]; ++t)
-        if (where[t * B + b] == Where::arena && s.tensors[t].device[b] && s.tensors[t].numel > 0)
-        {
+        if (where[t * B + b] == Where::arena && s.tensors[t].device[b] && s.tensors[t].numel > 0) {
           OPTJIT_TRY(dev.copy(s.tensors[t].device[b], arenas[b].memory().at(table.base[t] * es[b]),
                               buffer_bytes(plan, b, s.tensors[t].numel)));
           copied += buffer_bytes(plan, b, s.tensors[t].numel);
@@ -527,24 +537,30 @@ Status Executor::Impl::enqueue_device_step() {
       OPTJIT_TRY(module->launch({KernelId::combine, k32},
                                 static_cast<size_t>(std::max<int64_t>(T, 1)), lanes, c));
     }
+    // By process, this process folds its own tensors before the all-reduce; by tensor (and
+    // unsharded) the fold runs after it, over every global tensor.
+    const bool by_process = shard && shard->processes > 0;
+    auto fold = [&](int64_t rows) -> Status {
+      if (!layout.folds[k]) return Status::Ok();
+      const KernelArg f[] = {mem(fold_rows), mem(vals), KernelArg::i64(rows), KernelArg::i64(G)};
+      return module->launch({KernelId::fold, k32}, 1, lanes, f);
+    };
+    if (by_process) OPTJIT_TRY(fold(T));
     if (layout.combines[k] && shard) {
-      const int64_t S = static_cast<int64_t>(shard->owner.size()), Tg = global_tensors();
-      const KernelArg out[] = {mem(vals),         mem(fold_rows),    mem(shard_buf),
-                               mem(shard_owner),  KernelArg::i64(T), KernelArg::i64(G),
-                               KernelArg::i64(S)};
+      const int64_t S = static_cast<int64_t>(shard->owner.size()), Tg = global_tensors(),
+                    Pn = shard->processes;
+      const KernelArg out[] = {mem(vals),         mem(fold_rows),     mem(shard_buf),
+                               mem(shard_owner),  KernelArg::i64(T),  KernelArg::i64(G),
+                               KernelArg::i64(S), KernelArg::i64(Pn), KernelArg::i64(shard->rank)};
       OPTJIT_TRY(module->launch({KernelId::shard_out, k32}, 1, lanes, out));
-      OPTJIT_TRY(shard->allreduce(dev, shard_buf.memory(),
-                                  plan.passes[k].reductions.size() * static_cast<size_t>(S)));
-      const KernelArg in[] = {mem(shard_buf),       mem(vals),         mem(fold_rows),
-                              mem(shard_first),     mem(shard_tensor_of), KernelArg::i64(T),
-                              KernelArg::i64(G),    KernelArg::i64(S), KernelArg::i64(Tg)};
+      OPTJIT_TRY(shard->allreduce(dev, shard_buf.memory(), shard_slots(k)));
+      const KernelArg in[] = {
+          mem(shard_buf),       mem(vals),         mem(fold_rows),    mem(shard_first),
+          mem(shard_tensor_of), KernelArg::i64(T), KernelArg::i64(G), KernelArg::i64(S),
+          KernelArg::i64(Tg),   KernelArg::i64(Pn)};
       OPTJIT_TRY(module->launch({KernelId::shard_in, k32}, 1, lanes, in));
     }
-    if (layout.folds[k]) {
-      const int64_t rows = shard ? global_tensors() : T;
-      const KernelArg f[] = {mem(fold_rows), mem(vals), KernelArg::i64(rows), KernelArg::i64(G)};
-      OPTJIT_TRY(module->launch({KernelId::fold, k32}, 1, lanes, f));
-    }
+    if (!by_process) OPTJIT_TRY(fold(shard ? global_tensors() : T));
   }
   const KernelArg c[] = {mem(ctl), KernelArg::i64(G)};
   return module->launch({KernelId::commit, 0}, 1, 1, c);

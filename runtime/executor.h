@@ -52,11 +52,17 @@ struct ExecutorOptions {
 /// process on the device, between combining and folding: optjit_shard_out_k writes this
 /// process's per-tensor values into their pieces' slots of one buffer, `allreduce` sums it over
 /// the processes on the device's queue, optjit_shard_in_k folds each tensor's pieces; folds then
-/// run over every global tensor, as the host's sharded step does (the same bits).
+/// run over every global tensor, as the host's sharded step does (the same bits). By process,
+/// the fold runs first, over this process's tensors.
 struct DeviceShard {
   std::vector<int64_t> owner;      // per slot (piece): the local tensor that is it, or -1
   std::vector<int64_t> first;      // per global tensor: its first slot; then the slot count
   std::vector<int64_t> tensor_of;  // per local tensor: its global tensor
+  /// ShardOrder::by_process: the process count (else 0) and this process's rank. Then owner and
+  /// first cover only the pieces of split tensors, and all-tensor reductions have one slot per
+  /// process: each process folds its own tensors first (fold_k over its tensors), and
+  /// shard_in_k folds the processes in rank order.
+  int64_t processes = 0, rank = 0;
   std::function<Status(Device&, DeviceMemory data, size_t count)> allreduce;
 };
 

@@ -278,8 +278,11 @@ TEST(Nccl, ShardedDeviceStepOnTheStreamAndInAGraph) {
   for (const char* pipeline :
        {"chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2, weight_decay=0.1))",
         "lamb(lr=1e-2, weight_decay=0.01)", "chain(grad_scaler(scale=1024), adamw(lr=1e-2))"})
-    for (bool graph : {false, true}) {
-      SCOPED_TRACE(std::string(pipeline) + (graph ? ", graph" : ", device step"));
+    for (int variant = 0; variant < 4; ++variant) {
+      const bool graph = variant % 2 == 1;
+      const ShardOrder order = variant < 2 ? ShardOrder::by_tensor : ShardOrder::by_process;
+      SCOPED_TRACE(std::string(pipeline) + (graph ? ", graph" : ", device step") +
+                   (variant < 2 ? ", by tensor" : ", by process"));
       std::vector<std::vector<float>> p[2];
       std::unique_ptr<Optimizer> opt[2];
       for (int k = 0; k < 2; ++k) {
@@ -291,7 +294,7 @@ TEST(Nccl, ShardedDeviceStepOnTheStreamAndInAGraph) {
         o.queue = stream;
         o.device_step = true;
         o.cuda_graph = graph;
-        if (k == 1) o.shard = ShardOptions{*comm, tensors, {}};
+        if (k == 1) o.shard = ShardOptions{*comm, tensors, {}, order};
         auto made = Optimizer::create(
             pipeline,
             {{.name = "a", .data = p[k][0].data(), .dtype = DType::f32, .shape = {1000}},

@@ -213,32 +213,39 @@ TEST(Shard, SplitTensorsMatchTheUnshardedStep) {
   }
 }
 
-// The device step, sharded: each pass's partials are all-reduced on the device between the
-// combine and fold kernels (here on OpenCL, through the host, as any communicator without a
-// device path does; NCCL does the same on the stream). The same bits as the sharded host step,
-// for split and whole tensors, f32 and f64, with the skip of an Inf on one process.
+// The device step, sharded, by tensor and by process: each pass's partials are all-reduced on
+// the device between the combine and fold kernels (here on OpenCL, through the host, as any
+// communicator without a device path does; NCCL does the same on the stream). The same bits as the
+// sharded host step, for split and whole tensors, f32 and f64, with the skip of an Inf on one
+// process.
 TEST(Shard, TheDeviceStepAllReducesOnTheDeviceAsTheHostStepDoes) {
   ASSERT_TRUE(comm());
   const char* scaler = "chain(grad_scaler(scale=1024), adamw(lr=1e-2))";
-  for (const Layout& l : {slices(P(), me()), whole_tensors(P(), me())})
-    for (const char* pipeline : {kClipAdamW, kLamb, kInfClipAdamW, scaler}) {
-      SCOPED_TRACE(pipeline);
-      // An Inf in the last element of w1 (on the last process) from step 3, for the scaler.
-      const std::tuple<int, size_t, int64_t>
-          none = {-1, 0, 0},
-          inf = pipeline == scaler ? std::tuple<int, size_t, int64_t>{2, 1, kTensors[1].numel - 1}
-                                   : none;
-      const Result host = run<float>(pipeline, l, true, 4, Backend::opencl, {}, inf, false);
-      const Result dev = run<float>(pipeline, l, true, 4, Backend::opencl, {}, inf, true);
-      ASSERT_EQ(dev.error, "");
-      EXPECT_EQ(dev.values, host.values);
-      EXPECT_EQ(dev.skipped, host.skipped);
-      if (pipeline == scaler) EXPECT_EQ(dev.skipped, (std::vector<bool>{false, false, true, true}));
-      const Result host64 = run<double>(pipeline, l, true, 3, Backend::opencl, {}, none, false);
-      const Result dev64 = run<double>(pipeline, l, true, 3, Backend::opencl, {}, none, true);
-      ASSERT_EQ(dev64.error, "");
-      EXPECT_EQ(dev64.values, host64.values);
-    }
+  for (ShardOrder order : {ShardOrder::by_tensor, ShardOrder::by_process})
+    for (const Layout& l : {slices(P(), me()), whole_tensors(P(), me())})
+      for (const char* pipeline : {kClipAdamW, kLamb, kInfClipAdamW, scaler}) {
+        SCOPED_TRACE(std::string(pipeline) +
+                     (order == ShardOrder::by_process ? ", by process" : ", by tensor"));
+        // An Inf in the last element of w1 (on the last process) from step 3, for the scaler.
+        const std::tuple<int, size_t, int64_t>
+            none = {-1, 0, 0},
+            inf = pipeline == scaler ? std::tuple<int, size_t, int64_t>{2, 1, kTensors[1].numel - 1}
+                                     : none;
+        const Result host =
+            run<float>(pipeline, l, true, 4, Backend::opencl, {}, inf, false, order);
+        const Result dev = run<float>(pipeline, l, true, 4, Backend::opencl, {}, inf, true, order);
+        ASSERT_EQ(dev.error, "");
+        EXPECT_EQ(dev.values, host.values);
+        EXPECT_EQ(dev.skipped, host.skipped);
+        if (pipeline == scaler)
+          EXPECT_EQ(dev.skipped, (std::vector<bool>{false, false, true, true}));
+        const Result host64 =
+            run<double>(pipeline, l, true, 3, Backend::opencl, {}, none, false, order);
+        const Result dev64 =
+            run<double>(pipeline, l, true, 3, Backend::opencl, {}, none, true, order);
+        ASSERT_EQ(dev64.error, "");
+        EXPECT_EQ(dev64.values, host64.values);
+      }
   // And against the unsharded step: float64 to 1e-12.
   const Layout l = slices(P(), me());
   const Result ref = run<double>(kLamb, everything(), false, 3, Backend::cpu);
@@ -300,13 +307,6 @@ TEST(Shard, ByProcessOrderAllReducesOneValuePerProcess) {
       pieces += static_cast<size_t>(std::min<int64_t>(t.numel, P()));
     EXPECT_EQ(counting->sizes[1], order == by_process ? static_cast<size_t>(P()) : pieces);
   }
-  // The device step all-reduces by tensor only.
-  auto refused = run<float>(kClipAdamW, slices(P(), me()), true, 1, Backend::opencl, {}, none, true,
-                            by_process);
-  EXPECT_NE(refused.error.find("ShardOrder::by_process completes reductions with the scalar "
-                               "program on the host"),
-            std::string::npos)
-      << refused.error;
 }
 
 // The reference backend (float64 interpreter) shards the same way.

@@ -230,21 +230,33 @@ extern "C" __global__ void optjit_combine_0(const double* partials, const long l
   __syncthreads();
 }
 
-extern "C" __global__ void optjit_shard_out_0(const double* vals, const double* fold_rows, double* sbuf, const long long* owner, const long long T, const long long G, const long long S) {
-  const long long j0 = threadIdx.x, size = blockDim.x;
+extern "C" __global__ void optjit_shard_out_0(const double* vals, const double* fold_rows, double* sbuf, const long long* owner, const long long T, const long long G, const long long S, const long long P, const long long rank) {
+  const long long j0 = threadIdx.x, size = blockDim.x, A = P > 0 ? P : S;
   for (long long slot = j0; slot < S; slot += size) {
     const long long t = owner[slot];
-    sbuf[0 * S + slot] = t < 0 ? 0.0 : fold_rows[0 * T + t];
+    if (P == 0) sbuf[(0 * A + 0 * S) + slot] = t < 0 ? 0.0 : fold_rows[0 * T + t];
+  }
+  for (long long slot = j0; P > 0 && slot < P; slot += size) {
+    const long long g = 0;
+    sbuf[(0 * A + 0 * S) + slot] = slot == rank ? vals[g * 42 + 0] : 0.0;
   }
 }
 
-extern "C" __global__ void optjit_shard_in_0(const double* sbuf, double* vals, double* fold_rows, const long long* first, const long long* tensor_of, const long long T, const long long G, const long long S, const long long Tg) {
-  const long long j0 = threadIdx.x, size = blockDim.x;
-  for (long long tg = j0; tg < Tg; tg += size) {
-    const long long a = first[tg], b = first[tg + 1];
-    double v = a == b ? 0x0p+0 : sbuf[0 * S + a];
-    for (long long p = a + 1; p < b; ++p) v = v + sbuf[0 * S + p];
-    fold_rows[0 * Tg + tg] = v;
+extern "C" __global__ void optjit_shard_in_0(const double* sbuf, double* vals, double* fold_rows, const long long* first, const long long* tensor_of, const long long T, const long long G, const long long S, const long long Tg, const long long P) {
+  const long long j0 = threadIdx.x, size = blockDim.x, A = P > 0 ? P : S;
+  if (P > 0) {
+    if (j0 == 0) {
+      double v = sbuf[(0 * A + 0 * S)];
+      for (long long p = 1; p < P; ++p) v = v + sbuf[(0 * A + 0 * S) + p];
+      for (long long g = 0; g < G; ++g) vals[g * 42 + 0] = v;
+    }
+  } else {
+    for (long long tg = j0; tg < Tg; tg += size) {
+      const long long a = first[tg], b = first[tg + 1];
+      double v = a == b ? 0x0p+0 : sbuf[(0 * A + 0 * S) + a];
+      for (long long p = a + 1; p < b; ++p) v = v + sbuf[(0 * A + 0 * S) + p];
+      fold_rows[0 * Tg + tg] = v;
+    }
   }
 }
 

@@ -232,29 +232,34 @@ __kernel void optjit_combine_0(const __global double* partials, const __global l
   barrier(CLK_LOCAL_MEM_FENCE);
 }
 
-__kernel void optjit_shard_out_0(const __global double* vals, const __global double* fold_rows, __global double* sbuf, const __global long* owner, const long T, const long G, const long S) {
-  const long j0 = get_local_id(0), size = get_local_size(0);
+__kernel void optjit_shard_out_0(const __global double* vals, const __global double* fold_rows, __global double* sbuf, const __global long* owner, const long T, const long G, const long S, const long P, const long rank) {
+  const long j0 = get_local_id(0), size = get_local_size(0), A = P > 0 ? P : S;
   for (long slot = j0; slot < S; slot += size) {
     const long t = owner[slot];
-    sbuf[0 * S + slot] = t < 0 ? 0.0 : vals[G * 18 + t * 13 + 0];
-    sbuf[1 * S + slot] = t < 0 ? 0.0 : vals[G * 18 + t * 13 + 4];
+    sbuf[(0 * A + 0 * S) + slot] = t < 0 ? 0.0 : vals[G * 18 + t * 13 + 0];
+    sbuf[(0 * A + 1 * S) + slot] = t < 0 ? 0.0 : vals[G * 18 + t * 13 + 4];
+  }
+  for (long slot = j0; P > 0 && slot < P; slot += size) {
+    const long g = 0;
   }
 }
 
-__kernel void optjit_shard_in_0(const __global double* sbuf, __global double* vals, __global double* fold_rows, const __global long* first, const __global long* tensor_of, const long T, const long G, const long S, const long Tg) {
-  const long j0 = get_local_id(0), size = get_local_size(0);
+__kernel void optjit_shard_in_0(const __global double* sbuf, __global double* vals, __global double* fold_rows, const __global long* first, const __global long* tensor_of, const long T, const long G, const long S, const long Tg, const long P) {
+  const long j0 = get_local_id(0), size = get_local_size(0), A = P > 0 ? P : S;
   for (long t = j0; t < T; t += size) {
     const long tg = tensor_of[t];
     const long a = first[tg], b = first[tg + 1];
-    double v = a == b ? 0x0p+0 : sbuf[0 * S + a];
-    for (long p = a + 1; p < b; ++p) v = v + sbuf[0 * S + p];
+    if (P > 0 && a == b) continue;
+    double v = a == b ? 0x0p+0 : sbuf[(0 * A + 0 * S) + a];
+    for (long p = a + 1; p < b; ++p) v = v + sbuf[(0 * A + 0 * S) + p];
     vals[G * 18 + t * 13 + 0] = v;
   }
   for (long t = j0; t < T; t += size) {
     const long tg = tensor_of[t];
     const long a = first[tg], b = first[tg + 1];
-    double v = a == b ? 0x0p+0 : sbuf[1 * S + a];
-    for (long p = a + 1; p < b; ++p) v = v + sbuf[1 * S + p];
+    if (P > 0 && a == b) continue;
+    double v = a == b ? 0x0p+0 : sbuf[(0 * A + 1 * S) + a];
+    for (long p = a + 1; p < b; ++p) v = v + sbuf[(0 * A + 1 * S) + p];
     vals[G * 18 + t * 13 + 4] = v;
   }
 }
