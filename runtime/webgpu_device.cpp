@@ -31,29 +31,55 @@ namespace optjit::runtime {
 namespace {
 
 // The entry points optjit uses, typed from the header's declarations.
-#define OPTJIT_WGPU_FUNCTIONS(X)                                                                  \
-  X(wgpuCreateInstance)                                                                           \
-  X(wgpuInstanceRelease)                                                                          \
-  X(wgpuInstanceEnumerateAdapters)                                                                \
-  X(wgpuInstanceProcessEvents)                                                                    \
-  X(wgpuAdapterGetInfo) X(wgpuAdapterInfoFreeMembers) X(wgpuAdapterGetLimits) X(                  \
-      wgpuAdapterRequestDevice) X(wgpuAdapterRelease) X(wgpuDeviceRelease) X(wgpuDeviceGetQueue)  \
-      X(wgpuDeviceCreateBuffer) X(wgpuBufferRelease) X(wgpuBufferDestroy) X(wgpuBufferMapAsync)   \
-          X(wgpuBufferGetConstMappedRange) X(wgpuBufferGetMappedRange) X(wgpuBufferUnmap) X(      \
-              wgpuQueueWriteBuffer) X(wgpuQueueSubmit) X(wgpuQueueRelease)                        \
-              X(wgpuDeviceCreateCommandEncoder) X(wgpuCommandEncoderCopyBufferToBuffer) X(        \
-                  wgpuCommandEncoderBeginComputePass) X(wgpuCommandEncoderFinish)                 \
-                  X(wgpuCommandEncoderRelease) X(wgpuCommandBufferRelease) X(                     \
-                      wgpuComputePassEncoderSetPipeline) X(wgpuComputePassEncoderSetBindGroup)    \
-                      X(wgpuComputePassEncoderDispatchWorkgroups) X(wgpuComputePassEncoderEnd)    \
-                          X(wgpuComputePassEncoderRelease) X(wgpuDeviceCreateShaderModule)        \
-                              X(wgpuShaderModuleRelease) X(wgpuDeviceCreateBindGroupLayout) X(    \
-                                  wgpuBindGroupLayoutRelease) X(wgpuDeviceCreatePipelineLayout)   \
-                                  X(wgpuPipelineLayoutRelease) X(wgpuDeviceCreateComputePipeline) \
-                                      X(wgpuComputePipelineRelease) X(wgpuDeviceCreateBindGroup)  \
-                                          X(wgpuBindGroupRelease) X(wgpuDevicePushErrorScope)     \
-                                              X(wgpuDevicePopErrorScope) X(wgpuDevicePoll)        \
-                                                  X(wgpuGetVersion)
+// clang-format off
+#define OPTJIT_WGPU_FUNCTIONS(X) \
+  X(wgpuCreateInstance) \
+  X(wgpuInstanceRelease) \
+  X(wgpuInstanceEnumerateAdapters) \
+  X(wgpuInstanceProcessEvents) \
+  X(wgpuAdapterGetInfo) \
+  X(wgpuAdapterInfoFreeMembers) \
+  X(wgpuAdapterGetLimits) \
+  X(wgpuAdapterRequestDevice) \
+  X(wgpuAdapterRelease) \
+  X(wgpuDeviceRelease) \
+  X(wgpuDeviceGetQueue) \
+  X(wgpuDeviceCreateBuffer) \
+  X(wgpuBufferRelease) \
+  X(wgpuBufferDestroy) \
+  X(wgpuBufferMapAsync) \
+  X(wgpuBufferGetConstMappedRange) \
+  X(wgpuBufferGetMappedRange) \
+  X(wgpuBufferUnmap) \
+  X(wgpuQueueWriteBuffer) \
+  X(wgpuQueueSubmit) \
+  X(wgpuQueueRelease) \
+  X(wgpuDeviceCreateCommandEncoder) \
+  X(wgpuCommandEncoderCopyBufferToBuffer) \
+  X(wgpuCommandEncoderBeginComputePass) \
+  X(wgpuCommandEncoderFinish) \
+  X(wgpuCommandEncoderRelease) \
+  X(wgpuCommandBufferRelease) \
+  X(wgpuComputePassEncoderSetPipeline) \
+  X(wgpuComputePassEncoderSetBindGroup) \
+  X(wgpuComputePassEncoderDispatchWorkgroups) \
+  X(wgpuComputePassEncoderEnd) \
+  X(wgpuComputePassEncoderRelease) \
+  X(wgpuDeviceCreateShaderModule) \
+  X(wgpuShaderModuleRelease) \
+  X(wgpuDeviceCreateBindGroupLayout) \
+  X(wgpuBindGroupLayoutRelease) \
+  X(wgpuDeviceCreatePipelineLayout) \
+  X(wgpuPipelineLayoutRelease) \
+  X(wgpuDeviceCreateComputePipeline) \
+  X(wgpuComputePipelineRelease) \
+  X(wgpuDeviceCreateBindGroup) \
+  X(wgpuBindGroupRelease) \
+  X(wgpuDevicePushErrorScope) \
+  X(wgpuDevicePopErrorScope) \
+  X(wgpuDevicePoll) \
+  X(wgpuGetVersion)
+// clang-format on
 
 struct Api {
 #define OPTJIT_DECLARE(name) decltype(&::name) name = nullptr;
