@@ -215,7 +215,7 @@ TEST(Nvrtc, EveryBuiltinCompilesForSm80AndSm90) {
     auto cubin = codegen::compile_cubin(*step_src, "sm_90");
     ASSERT_TRUE(cubin) << d->name << " device step: " << cubin.error().message;
     const auto layout = codegen::device_step_layout(*plan);
-    size_t expected = 2 * plan->passes.size() + 2;  // passes, segments, commit
+    size_t expected = 2 * plan->passes.size() + 2;    // passes, segments, commit
     for (size_t k = 0; k < plan->passes.size(); ++k)  // combine, shard_out, shard_in; fold
       expected += 3 * layout.combines[k] + layout.folds[k];
     EXPECT_EQ(cubin->kernels.size(), expected) << d->name;
