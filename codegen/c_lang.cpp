@@ -8,9 +8,7 @@
 
 namespace optjit::codegen::detail {
 
-std::string Lang::value_type(DType t) const { return type_name(t); }
-
-std::string Lang::type_name(DType t) const {
+std::string Lang::value_type(DType t) const {
   switch (t) {
     case DType::f64:
       return "double";
@@ -346,11 +344,11 @@ class Wgsl final : public Lang {
     if (t == DType::f16 || t == DType::bf16 || t == DType::u16) return 16;
     return t == DType::b1 || t == DType::u8 ? 8 : 0;
   }
-  static bool half(DType t) { return narrow(t) != 0; }
+  static bool packed(DType t) { return narrow(t) != 0; }
   std::string storage_type(DType t) const override {
-    return t == DType::b1 ? "bool" : half(t) ? "u32" : type_name(t);
+    return t == DType::b1 ? "bool" : packed(t) ? "u32" : value_type(t);
   }
-  std::string type_name(DType t) const override {
+  std::string value_type(DType t) const override {
     switch (t) {
       case DType::b1:
         return "bool";
@@ -380,7 +378,7 @@ class Wgsl final : public Lang {
         return fmt::format(
             "the webgpu backend has no block-quantized state yet (buffer '{}' is {})", buf.name,
             ir::to_string(buf.quant));
-      if (buf.storage != DType::f32 && !half(buf.storage))
+      if (buf.storage != DType::f32 && !packed(buf.storage))
         return fmt::format(
             "the webgpu backend stores f32, bf16 and f16 (buffer '{}' is {}, and WGSL has no "
             "{})",
@@ -440,7 +438,7 @@ class Wgsl final : public Lang {
     // the kernel arguments in this order).
     const size_t B = plan.buffers.size();
     for (size_t b = 0; b < B; ++b) {
-      if (!half(plan.buffers[b].storage)) {
+      if (!packed(plan.buffers[b].storage)) {
         s += fmt::format("@group(0) @binding({0}) var<storage, read_write> b{0}: array<{1}>;\n", b,
                          storage_type(plan.buffers[b].storage));
         continue;
@@ -659,7 +657,7 @@ fn optjit_sround(f: f32, key: vec2<u32>, t: i32, e: i32, stream: u32) -> f32 {{
   std::string load(uint32_t b, DType st, int w, const std::string& ix) const override {
     auto one = [&](const std::string& e) {
       if (st == DType::b1) return fmt::format("(optjit_ld_b{}({}) != 0u)", b, e);
-      return half(st) ? fmt::format("optjit_ld_b{}({})", b, e) : fmt::format("b{}[{}]", b, e);
+      return packed(st) ? fmt::format("optjit_ld_b{}({})", b, e) : fmt::format("b{}[{}]", b, e);
     };
     if (w == 1) return one(fmt::format("p{} + {}", b, ix));
     std::string s = vec_type(st, w) + "(";
@@ -670,28 +668,25 @@ fn optjit_sround(f: f32, key: vec2<u32>, t: i32, e: i32, stream: u32) -> f32 {{
   std::string store(uint32_t b, DType st, int w, const std::string& ix) const override {
     auto one = [&](const std::string& e, const std::string& v) {
       if (st == DType::b1) return fmt::format("optjit_st_b{}({}, select(0u, 1u, {}));", b, e, v);
-      return half(st) ? fmt::format("optjit_st_b{}({}, {});", b, e, v)
-                      : fmt::format("b{}[{}] = {};", b, e, v);
+      return packed(st) ? fmt::format("optjit_st_b{}({}, {});", b, e, v)
+                        : fmt::format("b{}[{}] = {};", b, e, v);
     };
     if (w == 1) return one(fmt::format("p{} + {}", b, ix), fmt::format("S{}", b));
+    auto at = [&](int l) { return fmt::format("p{} + ({}) * {} + {}", b, ix, w, l); };
+    auto lane_of = [&](int l) { return fmt::format("S{}[{}]", b, l); };
     std::string s;
     if (narrow(st) == 16) {
       // Pairs that fill a word (the element index even: arenas and chunks are aligned, a
       // caller's buffer may not be) are one plain store, not two read-modify-writes.
-      for (int l = 0; l < w; l += 2) {
-        const std::string e = fmt::format("p{} + ({}) * {} + {}", b, ix, w, l);
+      for (int l = 0; l < w; l += 2)
         s += fmt::format(
-            "{5}if (((p{0} + ({1}) * {2} + {3}) & 1) == 0) {{ atomicStore(&b{0}[({4}) >> 1u], "
-            "(S{0}[{3}] & 0xffffu) | (S{0}[{6}] << 16u)); }} else {{ {7} {8} }}",
-            b, ix, w, l, e, l == 0 ? "" : " ", l + 1, one(e, fmt::format("S{}[{}]", b, l)),
-            one(fmt::format("p{} + ({}) * {} + {}", b, ix, w, l + 1),
-                fmt::format("S{}[{}]", b, l + 1)));
-      }
+            "{}if ((({}) & 1) == 0) {{ atomicStore(&b{}[({}) >> 1u], ({} & 0xffffu) | ({} << "
+            "16u)); }} else {{ {} {} }}",
+            l == 0 ? "" : " ", at(l), b, at(l), lane_of(l), lane_of(l + 1), one(at(l), lane_of(l)),
+            one(at(l + 1), lane_of(l + 1)));
       return s;
     }
-    for (int l = 0; l < w; ++l)
-      s += (l == 0 ? "" : " ") +
-           one(fmt::format("p{} + ({}) * {} + {}", b, ix, w, l), fmt::format("S{}[{}]", b, l));
+    for (int l = 0; l < w; ++l) s += (l == 0 ? "" : " ") + one(at(l), lane_of(l));
     return s;
   }
   std::string lane(const std::string& var, int l, int w) const override {
@@ -747,7 +742,7 @@ std::string float_math(const Lang& L, ir::Op op, DType t, const std::vector<std:
     case Op::Hi16:  // f32 only (the verifier checks)
       return fmt::format("OPTJIT_BITS_F32(OPTJIT_F32_BITS({}) & 0xffff0000u)", a[0]);
     case Op::Lo16:
-      return L.cast(L.type_name(DType::f32), fmt::format("(OPTJIT_F32_BITS({}) & 0xffffu)", a[0]));
+      return L.cast(L.value_type(DType::f32), fmt::format("(OPTJIT_F32_BITS({}) & 0xffffu)", a[0]));
     case Op::Join16:
       return fmt::format("OPTJIT_BITS_F32((OPTJIT_F32_BITS({}) & 0xffff0000u) | {})", a[0],
                          L.cast(L.u32(), a[1]));

@@ -38,7 +38,6 @@ class Lang {
   /// in f).
   virtual std::string math(const char* fn, DType t) const = 0;
   virtual std::string storage_type(DType t) const = 0;
-  std::string value_type(DType t) const;
 
   /// What every kernel source starts with: extensions, bit casts (OPTJIT_F32_BITS, ...), f16
   /// conversions (OPTJIT_F16_TO_F32, OPTJIT_F32_TO_F16), vector types for `vec`.
@@ -72,7 +71,7 @@ class Lang {
   /// Why this language cannot run `plan` (a type or operation it lacks), or empty.
   virtual std::string unsupported(const plan::Plan&, bool /*device_step*/) const { return {}; }
   /// A value type's name: float, double, long, bool (WGSL: f32, i32, bool).
-  virtual std::string type_name(DType t) const;
+  virtual std::string value_type(DType t) const;
   /// The type of reduction accumulators and partials (double; WGSL has none: f32).
   virtual const char* wide() const { return "double"; }
   /// `name` bound once to `e`; a mutable variable, uninitialized when `init` is empty.

@@ -91,6 +91,16 @@ Expected<std::unique_ptr<Graph>> Device::capture(const std::function<Status()>&)
   return make_error("{} devices do not capture graphs", description().kind);
 }
 
+Expected<int> choose_device(int index, const std::vector<bool>& gpu, const char* what) {
+  if (index < 0) {
+    auto first_gpu = std::find(gpu.begin(), gpu.end(), true);
+    index = first_gpu == gpu.end() ? 0 : static_cast<int>(first_gpu - gpu.begin());
+  }
+  if (index >= static_cast<int>(gpu.size()))
+    return make_error("no {} {} (there are {})", what, index, gpu.size());
+  return index;
+}
+
 Expected<DeviceAllocation> allocate(Device& device, size_t bytes, const char* what) {
   bytes = std::max<size_t>(bytes, 8);
   auto m = device.allocate(bytes, what);

@@ -197,6 +197,11 @@ struct DeviceSpec {
   void* queue = nullptr;  // the caller's; not owned. Null: the device's own.
 };
 
+/// The device to open among a kind's devices (gpu[i]: device i is a GPU) for `index` (-1: the
+/// first GPU, else the first device), or an error naming it ("no OpenCL device 9 (there are 1)";
+/// `what` is "OpenCL device").
+Expected<int> choose_device(int index, const std::vector<bool>& gpu, const char* what);
+
 /// Opens a device, or says why there is none ("no CUDA driver on this machine ...").
 Expected<std::shared_ptr<Device>> open_device(const DeviceSpec& spec);
 

@@ -190,16 +190,11 @@ class OpenclDevice final : public Device {
       if (index < 0)
         return make_error("the caller's OpenCL queue is on a device optjit cannot see");
     } else {
-      if (index < 0) {
-        index = 0;
-        for (const auto& f : *found)
-          if (f.info.gpu) {
-            index = f.info.index;
-            break;
-          }
-      }
-      if (index >= static_cast<int>(found->size()))
-        return make_error("no OpenCL device {} (there are {})", index, found->size());
+      std::vector<bool> gpu;
+      for (const auto& f : *found) gpu.push_back(f.info.gpu);
+      auto chosen = choose_device(index, gpu, "OpenCL device");
+      if (!chosen) return chosen.error();
+      index = *chosen;
       d->device_ = (*found)[index].device;
       d->ctx_ = clCreateContext(nullptr, 1, &d->device_, nullptr, nullptr, &e);
       if (!d->ctx_) return cl_fail("clCreateContext", e);

@@ -276,16 +276,11 @@ class WebgpuDevice final : public Device {
   static Expected<std::shared_ptr<WebgpuDevice>> open(int index) {
     auto found = find_adapters();
     if (!found) return found.error();
-    if (index < 0) {
-      index = 0;
-      for (const auto& f : *found)
-        if (f.info.gpu) {
-          index = f.info.index;
-          break;
-        }
-    }
-    if (index >= static_cast<int>(found->size()))
-      return make_error("no WebGPU adapter {} (there are {})", index, found->size());
+    std::vector<bool> gpu;
+    for (const auto& f : *found) gpu.push_back(f.info.gpu);
+    auto chosen = choose_device(index, gpu, "WebGPU adapter");
+    if (!chosen) return chosen.error();
+    index = *chosen;
     auto d = std::shared_ptr<WebgpuDevice>(new WebgpuDevice());
     d->w_ = *api();
     d->info_ = (*found)[index].info;
