@@ -12,6 +12,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -263,7 +264,13 @@ class WebgpuModule final : public Module {
   WGPUPipelineLayout pipeline_layout_ = nullptr;
   std::map<std::string, WGPUComputePipeline> pipelines_;
   std::vector<WGPUBuffer> dummies_;  // bound where a launch passes no memory
-  size_t bindings_ = 0;              // storage bindings; then one uniform binding
+  Expected<WGPUBuffer> int_buffer(const std::array<int32_t, 4>& ints);
+  void forget_bind_groups();
+  static constexpr size_t kKeptBindGroups = 256;
+  std::map<std::vector<uint64_t>, WGPUBindGroup> bind_groups_;  // by buffers and integers
+  std::map<std::array<int32_t, 4>, WGPUBuffer> int_buffers_;
+  uint64_t releases_seen_ = 0;
+  size_t bindings_ = 0;  // storage bindings; then one uniform binding
   int block_ = 0;
   bool cached_;
 
@@ -355,6 +362,7 @@ class WebgpuDevice final : public Device {
   }
 
   ~WebgpuDevice() override {
+    if (staging_) w_->wgpuBufferRelease(staging_);
     if (queue_) w_->wgpuQueueRelease(queue_);
     if (device_) w_->wgpuDeviceRelease(device_);
   }
@@ -392,9 +400,12 @@ class WebgpuDevice final : public Device {
   }
   void release(DeviceMemory m) override {
     sizes_.erase(m.handle);
+    ++releases_;  // bind groups that may name it are made again (WebgpuModule::launch)
     w_->wgpuBufferDestroy(buf(m));
     w_->wgpuBufferRelease(buf(m));
   }
+  /// How many buffers this device has released: a bind group made before may name one.
+  uint64_t releases() const { return releases_; }
   /// The size of a buffer this device allocated (0 for others).
   uint64_t size_of(DeviceMemory m) const {
     auto it = sizes_.find(m.handle);
@@ -423,12 +434,18 @@ class WebgpuDevice final : public Device {
     if (bytes == 0) return Status::Ok();
     // Whole words (buffers are allocated in whole words, so they hold them).
     const uint64_t lo = src.offset & ~uint64_t{3}, size = round4(src.offset + bytes) - lo;
-    WGPUBufferDescriptor d = WGPU_BUFFER_DESCRIPTOR_INIT;
-    d.label = sv("optjit read-back");
-    d.usage = WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst;
-    d.size = size;
-    WGPUBuffer staging = w_->wgpuDeviceCreateBuffer(device_, &d);
-    if (!staging) return make_error("WebGPU: no staging buffer of {} bytes", size);
+    // One mapped read-back buffer, kept and grown (the host step reads partials every pass).
+    if (staging_size_ < size) {
+      if (staging_) w_->wgpuBufferRelease(staging_);
+      WGPUBufferDescriptor d = WGPU_BUFFER_DESCRIPTOR_INIT;
+      d.label = sv("optjit read-back");
+      d.usage = WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst;
+      d.size = std::max<uint64_t>(size, 4096);
+      staging_ = w_->wgpuDeviceCreateBuffer(device_, &d);
+      staging_size_ = staging_ ? d.size : 0;
+      if (!staging_) return make_error("WebGPU: no staging buffer of {} bytes", size);
+    }
+    WGPUBuffer staging = staging_;
     WGPUCommandEncoder enc = w_->wgpuDeviceCreateCommandEncoder(device_, nullptr);
     w_->wgpuCommandEncoderCopyBufferToBuffer(enc, buf(src), lo, staging, 0, size);
     submit(enc);
@@ -463,7 +480,6 @@ class WebgpuDevice final : public Device {
     } else {
       st = make_error("WebGPU: reading a buffer back failed: {}", mapped.message);
     }
-    w_->wgpuBufferRelease(staging);
     OPTJIT_TRY(check("reading a buffer back"));
     return st;
   }
@@ -535,6 +551,9 @@ class WebgpuDevice final : public Device {
   DeviceDescription desc_;
   std::string uncaptured_;
   std::map<uint64_t, uint64_t> sizes_;
+  uint64_t releases_ = 0;
+  WGPUBuffer staging_ = nullptr;
+  uint64_t staging_size_ = 0;
 };
 
 Expected<std::unique_ptr<Module>> WebgpuDevice::load(const plan::Plan& plan, const ModuleSpec& spec,
@@ -577,6 +596,8 @@ Expected<std::unique_ptr<Module>> WebgpuDevice::load(const plan::Plan& plan, con
 
 WebgpuModule::~WebgpuModule() {
   const Api& w = dev_.w();
+  forget_bind_groups();
+  for (auto& [ints, b] : int_buffers_) w.wgpuBufferRelease(b);
   for (auto& [name, p] : pipelines_) w.wgpuComputePipelineRelease(p);
   for (WGPUBuffer b : dummies_)
     if (b) w.wgpuBufferRelease(b);
@@ -671,7 +692,7 @@ Status WebgpuModule::launch(KernelId kernel, size_t groups, size_t group_size,
     return make_error("{} work-groups exceed the {} WebGPU allows in one dispatch", groups,
                       dev_.info().limits.maxComputeWorkgroupsPerDimension);
   std::vector<WGPUBindGroupEntry> entries;
-  int32_t ints[4] = {0, 0, 0, 0};
+  std::array<int32_t, 4> ints = {0, 0, 0, 0};
   size_t nint = 0;
   for (const KernelArg& a : args) {
     if (!a.is_memory) {
@@ -708,30 +729,40 @@ Status WebgpuModule::launch(KernelId kernel, size_t groups, size_t group_size,
     e.size = WGPU_WHOLE_SIZE;
     entries.push_back(e);
   }
-  WGPUBufferDescriptor ud = WGPU_BUFFER_DESCRIPTOR_INIT;
-  ud.usage = WGPUBufferUsage_Uniform;
-  ud.size = sizeof(ints);
-  ud.mappedAtCreation = true;
-  WGPUBuffer ubuf = w.wgpuDeviceCreateBuffer(dev_.device(), &ud);
-  if (!ubuf) return make_error("WebGPU: no buffer for the kernel's integer arguments");
-  std::memcpy(w.wgpuBufferGetMappedRange(ubuf, 0, sizeof(ints)), ints, sizeof(ints));
-  w.wgpuBufferUnmap(ubuf);
-  WGPUBindGroupEntry ue = WGPU_BIND_GROUP_ENTRY_INIT;
-  ue.binding = static_cast<uint32_t>(bindings_);
-  ue.buffer = ubuf;
-  ue.size = WGPU_WHOLE_SIZE;
-  entries.push_back(ue);
-  dev_.push_scope();
-  WGPUBindGroupDescriptor bd = WGPU_BIND_GROUP_DESCRIPTOR_INIT;
-  bd.layout = layout_;
-  bd.entryCount = entries.size();
-  bd.entries = entries.data();
-  WGPUBindGroup group = w.wgpuDeviceCreateBindGroup(dev_.device(), &bd);
-  Status bound = dev_.pop_scope("binding the arguments of " + kernel.name());
-  if (!bound.ok()) {
-    if (group) w.wgpuBindGroupRelease(group);
-    w.wgpuBufferRelease(ubuf);
-    return bound;
+  // A step launches the same kernels with the same buffers every time: bind groups (one layout
+  // for every kernel of the module) and the integer arguments' buffers are made once and kept,
+  // until the device releases a buffer a kept group might name.
+  if (releases_seen_ != dev_.releases()) {
+    forget_bind_groups();
+    releases_seen_ = dev_.releases();
+  }
+  std::vector<uint64_t> key;
+  for (const WGPUBindGroupEntry& e : entries) key.push_back(reinterpret_cast<uint64_t>(e.buffer));
+  for (int32_t v : ints) key.push_back(static_cast<uint32_t>(v));
+  WGPUBindGroup group = nullptr;
+  if (auto kept = bind_groups_.find(key); kept != bind_groups_.end()) {
+    group = kept->second;
+  } else {
+    auto ubuf = int_buffer(ints);
+    if (!ubuf) return ubuf.error();
+    WGPUBindGroupEntry ue = WGPU_BIND_GROUP_ENTRY_INIT;
+    ue.binding = static_cast<uint32_t>(bindings_);
+    ue.buffer = *ubuf;
+    ue.size = WGPU_WHOLE_SIZE;
+    entries.push_back(ue);
+    dev_.push_scope();
+    WGPUBindGroupDescriptor bd = WGPU_BIND_GROUP_DESCRIPTOR_INIT;
+    bd.layout = layout_;
+    bd.entryCount = entries.size();
+    bd.entries = entries.data();
+    group = w.wgpuDeviceCreateBindGroup(dev_.device(), &bd);
+    Status bound = dev_.pop_scope("binding the arguments of " + kernel.name());
+    if (!bound.ok()) {
+      if (group) w.wgpuBindGroupRelease(group);
+      return bound;
+    }
+    if (bind_groups_.size() >= kKeptBindGroups) forget_bind_groups();
+    bind_groups_.emplace(std::move(key), group);
   }
   WGPUCommandEncoder enc = w.wgpuDeviceCreateCommandEncoder(dev_.device(), nullptr);
   WGPUComputePassEncoder pass = w.wgpuCommandEncoderBeginComputePass(enc, nullptr);
@@ -741,10 +772,35 @@ Status WebgpuModule::launch(KernelId kernel, size_t groups, size_t group_size,
   w.wgpuComputePassEncoderEnd(pass);
   w.wgpuComputePassEncoderRelease(pass);
   dev_.submit(enc);
-  // The queue keeps what it uses alive until the work is done.
-  w.wgpuBindGroupRelease(group);
-  w.wgpuBufferRelease(ubuf);
   return dev_.check("launching a kernel");
+}
+
+// The buffer of integer arguments `ints`, made once per distinct value (a step's are the chunk
+// counts of its passes) and kept with the module.
+Expected<WGPUBuffer> WebgpuModule::int_buffer(const std::array<int32_t, 4>& ints) {
+  if (auto kept = int_buffers_.find(ints); kept != int_buffers_.end()) return kept->second;
+  const Api& w = dev_.w();
+  if (int_buffers_.size() >= kKeptBindGroups) {  // kept groups hold their own references
+    for (auto& [v, b] : int_buffers_) w.wgpuBufferRelease(b);
+    int_buffers_.clear();
+  }
+  WGPUBufferDescriptor ud = WGPU_BUFFER_DESCRIPTOR_INIT;
+  ud.usage = WGPUBufferUsage_Uniform;
+  ud.size = sizeof(ints);
+  ud.mappedAtCreation = true;
+  WGPUBuffer ubuf = w.wgpuDeviceCreateBuffer(dev_.device(), &ud);
+  if (!ubuf) return make_error("WebGPU: no buffer for a kernel's integer arguments");
+  std::memcpy(w.wgpuBufferGetMappedRange(ubuf, 0, sizeof(ints)), ints.data(), sizeof(ints));
+  w.wgpuBufferUnmap(ubuf);
+  int_buffers_.emplace(ints, ubuf);
+  return ubuf;
+}
+
+// Bind groups hold their own references (the queue keeps what it uses alive until the work is
+// done), so releasing ours is safe at any time.
+void WebgpuModule::forget_bind_groups() {
+  for (auto& [key, group] : bind_groups_) dev_.w().wgpuBindGroupRelease(group);
+  bind_groups_.clear();
 }
 
 const DeviceKindRegistration registration({
