@@ -5,6 +5,7 @@
 #include <functional>
 #include <optional>
 
+#include "executors.h"
 #include "fixtures.h"
 #include "ir/compile.h"
 #include "runtime/reference.h"
@@ -14,6 +15,28 @@ namespace optjit::testing {
 using StepFn = std::function<Expected<runtime::StepResult>(runtime::OptimizerState&)>;
 /// Makes a backend for a plan (the plan outlives it) and returns its step function.
 using BackendFactory = std::function<Expected<StepFn>(const plan::Plan&)>;
+
+/// Steps on a fresh executor of `kind` for each plan (the device's fixture matrix).
+inline BackendFactory executor_steps(const std::string& kind, runtime::ExecutorOptions options) {
+  return [kind, options](const plan::Plan& plan) -> Expected<StepFn> {
+    auto e = executor(plan, kind, options);
+    if (!e) return e.error();
+    std::shared_ptr<runtime::Executor> shared = std::move(*e);
+    return StepFn([shared](runtime::OptimizerState& s) { return shared->step(s); });
+  };
+}
+
+/// The GPU-style fixture matrices' launch shapes: small chunks and work-groups, so tensors span
+/// several chunks and the reduction tree has depth; odd cases (a pipeline's f64 one) vectors of
+/// 4, two per work-item, with tails, on a grid smaller than the chunk count.
+inline codegen::GpuLaunch fixture_launch(int index, int even_block, int odd_block) {
+  return index % 2 == 0 ? codegen::GpuLaunch{.block = even_block, .chunk_elements = 5}
+                        : codegen::GpuLaunch{.block = odd_block,
+                                             .items = 2,
+                                             .vec = 4,
+                                             .groups_per_unit = 1,
+                                             .chunk_elements = 12};
+}
 
 inline std::vector<double> buffer_values(const uint8_t* buf, DType t, int64_t n) {
   std::vector<double> out;

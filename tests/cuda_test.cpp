@@ -117,20 +117,9 @@ class CudaParity : public ::testing::TestWithParam<int> {};
 // As on OpenCL: the f32 case of each pipeline one element per thread, the f64 case (the next
 // index) vectors of 4, two per thread, with tails, on a grid smaller than the chunk count.
 TEST_P(CudaParity, MatchesTorchAndTheReference) {
-  std::shared_ptr<runtime::Executor> gpu;
   runtime::ExecutorOptions options;
-  options.launch =
-      GetParam() % 2 == 0
-          ? codegen::GpuLaunch{.block = 64, .chunk_elements = 5}
-          : codegen::GpuLaunch{
-                .block = 32, .items = 2, .vec = 4, .groups_per_unit = 1, .chunk_elements = 12};
-  testing::check_backend_on_fixture(
-      GetParam(), [&](const plan::Plan& plan) -> Expected<testing::StepFn> {
-        auto b = testing::executor(plan, "cuda", options);
-        if (!b) return b.error();
-        gpu = std::move(*b);
-        return testing::StepFn([gpu](runtime::OptimizerState& s) { return gpu->step(s); });
-      });
+  options.launch = testing::fixture_launch(GetParam(), 64, 32);
+  testing::check_backend_on_fixture(GetParam(), testing::executor_steps("cuda", options));
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaParity, testing::all_fixture_cases(),
@@ -141,17 +130,10 @@ class CudaDeviceStep : public ::testing::TestWithParam<int> {};
 // The whole step on the GPU: the f32 case of each pipeline replays a captured CUDA graph, the
 // f64 case launches the same kernels one by one.
 TEST_P(CudaDeviceStep, MatchesTorchAndTheReference) {
-  std::shared_ptr<runtime::Executor> gpu;
   runtime::ExecutorOptions options;
   options.launch = codegen::GpuLaunch{.block = 64, .chunk_elements = 7};
   options.step = GetParam() % 2 == 0 ? runtime::StepMode::graph : runtime::StepMode::device;
-  testing::check_backend_on_fixture(
-      GetParam(), [&](const plan::Plan& plan) -> Expected<testing::StepFn> {
-        auto b = testing::executor(plan, "cuda", options);
-        if (!b) return b.error();
-        gpu = std::move(*b);
-        return testing::StepFn([gpu](runtime::OptimizerState& s) { return gpu->step(s); });
-      });
+  testing::check_backend_on_fixture(GetParam(), testing::executor_steps("cuda", options));
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaDeviceStep, testing::all_fixture_cases(),

@@ -402,20 +402,9 @@ class OpenclParity : public ::testing::TestWithParam<int> {};
 // case of each pipeline runs one element per work-item; the f64 case (the next index) runs
 // vectors of 4, two per work-item, with tails, on a grid smaller than the chunk count.
 TEST_P(OpenclParity, MatchesTorchAndTheReference) {
-  std::shared_ptr<runtime::Executor> ocl;
   runtime::ExecutorOptions options;
-  options.launch =
-      GetParam() % 2 == 0
-          ? codegen::GpuLaunch{.block = 8, .chunk_elements = 5}
-          : codegen::GpuLaunch{
-                .block = 8, .items = 2, .vec = 4, .groups_per_unit = 1, .chunk_elements = 12};
-  testing::check_backend_on_fixture(
-      GetParam(), [&](const plan::Plan& plan) -> Expected<testing::StepFn> {
-        auto b = testing::executor(plan, "opencl", options);
-        if (!b) return b.error();
-        ocl = std::move(*b);
-        return testing::StepFn([ocl](runtime::OptimizerState& s) { return ocl->step(s); });
-      });
+  options.launch = testing::fixture_launch(GetParam(), 8, 8);
+  testing::check_backend_on_fixture(GetParam(), testing::executor_steps("opencl", options));
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, OpenclParity, testing::all_fixture_cases(),
@@ -428,19 +417,12 @@ class OpenclDeviceStep : public ::testing::TestWithParam<int> {};
 // parameter groups, scalar states) against torch and the reference, with small chunks so the
 // combines fold several chunks per tensor.
 TEST_P(OpenclDeviceStep, MatchesTorchAndTheReference) {
-  std::shared_ptr<runtime::Executor> ocl;
   runtime::ExecutorOptions options;
   options.launch = GetParam() % 2 == 0
                        ? codegen::GpuLaunch{.block = 4, .chunk_elements = 7}
                        : codegen::GpuLaunch{.block = 1, .vec = 2, .chunk_elements = 6};
   options.step = runtime::StepMode::device;
-  testing::check_backend_on_fixture(
-      GetParam(), [&](const plan::Plan& plan) -> Expected<testing::StepFn> {
-        auto b = testing::executor(plan, "opencl", options);
-        if (!b) return b.error();
-        ocl = std::move(*b);
-        return testing::StepFn([ocl](runtime::OptimizerState& s) { return ocl->step(s); });
-      });
+  testing::check_backend_on_fixture(GetParam(), testing::executor_steps("opencl", options));
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, OpenclDeviceStep, testing::all_fixture_cases(),

@@ -33,11 +33,7 @@ class WebgpuParity : public ::testing::TestWithParam<int> {};
 TEST_P(WebgpuParity, MatchesTorchAndTheReference) {
   const auto& c = testing::torch_fixtures()["cases"][GetParam()];
   runtime::ExecutorOptions options;
-  options.launch =
-      GetParam() % 2 == 0
-          ? codegen::GpuLaunch{.block = 8, .chunk_elements = 5}
-          : codegen::GpuLaunch{
-                .block = 8, .items = 2, .vec = 4, .groups_per_unit = 1, .chunk_elements = 12};
+  options.launch = testing::fixture_launch(GetParam(), 8, 8);
   if (c["dtype"] == "f64") {
     auto plan =
         compile_pipeline(c["pipeline"].get<std::string>(), {DType::f64, DType::f64, DType::f64});
@@ -47,14 +43,7 @@ TEST_P(WebgpuParity, MatchesTorchAndTheReference) {
     EXPECT_NE(b.error().message.find("WGSL has no f64"), std::string::npos) << b.error().message;
     return;
   }
-  std::shared_ptr<runtime::Executor> gpu;
-  testing::check_backend_on_fixture(
-      GetParam(), [&](const plan::Plan& plan) -> Expected<testing::StepFn> {
-        auto b = testing::executor(plan, "webgpu", options);
-        if (!b) return b.error();
-        gpu = std::move(*b);
-        return testing::StepFn([gpu](runtime::OptimizerState& s) { return gpu->step(s); });
-      });
+  testing::check_backend_on_fixture(GetParam(), testing::executor_steps("webgpu", options));
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, WebgpuParity, testing::all_fixture_cases(),
