@@ -52,68 +52,71 @@ std::string preamble(const Lang& L, const plan::Plan& plan, int vec) {
   // Block-quantized formats: the map, and the quantizer of ir/quant.h line for line: the
   // lookup table in its compact form (quant_lut_index, then CompactLut::code), f8_code, or the
   // thresholds of nearest_code.
+  size_t at = 0;
+  for (const ConstantTable& t : constant_tables(plan)) {
+    s += L.const_table(t.name, t.values, at);
+    at += t.values.size();
+  }
   std::vector<ir::Quant> formats;
   for (const auto& buf : plan.buffers)
     if (buf.quant != ir::Quant::none &&
         std::find(formats.begin(), formats.end(), buf.quant) == formats.end())
       formats.push_back(buf.quant);
+  const std::string U = L.u32(), F = L.value_type(DType::f32);
+  auto ge = [&](const std::string& a, const std::string& b) {
+    return L.compare(">=", a, b, DType::f32);
+  };
   for (ir::Quant q : formats) {
     const ir::QuantInfo& qi = ir::info(q);
-    // The map as bit patterns (fp8's has NaNs, which no constant initializer spells).
-    auto bit_patterns = [](std::span<const float> v) {
-      std::string out;
-      for (size_t k = 0; k < v.size(); ++k)
-        out +=
-            fmt::format("{}0x{:08x}u,", k % 8 == 0 ? "\n  " : " ", std::bit_cast<uint32_t>(v[k]));
-      return out;
-    };
-    s += fmt::format("{0}{1} optjit_map_{2}[{3}] = {{{4}\n}};\n", L.constant(), L.u32(),
-                     ir::to_string(q), qi.map.size(), bit_patterns(qi.map));
+    const std::string name(ir::to_string(q));
     if (qi.kind == ir::QuantKind::nearest) {
-      s += fmt::format("{0}{1} optjit_thr_{2}[{3}] = {{{4}\n}};\n", L.constant(), L.u32(),
-                       ir::to_string(q), qi.thresholds.size(), bit_patterns(qi.thresholds));
-      s += fmt::format(
-          "{0}{1} optjit_quantize_{2}(float y) {{\n"
-          "  {1} c = 0;\n"
-          "  for (int k = 0; k < {3}; ++k) c += y >= OPTJIT_BITS_F32(optjit_thr_{2}[k]) ? 1u : "
-          "0u;\n"
-          "  return c;\n}}\n",
-          L.device_fn(), L.u32(), ir::to_string(q), qi.thresholds.size());
+      s += L.function(
+          U, "optjit_quantize_" + name, {{F, "y"}},
+          fmt::format(
+              "  {}\n  {} {{\n    c += {};\n  }}\n  return c;\n", L.var(U, "c", "0u"),
+              L.for_head(L.i32(), "k", "0", fmt::format("k < {}", qi.thresholds.size()), "k += 1"),
+              L.select(ge("y", "OPTJIT_BITS_F32(" + L.table_at("optjit_thr_" + name, "k") + ")"),
+                       "1u", "0u")));
       continue;
     }
     if (qi.kind == ir::QuantKind::fp8) {
       if (s.find("optjit_f8_code") == std::string::npos)  // once for every fp8 format
-        s += fmt::format(
-            "{0}{1} optjit_f8_code(float y) {{\n"
-            "  {1} bits = OPTJIT_F32_BITS(y);\n"
-            "  const {1} sign = bits & 0x80000000u;\n"
-            "  bits ^= sign;\n"
-            "  {1} r;\n"
-            "  if (bits >= 0x43e80000u) r = 0x7fu;\n"
-            "  else if (bits < 0x3c800000u)\n"
-            "    r = OPTJIT_F32_BITS(OPTJIT_BITS_F32(bits) + OPTJIT_BITS_F32(0x46800000u)) - "
-            "0x46800000u;\n"
-            "  else r = (bits + 0xc407ffffu + ((bits >> 20) & 1u)) >> 20;\n"
-            "  return (r & 255u) | (sign >> 24);\n}}\n",
-            L.device_fn(), L.u32());
+        s += L.function(
+            U, "optjit_f8_code", {{F, "y"}},
+            fmt::format(
+                "  {}\n  {}\n  bits ^= sign;\n  {}\n"
+                "  if (bits >= 0x43e80000u) {{\n    r = 0x7fu;\n"
+                "  }} else if (bits < 0x3c800000u) {{\n"
+                "    r = OPTJIT_F32_BITS(OPTJIT_BITS_F32(bits) + "
+                "OPTJIT_BITS_F32(0x46800000u)) - 0x46800000u;\n"
+                "  }} else {{\n    r = (bits + 0xc407ffffu + ((bits >> 20u) & 1u)) >> 20u;\n"
+                "  }}\n  return (r & 255u) | (sign >> 24u);\n",
+                L.var(U, "bits", "OPTJIT_F32_BITS(y)"), L.let(U, "sign", "bits & 0x80000000u"),
+                L.var(U, "r")));
       continue;
     }
     const ir::CompactLut& c = *qi.compact;
-    std::string lut;
-    for (size_t k = 0; k < c.entries.size(); ++k)
-      lut += fmt::format("{}{}u,", k % 16 == 0 ? "\n  " : " ", c.entries[k]);
-    s += fmt::format("{0}{1} optjit_lut_{2}[{3}] = {{{4}\n}};\n", L.constant(), L.u32(),
-                     ir::to_string(q), c.entries.size(), lut);
-    s += fmt::format(
-        "{0}{1} optjit_quantize_{2}(float y) {{\n"
-        "  y = y >= -1.0f ? (y > 1.0f ? 1.0f : y) : -1.0f;\n"
-        "  const {1} i = ({1})(((y + 1.0f) * 0.5f) * 65535.0f + 0.5f);\n"
-        "  const {1} b = i >> 5;\n"
-        "  const {1} j = b < {3}u ? b : (b < {4}u ? i - {5}u : b + {6}u);\n"
-        "  const {1} e = optjit_lut_{2}[j];\n"
-        "  return (e & 255u) + ((i & 31u) >= (e >> 8) ? 1u : 0u);\n}}\n",
-        L.device_fn(), L.u32(), ir::to_string(q), c.near_lo, c.near_hi, 32 * c.near_lo - c.near_lo,
-        c.near_lo + 32 * (c.near_hi - c.near_lo) - c.near_hi);
+    // NaN takes -1, as quant_lut_index's clamp does.
+    const std::string clamped = L.select(
+        ge("x", "-1.0f"),
+        "(" + L.select(L.compare(">", "x", "1.0f", DType::f32), "1.0f", "x") + ")", "-1.0f");
+    s += L.function(
+        U, "optjit_quantize_" + name, {{F, "x"}},
+        fmt::format(
+            "  {}\n  {}\n  {}\n  {}\n  {}\n  return (e & 255u) + ({});\n", L.let(F, "y", clamped),
+            L.let(U, "i", L.cast(U, "(((y + 1.0f) * 0.5f) * 65535.0f + 0.5f)")),
+            L.let(U, "b", "i >> 5u"),
+            L.let(U, "j",
+                  L.select(
+                      fmt::format("b < {}u", c.near_lo), "b",
+                      "(" +
+                          L.select(fmt::format("b < {}u", c.near_hi),
+                                   fmt::format("i - {}u", 32 * c.near_lo - c.near_lo),
+                                   fmt::format("b + {}u", c.near_lo + 32 * (c.near_hi - c.near_lo) -
+                                                              c.near_hi)) +
+                          ")")),
+            L.let(U, "e", L.table_at("optjit_lut_" + name, "j")),
+            L.select("(i & 31u) >= (e >> 8u)", "1u", "0u")));
   }
   bool sround = false;
   for (const auto& pass : plan.passes)
@@ -165,8 +168,8 @@ class KernelWriter {
       if (plan_.buffers[b].quant != ir::Quant::none) quant_.push_back(b);
     if (!quant_.empty()) {
       for (uint32_t b : stores_)
-        if (quantized(b)) shared("float", fmt::format("qv{}", b), ir::quant_block(plan_.buffers));
-      shared(L_.u32(), "qm", block_);
+        if (quantized(b)) shared(L_.value_type(DType::f32), qv(b), ir::quant_block(plan_.buffers));
+      shared(L_.u32(), shared_name("qm"), block_);
     }
     s += shared_;
     s += fmt::format("  {} {{\n", L_.for_head(L_.i64(), "c", L_.group_id(), "c < nchunks",
@@ -287,31 +290,46 @@ class KernelWriter {
   // their |x| bits max-reduced per thread, NaN winning), reduces each stored buffer's absmax
   // across the group, then writes the scale and the codes.
   Expected<std::string> block_loop() {
-    const std::string I = L_.i64(), U = L_.u32(), lid = L_.local_id();
+    const std::string I = L_.i64(), U = L_.u32(), F = L_.value_type(DType::f32),
+                      lid = L_.local_id();
+    const int64_t QB = ir::quant_block(plan_.buffers);
     std::string s = fmt::format(
-        "      for ({0} b0 = 0; b0 < len; b0 += {1}) {{\n"
-        "        const {0} n = len - b0 < {1} ? len - b0 : {1};\n"
-        "        const {0} blk = (off + b0) / {1};\n",
-        I, ir::quant_block(plan_.buffers));
+        "      {} {{\n        {}\n        {}\n",
+        L_.for_head(I, "e0", "0", "e0 < len", fmt::format("e0 += {}", QB)),
+        L_.let(I, "n", L_.select(fmt::format("len - e0 < {}", QB), "len - e0", std::to_string(QB))),
+        L_.let(I, "blk", fmt::format("(off + e0) / {}", QB)));
     for (uint32_t b : loads_)
-      if (quantized(b)) s += fmt::format("        const float sc{0} = s{0}[blk];\n", b);
+      if (quantized(b))
+        s += "        " + L_.let(F, fmt::format("sc{}", b), L_.scale_at(b, "blk")) + "\n";
     for (uint32_t b : stores_)
-      if (quantized(b)) s += fmt::format("        {} am{} = 0;\n", U, b);
-    s += fmt::format("        for ({} j = {}; j < n; j += {}) {{\n", I, lid, block_);
-    s += fmt::format("          const {} i0 = b0 + j;\n", I);
+      if (quantized(b)) s += "        " + L_.var(U, fmt::format("am{}", b), "0u") + "\n";
+    s += fmt::format("        {} {{\n          {}\n",
+                     L_.for_head(I, "j", lid, "j < n", fmt::format("j += {}", block_)),
+                     L_.let(I, "i0", "e0 + j"));
     for (uint32_t b : loads_) {
-      if (quantized(b))  // 4-bit: the even element's code is its byte's high nibble
-        s += fmt::format(
-            "          const float L{0}_0 = OPTJIT_BITS_F32(optjit_map_{1}[{2}]) * sc{0};\n", b,
-            ir::to_string(plan_.buffers[b].quant),
-            ir::info(plan_.buffers[b].quant).bits == 4
-                ? fmt::format("(q{}[i0 >> 1] >> ((i0 & 1) != 0 ? 0 : 4)) & 15", b)
-                : fmt::format("q{}[i0]", b));
-      else
-        s += fmt::format("          const {} L{}_0 = {};\n", vec_type(b, 1), b, load(b, 1, "i0"));
+      if (!quantized(b)) {
+        s +=
+            "          " + L_.let(vec_type(b, 1), fmt::format("L{}_0", b), load(b, 1, "i0")) + "\n";
+        continue;
+      }
+      // 4-bit: the even element's code is its byte's high nibble.
+      const std::string code = bits(b) == 4
+                                   ? fmt::format("(({} >> ({})) & 15u)", L_.code_byte(b, "i0 >> 1"),
+                                                 L_.select("(i0 & 1) != 0", "0u", "4u"))
+                                   : L_.code_byte(b, "i0");
+      s +=
+          "          " +
+          L_.let(F, fmt::format("L{}_0", b),
+                 fmt::format(
+                     "OPTJIT_BITS_F32({}) * sc{}",
+                     L_.table_at(
+                         fmt::format("optjit_map_{}", ir::to_string(plan_.buffers[b].quant)), code),
+                     b)) +
+          "\n";
     }
     s += "          {\n";
-    for (uint32_t b : stores_) s += fmt::format("            {} S{};\n", vec_type(b, 1), b);
+    for (uint32_t b : stores_)
+      s += "            " + L_.var(vec_type(b, 1), fmt::format("S{}", b)) + "\n";
     size_t r = 0;
     for (size_t n = 0; n < pass_.body.insts.size(); ++n) {
       auto line = statement(n, r, 0, 0, 1);
@@ -323,54 +341,85 @@ class KernelWriter {
         s += "            " + store(b, 1, "i0") + "\n";
         continue;
       }
-      s += fmt::format(
-          "            qv{0}[j] = S{0};\n"
-          "            am{0} = am{0} > (OPTJIT_F32_BITS(S{0}) & 0x7fffffffu) ? am{0} : "
-          "(OPTJIT_F32_BITS(S{0}) & 0x7fffffffu);\n",
-          b);
+      // The staged value, and its |x| bits max-reduced (NaN's bits are the largest).
+      const std::string ax = fmt::format("(OPTJIT_F32_BITS(S{}) & 0x7fffffffu)", b);
+      s += fmt::format("            {}[j] = S{};\n            am{} = {};\n", qv(b), b, b,
+                       L_.select(fmt::format("am{} > {}", b, ax), fmt::format("am{}", b), ax));
     }
     s += "          }\n        }\n";
     for (uint32_t b : stores_) {
       if (!quantized(b)) continue;
       const ir::QuantKind kind = ir::info(plan_.buffers[b].quant).kind;
+      const std::string qm = shared_name("qm");
       s += fmt::format(
-          "        qm[{1}] = am{0};\n        {2};\n"
-          "        for (int w = {3}; w > 0; w >>= 1) {{\n"
-          "          if ((int){1} < w) qm[{1}] = qm[{1}] > qm[{1} + w] ? qm[{1}] : qm[{1} + w];\n"
-          "          {2};\n        }}\n"
-          "        const float ab{0} = OPTJIT_BITS_F32(qm[0]);\n        {2};\n",
-          b, lid, L_.barrier(), block_ / 2);
+          "        {0}[{1}] = am{2};\n        {3};\n"
+          "        {4} {{\n"
+          "          if ({7} < w) {{\n            {0}[{1}] = {5};\n          }}\n"
+          "          {3};\n        }}\n"
+          "        {6}\n        {3};\n",
+          qm, lid, b, L_.barrier(),
+          L_.for_head(L_.i32(), "w", std::to_string(block_ / 2), "w > 0", "w >>= 1u"),
+          L_.select(fmt::format("{0}[{1}] > {0}[{1} + w]", qm, lid), fmt::format("{}[{}]", qm, lid),
+                    fmt::format("{}[{} + w]", qm, lid)),
+          L_.let(F, fmt::format("ab{}", b), fmt::format("OPTJIT_BITS_F32({}[0])", qm)),
+          L_.cast(L_.i32(), lid));
       // ir::quant_scale: the absmax, or max(absmax, 1e-12) (/ 448 for fp8); NaN stays NaN.
-      const std::string clipped = fmt::format("(ab{0} <= {1} ? {1} : ab{0})", b,
-                                              literal(static_cast<double>(1e-12f), DType::f32));
-      s += fmt::format(
-          "        const float sb{0} = {1};\n        if ({2} == 0) s{0}[blk] = sb{0};\n", b,
-          kind == ir::QuantKind::table ? fmt::format("ab{}", b)
-          : kind == ir::QuantKind::fp8 ? clipped + " / 448.0f"
-                                       : clipped,
-          lid);
-      const std::string q = std::string(ir::to_string(plan_.buffers[b].quant));
-      if (kind == ir::QuantKind::nearest)  // codes two to a byte (n is even)
-        s += fmt::format(
-            "        for ({2} j = 2 * {1}; j < n; j += {3})\n"
-            "          q{0}[(b0 + j) >> 1] = (optjit_quantize_{4}(qv{0}[j] / sb{0}) << 4) | "
-            "optjit_quantize_{4}(qv{0}[j + 1] / sb{0});\n",
-            b, lid, I, 2 * block_, q);
-      else if (kind == ir::QuantKind::fp8)  // ir::f8_code of x / scale
-        s += fmt::format(
-            "        for ({2} j = {1}; j < n; j += {3}) q{0}[b0 + j] = optjit_f8_code(qv{0}[j] / "
-            "sb{0});\n",
-            b, lid, I, block_);
-      else  // the table: lut[index(x / absmax)], 0 for a zero block
-        s += fmt::format(
-            "        for ({2} j = {1}; j < n; j += {3})\n"
-            "          q{0}[b0 + j] = sb{0} == 0.0f ? 0 : optjit_quantize_{4}(qv{0}[j] * (1.0f / "
-            "sb{0}));\n",
-            b, lid, I, block_, q);
+      const std::string tiny = literal(static_cast<double>(1e-12f), DType::f32);
+      const std::string clipped =
+          "(" +
+          L_.select(L_.compare("<=", fmt::format("ab{}", b), tiny, DType::f32), tiny,
+                    fmt::format("ab{}", b)) +
+          ")";
+      s += fmt::format("        {}\n        if ({} == 0) {{\n          {} = sb{};\n        }}\n",
+                       L_.let(F, fmt::format("sb{}", b),
+                              kind == ir::QuantKind::table ? fmt::format("ab{}", b)
+                              : kind == ir::QuantKind::fp8 ? clipped + " / 448.0f"
+                                                           : clipped),
+                       lid, L_.scale_at(b, "blk"), b);
+      // Each invocation writes code_unit() bytes of codes: 1 (C) or 4 (WGSL) per 8-bit format,
+      // twice as many codes per 4-bit one, even element high.
+      const std::string q(ir::to_string(plan_.buffers[b].quant));
+      auto code_of = [&](const std::string& k) -> std::string {
+        const std::string x = fmt::format("{}[{}]", qv(b), k);
+        switch (kind) {
+          case ir::QuantKind::nearest:
+            return fmt::format("optjit_quantize_{}({} / sb{})", q, x, b);
+          case ir::QuantKind::fp8:
+            return fmt::format("optjit_f8_code({} / sb{})", x, b);
+          case ir::QuantKind::table:
+            break;
+        }
+        // The table: lut[index(x / absmax)], 0 for a zero block.
+        return "(" +
+               L_.select(L_.compare("==", fmt::format("sb{}", b), "0.0f", DType::f32), "0u",
+                         fmt::format("optjit_quantize_{}({} * (1.0f / sb{}))", q, x, b)) +
+               ")";
+      };
+      const int per_byte = bits(b) == 4 ? 2 : 1, codes = L_.code_unit() * per_byte;
+      std::string unit;
+      for (int k = 0; k < codes; ++k) {
+        const int shift = 8 * (k / per_byte) + (per_byte == 2 && k % 2 == 0 ? 4 : 0);
+        const std::string at = k == 0 ? "j" : fmt::format("j + {}", k);
+        std::string term = code_of(at);
+        if (shift > 0) term = fmt::format("({} << {}u)", term, shift);
+        // Codes past the block's end (a tensor's last, partial block) are zero.
+        if (k >= per_byte) term = "(" + L_.select(fmt::format("{} < n", at), term, "0u") + ")";
+        unit += (k == 0 ? "" : " | ") + term;
+      }
+      s += fmt::format("        {} {{\n          {}\n        }}\n",
+                       L_.for_head(I, "j", codes == 1 ? lid : fmt::format("{} * {}", codes, lid),
+                                   "j < n", fmt::format("j += {}", codes * block_)),
+                       L_.store_codes(b, per_byte == 2 ? "(e0 + j) >> 1" : "e0 + j", unit));
     }
     s += fmt::format("        {};\n      }}\n", L_.barrier());
     return s;
   }
+  // Work-group arrays of the block loop: a buffer's staged values, and the absmax reduction's.
+  std::string shared_name(const char* base) const {
+    return L_.shared_at_module_scope() ? fmt::format("{}_{}", base, k_) : base;
+  }
+  std::string qv(uint32_t b) const { return shared_name(fmt::format("qv{}", b).c_str()); }
+  int bits(uint32_t b) const { return ir::info(plan_.buffers[b].quant).bits; }
 
   // The type that holds w elements of buffer b as loaded, its loads and stores, and lanes.
   std::string vec_type(uint32_t b, int w) const { return L_.vec_type(plan_.buffers[b].storage, w); }
@@ -550,6 +599,32 @@ class KernelWriter {
 };
 
 }  // namespace
+
+std::vector<ConstantTable> constant_tables(const plan::Plan& plan) {
+  std::vector<ir::Quant> formats;
+  for (const auto& buf : plan.buffers)
+    if (buf.quant != ir::Quant::none &&
+        std::find(formats.begin(), formats.end(), buf.quant) == formats.end())
+      formats.push_back(buf.quant);
+  // Floats as their bit patterns (fp8's map has NaNs, which no constant initializer spells).
+  auto bits = [](std::span<const float> v) {
+    std::vector<uint32_t> out;
+    for (float f : v) out.push_back(std::bit_cast<uint32_t>(f));
+    return out;
+  };
+  std::vector<ConstantTable> tables;
+  for (ir::Quant q : formats) {
+    const ir::QuantInfo& qi = ir::info(q);
+    const std::string name(ir::to_string(q));
+    tables.push_back({"optjit_map_" + name, bits(qi.map)});
+    if (qi.kind == ir::QuantKind::nearest)
+      tables.push_back({"optjit_thr_" + name, bits(qi.thresholds)});
+    if (qi.kind == ir::QuantKind::table)
+      tables.push_back(
+          {"optjit_lut_" + name, {qi.compact->entries.begin(), qi.compact->entries.end()}});
+  }
+  return tables;
+}
 
 Expected<std::string> emit_c(const plan::Plan& plan, CEmitOptions o) {
   OPTJIT_TRY(o.launch.validate());

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "codegen/launch.h"
 #include "ir/error.h"
@@ -73,6 +74,17 @@ DeviceStepLayout device_step_layout(const plan::Plan& plan);
 /// reductions go to partials[c * R + r] through a fixed-order tree
 /// in local memory, so results do not depend on scheduling.
 Expected<std::string> emit_c(const plan::Plan& plan, CEmitOptions options);
+
+/// The constant tables of a plan's block-quantized formats (maps, thresholds, lookup tables), in
+/// the order the kernels use them. C kernels hold them as constant arrays; WGSL ones read them
+/// from one storage buffer, their concatenation, that the WebGPU module binds after the integer
+/// arguments (binding B + 5 for B buffers): WGSL compilers copy a constant array to private
+/// memory on every dynamic index, which made a 2,668-entry lookup table take minutes per step.
+struct ConstantTable {
+  std::string name;
+  std::vector<uint32_t> values;
+};
+std::vector<ConstantTable> constant_tables(const plan::Plan& plan);
 
 /// The kernel-cache variant of emitted source: the launch shape plus a hash of the source
 /// itself, so a change to the emitter can never load a stale binary, bumped version or not.

@@ -40,6 +40,13 @@ std::string Lang::cast(const std::string& type, const std::string& x) const {
 std::string Lang::select(const std::string& c, const std::string& t, const std::string& f) const {
   return fmt::format("{} ? {} : {}", c, t, f);
 }
+std::string Lang::const_table(const std::string& name, const std::vector<uint32_t>& values,
+                              size_t) const {
+  std::string v;
+  for (size_t k = 0; k < values.size(); ++k)
+    v += fmt::format("{}0x{:08x}u,", k % 8 == 0 ? "\n  " : " ", values[k]);
+  return fmt::format("{}{} {}[{}] = {{{}\n}};\n", constant(), u32(), name, values.size(), v);
+}
 std::string Lang::shared(const std::string& type, const std::string& name, size_t n) const {
   return fmt::format("{}{} {}[{}];", local(), type, name, n);
 }
@@ -374,10 +381,6 @@ class Wgsl final : public Lang {
       return "WGSL has no f64, which the device step's scalar program runs in: the webgpu "
              "backend runs it on the host (--step host)";
     for (const auto& buf : plan.buffers) {
-      if (buf.quant != ir::Quant::none)
-        return fmt::format(
-            "the webgpu backend has no block-quantized state yet (buffer '{}' is {})", buf.name,
-            ir::to_string(buf.quant));
       if (buf.storage != DType::f32 && !packed(buf.storage))
         return fmt::format(
             "the webgpu backend stores f32, bf16 and f16 (buffer '{}' is {}, and WGSL has no "
@@ -441,6 +444,11 @@ class Wgsl final : public Lang {
       if (!packed(plan.buffers[b].storage)) {
         s += fmt::format("@group(0) @binding({0}) var<storage, read_write> b{0}: array<{1}>;\n", b,
                          storage_type(plan.buffers[b].storage));
+        if (plan.buffers[b].quant != ir::Quant::none)  // codes: bytes of the f32 words' bits
+          s += fmt::format(
+              "fn optjit_code_b{0}(i: i32) -> u32 {{\n"
+              "  return (bitcast<u32>(b{0}[i >> 2u]) >> (8u * u32(i & 3))) & 255u;\n}}\n",
+              b);
         continue;
       }
       // Two or four elements to a word. Invocations store neighbouring elements (vector tails,
@@ -463,6 +471,9 @@ class Wgsl final : public Lang {
         "@group(0) @binding({}) var<storage, read_write> partials: array<vec2<u32>>;\n"
         "@group(0) @binding({}) var<uniform> args: vec4<i32>;\n",
         B, B + 1, B + 2, B + 3, B + 4);
+    if (!constant_tables(plan).empty())
+      s += fmt::format("@group(0) @binding({}) var<storage, read> optjit_tables: array<u32>;\n",
+                       B + 5);
     s += R"(fn OPTJIT_F32_BITS(x: f32) -> u32 { return bitcast<u32>(x); }
 fn OPTJIT_BITS_F32(x: u32) -> f32 { return bitcast<f32>(x); }
 fn isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
@@ -644,9 +655,45 @@ fn optjit_sround(f: f32, key: vec2<u32>, t: i32, e: i32, stream: u32) -> f32 {{
     return fmt::format("optjit_sround({}, uniforms[ub + {}], t, {}, {}u)", x, key_uniform, e,
                        stream);
   }
-  std::string quant_pointers(const plan::Plan&, uint32_t) const override { return {}; }
-  std::string no_scales(uint32_t) const override { return "true"; }
+  // A block-quantized buffer's codes live at the start of its tensor's region of the f32 arena,
+  // read as bytes of its words (optjit_code_b<b>, from the preamble) and written a word at a
+  // time: q<b> is the chunk's first code byte, s<b> the tensor's first scale in buffer b + 1
+  // (-1 when it has none).
+  std::string quant_pointers(const plan::Plan& plan, uint32_t b) const override {
+    return fmt::format(
+        "    let q{0}: i32 = 4 * rows[row + {0}].x + {2};\n"
+        "    let s{0}: i32 = rows[row + {1}].x;\n",
+        b, b + 1, code_offset(plan, b));
+  }
+  std::string no_scales(uint32_t b) const override {
+    return fmt::format("rows[row + {}].x < 0", b + 1);
+  }
+  std::string code_byte(uint32_t b, const std::string& ix) const override {
+    return fmt::format("optjit_code_b{0}(q{0} + ({1}))", b, ix);
+  }
+  std::string scale_at(uint32_t b, const std::string& blk) const override {
+    return fmt::format("b{}[s{} + {}]", b + 1, b, blk);
+  }
+  int code_unit() const override { return 4; }
+  std::string store_codes(uint32_t b, const std::string& ix,
+                          const std::string& unit) const override {
+    return fmt::format("b{0}[(q{0} + ({1})) >> 2u] = bitcast<f32>({2});", b, ix, unit);
+  }
   const char* constant() const override { return "const "; }
+  std::string const_table(const std::string& name, const std::vector<uint32_t>&,
+                          size_t at) const override {
+    return fmt::format("const {}: u32 = {}u;\n", name, at);
+  }
+  std::string table_at(const std::string& name, const std::string& ix) const override {
+    return fmt::format("optjit_tables[{} + u32({})]", name, ix);
+  }
+  std::string function(const std::string& ret, const std::string& name,
+                       const std::vector<std::pair<std::string, std::string>>& params,
+                       const std::string& body) const override {
+    std::string p;
+    for (const auto& [type, n] : params) p += (p.empty() ? "" : ", ") + n + ": " + type;
+    return fmt::format("fn {}({}) -> {} {{\n{}}}\n", name, p, ret, body);
+  }
   std::string vec_type(DType st, int w) const override {
     // WGSL's vectors stop at 4 lanes; wider ones are arrays (lanes index both alike).
     if (w == 1) return storage_type(st);

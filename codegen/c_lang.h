@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "codegen/c_emitter.h"
@@ -61,8 +62,40 @@ class Lang {
   /// scales (too small to quantize: its state is plain f32 in p<b>).
   virtual std::string quant_pointers(const plan::Plan& plan, uint32_t b) const = 0;
   virtual std::string no_scales(uint32_t b) const = 0;
+  /// Buffer b's code byte `ix` past q<b>, as an unsigned value; and block `blk`'s scale in s<b>
+  /// (an lvalue: the block loop reads and writes it).
+  virtual std::string code_byte(uint32_t b, const std::string& ix) const {
+    return fmt::format("q{}[{}]", b, ix);
+  }
+  virtual std::string scale_at(uint32_t b, const std::string& blk) const {
+    return fmt::format("s{}[{}]", b, blk);
+  }
+  /// Codes are written code_unit() bytes at a time by one invocation: a byte in C, a word in
+  /// WGSL (which has no byte stores). `unit` holds them, the first byte lowest; byte `ix` past
+  /// q<b> is a multiple of code_unit().
+  virtual int code_unit() const { return 1; }
+  virtual std::string store_codes(uint32_t b, const std::string& ix,
+                                  const std::string& unit) const {
+    return fmt::format("q{}[{}] = {};", b, ix, unit);
+  }
   /// The qualifier of a constant table at program scope.
   virtual const char* constant() const = 0;
+  /// Constant table `name` (codegen::constant_tables) at program scope: an array of u32 with
+  /// `values` in C; in WGSL its offset `at` in the tables' storage buffer. table_at reads entry
+  /// `ix` (an unsigned value).
+  virtual std::string const_table(const std::string& name, const std::vector<uint32_t>& values,
+                                  size_t at) const;
+  virtual std::string table_at(const std::string& name, const std::string& ix) const {
+    return fmt::format("{}[{}]", name, ix);
+  }
+  /// A helper function: its return type, name, parameters as (type, name), and body.
+  virtual std::string function(const std::string& ret, const std::string& name,
+                               const std::vector<std::pair<std::string, std::string>>& params,
+                               const std::string& body) const {
+    std::string p;
+    for (const auto& [type, n] : params) p += (p.empty() ? "" : ", ") + type + " " + n;
+    return fmt::format("{}{} {}({}) {{\n{}}}\n", device_fn(), ret, name, p, body);
+  }
   /// Whether loads and stores of f16 convert to and from float themselves (OpenCL's
   /// vload_half); otherwise the emitter converts with OPTJIT_F16_TO_F32 / OPTJIT_F32_TO_F16.
   virtual bool half_loads_convert() const = 0;

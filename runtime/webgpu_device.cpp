@@ -264,6 +264,7 @@ class WebgpuModule final : public Module {
   WGPUPipelineLayout pipeline_layout_ = nullptr;
   std::map<std::string, WGPUComputePipeline> pipelines_;
   std::vector<WGPUBuffer> dummies_;  // bound where a launch passes no memory
+  WGPUBuffer tables_ = nullptr;      // codegen::constant_tables, where the plan has any
   Expected<WGPUBuffer> int_buffer(const std::array<int32_t, 4>& ints);
   void forget_bind_groups();
   static constexpr size_t kKeptBindGroups = 256;
@@ -601,6 +602,7 @@ WebgpuModule::~WebgpuModule() {
   for (auto& [name, p] : pipelines_) w.wgpuComputePipelineRelease(p);
   for (WGPUBuffer b : dummies_)
     if (b) w.wgpuBufferRelease(b);
+  if (tables_) w.wgpuBufferRelease(tables_);
   if (pipeline_layout_) w.wgpuPipelineLayoutRelease(pipeline_layout_);
   if (layout_) w.wgpuBindGroupLayoutRelease(layout_);
   if (shader_) w.wgpuShaderModuleRelease(shader_);
@@ -613,19 +615,38 @@ Status WebgpuModule::build(const plan::Plan& plan, const std::string& source, in
   // then the integer arguments.
   const size_t B = plan.buffers.size();
   bindings_ = B + 4;
-  if (bindings_ > dev_.info().limits.maxStorageBuffersPerShaderStage)
+  // Block-quantized formats' tables (codegen::constant_tables), after the integer arguments.
+  const std::vector<codegen::ConstantTable> tables = codegen::constant_tables(plan);
+  const size_t storage = bindings_ + (tables.empty() ? 0 : 1);
+  if (storage > dev_.info().limits.maxStorageBuffersPerShaderStage)
     return make_error(
-        "this pipeline needs {} storage buffers per kernel; WebGPU adapter '{}' allows {}",
-        bindings_, dev_.info().name, dev_.info().limits.maxStorageBuffersPerShaderStage);
-  std::vector<WGPUBindGroupLayoutEntry> entries(bindings_ + 1);
-  for (size_t i = 0; i <= bindings_; ++i) {
+        "this pipeline needs {} storage buffers per kernel; WebGPU adapter '{}' allows {}", storage,
+        dev_.info().name, dev_.info().limits.maxStorageBuffersPerShaderStage);
+  std::vector<WGPUBindGroupLayoutEntry> entries(bindings_ + (tables.empty() ? 1 : 2));
+  for (size_t i = 0; i < entries.size(); ++i) {
     WGPUBindGroupLayoutEntry& e = entries[i];
     e = WGPU_BIND_GROUP_LAYOUT_ENTRY_INIT;
     e.binding = static_cast<uint32_t>(i);
     e.visibility = WGPUShaderStage_Compute;
-    e.buffer.type = i == bindings_          ? WGPUBufferBindingType_Uniform
-                    : (i >= B && i < B + 3) ? WGPUBufferBindingType_ReadOnlyStorage
-                                            : WGPUBufferBindingType_Storage;
+    e.buffer.type = i == bindings_                           ? WGPUBufferBindingType_Uniform
+                    : (i >= B && i < B + 3) || i > bindings_ ? WGPUBufferBindingType_ReadOnlyStorage
+                                                             : WGPUBufferBindingType_Storage;
+  }
+  if (!tables.empty()) {
+    std::vector<uint32_t> all;
+    for (const auto& t : tables) all.insert(all.end(), t.values.begin(), t.values.end());
+    dev_.push_scope();
+    WGPUBufferDescriptor d = WGPU_BUFFER_DESCRIPTOR_INIT;
+    d.usage = WGPUBufferUsage_Storage;
+    d.size = (all.size() * 4 + 15) / 16 * 16;
+    d.mappedAtCreation = true;
+    tables_ = w.wgpuDeviceCreateBuffer(dev_.device(), &d);
+    if (tables_) {
+      void* p = w.wgpuBufferGetMappedRange(tables_, 0, d.size);
+      if (p) std::memcpy(p, all.data(), all.size() * 4);
+      w.wgpuBufferUnmap(tables_);
+    }
+    OPTJIT_TRY(dev_.pop_scope("uploading the quantization tables"));
   }
   dev_.push_scope();
   WGPUShaderSourceWGSL wgsl = WGPU_SHADER_SOURCE_WGSL_INIT;
@@ -750,6 +771,13 @@ Status WebgpuModule::launch(KernelId kernel, size_t groups, size_t group_size,
     ue.buffer = *ubuf;
     ue.size = WGPU_WHOLE_SIZE;
     entries.push_back(ue);
+    if (tables_) {
+      WGPUBindGroupEntry te = WGPU_BIND_GROUP_ENTRY_INIT;
+      te.binding = static_cast<uint32_t>(bindings_ + 1);
+      te.buffer = tables_;
+      te.size = WGPU_WHOLE_SIZE;
+      entries.push_back(te);
+    }
     dev_.push_scope();
     WGPUBindGroupDescriptor bd = WGPU_BIND_GROUP_DESCRIPTOR_INIT;
     bd.layout = layout_;

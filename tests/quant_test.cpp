@@ -15,11 +15,15 @@
 #include "ir/quant.h"
 #include "ir/text.h"
 #include "ir/verify.h"
+#include "quant_model.h"
 
 namespace optjit {
 namespace {
 
 using ir::Quant;
+using testing::quant::kPipelines;
+using testing::quant::Model;
+using testing::quant::run;
 
 TEST(Quant, TheLookupTablePicksTheNearestCodeOfEachGridPoint) {
   for (Quant q : {Quant::q8, Quant::q8u}) {
@@ -230,57 +234,6 @@ TEST(Quant, ThePlanCountsCodesAndScalesAndNeverReadsAValueBackFromCodes) {
   EXPECT_NE(std::find(last.writes.begin(), last.writes.end(), m), last.writes.end())
       << plan::describe(*lamb, false);
   EXPECT_NE(std::find(last.writes.begin(), last.writes.end(), m + 1), last.writes.end());
-}
-
-// Parameters of three sizes: two quantized (one with a partial last block), one small enough
-// to keep f32 state (bitsandbytes' min_8bit_size).
-struct Model {
-  std::vector<float> a = std::vector<float>(64 * 100), b = std::vector<float>(5000),
-                     c = std::vector<float>(300);
-  std::vector<float> ga = a, gb = b, gc = c;
-  Model() {
-    for (size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.01f * static_cast<float>(i));
-    for (size_t i = 0; i < b.size(); ++i) b[i] = std::cos(0.02f * static_cast<float>(i));
-    for (size_t i = 0; i < c.size(); ++i) c[i] = 0.1f * static_cast<float>(i % 7);
-  }
-  void grads(int step) {
-    auto fill = [&](std::vector<float>& g, float k) {
-      for (size_t i = 0; i < g.size(); ++i)
-        g[i] = std::sin(k * static_cast<float>(i) + static_cast<float>(step)) *
-               std::exp(-0.001f * static_cast<float>(i % 3000));
-    };
-    fill(ga, 0.13f);
-    fill(gb, 0.07f);
-    fill(gc, 0.3f);
-  }
-  std::vector<Param> params() {
-    return {{"a", a.data(), DType::f32, {64, 100}},
-            {"b", b.data(), DType::f32, {5000}},
-            {"c", c.data(), DType::f32, {300}}};
-  }
-  std::vector<const void*> grad_ptrs() const { return {ga.data(), gb.data(), gc.data()}; }
-};
-
-const char* kPipelines[] = {
-    R"(chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2, weight_decay=0.1, state_format="8bit")))",
-    R"(lamb(lr=1e-2, state_format="8bit"))",
-    R"(sgd(lr=1e-2, momentum=0.9, state_format="q8"))",
-    R"(adam(lr=1e-2, state_format="exp_avg:q8,exp_avg_sq:bf16"))",
-    R"(chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2, weight_decay=0.1, state_format="f8")))",
-    R"(chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2, weight_decay=0.1, state_format="4bit")))",
-    R"(lamb(lr=1e-2, state_format="4bit"))",
-};
-
-Model run(const char* pipeline, OptimizerOptions options, int steps) {
-  Model m;
-  auto opt = Optimizer::create(pipeline, m.params(), options);
-  EXPECT_TRUE(opt) << opt.error().message;
-  if (!opt) return m;
-  for (int s = 0; s < steps; ++s) {
-    m.grads(s);
-    EXPECT_TRUE((*opt)->step(m.grad_ptrs()));
-  }
-  return m;
 }
 
 TEST(Quant, CpuStepsAreTheSameBitsOnAnyThreadsChunksAndUnroll) {

@@ -57,3 +57,30 @@ def test_float64_on_webgpu_is_refused_with_the_reason():
     mine(torch.randn(2, 64, dtype=torch.float64)).sum().backward()
     with pytest.raises(Exception, match="WGSL has no f64"):
         o.step()
+
+
+def test_8bit_state_on_webgpu_is_the_cpu_backends_codes_and_scales():
+    # bitsandbytes' 8-bit blockwise state (Linear(64, 48)'s 3072-element weight stays f32, as
+    # bitsandbytes keeps tensors under 4096 elements; the 64x96 one is quantized).
+    torch.manual_seed(0)
+    a = torch.nn.Sequential(torch.nn.Linear(96, 64), torch.nn.Tanh(), torch.nn.Linear(64, 48))
+    b = torch.nn.Sequential(torch.nn.Linear(96, 64), torch.nn.Tanh(), torch.nn.Linear(64, 48))
+    b.load_state_dict(a.state_dict())
+    oa = ot.AdamW(a.parameters(), lr=1e-2, weight_decay=0.1, state_format="8bit", backend="webgpu")
+    ob = ot.AdamW(b.parameters(), lr=1e-2, weight_decay=0.1, state_format="8bit", backend="cpu")
+    g = torch.Generator().manual_seed(3)
+    for _ in range(5):
+        x = torch.randn(16, 96, generator=g)
+        for model, opt in ((a, oa), (b, ob)):
+            opt.zero_grad()
+            model(x).square().mean().backward()
+        oa.step()
+        ob.step()
+    for p, q in zip(a.parameters(), b.parameters()):
+        assert torch.equal(p, q)
+    w, v = next(a.parameters()), next(b.parameters())
+    sa, sb = oa.state_dict()["state"][0], ob.state_dict()["state"][0]
+    assert oa.state[w]["exp_avg"].dtype == torch.uint8
+    for key in sb:
+        assert torch.equal(torch.as_tensor(sa[key]), torch.as_tensor(sb[key])), key
+    assert any(k.endswith("absmax") for k in sb), sorted(sb)
