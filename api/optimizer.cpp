@@ -93,6 +93,7 @@ struct Optimizer::Impl {
   Expected<runtime::StepResult> step();
   Expected<runtime::StepResult> lockstep();
   Status agree_layout();
+  void place_tensors();
   Status to_host(Part& part, std::vector<std::pair<size_t, size_t>>* borrowed);
   Status from_host(Part& part, const std::vector<std::pair<size_t, size_t>>& borrowed,
                    bool write_device);
@@ -275,6 +276,7 @@ Status Optimizer::build(std::vector<Param> params, OptimizerOptions options) {
       m.where[part.params[t]] = {pi, t};
     }
   }
+  m.place_tensors();
   const auto& hypers = m.parts[0].plan.program.hypers;
   for (uint32_t h = 0; h < hypers.size(); ++h)
     if (hypers[h].step_limit) m.step_limits.push_back(h);
@@ -537,6 +539,35 @@ Expected<runtime::StepResult> Optimizer::Impl::lockstep() {
     if (parts[p].executor) done.copied_bytes += parts[p].executor->copied_bytes();
   }
   return done;
+}
+
+// Each tensor's place in the model as its program sees it (TensorState::whole and first): in
+// parameter order over all the parts; sharded, in the global tensor table's order, a piece
+// starting at its offset in its tensor. So `numel` and stochastic rounding do not depend on
+// how parameters are split by dtype or across processes. A piece whose tensor is not in the
+// table keeps its local place: the first step's layout check names it.
+void Optimizer::Impl::place_tensors() {
+  std::map<std::string, std::pair<int64_t, int64_t>> global;  // name -> (first, numel)
+  if (options.shard) {
+    int64_t at = 0;
+    for (const auto& t : options.shard->tensors) {
+      global.emplace(t.name, std::pair{at, t.numel});
+      at += std::max<int64_t>(t.numel, 0);
+    }
+  }
+  int64_t at = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    auto& ts = parts[where[i].first].state.tensors[where[i].second];
+    ts.whole = ts.numel;
+    ts.first = at;
+    at += ts.numel;
+    if (!options.shard) continue;
+    auto g = global.find(params[i].name);
+    if (g == global.end()) continue;
+    const auto& offsets = options.shard->offsets;
+    ts.first = g->second.first + (i < offsets.size() ? offsets[i] : 0);
+    ts.whole = g->second.second;
+  }
 }
 
 // The first sharded step: every process checks that the others step the same optimizer (the

@@ -105,8 +105,9 @@ struct OptimizerOptions {
   /// Benchmarks and tuning: gradients given as host memory are uploaded once, not every step.
   bool resident_grads = false;
   /// bf16 parameters: stored with stochastic rounding (unbiased, so updates smaller than half
-  /// a bf16 step accumulate instead of vanishing), keyed by (state_seed, step, tensor, element)
-  /// and so the same on every backend and after a resume. Other dtypes: no effect.
+  /// a bf16 step accumulate instead of vanishing), keyed by (state_seed, step, element) with
+  /// the element counted over all parameters, and so the same on every backend, sharded or
+  /// not, and after a resume. Other dtypes: no effect.
   bool stochastic_param_rounding = false;
   /// A sharded step (api/communicator.h): these parameters are this process's pieces of the
   /// model's tensors, and every reduction of the step (clip norms, found-inf flags, per-tensor

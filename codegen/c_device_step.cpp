@@ -109,6 +109,8 @@ class StepWriter {
         return std::string("(ctl[0] + 1.0)");
       case Op::Numel:
         return std::string("numel");
+      case Op::First:
+        return std::string("first");
       case Op::SLoad:
         return fmt::format("ctl[{} + g * {} + {}]", DeviceStepLayout::kCtlHeader, layout_.states,
                            in.attr);
@@ -202,8 +204,8 @@ class StepWriter {
     // The tensor role: its group's scalars again (as locals), its tensor values, its uniforms.
     local_.clear();
     s += fmt::format(
-        "  if (i < T) {{\n    const {0} t = i;\n    const {0} g = ({0})tinfo[2 * t];\n"
-        "    const double numel = tinfo[2 * t + 1];\n",
+        "  if (i < T) {{\n    const {0} t = i;\n    const {0} g = ({0})tinfo[3 * t];\n"
+        "    const double numel = tinfo[3 * t + 1];\n    const double first = tinfo[3 * t + 2];\n",
         I);
     for (ValueId v : plan_.host[k]) {
       const ir::Inst& in = p_.at(v);

@@ -570,10 +570,11 @@ class KernelWriter {
           const std::string ix = item == 0 ? "i0" : fmt::format("i{}", item);
           const std::string e =
               w > 1 ? fmt::format("off + {} * {} + {}", ix, w, lane) : fmt::format("off + {}", ix);
-          const ir::Inst& key = pass_.body.at(in.args[1]);
-          auto call =
-              L_.sround_call(convert(a(0), at(0), DType::f32), a(1),
-                             key.op == Op::Uniform ? static_cast<int>(key.attr) : -1, e, in.attr);
+          auto f64 = [&](int k) {
+            const ir::Inst& u = pass_.body.at(in.args[k]);
+            return Lang::F64Operand{a(k), u.op == Op::Uniform ? static_cast<int>(u.attr) : -1};
+          };
+          auto call = L_.sround_call(convert(a(0), at(0), DType::f32), f64(1), f64(2), e, in.attr);
           if (!call) return call.error();
           return def(convert(*call, DType::f32, t));
         }

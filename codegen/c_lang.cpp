@@ -69,18 +69,20 @@ std::string Lang::sround_helpers() const {
       "  z = (z ^ (z >> 30)) * 0x{3:x}ul;\n"
       "  z = (z ^ (z >> 27)) * 0x{4:x}ul;\n"
       "  return z ^ (z >> 31);\n}}\n"
-      "{0} float optjit_sround(float f, double key, {5} t, {5} e, {2} stream) {{\n"
-      "  const {1} k = key >= 0.0 ? ({1})key : ({1})0;\n"
-      "  const {1} s = optjit_sr_mix(k ^ (({1})stream << 56));\n"
-      "  const {2} r = ({2})optjit_sr_mix(s + ({1})t * 0x{6:x}ul + ({1})e) & 0xffffu;\n"
+      "{0} {1} optjit_sr_key(double v) {{ return v >= 0.0 ? ({1})v : ({1})0; }}\n"
+      "{0} float optjit_sround(float f, double key, double first, {5} e, {2} stream) {{\n"
+      "  const {1} s = optjit_sr_mix(optjit_sr_key(key) ^ (({1})stream << 56));\n"
+      "  const {2} r = ({2})optjit_sr_mix(s + optjit_sr_key(first) + ({1})e) & 0xffffu;\n"
       "  const {2} bits = OPTJIT_F32_BITS(f);\n"
       "  if ((bits & 0x7f800000u) == 0x7f800000u) return f;\n"
       "  return OPTJIT_BITS_F32((bits + r) & 0xffff0000u);\n}}\n",
-      device_fn(), u64(), u32(), ir::kSrMul1, ir::kSrMul2, i64(), ir::kSrGolden);
+      device_fn(), u64(), u32(), ir::kSrMul1, ir::kSrMul2, i64());
 }
-Expected<std::string> Lang::sround_call(const std::string& x, const std::string& key, int,
-                                        const std::string& e, uint32_t stream) const {
-  return fmt::format("optjit_sround({}, (double){}, t, {}, {}u)", x, key, e, stream);
+Expected<std::string> Lang::sround_call(const std::string& x, const F64Operand& key,
+                                        const F64Operand& first, const std::string& e,
+                                        uint32_t stream) const {
+  return fmt::format("optjit_sround({}, (double){}, (double){}, {}, {}u)", x, key.expr, first.expr,
+                     e, stream);
 }
 std::string Lang::uniform(uint32_t k) const { return fmt::format("u[{}]", k); }
 std::string Lang::store_partial(const std::string& ix, const std::string& value) const {
@@ -597,8 +599,8 @@ fn OPTJIT_F32_TO_F16(v: f32) -> u32 {
 )";
   }
   // Stochastic rounding's 64-bit mixer on pairs of u32 (low, high): WGSL has no 64-bit
-  // integers. The key arrives as the f64 bit pattern of its uniform and is converted to the
-  // integer exactly (it is a whole number below 2^53).
+  // integers. The key and the first element arrive as the f64 bit patterns of their uniforms and
+  // are converted to the integers exactly (whole numbers below 2^53).
   std::string sround_helpers() const override {
     auto u64 = [](uint64_t v) {
       return fmt::format("vec2<u32>(0x{:08x}u, 0x{:08x}u)", static_cast<uint32_t>(v),
@@ -637,23 +639,26 @@ fn optjit_sr_key(v: vec2<u32>) -> vec2<u32> {{
   if (s >= 32u) {{ return vec2<u32>(m.y >> (s - 32u), 0u); }}
   return optjit_shr64(m, s);
 }}
-fn optjit_sround(f: f32, key: vec2<u32>, t: i32, e: i32, stream: u32) -> f32 {{
+fn optjit_sround(f: f32, key: vec2<u32>, first: vec2<u32>, e: i32, stream: u32) -> f32 {{
   let s = optjit_sr_mix(optjit_sr_key(key) ^ vec2<u32>(0u, stream << 24u));
-  let r = optjit_sr_mix(optjit_add64(optjit_add64(s, optjit_mul64(vec2<u32>(u32(t), 0u), {2})),
+  let r = optjit_sr_mix(optjit_add64(optjit_add64(s, optjit_sr_key(first)),
                                      vec2<u32>(u32(e), 0u))).x & 0xffffu;
   let bits = bitcast<u32>(f);
   if ((bits & 0x7f800000u) == 0x7f800000u) {{ return f; }}
   return bitcast<f32>((bits + r) & 0xffff0000u);
 }}
 )",
-                       u64(ir::kSrMul1), u64(ir::kSrMul2), u64(ir::kSrGolden));
+                       u64(ir::kSrMul1), u64(ir::kSrMul2));
   }
-  Expected<std::string> sround_call(const std::string& x, const std::string&, int key_uniform,
-                                    const std::string& e, uint32_t stream) const override {
-    if (key_uniform < 0)
-      return make_error("the webgpu backend takes a stochastic rounding key only from the host");
-    return fmt::format("optjit_sround({}, uniforms[ub + {}], t, {}, {}u)", x, key_uniform, e,
-                       stream);
+  Expected<std::string> sround_call(const std::string& x, const F64Operand& key,
+                                    const F64Operand& first, const std::string& e,
+                                    uint32_t stream) const override {
+    if (key.uniform < 0 || first.uniform < 0)
+      return make_error(
+          "the webgpu backend takes a stochastic rounding key and first element only from the "
+          "host");
+    return fmt::format("optjit_sround({}, uniforms[ub + {}], uniforms[ub + {}], {}, {}u)", x,
+                       key.uniform, first.uniform, e, stream);
   }
   // A block-quantized buffer's codes live at the start of its tensor's region of the f32 arena,
   // read as bytes of its words (optjit_code_b<b>, from the preamble) and written a word at a

@@ -134,12 +134,18 @@ class Lang {
                               DType) const {
     return fmt::format("{} {} {}", a, op, b);
   }
-  /// ir/stochastic_round.h: optjit_sround(f, key, t, e, stream) and its mixer, and a call of it
-  /// for value `x` (f32), key `key` (an f64 value; `key_uniform` is its pass uniform's index, or
-  /// -1 when it is not one), element index `e` of tensor t, buffer `stream`.
+  /// An f64 operand that WGSL must read as its uniform's bits: the expression, and the index of
+  /// its pass uniform (-1 when it is not one).
+  struct F64Operand {
+    std::string expr;
+    int uniform = -1;
+  };
+  /// ir/stochastic_round.h: optjit_sround(f, key, first, e, stream) and its mixer, and a call of
+  /// it for value `x` (f32), key `key`, the tensor's first element `first` (both whole f64
+  /// values), element index `e` in the tensor, buffer `stream`.
   virtual std::string sround_helpers() const;
-  virtual Expected<std::string> sround_call(const std::string& x, const std::string& key,
-                                            int key_uniform, const std::string& e,
+  virtual Expected<std::string> sround_call(const std::string& x, const F64Operand& key,
+                                            const F64Operand& first, const std::string& e,
                                             uint32_t stream) const;
   /// OPTJIT_BF16_TO_F32(bits) and OPTJIT_BF16_BITS(f32), the latter rounding to nearest even.
   virtual std::string bf16_helpers() const;

@@ -87,7 +87,6 @@ class PassEmitter {
     };
     llvm::Value* tensor = field(0, "tensor");
     llvm::Value* offset = field(1, "offset");
-    tensor_ = tensor;
     offset_ = offset;
     llvm::Value* length = field(2, "length");
     auto* row_ty = llvm::StructType::get(c_, {ptr, ptr});
@@ -274,7 +273,7 @@ class PassEmitter {
         }
         default: {
           if (in.op == Op::SRound) {
-            v[n_] = sround(in, arg(0), arg_type(0), arg(1), b_.CreateAdd(offset_, i));
+            v[n_] = sround(in, arg(0), arg_type(0), arg(1), arg(2), b_.CreateAdd(offset_, i));
             break;
           }
           llvm::Value* r = arith(in, arg, arg_type);
@@ -632,16 +631,17 @@ class PassEmitter {
     z = b_.CreateMul(b_.CreateXor(z, b_.CreateLShr(z, 27)), b_.getInt64(ir::kSrMul2));
     return b_.CreateXor(z, b_.CreateLShr(z, 31));
   }
+  // A whole f64 below 2^53 (a key, a first element) as the integer; negative: 0.
+  llvm::Value* sr_key(llvm::Value* d) {
+    return b_.CreateSelect(b_.CreateFCmpOGE(d, llvm::ConstantFP::get(b_.getDoubleTy(), 0.0)),
+                           b_.CreateFPToUI(d, b_.getInt64Ty()), b_.getInt64(0));
+  }
   llvm::Value* sround(const ir::Inst& in, llvm::Value* x, DType have, llvm::Value* key_f64,
-                      llvm::Value* element) {
+                      llvm::Value* first_f64, llvm::Value* element) {
     llvm::Value* f = convert(x, have, DType::f32);
-    llvm::Value* key =
-        b_.CreateSelect(b_.CreateFCmpOGE(key_f64, llvm::ConstantFP::get(b_.getDoubleTy(), 0.0)),
-                        b_.CreateFPToUI(key_f64, b_.getInt64Ty()), b_.getInt64(0));
     llvm::Value* stream =
-        sr_mix(b_.CreateXor(key, b_.getInt64(static_cast<uint64_t>(in.attr) << 56)));
-    llvm::Value* h = sr_mix(b_.CreateAdd(
-        b_.CreateAdd(stream, b_.CreateMul(tensor_, b_.getInt64(ir::kSrGolden))), element));
+        sr_mix(b_.CreateXor(sr_key(key_f64), b_.getInt64(static_cast<uint64_t>(in.attr) << 56)));
+    llvm::Value* h = sr_mix(b_.CreateAdd(stream, b_.CreateAdd(sr_key(first_f64), element)));
     llvm::Value* r = b_.CreateAnd(b_.CreateTrunc(h, b_.getInt32Ty()), b_.getInt32(0xffff));
     llvm::Value* bits = b_.CreateBitCast(f, b_.getInt32Ty());
     llvm::Value* finite =
@@ -945,8 +945,7 @@ class PassEmitter {
   llvm::Function* fn_ = nullptr;
   std::vector<llvm::MDNode*> alias_scope_, noalias_;  // per alias class
   size_t table_class_ = 0;
-  llvm::Value* tensor_ = nullptr;  // the chunk's tensor index and first element
-  llvm::Value* offset_ = nullptr;
+  llvm::Value* offset_ = nullptr;  // the chunk's first element
   std::map<uint32_t, llvm::Value*> base_;
   std::vector<llvm::Value*> uniform_;          // per uniform slot, in its value type
   std::map<uint32_t, llvm::Value*> codes_;     // quantized buffer -> its codes in this chunk

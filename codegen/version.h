@@ -4,6 +4,6 @@
 
 namespace optjit::codegen {
 
-inline constexpr int kCodegenVersion = 2;
+inline constexpr int kCodegenVersion = 3;
 
 }  // namespace optjit::codegen

@@ -549,7 +549,8 @@ uint32_t Ctx::seed_hyper() {
 Value Ctx::stochastic_round(Value x, uint32_t buffer) {
   Value seed = wrap(b_.emit(Op::Hyper, DType::f64, {}, seed_hyper()));
   Value key = seed * 4294967296.0 + step();
-  return wrap(b_.emit(Op::SRound, x.type(), {x.id(), key.id()}, buffer));
+  Value first = cast(wrap(b_.emit(Op::First, DType::i64)), DType::f64);
+  return wrap(b_.emit(Op::SRound, x.type(), {x.id(), key.id(), first.id()}, buffer));
 }
 
 // After a transform's apply(): every state its state_format names is one it declared.

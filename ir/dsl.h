@@ -179,7 +179,7 @@ inline constexpr std::string_view kStateFormat = "state_format";
 struct StateFormat {
   DType storage = DType::f32;
   /// bf16 with stochastic rounding (ir/stochastic_round.h), keyed by the program's
-  /// `state_seed` hyperparameter, the step, the tensor and the element.
+  /// `state_seed` hyperparameter, the step and the element's place among all the parameters.
   bool stochastic = false;
   ir::Quant quant = ir::Quant::none;  // block-quantized (storage is then f32 for small tensors)
   /// "8bit" and "4bit": the format of the second moments (never negative), `quant` the others'.

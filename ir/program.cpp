@@ -65,6 +65,7 @@ Rank result_rank(Op op, uint32_t attr, Rank max_operand_rank) {
     case Op::SLoad:
       return Rank::scalar;
     case Op::Numel:
+    case Op::First:
     case Op::Uniform:
       return Rank::tensor;
     case Op::Load:

@@ -51,6 +51,7 @@ Status check_inst(const Program& p, size_t n, const Inst& in) {
           return fail("uniform appears only in planned pass bodies");
         case Op::Step:
         case Op::Numel:
+        case Op::First:
           if (in.type != DType::i64) return fail("counts are i64");
           break;
         default:
@@ -63,6 +64,8 @@ Status check_inst(const Program& p, size_t n, const Inst& in) {
           return fail("sround rounds a float element value");
         if (arg(1).type != DType::f64 || arg(1).rank == Rank::element)
           return fail("sround's key is an f64 scalar");
+        if (arg(2).type != DType::f64 || arg(2).rank == Rank::element)
+          return fail("sround's first element is an f64 tensor value");
         if (in.type != arg(0).type) return fail("result type differs from the operand's");
         break;
       }

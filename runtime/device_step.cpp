@@ -31,10 +31,11 @@ std::vector<double> DeviceStepHost::hypers(const OptimizerState& s) const {
 }
 
 std::vector<double> DeviceStepHost::tensor_info(const OptimizerState& s) {
-  std::vector<double> info(2 * s.tensors.size());
+  std::vector<double> info(3 * s.tensors.size());
   for (size_t t = 0; t < s.tensors.size(); ++t) {
-    info[2 * t] = s.tensors[t].group;
-    info[2 * t + 1] = static_cast<double>(s.tensors[t].numel);
+    info[3 * t] = s.tensors[t].group;
+    info[3 * t + 1] = static_cast<double>(s.tensors[t].whole);
+    info[3 * t + 2] = static_cast<double>(s.tensors[t].first);
   }
   return info;
 }

@@ -23,7 +23,8 @@ class DeviceStepHost {
   std::optional<std::vector<double>> ctl_to_write(const OptimizerState& s) const;
   /// Every group's hyperparameters, group after group (written before every step).
   std::vector<double> hypers(const OptimizerState& s) const;
-  /// Per tensor (group, element count), as the segment kernels read them.
+  /// Per tensor (group, the whole tensor's element count, its first element: TensorState::whole
+  /// and first), as the segment kernels read them.
   static std::vector<double> tensor_info(const OptimizerState& s);
 
   /// Where to read the control block back into after a step, sized for `s`.

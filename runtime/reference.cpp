@@ -60,7 +60,9 @@ bool HostProgram::run_segment(size_t k) {
         case Op::Step:
           return static_cast<double>(s_.step + 1);
         case Op::Numel:
-          return static_cast<double>(s_.tensors[t].numel);
+          return static_cast<double>(s_.tensors[t].whole);
+        case Op::First:
+          return static_cast<double>(s_.tensors[t].first);
         case Op::SLoad:
           return s_.groups[g].states[in.attr];
         default:
@@ -193,10 +195,12 @@ std::vector<std::vector<double>> ReferenceBackend::run_pass(size_t k, OptimizerS
           case Op::SRound: {
             const double* x = column(in.args[0]);
             const double* key = column(in.args[1]);
+            const double* first = column(in.args[2]);
             for (int64_t j = 0; j < n; ++j) {
               const uint64_t stream = ir::sr_stream(ir::sr_key(key[j]), in.attr);
-              const uint32_t r = ir::sr_bits(stream, t, static_cast<uint64_t>(e0 + j));
-              out[j] = ir::sround_bf16(static_cast<float>(x[j]), r);
+              const uint32_t bits =
+                  ir::sr_bits(stream, ir::sr_key(first[j]) + static_cast<uint64_t>(e0 + j));
+              out[j] = ir::sround_bf16(static_cast<float>(x[j]), bits);
             }
             break;
           }

@@ -122,11 +122,13 @@ Expected<OptimizerState> init_state(const plan::Plan& plan, const std::vector<Ho
     for (const auto& st : p.states)
       g.states.push_back(st.init.hyper ? g.hypers[*st.init.hyper] : st.init.value);
   const DType param_type = p.buffers[p.param_buffer()].storage;
+  int64_t elements = 0;
   for (const auto& t : params) {
     if (t.dtype != param_type)
       return make_error("parameter '{}' is {}, but the optimizer was built for {} parameters",
                         t.name, to_string(t.dtype), to_string(param_type));
-    TensorState ts{t.name, t.shape, t.numel(), 0, {}, {}};
+    TensorState ts{t.name, t.shape, t.numel(), 0, t.numel(), elements, {}, {}};
+    elements += t.numel();
     const int explicit_group = s.tensors.size() < group_of.size() ? group_of[s.tensors.size()] : -1;
     if (explicit_group > static_cast<int>(groups.size()))
       return make_error(

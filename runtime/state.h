@@ -51,6 +51,13 @@ struct TensorState {
   std::vector<int64_t> shape;
   int64_t numel = 0;
   uint32_t group = 0;
+  /// What the program sees of the tensor's place in the model (ir ops `numel` and `first`): the
+  /// element count of the whole tensor this one is a piece of, and the index of this one's
+  /// first element among all the optimizer's parameter elements in parameter order. numel and
+  /// the running count unless the optimizer says otherwise (parameters split by dtype into
+  /// several programs, pieces of a sharded step): init_state sets them so.
+  int64_t whole = 0;
+  int64_t first = 0;
   /// One per Plan::buffers entry, in its storage type: memory the optimizer owns, or (where
   /// `external` is set) the caller's own memory, e.g. a framework's parameter and gradient.
   std::vector<std::vector<uint8_t>> owned;

@@ -641,7 +641,7 @@ TEST_F(Cli, StateFormatStoresStateInBf16OnEveryBackend) {
             "f64 (its per-element states: exp_avg, exp_avg_sq)\n");
 }
 
-// bf16_sr: the random bits depend on (state_seed, step, tensor, element, buffer) only: the
+// bf16_sr: the random bits depend on (state_seed, step, element, buffer) only: the
 // CPU with any thread count and chunk size and OpenCL with any launch shape give the same
 // bits, the reference (float64 math) the same state here, and 2 steps + resume + 2 steps equal
 // 4 steps. Another seed gives other bits; a seed out of range is an error.

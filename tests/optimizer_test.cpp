@@ -674,5 +674,44 @@ TEST(StateFormat, StochasticRoundingIsUnbiasedAndDeterministic) {
   for (size_t k = 0; k < values.size(); ++k) EXPECT_EQ(one[k].data, sr[k].data) << k;
 }
 
+// bf16_sr keys each element by its place among all the parameters (ir/stochastic_round.h), not
+// by its place in the program that steps it: with parameters split by dtype into programs, the
+// last f32 tensor draws the bits it draws when every parameter is f32 (where its program index
+// differs), on every backend. Alone, as the first parameter, it draws other bits.
+TEST(StateFormat, StochasticRoundingKeysElementsByTheirPlaceInTheModel) {
+  const char* pipeline = "adamw(lr=1e-2, state_format=\"bf16_sr\")";
+  auto run = [&](const std::vector<std::pair<DType, int64_t>>& tensors, Backend backend) {
+    std::vector<std::vector<uint8_t>> params, grads;
+    std::vector<Param> ps;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      auto [t, n] = tensors[i];
+      params.emplace_back(static_cast<size_t>(n) * size_bytes(t));
+      grads.emplace_back(params.back().size());
+      for (int64_t e = 0; e < n; ++e) {
+        runtime::store_element(params[i].data(), t, e, 0.25 * std::sin(0.3 * e));
+        runtime::store_element(grads[i].data(), t, e, 1e-3 * std::cos(0.7 * e));
+      }
+      ps.push_back({fmt::format("p{}", i), params[i].data(), t, {n}});
+    }
+    OptimizerOptions o;
+    o.backend = backend;
+    o.cache.reset();
+    auto opt = Optimizer::create(pipeline, ps, o);
+    EXPECT_TRUE(opt) << opt.error().message;
+    std::vector<const void*> gs;
+    for (auto& g : grads) gs.push_back(g.data());
+    for (int s = 0; s < 3; ++s) EXPECT_TRUE((*opt)->step(gs));
+    auto st = (*opt)->export_state();
+    EXPECT_TRUE(st);
+    return st->find(fmt::format("p{}.exp_avg_sq", tensors.size() - 1))->data;
+  };
+  const auto all_f32 = run({{DType::f32, 300}, {DType::f32, 40}, {DType::f32, 700}}, Backend::cpu);
+  for (Backend backend : {Backend::cpu, Backend::opencl}) {
+    SCOPED_TRACE(to_string(backend));
+    EXPECT_EQ(run({{DType::f32, 300}, {DType::bf16, 40}, {DType::f32, 700}}, backend), all_f32);
+  }
+  EXPECT_NE(run({{DType::f32, 700}}, Backend::cpu), all_f32);
+}
+
 }  // namespace
 }  // namespace optjit

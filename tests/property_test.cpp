@@ -101,7 +101,9 @@ NaiveResult naive_step(const ir::Program& p, const plan::Plan& plan, OptimizerSt
           case Op::Step:
             return static_cast<double>(s.step + 1);
           case Op::Numel:
-            return static_cast<double>(s.tensors[t].numel);
+            return static_cast<double>(s.tensors[t].whole);
+          case Op::First:
+            return static_cast<double>(s.tensors[t].first);
           case Op::SLoad:
             return s.groups[g].states[in.attr];
           default:

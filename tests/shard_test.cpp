@@ -360,6 +360,32 @@ TEST(Shard, GroupsAndCustomTransformsWithGlobalReductions) {
   EXPECT_LE(max_diff(cmine.values, piece_of(cref, l)), 1e-12);
 }
 
+// A piece knows where it sits in the whole model: `numel` is its whole tensor's element count,
+// and stochastic rounding draws the random bits of the element's place in the global tensor
+// table (ir/stochastic_round.h). So a step with no global reduction gives the unsharded step's
+// bits on any layout, whole tensors on other processes than their index, slices of tensors,
+// on the host step and on the device step.
+TEST(Shard, PiecesRoundAndCountAsTheWholeModel) {
+  ASSERT_TRUE(comm());
+  const char* sr = "adamw(lr=1e-2, weight_decay=0.1, state_format=\"bf16_sr\")";
+  const char* by_numel = R"(
+    transform by_numel(lr=0.01) {
+      param = param - lr * grad * sqrt(numel) / 64
+    }
+    by_numel())";
+  for (const char* pipeline : {sr, by_numel})
+    for (const Layout& l : {whole_tensors(P(), me()), slices(P(), me())}) {
+      SCOPED_TRACE(pipeline);
+      const Result whole = run<float>(pipeline, everything(), false, 4, Backend::cpu);
+      const Result mine = run<float>(pipeline, l, true, 4, Backend::cpu);
+      ASSERT_EQ(mine.error, "");
+      EXPECT_EQ(mine.values, piece_of(whole, l));
+      const Result dev = run<float>(pipeline, l, true, 4, Backend::opencl, {}, {-1, 0, 0}, true);
+      ASSERT_EQ(dev.error, "");
+      EXPECT_EQ(dev.values, piece_of(whole, l));
+    }
+}
+
 // Different pipelines on different processes, and pieces that do not cover a tensor: a clear
 // error on every process at the first step, not a hang or wrong numbers.
 TEST(Shard, MismatchedPlansAndLayoutsAreErrorsOnEveryProcess) {

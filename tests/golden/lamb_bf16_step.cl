@@ -161,8 +161,9 @@ __kernel void optjit_segment_0(const __global double* hypers, __global double* c
   }
   if (i < T) {
     const long t = i;
-    const long g = (long)tinfo[2 * t];
-    const double numel = tinfo[2 * t + 1];
+    const long g = (long)tinfo[3 * t];
+    const double numel = tinfo[3 * t + 1];
+    const double first = tinfo[3 * t + 2];
     const double h2 = hypers[g * 6 + 0];
     const double h3 = hypers[g * 6 + 1];
     const double h5 = 0x1p+0 - h2;
@@ -271,8 +272,9 @@ __kernel void optjit_segment_1(const __global double* hypers, __global double* c
   }
   if (i < T) {
     const long t = i;
-    const long g = (long)tinfo[2 * t];
-    const double numel = tinfo[2 * t + 1];
+    const long g = (long)tinfo[3 * t];
+    const double numel = tinfo[3 * t + 1];
+    const double first = tinfo[3 * t + 2];
     const double h24 = sqrt(vals[G * 18 + t * 13 + 0]);
     const double h25 = (isnan(h24) || isnan(0x0p+0)) ? h24 + 0x0p+0 : (h24 > 0x0p+0 ? h24 : 0x0p+0);
     const double h26 = (isnan(h25) || isnan(vals[g * 18 + 10])) ? h25 + vals[g * 18 + 10] : (h25 < vals[g * 18 + 10] ? h25 : vals[g * 18 + 10]);
@@ -298,8 +300,9 @@ __kernel void optjit_segment_2(const __global double* hypers, __global double* c
   }
   if (i < T) {
     const long t = i;
-    const long g = (long)tinfo[2 * t];
-    const double numel = tinfo[2 * t + 1];
+    const long g = (long)tinfo[3 * t];
+    const double numel = tinfo[3 * t + 1];
+    const double first = tinfo[3 * t + 2];
   }
 }
 

@@ -212,8 +212,9 @@ extern "C" __global__ void optjit_segment_0(const double* hypers, double* ctl, c
   }
   if (i < T) {
     const long long t = i;
-    const long long g = (long long)tinfo[2 * t];
-    const double numel = tinfo[2 * t + 1];
+    const long long g = (long long)tinfo[3 * t];
+    const double numel = tinfo[3 * t + 1];
+    const double first = tinfo[3 * t + 2];
     const double h2 = hypers[g * 9 + 0];
     const double h4 = 0x1p+0 / h2;
     const double h5 = (double)(float)h4;
@@ -366,8 +367,9 @@ extern "C" __global__ void optjit_segment_1(const double* hypers, double* ctl, c
   }
   if (i < T) {
     const long long t = i;
-    const long long g = (long long)tinfo[2 * t];
-    const double numel = tinfo[2 * t + 1];
+    const long long g = (long long)tinfo[3 * t];
+    const double numel = tinfo[3 * t + 1];
+    const double first = tinfo[3 * t + 2];
     uniforms[t * 12 + 0] = vals[g * 73 + 5];
     uniforms[t * 12 + 1] = vals[g * 73 + 29];
     uniforms[t * 12 + 2] = vals[g * 73 + 31];
@@ -391,8 +393,9 @@ extern "C" __global__ void optjit_segment_2(const double* hypers, double* ctl, c
   }
   if (i < T) {
     const long long t = i;
-    const long long g = (long long)tinfo[2 * t];
-    const double numel = tinfo[2 * t + 1];
+    const long long g = (long long)tinfo[3 * t];
+    const double numel = tinfo[3 * t + 1];
+    const double first = tinfo[3 * t + 2];
   }
 }
 

@@ -116,7 +116,7 @@ int main_with_args(int argc, char** argv) {
   run_cmd
       ->add_option("--param-rounding", run.param_rounding,
                    "bf16 parameters: nearest (default) or stochastic (unbiased, deterministic: "
-                   "keyed by state_seed, step, tensor and element)")
+                   "keyed by state_seed, step and element)")
       ->check(CLI::IsMember({"nearest", "stochastic"}));
   run_cmd->add_flag("--cache-strict", run.cache_strict,
                     "a kernel cache miss is an error instead of a compile");
