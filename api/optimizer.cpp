@@ -291,7 +291,8 @@ Status Optimizer::build(std::vector<Param> params, OptimizerOptions options) {
   if (m.options.device_step.value_or(false) && !gpu)
     return make_error("device_step needs the cuda or opencl backend, not {}", to_string(m.backend));
   if (m.options.queue && !gpu)
-    return make_error("a queue is for the cuda and opencl backends, not {}", to_string(m.backend));
+    return make_error("a queue is for the cuda, opencl and webgpu backends, not {}",
+                      to_string(m.backend));
   for (const auto& p : m.params)
     if (p.device && !gpu)
       return make_error("parameter '{}' is in device memory, which the {} backend cannot use",
@@ -326,6 +327,9 @@ Status Optimizer::build(std::vector<Param> params, OptimizerOptions options) {
     return make_error(
         "parameters of several dtypes step with the scalar program on the host; device_step "
         "and cuda_graph need parameters of one dtype");
+  for (const Param& p : m.params)
+    OPTJIT_TRY(m.device->check_memory(p.device, numel_of(p.shape) * size_bytes(p.dtype),
+                                      fmt::format("parameter '{}'", p.name)));
   OPTJIT_TRY(m.resolve_launch());
   for (Part& part : m.parts) {
     auto e = m.make_executor(part.plan);
@@ -387,7 +391,7 @@ Status Optimizer::Impl::bind_grads(const char* who, const std::vector<const void
   if (n != params.size())
     return make_error("{}() got {} gradients for {} parameters", who, n, params.size());
   if (dev && !device)
-    return make_error("gradients in device memory need the cuda or opencl backend");
+    return make_error("gradients in device memory need a GPU backend (cuda, opencl, webgpu)");
   // The same gradients as last step (a framework's gradient buffers usually are): checked and
   // bound then, so nothing to do; with 10,000 tensors this is most of a step's host work.
   if (host ? (bound_host == *host && bound_device.empty())
@@ -407,6 +411,8 @@ Status Optimizer::Impl::bind_grads(const char* who, const std::vector<const void
         return make_error("the gradient of '{}' is null", params[i].name);
       if ((*dev)[i] == params[i].device && numel > 0)
         return make_error("the gradient of '{}' is its parameter's memory", params[i].name);
+      OPTJIT_TRY(device->check_memory((*dev)[i], numel * gbytes,
+                                      fmt::format("the gradient of '{}'", params[i].name)));
     }
   }
   for (size_t i = 0; i < n; ++i) {
@@ -761,6 +767,10 @@ Status Optimizer::rebind_param(size_t param, void* host) {
 }
 
 Status Optimizer::rebind_param(size_t param, DeviceMemory device) {
+  if (param < impl_->params.size() && impl_->device)
+    OPTJIT_TRY(impl_->device->check_memory(
+        device, numel_of(impl_->params[param].shape) * size_bytes(impl_->params[param].dtype),
+        fmt::format("parameter '{}'", impl_->params[param].name)));
   return rebind(impl_->params, impl_->parts, impl_->where, param, nullptr, device,
                 impl_->device && !impl_->device->description().host_memory);
 }
@@ -771,18 +781,22 @@ Status Optimizer::Impl::bind_state(size_t param, std::string_view buffer, void* 
                                    DeviceMemory memory, bool adopt) {
   if (param >= params.size()) return make_error("no parameter {}", param);
   if (memory && (!device || device->description().host_memory))
-    return make_error("bind_state: device memory needs the cuda or opencl backend, not {}",
-                      to_string(backend));
+    return make_error(
+        "bind_state: device memory needs a GPU backend (cuda, opencl, webgpu), not {}",
+        to_string(backend));
   Part& part = parts[where[param].first];
   auto b = state_buffer(part, buffer);
   if (!b) return b.error();
   // Nothing to bind: no elements (or a small tensor's quantization scales, which it has none of).
   if (runtime::buffer_bytes(part.plan, *b, tensor(param).numel) == 0) return Status::Ok();
   if (!host && !memory) return make_error("bind_state: null memory for '{}'", params[param].name);
-  std::vector<std::pair<size_t, size_t>> borrowed;
-  OPTJIT_TRY(to_host(part, &borrowed));
   auto& ts = tensor(param);
   const size_t bytes = runtime::buffer_bytes(part.plan, *b, ts.numel);
+  if (memory)
+    OPTJIT_TRY(device->check_memory(memory, bytes,
+                                    fmt::format("state '{}' of '{}'", buffer, params[param].name)));
+  std::vector<std::pair<size_t, size_t>> borrowed;
+  OPTJIT_TRY(to_host(part, &borrowed));
   Status st = Status::Ok();
   if (bytes && host && !adopt) std::memmove(host, ts.data(*b), bytes);
   if (bytes && memory && !adopt) st = device->write(memory, ts.data(*b), bytes);

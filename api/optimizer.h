@@ -32,11 +32,15 @@ class Device;
 }
 
 /// Memory on the optimizer's device, as the caller owns it: on CUDA a device address (the
-/// caller's stream is OptimizerOptions::queue), on OpenCL a cl_mem and a byte offset.
+/// caller's stream is OptimizerOptions::queue), on OpenCL a cl_mem and a byte offset, on WebGPU
+/// a WGPUBuffer (usage Storage | CopySrc | CopyDst) and a byte offset (a multiple of 4).
 using DeviceMemory = runtime::DeviceMemory;
 inline DeviceMemory cuda_memory(uint64_t address) { return {address, 0}; }
 inline DeviceMemory opencl_memory(void* cl_mem, uint64_t byte_offset = 0) {
   return {reinterpret_cast<uint64_t>(cl_mem), byte_offset};
+}
+inline DeviceMemory webgpu_memory(void* wgpu_buffer, uint64_t byte_offset = 0) {
+  return {reinterpret_cast<uint64_t>(wgpu_buffer), byte_offset};
 }
 
 /// A parameter tensor in the caller's memory (dense, row-major), updated in place: host memory
@@ -82,11 +86,14 @@ struct OptimizerOptions {
   /// pipeline on this device at this size (`optjit tune --backend ...`), else the device's
   /// default.
   std::optional<codegen::GpuLaunch> gpu_launch;
-  /// cuda/opencl: which device (an OpenCL index from `optjit devices`, a CUDA ordinal);
-  /// -1: the first GPU, else the first device.
+  /// cuda/opencl/webgpu: which device (an OpenCL or WebGPU index from `optjit devices`, a CUDA
+  /// ordinal); -1: the first GPU, else the first device. With a caller's WGPUDevice (`queue`):
+  /// the adapter it is on, for the fingerprints (wgpu-native cannot tell); -1: unnamed.
   int device = -1;
-  /// cuda: the caller's CUstream; opencl: the caller's cl_command_queue. Steps are queued there
-  /// (a framework's current stream). Null: the optimizer's own.
+  /// cuda: the caller's CUstream; opencl: the caller's cl_command_queue; webgpu: the caller's
+  /// WGPUDevice, from the wgpu-native library optjit loads (the application's, wgpu-py's).
+  /// Steps are queued there (a framework's current stream; the WebGPU device's queue), and
+  /// memory the caller made there is used in place. Null: the optimizer's own.
   void* queue = nullptr;
   /// cuda/opencl: the scalar program between passes runs on the device too, so a step has no
   /// host round trip until its end. Unset: on where the device has it.

@@ -120,9 +120,15 @@ class Device {
                                                  cache::KernelCache* cache) = 0;
   /// Records what `enqueue` launches as a graph (where description().graphs).
   virtual Expected<std::unique_ptr<Graph>> capture(const std::function<Status()>& enqueue);
-  /// The queue the device runs on (a CUstream, a cl_command_queue), so another optimizer (or
-  /// the caller) can share it and its memory; null on the CPU.
+  /// The queue the device runs on (a CUstream, a cl_command_queue; for WebGPU the WGPUDevice),
+  /// so another optimizer (or the caller) can share it and its memory; null on the CPU.
   virtual void* queue() const { return nullptr; }
+  /// Whether `bytes` at `memory` (the caller's) can be what optjit uses it for, `what` naming
+  /// it in the error (where the device can tell: a WebGPU buffer's size and usage).
+  virtual Status check_memory(DeviceMemory memory, size_t bytes, const std::string& what) const {
+    (void)memory, (void)bytes, (void)what;
+    return Status::Ok();
+  }
   /// The value a tensor table holds for `memory` on a pointer device: its address.
   uint64_t address(DeviceMemory memory) const { return memory.handle + memory.offset; }
 

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <sstream>
 
 #include <webgpu.h>
 #include <wgpu.h>
@@ -44,6 +45,8 @@ namespace {
   X(wgpuAdapterRequestDevice) \
   X(wgpuAdapterRelease) \
   X(wgpuDeviceRelease) \
+  X(wgpuDeviceAddRef) \
+  X(wgpuDeviceGetLimits) \
   X(wgpuDeviceGetQueue) \
   X(wgpuDeviceCreateBuffer) \
   X(wgpuBufferRelease) \
@@ -52,6 +55,8 @@ namespace {
   X(wgpuBufferGetConstMappedRange) \
   X(wgpuBufferGetMappedRange) \
   X(wgpuBufferUnmap) \
+  X(wgpuBufferGetSize) \
+  X(wgpuBufferGetUsage) \
   X(wgpuQueueWriteBuffer) \
   X(wgpuQueueSubmit) \
   X(wgpuQueueRelease) \
@@ -191,6 +196,21 @@ struct Found {
   AdapterInfo info;
 };
 
+// What optjit keeps of an adapter's info (freeing the library's strings).
+AdapterInfo adapter_info(const Api& w, WGPUAdapterInfo& ai) {
+  AdapterInfo i;
+  i.name = str(ai.device);
+  i.vendor = str(ai.vendor);
+  i.driver = str(ai.description);
+  i.backend = backend_name(ai.backendType);
+  i.vendor_id = ai.vendorID;
+  i.device_id = ai.deviceID;
+  i.gpu = ai.adapterType == WGPUAdapterType_DiscreteGPU ||
+          ai.adapterType == WGPUAdapterType_IntegratedGPU;
+  w.wgpuAdapterInfoFreeMembers(ai);
+  return i;
+}
+
 Expected<std::vector<Found>> find_adapters() {
   auto a = api();
   if (!a) return a.error();
@@ -204,16 +224,7 @@ Expected<std::vector<Found>> find_adapters() {
   for (WGPUAdapter ad : adapters) {
     WGPUAdapterInfo ai = WGPU_ADAPTER_INFO_INIT;
     if (w.wgpuAdapterGetInfo(ad, &ai) != WGPUStatus_Success) continue;
-    AdapterInfo i;
-    i.name = str(ai.device);
-    i.vendor = str(ai.vendor);
-    i.driver = str(ai.description);
-    i.backend = backend_name(ai.backendType);
-    i.vendor_id = ai.vendorID;
-    i.device_id = ai.deviceID;
-    i.gpu = ai.adapterType == WGPUAdapterType_DiscreteGPU ||
-            ai.adapterType == WGPUAdapterType_IntegratedGPU;
-    w.wgpuAdapterInfoFreeMembers(ai);
+    AdapterInfo i = adapter_info(w, ai);
     w.wgpuAdapterGetLimits(ad, &i.limits);
     // Compute needs storage buffers; the GL backend's adapters lack what the kernels use.
     if (i.limits.maxStorageBuffersPerShaderStage < 8) continue;
@@ -235,6 +246,19 @@ std::string webgpu_exact(const AdapterInfo& i) {
 }
 std::string webgpu_performance(const AdapterInfo& i) {
   return fmt::format("webgpu|{}|{}|{}", i.backend, i.vendor, i.name);
+}
+
+// The library's message on one line: "Validation Error\n\nCaused by:\n  In f\n    what" reads
+// "Validation Error: In f: what".
+std::string one_line(const std::string& message) {
+  std::string out, line;
+  std::istringstream in(message);
+  while (std::getline(in, line)) {
+    const size_t a = line.find_first_not_of(" \t"), b = line.find_last_not_of(" \t");
+    if (a == std::string::npos || line.substr(a, b - a + 1) == "Caused by:") continue;
+    out += (out.empty() ? "" : ": ") + line.substr(a, b - a + 1);
+  }
+  return out;
 }
 
 // Errors the library reports through a popped error scope (shader, pipeline and bind group
@@ -303,7 +327,7 @@ class WebgpuDevice final : public Device {
     desc.uncapturedErrorCallbackInfo.callback = [](WGPUDevice const*, WGPUErrorType,
                                                    WGPUStringView message, void* self, void*) {
       auto* dev = static_cast<WebgpuDevice*>(self);
-      if (dev->uncaptured_.empty()) dev->uncaptured_ = str(message);
+      if (dev->uncaptured_.empty()) dev->uncaptured_ = one_line(str(message));
     };
     desc.uncapturedErrorCallbackInfo.userdata1 = d.get();
     desc.deviceLostCallbackInfo.mode = WGPUCallbackMode_AllowSpontaneous;
@@ -340,12 +364,53 @@ class WebgpuDevice final : public Device {
                         got.done ? got.message : "no answer");
     d->device_ = got.device;
     d->queue_ = d->w_->wgpuDeviceGetQueue(d->device_);
-    DeviceDescription& dd = d->desc_;
+    d->describe(index);
+    return d;
+  }
+
+  /// The caller's device (a WGPUDevice from this library, e.g. the application's or wgpu-py's):
+  /// optjit holds a reference and queues its work on the device's queue. Its errors reach
+  /// optjit through error scopes around everything optjit does on it (the device's uncaptured
+  /// error callback stays the caller's). wgpu-native cannot say which adapter a device is on
+  /// (wgpuDeviceGetAdapterInfo is unimplemented and panics), so `index`, the adapter's index in
+  /// `optjit devices`, names it for the fingerprints; -1: an unnamed device of its own
+  /// fingerprint (its kernels and tuning decisions cached under it).
+  static Expected<std::shared_ptr<WebgpuDevice>> adopt(WGPUDevice device, int index) {
+    auto a = api();
+    if (!a) return a.error();
+    const Api& w = **a;
+    auto d = std::shared_ptr<WebgpuDevice>(new WebgpuDevice());
+    d->w_ = &w;
+    if (index >= 0) {
+      auto found = find_adapters();
+      if (!found) return found.error();
+      if (index >= static_cast<int>(found->size()))
+        return make_error("no WebGPU adapter {} (there are {}; `optjit devices` lists them)", index,
+                          found->size());
+      d->info_ = (*found)[static_cast<size_t>(index)].info;
+    } else {
+      d->info_.name = "the caller's WebGPU device";
+      d->info_.backend = "unknown";
+      d->info_.index = -1;
+    }
+    if (w.wgpuDeviceGetLimits(device, &d->info_.limits) != WGPUStatus_Success)
+      return make_error("WebGPU: the caller's device gave no limits");
+    d->info_.limits.nextInChain = nullptr;
+    w.wgpuDeviceAddRef(device);
+    d->device_ = device;
+    d->adopted_ = true;
+    d->queue_ = w.wgpuDeviceGetQueue(device);
+    d->describe(index);
+    return d;
+  }
+
+  void describe(int index) {
+    DeviceDescription& dd = desc_;
     dd.kind = "webgpu";
     dd.index = index;
-    dd.name = d->info_.name;
-    dd.performance = webgpu_performance(d->info_);
-    dd.gpu = d->info_.gpu;
+    dd.name = info_.name;
+    dd.performance = webgpu_performance(info_);
+    dd.gpu = info_.gpu;
     // WebGPU does not say how many compute units an adapter has: 16 makes the grid cap's
     // groups per unit (the tuner tries 2..32) span 32..512 work-groups. The default, 256
     // groups of 256 invocations, two vectors of two elements each per trip, was the fastest of
@@ -355,11 +420,10 @@ class WebgpuDevice final : public Device {
     dd.compute_units = 16;
     dd.default_launch =
         codegen::GpuLaunch{.block = 256, .items = 2, .vec = 2, .groups_per_unit = 16};
-    dd.max_group = std::min(d->info_.limits.maxComputeInvocationsPerWorkgroup,
-                            d->info_.limits.maxComputeWorkgroupSizeX);
+    dd.max_group = std::min(info_.limits.maxComputeInvocationsPerWorkgroup,
+                            info_.limits.maxComputeWorkgroupSizeX);
     dd.addressing = Addressing::arenas;
     dd.device_step = false;
-    return d;
   }
 
   ~WebgpuDevice() override {
@@ -371,7 +435,9 @@ class WebgpuDevice final : public Device {
   const DeviceDescription& description() const override { return desc_; }
   const AdapterInfo& info() const { return info_; }
   const Api& w() const { return *w_; }
-  void* queue() const override { return queue_; }
+  /// The handle another optimizer is given to share this device and its buffers: the
+  /// WGPUDevice (WebGPU buffers belong to the device that made them; its queue is found from it).
+  void* queue() const override { return device_; }
   WGPUDevice device() const { return device_; }
 
   Expected<DeviceMemory> allocate(size_t bytes, const char* what) override {
@@ -407,10 +473,28 @@ class WebgpuDevice final : public Device {
   }
   /// How many buffers this device has released: a bind group made before may name one.
   uint64_t releases() const { return releases_; }
-  /// The size of a buffer this device allocated (0 for others).
+  /// The size of a buffer: one this device allocated, or the caller's.
   uint64_t size_of(DeviceMemory m) const {
+    if (!m) return 0;
     auto it = sizes_.find(m.handle);
-    return it == sizes_.end() ? 0 : it->second;
+    return it == sizes_.end() ? w_->wgpuBufferGetSize(buf(m)) : it->second;
+  }
+  Status check_memory(DeviceMemory m, size_t bytes, const std::string& what) const override {
+    if (!m || bytes == 0) return Status::Ok();
+    const WGPUBufferUsage need =
+        WGPUBufferUsage_Storage | WGPUBufferUsage_CopySrc | WGPUBufferUsage_CopyDst;
+    if ((w_->wgpuBufferGetUsage(buf(m)) & need) != need)
+      return make_error(
+          "{}: the WebGPU buffer lacks usage Storage | CopySrc | CopyDst (optjit binds it to "
+          "kernels and copies to and from it)",
+          what);
+    if (const uint64_t size = size_of(m); m.offset + bytes > size)
+      return make_error("{}: {} bytes at offset {} pass the end of its WebGPU buffer of {} bytes",
+                        what, bytes, m.offset, size);
+    if (m.offset % 4)
+      return make_error("{}: offset {} in its WebGPU buffer is not a multiple of 4 bytes", what,
+                        m.offset);
+    return Status::Ok();
   }
   Status write(DeviceMemory dst, const void* src, size_t bytes) override {
     if (bytes == 0) return Status::Ok();
@@ -418,15 +502,17 @@ class WebgpuDevice final : public Device {
     // word keeps the word's other bytes (read back first).
     const uint64_t lo = dst.offset & ~uint64_t{3}, hi = round4(dst.offset + bytes);
     if (lo == dst.offset && hi == dst.offset + bytes) {
-      w_->wgpuQueueWriteBuffer(queue_, buf(dst), dst.offset, src, bytes);  // copied at once
-      return check("writing a buffer");
+      return watched("writing a buffer", [&] {
+        w_->wgpuQueueWriteBuffer(queue_, buf(dst), dst.offset, src, bytes);  // copied at once
+      });
     }
     std::vector<uint8_t> words(hi - lo);
     OPTJIT_TRY(read(words.data(), {dst.handle, lo}, 4));
     OPTJIT_TRY(read(words.data() + words.size() - 4, {dst.handle, hi - 4}, 4));
     std::memcpy(words.data() + (dst.offset - lo), src, bytes);
-    w_->wgpuQueueWriteBuffer(queue_, buf(dst), lo, words.data(), words.size());
-    return check("writing a buffer");
+    return watched("writing a buffer", [&] {
+      w_->wgpuQueueWriteBuffer(queue_, buf(dst), lo, words.data(), words.size());
+    });
   }
   Status write_async(DeviceMemory dst, const void* src, size_t bytes) override {
     return write(dst, src, bytes);
@@ -449,7 +535,7 @@ class WebgpuDevice final : public Device {
     WGPUBuffer staging = staging_;
     WGPUCommandEncoder enc = w_->wgpuDeviceCreateCommandEncoder(device_, nullptr);
     w_->wgpuCommandEncoderCopyBufferToBuffer(enc, buf(src), lo, staging, 0, size);
-    submit(enc);
+    OPTJIT_TRY(watched("reading a buffer back", [&] { submit(enc); }));
     struct Mapped {
       bool done = false;
       WGPUMapAsyncStatus status = WGPUMapAsyncStatus_Error;
@@ -492,8 +578,7 @@ class WebgpuDevice final : public Device {
     WGPUCommandEncoder enc = w_->wgpuDeviceCreateCommandEncoder(device_, nullptr);
     w_->wgpuCommandEncoderCopyBufferToBuffer(enc, buf(src), src.offset, buf(dst), dst.offset,
                                              bytes);
-    submit(enc);
-    return check("copying a buffer");
+    return watched("copying a buffer", [&] { submit(enc); });
   }
   Status finish() override {
     w_->wgpuDevicePoll(device_, true, nullptr);
@@ -524,7 +609,7 @@ class WebgpuDevice final : public Device {
       auto* res = static_cast<ScopeResult*>(p);
       res->done = true;
       res->type = type;
-      res->message = str(message);
+      res->message = one_line(str(message));
     };
     cb.userdata1 = &r;
     w_->wgpuDevicePopErrorScope(device_, cb);
@@ -533,6 +618,22 @@ class WebgpuDevice final : public Device {
     if (r.done && r.type != WGPUErrorType_NoError)
       return make_error("WebGPU: {} failed on '{}': {}", what, info_.name, r.message);
     return Status::Ok();
+  }
+  // Runs `enqueue` (a submission or a queue write) and returns the error the library reported
+  // for it: on optjit's own device through its uncaptured-error callback, on the caller's
+  // (whose callback is the caller's) through error scopes around it.
+  template <class Enqueue>
+  Status watched(const char* what, Enqueue enqueue) {
+    if (!adopted_) {
+      enqueue();
+      return check(what);
+    }
+    push_scope(WGPUErrorFilter_OutOfMemory);
+    push_scope();
+    enqueue();
+    Status invalid = pop_scope(what);
+    Status oom = pop_scope(fmt::format("{} (out of device memory)", what));
+    return invalid.ok() ? oom : invalid;
   }
   // An error the library reported outside any scope (a launch, a copy, a lost device).
   Status check(const char* what) {
@@ -549,6 +650,7 @@ class WebgpuDevice final : public Device {
   WGPUAdapter adapter_ = nullptr;
   WGPUDevice device_ = nullptr;
   WGPUQueue queue_ = nullptr;
+  bool adopted_ = false;  // the caller's device (adopt())
   DeviceDescription desc_;
   std::string uncaptured_;
   std::map<uint64_t, uint64_t> sizes_;
@@ -799,8 +901,7 @@ Status WebgpuModule::launch(KernelId kernel, size_t groups, size_t group_size,
   w.wgpuComputePassEncoderDispatchWorkgroups(pass, static_cast<uint32_t>(groups), 1, 1);
   w.wgpuComputePassEncoderEnd(pass);
   w.wgpuComputePassEncoderRelease(pass);
-  dev_.submit(enc);
-  return dev_.check("launching a kernel");
+  return dev_.watched("launching a kernel", [&] { dev_.submit(enc); });
 }
 
 // The buffer of integer arguments `ints`, made once per distinct value (a step's are the chunk
@@ -838,18 +939,19 @@ const DeviceKindRegistration registration({
     .auto_rank = 2,
     .device_step = false,
     .open = [](int index, void* queue) -> Expected<std::shared_ptr<Device>> {
-      // Devices by their queue, so that a second optimizer given one (queue()) shares the
+      // Devices by their WGPUDevice, so that a second optimizer given one (queue()) shares the
       // device and its buffers: WebGPU buffers belong to the device that made them.
       static std::mutex mu;
       static std::map<void*, std::weak_ptr<WebgpuDevice>> live;
       std::lock_guard lock(mu);
-      if (queue) {
+      if (queue) {  // a WGPUDevice: one optjit opened (queue()), or the caller's
         auto it = live.find(queue);
-        if (it == live.end() || it->second.expired())
-          return make_error(
-              "a WebGPU queue optjit did not open was given (the webgpu backend "
-              "shares only its own devices)");
-        return std::shared_ptr<Device>(it->second.lock());
+        if (it != live.end())
+          if (auto d = it->second.lock()) return std::shared_ptr<Device>(std::move(d));
+        auto d = WebgpuDevice::adopt(static_cast<WGPUDevice>(queue), index);
+        if (!d) return d.error();
+        live[queue] = *d;
+        return std::shared_ptr<Device>(std::move(*d));
       }
       auto d = WebgpuDevice::open(index);
       if (!d) return d.error();

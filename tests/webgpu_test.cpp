@@ -22,6 +22,7 @@
 #include "quant_model.h"
 #include "runtime/devices.h"
 #include "test_dir.h"
+#include "wgpu_app.h"
 
 namespace optjit {
 namespace {
@@ -468,6 +469,121 @@ TEST(Webgpu, CallersBuffersAreUsedInPlaceWhenTheyAreArenasAndTheStepSaysWhatItCo
     ASSERT_TRUE(d.read(got.data() + 300, p[1], 77 * 4));
     for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 2e-6) << i;
   }
+}
+
+// The application's own WebGPU device (made on its own instance, as wgpu-py or a C application
+// makes one) and its buffers: the step runs on that device's queue with the buffers in place
+// (nothing copied after the first step), the parameters those of the CPU backend; a second
+// optimizer given the device shares it. Buffers optjit cannot use are clear errors before
+// any work, a buffer the application destroyed is an error from the step (through error
+// scopes: the application's uncaptured-error callback hears nothing of optjit's), and the
+// device outlives the optimizers.
+TEST(Webgpu, StepsOnTheCallersOwnDeviceAndBuffers) {
+  testing::WgpuApp app(true);
+  ASSERT_TRUE(app.device) << app.why;
+  const int64_t n = 377;
+  std::vector<float> p0(n), g(n);
+  for (int64_t i = 0; i < n; ++i) p0[i] = std::sin(0.1f * i), g[i] = std::cos(0.3f * i);
+  const char* pipeline = "chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2))";
+  std::vector<float> want = p0;
+  {
+    auto cpu = Optimizer::create(
+        pipeline, {{.name = "a", .data = want.data(), .dtype = DType::f32, .shape = {300}},
+                   {.name = "b", .data = want.data() + 300, .dtype = DType::f32, .shape = {77}}});
+    ASSERT_TRUE(cpu);
+    for (int s = 0; s < 3; ++s) ASSERT_TRUE((*cpu)->step({g.data(), g.data() + 300}));
+  }
+  const WGPUBufferUsage usage =
+      WGPUBufferUsage_Storage | WGPUBufferUsage_CopySrc | WGPUBufferUsage_CopyDst;
+  WGPUBuffer params = app.buffer(n * 4, usage, p0.data()),
+             grads = app.buffer(n * 4, usage, g.data());
+  ASSERT_TRUE(params && grads);
+  const DeviceMemory pa = webgpu_memory(params), pb = webgpu_memory(params, 300 * 4);
+  const DeviceMemory ga = webgpu_memory(grads), gb = webgpu_memory(grads, 300 * 4);
+  OptimizerOptions o;
+  o.backend = Backend::webgpu;
+  o.queue = app.device;
+  o.cache.reset();
+  auto make = [&](DeviceMemory a, DeviceMemory b) {
+    return Optimizer::create(pipeline,
+                             {{.name = "a", .dtype = DType::f32, .shape = {300}, .device = a},
+                              {.name = "b", .dtype = DType::f32, .shape = {77}, .device = b}},
+                             o);
+  };
+  {
+    auto opt = make(pa, pb);
+    ASSERT_TRUE(opt) << opt.error().message;
+    for (int s = 0; s < 3; ++s) {
+      auto r = (*opt)->step_device({ga, gb});
+      ASSERT_TRUE(r) << r.error().message;
+      if (s > 0) EXPECT_EQ(r->copied_bytes, 0u);
+    }
+    // The device optjit holds for it is the application's: reading through it reads its buffer.
+    auto dev = runtime::open_device({.kind = "webgpu", .queue = app.device});
+    ASSERT_TRUE(dev) << dev.error().message;
+    EXPECT_EQ((*dev)->queue(), static_cast<void*>(app.device));
+    std::vector<float> got(n);
+    ASSERT_TRUE((*dev)->read(got.data(), pa, n * 4));
+    for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(got[i], want[i], 2e-6) << i;
+
+    // Memory optjit cannot use: named, before anything runs.
+    WGPUBuffer small = app.buffer(64, usage);
+    WGPUBuffer unbindable = app.buffer(n * 4, WGPUBufferUsage_CopySrc | WGPUBufferUsage_CopyDst);
+    auto r = (*opt)->step_device({webgpu_memory(small), gb});
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().message,
+              "the gradient of 'a': 1200 bytes at offset 0 pass the end of its WebGPU buffer of 64 "
+              "bytes");
+    r = (*opt)->step_device({webgpu_memory(unbindable), gb});
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().message,
+              "the gradient of 'a': the WebGPU buffer lacks usage Storage | CopySrc | CopyDst "
+              "(optjit binds it to kernels and copies to and from it)");
+    auto unaligned = make(webgpu_memory(params, 2), pb);
+    ASSERT_FALSE(unaligned);
+    EXPECT_EQ(unaligned.error().message,
+              "parameter 'a': offset 2 in its WebGPU buffer is not a multiple of 4 bytes");
+    // A buffer the application destroyed: the step fails, saying so.
+    WGPUBuffer gone = app.buffer(n * 4, usage, g.data());
+    app.destroy(gone);
+    r = (*opt)->step_device({webgpu_memory(gone), webgpu_memory(gone, 300 * 4)});
+    ASSERT_FALSE(r);
+    EXPECT_NE(r.error().message.find("WebGPU: "), std::string::npos) << r.error().message;
+    EXPECT_NE(r.error().message.find("has been destroyed"), std::string::npos) << r.error().message;
+    EXPECT_EQ(r.error().message.find('\n'), std::string::npos) << r.error().message;
+    EXPECT_EQ(app.uncaptured, "");
+    for (WGPUBuffer b : {small, unbindable, gone}) app.release(b);
+  }
+  {
+    // A device with WebGPU's default limits (what a plain request gives): clip + AdamW fits.
+    testing::WgpuApp plain(false);
+    ASSERT_TRUE(plain.device) << plain.why;
+    OptimizerOptions po = o;
+    po.queue = plain.device;
+    WGPUBuffer pp = plain.buffer(n * 4, usage, p0.data());
+    WGPUBuffer pg = plain.buffer(n * 4, usage, g.data());
+    auto opt = Optimizer::create(
+        pipeline,
+        {{.name = "a", .dtype = DType::f32, .shape = {300}, .device = webgpu_memory(pp)},
+         {.name = "b", .dtype = DType::f32, .shape = {77}, .device = webgpu_memory(pp, 1200)}},
+        po);
+    ASSERT_TRUE(opt) << opt.error().message;
+    for (int s = 0; s < 3; ++s)
+      ASSERT_TRUE((*opt)->step_device({webgpu_memory(pg), webgpu_memory(pg, 1200)}));
+    auto dev = runtime::open_device({.kind = "webgpu", .queue = plain.device});
+    ASSERT_TRUE(dev);
+    std::vector<float> got(n);
+    ASSERT_TRUE((*dev)->read(got.data(), webgpu_memory(pp), n * 4));
+    for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(got[i], want[i], 2e-6) << i;
+    plain.release(pp);
+    plain.release(pg);
+  }
+  // The optimizers are gone; the device is still the application's to use.
+  WGPUBuffer after = app.buffer(64, usage);
+  EXPECT_TRUE(after);
+  if (after) app.release(after);
+  app.release(params);
+  app.release(grads);
 }
 
 // `auto` takes a WebGPU GPU after CUDA and OpenCL GPUs, never a WebGPU adapter that is a CPU
