@@ -158,8 +158,9 @@ Expected<std::vector<std::vector<double>>> ShardLayout::complete_by_process(
     const std::vector<ir::Op>& ops, const std::vector<bool>& all_tensors,
     const std::vector<std::vector<double>>& local) const {
   const size_t R = ops.size(), P = static_cast<size_t>(processes_), T = numel_.size();
-  std::vector<size_t> at(R + 1, 0);  // reduction r's slots start at at[r]
-  for (size_t r = 0; r < R; ++r) at[r + 1] = at[r] + (all_tensors[r] ? P : split_pieces_);
+  std::vector<size_t> at(R + 1, 0);  // reduction r's slots start at at[r] (plan::ShardSlots)
+  for (size_t r = 0; r <= R; ++r)
+    at[r] = plan::shard_slots_before(all_tensors, r).start(P, split_pieces_);
   std::vector<double> buf(at[R], 0.0);
   for (size_t r = 0; r < R; ++r) {
     if (all_tensors[r]) {  // this process's tensors, in the lane order the unsharded step folds
@@ -201,11 +202,13 @@ Expected<std::vector<std::vector<double>>> ShardLayout::complete(
     const std::vector<ir::Op>& ops, const std::vector<bool>& all_tensors,
     const std::vector<std::vector<double>>& local) const {
   if (order_ == ShardOrder::by_process) return complete_by_process(ops, all_tensors, local);
+  // By tensor every reduction has a slot per piece (plan::ShardSlots with A = S).
   const size_t R = ops.size(), S = pieces_.size();
-  std::vector<double> buf(R * S, 0.0);
+  auto at = [&](size_t r) { return plan::shard_slots_before(all_tensors, r).start(S, S); };
+  std::vector<double> buf(at(R), 0.0);
   for (size_t r = 0; r < R; ++r)
     for (size_t i = 0; i < slot_of_.size(); ++i)
-      if (slot_of_[i] >= 0) buf[r * S + static_cast<size_t>(slot_of_[i])] = local[r][i];
+      if (slot_of_[i] >= 0) buf[at(r) + static_cast<size_t>(slot_of_[i])] = local[r][i];
   OPTJIT_TRY(comm_->allreduce_sum(buf));
   std::vector<std::vector<double>> out(R, std::vector<double>(numel_.size()));
   for (size_t r = 0; r < R; ++r)
@@ -215,8 +218,8 @@ Expected<std::vector<std::vector<double>>> ShardLayout::complete(
         out[r][t] = runtime::reduce_identity(ops[r]);
         continue;
       }
-      double v = buf[r * S + a];  // the first piece as it is: a whole tensor keeps its bits
-      for (size_t s = a + 1; s < b; ++s) v = runtime::combine_two(ops[r], v, buf[r * S + s]);
+      double v = buf[at(r) + a];  // the first piece as it is: a whole tensor keeps its bits
+      for (size_t s = a + 1; s < b; ++s) v = runtime::combine_two(ops[r], v, buf[at(r) + s]);
       out[r][t] = v;
     }
   return out;
@@ -252,13 +255,15 @@ ShardCost shard_cost(const plan::Plan& plan, double params, int64_t tensors, int
   const double split = kind == ShardKind::by_tensor ? 0
                        : kind == ShardKind::flat    ? std::min(T, P - 1) * 2
                                                     : (P > 1 ? T * P : 0);
-  for (const auto& pass : plan.passes) {
-    if (pass.reductions.empty()) continue;
+  // The all-reduce buffer's slots (plan::ShardSlots): S per per-tensor reduction, A per
+  // all-tensor one.
+  const bool by_tensor = order == ShardOrder::by_tensor;
+  const double S = by_tensor ? pieces : split, A = by_tensor ? pieces : P;
+  for (size_t k = 0; k < plan.passes.size(); ++k) {
+    if (plan.passes[k].reductions.empty()) continue;
     ++c.allreduces;
-    for (ir::ValueId r : pass.reductions) {
-      const bool all = static_cast<ir::Scope>(plan.program.at(r).attr) == ir::Scope::all;
-      c.allreduce_bytes += 8.0 * (order == ShardOrder::by_tensor ? pieces : all ? P : split);
-    }
+    const plan::ShardSlots n = plan::shard_slots_before(plan, k, plan.passes[k].reductions.size());
+    c.allreduce_bytes += 8.0 * (static_cast<double>(n.all) * A + static_cast<double>(n.per) * S);
   }
   return c;
 }

@@ -302,15 +302,11 @@ class StepWriter {
     return s + "}\n";
   }
 
-  // Sharded steps (api/communicator.h). The all-reduce buffer holds pass k's reductions in
-  // order; a per-tensor one has S slots (pieces), an all-tensor one A slots: S by tensor (P = 0),
-  // one per process by process (P > 0). Reduction r's slots start at at(r).
+  // Sharded steps (api/communicator.h): where reduction r of pass k starts in the all-reduce
+  // buffer (plan::ShardSlots), with A and S the kernel's arguments.
   std::string slots_at(size_t k, size_t r) const {
-    size_t all = 0, per = 0;
-    for (size_t i = 0; i < r; ++i)
-      (static_cast<ir::Scope>(p_.at(plan_.passes[k].reductions[i]).attr) == ir::Scope::all ? all
-                                                                                           : per)++;
-    return fmt::format("({} * A + {} * S)", all, per);
+    const plan::ShardSlots c = plan::shard_slots_before(plan_, k, r);
+    return fmt::format("({} * A + {} * S)", c.all, c.per);
   }
 
   // Between combine_k and the all-reduce, slot by slot, one writer per slot over all processes

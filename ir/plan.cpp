@@ -442,4 +442,17 @@ std::string describe(const Plan& plan, bool with_bodies) {
   return out;
 }
 
+ShardSlots shard_slots_before(const std::vector<bool>& all_tensor, size_t r) {
+  ShardSlots c;
+  for (size_t i = 0; i < r; ++i) ++(all_tensor[i] ? c.all : c.per);
+  return c;
+}
+
+ShardSlots shard_slots_before(const Plan& plan, size_t k, size_t r) {
+  std::vector<bool> all_tensor;
+  for (ir::ValueId v : plan.passes[k].reductions)
+    all_tensor.push_back(static_cast<ir::Scope>(plan.program.at(v).attr) == ir::Scope::all);
+  return shard_slots_before(all_tensor, r);
+}
+
 }  // namespace optjit::plan

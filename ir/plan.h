@@ -44,6 +44,20 @@ struct Plan {
   double bytes_per_param() const;
 };
 
+/// A sharded step's all-reduce buffer for one pass (api/communicator.h), defined once for the
+/// host's step, the device step's kernels and the buffer's size: the pass's reductions in
+/// order, each per-tensor one S slots (its pieces) and each all-tensor one A slots (by tensor S,
+/// by process one per process). A reduction's slots start at all * A + per * S, counting the
+/// reductions of each kind before it; before the end of the pass, that is the buffer's length.
+struct ShardSlots {
+  size_t all = 0, per = 0;
+  size_t start(size_t A, size_t S) const { return all * A + per * S; }
+};
+/// all_tensor[i]: reduction i is over all tensors. r = all_tensor.size(): the whole buffer.
+ShardSlots shard_slots_before(const std::vector<bool>& all_tensor, size_t r);
+/// The same for pass k's reductions.
+ShardSlots shard_slots_before(const Plan& plan, size_t k, size_t r);
+
 /// Limits that keep planning and compiling time near-linear in the program: a pipeline beyond
 /// them is a one-line error, not minutes of work. Real pipelines have 1 to 4 passes (one per
 /// level of global reductions, e.g. a chain of two clips has 3) and a handful of buffers.

@@ -85,10 +85,7 @@ struct Executor::Impl {
   size_t shard_slots(size_t k) const {
     const size_t S = shard->owner.size(),
                  A = shard->processes > 0 ? static_cast<size_t>(shard->processes) : S;
-    size_t n = 0;
-    for (ir::ValueId r : plan.passes[k].reductions)
-      n += static_cast<ir::Scope>(plan.program.at(r).attr) == ir::Scope::all ? A : S;
-    return n;
+    return plan::shard_slots_before(plan, k, plan.passes[k].reductions.size()).start(A, S);
   }
   bool arenas_model() const { return desc.addressing == Addressing::arenas; }
 
