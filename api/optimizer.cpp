@@ -231,6 +231,13 @@ Status Optimizer::build(std::vector<Param> params, OptimizerOptions options) {
       if (overlap(p.data, n * size_bytes(p.dtype), params[j].data,
                   numel_of(params[j].shape) * size_bytes(params[j].dtype)))
         return make_error("parameters '{}' and '{}' overlap in memory", params[j].name, p.name);
+    for (size_t j = 0; j < i && p.device && n > 0; ++j) {
+      const Param& q = params[j];
+      const uint64_t qn = static_cast<uint64_t>(numel_of(q.shape)) * size_bytes(q.dtype);
+      if (q.device.handle == p.device.handle && qn > 0 && p.device.offset < q.device.offset + qn &&
+          q.device.offset < p.device.offset + static_cast<uint64_t>(n) * size_bytes(p.dtype))
+        return make_error("parameters '{}' and '{}' overlap in device memory", q.name, p.name);
+    }
   }
   if (options.shard && !options.shard->comm)
     return make_error("a sharded step needs a communicator (ShardOptions::comm)");

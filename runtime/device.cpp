@@ -125,4 +125,10 @@ Expected<double> Device::copy_seconds(size_t bytes, int repetitions) {
   return times[times.size() / 2];
 }
 
+#ifndef OPTJIT_HAVE_WEBGPU
+Expected<std::string> webgpu_library() {
+  return make_error("optjit was built without the webgpu backend (no wgpu headers at build time)");
+}
+#endif
+
 }  // namespace optjit::runtime

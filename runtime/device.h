@@ -211,4 +211,8 @@ Expected<int> choose_device(int index, const std::vector<bool>& gpu, const char*
 /// Opens a device, or says why there is none ("no CUDA driver on this machine ...").
 Expected<std::shared_ptr<Device>> open_device(const DeviceSpec& spec);
 
+/// The wgpu-native library the webgpu backend loads (its path), or why there is none: a
+/// caller's WGPUDevice and buffers must come from the same one.
+Expected<std::string> webgpu_library();
+
 }  // namespace optjit::runtime

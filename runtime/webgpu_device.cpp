@@ -970,4 +970,11 @@ const DeviceKindRegistration registration({
 });
 
 }  // namespace
+
+Expected<std::string> webgpu_library() {
+  auto a = api();
+  if (!a) return a.error();
+  return (*a)->path;
+}
+
 }  // namespace optjit::runtime

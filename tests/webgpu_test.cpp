@@ -539,7 +539,8 @@ TEST(Webgpu, StepsOnTheCallersOwnDeviceAndBuffers) {
     EXPECT_EQ(r.error().message,
               "the gradient of 'a': the WebGPU buffer lacks usage Storage | CopySrc | CopyDst "
               "(optjit binds it to kernels and copies to and from it)");
-    auto unaligned = make(webgpu_memory(params, 2), pb);
+    WGPUBuffer wide = app.buffer(n * 4 + 8, usage);
+    auto unaligned = make(webgpu_memory(wide, 2), webgpu_memory(wide, 1204));
     ASSERT_FALSE(unaligned);
     EXPECT_EQ(unaligned.error().message,
               "parameter 'a': offset 2 in its WebGPU buffer is not a multiple of 4 bytes");
@@ -552,7 +553,10 @@ TEST(Webgpu, StepsOnTheCallersOwnDeviceAndBuffers) {
     EXPECT_NE(r.error().message.find("has been destroyed"), std::string::npos) << r.error().message;
     EXPECT_EQ(r.error().message.find('\n'), std::string::npos) << r.error().message;
     EXPECT_EQ(app.uncaptured, "");
-    for (WGPUBuffer b : {small, unbindable, gone}) app.release(b);
+    auto overlapping = make(pa, webgpu_memory(params, 1196));
+    ASSERT_FALSE(overlapping);
+    EXPECT_EQ(overlapping.error().message, "parameters 'a' and 'b' overlap in device memory");
+    for (WGPUBuffer b : {small, unbindable, gone, wide}) app.release(b);
   }
   {
     // A device with WebGPU's default limits (what a plain request gives): clip + AdamW fits.

@@ -17,6 +17,7 @@
 #include "api/optimizer.h"
 #include "ir/builtins.h"
 #include "ir/compile.h"
+#include "runtime/device.h"
 
 namespace nb = nanobind;
 
@@ -179,19 +180,11 @@ class Engine {
       ps.push_back({names[i], p.host, dtype_of(params[i], what), shape_of(params[i]),
                     i < group_of.size() ? group_of[i] : 0, p.device});
     }
-    OptimizerOptions o;
-    o.backend = Backend(
-        backend == "auto" ? (device_type == nb::device::cuda::value ? "cuda" : "cpu") : backend);
-    o.device = device;
-    o.queue = reinterpret_cast<void*>(queue);
-    if (grad_dtype) o.grad_dtype = dtype_named(*grad_dtype);
-    if (!cache) o.cache.reset();
+    OptimizerOptions o = options(
+        backend == "auto" ? (device_type == nb::device::cuda::value ? "cuda" : "cpu") : backend,
+        device, queue, grad_dtype, cache, param_rounding, groups);
     o.device_step = device_step;
     o.cuda_graph = cuda_graph;
-    if (param_rounding != "nearest" && param_rounding != "stochastic")
-      throw Error(fmt::format("param_rounding: '{}' is not nearest or stochastic", param_rounding));
-    o.stochastic_param_rounding = param_rounding == "stochastic";
-    o.groups.resize(groups > 0 ? groups - 1 : 0);
     if (!shard.is_none()) {
       // (all_reduce, rank, size, name, [(tensor, numel)...], [offset per parameter])
       auto t = nb::cast<nb::tuple>(shard);
@@ -213,6 +206,46 @@ class Engine {
     }
     // Pipeline text, or the path of a file that holds it (as the CLI takes it).
     opt_ = take(Optimizer::create(take(read_pipeline_text(pipeline)), std::move(ps), std::move(o)));
+  }
+
+  /// Parameters in device memory that speaks no DLPack (wgpu-py's buffers; any WGPUBuffer,
+  /// cl_mem or CUDA address), each a (handle, byte offset) with its dtype and shape, on the
+  /// caller's device or queue `queue` (a WGPUDevice, a cl_command_queue, a CUstream).
+  static Engine on_device(const std::string& pipeline, const std::vector<std::string>& names,
+                          const std::vector<std::pair<uint64_t, uint64_t>>& memory,
+                          const std::vector<std::string>& dtypes,
+                          const std::vector<std::vector<int64_t>>& shapes,
+                          const std::vector<int>& group_of, size_t groups,
+                          const std::string& backend, int device, uintptr_t queue,
+                          std::optional<std::string> grad_dtype, bool cache,
+                          const std::string& param_rounding) {
+    if (names.size() != memory.size() || names.size() != dtypes.size() ||
+        names.size() != shapes.size())
+      throw Error("names, memory, dtypes and shapes differ in length");
+    std::vector<Param> ps;
+    for (size_t i = 0; i < names.size(); ++i)
+      ps.push_back({.name = names[i],
+                    .dtype = dtype_named(dtypes[i]),
+                    .shape = shapes[i],
+                    .group = i < group_of.size() ? group_of[i] : 0,
+                    .device = device_memory(memory[i], fmt::format("parameter '{}'", names[i]))});
+    OptimizerOptions o = options(backend, device, queue, grad_dtype, cache, param_rounding, groups);
+    return Engine(
+        take(Optimizer::create(take(read_pipeline_text(pipeline)), std::move(ps), std::move(o))));
+  }
+  /// One step with gradients in device memory, each a (handle, byte offset).
+  bool step_device(const std::vector<std::pair<uint64_t, uint64_t>>& grads) {
+    std::vector<DeviceMemory> device;
+    for (size_t i = 0; i < grads.size(); ++i)
+      device.push_back(device_memory(grads[i], fmt::format("the gradient of parameter {}", i)));
+    runtime::StepResult r;
+    {
+      nb::gil_scoped_release release;
+      auto s = opt_->step_device(device);
+      if (!s) throw Error(s.error().message);
+      r = *s;
+    }
+    return r.skipped;
   }
 
   /// One step; each gradient is an array (host or device, like its parameter). Returns whether a
@@ -284,6 +317,27 @@ class Engine {
   const Optimizer& opt() const { return *opt_; }
 
  private:
+  explicit Engine(std::unique_ptr<Optimizer> opt) : opt_(std::move(opt)) {}
+  static DeviceMemory device_memory(const std::pair<uint64_t, uint64_t>& m,
+                                    const std::string& what) {
+    if (!m.first) throw Error(what + ": a null device handle");
+    return {m.first, m.second};
+  }
+  static OptimizerOptions options(const std::string& backend, int device, uintptr_t queue,
+                                  const std::optional<std::string>& grad_dtype, bool cache,
+                                  const std::string& param_rounding, size_t groups) {
+    OptimizerOptions o;
+    o.backend = Backend(backend);
+    o.device = device;
+    o.queue = reinterpret_cast<void*>(queue);
+    if (grad_dtype) o.grad_dtype = dtype_named(*grad_dtype);
+    if (!cache) o.cache.reset();
+    if (param_rounding != "nearest" && param_rounding != "stochastic")
+      throw Error(fmt::format("param_rounding: '{}' is not nearest or stochastic", param_rounding));
+    o.stochastic_param_rounding = param_rounding == "stochastic";
+    o.groups.resize(groups > 0 ? groups - 1 : 0);
+    return o;
+  }
   std::unique_ptr<Optimizer> opt_;
 };
 
@@ -343,7 +397,17 @@ NB_MODULE(_optjit, m) {
            nb::arg("grad_dtype") = nb::none(), nb::arg("cache") = true,
            nb::arg("device_step") = nb::none(), nb::arg("cuda_graph") = false,
            nb::arg("param_rounding") = "nearest", nb::arg("shard") = nb::none())
+      .def_static("on_device", &Engine::on_device, nb::arg("pipeline"), nb::arg("names"),
+                  nb::arg("memory"), nb::arg("dtypes"), nb::arg("shapes"),
+                  nb::arg("group_of") = std::vector<int>{}, nb::arg("groups") = 1,
+                  nb::arg("backend") = "webgpu", nb::arg("device") = -1, nb::arg("queue") = 0,
+                  nb::arg("grad_dtype") = nb::none(), nb::arg("cache") = true,
+                  nb::arg("param_rounding") = "nearest",
+                  "An optimizer over parameters in device memory given as (handle, byte offset) "
+                  "pairs (wgpu-py buffers: optjit.webgpu)")
       .def("step", &Engine::step, nb::arg("grads"))
+      .def("step_device", &Engine::step_device, nb::arg("grads"),
+           "One step with gradients in device memory, (handle, byte offset) pairs")
       .def("bind_state", &Engine::bind_state, nb::arg("param"), nb::arg("buffer"), nb::arg("array"),
            nb::arg("adopt") = false)
       .def("rebind_param", &Engine::rebind_param, nb::arg("param"), nb::arg("array"))
@@ -399,6 +463,11 @@ NB_MODULE(_optjit, m) {
                    [](const Engine& e) { return e.opt().launch_from_tuning(); })
       .def_prop_ro("warnings", [](const Engine& e) { return e.opt().warnings(); });
 
+  m.def(
+      "webgpu_library", [] { return take(runtime::webgpu_library()); },
+      "The path of the wgpu-native library the webgpu backend loads ($OPTJIT_WGPU_LIBRARY, else "
+      "the wgpu package's at build time, else the loader's): a caller's device must come from "
+      "the same one.");
   m.def(
       "plan",
       [](const std::string& pipeline, const std::string& dtype) {

@@ -84,3 +84,57 @@ def test_8bit_state_on_webgpu_is_the_cpu_backends_codes_and_scales():
     for key in sb:
         assert torch.equal(torch.as_tensor(sa[key]), torch.as_tensor(sb[key])), key
     assert any(k.endswith("absmax") for k in sb), sorted(sb)
+
+
+def _wgpu_device():
+    wgpu = pytest.importorskip("wgpu")
+    import os
+    os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")  # Mesa asks for one
+    return wgpu, wgpu.gpu.request_adapter_sync().request_device_sync()
+
+
+def test_wgpu_py_buffers_are_stepped_in_place_on_the_applications_device():
+    import numpy as np
+
+    import optjit.webgpu
+
+    wgpu, device = _wgpu_device()
+    usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
+    rng = np.random.default_rng(3)
+    p0 = rng.standard_normal(377).astype(np.float32)
+    grads = [rng.standard_normal(377).astype(np.float32) for _ in range(3)]
+    params = device.create_buffer_with_data(data=p0, usage=usage)
+    gbuf = device.create_buffer(size=377 * 4, usage=usage)
+    opt = optjit.webgpu.Optimizer(
+        "chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2, weight_decay=0.1))", device,
+        {"a": (params, 0, (300,)), "b": (params, 1200, (77,))}, cache=False)
+    # torch, the oracle: the same two tensors, clipped together, then AdamW.
+    ta = torch.tensor(p0[:300], requires_grad=True)
+    tb = torch.tensor(p0[300:], requires_grad=True)
+    ref = torch.optim.AdamW([ta, tb], lr=1e-2, weight_decay=0.1)
+    for g in grads:
+        device.queue.write_buffer(gbuf, 0, g)
+        assert opt.step([(gbuf, 0), (gbuf, 1200)]) is False
+        ta.grad, tb.grad = torch.tensor(g[:300]), torch.tensor(g[300:])
+        torch.nn.utils.clip_grad_norm_([ta, tb], 1.0)
+        ref.step()
+    got = np.frombuffer(device.queue.read_buffer(params), np.float32)
+    want = torch.cat([ta.detach(), tb.detach()]).numpy()
+    assert np.abs(got - want).max() < 1e-5
+    assert opt.step_count == 3 and opt.backend == "webgpu"
+    # A buffer optjit cannot bind is an error naming it, not a crash.
+    bad = device.create_buffer(size=377 * 4, usage=wgpu.BufferUsage.COPY_DST)
+    with pytest.raises(optjit.Error, match="the gradient of 'a': the WebGPU buffer lacks usage"):
+        opt.step([(bad, 0), (gbuf, 1200)])
+    with pytest.raises(optjit.Error, match="parameters 'a' and 'b' overlap in device memory"):
+        optjit.webgpu.Optimizer("sgd(lr=0.1)", device,
+                                {"a": (params, 0, (300,)), "b": (params, 1196, (77,))})
+
+
+def test_wgpu_py_and_optjit_on_different_libraries_is_an_error(monkeypatch):
+    import optjit.webgpu
+
+    _, device = _wgpu_device()
+    monkeypatch.setattr(optjit.webgpu, "webgpu_library", lambda: "/elsewhere/libwgpu_native.so")
+    with pytest.raises(optjit.Error, match="their devices and buffers do not mix"):
+        optjit.webgpu.Optimizer("sgd(lr=0.1)", device, {})
