@@ -57,6 +57,7 @@ class PassEmitter {
     for (size_t a = 0; a < features.size();) {  // "+f1,-f2,...": byte permutes for dequantizing
       const size_t e = std::min(features.find(',', a), features.size());
       if (features.compare(a, e - a, "+avx512vbmi") == 0) vbmi_ = true;
+      if (features.compare(a, e - a, "+avx512bw") == 0) avx512bw_ = true;
       a = e + 1;
     }
     for (unsigned a : {0u, 1u}) fn_->addParamAttr(a, llvm::Attribute::ReadOnly);
@@ -442,8 +443,8 @@ class PassEmitter {
               static_cast<uint8_t>(std::bit_cast<uint32_t>(map[64 * q + e]) >> (8 * p));
         plane[p][q] = llvm::ConstantDataVector::get(c_, llvm::ArrayRef<uint8_t>(bytes));
       }
-    llvm::Function* permute = llvm::Intrinsic::getDeclaration(
-        &m_, llvm::Intrinsic::x86_avx512_vpermi2var_qi_512);
+    llvm::Function* permute =
+        llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::x86_avx512_vpermi2var_qi_512);
     auto* arr = llvm::cast<llvm::AllocaInst>(dequantized_.at(buf));
     // Interleaving masks: bytes of two planes into 16-bit pairs, then pairs into f32s.
     std::vector<int> pairs(128), words(128);
@@ -458,9 +459,9 @@ class PassEmitter {
         return v;
       }());
       llvm::Value* cap = b_.CreateVectorSplat(
-          64, b_.CreateTrunc(b_.CreateSelect(b_.CreateICmpSLT(left, b_.getInt64(64)), left,
-                                             b_.getInt64(64)),
-                             i8));
+          64,
+          b_.CreateTrunc(
+              b_.CreateSelect(b_.CreateICmpSLT(left, b_.getInt64(64)), left, b_.getInt64(64)), i8));
       llvm::Value* mask = b_.CreateICmpULT(lane, cap);
       auto* codes = b_.CreateMaskedLoad(v64, at, llvm::Align(1), mask,
                                         llvm::ConstantAggregateZero::get(v64), "codes64");
@@ -477,9 +478,9 @@ class PassEmitter {
       llvm::Value* p23 = b_.CreateBitCast(b_.CreateShuffleVector(bytes[2], bytes[3], pairs), i16s);
       llvm::Value* values = b_.CreateBitCast(b_.CreateShuffleVector(p01, p23, words),
                                              llvm::FixedVectorType::get(b_.getFloatTy(), 64));
-      b_.CreateAlignedStore(
-          values, b_.CreateInBoundsGEP(arr->getAllocatedType(), arr, {b_.getInt64(0), k}),
-          llvm::Align(64));
+      b_.CreateAlignedStore(values,
+                            b_.CreateInBoundsGEP(arr->getAllocatedType(), arr, {b_.getInt64(0), k}),
+                            llvm::Align(64));
     });
   }
 
@@ -488,10 +489,9 @@ class PassEmitter {
   llvm::Value* dequantize(uint32_t buf, llvm::Value* i, llvm::Value* j, DType want) {
     if (dequantized_.count(buf)) {  // the block's map values, from dequantize_block
       auto* arr = llvm::cast<llvm::AllocaInst>(dequantized_.at(buf));
-      llvm::Value* m =
-          b_.CreateLoad(b_.getFloatTy(),
-                        b_.CreateInBoundsGEP(arr->getAllocatedType(), arr, {b_.getInt64(0), j}),
-                        plan_.buffers[buf].name + ".value");
+      llvm::Value* m = b_.CreateLoad(
+          b_.getFloatTy(), b_.CreateInBoundsGEP(arr->getAllocatedType(), arr, {b_.getInt64(0), j}),
+          plan_.buffers[buf].name + ".value");
       return convert(b_.CreateFMul(m, scale_.at(buf)), DType::f32, want);
     }
     llvm::Value* code;
@@ -588,6 +588,10 @@ class PassEmitter {
     };
     const bool nibble = bits(buf) == 4;
     auto* arr = llvm::cast<llvm::AllocaInst>(tmp_.at(buf));
+    if (table && avx512bw_ && !nibble && block() % 32 == 0 && !code_bounds(quant(buf)).empty()) {
+      search_codes(buf, arr, b0, n, inv, zero);
+      return;
+    }
     auto staged = [&](llvm::Value* k) {
       return b_.CreateLoad(f32,
                            b_.CreateInBoundsGEP(arr->getAllocatedType(), arr, {b_.getInt64(0), k}));
@@ -602,6 +606,104 @@ class PassEmitter {
       }
       auto* s = b_.CreateStore(code, b_.CreateInBoundsGEP(b_.getInt8Ty(), codes_.at(buf), at));
       tag(s, buf);
+    });
+  }
+
+  // The table quantizer's lut as the cells where each code starts: bound[c] = the first cell i
+  // with lut[i] >= c (bound[0] = 0), so lut[i] = the number of codes c >= 1 with bound[c] <= i
+  // (the lut never decreases). Empty when some code is never reached (then the lut stays).
+  static std::vector<uint16_t> code_bounds(ir::Quant q) {
+    const auto& lut = *ir::info(q).lut;
+    std::vector<uint16_t> bound(256, 0);
+    size_t i = 0;
+    for (int c = 1; c < 256; ++c) {
+      while (i < lut.size() && lut[i] < c) ++i;
+      if (i == lut.size()) return {};
+      bound[static_cast<size_t>(c)] = static_cast<uint16_t>(i);
+    }
+    for (size_t k = 1; k < lut.size(); ++k)
+      if (lut[k] < lut[k - 1]) return {};
+    return bound;
+  }
+
+  // The table quantizer without a gather (this CPU's gathers cost about a cycle per element;
+  // two per element were half of an 8-bit AdamW step): 32 staged values at a time, each
+  // value's lut index (the same f32 arithmetic as table_code) as 16 bits, then its code as a
+  // branch-free binary search over code_bounds: step s adds s to the code where the bound at
+  // code + s is <= the index; the bounds a step can ask for are at most 128, looked up by
+  // 16-bit permutes (vpermw, vpermi2w) of the step's own table. The codes are lut[index] bit
+  // for bit (Quant.CpuStepsAreTheSameBitsOnAnyThreadsChunksAndUnroll against the reference).
+  void search_codes(uint32_t buf, llvm::AllocaInst* staged, llvm::Value* b0, llvm::Value* n,
+                    llvm::Value* inv, llvm::Value* zero) {
+    auto* f32 = b_.getFloatTy();
+    auto* i16 = b_.getInt16Ty();
+    auto* vf = llvm::FixedVectorType::get(f32, 32);
+    auto* vi16 = llvm::FixedVectorType::get(i16, 32);
+    auto* vi8 = llvm::FixedVectorType::get(b_.getInt8Ty(), 32);
+    auto splat = [&](double d) { return b_.CreateVectorSplat(32, llvm::ConstantFP::get(f32, d)); };
+    const std::vector<uint16_t> bound = code_bounds(quant(buf));
+    llvm::Function* perm32 =
+        llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::x86_avx512_permvar_hi_512);
+    llvm::Function* perm64 =
+        llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::x86_avx512_vpermi2var_hi_512);
+    auto table = [&](int step, int from) {  // the bounds step `step` asks for, from entry `from`
+      std::vector<uint16_t> t(32, 0);
+      for (int m = 0; m < 32 && (m + from) * 2 * step + step < 256; ++m)
+        t[static_cast<size_t>(m)] = bound[static_cast<size_t>((m + from) * 2 * step + step)];
+      return llvm::ConstantDataVector::get(c_, llvm::ArrayRef<uint16_t>(t));
+    };
+    counted_loop("search", n, 32, [&](llvm::Value* k) {
+      llvm::Value* x = b_.CreateAlignedLoad(
+          vf, b_.CreateInBoundsGEP(staged->getAllocatedType(), staged, {b_.getInt64(0), k}),
+          llvm::Align(4));
+      llvm::Value* y = b_.CreateFMul(x, b_.CreateVectorSplat(32, inv));
+      y = b_.CreateSelect(b_.CreateFCmpOGE(y, splat(-1.0)),
+                          b_.CreateSelect(b_.CreateFCmpOGT(y, splat(1.0)), splat(1.0), y),
+                          splat(-1.0));
+      llvm::Value* u =
+          b_.CreateFMul(b_.CreateFMul(b_.CreateFAdd(y, splat(1.0)), splat(0.5)), splat(65535.0));
+      llvm::Value* idx =
+          b_.CreateTrunc(b_.CreateFPToUI(b_.CreateFAdd(u, splat(0.5)),
+                                         llvm::FixedVectorType::get(b_.getInt32Ty(), 32)),
+                         vi16);
+      llvm::Value* c = llvm::ConstantAggregateZero::get(vi16);
+      for (int step = 128; step >= 1; step /= 2) {
+        const int shift = std::countr_zero(static_cast<unsigned>(2 * step));
+        llvm::Value* m =
+            b_.CreateLShr(c, b_.CreateVectorSplat(32, b_.getInt16(static_cast<uint16_t>(shift))));
+        llvm::Value* cand;
+        if (step >= 4) {  // at most 32 bounds
+          cand = b_.CreateCall(perm32, {table(step, 0), m});
+        } else if (step == 2) {  // 64
+          cand = b_.CreateCall(perm64, {table(2, 0), m, table(2, 32)});
+        } else {  // 128: two lookups of 64, chosen by bit 6 of m
+          llvm::Value* lo = b_.CreateCall(perm64, {table(1, 0), m, table(1, 32)});
+          llvm::Value* hi = b_.CreateCall(perm64, {table(1, 64), m, table(1, 96)});
+          llvm::Value* upper = b_.CreateICmpUGE(m, b_.CreateVectorSplat(32, b_.getInt16(64)));
+          cand = b_.CreateSelect(upper, hi, lo);
+        }
+        llvm::Value* take = b_.CreateICmpULE(cand, idx);
+        c = b_.CreateAdd(
+            c, b_.CreateSelect(take,
+                               b_.CreateVectorSplat(32, b_.getInt16(static_cast<uint16_t>(step))),
+                               llvm::ConstantAggregateZero::get(vi16)));
+      }
+      llvm::Value* codes =
+          b_.CreateSelect(zero, llvm::ConstantAggregateZero::get(vi8), b_.CreateTrunc(c, vi8));
+      llvm::Value* left = b_.CreateSub(n, k);
+      llvm::Value* cap = b_.CreateVectorSplat(
+          32, b_.CreateTrunc(
+                  b_.CreateSelect(b_.CreateICmpSLT(left, b_.getInt64(32)), left, b_.getInt64(32)),
+                  b_.getInt8Ty()));
+      llvm::Value* lane = llvm::ConstantDataVector::get(c_, [] {
+        std::vector<uint8_t> v(32);
+        for (int e = 0; e < 32; ++e) v[static_cast<size_t>(e)] = static_cast<uint8_t>(e);
+        return v;
+      }());
+      auto* st = b_.CreateMaskedStore(
+          codes, b_.CreateInBoundsGEP(b_.getInt8Ty(), codes_.at(buf), b_.CreateAdd(b0, k)),
+          llvm::Align(1), b_.CreateICmpULT(lane, cap));
+      tag(st, buf);
     });
   }
 
@@ -1040,14 +1142,15 @@ class PassEmitter {
   size_t table_class_ = 0;
   llvm::Value* offset_ = nullptr;  // the chunk's first element
   std::map<uint32_t, llvm::Value*> base_;
-  std::vector<llvm::Value*> uniform_;          // per uniform slot, in its value type
-  std::map<uint32_t, llvm::Value*> codes_;     // quantized buffer -> its codes in this chunk
-  std::map<uint32_t, llvm::Value*> scales_;    // quantized buffer -> its tensor's scales
-  std::map<uint32_t, llvm::Value*> scale_;     // quantized loaded buffer -> this block's scale
-  std::map<uint32_t, llvm::Value*> tmp_;       // quantized stored buffer -> staging array
+  std::vector<llvm::Value*> uniform_;             // per uniform slot, in its value type
+  std::map<uint32_t, llvm::Value*> codes_;        // quantized buffer -> its codes in this chunk
+  std::map<uint32_t, llvm::Value*> scales_;       // quantized buffer -> its tensor's scales
+  std::map<uint32_t, llvm::Value*> scale_;        // quantized loaded buffer -> this block's scale
+  std::map<uint32_t, llvm::Value*> tmp_;          // quantized stored buffer -> staging array
   std::map<uint32_t, llvm::Value*> dequantized_;  // quantized loaded buffer -> map values
   bool vbmi_ = false;                             // AVX-512 VBMI: dequantize_block
-  std::map<uint32_t, llvm::Value*> unpacked_;  // 4-bit loaded buffer -> its block's codes
+  bool avx512bw_ = false;                         // AVX-512 BW: search_codes
+  std::map<uint32_t, llvm::Value*> unpacked_;     // 4-bit loaded buffer -> its block's codes
 };
 
 }  // namespace

@@ -4,6 +4,6 @@
 
 namespace optjit::codegen {
 
-inline constexpr int kCodegenVersion = 3;
+inline constexpr int kCodegenVersion = 4;
 
 }  // namespace optjit::codegen
