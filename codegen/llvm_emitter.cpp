@@ -418,8 +418,7 @@ class PassEmitter {
   // (dequantize_block): 8-bit codes of a tabled map, on a CPU with AVX-512 VBMI.
   bool byte_planes(uint32_t buf) const {
     const ir::QuantInfo& q = ir::info(quant(buf));
-    return vbmi_ && q.bits == 8 && q.kind != ir::QuantKind::fp8 && q.map.size() == 256 &&
-           block() % 64 == 0 && !linear_map(q.map);
+    return vbmi_ && q.kind != ir::QuantKind::fp8 && block() % 64 == 0 && !linear_map(q.map);
   }
 
   // A block's map values, map[code] for each of its n codes, into its array before the element
@@ -438,9 +437,9 @@ class PassEmitter {
     for (int p = 0; p < 4; ++p)
       for (int q = 0; q < 4; ++q) {
         std::vector<uint8_t> bytes(64);
-        for (int e = 0; e < 64; ++e)
-          bytes[static_cast<size_t>(e)] =
-              static_cast<uint8_t>(std::bit_cast<uint32_t>(map[64 * q + e]) >> (8 * p));
+        for (size_t e = 0; e < 64 && 64 * static_cast<size_t>(q) + e < map.size(); ++e)
+          bytes[e] = static_cast<uint8_t>(
+              std::bit_cast<uint32_t>(map[64 * static_cast<size_t>(q) + e]) >> (8 * p));
         plane[p][q] = llvm::ConstantDataVector::get(c_, llvm::ArrayRef<uint8_t>(bytes));
       }
     llvm::Function* permute =
@@ -451,7 +450,12 @@ class PassEmitter {
     for (int e = 0; e < 64; ++e) pairs[2 * e] = e, pairs[2 * e + 1] = 64 + e;
     for (int e = 0; e < 64; ++e) words[2 * e] = e, words[2 * e + 1] = 64 + e;
     counted_loop("dequantize", n, 64, [&](llvm::Value* k) {
-      llvm::Value* at = b_.CreateInBoundsGEP(i8, codes_.at(buf), b_.CreateAdd(b0, k));
+      // 8-bit codes from the chunk's codes, 4-bit ones from the block's unpacked array.
+      llvm::Value* at =
+          bits(buf) == 4 ? b_.CreateInBoundsGEP(
+                               llvm::cast<llvm::AllocaInst>(unpacked_.at(buf))->getAllocatedType(),
+                               unpacked_.at(buf), {b_.getInt64(0), k})
+                         : b_.CreateInBoundsGEP(i8, codes_.at(buf), b_.CreateAdd(b0, k));
       llvm::Value* left = b_.CreateSub(n, k);
       llvm::Value* lane = llvm::ConstantDataVector::get(c_, [] {
         std::vector<uint8_t> v(64);
@@ -465,7 +469,7 @@ class PassEmitter {
       llvm::Value* mask = b_.CreateICmpULT(lane, cap);
       auto* codes = b_.CreateMaskedLoad(v64, at, llvm::Align(1), mask,
                                         llvm::ConstantAggregateZero::get(v64), "codes64");
-      tag(codes, buf);
+      if (bits(buf) == 8) tag(codes, buf);
       llvm::Value* high = b_.CreateICmpSLT(codes, llvm::ConstantAggregateZero::get(v64));
       llvm::Value* bytes[4];
       for (int p = 0; p < 4; ++p) {
