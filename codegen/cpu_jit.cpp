@@ -21,6 +21,7 @@
 #include <xxhash.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <mutex>
 
 #include "cache/kernel_cache.h"
@@ -101,6 +102,10 @@ CpuTarget CpuTarget::host() {
     for (const auto& f : features) on.push_back((f.second ? "+" : "-") + f.first().str());
   std::sort(on.begin(), on.end());  // deterministic: the feature string is part of cache keys
   for (const auto& f : on) t.features += (t.features.empty() ? "" : ",") + f;
+  // Features to change, after the host's (the last mention wins): "-avx512bw" compiles for a
+  // CPU without it (the paths it takes there, a cache for such CPUs). Part of the cache key.
+  if (const char* more = std::getenv("OPTJIT_CPU_FEATURES"); more && *more)
+    t.features += (t.features.empty() ? "" : ",") + std::string(more);
   return t;
 }
 

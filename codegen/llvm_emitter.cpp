@@ -54,12 +54,16 @@ class PassEmitter {
     fn_->addFnAttr(llvm::Attribute::NoUnwind);
     if (!cpu.empty()) fn_->addFnAttr("target-cpu", cpu);
     if (!features.empty()) fn_->addFnAttr("target-features", features);
-    for (size_t a = 0; a < features.size();) {  // "+f1,-f2,...": byte permutes for dequantizing
+    // "+f1,-f2,...", the last mention of a feature winning: the permutes the quantized paths
+    // use (VBMI implies BW, so a CPU without BW has neither).
+    for (size_t a = 0; a < features.size();) {
       const size_t e = std::min(features.find(',', a), features.size());
-      if (features.compare(a, e - a, "+avx512vbmi") == 0) vbmi_ = true;
-      if (features.compare(a, e - a, "+avx512bw") == 0) avx512bw_ = true;
+      const std::string f = features.substr(a, e - a);
+      if (f.size() > 1 && f.substr(1) == "avx512vbmi") vbmi_ = f[0] == '+';
+      if (f.size() > 1 && f.substr(1) == "avx512bw") avx512bw_ = f[0] == '+';
       a = e + 1;
     }
+    vbmi_ = vbmi_ && avx512bw_;
     for (unsigned a : {0u, 1u}) fn_->addParamAttr(a, llvm::Attribute::ReadOnly);
     for (unsigned a : {0u, 1u, 4u}) fn_->addParamAttr(a, llvm::Attribute::NoAlias);
     llvm::Value* rows = fn_->getArg(0);
