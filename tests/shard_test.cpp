@@ -237,8 +237,9 @@ TEST(Shard, TheDeviceStepAllReducesOnTheDeviceAsTheHostStepDoes) {
         ASSERT_EQ(dev.error, "");
         EXPECT_EQ(dev.values, host.values);
         EXPECT_EQ(dev.skipped, host.skipped);
-        if (pipeline == scaler)
+        if (pipeline == scaler) {
           EXPECT_EQ(dev.skipped, (std::vector<bool>{false, false, true, true}));
+        }
         const Result host64 =
             run<double>(pipeline, l, true, 3, Backend::opencl, {}, none, false, order);
         const Result dev64 =
@@ -288,7 +289,9 @@ TEST(Shard, ByProcessOrderAllReducesOneValuePerProcess) {
       const double err = max_diff(a.values, piece_of(ref, l));
       const double err_whole = max_diff(piece_of(whole32, l), piece_of(ref, l));
       EXPECT_LE(err, std::max(1.25 * err_whole, 1e-7));
-      if (pipeline == kInfClipAdamW) EXPECT_EQ(a.values, piece_of(whole32, l));
+      if (pipeline == kInfClipAdamW) {
+        EXPECT_EQ(a.values, piece_of(whole32, l));
+      }
     }
   const char* scaler = "chain(grad_scaler(scale=1024), adamw(lr=1e-2))";
   const Result skip = run<float>(scaler, slices(P(), me()), true, 4, Backend::cpu, {},

@@ -156,8 +156,9 @@ TEST(TorchParity, HyperparameterChecksMatchTorchsConstructors) {
     // 1. Given as an argument.
     auto given = compile(name, schedule, args_of(c["args"], options));
     EXPECT_EQ(!given, torch_raises) << (given ? "accepted" : given.error().message);
-    if (!given)
+    if (!given) {
       EXPECT_NE(given.error().message.find(hyper), std::string::npos) << given.error().message;
+    }
     if (!options.empty()) continue;  // options are structural: no set_hyper
     // 2. Set later, on the program of the other arguments; and NaN, where a bound exists.
     auto base = compile(name, schedule, args_of(c["base"], options));
