@@ -680,7 +680,15 @@ class PassEmitter {
         llvm::Value* m =
             b_.CreateLShr(c, b_.CreateVectorSplat(32, b_.getInt16(static_cast<uint16_t>(shift))));
         llvm::Value* cand;
-        if (step >= 4) {  // at most 32 bounds
+        auto bound_at = [&](int code) {
+          return b_.CreateVectorSplat(32, b_.getInt16(bound[static_cast<size_t>(code)]));
+        };
+        if (step == 128) {  // one bound, then two: constants, no permute
+          cand = bound_at(128);
+        } else if (step == 64) {
+          cand = b_.CreateSelect(b_.CreateICmpNE(c, llvm::ConstantAggregateZero::get(vi16)),
+                                 bound_at(192), bound_at(64));
+        } else if (step >= 4) {  // at most 32 bounds
           cand = b_.CreateCall(perm32, {table(step, 0), m});
         } else if (step == 2) {  // 64
           cand = b_.CreateCall(perm64, {table(2, 0), m, table(2, 32)});
