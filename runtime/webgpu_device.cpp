@@ -404,28 +404,6 @@ class WebgpuDevice final : public Device {
     return d;
   }
 
-  void describe(int index) {
-    DeviceDescription& dd = desc_;
-    dd.kind = "webgpu";
-    dd.index = index;
-    dd.name = info_.name;
-    dd.performance = webgpu_performance(info_);
-    dd.gpu = info_.gpu;
-    // WebGPU does not say how many compute units an adapter has: 16 makes the grid cap's
-    // groups per unit (the tuner tries 2..32) span 32..512 work-groups. The default, 256
-    // groups of 256 invocations, two vectors of two elements each per trip, was the fastest of
-    // those tried for clip+AdamW at 16M parameters on lavapipe (f32: 89 ms/step against 365 ms
-    // with 8 groups and 264 ms with vectors of 4; bf16: 100 ms against 369 ms with vectors of
-    // one element, where every store is two atomic read-modify-writes).
-    dd.compute_units = 16;
-    dd.default_launch =
-        codegen::GpuLaunch{.block = 256, .items = 2, .vec = 2, .groups_per_unit = 16};
-    dd.max_group = std::min(info_.limits.maxComputeInvocationsPerWorkgroup,
-                            info_.limits.maxComputeWorkgroupSizeX);
-    dd.addressing = Addressing::arenas;
-    dd.device_step = false;
-  }
-
   ~WebgpuDevice() override {
     if (staging_) w_->wgpuBufferRelease(staging_);
     if (queue_) w_->wgpuQueueRelease(queue_);
@@ -645,6 +623,29 @@ class WebgpuDevice final : public Device {
 
  private:
   WebgpuDevice() = default;
+  // The description both ways of getting a device share (open(), adopt()).
+  void describe(int index) {
+    DeviceDescription& dd = desc_;
+    dd.kind = "webgpu";
+    dd.index = index;
+    dd.name = info_.name;
+    dd.performance = webgpu_performance(info_);
+    dd.gpu = info_.gpu;
+    // WebGPU does not say how many compute units an adapter has: 16 makes the grid cap's
+    // groups per unit (the tuner tries 2..32) span 32..512 work-groups. The default, 256
+    // groups of 256 invocations, two vectors of two elements each per trip, was the fastest of
+    // those tried for clip+AdamW at 16M parameters on lavapipe (f32: 89 ms/step against 365 ms
+    // with 8 groups and 264 ms with vectors of 4; bf16: 100 ms against 369 ms with vectors of
+    // one element, where every store is two atomic read-modify-writes).
+    dd.compute_units = 16;
+    dd.default_launch =
+        codegen::GpuLaunch{.block = 256, .items = 2, .vec = 2, .groups_per_unit = 16};
+    dd.max_group = std::min(info_.limits.maxComputeInvocationsPerWorkgroup,
+                            info_.limits.maxComputeWorkgroupSizeX);
+    dd.addressing = Addressing::arenas;
+    dd.device_step = false;
+  }
+
   const Api* w_ = nullptr;
   AdapterInfo info_;
   WGPUAdapter adapter_ = nullptr;
