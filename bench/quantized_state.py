@@ -6,12 +6,14 @@ run mean anything).
 AdamW with the clip fused (optjit.torch.AdamW(..., max_grad_norm=1.0)) on one tensor of
 --numel parameters, with state_format="8bit" (bitsandbytes' blockwise), "f8" (torchao's fp8), "4bit" (torchao's
 AdamW4bit) and with f32 state; torch.optim.AdamW(fused=True)
-after clip_grad_norm_; bitsandbytes.optim.AdamW8bit and torchao.optim.AdamW4bit after clip_grad_norm_ (written in
-torch ops, compiled by torch.compile for torchao: timed at --bnb-numel, smaller, and scaled per
-parameter).
+after clip_grad_norm_; bitsandbytes.optim.AdamW8bit and torchao.optim.AdamW8bit and AdamW4bit after
+clip_grad_norm_ (written in torch ops, compiled by torch.compile for torchao). With --numel, on one
+tensor, the peers timed at --bnb-numel, smaller, and scaled per parameter; with --shapes (a
+model's tensors, bench/shapes.py), every optimizer on the same tensors.
 Also the state memory each keeps per parameter.
 
     PYTHONPATH=build/python python3 bench/quantized_state.py --numel 67108864 --threads 2
+    PYTHONPATH=build/python python3 bench/quantized_state.py --shapes gpt2-small --threads 2
 """
 import argparse
 import statistics
@@ -20,33 +22,43 @@ import time
 import torch
 
 import optjit.torch as ot
+from shapes import shapes as model_shapes
 
 
-def make(n, kind, seed=0):
+def make(shapes, kind, seed=0):
     g = torch.Generator().manual_seed(seed)
-    p = torch.nn.Parameter(torch.randn(n, generator=g) * 0.1)
-    p.grad = torch.randn(n, generator=g) * 1e-3
+    ps = []
+    for shape in shapes:
+        p = torch.nn.Parameter(torch.randn(*shape, generator=g) * 0.1)
+        p.grad = torch.randn(*shape, generator=g) * 1e-3
+        ps.append(p)
+    n = sum(p.numel() for p in ps)
+    p = ps  # every optimizer takes the list
     kw = dict(lr=1e-3, weight_decay=0.01)
     if kind == "optjit 8bit":
-        opt = ot.AdamW([p], max_grad_norm=1.0, state_format="8bit", **kw)
+        opt = ot.AdamW(p, max_grad_norm=1.0, state_format="8bit", **kw)
     elif kind == "optjit f8":
-        opt = ot.AdamW([p], max_grad_norm=1.0, state_format="f8", **kw)
+        opt = ot.AdamW(p, max_grad_norm=1.0, state_format="f8", **kw)
     elif kind == "optjit 4bit":
-        opt = ot.AdamW([p], max_grad_norm=1.0, state_format="4bit", **kw)
+        opt = ot.AdamW(p, max_grad_norm=1.0, state_format="4bit", **kw)
     elif kind == "optjit f32":
-        opt = ot.AdamW([p], max_grad_norm=1.0, **kw)
+        opt = ot.AdamW(p, max_grad_norm=1.0, **kw)
     elif kind == "torch fused":
-        inner = torch.optim.AdamW([p], fused=True, **kw)
-        opt = _Clipped(inner, [p])
+        inner = torch.optim.AdamW(p, fused=True, **kw)
+        opt = _Clipped(inner, p)
     elif kind == "torchao AdamW4bit":
         import torchao.optim as tao
-        opt = _Clipped(tao.AdamW4bit([p], **kw), [p])
+        opt = _Clipped(tao.AdamW4bit(p, **kw), p)
+    elif kind == "torchao AdamW8bit":
+        import torchao.optim as tao
+        opt = _Clipped(tao.AdamW8bit(p, **kw), p)
     else:
         import bitsandbytes as bnb
-        opt = _Clipped(bnb.optim.AdamW8bit([p], **kw), [p])
+        opt = _Clipped(bnb.optim.AdamW8bit(p, **kw), p)
     opt.step()
-    state = opt.state[p] if hasattr(opt, "state") else opt.inner.state[p]
-    nbytes = sum(_nbytes(t) for t in state.values() if isinstance(t, torch.Tensor) and t.numel() > 1)
+    states = opt.state if hasattr(opt, "state") else opt.inner.state
+    nbytes = sum(_nbytes(t) for q in p for t in states[q].values()
+                 if isinstance(t, torch.Tensor) and t.numel() > 1)
     return opt, nbytes / n
 
 
@@ -71,7 +83,8 @@ class _Clipped:
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--numel", type=int, default=1 << 26)
+    ap.add_argument("--numel", type=int, default=None, help="one tensor (default 2^26)")
+    ap.add_argument("--shapes", default=None, help="a model's tensors: gpt2-small, resnet50, ...")
     ap.add_argument("--bnb-numel", type=int, default=1 << 22)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=7)
@@ -80,26 +93,38 @@ def main():
     ap.add_argument("--no-torchao", action="store_true")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
-    kinds = {"optjit 8bit": a.numel, "optjit f8": a.numel, "optjit 4bit": a.numel,
-             "optjit f32": a.numel, "torch fused": a.numel}
+    if a.shapes:
+        model = model_shapes(a.shapes, None)
+        peer = model
+    else:
+        model = [[a.numel or 1 << 26]]
+        peer = [[a.bnb_numel]]
+    count = lambda ss: sum(torch.Size(s).numel() for s in ss)  # noqa: E731
+    total = count(model)
+    kinds = {"optjit 8bit": model, "optjit f8": model, "optjit 4bit": model,
+             "optjit f32": model, "torch fused": model}
     if not a.no_bnb:
-        kinds["bnb AdamW8bit"] = a.bnb_numel
+        kinds["bnb AdamW8bit"] = peer
     if not a.no_torchao:
-        kinds["torchao AdamW4bit"] = a.bnb_numel
-    runs = {k: make(n, k) for k, n in kinds.items()}
+        kinds["torchao AdamW8bit"] = peer
+        kinds["torchao AdamW4bit"] = peer
+    runs = {k: make(ss, k) for k, ss in kinds.items()}
     times = {k: [] for k in kinds}
     for _ in range(a.reps):
         for k, (opt, _) in runs.items():
             t0 = time.perf_counter()
             for _ in range(a.steps):
                 opt.step()
-            times[k].append((time.perf_counter() - t0) / a.steps / kinds[k])
+            times[k].append((time.perf_counter() - t0) / a.steps / count(kinds[k]))
     base = statistics.median(times["optjit f32"])
-    print(f"{a.numel} parameters, {a.threads} threads, median of {a.reps} x {a.steps} steps")
+    torch_fused = statistics.median(times["torch fused"])
+    what = a.shapes or f"one tensor of {total}"
+    print(f"{what}: {total} parameters in {len(model)} tensors, {a.threads} threads, "
+          f"median of {a.reps} x {a.steps} steps")
     for k, t in times.items():
         m = statistics.median(t)
-        print(f"{k:17s} {m * a.numel * 1e3:9.2f} ms/step at {a.numel}  "
-              f"state {runs[k][1]:5.2f} B/param  speed {base / m:5.2f}x optjit's f32 state")
+        print(f"{k:17s} {m * total * 1e3:9.2f} ms/step  state {runs[k][1]:5.2f} B/param  "
+              f"speed {base / m:5.2f}x optjit's f32 state, {torch_fused / m:5.2f}x torch fused")
 
 
 if __name__ == "__main__":
