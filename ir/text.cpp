@@ -64,6 +64,7 @@ std::string print(const Program& p, PrintOptions o) {
         break;
       case Op::Load:
       case Op::Store:
+      case Op::SRound:  // its random stream: the buffer it stores to
         line += " " + quoted(p.buffers[in.attr].name);
         break;
       case Op::SLoad:
@@ -76,9 +77,10 @@ std::string print(const Program& p, PrintOptions o) {
         break;
     }
     for (int k = 0; k < oi.arity; ++k)
-      line +=
-          fmt::format("{} %{}", k == 0 && (in.op != Op::Store && in.op != Op::SStore) ? "" : ",",
-                      index(in.args[k]));
+      line += fmt::format(
+          "{} %{}",
+          k == 0 && in.op != Op::Store && in.op != Op::SStore && in.op != Op::SRound ? "" : ",",
+          index(in.args[k]));
     if (has_result(in.op)) {
       line += fmt::format(" : {}", to_string(in.type));
       if (o.ranks) line += fmt::format("  # {}", to_string(in.rank));
@@ -280,7 +282,7 @@ class IrParser {
       auto i = named([&](auto n) { return p.find_hyper(n); }, "hyperparameter");
       if (!i) return i.error();
       attr = *i;
-    } else if (*op == Op::Load || *op == Op::Store) {
+    } else if (*op == Op::Load || *op == Op::Store || *op == Op::SRound) {
       auto i = named([&](auto n) { return p.find_buffer(n); }, "buffer");
       if (!i) return i.error();
       attr = *i;
@@ -299,7 +301,8 @@ class IrParser {
     }
     std::array<ValueId, 3> args{kNoValue, kNoValue, kNoValue};
     for (int k = 0; k < oi.arity; ++k) {
-      if (k > 0 || *op == Op::Store || *op == Op::SStore) OPTJIT_TRY(ts_.expect_punct(","));
+      if (k > 0 || *op == Op::Store || *op == Op::SStore || *op == Op::SRound)
+        OPTJIT_TRY(ts_.expect_punct(","));
       auto a = operand();
       if (!a) return a.error();
       args[k] = *a;

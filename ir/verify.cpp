@@ -67,6 +67,7 @@ Status check_inst(const Program& p, size_t n, const Inst& in) {
         if (arg(2).type != DType::f64 || arg(2).rank == Rank::element)
           return fail("sround's first element is an f64 tensor value");
         if (in.type != arg(0).type) return fail("result type differs from the operand's");
+        if (in.attr >= p.buffers.size()) return fail("sround's stream is not a buffer");
         break;
       }
       if ((in.op == Op::Hi16 || in.op == Op::Lo16 || in.op == Op::Join16) && in.type != DType::f32)

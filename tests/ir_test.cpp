@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "ir/builtins.h"
+#include "ir/compile.h"
 #include "ir/dsl.h"
 #include "ir/simplify.h"
 #include "ir/text.h"
@@ -50,6 +51,26 @@ TEST(IrText, EveryBuiltinRoundTripsExactly) {
     EXPECT_EQ(ir::print(*back), text);
     EXPECT_EQ(ir::structural_hash(*back), ir::structural_hash(p));
   }
+}
+
+// Stochastic rounding's stream (the buffer it stores to) and operands (the key and the tensor's
+// `first` element) print and parse back, for bf16_sr state and stochastically rounded bf16
+// parameters; `first` is a tensor value. (The stream was once not printed: it parsed back as 0.)
+TEST(IrText, StochasticRoundingRoundTrips) {
+  auto plan = compile_pipeline("adamw(lr=1e-3, state_format=\"bf16_sr\")",
+                               {DType::bf16, DType::bf16, DType::bf16, true});
+  ASSERT_TRUE(plan) << plan.error().message;
+  const std::string text = ir::print(plan->program);
+  EXPECT_NE(text.find(" first"), std::string::npos) << text;
+  EXPECT_NE(text.find("sround"), std::string::npos) << text;
+  auto back = ir::parse_ir(text);
+  ASSERT_TRUE(back) << back.error().message << "\n" << text;
+  EXPECT_EQ(*back, plan->program);
+  EXPECT_EQ(ir::print(*back), text);
+  EXPECT_EQ(ir::structural_hash(*back), ir::structural_hash(plan->program));
+  EXPECT_TRUE(ir::verify(*back)) << text;
+  for (const auto& in : back->insts)
+    if (in.op == ir::Op::First) EXPECT_EQ(in.rank, Rank::tensor);
 }
 
 TEST(IrText, SpecialNumbersRoundTrip) {
