@@ -71,6 +71,14 @@ TEST(IrText, StochasticRoundingRoundTrips) {
   EXPECT_TRUE(ir::verify(*back)) << text;
   for (const auto& in : back->insts)
     if (in.op == ir::Op::First) EXPECT_EQ(in.rank, Rank::tensor);
+  // A stream that names no buffer is refused.
+  ir::Program bad = plan->program;
+  for (auto& in : bad.insts)
+    if (in.op == ir::Op::SRound) in.attr = static_cast<uint32_t>(bad.buffers.size());
+  Status st = ir::verify(bad);
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.error().message.find("sround's stream is not a buffer"), std::string::npos)
+      << st.error().message;
 }
 
 TEST(IrText, SpecialNumbersRoundTrip) {
