@@ -6,27 +6,34 @@ import torch
 import optjit.torch as ot
 
 
-def _pair(dtype=torch.float32):
+def _pair(dtype=torch.float32, sizes=(64, 48, 7)):
     torch.manual_seed(0)
-    a = torch.nn.Sequential(torch.nn.Linear(64, 48), torch.nn.Tanh(), torch.nn.Linear(48, 7))
-    b = torch.nn.Sequential(torch.nn.Linear(64, 48), torch.nn.Tanh(), torch.nn.Linear(48, 7))
+    i, h, o = sizes
+    a = torch.nn.Sequential(torch.nn.Linear(i, h), torch.nn.Tanh(), torch.nn.Linear(h, o))
+    b = torch.nn.Sequential(torch.nn.Linear(i, h), torch.nn.Tanh(), torch.nn.Linear(h, o))
     b.load_state_dict(a.state_dict())
     return a.to(dtype), b.to(dtype)
+
+
+def _train(runs, steps, seed, width, dtype=torch.float32, before_step=lambda: None):
+    """Each (model, optimizer) of `runs` on the same batches: backward, before_step(), step."""
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
+        x = torch.randn(16, width, generator=g).to(dtype)
+        for model, opt in runs:
+            opt.zero_grad()
+            model(x).float().square().mean().backward()
+        before_step()
+        for _, opt in runs:
+            opt.step()
 
 
 def test_adamw_with_fused_clip_on_webgpu_steps_as_torch():
     mine, ref = _pair()
     o = ot.AdamW(mine.parameters(), lr=1e-2, weight_decay=0.1, max_grad_norm=0.5, backend="webgpu")
     r = torch.optim.AdamW(ref.parameters(), lr=1e-2, weight_decay=0.1)
-    g = torch.Generator().manual_seed(1)
-    for _ in range(6):
-        x = torch.randn(16, 64, generator=g)
-        for model, opt in ((mine, o), (ref, r)):
-            opt.zero_grad()
-            model(x).square().mean().backward()
-        torch.nn.utils.clip_grad_norm_(ref.parameters(), 0.5)
-        o.step()
-        r.step()
+    _train(((mine, o), (ref, r)), 6, 1, 64,
+           before_step=lambda: torch.nn.utils.clip_grad_norm_(ref.parameters(), 0.5))
     diff = max((a - b).abs().max().item() for a, b in zip(mine.parameters(), ref.parameters()))
     assert diff < 1e-5, diff
     # The state is torch's, in torch's names.
@@ -39,14 +46,7 @@ def test_bf16_parameters_on_webgpu_match_the_cpu_backend_bit_for_bit():
     b, _ = _pair(torch.bfloat16)
     oa = ot.SGD(a.parameters(), lr=0.1, momentum=0.9, backend="webgpu")
     ob = ot.SGD(b.parameters(), lr=0.1, momentum=0.9, backend="cpu")
-    g = torch.Generator().manual_seed(2)
-    for _ in range(4):
-        x = torch.randn(16, 64, generator=g).to(torch.bfloat16)
-        for model, opt in ((a, oa), (b, ob)):
-            opt.zero_grad()
-            model(x).float().square().mean().backward()
-        oa.step()
-        ob.step()
+    _train(((a, oa), (b, ob)), 4, 2, 64, torch.bfloat16)
     for p, q in zip(a.parameters(), b.parameters()):
         assert torch.equal(p, q)
 
@@ -62,20 +62,10 @@ def test_float64_on_webgpu_is_refused_with_the_reason():
 def test_8bit_state_on_webgpu_is_the_cpu_backends_codes_and_scales():
     # bitsandbytes' 8-bit blockwise state (Linear(64, 48)'s 3072-element weight stays f32, as
     # bitsandbytes keeps tensors under 4096 elements; the 64x96 one is quantized).
-    torch.manual_seed(0)
-    a = torch.nn.Sequential(torch.nn.Linear(96, 64), torch.nn.Tanh(), torch.nn.Linear(64, 48))
-    b = torch.nn.Sequential(torch.nn.Linear(96, 64), torch.nn.Tanh(), torch.nn.Linear(64, 48))
-    b.load_state_dict(a.state_dict())
+    a, b = _pair(sizes=(96, 64, 48))
     oa = ot.AdamW(a.parameters(), lr=1e-2, weight_decay=0.1, state_format="8bit", backend="webgpu")
     ob = ot.AdamW(b.parameters(), lr=1e-2, weight_decay=0.1, state_format="8bit", backend="cpu")
-    g = torch.Generator().manual_seed(3)
-    for _ in range(5):
-        x = torch.randn(16, 96, generator=g)
-        for model, opt in ((a, oa), (b, ob)):
-            opt.zero_grad()
-            model(x).square().mean().backward()
-        oa.step()
-        ob.step()
+    _train(((a, oa), (b, ob)), 5, 3, 96)
     for p, q in zip(a.parameters(), b.parameters()):
         assert torch.equal(p, q)
     w, v = next(a.parameters()), next(b.parameters())
