@@ -400,6 +400,25 @@ TEST(Webgpu, EveryListedAdapterSteps) {
   EXPECT_GT(adapters, 0u);
 }
 
+// The two tensors (300 and 77 elements) the caller's-memory tests step: their parameters and
+// gradient, and the parameters after three clip + AdamW steps on the CPU backend (the oracle).
+constexpr const char* kCallerPipeline = "chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2))";
+struct CallerTensors {
+  std::vector<float> p0, g, want;
+};
+CallerTensors caller_tensors() {
+  CallerTensors t{std::vector<float>(377), std::vector<float>(377), {}};
+  for (size_t i = 0; i < 377; ++i) t.p0[i] = std::sin(0.1f * i), t.g[i] = std::cos(0.3f * i);
+  t.want = t.p0;
+  auto cpu = Optimizer::create(
+      kCallerPipeline,
+      {{.name = "a", .data = t.want.data(), .dtype = DType::f32, .shape = {300}},
+       {.name = "b", .data = t.want.data() + 300, .dtype = DType::f32, .shape = {77}}});
+  EXPECT_TRUE(cpu);
+  for (int s = 0; cpu && s < 3; ++s) EXPECT_TRUE((*cpu)->step({t.g.data(), t.g.data() + 300}));
+  return t;
+}
+
 // The caller's own WebGPU buffers (made on the optimizer's device, shared through its queue):
 // used in place when one buffer holds every tensor's (an arena: nothing copied after the first
 // step's state upload), copied in and out otherwise, and the step says how many bytes it
@@ -409,18 +428,9 @@ TEST(Webgpu, CallersBuffersAreUsedInPlaceWhenTheyAreArenasAndTheStepSaysWhatItCo
   ASSERT_TRUE(dev) << dev.error().message;
   runtime::Device& d = **dev;
   const int64_t n[2] = {300, 77};
-  std::vector<float> cpu_p(377), g(377);
-  for (size_t i = 0; i < cpu_p.size(); ++i)
-    cpu_p[i] = std::sin(0.1f * i), g[i] = std::cos(0.3f * i);
-  const char* pipeline = "chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2))";
-  std::vector<float> want = cpu_p;
-  {
-    auto cpu = Optimizer::create(
-        pipeline, {{.name = "a", .data = want.data(), .dtype = DType::f32, .shape = {300}},
-                   {.name = "b", .data = want.data() + 300, .dtype = DType::f32, .shape = {77}}});
-    ASSERT_TRUE(cpu);
-    for (int s = 0; s < 3; ++s) ASSERT_TRUE((*cpu)->step({g.data(), g.data() + 300}));
-  }
+  const CallerTensors t = caller_tensors();
+  const std::vector<float>&cpu_p = t.p0, &g = t.g, &want = t.want;
+  const char* pipeline = kCallerPipeline;
   for (bool flat : {true, false}) {
     SCOPED_TRACE(flat ? "one buffer per role" : "a buffer per tensor");
     std::vector<runtime::DeviceAllocation> mem;
@@ -482,17 +492,9 @@ TEST(Webgpu, StepsOnTheCallersOwnDeviceAndBuffers) {
   testing::WgpuApp app(true);
   ASSERT_TRUE(app.device) << app.why;
   const int64_t n = 377;
-  std::vector<float> p0(n), g(n);
-  for (int64_t i = 0; i < n; ++i) p0[i] = std::sin(0.1f * i), g[i] = std::cos(0.3f * i);
-  const char* pipeline = "chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2))";
-  std::vector<float> want = p0;
-  {
-    auto cpu = Optimizer::create(
-        pipeline, {{.name = "a", .data = want.data(), .dtype = DType::f32, .shape = {300}},
-                   {.name = "b", .data = want.data() + 300, .dtype = DType::f32, .shape = {77}}});
-    ASSERT_TRUE(cpu);
-    for (int s = 0; s < 3; ++s) ASSERT_TRUE((*cpu)->step({g.data(), g.data() + 300}));
-  }
+  const CallerTensors t = caller_tensors();
+  const std::vector<float>&p0 = t.p0, &g = t.g, &want = t.want;
+  const char* pipeline = kCallerPipeline;
   const WGPUBufferUsage usage =
       WGPUBufferUsage_Storage | WGPUBufferUsage_CopySrc | WGPUBufferUsage_CopyDst;
   WGPUBuffer params = app.buffer(n * 4, usage, p0.data()),
