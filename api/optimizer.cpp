@@ -25,6 +25,16 @@ int64_t numel_of(const std::vector<int64_t>& shape) {
   return n;
 }
 
+// The device's verdict on `bytes` of the caller's memory (Device::check_memory), the memory
+// named in the error by `name()`, called only then: gradients are checked whenever they are
+// rebound, which can be every step.
+template <class Name>
+Status caller_memory(const runtime::Device& device, DeviceMemory memory, size_t bytes, Name name) {
+  Status s = device.check_memory(memory, bytes);
+  if (s) return s;
+  return make_error("{}: {}", name(), s.error().message);
+}
+
 // Two byte ranges overlap (a parameter must not alias another parameter or a gradient).
 bool overlap(const void* a, size_t na, const void* b, size_t nb) {
   auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
@@ -335,8 +345,8 @@ Status Optimizer::build(std::vector<Param> params, OptimizerOptions options) {
         "parameters of several dtypes step with the scalar program on the host; device_step "
         "and cuda_graph need parameters of one dtype");
   for (const Param& p : m.params)
-    OPTJIT_TRY(m.device->check_memory(p.device, numel_of(p.shape) * size_bytes(p.dtype),
-                                      fmt::format("parameter '{}'", p.name)));
+    OPTJIT_TRY(caller_memory(*m.device, p.device, numel_of(p.shape) * size_bytes(p.dtype),
+                             [&] { return fmt::format("parameter '{}'", p.name); }));
   OPTJIT_TRY(m.resolve_launch());
   for (Part& part : m.parts) {
     auto e = m.make_executor(part.plan);
@@ -418,8 +428,9 @@ Status Optimizer::Impl::bind_grads(const char* who, const std::vector<const void
         return make_error("the gradient of '{}' is null", params[i].name);
       if ((*dev)[i] == params[i].device && numel > 0)
         return make_error("the gradient of '{}' is its parameter's memory", params[i].name);
-      OPTJIT_TRY(device->check_memory((*dev)[i], numel * gbytes,
-                                      fmt::format("the gradient of '{}'", params[i].name)));
+      OPTJIT_TRY(caller_memory(*device, (*dev)[i], numel * gbytes, [&] {
+        return fmt::format("the gradient of '{}'", params[i].name);
+      }));
     }
   }
   for (size_t i = 0; i < n; ++i) {
@@ -775,9 +786,10 @@ Status Optimizer::rebind_param(size_t param, void* host) {
 
 Status Optimizer::rebind_param(size_t param, DeviceMemory device) {
   if (param < impl_->params.size() && impl_->device)
-    OPTJIT_TRY(impl_->device->check_memory(
-        device, numel_of(impl_->params[param].shape) * size_bytes(impl_->params[param].dtype),
-        fmt::format("parameter '{}'", impl_->params[param].name)));
+    OPTJIT_TRY(
+        caller_memory(*impl_->device, device,
+                      numel_of(impl_->params[param].shape) * size_bytes(impl_->params[param].dtype),
+                      [&] { return fmt::format("parameter '{}'", impl_->params[param].name); }));
   return rebind(impl_->params, impl_->parts, impl_->where, param, nullptr, device,
                 impl_->device && !impl_->device->description().host_memory);
 }
@@ -800,8 +812,9 @@ Status Optimizer::Impl::bind_state(size_t param, std::string_view buffer, void* 
   auto& ts = tensor(param);
   const size_t bytes = runtime::buffer_bytes(part.plan, *b, ts.numel);
   if (memory)
-    OPTJIT_TRY(device->check_memory(memory, bytes,
-                                    fmt::format("state '{}' of '{}'", buffer, params[param].name)));
+    OPTJIT_TRY(caller_memory(*device, memory, bytes, [&] {
+      return fmt::format("state '{}' of '{}'", buffer, params[param].name);
+    }));
   std::vector<std::pair<size_t, size_t>> borrowed;
   OPTJIT_TRY(to_host(part, &borrowed));
   Status st = Status::Ok();

@@ -123,10 +123,10 @@ class Device {
   /// The queue the device runs on (a CUstream, a cl_command_queue; for WebGPU the WGPUDevice),
   /// so another optimizer (or the caller) can share it and its memory; null on the CPU.
   virtual void* queue() const { return nullptr; }
-  /// Whether `bytes` at `memory` (the caller's) can be what optjit uses it for, `what` naming
-  /// it in the error (where the device can tell: a WebGPU buffer's size and usage).
-  virtual Status check_memory(DeviceMemory memory, size_t bytes, const std::string& what) const {
-    (void)memory, (void)bytes, (void)what;
+  /// Whether `bytes` at `memory` (the caller's) can be what optjit uses it for, where the device
+  /// can tell (a WebGPU buffer's size and usage); the caller names the memory in the error.
+  virtual Status check_memory(DeviceMemory memory, size_t bytes) const {
+    (void)memory, (void)bytes;
     return Status::Ok();
   }
   /// The value a tensor table holds for `memory` on a pointer device: its address.

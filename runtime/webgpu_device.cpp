@@ -457,21 +457,19 @@ class WebgpuDevice final : public Device {
     auto it = sizes_.find(m.handle);
     return it == sizes_.end() ? w_->wgpuBufferGetSize(buf(m)) : it->second;
   }
-  Status check_memory(DeviceMemory m, size_t bytes, const std::string& what) const override {
+  Status check_memory(DeviceMemory m, size_t bytes) const override {
     if (!m || bytes == 0) return Status::Ok();
     const WGPUBufferUsage need =
         WGPUBufferUsage_Storage | WGPUBufferUsage_CopySrc | WGPUBufferUsage_CopyDst;
     if ((w_->wgpuBufferGetUsage(buf(m)) & need) != need)
       return make_error(
-          "{}: the WebGPU buffer lacks usage Storage | CopySrc | CopyDst (optjit binds it to "
-          "kernels and copies to and from it)",
-          what);
+          "the WebGPU buffer lacks usage Storage | CopySrc | CopyDst (optjit binds it to kernels "
+          "and copies to and from it)");
     if (const uint64_t size = size_of(m); m.offset + bytes > size)
-      return make_error("{}: {} bytes at offset {} pass the end of its WebGPU buffer of {} bytes",
-                        what, bytes, m.offset, size);
+      return make_error("{} bytes at offset {} pass the end of its WebGPU buffer of {} bytes",
+                        bytes, m.offset, size);
     if (m.offset % 4)
-      return make_error("{}: offset {} in its WebGPU buffer is not a multiple of 4 bytes", what,
-                        m.offset);
+      return make_error("offset {} in its WebGPU buffer is not a multiple of 4 bytes", m.offset);
     return Status::Ok();
   }
   Status write(DeviceMemory dst, const void* src, size_t bytes) override {
@@ -610,7 +608,7 @@ class WebgpuDevice final : public Device {
     push_scope();
     enqueue();
     Status invalid = pop_scope(what);
-    Status oom = pop_scope(fmt::format("{} (out of device memory)", what));
+    Status oom = pop_scope(what);  // the library's message says it is out of memory
     return invalid.ok() ? oom : invalid;
   }
   // An error the library reported outside any scope (a launch, a copy, a lost device).

@@ -228,7 +228,8 @@ class Engine {
                     .dtype = dtype_named(dtypes[i]),
                     .shape = shapes[i],
                     .group = i < group_of.size() ? group_of[i] : 0,
-                    .device = device_memory(memory[i], fmt::format("parameter '{}'", names[i]))});
+                    .device = device_memory(
+                        memory[i], [&] { return fmt::format("parameter '{}'", names[i]); })});
     OptimizerOptions o = options(backend, device, queue, grad_dtype, cache, param_rounding, groups);
     return Engine(
         take(Optimizer::create(take(read_pipeline_text(pipeline)), std::move(ps), std::move(o))));
@@ -237,15 +238,9 @@ class Engine {
   bool step_device(const std::vector<std::pair<uint64_t, uint64_t>>& grads) {
     std::vector<DeviceMemory> device;
     for (size_t i = 0; i < grads.size(); ++i)
-      device.push_back(device_memory(grads[i], fmt::format("the gradient of parameter {}", i)));
-    runtime::StepResult r;
-    {
-      nb::gil_scoped_release release;
-      auto s = opt_->step_device(device);
-      if (!s) throw Error(s.error().message);
-      r = *s;
-    }
-    return r.skipped;
+      device.push_back(
+          device_memory(grads[i], [&] { return fmt::format("the gradient of parameter {}", i); }));
+    return run_step(nullptr, &device);
   }
 
   /// One step; each gradient is an array (host or device, like its parameter). Returns whether a
@@ -259,14 +254,7 @@ class Engine {
       device.push_back(p.device);
     }
     const bool on_device = !grads.empty() && device[0];
-    runtime::StepResult r;
-    {
-      nb::gil_scoped_release release;  // a step may take a while; other threads may run
-      auto s = on_device ? opt_->step_device(device) : opt_->step(host);
-      if (!s) throw Error(s.error().message);
-      r = *s;
-    }
-    return r.skipped;
+    return on_device ? run_step(nullptr, &device) : run_step(&host, nullptr);
   }
 
   void bind_state(size_t param, const std::string& buffer, const Array& a, bool adopt) {
@@ -318,9 +306,22 @@ class Engine {
 
  private:
   explicit Engine(std::unique_ptr<Optimizer> opt) : opt_(std::move(opt)) {}
-  static DeviceMemory device_memory(const std::pair<uint64_t, uint64_t>& m,
-                                    const std::string& what) {
-    if (!m.first) throw Error(what + ": a null device handle");
+  // One step with host or device gradients; whether a skip_if skipped it.
+  bool run_step(const std::vector<const void*>* host, const std::vector<DeviceMemory>* device) {
+    runtime::StepResult r;
+    {
+      nb::gil_scoped_release release;  // a step may take a while; other threads may run
+      auto s = host ? opt_->step(*host) : opt_->step_device(*device);
+      if (!s) throw Error(s.error().message);
+      r = *s;
+    }
+    return r.skipped;
+  }
+  // A (handle, byte offset) pair as device memory; `what()` names it if the handle is null
+  // (formatted only then: gradients arrive every step).
+  template <class What>
+  static DeviceMemory device_memory(const std::pair<uint64_t, uint64_t>& m, What what) {
+    if (!m.first) throw Error(what() + ": a null device handle");
     return {m.first, m.second};
   }
   static OptimizerOptions options(const std::string& backend, int device, uintptr_t queue,
