@@ -460,18 +460,7 @@ class PassEmitter {
                                llvm::cast<llvm::AllocaInst>(unpacked_.at(buf))->getAllocatedType(),
                                unpacked_.at(buf), {b_.getInt64(0), k})
                          : b_.CreateInBoundsGEP(i8, codes_.at(buf), b_.CreateAdd(b0, k));
-      llvm::Value* left = b_.CreateSub(n, k);
-      llvm::Value* lane = llvm::ConstantDataVector::get(c_, [] {
-        std::vector<uint8_t> v(64);
-        for (int e = 0; e < 64; ++e) v[static_cast<size_t>(e)] = static_cast<uint8_t>(e);
-        return v;
-      }());
-      llvm::Value* cap = b_.CreateVectorSplat(
-          64,
-          b_.CreateTrunc(
-              b_.CreateSelect(b_.CreateICmpSLT(left, b_.getInt64(64)), left, b_.getInt64(64)), i8));
-      llvm::Value* mask = b_.CreateICmpULT(lane, cap);
-      auto* codes = b_.CreateMaskedLoad(v64, at, llvm::Align(1), mask,
+      auto* codes = b_.CreateMaskedLoad(v64, at, llvm::Align(1), tail_mask(n, k, 64),
                                         llvm::ConstantAggregateZero::get(v64), "codes64");
       if (bits(buf) == 8) tag(codes, buf);
       llvm::Value* high = b_.CreateICmpSLT(codes, llvm::ConstantAggregateZero::get(v64));
@@ -596,9 +585,11 @@ class PassEmitter {
     };
     const bool nibble = bits(buf) == 4;
     auto* arr = llvm::cast<llvm::AllocaInst>(tmp_.at(buf));
-    if (table && avx512bw_ && !nibble && block() % 32 == 0 && !code_bounds(quant(buf)).empty()) {
-      search_codes(buf, arr, b0, n, inv, zero);
-      return;
+    if (table && avx512bw_ && !nibble && block() % 32 == 0) {
+      if (std::vector<uint16_t> bound = code_bounds(quant(buf)); !bound.empty()) {
+        search_codes(buf, arr, bound, b0, n, inv, zero);
+        return;
+      }
     }
     auto staged = [&](llvm::Value* k) {
       return b_.CreateLoad(f32,
@@ -641,15 +632,13 @@ class PassEmitter {
   // code + s is <= the index; the bounds a step can ask for are at most 128, looked up by
   // 16-bit permutes (vpermw, vpermi2w) of the step's own table. The codes are lut[index] bit
   // for bit (Quant.CpuStepsAreTheSameBitsOnAnyThreadsChunksAndUnroll against the reference).
-  void search_codes(uint32_t buf, llvm::AllocaInst* staged, llvm::Value* b0, llvm::Value* n,
-                    llvm::Value* inv, llvm::Value* zero) {
+  void search_codes(uint32_t buf, llvm::AllocaInst* staged, const std::vector<uint16_t>& bound,
+                    llvm::Value* b0, llvm::Value* n, llvm::Value* inv, llvm::Value* zero) {
     auto* f32 = b_.getFloatTy();
     auto* i16 = b_.getInt16Ty();
     auto* vf = llvm::FixedVectorType::get(f32, 32);
     auto* vi16 = llvm::FixedVectorType::get(i16, 32);
     auto* vi8 = llvm::FixedVectorType::get(b_.getInt8Ty(), 32);
-    auto splat = [&](double d) { return b_.CreateVectorSplat(32, llvm::ConstantFP::get(f32, d)); };
-    const std::vector<uint16_t> bound = code_bounds(quant(buf));
     llvm::Function* perm32 =
         llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::x86_avx512_permvar_hi_512);
     llvm::Function* perm64 =
@@ -664,35 +653,32 @@ class PassEmitter {
       llvm::Value* x = b_.CreateAlignedLoad(
           vf, b_.CreateInBoundsGEP(staged->getAllocatedType(), staged, {b_.getInt64(0), k}),
           llvm::Align(4));
-      llvm::Value* y = b_.CreateFMul(x, b_.CreateVectorSplat(32, inv));
-      y = b_.CreateSelect(b_.CreateFCmpOGE(y, splat(-1.0)),
-                          b_.CreateSelect(b_.CreateFCmpOGT(y, splat(1.0)), splat(1.0), y),
-                          splat(-1.0));
-      llvm::Value* u =
-          b_.CreateFMul(b_.CreateFMul(b_.CreateFAdd(y, splat(1.0)), splat(0.5)), splat(65535.0));
-      llvm::Value* idx =
-          b_.CreateTrunc(b_.CreateFPToUI(b_.CreateFAdd(u, splat(0.5)),
-                                         llvm::FixedVectorType::get(b_.getInt32Ty(), 32)),
-                         vi16);
+      llvm::Value* idx = b_.CreateTrunc(lut_index(x, b_.CreateVectorSplat(32, inv),
+                                                  llvm::FixedVectorType::get(b_.getInt32Ty(), 32)),
+                                        vi16);
       llvm::Value* c = llvm::ConstantAggregateZero::get(vi16);
+      auto bound_at = [&](int code) {
+        return b_.CreateVectorSplat(32, b_.getInt16(bound[static_cast<size_t>(code)]));
+      };
       for (int step = 128; step >= 1; step /= 2) {
-        const int shift = std::countr_zero(static_cast<unsigned>(2 * step));
-        llvm::Value* m =
-            b_.CreateLShr(c, b_.CreateVectorSplat(32, b_.getInt16(static_cast<uint16_t>(shift))));
-        llvm::Value* cand;
-        auto bound_at = [&](int code) {
-          return b_.CreateVectorSplat(32, b_.getInt16(bound[static_cast<size_t>(code)]));
+        // The decided bits of the code, as the index of the step's candidate bounds.
+        auto decided = [&] {
+          const int shift = std::countr_zero(static_cast<unsigned>(2 * step));
+          return b_.CreateLShr(c,
+                               b_.CreateVectorSplat(32, b_.getInt16(static_cast<uint16_t>(shift))));
         };
+        llvm::Value* cand;
         if (step == 128) {  // one bound, then two: constants, no permute
           cand = bound_at(128);
         } else if (step == 64) {
           cand = b_.CreateSelect(b_.CreateICmpNE(c, llvm::ConstantAggregateZero::get(vi16)),
                                  bound_at(192), bound_at(64));
         } else if (step >= 4) {  // at most 32 bounds
-          cand = b_.CreateCall(perm32, {table(step, 0), m});
+          cand = b_.CreateCall(perm32, {table(step, 0), decided()});
         } else if (step == 2) {  // 64
-          cand = b_.CreateCall(perm64, {table(2, 0), m, table(2, 32)});
-        } else {  // 128: two lookups of 64, chosen by bit 6 of m
+          cand = b_.CreateCall(perm64, {table(2, 0), decided(), table(2, 32)});
+        } else {  // 128: two lookups of 64, chosen by bit 6 of the index
+          llvm::Value* m = decided();
           llvm::Value* lo = b_.CreateCall(perm64, {table(1, 0), m, table(1, 32)});
           llvm::Value* hi = b_.CreateCall(perm64, {table(1, 64), m, table(1, 96)});
           llvm::Value* upper = b_.CreateICmpUGE(m, b_.CreateVectorSplat(32, b_.getInt16(64)));
@@ -706,19 +692,9 @@ class PassEmitter {
       }
       llvm::Value* codes =
           b_.CreateSelect(zero, llvm::ConstantAggregateZero::get(vi8), b_.CreateTrunc(c, vi8));
-      llvm::Value* left = b_.CreateSub(n, k);
-      llvm::Value* cap = b_.CreateVectorSplat(
-          32, b_.CreateTrunc(
-                  b_.CreateSelect(b_.CreateICmpSLT(left, b_.getInt64(32)), left, b_.getInt64(32)),
-                  b_.getInt8Ty()));
-      llvm::Value* lane = llvm::ConstantDataVector::get(c_, [] {
-        std::vector<uint8_t> v(32);
-        for (int e = 0; e < 32; ++e) v[static_cast<size_t>(e)] = static_cast<uint8_t>(e);
-        return v;
-      }());
       auto* st = b_.CreateMaskedStore(
           codes, b_.CreateInBoundsGEP(b_.getInt8Ty(), codes_.at(buf), b_.CreateAdd(b0, k)),
-          llvm::Align(1), b_.CreateICmpULT(lane, cap));
+          llvm::Align(1), tail_mask(n, k, 32));
       tag(st, buf);
     });
   }
@@ -758,14 +734,30 @@ class PassEmitter {
   }
 
   // ir/quant.h's table quantizer: lut[index(x * inv)], 0 for a zero block.
-  llvm::Value* table_code(ir::Quant q, llvm::Value* x, llvm::Value* inv, llvm::Value* zero) {
-    auto* f32 = b_.getFloatTy();
-    auto cf = [&](double d) { return llvm::ConstantFP::get(f32, d); };
+  // ir::quant_lut_index of x * inv: clamped to [-1, 1], then (y + 1) * 0.5 * 65535 + 0.5
+  // truncated, as `index_type` (i32, or a vector of integers for a vector x and inv).
+  llvm::Value* lut_index(llvm::Value* x, llvm::Value* inv, llvm::Type* index_type) {
+    auto cf = [&](double d) { return llvm::ConstantFP::get(x->getType(), d); };  // splat
     llvm::Value* y = b_.CreateFMul(x, inv);
     y = b_.CreateSelect(b_.CreateFCmpOGE(y, cf(-1.0)),
                         b_.CreateSelect(b_.CreateFCmpOGT(y, cf(1.0)), cf(1.0), y), cf(-1.0));
     llvm::Value* u = b_.CreateFMul(b_.CreateFMul(b_.CreateFAdd(y, cf(1.0)), cf(0.5)), cf(65535.0));
-    llvm::Value* idx = b_.CreateFPToUI(b_.CreateFAdd(u, cf(0.5)), b_.getInt32Ty());
+    return b_.CreateFPToUI(b_.CreateFAdd(u, cf(0.5)), index_type);
+  }
+
+  // Lanes [0, min(n - k, width)) of a masked access of `width` lanes (k < n).
+  llvm::Value* tail_mask(llvm::Value* n, llvm::Value* k, unsigned width) {
+    llvm::Value* left = b_.CreateSub(n, k);
+    llvm::Value* w = b_.getInt64(width);
+    llvm::Value* cap = b_.CreateVectorSplat(
+        width, b_.CreateTrunc(b_.CreateSelect(b_.CreateICmpSLT(left, w), left, w), b_.getInt8Ty()));
+    std::vector<uint8_t> lanes(width);
+    for (unsigned e = 0; e < width; ++e) lanes[e] = static_cast<uint8_t>(e);
+    return b_.CreateICmpULT(llvm::ConstantDataVector::get(c_, llvm::ArrayRef<uint8_t>(lanes)), cap);
+  }
+
+  llvm::Value* table_code(ir::Quant q, llvm::Value* x, llvm::Value* inv, llvm::Value* zero) {
+    llvm::Value* idx = lut_index(x, inv, b_.getInt32Ty());
     // The code is read as the low byte of a 32-bit load at its byte (the table has 3 bytes of
     // padding): x86 gathers 32-bit lanes natively, where a byte gather is 16 scalar loads.
     llvm::GlobalVariable* lut = quant_table(q, true);
@@ -1164,9 +1156,9 @@ class PassEmitter {
   std::map<uint32_t, llvm::Value*> scale_;        // quantized loaded buffer -> this block's scale
   std::map<uint32_t, llvm::Value*> tmp_;          // quantized stored buffer -> staging array
   std::map<uint32_t, llvm::Value*> dequantized_;  // quantized loaded buffer -> map values
+  std::map<uint32_t, llvm::Value*> unpacked_;     // 4-bit loaded buffer -> its block's codes
   bool vbmi_ = false;                             // AVX-512 VBMI: dequantize_block
   bool avx512bw_ = false;                         // AVX-512 BW: search_codes
-  std::map<uint32_t, llvm::Value*> unpacked_;     // 4-bit loaded buffer -> its block's codes
 };
 
 }  // namespace
