@@ -46,6 +46,16 @@ using detail::literal;
 using ir::Op;
 using ir::OpKind;
 
+// The block-quantized formats of a plan's buffers, each once, in buffer order.
+std::vector<ir::Quant> quant_formats(const plan::Plan& plan) {
+  std::vector<ir::Quant> formats;
+  for (const auto& buf : plan.buffers)
+    if (buf.quant != ir::Quant::none &&
+        std::find(formats.begin(), formats.end(), buf.quant) == formats.end())
+      formats.push_back(buf.quant);
+  return formats;
+}
+
 std::string preamble(const Lang& L, const plan::Plan& plan, int vec) {
   std::string s = L.preamble(plan, vec);
   s += L.bf16_helpers();
@@ -57,11 +67,7 @@ std::string preamble(const Lang& L, const plan::Plan& plan, int vec) {
     s += L.const_table(t.name, t.values, at);
     at += t.values.size();
   }
-  std::vector<ir::Quant> formats;
-  for (const auto& buf : plan.buffers)
-    if (buf.quant != ir::Quant::none &&
-        std::find(formats.begin(), formats.end(), buf.quant) == formats.end())
-      formats.push_back(buf.quant);
+  const std::vector<ir::Quant> formats = quant_formats(plan);
   const std::string U = L.u32(), F = L.value_type(DType::f32);
   auto ge = [&](const std::string& a, const std::string& b) {
     return L.compare(">=", a, b, DType::f32);
@@ -602,11 +608,7 @@ class KernelWriter {
 }  // namespace
 
 std::vector<ConstantTable> constant_tables(const plan::Plan& plan) {
-  std::vector<ir::Quant> formats;
-  for (const auto& buf : plan.buffers)
-    if (buf.quant != ir::Quant::none &&
-        std::find(formats.begin(), formats.end(), buf.quant) == formats.end())
-      formats.push_back(buf.quant);
+  const std::vector<ir::Quant> formats = quant_formats(plan);
   // Floats as their bit patterns (fp8's map has NaNs, which no constant initializer spells).
   auto bits = [](std::span<const float> v) {
     std::vector<uint32_t> out;
