@@ -27,6 +27,7 @@
 #include <llvm/Support/raw_ostream.h>
 
 #include <map>
+#include <optional>
 
 namespace optjit::codegen {
 
@@ -34,6 +35,82 @@ namespace {
 
 using ir::Op;
 using ir::OpKind;
+
+// A table quantizer's lut (65536 cells -> codes, never decreasing) as byte tables that 64-lane
+// byte permutes look up: the cell i is moved to i' = min(max(i - base, 0), 256 << shift - 1)
+// (the cells outside that range hold the code of its nearest end), then split into a bucket
+// h = i' >> shift (256 of them) and a place lo = i' % (1 << shift) in it, and
+//   code = start[h] + the number of j < steps.size() with lo > steps[j][h],
+// where start[h] is the bucket's first code and steps[j][h] + 1 the place where its code steps
+// up for the j-th time (1 << shift - 1 where it does not: lo never exceeds it). The buckets
+// where the code steps more often (around 0, where the map is denser than the cells) lie in
+// windows of 256 cells (w = i' >> 8) looked up cell by cell: code = window[w][i' % 256]. The
+// base, shift and number of steps are chosen per map to need the fewest instructions; code()
+// is what the kernel computes, and build() checks it against the lut for every cell.
+struct ByteBuckets {
+  uint16_t base = 0;
+  int shift = 8;  // 8, or 7 for a map that spends only half the cells (q8u: y >= 0)
+  std::array<uint8_t, 256> start{};
+  std::vector<std::array<uint8_t, 256>> steps;
+  std::vector<std::pair<uint16_t, std::array<uint8_t, 256>>> windows;
+
+  uint8_t code(uint32_t i) const {
+    const uint32_t top = (256u << shift) - 1;
+    const uint32_t ip = std::min(i > base ? i - base : 0u, top);
+    const uint32_t h = ip >> shift, lo = ip & ((1u << shift) - 1);
+    for (const auto& [w, cells] : windows)
+      if (ip >> 8 == w) return cells[ip & 255];
+    uint32_t c = start[h];
+    for (const auto& s : steps) c += lo > s[h] ? 1 : 0;
+    return static_cast<uint8_t>(c);
+  }
+  // Instructions per 64 cells, roughly: three per table lookup, two per step, and a compare
+  // and a blend per window besides its lookup.
+  size_t cost() const { return 3 * (1 + steps.size()) + 2 * steps.size() + 5 * windows.size(); }
+
+  static std::optional<ByteBuckets> build(const std::array<uint8_t, 65536>& lut) {
+    std::optional<ByteBuckets> best;
+    for (uint32_t base : {0u, 32767u})
+      for (int shift : {8, 7}) {
+        const uint32_t span = 256u << shift;
+        if (base + span < 65536u) {
+          bool flat = true;  // the cells past the range clamp to its last one
+          for (uint32_t i = base + span; i < 65536u; ++i) flat &= lut[i] == lut[base + span - 1];
+          if (!flat) continue;
+        }
+        // Each bucket's steps (a step by two codes counts twice), at their place.
+        std::array<std::vector<uint8_t>, 256> at;
+        for (uint32_t ip = 1; ip < span && base + ip < 65536u; ++ip)
+          if ((ip & ((1u << shift) - 1)) != 0)
+            for (int d = lut[base + ip] - lut[base + ip - 1]; d > 0; --d)
+              at[ip >> shift].push_back(static_cast<uint8_t>((ip & ((1u << shift) - 1)) - 1));
+        for (size_t k = 0; k <= 8; ++k) {
+          ByteBuckets b;
+          b.base = static_cast<uint16_t>(base);
+          b.shift = shift;
+          b.steps.assign(k, {});
+          for (auto& s : b.steps) s.fill(static_cast<uint8_t>((1u << shift) - 1));
+          for (uint32_t h = 0; h < 256; ++h) {
+            b.start[h] = lut[std::min(base + (h << shift), 65535u)];
+            if (at[h].size() <= k) {
+              for (size_t j = 0; j < at[h].size(); ++j) b.steps[j][h] = at[h][j];
+              continue;
+            }
+            const auto w = static_cast<uint16_t>((h << shift) >> 8);
+            if (!b.windows.empty() && b.windows.back().first == w) continue;
+            std::array<uint8_t, 256> cells{};
+            for (uint32_t c = 0; c < 256; ++c)
+              cells[c] = lut[std::min(base + w * 256u + c, 65535u)];
+            b.windows.emplace_back(w, cells);
+          }
+          bool exact = true;
+          for (uint32_t i = 0; i < 65536u && exact; ++i) exact = b.code(i) == lut[i];
+          if (exact && (!best || b.cost() < best->cost())) best = std::move(b);
+        }
+      }
+    return best;
+  }
+};
 
 class PassEmitter {
  public:
@@ -585,6 +662,12 @@ class PassEmitter {
     };
     const bool nibble = bits(buf) == 4;
     auto* arr = llvm::cast<llvm::AllocaInst>(tmp_.at(buf));
+    if (table && vbmi_ && block() % 64 == 0) {
+      if (const ByteBuckets* tables = byte_buckets(quant(buf))) {
+        bucket_codes(buf, arr, *tables, b0, n, inv, zero);
+        return;
+      }
+    }
     if (table && avx512bw_ && !nibble && block() % 32 == 0) {
       if (std::vector<uint16_t> bound = code_bounds(quant(buf)); !bound.empty()) {
         search_codes(buf, arr, bound, b0, n, inv, zero);
@@ -699,6 +782,110 @@ class PassEmitter {
     });
   }
 
+  // The ByteBuckets of a table format's lut, built once per process; null if none is exact.
+  static const ByteBuckets* byte_buckets(ir::Quant q) {
+    static const std::map<ir::Quant, std::optional<ByteBuckets>> tables = [] {
+      std::map<ir::Quant, std::optional<ByteBuckets>> t;
+      for (ir::Quant f : {ir::Quant::q8, ir::Quant::q8u})
+        if (ir::info(f).lut) t[f] = ByteBuckets::build(*ir::info(f).lut);
+      return t;
+    }();
+    const auto it = tables.find(q);
+    return it == tables.end() || !it->second ? nullptr : &*it->second;
+  }
+
+  // The table quantizer by byte permutes (AVX-512 VBMI), 64 staged values at a time: each
+  // value's lut index (lut_index's f32 arithmetic), then its code as ByteBuckets::code computes
+  // it, every table of 256 bytes looked up by two 128-entry permutes (vpermi2b) chosen by the
+  // index's top bit. About a third fewer instructions than search_codes' eight 16-bit steps.
+  void bucket_codes(uint32_t buf, llvm::AllocaInst* staged, const ByteBuckets& t, llvm::Value* b0,
+                    llvm::Value* n, llvm::Value* inv, llvm::Value* zero) {
+    auto* i8 = b_.getInt8Ty();
+    auto* vf = llvm::FixedVectorType::get(b_.getFloatTy(), 64);
+    auto* vi8 = llvm::FixedVectorType::get(i8, 64);
+    llvm::Function* permute =
+        llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::x86_avx512_vpermi2var_qi_512);
+    auto quarter = [&](const std::array<uint8_t, 256>& table, int q) {
+      return llvm::ConstantDataVector::get(
+          c_, llvm::ArrayRef<uint8_t>(table.data() + 64 * q, static_cast<size_t>(64)));
+    };
+    auto* vi32 = llvm::FixedVectorType::get(b_.getInt32Ty(), 64);
+    auto splat32 = [&](uint32_t v) { return b_.CreateVectorSplat(64, b_.getInt32(v)); };
+    auto splat8 = [&](uint32_t v) {
+      return b_.CreateVectorSplat(64, b_.getInt8(static_cast<uint8_t>(v)));
+    };
+    counted_loop("buckets", n, 64, [&](llvm::Value* k) {
+      llvm::Value* x = b_.CreateAlignedLoad(
+          vf, b_.CreateInBoundsGEP(staged->getAllocatedType(), staged, {b_.getInt64(0), k}),
+          llvm::Align(4));
+      // The cell i' as 32 bits, then its bytes: no 16-bit stage (the index's conversion is the
+      // bulk of the work; bytes of four vectors are gathered by two-source byte permutes).
+      llvm::Value* ip = lut_index(x, b_.CreateVectorSplat(64, inv), vi32);
+      if (t.base != 0)
+        ip = b_.CreateSub(b_.CreateBinaryIntrinsic(llvm::Intrinsic::umax, ip, splat32(t.base)),
+                          splat32(t.base));
+      if (const uint32_t top = (256u << t.shift) - 1; top < 65535u)
+        ip = b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin, ip, splat32(top));
+      // Bytes 0 and 1 of each 32-bit lane: two-source byte permutes take both from 32 lanes at
+      // once, and the halves of their results join. With shift 7 the cell is doubled first, so
+      // byte 1 is h and byte 0 is 2 lo; the tables below are made for that.
+      llvm::Value* v = t.shift == 8 ? ip : b_.CreateShl(ip, splat32(1));
+      llvm::Value* part[4];
+      for (int q = 0; q < 4; ++q) {
+        std::vector<int> lanes(16);
+        for (int e = 0; e < 16; ++e) lanes[static_cast<size_t>(e)] = 16 * q + e;
+        part[q] = b_.CreateBitCast(b_.CreateShuffleVector(v, lanes), vi8);
+      }
+      std::vector<uint8_t> pick(64);
+      for (int e = 0; e < 32; ++e) {
+        pick[static_cast<size_t>(e)] = static_cast<uint8_t>(e < 16 ? 4 * e : 64 + 4 * (e - 16));
+        pick[static_cast<size_t>(32 + e)] = static_cast<uint8_t>(pick[static_cast<size_t>(e)] + 1);
+      }
+      llvm::Value* pk = llvm::ConstantDataVector::get(c_, llvm::ArrayRef<uint8_t>(pick));
+      llvm::Value* x01 = b_.CreateCall(permute, {part[0], pk, part[1]});
+      llvm::Value* x23 = b_.CreateCall(permute, {part[2], pk, part[3]});
+      std::vector<int> first(64), second(64);
+      for (int e = 0; e < 64; ++e) {
+        first[static_cast<size_t>(e)] = e < 32 ? e : 32 + e;
+        second[static_cast<size_t>(e)] = first[static_cast<size_t>(e)] + 32;
+      }
+      llvm::Value* lo = b_.CreateShuffleVector(x01, x23, first);
+      llvm::Value* h = b_.CreateShuffleVector(x01, x23, second);
+      // A window's cell: lo (shift 8), or 2 lo + the low bit of h (shift 7; cells permuted).
+      llvm::Value* cell = t.shift == 8 ? lo : b_.CreateOr(lo, b_.CreateAnd(h, splat8(1)));
+      auto lookup = [&](const std::array<uint8_t, 256>& table, llvm::Value* idx) {
+        llvm::Value* low = b_.CreateCall(permute, {quarter(table, 0), idx, quarter(table, 1)});
+        llvm::Value* high = b_.CreateCall(permute, {quarter(table, 2), idx, quarter(table, 3)});
+        return b_.CreateSelect(b_.CreateICmpSLT(idx, llvm::ConstantAggregateZero::get(vi8)), high,
+                               low);
+      };
+      llvm::Value* code = lookup(t.start, h);
+      for (std::array<uint8_t, 256> s : t.steps) {
+        if (t.shift == 7)
+          for (uint8_t& e : s) e = static_cast<uint8_t>(2 * e);  // 2 lo > 2 s: lo > s
+        code = b_.CreateSelect(b_.CreateICmpUGT(lo, lookup(s, h)), b_.CreateAdd(code, splat8(1)),
+                               code);
+      }
+      // Window w holds the buckets whose h drops its low 8 - shift bits to w << (8 - shift).
+      const uint32_t per = 1u << (8 - t.shift);
+      for (const auto& [w, cells] : t.windows) {
+        std::array<uint8_t, 256> at = cells;
+        if (t.shift == 7)  // at[2 l + b] = cells[128 b + l]
+          for (uint32_t l = 0; l < 128; ++l)
+            for (uint32_t b = 0; b < 2; ++b) at[2 * l + b] = cells[128 * b + l];
+        code = b_.CreateSelect(
+            b_.CreateICmpEQ(per == 1 ? h : b_.CreateAnd(h, splat8(~(per - 1) & 255u)),
+                            splat8(w * per)),
+            lookup(at, cell), code);
+      }
+      code = b_.CreateSelect(zero, llvm::ConstantAggregateZero::get(vi8), code);
+      auto* st =
+          b_.CreateMaskedStore(code, b_.CreateInBoundsGEP(i8, codes_.at(buf), b_.CreateAdd(b0, k)),
+                               llvm::Align(1), tail_mask(n, k, 64));
+      tag(st, buf);
+    });
+  }
+
   // ir::f8_code, instruction by instruction.
   llvm::Value* f8_code(llvm::Value* y) {
     auto* i32 = b_.getInt32Ty();
@@ -735,13 +922,15 @@ class PassEmitter {
 
   // ir/quant.h's table quantizer: lut[index(x * inv)], 0 for a zero block.
   // ir::quant_lut_index of x * inv: clamped to [-1, 1], then (y + 1) * 0.5 * 65535 + 0.5
-  // truncated, as `index_type` (i32, or a vector of integers for a vector x and inv).
+  // truncated, as `index_type` (i32, or a vector of integers for a vector x and inv). The two
+  // products are one here: y + 1 >= 0 is 0 or at least 2^-24, so halving it is exact, and
+  // (y + 1) * 32767.5 is the same real number as ((y + 1) * 0.5) * 65535, rounded once.
   llvm::Value* lut_index(llvm::Value* x, llvm::Value* inv, llvm::Type* index_type) {
     auto cf = [&](double d) { return llvm::ConstantFP::get(x->getType(), d); };  // splat
     llvm::Value* y = b_.CreateFMul(x, inv);
     y = b_.CreateSelect(b_.CreateFCmpOGE(y, cf(-1.0)),
                         b_.CreateSelect(b_.CreateFCmpOGT(y, cf(1.0)), cf(1.0), y), cf(-1.0));
-    llvm::Value* u = b_.CreateFMul(b_.CreateFMul(b_.CreateFAdd(y, cf(1.0)), cf(0.5)), cf(65535.0));
+    llvm::Value* u = b_.CreateFMul(b_.CreateFAdd(y, cf(1.0)), cf(32767.5));
     return b_.CreateFPToUI(b_.CreateFAdd(u, cf(0.5)), index_type);
   }
 

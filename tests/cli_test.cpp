@@ -616,10 +616,11 @@ TEST_F(Cli, StateFormatStoresStateInBf16OnEveryBackend) {
     ASSERT_TRUE(ocl && ref) << t.name;
     EXPECT_EQ(t.dtype, ocl->dtype);
     EXPECT_EQ(t.dtype, ref->dtype);
-    if (t.name.find("exp_avg_sq") != std::string::npos)
+    if (t.name.find("exp_avg_sq") != std::string::npos) {
       EXPECT_EQ(t.dtype, DType::f16);
-    else if (t.name.find("exp_avg") != std::string::npos)
+    } else if (t.name.find("exp_avg") != std::string::npos) {
       EXPECT_EQ(t.dtype, DType::bf16);
+    }
     EXPECT_EQ(t.data, ocl->data) << t.name << ": cpu and opencl differ";
     for (int64_t i = 0; i < t.numel(); ++i)
       EXPECT_NEAR(t.get(i), ref->get(i),

@@ -253,6 +253,48 @@ TEST(Quant, CpuStepsAreTheSameBitsOnAnyThreadsChunksAndUnroll) {
   }
 }
 
+// The CPU kernels' table quantizer (byte permutes with AVX-512 VBMI, a 16-bit search with BW
+// only, gathers without: the ctest variants run each) gives lut[index] for every one of the
+// 65536 cells and at both edges of each: values at each cell's centre and 1 and 2 f32 steps
+// either side, 255 to a block beside a +-1 that makes the block's absmax 1, stored by a
+// transform that keeps the gradient as q8 or q8u state, against ir::quantize's scalar lookup.
+TEST(Quant, CpuCodesAreTheLookupTablesAtEveryCell) {
+  std::vector<float> values;
+  for (int i = 0; i < ir::kQuantLutSize; ++i) {
+    float y = static_cast<float>(-1.0 + 2.0 * i / (ir::kQuantLutSize - 1));
+    for (float v : {std::nextafter(std::nextafter(y, -2.0f), -2.0f), std::nextafter(y, -2.0f), y,
+                    std::nextafter(y, 2.0f), std::nextafter(std::nextafter(y, 2.0f), 2.0f)})
+      if (std::fabs(v) < 1.0f) values.push_back(v);
+  }
+  std::vector<float> grad;
+  for (size_t k = 0; k < values.size(); ++k) {
+    if (grad.size() % ir::kQuantBlock == 0) grad.push_back(k % 2 == 0 ? 1.0f : -1.0f);
+    grad.push_back(values[k]);
+  }
+  const auto n = static_cast<int64_t>(grad.size());
+  for (Quant q : {Quant::q8, Quant::q8u}) {
+    std::vector<float> param(grad.size(), 0.0f);
+    const std::string format(ir::to_string(q));
+    auto opt = Optimizer::create(
+        "transform keep() {\n  state m = 0\n  m = grad\n}\nkeep(state_format=\"" + format + "\")",
+        {{"w", param.data(), DType::f32, {n}}});
+    ASSERT_TRUE(opt) << opt.error().message;
+    ASSERT_TRUE((*opt)->step({grad.data()}));
+    auto st = (*opt)->export_state();
+    ASSERT_TRUE(st) << st.error().message;
+    const runtime::HostTensor* codes = st->find("w.m");
+    ASSERT_TRUE(codes && codes->dtype == DType::u8) << format;
+    std::vector<uint8_t> want(static_cast<size_t>(ir::code_bytes(q, n)));
+    std::vector<float> scales(static_cast<size_t>(ir::scale_count(q, n)));
+    ir::quantize(q, grad.data(), n, want.data(), scales.data());
+    size_t wrong = 0, first = 0;
+    for (size_t e = 0; e < want.size(); ++e)
+      if (codes->data[e] != want[e] && wrong++ == 0) first = e;
+    EXPECT_EQ(wrong, 0u) << format << ": first at element " << first << " (" << grad[first]
+                         << "): code " << int(codes->data[first]) << ", lut " << int(want[first]);
+  }
+}
+
 // The reference computes in f64 with the same quantizer: a code may land one entry apart where
 // f32 and f64 round a value to opposite sides of a table cell, so the results agree to the
 // quantization's own resolution, not bit for bit.

@@ -428,8 +428,8 @@ TEST(Webgpu, CallersBuffersAreUsedInPlaceWhenTheyAreArenasAndTheStepSaysWhatItCo
   ASSERT_TRUE(dev) << dev.error().message;
   runtime::Device& d = **dev;
   const int64_t n[2] = {300, 77};
-  const CallerTensors t = caller_tensors();
-  const std::vector<float>&cpu_p = t.p0, &g = t.g, &want = t.want;
+  const CallerTensors tensors = caller_tensors();
+  const std::vector<float>&cpu_p = tensors.p0, &g = tensors.g, &want = tensors.want;
   const char* pipeline = kCallerPipeline;
   for (bool flat : {true, false}) {
     SCOPED_TRACE(flat ? "one buffer per role" : "a buffer per tensor");
@@ -518,7 +518,9 @@ TEST(Webgpu, StepsOnTheCallersOwnDeviceAndBuffers) {
     for (int s = 0; s < 3; ++s) {
       auto r = (*opt)->step_device({ga, gb});
       ASSERT_TRUE(r) << r.error().message;
-      if (s > 0) EXPECT_EQ(r->copied_bytes, 0u);
+      if (s > 0) {
+        EXPECT_EQ(r->copied_bytes, 0u);
+      }
     }
     // The device optjit holds for it is the application's: reading through it reads its buffer.
     auto dev = runtime::open_device({.kind = "webgpu", .queue = app.device});
