@@ -668,6 +668,10 @@ class PassEmitter {
         return;
       }
     }
+    if (kind == ir::QuantKind::nearest && nibble && block() % 32 == 0) {
+      nibble_codes(buf, arr, b0, n, scale);
+      return;
+    }
     if (table && avx512bw_ && !nibble && block() % 32 == 0) {
       if (std::vector<uint16_t> bound = code_bounds(quant(buf)); !bound.empty()) {
         search_codes(buf, arr, bound, b0, n, inv, zero);
@@ -882,6 +886,65 @@ class PassEmitter {
       auto* st =
           b_.CreateMaskedStore(code, b_.CreateInBoundsGEP(i8, codes_.at(buf), b_.CreateAdd(b0, k)),
                                llvm::Align(1), tail_mask(n, k, 64));
+      tag(st, buf);
+    });
+  }
+
+  // The 4-bit quantizer (ir::nearest_code of x / scale) 32 staged values at a time, as
+  // vectors (element by element, the pairs of nibbles kept LLVM from vectorizing it): the
+  // count of thresholds <= y as a branch-free binary search whose candidates come from 16-entry
+  // permutes (vpermps) with AVX-512, else as the sum of the 15 compares. A NaN compares false
+  // either way (code 0). Then element 2m's code is byte m's high nibble, element 2m + 1's low.
+  void nibble_codes(uint32_t buf, llvm::AllocaInst* staged, llvm::Value* b0, llvm::Value* n,
+                    llvm::Value* scale) {
+    auto* f32 = b_.getFloatTy();
+    auto* i32 = b_.getInt32Ty();
+    auto* vf = llvm::FixedVectorType::get(f32, 32);
+    auto* vi32 = llvm::FixedVectorType::get(i32, 32);
+    const std::span<const float> t = ir::info(quant(buf)).thresholds;
+    llvm::Function* permute =
+        llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::x86_avx512_permvar_sf_512);
+    auto lanes = [](int from, int count, int stride) {
+      std::vector<int> l(static_cast<size_t>(count));
+      for (int e = 0; e < count; ++e) l[static_cast<size_t>(e)] = from + stride * e;
+      return l;
+    };
+    counted_loop("nibbles", n, 32, [&](llvm::Value* k) {
+      llvm::Value* x = b_.CreateAlignedLoad(
+          vf, b_.CreateInBoundsGEP(staged->getAllocatedType(), staged, {b_.getInt64(0), k}),
+          llvm::Align(4));
+      llvm::Value* y = b_.CreateFDiv(x, b_.CreateVectorSplat(32, scale));
+      llvm::Value* c = llvm::ConstantAggregateZero::get(vi32);
+      auto splat = [&](int v) {
+        return b_.CreateVectorSplat(32, b_.getInt32(static_cast<uint32_t>(v)));
+      };
+      if (avx512bw_ && t.size() == 15) {
+        for (int step = 8; step >= 1; step /= 2) {
+          // cand[m] = t[m + step - 1]: the search only asks where m + step - 1 <= 14.
+          std::vector<float> table(16, 0.0f);
+          for (size_t m = 0; m + static_cast<size_t>(step) - 1 < t.size(); ++m)
+            table[m] = t[m + static_cast<size_t>(step) - 1];
+          llvm::Value* tv = llvm::ConstantDataVector::get(c_, llvm::ArrayRef<float>(table));
+          llvm::Value* half[2];
+          for (int q = 0; q < 2; ++q)
+            half[q] = b_.CreateCall(permute, {tv, b_.CreateShuffleVector(c, lanes(16 * q, 16, 1))});
+          llvm::Value* cand = b_.CreateShuffleVector(half[0], half[1], lanes(0, 32, 1));
+          c = b_.CreateSelect(b_.CreateFCmpOGE(y, cand), b_.CreateAdd(c, splat(step)), c);
+        }
+      } else {
+        for (float th : t)
+          c = b_.CreateAdd(c,
+                           b_.CreateZExt(b_.CreateFCmpOGE(y, llvm::ConstantFP::get(vf, th)), vi32));
+      }
+      llvm::Value* codes = b_.CreateTrunc(c, llvm::FixedVectorType::get(b_.getInt8Ty(), 32));
+      llvm::Value* high = b_.CreateShuffleVector(codes, lanes(0, 16, 2));
+      llvm::Value* low = b_.CreateShuffleVector(codes, lanes(1, 16, 2));
+      llvm::Value* packed =
+          b_.CreateOr(b_.CreateShl(high, b_.CreateVectorSplat(16, b_.getInt8(4))), low);
+      llvm::Value* byte = b_.CreateLShr(b_.CreateAdd(b0, k), 1);
+      auto* st = b_.CreateMaskedStore(
+          packed, b_.CreateInBoundsGEP(b_.getInt8Ty(), codes_.at(buf), byte), llvm::Align(1),
+          tail_mask(b_.CreateLShr(n, 1), b_.CreateLShr(k, 1), 16));
       tag(st, buf);
     });
   }

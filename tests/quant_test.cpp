@@ -253,28 +253,38 @@ TEST(Quant, CpuStepsAreTheSameBitsOnAnyThreadsChunksAndUnroll) {
   }
 }
 
-// The CPU kernels' table quantizer (byte permutes with AVX-512 VBMI, a 16-bit search with BW
-// only, gathers without: the ctest variants run each) gives lut[index] for every one of the
-// 65536 cells and at both edges of each: values at each cell's centre and 1 and 2 f32 steps
-// either side, 255 to a block beside a +-1 that makes the block's absmax 1, stored by a
-// transform that keeps the gradient as q8 or q8u state, against ir::quantize's scalar lookup.
-TEST(Quant, CpuCodesAreTheLookupTablesAtEveryCell) {
-  std::vector<float> values;
-  for (int i = 0; i < ir::kQuantLutSize; ++i) {
-    float y = static_cast<float>(-1.0 + 2.0 * i / (ir::kQuantLutSize - 1));
-    for (float v : {std::nextafter(std::nextafter(y, -2.0f), -2.0f), std::nextafter(y, -2.0f), y,
-                    std::nextafter(y, 2.0f), std::nextafter(std::nextafter(y, 2.0f), 2.0f)})
-      if (std::fabs(v) < 1.0f) values.push_back(v);
-  }
-  std::vector<float> grad;
-  for (size_t k = 0; k < values.size(); ++k) {
-    if (grad.size() % ir::kQuantBlock == 0) grad.push_back(k % 2 == 0 ? 1.0f : -1.0f);
-    grad.push_back(values[k]);
-  }
-  const auto n = static_cast<int64_t>(grad.size());
-  for (Quant q : {Quant::q8, Quant::q8u}) {
-    std::vector<float> param(grad.size(), 0.0f);
+// The CPU kernels' quantizers give the scalar quantizer's codes (ir::quantize) at every
+// decision edge: for the table formats (byte permutes with AVX-512 VBMI, a 16-bit search with
+// BW only, gathers without: the ctest variants run each) every one of the 65536 lut cells at
+// its centre and 1 and 2 f32 steps either side; for the 4-bit formats (a permute search with
+// AVX-512, 15 compares without) each threshold and its 4 f32 neighbours. The values fill the
+// blocks beside a +-1 that makes each block's scale 1, stored by a transform that keeps the
+// gradient as state of the format.
+TEST(Quant, CpuCodesAreTheScalarQuantizersAtEveryEdge) {
+  auto around = [](float y, std::vector<float>& out) {
+    const float d1 = std::nextafter(y, -2.0f), u1 = std::nextafter(y, 2.0f);
+    for (float v : {std::nextafter(d1, -2.0f), d1, y, u1, std::nextafter(u1, 2.0f)})
+      if (std::fabs(v) < 1.0f) out.push_back(v);
+  };
+  for (Quant q : {Quant::q8, Quant::q8u, Quant::q4, Quant::q4u}) {
     const std::string format(ir::to_string(q));
+    std::vector<float> values;
+    if (ir::info(q).lut) {
+      for (int i = 0; i < ir::kQuantLutSize; ++i)
+        around(static_cast<float>(-1.0 + 2.0 * i / (ir::kQuantLutSize - 1)), values);
+    } else {
+      for (float t : ir::info(q).thresholds) around(t, values);
+    }
+    const int64_t block = ir::info(q).block;
+    std::vector<float> grad;
+    for (size_t k = 0; k < values.size(); ++k) {
+      if (static_cast<int64_t>(grad.size()) % block == 0) grad.push_back(k % 2 == 0 ? 1.0f : -1.0f);
+      grad.push_back(values[k]);
+    }
+    while (static_cast<int64_t>(grad.size()) % block != 0 || grad.size() < 8192)
+      grad.push_back(values[grad.size() % values.size()]);  // whole blocks, quantized
+    const auto n = static_cast<int64_t>(grad.size());
+    std::vector<float> param(grad.size(), 0.0f);
     auto opt = Optimizer::create(
         "transform keep() {\n  state m = 0\n  m = grad\n}\nkeep(state_format=\"" + format + "\")",
         {{"w", param.data(), DType::f32, {n}}});
@@ -287,11 +297,12 @@ TEST(Quant, CpuCodesAreTheLookupTablesAtEveryCell) {
     std::vector<uint8_t> want(static_cast<size_t>(ir::code_bytes(q, n)));
     std::vector<float> scales(static_cast<size_t>(ir::scale_count(q, n)));
     ir::quantize(q, grad.data(), n, want.data(), scales.data());
+    ASSERT_EQ(codes->data.size(), want.size()) << format;
     size_t wrong = 0, first = 0;
     for (size_t e = 0; e < want.size(); ++e)
       if (codes->data[e] != want[e] && wrong++ == 0) first = e;
-    EXPECT_EQ(wrong, 0u) << format << ": first at element " << first << " (" << grad[first]
-                         << "): code " << int(codes->data[first]) << ", lut " << int(want[first]);
+    EXPECT_EQ(wrong, 0u) << format << ": first at byte " << first << ": " << int(codes->data[first])
+                         << ", scalar " << int(want[first]);
   }
 }
 
