@@ -72,7 +72,7 @@ struct ByteBuckets {
     std::optional<ByteBuckets> best;
     for (uint32_t base : {0u, 32767u})
       for (int shift : {8, 7}) {
-        const uint32_t span = 256u << shift;
+        const uint32_t span = 256u << shift, place = (1u << shift) - 1;
         if (base + span < 65536u) {
           bool flat = true;  // the cells past the range clamp to its last one
           for (uint32_t i = base + span; i < 65536u; ++i) flat &= lut[i] == lut[base + span - 1];
@@ -81,15 +81,15 @@ struct ByteBuckets {
         // Each bucket's steps (a step by two codes counts twice), at their place.
         std::array<std::vector<uint8_t>, 256> at;
         for (uint32_t ip = 1; ip < span && base + ip < 65536u; ++ip)
-          if ((ip & ((1u << shift) - 1)) != 0)
+          if ((ip & place) != 0)
             for (int d = lut[base + ip] - lut[base + ip - 1]; d > 0; --d)
-              at[ip >> shift].push_back(static_cast<uint8_t>((ip & ((1u << shift) - 1)) - 1));
+              at[ip >> shift].push_back(static_cast<uint8_t>((ip & place) - 1));
         for (size_t k = 0; k <= 8; ++k) {
           ByteBuckets b;
           b.base = static_cast<uint16_t>(base);
           b.shift = shift;
           b.steps.assign(k, {});
-          for (auto& s : b.steps) s.fill(static_cast<uint8_t>((1u << shift) - 1));
+          for (auto& s : b.steps) s.fill(static_cast<uint8_t>(place));
           for (uint32_t h = 0; h < 256; ++h) {
             b.start[h] = lut[std::min(base + (h << shift), 65535u)];
             if (at[h].size() <= k) {
@@ -717,8 +717,9 @@ class PassEmitter {
   // value's lut index (the same f32 arithmetic as table_code) as 16 bits, then its code as a
   // branch-free binary search over code_bounds: step s adds s to the code where the bound at
   // code + s is <= the index; the bounds a step can ask for are at most 128, looked up by
-  // 16-bit permutes (vpermw, vpermi2w) of the step's own table. The codes are lut[index] bit
-  // for bit (Quant.CpuStepsAreTheSameBitsOnAnyThreadsChunksAndUnroll against the reference).
+  // 16-bit permutes (vpermw, vpermi2w) of the step's own table, on CPUs with BW but not VBMI
+  // (else bucket_codes). The codes are lut[index] bit for bit
+  // (Quant.CpuCodesAreTheScalarQuantizersAtEveryEdge, ctest's quant_test.without_avx512vbmi).
   void search_codes(uint32_t buf, llvm::AllocaInst* staged, const std::vector<uint16_t>& bound,
                     llvm::Value* b0, llvm::Value* n, llvm::Value* inv, llvm::Value* zero) {
     auto* f32 = b_.getFloatTy();
@@ -786,6 +787,13 @@ class PassEmitter {
     });
   }
 
+  // Lanes from, from + stride, ... (count of them): a shuffle's mask.
+  static std::vector<int> lanes(int from, int count, int stride) {
+    std::vector<int> l(static_cast<size_t>(count));
+    for (int e = 0; e < count; ++e) l[static_cast<size_t>(e)] = from + stride * e;
+    return l;
+  }
+
   // The ByteBuckets of a table format's lut, built once per process; null if none is exact.
   static const ByteBuckets* byte_buckets(ir::Quant q) {
     static const std::map<ir::Quant, std::optional<ByteBuckets>> tables = [] {
@@ -818,6 +826,18 @@ class PassEmitter {
     auto splat8 = [&](uint32_t v) {
       return b_.CreateVectorSplat(64, b_.getInt8(static_cast<uint8_t>(v)));
     };
+    // The tables in the kernel's layout. With shift 7 the place arrives doubled (2 lo > 2 s:
+    // lo > s), and a window's cell as 2 lo + the low bit of h (at[2 l + b] = cells[128 b + l]).
+    std::vector<std::array<uint8_t, 256>> steps = t.steps;
+    std::vector<std::pair<uint16_t, std::array<uint8_t, 256>>> windows = t.windows;
+    if (t.shift == 7) {
+      for (auto& s : steps)
+        for (uint8_t& e : s) e = static_cast<uint8_t>(2 * e);
+      for (size_t j = 0; j < windows.size(); ++j)
+        for (uint32_t l = 0; l < 128; ++l)
+          for (uint32_t b = 0; b < 2; ++b)
+            windows[j].second[2 * l + b] = t.windows[j].second[128 * b + l];
+    }
     counted_loop("buckets", n, 64, [&](llvm::Value* k) {
       llvm::Value* x = b_.CreateAlignedLoad(
           vf, b_.CreateInBoundsGEP(staged->getAllocatedType(), staged, {b_.getInt64(0), k}),
@@ -832,14 +852,11 @@ class PassEmitter {
         ip = b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin, ip, splat32(top));
       // Bytes 0 and 1 of each 32-bit lane: two-source byte permutes take both from 32 lanes at
       // once, and the halves of their results join. With shift 7 the cell is doubled first, so
-      // byte 1 is h and byte 0 is 2 lo; the tables below are made for that.
+      // byte 1 is h and byte 0 is 2 lo (the tables' layout above).
       llvm::Value* v = t.shift == 8 ? ip : b_.CreateShl(ip, splat32(1));
       llvm::Value* part[4];
-      for (int q = 0; q < 4; ++q) {
-        std::vector<int> lanes(16);
-        for (int e = 0; e < 16; ++e) lanes[static_cast<size_t>(e)] = 16 * q + e;
-        part[q] = b_.CreateBitCast(b_.CreateShuffleVector(v, lanes), vi8);
-      }
+      for (int q = 0; q < 4; ++q)
+        part[q] = b_.CreateBitCast(b_.CreateShuffleVector(v, lanes(16 * q, 16, 1)), vi8);
       std::vector<uint8_t> pick(64);
       for (int e = 0; e < 32; ++e) {
         pick[static_cast<size_t>(e)] = static_cast<uint8_t>(e < 16 ? 4 * e : 64 + 4 * (e - 16));
@@ -864,24 +881,16 @@ class PassEmitter {
                                low);
       };
       llvm::Value* code = lookup(t.start, h);
-      for (std::array<uint8_t, 256> s : t.steps) {
-        if (t.shift == 7)
-          for (uint8_t& e : s) e = static_cast<uint8_t>(2 * e);  // 2 lo > 2 s: lo > s
+      for (const auto& s : steps)
         code = b_.CreateSelect(b_.CreateICmpUGT(lo, lookup(s, h)), b_.CreateAdd(code, splat8(1)),
                                code);
-      }
       // Window w holds the buckets whose h drops its low 8 - shift bits to w << (8 - shift).
       const uint32_t per = 1u << (8 - t.shift);
-      for (const auto& [w, cells] : t.windows) {
-        std::array<uint8_t, 256> at = cells;
-        if (t.shift == 7)  // at[2 l + b] = cells[128 b + l]
-          for (uint32_t l = 0; l < 128; ++l)
-            for (uint32_t b = 0; b < 2; ++b) at[2 * l + b] = cells[128 * b + l];
+      for (const auto& [w, cells] : windows)
         code = b_.CreateSelect(
             b_.CreateICmpEQ(per == 1 ? h : b_.CreateAnd(h, splat8(~(per - 1) & 255u)),
                             splat8(w * per)),
-            lookup(at, cell), code);
-      }
+            lookup(cells, cell), code);
       code = b_.CreateSelect(zero, llvm::ConstantAggregateZero::get(vi8), code);
       auto* st =
           b_.CreateMaskedStore(code, b_.CreateInBoundsGEP(i8, codes_.at(buf), b_.CreateAdd(b0, k)),
@@ -904,11 +913,6 @@ class PassEmitter {
     const std::span<const float> t = ir::info(quant(buf)).thresholds;
     llvm::Function* permute =
         llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::x86_avx512_permvar_sf_512);
-    auto lanes = [](int from, int count, int stride) {
-      std::vector<int> l(static_cast<size_t>(count));
-      for (int e = 0; e < count; ++e) l[static_cast<size_t>(e)] = from + stride * e;
-      return l;
-    };
     counted_loop("nibbles", n, 32, [&](llvm::Value* k) {
       llvm::Value* x = b_.CreateAlignedLoad(
           vf, b_.CreateInBoundsGEP(staged->getAllocatedType(), staged, {b_.getInt64(0), k}),
