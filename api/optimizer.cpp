@@ -105,6 +105,8 @@ struct Optimizer::Impl {
   Status agree_layout();
   void place_tensors();
   Status to_host(Part& part, std::vector<std::pair<size_t, size_t>>* borrowed);
+  // Reads back what queued device steps left on the device (scalar states).
+  Status settle();
   Status from_host(Part& part, const std::vector<std::pair<size_t, size_t>>& borrowed,
                    bool write_device);
   Expected<uint32_t> state_buffer(const Part& part, std::string_view name) const;
@@ -397,6 +399,9 @@ Expected<std::unique_ptr<runtime::Executor>> Optimizer::Impl::make_executor(
     o.copy_back = runtime::ExecutorOptions::CopyBack::params;
     o.host_params = true;
     o.resident_grads = options.resident_grads;
+    // On the caller's queue, which orders whatever the caller queues next, a device step need
+    // not wait for the device.
+    o.queued_steps = options.queue != nullptr;
   }
   o.step = mode;
   return runtime::Executor::create(plan, device, o, cache.get());
@@ -968,7 +973,14 @@ Expected<uint32_t> scalar_index(const ir::Program& p, std::string_view name) {
 
 }  // namespace
 
+Status Optimizer::Impl::settle() {
+  for (Part& part : parts)
+    if (part.executor) OPTJIT_TRY(part.executor->settle(part.state));
+  return Status::Ok();
+}
+
 Expected<double> Optimizer::scalar_state(std::string_view name, uint32_t group) const {
+  OPTJIT_TRY(impl_->settle());  // queued steps' scalar states are on the device
   const Part& part = impl_->parts[0];
   auto k = scalar_index(part.plan.program, name);
   if (!k) return k.error();
@@ -978,6 +990,7 @@ Expected<double> Optimizer::scalar_state(std::string_view name, uint32_t group) 
 
 Status Optimizer::set_scalar_state(std::string_view name, double value,
                                    std::optional<uint32_t> group) {
+  OPTJIT_TRY(impl_->settle());  // the others are written back with this one
   for (Part& part : impl_->parts) {
     auto k = scalar_index(part.plan.program, name);
     if (!k) return k.error();
@@ -991,6 +1004,7 @@ Status Optimizer::set_scalar_state(std::string_view name, double value,
 
 Status Optimizer::set_step_count(int64_t step) {
   if (step < 0) return make_error("a step count cannot be negative ({})", step);
+  OPTJIT_TRY(impl_->settle());
   for (Part& part : impl_->parts) part.state.step = step;
   return Status::Ok();
 }

@@ -2,6 +2,7 @@
 // primary context pushed and popped around every call, and a stream: the device's own, or the
 // caller's (a framework's current stream). Kernels are NVRTC cubins for the device's sm_XX,
 // from the kernel cache where it has them. Launches are recorded as CUDA graphs on request.
+#include <cstring>
 #include <map>
 
 #include "codegen/c_emitter.h"
@@ -134,6 +135,18 @@ class CudaDevice final : public Device {
     cuda::ContextScope scope(*api_, ctx_);
     if (cuda::CUresult r = api_->cuMemcpyHtoDAsync(address(dst), src, bytes, stream_); r != 0)
       return cuda::fail("copying to the device", r);
+    return Status::Ok();
+  }
+  // An asynchronous copy from pageable memory may wait for the stream; a memset takes its
+  // value when queued. One per 4 bytes.
+  Status write_queued(DeviceMemory dst, const void* src, size_t bytes) override {
+    cuda::ContextScope scope(*api_, ctx_);
+    for (size_t at = 0; at < bytes; at += 4) {
+      unsigned word;
+      std::memcpy(&word, static_cast<const uint8_t*>(src) + at, 4);
+      if (cuda::CUresult r = api_->cuMemsetD32Async(address(dst) + at, word, 1, stream_); r != 0)
+        return cuda::fail("writing hyperparameters to the device", r);
+    }
     return Status::Ok();
   }
   Status read(void* dst, DeviceMemory src, size_t bytes) override {

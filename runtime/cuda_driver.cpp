@@ -54,6 +54,7 @@ Expected<const Api*> api() {
       sym(a.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
       sym(a.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2");
       sym(a.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
+      sym(a.cuMemsetD32Async, "cuMemsetD32Async");
       sym(a.cuStreamCreate, "cuStreamCreate");
       sym(a.cuStreamDestroy, "cuStreamDestroy_v2");
       sym(a.cuStreamSynchronize, "cuStreamSynchronize");

@@ -110,6 +110,12 @@ class Device {
   virtual Status write(DeviceMemory dst, const void* src, size_t bytes) = 0;
   /// The same, but `src` must stay as it is until finish() returns (small per-step tables).
   virtual Status write_async(DeviceMemory dst, const void* src, size_t bytes) = 0;
+  /// Host to device, ordered on the queue without waiting for it, `src` read before it returns:
+  /// a few bytes (a step's changed hyperparameters), so a step the caller's queue orders needs
+  /// no host round trip. `bytes` and the offset are multiples of 4. By default write().
+  virtual Status write_queued(DeviceMemory dst, const void* src, size_t bytes) {
+    return write(dst, src, bytes);
+  }
   /// Device to host; returns when `dst` holds the data.
   virtual Status read(void* dst, DeviceMemory src, size_t bytes) = 0;
   virtual Status copy(DeviceMemory dst, DeviceMemory src, size_t bytes) = 0;

@@ -10,6 +10,7 @@ constexpr size_t kHeader = codegen::DeviceStepLayout::kCtlHeader;
 }
 
 std::optional<std::vector<double>> DeviceStepHost::ctl_to_write(const OptimizerState& s) const {
+  if (stale_) return std::nullopt;
   const size_t G = s.groups.size(), S = layout_.states;
   std::vector<double> want(layout_.ctl_size(G), 0.0);
   want[0] = static_cast<double>(s.step);
@@ -45,11 +46,18 @@ double* DeviceStepHost::read_back(const OptimizerState& s) {
   return seen_.data();
 }
 
-void DeviceStepHost::commit(OptimizerState& s) const {
+void DeviceStepHost::commit(OptimizerState& s) {
+  stale_ = false;
   const size_t S = layout_.states;
   s.step = static_cast<int64_t>(seen_[0]);
   for (size_t g = 0; g < s.groups.size(); ++g)
     for (size_t j = 0; j < S; ++j) s.groups[g].states[j] = seen_[kHeader + g * S + j];
+}
+
+void DeviceStepHost::queued(OptimizerState& s) {
+  ++s.step;
+  if (!seen_.empty()) seen_[0] = static_cast<double>(s.step);
+  stale_ = layout_.states > 0 && !s.groups.empty();
 }
 
 }  // namespace optjit::runtime

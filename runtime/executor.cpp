@@ -72,7 +72,8 @@ struct Executor::Impl {
   // The device step.
   std::optional<DeviceStepHost> step_host;
   DeviceAllocation hypers, ctl, tinfo, vals, fold_rows, first;
-  std::vector<double> hyper_values;
+  std::vector<double> hypers_sent;  // what `hypers` holds once the queue gets there
+  bool can_skip = false;            // the plan has a skip_if
   // A sharded device step: the all-reduce buffer and the layout's tables.
   std::shared_ptr<const DeviceShard> shard;
   DeviceAllocation shard_buf, shard_owner, shard_first, shard_tensor_of;
@@ -95,6 +96,7 @@ struct Executor::Impl {
     chunk_buf.reset(), partials.reset(), pointer_table.reset();
     uniform_bufs.clear(), row_bufs.clear(), uniform_host.clear();
     hypers.reset(), ctl.reset(), tinfo.reset(), vals.reset(), fold_rows.reset(), first.reset();
+    hypers_sent.clear();
     shard_buf.reset(), shard_owner.reset(), shard_first.reset(), shard_tensor_of.reset();
     row_host.clear(), values.clear(), offsets.clear(), where.clear(), arena_arg.clear();
     uploaded.assign(B, false);
@@ -114,6 +116,8 @@ struct Executor::Impl {
                                                            OptimizerState& s);
   Status enqueue_device_step();
   Expected<StepResult> run_device_step(OptimizerState& s);
+  Status write_hypers(const OptimizerState& s);
+  bool queue_only() const;
 };
 
 Executor::~Executor() = default;
@@ -171,6 +175,7 @@ Expected<std::unique_ptr<Executor>> Executor::create(const plan::Plan& plan,
   }
   m.uploaded.assign(m.B, false);
   if (options.step != StepMode::host) m.step_host.emplace(codegen::device_step_layout(plan));
+  for (const ir::Inst& in : plan.program.insts) m.can_skip |= in.op == ir::Op::SkipIf;
   return e;
 }
 
@@ -563,12 +568,48 @@ Status Executor::Impl::enqueue_device_step() {
   return module->launch({KernelId::commit, 0}, 1, 1, c);
 }
 
+// The hyperparameters that changed since the last step (a scheduler's lr), each run of them as
+// one queued write: nothing waits for the device, and most steps write one value per group.
+Status Executor::Impl::write_hypers(const OptimizerState& s) {
+  std::vector<double> want = step_host->hypers(s);
+  auto same = [&](size_t i) {  // bitwise, so a NaN is itself
+    return i < hypers_sent.size() && std::memcmp(&want[i], &hypers_sent[i], 8) == 0;
+  };
+  for (size_t i = 0; i < want.size();) {
+    if (same(i)) {
+      ++i;
+      continue;
+    }
+    size_t j = i + 1;
+    while (j < want.size() && !same(j)) ++j;
+    if (Status st = dev.write_queued(hypers.memory().at(i * 8), &want[i], (j - i) * 8); !st) {
+      hypers_sent.clear();
+      return st;
+    }
+    i = j;
+  }
+  hypers_sent = std::move(want);
+  return Status::Ok();
+}
+
+// Whether this step may return once queued (ExecutorOptions::queued_steps): nothing it reads
+// or writes is host memory, except state the executor keeps on the device between steps
+// (uploaded once, read back by sync_to_host).
+bool Executor::Impl::queue_only() const {
+  if (!options.queued_steps || can_skip) return false;
+  for (size_t b = 0; b < B; ++b)
+    if (host_arena[b] && (plan.buffers[b].role != ir::BufferRole::state ||
+                          options.copy_back == ExecutorOptions::CopyBack::written))
+      return false;
+  return true;
+}
+
 Expected<StepResult> Executor::Impl::run_device_step(OptimizerState& s) {
-  if (auto ctl_values = step_host->ctl_to_write(s))
+  if (auto ctl_values = step_host->ctl_to_write(s)) {
     OPTJIT_TRY(dev.write(ctl.memory(), ctl_values->data(), ctl_values->size() * 8));
-  hyper_values = step_host->hypers(s);
-  if (!hyper_values.empty())
-    OPTJIT_TRY(dev.write_async(hypers.memory(), hyper_values.data(), hyper_values.size() * 8));
+    step_host->wrote(std::move(*ctl_values));
+  }
+  OPTJIT_TRY(write_hypers(s));
   if (options.step == StepMode::graph) {
     // The kernels' arguments are addresses fixed for this tensor set (the values behind them
     // change, the addresses do not), so the graph stays valid until the tensors change.
@@ -580,6 +621,11 @@ Expected<StepResult> Executor::Impl::run_device_step(OptimizerState& s) {
     OPTJIT_TRY(graph->replay());
   } else {
     OPTJIT_TRY(enqueue_device_step());
+  }
+  if (queue_only()) {
+    OPTJIT_TRY(transfer_out(s, false));  // device to device only: queued
+    step_host->queued(s);
+    return StepResult{false};
   }
   const size_t ctl_bytes = step_host->layout().ctl_size(s.groups.size()) * 8;
   if (Status st = dev.read(step_host->read_back(s), ctl.memory(), ctl_bytes); !st) {
@@ -598,6 +644,7 @@ Status Executor::prepare(OptimizerState& s) {
   // a new epoch), so only untracked or changed states are compared with the tensor set.
   const bool same = m.built && s.bindings.value() != 0 && s.bindings.value() == m.bound;
   if (!same && (!m.built || !m.tensors.matches(s))) {
+    OPTJIT_TRY(settle(s));  // the control block goes with the old tables
     OPTJIT_TRY(m.build(s));
     m.bound = 0;
   }
@@ -644,8 +691,21 @@ Expected<StepResult> Executor::step(OptimizerState& s) {
 
 uint64_t Executor::copied_bytes() const { return impl_->copied; }
 
+Status Executor::settle(OptimizerState& s) {
+  Impl& m = *impl_;
+  if (!m.step_host || !m.step_host->stale()) return Status::Ok();
+  const size_t ctl_bytes = m.step_host->layout().ctl_size(s.groups.size()) * 8;
+  if (Status st = m.dev.read(m.step_host->read_back(s), m.ctl.memory(), ctl_bytes); !st) {
+    m.step_host->forget();
+    return st;
+  }
+  m.step_host->commit(s);
+  return Status::Ok();
+}
+
 Status Executor::sync_to_host(OptimizerState& s) {
   Impl& m = *impl_;
+  OPTJIT_TRY(settle(s));
   if (!m.built || !m.tensors.matches(s) || m.where.empty()) return Status::Ok();
   OPTJIT_TRY(m.dev.finish());
   return m.transfer_out(s, true);

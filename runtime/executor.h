@@ -37,6 +37,12 @@ struct ExecutorOptions {
   bool host_params = false;
   /// Host gradients are uploaded once, not every step (benchmarks and tuning).
   bool resident_grads = false;
+  /// The device step returns once it is queued, without waiting for the device, where that
+  /// loses nothing: every buffer is in device memory and no skip_if can skip the step (so the
+  /// host knows the step count). Scalar states the step commits (NAdam's mu_product) stay on
+  /// the device until settle() reads them back. For the caller's own queue, which orders what
+  /// the caller queues next after the step.
+  bool queued_steps = false;
 
   /// The CPU's launch as executor options (the chunk size goes into `launch`).
   static ExecutorOptions of(const codegen::CpuLaunch& c) {
@@ -97,8 +103,12 @@ class Executor {
   /// completed by its caller between run_pass and finish).
   void set_shard(std::shared_ptr<const DeviceShard> shard);
   /// Copies the state the device holds for host-bound buffers back to `s` (before a checkpoint
-  /// when copy_back leaves the state on the device).
+  /// when copy_back leaves the state on the device); settles first.
   Status sync_to_host(OptimizerState& s);
+  /// After queued steps (ExecutorOptions::queued_steps): reads the step count and scalar states
+  /// back from the device into `s` (waiting for the queue), before the host reads or changes
+  /// them. Nothing to do otherwise.
+  Status settle(OptimizerState& s);
 
   /// StepResult::copied_bytes of the step in progress or last finished (prepare() resets it).
   uint64_t copied_bytes() const;

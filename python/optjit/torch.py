@@ -95,8 +95,10 @@ class _Engine:
         device = params[0].device
         queue = 0
         backend = opt._backend
+        self.stream = None  # CUDA: the stream the engine queues its steps on
         if device.type == "cuda":
-            queue = torch.cuda.current_stream(device).cuda_stream
+            self.stream = torch.cuda.current_stream(device)
+            queue = self.stream.cuda_stream
             backend = "cuda"
         elif device.type != "cpu":
             raise Error(f"optjit steps CPU and CUDA tensors, not {device.type} ones")
@@ -233,7 +235,17 @@ class _Engine:
             if gr.is_sparse:
                 raise Error(f"parameter {i} has a sparse gradient; optjit steps dense ones")
             grads.append(gr.detach() if gr.requires_grad else gr)
-        skipped = self.engine.step(grads)
+        now = None if self.stream is None else torch.cuda.current_stream(self.stream.device)
+        if now is not None and now.cuda_stream != self.stream.cuda_stream:
+            # Stepped under another current stream than the engine's: the step waits for what
+            # that stream queued (the gradients), and what it queues next waits for the step.
+            self.stream.wait_stream(now)
+            skipped = self.engine.step(grads)
+            now.wait_stream(self.stream)
+        else:
+            # On the current stream a step returns once queued (unless it can be skipped: a
+            # GradScaler's), as torch's own operations do.
+            skipped = self.engine.step(grads)
         if not skipped:
             torch._foreach_add_(self.steps, 1.0)
             for (g, name), ts in self.scalars.items():

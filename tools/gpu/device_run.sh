@@ -9,6 +9,9 @@
 #           launch; host, device and graph steps on resnet50 and many-small shapes
 #   torch   the same against torch's AdamW(fused=True) + clip_grad_norm_(foreach=True)
 #   opencl  the emitter through NVIDIA's OpenCL, where the image has its ICD
+#   python  builds the Python module against the bundle's liboptjit with the machine's Python,
+#           nanobind and compiler (python/CMakeLists.txt alone), runs python/tests_gpu (optjit.torch
+#           on CUDA tensors against torch on the same GPU) and bench/torch_bridge.py --device cuda
 # e.g. bash tools/gpu/device_run.sh smoke tests. Logs go to ${OUT:-.}/<stage>.log (and
 # tests/*.xml); the kernel cache stays in /tmp/optjit-cache while the machine is warm, but bench
 # tunes what it benches itself.
@@ -45,14 +48,17 @@ find_nvrtc() {
   return 1
 }
 
-# NCCL in a fixed order: $OPTJIT_NCCL, the machine's Python wheel, the toolkit, the bundle's.
+# NCCL in a fixed order: $OPTJIT_NCCL, the machine's Python wheel, the toolkit.
 find_nccl() {
   local site c
   site=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null)
   for c in "${OPTJIT_NCCL:-}" "$site/nvidia/nccl/lib/libnccl.so.2" \
-    /usr/local/cuda/lib64/libnccl.so.2 /usr/local/cuda/lib/libnccl.so.2 "$root/lib/libnccl.so.2"; do
+    "$site/nvidia/cu13/lib/libnccl.so.2" /usr/local/cuda/lib64/libnccl.so.2 \
+    /usr/local/cuda/lib/libnccl.so.2; do
     [ -n "$c" ] && [ -e "$c" ] && { echo "$c"; return 0; }
   done
+  c=$(find "$site/nvidia" -name libnccl.so.2 2>/dev/null | head -1)
+  [ -n "$c" ] && { echo "$c"; return 0; }
   return 1
 }
 
@@ -129,6 +135,20 @@ opencl() {
   done
 }
 
+python_bridge() {
+  local b=/tmp/optjit-py gen=() rc=0
+  command -v ninja >/dev/null && gen=(-G Ninja)
+  rm -rf "$b"
+  cmake -S python -B "$b" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
+    -DPython_EXECUTABLE="$(command -v python3)" -DOPTJIT_LIBRARY="$root/lib/liboptjit.so.0.1" \
+    -DOPTJIT_FMT_INCLUDE="$root/include" || return 1
+  cmake --build "$b" -j 8 || return 1
+  PYTHONPATH="$b/python" python3 -m pytest -q -p no:cacheprovider python/tests_gpu \
+    --junitxml="$out/python_tests.xml" || rc=1
+  PYTHONPATH="$b/python" python3 bench/torch_bridge.py --device cuda || rc=1
+  return $rc
+}
+
 unpack
 export OPTJIT_NVRTC=${OPTJIT_NVRTC:-$(find_nvrtc)}
 OPTJIT_NCCL=$(find_nccl) && export OPTJIT_NCCL
@@ -136,7 +156,8 @@ status=0
 for stage in "${@:-smoke}"; do
   fn=$stage
   [ "$stage" = torch ] && fn=torch_cmp
-  case $stage in smoke | tests | bench | torch | opencl) ;; *)
+  [ "$stage" = python ] && fn=python_bridge
+  case $stage in smoke | tests | bench | torch | opencl | python) ;; *)
     echo "device_run: unknown stage $stage"
     exit 2
     ;;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Packs the built optjit (CLI, library, CUDA tests) with the shared libraries it needs that a
+# Packs the built optjit (CLI, library, CUDA tests, fmt's headers) with the shared libraries it needs that a
 # GPU machine's image lacks (LLVM 15, SQLite, fmt, libsodium, xxHash, OpenCL's loader, ...) into
 # .gpu/optjit-gpu.tar.xz (about 41 MB), for machines that can run CUDA but cannot install
 # Debian's packages. Then, on such a machine, with .gpu carried along:
@@ -20,13 +20,20 @@ cp "$build/optjit" "$build/tests/cuda_test" "$stage/bin/"
 ldd "$build/optjit" "$build/tests/cuda_test" | awk '/=>/ {print $3}' | sort -u |
   grep -Ev '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*|libstdc\+\+|libgcc_s|libnvrtc[^/]*)\.so' |
   while read -r lib; do cp -L "$lib" "$stage/lib/"; done
-# NCCL (loaded at run time by api/nccl_communicator.cpp): the toolkit's, as a fallback for a
-# machine without its own (device_run.sh prefers the machine's Python wheel).
-for nccl in /usr/local/cuda/lib/libnccl.so.2 /usr/local/cuda/lib64/libnccl.so.2; do
-  [ -e "$nccl" ] && { cp -L "$nccl" "$stage/lib/libnccl.so.2"; break; }
-done
+# NCCL (loaded at run time by api/nccl_communicator.cpp) is not packed: the GPU image has its
+# Python wheel (nvidia-nccl-cu13), which device_run.sh finds, and the toolkit's copy (190 MB)
+# would put the bundle past what the device tool carries (64 MiB).
+# fmt's headers, which optjit's own include: device_run.sh's `python` stage builds the Python
+# module there (python/CMakeLists.txt alone) against the bundle's liboptjit.
+mkdir -p "$stage/include"
+cp -r /usr/include/fmt "$stage/include/"
 strip "$stage"/bin/* "$stage"/lib/* 2>/dev/null || true
 tar -cJf .gpu/optjit-gpu.tar.xz -C "$stage" .
+size=$(stat -c %s .gpu/optjit-gpu.tar.xz)
+if [ "$size" -gt $((60 << 20)) ]; then
+  echo "pack: the bundle is $((size >> 20)) MiB; the device tool carries at most 64 MiB" >&2
+  exit 1
+fi
 exclude=$(git rev-parse --git-path info/exclude)
 mkdir -p "$(dirname "$exclude")"
 grep -qx '/.gpu/' "$exclude" 2>/dev/null || echo '/.gpu/' >>"$exclude"

@@ -1,0 +1,320 @@
+"""optjit.torch on CUDA tensors, against PyTorch on the same GPU: the built-ins, fused clipping,
+checkpoints, GradScaler, mixed dtypes and devices, 8-bit state, the CUDA graph option, and that a
+step is queued on the caller's current stream without waiting for the GPU.
+
+Not in the default suite (this machine has no GPU): tools/gpu/device_run.sh runs it on a machine
+with one (its `python` stage). OPTJIT_TEST_DEVICE=cpu runs what does not need CUDA streams on the
+CPU, to check the tests themselves.
+"""
+import copy
+import os
+import time
+
+import pytest
+import torch
+
+import optjit.torch as ot
+
+DEV = torch.device(os.environ.get("OPTJIT_TEST_DEVICE", "cuda"))
+needs_streams = pytest.mark.skipif(DEV.type != "cuda", reason="CUDA streams")
+if DEV.type == "cuda" and not torch.cuda.is_available():
+    raise RuntimeError("these tests need a CUDA GPU (OPTJIT_TEST_DEVICE=cpu checks them on the CPU)")
+
+BUILTINS = {
+    "SGD": [dict(lr=0.1), dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.01)],
+    "Adam": [dict(lr=1e-2), dict(lr=1e-2, amsgrad=True, weight_decay=0.1)],
+    "AdamW": [dict(lr=1e-2), dict(lr=1e-2, amsgrad=True, weight_decay=0.2)],
+    "Adamax": [dict(lr=1e-2, weight_decay=0.1)],
+    "NAdam": [dict(), dict(lr=1e-2, weight_decay=0.1, decoupled_weight_decay=True)],
+    "RAdam": [dict(lr=1e-2, weight_decay=0.1, decoupled_weight_decay=True)],
+    "RMSprop": [dict(lr=1e-3, centered=True, momentum=0.5, weight_decay=0.1)],
+    "Adagrad": [dict(lr=0.1, lr_decay=0.1, initial_accumulator_value=0.2)],
+    "Adadelta": [dict(lr=0.5, rho=0.8, weight_decay=0.1)],
+    "Rprop": [dict(lr=0.02, etas=(0.4, 1.3))],
+    "ASGD": [dict(lr=0.02, t0=2, lambd=0.01, weight_decay=0.1)],
+}
+SHAPES = [(5, 3), (7,), (), (0,), (2, 3, 4), (1000, 257)]
+
+
+def tensors(dtype, seed=0, device=DEV):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(s, dtype=torch.float64, generator=g).to(device=device, dtype=dtype)
+            for s in SHAPES]
+
+
+def grads_for(step, params, seed=1):
+    g = torch.Generator().manual_seed(seed * 1000 + step)
+    return [torch.randn(p.shape, dtype=torch.float64, generator=g).to(device=p.device,
+                                                                     dtype=p.dtype)
+            for p in params]
+
+
+def run(make, dtype, steps=5, device=DEV):
+    params = [torch.nn.Parameter(t) for t in tensors(dtype, device=device)]
+    opt = make(params)
+    for k in range(steps):
+        for p, g in zip(params, grads_for(k, params)):
+            p.grad = g
+        opt.step()
+    return params, opt
+
+
+def _clock_khz():
+    # The SM clock, for torch.cuda._sleep's cycles (about 2 GHz where torch does not say).
+    return getattr(torch.cuda.get_device_properties(DEV), "clock_rate", 2_000_000)
+
+
+def max_err(a, b):
+    return max(((x.double().cpu() - y.double().cpu()).abs().max().item() if x.numel() else 0.0)
+               for x, y in zip(a, b))
+
+
+@pytest.mark.parametrize("name,kw", [(n, k) for n, ks in BUILTINS.items() for k in ks],
+                         ids=lambda v: v if isinstance(v, str) else ",".join(v))
+def test_builtin_on_the_gpu_matches_torch_on_the_gpu(name, kw):
+    torch_cls, ours = getattr(torch.optim, name), getattr(ot, name)
+    tkw = dict(kw, foreach=False)
+    t64, _ = run(lambda p: torch_cls(p, **tkw), torch.float64)
+    o64, oo = run(lambda p: ours(p, **kw), torch.float64)
+    assert all(p.device == DEV for p in o64)
+    scale = max(1.0, max((x.abs().max().item() if x.numel() else 0) for x in t64))
+    assert max_err(t64, o64) <= 1e-9 * scale
+    t32, _ = run(lambda p: torch_cls(p, **tkw), torch.float32)
+    o32, _ = run(lambda p: ours(p, **kw), torch.float32)
+    assert max_err(o32, t64) <= 1.5 * max_err(t32, t64) + 1e-7 * scale
+    # The state torch would hold, on the parameter's device.
+    for p in o64:
+        for k, v in oo.state[p].items():
+            if isinstance(v, torch.Tensor) and v.numel() == p.numel() and v.dim() > 0:
+                assert v.device == DEV, (k, v.device)
+
+
+def test_fused_clip_equals_clip_grad_norm_then_adamw():
+    a = [torch.nn.Parameter(t) for t in tensors(torch.float64)]
+    b = [torch.nn.Parameter(t) for t in tensors(torch.float64)]
+    ao = torch.optim.AdamW(a, lr=1e-2, foreach=False)
+    bo = ot.AdamW(b, lr=1e-2, max_grad_norm=0.5)
+    for k in range(4):
+        for ps in (a, b):
+            for p, g in zip(ps, grads_for(k, ps)):
+                p.grad = 3 * g
+        torch.nn.utils.clip_grad_norm_(a, 0.5, foreach=False)
+        ao.step()
+        bo.step()
+    assert max_err(a, b) <= 1e-12
+
+
+@needs_streams
+def test_a_step_is_queued_on_the_current_stream_without_waiting():
+    """The GPU is kept busy (torch.cuda._sleep) when the step is called: it returns long before
+    the GPU gets to it, and the results are right once it has."""
+    a = [torch.nn.Parameter(t) for t in tensors(torch.float32)]
+    b = [torch.nn.Parameter(t) for t in tensors(torch.float32)]
+    ao = torch.optim.AdamW(a, lr=1e-2, foreach=False)
+    bo = ot.AdamW(b, lr=1e-2, max_grad_norm=1.0)
+    clock = _clock_khz()
+    waited = []
+    for k in range(4):
+        for ps in (a, b):
+            for p, g in zip(ps, grads_for(k, ps)):
+                p.grad = g
+        torch.nn.utils.clip_grad_norm_(a, 1.0, foreach=False)
+        ao.step()
+        torch.cuda.synchronize()
+        torch.cuda._sleep(int(clock * 300))  # about 0.3 s of GPU time
+        t0 = time.perf_counter()
+        bo.step()
+        waited.append(time.perf_counter() - t0)
+        torch.cuda.synchronize()
+    assert max_err(a, b) <= 1e-5
+    # The first step builds and uploads its tables (and may wait); the others are only queued.
+    assert max(waited[1:]) < 0.1, waited
+
+
+@needs_streams
+def test_a_step_under_another_stream_is_ordered_with_it():
+    """Gradients written on a side stream after a long wait there: a step under that stream reads
+    them, not what was there before, and work queued on it afterwards sees the new parameters."""
+    a = [torch.nn.Parameter(t) for t in tensors(torch.float32)]
+    b = [torch.nn.Parameter(t) for t in tensors(torch.float32)]
+    ao = torch.optim.AdamW(a, lr=1e-2, foreach=False)
+    bo = ot.AdamW(b, lr=1e-2, max_grad_norm=1.0)
+    clock = _clock_khz()
+    side = torch.cuda.Stream(DEV)
+    for k in range(3):
+        gs = grads_for(k, a)
+        for p, g in zip(a, gs):
+            p.grad = g.clone()
+        torch.nn.utils.clip_grad_norm_(a, 1.0, foreach=False)
+        ao.step()
+        for p in b:
+            p.grad = torch.zeros_like(p)
+        torch.cuda.synchronize()
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(int(clock * 200))
+            for p, g in zip(b, gs):
+                p.grad.copy_(g)
+            bo.step()
+            copies = [p.detach().clone() for p in b]  # queued on `side` after the step
+        side.synchronize()
+        assert max_err(a, copies) <= 1e-5, k
+    torch.cuda.synchronize()
+    assert max_err(a, b) <= 1e-5
+
+
+def test_state_dict_of_torch_adamw_on_the_gpu_continues_in_optjit_and_back():
+    a = [torch.nn.Parameter(t) for t in tensors(torch.float64)]
+    ta = torch.optim.AdamW(a, lr=1e-2, weight_decay=0.1, foreach=False)
+    for k in range(3):
+        for p, g in zip(a, grads_for(k, a)):
+            p.grad = g
+        ta.step()
+    b = [torch.nn.Parameter(p.detach().clone()) for p in a]
+    ob = ot.AdamW(b, lr=1e-2, weight_decay=0.1)
+    ob.load_state_dict(copy.deepcopy(ta.state_dict()))
+    for k in range(3, 6):
+        for ps in (a, b):
+            for p, g in zip(ps, grads_for(k, ps)):
+                p.grad = g
+        ta.step()
+        ob.step()
+    assert max_err(a, b) <= 1e-9
+    c = [torch.nn.Parameter(p.detach().clone()) for p in b]
+    tc = torch.optim.AdamW(c, lr=1e-2, weight_decay=0.1, foreach=False)
+    tc.load_state_dict(ob.state_dict())
+    for ps, opt in ((a, ta), (c, tc)):
+        for p, g in zip(ps, grads_for(6, ps)):
+            p.grad = g
+        opt.step()
+    assert max_err(a, c) <= 1e-9
+
+
+def test_grad_scaler_on_the_gpu_unscales_and_skips_inside_the_step():
+    a = [torch.nn.Parameter(t) for t in tensors(torch.float32)]
+    b = [torch.nn.Parameter(t) for t in tensors(torch.float32)]
+    ao = torch.optim.AdamW(a, lr=1e-2, foreach=False)
+    bo = ot.AdamW(b, lr=1e-2, max_grad_norm=1.0)
+    sa = torch.amp.GradScaler(DEV.type, init_scale=1024.0, growth_interval=2)
+    sb = torch.amp.GradScaler(DEV.type, init_scale=1024.0, growth_interval=2)
+    for k in range(6):
+        gs = grads_for(k, a)
+        if k == 3:
+            gs[1][0] = float("inf")
+        before = [p.detach().clone() for p in b], copy.deepcopy(bo.state_dict())
+        for ps, opt, sc in ((a, ao, sa), (b, bo, sb)):
+            sc.scale(torch.ones((), device=DEV))  # as scaler.scale(loss) would
+            for p, g in zip(ps, gs):
+                p.grad = g * sc.get_scale()
+            if opt is ao:
+                sc.unscale_(opt)
+                torch.nn.utils.clip_grad_norm_(a, 1.0)
+            sc.step(opt)
+            sc.update()
+        if k == 3:
+            assert all(torch.equal(x, y) for x, y in zip(before[0], b))
+            after = bo.state_dict()["state"]
+            for i, st in before[1]["state"].items():
+                for name, t in st.items():
+                    assert torch.equal(t, after[i][name]), (i, name)
+        assert sa.get_scale() == sb.get_scale()
+    assert max_err(a, b) <= 1e-5
+    assert float(bo.state[b[0]]["step"]) == 5.0
+
+
+def test_mixed_dtypes_on_the_gpu_are_no_less_accurate_than_torch():
+    dtypes = [torch.float32, torch.bfloat16, torch.float16, torch.float32]
+
+    def model(dt_list):
+        return [torch.nn.Parameter(t.to(d)) for t, d in zip(tensors(torch.float64)[:4], dt_list)]
+
+    ref, ta, ours = model([torch.float64] * 4), model(dtypes), model(dtypes)
+    ro = torch.optim.AdamW(ref, lr=1e-2, foreach=False)
+    to = torch.optim.AdamW(ta, lr=1e-2, foreach=False)
+    oo = ot.AdamW(ours, lr=1e-2, max_grad_norm=1.0)
+    for k in range(4):
+        gs = grads_for(k, ref)
+        for ps in (ref, ta, ours):
+            for p, g in zip(ps, gs):
+                p.grad = g.to(p.dtype)
+        torch.nn.utils.clip_grad_norm_(ref, 1.0)
+        torch.nn.utils.clip_grad_norm_(ta, 1.0)
+        ro.step(), to.step(), oo.step()
+    for i in range(4):
+        e_torch, e_ours = max_err([ta[i]], [ref[i]]), max_err([ours[i]], [ref[i]])
+        assert e_ours <= 1.5 * e_torch + 1e-6, (i, dtypes[i], e_ours, e_torch)
+
+
+@needs_streams
+def test_cpu_and_gpu_parameters_in_one_optimizer():
+    cpu = [torch.nn.Parameter(t) for t in tensors(torch.float64, device="cpu")[:3]]
+    gpu = [torch.nn.Parameter(t) for t in tensors(torch.float64, seed=1)[:3]]
+    ref = [torch.nn.Parameter(p.detach().clone()) for p in cpu + gpu]
+    ro = torch.optim.AdamW(ref, lr=1e-2, foreach=False)
+    oo = ot.AdamW(cpu + gpu, lr=1e-2)
+    for k in range(3):
+        gs = grads_for(k, ref)
+        for p, g in zip(ref, gs):
+            p.grad = g
+        for p, g in zip(cpu + gpu, gs):
+            p.grad = g.clone()
+        ro.step(), oo.step()
+    assert all(p.device.type == "cpu" for p in cpu) and all(p.device == DEV for p in gpu)
+    assert max_err(ref, cpu + gpu) <= 1e-9
+    # A clip over all of them would need one norm over two devices: a clear error, no copies.
+    clipped = ot.AdamW(cpu + gpu, lr=1e-2, max_grad_norm=1.0)
+    with pytest.raises(Exception, match="several devices"):
+        clipped.step()
+
+
+def test_8bit_state_on_the_gpu_steps_the_cpus_bits():
+    a = [torch.nn.Parameter(torch.randn(64, 4096, dtype=torch.float64).float() * 0.1)]
+    b = [torch.nn.Parameter(a[0].detach().to(DEV))]
+    ao = ot.AdamW(a, lr=1e-3, max_grad_norm=1.0, state_format="8bit")
+    bo = ot.AdamW(b, lr=1e-3, max_grad_norm=1.0, state_format="8bit")
+    g = torch.Generator().manual_seed(3)
+    for _ in range(5):
+        grad = torch.randn(a[0].shape, generator=g) * 1e-2
+        a[0].grad, b[0].grad = grad.clone(), grad.to(DEV)
+        ao.step(), bo.step()
+    # The norm's float32 sums may part the last bits of the clip factor between devices, and a
+    # code may then round the other way: parameters within float32 noise, codes within one step.
+    assert max_err(a, b) <= 1e-6
+    for name in ("exp_avg", "exp_avg_sq"):
+        ca, cb = ao.state[a[0]][name], bo.state[b[0]][name].cpu()
+        assert ca.dtype == cb.dtype == torch.uint8
+        diff = (ca.int() - cb.int()).abs()
+        assert diff.max() <= 1 and (diff > 0).float().mean() < 1e-3, name
+        sa, sb = ao.state[a[0]][name + ".absmax"], bo.state[b[0]][name + ".absmax"].cpu()
+        assert torch.allclose(sa, sb, rtol=1e-5), name
+
+
+@needs_streams
+def test_cuda_graph_replays_the_same_steps():
+    a = [torch.nn.Parameter(t) for t in tensors(torch.float32)]
+    b = [torch.nn.Parameter(t) for t in tensors(torch.float32)]
+    ao = ot.AdamW(a, lr=1e-2, max_grad_norm=1.0)
+    bo = ot.AdamW(b, lr=1e-2, max_grad_norm=1.0, cuda_graph=True)
+    sched = torch.optim.lr_scheduler.StepLR(bo, step_size=1, gamma=0.5)
+    sa = torch.optim.lr_scheduler.StepLR(ao, step_size=1, gamma=0.5)
+    for k in range(4):
+        for ps in (a, b):
+            for p, g in zip(ps, grads_for(k, ps)):
+                p.grad = g  # new gradient memory every step
+        ao.step(), bo.step()
+        sa.step(), sched.step()
+    torch.cuda.synchronize()
+    assert max_err(a, b) == 0.0
+
+
+def test_stochastic_bf16_rounding_is_the_same_bits_on_the_gpu_and_the_cpu():
+    base = torch.randn(3, 1000, dtype=torch.float64).to(torch.bfloat16)
+    a = [torch.nn.Parameter(base.clone())]
+    b = [torch.nn.Parameter(base.to(DEV))]
+    ao = ot.AdamW(a, lr=1e-3, param_rounding="stochastic")
+    bo = ot.AdamW(b, lr=1e-3, param_rounding="stochastic")
+    g = torch.Generator().manual_seed(5)
+    for _ in range(4):
+        grad = (torch.randn(base.shape, generator=g) * 1e-2).to(torch.bfloat16)
+        a[0].grad, b[0].grad = grad.clone(), grad.to(DEV)
+        ao.step(), bo.step()
+    assert torch.equal(a[0].detach(), b[0].detach().cpu())
