@@ -107,6 +107,9 @@ struct Optimizer::Impl {
   Status to_host(Part& part, std::vector<std::pair<size_t, size_t>>* borrowed);
   // Reads back what queued device steps left on the device (scalar states).
   Status settle();
+  Expected<autotune::TuneResult> tune(const std::vector<const void*>* host,
+                                      const std::vector<DeviceMemory>* dev,
+                                      autotune::TuneOptions options);
   Status from_host(Part& part, const std::vector<std::pair<size_t, size_t>>& borrowed,
                    bool write_device);
   Expected<uint32_t> state_buffer(const Part& part, std::string_view name) const;
@@ -846,29 +849,56 @@ Status Optimizer::bind_state(size_t param, std::string_view buffer, DeviceMemory
 
 Expected<autotune::TuneResult> Optimizer::tune(const std::vector<const void*>& grads,
                                                autotune::TuneOptions options) {
-  Impl& m = *impl_;
+  return impl_->tune(&grads, nullptr, options);
+}
+
+Expected<autotune::TuneResult> Optimizer::tune(const std::vector<DeviceMemory>& grads,
+                                               autotune::TuneOptions options) {
+  return impl_->tune(nullptr, &grads, options);
+}
+
+Expected<autotune::TuneResult> Optimizer::Impl::tune(const std::vector<const void*>* host,
+                                                     const std::vector<DeviceMemory>* dev,
+                                                     autotune::TuneOptions options) {
+  Impl& m = *this;
   if (!m.device) return make_error("tune() tunes a device; the reference backend has none");
   if (m.parts.size() > 1)
     return make_error("tune() takes parameters of one dtype; run `optjit tune` for each dtype");
   Part& part = m.parts[0];
-  for (const auto& t : part.state.tensors)
-    for (const auto& d : t.device)
-      if (d)
-        return make_error(
-            "tune() runs on host memory it can restore; tune before binding device memory, or "
-            "with `optjit tune`");
-  OPTJIT_TRY(m.bind_grads("tune", &grads, nullptr));
-  // The parameters (and bound state) live in the caller's memory, outside the state's snapshot.
+  OPTJIT_TRY(m.bind_grads("tune", host, dev));
+  // The parameters (and bound state) live in the caller's memory, outside the state's snapshot:
+  // host memory is saved on the host, device memory in a device copy of each buffer.
   std::vector<std::pair<uint8_t*, std::vector<uint8_t>>> saved;
+  std::vector<std::pair<DeviceMemory, runtime::DeviceAllocation>> saved_device;
+  std::vector<size_t> device_bytes;
+  auto fail = [&](Status st) {
+    m.unbind_grads();
+    return Expected<autotune::TuneResult>(st.error());
+  };
   for (auto& t : part.state.tensors)
-    for (size_t b = 0; b < part.plan.buffers.size(); ++b)
-      if (t.external[b] && part.plan.buffers[b].role != ir::BufferRole::grad) {
-        const size_t n = runtime::buffer_bytes(part.plan, b, t.numel);
+    for (size_t b = 0; b < part.plan.buffers.size(); ++b) {
+      if (part.plan.buffers[b].role == ir::BufferRole::grad) continue;
+      const size_t n = runtime::buffer_bytes(part.plan, b, t.numel);
+      if (t.external[b]) {
         saved.push_back({t.external[b], std::vector<uint8_t>(t.external[b], t.external[b] + n)});
+      } else if (t.device[b] && n > 0) {
+        auto copy = runtime::allocate(*m.device, n, "saving the caller's memory while tuning");
+        if (!copy) return fail(copy.error());
+        if (Status st = m.device->copy(copy->memory(), t.device[b], n); !st) return fail(st);
+        saved_device.push_back({t.device[b], std::move(*copy)});
+        device_bytes.push_back(n);
       }
+    }
+  Status restored = Status::Ok();
   auto restore = [&] {
     for (auto& [p, bytes] : saved)
       if (!bytes.empty()) std::memcpy(p, bytes.data(), bytes.size());
+    for (size_t i = 0; i < saved_device.size(); ++i) {
+      Status st =
+          m.device->copy(saved_device[i].first, saved_device[i].second.memory(), device_bytes[i]);
+      if (st) st = m.device->finish();
+      if (!st && restored) restored = st;
+    }
   };
   Status synced = part.executor->sync_to_host(part.state);
   Expected<autotune::TuneResult> r =
@@ -878,6 +908,7 @@ Expected<autotune::TuneResult> Optimizer::tune(const std::vector<const void*>& g
           : autotune::tune_gpu(part.plan, part.state, m.device, m.cache.get(), options, restore);
   m.unbind_grads();
   if (!r) return r.error();
+  if (!restored) return restored.error();
   if (m.device->description().kind == "cpu") {
     auto winner = autotune::parse_cpu_config(r->winner);
     if (!winner) return make_error("tuning chose an unreadable configuration '{}'", r->winner);

@@ -167,6 +167,10 @@ class Optimizer {
   /// it is).
   Expected<autotune::TuneResult> tune(const std::vector<const void*>& grads,
                                       autotune::TuneOptions options = {});
+  /// The same with gradients in device memory (parameters and state may be the caller's
+  /// device memory too: each is saved in a device copy and restored).
+  Expected<autotune::TuneResult> tune(const std::vector<DeviceMemory>& grads,
+                                      autotune::TuneOptions options = {});
 
   /// Hyperparameters by full name ("adamw.lr") or unambiguous short name ("lr", "betas");
   /// without a group, every group. Takes effect at the next step; nothing recompiles.

@@ -687,6 +687,81 @@ TEST(Optimizer, QueuedStepsOnTheCallersQueueDoNotWaitForIt) {
   EXPECT_EQ((*a)->step_count(), 11);
 }
 
+// tune() on the caller's device memory (a framework's GPU tensors): parameters and state bound
+// there are saved in device copies and restored after every candidate, so they are as before;
+// the tuned optimizer then steps as an untuned one does.
+TEST(Optimizer, TunesTheCallersDeviceMemory) {
+  auto dev = runtime::open_device({.kind = "opencl"});
+  ASSERT_TRUE(dev) << dev.error().message;
+  const std::vector<int64_t> sizes = {5000, 33};
+  std::vector<runtime::DeviceAllocation> blocks;
+  auto on_device = [&](const std::vector<float>& v) {
+    auto a = runtime::allocate(**dev, v.size() * 4, "test memory");
+    EXPECT_TRUE(a) << a.error().message;
+    EXPECT_TRUE((*dev)->write(a->memory(), v.data(), v.size() * 4));
+    blocks.push_back(std::move(*a));
+    return blocks.back().memory();
+  };
+  auto read = [&](DeviceMemory m, size_t n) {
+    std::vector<float> v(n);
+    EXPECT_TRUE((*dev)->read(v.data(), m, n * 4));
+    return v;
+  };
+  OptimizerOptions o;
+  o.backend = Backend::opencl;
+  o.queue = (*dev)->queue();
+  o.cache.reset();
+  std::vector<Optimizer*> opts;
+  std::vector<std::unique_ptr<Optimizer>> held;
+  std::vector<std::vector<DeviceMemory>> params(2), grads(2), states(2);
+  for (int k = 0; k < 2; ++k) {
+    std::vector<Param> ps;
+    for (size_t t = 0; t < sizes.size(); ++t) {
+      std::vector<float> p(static_cast<size_t>(sizes[t])), g(p.size());
+      for (size_t i = 0; i < p.size(); ++i)
+        p[i] = std::sin(0.2f * i + t), g[i] = std::cos(0.5f * i - t);
+      params[k].push_back(on_device(p));
+      grads[k].push_back(on_device(g));
+      ps.push_back({.name = fmt::format("w{}", t),
+                    .dtype = DType::f32,
+                    .shape = {sizes[t]},
+                    .device = params[k].back()});
+    }
+    auto made = Optimizer::create(kPipeline, ps, o);
+    ASSERT_TRUE(made) << made.error().message;
+    for (size_t t = 0; t < sizes.size(); ++t)
+      for (const char* name : {"exp_avg", "exp_avg_sq"}) {
+        states[k].push_back(on_device(std::vector<float>(static_cast<size_t>(sizes[t]))));
+        ASSERT_TRUE((*made)->bind_state(t, name, states[k].back()));
+      }
+    held.push_back(std::move(*made));
+    ASSERT_TRUE(held.back()->step_device(grads[k]));
+  }
+  std::vector<std::vector<float>> before;
+  for (size_t t = 0; t < sizes.size(); ++t) before.push_back(read(params[0][t], sizes[t]));
+  for (size_t i = 0; i < states[0].size(); ++i) before.push_back(read(states[0][i], sizes[i / 2]));
+  autotune::TuneOptions topts;
+  topts.seconds_per_candidate = 0.01;
+  topts.max_candidates = 4;
+  topts.progress = false;
+  auto r = held[0]->tune(grads[0], topts);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->measured.size(), 4u);
+  EXPECT_EQ(held[0]->gpu_launch().to_string(), r->winner);
+  EXPECT_EQ(held[0]->step_count(), 1);
+  size_t k = 0;
+  for (size_t t = 0; t < sizes.size(); ++t, ++k)
+    EXPECT_EQ(read(params[0][t], sizes[t]), before[k]) << "w" << t << " changed";
+  for (size_t i = 0; i < states[0].size(); ++i, ++k)
+    EXPECT_EQ(read(states[0][i], sizes[i / 2]), before[k]) << "state " << i << " changed";
+  for (int j = 0; j < 2; ++j) ASSERT_TRUE(held[j]->step_device(grads[j]));
+  for (size_t t = 0; t < sizes.size(); ++t) {
+    const auto a = read(params[0][t], sizes[t]), b = read(params[1][t], sizes[t]);
+    for (size_t i = 0; i < a.size(); ++i)
+      ASSERT_NEAR(a[i], b[i], 1e-6) << "w" << t << "[" << i << "]";
+  }
+}
+
 TEST(Optimizer, RejectsBadInputWithClearErrors) {
   Model m;
   auto opt = Optimizer::create(kPipeline, m.params());

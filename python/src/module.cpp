@@ -282,16 +282,23 @@ class Engine {
   void set_step_count(int64_t s) { check(opt_->set_step_count(s)); }
   nb::dict tune(const std::vector<Array>& grads, double budget_seconds, int max_candidates) {
     std::vector<const void*> host;
+    std::vector<DeviceMemory> device;
     for (size_t i = 0; i < grads.size(); ++i) {
       Place p = place_of(grads[i], fmt::format("the gradient of parameter {}", i));
-      if (!p.host) throw Error("tune() takes host arrays; tune CUDA tensors with `optjit tune`");
       host.push_back(p.host);
+      device.push_back(p.device);
     }
     autotune::TuneOptions t;
     t.budget_seconds = budget_seconds;
     t.max_candidates = max_candidates;
     t.progress = false;
-    auto r = take(opt_->tune(host, t));
+    autotune::TuneResult r;
+    {
+      nb::gil_scoped_release release;  // tuning takes seconds
+      auto tuned = !grads.empty() && device[0] ? opt_->tune(device, t) : opt_->tune(host, t);
+      if (!tuned) throw Error(tuned.error().message);
+      r = std::move(*tuned);
+    }
     nb::dict d;
     d["winner"] = r.winner;
     d["default_seconds"] = r.default_seconds;

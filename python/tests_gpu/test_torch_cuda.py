@@ -318,3 +318,24 @@ def test_stochastic_bf16_rounding_is_the_same_bits_on_the_gpu_and_the_cpu():
         a[0].grad, b[0].grad = grad.clone(), grad.to(DEV)
         ao.step(), bo.step()
     assert torch.equal(a[0].detach(), b[0].detach().cpu())
+
+
+def test_tune_on_the_frameworks_gpu_tensors_leaves_them_as_they_were():
+    ps = [torch.nn.Parameter(t) for t in tensors(torch.float32)]
+    twin = [torch.nn.Parameter(t) for t in tensors(torch.float32)]
+    opt = ot.AdamW(ps, lr=1e-2, max_grad_norm=1.0)
+    other = ot.AdamW(twin, lr=1e-2, max_grad_norm=1.0)
+    for k in range(2):
+        for group in (ps, twin):
+            for p, g in zip(group, grads_for(k, group)):
+                p.grad = g
+        if k == 1:
+            before = [p.detach().clone() for p in ps], copy.deepcopy(opt.state_dict())
+            r = opt.tune(budget_seconds=5, max_candidates=4)
+            assert r["measured"] == 4, r
+            assert all(torch.equal(a, b) for a, b in zip(before[0], ps))
+            for i, st in before[1]["state"].items():
+                for name, t in st.items():
+                    assert torch.equal(t, opt.state_dict()["state"][i][name]), (i, name)
+        opt.step(), other.step()
+    assert max_err(ps, twin) <= 1e-6
