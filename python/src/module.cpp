@@ -80,14 +80,16 @@ std::vector<int64_t> shape_of(const Array& a) {
 }
 
 // Dense and row-major, or it cannot be stepped in place.
-void check_contiguous(const Array& a, const std::string& what) {
+// `what()` names the array in an error; it is called only then (gradients arrive every step).
+template <class What>
+void check_contiguous(const Array& a, const What& what) {
   int64_t expect = 1;
   for (size_t i = a.ndim(); i-- > 0;) {
     if (a.shape(i) != 1 && a.stride(i) != expect)
       throw Error(
           fmt::format("{} is not contiguous; optjit steps arrays in place and does not "
                       "copy them (call .contiguous() first)",
-                      what));
+                      what()));
     expect *= static_cast<int64_t>(a.shape(i));
   }
 }
@@ -100,7 +102,8 @@ struct Place {
   int device_id = 0;
 };
 
-Place place_of(const Array& a, const std::string& what) {
+template <class What>
+Place place_of(const Array& a, const What& what) {
   check_contiguous(a, what);
   Place p;
   p.device_type = a.device_type();
@@ -114,7 +117,7 @@ Place place_of(const Array& a, const std::string& what) {
     throw Error(
         fmt::format("{} is on a device optjit cannot use (DLPack device type {}); it "
                     "steps CPU and CUDA arrays",
-                    what, p.device_type));
+                    what(), p.device_type));
   }
   return p;
 }
@@ -170,7 +173,7 @@ class Engine {
     int device_type = 0;
     for (size_t i = 0; i < params.size(); ++i) {
       const std::string what = fmt::format("parameter '{}'", names[i]);
-      Place p = place_of(params[i], what);
+      Place p = place_of(params[i], [&] { return what; });
       if (device_type && p.device_type != device_type)
         throw Error(
             fmt::format("parameter '{}' is on another device than '{}'; one optimizer "
@@ -249,7 +252,7 @@ class Engine {
     std::vector<const void*> host;
     std::vector<DeviceMemory> device;
     for (size_t i = 0; i < grads.size(); ++i) {
-      Place p = place_of(grads[i], fmt::format("the gradient of parameter {}", i));
+      Place p = place_of(grads[i], [&] { return fmt::format("the gradient of parameter {}", i); });
       host.push_back(p.host);
       device.push_back(p.device);
     }
@@ -258,12 +261,12 @@ class Engine {
   }
 
   void bind_state(size_t param, const std::string& buffer, const Array& a, bool adopt) {
-    Place p = place_of(a, fmt::format("state '{}' of parameter {}", buffer, param));
+    Place p = place_of(a, [&] { return fmt::format("state '{}' of parameter {}", buffer, param); });
     check(p.host ? opt_->bind_state(param, buffer, p.host, adopt)
                  : opt_->bind_state(param, buffer, p.device, adopt));
   }
   void rebind_param(size_t param, const Array& a) {
-    Place p = place_of(a, fmt::format("parameter {}", param));
+    Place p = place_of(a, [&] { return fmt::format("parameter {}", param); });
     check(p.host ? opt_->rebind_param(param, p.host) : opt_->rebind_param(param, p.device));
   }
   void set_hyper(const std::string& name, const std::vector<double>& values,
@@ -284,7 +287,7 @@ class Engine {
     std::vector<const void*> host;
     std::vector<DeviceMemory> device;
     for (size_t i = 0; i < grads.size(); ++i) {
-      Place p = place_of(grads[i], fmt::format("the gradient of parameter {}", i));
+      Place p = place_of(grads[i], [&] { return fmt::format("the gradient of parameter {}", i); });
       host.push_back(p.host);
       device.push_back(p.device);
     }
