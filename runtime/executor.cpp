@@ -74,6 +74,7 @@ struct Executor::Impl {
   DeviceAllocation hypers, ctl, tinfo, vals, fold_rows, first;
   std::vector<double> hypers_sent;  // what `hypers` holds once the queue gets there
   bool can_skip = false;            // the plan has a skip_if
+  bool queued_any = false;          // a step returned before the device ran it
   // A sharded device step: the all-reduce buffer and the layout's tables.
   std::shared_ptr<const DeviceShard> shard;
   DeviceAllocation shard_buf, shard_owner, shard_first, shard_tensor_of;
@@ -120,7 +121,11 @@ struct Executor::Impl {
   bool queue_only() const;
 };
 
-Executor::~Executor() = default;
+Executor::~Executor() {
+  // Steps it queued and did not wait for may still read its tables and kernels: they go only
+  // once the queue has run them.
+  if (impl_ && impl_->queued_any) (void)impl_->dev.finish();
+}
 
 namespace {
 // The table entry of a tensor's quantization scales when it is too small to have any.
@@ -625,6 +630,7 @@ Expected<StepResult> Executor::Impl::run_device_step(OptimizerState& s) {
   if (queue_only()) {
     OPTJIT_TRY(transfer_out(s, false));  // device to device only: queued
     step_host->queued(s);
+    queued_any = true;
     return StepResult{false};
   }
   const size_t ctl_bytes = step_host->layout().ctl_size(s.groups.size()) * 8;
