@@ -86,6 +86,14 @@ def _flat_offset(p) -> int:
     return int(offset[0]) * (p.numel() // p.shape[0]) if p.dim() > 0 and p.shape[0] > 0 else 0
 
 
+class _CudaArray:
+    """`count` float64s at a CUDA address, as torch.as_tensor takes them without a copy."""
+
+    def __init__(self, address: int, count: int):
+        self.__cuda_array_interface__ = {"shape": (count,), "typestr": "<f8",
+                                         "data": (address, False), "version": 2}
+
+
 class _Engine:
     """One optjit engine over a fixed set of tensors (same device, same step count)."""
 
@@ -240,7 +248,8 @@ class _Engine:
             # Stepped under another current stream than the engine's: the step waits for what
             # that stream queued (the gradients), and what it queues next waits for the step.
             self.stream.wait_stream(now)
-            skipped = self.engine.step(grads)
+            with torch.cuda.stream(self.stream):  # what torch queues from inside the step
+                skipped = self.engine.step(grads)
             now.wait_stream(self.stream)
         else:
             # On the current stream a step returns once queued (unless it can be skipped: a
@@ -376,8 +385,14 @@ class Optimizer(torch.optim.Optimizer):
             else:
                 dist.all_reduce(t, group=pg)
 
+        def all_reduce_device(address, count):
+            # The device step's partials where they are (NCCL on the current stream, which is
+            # the engine's while it steps): no copy, no host round trip.
+            dist.all_reduce(torch.as_tensor(_CudaArray(address, count), device=device), group=pg)
+
         return names, (all_reduce, dist.get_rank(pg), dist.get_world_size(pg),
-                       f"torch.distributed ({backend})", tensors, offsets, self._shard_order)
+                       f"torch.distributed ({backend})", tensors, offsets, self._shard_order,
+                       all_reduce_device if backend == "nccl" else None)
 
     def _forget(self) -> None:
         self._engines.clear()

@@ -128,16 +128,35 @@ ir::Quant quant_named(const std::string& name) {
   return *q;
 }
 
-// A communicator over a Python callable (optjit.torch passes one that calls
-// torch.distributed.all_reduce on its process group): allreduce_sum hands it the buffer as a
-// float64 NumPy array to sum in place.
+// A communicator over Python callables (optjit.torch passes ones that call
+// torch.distributed.all_reduce on its process group): allreduce_sum hands `fn` the buffer as a
+// float64 NumPy array to sum in place; a sharded device step on CUDA hands `device_fn` (where
+// given) the buffer's CUDA address and length, to sum in place on the current stream (NCCL
+// through torch: no host round trip).
 class PyCommunicator final : public Communicator {
  public:
-  PyCommunicator(nb::object fn, int rank, int size, std::string name)
-      : fn_(std::move(fn)), rank_(rank), size_(size), name_(std::move(name)) {}
+  PyCommunicator(nb::object fn, nb::object device_fn, int rank, int size, std::string name)
+      : fn_(std::move(fn)),
+        device_fn_(std::move(device_fn)),
+        rank_(rank),
+        size_(size),
+        name_(std::move(name)) {}
   ~PyCommunicator() override {
     nb::gil_scoped_acquire gil;
     fn_.reset();
+    device_fn_.reset();
+  }
+  Status allreduce_sum_device(runtime::Device& device, DeviceMemory data, size_t count) override {
+    if (!device_fn_.is_valid() || device_fn_.is_none() || device.description().kind != "cuda")
+      return Communicator::allreduce_sum_device(device, data, count);
+    nb::gil_scoped_acquire gil;
+    try {
+      device_fn_(device.address(data), count);
+    } catch (const std::exception& e) {
+      return make_error("{}: all-reduce of {} values on the device failed on rank {} of {}: {}",
+                        name_, count, rank_, size_, e.what());
+    }
+    return Status::Ok();
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -156,7 +175,7 @@ class PyCommunicator final : public Communicator {
   }
 
  private:
-  nb::object fn_;
+  nb::object fn_, device_fn_;
   int rank_, size_;
   std::string name_;
 };
@@ -189,17 +208,21 @@ class Engine {
     o.device_step = device_step;
     o.cuda_graph = cuda_graph;
     if (!shard.is_none()) {
-      // (all_reduce, rank, size, name, [(tensor, numel)...], [offset per parameter])
+      // (all_reduce, rank, size, name, [(tensor, numel)...], [offset per parameter][, order
+      //  [, all_reduce_device]])
       auto t = nb::cast<nb::tuple>(shard);
-      if (t.size() != 6 && t.size() != 7)
-        throw Error("shard: expected (all_reduce, rank, size, name, tensors, offsets[, order])");
+      if (t.size() < 6 || t.size() > 8)
+        throw Error(
+            "shard: expected (all_reduce, rank, size, name, tensors, offsets[, order[, "
+            "all_reduce_device]])");
       ShardOptions sh;
-      sh.comm = std::make_shared<PyCommunicator>(nb::borrow(t[0]), nb::cast<int>(t[1]),
-                                                 nb::cast<int>(t[2]), nb::cast<std::string>(t[3]));
+      sh.comm = std::make_shared<PyCommunicator>(
+          nb::borrow(t[0]), t.size() == 8 ? nb::borrow(t[7]) : nb::none(), nb::cast<int>(t[1]),
+          nb::cast<int>(t[2]), nb::cast<std::string>(t[3]));
       for (auto [name, numel] : nb::cast<std::vector<std::pair<std::string, int64_t>>>(t[4]))
         sh.tensors.push_back({name, numel});
       sh.offsets = nb::cast<std::vector<int64_t>>(t[5]);
-      if (t.size() == 7) {
+      if (t.size() >= 7) {
         const auto order = nb::cast<std::string>(t[6]);
         if (order != "by_tensor" && order != "by_process")
           throw Error(fmt::format("shard_order: '{}' is not by_tensor or by_process", order));

@@ -339,3 +339,35 @@ def test_tune_on_the_frameworks_gpu_tensors_leaves_them_as_they_were():
                     assert torch.equal(t, opt.state_dict()["state"][i][name]), (i, name)
         opt.step(), other.step()
     assert max_err(ps, twin) <= 1e-6
+
+
+@needs_streams
+def test_a_sharded_step_over_an_nccl_process_group_stays_on_the_gpu(tmp_path):
+    """One process, a NCCL process group: each pass's partials are all-reduced where they are
+    (torch's NCCL on the current stream), so the step is still only queued, and its parameters
+    are the unsharded step's."""
+    import torch.distributed as dist
+    torch.cuda.set_device(DEV)
+    dist.init_process_group("nccl", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0,
+                            world_size=1)
+    try:
+        a = [torch.nn.Parameter(t) for t in tensors(torch.float32)]
+        b = [torch.nn.Parameter(t) for t in tensors(torch.float32)]
+        ao = ot.LAMB(a, lr=1e-2, max_grad_norm=1.0)
+        bo = ot.LAMB(b, lr=1e-2, max_grad_norm=1.0, process_group=dist.group.WORLD)
+        clock, waited = _clock_khz(), []
+        for k in range(4):
+            for ps in (a, b):
+                for p, g in zip(ps, grads_for(k, ps)):
+                    p.grad = g
+            ao.step()
+            torch.cuda.synchronize()
+            torch.cuda._sleep(int(clock * 300))
+            t0 = time.perf_counter()
+            bo.step()
+            waited.append(time.perf_counter() - t0)
+            torch.cuda.synchronize()
+        assert max_err(a, b) == 0.0  # whole tensors on one process: the same bits
+        assert max(waited[1:]) < 0.1, waited
+    finally:
+        dist.destroy_process_group()
