@@ -320,7 +320,8 @@ def test_stochastic_bf16_rounding_is_the_same_bits_on_the_gpu_and_the_cpu():
     assert torch.equal(a[0].detach(), b[0].detach().cpu())
 
 
-def test_tune_on_the_frameworks_gpu_tensors_leaves_them_as_they_were():
+def test_tune_on_the_frameworks_gpu_tensors_leaves_them_as_they_were(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPTJIT_CACHE_DIR", str(tmp_path))  # no decision stored yet
     ps = [torch.nn.Parameter(t) for t in tensors(torch.float32)]
     twin = [torch.nn.Parameter(t) for t in tensors(torch.float32)]
     opt = ot.AdamW(ps, lr=1e-2, max_grad_norm=1.0)
