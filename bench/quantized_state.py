@@ -14,6 +14,10 @@ Also the state memory each keeps per parameter.
 
     PYTHONPATH=build/python python3 bench/quantized_state.py --numel 67108864 --threads 2
     PYTHONPATH=build/python python3 bench/quantized_state.py --shapes gpt2-small --threads 2
+    PYTHONPATH=build/python python3 bench/quantized_state.py --device cuda --numel 268435456
+
+With --device cuda everything runs on the GPU (bitsandbytes' CUDA kernels, at the full size),
+each timing ends with torch.cuda.synchronize().
 """
 import argparse
 import statistics
@@ -25,12 +29,12 @@ import optjit.torch as ot
 from shapes import shapes as model_shapes
 
 
-def make(shapes, kind, seed=0):
+def make(shapes, kind, seed=0, device="cpu"):
     g = torch.Generator().manual_seed(seed)
     ps = []
     for shape in shapes:
-        p = torch.nn.Parameter(torch.randn(*shape, generator=g) * 0.1)
-        p.grad = torch.randn(*shape, generator=g) * 1e-3
+        p = torch.nn.Parameter((torch.randn(*shape, generator=g) * 0.1).to(device))
+        p.grad = (torch.randn(*shape, generator=g) * 1e-3).to(device)
         ps.append(p)
     n = sum(p.numel() for p in ps)
     p = ps  # every optimizer takes the list
@@ -91,14 +95,17 @@ def main():
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--no-bnb", action="store_true")
     ap.add_argument("--no-torchao", action="store_true")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
+    gpu = a.device != "cpu"
+    sync = torch.cuda.synchronize if gpu else (lambda: None)
     if a.shapes:
         model = model_shapes(a.shapes, None)
         peer = model
     else:
         model = [[a.numel or 1 << 26]]
-        peer = [[a.bnb_numel]]
+        peer = model if gpu else [[a.bnb_numel]]  # the peers' CPU steps are slow
     count = lambda ss: sum(torch.Size(s).numel() for s in ss)  # noqa: E731
     total = count(model)
     kinds = {"optjit 8bit": model, "optjit f8": model, "optjit 4bit": model,
@@ -108,18 +115,21 @@ def main():
     if not a.no_torchao:
         kinds["torchao AdamW8bit"] = peer
         kinds["torchao AdamW4bit"] = peer
-    runs = {k: make(ss, k) for k, ss in kinds.items()}
+    runs = {k: make(ss, k, device=a.device) for k, ss in kinds.items()}
     times = {k: [] for k in kinds}
     for _ in range(a.reps):
         for k, (opt, _) in runs.items():
+            sync()
             t0 = time.perf_counter()
             for _ in range(a.steps):
                 opt.step()
+            sync()
             times[k].append((time.perf_counter() - t0) / a.steps / count(kinds[k]))
     base = statistics.median(times["optjit f32"])
     torch_fused = statistics.median(times["torch fused"])
     what = a.shapes or f"one tensor of {total}"
-    print(f"{what}: {total} parameters in {len(model)} tensors, {a.threads} threads, "
+    where = torch.cuda.get_device_name() if gpu else f"{a.threads} threads"
+    print(f"{what}: {total} parameters in {len(model)} tensors, {where}, "
           f"median of {a.reps} x {a.steps} steps")
     for k, t in times.items():
         m = statistics.median(t)

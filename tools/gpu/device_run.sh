@@ -11,7 +11,8 @@
 #   opencl  the emitter through NVIDIA's OpenCL, where the image has its ICD
 #   python  builds the Python module against the bundle's liboptjit with the machine's Python,
 #           nanobind and compiler (python/CMakeLists.txt alone), runs python/tests_gpu (optjit.torch
-#           on CUDA tensors against torch on the same GPU) and bench/torch_bridge.py --device cuda
+#           on CUDA tensors against torch and bitsandbytes on the same GPU), bench/torch_bridge.py
+#           and bench/quantized_state.py (8-bit and 4-bit state against bitsandbytes) on CUDA
 # e.g. bash tools/gpu/device_run.sh smoke tests. Logs go to ${OUT:-.}/<stage>.log (and
 # tests/*.xml); the kernel cache stays in /tmp/optjit-cache while the machine is warm, but bench
 # tunes what it benches itself.
@@ -143,9 +144,13 @@ python_bridge() {
     -DPython_EXECUTABLE="$(command -v python3)" -DOPTJIT_LIBRARY="$root/lib/liboptjit.so.0.1" \
     -DOPTJIT_FMT_INCLUDE="$root/include" || return 1
   cmake --build "$b" -j 8 || return 1
-  PYTHONPATH="$b/python" python3 -m pytest -q -p no:cacheprovider python/tests_gpu \
-    --junitxml="$out/python_tests.xml" || rc=1
-  PYTHONPATH="$b/python" python3 bench/torch_bridge.py --device cuda || rc=1
+  # The bundle's bitsandbytes (pack.sh) after the machine's own packages.
+  export PYTHONPATH="$b/python:$root/pylib"
+  python3 -m pytest -q -p no:cacheprovider python/tests_gpu --junitxml="$out/python_tests.xml" ||
+    rc=1
+  python3 bench/torch_bridge.py --device cuda --no-compile || rc=1
+  python3 bench/quantized_state.py --device cuda --numel 268435456 --no-torchao || rc=1
+  python3 bench/quantized_state.py --device cuda --shapes gpt2-small --no-torchao || rc=1
   return $rc
 }
 

@@ -27,6 +27,18 @@ ldd "$build/optjit" "$build/tests/cuda_test" | awk '/=>/ {print $3}' | sort -u |
 # module there (python/CMakeLists.txt alone) against the bundle's liboptjit.
 mkdir -p "$stage/include"
 cp -r /usr/include/fmt "$stage/include/"
+# bitsandbytes, the peer of #12's 8-bit state, is not in the GPU image: its package with only
+# the CUDA 13 libraries (4 MB of its 125), put on PYTHONPATH by device_run.sh's python stage.
+bnb=$(python3 -c 'import os, bitsandbytes as b; print(os.path.dirname(b.__file__))' 2>/dev/null |
+  tail -1) || true
+if [ -n "$bnb" ] && [ -d "$bnb" ]; then
+  mkdir -p "$stage/pylib"
+  cp -r "$bnb" "$stage/pylib/"
+  find "$stage/pylib" -name __pycache__ -prune -exec rm -rf {} +
+  find "$stage/pylib/bitsandbytes" -name 'libbitsandbytes_*.so' ! -name '*_cpu.so' \
+    ! -name '*_cuda13*.so' -delete
+  cp -r "$(dirname "$bnb")"/bitsandbytes-*.dist-info "$stage/pylib/" 2>/dev/null || true
+fi
 strip "$stage"/bin/* "$stage"/lib/* 2>/dev/null || true
 tar -cJf .gpu/optjit-gpu.tar.xz -C "$stage" .
 size=$(stat -c %s .gpu/optjit-gpu.tar.xz)
