@@ -893,12 +893,11 @@ Expected<autotune::TuneResult> Optimizer::Impl::tune(const std::vector<const voi
   auto restore = [&] {
     for (auto& [p, bytes] : saved)
       if (!bytes.empty()) std::memcpy(p, bytes.data(), bytes.size());
-    for (size_t i = 0; i < saved_device.size(); ++i) {
-      Status st =
-          m.device->copy(saved_device[i].first, saved_device[i].second.memory(), device_bytes[i]);
-      if (st) st = m.device->finish();
-      if (!st && restored) restored = st;
-    }
+    Status st = Status::Ok();
+    for (size_t i = 0; i < saved_device.size() && st; ++i)
+      st = m.device->copy(saved_device[i].first, saved_device[i].second.memory(), device_bytes[i]);
+    if (st && !saved_device.empty()) st = m.device->finish();
+    if (!st && restored) restored = st;
   };
   Status synced = part.executor->sync_to_host(part.state);
   Expected<autotune::TuneResult> r =
