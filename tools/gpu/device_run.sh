@@ -9,6 +9,8 @@
 #           launch; host, device and graph steps on resnet50 and many-small shapes
 #   torch   the same against torch's AdamW(fused=True) + clip_grad_norm_(foreach=True)
 #   opencl  the emitter through NVIDIA's OpenCL, where the image has its ICD
+#   webgpu  #15 on NVIDIA: the WebGPU backend (the bundle's wgpu-native, the machine's Vulkan
+#           driver) against the CUDA backend on the same GPU, clip+AdamW at 16M and 256M
 #   python  builds the Python module against the bundle's liboptjit with the machine's Python,
 #           nanobind and compiler (python/CMakeLists.txt alone), runs python/tests_gpu (optjit.torch
 #           on CUDA tensors against torch and bitsandbytes on the same GPU), bench/torch_bridge.py
@@ -136,6 +138,24 @@ opencl() {
   done
 }
 
+webgpu() {
+  local lib n
+  lib=$(ls "$root"/lib/libwgpu_native*.so 2>/dev/null | head -1)
+  [ -n "$lib" ] || { echo "webgpu: the bundle has no wgpu-native (pip install wgpu, then pack)"; return 1; }
+  export OPTJIT_WGPU_LIBRARY=$lib
+  echo "Vulkan drivers the loader can find:"
+  ls /usr/share/vulkan/icd.d /etc/vulkan/icd.d /usr/local/share/vulkan/icd.d 2>&1
+  ldconfig -p | grep -E 'libGLX_nvidia|libnvidia-vulkan|libnvidia-glvkspirv' ||
+    echo "(no NVIDIA Vulkan libraries in ldconfig's cache)"
+  "$optjit" devices || return 1
+  "$optjit" devices | grep -qi 'webgpu.*nvidia\|nvidia.*vulkan' ||
+    { echo "webgpu: wgpu-native finds no NVIDIA adapter here (no Vulkan driver for it)"; return 1; }
+  for n in 16777216 268435456; do
+    "$optjit" bench "$P" --backend webgpu --numel $n --steps 5 --reps 5 --no-unfused
+    "$optjit" bench "$P" --backend cuda --numel $n --steps 5 --reps 5 --no-unfused
+  done
+}
+
 python_bridge() {
   local b=/tmp/optjit-py gen=() rc=0
   command -v ninja >/dev/null && gen=(-G Ninja)
@@ -162,7 +182,7 @@ for stage in "${@:-smoke}"; do
   fn=$stage
   [ "$stage" = torch ] && fn=torch_cmp
   [ "$stage" = python ] && fn=python_bridge
-  case $stage in smoke | tests | bench | torch | opencl | python) ;; *)
+  case $stage in smoke | tests | bench | torch | opencl | webgpu | python) ;; *)
     echo "device_run: unknown stage $stage"
     exit 2
     ;;

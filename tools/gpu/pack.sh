@@ -27,6 +27,14 @@ ldd "$build/optjit" "$build/tests/cuda_test" | awk '/=>/ {print $3}' | sort -u |
 # module there (python/CMakeLists.txt alone) against the bundle's liboptjit.
 mkdir -p "$stage/include"
 cp -r /usr/include/fmt "$stage/include/"
+# WebGPU (#15's comparison on an NVIDIA GPU): wgpu-native from the wgpu package and the Vulkan
+# loader; NVIDIA's Vulkan driver itself is the machine's (device_run.sh's webgpu stage says
+# when it has none).
+wgpu=$(python3 -c 'import os, wgpu; print(os.path.join(os.path.dirname(wgpu.__file__), "resources"))' \
+  2>/dev/null) || true
+[ -n "$wgpu" ] && cp -L "$wgpu"/libwgpu_native*.so "$stage/lib/" 2>/dev/null || true
+vulkan=$(ldconfig -p | awk '/libvulkan.so.1 / {print $NF; exit}')
+[ -n "$vulkan" ] && cp -L "$vulkan" "$stage/lib/libvulkan.so.1"
 # bitsandbytes, the peer of #12's 8-bit state, is not in the GPU image: its package with only
 # the CUDA 13 libraries (4 MB of its 125), put on PYTHONPATH by device_run.sh's python stage.
 bnb=$(python3 -c 'import os, bitsandbytes as b; print(os.path.dirname(b.__file__))' 2>/dev/null |
