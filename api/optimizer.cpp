@@ -80,6 +80,8 @@ struct Optimizer::Impl {
   codegen::CpuLaunch cpu_launch;
   codegen::GpuLaunch gpu_launch;
   bool tuned = false;
+  bool last_skipped = false;  // the last step's StepResult::skipped, once known
+  bool last_queued = false;   // the last step was queued: last_skipped is the device's
   runtime::StepMode mode = runtime::StepMode::host;
   std::vector<std::string> warnings;
   // Hyperparameters the step's scheduler epoch may not pass (one_cycle_lr's total_steps),
@@ -105,8 +107,14 @@ struct Optimizer::Impl {
   Status agree_layout();
   void place_tensors();
   Status to_host(Part& part, std::vector<std::pair<size_t, size_t>>* borrowed);
-  // Reads back what queued device steps left on the device (scalar states).
+  // Reads back what queued device steps left on the device (scalar states, a step count and
+  // skip flag they may have skipped).
   Status settle();
+  // Notes whether step `r` was skipped (or queued, so that it is known later).
+  Expected<runtime::StepResult> stepped(Expected<runtime::StepResult> r) {
+    if (r) last_skipped = r->skipped, last_queued = r->queued;
+    return r;
+  }
   Expected<autotune::TuneResult> tune(const std::vector<const void*>* host,
                                       const std::vector<DeviceMemory>* dev,
                                       autotune::TuneOptions options);
@@ -405,6 +413,7 @@ Expected<std::unique_ptr<runtime::Executor>> Optimizer::Impl::make_executor(
     // On the caller's queue, which orders whatever the caller queues next, a device step need
     // not wait for the device.
     o.queued_steps = options.queue != nullptr;
+    o.defer_skips = options.defer_skips;
   }
   o.step = mode;
   return runtime::Executor::create(plan, device, o, cache.get());
@@ -471,7 +480,19 @@ void Optimizer::Impl::unbind_grads() {
 
 Expected<runtime::StepResult> Optimizer::Impl::step() {
   // A schedule that ends (one_cycle_lr's total_steps) ends the run where torch's scheduler
-  // raises, before anything is written: the step's scheduler epoch may not pass it.
+  // raises, before anything is written: the step's scheduler epoch may not pass it (after queued
+  // steps that could be skipped, the device knows the epoch).
+  for (const Part& part : parts)
+    if (!step_limits.empty() && part.executor && part.executor->count_stale()) OPTJIT_TRY(settle());
+  // Hyperparameters in device memory (set_hyper_source): the device step copies them on the
+  // queue; the host's step reads them.
+  for (Part& part : parts)
+    if (part.executor && mode == runtime::StepMode::host)
+      for (const auto& [h, src] : part.executor->hyper_sources()) {
+        double v = 0;
+        OPTJIT_TRY(device->read(&v, src, sizeof v));
+        for (auto& g : part.state.groups) g.hypers[h] = v;
+      }
   const Part& first = parts[0];
   const int64_t epoch = first.state.step;  // step t is scheduled as epoch t - 1
   for (uint32_t h : step_limits) {
@@ -638,12 +659,12 @@ Expected<runtime::StepResult> Optimizer::step(const std::vector<const void*>& gr
   // The gradients stay bound until the next step replaces them (rebinding the same memory
   // costs nothing then); nothing reads them in between.
   OPTJIT_TRY(impl_->bind_grads("step", &grads, nullptr));
-  return impl_->step();
+  return impl_->stepped(impl_->step());
 }
 
 Expected<runtime::StepResult> Optimizer::step_device(const std::vector<DeviceMemory>& grads) {
   OPTJIT_TRY(impl_->bind_grads("step_device", nullptr, &grads));
-  return impl_->step();
+  return impl_->stepped(impl_->step());
 }
 
 Expected<uint32_t> Optimizer::Impl::state_buffer(const Part& part, std::string_view name) const {
@@ -1006,6 +1027,10 @@ Expected<uint32_t> scalar_index(const ir::Program& p, std::string_view name) {
 Status Optimizer::Impl::settle() {
   for (Part& part : parts)
     if (part.executor) OPTJIT_TRY(part.executor->settle(part.state));
+  if (last_queued) {  // queued steps run on one part's device step
+    last_skipped = parts[0].executor->last_skipped();
+    last_queued = false;
+  }
   return Status::Ok();
 }
 
@@ -1059,7 +1084,50 @@ const plan::Plan& Optimizer::plan() const { return impl_->parts[0].plan; }
 size_t Optimizer::programs() const { return impl_->parts.size(); }
 Backend Optimizer::backend() const { return impl_->backend; }
 std::shared_ptr<runtime::Device> Optimizer::device() const { return impl_->device; }
-int64_t Optimizer::step_count() const { return impl_->parts[0].state.step; }
+int64_t Optimizer::step_count() const {
+  // After queued steps that could be skipped, the count is the device's. A failure to read it
+  // back returns the host's and comes back from the next call that reports errors.
+  for (const Part& part : impl_->parts)
+    if (part.executor && part.executor->count_stale()) (void)impl_->settle();
+  return impl_->parts[0].state.step;
+}
+
+Status Optimizer::set_hyper_source(std::string_view name, DeviceMemory value) {
+  Impl& m = *impl_;
+  if (!m.device || m.device->description().kind == "cpu")
+    return make_error(
+        "set_hyper_source: hyperparameters in device memory need the cuda or "
+        "opencl backend, not {}",
+        to_string(m.backend));
+  for (Part& part : m.parts) {
+    auto idx = runtime::match_hyper(part.plan.program, name);
+    if (!idx) return idx.error();
+    if (idx->size() != 1)
+      return make_error("set_hyper_source: '{}' has {} elements; name one ('{}.0')", name,
+                        idx->size(), name);
+    auto sources = part.executor->hyper_sources();
+    std::erase_if(sources, [&](const auto& s) { return s.first == (*idx)[0]; });
+    if (value) sources.push_back({(*idx)[0], value});
+    part.executor->set_hyper_sources(std::move(sources));
+  }
+  return Status::Ok();
+}
+
+Expected<bool> Optimizer::last_step_skipped() {
+  OPTJIT_TRY(impl_->settle());
+  return impl_->last_skipped;
+}
+
+Expected<DeviceMemory> Optimizer::skip_flag() const {
+  const Impl& m = *impl_;
+  if (m.parts.size() != 1 || !m.parts[0].executor || m.mode == runtime::StepMode::host)
+    return make_error(
+        "skip_flag: only a device step (cuda or opencl, one dtype) keeps it on "
+        "the device");
+  DeviceMemory f = m.parts[0].executor->skip_flag();
+  if (!f) return make_error("skip_flag: no step has run yet");
+  return f;
+}
 size_t Optimizer::group_of(size_t param) const { return impl_->tensor(param).group; }
 const codegen::CpuLaunch& Optimizer::launch() const { return impl_->cpu_launch; }
 const codegen::GpuLaunch& Optimizer::gpu_launch() const { return impl_->gpu_launch; }

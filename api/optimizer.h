@@ -99,6 +99,11 @@ struct OptimizerOptions {
   /// no host round trip. Scalar states it commits (NAdam's mu_product) are read back from the
   /// device when asked for (scalar_state(), a checkpoint), which waits for the queue.
   void* queue = nullptr;
+  /// With the caller's queue: a pipeline that can skip a step (grad_scaler) is queued without
+  /// waiting too, as torch's fused optimizers under a GradScaler are. step() then returns
+  /// StepResult::queued; whether it skipped, and the step count, are read back when asked for
+  /// (last_step_skipped(), step_count()). The skip flag also stays on the device (skip_flag()).
+  bool defer_skips = false;
   /// cuda/opencl: the scalar program between passes runs on the device too, so a step has no
   /// host round trip until its end. Unset: on where the device has it.
   std::optional<bool> device_step;
@@ -178,6 +183,16 @@ class Optimizer {
   Status set_hyper(std::string_view name, const std::vector<double>& values,
                    std::optional<uint32_t> group = {});
   Expected<double> hyper(std::string_view name, uint32_t group = 0) const;
+  /// Hyperparameter `name` (one element, every group) read at each step from device memory
+  /// that holds one f64 (a framework's device tensor, kept current on the caller's queue: a
+  /// GradScaler's scale), copied on the queue before the step: no host round trip on the device
+  /// step (the host step reads it). A null `value` goes back to the host's value.
+  Status set_hyper_source(std::string_view name, DeviceMemory value);
+  /// Whether the last step was skipped (a skip_if fired); waits for a queued one.
+  Expected<bool> last_step_skipped();
+  /// Device memory holding one f64, 1 when the last device step was skipped, else 0: written
+  /// on the queue by every device step (for a framework that counts steps on the device).
+  Expected<DeviceMemory> skip_flag() const;
 
   /// The names of the state buffers (per element, "exp_avg") and of the scalar states (per
   /// parameter group, NAdam's "mu_product"), as torch's state_dict names them.
@@ -223,6 +238,7 @@ class Optimizer {
   /// The device, for callers that allocate device memory to bind (tests, benchmarks); null on
   /// the reference backend.
   std::shared_ptr<runtime::Device> device() const;
+  /// The step count (after queued steps that could be skipped, read back: it waits for them).
   int64_t step_count() const;
   size_t group_of(size_t param) const;
   double compile_seconds() const;

@@ -47,17 +47,21 @@ double* DeviceStepHost::read_back(const OptimizerState& s) {
 }
 
 void DeviceStepHost::commit(OptimizerState& s) {
-  stale_ = false;
+  stale_ = count_stale_ = false;
   const size_t S = layout_.states;
   s.step = static_cast<int64_t>(seen_[0]);
   for (size_t g = 0; g < s.groups.size(); ++g)
     for (size_t j = 0; j < S; ++j) s.groups[g].states[j] = seen_[kHeader + g * S + j];
 }
 
-void DeviceStepHost::queued(OptimizerState& s) {
+void DeviceStepHost::queued(OptimizerState& s, bool may_skip) {
+  if (may_skip) {
+    stale_ = count_stale_ = true;
+    return;
+  }
   ++s.step;
   if (!seen_.empty()) seen_[0] = static_cast<double>(s.step);
-  stale_ = layout_.states > 0 && !s.groups.empty();
+  stale_ = stale_ || (layout_.states > 0 && !s.groups.empty());
 }
 
 }  // namespace optjit::runtime

@@ -26,7 +26,7 @@ class DeviceStepHost {
   /// After the control block ctl_to_write gave was written to the device.
   void wrote(std::vector<double> ctl) {
     seen_ = std::move(ctl);
-    stale_ = false;
+    stale_ = count_stale_ = false;
   }
   /// Every group's hyperparameters, group after group (written before every step).
   std::vector<double> hypers(const OptimizerState& s) const;
@@ -38,24 +38,28 @@ class DeviceStepHost {
   double* read_back(const OptimizerState& s);
   /// After read_back's buffer is filled: whether the step was skipped.
   bool skipped() const { return seen_[2] != 0; }
+  /// Whether a control block was written or read back since the last forget().
+  bool seen() const { return !seen_.empty(); }
   /// Applies the step count and scalar states the device committed.
   void commit(OptimizerState& s);
-  /// A step was queued and its control block not read back; it could not be skipped (no
-  /// skip_if), so the host counts it. The scalar states it committed are the device's until
-  /// read back and commit()ted.
-  void queued(OptimizerState& s);
-  /// Whether the device holds scalar states the host has not read back.
+  /// A step was queued and its control block not read back. One that could not be skipped
+  /// (no skip_if) the host counts; the scalar states it committed (and, if it could be
+  /// skipped, the step count) are the device's until read back and commit()ted.
+  void queued(OptimizerState& s, bool may_skip);
+  /// Whether the device holds a step count or scalar states the host has not read back.
   bool stale() const { return stale_; }
+  /// Whether that includes the step count (queued steps that could be skipped).
+  bool count_stale() const { return stale_ && count_stale_; }
   /// Forgets what the device holds (the next step writes the control block).
   void forget() {
     seen_.clear();
-    stale_ = false;
+    stale_ = count_stale_ = false;
   }
 
  private:
   codegen::DeviceStepLayout layout_;
   std::vector<double> seen_;  // the control block as last written or read back
-  bool stale_ = false;
+  bool stale_ = false, count_stale_ = false;
 };
 
 }  // namespace optjit::runtime

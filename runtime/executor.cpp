@@ -75,6 +75,7 @@ struct Executor::Impl {
   std::vector<double> hypers_sent;  // what `hypers` holds once the queue gets there
   bool can_skip = false;            // the plan has a skip_if
   bool queued_any = false;          // a step returned before the device ran it
+  std::vector<std::pair<uint32_t, DeviceMemory>> hyper_sources;  // (hyper, f64 on the device)
   // A sharded device step: the all-reduce buffer and the layout's tables.
   std::shared_ptr<const DeviceShard> shard;
   DeviceAllocation shard_buf, shard_owner, shard_first, shard_tensor_of;
@@ -577,8 +578,12 @@ Status Executor::Impl::enqueue_device_step() {
 // one queued write: nothing waits for the device, and most steps write one value per group.
 Status Executor::Impl::write_hypers(const OptimizerState& s) {
   std::vector<double> want = step_host->hypers(s);
+  const size_t H = step_host->layout().hypers;
+  std::vector<bool> sourced(want.size(), false);  // copied on the device instead
+  for (const auto& [h, src] : hyper_sources)
+    for (size_t g = 0; g < s.groups.size(); ++g) sourced[g * H + h] = true;
   auto same = [&](size_t i) {  // bitwise, so a NaN is itself
-    return i < hypers_sent.size() && std::memcmp(&want[i], &hypers_sent[i], 8) == 0;
+    return sourced[i] || (i < hypers_sent.size() && std::memcmp(&want[i], &hypers_sent[i], 8) == 0);
   };
   for (size_t i = 0; i < want.size();) {
     if (same(i)) {
@@ -593,6 +598,12 @@ Status Executor::Impl::write_hypers(const OptimizerState& s) {
     }
     i = j;
   }
+  for (const auto& [h, src] : hyper_sources)
+    for (size_t g = 0; g < s.groups.size(); ++g)
+      if (Status st = dev.copy(hypers.memory().at((g * H + h) * 8), src, 8); !st) {
+        hypers_sent.clear();
+        return st;
+      }
   hypers_sent = std::move(want);
   return Status::Ok();
 }
@@ -601,7 +612,7 @@ Status Executor::Impl::write_hypers(const OptimizerState& s) {
 // or writes is host memory, except state the executor keeps on the device between steps
 // (uploaded once, read back by sync_to_host).
 bool Executor::Impl::queue_only() const {
-  if (!options.queued_steps || can_skip) return false;
+  if (!options.queued_steps || (can_skip && !options.defer_skips)) return false;
   for (size_t b = 0; b < B; ++b)
     if (host_arena[b] && (plan.buffers[b].role != ir::BufferRole::state ||
                           options.copy_back == ExecutorOptions::CopyBack::written))
@@ -629,9 +640,11 @@ Expected<StepResult> Executor::Impl::run_device_step(OptimizerState& s) {
   }
   if (queue_only()) {
     OPTJIT_TRY(transfer_out(s, false));  // device to device only: queued
-    step_host->queued(s);
+    step_host->queued(s, can_skip);
     queued_any = true;
-    return StepResult{false};
+    StepResult r;
+    r.queued = can_skip;
+    return r;
   }
   const size_t ctl_bytes = step_host->layout().ctl_size(s.groups.size()) * 8;
   if (Status st = dev.read(step_host->read_back(s), ctl.memory(), ctl_bytes); !st) {
@@ -707,6 +720,26 @@ Status Executor::settle(OptimizerState& s) {
   }
   m.step_host->commit(s);
   return Status::Ok();
+}
+
+bool Executor::count_stale() const { return impl_->step_host && impl_->step_host->count_stale(); }
+
+bool Executor::last_skipped() const {
+  return impl_->step_host && impl_->step_host->seen() && impl_->step_host->skipped();
+}
+
+void Executor::set_hyper_sources(std::vector<std::pair<uint32_t, DeviceMemory>> sources) {
+  impl_->hyper_sources = std::move(sources);
+  impl_->hypers_sent.clear();  // every slot again, sourced or not
+}
+
+const std::vector<std::pair<uint32_t, DeviceMemory>>& Executor::hyper_sources() const {
+  return impl_->hyper_sources;
+}
+
+DeviceMemory Executor::skip_flag() const {
+  if (!impl_->step_host || !impl_->ctl) return {};
+  return impl_->ctl.memory().at(2 * 8);  // ctl[2]: the last step was skipped
 }
 
 Status Executor::sync_to_host(OptimizerState& s) {

@@ -43,6 +43,10 @@ struct ExecutorOptions {
   /// the device until settle() reads them back. For the caller's own queue, which orders what
   /// the caller queues next after the step.
   bool queued_steps = false;
+  /// With queued_steps, a pipeline that can skip a step (grad_scaler) is queued too: the step
+  /// returns with StepResult::queued, and its step count and whether it was skipped are read
+  /// back by settle().
+  bool defer_skips = false;
 
   /// The CPU's launch as executor options (the chunk size goes into `launch`).
   static ExecutorOptions of(const codegen::CpuLaunch& c) {
@@ -109,6 +113,18 @@ class Executor {
   /// back from the device into `s` (waiting for the queue), before the host reads or changes
   /// them. Nothing to do otherwise.
   Status settle(OptimizerState& s);
+  /// Whether the host's step count waits for settle() (queued steps that could be skipped).
+  bool count_stale() const;
+  /// Whether the last device step was skipped, as last read back (settle() first).
+  bool last_skipped() const;
+  /// Each step, before it runs, copies one f64 from `source` (device memory the caller keeps
+  /// current on its queue, e.g. a GradScaler's scale) into hyperparameter slot `h` of every
+  /// group: the device step reads it from there, with no host round trip. Empty: none.
+  void set_hyper_sources(std::vector<std::pair<uint32_t, DeviceMemory>> sources);
+  const std::vector<std::pair<uint32_t, DeviceMemory>>& hyper_sources() const;
+  /// The device step's "last step skipped" flag (one f64 in device memory); null before the
+  /// first device step or on the host step.
+  DeviceMemory skip_flag() const;
 
   /// StepResult::copied_bytes of the step in progress or last finished (prepare() resets it).
   uint64_t copied_bytes() const;

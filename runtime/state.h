@@ -44,6 +44,10 @@ struct StepResult {
   /// such as OpenCL or WebGPU cannot use in place because the tensors are not one buffer):
   /// 0 when everything was used in place.
   uint64_t copied_bytes = 0;
+  /// The step was queued on the caller's queue and not waited for, and it could have been
+  /// skipped (OptimizerOptions::defer_skips): `skipped` is not known yet
+  /// (Optimizer::last_step_skipped() reads it back).
+  bool queued = false;
 };
 
 struct TensorState {
