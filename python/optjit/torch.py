@@ -104,6 +104,12 @@ class _Engine:
         queue = 0
         backend = opt._backend
         self.stream = None  # CUDA: the stream the engine queues its steps on
+        # CUDA under a GradScaler: a step is queued without waiting to learn whether it was
+        # skipped; the device counts it, in step tensors on the GPU (as torch's fused optimizers
+        # keep them), and the scale is read from the scaler's own tensor.
+        self.device_counts = device.type == "cuda" and opt._scaled
+        self.not_skipped = None  # 1 - the engine's skip flag, on the GPU
+        self.scale64 = None  # the scale, as the engine reads it (float64, on the GPU)
         if device.type == "cuda":
             self.stream = torch.cuda.current_stream(device)
             queue = self.stream.cuda_stream
@@ -196,8 +202,10 @@ class _Engine:
             if "step" not in st:
                 st["step"] = torch.tensor(1.0 if had else 0.0, dtype=_scalar_dtype())
             st["step"] = own(st["step"])
-            self.steps.append(st["step"])
             s = int(float(st["step"]))
+            if self.device_counts and st["step"].device != p.device:
+                st["step"] = st["step"].to(p.device)
+            self.steps.append(st["step"])
             step = s if step is None else step
             for name in self.engine.scalar_states:
                 first = (g, name) not in self.scalars
@@ -230,6 +238,21 @@ class _Engine:
                     self.engine.set_hyper(name, v, group=g)
                     self.sent[(g, name)] = v
 
+    def set_scale(self, scale) -> None:
+        """A GradScaler's scale for the next step (None: its grads are already unscaled)."""
+        if not self.device_counts:
+            self.set("scale", [float(scale) if scale is not None else 1.0])
+            return
+        if self.scale64 is None:
+            self.scale64 = torch.ones((), dtype=torch.float64, device=self.stream.device)
+            self.engine.set_hyper_source("scale", self.scale64)
+        if scale is None:
+            self.scale64.fill_(1.0)
+        elif isinstance(scale, torch.Tensor):
+            self.scale64.copy_(scale.detach().reshape(()))  # on the stream: no host round trip
+        else:
+            self.scale64.fill_(float(scale))
+
     def set(self, name: str, values: List[float]) -> None:
         """A hyperparameter that no param group holds (a GradScaler's scale)."""
         if self.sent.get((-1, name)) != values:
@@ -252,9 +275,18 @@ class _Engine:
                 skipped = self.engine.step(grads)
             now.wait_stream(self.stream)
         else:
-            # On the current stream a step returns once queued (unless it can be skipped: a
-            # GradScaler's), as torch's own operations do.
+            # On the current stream a step returns once queued, as torch's own operations do.
             skipped = self.engine.step(grads)
+        if skipped is None:  # queued, and it may have been skipped: the device counts it
+            if self.not_skipped is None:
+                flag = torch.as_tensor(_CudaArray(self.engine.skip_flag(), 1),
+                                       device=self.stream.device)
+                self.not_skipped = flag
+            torch._foreach_add_(self.steps, 1.0 - self.not_skipped[0])
+            for (g, name), ts in self.scalars.items():  # NAdam, ASGD: these wait
+                torch._foreach_zero_(ts)
+                torch._foreach_add_(ts, self.engine.scalar_state(name, group=g))
+            return False
         if not skipped:
             torch._foreach_add_(self.steps, 1.0)
             for (g, name), ts in self.scalars.items():
@@ -436,7 +468,9 @@ class Optimizer(torch.optim.Optimizer):
             self._pipeline = f"chain(grad_scaler(scale=65536.0), {self._pipeline})"
             self._scaled = True
             self._forget()
-        if found_inf is not None and float(found_inf) != 0:
+        # (On a GPU the fused step finds the Inf itself, with no host round trip.)
+        on_gpu = isinstance(found_inf, torch.Tensor) and found_inf.device.type != "cpu"
+        if found_inf is not None and not on_gpu and float(found_inf) != 0:
             return loss  # torch's scaler saw Inf/NaN: skipped, as its fused optimizers skip
         active = self._active()
         if not active:
@@ -469,7 +503,7 @@ class Optimizer(torch.optim.Optimizer):
         for eng in self._last:
             eng.sync_hypers(self.param_groups)
             if self._scaled:
-                eng.set("scale", [float(scale) if scale is not None else 1.0])
+                eng.set_scale(scale)
         for eng in self._last:
             eng.step()
         return loss

@@ -206,6 +206,9 @@ class Engine {
         backend == "auto" ? (device_type == nb::device::cuda::value ? "cuda" : "cpu") : backend,
         device, queue, grad_dtype, cache, param_rounding, groups);
     o.device_step = device_step;
+    // On the caller's stream even a step that may be skipped (a GradScaler's) is only queued:
+    // step() returns None, and the step count and skip flag stay on the device.
+    o.defer_skips = queue != 0;
     o.cuda_graph = cuda_graph;
     if (!shard.is_none()) {
       // (all_reduce, rank, size, name, [(tensor, numel)...], [offset per parameter][, order
@@ -261,7 +264,7 @@ class Engine {
         take(Optimizer::create(take(read_pipeline_text(pipeline)), std::move(ps), std::move(o))));
   }
   /// One step with gradients in device memory, each a (handle, byte offset).
-  bool step_device(const std::vector<std::pair<uint64_t, uint64_t>>& grads) {
+  std::optional<bool> step_device(const std::vector<std::pair<uint64_t, uint64_t>>& grads) {
     std::vector<DeviceMemory> device;
     for (size_t i = 0; i < grads.size(); ++i)
       device.push_back(
@@ -271,7 +274,7 @@ class Engine {
 
   /// One step; each gradient is an array (host or device, like its parameter). Returns whether a
   /// skip_if (grad_scaler on Inf/NaN) skipped it.
-  bool step(const std::vector<Array>& grads) {
+  std::optional<bool> step(const std::vector<Array>& grads) {
     std::vector<const void*> host;
     std::vector<DeviceMemory> device;
     for (size_t i = 0; i < grads.size(); ++i) {
@@ -340,7 +343,10 @@ class Engine {
  private:
   explicit Engine(std::unique_ptr<Optimizer> opt) : opt_(std::move(opt)) {}
   // One step with host or device gradients; whether a skip_if skipped it.
-  bool run_step(const std::vector<const void*>* host, const std::vector<DeviceMemory>* device) {
+  // Whether a skip_if skipped the step; nothing when the step was only queued and could have
+  // been (OptimizerOptions::defer_skips): last_step_skipped() waits for it.
+  std::optional<bool> run_step(const std::vector<const void*>* host,
+                               const std::vector<DeviceMemory>* device) {
     runtime::StepResult r;
     {
       nb::gil_scoped_release release;  // a step may take a while; other threads may run
@@ -348,6 +354,7 @@ class Engine {
       if (!s) throw Error(s.error().message);
       r = *s;
     }
+    if (r.queued) return std::nullopt;
     return r.skipped;
   }
   // A (handle, byte offset) pair as device memory; `what()` names it if the handle is null
@@ -452,6 +459,32 @@ NB_MODULE(_optjit, m) {
       .def("set_scalar_state", &Engine::set_scalar_state, nb::arg("name"), nb::arg("value"),
            nb::arg("group") = nb::none())
       .def("set_step_count", &Engine::set_step_count)
+      .def(
+          "set_hyper_source",
+          [](Engine& e, const std::string& name, std::optional<Array> value) {
+            DeviceMemory m;
+            if (value) {
+              Place p = place_of(*value, [&] { return fmt::format("the source of '{}'", name); });
+              if (!p.device || value->dtype() != nb::dtype<double>() || value->size() != 1)
+                throw Error(
+                    fmt::format("set_hyper_source: '{}' takes one float64 in device "
+                                "memory (a CUDA tensor)",
+                                name));
+              m = p.device;
+            }
+            check(e.opt().set_hyper_source(name, m));
+          },
+          nb::arg("name"), nb::arg("value").none(),
+          "Hyperparameter `name` read at each step from one float64 in device memory (a CUDA "
+          "tensor kept current on the stream: a GradScaler's scale); None: the host's value")
+      .def("last_step_skipped", [](Engine& e) { return take(e.opt().last_step_skipped()); })
+      .def(
+          "skip_flag",
+          [](const Engine& e) {
+            const DeviceMemory m = take(e.opt().skip_flag());
+            return m.handle + m.offset;
+          },
+          "The CUDA address of one float64: 1 when the last device step was skipped, else 0")
       .def("tune", &Engine::tune, nb::arg("grads"), nb::arg("budget_seconds") = 10.0,
            nb::arg("max_candidates") = 24)
       .def("sync_state", [](Engine& e) { check(e.opt().sync_state()); })

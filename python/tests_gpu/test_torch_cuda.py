@@ -413,3 +413,44 @@ def test_8bit_state_on_the_gpu_is_no_less_accurate_than_bitsandbytes_on_the_gpu(
                        for a, r in zip(theirs, ref)])
     print(f"{name}: mean error optjit {err_o.mean():.3e}, bitsandbytes {err_t.mean():.3e}")
     assert err_o.mean().item() <= 1.25 * err_t.mean().item() + 1e-9
+
+
+@needs_streams
+def test_a_step_under_a_grad_scaler_is_queued_and_counted_on_the_gpu():
+    """As torch's fused optimizers under a GradScaler: the scale is read from the scaler's tensor
+    and the Inf check happens in the step, so a step (skipped or not) returns before the GPU
+    gets to it; the step counts are GPU tensors the step updates."""
+    a = [torch.nn.Parameter(t) for t in tensors(torch.float32)]
+    b = [torch.nn.Parameter(t) for t in tensors(torch.float32)]
+    ao = torch.optim.AdamW(a, lr=1e-2, foreach=False)
+    bo = ot.AdamW(b, lr=1e-2)
+    sa = torch.amp.GradScaler("cuda", init_scale=1024.0, growth_interval=1000)
+    sb = torch.amp.GradScaler("cuda", init_scale=1024.0, growth_interval=1000)
+    clock, waited = _clock_khz(), []
+    for k in range(5):
+        gs = grads_for(k, a)
+        if k == 2:
+            gs[1][0] = float("inf")
+        for ps, sc in ((a, sa), (b, sb)):
+            sc.scale(torch.ones((), device=DEV))
+            for p, g in zip(ps, gs):
+                p.grad = g * 1024.0
+        sa.step(ao)
+        sa.update()
+        torch.cuda.synchronize()
+        torch.cuda._sleep(int(clock * 300))
+        t0 = time.perf_counter()
+        sb.step(bo)
+        sb.update()
+        waited.append(time.perf_counter() - t0)
+        torch.cuda.synchronize()
+    assert max(waited[1:]) < 0.1, waited
+    step = bo.state[b[0]]["step"]
+    assert step.device == DEV and float(step) == 4.0  # five steps, one skipped
+    assert sa.get_scale() == sb.get_scale()
+    assert max_err(a, b) <= 1e-5
+    # A checkpoint of it loads into torch's AdamW (which keeps the count on the CPU).
+    c = [torch.nn.Parameter(p.detach().clone()) for p in b]
+    tc = torch.optim.AdamW(c, lr=1e-2, foreach=False)
+    tc.load_state_dict(bo.state_dict())
+    assert float(tc.state[c[0]]["step"]) == 4.0
