@@ -114,10 +114,13 @@ def test_a_step_is_queued_on_the_current_stream_without_waiting():
     bo = ot.AdamW(b, lr=1e-2, max_grad_norm=1.0)
     clock = _clock_khz()
     waited = []
+    for p in b:  # the gradients stay where they are (new gradient memory rewrites the tables)
+        p.grad = torch.zeros_like(p)
     for k in range(4):
-        for ps in (a, b):
-            for p, g in zip(ps, grads_for(k, ps)):
-                p.grad = g
+        for p, g in zip(a, grads_for(k, a)):
+            p.grad = g
+        for p, g in zip(b, grads_for(k, b)):
+            p.grad.copy_(g)
         torch.nn.utils.clip_grad_norm_(a, 1.0, foreach=False)
         ao.step()
         torch.cuda.synchronize()
@@ -357,10 +360,13 @@ def test_a_sharded_step_over_an_nccl_process_group_stays_on_the_gpu(tmp_path):
         ao = ot.LAMB(a, lr=1e-2, max_grad_norm=1.0)
         bo = ot.LAMB(b, lr=1e-2, max_grad_norm=1.0, process_group=dist.group.WORLD)
         clock, waited = _clock_khz(), []
+        for p in b:
+            p.grad = torch.zeros_like(p)
         for k in range(4):
-            for ps in (a, b):
-                for p, g in zip(ps, grads_for(k, ps)):
-                    p.grad = g
+            for p, g in zip(a, grads_for(k, a)):
+                p.grad = g
+            for p, g in zip(b, grads_for(k, b)):
+                p.grad.copy_(g)
             ao.step()
             torch.cuda.synchronize()
             torch.cuda._sleep(int(clock * 300))
@@ -427,14 +433,18 @@ def test_a_step_under_a_grad_scaler_is_queued_and_counted_on_the_gpu():
     sa = torch.amp.GradScaler("cuda", init_scale=1024.0, growth_interval=1000)
     sb = torch.amp.GradScaler("cuda", init_scale=1024.0, growth_interval=1000)
     clock, waited = _clock_khz(), []
+    for p in b:
+        p.grad = torch.zeros_like(p)
     for k in range(5):
         gs = grads_for(k, a)
         if k == 2:
             gs[1][0] = float("inf")
         for ps, sc in ((a, sa), (b, sb)):
             sc.scale(torch.ones((), device=DEV))
-            for p, g in zip(ps, gs):
-                p.grad = g * 1024.0
+        for p, g in zip(a, gs):
+            p.grad = g * 1024.0
+        for p, g in zip(b, gs):
+            p.grad.copy_(g).mul_(1024.0)
         sa.step(ao)
         sa.update()
         torch.cuda.synchronize()
