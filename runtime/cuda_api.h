@@ -45,7 +45,8 @@ struct Api {
   CUresult (*cuStreamCreate)(CUstream*, unsigned);
   CUresult (*cuStreamDestroy)(CUstream);
   CUresult (*cuStreamSynchronize)(CUstream);
-  CUresult (*cuStreamQuery)(CUstream);  // optional
+  CUresult (*cuStreamQuery)(CUstream);                             // optional
+  CUresult (*cuLaunchHostFunc)(CUstream, void (*)(void*), void*);  // optional (tests gate with it)
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                              unsigned, CUstream, void**, void**);
   // CUDA graphs (optional: null where the driver lacks them; CudaOptions::graph says so).

@@ -59,6 +59,7 @@ Expected<const Api*> api() {
       sym(a.cuStreamDestroy, "cuStreamDestroy_v2");
       sym(a.cuStreamSynchronize, "cuStreamSynchronize");
       sym(a.cuStreamQuery, "cuStreamQuery", false);
+      sym(a.cuLaunchHostFunc, "cuLaunchHostFunc", false);
       sym(a.cuLaunchKernel, "cuLaunchKernel");
       sym(a.cuStreamBeginCapture, "cuStreamBeginCapture_v2", false);
       sym(a.cuStreamEndCapture, "cuStreamEndCapture", false);

@@ -61,6 +61,7 @@ struct Executor::Impl {
   // Each buffer of each tensor in the table: an address (pointer devices) or a byte offset into
   // its arena (arena devices), as last uploaded [t * B + b].
   std::vector<uint64_t> values;
+  std::vector<uint64_t> values_sent;           // pointer devices: the table as last written
   std::vector<int64_t> offsets;                // arena devices: element offsets [t * B + b]
   std::vector<bool> host_arena, device_arena;  // per buffer: tensors staged from host / device
   uint64_t bound = 0;                          // OptimizerState::bindings as last bound
@@ -101,6 +102,7 @@ struct Executor::Impl {
     hypers_sent.clear();
     shard_buf.reset(), shard_owner.reset(), shard_first.reset(), shard_tensor_of.reset();
     row_host.clear(), values.clear(), offsets.clear(), where.clear(), arena_arg.clear();
+    values_sent.clear();
     uploaded.assign(B, false);
     if (step_host) step_host->forget();
     built = false;
@@ -375,7 +377,26 @@ Status Executor::Impl::bind(OptimizerState& s) {
       offsets[i] = values[i] == kNoScales ? -1 : static_cast<int64_t>(values[i] / es[i % B]);
     return upload_rows();
   }
-  OPTJIT_TRY(dev.write(pointer_table.memory(), values.data(), values.size() * 8));
+  if (options.queued_steps && values_sent.size() == values.size()) {
+    // Only the entries that changed (new gradient memory), queued: a queued step stays queued.
+    for (size_t i = 0; i < values.size();) {
+      if (values[i] == values_sent[i]) {
+        ++i;
+        continue;
+      }
+      size_t j = i + 1;
+      while (j < values.size() && values[j] != values_sent[j]) ++j;
+      if (Status st = dev.write_queued(pointer_table.memory().at(i * 8), &values[i], (j - i) * 8);
+          !st) {
+        values_sent.clear();
+        return st;
+      }
+      i = j;
+    }
+  } else {
+    OPTJIT_TRY(dev.write(pointer_table.memory(), values.data(), values.size() * 8));
+  }
+  values_sent = values;
   if (row_host.empty()) OPTJIT_TRY(upload_rows());
   return Status::Ok();
 }

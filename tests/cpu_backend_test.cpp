@@ -8,8 +8,8 @@
 
 #include "backend_parity.h"
 #include "codegen/cpu_jit.h"
-#include "ir/compile.h"
 #include "executors.h"
+#include "ir/compile.h"
 #include "runtime/reference.h"
 
 namespace optjit {
@@ -50,7 +50,8 @@ TEST(CombineOrder, SkippingEmptyLanesGivesTheWholeTreesBits) {
     for (auto [op, v] : {std::pair{ir::Op::Sum, &x}, std::pair{ir::Op::MaxAbs, &sq},
                          std::pair{ir::Op::AnyNonFinite, &flags}}) {
       const double want = combine_all_lanes(op, *v), got = runtime::combine(op, *v);
-      EXPECT_TRUE(std::memcmp(&want, &got, sizeof want) == 0 || (std::isnan(want) && std::isnan(got)))
+      EXPECT_TRUE(std::memcmp(&want, &got, sizeof want) == 0 ||
+                  (std::isnan(want) && std::isnan(got)))
           << "n=" << n << " op=" << ir::info(op).text << ": " << got << " vs " << want;
     }
     // The order is not the sequential one (so the test above is not vacuous) yet is as close
@@ -61,7 +62,8 @@ TEST(CombineOrder, SkippingEmptyLanesGivesTheWholeTreesBits) {
       for (double v : x) seq += v, exact += v;
       const double tree = runtime::combine(ir::Op::Sum, x);
       EXPECT_NE(tree, seq);
-      EXPECT_LT(std::fabs(tree - static_cast<double>(exact)), 1e-9 * std::fabs(static_cast<double>(exact)) + 1e-6);
+      EXPECT_LT(std::fabs(tree - static_cast<double>(exact)),
+                1e-9 * std::fabs(static_cast<double>(exact)) + 1e-6);
     }
   }
   EXPECT_EQ(runtime::combine(ir::Op::Sum, {}), 0.0);
@@ -185,6 +187,46 @@ TEST(CpuBackend, BitwiseIdenticalForAnyThreadCount) {
     if (first.empty()) first = now;
     EXPECT_EQ(now, first) << threads << " threads";
   }
+}
+
+// Gradients in other memory every step (a framework's new gradient tensors): an executor that
+// queues its steps (ExecutorOptions::queued_steps) writes only the table entries that changed,
+// with Device::write_queued; on the CPU that is a copy, so the bits must be the same as an
+// executor that writes the whole table each time.
+TEST(CpuBackend, MovingGradientsRewriteOnlyTheirTableEntries) {
+  auto plan = compile_pipeline("chain(clip_grad_norm(max_norm=0.5), adamw(weight_decay=0.01))");
+  ASSERT_TRUE(plan);
+  std::vector<HostTensor> params;
+  for (int64_t n : {5000, 17, 0, 300})
+    params.push_back(HostTensor::zeros("p" + std::to_string(n), DType::f32, {n}));
+  for (auto& p : params)
+    for (int64_t i = 0; i < p.numel(); ++i) p.set(i, std::sin(0.1 * i));
+  const uint32_t gb = plan->program.grad_buffer();
+  std::vector<std::vector<uint8_t>> result[2];
+  for (int queued = 0; queued < 2; ++queued) {
+    auto s = runtime::init_state(*plan, params, {});
+    ASSERT_TRUE(s);
+    auto options = runtime::ExecutorOptions::of({2, 1 << 12});
+    options.queued_steps = queued == 1;
+    auto cpu = testing::executor(*plan, "cpu", options);
+    ASSERT_TRUE(cpu) << cpu.error().message;
+    std::vector<std::vector<float>> memory;  // every step's gradients, kept alive
+    for (int step = 0; step < 4; ++step) {
+      for (size_t t = 0; t < params.size(); ++t) {
+        // Only some tensors move on a given step: runs of changed entries and unchanged ones.
+        if (step > 0 && (t + step) % 2 == 0) continue;
+        memory.emplace_back(static_cast<size_t>(params[t].numel()) + 1);
+        for (size_t i = 0; i < memory.back().size(); ++i)
+          memory.back()[i] = std::cos(0.3f * i + step + t);
+        s->tensors[t].external[gb] = reinterpret_cast<uint8_t*>(memory.back().data());
+      }
+      s->bindings.changed();
+      ASSERT_TRUE((*cpu)->step(*s));
+    }
+    for (const auto& t : s->tensors)
+      result[queued].push_back(t.bytes(plan->program.param_buffer(), DType::f32));
+  }
+  EXPECT_EQ(result[1], result[0]);
 }
 
 TEST(CpuBackend, RejectsABadChunkSize) {

@@ -4,6 +4,7 @@
 // with the driver's message, by design: run it where there is one.
 #include <cmath>
 #include <cstdio>
+#include <future>
 
 #include <gtest/gtest.h>
 
@@ -13,6 +14,7 @@
 #include "backend_parity.h"
 #include "caller_memory.h"
 #include "executors.h"
+#include "queued_steps.h"
 #include "runtime/cuda_api.h"
 #include "runtime/cuda_driver.h"
 
@@ -160,6 +162,46 @@ TEST(Cuda, CallerOwnedDeviceMemory) {
     std::vector<runtime::DeviceAllocation> blocks;
     testing::check_caller_owned_memory(testing::device_memory(**dev, Backend::cuda, flat, blocks));
   }
+}
+
+// Queued steps on the caller's stream (tests/queued_steps.h, as on OpenCL), the stream held shut
+// by a host function that blocks until the test opens it.
+struct CudaGate {
+  runtime::Device& dev;
+  std::promise<void> opened;
+  std::shared_future<void> until = opened.get_future().share();
+  testing::QueueGate gate() {
+    return {[this] {
+              auto api = runtime::cuda::api();
+              ASSERT_TRUE(api) << api.error().message;
+              const runtime::cuda::Api& a = **api;
+              ASSERT_TRUE(a.cuLaunchHostFunc) << "this driver has no cuLaunchHostFunc";
+              runtime::cuda::CUdevice d = 0;
+              runtime::cuda::CUcontext ctx = nullptr;
+              ASSERT_EQ(a.cuDeviceGet(&d, 0), 0);
+              ASSERT_EQ(a.cuDevicePrimaryCtxRetain(&ctx, d), 0);  // the device's (optjit's too)
+              runtime::cuda::ContextScope scope(a, ctx);
+              auto block = [](void* f) { static_cast<std::shared_future<void>*>(f)->wait(); };
+              ASSERT_EQ(a.cuLaunchHostFunc(static_cast<runtime::cuda::CUstream>(dev.queue()), block,
+                                           &until),
+                        0);
+            },
+            [this] { opened.set_value(); }};
+  }
+};
+
+TEST(Cuda, QueuedStepsOnTheCallersStreamDoNotWaitForIt) {
+  auto dev = runtime::open_device({.kind = "cuda"});  // the caller's stream
+  ASSERT_TRUE(dev) << dev.error().message;
+  CudaGate gate{**dev};
+  testing::check_queued_steps(**dev, Backend::cuda, gate.gate());
+}
+
+TEST(Cuda, QueuedStepsThatMaySkipAreCountedOnTheDevice) {
+  auto dev = runtime::open_device({.kind = "cuda"});
+  ASSERT_TRUE(dev) << dev.error().message;
+  CudaGate gate{**dev};
+  testing::check_queued_steps_that_may_skip(**dev, Backend::cuda, gate.gate());
 }
 
 TEST(CudaGraph, FollowsTheHostsHyperparametersAndRestoredCheckpoints) {

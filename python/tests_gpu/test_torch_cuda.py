@@ -114,7 +114,7 @@ def test_a_step_is_queued_on_the_current_stream_without_waiting():
     bo = ot.AdamW(b, lr=1e-2, max_grad_norm=1.0)
     clock = _clock_khz()
     waited = []
-    for p in b:  # the gradients stay where they are (new gradient memory rewrites the tables)
+    for p in b:  # the gradients stay where they are, as a training loop's usually do
         p.grad = torch.zeros_like(p)
     for k in range(4):
         for p, g in zip(a, grads_for(k, a)):

@@ -1,0 +1,262 @@
+// Queued device steps on the caller's queue (OptimizerOptions::queue, defer_skips), for any
+// device backend: the caller's queue is held shut while steps are queued, which must return,
+// and the results once it opens are checked bit for bit against the same optimizer stepping
+// host memory and waiting. The backend's test supplies the gate (an OpenCL user event, a CUDA
+// host function that blocks).
+#pragma once
+
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <future>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "api/optimizer.h"
+#include "runtime/device.h"
+
+namespace optjit::testing {
+
+/// Holds the device's queue shut from close() (nothing queued after it runs) until open().
+struct QueueGate {
+  std::function<void()> close, open;
+};
+
+// A device step on the caller's queue over device memory returns once it is queued, as any
+// operation on that queue does (after the first, which uploads the tables and the state): here
+// the caller's queue is held shut (`gate`) while three steps are queued (each
+// with its own learning rate, NAdam's mu_product committed on the device), and only then opened.
+// The parameters, state, step count and scalar states are then those of the same optimizer stepping
+// host memory on its own queue, which waits.
+inline void check_queued_steps(runtime::Device& dev, Backend backend, const QueueGate& gate) {
+  void* queue = dev.queue();
+  const char* pipeline = "chain(clip_grad_norm(max_norm=1.0), nadam(lr=1e-2, weight_decay=0.01))";
+  const std::vector<int64_t> sizes = {3000, 17};
+  const int kSteps = 4;
+  std::vector<runtime::DeviceAllocation> blocks;
+  auto on_device = [&](const std::vector<float>& v) {
+    auto a = runtime::allocate(dev, v.size() * 4, "test memory");
+    EXPECT_TRUE(a) << a.error().message;
+    EXPECT_TRUE(dev.write(a->memory(), v.data(), v.size() * 4));
+    blocks.push_back(std::move(*a));
+    return blocks.back().memory();
+  };
+  std::vector<std::vector<float>> host_params;
+  std::vector<std::vector<std::vector<float>>> grads(kSteps);  // [step][tensor]
+  std::vector<Param> caller, own;
+  for (size_t t = 0; t < sizes.size(); ++t) {
+    std::vector<float> p(static_cast<size_t>(sizes[t]));
+    for (size_t i = 0; i < p.size(); ++i) p[i] = std::sin(0.1f * i + t);
+    host_params.push_back(p);
+    for (int k = 0; k < kSteps; ++k) {
+      std::vector<float> g(p.size());
+      for (size_t i = 0; i < g.size(); ++i) g[i] = std::cos(0.3f * i - k + t) * (1 + k);
+      grads[k].push_back(g);
+    }
+    caller.push_back({.name = fmt::format("w{}", t),
+                      .dtype = DType::f32,
+                      .shape = {sizes[t]},
+                      .device = on_device(p)});
+  }
+  for (size_t t = 0; t < sizes.size(); ++t)
+    own.push_back({.name = caller[t].name,
+                   .data = host_params[t].data(),
+                   .dtype = DType::f32,
+                   .shape = {sizes[t]}});
+  std::vector<std::vector<DeviceMemory>> device_grads(kSteps);
+  for (int k = 0; k < kSteps; ++k)
+    for (const auto& g : grads[k]) device_grads[k].push_back(on_device(g));
+  OptimizerOptions queued, waits;
+  queued.backend = waits.backend = backend;
+  queued.device_step = waits.device_step = true;
+  queued.cache.reset(), waits.cache.reset();
+  queued.queue = queue;
+  auto a = Optimizer::create(pipeline, caller, queued);
+  auto b = Optimizer::create(pipeline, own, waits);
+  ASSERT_TRUE(a && b) << (a ? b.error().message : a.error().message);
+
+  auto first = (*a)->step_device(device_grads[0]);
+  ASSERT_TRUE(first) << first.error().message;
+  gate.close();
+  auto steps = std::async(std::launch::async, [&]() -> std::string {
+    for (int k = 1; k < kSteps; ++k) {
+      if (Status st = (*a)->set_hyper("lr", 1e-2 * (k + 1)); !st) return st.error().message;
+      auto r = (*a)->step_device(device_grads[k]);
+      if (!r) return r.error().message;
+      if (r->skipped) return "skipped";
+    }
+    return "";
+  });
+  const bool returned = steps.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+  const int64_t counted = (*a)->step_count();  // the host counts queued steps
+  gate.open();
+  ASSERT_TRUE(returned) << "the steps waited for the caller's queue";
+  ASSERT_EQ(steps.get(), "");
+  EXPECT_EQ(counted, kSteps);
+
+  for (int k = 0; k < kSteps; ++k) {
+    if (k > 0) {
+      ASSERT_TRUE((*b)->set_hyper("lr", 1e-2 * (k + 1)));
+    }
+    std::vector<const void*> g;
+    for (const auto& v : grads[k]) g.push_back(v.data());
+    ASSERT_TRUE((*b)->step(g));
+  }
+  auto compare = [&](const char* when) {
+    SCOPED_TRACE(when);
+    for (size_t t = 0; t < sizes.size(); ++t) {
+      std::vector<float> got(host_params[t].size());
+      ASSERT_TRUE(dev.read(got.data(), caller[t].device, got.size() * 4));
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_EQ(got[i], host_params[t][i]) << "w" << t << "[" << i << "]";
+    }
+    auto mu_a = (*a)->scalar_state("mu_product"), mu_b = (*b)->scalar_state("mu_product");
+    ASSERT_TRUE(mu_a && mu_b);
+    EXPECT_EQ(*mu_a, *mu_b);
+    EXPECT_NE(*mu_a, 1.0);  // three steps committed it
+    auto sa = (*a)->export_state(), sb = (*b)->export_state();
+    ASSERT_TRUE(sa && sb);
+    for (const auto& ta : sa->tensors) {
+      if (ta.name.find('.') == std::string::npos && ta.name != "step") continue;  // parameters
+      const auto* tb = sb->find(ta.name);
+      ASSERT_TRUE(tb) << ta.name;
+      ASSERT_EQ(ta.data, tb->data) << ta.name;
+    }
+    EXPECT_EQ((*a)->step_count(), (*b)->step_count());
+  };
+  compare("after three queued steps");
+  // The host changes the scalar state and the step count (a restored checkpoint): the next
+  // queued step starts from them.
+  for (auto* o : {&*a, &*b}) {
+    ASSERT_TRUE((*o)->set_scalar_state("mu_product", 0.5));
+    ASSERT_TRUE((*o)->set_step_count(10));
+  }
+  ASSERT_TRUE((*a)->step_device(device_grads[0]));
+  std::vector<const void*> g0;
+  for (const auto& v : grads[0]) g0.push_back(v.data());
+  ASSERT_TRUE((*b)->step(g0));
+  compare("after the host set mu_product and the step count");
+  EXPECT_EQ((*a)->step_count(), 11);
+}
+
+// A pipeline that can skip a step (a grad scaler), queued with defer_skips, its scale read from
+// the caller's device memory that the caller updates on its queue (as a GradScaler's scale
+// tensor): with the caller's queue held shut, four steps are queued (one with an Inf gradient,
+// which the device skips), and only then opened. Whether the last step was skipped, the step
+// count, the skip flag in device memory and every parameter are then those of the same
+// optimizer stepping host memory and waiting for each step.
+inline void check_queued_steps_that_may_skip(runtime::Device& dev, Backend backend,
+                                             const QueueGate& gate) {
+  void* queue = dev.queue();
+  const char* pipeline = "chain(grad_scaler(scale=1024.0), adamw(lr=1e-2, weight_decay=0.01))";
+  const std::vector<int64_t> sizes = {2000, 9};
+  const std::vector<double> scales = {1024, 2048, 2048, 512, 512};
+  const int kSteps = 5, kInf = 2, kLastInf = 4;  // steps 2 and 4 have an Inf gradient
+  std::vector<runtime::DeviceAllocation> blocks;
+  auto on_device = [&](const void* v, size_t bytes) {
+    auto a = runtime::allocate(dev, bytes, "test memory");
+    EXPECT_TRUE(a) << a.error().message;
+    EXPECT_TRUE(dev.write(a->memory(), v, bytes));
+    blocks.push_back(std::move(*a));
+    return blocks.back().memory();
+  };
+  std::vector<std::vector<float>> host_params;
+  std::vector<std::vector<std::vector<float>>> grads(kSteps);
+  std::vector<std::vector<DeviceMemory>> device_grads(kSteps);
+  std::vector<Param> caller, own;
+  for (size_t t = 0; t < sizes.size(); ++t) {
+    std::vector<float> p(static_cast<size_t>(sizes[t]));
+    for (size_t i = 0; i < p.size(); ++i) p[i] = std::sin(0.1f * i + t);
+    host_params.push_back(p);
+    for (int k = 0; k < kSteps; ++k) {
+      std::vector<float> g(p.size());
+      for (size_t i = 0; i < g.size(); ++i)
+        g[i] = std::cos(0.3f * i - k + t) * static_cast<float>(scales[k]);
+      if ((k == kInf || k == kLastInf) && t == 1) g[3] = INFINITY;
+      grads[k].push_back(g);
+      device_grads[k].push_back(on_device(g.data(), g.size() * 4));
+    }
+    caller.push_back({.name = fmt::format("w{}", t),
+                      .dtype = DType::f32,
+                      .shape = {sizes[t]},
+                      .device = on_device(p.data(), p.size() * 4)});
+  }
+  for (size_t t = 0; t < sizes.size(); ++t)
+    own.push_back({.name = caller[t].name,
+                   .data = host_params[t].data(),
+                   .dtype = DType::f32,
+                   .shape = {sizes[t]}});
+  OptimizerOptions queued, waits;
+  queued.backend = waits.backend = backend;
+  queued.device_step = waits.device_step = true;
+  queued.cache.reset(), waits.cache.reset();
+  queued.queue = queue;
+  queued.defer_skips = true;
+  auto a = Optimizer::create(pipeline, caller, queued);
+  auto b = Optimizer::create(pipeline, own, waits);
+  ASSERT_TRUE(a && b) << (a ? b.error().message : a.error().message);
+  const DeviceMemory scale = on_device(&scales[0], 8);
+  ASSERT_TRUE((*a)->set_hyper_source("scale", scale));
+  auto set_scale = [&](double v) {  // on the queue, as the caller's framework would
+    return dev.write_queued(scale, &v, 8);
+  };
+
+  auto first = (*a)->step_device(device_grads[0]);
+  ASSERT_TRUE(first) << first.error().message;
+  gate.close();
+  auto steps = std::async(std::launch::async, [&]() -> std::string {
+    for (int k = 1; k < kLastInf; ++k) {
+      if (!set_scale(scales[k])) return "writing the scale";
+      auto r = (*a)->step_device(device_grads[k]);
+      if (!r) return r.error().message;
+      if (!r->queued || r->skipped) return fmt::format("step {}: not queued", k);
+    }
+    return "";
+  });
+  const bool returned = steps.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+  gate.open();
+  ASSERT_TRUE(returned) << "the steps waited for the caller's queue";
+  ASSERT_EQ(steps.get(), "");
+
+  std::vector<bool> skipped;
+  for (int k = 0; k < kLastInf; ++k) {
+    ASSERT_TRUE((*b)->set_hyper("scale", scales[k]));
+    std::vector<const void*> g;
+    for (const auto& v : grads[k]) g.push_back(v.data());
+    auto r = (*b)->step(g);
+    ASSERT_TRUE(r) << r.error().message;
+    skipped.push_back(r->skipped);
+  }
+  ASSERT_EQ(skipped, (std::vector<bool>{false, false, true, false}));
+  EXPECT_EQ((*a)->step_count(), 3);  // read back from the device: it counted 3 of 4
+  EXPECT_EQ((*b)->step_count(), 3);
+  auto last = (*a)->last_step_skipped();
+  ASSERT_TRUE(last) << last.error().message;
+  EXPECT_FALSE(*last);
+  auto compare = [&](const char* when) {
+    SCOPED_TRACE(when);
+    for (size_t t = 0; t < sizes.size(); ++t) {
+      std::vector<float> got(host_params[t].size());
+      ASSERT_TRUE(dev.read(got.data(), caller[t].device, got.size() * 4));
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_EQ(got[i], host_params[t][i]) << "w" << t << "[" << i << "]";
+    }
+  };
+  compare("after four steps, one skipped");
+  // A skipped step at the end: the flag in device memory says so, and the count stays.
+  ASSERT_TRUE(set_scale(scales[kLastInf]));
+  auto r = (*a)->step_device(device_grads[kLastInf]);
+  ASSERT_TRUE(r && r->queued) << (r ? "not queued" : r.error().message);
+  EXPECT_EQ((*a)->step_count(), 3);
+  auto flag = (*a)->skip_flag();
+  ASSERT_TRUE(flag) << flag.error().message;
+  double f = 0;
+  ASSERT_TRUE(dev.read(&f, *flag, 8));
+  EXPECT_EQ(f, 1.0);
+  last = (*a)->last_step_skipped();
+  ASSERT_TRUE(last && *last);
+  compare("after a skipped step");
+}
+
+}  // namespace optjit::testing
