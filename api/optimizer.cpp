@@ -938,10 +938,12 @@ Expected<autotune::TuneResult> Optimizer::Impl::tune(const std::vector<const voi
     if (!winner) return make_error("tuning chose an unreadable configuration '{}'", r->winner);
     m.gpu_launch = *winner;
   }
+  auto sources = part.executor->hyper_sources();  // set_hyper_source's, kept
   part.executor.reset();
   auto e = m.make_executor(part.plan);
   if (!e) return e.error();
   part.executor = std::move(*e);
+  part.executor->set_hyper_sources(std::move(sources));
   m.tuned = true;
   return r;
 }
