@@ -145,6 +145,8 @@ def test_a_step_under_another_stream_is_ordered_with_it():
     clock = _clock_khz()
     side = torch.cuda.Stream(DEV)
     for k in range(3):
+        # The engine is made on the default stream (step 0); steps 1 and 2 run under `side`.
+        use = side if k > 0 else torch.cuda.current_stream(DEV)
         gs = grads_for(k, a)
         for p, g in zip(a, gs):
             p.grad = g.clone()
@@ -153,13 +155,13 @@ def test_a_step_under_another_stream_is_ordered_with_it():
         for p in b:
             p.grad = torch.zeros_like(p)
         torch.cuda.synchronize()
-        with torch.cuda.stream(side):
+        with torch.cuda.stream(use):
             torch.cuda._sleep(int(clock * 200))
             for p, g in zip(b, gs):
                 p.grad.copy_(g)
             bo.step()
-            copies = [p.detach().clone() for p in b]  # queued on `side` after the step
-        side.synchronize()
+            copies = [p.detach().clone() for p in b]  # queued on `use` after the step
+        use.synchronize()
         assert max_err(a, copies) <= 1e-5, k
     torch.cuda.synchronize()
     assert max_err(a, b) <= 1e-5
