@@ -24,6 +24,7 @@ import sys
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 import torch
+import torch.utils.dlpack
 
 from . import _optjit
 
@@ -86,6 +87,9 @@ def _flat_offset(p) -> int:
     return int(offset[0]) * (p.numel() // p.shape[0]) if p.dim() > 0 and p.shape[0] > 0 else 0
 
 
+_to_dlpack = torch.utils.dlpack.to_dlpack
+
+
 class _CudaArray:
     """`count` float64s at a CUDA address, as torch.as_tensor takes them without a copy."""
 
@@ -134,6 +138,7 @@ class _Engine:
             param_rounding=opt._param_rounding,
             shard=shard,
         )
+        self.dtensors = any(_is_dtensor(p) for p in params)  # FSDP2's: their local shards
         self.data_ptrs = [_local(p).data_ptr() for p in params]
         self.sent: Dict[Tuple[int, str], List[float]] = {}
         # Short hyperparameter names ("lr", "betas") as torch's param_groups name them.
@@ -146,18 +151,11 @@ class _Engine:
         """The state tensors in optimizer.state[p], created (with optjit's initial values) where
         torch has none yet, adopted where it has them (a loaded checkpoint). The step count and
         the scalar states stay one tensor per parameter, as torch keeps them (a checkpoint
-        loads into torch's optimizer), updated with one foreach call each."""
+        loads into torch's optimizer): each a view of one element of a tensor per engine (per
+        group for a scalar state), so a step updates them all with one operation."""
         step = None
-        self.steps: List[torch.Tensor] = []
-        self.scalars: Dict[Tuple[int, str], List[torch.Tensor]] = {}
-        seen = set()
-
-        def own(t: torch.Tensor) -> torch.Tensor:
-            # A checkpoint may hold one tensor for several parameters; each gets its own.
-            if id(t) in seen:
-                t = t.clone()
-            seen.add(id(t))
-            return t
+        self.scalars: Dict[Tuple[int, str], Tuple[torch.Tensor, List[int]]] = {}
+        scalar_members: Dict[Tuple[int, str], List[int]] = {}
 
         for k, (g, _, p) in enumerate(self.members):
             st = opt.state[p]
@@ -201,27 +199,31 @@ class _Engine:
                     self.bound[(k, name)] = t.data_ptr()
             if "step" not in st:
                 st["step"] = torch.tensor(1.0 if had else 0.0, dtype=_scalar_dtype())
-            st["step"] = own(st["step"])
             s = int(float(st["step"]))
-            if self.device_counts and st["step"].device != p.device:
-                st["step"] = st["step"].to(p.device)
-            self.steps.append(st["step"])
             step = s if step is None else step
             for name in self.engine.scalar_states:
-                first = (g, name) not in self.scalars
+                first = (g, name) not in scalar_members
                 if name in st and first:
                     self.engine.set_scalar_state(name, float(st[name]), group=g)
-                if name not in st:
-                    st[name] = torch.tensor(self.engine.scalar_state(name, group=g),
-                                            dtype=_scalar_dtype())
-                st[name] = own(st[name])
-                self.scalars.setdefault((g, name), []).append(st[name])
+                scalar_members.setdefault((g, name), []).append(k)
         self.engine.set_step_count(step or 0)
+        # Under a GradScaler on a GPU the step counts live there (the device counts the steps).
+        where = self.members[0][2].device if self.device_counts else torch.device("cpu")
+        self.counts = torch.full((len(self.members),), float(step or 0), dtype=_scalar_dtype(),
+                                 device=where)
+        for k, (_, _, p) in enumerate(self.members):
+            opt.state[p]["step"] = self.counts[k]
+        for (g, name), ks in scalar_members.items():
+            t = torch.full((len(ks),), self.engine.scalar_state(name, group=g),
+                           dtype=_scalar_dtype())
+            for j, k in enumerate(ks):
+                opt.state[self.members[k][2]][name] = t[j]
+            self.scalars[(g, name)] = (t, ks)
         self.check_params()
 
     def check_params(self) -> None:
         for k, (_, _, p) in enumerate(self.members):
-            lp = _local(p)
+            lp = _local(p) if self.dtensors else p
             if lp.data_ptr() != self.data_ptrs[k]:  # the framework reallocated it
                 self.engine.rebind_param(k, lp.detach())
                 self.data_ptrs[k] = lp.data_ptr()
@@ -259,13 +261,20 @@ class _Engine:
             self.engine.set_hyper(name, values)
             self.sent[(-1, name)] = values
 
-    def step(self) -> bool:
-        grads = []
-        for _, i, p in self.members:
-            gr = _local(p.grad)
+    def step(self, grads: Optional[List[torch.Tensor]] = None) -> bool:
+        """One step; `grads`: the members' gradients in order, if the caller has them."""
+        # The gradients as DLPack capsules (to_dlpack, a C function: a fifth of __dlpack__'s
+        # cost per tensor); the streams are ordered below, as the protocol's stream would.
+        if grads is None:
+            grads = [p.grad for _, _, p in self.members]
+        capsules = []
+        for (_, i, _), gr in zip(self.members, grads):
+            if self.dtensors:
+                gr = _local(gr)
             if gr.is_sparse:
                 raise Error(f"parameter {i} has a sparse gradient; optjit steps dense ones")
-            grads.append(gr.detach() if gr.requires_grad else gr)
+            capsules.append(_to_dlpack(gr.detach() if gr.requires_grad else gr))
+        grads = capsules
         now = None if self.stream is None else torch.cuda.current_stream(self.stream.device)
         if now is not None and now.cuda_stream != self.stream.cuda_stream:
             # Stepped under another current stream than the engine's: the step waits for what
@@ -282,16 +291,14 @@ class _Engine:
                 flag = torch.as_tensor(_CudaArray(self.engine.skip_flag(), 1),
                                        device=self.stream.device)
                 self.not_skipped = flag
-            torch._foreach_add_(self.steps, 1.0 - self.not_skipped[0])
-            for (g, name), ts in self.scalars.items():  # NAdam, ASGD: these wait
-                torch._foreach_zero_(ts)
-                torch._foreach_add_(ts, self.engine.scalar_state(name, group=g))
+            self.counts.add_(1.0 - self.not_skipped[0])
+            for (g, name), (t, _) in self.scalars.items():  # NAdam, ASGD: these wait
+                t.fill_(self.engine.scalar_state(name, group=g))
             return False
         if not skipped:
-            torch._foreach_add_(self.steps, 1.0)
-            for (g, name), ts in self.scalars.items():
-                torch._foreach_zero_(ts)
-                torch._foreach_add_(ts, self.engine.scalar_state(name, group=g))
+            self.counts.add_(1.0)
+            for (g, name), (t, _) in self.scalars.items():
+                t.fill_(self.engine.scalar_state(name, group=g))
         return skipped
 
 
@@ -329,7 +336,7 @@ class Optimizer(torch.optim.Optimizer):
             raise ValueError(f"param_rounding: {param_rounding!r} is not 'nearest' or 'stochastic'")
         self._param_rounding = param_rounding
         self._engines: Dict[Tuple, _Engine] = {}
-        self._last_key: Optional[Tuple] = None  # the parameters that had gradients last step
+        self._last_key: Optional[List[int]] = None  # the parameters that had gradients last step
         self._last: List[_Engine] = []
         # A bad pipeline is an error now, not at the first step, checked for the first
         # parameter's dtype (master_weights(low16=true) wants bf16 parameters).
@@ -435,6 +442,7 @@ class Optimizer(torch.optim.Optimizer):
         return _optjit.plan(self._pipeline)
 
     def _active(self) -> List[Tuple[int, int, torch.Tensor]]:
+        """(group, index, parameter) of every parameter with a gradient."""
         out, index = [], 0
         for g, group in enumerate(self.param_groups):
             for p in group["params"]:
@@ -442,6 +450,20 @@ class Optimizer(torch.optim.Optimizer):
                     out.append((g, index, p))
                 index += 1
         return out
+
+    def _gradients(self) -> Tuple[List[torch.Tensor], List[int]]:
+        """The gradients there are and id() of their parameters, in order: every step reads
+        these, so no object is made per parameter (a tuple each made the garbage collector scan
+        a large model's tensors every few steps)."""
+        grads: List[torch.Tensor] = []
+        ids: List[int] = []
+        for group in self.param_groups:
+            for p in group["params"]:
+                gr = p.grad
+                if gr is not None:
+                    grads.append(gr)
+                    ids.append(id(p))
+        return grads, ids
 
     def _partitions(self, active):
         """Tensors that step together: same device and same step count (a parameter whose grad
@@ -472,11 +494,11 @@ class Optimizer(torch.optim.Optimizer):
         on_gpu = isinstance(found_inf, torch.Tensor) and found_inf.device.type != "cpu"
         if found_inf is not None and not on_gpu and float(found_inf) != 0:
             return loss  # torch's scaler saw Inf/NaN: skipped, as its fused optimizers skip
-        active = self._active()
-        if not active:
+        grads, key = self._gradients()
+        if not key:
             return loss
-        key = tuple(id(m[2]) for m in active)
         if key != self._last_key:
+            active = self._active()
             # Another set of parameters has gradients than last step: find (or build) the
             # engines for it and bind their state afresh.
             self._last_key, self._last = None, []
@@ -504,8 +526,11 @@ class Optimizer(torch.optim.Optimizer):
             eng.sync_hypers(self.param_groups)
             if self._scaled:
                 eng.set_scale(scale)
-        for eng in self._last:
-            eng.step()
+        if len(self._last) == 1:  # its members are `active`, in order
+            self._last[0].step(grads)
+        else:
+            for eng in self._last:
+                eng.step()
         return loss
 
     def tune(self, budget_seconds: float = 10.0, max_candidates: int = 24) -> Dict[str, Any]:
