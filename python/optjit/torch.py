@@ -138,6 +138,7 @@ class _Engine:
             param_rounding=opt._param_rounding,
             shard=shard,
         )
+        self.params = params
         self.dtensors = any(_is_dtensor(p) for p in params)  # FSDP2's: their local shards
         self.data_ptrs = [_local(p).data_ptr() for p in params]
         self.sent: Dict[Tuple[int, str], List[float]] = {}
@@ -222,11 +223,16 @@ class _Engine:
         self.check_params()
 
     def check_params(self) -> None:
+        if self.dtensors:
+            now = [_local(p).data_ptr() for _, _, p in self.members]
+        else:
+            now = [p.data_ptr() for p in self.params]
+        if now == self.data_ptrs:
+            return
         for k, (_, _, p) in enumerate(self.members):
-            lp = _local(p) if self.dtensors else p
-            if lp.data_ptr() != self.data_ptrs[k]:  # the framework reallocated it
-                self.engine.rebind_param(k, lp.detach())
-                self.data_ptrs[k] = lp.data_ptr()
+            if now[k] != self.data_ptrs[k]:  # the framework reallocated it
+                self.engine.rebind_param(k, _local(p).detach())
+        self.data_ptrs = now
 
     def sync_hypers(self, groups: List[Dict[str, Any]]) -> None:
         """Whatever the param groups hold now (a scheduler's lr) is what the next step uses."""
@@ -266,15 +272,18 @@ class _Engine:
         # The gradients as DLPack capsules (to_dlpack, a C function: a fifth of __dlpack__'s
         # cost per tensor); the streams are ordered below, as the protocol's stream would.
         if grads is None:
-            grads = [p.grad for _, _, p in self.members]
-        capsules = []
-        for (_, i, _), gr in zip(self.members, grads):
-            if self.dtensors:
-                gr = _local(gr)
-            if gr.is_sparse:
-                raise Error(f"parameter {i} has a sparse gradient; optjit steps dense ones")
-            capsules.append(_to_dlpack(gr.detach() if gr.requires_grad else gr))
-        grads = capsules
+            grads = [p.grad for p in self.params]
+        if self.dtensors:
+            grads = [_local(g) for g in grads]
+        try:
+            grads = [_to_dlpack(g) for g in grads]
+        except RuntimeError:  # a sparse gradient, or one that requires grad (create_graph=True)
+            capsules = []
+            for (_, i, _), gr in zip(self.members, grads):
+                if gr.is_sparse:
+                    raise Error(f"parameter {i} has a sparse gradient; optjit steps dense ones")
+                capsules.append(_to_dlpack(gr.detach() if gr.requires_grad else gr))
+            grads = capsules
         now = None if self.stream is None else torch.cuda.current_stream(self.stream.device)
         if now is not None and now.cuda_stream != self.stream.cuda_stream:
             # Stepped under another current stream than the engine's: the step waits for what
