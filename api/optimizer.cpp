@@ -1,5 +1,6 @@
 #include "api/optimizer.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 
@@ -110,6 +111,11 @@ struct Optimizer::Impl {
   // Reads back what queued device steps left on the device (scalar states, a step count and
   // skip flag they may have skipped).
   Status settle();
+  // Whether the step count is the device's until settle() (queued steps that could skip).
+  bool count_stale() const {
+    return std::any_of(parts.begin(), parts.end(),
+                       [](const Part& p) { return p.executor && p.executor->count_stale(); });
+  }
   // Notes whether step `r` was skipped (or queued, so that it is known later).
   Expected<runtime::StepResult> stepped(Expected<runtime::StepResult> r) {
     if (r) last_skipped = r->skipped, last_queued = r->queued;
@@ -482,8 +488,7 @@ Expected<runtime::StepResult> Optimizer::Impl::step() {
   // A schedule that ends (one_cycle_lr's total_steps) ends the run where torch's scheduler
   // raises, before anything is written: the step's scheduler epoch may not pass it (after queued
   // steps that could be skipped, the device knows the epoch).
-  for (const Part& part : parts)
-    if (!step_limits.empty() && part.executor && part.executor->count_stale()) OPTJIT_TRY(settle());
+  if (!step_limits.empty() && count_stale()) OPTJIT_TRY(settle());
   // Hyperparameters in device memory (set_hyper_source): the device step copies them on the
   // queue; the host's step reads them.
   for (Part& part : parts)
@@ -881,19 +886,22 @@ Expected<autotune::TuneResult> Optimizer::tune(const std::vector<DeviceMemory>& 
 Expected<autotune::TuneResult> Optimizer::Impl::tune(const std::vector<const void*>* host,
                                                      const std::vector<DeviceMemory>* dev,
                                                      autotune::TuneOptions options) {
-  Impl& m = *this;
-  if (!m.device) return make_error("tune() tunes a device; the reference backend has none");
-  if (m.parts.size() > 1)
+  if (!device) return make_error("tune() tunes a device; the reference backend has none");
+  if (parts.size() > 1)
     return make_error("tune() takes parameters of one dtype; run `optjit tune` for each dtype");
-  Part& part = m.parts[0];
-  OPTJIT_TRY(m.bind_grads("tune", host, dev));
+  Part& part = parts[0];
+  OPTJIT_TRY(bind_grads("tune", host, dev));
   // The parameters (and bound state) live in the caller's memory, outside the state's snapshot:
   // host memory is saved on the host, device memory in a device copy of each buffer.
   std::vector<std::pair<uint8_t*, std::vector<uint8_t>>> saved;
-  std::vector<std::pair<DeviceMemory, runtime::DeviceAllocation>> saved_device;
-  std::vector<size_t> device_bytes;
+  struct SavedDevice {
+    DeviceMemory at;
+    runtime::DeviceAllocation copy;
+    size_t bytes;
+  };
+  std::vector<SavedDevice> saved_device;
   auto fail = [&](Status st) {
-    m.unbind_grads();
+    unbind_grads();
     return Expected<autotune::TuneResult>(st.error());
   };
   for (auto& t : part.state.tensors)
@@ -903,11 +911,10 @@ Expected<autotune::TuneResult> Optimizer::Impl::tune(const std::vector<const voi
       if (t.external[b]) {
         saved.push_back({t.external[b], std::vector<uint8_t>(t.external[b], t.external[b] + n)});
       } else if (t.device[b] && n > 0) {
-        auto copy = runtime::allocate(*m.device, n, "saving the caller's memory while tuning");
+        auto copy = runtime::allocate(*device, n, "saving the caller's memory while tuning");
         if (!copy) return fail(copy.error());
-        if (Status st = m.device->copy(copy->memory(), t.device[b], n); !st) return fail(st);
-        saved_device.push_back({t.device[b], std::move(*copy)});
-        device_bytes.push_back(n);
+        if (Status st = device->copy(copy->memory(), t.device[b], n); !st) return fail(st);
+        saved_device.push_back({t.device[b], std::move(*copy), n});
       }
     }
   Status restored = Status::Ok();
@@ -915,36 +922,36 @@ Expected<autotune::TuneResult> Optimizer::Impl::tune(const std::vector<const voi
     for (auto& [p, bytes] : saved)
       if (!bytes.empty()) std::memcpy(p, bytes.data(), bytes.size());
     Status st = Status::Ok();
-    for (size_t i = 0; i < saved_device.size() && st; ++i)
-      st = m.device->copy(saved_device[i].first, saved_device[i].second.memory(), device_bytes[i]);
-    if (st && !saved_device.empty()) st = m.device->finish();
+    for (const SavedDevice& d : saved_device)
+      if (st) st = device->copy(d.at, d.copy.memory(), d.bytes);
+    if (st && !saved_device.empty()) st = device->finish();
     if (!st && restored) restored = st;
   };
   Status synced = part.executor->sync_to_host(part.state);
   Expected<autotune::TuneResult> r =
       !synced ? Expected<autotune::TuneResult>(synced.error())
-      : m.device->description().kind == "cpu"
-          ? autotune::tune_cpu(part.plan, part.state, m.cache.get(), options, restore)
-          : autotune::tune_gpu(part.plan, part.state, m.device, m.cache.get(), options, restore);
-  m.unbind_grads();
+      : device->description().kind == "cpu"
+          ? autotune::tune_cpu(part.plan, part.state, cache.get(), options, restore)
+          : autotune::tune_gpu(part.plan, part.state, device, cache.get(), options, restore);
+  unbind_grads();
   if (!r) return r.error();
   if (!restored) return restored.error();
-  if (m.device->description().kind == "cpu") {
+  if (device->description().kind == "cpu") {
     auto winner = autotune::parse_cpu_config(r->winner);
     if (!winner) return make_error("tuning chose an unreadable configuration '{}'", r->winner);
-    m.cpu_launch = *winner;
+    cpu_launch = *winner;
   } else {
     auto winner = codegen::GpuLaunch::parse(r->winner);
     if (!winner) return make_error("tuning chose an unreadable configuration '{}'", r->winner);
-    m.gpu_launch = *winner;
+    gpu_launch = *winner;
   }
   auto sources = part.executor->hyper_sources();  // set_hyper_source's, kept
   part.executor.reset();
-  auto e = m.make_executor(part.plan);
+  auto e = make_executor(part.plan);
   if (!e) return e.error();
   part.executor = std::move(*e);
   part.executor->set_hyper_sources(std::move(sources));
-  m.tuned = true;
+  tuned = true;
   return r;
 }
 
@@ -1089,8 +1096,7 @@ std::shared_ptr<runtime::Device> Optimizer::device() const { return impl_->devic
 int64_t Optimizer::step_count() const {
   // After queued steps that could be skipped, the count is the device's. A failure to read it
   // back returns the host's and comes back from the next call that reports errors.
-  for (const Part& part : impl_->parts)
-    if (part.executor && part.executor->count_stale()) (void)impl_->settle();
+  if (impl_->count_stale()) (void)impl_->settle();
   return impl_->parts[0].state.step;
 }
 

@@ -49,7 +49,7 @@ class DeviceStepHost {
   /// Whether the device holds a step count or scalar states the host has not read back.
   bool stale() const { return stale_; }
   /// Whether that includes the step count (queued steps that could be skipped).
-  bool count_stale() const { return stale_ && count_stale_; }
+  bool count_stale() const { return count_stale_; }
   /// Forgets what the device holds (the next step writes the control block).
   void forget() {
     seen_.clear();

@@ -131,6 +131,26 @@ Executor::~Executor() {
 }
 
 namespace {
+// Writes each run of 8-byte entries for which `changed(i)` holds, from `values` to the same
+// places at `base`, as one queued write (Device::write_queued): a table that mostly stays as it
+// was costs a write or two per step and no wait.
+template <class Changed>
+Status write_changed_runs(Device& dev, DeviceMemory base, const void* values, size_t n,
+                          Changed changed) {
+  const auto* bytes = static_cast<const uint8_t*>(values);
+  for (size_t i = 0; i < n;) {
+    if (!changed(i)) {
+      ++i;
+      continue;
+    }
+    size_t j = i + 1;
+    while (j < n && changed(j)) ++j;
+    OPTJIT_TRY(dev.write_queued(base.at(i * 8), bytes + i * 8, (j - i) * 8));
+    i = j;
+  }
+  return Status::Ok();
+}
+
 // The table entry of a tensor's quantization scales when it is too small to have any.
 constexpr uint64_t kNoScales = ~uint64_t{0} - 1;
 }  // namespace
@@ -379,19 +399,11 @@ Status Executor::Impl::bind(OptimizerState& s) {
   }
   if (options.queued_steps && values_sent.size() == values.size()) {
     // Only the entries that changed (new gradient memory), queued: a queued step stays queued.
-    for (size_t i = 0; i < values.size();) {
-      if (values[i] == values_sent[i]) {
-        ++i;
-        continue;
-      }
-      size_t j = i + 1;
-      while (j < values.size() && values[j] != values_sent[j]) ++j;
-      if (Status st = dev.write_queued(pointer_table.memory().at(i * 8), &values[i], (j - i) * 8);
-          !st) {
-        values_sent.clear();
-        return st;
-      }
-      i = j;
+    if (Status st = write_changed_runs(dev, pointer_table.memory(), values.data(), values.size(),
+                                       [&](size_t i) { return values[i] != values_sent[i]; });
+        !st) {
+      values_sent.clear();
+      return st;
     }
   } else {
     OPTJIT_TRY(dev.write(pointer_table.memory(), values.data(), values.size() * 8));
@@ -600,24 +612,20 @@ Status Executor::Impl::enqueue_device_step() {
 Status Executor::Impl::write_hypers(const OptimizerState& s) {
   std::vector<double> want = step_host->hypers(s);
   const size_t H = step_host->layout().hypers;
-  std::vector<bool> sourced(want.size(), false);  // copied on the device instead
-  for (const auto& [h, src] : hyper_sources)
-    for (size_t g = 0; g < s.groups.size(); ++g) sourced[g * H + h] = true;
-  auto same = [&](size_t i) {  // bitwise, so a NaN is itself
-    return sourced[i] || (i < hypers_sent.size() && std::memcmp(&want[i], &hypers_sent[i], 8) == 0);
+  std::vector<bool> sourced;  // slots copied on the device instead (set_hyper_sources)
+  if (!hyper_sources.empty()) {
+    sourced.assign(want.size(), false);
+    for (const auto& [h, src] : hyper_sources)
+      for (size_t g = 0; g < s.groups.size(); ++g) sourced[g * H + h] = true;
+  }
+  auto changed = [&](size_t i) {  // bitwise, so a NaN is itself
+    if (!sourced.empty() && sourced[i]) return false;
+    return i >= hypers_sent.size() || std::memcmp(&want[i], &hypers_sent[i], 8) != 0;
   };
-  for (size_t i = 0; i < want.size();) {
-    if (same(i)) {
-      ++i;
-      continue;
-    }
-    size_t j = i + 1;
-    while (j < want.size() && !same(j)) ++j;
-    if (Status st = dev.write_queued(hypers.memory().at(i * 8), &want[i], (j - i) * 8); !st) {
-      hypers_sent.clear();
-      return st;
-    }
-    i = j;
+  if (Status st = write_changed_runs(dev, hypers.memory(), want.data(), want.size(), changed);
+      !st) {
+    hypers_sent.clear();
+    return st;
   }
   for (const auto& [h, src] : hyper_sources)
     for (size_t g = 0; g < s.groups.size(); ++g)
