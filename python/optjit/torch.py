@@ -112,7 +112,7 @@ class _Engine:
         # skipped; the device counts it, in step tensors on the GPU (as torch's fused optimizers
         # keep them), and the scale is read from the scaler's own tensor.
         self.device_counts = device.type == "cuda" and opt._scaled
-        self.not_skipped = None  # 1 - the engine's skip flag, on the GPU
+        self.skip_flag = None  # the engine's skip flag (1.0 if its last step skipped), on the GPU
         self.scale64 = None  # the scale, as the engine reads it (float64, on the GPU)
         if device.type == "cuda":
             self.stream = torch.cuda.current_stream(device)
@@ -155,7 +155,7 @@ class _Engine:
         loads into torch's optimizer): each a view of one element of a tensor per engine (per
         group for a scalar state), so a step updates them all with one operation."""
         step = None
-        self.scalars: Dict[Tuple[int, str], Tuple[torch.Tensor, List[int]]] = {}
+        self.scalars: Dict[Tuple[int, str], torch.Tensor] = {}
         scalar_members: Dict[Tuple[int, str], List[int]] = {}
 
         for k, (g, _, p) in enumerate(self.members):
@@ -219,7 +219,7 @@ class _Engine:
                            dtype=_scalar_dtype())
             for j, k in enumerate(ks):
                 opt.state[self.members[k][2]][name] = t[j]
-            self.scalars[(g, name)] = (t, ks)
+            self.scalars[(g, name)] = t
         self.check_params()
 
     def check_params(self) -> None:
@@ -276,14 +276,12 @@ class _Engine:
         if self.dtensors:
             grads = [_local(g) for g in grads]
         try:
-            grads = [_to_dlpack(g) for g in grads]
-        except RuntimeError:  # a sparse gradient, or one that requires grad (create_graph=True)
-            capsules = []
+            grads = [_to_dlpack(g) for g in grads]  # (one that requires grad is read as it is)
+        except RuntimeError:  # a sparse gradient has no DLPack form: say which
             for (_, i, _), gr in zip(self.members, grads):
                 if gr.is_sparse:
                     raise Error(f"parameter {i} has a sparse gradient; optjit steps dense ones")
-                capsules.append(_to_dlpack(gr.detach() if gr.requires_grad else gr))
-            grads = capsules
+            raise
         now = None if self.stream is None else torch.cuda.current_stream(self.stream.device)
         if now is not None and now.cuda_stream != self.stream.cuda_stream:
             # Stepped under another current stream than the engine's: the step waits for what
@@ -296,19 +294,17 @@ class _Engine:
             # On the current stream a step returns once queued, as torch's own operations do.
             skipped = self.engine.step(grads)
         if skipped is None:  # queued, and it may have been skipped: the device counts it
-            if self.not_skipped is None:
-                flag = torch.as_tensor(_CudaArray(self.engine.skip_flag(), 1),
-                                       device=self.stream.device)
-                self.not_skipped = flag
-            self.counts.add_(1.0 - self.not_skipped[0])
-            for (g, name), (t, _) in self.scalars.items():  # NAdam, ASGD: these wait
-                t.fill_(self.engine.scalar_state(name, group=g))
-            return False
-        if not skipped:
+            if self.skip_flag is None:
+                self.skip_flag = torch.as_tensor(_CudaArray(self.engine.skip_flag(), 1),
+                                                 device=self.stream.device)
+            self.counts.add_(1.0 - self.skip_flag[0])
+        elif skipped:
+            return True
+        else:
             self.counts.add_(1.0)
-            for (g, name), (t, _) in self.scalars.items():
-                t.fill_(self.engine.scalar_state(name, group=g))
-        return skipped
+        for (g, name), t in self.scalars.items():  # NAdam, ASGD (after a queued step: a wait)
+            t.fill_(self.engine.scalar_state(name, group=g))
+        return False
 
 
 class Optimizer(torch.optim.Optimizer):

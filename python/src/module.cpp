@@ -275,15 +275,8 @@ class Engine {
   /// One step; each gradient is an array (host or device, like its parameter). Returns whether a
   /// skip_if (grad_scaler on Inf/NaN) skipped it.
   std::optional<bool> step(const std::vector<Array>& grads) {
-    std::vector<const void*> host;
-    std::vector<DeviceMemory> device;
-    for (size_t i = 0; i < grads.size(); ++i) {
-      Place p = place_of(grads[i], [&] { return fmt::format("the gradient of parameter {}", i); });
-      host.push_back(p.host);
-      device.push_back(p.device);
-    }
-    const bool on_device = !grads.empty() && device[0];
-    return on_device ? run_step(nullptr, &device) : run_step(&host, nullptr);
+    Gradients g = gradients(grads);
+    return g.on_device() ? run_step(nullptr, &g.device) : run_step(&g.host, nullptr);
   }
 
   void bind_state(size_t param, const std::string& buffer, const Array& a, bool adopt) {
@@ -310,13 +303,7 @@ class Engine {
   }
   void set_step_count(int64_t s) { check(opt_->set_step_count(s)); }
   nb::dict tune(const std::vector<Array>& grads, double budget_seconds, int max_candidates) {
-    std::vector<const void*> host;
-    std::vector<DeviceMemory> device;
-    for (size_t i = 0; i < grads.size(); ++i) {
-      Place p = place_of(grads[i], [&] { return fmt::format("the gradient of parameter {}", i); });
-      host.push_back(p.host);
-      device.push_back(p.device);
-    }
+    Gradients g = gradients(grads);
     autotune::TuneOptions t;
     t.budget_seconds = budget_seconds;
     t.max_candidates = max_candidates;
@@ -324,7 +311,7 @@ class Engine {
     autotune::TuneResult r;
     {
       nb::gil_scoped_release release;  // tuning takes seconds
-      auto tuned = !grads.empty() && device[0] ? opt_->tune(device, t) : opt_->tune(host, t);
+      auto tuned = g.on_device() ? opt_->tune(g.device, t) : opt_->tune(g.host, t);
       if (!tuned) throw Error(tuned.error().message);
       r = std::move(*tuned);
     }
@@ -342,6 +329,23 @@ class Engine {
 
  private:
   explicit Engine(std::unique_ptr<Optimizer> opt) : opt_(std::move(opt)) {}
+  // Gradient arrays as the optimizer takes them: host addresses, or device memory.
+  struct Gradients {
+    std::vector<const void*> host;
+    std::vector<DeviceMemory> device;
+    bool on_device() const { return !device.empty() && device[0]; }
+  };
+  static Gradients gradients(const std::vector<Array>& grads) {
+    Gradients g;
+    g.host.reserve(grads.size());
+    g.device.reserve(grads.size());
+    for (size_t i = 0; i < grads.size(); ++i) {
+      Place p = place_of(grads[i], [&] { return fmt::format("the gradient of parameter {}", i); });
+      g.host.push_back(p.host);
+      g.device.push_back(p.device);
+    }
+    return g;
+  }
   // One step with host or device gradients; whether a skip_if skipped it.
   // Whether a skip_if skipped the step; nothing when the step was only queued and could have
   // been (OptimizerOptions::defer_skips): last_step_skipped() waits for it.
