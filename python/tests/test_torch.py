@@ -31,18 +31,22 @@ BUILTINS = {
 SHAPES = [(5, 3), (7,), (), (0,), (2, 3, 4)]
 
 
-def tensors(dtype, seed=0):
+# These helpers take a device (python/tests_gpu runs the same cases on CUDA tensors).
+def tensors(dtype, seed=0, device="cpu", shapes=SHAPES):
     g = torch.Generator().manual_seed(seed)
-    return [torch.randn(s, dtype=torch.float64, generator=g).to(dtype) for s in SHAPES]
+    return [torch.randn(s, dtype=torch.float64, generator=g).to(device=device, dtype=dtype)
+            for s in shapes]
 
 
 def grads_for(step, params, seed=1):
     g = torch.Generator().manual_seed(seed * 1000 + step)
-    return [torch.randn(p.shape, dtype=torch.float64, generator=g).to(p.dtype) for p in params]
+    return [torch.randn(p.shape, dtype=torch.float64, generator=g).to(device=p.device,
+                                                                     dtype=p.dtype)
+            for p in params]
 
 
-def run(make, dtype, steps=5, seed=0):
-    params = [torch.nn.Parameter(t) for t in tensors(dtype, seed)]
+def run(make, dtype, steps=5, seed=0, device="cpu", shapes=SHAPES):
+    params = [torch.nn.Parameter(t) for t in tensors(dtype, seed, device, shapes)]
     opt = make(params)
     for k in range(steps):
         for p, g in zip(params, grads_for(k, params)):
@@ -52,7 +56,7 @@ def run(make, dtype, steps=5, seed=0):
 
 
 def max_err(a, b):
-    return max(((x.double() - y.double()).abs().max().item() if x.numel() else 0.0)
+    return max(((x.double().cpu() - y.double().cpu()).abs().max().item() if x.numel() else 0.0)
                for x, y in zip(a, b))
 
 
@@ -201,8 +205,12 @@ def test_closure_is_called_with_grad_enabled():
 
 
 def test_fused_clipping_equals_clip_grad_norm_then_adamw():
-    a = [torch.nn.Parameter(t) for t in tensors(torch.float64)]
-    b = [torch.nn.Parameter(t) for t in tensors(torch.float64)]
+    check_fused_clipping()
+
+
+def check_fused_clipping(device="cpu", shapes=SHAPES):
+    a = [torch.nn.Parameter(t) for t in tensors(torch.float64, device=device, shapes=shapes)]
+    b = [torch.nn.Parameter(t) for t in tensors(torch.float64, device=device, shapes=shapes)]
     ao = torch.optim.AdamW(a, lr=1e-2, foreach=False)
     bo = ot.AdamW(b, lr=1e-2, max_grad_norm=0.5)
     assert bo.pipeline.startswith("chain(clip_grad_norm(max_norm=0.5")
@@ -218,10 +226,15 @@ def test_fused_clipping_equals_clip_grad_norm_then_adamw():
 
 
 def test_mixed_dtypes_are_no_less_accurate_than_torch():
+    check_mixed_dtypes()
+
+
+def check_mixed_dtypes(device="cpu"):
     dtypes = [torch.float32, torch.bfloat16, torch.float16, torch.float32]
 
     def model(dt_list):
-        return [torch.nn.Parameter(t.to(d)) for t, d in zip(tensors(torch.float64)[:4], dt_list)]
+        return [torch.nn.Parameter(t.to(d))
+                for t, d in zip(tensors(torch.float64, device=device)[:4], dt_list)]
 
     ref, ta, ours = model([torch.float64] * 4), model(dtypes), model(dtypes)
     ro = torch.optim.AdamW(ref, lr=1e-2, foreach=False)

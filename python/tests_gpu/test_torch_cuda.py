@@ -8,12 +8,18 @@ CPU, to check the tests themselves.
 """
 import copy
 import os
+import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
 
 import optjit.torch as ot
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+import test_torch as cpu_suite  # noqa: E402  the CPU suite's helpers and device-free checks
+from test_torch import grads_for, max_err  # noqa: E402
 
 DEV = torch.device(os.environ.get("OPTJIT_TEST_DEVICE", "cuda"))
 needs_streams = pytest.mark.skipif(DEV.type != "cuda", reason="CUDA streams")
@@ -33,30 +39,15 @@ BUILTINS = {
     "Rprop": [dict(lr=0.02, etas=(0.4, 1.3))],
     "ASGD": [dict(lr=0.02, t0=2, lambd=0.01, weight_decay=0.1)],
 }
-SHAPES = [(5, 3), (7,), (), (0,), (2, 3, 4), (1000, 257)]
+SHAPES = cpu_suite.SHAPES + [(1000, 257)]
 
 
 def tensors(dtype, seed=0, device=DEV):
-    g = torch.Generator().manual_seed(seed)
-    return [torch.randn(s, dtype=torch.float64, generator=g).to(device=device, dtype=dtype)
-            for s in SHAPES]
-
-
-def grads_for(step, params, seed=1):
-    g = torch.Generator().manual_seed(seed * 1000 + step)
-    return [torch.randn(p.shape, dtype=torch.float64, generator=g).to(device=p.device,
-                                                                     dtype=p.dtype)
-            for p in params]
+    return cpu_suite.tensors(dtype, seed, device, SHAPES)
 
 
 def run(make, dtype, steps=5, device=DEV):
-    params = [torch.nn.Parameter(t) for t in tensors(dtype, device=device)]
-    opt = make(params)
-    for k in range(steps):
-        for p, g in zip(params, grads_for(k, params)):
-            p.grad = g
-        opt.step()
-    return params, opt
+    return cpu_suite.run(make, dtype, steps, device=device, shapes=SHAPES)
 
 
 def _clock_khz():
@@ -64,9 +55,15 @@ def _clock_khz():
     return getattr(torch.cuda.get_device_properties(DEV), "clock_rate", 2_000_000)
 
 
-def max_err(a, b):
-    return max(((x.double().cpu() - y.double().cpu()).abs().max().item() if x.numel() else 0.0)
-               for x, y in zip(a, b))
+def _returns_in(step):
+    """Seconds `step()` takes to return while the GPU is kept busy for about 0.3 s."""
+    torch.cuda.synchronize()
+    torch.cuda._sleep(int(_clock_khz() * 300))
+    t0 = time.perf_counter()
+    step()
+    waited = time.perf_counter() - t0
+    torch.cuda.synchronize()
+    return waited
 
 
 @pytest.mark.parametrize("name,kw", [(n, k) for n, ks in BUILTINS.items() for k in ks],
@@ -90,18 +87,7 @@ def test_builtin_on_the_gpu_matches_torch_on_the_gpu(name, kw):
 
 
 def test_fused_clip_equals_clip_grad_norm_then_adamw():
-    a = [torch.nn.Parameter(t) for t in tensors(torch.float64)]
-    b = [torch.nn.Parameter(t) for t in tensors(torch.float64)]
-    ao = torch.optim.AdamW(a, lr=1e-2, foreach=False)
-    bo = ot.AdamW(b, lr=1e-2, max_grad_norm=0.5)
-    for k in range(4):
-        for ps in (a, b):
-            for p, g in zip(ps, grads_for(k, ps)):
-                p.grad = 3 * g
-        torch.nn.utils.clip_grad_norm_(a, 0.5, foreach=False)
-        ao.step()
-        bo.step()
-    assert max_err(a, b) <= 1e-12
+    cpu_suite.check_fused_clipping(DEV, SHAPES)
 
 
 @needs_streams
@@ -112,7 +98,6 @@ def test_a_step_is_queued_on_the_current_stream_without_waiting():
     b = [torch.nn.Parameter(t) for t in tensors(torch.float32)]
     ao = torch.optim.AdamW(a, lr=1e-2, foreach=False)
     bo = ot.AdamW(b, lr=1e-2, max_grad_norm=1.0)
-    clock = _clock_khz()
     waited = []
     for p in b:  # the gradients stay where they are, as a training loop's usually do
         p.grad = torch.zeros_like(p)
@@ -123,12 +108,7 @@ def test_a_step_is_queued_on_the_current_stream_without_waiting():
             p.grad.copy_(g)
         torch.nn.utils.clip_grad_norm_(a, 1.0, foreach=False)
         ao.step()
-        torch.cuda.synchronize()
-        torch.cuda._sleep(int(clock * 300))  # about 0.3 s of GPU time
-        t0 = time.perf_counter()
-        bo.step()
-        waited.append(time.perf_counter() - t0)
-        torch.cuda.synchronize()
+        waited.append(_returns_in(bo.step))
     assert max_err(a, b) <= 1e-5
     # The first step builds and uploads its tables (and may wait); the others are only queued.
     assert max(waited[1:]) < 0.1, waited
@@ -227,26 +207,7 @@ def test_grad_scaler_on_the_gpu_unscales_and_skips_inside_the_step():
 
 
 def test_mixed_dtypes_on_the_gpu_are_no_less_accurate_than_torch():
-    dtypes = [torch.float32, torch.bfloat16, torch.float16, torch.float32]
-
-    def model(dt_list):
-        return [torch.nn.Parameter(t.to(d)) for t, d in zip(tensors(torch.float64)[:4], dt_list)]
-
-    ref, ta, ours = model([torch.float64] * 4), model(dtypes), model(dtypes)
-    ro = torch.optim.AdamW(ref, lr=1e-2, foreach=False)
-    to = torch.optim.AdamW(ta, lr=1e-2, foreach=False)
-    oo = ot.AdamW(ours, lr=1e-2, max_grad_norm=1.0)
-    for k in range(4):
-        gs = grads_for(k, ref)
-        for ps in (ref, ta, ours):
-            for p, g in zip(ps, gs):
-                p.grad = g.to(p.dtype)
-        torch.nn.utils.clip_grad_norm_(ref, 1.0)
-        torch.nn.utils.clip_grad_norm_(ta, 1.0)
-        ro.step(), to.step(), oo.step()
-    for i in range(4):
-        e_torch, e_ours = max_err([ta[i]], [ref[i]]), max_err([ours[i]], [ref[i]])
-        assert e_ours <= 1.5 * e_torch + 1e-6, (i, dtypes[i], e_ours, e_torch)
+    cpu_suite.check_mixed_dtypes(DEV)
 
 
 @needs_streams
@@ -361,7 +322,7 @@ def test_a_sharded_step_over_an_nccl_process_group_stays_on_the_gpu(tmp_path):
         b = [torch.nn.Parameter(t) for t in tensors(torch.float32)]
         ao = ot.LAMB(a, lr=1e-2, max_grad_norm=1.0)
         bo = ot.LAMB(b, lr=1e-2, max_grad_norm=1.0, process_group=dist.group.WORLD)
-        clock, waited = _clock_khz(), []
+        waited = []
         for p in b:
             p.grad = torch.zeros_like(p)
         for k in range(4):
@@ -370,12 +331,7 @@ def test_a_sharded_step_over_an_nccl_process_group_stays_on_the_gpu(tmp_path):
             for p, g in zip(b, grads_for(k, b)):
                 p.grad.copy_(g)
             ao.step()
-            torch.cuda.synchronize()
-            torch.cuda._sleep(int(clock * 300))
-            t0 = time.perf_counter()
-            bo.step()
-            waited.append(time.perf_counter() - t0)
-            torch.cuda.synchronize()
+            waited.append(_returns_in(bo.step))
         assert max_err(a, b) == 0.0  # whole tensors on one process: the same bits
         assert max(waited[1:]) < 0.1, waited
     finally:
@@ -434,7 +390,7 @@ def test_a_step_under_a_grad_scaler_is_queued_and_counted_on_the_gpu():
     bo = ot.AdamW(b, lr=1e-2)
     sa = torch.amp.GradScaler("cuda", init_scale=1024.0, growth_interval=1000)
     sb = torch.amp.GradScaler("cuda", init_scale=1024.0, growth_interval=1000)
-    clock, waited = _clock_khz(), []
+    waited = []
     for p in b:
         p.grad = torch.zeros_like(p)
     for k in range(5):
@@ -449,13 +405,7 @@ def test_a_step_under_a_grad_scaler_is_queued_and_counted_on_the_gpu():
             p.grad.copy_(g).mul_(1024.0)
         sa.step(ao)
         sa.update()
-        torch.cuda.synchronize()
-        torch.cuda._sleep(int(clock * 300))
-        t0 = time.perf_counter()
-        sb.step(bo)
-        sb.update()
-        waited.append(time.perf_counter() - t0)
-        torch.cuda.synchronize()
+        waited.append(_returns_in(lambda: (sb.step(bo), sb.update())))
     assert max(waited[1:]) < 0.1, waited
     step = bo.state[b[0]]["step"]
     assert step.device == DEV and float(step) == 4.0  # five steps, one skipped
