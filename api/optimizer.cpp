@@ -1126,14 +1126,37 @@ Expected<bool> Optimizer::last_step_skipped() {
   return impl_->last_skipped;
 }
 
+namespace {
+
+// The one executor whose device step keeps its control block on the device, for `what`.
+Expected<const runtime::Executor*> device_step_executor(const std::vector<Part>& parts,
+                                                        runtime::StepMode mode,
+                                                        std::string_view what) {
+  if (parts.size() != 1 || !parts[0].executor || mode == runtime::StepMode::host)
+    return make_error("{}: only a device step (cuda or opencl, one dtype) keeps it on the device",
+                      what);
+  return parts[0].executor.get();
+}
+
+}  // namespace
+
 Expected<DeviceMemory> Optimizer::skip_flag() const {
-  const Impl& m = *impl_;
-  if (m.parts.size() != 1 || !m.parts[0].executor || m.mode == runtime::StepMode::host)
-    return make_error(
-        "skip_flag: only a device step (cuda or opencl, one dtype) keeps it on "
-        "the device");
-  DeviceMemory f = m.parts[0].executor->skip_flag();
+  auto e = device_step_executor(impl_->parts, impl_->mode, "skip_flag");
+  if (!e) return e.error();
+  DeviceMemory f = (*e)->skip_flag();
   if (!f) return make_error("skip_flag: no step has run yet");
+  return f;
+}
+
+Expected<DeviceMemory> Optimizer::scalar_state_memory(std::string_view name, uint32_t group) const {
+  auto e = device_step_executor(impl_->parts, impl_->mode, "scalar_state_memory");
+  if (!e) return e.error();
+  const Part& part = impl_->parts[0];
+  auto k = scalar_index(part.plan.program, name);
+  if (!k) return k.error();
+  if (group >= part.state.groups.size()) return make_error("no parameter group {}", group);
+  DeviceMemory f = (*e)->scalar_state_memory(group, *k);
+  if (!f) return make_error("scalar_state_memory: no step has run yet");
   return f;
 }
 size_t Optimizer::group_of(size_t param) const { return impl_->tensor(param).group; }

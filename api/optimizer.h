@@ -193,6 +193,11 @@ class Optimizer {
   /// Device memory holding one f64, 1 when the last device step was skipped, else 0: written
   /// on the queue by every device step (for a framework that counts steps on the device).
   Expected<DeviceMemory> skip_flag() const;
+  /// Device memory holding scalar state `name` of `group` (one f64) as the last device step
+  /// committed it, written on the queue by every device step: a framework copies it into its
+  /// own device tensors on the queue (NAdam's mu_product) instead of waiting for
+  /// scalar_state(). A set_scalar_state() reaches it with the next step.
+  Expected<DeviceMemory> scalar_state_memory(std::string_view name, uint32_t group = 0) const;
 
   /// The names of the state buffers (per element, "exp_avg") and of the scalar states (per
   /// parameter group, NAdam's "mu_product"), as torch's state_dict names them.

@@ -771,6 +771,12 @@ DeviceMemory Executor::skip_flag() const {
   return impl_->ctl.memory().at(2 * 8);  // ctl[2]: the last step was skipped
 }
 
+DeviceMemory Executor::scalar_state_memory(uint32_t group, uint32_t k) const {
+  if (!impl_->step_host || !impl_->ctl) return {};
+  const size_t S = impl_->step_host->layout().states;
+  return impl_->ctl.memory().at((codegen::DeviceStepLayout::kCtlHeader + group * S + k) * 8);
+}
+
 Status Executor::sync_to_host(OptimizerState& s) {
   Impl& m = *impl_;
   OPTJIT_TRY(settle(s));

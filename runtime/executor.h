@@ -125,6 +125,10 @@ class Executor {
   /// The device step's "last step skipped" flag (one f64 in device memory); null before the
   /// first device step or on the host step.
   DeviceMemory skip_flag() const;
+  /// Scalar state k of group `group` as the last device step committed it (one f64 in the
+  /// control block, written on the queue); null before the first device step or on the host
+  /// step.
+  DeviceMemory scalar_state_memory(uint32_t group, uint32_t k) const;
 
   /// StepResult::copied_bytes of the step in progress or last finished (prepare() resets it).
   uint64_t copied_bytes() const;

@@ -204,6 +204,13 @@ TEST(Cuda, QueuedStepsThatMaySkipAreCountedOnTheDevice) {
   testing::check_queued_steps_that_may_skip(**dev, Backend::cuda, gate.gate());
 }
 
+TEST(Cuda, ScalarStatesInDeviceMemoryFollowQueuedSteps) {
+  auto dev = runtime::open_device({.kind = "cuda"});
+  ASSERT_TRUE(dev) << dev.error().message;
+  CudaGate gate{**dev};
+  testing::check_scalar_states_in_device_memory(**dev, Backend::cuda, gate.gate());
+}
+
 TEST(CudaGraph, FollowsTheHostsHyperparametersAndRestoredCheckpoints) {
   testing::check_device_step_follows_the_host<runtime::Executor>([](const plan::Plan& plan) {
     runtime::ExecutorOptions options;

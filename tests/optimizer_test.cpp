@@ -598,6 +598,13 @@ TEST(Optimizer, QueuedStepsThatMaySkipAreCountedOnTheDevice) {
   testing::check_queued_steps_that_may_skip(**dev, Backend::opencl, gate.gate());
 }
 
+TEST(Optimizer, ScalarStatesInDeviceMemoryFollowQueuedSteps) {
+  auto dev = runtime::open_device({.kind = "opencl"});
+  ASSERT_TRUE(dev) << dev.error().message;
+  OpenclGate gate{**dev};
+  testing::check_scalar_states_in_device_memory(**dev, Backend::opencl, gate.gate());
+}
+
 // tune() on the caller's device memory (a framework's GPU tensors): parameters and state bound
 // there are saved in device copies and restored after every candidate, so they are as before;
 // the tuned optimizer then steps as an untuned one does.

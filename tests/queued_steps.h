@@ -250,4 +250,74 @@ inline void check_queued_steps_that_may_skip(runtime::Device& dev, Backend backe
   twins.expect_same_params();
 }
 
+// Scalar states in device memory (scalar_state_memory), as a framework keeps its own copies
+// current without a host round trip: ASGD (two scalar states, eta and mu) over two parameter
+// groups with their own lr and lambd, queued on the caller's queue while it is held shut, and
+// after each step every (group, state) copied on the queue into the caller's memory (a torch
+// tensor per state). Once the queue opens, each copy holds the step's value as the same
+// optimizer stepping host memory and waiting computes it, bit for bit.
+inline void check_scalar_states_in_device_memory(runtime::Device& dev, Backend backend,
+                                                 const QueueGate& gate) {
+  const int kSteps = 3;
+  QueuedTwins twins{dev};
+  OptimizerOptions options;
+  options.backend = backend;
+  options.groups = {{{"w1"}, {{"lr", 0.05}, {"lambd", 0.01}}}};
+  twins.make(
+      "asgd(lr=1e-2, lambd=1e-3, t0=1.0)", {1000, 40}, kSteps,
+      [](int k, size_t t, size_t i) { return std::sin(0.2f * i + k - t); }, options);
+  if (::testing::Test::HasFatalFailure()) return;
+  Optimizer& a = *twins.queued;
+  Optimizer& b = *twins.waits;
+  const std::vector<std::string> names = a.scalar_states();
+  ASSERT_EQ(names, (std::vector<std::string>{"eta", "mu"}));
+  ASSERT_EQ(a.groups(), 2u);
+  auto first = a.scalar_state_memory("eta");
+  ASSERT_FALSE(first);
+  EXPECT_EQ(first.error().message, "scalar_state_memory: no step has run yet");
+
+  // copies[k][g * 2 + j]: state j of group g after step k, in the caller's memory.
+  std::vector<std::vector<DeviceMemory>> copies(kSteps);
+  const double unset = -1;
+  for (auto& c : copies)
+    for (size_t n = 0; n < 2 * names.size(); ++n) c.push_back(twins.on_device(&unset, 8));
+  auto step_and_copy = [&](int k) -> std::string {
+    auto r = a.step_device(twins.device_grads[k]);
+    if (!r) return r.error().message;
+    for (uint32_t g = 0; g < 2; ++g)
+      for (size_t j = 0; j < names.size(); ++j) {
+        auto m = a.scalar_state_memory(names[j], g);
+        if (!m) return m.error().message;
+        if (Status st = dev.copy(copies[k][g * names.size() + j], *m, 8); !st)
+          return st.error().message;
+      }
+    return "";
+  };
+  ASSERT_EQ(step_and_copy(0), "");
+  QueuedTwins::while_shut(gate, [&]() -> std::string {
+    for (int k = 1; k < kSteps; ++k)
+      if (std::string e = step_and_copy(k); !e.empty()) return e;
+    return "";
+  });
+  if (::testing::Test::HasFatalFailure()) return;
+  for (int k = 0; k < kSteps; ++k) {
+    ASSERT_TRUE(twins.wait_step(k));
+    for (uint32_t g = 0; g < 2; ++g)
+      for (size_t j = 0; j < names.size(); ++j) {
+        auto want = b.scalar_state(names[j], g);
+        ASSERT_TRUE(want) << want.error().message;
+        double got = 0;
+        ASSERT_TRUE(dev.read(&got, copies[k][g * names.size() + j], 8));
+        EXPECT_EQ(got, *want) << names[j] << " of group " << g << " after step " << k;
+      }
+  }
+  twins.expect_same_params();
+  auto bad = a.scalar_state_memory("mu_product");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().message, "no scalar state 'mu_product' (this optimizer has: eta, mu)");
+  bad = a.scalar_state_memory("eta", 2);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().message, "no parameter group 2");
+}
+
 }  // namespace optjit::testing

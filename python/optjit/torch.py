@@ -114,6 +114,10 @@ class _Engine:
         self.device_counts = device.type == "cuda" and opt._scaled
         self.skip_flag = None  # the engine's skip flag (1.0 if its last step skipped), on the GPU
         self.scale64 = None  # the scale, as the engine reads it (float64, on the GPU)
+        # CUDA: scalar states (NAdam's mu_product) are copied on the stream from where the
+        # device step keeps them, by (group, name): (address, a tensor there); None: the host
+        # step keeps them (read after it, which waited anyway).
+        self.scalar_sources: Optional[Dict[Tuple[int, str], Tuple[int, torch.Tensor]]] = {}
         if device.type == "cuda":
             self.stream = torch.cuda.current_stream(device)
             queue = self.stream.cuda_stream
@@ -210,13 +214,16 @@ class _Engine:
         self.engine.set_step_count(step or 0)
         # Under a GradScaler on a GPU the step counts live there (the device counts the steps).
         where = self.members[0][2].device if self.device_counts else torch.device("cpu")
+        where_scalars = torch.device("cpu") if self.stream is None else self.stream.device
         self.counts = torch.full((len(self.members),), float(step or 0), dtype=_scalar_dtype(),
                                  device=where)
         for k, (_, _, p) in enumerate(self.members):
             opt.state[p]["step"] = self.counts[k]
         for (g, name), ks in scalar_members.items():
+            # On the GPU beside the parameters, as torch's capturable optimizers keep them (a
+            # checkpoint loads into torch's either way).
             t = torch.full((len(ks),), self.engine.scalar_state(name, group=g),
-                           dtype=_scalar_dtype())
+                           dtype=_scalar_dtype(), device=where_scalars)
             for j, k in enumerate(ks):
                 opt.state[self.members[k][2]][name] = t[j]
             self.scalars[(g, name)] = t
@@ -302,9 +309,29 @@ class _Engine:
             return True
         else:
             self.counts.add_(1.0)
-        for (g, name), t in self.scalars.items():  # NAdam, ASGD (after a queued step: a wait)
-            t.fill_(self.engine.scalar_state(name, group=g))
+        for (g, name), t in self.scalars.items():  # NAdam, ASGD
+            src = self.scalar_source(g, name)
+            if src is not None:
+                t.copy_(src.expand_as(t))  # on the stream, after the step
+            else:
+                t.fill_(self.engine.scalar_state(name, group=g))
         return False
+
+    def scalar_source(self, g: int, name: str) -> Optional[torch.Tensor]:
+        """Scalar state `name` of group g where the device step keeps it (a float64 tensor on
+        the GPU), or None where the host keeps it."""
+        if self.stream is None or self.scalar_sources is None:
+            return None
+        try:
+            address = self.engine.scalar_state_address(name, g)
+        except Error:  # a host step (mixed dtypes, device_step=False): the host has them
+            self.scalar_sources = None
+            return None
+        known = self.scalar_sources.get((g, name))
+        if known is None or known[0] != address:  # (a rebuilt executor moves its control block)
+            known = (address, torch.as_tensor(_CudaArray(address, 1), device=self.stream.device))
+            self.scalar_sources[(g, name)] = known
+        return known[1]
 
 
 class Optimizer(torch.optim.Optimizer):

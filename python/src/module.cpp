@@ -489,6 +489,15 @@ NB_MODULE(_optjit, m) {
             return m.handle + m.offset;
           },
           "The CUDA address of one float64: 1 when the last device step was skipped, else 0")
+      .def(
+          "scalar_state_address",
+          [](const Engine& e, const std::string& name, uint32_t group) {
+            const DeviceMemory m = take(e.opt().scalar_state_memory(name, group));
+            return m.handle + m.offset;
+          },
+          nb::arg("name"), nb::arg("group") = 0,
+          "The CUDA address of one float64: scalar state `name` of `group` as the last device "
+          "step committed it (written on the queue: copy it on the stream, no host round trip)")
       .def("tune", &Engine::tune, nb::arg("grads"), nb::arg("budget_seconds") = 10.0,
            nb::arg("max_candidates") = 24)
       .def("sync_state", [](Engine& e) { check(e.opt().sync_state()); })

@@ -115,6 +115,35 @@ def test_a_step_is_queued_on_the_current_stream_without_waiting():
 
 
 @needs_streams
+@pytest.mark.parametrize("name,kw,scalars", [
+    ("NAdam", dict(lr=1e-2, weight_decay=0.1), ("mu_product",)),
+    ("ASGD", dict(lr=0.02, t0=2, lambd=0.01), ("eta", "mu")),
+])
+def test_scalar_states_are_copied_on_the_stream_without_waiting(name, kw, scalars):
+    """NAdam's mu_product and ASGD's eta and mu are committed by the device step: they reach
+    optimizer.state[p] as GPU tensors copied on the stream, so the step still returns while the
+    GPU is busy, and they are torch's after every step."""
+    a = [torch.nn.Parameter(t) for t in tensors(torch.float32)]
+    b = [torch.nn.Parameter(t) for t in tensors(torch.float32)]
+    ao = getattr(torch.optim, name)(a, foreach=False, **kw)
+    bo = getattr(ot, name)(b, **kw)
+    waited = []
+    for k in range(4):
+        for params in (a, b):
+            for p, g in zip(params, grads_for(k, params)):
+                p.grad = g
+        ao.step()
+        waited.append(_returns_in(bo.step))
+        for pa, pb in zip(a, b):
+            for s in scalars:
+                got, want = bo.state[pb][s], ao.state[pa][s]
+                assert got.device == DEV, (s, got.device)
+                assert float(got) == pytest.approx(float(want), rel=1e-6), (k, s)
+    assert max_err(a, b) <= 1e-5
+    assert max(waited[1:]) < 0.1, waited
+
+
+@needs_streams
 def test_a_step_under_another_stream_is_ordered_with_it():
     """Gradients written on a side stream after a long wait there: a step under that stream reads
     them, not what was there before, and work queued on it afterwards sees the new parameters."""
