@@ -19,6 +19,7 @@ on the current stream.
 """
 from __future__ import annotations
 
+import collections
 import math
 import sys
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
@@ -61,6 +62,25 @@ def _values(x: Any) -> List[float]:
     if isinstance(x, (tuple, list)):
         return [float(v.item() if isinstance(v, torch.Tensor) else v) for v in x]
     return [float(x)]
+
+
+def _number_of(value: Any, what: str) -> float:
+    """A one-element tensor or a number as a float; else an error naming `what`."""
+    try:
+        return float(value)
+    except (TypeError, ValueError, RuntimeError):
+        text = repr(value)
+        raise Error(f"{what} is {text if len(text) < 60 else text[:57] + '...'}, not a "
+                    f"number") from None
+
+
+def _step_count(value: Any, i: int) -> int:
+    """A state's 'step' (a tensor or a number) as the whole number of steps it counts."""
+    v = _number_of(value, f"optimizer.state[p]['step'] of parameter {i}")
+    if not (math.isfinite(v) and v >= 0 and v == int(v) and v < 2**53):
+        raise Error(f"optimizer.state[p]['step'] of parameter {i} is {v}: a step count is a "
+                    f"whole number from 0 to 2^53")
+    return int(v)
 
 
 def _local(t: torch.Tensor) -> torch.Tensor:
@@ -150,6 +170,10 @@ class _Engine:
         # A program-wide one ("state_seed" of state_format="bf16_sr") keeps its whole name.
         self.hypers = sorted({h.split(".")[1] if "." in h else h
                               for h in self.engine.hyperparameters})
+        # Each one's number of values ("betas": 2), the most any transform of the chain takes.
+        per = collections.Counter(tuple(h.split(".")[:2]) for h in self.engine.hyperparameters)
+        self.hyper_sizes = {name: max(c for key, c in per.items() if key[-1] == name)
+                            for name in self.hypers}
         self.bound: Dict[Tuple[int, str], int] = {}
 
     def bind(self, opt: "Optimizer") -> None:
@@ -158,58 +182,38 @@ class _Engine:
         the scalar states stay one tensor per parameter, as torch keeps them (a checkpoint
         loads into torch's optimizer): each a view of one element of a tensor per engine (per
         group for a scalar state), so a step updates them all with one operation."""
+        self.check_params()  # first: a parameter that changed shape is the error to report
         step = None
         self.scalars: Dict[Tuple[int, str], torch.Tensor] = {}
         scalar_members: Dict[Tuple[int, str], List[int]] = {}
 
-        for k, (g, _, p) in enumerate(self.members):
+        for k, (g, i, p) in enumerate(self.members):
             st = opt.state[p]
             # torch's SGD keeps no step count; a state it left has taken at least one step.
-            had = any(name in st for name in self.engine.state_buffers)
+            present = [name for name in self.engine.state_buffers
+                       if isinstance(st.get(name), torch.Tensor)]
+            had = bool(present)
+            # A state that has some of the buffers but not others is a damaged checkpoint (torch
+            # fails on it too); starting the missing ones afresh would silently change the run.
+            # (A quantized buffer's scales come with its values when they are converted.)
+            missing = [name for name in self.engine.state_buffers if name not in present
+                       and not (name.endswith(".absmax") and name[:-len(".absmax")] in present)]
+            if had and missing:
+                raise Error(f"optimizer.state of parameter {i} has {', '.join(present)} but not "
+                            f"{', '.join(missing)}: a damaged or mismatched checkpoint")
             for name in self.engine.state_buffers:
-                t = st.get(name)
-                # The state's own format (state_format=), which may not be the parameter's.
-                want = _TORCH_DTYPES[self.engine.state_storage(k, name)]
-                # A quantized state's scales ("exp_avg.absmax") hold one value per block.
-                n = self.engine.state_elements(k, name)
-                lp = _local(p)
-                shape = lp.shape if n == lp.numel() else torch.Size([n])
-                if (isinstance(t, torch.Tensor) and t.is_floating_point() and want == torch.uint8
-                        and t.shape == lp.shape):
-                    # Values (a checkpoint of torch's optimizer, or of f32 state) into 8-bit
-                    # state: quantized here as the cpu backend would store them.
-                    codes, scales = _optjit.quantize(
-                        self.engine.state_quant(name),
-                        t.detach().to(device="cpu", dtype=torch.float32).contiguous().flatten())
-                    t = torch.frombuffer(bytearray(codes), dtype=torch.uint8).view(shape)
-                    st[name] = t = t.to(p.device)
-                    st[name + ".absmax"] = torch.frombuffer(
-                        bytearray(scales), dtype=torch.float32).to(p.device)
-                if (isinstance(t, torch.Tensor) and t.shape == shape and t.device == p.device
-                        and t.is_floating_point() and (t.dtype != want or not t.is_contiguous())):
-                    # A checkpoint's values in another format (torch's load_state_dict casts
-                    # state to the parameter's dtype): kept, converted.
-                    t = t.to(dtype=want, memory_format=torch.contiguous_format)
-                    st[name] = t
-                ok = (isinstance(t, torch.Tensor) and t.shape == shape and t.dtype == want
-                      and t.device == p.device and t.is_contiguous())
-                if not ok:
-                    t = torch.empty(shape, dtype=want, device=p.device)
-                    st[name] = t
-                    adopt = False
-                else:
-                    adopt = True
+                t, adopt = self._state_tensor(k, i, p, name, st)
                 if self.bound.get((k, name)) != t.data_ptr():
                     self.engine.bind_state(k, name, t.detach(), adopt=adopt)
                     self.bound[(k, name)] = t.data_ptr()
             if "step" not in st:
                 st["step"] = torch.tensor(1.0 if had else 0.0, dtype=_scalar_dtype())
-            s = int(float(st["step"]))
+            s = _step_count(st["step"], i)
             step = s if step is None else step
             for name in self.engine.scalar_states:
                 first = (g, name) not in scalar_members
                 if name in st and first:
-                    self.engine.set_scalar_state(name, float(st[name]), group=g)
+                    self.engine.set_scalar_state(name, _number_of(st[name], f"optimizer.state[p]['{name}'] of parameter {i}"), group=g)
                 scalar_members.setdefault((g, name), []).append(k)
         self.engine.set_step_count(step or 0)
         # Under a GradScaler on a GPU the step counts live there (the device counts the steps).
@@ -227,7 +231,50 @@ class _Engine:
             for j, k in enumerate(ks):
                 opt.state[self.members[k][2]][name] = t[j]
             self.scalars[(g, name)] = t
-        self.check_params()
+
+    def _state_tensor(self, k: int, i: int, p: torch.Tensor, name: str,
+                      st: Dict[str, Any]) -> Tuple[torch.Tensor, bool]:
+        """State `name` of member k (parameter i) as the engine keeps it, and whether it holds
+        values to adopt: torch's (or a checkpoint's) tensor, converted to the engine's format
+        where that loses nothing it had, else a new one the engine initializes."""
+        t = st.get(name)
+        # The state's own format (state_format=), which may not be the parameter's.
+        want = _TORCH_DTYPES[self.engine.state_storage(k, name)]
+        # A quantized state's scales ("exp_avg.absmax") hold one value per block.
+        n = self.engine.state_elements(k, name)
+        lp = _local(p)
+        shape = lp.shape if n == lp.numel() else torch.Size([n])
+        if not isinstance(t, torch.Tensor):
+            t = torch.empty(shape, dtype=want, device=p.device)
+            st[name] = t
+            return t, False
+        if t.is_floating_point() and want == torch.uint8 and t.shape == lp.shape:
+            # Values (a checkpoint of torch's optimizer, or of f32 state) into 8-bit state:
+            # quantized here as the cpu backend would store them.
+            codes, scales = _optjit.quantize(
+                self.engine.state_quant(name),
+                t.detach().to(device="cpu", dtype=torch.float32).contiguous().flatten())
+            t = torch.frombuffer(bytearray(codes), dtype=torch.uint8).view(shape)
+            st[name] = t = t.to(p.device)
+            st[name + ".absmax"] = torch.frombuffer(
+                bytearray(scales), dtype=torch.float32).to(p.device)
+        where = f"optimizer.state[p]['{name}'] of parameter {i}"
+        if t.dtype == torch.uint8 and want != torch.uint8:
+            raise Error(f"{where} holds quantized codes (a checkpoint of 8-bit, 4-bit or fp8 "
+                        f"state), but this optimizer keeps it as {_DTYPE_NAMES[want]}: load the "
+                        f"checkpoint with the state_format it was saved with")
+        if t.shape != shape:
+            raise Error(f"{where} has shape {list(t.shape)}, but this optimizer keeps "
+                        f"{list(shape)} for it (parameter shape {list(lp.shape)}): a checkpoint "
+                        f"of another model or state_format")
+        if want == torch.uint8 and t.dtype != torch.uint8:
+            raise Error(f"{where} is {t.dtype}, not the uint8 codes of a quantized state")
+        if t.dtype != want or t.device != p.device or not t.is_contiguous():
+            # A checkpoint's values in another format (torch's load_state_dict casts state to
+            # the parameter's dtype) or place: kept, converted.
+            t = t.to(dtype=want, device=p.device, memory_format=torch.contiguous_format)
+            st[name] = t
+        return t, True
 
     def check_params(self) -> None:
         if self.dtensors:
@@ -248,8 +295,15 @@ class _Engine:
             for name in self.hypers:
                 if name not in groups[g]:
                     continue
-                v = _values(groups[g][name])
+                try:
+                    v = _values(groups[g][name])
+                except (TypeError, ValueError, RuntimeError):
+                    _number_of(groups[g][name], f"param_groups[{g}]['{name}']")  # names it
+                    raise
                 if self.sent.get((g, name)) != v:
+                    if len(v) != self.hyper_sizes[name]:  # (torch would fail to unpack it)
+                        raise Error(f"param_groups[{g}]['{name}'] has {len(v)} value(s); "
+                                    f"'{name}' takes {self.hyper_sizes[name]}")
                     self.engine.set_hyper(name, v, group=g)
                     self.sent[(g, name)] = v
 
@@ -504,7 +558,7 @@ class Optimizer(torch.optim.Optimizer):
         for m in active:
             p = m[2]
             st = self.state.get(p, {})
-            step = int(float(st["step"])) if "step" in st else 0
+            step = _step_count(st["step"], m[1]) if "step" in st else 0
             parts.setdefault((str(p.device), step), []).append(m)
         return list(parts.values())
 

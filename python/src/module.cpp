@@ -11,6 +11,8 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <fmt/ranges.h>
+
 #include <cstring>
 #include <stdexcept>
 
@@ -65,6 +67,34 @@ DType dtype_of(const Array& a, const std::string& what) {
                   "float64, float16 or bfloat16",
                   what, t.code, t.bits));
 }
+
+// Whether array `a` holds elements of type `d` (the DLPack code and width of each DType).
+bool has_dtype(const Array& a, DType d) {
+  using Code = nb::dlpack::dtype_code;
+  const auto t = a.dtype();
+  auto is = [&](Code c, int bits) { return t.lanes == 1 && t.code == uint8_t(c) && t.bits == bits; };
+  switch (d) {
+    case DType::f64: return is(Code::Float, 64);
+    case DType::f32: return is(Code::Float, 32);
+    case DType::f16: return is(Code::Float, 16);
+    case DType::bf16: return is(Code::Bfloat, 16);
+    case DType::u8: return is(Code::UInt, 8);
+    case DType::u16: return is(Code::UInt, 16);
+    case DType::i64: return is(Code::Int, 64);
+    case DType::b1: return is(Code::Bool, 8);
+  }
+  return false;
+}
+
+// The array's element type as an error names it ("float32", "int64"; DLPack's codes).
+std::string dtype_text(const Array& a) {
+  static const char* const names[] = {"int", "uint", "float", "opaque", "bfloat", "complex", "bool"};
+  const auto t = a.dtype();
+  const char* n = t.code < std::size(names) ? names[t.code] : "code ";
+  return fmt::format("{}{}{}", n, t.code < std::size(names) ? "" : std::to_string(t.code), t.bits);
+}
+
+std::string shape_text(const std::vector<int64_t>& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
 
 DType dtype_named(const std::string& name) {
   auto t = parse_dtype(name);
@@ -202,6 +232,7 @@ class Engine {
       ps.push_back({names[i], p.host, dtype_of(params[i], what), shape_of(params[i]),
                     i < group_of.size() ? group_of[i] : 0, p.device});
     }
+    specs_ = specs(ps, grad_dtype);
     OptimizerOptions o = options(
         backend == "auto" ? (device_type == nb::device::cuda::value ? "cuda" : "cpu") : backend,
         device, queue, grad_dtype, cache, param_rounding, groups);
@@ -260,8 +291,10 @@ class Engine {
                     .device = device_memory(
                         memory[i], [&] { return fmt::format("parameter '{}'", names[i]); })});
     OptimizerOptions o = options(backend, device, queue, grad_dtype, cache, param_rounding, groups);
+    std::vector<Spec> s = specs(ps, grad_dtype);
     return Engine(
-        take(Optimizer::create(take(read_pipeline_text(pipeline)), std::move(ps), std::move(o))));
+        take(Optimizer::create(take(read_pipeline_text(pipeline)), std::move(ps), std::move(o))),
+        std::move(s));
   }
   /// One step with gradients in device memory, each a (handle, byte offset).
   std::optional<bool> step_device(const std::vector<std::pair<uint64_t, uint64_t>>& grads) {
@@ -280,12 +313,29 @@ class Engine {
   }
 
   void bind_state(size_t param, const std::string& buffer, const Array& a, bool adopt) {
-    Place p = place_of(a, [&] { return fmt::format("state '{}' of parameter {}", buffer, param); });
+    const std::string what =
+        fmt::format("state '{}' of parameter '{}'", buffer, spec(param, "bind_state").name);
+    Place p = place_of(a, [&] { return what; });
+    const DType want = take(opt_->state_storage(param, buffer));
+    const int64_t n = take(opt_->state_elements(param, buffer));
+    if (!has_dtype(a, want))
+      throw Error(fmt::format("{} is {} {}: it must be {}", what, "a", dtype_text(a), to_string(want)));
+    if (static_cast<int64_t>(a.size()) != n)
+      throw Error(fmt::format("{} has {} elements: it must have {}", what, a.size(), n));
     check(p.host ? opt_->bind_state(param, buffer, p.host, adopt)
                  : opt_->bind_state(param, buffer, p.device, adopt));
   }
   void rebind_param(size_t param, const Array& a) {
-    Place p = place_of(a, [&] { return fmt::format("parameter {}", param); });
+    const Spec& s = spec(param, "rebind_param");
+    const std::string what = fmt::format("parameter '{}'", s.name);
+    Place p = place_of(a, [&] { return what; });
+    if (!has_dtype(a, s.dtype))
+      throw Error(fmt::format("{} cannot be rebound to a {} array: it is {}", what, dtype_text(a),
+                              to_string(s.dtype)));
+    if (shape_of(a) != s.shape)
+      throw Error(fmt::format("{} cannot be rebound to an array of shape {}: its shape is {} (a "
+                              "new shape needs a new optimizer)",
+                              what, shape_text(shape_of(a)), shape_text(s.shape)));
     check(p.host ? opt_->rebind_param(param, p.host) : opt_->rebind_param(param, p.device));
   }
   void set_hyper(const std::string& name, const std::vector<double>& values,
@@ -328,19 +378,58 @@ class Engine {
   const Optimizer& opt() const { return *opt_; }
 
  private:
-  explicit Engine(std::unique_ptr<Optimizer> opt) : opt_(std::move(opt)) {}
+  // What each parameter's arrays must be: the parameter's dtype and shape, its gradient's dtype.
+  struct Spec {
+    std::string name;
+    DType dtype, grad;
+    std::vector<int64_t> shape;
+  };
+  static std::vector<Spec> specs(const std::vector<Param>& ps,
+                                 const std::optional<std::string>& grad_dtype) {
+    std::vector<Spec> out;
+    for (const Param& p : ps)
+      out.push_back({p.name, p.dtype, grad_dtype ? dtype_named(*grad_dtype) : p.dtype, p.shape});
+    return out;
+  }
+  const Spec& spec(size_t param, const char* what) const {
+    if (param >= specs_.size())
+      throw Error(fmt::format("{}: no parameter {} (there are {})", what, param, specs_.size()));
+    return specs_[param];
+  }
+  Engine(std::unique_ptr<Optimizer> opt, std::vector<Spec> specs)
+      : opt_(std::move(opt)), specs_(std::move(specs)) {}
   // Gradient arrays as the optimizer takes them: host addresses, or device memory.
   struct Gradients {
     std::vector<const void*> host;
     std::vector<DeviceMemory> device;
     bool on_device() const { return !device.empty() && device[0]; }
   };
-  static Gradients gradients(const std::vector<Array>& grads) {
+  // Each gradient's dtype and shape are its parameter's (or grad_dtype's): anything else would
+  // be read past its end or as other numbers. A count other than the parameters' is the step's
+  // error (it names both).
+  Gradients gradients(const std::vector<Array>& grads) const {
     Gradients g;
     g.host.reserve(grads.size());
     g.device.reserve(grads.size());
     for (size_t i = 0; i < grads.size(); ++i) {
-      Place p = place_of(grads[i], [&] { return fmt::format("the gradient of parameter {}", i); });
+      const Array& a = grads[i];
+      if (i < specs_.size()) {
+        const Spec& s = specs_[i];
+        bool same = a.ndim() == s.shape.size();
+        for (size_t d = 0; same && d < s.shape.size(); ++d)
+          same = static_cast<int64_t>(a.shape(d)) == s.shape[d];
+        if (!same)
+          throw Error(fmt::format("the gradient of parameter '{}' has shape {}: the parameter's "
+                                  "is {}",
+                                  s.name, shape_text(shape_of(a)), shape_text(s.shape)));
+        if (!has_dtype(a, s.grad))
+          throw Error(fmt::format("the gradient of parameter '{}' is {}: it must be {}", s.name,
+                                  dtype_text(a), to_string(s.grad)));
+      }
+      Place p = place_of(a, [&] {
+        return fmt::format("the gradient of parameter '{}'",
+                           i < specs_.size() ? specs_[i].name : std::to_string(i));
+      });
       g.host.push_back(p.host);
       g.device.push_back(p.device);
     }
@@ -384,6 +473,7 @@ class Engine {
     return o;
   }
   std::unique_ptr<Optimizer> opt_;
+  std::vector<Spec> specs_;
 };
 
 }  // namespace

@@ -2,6 +2,7 @@
 skipped parameters, closures, fused clipping, mixed dtypes, and errors."""
 import copy
 import math
+import re
 
 import pytest
 import torch
@@ -356,6 +357,126 @@ def test_low_level_engine_steps_numpy_arrays_in_place():
     assert np.allclose(before - w, 0.01, atol=1e-6)
     with pytest.raises(optjit.Error, match="got 2 gradients for 1 parameters"):
         e.step([g, g])
+
+
+def test_low_level_engine_refuses_arrays_that_are_not_what_they_stand_for():
+    """A gradient, a rebound parameter or a bound state of another dtype or size would be read
+    (or written) past its end or as other numbers: each is a clear error, and nothing moved."""
+    np = pytest.importorskip("numpy")
+    w = np.linspace(-1, 1, 1000).astype(np.float32)
+    e = optjit.Engine("adamw(lr=1e-2)", ["w"], [w])
+    before = w.copy()
+    cases = [
+        (lambda: e.step([np.ones(10, np.float32)]),
+         "the gradient of parameter 'w' has shape [10]: the parameter's is [1000]"),
+        (lambda: e.step([np.ones((10, 100), np.float32)]),
+         "the gradient of parameter 'w' has shape [10, 100]: the parameter's is [1000]"),
+        (lambda: e.step([np.ones(1000, np.float64)]),
+         "the gradient of parameter 'w' is float64: it must be f32"),
+        (lambda: e.step([np.ones(1000, np.int32)]),
+         "the gradient of parameter 'w' is int32: it must be f32"),
+        (lambda: e.rebind_param(0, np.zeros(10, np.float32)),
+         "parameter 'w' cannot be rebound to an array of shape [10]: its shape is [1000]"),
+        (lambda: e.rebind_param(0, np.zeros(1000, np.float64)),
+         "parameter 'w' cannot be rebound to a float64 array: it is f32"),
+        (lambda: e.rebind_param(3, np.zeros(1000, np.float32)),
+         "rebind_param: no parameter 3 (there are 1)"),
+        (lambda: e.bind_state(0, "exp_avg", np.zeros(999, np.float32), adopt=True),
+         "state 'exp_avg' of parameter 'w' has 999 elements: it must have 1000"),
+        (lambda: e.bind_state(0, "exp_avg", np.zeros(1000, np.float16), adopt=True),
+         "state 'exp_avg' of parameter 'w' is a float16: it must be f32"),
+    ]
+    for call, message in cases:
+        with pytest.raises(optjit.Error, match=re.escape(message)):
+            call()
+    assert np.array_equal(w, before)
+    assert e.step([np.ones(1000, np.float32)]) is False  # the right arrays still step
+    assert not np.array_equal(w, before)
+    # 8-bit state: the codes are uint8 and the scales one float32 per block of 256.
+    q = optjit.Engine('adamw(lr=1e-2, state_format="8bit")', ["w"],
+                      [np.zeros(4096, np.float32)])
+    with pytest.raises(optjit.Error, match="state 'exp_avg' of parameter 'w' is a float32: it "
+                                           "must be u8"):
+        q.bind_state(0, "exp_avg", np.zeros(4096, np.float32), adopt=True)
+    with pytest.raises(optjit.Error, match="state 'exp_avg.absmax' of parameter 'w' has 4096 "
+                                           "elements: it must have 16"):
+        q.bind_state(0, "exp_avg.absmax", np.zeros(4096, np.float32), adopt=True)
+    q.bind_state(0, "exp_avg", np.zeros(4096, np.uint8), adopt=False)
+
+
+def test_a_checkpoint_that_does_not_fit_is_an_error_not_a_fresh_start():
+    """torch fails on a damaged checkpoint (a state of another shape, a missing moment); optjit
+    used to start such state afresh, silently. A torch.optim.AdamW checkpoint still loads."""
+    def model():
+        torch.manual_seed(0)
+        return torch.nn.Linear(64, 64)
+
+    def trained(opt_cls, m, **kw):
+        o = opt_cls(m.parameters(), lr=1e-2, **kw)
+        for _ in range(2):
+            o.zero_grad()
+            m(torch.ones(2, 64)).square().sum().backward()
+            o.step()
+        return o
+
+    sd = trained(torch.optim.AdamW, model()).state_dict()
+
+    def load(change, opt_cls=ot.AdamW, **kw):
+        s = copy.deepcopy(sd)
+        change(s)
+        m = model()
+        o = opt_cls(m.parameters(), lr=1e-2, **kw)
+        o.load_state_dict(s)
+        m(torch.ones(2, 64)).square().sum().backward()
+        o.step()
+        return o
+
+    load(lambda s: None)  # as it is
+    bad = [
+        (lambda s: s["state"][1].__setitem__("exp_avg", torch.zeros(5)),
+         r"optimizer.state\[p\]\['exp_avg'\] of parameter 1 has shape \[5\], but this "
+         r"optimizer keeps \[64\] for it"),
+        (lambda s: s["state"][0].pop("exp_avg_sq"),
+         "optimizer.state of parameter 0 has exp_avg but not exp_avg_sq: a damaged or "
+         "mismatched checkpoint"),
+        (lambda s: s["state"][0].__setitem__("step", torch.tensor(float("nan"))),
+         r"optimizer.state\[p\]\['step'\] of parameter 0 is nan: a step count is a whole "
+         r"number from 0 to 2\^53"),
+        (lambda s: s["state"][0].__setitem__("step", torch.tensor(-2.0)),
+         r"of parameter 0 is -2.0: a step count"),
+        (lambda s: s["state"][0].__setitem__("step", torch.tensor(2.5)),
+         r"of parameter 0 is 2.5: a step count"),
+        (lambda s: s["param_groups"][0].__setitem__("betas", (0.9,)),
+         r"param_groups\[0\]\['betas'\] has 1 value\(s\); 'betas' takes 2"),
+        (lambda s: s["param_groups"][0].__setitem__("lr", None),
+         r"param_groups\[0\]\['lr'\] is None, not a number"),
+    ]
+    for change, message in bad:
+        with pytest.raises(optjit.Error, match=message):
+            load(change)
+    # 8-bit codes into an optimizer that keeps f32 state: said, not read as values.
+    q = trained(ot.AdamW, torch.nn.Linear(64, 128), state_format="8bit").state_dict()
+    m = torch.nn.Linear(64, 128)
+    o = ot.AdamW(m.parameters(), lr=1e-2)
+    o.load_state_dict(q)
+    m(torch.ones(2, 64)).square().sum().backward()
+    with pytest.raises(optjit.Error, match=r"\['exp_avg'\] of parameter 0 holds quantized codes "
+                                           r"\(a checkpoint of 8-bit, 4-bit or fp8 state\), but "
+                                           r"this optimizer keeps it as f32"):
+        o.step()
+
+
+def test_a_parameter_that_changes_shape_is_an_error():
+    m = torch.nn.Linear(4, 3)
+    o = ot.AdamW(m.parameters(), lr=1e-2)
+    m(torch.ones(2, 4)).sum().backward()
+    o.step()
+    m.weight.data = torch.zeros(6, 4)
+    m.weight.grad = torch.zeros(6, 4)
+    with pytest.raises(optjit.Error, match=r"cannot be rebound to an array of shape \[6, 4\]: "
+                                           r"its shape is \[3, 4\] \(a new shape needs a new "
+                                           r"optimizer\)"):
+        o.step()
 
 
 @pytest.mark.parametrize("backend", ["reference", "cpu"])
