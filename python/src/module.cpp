@@ -72,29 +72,57 @@ DType dtype_of(const Array& a, const std::string& what) {
 bool has_dtype(const Array& a, DType d) {
   using Code = nb::dlpack::dtype_code;
   const auto t = a.dtype();
-  auto is = [&](Code c, int bits) { return t.lanes == 1 && t.code == uint8_t(c) && t.bits == bits; };
+  auto is = [&](Code c, int bits) {
+    return t.lanes == 1 && t.code == uint8_t(c) && t.bits == bits;
+  };
   switch (d) {
-    case DType::f64: return is(Code::Float, 64);
-    case DType::f32: return is(Code::Float, 32);
-    case DType::f16: return is(Code::Float, 16);
-    case DType::bf16: return is(Code::Bfloat, 16);
-    case DType::u8: return is(Code::UInt, 8);
-    case DType::u16: return is(Code::UInt, 16);
-    case DType::i64: return is(Code::Int, 64);
-    case DType::b1: return is(Code::Bool, 8);
+    case DType::f64:
+      return is(Code::Float, 64);
+    case DType::f32:
+      return is(Code::Float, 32);
+    case DType::f16:
+      return is(Code::Float, 16);
+    case DType::bf16:
+      return is(Code::Bfloat, 16);
+    case DType::u8:
+      return is(Code::UInt, 8);
+    case DType::u16:
+      return is(Code::UInt, 16);
+    case DType::i64:
+      return is(Code::Int, 64);
+    case DType::b1:
+      return is(Code::Bool, 8);
   }
   return false;
 }
 
 // The array's element type as an error names it ("float32", "int64"; DLPack's codes).
 std::string dtype_text(const Array& a) {
-  static const char* const names[] = {"int", "uint", "float", "opaque", "bfloat", "complex", "bool"};
+  static const char* const names[] = {"int",    "uint",    "float", "opaque",
+                                      "bfloat", "complex", "bool"};
   const auto t = a.dtype();
   const char* n = t.code < std::size(names) ? names[t.code] : "code ";
   return fmt::format("{}{}{}", n, t.code < std::size(names) ? "" : std::to_string(t.code), t.bits);
 }
 
-std::string shape_text(const std::vector<int64_t>& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
+std::string shape_text(const std::vector<int64_t>& s) {
+  return fmt::format("[{}]", fmt::join(s, ", "));
+}
+
+// An array optjit writes in place (a parameter, a state): any array, but not a read-only one
+// (np.frombuffer over bytes, a broadcast view), whose memory optjit must not change.
+template <class What>
+Array writable_array(nb::handle obj, const What& what) {
+  Array a;
+  if (!nb::try_cast(obj, a, /*convert=*/false))
+    throw Error(
+        fmt::format("{} is not an array (NumPy, PyTorch, CuPy, ... : DLPack or the buffer "
+                    "protocol), but a {}",
+                    what(), nb::type_name(obj.type()).c_str()));
+  if (nb::ndarray<> w; !nb::try_cast(obj, w, /*convert=*/false))
+    throw Error(fmt::format("{} is read-only: optjit updates it in place", what()));
+  return a;
+}
 
 DType dtype_named(const std::string& name) {
   auto t = parse_dtype(name);
@@ -213,11 +241,15 @@ class PyCommunicator final : public Communicator {
 class Engine {
  public:
   Engine(const std::string& pipeline, const std::vector<std::string>& names,
-         const std::vector<Array>& params, const std::vector<int>& group_of, size_t groups,
-         const std::string& backend, int device, uintptr_t queue,
+         const std::vector<nb::object>& param_objects, const std::vector<int>& group_of,
+         size_t groups, const std::string& backend, int device, uintptr_t queue,
          std::optional<std::string> grad_dtype, bool cache, std::optional<bool> device_step,
          bool cuda_graph, const std::string& param_rounding, nb::object shard) {
-    if (names.size() != params.size()) throw Error("names and params differ in length");
+    if (names.size() != param_objects.size()) throw Error("names and params differ in length");
+    std::vector<Array> params;
+    for (size_t i = 0; i < param_objects.size(); ++i)
+      params.push_back(writable_array(param_objects[i],
+                                      [&] { return fmt::format("parameter '{}'", names[i]); }));
     std::vector<Param> ps;
     int device_type = 0;
     for (size_t i = 0; i < params.size(); ++i) {
@@ -312,30 +344,34 @@ class Engine {
     return g.on_device() ? run_step(nullptr, &g.device) : run_step(&g.host, nullptr);
   }
 
-  void bind_state(size_t param, const std::string& buffer, const Array& a, bool adopt) {
+  void bind_state(size_t param, const std::string& buffer, nb::handle obj, bool adopt) {
     const std::string what =
         fmt::format("state '{}' of parameter '{}'", buffer, spec(param, "bind_state").name);
+    const Array a = writable_array(obj, [&] { return what; });
     Place p = place_of(a, [&] { return what; });
     const DType want = take(opt_->state_storage(param, buffer));
     const int64_t n = take(opt_->state_elements(param, buffer));
     if (!has_dtype(a, want))
-      throw Error(fmt::format("{} is {} {}: it must be {}", what, "a", dtype_text(a), to_string(want)));
+      throw Error(
+          fmt::format("{} is {} {}: it must be {}", what, "a", dtype_text(a), to_string(want)));
     if (static_cast<int64_t>(a.size()) != n)
       throw Error(fmt::format("{} has {} elements: it must have {}", what, a.size(), n));
     check(p.host ? opt_->bind_state(param, buffer, p.host, adopt)
                  : opt_->bind_state(param, buffer, p.device, adopt));
   }
-  void rebind_param(size_t param, const Array& a) {
+  void rebind_param(size_t param, nb::handle obj) {
     const Spec& s = spec(param, "rebind_param");
     const std::string what = fmt::format("parameter '{}'", s.name);
+    const Array a = writable_array(obj, [&] { return what; });
     Place p = place_of(a, [&] { return what; });
     if (!has_dtype(a, s.dtype))
       throw Error(fmt::format("{} cannot be rebound to a {} array: it is {}", what, dtype_text(a),
                               to_string(s.dtype)));
     if (shape_of(a) != s.shape)
-      throw Error(fmt::format("{} cannot be rebound to an array of shape {}: its shape is {} (a "
-                              "new shape needs a new optimizer)",
-                              what, shape_text(shape_of(a)), shape_text(s.shape)));
+      throw Error(
+          fmt::format("{} cannot be rebound to an array of shape {}: its shape is {} (a "
+                      "new shape needs a new optimizer)",
+                      what, shape_text(shape_of(a)), shape_text(s.shape)));
     check(p.host ? opt_->rebind_param(param, p.host) : opt_->rebind_param(param, p.device));
   }
   void set_hyper(const std::string& name, const std::vector<double>& values,
@@ -419,9 +455,10 @@ class Engine {
         for (size_t d = 0; same && d < s.shape.size(); ++d)
           same = static_cast<int64_t>(a.shape(d)) == s.shape[d];
         if (!same)
-          throw Error(fmt::format("the gradient of parameter '{}' has shape {}: the parameter's "
-                                  "is {}",
-                                  s.name, shape_text(shape_of(a)), shape_text(s.shape)));
+          throw Error(
+              fmt::format("the gradient of parameter '{}' has shape {}: the parameter's "
+                          "is {}",
+                          s.name, shape_text(shape_of(a)), shape_text(s.shape)));
         if (!has_dtype(a, s.grad))
           throw Error(fmt::format("the gradient of parameter '{}' is {}: it must be {}", s.name,
                                   dtype_text(a), to_string(s.grad)));
@@ -522,10 +559,10 @@ NB_MODULE(_optjit, m) {
       invalid);
 
   nb::class_<Engine>(m, "Engine")
-      .def(nb::init<const std::string&, const std::vector<std::string>&, const std::vector<Array>&,
-                    const std::vector<int>&, size_t, const std::string&, int, uintptr_t,
-                    std::optional<std::string>, bool, std::optional<bool>, bool, const std::string&,
-                    nb::object>(),
+      .def(nb::init<const std::string&, const std::vector<std::string>&,
+                    const std::vector<nb::object>&, const std::vector<int>&, size_t,
+                    const std::string&, int, uintptr_t, std::optional<std::string>, bool,
+                    std::optional<bool>, bool, const std::string&, nb::object>(),
            nb::arg("pipeline"), nb::arg("names"), nb::arg("params"),
            nb::arg("group_of") = std::vector<int>{}, nb::arg("groups") = 1,
            nb::arg("backend") = "auto", nb::arg("device") = -1, nb::arg("queue") = 0,

@@ -385,12 +385,24 @@ def test_low_level_engine_refuses_arrays_that_are_not_what_they_stand_for():
          "state 'exp_avg' of parameter 'w' has 999 elements: it must have 1000"),
         (lambda: e.bind_state(0, "exp_avg", np.zeros(1000, np.float16), adopt=True),
          "state 'exp_avg' of parameter 'w' is a float16: it must be f32"),
+        # Memory optjit writes must be writable: np.frombuffer over bytes is not.
+        (lambda: e.rebind_param(0, np.frombuffer(bytes(4000), np.float32)),
+         "parameter 'w' is read-only: optjit updates it in place"),
+        (lambda: e.bind_state(0, "exp_avg", np.frombuffer(bytes(4000), np.float32), adopt=True),
+         "state 'exp_avg' of parameter 'w' is read-only: optjit updates it in place"),
+        (lambda: optjit.Engine("sgd(lr=0.1)", ["v"], [np.frombuffer(bytes(40), np.float32)]),
+         "parameter 'v' is read-only: optjit updates it in place"),
+        (lambda: optjit.Engine("sgd(lr=0.1)", ["v"], [[1.0, 2.0]]),
+         "parameter 'v' is not an array (NumPy, PyTorch, CuPy, ... : DLPack or the buffer "
+         "protocol), but a list"),
     ]
     for call, message in cases:
         with pytest.raises(optjit.Error, match=re.escape(message)):
             call()
     assert np.array_equal(w, before)
-    assert e.step([np.ones(1000, np.float32)]) is False  # the right arrays still step
+    read_only = np.ones(1000, np.float32)
+    read_only.flags.writeable = False  # gradients are only read
+    assert e.step([read_only]) is False  # the right arrays still step
     assert not np.array_equal(w, before)
     # 8-bit state: the codes are uint8 and the scales one float32 per block of 256.
     q = optjit.Engine('adamw(lr=1e-2, state_format="8bit")', ["w"],
