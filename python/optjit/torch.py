@@ -563,11 +563,15 @@ class Optimizer(torch.optim.Optimizer):
         return list(parts.values())
 
     @torch.no_grad()
+    def _before_step(self) -> None:
+        """What a subclass checks before each step."""
+
     def step(self, closure: Optional[Callable[[], float]] = None):
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        self._before_step()
         scale = getattr(self, "grad_scale", None)
         found_inf = getattr(self, "found_inf", None)
         if scale is not None and not self._scaled:
@@ -656,21 +660,55 @@ class _Builtin(Optimizer):
                  state_format=None, **options):
         for k in _IGNORED:
             defaults.pop(k, None)
-        args = ", ".join(f"{k}={_number(v)}" for k, v in defaults.items())
         if state_format is not None:
             if not isinstance(state_format, str) or '"' in state_format:
                 raise TypeError("state_format takes a string such as 'bf16' or 'exp_avg_sq:f32'")
-            args += f', state_format="{state_format}"'
-        pipeline = _with_clip(f"{self._name}({args})", max_grad_norm, norm_type)
+        self._built = dict(defaults)  # what the program was written from, structure included
+        self._given = dict(defaults)  # the constructor's: a group without a key has its value
+        self._pipeline_args = (state_format, max_grad_norm, norm_type)
         group_defaults = {k: v for k, v in defaults.items() if k not in self._structural}
         if max_grad_norm is not None:
             group_defaults["max_norm"] = max_grad_norm
-        super().__init__(params, pipeline, group_defaults, **options)
-        for g in self.param_groups:
-            for k in self._structural:
-                if k in g and g[k] != defaults[k]:
-                    raise Error(f"optjit: '{k}' chooses the program's structure and must be the "
-                                f"same in every parameter group")
+        super().__init__(params, self._builtin_pipeline(), group_defaults, **options)
+        self._restructure()
+
+    def _builtin_pipeline(self) -> str:
+        state_format, max_grad_norm, norm_type = self._pipeline_args
+        args = ", ".join(f"{k}={_number(v)}" for k, v in self._built.items())
+        if state_format is not None:
+            args += f', state_format="{state_format}"'
+        return _with_clip(f"{self._name}({args})", max_grad_norm, norm_type)
+
+    def _restructure(self) -> None:
+        """The booleans that choose the program's structure (amsgrad, nesterov, maximize, ...)
+        as the param groups hold them now: a loaded torch checkpoint brings its own, which
+        torch's optimizer would follow, so the program is rewritten (and recompiled) to follow
+        them too. They must agree across the groups: one program steps them all."""
+        changed = False
+        for k in self._structural:
+            values = {g.get(k, self._given[k]) for g in self.param_groups}
+            if len(values) > 1:
+                raise Error(f"optjit: '{k}' chooses the program's structure and must be the "
+                            f"same in every parameter group (they hold {sorted(values)})")
+            if (v := values.pop()) != self._built[k]:
+                self._built[k] = v
+                changed = True
+        if changed:
+            # The program's other values as the first group holds them now (the groups' values
+            # are what steps use; these only have to make a valid program with the new
+            # structure: nesterov wants the loaded momentum, not the constructor's 0).
+            first = self.param_groups[0]
+            for k in self._built:
+                if k not in self._structural and k in first:
+                    self._built[k] = first[k]
+            pipeline = self._builtin_pipeline()
+            _optjit.plan(pipeline, "f32")  # (an impossible combination is an error here)
+            self._pipeline = (f"chain(grad_scaler(scale=65536.0), {pipeline})" if self._scaled
+                              else pipeline)
+            self._forget()
+
+    def _before_step(self) -> None:
+        self._restructure()
 
 
 def _builtin(name: str, torch_name: str, signature: Dict[str, Any], structural=()):

@@ -478,6 +478,52 @@ def test_a_checkpoint_that_does_not_fit_is_an_error_not_a_fresh_start():
         o.step()
 
 
+@pytest.mark.parametrize("name,kw", [("AdamW", dict(amsgrad=True)),
+                                     ("SGD", dict(momentum=0.9, nesterov=True)),
+                                     ("RMSprop", dict(centered=True)),
+                                     ("Adam", dict(maximize=True))], ids=lambda v: str(v))
+def test_a_checkpoint_with_another_structure_is_followed_as_torch_follows_it(name, kw):
+    """amsgrad, nesterov, centered, maximize choose the compiled program. A torch checkpoint
+    made with other values than the optimizer it is loaded into brings them in its param
+    groups, and torch's optimizer follows them from then on: so does optjit's (it rewrites and
+    recompiles the program), instead of stepping with the structure it was made with."""
+    x = torch.randn(16, 8, generator=torch.Generator().manual_seed(1))
+
+    def model():
+        torch.manual_seed(0)
+        return torch.nn.Linear(8, 4)
+
+    def steps(o, m, k):
+        for _ in range(k):
+            o.zero_grad()
+            m(x).square().sum().backward()
+            o.step()
+
+    mt, mo = model(), model()
+    t = getattr(torch.optim, name)(mt.parameters(), lr=1e-2, foreach=False, **kw)
+    steps(t, mt, 2)
+    o = getattr(ot, name)(mo.parameters(), lr=1e-2)  # made with torch's defaults
+    steps(getattr(ot, name)(mo.parameters(), lr=1e-2, **kw), mo, 2)
+    o.load_state_dict(copy.deepcopy(t.state_dict()))
+    steps(t, mt, 3)
+    steps(o, mo, 3)
+    assert max_err(list(mt.parameters()), list(mo.parameters())) <= 1e-6
+    assert all(f"{k}=true" in o.pipeline for k, v in kw.items() if v is True)
+
+
+def test_groups_that_disagree_on_the_structure_are_an_error():
+    a, b = torch.nn.Parameter(torch.zeros(3)), torch.nn.Parameter(torch.zeros(3))
+    message = (r"'amsgrad' chooses the program's structure and must be the same in every "
+               r"parameter group \(they hold \[False, True\]\)")
+    with pytest.raises(optjit.Error, match=message):  # at once
+        ot.AdamW([{"params": [a]}, {"params": [b], "amsgrad": True}])
+    o = ot.AdamW([a])
+    o.add_param_group({"params": [b], "amsgrad": True})
+    a.grad = b.grad = torch.ones(3)
+    with pytest.raises(optjit.Error, match=message):  # at the step after add_param_group
+        o.step()
+
+
 def test_a_parameter_that_changes_shape_is_an_error():
     m = torch.nn.Linear(4, 3)
     o = ot.AdamW(m.parameters(), lr=1e-2)
