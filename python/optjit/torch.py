@@ -433,6 +433,31 @@ class Optimizer(torch.optim.Optimizer):
         _optjit.plan(pipeline, _DTYPE_NAMES.get(getattr(first, "dtype", None), "f32"))
         super().__init__(params, dict(defaults or {}))
 
+    # What pickling keeps besides torch's own (defaults, state, param_groups): the
+    # configuration. The engines are rebuilt from the state at the next step.
+    _pickled: Tuple[str, ...] = ("_pipeline", "_shard_order", "_scaled", "_backend", "_cache",
+                                 "_device_step", "_cuda_graph", "_param_rounding")
+
+    def __getstate__(self) -> Dict[str, Any]:
+        """copy.deepcopy(optimizer), pickle, torch.save(optimizer): torch's state and this
+        optimizer's configuration (a process group cannot be pickled: save its state_dict)."""
+        if getattr(self, "_process_group", None) is not None:
+            raise TypeError("optjit.torch: an optimizer sharded over a process group cannot be "
+                            "pickled or deep-copied; save its state_dict() instead")
+        for eng in getattr(self, "_engines", {}).values():
+            eng.engine.sync_state()  # (a device backend over CPU tensors keeps it there)
+        st = super().__getstate__()
+        st["optjit"] = {k: getattr(self, k) for k in self._pickled if hasattr(self, k)}
+        return st
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        config = state.pop("optjit", {})
+        super().__setstate__(state)
+        self.__dict__.update(config)
+        self._process_group = None
+        self._engines = {}
+        self._last_key, self._last = None, []
+
     @property
     def pipeline(self) -> str:
         return self._pipeline
@@ -655,6 +680,7 @@ class _Builtin(Optimizer):
     fuse ``torch.nn.utils.clip_grad_norm_`` into the step."""
     _name = ""
     _structural: Tuple[str, ...] = ()  # booleans that choose the program's structure
+    _pickled = Optimizer._pickled + ("_built", "_given", "_pipeline_args")
 
     def __init__(self, params, defaults: Dict[str, Any], *, max_grad_norm=None, norm_type=2.0,
                  state_format=None, **options):

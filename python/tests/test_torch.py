@@ -524,6 +524,42 @@ def test_groups_that_disagree_on_the_structure_are_an_error():
         o.step()
 
 
+@pytest.mark.parametrize("make", [
+    lambda ps: ot.AdamW(ps, lr=1e-2, max_grad_norm=1.0),
+    lambda ps: ot.NAdam(ps, lr=1e-2),  # a scalar state (mu_product)
+    lambda ps: ot.AdamW(ps, lr=1e-2, state_format="8bit"),
+    lambda ps: ot.Optimizer(ps, "adamw(lr=1e-2)", {"lr": 1e-2}),
+], ids=["adamw+clip", "nadam", "adamw-8bit", "pipeline"])
+def test_a_deep_copied_or_pickled_optimizer_continues_as_the_original(make):
+    """copy.deepcopy((model, optimizer)) and pickle (torch.save(optimizer)) keep torch's state
+    and optjit's configuration: the copy steps on exactly as the original does (it lost its
+    configuration before and failed at its first step)."""
+    import pickle
+
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(64, 80), torch.nn.Tanh(), torch.nn.Linear(80, 1))
+    o = make(m.parameters())
+    x = torch.randn(16, 64)
+
+    def steps(m, o, k):
+        for _ in range(k):
+            o.zero_grad()
+            m(x).square().mean().backward()
+            o.step()
+
+    steps(m, o, 2)
+    copies = [copy.deepcopy((m, o)), pickle.loads(pickle.dumps((m, o)))]
+    steps(m, o, 3)
+    for mc, oc in copies:
+        assert oc.pipeline == o.pipeline
+        steps(mc, oc, 3)
+        for a, b in zip(m.parameters(), mc.parameters()):
+            assert torch.equal(a, b)
+        for pa, pb in zip(m.parameters(), mc.parameters()):
+            for k, v in o.state[pa].items():
+                assert torch.equal(v, oc.state[pb][k]), k
+
+
 def test_a_parameter_that_changes_shape_is_an_error():
     m = torch.nn.Linear(4, 3)
     o = ot.AdamW(m.parameters(), lr=1e-2)
