@@ -587,10 +587,13 @@ class Optimizer(torch.optim.Optimizer):
             parts.setdefault((str(p.device), step), []).append(m)
         return list(parts.values())
 
-    @torch.no_grad()
     def _before_step(self) -> None:
         """What a subclass checks before each step."""
 
+    # Under torch.compile the step is one opaque call into optjit (its kernels are compiled
+    # already): dynamo skips it instead of tracing into it and breaking the graph there.
+    @torch.compiler.disable
+    @torch.no_grad()
     def step(self, closure: Optional[Callable[[], float]] = None):
         loss = None
         if closure is not None:

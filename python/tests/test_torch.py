@@ -560,6 +560,33 @@ def test_a_deep_copied_or_pickled_optimizer_continues_as_the_original(make):
                 assert torch.equal(v, oc.state[pb][k]), k
 
 
+def test_the_step_runs_without_autograd_and_torch_compile_skips_it(monkeypatch):
+    """step() runs under no_grad (as torch's optimizers do), and under torch.compile it is one
+    opaque call that dynamo skips (torch.compiler.disable), with the eager results."""
+    seen = []
+    real = ot._Engine.step
+
+    def step(self, *args, **kwargs):
+        seen.append(torch.is_grad_enabled())
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(ot._Engine, "step", step)
+    x = torch.randn(16, 8, generator=torch.Generator().manual_seed(0))
+    finals = []
+    for compiled in (False, True):
+        torch.manual_seed(0)
+        m = torch.nn.Linear(8, 4)
+        o = ot.AdamW(m.parameters(), lr=1e-2)
+        f = torch.compile(o.step) if compiled else o.step
+        for _ in range(3):
+            o.zero_grad()
+            m(x).square().sum().backward()
+            f()
+        finals.append([p.detach().clone() for p in m.parameters()])
+    assert seen == [False] * 6
+    assert all(torch.equal(a, b) for a, b in zip(*finals))
+
+
 def test_a_parameter_that_changes_shape_is_an_error():
     m = torch.nn.Linear(4, 3)
     o = ot.AdamW(m.parameters(), lr=1e-2)
