@@ -110,6 +110,94 @@ def _flat_offset(p) -> int:
 _to_dlpack = torch.utils.dlpack.to_dlpack
 
 
+class _TrackedState(dict):
+    """optimizer.state[p] for a parameter an engine steps: a dict that marks `changed` (shared
+    by the optimizer) when anything is put in or taken out, so a state tensor the user replaces
+    (``opt.state[p]["exp_avg"] = torch.zeros_like(p)``) is the one the next step uses, as in
+    torch, instead of memory the engine was given before. Pickles as a plain dict."""
+
+    __slots__ = ("changed",)
+
+    def __init__(self, values: Dict[str, Any], changed: List[bool]):
+        super().__init__(values)
+        self.changed = changed
+
+    def _mark(self) -> None:
+        self.changed[0] = True
+
+    def __setitem__(self, key, value):
+        self._mark()
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key):
+        self._mark()
+        super().__delitem__(key)
+
+    def __ior__(self, other):
+        self._mark()
+        return super().__ior__(other)
+
+    def pop(self, *args):
+        self._mark()
+        return super().pop(*args)
+
+    def popitem(self):
+        self._mark()
+        return super().popitem()
+
+    def clear(self):
+        self._mark()
+        super().clear()
+
+    def update(self, *args, **kwargs):
+        self._mark()
+        super().update(*args, **kwargs)
+
+    def setdefault(self, key, default=None):
+        if key not in self:
+            self._mark()
+        return super().setdefault(key, default)
+
+    def __reduce__(self):
+        return (dict, (dict(self),))
+
+
+class _TrackedStates(collections.defaultdict):
+    """optimizer.state itself, marking `changed` when a parameter's whole state dict is put in
+    or taken out (``opt.state[p] = {...}``). Pickles as torch's defaultdict(dict)."""
+
+    def __init__(self, values, changed: List[bool]):
+        super().__init__(dict, values)
+        self.changed = changed
+
+    def __setitem__(self, key, value):
+        self.changed[0] = True
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key):
+        self.changed[0] = True
+        super().__delitem__(key)
+
+    def pop(self, *args):
+        self.changed[0] = True
+        return super().pop(*args)
+
+    def clear(self):
+        self.changed[0] = True
+        super().clear()
+
+    def update(self, *args, **kwargs):
+        self.changed[0] = True
+        super().update(*args, **kwargs)
+
+    def __reduce__(self):
+        return (_plain_states, (list(self.items()),))
+
+
+def _plain_states(items) -> collections.defaultdict:
+    return collections.defaultdict(dict, items)
+
+
 class _CudaArray:
     """`count` float64s at a CUDA address, as torch.as_tensor takes them without a copy."""
 
@@ -147,10 +235,13 @@ class _Engine:
         elif backend == "auto":
             backend = "cpu"
         names, shard = opt._shard_spec(members)
+        # The arrays the engine steps, kept alive here: the engine holds their addresses, and
+        # a parameter whose .data the framework replaces must not be freed under it.
+        self.arrays = [_local(p).detach() for p in params]
         self.engine = _optjit.Engine(
             opt._pipeline,
             names,
-            [_local(p).detach() for p in params],
+            self.arrays,
             group_of=[g for g, _, _ in members],
             groups=len(opt.param_groups),
             backend=backend,
@@ -175,6 +266,7 @@ class _Engine:
         self.hyper_sizes = {name: max(c for key, c in per.items() if key[-1] == name)
                             for name in self.hypers}
         self.bound: Dict[Tuple[int, str], int] = {}
+        self.state_arrays: Dict[Tuple[int, str], torch.Tensor] = {}
 
     def bind(self, opt: "Optimizer") -> None:
         """The state tensors in optimizer.state[p], created (with optjit's initial values) where
@@ -188,7 +280,7 @@ class _Engine:
         scalar_members: Dict[Tuple[int, str], List[int]] = {}
 
         for k, (g, i, p) in enumerate(self.members):
-            st = opt.state[p]
+            st = opt._tracked_state(p)
             # torch's SGD keeps no step count; a state it left has taken at least one step.
             present = [name for name in self.engine.state_buffers
                        if isinstance(st.get(name), torch.Tensor)]
@@ -206,6 +298,7 @@ class _Engine:
                 if self.bound.get((k, name)) != t.data_ptr():
                     self.engine.bind_state(k, name, t.detach(), adopt=adopt)
                     self.bound[(k, name)] = t.data_ptr()
+                    self.state_arrays[(k, name)] = t  # (kept alive: the engine writes it)
             if "step" not in st:
                 st["step"] = torch.tensor(1.0 if had else 0.0, dtype=_scalar_dtype())
             s = _step_count(st["step"], i)
@@ -285,7 +378,8 @@ class _Engine:
             return
         for k, (_, _, p) in enumerate(self.members):
             if now[k] != self.data_ptrs[k]:  # the framework reallocated it
-                self.engine.rebind_param(k, _local(p).detach())
+                self.arrays[k] = _local(p).detach()
+                self.engine.rebind_param(k, self.arrays[k])
         self.data_ptrs = now
 
     def sync_hypers(self, groups: List[Dict[str, Any]]) -> None:
@@ -422,6 +516,9 @@ class Optimizer(torch.optim.Optimizer):
             raise ValueError(f"param_rounding: {param_rounding!r} is not 'nearest' or 'stochastic'")
         self._param_rounding = param_rounding
         self._engines: Dict[Tuple, _Engine] = {}
+        # Set when optimizer.state changes outside a step (a replaced state tensor): the next
+        # step binds the state afresh (shared with the tracked state dicts).
+        self._changed = [False]
         self._last_key: Optional[List[int]] = None  # the parameters that had gradients last step
         self._last: List[_Engine] = []
         # A bad pipeline is an error now, not at the first step, checked for the first
@@ -447,6 +544,7 @@ class Optimizer(torch.optim.Optimizer):
         for eng in getattr(self, "_engines", {}).values():
             eng.engine.sync_state()  # (a device backend over CPU tensors keeps it there)
         st = super().__getstate__()
+        st["state"] = _plain_states((k, dict(v)) for k, v in st["state"].items())
         st["optjit"] = {k: getattr(self, k) for k in self._pickled if hasattr(self, k)}
         return st
 
@@ -456,6 +554,7 @@ class Optimizer(torch.optim.Optimizer):
         self.__dict__.update(config)
         self._process_group = None
         self._engines = {}
+        self._changed = [False]
         self._last_key, self._last = None, []
 
     @property
@@ -471,7 +570,11 @@ class Optimizer(torch.optim.Optimizer):
         # A device backend over CPU tensors keeps the state on the device between steps.
         for _, eng in getattr(self, "_engines", {}).items():
             eng.engine.sync_state()
-        return super().state_dict()
+        sd = super().state_dict()
+        # Plain dicts (the same tensors), as torch's: torch.load(weights_only=True) takes them.
+        sd["state"] = {k: dict(v) if isinstance(v, _TrackedState) else v
+                       for k, v in sd["state"].items()}
+        return sd
 
     def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
         # torch casts every state tensor to its parameter's dtype; 8-bit codes (uint8) and their
@@ -544,6 +647,16 @@ class Optimizer(torch.optim.Optimizer):
                        f"torch.distributed ({backend})", tensors, offsets, self._shard_order,
                        all_reduce_device if backend == "nccl" else None)
 
+    def _tracked_state(self, p: torch.Tensor) -> "_TrackedState":
+        """optimizer.state[p], made a dict that tells the next step when it changes."""
+        if not isinstance(self.state, _TrackedStates) or self.state.changed is not self._changed:
+            self.state = _TrackedStates(self.state, self._changed)
+        st = self.state[p]
+        if not isinstance(st, _TrackedState) or st.changed is not self._changed:
+            st = _TrackedState(st, self._changed)
+            dict.__setitem__(self.state, p, st)
+        return st
+
     def _forget(self) -> None:
         self._engines.clear()
         self._last_key, self._last = None, []
@@ -615,6 +728,14 @@ class Optimizer(torch.optim.Optimizer):
         grads, key = self._gradients()
         if not key:
             return loss
+        if self._changed[0]:
+            # optimizer.state was changed since the last step (a state tensor replaced, a
+            # parameter's state dict emptied): new engines adopt what it holds now and start
+            # what it lacks afresh, as torch would. (The old ones first give back state a
+            # device backend kept.)
+            for eng in self._engines.values():
+                eng.engine.sync_state()
+            self._forget()
         if key != self._last_key:
             active = self._active()
             # Another set of parameters has gradients than last step: find (or build) the
@@ -636,6 +757,7 @@ class Optimizer(torch.optim.Optimizer):
                     "counts; optjit steps them together only when they share both")
             for eng in engines:
                 eng.bind(self)
+            self._changed[0] = False  # (binding wrote the state it adopted)
             self._last_key, self._last = key, engines
         else:
             for eng in self._last:

@@ -587,6 +587,53 @@ def test_the_step_runs_without_autograd_and_torch_compile_skips_it(monkeypatch):
     assert all(torch.equal(a, b) for a, b in zip(*finals))
 
 
+@pytest.mark.parametrize("change", ["replace a tensor", "replace the dict", "in place"])
+def test_state_the_user_changes_between_steps_is_what_the_next_step_uses(change):
+    """As in torch: a state tensor replaced in optimizer.state (or a parameter's whole state
+    dict) is the one the next step reads and writes. optjit kept writing the memory it was
+    given first, which the replacement had freed (heap corruption, then a crash)."""
+    x = torch.randn(16, 8, generator=torch.Generator().manual_seed(0))
+
+    def run(cls):
+        torch.manual_seed(0)
+        m = torch.nn.Linear(8, 4)
+        o = cls(m.parameters(), lr=1e-2)
+        for k in range(4):
+            o.zero_grad()
+            m(x).square().sum().backward()
+            o.step()
+            if k == 1:
+                for p in m.parameters():
+                    if change == "replace a tensor":
+                        o.state[p]["exp_avg"] = torch.full_like(p, 0.5)
+                    elif change == "replace the dict":
+                        o.state[p] = {}
+                    else:
+                        o.state[p]["exp_avg_sq"].mul_(2.0)
+        return m, o
+
+    (mt, to), (mo, oo) = run(torch.optim.AdamW), run(ot.AdamW)
+    assert max_err(list(mt.parameters()), list(mo.parameters())) <= 1e-6
+    for pt, po in zip(mt.parameters(), mo.parameters()):
+        assert float(oo.state[po]["step"]) == float(to.state[pt]["step"])
+        assert torch.allclose(oo.state[po]["exp_avg"], to.state[pt]["exp_avg"], atol=1e-7)
+
+
+def test_a_state_dict_loads_with_weights_only():
+    import io
+
+    m = torch.nn.Linear(4, 3)
+    o = ot.AdamW(m.parameters())
+    m(torch.ones(2, 4)).sum().backward()
+    o.step()
+    buf = io.BytesIO()
+    torch.save(o.state_dict(), buf)
+    buf.seek(0)
+    sd = torch.load(buf, weights_only=True)  # torch's default: plain containers only
+    torch.optim.AdamW(m.parameters()).load_state_dict(sd)
+    ot.AdamW(m.parameters()).load_state_dict(sd)
+
+
 def test_a_parameter_that_changes_shape_is_an_error():
     m = torch.nn.Linear(4, 3)
     o = ot.AdamW(m.parameters(), lr=1e-2)
