@@ -64,6 +64,16 @@ def _values(x: Any) -> List[float]:
     return [float(x)]
 
 
+def _memory_order(t: torch.Tensor) -> torch.Tensor:
+    """A dense tensor's elements as they lie in memory (channels_last included), 1-d."""
+    return t.as_strided((t.numel(),), (1,))
+
+
+def _same_layout(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two tensors of one shape hold their elements in the same memory order."""
+    return all(sa == sb for sa, sb, n in zip(a.stride(), b.stride(), a.shape) if n > 1)
+
+
 def _number_of(value: Any, what: str) -> float:
     """A one-element tensor or a number as a float; else an error naming `what`."""
     try:
@@ -337,18 +347,28 @@ class _Engine:
         n = self.engine.state_elements(k, name)
         lp = _local(p)
         shape = lp.shape if n == lp.numel() else torch.Size([n])
+
+        def new(dtype, device=p.device):
+            # A state of the parameter's shape is laid out as the parameter (channels_last
+            # too: the step pairs their elements in memory order); any other is flat.
+            if shape == lp.shape:
+                return torch.empty_like(lp, dtype=dtype, device=device)
+            return torch.empty(shape, dtype=dtype, device=device)
+
         if not isinstance(t, torch.Tensor):
-            t = torch.empty(shape, dtype=want, device=p.device)
+            t = new(want)
             st[name] = t
             return t, False
         if t.is_floating_point() and want == torch.uint8 and t.shape == lp.shape:
             # Values (a checkpoint of torch's optimizer, or of f32 state) into 8-bit state:
-            # quantized here as the cpu backend would store them.
-            codes, scales = _optjit.quantize(
-                self.engine.state_quant(name),
-                t.detach().to(device="cpu", dtype=torch.float32).contiguous().flatten())
-            t = torch.frombuffer(bytearray(codes), dtype=torch.uint8).view(shape)
-            st[name] = t = t.to(p.device)
+            # quantized here as the cpu backend would store them, in the parameter's memory
+            # order (blocks of 256 elements as the step meets them).
+            values = new(torch.float32, "cpu").copy_(t.detach())
+            codes, scales = _optjit.quantize(self.engine.state_quant(name),
+                                             _memory_order(values))
+            c = new(torch.uint8, "cpu")
+            _memory_order(c).copy_(torch.frombuffer(bytearray(codes), dtype=torch.uint8))
+            st[name] = t = c.to(p.device)
             st[name + ".absmax"] = torch.frombuffer(
                 bytearray(scales), dtype=torch.float32).to(p.device)
         where = f"optimizer.state[p]['{name}'] of parameter {i}"
@@ -362,10 +382,14 @@ class _Engine:
                         f"of another model or state_format")
         if want == torch.uint8 and t.dtype != torch.uint8:
             raise Error(f"{where} is {t.dtype}, not the uint8 codes of a quantized state")
-        if t.dtype != want or t.device != p.device or not t.is_contiguous():
+        laid_out = (_same_layout(t, lp) if shape == lp.shape else t.is_contiguous())
+        if t.dtype != want or t.device != p.device or not laid_out:
             # A checkpoint's values in another format (torch's load_state_dict casts state to
-            # the parameter's dtype) or place: kept, converted.
-            t = t.to(dtype=want, device=p.device, memory_format=torch.contiguous_format)
+            # the parameter's dtype), place or memory order: kept, converted.
+            if want == torch.uint8 and not laid_out:
+                raise Error(f"{where} holds quantized codes in another memory order than its "
+                            f"parameter (a checkpoint of the model in another memory_format)")
+            t = new(want).copy_(t)
             st[name] = t
         return t, True
 

@@ -13,6 +13,7 @@
 
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
@@ -137,19 +138,47 @@ std::vector<int64_t> shape_of(const Array& a) {
   return s;
 }
 
-// Dense and row-major, or it cannot be stepped in place.
+// The array's strides (in elements) with those of dimensions of size 1 as 0: two arrays of one
+// shape hold their elements in the same memory order exactly when these are equal.
+std::vector<int64_t> layout_of(const Array& a) {
+  std::vector<int64_t> s(a.ndim());
+  for (size_t i = 0; i < a.ndim(); ++i) s[i] = a.shape(i) == 1 ? 0 : a.stride(i);
+  return s;
+}
+
+// Whether the array's elements fill its memory with no gap and no overlap, in some order of
+// its dimensions (row-major, or torch's channels_last, or Fortran's): an elementwise step runs
+// over it in memory order.
+bool dense(const Array& a) {
+  int64_t expect = 1;
+  bool row_major = true;
+  for (size_t i = a.ndim(); i-- > 0 && row_major;) {
+    row_major = a.shape(i) == 1 || a.stride(i) == expect;
+    expect *= static_cast<int64_t>(a.shape(i));
+  }
+  if (row_major || a.size() == 0) return true;
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of dimensions of size > 1
+  for (size_t i = 0; i < a.ndim(); ++i)
+    if (a.shape(i) != 1) dims.emplace_back(a.stride(i), static_cast<int64_t>(a.shape(i)));
+  std::sort(dims.begin(), dims.end());
+  expect = 1;
+  for (const auto& [stride, size] : dims) {
+    if (stride != expect) return false;
+    expect *= size;
+  }
+  return true;
+}
+
+// Dense (in any order of its dimensions), or it cannot be stepped in place.
 // `what()` names the array in an error; it is called only then (gradients arrive every step).
 template <class What>
 void check_contiguous(const Array& a, const What& what) {
-  int64_t expect = 1;
-  for (size_t i = a.ndim(); i-- > 0;) {
-    if (a.shape(i) != 1 && a.stride(i) != expect)
-      throw Error(
-          fmt::format("{} is not contiguous; optjit steps arrays in place and does not "
-                      "copy them (call .contiguous() first)",
-                      what()));
-    expect *= static_cast<int64_t>(a.shape(i));
-  }
+  if (!dense(a))
+    throw Error(
+        fmt::format("{} is not contiguous (a slice or an expanded view: its elements do not "
+                    "fill its memory); optjit steps arrays in place and does not copy them (call "
+                    ".contiguous() first)",
+                    what()));
 }
 
 // Where an array lives, as the optimizer takes it.
@@ -264,7 +293,7 @@ class Engine {
       ps.push_back({names[i], p.host, dtype_of(params[i], what), shape_of(params[i]),
                     i < group_of.size() ? group_of[i] : 0, p.device});
     }
-    specs_ = specs(ps, grad_dtype);
+    specs_ = specs(ps, grad_dtype, &params);
     OptimizerOptions o = options(
         backend == "auto" ? (device_type == nb::device::cuda::value ? "cuda" : "cpu") : backend,
         device, queue, grad_dtype, cache, param_rounding, groups);
@@ -356,6 +385,15 @@ class Engine {
           fmt::format("{} is {} {}: it must be {}", what, "a", dtype_text(a), to_string(want)));
     if (static_cast<int64_t>(a.size()) != n)
       throw Error(fmt::format("{} has {} elements: it must have {}", what, a.size(), n));
+    // A state of the parameter's shape pairs with it in memory order; any other (a flat one,
+    // quantization scales) is read in row-major order.
+    if (const Spec& s = spec(param, "bind_state"); shape_of(a) == s.shape)
+      check_layout(a, s, [&] { return what; });
+    else if (layout_of(a) != row_major_layout(shape_of(a)))
+      throw Error(
+          fmt::format("{} is not row-major: a state of another shape than its parameter "
+                      "is read in row-major order",
+                      what));
     check(p.host ? opt_->bind_state(param, buffer, p.host, adopt)
                  : opt_->bind_state(param, buffer, p.device, adopt));
   }
@@ -372,6 +410,7 @@ class Engine {
           fmt::format("{} cannot be rebound to an array of shape {}: its shape is {} (a "
                       "new shape needs a new optimizer)",
                       what, shape_text(shape_of(a)), shape_text(s.shape)));
+    check_layout(a, s, [&] { return what + "'s new array"; });
     check(p.host ? opt_->rebind_param(param, p.host) : opt_->rebind_param(param, p.device));
   }
   void set_hyper(const std::string& name, const std::vector<double>& values,
@@ -419,13 +458,44 @@ class Engine {
     std::string name;
     DType dtype, grad;
     std::vector<int64_t> shape;
+    std::vector<int64_t> layout;  // layout_of the parameter's array (empty: row-major)
   };
   static std::vector<Spec> specs(const std::vector<Param>& ps,
-                                 const std::optional<std::string>& grad_dtype) {
+                                 const std::optional<std::string>& grad_dtype,
+                                 const std::vector<Array>* arrays = nullptr) {
     std::vector<Spec> out;
-    for (const Param& p : ps)
-      out.push_back({p.name, p.dtype, grad_dtype ? dtype_named(*grad_dtype) : p.dtype, p.shape});
+    for (size_t i = 0; i < ps.size(); ++i) {
+      const Param& p = ps[i];
+      out.push_back({p.name, p.dtype, grad_dtype ? dtype_named(*grad_dtype) : p.dtype, p.shape,
+                     arrays ? layout_of((*arrays)[i]) : std::vector<int64_t>{}});
+    }
     return out;
+  }
+  // Whether `a` (of the parameter's shape) holds its elements in the parameter's memory order.
+  static bool same_layout(const Array& a, const Spec& s) {
+    if (s.layout.empty()) return layout_of(a) == row_major_layout(s.shape);
+    for (size_t d = 0; d < s.layout.size(); ++d)
+      if (a.shape(d) != 1 && a.stride(d) != s.layout[d]) return false;
+    return true;
+  }
+  static std::vector<int64_t> row_major_layout(const std::vector<int64_t>& shape) {
+    std::vector<int64_t> s(shape.size());
+    int64_t stride = 1;
+    for (size_t i = shape.size(); i-- > 0;) {
+      s[i] = shape[i] == 1 ? 0 : stride;
+      stride *= shape[i];
+    }
+    return s;
+  }
+  template <class What>
+  static void check_layout(const Array& a, const Spec& s, const What& what) {
+    if (!same_layout(a, s))
+      throw Error(fmt::format(
+          "{} holds its elements in another memory order than parameter '{}' (strides {} "
+          "against {}): an elementwise step pairs them in memory (torch gives a parameter's "
+          "gradient its layout; .contiguous(memory_format=...) makes one)",
+          what(), s.name, shape_text(layout_of(a)),
+          shape_text(s.layout.empty() ? row_major_layout(s.shape) : s.layout)));
   }
   const Spec& spec(size_t param, const char* what) const {
     if (param >= specs_.size())
@@ -462,6 +532,9 @@ class Engine {
         if (!has_dtype(a, s.grad))
           throw Error(fmt::format("the gradient of parameter '{}' is {}: it must be {}", s.name,
                                   dtype_text(a), to_string(s.grad)));
+        auto what = [&] { return fmt::format("the gradient of parameter '{}'", s.name); };
+        check_contiguous(a, what);
+        check_layout(a, s, what);
       }
       Place p = place_of(a, [&] {
         return fmt::format("the gradient of parameter '{}'",

@@ -290,8 +290,13 @@ def test_grad_scaler_unscales_and_skips_inside_the_step():
 def test_errors_are_clear():
     w = torch.nn.Parameter(torch.zeros(4, 4))
     opt = ot.AdamW([w])
-    w.grad = torch.zeros(4, 4).t()  # not contiguous
+    w.grad = torch.zeros(4, 8)[:, ::2]  # a slice: not contiguous
     with pytest.raises(optjit.Error, match="is not contiguous"):
+        opt.step()
+    w.grad = torch.zeros(4, 4).t()  # dense, but in another memory order than w
+    with pytest.raises(optjit.Error, match="holds its elements in another memory order than "
+                                           "parameter 'p0' \\(strides \\[1, 4\\] against "
+                                           "\\[4, 1\\]\\)"):
         opt.step()
     w.grad = torch.zeros(4, 4).to_sparse()
     with pytest.raises(optjit.Error, match="sparse gradient"):
@@ -632,6 +637,87 @@ def test_a_state_dict_loads_with_weights_only():
     sd = torch.load(buf, weights_only=True)  # torch's default: plain containers only
     torch.optim.AdamW(m.parameters()).load_state_dict(sd)
     ot.AdamW(m.parameters()).load_state_dict(sd)
+
+
+def _conv_model(channels_last):
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Conv2d(32, 64, 3), torch.nn.ReLU(), torch.nn.Conv2d(64, 4, 1))
+    return m.to(memory_format=torch.channels_last) if channels_last else m
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(max_grad_norm=0.5)], ids=["adamw", "adamw+clip"])
+def test_channels_last_parameters_step_in_place_as_torch(kw):
+    """Vision models train with channels_last weights (dense, not row-major): the state is laid
+    out as its parameter and the step runs in memory order; results are torch's."""
+    x = torch.randn(2, 32, 8, 8, generator=torch.Generator().manual_seed(0))
+    x = x.to(memory_format=torch.channels_last)
+    clip = kw.get("max_grad_norm")
+
+    def run(make):
+        m = _conv_model(True)
+        o = make(m.parameters())
+        for _ in range(3):
+            o.zero_grad()
+            m(x).square().mean().backward()
+            if clip and isinstance(o, torch.optim.AdamW):
+                torch.nn.utils.clip_grad_norm_(m.parameters(), clip, foreach=False)
+            o.step()
+        return m, o
+
+    mt, to = run(lambda ps: torch.optim.AdamW(ps, lr=1e-2, weight_decay=0.1, foreach=False))
+    mo, oo = run(lambda ps: ot.AdamW(ps, lr=1e-2, weight_decay=0.1, **kw))
+    w = mo[0].weight
+    assert not w.is_contiguous() and w.is_contiguous(memory_format=torch.channels_last)
+    assert oo.state[w]["exp_avg"].stride() == w.stride()
+    assert max_err(list(mt.parameters()), list(mo.parameters())) <= 1e-6
+    # A checkpoint of the row-major model loads into the channels_last one (its state takes
+    # the parameters' layout) and continues as torch's does.
+    mc = _conv_model(False)
+    tc = torch.optim.AdamW(mc.parameters(), lr=1e-2, weight_decay=0.1, foreach=False)
+    for _ in range(2):
+        tc.zero_grad()
+        mc(x.contiguous()).square().mean().backward()
+        tc.step()
+    sd = copy.deepcopy(tc.state_dict())
+    ml, mr = _conv_model(True), _conv_model(True)
+    ml.load_state_dict(mc.state_dict())
+    mr.load_state_dict(mc.state_dict())
+    ol = ot.AdamW(ml.parameters(), lr=1e-2, weight_decay=0.1)
+    orr = torch.optim.AdamW(mr.parameters(), lr=1e-2, weight_decay=0.1, foreach=False)
+    ol.load_state_dict(sd)
+    orr.load_state_dict(copy.deepcopy(sd))
+    for m, o in ((ml, ol), (mr, orr)):
+        o.zero_grad()
+        m(x).square().mean().backward()
+        o.step()
+    assert ol.state[ml[0].weight]["exp_avg"].stride() == ml[0].weight.stride()
+    assert max_err(list(ml.parameters()), list(mr.parameters())) <= 1e-6
+
+
+def test_8bit_state_of_a_channels_last_weight_is_quantized_in_memory_order():
+    """Blocks of 256 are the elements as the step meets them in memory: the channels_last weight
+    steps bit for bit as the same weight permuted to row-major (N, H, W, C) does."""
+    torch.manual_seed(0)
+    w = torch.randn(64, 32, 3, 3).to(memory_format=torch.channels_last)  # 18,432 elements
+    a = torch.nn.Parameter(w.clone(memory_format=torch.preserve_format))
+    b = torch.nn.Parameter(w.permute(0, 2, 3, 1).contiguous())  # its memory order, row-major
+    oa = ot.AdamW([a], lr=1e-2, state_format="8bit")
+    ob = ot.AdamW([b], lr=1e-2, state_format="8bit")
+    for k in range(3):
+        g = torch.randn(64, 32, 3, 3, generator=torch.Generator().manual_seed(k))
+        a.grad = g.to(memory_format=torch.channels_last)
+        b.grad = g.permute(0, 2, 3, 1).contiguous()
+        oa.step()
+        ob.step()
+    assert torch.equal(a.detach().permute(0, 2, 3, 1), b.detach())
+    codes = oa.state[a]["exp_avg"]
+    assert codes.dtype == torch.uint8 and codes.stride() == a.stride()
+    assert torch.equal(codes.permute(0, 2, 3, 1), ob.state[b]["exp_avg"])
+    # A gradient in another memory order than its parameter's is refused, not misread.
+    a.grad = a.grad.contiguous()
+    with pytest.raises(optjit.Error, match=r"the gradient of parameter 'p0' holds its elements in "
+                                           r"another memory order than parameter 'p0'"):
+        oa.step()
 
 
 def test_a_parameter_that_changes_shape_is_an_error():
