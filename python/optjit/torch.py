@@ -219,7 +219,8 @@ class _CudaArray:
 class _Engine:
     """One optjit engine over a fixed set of tensors (same device, same step count)."""
 
-    def __init__(self, opt: "Optimizer", members: List[Tuple[int, int, torch.Tensor]]):
+    def __init__(self, opt: "Optimizer", members: List[Tuple[int, int, torch.Tensor]],
+                 pipeline: Optional[str] = None):
         self.members = members  # (group index, parameter index, parameter)
         params = [p for _, _, p in members]
         device = params[0].device
@@ -249,7 +250,7 @@ class _Engine:
         # a parameter whose .data the framework replaces must not be freed under it.
         self.arrays = [_local(p).detach() for p in params]
         self.engine = _optjit.Engine(
-            opt._pipeline,
+            pipeline or opt._pipeline,
             names,
             self.arrays,
             group_of=[g for g, _, _ in members],
@@ -543,6 +544,7 @@ class Optimizer(torch.optim.Optimizer):
         # Set when optimizer.state changes outside a step (a replaced state tensor): the next
         # step binds the state afresh (shared with the tracked state dicts).
         self._changed = [False]
+        self._split = False  # the last engines step sets of parameters apart (_unscale_and_clip)
         self._last_key: Optional[List[int]] = None  # the parameters that had gradients last step
         self._last: List[_Engine] = []
         # A bad pipeline is an error now, not at the first step, checked for the first
@@ -579,6 +581,7 @@ class Optimizer(torch.optim.Optimizer):
         self._process_group = None
         self._engines = {}
         self._changed = [False]
+        self._split = False
         self._last_key, self._last = None, []
 
     @property
@@ -727,6 +730,50 @@ class Optimizer(torch.optim.Optimizer):
     def _before_step(self) -> None:
         """What a subclass checks before each step."""
 
+    def _unfused_pipeline(self) -> Optional[str]:
+        """The program without its reductions over all tensors (clip, grad scaler), which
+        _unscale_and_clip then does with torch; None where there is no such split (any
+        pipeline text)."""
+        return None
+
+    def _unfused_clip(self) -> Optional[Tuple[float, float]]:
+        """(max_norm, norm_type) that _unscale_and_clip applies with torch, or None."""
+        return None
+
+    def _engines_for(self, parts, pipeline: str) -> List[_Engine]:
+        engines = []
+        for members in parts:
+            ekey = (pipeline, tuple((g, i, id(p)) for g, i, p in members))
+            eng = self._engines.get(ekey)
+            if eng is None:
+                eng = _Engine(self, members, pipeline)
+                self._engines[ekey] = eng
+            engines.append(eng)
+        return engines
+
+    def _unscale_and_clip(self, scale, found_inf) -> bool:
+        """What the fused program does over all tensors, done with torch over every parameter
+        with a gradient, as torch's own GradScaler.unscale_ and clip_grad_norm_ do it (for
+        parameters the engines step in several sets). True: skip the step (found Inf/NaN)."""
+        params = [p for eng in self._last for p in eng.params]
+        if self._scaled:
+            if found_inf is not None and float(found_inf) != 0:  # (on a GPU: one host read)
+                return True
+            if scale is not None:
+                inv = (scale.double().reciprocal().float() if isinstance(scale, torch.Tensor)
+                       else torch.tensor(1.0 / float(scale), dtype=torch.float32))
+                by: Dict[Tuple[torch.device, torch.dtype], List[torch.Tensor]] = {}
+                for p in params:
+                    by.setdefault((p.grad.device, p.grad.dtype), []).append(p.grad)
+                for (device, _), grads in by.items():
+                    seen = torch.zeros(1, device=device)
+                    torch._amp_foreach_non_finite_check_and_unscale_(grads, seen,
+                                                                     inv.to(device))
+        clip = self._unfused_clip()
+        if clip is not None:
+            torch.nn.utils.clip_grad_norm_(params, clip[0], norm_type=clip[1])
+        return False
+
     # Under torch.compile the step is one opaque call into optjit (its kernels are compiled
     # already): dynamo skips it instead of tracing into it and breaking the graph there.
     @torch.compiler.disable
@@ -766,29 +813,34 @@ class Optimizer(torch.optim.Optimizer):
             # engines for it and bind their state afresh.
             self._last_key, self._last = None, []
             parts = self._partitions(active)
-            engines = []
-            for members in parts:
-                ekey = tuple((g, i, id(p)) for g, i, p in members)
-                eng = self._engines.get(ekey)
-                if eng is None:
-                    eng = _Engine(self, members)
-                    self._engines[ekey] = eng
-                engines.append(eng)
-            if len(engines) > 1 and any(e.engine.reduces_over_all_tensors for e in engines):
-                raise Error(
-                    "this pipeline reduces over all tensors (clipping, a grad scaler), but the "
-                    "parameters with gradients are on several devices or have different step "
-                    "counts; optjit steps them together only when they share both")
+            engines = self._engines_for(parts, self._pipeline)
+            split = len(engines) > 1 and any(e.engine.reduces_over_all_tensors for e in engines)
+            if split:
+                # Parameters with different step counts (some unfrozen later, or first given a
+                # gradient later) or on several devices, and a reduction over all of them (the
+                # fused clip, a GradScaler's found-inf): torch's own unscale and clip run first,
+                # over all of them, then the optimizer's program steps each set.
+                unfused = self._unfused_pipeline()
+                if unfused is None:
+                    raise Error(
+                        "this pipeline reduces over all tensors (clipping, a grad scaler), but "
+                        "the parameters with gradients are on several devices or have different "
+                        "step counts; optjit steps them together only when they share both (the "
+                        "built-in optimizers, e.g. optjit.torch.AdamW(max_grad_norm=...), clip "
+                        "with torch first in that case)")
+                engines = self._engines_for(parts, unfused)
             for eng in engines:
                 eng.bind(self)
             self._changed[0] = False  # (binding wrote the state it adopted)
-            self._last_key, self._last = key, engines
+            self._last_key, self._last, self._split = key, engines, split
         else:
             for eng in self._last:
                 eng.check_params()
+        if self._split and self._unscale_and_clip(scale, found_inf):
+            return loss  # an Inf or NaN gradient: skipped, as torch's scaler skips
         for eng in self._last:
             eng.sync_hypers(self.param_groups)
-            if self._scaled:
+            if self._scaled and not self._split:
                 eng.set_scale(scale)
         if len(self._last) == 1:  # its members are `active`, in order
             self._last[0].step(grads)
@@ -848,11 +900,8 @@ class _Builtin(Optimizer):
         self._restructure()
 
     def _builtin_pipeline(self) -> str:
-        state_format, max_grad_norm, norm_type = self._pipeline_args
-        args = ", ".join(f"{k}={_number(v)}" for k, v in self._built.items())
-        if state_format is not None:
-            args += f', state_format="{state_format}"'
-        return _with_clip(f"{self._name}({args})", max_grad_norm, norm_type)
+        _, max_grad_norm, norm_type = self._pipeline_args
+        return _with_clip(self._unfused_pipeline(), max_grad_norm, norm_type)
 
     def _restructure(self) -> None:
         """The booleans that choose the program's structure (amsgrad, nesterov, maximize, ...)
@@ -884,6 +933,19 @@ class _Builtin(Optimizer):
 
     def _before_step(self) -> None:
         self._restructure()
+
+    def _unfused_pipeline(self) -> Optional[str]:
+        state_format = self._pipeline_args[0]
+        args = ", ".join(f"{k}={_number(v)}" for k, v in self._built.items())
+        if state_format is not None:
+            args += f', state_format="{state_format}"'
+        return f"{self._name}({args})"
+
+    def _unfused_clip(self) -> Optional[Tuple[float, float]]:
+        _, max_grad_norm, norm_type = self._pipeline_args
+        if max_grad_norm is None:
+            return None
+        return float(self.param_groups[0].get("max_norm", max_grad_norm)), norm_type
 
 
 def _builtin(name: str, torch_name: str, signature: Dict[str, Any], structural=()):

@@ -720,6 +720,62 @@ def test_8bit_state_of_a_channels_last_weight_is_quantized_in_memory_order():
         oa.step()
 
 
+@pytest.mark.parametrize("scaled", [False, True], ids=["clip", "clip+GradScaler"])
+def test_layers_unfrozen_later_step_with_the_fused_clip_as_torch(scaled):
+    """Gradual unfreezing: parameters that get gradients later have fewer steps than the
+    others, and the clip (and a GradScaler's found-inf) spans all of them. optjit then unscales
+    and clips with torch over all of them and steps each set with its own count, as torch does
+    (this was an error). Step 4 has an Inf gradient under the scaler: skipped everywhere."""
+    x = torch.randn(16, 8, generator=torch.Generator().manual_seed(0))
+
+    def run(fused):
+        torch.manual_seed(0)
+        m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+        for p in m[0].parameters():
+            p.requires_grad_(False)
+        o = (ot.AdamW(m.parameters(), lr=1e-2, max_grad_norm=0.5) if fused
+             else torch.optim.AdamW(m.parameters(), lr=1e-2, foreach=False))
+        scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 8) if scaled else None
+        for k in range(7):
+            if k == 2:
+                for p in m[0].parameters():
+                    p.requires_grad_(True)
+            o.zero_grad()
+            loss = m(x).square().mean()
+            (scaler.scale(loss) if scaled else loss).backward()
+            if scaled and k == 4:
+                m[2].weight.grad[0, 0] = float("inf")
+            if scaled and not fused:
+                scaler.unscale_(o)
+            if not fused:
+                torch.nn.utils.clip_grad_norm_([p for p in m.parameters() if p.grad is not None],
+                                               0.5)
+            if scaled:
+                scaler.step(o)
+                scaler.update()
+            else:
+                o.step()
+        return m, o
+
+    (mt, to), (mo, oo) = run(False), run(True)
+    assert max_err(list(mt.parameters()), list(mo.parameters())) <= 1e-6
+    for pt, po in zip(mt.parameters(), mo.parameters()):
+        assert float(oo.state[po]["step"]) == float(to.state[pt]["step"])
+    assert {float(oo.state[p]["step"]) for p in mo.parameters()} == (
+        {6.0, 4.0} if scaled else {7.0, 5.0})
+
+
+def test_a_pipeline_text_with_a_global_reduction_over_different_step_counts_is_an_error():
+    a, b = torch.nn.Parameter(torch.ones(3)), torch.nn.Parameter(torch.ones(3))
+    o = ot.Optimizer([a, b], "chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2))", {"lr": 1e-2})
+    a.grad = torch.ones(3)
+    o.step()  # only a: b has taken no step
+    a.grad, b.grad = torch.ones(3), torch.ones(3)
+    with pytest.raises(optjit.Error, match="have different step counts; optjit steps them "
+                                           "together only when they share both"):
+        o.step()
+
+
 def test_a_parameter_that_changes_shape_is_an_error():
     m = torch.nn.Linear(4, 3)
     o = ot.AdamW(m.parameters(), lr=1e-2)
