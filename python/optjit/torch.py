@@ -820,7 +820,8 @@ class Optimizer(torch.optim.Optimizer):
                 # gradient later) or on several devices, and a reduction over all of them (the
                 # fused clip, a GradScaler's found-inf): torch's own unscale and clip run first,
                 # over all of them, then the optimizer's program steps each set.
-                unfused = self._unfused_pipeline()
+                # (Sharded, torch's clip would see only this process's pieces.)
+                unfused = self._unfused_pipeline() if self._process_group is None else None
                 if unfused is None:
                     raise Error(
                         "this pipeline reduces over all tensors (clipping, a grad scaler), but "
