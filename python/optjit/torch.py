@@ -276,7 +276,8 @@ class _Engine:
         per = collections.Counter(tuple(h.split(".")[:2]) for h in self.engine.hyperparameters)
         self.hyper_sizes = {name: max(c for key, c in per.items() if key[-1] == name)
                             for name in self.hypers}
-        self.bound: Dict[Tuple[int, str], int] = {}
+        # The state tensors bound to the engine, by (member, buffer): kept alive, as it holds
+        # their addresses; a tensor at another address is bound afresh.
         self.state_arrays: Dict[Tuple[int, str], torch.Tensor] = {}
 
     def bind(self, opt: "Optimizer") -> None:
@@ -306,9 +307,9 @@ class _Engine:
                             f"{', '.join(missing)}: a damaged or mismatched checkpoint")
             for name in self.engine.state_buffers:
                 t, adopt = self._state_tensor(k, i, p, name, st)
-                if self.bound.get((k, name)) != t.data_ptr():
+                held = self.state_arrays.get((k, name))
+                if held is None or held.data_ptr() != t.data_ptr():
                     self.engine.bind_state(k, name, t.detach(), adopt=adopt)
-                    self.bound[(k, name)] = t.data_ptr()
                     self.state_arrays[(k, name)] = t  # (kept alive: the engine writes it)
             if "step" not in st:
                 st["step"] = torch.tensor(1.0 if had else 0.0, dtype=_scalar_dtype())
@@ -317,7 +318,8 @@ class _Engine:
             for name in self.engine.scalar_states:
                 first = (g, name) not in scalar_members
                 if name in st and first:
-                    self.engine.set_scalar_state(name, _number_of(st[name], f"optimizer.state[p]['{name}'] of parameter {i}"), group=g)
+                    value = _number_of(st[name], f"optimizer.state[p]['{name}'] of parameter {i}")
+                    self.engine.set_scalar_state(name, value, group=g)
                 scalar_members.setdefault((g, name), []).append(k)
         self.engine.set_step_count(step or 0)
         # Under a GradScaler on a GPU the step counts live there (the device counts the steps).
