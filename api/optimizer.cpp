@@ -1073,6 +1073,24 @@ Status Optimizer::set_step_count(int64_t step) {
   return Status::Ok();
 }
 
+Status Optimizer::initialize_state() {
+  Impl& m = *impl_;
+  OPTJIT_TRY(m.settle());
+  for (Part& part : m.parts) {
+    std::vector<std::pair<size_t, size_t>> borrowed;  // device memory bound with bind_state
+    OPTJIT_TRY(m.to_host(part, &borrowed));
+    for (auto& g : part.state.groups) runtime::initial_scalar_states(part.plan.program, g);
+    for (auto& ts : part.state.tensors)
+      for (size_t b = 0; b < part.plan.buffers.size(); ++b)
+        if (part.plan.buffers[b].role == ir::BufferRole::state)
+          runtime::initial_state(part.plan, b, ts.numel, part.state.groups[ts.group], ts.data(b));
+    OPTJIT_TRY(m.from_host(part, borrowed, true));
+    part.state.step = 0;
+    if (part.executor) part.executor->state_changed();
+  }
+  return Status::Ok();
+}
+
 size_t Optimizer::groups() const { return impl_->parts[0].state.groups.size(); }
 
 std::vector<std::string> Optimizer::hyperparameters() const {

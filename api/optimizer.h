@@ -215,6 +215,11 @@ class Optimizer {
   Expected<double> scalar_state(std::string_view name, uint32_t group = 0) const;
   Status set_scalar_state(std::string_view name, double value, std::optional<uint32_t> group = {});
   Status set_step_count(int64_t step);
+  /// Every state buffer (in the optimizer's memory or memory bound with bind_state) and every
+  /// scalar state at its initial value under the current hyperparameters (Rprop's step sizes
+  /// and ASGD's eta from each group's lr), and the step count 0: the state a framework's
+  /// optimizer makes at its first step, after hyperparameters a scheduler or a param group set.
+  Status initialize_state();
   /// Parameter groups: 1 + OptimizerOptions::groups.size().
   size_t groups() const;
   /// Every hyperparameter's full name ("adamw.lr", "adamw.betas.0"), as set_hyper takes it.

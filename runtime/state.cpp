@@ -105,6 +105,36 @@ Status set_hyper(const ir::Program& p, OptimizerState& s, std::string_view name,
   return Status::Ok();
 }
 
+void initial_state(const plan::Plan& plan, size_t b, int64_t numel, const GroupState& group,
+                   uint8_t* out) {
+  const ir::BufferDecl& buf = plan.buffers[b];
+  const size_t bytes = buffer_bytes(plan, b, numel);
+  if (bytes == 0) return;
+  std::memset(out, 0, bytes);
+  const size_t owner = buf.per_block ? b - 1 : b;  // scales follow their codes
+  const ir::BufferDecl& d = plan.buffers[owner];
+  const double v = d.init.hyper ? group.hypers[*d.init.hyper] : d.init.value;
+  if (holds_codes(plan, owner, numel)) {
+    // Every block holds v: each code the quantized v, each scale its block's. Zero is a zero
+    // scale (torchao's zeros(); a format without a zero code, q4u, reads 0).
+    const float x = static_cast<float>(v);
+    uint8_t code = 0;
+    float scale = ir::quantize_block(d.quant, &x, 1, &code);
+    if (x == 0.0f) scale = 0.0f;
+    if (ir::info(d.quant).bits == 4) code = static_cast<uint8_t>(code << 4 | code);
+    if (!buf.per_block) std::memset(out, code, bytes);
+    for (size_t k = 0; buf.per_block && k < bytes / 4; ++k) std::memcpy(out + 4 * k, &scale, 4);
+  } else if (!buf.per_block && (v != 0 || std::signbit(v))) {
+    for (int64_t i = 0; i < numel; ++i) store_element(out, buf.storage, i, v);
+  }
+}
+
+void initial_scalar_states(const ir::Program& p, GroupState& group) {
+  group.states.clear();
+  for (const auto& st : p.states)
+    group.states.push_back(st.init.hyper ? group.hypers[*st.init.hyper] : st.init.value);
+}
+
 Expected<OptimizerState> init_state(const plan::Plan& plan, const std::vector<HostTensor>& params,
                                     const std::vector<GroupSpec>& groups,
                                     const std::vector<int>& group_of) {
@@ -118,9 +148,7 @@ Expected<OptimizerState> init_state(const plan::Plan& plan, const std::vector<Ho
       Status st = set_hyper(p, s, name, {v}, static_cast<uint32_t>(g + 1));
       if (!st) return make_error("parameter group {}: {}", g + 1, st.error().message);
     }
-  for (auto& g : s.groups)
-    for (const auto& st : p.states)
-      g.states.push_back(st.init.hyper ? g.hypers[*st.init.hyper] : st.init.value);
+  for (auto& g : s.groups) initial_scalar_states(p, g);
   const DType param_type = p.buffers[p.param_buffer()].storage;
   int64_t elements = 0;
   for (const auto& t : params) {
@@ -141,26 +169,10 @@ Expected<OptimizerState> init_state(const plan::Plan& plan, const std::vector<Ho
     for (size_t bi = 0; bi < plan.buffers.size(); ++bi) {
       const auto& b = plan.buffers[bi];
       std::vector<uint8_t> buf(buffer_bytes(plan, bi, ts.numel), 0);
-      if (b.role == BufferRole::param) {
+      if (b.role == BufferRole::param)
         buf = t.data;
-      } else if (b.role == BufferRole::state) {
-        const size_t owner = b.per_block ? bi - 1 : bi;  // scales follow their codes
-        const ir::BufferDecl& d = plan.buffers[owner];
-        const double v = d.init.hyper ? s.groups[ts.group].hypers[*d.init.hyper] : d.init.value;
-        if (holds_codes(plan, owner, ts.numel)) {
-          // Every block holds v: each code the quantized v, each scale its block's. Zero is
-          // a zero scale (torchao's zeros(); a format without a zero code, q4u, reads 0).
-          const float x = static_cast<float>(v);
-          uint8_t code = 0;
-          float scale = ir::quantize_block(d.quant, &x, 1, &code);
-          if (x == 0.0f) scale = 0.0f;
-          if (ir::info(d.quant).bits == 4) code = static_cast<uint8_t>(code << 4 | code);
-          if (!b.per_block) std::fill(buf.begin(), buf.end(), code);
-          for (size_t k = 0; b.per_block && k < buf.size() / 4; ++k)
-            std::memcpy(buf.data() + 4 * k, &scale, 4);
-        } else if (!b.per_block && (v != 0 || std::signbit(v)))
-          for (int64_t i = 0; i < ts.numel; ++i) store_element(buf.data(), b.storage, i, v);
-      }
+      else if (b.role == BufferRole::state)
+        initial_state(plan, bi, ts.numel, s.groups[ts.group], buf.data());
       ts.owned.push_back(std::move(buf));
       ts.external.push_back(nullptr);
       ts.device.push_back({});

@@ -133,6 +133,14 @@ Status set_hyper(const ir::Program& p, OptimizerState& s, std::string_view name,
 /// default group; group k+1 is groups[k]. State buffers and scalar states take their initial
 /// values, from a hyperparameter where the program says so.
 /// `group_of`, when given, assigns each parameter's group explicitly (-1: by patterns).
+/// State buffer `b` of a tensor of `numel` elements at its initial value under `group`'s
+/// hyperparameters (Rprop's step sizes from lr; codes and scales of a quantized buffer), into
+/// `out` (buffer_bytes(plan, b, numel) bytes).
+void initial_state(const plan::Plan& plan, size_t b, int64_t numel, const GroupState& group,
+                   uint8_t* out);
+/// `group`'s scalar states at their initial values under its hyperparameters (ASGD's eta).
+void initial_scalar_states(const ir::Program& p, GroupState& group);
+
 Expected<OptimizerState> init_state(const plan::Plan& plan, const std::vector<HostTensor>& params,
                                     const std::vector<GroupSpec>& groups,
                                     const std::vector<int>& group_of = {});

@@ -225,6 +225,62 @@ TEST(Optimizer, ExplicitGroupsHaveTheirOwnHyperparameters) {
             "parameter 'b' is in group 3, but there are only 1 groups besides the default");
 }
 
+// initialize_state(): the state a framework's optimizer makes at its first step, under the
+// hyperparameters as they are then (a warmup scheduler's lr, a group's own): Rprop's step sizes
+// are each group's lr, in the optimizer's memory and in memory bound with bind_state alike;
+// ASGD's eta is each group's lr; the step count 0. (optjit.torch calls it before binding state,
+// which otherwise started from the pipeline text's lr.)
+TEST(Optimizer, InitializeStateFollowsTheCurrentHyperparameters) {
+  Model m;
+  OptimizerOptions options;
+  options.groups = {{{}, {}}};  // b in group 1
+  auto opt = Optimizer::create("rprop(lr=0.01)", m.params(/*bias_group=*/1), options);
+  ASSERT_TRUE(opt) << opt.error().message;
+  Optimizer& o = **opt;
+  std::vector<float> sizes(10, -1.0f);  // b's step sizes, in the caller's memory
+  ASSERT_TRUE(o.bind_state(1, "step_size", sizes.data(), /*adopt=*/false));
+  m.grads(0);
+  ASSERT_TRUE(o.step(m.grad_ptrs()));
+  ASSERT_TRUE(o.set_hyper("lr", {0.05}, 0));
+  ASSERT_TRUE(o.set_hyper("lr", {0.2}, 1));
+  ASSERT_TRUE(o.initialize_state());
+  EXPECT_EQ(o.step_count(), 0);
+  for (float s : sizes) EXPECT_EQ(s, 0.2f);
+  auto st = o.export_state();
+  ASSERT_TRUE(st) << st.error().message;
+  auto values = [&](const char* name) {
+    const runtime::HostTensor* t = st->find(name);
+    EXPECT_TRUE(t) << name;
+    std::vector<float> v(t ? static_cast<size_t>(t->numel()) : 0);
+    if (t) std::memcpy(v.data(), t->data.data(), v.size() * 4);
+    return v;
+  };
+  for (float s : values("w.step_size")) ASSERT_EQ(s, 0.05f);
+  for (float p : values("w.prev")) ASSERT_EQ(p, 0.0f);
+  for (float p : values("b.prev")) ASSERT_EQ(p, 0.0f);
+  // A step from there is the first step of an optimizer made with those learning rates.
+  Model fresh;
+  OptimizerOptions with_lr = options;
+  with_lr.groups = {{{}, {{"lr", 0.2}}}};
+  auto twin = Optimizer::create("rprop(lr=0.05)", fresh.params(1), with_lr);
+  ASSERT_TRUE(twin);
+  fresh.w = m.w, fresh.b = m.b;
+  m.grads(1), fresh.grads(1);
+  ASSERT_TRUE(o.step(m.grad_ptrs()));
+  ASSERT_TRUE((*twin)->step(fresh.grad_ptrs()));
+  EXPECT_EQ(m.w, fresh.w);
+  EXPECT_EQ(m.b, fresh.b);
+
+  auto asgd = Optimizer::create("asgd(lr=0.01)", m.params(1), options);
+  ASSERT_TRUE(asgd);
+  ASSERT_TRUE((*asgd)->step(m.grad_ptrs()));
+  ASSERT_TRUE((*asgd)->set_hyper("lr", {0.3}, 1));
+  ASSERT_TRUE((*asgd)->initialize_state());
+  EXPECT_EQ(*(*asgd)->scalar_state("eta", 0), 0.01);
+  EXPECT_EQ(*(*asgd)->scalar_state("eta", 1), 0.3);
+  EXPECT_EQ(*(*asgd)->scalar_state("mu", 1), 1.0);
+}
+
 TEST(Optimizer, SaveAndLoadResumeExactly) {
   Model a, b;
   auto x = Optimizer::create(kPipeline, a.params());

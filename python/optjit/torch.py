@@ -279,6 +279,7 @@ class _Engine:
         # The state tensors bound to the engine, by (member, buffer): kept alive, as it holds
         # their addresses; a tensor at another address is bound afresh.
         self.state_arrays: Dict[Tuple[int, str], torch.Tensor] = {}
+        self.fresh = True  # its state is not yet initialized from the groups' hyperparameters
 
     def bind(self, opt: "Optimizer") -> None:
         """The state tensors in optimizer.state[p], created (with optjit's initial values) where
@@ -287,6 +288,13 @@ class _Engine:
         loads into torch's optimizer): each a view of one element of a tensor per engine (per
         group for a scalar state), so a step updates them all with one operation."""
         self.check_params()  # first: a parameter that changed shape is the error to report
+        if self.fresh:
+            # State that starts here starts from the groups' hyperparameters as they are now (a
+            # warmup scheduler's lr, a group's own lr: Rprop's step sizes, ASGD's eta), as
+            # torch's optimizer makes it at its first step.
+            self.sync_hypers(opt.param_groups)
+            self.engine.initialize_state()
+            self.fresh = False
         step = None
         self.scalars: Dict[Tuple[int, str], torch.Tensor] = {}
         scalar_members: Dict[Tuple[int, str], List[int]] = {}

@@ -427,6 +427,7 @@ class Engine {
     check(opt_->set_scalar_state(name, v, group));
   }
   void set_step_count(int64_t s) { check(opt_->set_step_count(s)); }
+  void initialize_state() { check(opt_->initialize_state()); }
   nb::dict tune(const std::vector<Array>& grads, double budget_seconds, int max_candidates) {
     Gradients g = gradients(grads);
     autotune::TuneOptions t;
@@ -663,6 +664,9 @@ NB_MODULE(_optjit, m) {
       .def("set_scalar_state", &Engine::set_scalar_state, nb::arg("name"), nb::arg("value"),
            nb::arg("group") = nb::none())
       .def("set_step_count", &Engine::set_step_count)
+      .def("initialize_state", &Engine::initialize_state,
+           "Every state at its initial value under the current hyperparameters (Rprop's step "
+           "sizes and ASGD's eta from each group's lr), the step count 0")
       .def(
           "set_hyper_source",
           [](Engine& e, const std::string& name, std::optional<Array> value) {
