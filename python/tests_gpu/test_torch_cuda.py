@@ -90,6 +90,12 @@ def test_fused_clip_equals_clip_grad_norm_then_adamw():
     cpu_suite.check_fused_clipping(DEV, SHAPES)
 
 
+def test_random_training_histories_match_torch_on_the_gpu():
+    """The CPU suite's random histories (None gradients, lr changes, freezing, round trips,
+    add_param_group, replaced or emptied state, fused clip) with CUDA parameters."""
+    cpu_suite.check_random_histories(DEV, range(40))
+
+
 @needs_streams
 def test_a_step_is_queued_on_the_current_stream_without_waiting():
     """The GPU is kept busy (torch.cuda._sleep) when the step is called: it returns long before
