@@ -559,8 +559,11 @@ class Optimizer(torch.optim.Optimizer):
         self._last: List[_Engine] = []
         # A bad pipeline is an error now, not at the first step, checked for the first
         # parameter's dtype (master_weights(low16=true) wants bf16 parameters).
-        params = [dict(p, params=list(p["params"]) if not isinstance(p["params"], torch.Tensor)
-                       else [p["params"]]) if isinstance(p, dict) else p for p in params]
+        def listed(ps):  # (a set stays a set: torch refuses it, with its reason)
+            return [ps] if isinstance(ps, torch.Tensor) else ps if isinstance(ps, set) else list(ps)
+
+        params = [dict(p, params=listed(p["params"])) if isinstance(p, dict) else p
+                  for p in params]
         first = next((q for p in params for q in (p["params"] if isinstance(p, dict) else [p])),
                      None)
         _optjit.plan(pipeline, _DTYPE_NAMES.get(getattr(first, "dtype", None), "f32"))
@@ -599,6 +602,22 @@ class Optimizer(torch.optim.Optimizer):
         return self._pipeline
 
     def add_param_group(self, param_group: Dict[str, Any]) -> None:
+        # A parameter twice (in one group or two) would be two tensors of one fused step over
+        # the same memory, updated by two threads at once: refused (torch warns that it will
+        # refuse it, and steps it twice).
+        params = param_group["params"]
+        if isinstance(params, set):  # torch refuses a set (unordered): its message
+            return super().add_param_group(param_group)
+        params = [params] if isinstance(params, torch.Tensor) else list(params)
+        param_group["params"] = params
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        for p in params:
+            if isinstance(p, tuple):  # (name, parameter), as named_parameters() gives them
+                p = p[1]
+            if id(p) in seen:
+                raise Error("a parameter appears twice among the optimizer's parameters; "
+                            "optjit steps each once (torch warns it will refuse this)")
+            seen.add(id(p))
         super().add_param_group(param_group)
         if hasattr(self, "_engines"):
             self._forget()  # the groups changed: engines are rebuilt at the next step
@@ -947,7 +966,9 @@ class _Builtin(Optimizer):
 
     def _unfused_pipeline(self) -> Optional[str]:
         state_format = self._pipeline_args[0]
-        args = ", ".join(f"{k}={_number(v)}" for k, v in self._built.items())
+        # (A structural flag given as 1 or 0, as torch takes it, is written true or false.)
+        args = ", ".join(f"{k}={_number(bool(v) if k in self._structural else v)}"
+                         for k, v in self._built.items())
         if state_format is not None:
             args += f', state_format="{state_format}"'
         return f"{self._name}({args})"

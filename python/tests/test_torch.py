@@ -871,6 +871,21 @@ def check_random_histories(device, seeds):
     assert compared >= 0.75 * len(seeds)
 
 
+def test_a_parameter_given_twice_is_an_error_and_flags_may_be_numbers():
+    a, b = torch.nn.Parameter(torch.ones(4)), torch.nn.Parameter(torch.ones(4))
+    message = "a parameter appears twice among the optimizer's parameters"
+    with pytest.raises(optjit.Error, match=message):
+        ot.AdamW([a, b, a])
+    o = ot.AdamW([a])
+    with pytest.raises(optjit.Error, match=message):
+        o.add_param_group({"params": [b, a]})
+    with pytest.raises(TypeError, match="ordered collections"):  # torch's own refusal
+        ot.AdamW([{"params": {a, b}}])
+    # torch takes nesterov=1 for True; so does optjit (the program says true).
+    o = ot.SGD([b], lr=0.1, momentum=0.9, nesterov=1)
+    assert "nesterov=true" in o.pipeline
+
+
 def test_a_parameter_that_changes_shape_is_an_error():
     m = torch.nn.Linear(4, 3)
     o = ot.AdamW(m.parameters(), lr=1e-2)
