@@ -602,9 +602,9 @@ class Optimizer(torch.optim.Optimizer):
         return self._pipeline
 
     def add_param_group(self, param_group: Dict[str, Any]) -> None:
-        # A parameter twice (in one group or two) would be two tensors of one fused step over
-        # the same memory, updated by two threads at once: refused (torch warns that it will
-        # refuse it, and steps it twice).
+        # A parameter twice (in one group or two): refused now, not at the first step, where
+        # the engine finds two parameters over the same memory (torch warns that it will refuse
+        # it, and steps it twice).
         params = param_group["params"]
         if isinstance(params, set):  # torch refuses a set (unordered): its message
             return super().add_param_group(param_group)
