@@ -98,6 +98,15 @@ def _local(t: torch.Tensor) -> torch.Tensor:
     return t.to_local() if _is_dtensor(t) else t
 
 
+def _as_dtensor_like(local: torch.Tensor, p) -> torch.Tensor:
+    """`local` (a state tensor of DTensor parameter p's local shape) as a DTensor on p's mesh
+    and placements, sharing local's memory."""
+    from torch.distributed.tensor import DTensor
+
+    return DTensor.from_local(local, p.device_mesh, p.placements, run_check=False,
+                              shape=p.shape, stride=p.stride())
+
+
 def _is_dtensor(t) -> bool:
     # Called for every gradient of every step: no import here. No DTensor exists unless
     # torch.distributed.tensor was imported (importing it would cost ~0.4 s).
@@ -319,6 +328,11 @@ class _Engine:
                 if held is None or held.data_ptr() != t.data_ptr():
                     self.engine.bind_state(k, name, t.detach(), adopt=adopt)
                     self.state_arrays[(k, name)] = t  # (kept alive: the engine writes it)
+                if _is_dtensor(p) and t.shape == _local(p).shape and st[name] is t:
+                    # FSDP2: the state is a DTensor laid out as its parameter (as torch's
+                    # optimizers make it), so torch.distributed.checkpoint saves and reshards
+                    # it; the engine steps its local shard, `t`.
+                    st[name] = _as_dtensor_like(t, p)
             if "step" not in st:
                 st["step"] = torch.tensor(1.0 if had else 0.0, dtype=_scalar_dtype())
             s = _step_count(st["step"], i)
@@ -352,6 +366,8 @@ class _Engine:
         values to adopt: torch's (or a checkpoint's) tensor, converted to the engine's format
         where that loses nothing it had, else a new one the engine initializes."""
         t = st.get(name)
+        if _is_dtensor(t):  # a DTensor parameter's state: its local shard is what is stepped
+            t = t.to_local()
         # The state's own format (state_format=), which may not be the parameter's.
         want = _TORCH_DTYPES[self.engine.state_storage(k, name)]
         # A quantized state's scales ("exp_avg.absmax") hold one value per block.

@@ -2,6 +2,7 @@
 transformer sharded with FSDP2 (fully_shard), stepped by optjit.torch.AdamW with the clip fused
 (no clip_grad_norm_), and, in every process, the same model unsharded with torch's own AdamW +
 clip_grad_norm_ in float32 and in float64. Rank 0 writes the errors to the file in argv[1]."""
+import copy
 import json
 import os
 import sys
@@ -44,6 +45,62 @@ def batches(steps):
 
 def loss_of(model, x, y):
     return torch.nn.functional.cross_entropy(model(x).flatten(0, 1).float(), y.flatten())
+
+
+def checkpoints():
+    """torch.distributed.checkpoint's optimizer state dicts under FSDP2: optjit's state is
+    DTensors laid out as their parameters (as torch's), so the sharded dict carries each
+    state's global shape, the full one gathers every shard, and a torch AdamW checkpoint loads
+    into optjit.torch.AdamW mid-training and continues as torch's own does (and back)."""
+    from torch.distributed.checkpoint.state_dict import (StateDictOptions,
+                                                         get_optimizer_state_dict,
+                                                         set_optimizer_state_dict)
+
+    def sharded(cls):
+        m = make(torch.float32)
+        for layer in m.layers:
+            fully_shard(layer)
+        fully_shard(m)
+        return m, cls(m.parameters(), lr=3e-3, weight_decay=0.01)
+
+    def train(m, o, data):
+        for x, y in data:
+            o.zero_grad()
+            loss_of(m, x, y).backward()
+            o.step()
+
+    data = list(batches(3))
+    out = {}
+    for first, then in ((torch.optim.AdamW, ot.AdamW), (ot.AdamW, torch.optim.AdamW)):
+        m1, o1 = sharded(first)
+        train(m1, o1, data[:2])
+        # (A copy: the dict holds the live state tensors, which the second optimizer would
+        # then share with the first.)
+        sd = copy.deepcopy(get_optimizer_state_dict(m1, o1))
+        full = get_optimizer_state_dict(
+            m1, o1, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+        m2, o2 = sharded(then)
+        with torch.no_grad():
+            for a, b in zip(m2.parameters(), m1.parameters()):
+                a.copy_(b)
+        set_optimizer_state_dict(m2, o2, sd)
+        key = f"{first.__module__.split('.')[0]}_to_{then.__module__.split('.')[0]}"
+        # One step each from there (more would compound last-bit differences through the
+        # attention's key bias, whose gradient is rounding noise that Adam normalizes).
+        train(m1, o1, data[2:3])
+        train(m2, o2, data[2:3])
+        out[key + "_state"] = max(
+            (o1.state[a][k].to_local() - o2.state[b][k].to_local()).abs().max().item()
+            for a, b in zip(m1.parameters(), m2.parameters()) for k in ("exp_avg", "exp_avg_sq"))
+        out[key] = max((a.full_tensor() - b.full_tensor()).abs().max().item()
+                       for a, b in zip(m1.parameters(), m2.parameters()))
+        state = next(iter(sd["state"].values()))
+        out[key + "_sharded_shape"] = list(state["exp_avg"].shape)
+        if dist.get_rank() == 0:
+            full_state = next(iter(full["state"].values()))
+            out[key + "_full_shape"] = list(full_state["exp_avg"].shape)
+    out["embedding_shape"] = list(make(torch.float32).emb.weight.shape)
+    return out
 
 
 def main(out):
@@ -124,6 +181,7 @@ def main(out):
     result["zero1"] = max((a - b).abs().max().item() for a, b in zip(mine, want))
     result["zero1_moved"] = max((a - b).abs().max().item()
                                 for a, b in zip(mine, list(mlp().parameters())[dist.get_rank()::2]))
+    result.update(checkpoints())
     results = [None] * dist.get_world_size()
     dist.all_gather_object(results, result)
     if dist.get_rank() == 0:

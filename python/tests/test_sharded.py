@@ -44,6 +44,15 @@ def test_fsdp2_with_the_clip_fused_trains_as_torch_does(tmp_path):
         assert res["mismatch"].startswith(
             f"sharded step: rank {other}'s plan differs from rank {rank}'s"), res["mismatch"]
     assert sum(r["local_elements"] for r in results) == results[0]["elements"]
+    # torch.distributed.checkpoint: optjit's state is DTensors of the parameters' global shape
+    # (the full state dict gathered only rank 0's shard before), and a torch AdamW checkpoint
+    # continues in optjit.torch.AdamW as in torch (and back), to float32 rounding.
+    for res in results:
+        for way in ("torch_to_optjit", "optjit_to_torch"):
+            assert res[way + "_sharded_shape"] == res["embedding_shape"], res
+            assert res[way] <= 1e-6, (way, res[way])
+            assert res[way + "_state"] <= 1e-6, (way, res[way + "_state"])
+    assert results[0]["optjit_to_torch_full_shape"] == results[0]["embedding_shape"]
     # ZeRO-1 by tensor with plain tensors (process_group=): LAMB with the clip fused, each
     # process stepping every other tensor, equals one process stepping all of them (float64).
     for res in results:
