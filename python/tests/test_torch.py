@@ -726,16 +726,22 @@ def test_layers_unfrozen_later_step_with_the_fused_clip_as_torch(scaled):
     others, and the clip (and a GradScaler's found-inf) spans all of them. optjit then unscales
     and clips with torch over all of them and steps each set with its own count, as torch does
     (this was an error). Step 4 has an Inf gradient under the scaler: skipped everywhere."""
-    x = torch.randn(16, 8, generator=torch.Generator().manual_seed(0))
+    check_unfreezing(torch.device("cpu"), scaled)
+
+
+def check_unfreezing(device, scaled):
+    """test_layers_unfrozen_later_step_with_the_fused_clip_as_torch on `device`."""
+    x = torch.randn(16, 8, generator=torch.Generator().manual_seed(0)).to(device)
 
     def run(fused):
         torch.manual_seed(0)
-        m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+        m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh(),
+                                torch.nn.Linear(8, 1)).to(device)
         for p in m[0].parameters():
             p.requires_grad_(False)
         o = (ot.AdamW(m.parameters(), lr=1e-2, max_grad_norm=0.5) if fused
              else torch.optim.AdamW(m.parameters(), lr=1e-2, foreach=False))
-        scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 8) if scaled else None
+        scaler = torch.amp.GradScaler(device.type, init_scale=2.0 ** 8) if scaled else None
         for k in range(7):
             if k == 2:
                 for p in m[0].parameters():

@@ -90,6 +90,13 @@ def test_fused_clip_equals_clip_grad_norm_then_adamw():
     cpu_suite.check_fused_clipping(DEV, SHAPES)
 
 
+@pytest.mark.parametrize("scaled", [False, True], ids=["clip", "clip+GradScaler"])
+def test_layers_unfrozen_later_step_with_the_fused_clip_as_torch_on_the_gpu(scaled):
+    """The CPU suite's unfreezing check with CUDA parameters: different step counts under the
+    fused clip and a GradScaler (its found-inf read on the host in that case)."""
+    cpu_suite.check_unfreezing(DEV, scaled)
+
+
 def test_random_training_histories_match_torch_on_the_gpu():
     """The CPU suite's random histories (None gradients, lr changes, freezing, round trips,
     add_param_group, replaced or emptied state, fused clip) with CUDA parameters."""
