@@ -103,6 +103,70 @@ def checkpoints():
     return out
 
 
+def random_histories(seeds):
+    """Seeded random histories under FSDP2 (an MLP, so that last-bit differences stay small):
+    steps, lr changes, state_dict round trips, freezing and unfreezing the first layer, with
+    and without the fused clip (max_norm small enough to clip every step), through
+    torch.optim.X and optjit.torch.X. Returns the largest parameter difference, how many
+    histories ran, and how many ended stepping parameters of different step counts under the
+    clip (unscale and clip by torch, then one engine per count)."""
+    import random
+
+    def model():
+        torch.manual_seed(0)
+        m = torch.nn.Sequential(torch.nn.Linear(12, 16), torch.nn.Tanh(), torch.nn.Linear(16, 16),
+                                torch.nn.Tanh(), torch.nn.Linear(16, 3))
+        for layer in (m[0], m[2], m[4]):
+            fully_shard(layer)
+        fully_shard(m)
+        return m
+
+    names = [("AdamW", dict(lr=1e-2, weight_decay=0.05)), ("SGD", dict(lr=0.05, momentum=0.9)),
+             ("NAdam", dict(lr=1e-2)), ("RMSprop", dict(lr=1e-3)), ("Adagrad", dict(lr=0.05))]
+
+    def run(mod, name, kw, clip, ops, seed):
+        m = model()
+        ps = list(m.parameters())
+        kw = dict(kw, **({"max_grad_norm": 0.01} if mod is ot and clip else {}))
+        if mod is not ot:
+            kw["foreach"] = False
+        o = getattr(mod, name)(ps, **kw)
+        g = torch.Generator().manual_seed(seed + dist.get_rank())
+        frozen = False
+        for op in ops:
+            if op == "step":
+                o.zero_grad()
+                m(torch.randn(8, 12, generator=g)).square().mean().backward()
+                if clip and mod is not ot:
+                    torch.nn.utils.clip_grad_norm_([p for p in ps if p.grad is not None], 0.01,
+                                                   foreach=False)
+                o.step()
+            elif op == "lr":
+                for group in o.param_groups:
+                    group["lr"] *= 0.5
+            elif op == "sd":
+                o.load_state_dict(copy.deepcopy(o.state_dict()))
+            elif op == "freeze":
+                for p in m[0].parameters():
+                    p.requires_grad_(frozen)
+                frozen = not frozen
+        split.append(mod is ot and clip and o._split)
+        return [p.full_tensor().detach() for p in ps]
+
+    worst, ran, split = 0.0, 0, []
+    for seed in seeds:
+        r = random.Random(seed)
+        name, kw = r.choice(names)
+        clip = r.random() < 0.5
+        ops = [r.choice(["step", "step", "step", "lr", "sd", "freeze"])
+               for _ in range(r.randint(4, 10))]
+        want = run(torch.optim, name, kw, clip, ops, seed)
+        got = run(ot, name, kw, clip, ops, seed)
+        worst = max(worst, max((a - b).abs().max().item() for a, b in zip(want, got)))
+        ran += 1
+    return worst, ran, sum(split)
+
+
 def main(out):
     dist.init_process_group("gloo")
     torch.set_num_threads(1)
@@ -182,6 +246,8 @@ def main(out):
     result["zero1_moved"] = max((a - b).abs().max().item()
                                 for a, b in zip(mine, list(mlp().parameters())[dist.get_rank()::2]))
     result.update(checkpoints())
+    result["random_worst"], result["random_ran"], result["random_split"] = random_histories(
+        range(16))
     results = [None] * dist.get_world_size()
     dist.all_gather_object(results, result)
     if dist.get_rank() == 0:

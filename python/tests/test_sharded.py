@@ -53,6 +53,12 @@ def test_fsdp2_with_the_clip_fused_trains_as_torch_does(tmp_path):
             assert res[way] <= 1e-6, (way, res[way])
             assert res[way + "_state"] <= 1e-6, (way, res[way + "_state"])
     assert results[0]["optjit_to_torch_full_shape"] == results[0]["embedding_shape"]
+    # 16 random histories (steps, lr changes, state_dict round trips, freezing and unfreezing,
+    # fused clip) under FSDP2 through torch and optjit: the same parameters.
+    for res in results:
+        assert res["random_ran"] == 16
+        assert res["random_split"] >= 2  # unfrozen layers under the clip
+        assert res["random_worst"] <= 1e-5, res["random_worst"]
     # ZeRO-1 by tensor with plain tensors (process_group=): LAMB with the clip fused, each
     # process stepping every other tensor, equals one process stepping all of them (float64).
     for res in results:
