@@ -54,21 +54,6 @@ void check(const Status& s) {
 
 using Array = nb::ndarray<nb::ro>;
 
-DType dtype_of(const Array& a, const std::string& what) {
-  const auto t = a.dtype();
-  using Code = nb::dlpack::dtype_code;
-  if (t.lanes == 1) {
-    if (t.code == static_cast<uint8_t>(Code::Float) && t.bits == 32) return DType::f32;
-    if (t.code == static_cast<uint8_t>(Code::Float) && t.bits == 64) return DType::f64;
-    if (t.code == static_cast<uint8_t>(Code::Float) && t.bits == 16) return DType::f16;
-    if (t.code == static_cast<uint8_t>(Code::Bfloat) && t.bits == 16) return DType::bf16;
-  }
-  throw Error(
-      fmt::format("{} has a dtype optjit cannot step (code {}, {} bits); use float32, "
-                  "float64, float16 or bfloat16",
-                  what, t.code, t.bits));
-}
-
 // Whether array `a` holds elements of type `d` (the DLPack code and width of each DType).
 bool has_dtype(const Array& a, DType d) {
   using Code = nb::dlpack::dtype_code;
@@ -95,6 +80,16 @@ bool has_dtype(const Array& a, DType d) {
       return is(Code::Bool, 8);
   }
   return false;
+}
+
+DType dtype_of(const Array& a, const std::string& what) {
+  for (DType d : {DType::f32, DType::f64, DType::f16, DType::bf16})
+    if (has_dtype(a, d)) return d;
+  const auto t = a.dtype();
+  throw Error(
+      fmt::format("{} has a dtype optjit cannot step (code {}, {} bits); use float32, "
+                  "float64, float16 or bfloat16",
+                  what, t.code, t.bits));
 }
 
 // The array's element type as an error names it ("float32", "int64"; DLPack's codes).
@@ -189,9 +184,10 @@ struct Place {
   int device_id = 0;
 };
 
+// `dense`: the caller has checked that already (a gradient, every step).
 template <class What>
-Place place_of(const Array& a, const What& what) {
-  check_contiguous(a, what);
+Place place_of(const Array& a, const What& what, bool dense = false) {
+  if (!dense) check_contiguous(a, what);
   Place p;
   p.device_type = a.device_type();
   p.device_id = a.device_id();
@@ -537,10 +533,8 @@ class Engine {
         check_contiguous(a, what);
         check_layout(a, s, what);
       }
-      Place p = place_of(a, [&] {
-        return fmt::format("the gradient of parameter '{}'",
-                           i < specs_.size() ? specs_[i].name : std::to_string(i));
-      });
+      Place p = place_of(
+          a, [&] { return fmt::format("the gradient of parameter {}", i); }, i < specs_.size());
       g.host.push_back(p.host);
       g.device.push_back(p.device);
     }

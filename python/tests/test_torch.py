@@ -256,18 +256,24 @@ def check_mixed_dtypes(device="cpu"):
 
 
 def test_grad_scaler_unscales_and_skips_inside_the_step():
-    a = [torch.nn.Parameter(t) for t in tensors(torch.float64)]
-    b = [torch.nn.Parameter(t) for t in tensors(torch.float64)]
+    check_grad_scaler(torch.device("cpu"), torch.float64, SHAPES, 1e-12)
+
+
+def check_grad_scaler(device, dtype, shapes, tolerance):
+    """GradScaler with the clip fused: unscaling and the Inf skip inside the step, against
+    torch's unscale_ + clip_grad_norm_ + AdamW (python/tests_gpu: on CUDA tensors)."""
+    a = [torch.nn.Parameter(t) for t in tensors(dtype, 0, device, shapes)]
+    b = [torch.nn.Parameter(t) for t in tensors(dtype, 0, device, shapes)]
     ao, bo = torch.optim.AdamW(a, lr=1e-2, foreach=False), ot.AdamW(b, lr=1e-2, max_grad_norm=1.0)
-    sa = torch.amp.GradScaler("cpu", init_scale=1024.0, growth_interval=2)
-    sb = torch.amp.GradScaler("cpu", init_scale=1024.0, growth_interval=2)
+    sa = torch.amp.GradScaler(device.type, init_scale=1024.0, growth_interval=2)
+    sb = torch.amp.GradScaler(device.type, init_scale=1024.0, growth_interval=2)
     for k in range(6):
         gs = grads_for(k, a)
         if k == 3:
             gs[1][0] = float("inf")  # an overflow: both skip this step
         before = [p.detach().clone() for p in b], copy.deepcopy(bo.state_dict())
         for ps, opt, sc in ((a, ao, sa), (b, bo, sb)):
-            sc.scale(torch.ones((), dtype=torch.float64))  # as scaler.scale(loss) would
+            sc.scale(torch.ones((), dtype=dtype, device=device))  # as scaler.scale(loss) would
             for p, g in zip(ps, gs):
                 p.grad = g * sc.get_scale()
             if opt is ao:
@@ -283,7 +289,7 @@ def test_grad_scaler_unscales_and_skips_inside_the_step():
                     assert torch.equal(t, after[i][name]), (i, name)
         assert sa.get_scale() == sb.get_scale()
     assert bo.pipeline.startswith("chain(grad_scaler(")
-    assert max_err(a, b) <= 1e-12
+    assert max_err(a, b) <= tolerance
     assert float(bo.state[b[0]]["step"]) == 5.0
 
 

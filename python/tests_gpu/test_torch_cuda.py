@@ -66,6 +66,25 @@ def _returns_in(step):
     return waited
 
 
+def _step_twins(a, ao, b, bo, steps=4, clip_a=None):
+    """`steps` steps of ao over a and bo over b on the same gradients (b's stay in one place,
+    as a training loop's usually do; a's are clipped to clip_a first, if given); the seconds
+    each of bo's steps took to return while the GPU was busy (_returns_in)."""
+    waited = []
+    for p in b:
+        p.grad = torch.zeros_like(p)
+    for k in range(steps):
+        for p, g in zip(a, grads_for(k, a)):
+            p.grad = g
+        for p, g in zip(b, grads_for(k, b)):
+            p.grad.copy_(g)
+        if clip_a is not None:
+            torch.nn.utils.clip_grad_norm_(a, clip_a, foreach=False)
+        ao.step()
+        waited.append(_returns_in(bo.step))
+    return waited
+
+
 @pytest.mark.parametrize("name,kw", [(n, k) for n, ks in BUILTINS.items() for k in ks],
                          ids=lambda v: v if isinstance(v, str) else ",".join(v))
 def test_builtin_on_the_gpu_matches_torch_on_the_gpu(name, kw):
@@ -111,17 +130,7 @@ def test_a_step_is_queued_on_the_current_stream_without_waiting():
     b = [torch.nn.Parameter(t) for t in tensors(torch.float32)]
     ao = torch.optim.AdamW(a, lr=1e-2, foreach=False)
     bo = ot.AdamW(b, lr=1e-2, max_grad_norm=1.0)
-    waited = []
-    for p in b:  # the gradients stay where they are, as a training loop's usually do
-        p.grad = torch.zeros_like(p)
-    for k in range(4):
-        for p, g in zip(a, grads_for(k, a)):
-            p.grad = g
-        for p, g in zip(b, grads_for(k, b)):
-            p.grad.copy_(g)
-        torch.nn.utils.clip_grad_norm_(a, 1.0, foreach=False)
-        ao.step()
-        waited.append(_returns_in(bo.step))
+    waited = _step_twins(a, ao, b, bo, clip_a=1.0)
     assert max_err(a, b) <= 1e-5
     # The first step builds and uploads its tables (and may wait); the others are only queued.
     assert max(waited[1:]) < 0.1, waited
@@ -217,35 +226,7 @@ def test_state_dict_of_torch_adamw_on_the_gpu_continues_in_optjit_and_back():
 
 
 def test_grad_scaler_on_the_gpu_unscales_and_skips_inside_the_step():
-    a = [torch.nn.Parameter(t) for t in tensors(torch.float32)]
-    b = [torch.nn.Parameter(t) for t in tensors(torch.float32)]
-    ao = torch.optim.AdamW(a, lr=1e-2, foreach=False)
-    bo = ot.AdamW(b, lr=1e-2, max_grad_norm=1.0)
-    sa = torch.amp.GradScaler(DEV.type, init_scale=1024.0, growth_interval=2)
-    sb = torch.amp.GradScaler(DEV.type, init_scale=1024.0, growth_interval=2)
-    for k in range(6):
-        gs = grads_for(k, a)
-        if k == 3:
-            gs[1][0] = float("inf")
-        before = [p.detach().clone() for p in b], copy.deepcopy(bo.state_dict())
-        for ps, opt, sc in ((a, ao, sa), (b, bo, sb)):
-            sc.scale(torch.ones((), device=DEV))  # as scaler.scale(loss) would
-            for p, g in zip(ps, gs):
-                p.grad = g * sc.get_scale()
-            if opt is ao:
-                sc.unscale_(opt)
-                torch.nn.utils.clip_grad_norm_(a, 1.0)
-            sc.step(opt)
-            sc.update()
-        if k == 3:
-            assert all(torch.equal(x, y) for x, y in zip(before[0], b))
-            after = bo.state_dict()["state"]
-            for i, st in before[1]["state"].items():
-                for name, t in st.items():
-                    assert torch.equal(t, after[i][name]), (i, name)
-        assert sa.get_scale() == sb.get_scale()
-    assert max_err(a, b) <= 1e-5
-    assert float(bo.state[b[0]]["step"]) == 5.0
+    cpu_suite.check_grad_scaler(DEV, torch.float32, SHAPES, 1e-5)
 
 
 def test_mixed_dtypes_on_the_gpu_are_no_less_accurate_than_torch():
@@ -364,16 +345,7 @@ def test_a_sharded_step_over_an_nccl_process_group_stays_on_the_gpu(tmp_path):
         b = [torch.nn.Parameter(t) for t in tensors(torch.float32)]
         ao = ot.LAMB(a, lr=1e-2, max_grad_norm=1.0)
         bo = ot.LAMB(b, lr=1e-2, max_grad_norm=1.0, process_group=dist.group.WORLD)
-        waited = []
-        for p in b:
-            p.grad = torch.zeros_like(p)
-        for k in range(4):
-            for p, g in zip(a, grads_for(k, a)):
-                p.grad = g
-            for p, g in zip(b, grads_for(k, b)):
-                p.grad.copy_(g)
-            ao.step()
-            waited.append(_returns_in(bo.step))
+        waited = _step_twins(a, ao, b, bo)
         assert max_err(a, b) == 0.0  # whole tensors on one process: the same bits
         assert max(waited[1:]) < 0.1, waited
     finally:
