@@ -82,6 +82,13 @@ bool have_nccl();
 struct GlobalTensor {
   std::string name;
   int64_t numel = 0;
+  /// Whether its quantized states (state_format "8bit", "4bit", "fp8") are quantized where the
+  /// format quantizes a tensor of `numel` elements. A piece of a quantized tensor must start at
+  /// a multiple of the format's block (256 elements; 128 for 4-bit) and end at one or at the
+  /// tensor's end, so that its blocks are the whole tensor's and the sharded step is the
+  /// unsharded one; false keeps the tensor's state in f32 (as a tensor too small to quantize),
+  /// for pieces cut anywhere.
+  bool quantize = true;
 };
 
 /// OptimizerOptions::shard: this process holds pieces of the model's tensors. Each local Param

@@ -106,7 +106,7 @@ struct Optimizer::Impl {
   Expected<runtime::StepResult> step();
   Expected<runtime::StepResult> lockstep();
   Status agree_layout();
-  void place_tensors();
+  Status place_tensors();
   Status to_host(Part& part, std::vector<std::pair<size_t, size_t>>* borrowed);
   // Reads back what queued device steps left on the device (scalar states, a step count and
   // skip flag they may have skipped).
@@ -130,7 +130,7 @@ struct Optimizer::Impl {
   struct StateRef {
     const plan::Plan* plan;
     uint32_t buffer;
-    int64_t numel;
+    const runtime::TensorState* tensor;
   };
   Expected<StateRef> state_ref(size_t param, std::string_view name) const;
   Status bind_state(size_t param, std::string_view buffer, void* host, DeviceMemory memory,
@@ -312,7 +312,7 @@ Status Optimizer::build(std::vector<Param> params, OptimizerOptions options) {
       m.where[part.params[t]] = {pi, t};
     }
   }
-  m.place_tensors();
+  OPTJIT_TRY(m.place_tensors());
   const auto& hypers = m.parts[0].plan.program.hypers;
   for (uint32_t h = 0; h < hypers.size(); ++h)
     if (hypers[h].step_limit) m.step_limits.push_back(h);
@@ -604,18 +604,21 @@ Expected<runtime::StepResult> Optimizer::Impl::lockstep() {
 // starting at its offset in its tensor. So `numel` and stochastic rounding do not depend on
 // how parameters are split by dtype or across processes. A piece whose tensor is not in the
 // table keeps its local place: the first step's layout check names it.
-void Optimizer::Impl::place_tensors() {
-  std::map<std::string, std::pair<int64_t, int64_t>> global;  // name -> (first, numel)
+Status Optimizer::Impl::place_tensors() {
+  std::map<std::string, const GlobalTensor*> global;
+  std::map<std::string, int64_t> starts;  // name -> first element in the model
   if (options.shard) {
     int64_t at = 0;
     for (const auto& t : options.shard->tensors) {
-      global.emplace(t.name, std::pair{at, t.numel});
+      global.emplace(t.name, &t);
+      starts.emplace(t.name, at);
       at += std::max<int64_t>(t.numel, 0);
     }
   }
   int64_t at = 0;
   for (size_t i = 0; i < params.size(); ++i) {
-    auto& ts = parts[where[i].first].state.tensors[where[i].second];
+    Part& part = parts[where[i].first];
+    auto& ts = part.state.tensors[where[i].second];
     ts.whole = ts.numel;
     ts.first = at;
     at += ts.numel;
@@ -623,9 +626,30 @@ void Optimizer::Impl::place_tensors() {
     auto g = global.find(params[i].name);
     if (g == global.end()) continue;
     const auto& offsets = options.shard->offsets;
-    ts.first = g->second.first + (i < offsets.size() ? offsets[i] : 0);
-    ts.whole = g->second.second;
+    const int64_t offset = i < offsets.size() ? offsets[i] : 0;
+    ts.first = starts[g->first] + offset;
+    ts.whole = g->second->numel;
+    ts.quantize = g->second->quantize;
+    // Quantized state follows the whole tensor (whether it is quantized, and its blocks): the
+    // piece's state is made again now that `whole` is known.
+    for (size_t b = 0; b < part.plan.buffers.size(); ++b) {
+      const ir::BufferDecl& d = part.plan.buffers[b];
+      if (d.role != ir::BufferRole::state) continue;
+      if (!d.per_block && runtime::holds_codes(part.plan, b, ts)) {
+        const int64_t block = ir::info(d.quant).block, end = offset + ts.numel;
+        if (offset % block != 0 || (end % block != 0 && end != ts.whole))
+          return make_error(
+              "sharded step: the piece of '{}' (elements [{}, {}) of {}) cuts the {}-element "
+              "blocks its state '{}' is quantized in ({}): cut a tensor with quantized state at "
+              "multiples of {} elements, or keep its state unquantized (GlobalTensor::quantize)",
+              params[i].name, offset, end, ts.whole, block, d.name, ir::info(d.quant).description,
+              block);
+      }
+      ts.owned[b].assign(runtime::buffer_bytes(part.plan, b, ts), 0);
+      runtime::initial_state(part.plan, b, ts, part.state.groups[ts.group], ts.owned[b].data());
+    }
   }
+  return Status::Ok();
 }
 
 // The first sharded step: every process checks that the others step the same optimizer (the
@@ -650,7 +674,8 @@ Status Optimizer::Impl::agree_layout() {
     for (const auto& [k, v] : g.overrides) id += fmt::format(" {}={}", k, v);
     id += "\n";
   }
-  for (const auto& t : sh.tensors) id += fmt::format("tensor {} {}\n", t.name, t.numel);
+  for (const auto& t : sh.tensors)
+    id += fmt::format("tensor {} {}{}\n", t.name, t.numel, t.quantize ? "" : " unquantized");
   std::vector<std::string> names;
   std::vector<int64_t> numels;
   for (const auto& p : params) names.push_back(p.name), numels.push_back(numel_of(p.shape));
@@ -692,7 +717,7 @@ Status Optimizer::Impl::to_host(Part& part, std::vector<std::pair<size_t, size_t
     auto& ts = part.state.tensors[t];
     for (size_t b = 0; b < part.plan.buffers.size(); ++b) {
       if (!ts.device[b] || part.plan.buffers[b].role == ir::BufferRole::grad) continue;
-      ts.owned[b].resize(runtime::buffer_bytes(part.plan, b, ts.numel));
+      ts.owned[b].resize(runtime::buffer_bytes(part.plan, b, ts));
       OPTJIT_TRY(device->read(ts.owned[b].data(), ts.device[b], ts.owned[b].size()));
       borrowed->push_back({t, b});
     }
@@ -841,10 +866,10 @@ Status Optimizer::Impl::bind_state(size_t param, std::string_view buffer, void* 
   auto b = state_buffer(part, buffer);
   if (!b) return b.error();
   // Nothing to bind: no elements (or a small tensor's quantization scales, which it has none of).
-  if (runtime::buffer_bytes(part.plan, *b, tensor(param).numel) == 0) return Status::Ok();
+  if (runtime::buffer_bytes(part.plan, *b, tensor(param)) == 0) return Status::Ok();
   if (!host && !memory) return make_error("bind_state: null memory for '{}'", params[param].name);
   auto& ts = tensor(param);
-  const size_t bytes = runtime::buffer_bytes(part.plan, *b, ts.numel);
+  const size_t bytes = runtime::buffer_bytes(part.plan, *b, ts);
   if (memory)
     OPTJIT_TRY(caller_memory(*device, memory, bytes, [&] {
       return fmt::format("state '{}' of '{}'", buffer, params[param].name);
@@ -907,7 +932,7 @@ Expected<autotune::TuneResult> Optimizer::Impl::tune(const std::vector<const voi
   for (auto& t : part.state.tensors)
     for (size_t b = 0; b < part.plan.buffers.size(); ++b) {
       if (part.plan.buffers[b].role == ir::BufferRole::grad) continue;
-      const size_t n = runtime::buffer_bytes(part.plan, b, t.numel);
+      const size_t n = runtime::buffer_bytes(part.plan, b, t);
       if (t.external[b]) {
         saved.push_back({t.external[b], std::vector<uint8_t>(t.external[b], t.external[b] + n)});
       } else if (t.device[b] && n > 0) {
@@ -997,20 +1022,20 @@ Expected<Optimizer::Impl::StateRef> Optimizer::Impl::state_ref(size_t param,
   const Part& part = parts[where[param].first];
   auto b = state_buffer(part, name);
   if (!b) return b.error();
-  return StateRef{&part.plan, *b, part.state.tensors[where[param].second].numel};
+  return StateRef{&part.plan, *b, &part.state.tensors[where[param].second]};
 }
 
 Expected<DType> Optimizer::state_storage(size_t param, std::string_view name) const {
   auto r = impl_->state_ref(param, name);
   if (!r) return r.error();
-  return runtime::stored_type(*r->plan, r->buffer, r->numel);
+  return runtime::stored_type(*r->plan, r->buffer, *r->tensor);
 }
 
 Expected<int64_t> Optimizer::state_elements(size_t param, std::string_view name) const {
   auto r = impl_->state_ref(param, name);
   if (!r) return r.error();
-  return static_cast<int64_t>(runtime::buffer_bytes(*r->plan, r->buffer, r->numel) /
-                              size_bytes(runtime::stored_type(*r->plan, r->buffer, r->numel)));
+  return static_cast<int64_t>(runtime::buffer_bytes(*r->plan, r->buffer, *r->tensor) /
+                              size_bytes(runtime::stored_type(*r->plan, r->buffer, *r->tensor)));
 }
 
 std::vector<std::string> Optimizer::scalar_states() const {
@@ -1083,7 +1108,7 @@ Status Optimizer::initialize_state() {
     for (auto& ts : part.state.tensors)
       for (size_t b = 0; b < part.plan.buffers.size(); ++b)
         if (part.plan.buffers[b].role == ir::BufferRole::state)
-          runtime::initial_state(part.plan, b, ts.numel, part.state.groups[ts.group], ts.data(b));
+          runtime::initial_state(part.plan, b, ts, part.state.groups[ts.group], ts.data(b));
     OPTJIT_TRY(m.from_host(part, borrowed, true));
     part.state.step = 0;
     if (part.executor) part.executor->state_changed();

@@ -334,7 +334,7 @@ Status Executor::Impl::bind(OptimizerState& s) {
       const DeviceMemory d = ts.device[b];
       // A tensor too small to quantize has no scales: the kernels see a null pointer (an
       // offset of -1 on arena devices) and take the plain f32 path. Nothing is copied.
-      const bool no_scales = plan.buffers[b].per_block && !holds_codes(plan, b - 1, ts.numel);
+      const bool no_scales = plan.buffers[b].per_block && !holds_codes(plan, b - 1, ts);
       const bool in_place = no_scales || (arenas_dev ? common[b] : (d || desc.host_memory));
       const Where w = in_place ? Where::in_place : Where::arena;
       const size_t i = t * B + b;
@@ -453,15 +453,15 @@ Status Executor::Impl::transfer_in(OptimizerState& s) {
       for (size_t t = 0; t < T; ++t)
         if (where[t * B + b] == Where::arena && !s.tensors[t].device[b] && s.tensors[t].numel > 0)
           std::memcpy(staging.data() + table.base[t] * es[b], s.tensors[t].data(b),
-                      buffer_bytes(plan, b, s.tensors[t].numel));
+                      buffer_bytes(plan, b, s.tensors[t]));
       OPTJIT_TRY(dev.write(arenas[b].memory(), staging.data(), staging.size()));
       copied += staging.size();
     }
     for (size_t t = 0; t < T && device_arena[b]; ++t)
       if (where[t * B + b] == Where::arena && s.tensors[t].device[b] && s.tensors[t].numel > 0) {
         OPTJIT_TRY(dev.copy(arenas[b].memory().at(table.base[t] * es[b]), s.tensors[t].device[b],
-                            buffer_bytes(plan, b, s.tensors[t].numel)));
-        copied += buffer_bytes(plan, b, s.tensors[t].numel);
+                            buffer_bytes(plan, b, s.tensors[t])));
+        copied += buffer_bytes(plan, b, s.tensors[t]);
       }
     uploaded[b] = true;
   }
@@ -482,8 +482,8 @@ Status Executor::Impl::transfer_out(OptimizerState& s, bool state_too) {
       for (size_t t = 0; t < T && device_arena[b]; ++t)
         if (where[t * B + b] == Where::arena && s.tensors[t].device[b] && s.tensors[t].numel > 0) {
           OPTJIT_TRY(dev.copy(s.tensors[t].device[b], arenas[b].memory().at(table.base[t] * es[b]),
-                              buffer_bytes(plan, b, s.tensors[t].numel)));
-          copied += buffer_bytes(plan, b, s.tensors[t].numel);
+                              buffer_bytes(plan, b, s.tensors[t])));
+          copied += buffer_bytes(plan, b, s.tensors[t]);
         }
     }
     using CopyBack = ExecutorOptions::CopyBack;
@@ -496,7 +496,7 @@ Status Executor::Impl::transfer_out(OptimizerState& s, bool state_too) {
     for (size_t t = 0; t < T; ++t)
       if (where[t * B + b] == Where::arena && !s.tensors[t].device[b] && s.tensors[t].numel > 0)
         std::memcpy(s.tensors[t].data(b), staging.data() + table.base[t] * es[b],
-                    buffer_bytes(plan, b, s.tensors[t].numel));
+                    buffer_bytes(plan, b, s.tensors[t]));
   }
   return Status::Ok();
 }

@@ -156,7 +156,7 @@ std::vector<std::vector<double>> ReferenceBackend::run_pass(size_t k, OptimizerS
           case Op::Load: {
             const uint8_t* base = ts.data(in.attr);
             const DType st = plan_.buffers[in.attr].storage;
-            if (holds_codes(plan_, in.attr, ts.numel)) {
+            if (holds_codes(plan_, in.attr, ts)) {
               const ir::Quant q = plan_.buffers[in.attr].quant;
               const int64_t qb = ir::info(q).block;
               const uint8_t* scales = ts.data(in.attr + 1);
@@ -182,7 +182,7 @@ std::vector<std::vector<double>> ReferenceBackend::run_pass(size_t k, OptimizerS
             uint8_t* base = ts.data(in.attr);
             const DType st = plan_.buffers[in.attr].storage;
             const double* x = column(in.args[0]);
-            if (holds_codes(plan_, in.attr, ts.numel)) {
+            if (holds_codes(plan_, in.attr, ts)) {
               // Whole quantization blocks: each block's absmax is known here, in this pass.
               ir::quantize(plan_.buffers[in.attr].quant, x, n, base,
                            reinterpret_cast<float*>(ts.data(in.attr + 1)), e0);

@@ -105,16 +105,16 @@ Status set_hyper(const ir::Program& p, OptimizerState& s, std::string_view name,
   return Status::Ok();
 }
 
-void initial_state(const plan::Plan& plan, size_t b, int64_t numel, const GroupState& group,
+void initial_state(const plan::Plan& plan, size_t b, const TensorState& t, const GroupState& group,
                    uint8_t* out) {
   const ir::BufferDecl& buf = plan.buffers[b];
-  const size_t bytes = buffer_bytes(plan, b, numel);
+  const size_t bytes = buffer_bytes(plan, b, t);
   if (bytes == 0) return;
   std::memset(out, 0, bytes);
   const size_t owner = buf.per_block ? b - 1 : b;  // scales follow their codes
   const ir::BufferDecl& d = plan.buffers[owner];
   const double v = d.init.hyper ? group.hypers[*d.init.hyper] : d.init.value;
-  if (holds_codes(plan, owner, numel)) {
+  if (holds_codes(plan, owner, t)) {
     // Every block holds v: each code the quantized v, each scale its block's. Zero is a zero
     // scale (torchao's zeros(); a format without a zero code, q4u, reads 0).
     const float x = static_cast<float>(v);
@@ -125,7 +125,7 @@ void initial_state(const plan::Plan& plan, size_t b, int64_t numel, const GroupS
     if (!buf.per_block) std::memset(out, code, bytes);
     for (size_t k = 0; buf.per_block && k < bytes / 4; ++k) std::memcpy(out + 4 * k, &scale, 4);
   } else if (!buf.per_block && (v != 0 || std::signbit(v))) {
-    for (int64_t i = 0; i < numel; ++i) store_element(out, buf.storage, i, v);
+    for (int64_t i = 0; i < t.numel; ++i) store_element(out, buf.storage, i, v);
   }
 }
 
@@ -155,7 +155,8 @@ Expected<OptimizerState> init_state(const plan::Plan& plan, const std::vector<Ho
     if (t.dtype != param_type)
       return make_error("parameter '{}' is {}, but the optimizer was built for {} parameters",
                         t.name, to_string(t.dtype), to_string(param_type));
-    TensorState ts{t.name, t.shape, t.numel(), 0, t.numel(), elements, {}, {}};
+    TensorState ts{.name = t.name, .shape = t.shape, .numel = t.numel(), .whole = t.numel(),
+                   .first = elements};
     elements += t.numel();
     const int explicit_group = s.tensors.size() < group_of.size() ? group_of[s.tensors.size()] : -1;
     if (explicit_group > static_cast<int>(groups.size()))
@@ -168,11 +169,11 @@ Expected<OptimizerState> init_state(const plan::Plan& plan, const std::vector<Ho
         if (glob_match(pat, t.name)) ts.group = static_cast<uint32_t>(g + 1);
     for (size_t bi = 0; bi < plan.buffers.size(); ++bi) {
       const auto& b = plan.buffers[bi];
-      std::vector<uint8_t> buf(buffer_bytes(plan, bi, ts.numel), 0);
+      std::vector<uint8_t> buf(buffer_bytes(plan, bi, ts), 0);
       if (b.role == BufferRole::param)
         buf = t.data;
       else if (b.role == BufferRole::state)
-        initial_state(plan, bi, ts.numel, s.groups[ts.group], buf.data());
+        initial_state(plan, bi, ts, s.groups[ts.group], buf.data());
       ts.owned.push_back(std::move(buf));
       ts.external.push_back(nullptr);
       ts.device.push_back({});
@@ -182,29 +183,29 @@ Expected<OptimizerState> init_state(const plan::Plan& plan, const std::vector<Ho
   return s;
 }
 
-DType stored_type(const plan::Plan& plan, size_t b, int64_t numel) {
-  return holds_codes(plan, b, numel) ? DType::u8 : plan.buffers[b].storage;
+DType stored_type(const plan::Plan& plan, size_t b, const TensorState& t) {
+  return holds_codes(plan, b, t) ? DType::u8 : plan.buffers[b].storage;
 }
 
 std::vector<int64_t> state_shape(const plan::Plan& plan, size_t b, const TensorState& t) {
-  if (holds_codes(plan, b, t.numel) && ir::info(plan.buffers[b].quant).bits != 8)
+  if (holds_codes(plan, b, t) && ir::info(plan.buffers[b].quant).bits != 8)
     return {ir::code_bytes(plan.buffers[b].quant, t.numel)};
   return t.shape;
 }
 
-bool holds_codes(const plan::Plan& plan, size_t b, int64_t numel) {
-  return plan.buffers[b].quant != ir::Quant::none &&
-         ir::quantized_tensor(plan.buffers[b].quant, numel);
+bool holds_codes(const plan::Plan& plan, size_t b, const TensorState& t) {
+  return plan.buffers[b].quant != ir::Quant::none && t.quantize &&
+         ir::quantized_tensor(plan.buffers[b].quant, t.whole);
 }
 
-size_t buffer_bytes(const plan::Plan& plan, size_t b, int64_t numel) {
+size_t buffer_bytes(const plan::Plan& plan, size_t b, const TensorState& t) {
   const ir::BufferDecl& d = plan.buffers[b];
-  const auto n = static_cast<size_t>(numel);
+  const auto n = static_cast<size_t>(t.numel);
   if (d.per_block)
-    return holds_codes(plan, b - 1, numel)
-               ? static_cast<size_t>(ir::scale_count(plan.buffers[b - 1].quant, numel)) * 4
+    return holds_codes(plan, b - 1, t)
+               ? static_cast<size_t>(ir::scale_count(plan.buffers[b - 1].quant, t.numel)) * 4
                : 0;
-  if (holds_codes(plan, b, numel)) return static_cast<size_t>(ir::code_bytes(d.quant, numel));
+  if (holds_codes(plan, b, t)) return static_cast<size_t>(ir::code_bytes(d.quant, t.numel));
   return n * size_bytes(d.storage);
 }
 
@@ -259,15 +260,15 @@ TensorFile export_state(const plan::Plan& plan, const OptimizerState& s) {
       // flat, as torchao keeps them) and its scales (f32, one per block); a tensor too small to
       // quantize has neither, only its f32 values.
       if (decl.per_block) {
-        if (holds_codes(plan, b - 1, t.numel))
+        if (holds_codes(plan, b - 1, t))
           f.tensors.push_back({name,
                                DType::f32,
                                {ir::scale_count(p.buffers[b - 1].quant, t.numel)},
-                               t.bytes(b, buffer_bytes(plan, b, t.numel))});
+                               t.bytes(b, buffer_bytes(plan, b, t))});
         continue;
       }
-      f.tensors.push_back({name, stored_type(plan, b, t.numel), state_shape(plan, b, t),
-                           t.bytes(b, buffer_bytes(plan, b, t.numel))});
+      f.tensors.push_back({name, stored_type(plan, b, t), state_shape(plan, b, t),
+                           t.bytes(b, buffer_bytes(plan, b, t))});
       if (decl.quant != ir::Quant::none)
         f.metadata[fmt::format("optjit.quant.{}", decl.name)] = std::string(to_string(decl.quant));
     }
@@ -297,7 +298,7 @@ Status import_buffer(const plan::Plan& plan, TensorState& t, size_t b, const Hos
                      const TensorFile& f) {
   const ir::BufferDecl& decl = plan.buffers[b];
   const std::string name = fmt::format("{}.{}", t.name, decl.name);
-  const bool codes = holds_codes(plan, b, t.numel);
+  const bool codes = holds_codes(plan, b, t);
   if (h.dtype == DType::u8) {
     auto q = f.metadata.find(fmt::format("optjit.quant.{}", decl.name));
     if (!codes || q == f.metadata.end() || q->second != to_string(decl.quant))

@@ -62,6 +62,11 @@ struct TensorState {
   /// several programs, pieces of a sharded step): init_state sets them so.
   int64_t whole = 0;
   int64_t first = 0;
+  /// Whether the plan's quantized state buffers hold this tensor's state as codes and scales:
+  /// where the format quantizes a tensor of `whole` elements (ir::quantized_tensor; a sharded
+  /// piece follows its whole tensor) and the caller has not kept the tensor unquantized
+  /// (GlobalTensor::quantize). Else that state is f32 and has no scales.
+  bool quantize = true;
   /// One per Plan::buffers entry, in its storage type: memory the optimizer owns, or (where
   /// `external` is set) the caller's own memory, e.g. a framework's parameter and gradient.
   std::vector<std::vector<uint8_t>> owned;
@@ -102,11 +107,11 @@ struct OptimizerState {
 /// Bytes buffer b of a tensor of `numel` elements takes: numel elements of its storage, or for a
 /// quantized buffer its codes (ir::code_bytes) and one f32 scale per block in the buffer after it;
 /// tensors a format does not quantize (ir::quantized_tensor) keep it in f32 and no scales.
-size_t buffer_bytes(const plan::Plan& plan, size_t b, int64_t numel);
-/// Whether buffer b of a tensor of `numel` elements holds codes (else values in its storage).
-bool holds_codes(const plan::Plan& plan, size_t b, int64_t numel);
-/// The element type buffer b of such a tensor is stored as: u8 codes, or its storage.
-DType stored_type(const plan::Plan& plan, size_t b, int64_t numel);
+size_t buffer_bytes(const plan::Plan& plan, size_t b, const TensorState& t);
+/// Whether buffer b of tensor t holds codes (else values in its storage).
+bool holds_codes(const plan::Plan& plan, size_t b, const TensorState& t);
+/// The element type buffer b of tensor t is stored as: u8 codes, or its storage.
+DType stored_type(const plan::Plan& plan, size_t b, const TensorState& t);
 /// The shape buffer b of tensor t is saved with: the parameter's, or for 4-bit codes (two to
 /// a byte) the flat byte count.
 std::vector<int64_t> state_shape(const plan::Plan& plan, size_t b, const TensorState& t);
@@ -133,10 +138,10 @@ Status set_hyper(const ir::Program& p, OptimizerState& s, std::string_view name,
 /// default group; group k+1 is groups[k]. State buffers and scalar states take their initial
 /// values, from a hyperparameter where the program says so.
 /// `group_of`, when given, assigns each parameter's group explicitly (-1: by patterns).
-/// State buffer `b` of a tensor of `numel` elements at its initial value under `group`'s
-/// hyperparameters (Rprop's step sizes from lr; codes and scales of a quantized buffer), into
-/// `out` (buffer_bytes(plan, b, numel) bytes).
-void initial_state(const plan::Plan& plan, size_t b, int64_t numel, const GroupState& group,
+/// State buffer `b` of tensor t at its initial value under `group`'s hyperparameters (Rprop's
+/// step sizes from lr; codes and scales of a quantized buffer), into `out` (buffer_bytes(plan, b,
+/// t) bytes).
+void initial_state(const plan::Plan& plan, size_t b, const TensorState& t, const GroupState& group,
                    uint8_t* out);
 /// `group`'s scalar states at their initial values under its hyperparameters (ASGD's eta).
 void initial_scalar_states(const ir::Program& p, GroupState& group);

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "api/optimizer.h"
@@ -76,6 +77,17 @@ Layout slices(int P, int rank) {  // every tensor split in P contiguous pieces (
   }
   return l;
 }
+Layout block_slices(int P, int rank) {  // pieces cut at multiples of 256 elements
+  Layout l;
+  for (const auto& t : kTensors) {
+    const int64_t blocks = (t.numel + 255) / 256;
+    const int64_t a = std::min(t.numel, blocks * rank / P * 256),
+                  b = std::min(t.numel, blocks * (rank + 1) / P * 256);
+    l.first.push_back(a);
+    l.count.push_back(b - a);
+  }
+  return l;
+}
 Layout everything() {
   Layout l;
   for (const auto& t : kTensors) l.first.push_back(0), l.count.push_back(t.numel);
@@ -89,20 +101,23 @@ struct Result {
   std::vector<std::vector<double>> values;  // per global tensor: the held piece
   std::vector<bool> skipped;
   std::string error;
+  runtime::TensorFile state;  // export_state() after the last step
+  std::vector<DType> exp_avg;  // per global tensor: how its exp_avg is stored
 };
 template <typename T>
 Result run(const char* pipeline, const Layout& l, bool sharded, int steps, Backend backend,
            std::vector<runtime::GroupSpec> groups = {},
            std::tuple<int, size_t, int64_t> inf_at = {-1, 0, 0}, bool device_step = false,
            ShardOrder order = ShardOrder::by_tensor,
-           std::shared_ptr<Communicator> through = nullptr) {
+           std::shared_ptr<Communicator> through = nullptr,
+           const std::vector<GlobalTensor>& tensors = kTensors) {
   Result out;
   const DType dt = std::is_same_v<T, double> ? DType::f64 : DType::f32;
   std::vector<std::vector<T>> p(kTensors.size()), g(kTensors.size());
   std::vector<Param> params;
   ShardOptions sh;
   sh.comm = through ? through : comm();
-  sh.tensors = kTensors;
+  sh.tensors = tensors;
   sh.order = order;
   for (size_t t = 0; t < kTensors.size(); ++t) {
     for (int64_t e = 0; e < l.count[t]; ++e)
@@ -144,7 +159,14 @@ Result run(const char* pipeline, const Layout& l, bool sharded, int steps, Backe
     }
     out.skipped.push_back(r->skipped);
   }
-  for (size_t t = 0; t < kTensors.size(); ++t) out.values.emplace_back(p[t].begin(), p[t].end());
+  for (size_t t = 0; t < kTensors.size(); ++t) {
+    out.values.emplace_back(p[t].begin(), p[t].end());
+    auto dt = (*opt)->state_storage(t, "exp_avg");
+    out.exp_avg.push_back(dt ? *dt : DType::f64);
+  }
+  auto st = (*opt)->export_state();
+  if (!st) out.error = st.error().message;
+  out.state = std::move(*st);
   return out;
 }
 
@@ -252,6 +274,86 @@ TEST(Shard, TheDeviceStepAllReducesOnTheDeviceAsTheHostStepDoes) {
   const Result ref = run<double>(kLamb, everything(), false, 3, Backend::cpu);
   const Result dev = run<double>(kLamb, l, true, 3, Backend::opencl, {}, {-1, 0, 0}, true);
   EXPECT_LE(max_diff(dev.values, piece_of(ref, l)), 1e-12);
+}
+
+// The bytes of `name` in a state file, elements [first, first + count) of `size` each.
+std::vector<uint8_t> state_bytes(const runtime::TensorFile& f, const std::string& name,
+                                 int64_t first, int64_t count, size_t size) {
+  const runtime::HostTensor* t = f.find(name);
+  if (!t) return {};
+  return {t->data.begin() + static_cast<std::ptrdiff_t>(first * size),
+          t->data.begin() + static_cast<std::ptrdiff_t>((first + count) * size)};
+}
+
+// Quantized state follows the whole tensor: whether a tensor is quantized is decided by its
+// whole size (w1's 5,000 elements are, though its pieces on 2 processes have fewer than the
+// 4,096 a tensor needs), and pieces cut at block boundaries hold the whole tensor's blocks, so
+// the sharded step is the unsharded one bit for bit: parameters, codes and scales.
+TEST(Shard, QuantizedStateFollowsTheWholeTensor) {
+  ASSERT_TRUE(comm());
+  const Layout l = block_slices(P(), me());
+  for (const char* format : {"8bit", "4bit", "f8"}) {
+    SCOPED_TRACE(format);
+    const std::string pipeline =
+        fmt::format("adamw(lr=1e-2, weight_decay=0.1, state_format=\"{}\")", format);
+    const Result whole = run<float>(pipeline.c_str(), everything(), false, 5, Backend::cpu);
+    const Result mine = run<float>(pipeline.c_str(), l, true, 5, Backend::cpu);
+    ASSERT_EQ(whole.error, "");
+    ASSERT_EQ(mine.error, "");
+    EXPECT_EQ(mine.values, piece_of(whole, l));
+    EXPECT_EQ(mine.exp_avg, whole.exp_avg);
+    const int64_t block = std::string(format) == "4bit" ? 128 : 256;
+    for (size_t t = 0; t < kTensors.size(); ++t) {
+      if (whole.exp_avg[t] != DType::u8 || l.count[t] == 0) continue;
+      const std::string name = kTensors[t].name + ".exp_avg";
+      const size_t per_byte = std::string(format) == "4bit" ? 2 : 1;  // 4-bit: two codes a byte
+      EXPECT_EQ(state_bytes(mine.state, name, 0, l.count[t] / per_byte, 1),
+                state_bytes(whole.state, name, l.first[t] / per_byte, l.count[t] / per_byte, 1))
+          << name;
+      const int64_t blocks = (l.count[t] + block - 1) / block;
+      EXPECT_EQ(state_bytes(mine.state, name + ".absmax", 0, blocks, 4),
+                state_bytes(whole.state, name + ".absmax", l.first[t] / block, blocks, 4))
+          << name;
+    }
+  }
+  // 8-bit: w0, w1 and w3 quantized, w2 and b (under 4,096 elements) not, on every process.
+  const Result q = run<float>("adamw(state_format=\"8bit\")", l, true, 1, Backend::cpu);
+  EXPECT_EQ(q.exp_avg, (std::vector<DType>{DType::u8, DType::u8, DType::f32, DType::f32,
+                                           DType::u8}));
+}
+
+// A piece that cuts a quantization block is an error naming it (its blocks would not be the
+// whole tensor's); GlobalTensor::quantize = false keeps such a tensor's state in f32 instead,
+// which steps as the unsharded f32 state does.
+TEST(Shard, PiecesThatCutQuantizationBlocksAreErrorsOrUnquantized) {
+  ASSERT_TRUE(comm());
+  if (P() < 2) return;  // one process holds whole tensors: nothing is cut
+  const char* q8 = "adamw(lr=1e-2, weight_decay=0.1, state_format=\"8bit\")";
+  const Layout l = slices(P(), me());  // w0 (19,200 elements) cut at multiples of 19,200 / P
+  const Result cut = run<float>(q8, l, true, 1, Backend::cpu);
+  EXPECT_NE(cut.error.find(fmt::format("sharded step: the piece of 'w0' (elements [{}, {}) of "
+                                       "19200) cuts the 256-element blocks its state 'exp_avg' "
+                                       "is quantized in",
+                                       l.first[0], l.first[0] + l.count[0])),
+            std::string::npos)
+      << cut.error;
+  std::vector<GlobalTensor> unquantized = kTensors;
+  for (auto& t : unquantized) t.quantize = false;
+  const std::tuple<int, size_t, int64_t> none = {-1, 0, 0};
+  const Result f32 = run<float>(q8, l, true, 4, Backend::cpu, {}, none, false,
+                                ShardOrder::by_tensor, nullptr, unquantized);
+  ASSERT_EQ(f32.error, "");
+  EXPECT_EQ(f32.exp_avg, std::vector<DType>(kTensors.size(), DType::f32));
+  const Result plain =
+      run<float>("adamw(lr=1e-2, weight_decay=0.1)", everything(), false, 4, Backend::cpu);
+  EXPECT_EQ(f32.values, piece_of(plain, l));
+  // Every process must say the same of each tensor: a tensor quantized on one and not on
+  // another is a plan mismatch.
+  std::vector<GlobalTensor> mixed = kTensors;
+  mixed[2].quantize = me() != 0;
+  const Result differ = run<float>(q8, block_slices(P(), me()), true, 1, Backend::cpu, {}, none,
+                                   false, ShardOrder::by_tensor, nullptr, mixed);
+  EXPECT_NE(differ.error.find("plan differs from rank"), std::string::npos) << differ.error;
 }
 
 // NCCL needs a GPU: without one (this machine) it is a clear error on every process, before

@@ -107,6 +107,30 @@ def _as_dtensor_like(local: torch.Tensor, p) -> torch.Tensor:
                               shape=p.shape, stride=p.stride())
 
 
+def _as_dtensor_rows(local: torch.Tensor, p, per_row: int) -> torch.Tensor:
+    """`local` (a flat state of DTensor parameter p: 4-bit codes, a quantized state's per-block
+    scales) as a DTensor of shape [p.shape[0], per_row] sharded as p on dimension 0, sharing
+    local's memory (viewed as [local rows, per_row]), so that torch.distributed.checkpoint
+    reshards it with p's rows, for any process count."""
+    from torch.distributed.tensor import DTensor
+
+    rows = local.view(_local(p).shape[0], per_row)
+    return DTensor.from_local(rows, p.device_mesh, p.placements, run_check=False,
+                              shape=torch.Size([p.shape[0], per_row]), stride=(per_row, 1))
+
+
+# Under FSDP2 a tensor's quantized state is quantized only where its rows (the unit FSDP2 cuts
+# it in, on dimension 0) hold whole 256-element blocks (4-bit's 128 divide them): then every
+# shard, for any process count, holds whole blocks of the tensor, the sharded step is the
+# unsharded one, and a checkpoint's codes and scales reshard together. Other tensors (1-d ones,
+# rows of other sizes) keep f32 state there, as bitsandbytes keeps small tensors'.
+_BLOCK_ROWS = 256
+
+
+def _rows_hold_blocks(p) -> bool:
+    return p.dim() >= 2 and p.shape[0] > 0 and (p.numel() // p.shape[0]) % _BLOCK_ROWS == 0
+
+
 def _is_dtensor(t) -> bool:
     # Called for every gradient of every step: no import here. No DTensor exists unless
     # torch.distributed.tensor was imported (importing it would cost ~0.4 s).
@@ -326,13 +350,17 @@ class _Engine:
                 t, adopt = self._state_tensor(k, i, p, name, st)
                 held = self.state_arrays.get((k, name))
                 if held is None or held.data_ptr() != t.data_ptr():
-                    self.engine.bind_state(k, name, t.detach(), adopt=adopt)
+                    flat = t.detach() if t.shape == _local(p).shape else t.detach().view(-1)
+                    self.engine.bind_state(k, name, flat, adopt=adopt)
                     self.state_arrays[(k, name)] = t  # (kept alive: the engine writes it)
-                if _is_dtensor(p) and t.shape == _local(p).shape and st[name] is t:
+                rows = self._state_rows(k, p, name)
+                if _is_dtensor(p) and st[name] is t and (rows or t.shape == _local(p).shape):
                     # FSDP2: the state is a DTensor laid out as its parameter (as torch's
-                    # optimizers make it), so torch.distributed.checkpoint saves and reshards
-                    # it; the engine steps its local shard, `t`.
-                    st[name] = _as_dtensor_like(t, p)
+                    # optimizers make it), or for a flat one (scales, 4-bit codes) as p's rows,
+                    # so torch.distributed.checkpoint saves and reshards it; the engine steps
+                    # its local shard, `t`. (An unquantized tensor's scales are empty.)
+                    st[name] = (_as_dtensor_rows(t, p, rows) if rows
+                                else _as_dtensor_like(t, p))
             if "step" not in st:
                 st["step"] = torch.tensor(1.0 if had else 0.0, dtype=_scalar_dtype())
             s = _step_count(st["step"], i)
@@ -373,7 +401,9 @@ class _Engine:
         # A quantized state's scales ("exp_avg.absmax") hold one value per block.
         n = self.engine.state_elements(k, name)
         lp = _local(p)
-        shape = lp.shape if n == lp.numel() else torch.Size([n])
+        rows = self._state_rows(k, p, name)
+        shape = (lp.shape if rows is None and n == lp.numel() else
+                 torch.Size([n]) if rows is None else torch.Size([lp.shape[0], rows]))
 
         def new(dtype, device=p.device):
             # A state of the parameter's shape is laid out as the parameter (channels_last
@@ -403,6 +433,10 @@ class _Engine:
             raise Error(f"{where} holds quantized codes (a checkpoint of 8-bit, 4-bit or fp8 "
                         f"state), but this optimizer keeps it as {_DTYPE_NAMES[want]}: load the "
                         f"checkpoint with the state_format it was saved with")
+        if t.shape != shape and shape != lp.shape and t.numel() == shape.numel():
+            # A flat state (scales, 4-bit codes) saved by rows (FSDP2's layout) or flat.
+            t = t.reshape(shape)
+            st[name] = t
         if t.shape != shape:
             raise Error(f"{where} has shape {list(t.shape)}, but this optimizer keeps "
                         f"{list(shape)} for it (parameter shape {list(lp.shape)}): a checkpoint "
@@ -419,6 +453,20 @@ class _Engine:
             t = new(want).copy_(t)
             st[name] = t
         return t, True
+
+    def _state_rows(self, k: int, p: torch.Tensor, name: str) -> Optional[int]:
+        """Elements per row of p's flat state `name` (a quantized state's scales, 4-bit codes)
+        when p is a DTensor whose state is kept by rows (_as_dtensor_rows); else None."""
+        if not _is_dtensor(p) or not _rows_hold_blocks(p):
+            return None
+        codes = name[:-len(".absmax")] if name.endswith(".absmax") else name
+        if self.engine.state_storage(k, codes) != "u8":  # (decided by the whole tensor)
+            return None
+        row = p.numel() // p.shape[0]
+        code_bytes, scales = _optjit.quant_sizes(self.engine.state_quant(codes), row)
+        if name.endswith(".absmax"):
+            return scales
+        return None if code_bytes == row else code_bytes  # 8-bit codes keep p's shape
 
     def check_params(self) -> None:
         if self.dtensors:
@@ -688,7 +736,8 @@ class Optimizer(torch.optim.Optimizer):
             pg = params[0].device_mesh.get_group()
         if all(dt):
             everything = [p for g in self.param_groups for p in g["params"]]
-            tensors = [(f"p{i}", int(p.numel())) for i, p in enumerate(everything)]
+            tensors = [(f"p{i}", int(p.numel()), _rows_hold_blocks(p))
+                       for i, p in enumerate(everything)]
             offsets = [_flat_offset(p) for p in params]
         else:
             rank = dist.get_rank(pg)

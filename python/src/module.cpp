@@ -299,8 +299,8 @@ class Engine {
     o.defer_skips = queue != 0;
     o.cuda_graph = cuda_graph;
     if (!shard.is_none()) {
-      // (all_reduce, rank, size, name, [(tensor, numel)...], [offset per parameter][, order
-      //  [, all_reduce_device]])
+      // (all_reduce, rank, size, name, [(tensor, numel[, quantize])...], [offset per
+      //  parameter][, order[, all_reduce_device]])
       auto t = nb::cast<nb::tuple>(shard);
       if (t.size() < 6 || t.size() > 8)
         throw Error(
@@ -310,8 +310,13 @@ class Engine {
       sh.comm = std::make_shared<PyCommunicator>(
           nb::borrow(t[0]), t.size() == 8 ? nb::borrow(t[7]) : nb::none(), nb::cast<int>(t[1]),
           nb::cast<int>(t[2]), nb::cast<std::string>(t[3]));
-      for (auto [name, numel] : nb::cast<std::vector<std::pair<std::string, int64_t>>>(t[4]))
-        sh.tensors.push_back({name, numel});
+      for (nb::handle e : nb::cast<nb::sequence>(t[4])) {
+        auto entry = nb::cast<nb::tuple>(e);
+        if (entry.size() != 2 && entry.size() != 3)
+          throw Error("shard: each tensor is (name, numel) or (name, numel, quantize)");
+        sh.tensors.push_back({nb::cast<std::string>(entry[0]), nb::cast<int64_t>(entry[1]),
+                              entry.size() == 3 ? nb::cast<bool>(entry[2]) : true});
+      }
       sh.offsets = nb::cast<std::vector<int64_t>>(t[5]);
       if (t.size() >= 7) {
         const auto order = nb::cast<std::string>(t[6]);
@@ -593,6 +598,14 @@ NB_MODULE(_optjit, m) {
       },
       nb::arg("name"),
       "the values a quantized format's codes stand for (before scaling): 256, or 16 for 4-bit");
+  m.def(
+      "quant_sizes",
+      [](const std::string& name, int64_t numel) {
+        const ir::Quant q = quant_named(name);
+        return std::make_pair(ir::code_bytes(q, numel), ir::scale_count(q, numel));
+      },
+      nb::arg("name"), nb::arg("numel"),
+      "(code bytes, scales) of a quantized state of `numel` elements in format `name`");
   m.def(
       "quantize",
       [](const std::string& name, nb::ndarray<const float, nb::c_contig, nb::device::cpu> values) {

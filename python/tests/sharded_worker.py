@@ -167,6 +167,112 @@ def random_histories(seeds):
     return worst, ran, sum(split)
 
 
+def quantized_state(where):
+    """8-bit and 4-bit state under FSDP2 against the same optimizer unsharded: an MLP whose
+    weights have rows of 256 elements (the last, 16 x 256, has 2,048 elements per shard, fewer
+    than a tensor needs to be quantized: the whole tensor decides). Then a torch.distributed.
+    checkpoint of the sharded state resumed on another process count (each process alone on a
+    mesh of one), and a full state dict into an unsharded optimizer. A layer whose rows are
+    not whole blocks (32 elements) keeps f32 state under FSDP2."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import (StateDictOptions,
+                                                         get_optimizer_state_dict,
+                                                         set_optimizer_state_dict)
+    from torch.distributed.device_mesh import init_device_mesh
+
+    def model(mesh=None, odd=False):
+        torch.manual_seed(5)
+        m = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.Tanh(),
+                                torch.nn.Linear(256, 256), torch.nn.Tanh(),
+                                torch.nn.Linear(256, 16 if not odd else 256),
+                                *([torch.nn.Linear(256, 32), torch.nn.Linear(32, 256)] if odd
+                                  else []))
+        if mesh is not False:
+            fully_shard(m, mesh=mesh)
+        return m
+
+    def train(m, o, steps, seed):
+        g = torch.Generator().manual_seed(seed)
+        for _ in range(steps):
+            o.zero_grad()
+            m(torch.randn(8, 256, generator=g)).square().mean().backward()
+            o.step()
+
+    def full(t):
+        return t.full_tensor() if hasattr(t, "full_tensor") else t
+
+    out = {}
+    for fmt in ("8bit", "4bit"):
+        kw = dict(lr=1e-2, weight_decay=0.01, state_format=fmt)
+        ref = model(mesh=False)
+        o_ref = ot.AdamW(ref.parameters(), **kw)
+        train(ref, o_ref, 4, 1)
+        m = model()
+        o = ot.AdamW(m.parameters(), **kw)
+        train(m, o, 4, 1)
+        out[fmt + "_params"] = max((a - full(b)).abs().max().item()
+                                   for a, b in zip(ref.parameters(), m.parameters()))
+        # Codes and scales: the whole tensor's, gathered from the shards.
+        same, kinds = True, set()
+        for a, b in zip(ref.parameters(), m.parameters()):
+            for k, v in o_ref.state[a].items():
+                if k == "step":
+                    continue
+                w = full(o.state[b][k]).detach()
+                kinds.add((k, str(w.dtype), type(o.state[b][k]).__name__))
+                same = same and torch.equal(w.reshape(-1), v.reshape(-1))
+        out[fmt + "_state_equal"] = same
+        out[fmt + "_quantized_last"] = str(o.state[m[4].weight]["exp_avg"].dtype)
+        out[fmt + "_local_last"] = o.state[m[4].weight]["exp_avg"].to_local().numel()
+    # The checkpoint, saved by 2 processes, loaded by each process alone (a mesh of one: the
+    # whole tensors), then two more steps on both: the same parameters.
+    kw = dict(lr=1e-2, weight_decay=0.01, state_format="8bit")
+    m = model()
+    o = ot.AdamW(m.parameters(), **kw)
+    train(m, o, 3, 2)
+    path = os.path.join(where, "ckpt_8bit")
+    dcp.save(get_optimizer_state_dict(m, o), checkpoint_id=path)
+    full_sd = get_optimizer_state_dict(
+        m, o, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    alone = init_device_mesh("cpu", (dist.get_world_size(), 1),
+                             mesh_dim_names=("replicate", "shard"))["shard"]
+    m1 = model(mesh=alone)
+    o1 = ot.AdamW(m1.parameters(), **kw)
+    with torch.no_grad():
+        for a, b in zip(m1.parameters(), m.parameters()):
+            a.to_local().copy_(b.full_tensor())
+    sd = get_optimizer_state_dict(m1, o1)
+    dcp.load(sd, checkpoint_id=path)
+    set_optimizer_state_dict(m1, o1, sd)
+    # And the full state dict (rank 0 has it) into an unsharded optimizer.
+    m2 = model(mesh=False)
+    with torch.no_grad():
+        for a, b in zip(m2.parameters(), m.parameters()):
+            a.copy_(b.full_tensor())
+    o2 = ot.AdamW(m2.parameters(), **kw)
+    full_sd = [full_sd]
+    dist.broadcast_object_list(full_sd, src=0)
+    # (A copy: its step tensors are the live ones of `o`, as torch's optimizers' are.)
+    o2.load_state_dict(copy.deepcopy(full_sd[0]))
+    train(m, o, 2, 3)
+    train(m1, o1, 2, 3)
+    train(m2, o2, 2, 3)
+    out["resharded"] = max((full(a) - full(b)).abs().max().item()
+                           for a, b in zip(m.parameters(), m1.parameters()))
+    out["full_dict"] = max((full(a) - b).abs().max().item()
+                           for a, b in zip(m.parameters(), m2.parameters()))
+    out["moved"] = max((full(a) - b).abs().max().item()
+                       for a, b in zip(m.parameters(), model(mesh=False).parameters()))
+    # Rows of 32 elements: f32 state under FSDP2 (8-bit unsharded), stepping as torch's AdamW.
+    m3 = model(odd=True)
+    o3 = ot.AdamW(m3.parameters(), **kw)
+    train(m3, o3, 1, 4)
+    out["odd_rows"] = str(o3.state[m3[6].weight]["exp_avg"].dtype)
+    out["odd_rows_scales"] = o3.state[m3[6].weight]["exp_avg.absmax"].numel()
+    out["whole_rows"] = str(o3.state[m3[5].weight]["exp_avg"].dtype)
+    return out
+
+
 def main(out):
     dist.init_process_group("gloo")
     torch.set_num_threads(1)
@@ -246,6 +352,7 @@ def main(out):
     result["zero1_moved"] = max((a - b).abs().max().item()
                                 for a, b in zip(mine, list(mlp().parameters())[dist.get_rank()::2]))
     result.update(checkpoints())
+    result.update(quantized_state(os.path.dirname(out)))
     result["random_worst"], result["random_ran"], result["random_split"] = random_histories(
         range(16))
     results = [None] * dist.get_world_size()

@@ -59,6 +59,21 @@ def test_fsdp2_with_the_clip_fused_trains_as_torch_does(tmp_path):
         assert res["random_ran"] == 16
         assert res["random_split"] >= 2  # unfrozen layers under the clip
         assert res["random_worst"] <= 1e-5, res["random_worst"]
+    # 8-bit and 4-bit state under FSDP2: the unsharded step's parameters, codes and scales bit
+    # for bit (a tensor with fewer elements per shard than quantizing needs is quantized as a
+    # whole); a checkpoint resumed on another process count and a full state dict in an
+    # unsharded optimizer continue bit for bit; rows that are not whole blocks keep f32 state.
+    for res in results:
+        for fmt in ("8bit", "4bit"):
+            assert res[fmt + "_params"] == 0.0, (fmt, res[fmt + "_params"])
+            assert res[fmt + "_state_equal"], fmt
+            assert res[fmt + "_quantized_last"] == "torch.uint8", fmt
+        assert res["8bit_local_last"] == 2048 and res["4bit_local_last"] == 1024
+        assert res["moved"] > 1e-3
+        assert res["resharded"] == 0.0, res["resharded"]
+        assert res["full_dict"] == 0.0, res["full_dict"]
+        assert res["odd_rows"] == "torch.float32" and res["odd_rows_scales"] == 0
+        assert res["whole_rows"] == "torch.uint8"
     # ZeRO-1 by tensor with plain tensors (process_group=): LAMB with the clip fused, each
     # process stepping every other tensor, equals one process stepping all of them (float64).
     for res in results:
