@@ -661,6 +661,13 @@ class Optimizer(torch.optim.Optimizer):
         self._split = False
         self._last_key, self._last = None, []
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        # ``optimizer.state = defaultdict(dict)`` (a reset some training scripts do): the next
+        # step starts every state afresh, as torch's would, instead of stepping the old one.
+        if name == "state" and "_changed" in self.__dict__:
+            self._changed[0] = True
+        super().__setattr__(name, value)
+
     @property
     def pipeline(self) -> str:
         return self._pipeline
@@ -771,7 +778,8 @@ class Optimizer(torch.optim.Optimizer):
     def _tracked_state(self, p: torch.Tensor) -> "_TrackedState":
         """optimizer.state[p], made a dict that tells the next step when it changes."""
         if not isinstance(self.state, _TrackedStates) or self.state.changed is not self._changed:
-            self.state = _TrackedStates(self.state, self._changed)
+            # (The same state, tracked: not a change, so not through __setattr__.)
+            self.__dict__["state"] = _TrackedStates(self.state, self._changed)
         st = self.state[p]
         if not isinstance(st, _TrackedState) or st.changed is not self._changed:
             st = _TrackedState(st, self._changed)

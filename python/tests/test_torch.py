@@ -1,5 +1,6 @@
 """optjit.torch against PyTorch itself: every built-in, param groups, schedulers, checkpoints,
 skipped parameters, closures, fused clipping, mixed dtypes, and errors."""
+import collections
 import copy
 import math
 import re
@@ -598,11 +599,14 @@ def test_the_step_runs_without_autograd_and_torch_compile_skips_it(monkeypatch):
     assert all(torch.equal(a, b) for a, b in zip(*finals))
 
 
-@pytest.mark.parametrize("change", ["replace a tensor", "replace the dict", "in place"])
+@pytest.mark.parametrize("change", ["replace a tensor", "replace the dict", "in place",
+                                    "reset the state"])
 def test_state_the_user_changes_between_steps_is_what_the_next_step_uses(change):
     """As in torch: a state tensor replaced in optimizer.state (or a parameter's whole state
     dict) is the one the next step reads and writes. optjit kept writing the memory it was
-    given first, which the replacement had freed (heap corruption, then a crash)."""
+    given first, which the replacement had freed (heap corruption, then a crash). And
+    ``optimizer.state = defaultdict(dict)`` starts every state afresh (optjit stepped on with
+    the old state, and optimizer.state stayed empty)."""
     x = torch.randn(16, 8, generator=torch.Generator().manual_seed(0))
 
     def run(cls):
@@ -613,7 +617,9 @@ def test_state_the_user_changes_between_steps_is_what_the_next_step_uses(change)
             o.zero_grad()
             m(x).square().sum().backward()
             o.step()
-            if k == 1:
+            if k == 1 and change == "reset the state":
+                o.state = collections.defaultdict(dict)
+            elif k == 1:
                 for p in m.parameters():
                     if change == "replace a tensor":
                         o.state[p]["exp_avg"] = torch.full_like(p, 0.5)
