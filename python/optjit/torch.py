@@ -22,6 +22,7 @@ from __future__ import annotations
 import collections
 import math
 import sys
+import weakref
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 import torch
@@ -255,6 +256,8 @@ class _Engine:
     def __init__(self, opt: "Optimizer", members: List[Tuple[int, int, torch.Tensor]],
                  pipeline: Optional[str] = None):
         self.members = members  # (group index, parameter index, parameter)
+        self.opt = weakref.ref(opt)  # (it holds the engines)
+        self.dense: Dict[int, torch.Tensor] = {}  # per member: its sparse gradient, densified
         params = [p for _, _, p in members]
         device = params[0].device
         queue = 0
@@ -515,6 +518,27 @@ class _Engine:
         else:
             self.scale64.fill_(float(scale))
 
+    def densify(self, k: int, g: torch.Tensor) -> torch.Tensor:
+        """Member k's sparse gradient (nn.Embedding(sparse=True)) as a dense one, in a buffer
+        kept for it: SGD and Adagrad, which torch steps sparse gradients with, give the same
+        results for the dense gradient (their update of an element whose gradient is zero
+        is the sparse update's: nothing, or the momentum torch's sparse buffer carries too)."""
+        opt = self.opt()
+        g_index, i, p = self.members[k]
+        if not opt._sparse_grads:
+            raise Error(f"parameter {i} has a sparse gradient, which {type(opt).__name__} does "
+                        f"not step (as torch's; torch.optim.SGD and Adagrad do, and so do "
+                        f"optjit's)")
+        if opt.param_groups[g_index].get("weight_decay", 0) != 0:
+            raise Error(f"parameter {i} has a sparse gradient, which {type(opt).__name__} steps "
+                        f"only without weight_decay (as torch's)")
+        buf = self.dense.get(k)
+        if buf is None:
+            buf = self.dense[k] = torch.zeros_like(_local(p), dtype=g.dtype)
+        else:
+            buf.zero_()
+        return buf.add_(g)
+
     def set(self, name: str, values: List[float]) -> None:
         """A hyperparameter that no param group holds (a GradScaler's scale)."""
         if self.sent.get((-1, name)) != values:
@@ -531,11 +555,11 @@ class _Engine:
             grads = [_local(g) for g in grads]
         try:
             grads = [_to_dlpack(g) for g in grads]  # (one that requires grad is read as it is)
-        except RuntimeError:  # a sparse gradient has no DLPack form: say which
-            for (_, i, _), gr in zip(self.members, grads):
-                if gr.is_sparse:
-                    raise Error(f"parameter {i} has a sparse gradient; optjit steps dense ones")
-            raise
+        except RuntimeError:  # a sparse gradient has no DLPack form
+            if not any(g.is_sparse for g in grads):
+                raise
+            grads = [_to_dlpack(self.densify(k, g) if g.is_sparse else g)
+                     for k, g in enumerate(grads)]
         now = None if self.stream is None else torch.cuda.current_stream(self.stream.device)
         if now is not None and now.cuda_stream != self.stream.cuda_stream:
             # Stepped under another current stream than the engine's: the step waits for what
@@ -635,6 +659,10 @@ class Optimizer(torch.optim.Optimizer):
 
     # What pickling keeps besides torch's own (defaults, state, param_groups): the
     # configuration. The engines are rebuilt from the state at the next step.
+    # Whether sparse gradients (nn.Embedding(sparse=True)) are stepped: by the built-ins whose
+    # torch counterparts step them (SGD, Adagrad), as dense ones (_Engine.densify).
+    _sparse_grads = False
+
     _pickled: Tuple[str, ...] = ("_pipeline", "_shard_order", "_scaled", "_backend", "_cache",
                                  "_device_step", "_cuda_graph", "_param_rounding")
 
@@ -1053,7 +1081,8 @@ class _Builtin(Optimizer):
         return float(self.param_groups[0].get("max_norm", max_grad_norm)), norm_type
 
 
-def _builtin(name: str, torch_name: str, signature: Dict[str, Any], structural=()):
+def _builtin(name: str, torch_name: str, signature: Dict[str, Any], structural=(),
+             sparse_grads=False):
     def __init__(self, params, *args, max_grad_norm=None, norm_type=2.0, state_format=None,
                  backend="auto", cache=True, device_step=None, cuda_graph=False,
                  param_rounding="nearest", process_group=None, shard_order="by_tensor",
@@ -1074,12 +1103,14 @@ def _builtin(name: str, torch_name: str, signature: Dict[str, Any], structural=(
            f"``max_grad_norm=`` fuses gradient clipping into the step; ``state_format=`` "
            f"stores the state in bf16 or f16 ('bf16', or per state: 'exp_avg_sq:f32').")
     return type(name, (_Builtin,), {"__init__": __init__, "__doc__": doc, "_name": name.lower(),
-                                     "_structural": tuple(structural)})
+                                     "_structural": tuple(structural),
+                                     "_sparse_grads": sparse_grads})
 
 
 SGD = _builtin("SGD", "torch.optim.SGD", {"lr": 1e-3, "momentum": 0.0, "dampening": 0.0,
                                           "weight_decay": 0.0, "nesterov": False,
-                                          "maximize": False}, ("nesterov", "maximize"))
+                                          "maximize": False}, ("nesterov", "maximize"),
+               sparse_grads=True)
 Adam = _builtin("Adam", "torch.optim.Adam", {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8,
                                              "weight_decay": 0.0, "amsgrad": False,
                                              "maximize": False}, ("amsgrad", "maximize"))
@@ -1107,7 +1138,7 @@ Adagrad = _builtin("Adagrad", "torch.optim.Adagrad", {"lr": 1e-2, "lr_decay": 0.
                                                       "weight_decay": 0.0,
                                                       "initial_accumulator_value": 0.0,
                                                       "eps": 1e-10, "maximize": False},
-                   ("maximize",))
+                   ("maximize",), sparse_grads=True)
 Adadelta = _builtin("Adadelta", "torch.optim.Adadelta", {"lr": 1.0, "rho": 0.9, "eps": 1e-6,
                                                          "weight_decay": 0.0, "maximize": False},
                     ("maximize",))

@@ -1219,3 +1219,44 @@ def test_master_weights_low16_keeps_the_master_exact_in_two_bytes(backend):
     with pytest.raises(optjit.Error, match="beside bf16 parameters; these parameters are f32"):
         ot.Optimizer([torch.nn.Parameter(torch.zeros(3))],
                      "chain(master_weights(low16=true), sgd())", {}).step()
+
+
+@pytest.mark.parametrize("name,kw", [
+    ("SGD", dict(lr=0.1)),
+    ("SGD", dict(lr=0.02, momentum=0.9, nesterov=True, maximize=True)),
+    ("Adagrad", dict(lr=0.1, lr_decay=0.1, initial_accumulator_value=0.1)),
+])
+@pytest.mark.parametrize("clip", [False, True])
+def test_sparse_gradients_step_as_in_torch(name, kw, clip):
+    """nn.Embedding(sparse=True) beside dense layers: SGD and Adagrad step sparse gradients as
+    torch's do (optjit refused them); float64 to 1e-12, with the clip fused or torch's."""
+    def run(mod):
+        torch.manual_seed(0)
+        e = torch.nn.Embedding(10, 3, sparse=True).double()
+        lin = torch.nn.Linear(3, 2).double()
+        ps = list(e.parameters()) + list(lin.parameters())
+        extra = {"max_grad_norm": 0.5} if clip and mod is ot else {}
+        o = getattr(mod, name)(ps, **kw, **extra)
+        for i in range(4):
+            o.zero_grad()
+            lin(e(torch.tensor([1, 2, 2, 5 + i % 3]))).square().sum().backward()
+            assert e.weight.grad.is_sparse
+            if clip and mod is not ot:
+                torch.nn.utils.clip_grad_norm_(ps, 0.5)
+            o.step()
+        return torch.cat([p.detach().flatten() for p in ps])
+
+    want, got = run(torch.optim), run(ot)
+    assert (want - run(torch.optim).zero_()).abs().max() > 0.1  # (it moved)
+    assert (want - got).abs().max().item() <= 1e-12
+
+
+def test_sparse_gradients_are_refused_where_torch_refuses_them():
+    e = torch.nn.Embedding(10, 3, sparse=True)
+    e(torch.tensor([1, 2])).sum().backward()
+    with pytest.raises(optjit.Error, match=r"parameter 0 has a sparse gradient, which AdamW does "
+                                           r"not step \(as torch's; torch.optim.SGD and Adagrad"):
+        ot.AdamW(e.parameters()).step()
+    with pytest.raises(optjit.Error, match=r"parameter 0 has a sparse gradient, which SGD steps "
+                                           r"only without weight_decay \(as torch's\)"):
+        ot.SGD(e.parameters(), lr=0.1, weight_decay=0.1).step()
