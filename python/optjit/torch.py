@@ -99,6 +99,27 @@ def _local(t: torch.Tensor) -> torch.Tensor:
     return t.to_local() if _is_dtensor(t) else t
 
 
+def _array(t: torch.Tensor) -> torch.Tensor:
+    """What the engine steps of a parameter or gradient: its local shard, and of a complex
+    tensor its real view (torch's optimizers step complex parameters as pairs of reals, through
+    torch.view_as_real)."""
+    t = _local(t)
+    return torch.view_as_real(t) if t.is_complex() else t
+
+
+_STEPPED_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.complex64,
+                   torch.complex128, torch.complex32)
+
+
+def _complex_like(p: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """State t (the engine's real view) as torch keeps the state of complex parameter p: complex
+    (a bf16 state has no complex form and stays real)."""
+    if (p.is_complex() and t.dtype in (torch.float32, torch.float64, torch.float16)
+            and t.dim() >= 1 and t.shape[-1] == 2 and t.shape[:-1] == p.shape):
+        return torch.view_as_complex(t)
+    return t
+
+
 def _as_dtensor_like(local: torch.Tensor, p) -> torch.Tensor:
     """`local` (a state tensor of DTensor parameter p's local shape) as a DTensor on p's mesh
     and placements, sharing local's memory."""
@@ -284,7 +305,14 @@ class _Engine:
         names, shard = opt._shard_spec(members)
         # The arrays the engine steps, kept alive here: the engine holds their addresses, and
         # a parameter whose .data the framework replaces must not be freed under it.
-        self.arrays = [_local(p).detach() for p in params]
+        for _, i, p in members:
+            if p.dtype not in _STEPPED_DTYPES:
+                raise Error(f"parameter {i} is {p.dtype}: optjit steps float32, float64, float16 "
+                            f"and bfloat16 tensors (complex ones as their real views)")
+        self.complex = any(p.is_complex() for p in params)
+        if self.complex:
+            self._check_complex(opt, params)
+        self.arrays = [_array(p).detach() for p in params]
         self.engine = _optjit.Engine(
             pipeline or opt._pipeline,
             names,
@@ -353,7 +381,7 @@ class _Engine:
                 t, adopt = self._state_tensor(k, i, p, name, st)
                 held = self.state_arrays.get((k, name))
                 if held is None or held.data_ptr() != t.data_ptr():
-                    flat = t.detach() if t.shape == _local(p).shape else t.detach().view(-1)
+                    flat = t.detach() if t.shape == self.arrays[k].shape else t.detach().view(-1)
                     self.engine.bind_state(k, name, flat, adopt=adopt)
                     self.state_arrays[(k, name)] = t  # (kept alive: the engine writes it)
                 rows = self._state_rows(k, p, name)
@@ -399,11 +427,13 @@ class _Engine:
         t = st.get(name)
         if _is_dtensor(t):  # a DTensor parameter's state: its local shard is what is stepped
             t = t.to_local()
+        if isinstance(t, torch.Tensor) and t.is_complex():  # (as the engine steps it)
+            t = torch.view_as_real(t)
         # The state's own format (state_format=), which may not be the parameter's.
         want = _TORCH_DTYPES[self.engine.state_storage(k, name)]
         # A quantized state's scales ("exp_avg.absmax") hold one value per block.
         n = self.engine.state_elements(k, name)
-        lp = _local(p)
+        lp = _array(p)
         rows = self._state_rows(k, p, name)
         shape = (lp.shape if rows is None and n == lp.numel() else
                  torch.Size([n]) if rows is None else torch.Size([lp.shape[0], rows]))
@@ -417,7 +447,7 @@ class _Engine:
 
         if not isinstance(t, torch.Tensor):
             t = new(want)
-            st[name] = t
+            st[name] = _complex_like(p, t)
             return t, False
         if t.is_floating_point() and want == torch.uint8 and t.shape == lp.shape:
             # Values (a checkpoint of torch's optimizer, or of f32 state) into 8-bit state:
@@ -439,7 +469,7 @@ class _Engine:
         if t.shape != shape and shape != lp.shape and t.numel() == shape.numel():
             # A flat state (scales, 4-bit codes) saved by rows (FSDP2's layout) or flat.
             t = t.reshape(shape)
-            st[name] = t
+            st[name] = _complex_like(p, t)
         if t.shape != shape:
             raise Error(f"{where} has shape {list(t.shape)}, but this optimizer keeps "
                         f"{list(shape)} for it (parameter shape {list(lp.shape)}): a checkpoint "
@@ -454,7 +484,7 @@ class _Engine:
                 raise Error(f"{where} holds quantized codes in another memory order than its "
                             f"parameter (a checkpoint of the model in another memory_format)")
             t = new(want).copy_(t)
-            st[name] = t
+            st[name] = _complex_like(p, t)
         return t, True
 
     def _state_rows(self, k: int, p: torch.Tensor, name: str) -> Optional[int]:
@@ -480,7 +510,7 @@ class _Engine:
             return
         for k, (_, _, p) in enumerate(self.members):
             if now[k] != self.data_ptrs[k]:  # the framework reallocated it
-                self.arrays[k] = _local(p).detach()
+                self.arrays[k] = _array(p).detach()
                 self.engine.rebind_param(k, self.arrays[k])
         self.data_ptrs = now
 
@@ -518,6 +548,20 @@ class _Engine:
         else:
             self.scale64.fill_(float(scale))
 
+    @staticmethod
+    def _check_complex(opt: "Optimizer", params: List[torch.Tensor]) -> None:
+        """Complex parameters step as their real views, which is torch's complex step for every
+        built-in and for the 2-norm clip (the norm of the pairs is the norm of the moduli);
+        other norms would differ (torch takes each element's modulus)."""
+        if any(_is_dtensor(p) for p in params):
+            raise Error("complex DTensor parameters are not supported (FSDP2 shards them as "
+                        "complex; step their real views)")
+        args = getattr(opt, "_pipeline_args", None)
+        if args is not None and args[1] is not None and float(args[2]) != 2.0:
+            raise Error(f"complex parameters with max_grad_norm take norm_type=2 only (the "
+                        f"{args[2]}-norm of complex numbers takes their moduli; optjit steps "
+                        f"their real and imaginary parts)")
+
     def densify(self, k: int, g: torch.Tensor) -> torch.Tensor:
         """Member k's sparse gradient (nn.Embedding(sparse=True)) as a dense one, in a buffer
         kept for it: SGD and Adagrad, which torch steps sparse gradients with, give the same
@@ -537,7 +581,8 @@ class _Engine:
             buf = self.dense[k] = torch.zeros_like(_local(p), dtype=g.dtype)
         else:
             buf.zero_()
-        return buf.add_(g)
+        buf.add_(g)
+        return torch.view_as_real(buf) if buf.is_complex() else buf
 
     def set(self, name: str, values: List[float]) -> None:
         """A hyperparameter that no param group holds (a GradScaler's scale)."""
@@ -553,6 +598,9 @@ class _Engine:
             grads = [p.grad for p in self.params]
         if self.dtensors:
             grads = [_local(g) for g in grads]
+        if self.complex:
+            grads = [torch.view_as_real(g) if g.is_complex() and not g.is_sparse else g
+                     for g in grads]
         try:
             grads = [_to_dlpack(g) for g in grads]  # (one that requires grad is read as it is)
         except RuntimeError:  # a sparse gradient has no DLPack form

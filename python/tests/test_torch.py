@@ -1179,11 +1179,11 @@ def test_tensors_optjit_cannot_step_are_clear_errors_not_copies():
     w.grad = torch.zeros(4, device="meta")
     with pytest.raises(optjit.Error, match="optjit steps CPU and CUDA tensors, not meta ones"):
         opt.step()
-    c = torch.nn.Parameter(torch.zeros(4, dtype=torch.complex64))
+    c = torch.nn.Parameter(torch.zeros(4, dtype=torch.float8_e4m3fn))
     opt = ot.AdamW([c])
-    c.grad = torch.zeros(4, dtype=torch.complex64)
-    with pytest.raises(optjit.Error, match="has a dtype optjit cannot step .* use float32, "
-                                           "float64, float16 or bfloat16"):
+    c.grad = torch.zeros(4, dtype=torch.float8_e4m3fn)
+    with pytest.raises(optjit.Error, match=r"parameter 0 is torch.float8_e4m3fn: optjit steps "
+                                           r"float32, float64, float16 and bfloat16 tensors"):
         opt.step()
 
 
@@ -1260,3 +1260,67 @@ def test_sparse_gradients_are_refused_where_torch_refuses_them():
     with pytest.raises(optjit.Error, match=r"parameter 0 has a sparse gradient, which SGD steps "
                                            r"only without weight_decay \(as torch's\)"):
         ot.SGD(e.parameters(), lr=0.1, weight_decay=0.1).step()
+
+
+_COMPLEX_CASES = [("AdamW", dict(lr=0.1)), ("Adam", dict(lr=0.01, amsgrad=True)),
+                  ("SGD", dict(lr=0.01, momentum=0.9, nesterov=True)), ("Adagrad", dict(lr=0.1)),
+                  ("RMSprop", dict(lr=0.01, centered=True)), ("Rprop", dict(lr=0.01)),
+                  ("NAdam", dict(lr=0.01)), ("RAdam", dict(lr=0.01)), ("Adamax", dict(lr=0.01)),
+                  ("Adadelta", dict(lr=0.5)), ("ASGD", dict(lr=0.01))]
+
+
+@pytest.mark.parametrize("name,kw", _COMPLEX_CASES, ids=[c[0] for c in _COMPLEX_CASES])
+@pytest.mark.parametrize("clip", [False, True])
+def test_complex_parameters_step_as_in_torch(name, kw, clip):
+    """Complex parameters (beside real ones) step as torch steps them, through their real
+    views, with their state complex in optimizer.state as torch's (optjit refused them, naming
+    a 'dtype code 5'); the fused 2-norm clip is torch's clip_grad_norm_ of complex gradients.
+    float64 to 1e-12, and a torch checkpoint continues in optjit."""
+    def make(mod):
+        torch.manual_seed(0)
+        w = torch.nn.Parameter(torch.randn(4, 3, dtype=torch.complex128))
+        b = torch.nn.Parameter(torch.randn(3, dtype=torch.float64))
+        extra = {"max_grad_norm": 0.5} if clip and mod is ot else {}
+        return [w, b], getattr(mod, name)([w, b], **kw, **extra)
+
+    x = torch.randn(5, 4, dtype=torch.complex128, generator=torch.Generator().manual_seed(1))
+
+    def train(mod, ps, o, steps):
+        for i in range(steps):
+            o.zero_grad()
+            ((x @ ps[0]).abs().square().sum() + (ps[1] * ps[1]).sum() * (i + 1)).backward()
+            if clip and mod is not ot:
+                torch.nn.utils.clip_grad_norm_(ps, 0.5)
+            o.step()
+
+    # (torch keeps NAdam's mu_product and ASGD's eta and mu in float32 even for float64
+    # parameters: its updates carry their rounding, 6e-8 of the update, for those two.)
+    tol = 1e-8 if name in ("NAdam", "ASGD") else 1e-12
+    (pt, ot_), (po, oo) = make(torch.optim), make(ot)
+    train(torch.optim, pt, ot_, 4)
+    train(ot, po, oo, 4)
+    assert max((a - b).abs().max().item() for a, b in zip(pt, po)) <= tol
+    assert (pt[0] - torch.randn(4, 3, dtype=torch.complex128,
+                                generator=torch.Generator().manual_seed(0))).abs().max() > 1e-3
+    for k, v in ot_.state[pt[0]].items():
+        if k != "step" and v.dim() > 0:
+            assert oo.state[po[0]][k].dtype == torch.complex128, k
+            scale = max(1.0, v.abs().max().item())
+            assert (oo.state[po[0]][k] - v).abs().max().item() <= tol * scale, k
+    # torch's checkpoint, two more steps in optjit, against two more in torch.
+    pc, oc = make(ot)
+    with torch.no_grad():
+        for a, b in zip(pc, pt):
+            a.copy_(b)
+    oc.load_state_dict(copy.deepcopy(ot_.state_dict()))
+    train(torch.optim, pt, ot_, 2)
+    train(ot, pc, oc, 2)
+    assert max((a - b).abs().max().item() for a, b in zip(pt, pc)) <= tol
+
+
+def test_complex_parameters_with_another_clip_norm_are_an_error():
+    w = torch.nn.Parameter(torch.randn(3, dtype=torch.complex64))
+    w.grad = torch.ones_like(w)
+    with pytest.raises(optjit.Error, match=r"complex parameters with max_grad_norm take "
+                                           r"norm_type=2 only"):
+        ot.AdamW([w], max_grad_norm=1.0, norm_type=float("inf")).step()
