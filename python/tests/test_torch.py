@@ -1221,25 +1221,24 @@ def test_master_weights_low16_keeps_the_master_exact_in_two_bytes(backend):
                      "chain(master_weights(low16=true), sgd())", {}).step()
 
 
-@pytest.mark.parametrize("name,kw", [
-    ("SGD", dict(lr=0.1)),
-    ("SGD", dict(lr=0.02, momentum=0.9, nesterov=True, maximize=True)),
-    ("Adagrad", dict(lr=0.1, lr_decay=0.1, initial_accumulator_value=0.1)),
-])
-@pytest.mark.parametrize("clip", [False, True])
-def test_sparse_gradients_step_as_in_torch(name, kw, clip):
-    """nn.Embedding(sparse=True) beside dense layers: SGD and Adagrad step sparse gradients as
-    torch's do (optjit refused them); float64 to 1e-12, with the clip fused or torch's."""
+SPARSE_CASES = [("SGD", dict(lr=0.1)),
+                ("SGD", dict(lr=0.02, momentum=0.9, nesterov=True, maximize=True)),
+                ("Adagrad", dict(lr=0.1, lr_decay=0.1, initial_accumulator_value=0.1))]
+
+
+def check_sparse_gradients(device, name, kw, clip):
+    """nn.Embedding(sparse=True) beside dense layers on `device`: optjit's SGD or Adagrad steps
+    its sparse gradients as torch's does; float64 to 1e-12, with the clip fused or torch's."""
     def run(mod):
         torch.manual_seed(0)
-        e = torch.nn.Embedding(10, 3, sparse=True).double()
-        lin = torch.nn.Linear(3, 2).double()
+        e = torch.nn.Embedding(10, 3, sparse=True).double().to(device)
+        lin = torch.nn.Linear(3, 2).double().to(device)
         ps = list(e.parameters()) + list(lin.parameters())
         extra = {"max_grad_norm": 0.5} if clip and mod is ot else {}
         o = getattr(mod, name)(ps, **kw, **extra)
         for i in range(4):
             o.zero_grad()
-            lin(e(torch.tensor([1, 2, 2, 5 + i % 3]))).square().sum().backward()
+            lin(e(torch.tensor([1, 2, 2, 5 + i % 3], device=device))).square().sum().backward()
             assert e.weight.grad.is_sparse
             if clip and mod is not ot:
                 torch.nn.utils.clip_grad_norm_(ps, 0.5)
@@ -1249,6 +1248,13 @@ def test_sparse_gradients_step_as_in_torch(name, kw, clip):
     want, got = run(torch.optim), run(ot)
     assert (want - run(torch.optim).zero_()).abs().max() > 0.1  # (it moved)
     assert (want - got).abs().max().item() <= 1e-12
+
+
+@pytest.mark.parametrize("name,kw", SPARSE_CASES)
+@pytest.mark.parametrize("clip", [False, True])
+def test_sparse_gradients_step_as_in_torch(name, kw, clip):
+    """SGD and Adagrad step sparse gradients as torch's do (optjit refused them)."""
+    check_sparse_gradients("cpu", name, kw, clip)
 
 
 def test_sparse_gradients_are_refused_where_torch_refuses_them():
@@ -1262,28 +1268,27 @@ def test_sparse_gradients_are_refused_where_torch_refuses_them():
         ot.SGD(e.parameters(), lr=0.1, weight_decay=0.1).step()
 
 
-_COMPLEX_CASES = [("AdamW", dict(lr=0.1)), ("Adam", dict(lr=0.01, amsgrad=True)),
+COMPLEX_CASES = [("AdamW", dict(lr=0.1)), ("Adam", dict(lr=0.01, amsgrad=True)),
                   ("SGD", dict(lr=0.01, momentum=0.9, nesterov=True)), ("Adagrad", dict(lr=0.1)),
                   ("RMSprop", dict(lr=0.01, centered=True)), ("Rprop", dict(lr=0.01)),
                   ("NAdam", dict(lr=0.01)), ("RAdam", dict(lr=0.01)), ("Adamax", dict(lr=0.01)),
                   ("Adadelta", dict(lr=0.5)), ("ASGD", dict(lr=0.01))]
 
 
-@pytest.mark.parametrize("name,kw", _COMPLEX_CASES, ids=[c[0] for c in _COMPLEX_CASES])
-@pytest.mark.parametrize("clip", [False, True])
-def test_complex_parameters_step_as_in_torch(name, kw, clip):
-    """Complex parameters (beside real ones) step as torch steps them, through their real
-    views, with their state complex in optimizer.state as torch's (optjit refused them, naming
-    a 'dtype code 5'); the fused 2-norm clip is torch's clip_grad_norm_ of complex gradients.
-    float64 to 1e-12, and a torch checkpoint continues in optjit."""
+def check_complex_parameters(device, name, kw, clip):
+    """Complex parameters (beside real ones) on `device` step as torch steps them, through
+    their real views, with their state complex in optimizer.state as torch's; the fused 2-norm
+    clip is torch's clip_grad_norm_ of complex gradients. float64 to 1e-12, and a torch
+    checkpoint continues in optjit."""
     def make(mod):
         torch.manual_seed(0)
-        w = torch.nn.Parameter(torch.randn(4, 3, dtype=torch.complex128))
-        b = torch.nn.Parameter(torch.randn(3, dtype=torch.float64))
+        w = torch.nn.Parameter(torch.randn(4, 3, dtype=torch.complex128).to(device))
+        b = torch.nn.Parameter(torch.randn(3, dtype=torch.float64).to(device))
         extra = {"max_grad_norm": 0.5} if clip and mod is ot else {}
         return [w, b], getattr(mod, name)([w, b], **kw, **extra)
 
-    x = torch.randn(5, 4, dtype=torch.complex128, generator=torch.Generator().manual_seed(1))
+    x = torch.randn(5, 4, dtype=torch.complex128,
+                    generator=torch.Generator().manual_seed(1)).to(device)
 
     def train(mod, ps, o, steps):
         for i in range(steps):
@@ -1300,8 +1305,8 @@ def test_complex_parameters_step_as_in_torch(name, kw, clip):
     train(torch.optim, pt, ot_, 4)
     train(ot, po, oo, 4)
     assert max((a - b).abs().max().item() for a, b in zip(pt, po)) <= tol
-    assert (pt[0] - torch.randn(4, 3, dtype=torch.complex128,
-                                generator=torch.Generator().manual_seed(0))).abs().max() > 1e-3
+    start = torch.randn(4, 3, dtype=torch.complex128, generator=torch.Generator().manual_seed(0))
+    assert (pt[0].cpu() - start).abs().max() > 1e-3  # (it moved)
     for k, v in ot_.state[pt[0]].items():
         if k != "step" and v.dim() > 0:
             assert oo.state[po[0]][k].dtype == torch.complex128, k
@@ -1316,6 +1321,13 @@ def test_complex_parameters_step_as_in_torch(name, kw, clip):
     train(torch.optim, pt, ot_, 2)
     train(ot, pc, oc, 2)
     assert max((a - b).abs().max().item() for a, b in zip(pt, pc)) <= tol
+
+
+@pytest.mark.parametrize("name,kw", COMPLEX_CASES, ids=[c[0] for c in COMPLEX_CASES])
+@pytest.mark.parametrize("clip", [False, True])
+def test_complex_parameters_step_as_in_torch(name, kw, clip):
+    """optjit refused complex parameters, naming a 'dtype code 5'."""
+    check_complex_parameters("cpu", name, kw, clip)
 
 
 def test_complex_parameters_with_another_clip_norm_are_an_error():

@@ -393,6 +393,17 @@ def test_8bit_state_on_the_gpu_is_no_less_accurate_than_bitsandbytes_on_the_gpu(
     assert err_o.mean().item() <= 1.25 * err_t.mean().item() + 1e-9
 
 
+@pytest.mark.parametrize("name,kw", cpu_suite.SPARSE_CASES)
+def test_sparse_gradients_on_the_gpu_step_as_in_torch(name, kw):
+    cpu_suite.check_sparse_gradients(DEV, name, kw, clip=True)
+
+
+@pytest.mark.parametrize("name,kw", cpu_suite.COMPLEX_CASES,
+                         ids=[c[0] for c in cpu_suite.COMPLEX_CASES])
+def test_complex_parameters_on_the_gpu_step_as_in_torch(name, kw):
+    cpu_suite.check_complex_parameters(DEV, name, kw, clip=True)
+
+
 @needs_streams
 def test_a_step_under_a_grad_scaler_is_queued_and_counted_on_the_gpu():
     """As torch's fused optimizers under a GradScaler: the scale is read from the scaler's tensor
