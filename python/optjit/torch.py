@@ -377,6 +377,21 @@ class _Engine:
             if had and missing:
                 raise Error(f"optimizer.state of parameter {i} has {', '.join(present)} but not "
                             f"{', '.join(missing)}: a damaged or mismatched checkpoint")
+            foreign = [k for k, v in st.items() if isinstance(v, torch.Tensor) and v.dim() > 0
+                       and k not in self.engine.scalar_states]
+            if not had and missing and foreign:
+                # Another optimizer's state: starting this one's afresh would silently restart
+                # the run (its step count kept).
+                raise Error(f"optimizer.state of parameter {i} has {', '.join(foreign)} but "
+                            f"none of {', '.join(missing)}: a checkpoint of another optimizer")
+            for name in present:
+                fmt = opt._code_maps.get((id(p), name)) if opt._code_maps else None
+                keeps = self.engine.state_quant(name)
+                if fmt is not None and fmt != keeps:
+                    raise Error(f"optimizer.state[p]['{name}'] of parameter {i} holds "
+                                f"bitsandbytes codes of map {fmt}, but this optimizer keeps "
+                                f"{name} " + ("unquantized (state_format='8bit' keeps it as "
+                                              "codes)" if keeps == "none" else f"as {keeps}"))
             for name in self.engine.state_buffers:
                 t, adopt = self._state_tensor(k, i, p, name, st)
                 held = self.state_arrays.get((k, name))
@@ -690,6 +705,7 @@ class Optimizer(torch.optim.Optimizer):
         # Set when optimizer.state changes outside a step (a replaced state tensor): the next
         # step binds the state afresh (shared with the tracked state dicts).
         self._changed = [False]
+        self._code_maps: Dict[Tuple[int, str], str] = {}  # (id(p), state): format of loaded codes
         self._split = False  # the last engines step sets of parameters apart (_unscale_and_clip)
         self._last_key: Optional[List[int]] = None  # the parameters that had gradients last step
         self._last: List[_Engine] = []
@@ -734,6 +750,7 @@ class Optimizer(torch.optim.Optimizer):
         self._process_group = None
         self._engines = {}
         self._changed = [False]
+        self._code_maps = {}
         self._split = False
         self._last_key, self._last = None, []
 
@@ -780,6 +797,7 @@ class Optimizer(torch.optim.Optimizer):
         return sd
 
     def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
+        state_dict, maps = self._from_bitsandbytes(state_dict)
         # torch casts every state tensor to its parameter's dtype; 8-bit codes (uint8) and their
         # f32 per-block scales ("exp_avg.absmax") keep theirs, or they would be lost.
         kept = {}
@@ -796,7 +814,60 @@ class Optimizer(torch.optim.Optimizer):
             for (pid, k), v in kept.items():
                 p = by_id[pid]
                 self.state[p][k] = v.detach().clone().to(device=p.device)
+            # bitsandbytes' codes: the map they were made with, checked at the next step.
+            self._code_maps = {(id(by_id[pid]), k): fmt for (pid, k), fmt in maps.items()}
         self._forget()  # new state tensors: adopt them at the next step
+
+    # bitsandbytes' 8-bit optimizers' states (state1, state2), by optjit built-in.
+    _BNB_STATES = {"adam": ("exp_avg", "exp_avg_sq"), "adamw": ("exp_avg", "exp_avg_sq"),
+                   "lion": ("exp_avg",), "rmsprop": ("square_avg",),
+                   "sgd": ("momentum_buffer",), "adagrad": ("sum",)}
+
+    def _from_bitsandbytes(self, sd: Dict[str, Any]):
+        """A bitsandbytes optimizer's state dict (Adam8bit, AdamW8bit, Lion8bit, RMSprop8bit,
+        SGD8bit, Adagrad8bit, or their 32-bit forms) in optjit's names: its codes and absmax
+        are optjit's 8-bit state as they are (the same maps and blocks), so a bitsandbytes run
+        continues in optjit.torch.<name>(state_format="8bit"). Returns the dict and, per
+        (parameter id, state), the format of its codes."""
+        states = sd.get("state", {}) if isinstance(sd, dict) else {}
+        if not any(isinstance(st, dict) and ("__bnb_optimizer_quant_state__" in st
+                                             or "state1" in st) for st in states.values()):
+            return sd, {}
+        names = self._BNB_STATES.get(getattr(self, "_name", None))
+        if names is None:
+            raise Error(f"a bitsandbytes checkpoint loads into optjit.torch's "
+                        f"{', '.join(n.capitalize() for n in self._BNB_STATES)}, not "
+                        f"{type(self).__name__}")
+        maps = {tuple(_optjit.quant_map(f)): f for f in ("q8", "q8u")}
+        out, formats = dict(sd), {}
+        out["state"] = {}
+        for pid, st in states.items():
+            st = dict(st)
+            st.update(st.pop("__bnb_optimizer_quant_state__", {}))
+            new = {}
+            for k, v in st.items():
+                if k in ("max1", "max2", "new_max1", "new_max2"):
+                    raise Error("a bitsandbytes checkpoint of non-blockwise 8-bit state "
+                                "(block_wise=False): optjit's 8-bit state is blockwise")
+                if k[:-1] in ("state", "absmax", "qmap") and k[-1] in "12":
+                    j = int(k[-1]) - 1
+                    if j >= len(names):
+                        raise Error(f"the bitsandbytes checkpoint has {k} for parameter {pid}, "
+                                    f"which {type(self).__name__} does not keep")
+                    if k.startswith("qmap"):
+                        fmt = maps.get(tuple(v.tolist()))
+                        if fmt is None:
+                            raise Error(f"the bitsandbytes checkpoint's {k} is not its dynamic "
+                                        f"map, which optjit's 8-bit state uses")
+                        formats[(pid, names[j])] = fmt
+                    else:
+                        new[names[j] + (".absmax" if k.startswith("absmax") else "")] = v
+                elif k == "step":
+                    new[k] = v if isinstance(v, torch.Tensor) else torch.tensor(float(v))
+                else:
+                    new[k] = v
+            out["state"][pid] = new
+        return out, formats
 
     def _shard_spec(self, members):
         """The engine's parameter names, and its sharded step over torch.distributed (None for

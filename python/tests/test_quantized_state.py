@@ -81,32 +81,10 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("name", list(CASES))
-def test_8bit_optimizers_step_as_bitsandbytes_does(name):
-    """30 steps of bitsandbytes' 8-bit optimizer and of optjit.torch.<name>(state_format="8bit")
-    from the same parameters and gradients. bitsandbytes' CPU optimizer is written in torch
-    ops, and torch's CPU kernels fuse multiply-adds (add_ with alpha, addcmul_) and use a
-    sqrt that is not correctly rounded (AVX-512 builds); optjit computes torch.optim's
-    formulas in IEEE f32 without fusion. So:
-    - SGD8bit (m * momentum + g: nothing to fuse): codes and scales bit for bit, parameters
-      within 2 f32 ulps.
-    - Lion8bit, RMSprop8bit: codes bit for bit, scales to 1e-6 (the fused multiply-add moves
-      the block's largest value by an ulp); parameters bit for bit (Lion: sign of the update)
-      or within 2 ulps.
-    - Adam8bit, AdamW8bit: first-moment codes bit for bit; second-moment codes equal but for
-      at most 0.05% (a last-bit difference in v moving it across a table cell); scales to 1e-6;
-      parameters within 4 ulps but for the elements such a code touched, which stay within
-      lr / 10.
-    Small tensors keep f32 state in both. Against optjit's f64 reference with the same
-    quantizer the two are equally accurate: the mean error is dominated by the few codes that
-    f64 puts in the neighbouring table cell, the same for both; in the bulk, a fused
-    multiply-add rounds once where optjit rounds twice (SGD: 5.8e-9 against 4.8e-9; Adam:
-    7.2e-9 against 9.2e-9), hence the 25% margin."""
-    make, kw, states = CASES[name]
-    theirs, tb = run(lambda ps: make(ps, **kw), 30)
-    ours, to = run(lambda ps: getattr(ot, name)(ps, state_format="8bit", backend="cpu", **kw), 30)
-    ref, _ = run(lambda ps: getattr(ot, name)(ps, state_format="8bit", backend="reference", **kw),
-                 30)
+def same_as_bitsandbytes(name, theirs, tb, ours, to):
+    """optjit's parameters and states (`ours`, optimizer `to`) against bitsandbytes' (`theirs`,
+    `tb`) within the bounds test_8bit_optimizers_step_as_bitsandbytes_does explains."""
+    _, kw, states = CASES[name]
     exact_codes = name in ("Lion", "SGD", "RMSprop")
     for p_t, p_o in zip(theirs, ours):
         quantized = p_o.numel() >= 4096
@@ -138,9 +116,101 @@ def test_8bit_optimizers_step_as_bitsandbytes_does(name):
             far = diff > 4 * ulp
             assert far.double().mean().item() <= 0.0005, (p_o.shape, int(far.sum()))
             assert diff.max().item() <= kw["lr"] / 10, (p_o.shape, diff.max().item())
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_8bit_optimizers_step_as_bitsandbytes_does(name):
+    """30 steps of bitsandbytes' 8-bit optimizer and of optjit.torch.<name>(state_format="8bit")
+    from the same parameters and gradients. bitsandbytes' CPU optimizer is written in torch
+    ops, and torch's CPU kernels fuse multiply-adds (add_ with alpha, addcmul_) and use a
+    sqrt that is not correctly rounded (AVX-512 builds); optjit computes torch.optim's
+    formulas in IEEE f32 without fusion. So:
+    - SGD8bit (m * momentum + g: nothing to fuse): codes and scales bit for bit, parameters
+      within 2 f32 ulps.
+    - Lion8bit, RMSprop8bit: codes bit for bit, scales to 1e-6 (the fused multiply-add moves
+      the block's largest value by an ulp); parameters bit for bit (Lion: sign of the update)
+      or within 2 ulps.
+    - Adam8bit, AdamW8bit: first-moment codes bit for bit; second-moment codes equal but for
+      at most 0.05% (a last-bit difference in v moving it across a table cell); scales to 1e-6;
+      parameters within 4 ulps but for the elements such a code touched, which stay within
+      lr / 10.
+    Small tensors keep f32 state in both. Against optjit's f64 reference with the same
+    quantizer the two are equally accurate: the mean error is dominated by the few codes that
+    f64 puts in the neighbouring table cell, the same for both; in the bulk, a fused
+    multiply-add rounds once where optjit rounds twice (SGD: 5.8e-9 against 4.8e-9; Adam:
+    7.2e-9 against 9.2e-9), hence the 25% margin."""
+    make, kw, states = CASES[name]
+    theirs, tb = run(lambda ps: make(ps, **kw), 30)
+    ours, to = run(lambda ps: getattr(ot, name)(ps, state_format="8bit", backend="cpu", **kw), 30)
+    ref, _ = run(lambda ps: getattr(ot, name)(ps, state_format="8bit", backend="reference", **kw),
+                 30)
+    same_as_bitsandbytes(name, theirs, tb, ours, to)
     err_o = torch.cat([(a.double() - r.double()).abs().flatten() for a, r in zip(ours, ref)])
     err_t = torch.cat([(a.double() - r.double()).abs().flatten() for a, r in zip(theirs, ref)])
     assert err_o.mean().item() <= 1.25 * err_t.mean().item() + 1e-9
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_a_bitsandbytes_checkpoint_continues_in_optjit_as_in_bitsandbytes(name):
+    """bitsandbytes' state dict (its codes and absmax packed under
+    '__bnb_optimizer_quant_state__' as state1/absmax1/qmap1...) loads into
+    optjit.torch.<name>(state_format="8bit"): the same maps and blocks, so its codes are
+    optjit's state as they are, and 10 more steps on each stay within the bounds of the
+    step-for-step test. optjit started such a checkpoint's state from zeros (keeping its step
+    count) and trained on."""
+    make, kw, states = CASES[name]
+    theirs, tb = run(lambda ps: make(ps, **kw), 3)
+    saved = copy.deepcopy(tb.state_dict())  # as torch.save and torch.load would
+    assert "__bnb_optimizer_quant_state__" in saved["state"][0]
+    ours = [torch.nn.Parameter(p.detach().clone()) for p in theirs]
+    to = getattr(ot, name)(ours, state_format="8bit", backend="cpu", **kw)
+    to.load_state_dict(saved)
+    for k in range(3, 13):
+        gg = torch.Generator().manual_seed(1000 + k)
+        for p_t, p_o in zip(theirs, ours):
+            p_t.grad = torch.randn(p_t.shape, generator=gg) * 0.1
+            p_o.grad = p_t.grad.clone()
+        tb.step()
+        to.step()
+    same_as_bitsandbytes(name, theirs, tb, ours, to)
+    assert float(to.state[ours[0]]["step"]) == 13
+
+
+def test_checkpoints_of_another_optimizer_or_format_are_errors():
+    """A bitsandbytes checkpoint whose codes this optimizer would read with another map, or
+    keeps unquantized; a torch SGD checkpoint loaded into AdamW: errors at the next step,
+    naming the state (optjit started such state afresh)."""
+    theirs, tb = run(lambda ps: bnb.optim.AdamW8bit(ps, lr=1e-2), 2)
+    for fmt, want in ((None, r"holds bitsandbytes codes of map q8, but this optimizer keeps "
+                             r"exp_avg unquantized"),
+                      ("exp_avg:q8,exp_avg_sq:q8", r"'exp_avg_sq'\] of parameter 0 holds "
+                                                   r"bitsandbytes codes of map q8u, but this "
+                                                   r"optimizer keeps exp_avg_sq as q8")):
+        ps = [torch.nn.Parameter(p.detach().clone()) for p in theirs]
+        o = ot.AdamW(ps, lr=1e-2, **({"state_format": fmt} if fmt else {}))
+        o.load_state_dict(copy.deepcopy(tb.state_dict()))
+        for p in ps:
+            p.grad = torch.ones_like(p)
+        with pytest.raises(optjit.Error, match=want):
+            o.step()
+    with pytest.raises(optjit.Error, match=r"a bitsandbytes checkpoint loads into optjit.torch's "
+                                           r"Adam, Adamw, Lion, Rmsprop, Sgd, Adagrad, not Adadelta"):
+        ot.Adadelta([torch.nn.Parameter(p.detach().clone()) for p in theirs]).load_state_dict(
+            copy.deepcopy(tb.state_dict()))
+    ps = [torch.nn.Parameter(torch.randn(5)) for _ in range(2)]
+    t = torch.optim.SGD(ps, lr=0.1, momentum=0.9)
+    for p in ps:
+        p.grad = torch.ones_like(p)
+    t.step()
+    sd = t.state_dict()
+    for st in sd["state"].values():
+        st["step"] = torch.tensor(1.0)
+    o = ot.AdamW(ps)
+    o.load_state_dict(sd)
+    with pytest.raises(optjit.Error, match=r"optimizer.state of parameter 0 has momentum_buffer "
+                                           r"but none of exp_avg, exp_avg_sq: a checkpoint of "
+                                           r"another optimizer"):
+        o.step()
 
 
 def test_8bit_state_dict_round_trip_continues_identically():
