@@ -111,6 +111,52 @@ _STEPPED_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16, 
                    torch.complex128, torch.complex32)
 
 
+_QUANT_BLOCKS = {"q8": 256, "q8u": 256, "f8": 256, "q4": 128, "q4u": 128}
+
+
+def _torchao_codes(t) -> Optional[Tuple[str, torch.Tensor, torch.Tensor]]:
+    """(optjit format, codes, scales) of a torchao optimizer state (OptimState8bit,
+    OptimState4bit, OptimStateFp8) whose map, block and packing are one of optjit's formats
+    (4-bit: two to a byte, the even element high, as optjit's); else None. Copies: torchao's
+    state dict holds its live states."""
+    codes, scale = getattr(t, "codes", None), getattr(t, "scale", None)
+    if not isinstance(codes, torch.Tensor) or not isinstance(scale, torch.Tensor):
+        return None
+    block = getattr(t, "block_size", None)
+    if codes.dtype == torch.float8_e4m3fn and block == 256:
+        fmt = "f8"
+    else:
+        qmap = getattr(t, "qmap", None)
+        if codes.dtype != torch.uint8 or not isinstance(qmap, torch.Tensor):
+            return None
+        values = qmap.float().tolist()
+        fmt = next((f for f in ("q8", "q8u", "q4", "q4u")
+                    if _QUANT_BLOCKS[f] == block and values == _optjit.quant_map(f)), None)
+        if fmt is None:
+            return None
+    return fmt, codes.detach().view(torch.uint8).clone(), scale.detach().float().clone()
+
+
+def _dequantize(fmt: str, codes: torch.Tensor, scales: torch.Tensor,
+                like: torch.Tensor) -> torch.Tensor:
+    """The f32 values of quantized state (codes and per-block scales of format fmt, in the
+    memory order of `like`, as optjit and its peers store them), laid out as `like`: each
+    code's value times its block's scale, as the kernels read them."""
+    n = like.numel()
+    c = _memory_order(codes) if codes.shape == like.shape else codes.flatten()
+    if fmt == "f8":
+        v = c.view(torch.float8_e4m3fn).float()
+    else:
+        c = c.long()
+        if fmt in ("q4", "q4u"):
+            c = torch.stack([c >> 4, c & 15], dim=-1).flatten()
+        v = torch.tensor(_optjit.quant_map(fmt), device=codes.device)[c]
+    v = v[:n] * scales.float().flatten().repeat_interleave(_QUANT_BLOCKS[fmt])[:n]
+    out = torch.empty_like(like, dtype=torch.float32, device=codes.device)
+    _memory_order(out).copy_(v)
+    return out
+
+
 def _complex_like(p: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     """State t (the engine's real view) as torch keeps the state of complex parameter p: complex
     (a bf16 state has no complex form and stays real)."""
@@ -385,13 +431,12 @@ class _Engine:
                 raise Error(f"optimizer.state of parameter {i} has {', '.join(foreign)} but "
                             f"none of {', '.join(missing)}: a checkpoint of another optimizer")
             for name in present:
-                fmt = opt._code_maps.get((id(p), name)) if opt._code_maps else None
-                keeps = self.engine.state_quant(name)
-                if fmt is not None and fmt != keeps:
-                    raise Error(f"optimizer.state[p]['{name}'] of parameter {i} holds "
-                                f"bitsandbytes codes of map {fmt}, but this optimizer keeps "
-                                f"{name} " + ("unquantized (state_format='8bit' keeps it as "
-                                              "codes)" if keeps == "none" else f"as {keeps}"))
+                # Loaded codes (bitsandbytes', torchao's) of another format than this state
+                # keeps: their values, which this state's format then takes.
+                fmt = opt._code_maps.pop((id(p), name), None) if opt._code_maps else None
+                if fmt is not None and (fmt != self.engine.state_quant(name)
+                                        or self.engine.state_storage(k, name) != "u8"):
+                    st[name] = _dequantize(fmt, st[name], st.pop(name + ".absmax"), _array(p))
             for name in self.engine.state_buffers:
                 t, adopt = self._state_tensor(k, i, p, name, st)
                 held = self.state_arrays.get((k, name))
@@ -442,6 +487,16 @@ class _Engine:
         t = st.get(name)
         if _is_dtensor(t):  # a DTensor parameter's state: its local shard is what is stepped
             t = t.to_local()
+        if (isinstance(t, torch.Tensor) and type(t) not in (torch.Tensor, torch.nn.Parameter)
+                and not _is_dtensor(t)):
+            # A tensor subclass put in the state (load_state_dict takes torchao's apart): its
+            # values, which this state's format then takes.
+            if hasattr(t, "dequantize"):
+                t = t.dequantize()
+            else:
+                raise Error(f"optimizer.state[p]['{name}'] of parameter {i} is a "
+                            f"{type(t).__name__}, which optjit cannot read as values")
+            st[name] = _complex_like(p, t)
         if isinstance(t, torch.Tensor) and t.is_complex():  # (as the engine steps it)
             t = torch.view_as_real(t)
         # The state's own format (state_format=), which may not be the parameter's.
@@ -468,7 +523,7 @@ class _Engine:
             # Values (a checkpoint of torch's optimizer, or of f32 state) into 8-bit state:
             # quantized here as the cpu backend would store them, in the parameter's memory
             # order (blocks of 256 elements as the step meets them).
-            values = new(torch.float32, "cpu").copy_(t.detach())
+            values = torch.empty_like(lp, dtype=torch.float32, device="cpu").copy_(t.detach())
             codes, scales = _optjit.quantize(self.engine.state_quant(name),
                                              _memory_order(values))
             c = new(torch.uint8, "cpu")
@@ -798,6 +853,7 @@ class Optimizer(torch.optim.Optimizer):
 
     def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
         state_dict, maps = self._from_bitsandbytes(state_dict)
+        state_dict = self._from_torchao(state_dict, maps)
         # torch casts every state tensor to its parameter's dtype; 8-bit codes (uint8) and their
         # f32 per-block scales ("exp_avg.absmax") keep theirs, or they would be lost.
         kept = {}
@@ -814,9 +870,38 @@ class Optimizer(torch.optim.Optimizer):
             for (pid, k), v in kept.items():
                 p = by_id[pid]
                 self.state[p][k] = v.detach().clone().to(device=p.device)
-            # bitsandbytes' codes: the map they were made with, checked at the next step.
+            # Loaded codes (bitsandbytes', torchao's): the format they were made in, which the
+            # next step compares with the state's own.
             self._code_maps = {(id(by_id[pid]), k): fmt for (pid, k), fmt in maps.items()}
+        for st in self.state.values():
+            # A step count of its own: a state dict holds the live one of the optimizer it came
+            # from (torch's, torchao's, which cannot be deep-copied), which steps on.
+            if isinstance(st.get("step"), torch.Tensor):
+                dict.__setitem__(st, "step", st["step"].detach().clone())
         self._forget()  # new state tensors: adopt them at the next step
+
+    @staticmethod
+    def _from_torchao(sd: Dict[str, Any], maps: Dict[Tuple[Any, str], str]) -> Dict[str, Any]:
+        """torchao's optimizer states (AdamW8bit, AdamW4bit, AdamWFp8: tensor subclasses
+        holding codes and scales) as codes and scales ("exp_avg", "exp_avg.absmax"), copied
+        now (its state dict holds its live states); `maps` gets their formats."""
+        states = sd.get("state", {}) if isinstance(sd, dict) else {}
+        if not any(isinstance(v, torch.Tensor) and type(v) not in (torch.Tensor, torch.nn.Parameter)
+                   and hasattr(v, "codes") for st in states.values() if isinstance(st, dict)
+                   for v in st.values()):
+            return sd
+        out = dict(sd)
+        out["state"] = {}
+        for pid, st in states.items():
+            st = dict(st)
+            for k, v in list(st.items()):
+                taken = _torchao_codes(v) if hasattr(v, "codes") else None
+                if taken is not None:
+                    maps[(pid, k)], st[k], st[k + ".absmax"] = taken
+                elif hasattr(v, "codes") and hasattr(v, "dequantize"):
+                    st[k] = v.dequantize()
+            out["state"][pid] = st
+        return out
 
     # bitsandbytes' 8-bit optimizers' states (state1, state2), by optjit built-in.
     _BNB_STATES = {"adam": ("exp_avg", "exp_avg_sq"), "adamw": ("exp_avg", "exp_avg_sq"),

@@ -176,23 +176,47 @@ def test_a_bitsandbytes_checkpoint_continues_in_optjit_as_in_bitsandbytes(name):
     assert float(to.state[ours[0]]["step"]) == 13
 
 
-def test_checkpoints_of_another_optimizer_or_format_are_errors():
-    """A bitsandbytes checkpoint whose codes this optimizer would read with another map, or
-    keeps unquantized; a torch SGD checkpoint loaded into AdamW: errors at the next step,
-    naming the state (optjit started such state afresh)."""
+def _adopted(opt, param, names):
+    """The state `opt` adopts at its next step (taken right after binding, before stepping)."""
+    seen = {}
+    real = ot._Engine.bind
+
+    def bind(eng, o):
+        real(eng, o)
+        seen.update({n: o.state[param][n].clone() for n in names})
+
+    ot._Engine.bind = bind
+    try:
+        opt.step()
+    finally:
+        ot._Engine.bind = real
+    return seen
+
+
+def test_checkpoints_in_another_format_convert_and_another_optimizers_are_errors():
+    """A bitsandbytes checkpoint loaded into a state kept unquantized, or quantized with
+    another map: its codes' values (map value times block scale, as the kernels read them),
+    which that format then takes. A class bitsandbytes has no counterpart of, and a torch SGD
+    checkpoint loaded into AdamW: errors naming them (optjit started such state afresh)."""
     theirs, tb = run(lambda ps: bnb.optim.AdamW8bit(ps, lr=1e-2), 2)
-    for fmt, want in ((None, r"holds bitsandbytes codes of map q8, but this optimizer keeps "
-                             r"exp_avg unquantized"),
-                      ("exp_avg:q8,exp_avg_sq:q8", r"'exp_avg_sq'\] of parameter 0 holds "
-                                                   r"bitsandbytes codes of map q8u, but this "
-                                                   r"optimizer keeps exp_avg_sq as q8")):
+    st = tb.state[theirs[0]]
+    values = {"exp_avg": _dequantized(st["qmap1"], st["state1"], st["absmax1"]),
+              "exp_avg_sq": _dequantized(st["qmap2"], st["state2"], st["absmax2"])}
+    for fmt in (None, "exp_avg:q8,exp_avg_sq:q8"):
         ps = [torch.nn.Parameter(p.detach().clone()) for p in theirs]
         o = ot.AdamW(ps, lr=1e-2, **({"state_format": fmt} if fmt else {}))
         o.load_state_dict(copy.deepcopy(tb.state_dict()))
         for p in ps:
             p.grad = torch.ones_like(p)
-        with pytest.raises(optjit.Error, match=want):
-            o.step()
+        got = _adopted(o, ps[0], ["exp_avg", "exp_avg_sq"])
+        if fmt is None:
+            for name in values:
+                assert torch.equal(got[name].flatten(), values[name]), name
+        else:  # exp_avg's codes as they were; exp_avg_sq's values in the signed map
+            assert torch.equal(got["exp_avg"], st["state1"])
+            codes, _ = optjit._optjit.quantize("q8", values["exp_avg_sq"].contiguous())
+            assert torch.equal(got["exp_avg_sq"].flatten(),
+                               torch.frombuffer(bytearray(codes), dtype=torch.uint8))
     with pytest.raises(optjit.Error, match=r"a bitsandbytes checkpoint loads into optjit.torch's "
                                            r"Adam, Adamw, Lion, Rmsprop, Sgd, Adagrad, not Adadelta"):
         ot.Adadelta([torch.nn.Parameter(p.detach().clone()) for p in theirs]).load_state_dict(
@@ -335,19 +359,33 @@ def _twenty_steps_then_one_from_torchaos_state(tao_cls, state_format,
         oo.step()
     for p, q in zip(pt, po):
         assert (p - q).abs().max().item() <= kw["lr"]  # less than one step apart
-    sd = oo.state_dict()
-    for i, p in enumerate(pt):
-        for name in ("exp_avg", "exp_avg_sq"):
-            st = ot_.state[p][name]
-            sd["state"][i][name] = st.codes.view(torch.uint8).clone()
-            sd["state"][i][name + ".absmax"] = st.scale.clone()
+    # torchao's own state dict (its states are tensor subclasses holding codes and scales):
+    # they load as optjit's codes and scales, as they are.
     q2 = [torch.nn.Parameter(p.detach().clone()) for p in pt]
     o2 = ot.AdamW(q2, state_format=state_format, **kw)
-    o2.load_state_dict(sd)
+    o2.load_state_dict(ot_.state_dict())
+    loaded = {}
+    for i, p in enumerate(pt):
+        for name in ("exp_avg", "exp_avg_sq"):
+            loaded[(i, name)] = ot_.state[p][name].codes.view(torch.uint8).clone()
     for p, q, gr in zip(pt, q2, grads[20]):
         p.grad, q.grad = gr.clone(), gr.clone()
     ot_.step()
-    o2.step()
+    before = {}
+    real = ot._Engine.bind
+
+    def bind(eng, opt):  # what the engine adopts: the codes as loaded
+        real(eng, opt)
+        for (i, name) in loaded:
+            before[(i, name)] = opt.state[q2[i]][name].clone()
+
+    ot._Engine.bind = bind
+    try:
+        o2.step()
+    finally:
+        ot._Engine.bind = real
+    for key, codes in loaded.items():
+        assert torch.equal(before[key], codes), key
     return pt, ot_, q2, o2
 
 
@@ -605,3 +643,47 @@ def test_4bit_state_is_within_one_quantization_step_of_torchaos_adamw4bit():
             assert ((ours - theirs).abs() <= bound).all(), (name, int(((ours - theirs).abs() > bound).sum()))
     # Nearly all the same codes (measured: all; the scales of exp_avg_sq differ by an ulp).
     assert differ < 0.01 * sum(2 * p.numel() for p in pt)
+
+
+@pytest.mark.parametrize("state_format,formats", [("4bit", ("q4", "q4u")), ("f8", ("f8", "f8"))])
+def test_torchs_checkpoint_loads_into_4bit_and_fp8_state(state_format, formats):
+    """torch AdamW's moments load into 4-bit and fp8 state, quantized on load as the cpu
+    backend stores them (4-bit failed: its values were made in the codes' flat shape)."""
+    w = torch.nn.Parameter(torch.randn(64, 256, generator=torch.Generator().manual_seed(2)))
+    ref = torch.optim.AdamW([w], lr=1e-2)
+    for _ in range(2):
+        w.grad = torch.randn_like(w)
+        ref.step()
+    mine = torch.nn.Parameter(w.detach().clone())
+    o = ot.AdamW([mine], lr=1e-2, state_format=state_format)
+    o.load_state_dict(copy.deepcopy(ref.state_dict()))
+    mine.grad = torch.ones_like(mine)
+    got = _adopted(o, mine, ["exp_avg", "exp_avg.absmax", "exp_avg_sq", "exp_avg_sq.absmax"])
+    for name, fmt in zip(("exp_avg", "exp_avg_sq"), formats):
+        codes, scales = optjit._optjit.quantize(fmt, ref.state[w][name].contiguous())
+        assert torch.equal(got[name].flatten(), torch.frombuffer(bytearray(codes),
+                                                                 dtype=torch.uint8)), name
+        assert torch.equal(got[name + ".absmax"],
+                           torch.frombuffer(bytearray(scales), dtype=torch.float32)), name
+
+
+def test_torchaos_checkpoint_loads_into_unquantized_state_as_its_values():
+    """torchao's AdamW8bit state dict (live tensor subclasses) into optjit's f32 AdamW: each
+    state is its values (code value times block scale), copied at load: torchao stepping on
+    afterwards changes neither them nor the step count."""
+    import torchao.optim as tao
+    w = torch.nn.Parameter(torch.randn(64, 256, generator=torch.Generator().manual_seed(4)))
+    t = tao.AdamW8bit([w], lr=1e-2)
+    for _ in range(2):
+        w.grad = torch.randn_like(w)
+        t.step()
+    want = {n: t.state[w][n].dequantize().clone() for n in ("exp_avg", "exp_avg_sq")}
+    mine = torch.nn.Parameter(w.detach().clone())
+    o = ot.AdamW([mine], lr=1e-2)
+    o.load_state_dict(t.state_dict())
+    t.step()  # torchao steps on: what was loaded must not follow
+    mine.grad = torch.ones_like(mine)
+    got = _adopted(o, mine, ["exp_avg", "exp_avg_sq"])
+    for n in want:
+        assert got[n].dtype == torch.float32 and torch.equal(got[n], want[n]), n
+    assert float(o.state[mine]["step"]) == 3
