@@ -155,7 +155,10 @@ Expected<OptimizerState> init_state(const plan::Plan& plan, const std::vector<Ho
     if (t.dtype != param_type)
       return make_error("parameter '{}' is {}, but the optimizer was built for {} parameters",
                         t.name, to_string(t.dtype), to_string(param_type));
-    TensorState ts{.name = t.name, .shape = t.shape, .numel = t.numel(), .whole = t.numel(),
+    TensorState ts{.name = t.name,
+                   .shape = t.shape,
+                   .numel = t.numel(),
+                   .whole = t.numel(),
                    .first = elements};
     elements += t.numel();
     const int explicit_group = s.tensors.size() < group_of.size() ? group_of[s.tensors.size()] : -1;

@@ -101,7 +101,7 @@ struct Result {
   std::vector<std::vector<double>> values;  // per global tensor: the held piece
   std::vector<bool> skipped;
   std::string error;
-  runtime::TensorFile state;  // export_state() after the last step
+  runtime::TensorFile state;   // export_state() after the last step
   std::vector<DType> exp_avg;  // per global tensor: how its exp_avg is stored
 };
 template <typename T>
@@ -318,8 +318,8 @@ TEST(Shard, QuantizedStateFollowsTheWholeTensor) {
   }
   // 8-bit: w0, w1 and w3 quantized, w2 and b (under 4,096 elements) not, on every process.
   const Result q = run<float>("adamw(state_format=\"8bit\")", l, true, 1, Backend::cpu);
-  EXPECT_EQ(q.exp_avg, (std::vector<DType>{DType::u8, DType::u8, DType::f32, DType::f32,
-                                           DType::u8}));
+  EXPECT_EQ(q.exp_avg,
+            (std::vector<DType>{DType::u8, DType::u8, DType::f32, DType::f32, DType::u8}));
 }
 
 // A piece that cuts a quantization block is an error naming it (its blocks would not be the

@@ -776,12 +776,12 @@ class Optimizer(torch.optim.Optimizer):
         _optjit.plan(pipeline, _DTYPE_NAMES.get(getattr(first, "dtype", None), "f32"))
         super().__init__(params, dict(defaults or {}))
 
-    # What pickling keeps besides torch's own (defaults, state, param_groups): the
-    # configuration. The engines are rebuilt from the state at the next step.
     # Whether sparse gradients (nn.Embedding(sparse=True)) are stepped: by the built-ins whose
     # torch counterparts step them (SGD, Adagrad), as dense ones (_Engine.densify).
     _sparse_grads = False
 
+    # What pickling keeps besides torch's own (defaults, state, param_groups): the
+    # configuration. The engines are rebuilt from the state at the next step.
     _pickled: Tuple[str, ...] = ("_pipeline", "_shard_order", "_scaled", "_backend", "_cache",
                                  "_device_step", "_cuda_graph", "_param_rounding")
 
@@ -863,16 +863,14 @@ class Optimizer(torch.optim.Optimizer):
                         v.dtype == torch.uint8 or k.endswith(".absmax")):
                     kept[(pid, k)] = v
         super().load_state_dict(state_dict)
-        if kept:
-            saved_ids = [i for g in state_dict["param_groups"] for i in g["params"]]
-            params = [p for g in self.param_groups for p in g["params"]]
-            by_id = dict(zip(saved_ids, params))
-            for (pid, k), v in kept.items():
-                p = by_id[pid]
-                self.state[p][k] = v.detach().clone().to(device=p.device)
-            # Loaded codes (bitsandbytes', torchao's): the format they were made in, which the
-            # next step compares with the state's own.
-            self._code_maps = {(id(by_id[pid]), k): fmt for (pid, k), fmt in maps.items()}
+        saved_ids = [i for g in state_dict["param_groups"] for i in g["params"]]
+        by_id = dict(zip(saved_ids, [p for g in self.param_groups for p in g["params"]]))
+        for (pid, k), v in kept.items():
+            p = by_id[pid]
+            self.state[p][k] = v.detach().clone().to(device=p.device)
+        # Loaded codes (bitsandbytes', torchao's): the format they were made in, which the next
+        # step compares with the state's own.
+        self._code_maps = {(id(by_id[pid]), k): fmt for (pid, k), fmt in maps.items()}
         for st in self.state.values():
             # A step count of its own: a state dict holds the live one of the optimizer it came
             # from (torch's, torchao's, which cannot be deep-copied), which steps on.
