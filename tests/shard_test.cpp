@@ -302,6 +302,14 @@ TEST(Shard, QuantizedStateFollowsTheWholeTensor) {
     ASSERT_EQ(mine.error, "");
     EXPECT_EQ(mine.values, piece_of(whole, l));
     EXPECT_EQ(mine.exp_avg, whole.exp_avg);
+    // The same on OpenCL, the host step and the device step (its arenas and tensor tables
+    // follow the same decision).
+    for (bool device_step : {false, true}) {
+      const Result ocl =
+          run<float>(pipeline.c_str(), l, true, 5, Backend::opencl, {}, {-1, 0, 0}, device_step);
+      ASSERT_EQ(ocl.error, "");
+      EXPECT_EQ(ocl.values, mine.values) << "device_step " << device_step;
+    }
     const int64_t block = std::string(format) == "4bit" ? 128 : 256;
     for (size_t t = 0; t < kTensors.size(); ++t) {
       if (whole.exp_avg[t] != DType::u8 || l.count[t] == 0) continue;
