@@ -849,6 +849,13 @@ class Optimizer(torch.optim.Optimizer):
         # Plain dicts (the same tensors), as torch's: torch.load(weights_only=True) takes them.
         sd["state"] = {k: dict(v) if isinstance(v, _TrackedState) else v
                        for k, v in sd["state"].items()}
+        # Each quantized state's format ("exp_avg.format": "q8"), so that the checkpoint loads
+        # into another state_format as its values.
+        for eng in getattr(self, "_engines", {}).values():
+            for k, (_, i, _) in enumerate(eng.members):
+                for name in eng.engine.state_buffers:
+                    if i in sd["state"] and eng.engine.state_storage(k, name) == "u8":
+                        sd["state"][i][name + ".format"] = eng.engine.state_quant(name)
         return sd
 
     def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
@@ -901,6 +908,28 @@ class Optimizer(torch.optim.Optimizer):
             out["state"][pid] = st
         return out
 
+    @staticmethod
+    def _formats_of(sd: Dict[str, Any]):
+        """optjit's own state dict without its quantized states' formats ("exp_avg.format"),
+        and those formats by (parameter id, state)."""
+        states = sd.get("state", {}) if isinstance(sd, dict) else {}
+        formats: Dict[Tuple[Any, str], str] = {}
+        if not any(isinstance(st, dict) and any(isinstance(k, str) and k.endswith(".format")
+                                                for k in st) for st in states.values()):
+            return sd, formats
+        out = dict(sd)
+        out["state"] = {}
+        for pid, st in states.items():
+            st = dict(st)
+            for k in [k for k in st if isinstance(k, str) and k.endswith(".format")]:
+                fmt = st.pop(k)
+                if fmt not in _QUANT_BLOCKS:
+                    raise Error(f"the state dict's {k} of parameter {pid} is {fmt!r}, not one of "
+                                f"optjit's quantized formats ({', '.join(_QUANT_BLOCKS)})")
+                formats[(pid, k[:-len(".format")])] = fmt
+            out["state"][pid] = st
+        return out, formats
+
     # bitsandbytes' 8-bit optimizers' states (state1, state2), by optjit built-in.
     _BNB_STATES = {"adam": ("exp_avg", "exp_avg_sq"), "adamw": ("exp_avg", "exp_avg_sq"),
                    "lion": ("exp_avg",), "rmsprop": ("square_avg",),
@@ -915,7 +944,7 @@ class Optimizer(torch.optim.Optimizer):
         states = sd.get("state", {}) if isinstance(sd, dict) else {}
         if not any(isinstance(st, dict) and ("__bnb_optimizer_quant_state__" in st
                                              or "state1" in st) for st in states.values()):
-            return sd, {}
+            return self._formats_of(sd)
         names = self._BNB_STATES.get(getattr(self, "_name", None))
         if names is None:
             raise Error(f"a bitsandbytes checkpoint loads into optjit.torch's "

@@ -687,3 +687,59 @@ def test_torchaos_checkpoint_loads_into_unquantized_state_as_its_values():
     for n in want:
         assert got[n].dtype == torch.float32 and torch.equal(got[n], want[n]), n
     assert float(o.state[mine]["step"]) == 3
+
+
+@pytest.mark.parametrize("saved,loaded", [("8bit", None), ("8bit", "4bit"), ("4bit", "8bit"),
+                                          ("f8", "bf16")])
+def test_a_quantized_checkpoint_loads_into_another_state_format_as_its_values(saved, loaded):
+    """optjit's state dict names each quantized state's format ("exp_avg.format"), so it loads
+    into another state_format: each state as its values (code value times block scale), which
+    the new format then takes; and the run continues as torch's AdamW from those values."""
+    w = torch.nn.Parameter(torch.randn(64, 256, generator=torch.Generator().manual_seed(6)))
+    o = ot.AdamW([w], lr=1e-2, state_format=saved)
+    for _ in range(3):
+        w.grad = torch.randn_like(w)
+        o.step()
+    sd = copy.deepcopy(o.state_dict())
+    st = o.state[w]
+    values = {n: _values(sd["state"][0][n + ".format"], st[n], st[n + ".absmax"], w)
+              for n in ("exp_avg", "exp_avg_sq")}
+    mine = torch.nn.Parameter(w.detach().clone())
+    o2 = ot.AdamW([mine], lr=1e-2, **({"state_format": loaded} if loaded else {}))
+    o2.load_state_dict(sd)
+    g = torch.randn_like(w)
+    mine.grad = g.clone()
+    got = _adopted(o2, mine, ["exp_avg", "exp_avg_sq"])
+    for n, v in values.items():
+        if loaded is None:
+            assert got[n].dtype == torch.float32 and torch.equal(got[n], v), n
+        elif loaded == "bf16":
+            assert torch.equal(got[n], v.to(torch.bfloat16)), n
+        else:
+            fmt = o2.state_dict()["state"][0][n + ".format"]
+            codes, _ = optjit._optjit.quantize(fmt, v.contiguous())
+            assert torch.equal(got[n].flatten(), torch.frombuffer(bytearray(codes),
+                                                                  dtype=torch.uint8)), n
+    if loaded is None:  # one step from those values: torch's AdamW's
+        ref_w = torch.nn.Parameter(w.detach().clone())
+        ref = torch.optim.AdamW([ref_w], lr=1e-2)
+        ref_sd = copy.deepcopy(ref.state_dict())
+        ref_sd["state"] = {0: {"step": torch.tensor(3.0), **values}}
+        ref.load_state_dict(ref_sd)
+        ref_w.grad = g.clone()
+        ref.step()
+        assert torch.allclose(mine, ref_w, rtol=1e-6, atol=1e-7), (mine - ref_w).abs().max()
+
+
+def _values(fmt, codes, scales, like):
+    """Quantized state's values, computed here from the format's map (4-bit unpacked)."""
+    n = like.numel()
+    c = codes.flatten().long()
+    if fmt == "f8":
+        v = codes.flatten().view(torch.float8_e4m3fn).float()
+    else:
+        if fmt in ("q4", "q4u"):
+            c = torch.stack([c >> 4, c & 15], dim=-1).flatten()
+        v = torch.tensor(optjit._optjit.quant_map(fmt))[c]
+    block = 128 if fmt in ("q4", "q4u") else 256
+    return (v[:n] * scales.repeat_interleave(block)[:n]).view(like.shape)
