@@ -152,9 +152,15 @@ def _dequantize(fmt: str, codes: torch.Tensor, scales: torch.Tensor,
             c = torch.stack([c >> 4, c & 15], dim=-1).flatten()
         v = torch.tensor(_optjit.quant_map(fmt), device=codes.device)[c]
     v = v[:n] * scales.float().flatten().repeat_interleave(_QUANT_BLOCKS[fmt])[:n]
-    out = torch.empty_like(like, dtype=torch.float32, device=codes.device)
-    _memory_order(out).copy_(v)
-    return out
+    if codes.shape != like.shape:  # flat codes (4-bit): in the memory order of `like`
+        out = torch.empty_like(like, dtype=torch.float32, device=codes.device)
+        _memory_order(out).copy_(v)
+        return out
+    # Codes of the parameter's shape hold their blocks in their own memory order (a row-major
+    # checkpoint of a channels_last model's weight): their values there, then laid out as `like`.
+    values = torch.empty_like(codes, dtype=torch.float32)
+    _memory_order(values).copy_(v)
+    return torch.empty_like(like, dtype=torch.float32, device=codes.device).copy_(values)
 
 
 def _complex_like(p: torch.Tensor, t: torch.Tensor) -> torch.Tensor:

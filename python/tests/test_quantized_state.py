@@ -743,3 +743,33 @@ def _values(fmt, codes, scales, like):
         v = torch.tensor(optjit._optjit.quant_map(fmt))[c]
     block = 128 if fmt in ("q4", "q4u") else 256
     return (v[:n] * scales.repeat_interleave(block)[:n]).view(like.shape)
+
+
+def test_8bit_codes_of_a_row_major_weight_load_into_a_channels_last_one_as_their_values():
+    """A checkpoint's codes hold their blocks in their own memory order: the 8-bit state of a
+    row-major conv weight, loaded into f32 state of the same weight in channels_last, is each
+    element's value by its index (not by its place in memory)."""
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(32, 64, 3)  # 18,432 weights: quantized
+    o = ot.AdamW(conv.parameters(), lr=1e-2, state_format="8bit")
+    x = torch.randn(2, 32, 8, 8)
+    for _ in range(2):
+        o.zero_grad()
+        conv(x).square().mean().backward()
+        o.step()
+    sd = copy.deepcopy(o.state_dict())
+    st = o.state[conv.weight]
+    want = {n: _values(sd["state"][0][n + ".format"], st[n], st[n + ".absmax"], conv.weight)
+            for n in ("exp_avg", "exp_avg_sq")}
+    conv2 = torch.nn.Conv2d(32, 64, 3).to(memory_format=torch.channels_last)
+    with torch.no_grad():
+        conv2.weight.copy_(conv.weight)
+        conv2.bias.copy_(conv.bias)
+    o2 = ot.AdamW(conv2.parameters(), lr=1e-2)
+    o2.load_state_dict(sd)
+    o2.zero_grad()
+    conv2(x).square().mean().backward()
+    got = _adopted(o2, conv2.weight, list(want))
+    for n, v in want.items():
+        assert got[n].is_contiguous(memory_format=torch.channels_last), n
+        assert torch.equal(got[n], v), n
