@@ -605,13 +605,12 @@ Expected<runtime::StepResult> Optimizer::Impl::lockstep() {
 // how parameters are split by dtype or across processes. A piece whose tensor is not in the
 // table keeps its local place: the first step's layout check names it.
 Status Optimizer::Impl::place_tensors() {
-  std::map<std::string, const GlobalTensor*> global;
-  std::map<std::string, int64_t> starts;  // name -> first element in the model
+  // name -> (its first element in the model, the tensor)
+  std::map<std::string, std::pair<int64_t, const GlobalTensor*>> global;
   if (options.shard) {
     int64_t at = 0;
     for (const auto& t : options.shard->tensors) {
-      global.emplace(t.name, &t);
-      starts.emplace(t.name, at);
+      global.emplace(t.name, std::pair{at, &t});
       at += std::max<int64_t>(t.numel, 0);
     }
   }
@@ -627,9 +626,10 @@ Status Optimizer::Impl::place_tensors() {
     if (g == global.end()) continue;
     const auto& offsets = options.shard->offsets;
     const int64_t offset = i < offsets.size() ? offsets[i] : 0;
-    ts.first = starts[g->first] + offset;
-    ts.whole = g->second->numel;
-    ts.quantize = g->second->quantize;
+    const auto& [start, tensor] = g->second;
+    ts.first = start + offset;
+    ts.whole = tensor->numel;
+    ts.quantize = tensor->quantize;
     // Quantized state follows the whole tensor (whether it is quantized, and its blocks): the
     // piece's state is made again now that `whole` is known.
     for (size_t b = 0; b < part.plan.buffers.size(); ++b) {

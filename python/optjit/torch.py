@@ -111,9 +111,6 @@ _STEPPED_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16, 
                    torch.complex128, torch.complex32)
 
 
-_QUANT_BLOCKS = {"q8": 256, "q8u": 256, "f8": 256, "q4": 128, "q4u": 128}
-
-
 def _torchao_codes(t) -> Optional[Tuple[str, torch.Tensor, torch.Tensor]]:
     """(optjit format, codes, scales) of a torchao optimizer state (OptimState8bit,
     OptimState4bit, OptimStateFp8) whose map, block and packing are one of optjit's formats
@@ -131,7 +128,7 @@ def _torchao_codes(t) -> Optional[Tuple[str, torch.Tensor, torch.Tensor]]:
             return None
         values = qmap.float().tolist()
         fmt = next((f for f in ("q8", "q8u", "q4", "q4u")
-                    if _QUANT_BLOCKS[f] == block and values == _optjit.quant_map(f)), None)
+                    if _optjit.quant_block(f) == block and values == _optjit.quant_map(f)), None)
         if fmt is None:
             return None
     return fmt, codes.detach().view(torch.uint8).clone(), scale.detach().float().clone()
@@ -139,28 +136,32 @@ def _torchao_codes(t) -> Optional[Tuple[str, torch.Tensor, torch.Tensor]]:
 
 def _dequantize(fmt: str, codes: torch.Tensor, scales: torch.Tensor,
                 like: torch.Tensor) -> torch.Tensor:
-    """The f32 values of quantized state (codes and per-block scales of format fmt, in the
-    memory order of `like`, as optjit and its peers store them), laid out as `like`: each
-    code's value times its block's scale, as the kernels read them."""
+    """The f32 values of quantized state (codes and per-block scales of format fmt, as optjit
+    and its peers store them), laid out as `like`: each code's value times its block's scale,
+    as the kernels read them (_optjit.dequantize)."""
     n = like.numel()
-    c = _memory_order(codes) if codes.shape == like.shape else codes.flatten()
-    if fmt == "f8":
-        v = c.view(torch.float8_e4m3fn).float()
-    else:
-        c = c.long()
-        if fmt in ("q4", "q4u"):
-            c = torch.stack([c >> 4, c & 15], dim=-1).flatten()
-        v = torch.tensor(_optjit.quant_map(fmt), device=codes.device)[c]
-    v = v[:n] * scales.float().flatten().repeat_interleave(_QUANT_BLOCKS[fmt])[:n]
-    if codes.shape != like.shape:  # flat codes (4-bit): in the memory order of `like`
+    flat = codes.shape != like.shape  # 4-bit codes: two to a byte, in the memory order of `like`
+    values = torch.frombuffer(bytearray(_optjit.dequantize(
+        fmt, (codes.flatten() if flat else _memory_order(codes)).cpu().contiguous(),
+        scales.float().flatten().cpu().contiguous(), n)), dtype=torch.float32).to(codes.device)
+    if flat:
         out = torch.empty_like(like, dtype=torch.float32, device=codes.device)
-        _memory_order(out).copy_(v)
+        _memory_order(out).copy_(values)
         return out
     # Codes of the parameter's shape hold their blocks in their own memory order (a row-major
     # checkpoint of a channels_last model's weight): their values there, then laid out as `like`.
-    values = torch.empty_like(codes, dtype=torch.float32)
-    _memory_order(values).copy_(v)
-    return torch.empty_like(like, dtype=torch.float32, device=codes.device).copy_(values)
+    laid = torch.empty_like(codes, dtype=torch.float32)
+    _memory_order(laid).copy_(values)
+    return torch.empty_like(like, dtype=torch.float32, device=codes.device).copy_(laid)
+
+
+def _is_quant_format(fmt) -> bool:
+    if not isinstance(fmt, str) or fmt == "none":
+        return False
+    try:
+        return _optjit.quant_block(fmt) > 0
+    except Error:
+        return False
 
 
 def _complex_like(p: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
@@ -444,13 +445,13 @@ class _Engine:
                                         or self.engine.state_storage(k, name) != "u8"):
                     st[name] = _dequantize(fmt, st[name], st.pop(name + ".absmax"), _array(p))
             for name in self.engine.state_buffers:
-                t, adopt = self._state_tensor(k, i, p, name, st)
+                rows = self._state_rows(k, p, name)
+                t, adopt = self._state_tensor(k, i, p, name, st, rows)
                 held = self.state_arrays.get((k, name))
                 if held is None or held.data_ptr() != t.data_ptr():
                     flat = t.detach() if t.shape == self.arrays[k].shape else t.detach().view(-1)
                     self.engine.bind_state(k, name, flat, adopt=adopt)
                     self.state_arrays[(k, name)] = t  # (kept alive: the engine writes it)
-                rows = self._state_rows(k, p, name)
                 if _is_dtensor(p) and st[name] is t and (rows or t.shape == _local(p).shape):
                     # FSDP2: the state is a DTensor laid out as its parameter (as torch's
                     # optimizers make it), or for a flat one (scales, 4-bit codes) as p's rows,
@@ -485,9 +486,10 @@ class _Engine:
                 opt.state[self.members[k][2]][name] = t[j]
             self.scalars[(g, name)] = t
 
-    def _state_tensor(self, k: int, i: int, p: torch.Tensor, name: str,
-                      st: Dict[str, Any]) -> Tuple[torch.Tensor, bool]:
-        """State `name` of member k (parameter i) as the engine keeps it, and whether it holds
+    def _state_tensor(self, k: int, i: int, p: torch.Tensor, name: str, st: Dict[str, Any],
+                      rows: Optional[int]) -> Tuple[torch.Tensor, bool]:
+        """State `name` of member k (parameter i) as the engine keeps it (`rows`: its elements
+        per row where it is kept by rows, _state_rows), and whether it holds
         values to adopt: torch's (or a checkpoint's) tensor, converted to the engine's format
         where that loses nothing it had, else a new one the engine initializes."""
         t = st.get(name)
@@ -510,7 +512,6 @@ class _Engine:
         # A quantized state's scales ("exp_avg.absmax") hold one value per block.
         n = self.engine.state_elements(k, name)
         lp = _array(p)
-        rows = self._state_rows(k, p, name)
         shape = (lp.shape if rows is None and n == lp.numel() else
                  torch.Size([n]) if rows is None else torch.Size([lp.shape[0], rows]))
 
@@ -865,8 +866,14 @@ class Optimizer(torch.optim.Optimizer):
         return sd
 
     def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
-        state_dict, maps = self._from_bitsandbytes(state_dict)
-        state_dict = self._from_torchao(state_dict, maps)
+        # Other optimizers' quantized states in optjit's names, and the format of every set of
+        # codes loaded (bitsandbytes', torchao's, optjit's own ".format"), which the next step
+        # compares with the state's own.
+        maps: Dict[Tuple[Any, str], str] = {}
+        if isinstance(state_dict, dict) and isinstance(state_dict.get("state"), dict):
+            state_dict = dict(state_dict, state={
+                pid: self._own_state(pid, st, maps) if isinstance(st, dict) else st
+                for pid, st in state_dict["state"].items()})
         # torch casts every state tensor to its parameter's dtype; 8-bit codes (uint8) and their
         # f32 per-block scales ("exp_avg.absmax") keep theirs, or they would be lost.
         kept = {}
@@ -881,8 +888,6 @@ class Optimizer(torch.optim.Optimizer):
         for (pid, k), v in kept.items():
             p = by_id[pid]
             self.state[p][k] = v.detach().clone().to(device=p.device)
-        # Loaded codes (bitsandbytes', torchao's): the format they were made in, which the next
-        # step compares with the state's own.
         self._code_maps = {(id(by_id[pid]), k): fmt for (pid, k), fmt in maps.items()}
         for st in self.state.values():
             # A step count of its own: a state dict holds the live one of the optimizer it came
@@ -891,101 +896,70 @@ class Optimizer(torch.optim.Optimizer):
                 dict.__setitem__(st, "step", st["step"].detach().clone())
         self._forget()  # new state tensors: adopt them at the next step
 
-    @staticmethod
-    def _from_torchao(sd: Dict[str, Any], maps: Dict[Tuple[Any, str], str]) -> Dict[str, Any]:
-        """torchao's optimizer states (AdamW8bit, AdamW4bit, AdamWFp8: tensor subclasses
-        holding codes and scales) as codes and scales ("exp_avg", "exp_avg.absmax"), copied
-        now (its state dict holds its live states); `maps` gets their formats."""
-        states = sd.get("state", {}) if isinstance(sd, dict) else {}
-        if not any(isinstance(v, torch.Tensor) and type(v) not in (torch.Tensor, torch.nn.Parameter)
-                   and hasattr(v, "codes") for st in states.values() if isinstance(st, dict)
-                   for v in st.values()):
-            return sd
-        out = dict(sd)
-        out["state"] = {}
-        for pid, st in states.items():
-            st = dict(st)
-            for k, v in list(st.items()):
-                taken = _torchao_codes(v) if hasattr(v, "codes") else None
+    def _own_state(self, pid, st: Dict[str, Any], maps: Dict[Tuple[Any, str], str]):
+        """One parameter's loaded state in optjit's names (a copy): bitsandbytes' packed state,
+        torchao's tensor subclasses (their codes and scales, copied now: torchao's state dict
+        holds its live states), optjit's own format names; `maps` gets the codes' formats."""
+        if "__bnb_optimizer_quant_state__" in st or "state1" in st:
+            st = self._from_bitsandbytes(pid, st, maps)
+        st = dict(st)
+        for k, v in list(st.items()):
+            if isinstance(k, str) and k.endswith(".format"):  # optjit's ("exp_avg.format")
+                fmt = st.pop(k)
+                if not _is_quant_format(fmt):
+                    raise Error(f"the state dict's {k} of parameter {pid} is {fmt!r}, not one of "
+                                f"optjit's quantized formats")
+                maps[(pid, k[:-len(".format")])] = fmt
+            elif (isinstance(v, torch.Tensor) and type(v) not in (torch.Tensor, torch.nn.Parameter)
+                  and hasattr(v, "codes")):  # torchao's
+                taken = _torchao_codes(v)
                 if taken is not None:
                     maps[(pid, k)], st[k], st[k + ".absmax"] = taken
-                elif hasattr(v, "codes") and hasattr(v, "dequantize"):
+                elif hasattr(v, "dequantize"):
                     st[k] = v.dequantize()
-            out["state"][pid] = st
-        return out
-
-    @staticmethod
-    def _formats_of(sd: Dict[str, Any]):
-        """optjit's own state dict without its quantized states' formats ("exp_avg.format"),
-        and those formats by (parameter id, state)."""
-        states = sd.get("state", {}) if isinstance(sd, dict) else {}
-        formats: Dict[Tuple[Any, str], str] = {}
-        if not any(isinstance(st, dict) and any(isinstance(k, str) and k.endswith(".format")
-                                                for k in st) for st in states.values()):
-            return sd, formats
-        out = dict(sd)
-        out["state"] = {}
-        for pid, st in states.items():
-            st = dict(st)
-            for k in [k for k in st if isinstance(k, str) and k.endswith(".format")]:
-                fmt = st.pop(k)
-                if fmt not in _QUANT_BLOCKS:
-                    raise Error(f"the state dict's {k} of parameter {pid} is {fmt!r}, not one of "
-                                f"optjit's quantized formats ({', '.join(_QUANT_BLOCKS)})")
-                formats[(pid, k[:-len(".format")])] = fmt
-            out["state"][pid] = st
-        return out, formats
+        return st
 
     # bitsandbytes' 8-bit optimizers' states (state1, state2), by optjit built-in.
     _BNB_STATES = {"adam": ("exp_avg", "exp_avg_sq"), "adamw": ("exp_avg", "exp_avg_sq"),
                    "lion": ("exp_avg",), "rmsprop": ("square_avg",),
                    "sgd": ("momentum_buffer",), "adagrad": ("sum",)}
 
-    def _from_bitsandbytes(self, sd: Dict[str, Any]):
-        """A bitsandbytes optimizer's state dict (Adam8bit, AdamW8bit, Lion8bit, RMSprop8bit,
-        SGD8bit, Adagrad8bit, or their 32-bit forms) in optjit's names: its codes and absmax
-        are optjit's 8-bit state as they are (the same maps and blocks), so a bitsandbytes run
-        continues in optjit.torch.<name>(state_format="8bit"). Returns the dict and, per
-        (parameter id, state), the format of its codes."""
-        states = sd.get("state", {}) if isinstance(sd, dict) else {}
-        if not any(isinstance(st, dict) and ("__bnb_optimizer_quant_state__" in st
-                                             or "state1" in st) for st in states.values()):
-            return self._formats_of(sd)
+    def _from_bitsandbytes(self, pid, st: Dict[str, Any], maps: Dict[Tuple[Any, str], str]):
+        """A bitsandbytes optimizer's state of one parameter (Adam8bit, AdamW8bit, Lion8bit,
+        RMSprop8bit, SGD8bit, Adagrad8bit, or their 32-bit forms) in optjit's names: its codes
+        and absmax are optjit's 8-bit state as they are (the same maps and blocks), so a
+        bitsandbytes run continues in optjit.torch.<name>(state_format="8bit")."""
         names = self._BNB_STATES.get(getattr(self, "_name", None))
         if names is None:
             raise Error(f"a bitsandbytes checkpoint loads into optjit.torch's "
                         f"{', '.join(n.capitalize() for n in self._BNB_STATES)}, not "
                         f"{type(self).__name__}")
-        maps = {tuple(_optjit.quant_map(f)): f for f in ("q8", "q8u")}
-        out, formats = dict(sd), {}
-        out["state"] = {}
-        for pid, st in states.items():
-            st = dict(st)
-            st.update(st.pop("__bnb_optimizer_quant_state__", {}))
-            new = {}
-            for k, v in st.items():
-                if k in ("max1", "max2", "new_max1", "new_max2"):
-                    raise Error("a bitsandbytes checkpoint of non-blockwise 8-bit state "
-                                "(block_wise=False): optjit's 8-bit state is blockwise")
-                if k[:-1] in ("state", "absmax", "qmap") and k[-1] in "12":
-                    j = int(k[-1]) - 1
-                    if j >= len(names):
-                        raise Error(f"the bitsandbytes checkpoint has {k} for parameter {pid}, "
-                                    f"which {type(self).__name__} does not keep")
-                    if k.startswith("qmap"):
-                        fmt = maps.get(tuple(v.tolist()))
-                        if fmt is None:
-                            raise Error(f"the bitsandbytes checkpoint's {k} is not its dynamic "
-                                        f"map, which optjit's 8-bit state uses")
-                        formats[(pid, names[j])] = fmt
-                    else:
-                        new[names[j] + (".absmax" if k.startswith("absmax") else "")] = v
-                elif k == "step":
-                    new[k] = v if isinstance(v, torch.Tensor) else torch.tensor(float(v))
+        st = dict(st)
+        st.update(st.pop("__bnb_optimizer_quant_state__", {}))
+        new = {}
+        for k, v in st.items():
+            if k in ("max1", "max2", "new_max1", "new_max2"):
+                raise Error("a bitsandbytes checkpoint of non-blockwise 8-bit state "
+                            "(block_wise=False): optjit's 8-bit state is blockwise")
+            if k[:-1] in ("state", "absmax", "qmap") and k[-1] in "12":
+                j = int(k[-1]) - 1
+                if j >= len(names):
+                    raise Error(f"the bitsandbytes checkpoint has {k} for parameter {pid}, "
+                                f"which {type(self).__name__} does not keep")
+                if k.startswith("qmap"):
+                    fmt = next((f for f in ("q8", "q8u")
+                                if v.tolist() == _optjit.quant_map(f)), None)
+                    if fmt is None:
+                        raise Error(f"the bitsandbytes checkpoint's {k} is not its dynamic "
+                                    f"map, which optjit's 8-bit state uses")
+                    maps[(pid, names[j])] = fmt
                 else:
-                    new[k] = v
-            out["state"][pid] = new
-        return out, formats
+                    new[names[j] + (".absmax" if k.startswith("absmax") else "")] = v
+            elif k == "step":
+                new[k] = v if isinstance(v, torch.Tensor) else torch.tensor(float(v))
+            else:
+                new[k] = v
+        return new
 
     def _shard_spec(self, members):
         """The engine's parameter names, and its sharded step over torch.distributed (None for

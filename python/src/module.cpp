@@ -599,6 +599,31 @@ NB_MODULE(_optjit, m) {
       nb::arg("name"),
       "the values a quantized format's codes stand for (before scaling): 256, or 16 for 4-bit");
   m.def(
+      "quant_block", [](const std::string& name) { return ir::info(quant_named(name)).block; },
+      nb::arg("name"), "the elements per scale (block) of a quantized format");
+  m.def(
+      "dequantize",
+      [](const std::string& name, nb::ndarray<const uint8_t, nb::c_contig, nb::device::cpu> codes,
+         nb::ndarray<const float, nb::c_contig, nb::device::cpu> scales, int64_t numel) {
+        const ir::Quant q = quant_named(name);
+        if (q == ir::Quant::none || numel < 0 ||
+            static_cast<int64_t>(codes.size()) != ir::code_bytes(q, numel) ||
+            static_cast<int64_t>(scales.size()) != ir::scale_count(q, numel))
+          throw Error(
+              fmt::format("dequantize: {} codes and {} scales are not a '{}' state of {} "
+                          "elements",
+                          codes.size(), scales.size(), name, numel));
+        const std::span<const float> map = ir::info(q).map;
+        const int64_t block = ir::info(q).block;
+        std::vector<float> out(static_cast<size_t>(numel));
+        for (int64_t e = 0; e < numel; ++e)
+          out[e] = map[ir::code_at(q, codes.data(), e)] * scales.data()[e / block];
+        return nb::bytes(out.data(), out.size() * 4);
+      },
+      nb::arg("name"), nb::arg("codes"), nb::arg("scales"), nb::arg("numel"),
+      "float32 values of a quantized state (codes as `quantize` gives them, one scale per "
+      "block): each code's value in the format's map times its block's scale");
+  m.def(
       "quant_sizes",
       [](const std::string& name, int64_t numel) {
         const ir::Quant q = quant_named(name);

@@ -165,25 +165,32 @@ def test_a_bitsandbytes_checkpoint_continues_in_optjit_as_in_bitsandbytes(name):
     ours = [torch.nn.Parameter(p.detach().clone()) for p in theirs]
     to = getattr(ot, name)(ours, state_format="8bit", backend="cpu", **kw)
     to.load_state_dict(saved)
-    for k in range(3, 13):
-        gg = torch.Generator().manual_seed(1000 + k)
-        for p_t, p_o in zip(theirs, ours):
-            p_t.grad = torch.randn(p_t.shape, generator=gg) * 0.1
-            p_o.grad = p_t.grad.clone()
-        tb.step()
-        to.step()
+    _step_on(theirs, tb, ours, to, range(3, 13))
     same_as_bitsandbytes(name, theirs, tb, ours, to)
     assert float(to.state[ours[0]]["step"]) == 13
 
 
-def _adopted(opt, param, names):
-    """The state `opt` adopts at its next step (taken right after binding, before stepping)."""
-    seen = {}
+def _step_on(a, oa, b, ob, steps):
+    """Both optimizers through the same further steps (run()'s gradients for those steps)."""
+    for k in steps:
+        gg = torch.Generator().manual_seed(1000 + k)
+        for p, q in zip(a, b):
+            p.grad = torch.randn(p.shape, generator=gg) * 0.1
+            q.grad = p.grad.clone()
+        oa.step()
+        ob.step()
+
+
+def _adopted(opt, params, names):
+    """The states `names` of each of `params` that `opt` adopts at its next step (taken right
+    after binding, before stepping)."""
+    seen = [{} for _ in params]
     real = ot._Engine.bind
 
     def bind(eng, o):
         real(eng, o)
-        seen.update({n: o.state[param][n].clone() for n in names})
+        for s, p in zip(seen, params):
+            s.update({n: o.state[p][n].clone() for n in names})
 
     ot._Engine.bind = bind
     try:
@@ -208,7 +215,7 @@ def test_checkpoints_in_another_format_convert_and_another_optimizers_are_errors
         o.load_state_dict(copy.deepcopy(tb.state_dict()))
         for p in ps:
             p.grad = torch.ones_like(p)
-        got = _adopted(o, ps[0], ["exp_avg", "exp_avg_sq"])
+        got = _adopted(o, [ps[0]], ["exp_avg", "exp_avg_sq"])[0]
         if fmt is None:
             for name in values:
                 assert torch.equal(got[name].flatten(), values[name]), name
@@ -251,13 +258,7 @@ def test_8bit_state_dict_round_trip_continues_identically():
     copies = [torch.nn.Parameter(p.detach().clone()) for p in ps]
     opt2 = ot.AdamW(copies, **kw)
     opt2.load_state_dict(saved)
-    for k in range(5, 10):
-        gg = torch.Generator().manual_seed(1000 + k)
-        for p, c in zip(ps, copies):
-            p.grad = torch.randn(p.shape, generator=gg) * 0.1
-            c.grad = p.grad.clone()
-        opt.step()
-        opt2.step()
+    _step_on(ps, opt, copies, opt2, range(5, 10))
     for p, c in zip(ps, copies):
         assert torch.equal(p, c)
     for mine in ("exp_avg", "exp_avg_sq", "exp_avg.absmax"):
@@ -364,28 +365,14 @@ def _twenty_steps_then_one_from_torchaos_state(tao_cls, state_format,
     q2 = [torch.nn.Parameter(p.detach().clone()) for p in pt]
     o2 = ot.AdamW(q2, state_format=state_format, **kw)
     o2.load_state_dict(ot_.state_dict())
-    loaded = {}
-    for i, p in enumerate(pt):
-        for name in ("exp_avg", "exp_avg_sq"):
-            loaded[(i, name)] = ot_.state[p][name].codes.view(torch.uint8).clone()
+    names = ("exp_avg", "exp_avg_sq")
+    loaded = [{n: ot_.state[p][n].codes.view(torch.uint8).clone() for n in names} for p in pt]
     for p, q, gr in zip(pt, q2, grads[20]):
         p.grad, q.grad = gr.clone(), gr.clone()
     ot_.step()
-    before = {}
-    real = ot._Engine.bind
-
-    def bind(eng, opt):  # what the engine adopts: the codes as loaded
-        real(eng, opt)
-        for (i, name) in loaded:
-            before[(i, name)] = opt.state[q2[i]][name].clone()
-
-    ot._Engine.bind = bind
-    try:
-        o2.step()
-    finally:
-        ot._Engine.bind = real
-    for key, codes in loaded.items():
-        assert torch.equal(before[key], codes), key
+    for want, got in zip(loaded, _adopted(o2, q2, names)):  # the codes as loaded
+        for n in names:
+            assert torch.equal(got[n], want[n]), n
     return pt, ot_, q2, o2
 
 
@@ -658,7 +645,7 @@ def test_torchs_checkpoint_loads_into_4bit_and_fp8_state(state_format, formats):
     o = ot.AdamW([mine], lr=1e-2, state_format=state_format)
     o.load_state_dict(copy.deepcopy(ref.state_dict()))
     mine.grad = torch.ones_like(mine)
-    got = _adopted(o, mine, ["exp_avg", "exp_avg.absmax", "exp_avg_sq", "exp_avg_sq.absmax"])
+    got = _adopted(o, [mine], ["exp_avg", "exp_avg.absmax", "exp_avg_sq", "exp_avg_sq.absmax"])[0]
     for name, fmt in zip(("exp_avg", "exp_avg_sq"), formats):
         codes, scales = optjit._optjit.quantize(fmt, ref.state[w][name].contiguous())
         assert torch.equal(got[name].flatten(), torch.frombuffer(bytearray(codes),
@@ -683,7 +670,7 @@ def test_torchaos_checkpoint_loads_into_unquantized_state_as_its_values():
     o.load_state_dict(t.state_dict())
     t.step()  # torchao steps on: what was loaded must not follow
     mine.grad = torch.ones_like(mine)
-    got = _adopted(o, mine, ["exp_avg", "exp_avg_sq"])
+    got = _adopted(o, [mine], ["exp_avg", "exp_avg_sq"])[0]
     for n in want:
         assert got[n].dtype == torch.float32 and torch.equal(got[n], want[n]), n
     assert float(o.state[mine]["step"]) == 3
@@ -709,7 +696,7 @@ def test_a_quantized_checkpoint_loads_into_another_state_format_as_its_values(sa
     o2.load_state_dict(sd)
     g = torch.randn_like(w)
     mine.grad = g.clone()
-    got = _adopted(o2, mine, ["exp_avg", "exp_avg_sq"])
+    got = _adopted(o2, [mine], ["exp_avg", "exp_avg_sq"])[0]
     for n, v in values.items():
         if loaded is None:
             assert got[n].dtype == torch.float32 and torch.equal(got[n], v), n
@@ -733,16 +720,13 @@ def test_a_quantized_checkpoint_loads_into_another_state_format_as_its_values(sa
 
 def _values(fmt, codes, scales, like):
     """Quantized state's values, computed here from the format's map (4-bit unpacked)."""
-    n = like.numel()
-    c = codes.flatten().long()
     if fmt == "f8":
-        v = codes.flatten().view(torch.float8_e4m3fn).float()
+        v = codes.flatten().view(torch.float8_e4m3fn).float() * scales.repeat_interleave(256)
     else:
-        if fmt in ("q4", "q4u"):
-            c = torch.stack([c >> 4, c & 15], dim=-1).flatten()
-        v = torch.tensor(optjit._optjit.quant_map(fmt))[c]
-    block = 128 if fmt in ("q4", "q4u") else 256
-    return (v[:n] * scales.repeat_interleave(block)[:n]).view(like.shape)
+        qmap = torch.tensor(optjit._optjit.quant_map(fmt))
+        four = fmt in ("q4", "q4u")
+        v = _dequantized(qmap, _unpacked(codes) if four else codes, scales, 128 if four else 256)
+    return v.view(like.shape)
 
 
 def test_8bit_codes_of_a_row_major_weight_load_into_a_channels_last_one_as_their_values():
@@ -769,7 +753,7 @@ def test_8bit_codes_of_a_row_major_weight_load_into_a_channels_last_one_as_their
     o2.load_state_dict(sd)
     o2.zero_grad()
     conv2(x).square().mean().backward()
-    got = _adopted(o2, conv2.weight, list(want))
+    got = _adopted(o2, [conv2.weight], list(want))[0]
     for n, v in want.items():
         assert got[n].is_contiguous(memory_format=torch.channels_last), n
         assert torch.equal(got[n], v), n
