@@ -70,7 +70,10 @@ class Optimizer:
             memory.append((handle(buf), int(offset)))
             shapes.append([int(d) for d in shape])
             dtypes.append(spec[3] if len(spec) == 4 else "f32")
-        self.device = device  # kept alive as long as the optimizer uses it
+        # Kept alive as long as the optimizer uses them: wgpu-py releases a buffer (and a device)
+        # when its Python object goes, and the engine holds only their handles.
+        self.device = device
+        self.buffers = [spec[0] for spec in params.values()]
         self.engine = Engine.on_device(
             pipeline, names, memory, dtypes, shapes, group_of=list(group_of), groups=groups,
             backend="webgpu", device=adapter, queue=handle(device), grad_dtype=grad_dtype,

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <stdexcept>
 
 #include "api/optimizer.h"
@@ -328,6 +329,7 @@ class Engine {
     }
     // Pipeline text, or the path of a file that holds it (as the CLI takes it).
     opt_ = take(Optimizer::create(take(read_pipeline_text(pipeline)), std::move(ps), std::move(o)));
+    params_ = std::move(params);
   }
 
   /// Parameters in device memory that speaks no DLPack (wgpu-py's buffers; any WGPUBuffer,
@@ -397,6 +399,7 @@ class Engine {
                       what));
     check(p.host ? opt_->bind_state(param, buffer, p.host, adopt)
                  : opt_->bind_state(param, buffer, p.device, adopt));
+    states_.insert_or_assign({param, buffer}, a);
   }
   void rebind_param(size_t param, nb::handle obj) {
     const Spec& s = spec(param, "rebind_param");
@@ -413,6 +416,7 @@ class Engine {
                       what, shape_text(shape_of(a)), shape_text(s.shape)));
     check_layout(a, s, [&] { return what + "'s new array"; });
     check(p.host ? opt_->rebind_param(param, p.host) : opt_->rebind_param(param, p.device));
+    params_[param] = a;
   }
   void set_hyper(const std::string& name, const std::vector<double>& values,
                  std::optional<uint32_t> group) {
@@ -505,7 +509,7 @@ class Engine {
     return specs_[param];
   }
   Engine(std::unique_ptr<Optimizer> opt, std::vector<Spec> specs)
-      : opt_(std::move(opt)), specs_(std::move(specs)) {}
+      : params_(specs.size()), opt_(std::move(opt)), specs_(std::move(specs)) {}
   // Gradient arrays as the optimizer takes them: host addresses, or device memory.
   struct Gradients {
     std::vector<const void*> host;
@@ -582,6 +586,12 @@ class Engine {
     o.groups.resize(groups > 0 ? groups - 1 : 0);
     return o;
   }
+  // The arrays the optimizer reads and writes between calls: the parameters and the bound
+  // states, held (an ndarray holds its producer's memory) for as long as the optimizer may touch
+  // them, so an array the caller drops is not freed under it. Declared before opt_, so the
+  // optimizer is destroyed first. Engine::on_device's raw handles are the caller's to keep.
+  std::vector<Array> params_;
+  std::map<std::pair<size_t, std::string>, Array> states_;
   std::unique_ptr<Optimizer> opt_;
   std::vector<Spec> specs_;
 };

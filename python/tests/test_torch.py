@@ -2,8 +2,10 @@
 skipped parameters, closures, fused clipping, mixed dtypes, and errors."""
 import collections
 import copy
+import gc
 import math
 import re
+import weakref
 
 import pytest
 import torch
@@ -369,6 +371,37 @@ def test_low_level_engine_steps_numpy_arrays_in_place():
     assert np.allclose(before - w, 0.01, atol=1e-6)
     with pytest.raises(optjit.Error, match="got 2 gradients for 1 parameters"):
         e.step([g, g])
+
+
+def test_low_level_engine_keeps_the_arrays_it_steps_alive():
+    """The engine writes its parameters and bound states at every step: an array the caller
+    drops must stay alive with it (it was freed under the engine, which then wrote into memory
+    numpy had handed to other arrays: a crash or other arrays changed). A rebound parameter or
+    a state bound again lets the old array go, and the engine's end lets the rest go."""
+    np = pytest.importorskip("numpy")
+    w = np.zeros(5000, np.float32)
+    m = np.zeros(5000, np.float32)
+    w_ref, m_ref = weakref.ref(w), weakref.ref(m)
+    e = optjit.Engine("adamw(lr=0.1)", ["w"], [w])
+    e.bind_state(0, "exp_avg", m, adopt=True)
+    del w, m
+    gc.collect()
+    assert w_ref() is not None and m_ref() is not None
+    e.step([np.ones(5000, np.float32)])
+    # AdamW's first step moves every element by lr (m / sqrt(v) = 1), and m is (1 - beta1) g.
+    assert np.allclose(w_ref(), -0.1, atol=1e-6) and np.allclose(m_ref(), 0.1, atol=1e-7)
+    new_w, new_m = np.full(5000, 2.0, np.float32), np.zeros(5000, np.float32)
+    e.rebind_param(0, new_w)
+    e.bind_state(0, "exp_avg", new_m, adopt=True)
+    gc.collect()
+    assert w_ref() is None and m_ref() is None
+    new_refs = [weakref.ref(new_w), weakref.ref(new_m)]
+    del new_w, new_m
+    gc.collect()
+    assert all(r() is not None for r in new_refs)
+    del e
+    gc.collect()
+    assert all(r() is None for r in new_refs)
 
 
 def test_low_level_engine_refuses_arrays_that_are_not_what_they_stand_for():

@@ -125,6 +125,33 @@ def test_wgpu_py_buffers_are_stepped_in_place_on_the_applications_device():
                                 {"a": (params, 0, (300,)), "b": (params, 1196, (77,))})
 
 
+def test_wgpu_py_buffers_given_only_to_the_optimizer_stay_alive_with_it():
+    """The engine holds the buffers' handles: a buffer given only to the optimizer (its Python
+    object dropped) must not be released while the optimizer steps it."""
+    import gc
+    import weakref
+
+    import numpy as np
+
+    import optjit.webgpu
+
+    wgpu, device = _wgpu_device()
+    usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
+    params = device.create_buffer_with_data(data=np.ones(64, np.float32), usage=usage)
+    held = weakref.ref(params)
+    opt = optjit.webgpu.Optimizer("sgd(lr=0.5)", device, {"w": (params, 0, (64,))}, cache=False)
+    del params
+    gc.collect()
+    assert held() is not None
+    grad = device.create_buffer_with_data(data=np.full(64, 2.0, np.float32), usage=usage)
+    assert opt.step([(grad, 0)]) is False
+    got = np.frombuffer(device.queue.read_buffer(held()), np.float32)
+    assert np.array_equal(got, np.zeros(64, np.float32))  # 1 - 0.5 * 2
+    del opt
+    gc.collect()
+    assert held() is None
+
+
 def test_wgpu_py_and_optjit_on_different_libraries_is_an_error(monkeypatch):
     import optjit.webgpu
 
