@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <unordered_map>
 
 #include <xxhash.h>
 
@@ -245,8 +246,16 @@ Expected<std::unique_ptr<Optimizer>> Optimizer::create(plan::Plan plan, std::vec
 Status Optimizer::build(std::vector<Param> params, OptimizerOptions options) {
   Impl& m = *impl_;
   int64_t elements = 0;
+  std::unordered_map<std::string_view, size_t> named;
   for (size_t i = 0; i < params.size(); ++i) {
     const Param& p = params[i];
+    // A name keys the parameter's state in checkpoints (save() would write a file that load()
+    // refuses) and in sharded plans.
+    if (auto [first, fresh] = named.emplace(p.name, i); !fresh)
+      return make_error(
+          "parameters {} and {} are both named '{}': each parameter needs its own "
+          "name (it keys its state in checkpoints)",
+          first->second, i, p.name);
     for (int64_t d : p.shape)
       if (d < 0) return make_error("parameter '{}' has a negative dimension", p.name);
     auto counted = element_count(p.shape, fmt::format("parameter '{}'", p.name), elements);

@@ -88,19 +88,25 @@ Status set_hyper(const ir::Program& p, OptimizerState& s, std::string_view name,
                  const std::vector<double>& values, std::optional<uint32_t> group) {
   auto idx = match_hyper(p, name);
   if (!idx) return idx.error();
-  if (values.size() != 1 && values.size() != idx->size())
-    return make_error("hyperparameter '{}' has {} element(s), got {} value(s)", name, idx->size(),
-                      values.size());
+  // Every element of a tuple, each its own value: one value for all of them (betas = 0.95 both
+  // betas, where the caller meant one) would be silently other numbers.
+  if (values.size() != idx->size()) {
+    if (idx->size() == 1)
+      return make_error("hyperparameter '{}' takes 1 value, got {}", name, values.size());
+    std::vector<std::string> names;
+    for (uint32_t i : *idx) names.push_back(p.hypers[i].name);
+    return make_error(
+        "hyperparameter '{}' has {} elements ({}): give {} values, or set one by its name "
+        "('{}')",
+        name, idx->size(), fmt::join(names, ", "), idx->size(), names[0]);
+  }
   if (group && *group >= s.groups.size()) return make_error("no parameter group {}", *group);
   for (size_t k = 0; k < idx->size(); ++k)  // all checked before any is set
-    if (std::string why =
-            ir::check_hyper(p.hypers[(*idx)[k]], values.size() == 1 ? values[0] : values[k]);
-        !why.empty())
+    if (std::string why = ir::check_hyper(p.hypers[(*idx)[k]], values[k]); !why.empty())
       return Error{why};
   for (uint32_t g = 0; g < s.groups.size(); ++g) {
     if (group && g != *group) continue;
-    for (size_t k = 0; k < idx->size(); ++k)
-      s.groups[g].hypers[(*idx)[k]] = values.size() == 1 ? values[0] : values[k];
+    for (size_t k = 0; k < idx->size(); ++k) s.groups[g].hypers[(*idx)[k]] = values[k];
   }
   return Status::Ok();
 }

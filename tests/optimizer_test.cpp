@@ -205,6 +205,28 @@ TEST(Optimizer, HyperparametersChangeBetweenStepsWithoutRecompiling) {
   EXPECT_EQ(tuple.error().message, "'betas' is a tuple; ask for one element, e.g. betas.0");
   ASSERT_TRUE((*adam)->set_hyper("betas", std::vector<double>{0.8, 0.9}));
   EXPECT_EQ(*(*adam)->hyper("betas.1"), 0.9);
+  // One value for a tuple set every element (betas = 0.95 both betas, where the caller meant
+  // one): now an error, and nothing changes; one element by its name still works.
+  auto one = (*adam)->set_hyper("betas", 0.95);
+  ASSERT_FALSE(one);
+  EXPECT_EQ(one.error().message,
+            "hyperparameter 'betas' has 2 elements (adam.betas.0, adam.betas.1): give 2 values, "
+            "or set one by its name ('adam.betas.0')");
+  EXPECT_EQ(*(*adam)->hyper("betas.0"), 0.8);
+  EXPECT_EQ(*(*adam)->hyper("betas.1"), 0.9);
+  ASSERT_TRUE((*adam)->set_hyper("betas.0", 0.95));
+  EXPECT_EQ(*(*adam)->hyper("betas.0"), 0.95);
+  EXPECT_EQ(*(*adam)->hyper("betas.1"), 0.9);
+  auto two = (*adam)->set_hyper("lr", std::vector<double>{0.1, 0.2});
+  ASSERT_FALSE(two);
+  EXPECT_EQ(two.error().message, "hyperparameter 'lr' takes 1 value, got 2");
+  OptimizerOptions grouped;
+  grouped.groups = {{{"b"}, {{"betas", 0.5}}}};
+  auto group = Optimizer::create("adam()", m.params(), grouped);
+  ASSERT_FALSE(group);
+  EXPECT_EQ(group.error().message,
+            "parameter group 1: hyperparameter 'betas' has 2 elements (adam.betas.0, "
+            "adam.betas.1): give 2 values, or set one by its name ('adam.betas.0')");
 }
 
 TEST(Optimizer, ExplicitGroupsHaveTheirOwnHyperparameters) {
@@ -754,6 +776,14 @@ TEST(Optimizer, RejectsBadInputWithClearErrors) {
   auto o = Optimizer::create(kPipeline, overlapping);
   ASSERT_FALSE(o);
   EXPECT_EQ(o.error().message, "parameters 'a' and 'b' overlap in memory");
+  // Names key the state in checkpoints: a second 'w' made a file that load() then refused.
+  std::vector<Param> same_name = {{"w", m.w.data(), DType::f32, {10}},
+                                  {"w", m.b.data(), DType::f32, {5}}};
+  auto dup = Optimizer::create(kPipeline, same_name);
+  ASSERT_FALSE(dup);
+  EXPECT_EQ(dup.error().message,
+            "parameters 0 and 1 are both named 'w': each parameter needs its own name (it keys "
+            "its state in checkpoints)");
   std::vector<Param> ints = {{"a", m.w.data(), DType::f32, {10}},
                              {"b", m.b.data(), DType::i64, {5}}};
   auto mx = Optimizer::create(kPipeline, ints);

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <stdexcept>
 
 #include "api/optimizer.h"
@@ -111,11 +112,22 @@ std::string shape_text(const std::vector<int64_t>& s) {
 template <class What>
 Array writable_array(nb::handle obj, const What& what) {
   Array a;
-  if (!nb::try_cast(obj, a, /*convert=*/false))
+  if (!nb::try_cast(obj, a, /*convert=*/false)) {
+    // An array that cannot be exported says why (NumPy: "DLPack only supports native byte
+    // order"); its own words name the problem better than "not an array".
+    if (nb::hasattr(obj, "__dlpack__")) {
+      try {
+        obj.attr("__dlpack__")();
+      } catch (nb::python_error& e) {
+        throw Error(
+            fmt::format("{} cannot be read as an array: {}", what(), nb::str(e.value()).c_str()));
+      }
+    }
     throw Error(
         fmt::format("{} is not an array (NumPy, PyTorch, CuPy, ... : DLPack or the buffer "
                     "protocol), but a {}",
                     what(), nb::type_name(obj.type()).c_str()));
+  }
   if (nb::ndarray<> w; !nb::try_cast(obj, w, /*convert=*/false))
     throw Error(fmt::format("{} is read-only: optjit updates it in place", what()));
   return a;
@@ -372,7 +384,7 @@ class Engine {
   /// One step; each gradient is an array (host or device, like its parameter). Returns whether a
   /// skip_if (grad_scaler on Inf/NaN) skipped it.
   std::optional<bool> step(const std::vector<Array>& grads) {
-    Gradients g = gradients(grads);
+    Gradients g = gradients(grads, "step");
     return g.on_device() ? run_step(nullptr, &g.device) : run_step(&g.host, nullptr);
   }
 
@@ -381,8 +393,9 @@ class Engine {
         fmt::format("state '{}' of parameter '{}'", buffer, spec(param, "bind_state").name);
     const Array a = writable_array(obj, [&] { return what; });
     Place p = place_of(a, [&] { return what; });
-    const DType want = take(opt_->state_storage(param, buffer));
-    const int64_t n = take(opt_->state_elements(param, buffer));
+    const Locked opt = this->opt();
+    const DType want = take(opt->state_storage(param, buffer));
+    const int64_t n = take(opt->state_elements(param, buffer));
     if (!has_dtype(a, want))
       throw Error(
           fmt::format("{} is {} {}: it must be {}", what, "a", dtype_text(a), to_string(want)));
@@ -397,8 +410,8 @@ class Engine {
           fmt::format("{} is not row-major: a state of another shape than its parameter "
                       "is read in row-major order",
                       what));
-    check(p.host ? opt_->bind_state(param, buffer, p.host, adopt)
-                 : opt_->bind_state(param, buffer, p.device, adopt));
+    check(p.host ? opt->bind_state(param, buffer, p.host, adopt)
+                 : opt->bind_state(param, buffer, p.device, adopt));
     states_.insert_or_assign({param, buffer}, a);
   }
   void rebind_param(size_t param, nb::handle obj) {
@@ -415,26 +428,27 @@ class Engine {
                       "new shape needs a new optimizer)",
                       what, shape_text(shape_of(a)), shape_text(s.shape)));
     check_layout(a, s, [&] { return what + "'s new array"; });
-    check(p.host ? opt_->rebind_param(param, p.host) : opt_->rebind_param(param, p.device));
+    const Locked opt = this->opt();
+    check(p.host ? opt->rebind_param(param, p.host) : opt->rebind_param(param, p.device));
     params_[param] = a;
   }
   void set_hyper(const std::string& name, const std::vector<double>& values,
                  std::optional<uint32_t> group) {
-    check(opt_->set_hyper(name, values, group));
+    check(opt()->set_hyper(name, values, group));
   }
   double hyper(const std::string& name, uint32_t group) const {
-    return take(opt_->hyper(name, group));
+    return take(opt()->hyper(name, group));
   }
   double scalar_state(const std::string& name, uint32_t group) const {
-    return take(opt_->scalar_state(name, group));
+    return take(opt()->scalar_state(name, group));
   }
   void set_scalar_state(const std::string& name, double v, std::optional<uint32_t> group) {
-    check(opt_->set_scalar_state(name, v, group));
+    check(opt()->set_scalar_state(name, v, group));
   }
-  void set_step_count(int64_t s) { check(opt_->set_step_count(s)); }
-  void initialize_state() { check(opt_->initialize_state()); }
+  void set_step_count(int64_t s) { check(opt()->set_step_count(s)); }
+  void initialize_state() { check(opt()->initialize_state()); }
   nb::dict tune(const std::vector<Array>& grads, double budget_seconds, int max_candidates) {
-    Gradients g = gradients(grads);
+    Gradients g = gradients(grads, "tune");
     autotune::TuneOptions t;
     t.budget_seconds = budget_seconds;
     t.max_candidates = max_candidates;
@@ -442,6 +456,7 @@ class Engine {
     autotune::TuneResult r;
     {
       nb::gil_scoped_release release;  // tuning takes seconds
+      std::lock_guard lock(*mu_);
       auto tuned = g.on_device() ? opt_->tune(g.device, t) : opt_->tune(g.host, t);
       if (!tuned) throw Error(tuned.error().message);
       r = std::move(*tuned);
@@ -455,8 +470,27 @@ class Engine {
     return d;
   }
 
-  Optimizer& opt() { return *opt_; }
-  const Optimizer& opt() const { return *opt_; }
+  // The optimizer, one caller at a time. step() and tune() run without the GIL (other Python
+  // threads go on meanwhile), so a second thread could step the same optimizer, or set its
+  // hyperparameters or bind its state, in the middle of a step: its state, step count and
+  // scalars raced. Every call holds this lock while it uses the optimizer, so concurrent calls
+  // run one after another. The lock is always awaited with the GIL released: a thread holding
+  // it may need the GIL (a torch.distributed communicator calls Python inside the step).
+  class Locked {
+   public:
+    Locked(std::mutex& mu, Optimizer& opt) : lock_(mu, std::try_to_lock), opt_(opt) {
+      if (!lock_.owns_lock()) {
+        nb::gil_scoped_release release;
+        lock_.lock();
+      }
+    }
+    Optimizer* operator->() const { return &opt_; }
+
+   private:
+    std::unique_lock<std::mutex> lock_;
+    Optimizer& opt_;
+  };
+  Locked opt() const { return Locked(*mu_, *opt_); }
 
  private:
   // What each parameter's arrays must be: the parameter's dtype and shape, its gradient's dtype.
@@ -517,33 +551,36 @@ class Engine {
     bool on_device() const { return !device.empty() && device[0]; }
   };
   // Each gradient's dtype and shape are its parameter's (or grad_dtype's): anything else would
-  // be read past its end or as other numbers. A count other than the parameters' is the step's
-  // error (it names both).
-  Gradients gradients(const std::vector<Array>& grads) const {
+  // be read past its end or as other numbers. The count first: one array where a list of them
+  // was meant is a sequence of its rows to nanobind.
+  Gradients gradients(const std::vector<Array>& grads, const char* who) const {
+    if (grads.size() != specs_.size())
+      throw Error(
+          fmt::format("{}() got {} gradients for {} parameters (a list of arrays, one per "
+                      "parameter in order)",
+                      who, grads.size(), specs_.size()));
     Gradients g;
     g.host.reserve(grads.size());
     g.device.reserve(grads.size());
     for (size_t i = 0; i < grads.size(); ++i) {
       const Array& a = grads[i];
-      if (i < specs_.size()) {
-        const Spec& s = specs_[i];
-        bool same = a.ndim() == s.shape.size();
-        for (size_t d = 0; same && d < s.shape.size(); ++d)
-          same = static_cast<int64_t>(a.shape(d)) == s.shape[d];
-        if (!same)
-          throw Error(
-              fmt::format("the gradient of parameter '{}' has shape {}: the parameter's "
-                          "is {}",
-                          s.name, shape_text(shape_of(a)), shape_text(s.shape)));
-        if (!has_dtype(a, s.grad))
-          throw Error(fmt::format("the gradient of parameter '{}' is {}: it must be {}", s.name,
-                                  dtype_text(a), to_string(s.grad)));
-        auto what = [&] { return fmt::format("the gradient of parameter '{}'", s.name); };
-        check_contiguous(a, what);
-        check_layout(a, s, what);
-      }
+      const Spec& s = specs_[i];
+      bool same = a.ndim() == s.shape.size();
+      for (size_t d = 0; same && d < s.shape.size(); ++d)
+        same = static_cast<int64_t>(a.shape(d)) == s.shape[d];
+      if (!same)
+        throw Error(
+            fmt::format("the gradient of parameter '{}' has shape {}: the parameter's "
+                        "is {}",
+                        s.name, shape_text(shape_of(a)), shape_text(s.shape)));
+      if (!has_dtype(a, s.grad))
+        throw Error(fmt::format("the gradient of parameter '{}' is {}: it must be {}", s.name,
+                                dtype_text(a), to_string(s.grad)));
+      auto what = [&] { return fmt::format("the gradient of parameter '{}'", s.name); };
+      check_contiguous(a, what);
+      check_layout(a, s, what);
       Place p = place_of(
-          a, [&] { return fmt::format("the gradient of parameter {}", i); }, i < specs_.size());
+          a, [&] { return fmt::format("the gradient of parameter {}", i); }, true);
       g.host.push_back(p.host);
       g.device.push_back(p.device);
     }
@@ -557,6 +594,7 @@ class Engine {
     runtime::StepResult r;
     {
       nb::gil_scoped_release release;  // a step may take a while; other threads may run
+      std::lock_guard lock(*mu_);
       auto s = host ? opt_->step(*host) : opt_->step_device(*device);
       if (!s) throw Error(s.error().message);
       r = *s;
@@ -593,6 +631,8 @@ class Engine {
   std::vector<Array> params_;
   std::map<std::pair<size_t, std::string>, Array> states_;
   std::unique_ptr<Optimizer> opt_;
+  // opt(): one call at a time (behind a pointer: nanobind moves an Engine returned by value)
+  std::unique_ptr<std::mutex> mu_ = std::make_unique<std::mutex>();
   std::vector<Spec> specs_;
 };
 
@@ -722,23 +762,23 @@ NB_MODULE(_optjit, m) {
                                 name));
               m = p.device;
             }
-            check(e.opt().set_hyper_source(name, m));
+            check(e.opt()->set_hyper_source(name, m));
           },
           nb::arg("name"), nb::arg("value").none(),
           "Hyperparameter `name` read at each step from one float64 in device memory (a CUDA "
           "tensor kept current on the stream: a GradScaler's scale); None: the host's value")
-      .def("last_step_skipped", [](Engine& e) { return take(e.opt().last_step_skipped()); })
+      .def("last_step_skipped", [](Engine& e) { return take(e.opt()->last_step_skipped()); })
       .def(
           "skip_flag",
           [](const Engine& e) {
-            const DeviceMemory m = take(e.opt().skip_flag());
+            const DeviceMemory m = take(e.opt()->skip_flag());
             return m.handle + m.offset;
           },
           "The CUDA address of one float64: 1 when the last device step was skipped, else 0")
       .def(
           "scalar_state_address",
           [](const Engine& e, const std::string& name, uint32_t group) {
-            const DeviceMemory m = take(e.opt().scalar_state_memory(name, group));
+            const DeviceMemory m = take(e.opt()->scalar_state_memory(name, group));
             return m.handle + m.offset;
           },
           nb::arg("name"), nb::arg("group") = 0,
@@ -746,21 +786,21 @@ NB_MODULE(_optjit, m) {
           "step committed it (written on the queue: copy it on the stream, no host round trip)")
       .def("tune", &Engine::tune, nb::arg("grads"), nb::arg("budget_seconds") = 10.0,
            nb::arg("max_candidates") = 24)
-      .def("sync_state", [](Engine& e) { check(e.opt().sync_state()); })
-      .def("save", [](const Engine& e, const std::string& p) { check(e.opt().save(p)); })
-      .def("load", [](Engine& e, const std::string& p) { check(e.opt().load(p)); })
-      .def_prop_ro("step_count", [](const Engine& e) { return e.opt().step_count(); })
-      .def_prop_ro("state_buffers", [](const Engine& e) { return e.opt().state_buffers(); })
+      .def("sync_state", [](Engine& e) { check(e.opt()->sync_state()); })
+      .def("save", [](const Engine& e, const std::string& p) { check(e.opt()->save(p)); })
+      .def("load", [](Engine& e, const std::string& p) { check(e.opt()->load(p)); })
+      .def_prop_ro("step_count", [](const Engine& e) { return e.opt()->step_count(); })
+      .def_prop_ro("state_buffers", [](const Engine& e) { return e.opt()->state_buffers(); })
       .def(
           "state_storage",
           [](const Engine& e, size_t param, const std::string& name) {
-            return std::string(to_string(take(e.opt().state_storage(param, name))));
+            return std::string(to_string(take(e.opt()->state_storage(param, name))));
           },
           nb::arg("param"), nb::arg("name"))
       .def(
           "state_quant",
           [](const Engine& e, const std::string& name) {
-            const auto& plan = e.opt().plan();
+            const auto& plan = e.opt()->plan();
             auto b = plan.program.find_buffer(name);
             return b ? std::string(ir::to_string(plan.buffers[*b].quant)) : std::string("none");
           },
@@ -768,26 +808,26 @@ NB_MODULE(_optjit, m) {
       .def(
           "state_elements",
           [](const Engine& e, size_t param, const std::string& name) {
-            return take(e.opt().state_elements(param, name));
+            return take(e.opt()->state_elements(param, name));
           },
           nb::arg("param"), nb::arg("name"))
-      .def_prop_ro("scalar_states", [](const Engine& e) { return e.opt().scalar_states(); })
-      .def_prop_ro("hyperparameters", [](const Engine& e) { return e.opt().hyperparameters(); })
+      .def_prop_ro("scalar_states", [](const Engine& e) { return e.opt()->scalar_states(); })
+      .def_prop_ro("hyperparameters", [](const Engine& e) { return e.opt()->hyperparameters(); })
       .def_prop_ro("reduces_over_all_tensors",
-                   [](const Engine& e) { return e.opt().reduces_over_all_tensors(); })
-      .def_prop_ro("plan", [](const Engine& e) { return plan::describe(e.opt().plan(), false); })
+                   [](const Engine& e) { return e.opt()->reduces_over_all_tensors(); })
+      .def_prop_ro("plan", [](const Engine& e) { return plan::describe(e.opt()->plan(), false); })
       .def_prop_ro("bytes_per_param",
-                   [](const Engine& e) { return e.opt().plan().bytes_per_param(); })
-      .def_prop_ro("passes", [](const Engine& e) { return e.opt().plan().passes.size(); })
-      .def_prop_ro("programs", [](const Engine& e) { return e.opt().programs(); })
-      .def_prop_ro("backend", [](const Engine& e) { return e.opt().backend().name(); })
-      .def_prop_ro("device_name", [](const Engine& e) { return e.opt().device_name(); })
-      .def_prop_ro("step_mode", [](const Engine& e) { return std::string(e.opt().step_mode()); })
+                   [](const Engine& e) { return e.opt()->plan().bytes_per_param(); })
+      .def_prop_ro("passes", [](const Engine& e) { return e.opt()->plan().passes.size(); })
+      .def_prop_ro("programs", [](const Engine& e) { return e.opt()->programs(); })
+      .def_prop_ro("backend", [](const Engine& e) { return e.opt()->backend().name(); })
+      .def_prop_ro("device_name", [](const Engine& e) { return e.opt()->device_name(); })
+      .def_prop_ro("step_mode", [](const Engine& e) { return std::string(e.opt()->step_mode()); })
       .def_prop_ro("kernels_from_cache",
-                   [](const Engine& e) { return e.opt().kernels_from_cache(); })
+                   [](const Engine& e) { return e.opt()->kernels_from_cache(); })
       .def_prop_ro("launch_from_tuning",
-                   [](const Engine& e) { return e.opt().launch_from_tuning(); })
-      .def_prop_ro("warnings", [](const Engine& e) { return e.opt().warnings(); });
+                   [](const Engine& e) { return e.opt()->launch_from_tuning(); })
+      .def_prop_ro("warnings", [](const Engine& e) { return e.opt()->warnings(); });
 
   m.def(
       "webgpu_library", [] { return take(runtime::webgpu_library()); },

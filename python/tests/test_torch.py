@@ -404,6 +404,36 @@ def test_low_level_engine_keeps_the_arrays_it_steps_alive():
     assert all(r() is None for r in new_refs)
 
 
+def test_low_level_engine_runs_calls_from_other_threads_after_the_step_not_inside_it():
+    """step() runs without the GIL, so another thread can call the same engine meanwhile; such a
+    call used to run inside the step (a second step or a new lr racing on the state). Here the
+    step is held in its middle (its all-reduce, which calls Python: a one-process shard) while
+    another thread sets lr and steps: both must wait for the step's end, and the first step must
+    use the old lr."""
+    np = pytest.importorskip("numpy")
+    import threading
+
+    w = np.zeros(1000, np.float32)
+    g = np.full(1000, 0.5, np.float32)  # norm 15.8: clipped to 1, each element by 1 / |g|
+    other = threading.Thread(target=lambda: (e.set_hyper("lr", [1.0]), e.step([g])))
+    finished_inside = []
+
+    def all_reduce(partials):  # one process: the partials are the sums
+        if not finished_inside:  # the first step's; the other thread's step passes
+            other.start()
+            other.join(timeout=0.5)
+            finished_inside.append(not other.is_alive())
+
+    e = optjit.Engine("chain(clip_grad_norm(max_norm=1.0), sgd(lr=0.1))", ["w"], [w],
+                      shard=(all_reduce, 0, 1, "test", [("w", 1000)], [0]))
+    e.step([g])
+    other.join()
+    assert finished_inside == [False]
+    # The first step with lr 0.1, the other thread's after it with lr 1: 1.1 / sqrt(1000) each.
+    assert e.step_count == 2
+    assert np.allclose(w, -1.1 / math.sqrt(1000), rtol=1e-6)
+
+
 def test_low_level_engine_refuses_arrays_that_are_not_what_they_stand_for():
     """A gradient, a rebound parameter or a bound state of another dtype or size would be read
     (or written) past its end or as other numbers: each is a clear error, and nothing moved."""
@@ -440,6 +470,20 @@ def test_low_level_engine_refuses_arrays_that_are_not_what_they_stand_for():
         (lambda: optjit.Engine("sgd(lr=0.1)", ["v"], [[1.0, 2.0]]),
          "parameter 'v' is not an array (NumPy, PyTorch, CuPy, ... : DLPack or the buffer "
          "protocol), but a list"),
+        # An array that cannot be exported says why (it was "not an array ... but a ndarray").
+        (lambda: optjit.Engine("sgd(lr=0.1)", ["v"], [np.zeros(4, ">f4")]),
+         "parameter 'v' cannot be read as an array: DLPack only supports native byte order"),
+        # One array where the list of them was meant: its rows were taken as 1000 gradients
+        # and the first one's shape named.
+        (lambda: e.step(np.ones(1000, np.float32)),
+         "step() got 1000 gradients for 1 parameters (a list of arrays, one per parameter"),
+        # A name keys the state in checkpoints: save() wrote a file that load() refused.
+        (lambda: optjit.Engine("sgd(lr=0.1)", ["v", "v"],
+                               [np.zeros(4, np.float32), np.zeros(4, np.float32)]),
+         "parameters 0 and 1 are both named 'v': each parameter needs its own name"),
+        # One value for both betas was taken for both, silently.
+        (lambda: e.set_hyper("betas", [0.5]),
+         "hyperparameter 'betas' has 2 elements (adamw.betas.0, adamw.betas.1): give 2 values"),
     ]
     for call, message in cases:
         with pytest.raises(optjit.Error, match=re.escape(message)):
