@@ -108,7 +108,15 @@ struct Optimizer::Impl {
   Expected<runtime::StepResult> lockstep();
   Status agree_layout();
   Status place_tensors();
-  Status to_host(Part& part, std::vector<std::pair<size_t, size_t>>* borrowed);
+  Status to_host(Part& part, std::vector<std::pair<size_t, size_t>>* borrowed,
+                 bool materialize = true);
+  // Memory for the part's pending state buffers (runtime::materialize), the executor told.
+  Status materialize(Part& part) {
+    auto made = runtime::materialize(part.plan, part.state);
+    if (!made) return made.error();
+    if (*made && part.executor) part.executor->state_changed();
+    return Status::Ok();
+  }
   // Reads back what queued device steps left on the device (scalar states, a step count and
   // skip flag they may have skipped).
   Status settle();
@@ -299,12 +307,12 @@ Status Optimizer::build(std::vector<Param> params, OptimizerOptions options) {
     std::vector<int> groups;
     for (size_t i : part.params) {
       const Param& p = m.params[i];
-      runtime::HostTensor e{p.name, p.dtype, p.shape, {}};
-      e.data.assign(static_cast<size_t>(numel_of(p.shape)) * size_bytes(p.dtype), 0);
-      empties.push_back(std::move(e));
+      empties.push_back({p.name, p.dtype, p.shape, {}});
       groups.push_back(p.group);
     }
-    auto state = runtime::init_state(part.plan, empties, m.options.groups, groups);
+    // State is deferred: memory the caller binds (optjit.torch binds every state) needs none
+    // of the optimizer's own; the rest is made at the first step that needs it.
+    auto state = runtime::init_state(part.plan, empties, m.options.groups, groups, true);
     if (!state) return state.error();
     part.state = std::move(*state);
     const uint32_t pb = part.plan.program.param_buffer(), gb = part.plan.program.grad_buffer();
@@ -494,6 +502,7 @@ void Optimizer::Impl::unbind_grads() {
 }
 
 Expected<runtime::StepResult> Optimizer::Impl::step() {
+  for (Part& part : parts) OPTJIT_TRY(materialize(part));
   // A schedule that ends (one_cycle_lr's total_steps) ends the run where torch's scheduler
   // raises, before anything is written: the step's scheduler epoch may not pass it (after queued
   // steps that could be skipped, the device knows the epoch).
@@ -654,8 +663,8 @@ Status Optimizer::Impl::place_tensors() {
               params[i].name, offset, end, ts.whole, block, d.name, ir::info(d.quant).description,
               block);
       }
-      ts.owned[b].assign(runtime::buffer_bytes(part.plan, b, ts), 0);
-      runtime::initial_state(part.plan, b, ts, part.state.groups[ts.group], ts.owned[b].data());
+      ts.owned[b] = {};  // pending: made (or bound) for the piece's size
+      part.state.pending = true;
     }
   }
   return Status::Ok();
@@ -720,7 +729,9 @@ Expected<uint32_t> Optimizer::Impl::state_buffer(const Part& part, std::string_v
 // Host copies of every buffer that lives only in device memory (the caller's), and the state
 // the device holds, so the host state is whole (for a checkpoint). `borrowed` lists the copies
 // made; from_host() gives them back (and writes them to the device after an import).
-Status Optimizer::Impl::to_host(Part& part, std::vector<std::pair<size_t, size_t>>* borrowed) {
+Status Optimizer::Impl::to_host(Part& part, std::vector<std::pair<size_t, size_t>>* borrowed,
+                                bool materialize) {
+  if (materialize) OPTJIT_TRY(this->materialize(part));
   if (part.executor) OPTJIT_TRY(part.executor->sync_to_host(part.state));
   for (size_t t = 0; t < part.state.tensors.size(); ++t) {
     auto& ts = part.state.tensors[t];
@@ -883,13 +894,35 @@ Status Optimizer::Impl::bind_state(size_t param, std::string_view buffer, void* 
     OPTJIT_TRY(caller_memory(*device, memory, bytes, [&] {
       return fmt::format("state '{}' of '{}'", buffer, params[param].name);
     }));
-  std::vector<std::pair<size_t, size_t>> borrowed;
-  OPTJIT_TRY(to_host(part, &borrowed));
-  Status st = Status::Ok();
-  if (bytes && host && !adopt) std::memmove(host, ts.data(*b), bytes);
-  if (bytes && memory && !adopt) st = device->write(memory, ts.data(*b), bytes);
-  OPTJIT_TRY(from_host(part, borrowed, false));
-  OPTJIT_TRY(st);
+  if (!adopt) {
+    // The buffer's current value, copied to the new memory. Only this buffer is read: reading
+    // the whole part back (to_host: every parameter and state in device memory) made binding
+    // each state of a model on a GPU read the model back each time.
+    if (part.executor) OPTJIT_TRY(part.executor->sync_to_host(part.state));
+    std::vector<uint8_t> staged;
+    const uint8_t* from = ts.data(*b);
+    if (runtime::pending(part.plan, *b, ts)) {  // its initial value, made where it goes
+      if (host) {
+        runtime::initial_state(part.plan, *b, ts, part.state.init_groups[ts.group],
+                               static_cast<uint8_t*>(host));
+        from = nullptr;
+      } else {
+        staged.resize(bytes);
+        runtime::initial_state(part.plan, *b, ts, part.state.init_groups[ts.group], staged.data());
+        from = staged.data();
+      }
+    } else if (ts.device[*b] && memory) {
+      OPTJIT_TRY(device->copy(memory, ts.device[*b], bytes));
+      from = nullptr;
+    } else if (ts.device[*b]) {
+      OPTJIT_TRY(device->read(host, ts.device[*b], bytes));
+      from = nullptr;
+    }
+    if (from && host)
+      std::memmove(host, from, bytes);
+    else if (from)
+      OPTJIT_TRY(device->write(memory, from, bytes));
+  }
   ts.owned[*b] = {};
   ts.external[*b] = static_cast<uint8_t*>(host);
   ts.device[*b] = memory;
@@ -924,6 +957,7 @@ Expected<autotune::TuneResult> Optimizer::Impl::tune(const std::vector<const voi
   if (parts.size() > 1)
     return make_error("tune() takes parameters of one dtype; run `optjit tune` for each dtype");
   Part& part = parts[0];
+  OPTJIT_TRY(materialize(part));
   OPTJIT_TRY(bind_grads("tune", host, dev));
   // The parameters (and bound state) live in the caller's memory, outside the state's snapshot:
   // host memory is saved on the host, device memory in a device copy of each buffer.
@@ -1112,11 +1146,13 @@ Status Optimizer::initialize_state() {
   OPTJIT_TRY(m.settle());
   for (Part& part : m.parts) {
     std::vector<std::pair<size_t, size_t>> borrowed;  // device memory bound with bind_state
-    OPTJIT_TRY(m.to_host(part, &borrowed));
+    OPTJIT_TRY(m.to_host(part, &borrowed, /*materialize=*/false));
     for (auto& g : part.state.groups) runtime::initial_scalar_states(part.plan.program, g);
+    part.state.init_groups = part.state.groups;  // what pending buffers will start from
     for (auto& ts : part.state.tensors)
       for (size_t b = 0; b < part.plan.buffers.size(); ++b)
-        if (part.plan.buffers[b].role == ir::BufferRole::state)
+        if (part.plan.buffers[b].role == ir::BufferRole::state &&
+            !runtime::pending(part.plan, b, ts))
           runtime::initial_state(part.plan, b, ts, part.state.groups[ts.group], ts.data(b));
     OPTJIT_TRY(m.from_host(part, borrowed, true));
     part.state.step = 0;

@@ -5,8 +5,25 @@
 #include <fmt/ranges.h>
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 namespace optjit::runtime {
+
+namespace {
+
+// `bytes` of zeros for buffer `b` of tensor t, or an error naming them when they do not fit.
+Status allocate(std::vector<uint8_t>& buf, size_t bytes, const ir::BufferDecl& b,
+                const TensorState& t) {
+  try {
+    buf.assign(bytes, 0);
+  } catch (const std::bad_alloc&) {
+    return make_error("out of memory: {} '{}' of parameter '{}' needs {} bytes", to_string(b.role),
+                      b.name, t.name, bytes);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 uint64_t BindingEpoch::next() {
   static std::atomic<uint64_t> counter{0};
@@ -143,7 +160,7 @@ void initial_scalar_states(const ir::Program& p, GroupState& group) {
 
 Expected<OptimizerState> init_state(const plan::Plan& plan, const std::vector<HostTensor>& params,
                                     const std::vector<GroupSpec>& groups,
-                                    const std::vector<int>& group_of) {
+                                    const std::vector<int>& group_of, bool defer_state) {
   const ir::Program& p = plan.program;
   OptimizerState s;
   GroupState defaults;
@@ -155,6 +172,8 @@ Expected<OptimizerState> init_state(const plan::Plan& plan, const std::vector<Ho
       if (!st) return make_error("parameter group {}: {}", g + 1, st.error().message);
     }
   for (auto& g : s.groups) initial_scalar_states(p, g);
+  s.init_groups = s.groups;
+  s.pending = defer_state;
   const DType param_type = p.buffers[p.param_buffer()].storage;
   int64_t elements = 0;
   for (const auto& t : params) {
@@ -178,11 +197,19 @@ Expected<OptimizerState> init_state(const plan::Plan& plan, const std::vector<Ho
         if (glob_match(pat, t.name)) ts.group = static_cast<uint32_t>(g + 1);
     for (size_t bi = 0; bi < plan.buffers.size(); ++bi) {
       const auto& b = plan.buffers[bi];
-      std::vector<uint8_t> buf(buffer_bytes(plan, bi, ts), 0);
-      if (b.role == BufferRole::param)
+      // A parameter given without its bytes is the caller's memory (the Optimizer API): then
+      // neither it nor its gradient has a buffer here (each was the model's size again,
+      // allocated and zeroed only to be thrown away). Otherwise the gradient starts at zeros.
+      std::vector<uint8_t> buf;
+      const bool callers = t.data.empty();
+      if (b.role == BufferRole::param) {
         buf = t.data;
-      else if (b.role == BufferRole::state)
-        initial_state(plan, bi, ts, s.groups[ts.group], buf.data());
+      } else if ((b.role != BufferRole::grad || !callers) &&
+                 (b.role != BufferRole::state || !defer_state)) {
+        OPTJIT_TRY(allocate(buf, buffer_bytes(plan, bi, ts), b, ts));
+        if (b.role == BufferRole::state)
+          initial_state(plan, bi, ts, s.groups[ts.group], buf.data());
+      }
       ts.owned.push_back(std::move(buf));
       ts.external.push_back(nullptr);
       ts.device.push_back({});
@@ -190,6 +217,26 @@ Expected<OptimizerState> init_state(const plan::Plan& plan, const std::vector<Ho
     s.tensors.push_back(std::move(ts));
   }
   return s;
+}
+
+bool pending(const plan::Plan& plan, size_t b, const TensorState& t) {
+  return plan.buffers[b].role == BufferRole::state && t.owned[b].empty() && !t.external[b] &&
+         !t.device[b] && buffer_bytes(plan, b, t) > 0;
+}
+
+Expected<bool> materialize(const plan::Plan& plan, OptimizerState& s) {
+  if (!s.pending) return false;
+  bool made = false;
+  for (TensorState& t : s.tensors)
+    for (size_t b = 0; b < plan.buffers.size(); ++b)
+      if (pending(plan, b, t)) {
+        OPTJIT_TRY(allocate(t.owned[b], buffer_bytes(plan, b, t), plan.buffers[b], t));
+        initial_state(plan, b, t, s.init_groups[t.group], t.owned[b].data());
+        made = true;
+      }
+  s.pending = false;
+  if (made) s.bindings.changed();
+  return made;
 }
 
 DType stored_type(const plan::Plan& plan, size_t b, const TensorState& t) {
@@ -232,10 +279,12 @@ Status set_grads(const plan::Plan& plan, OptimizerState& s,
                         t.numel);
     if (t.external[gb]) return make_error("gradient '{}' lives in the caller's memory", g.name);
     auto& buf = t.owned[gb];
-    if (g.dtype == gt)
+    if (g.dtype == gt) {
       buf = g.data;
-    else
+    } else {
+      buf.resize(static_cast<size_t>(t.numel) * size_bytes(gt));  // (none for the caller's)
       for (int64_t e = 0; e < t.numel; ++e) store_element(buf.data(), gt, e, g.get(e));
+    }
   }
   return Status::Ok();
 }

@@ -93,6 +93,11 @@ struct OptimizerState {
   std::vector<TensorState> tensors;
   std::vector<GroupState> groups;
   int64_t step = 0;  // completed (not skipped) steps
+  /// Deferred state (init_state's defer_state): a state buffer with no memory yet is pending,
+  /// and starts from these groups (as they were when the state last started) when materialize()
+  /// gives it memory or bind_state() the caller's. `pending` says whether any may be.
+  std::vector<GroupState> init_groups;
+  bool pending = false;
   /// Changes whenever the memory this state's buffers live in may have changed, so an executor
   /// re-reads the bindings only then (with 10,000 tensors that is worth it).
   BindingEpoch bindings;
@@ -134,10 +139,6 @@ Expected<std::vector<uint32_t>> match_hyper(const ir::Program& p, std::string_vi
 Status set_hyper(const ir::Program& p, OptimizerState& s, std::string_view name,
                  const std::vector<double>& values, std::optional<uint32_t> group = {});
 
-/// Creates state for `params` (their dtype must be the plan's param storage). Group 0 is the
-/// default group; group k+1 is groups[k]. State buffers and scalar states take their initial
-/// values, from a hyperparameter where the program says so.
-/// `group_of`, when given, assigns each parameter's group explicitly (-1: by patterns).
 /// State buffer `b` of tensor t at its initial value under `group`'s hyperparameters (Rprop's
 /// step sizes from lr; codes and scales of a quantized buffer), into `out` (buffer_bytes(plan, b,
 /// t) bytes).
@@ -146,9 +147,21 @@ void initial_state(const plan::Plan& plan, size_t b, const TensorState& t, const
 /// `group`'s scalar states at their initial values under its hyperparameters (ASGD's eta).
 void initial_scalar_states(const ir::Program& p, GroupState& group);
 
+/// Creates state for `params` (their dtype must be the plan's param storage). Group 0 is the
+/// default group; group k+1 is groups[k]. State buffers and scalar states take their initial
+/// values, from a hyperparameter where the program says so.
+/// `group_of`, when given, assigns each parameter's group explicitly (-1: by patterns).
+/// `defer_state`: state buffers get no memory yet (pending); the caller binds its own, or
+/// materialize() allocates them. A parameter given without its bytes is the caller's memory.
 Expected<OptimizerState> init_state(const plan::Plan& plan, const std::vector<HostTensor>& params,
                                     const std::vector<GroupSpec>& groups,
-                                    const std::vector<int>& group_of = {});
+                                    const std::vector<int>& group_of = {},
+                                    bool defer_state = false);
+/// Whether state buffer b of tensor t is pending: it has bytes but no memory yet.
+bool pending(const plan::Plan& plan, size_t b, const TensorState& t);
+/// Memory for every pending state buffer, at its initial value under s.init_groups; whether any
+/// was made (the bindings changed then). An error names a buffer that does not fit in memory.
+Expected<bool> materialize(const plan::Plan& plan, OptimizerState& s);
 
 /// Copies gradients into the grad buffers, converting to the grad storage type. Shapes must match.
 Status set_grads(const plan::Plan& plan, OptimizerState& s,

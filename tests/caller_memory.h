@@ -158,6 +158,22 @@ inline void check_caller_owned_memory(const CallerMemory& m) {
   };
   for (int step = 0; step < 4; ++step) {
     SCOPED_TRACE(fmt::format("step {}", step + 1));
+    if (step == 2) {
+      // Midway, every state moves to new memory of the caller's, its values carried there
+      // (bind_state without adopt reads the buffer's current values from where it is).
+      for (size_t k = 0; k < states.size(); ++k) {
+        std::vector<Region> moved;
+        make(moved);
+        for (size_t t = 0; t < T; ++t) {
+          const DeviceMemory d = where(moved, t);
+          const Status st =
+              host ? (*opt)->bind_state(t, states[k], reinterpret_cast<void*>(d.handle + d.offset))
+                   : (*opt)->bind_state(t, states[k], d);
+          ASSERT_TRUE(st) << st.error().message;
+        }
+        state_mem[k] = std::move(moved);
+      }
+    }
     std::vector<const void*> host_grads;
     std::vector<DeviceMemory> device_grads;
     for (size_t t = 0; t < T; ++t) {

@@ -252,6 +252,47 @@ TEST(Optimizer, ExplicitGroupsHaveTheirOwnHyperparameters) {
 // are each group's lr, in the optimizer's memory and in memory bound with bind_state alike;
 // ASGD's eta is each group's lr; the step count 0. (optjit.torch calls it before binding state,
 // which otherwise started from the pipeline text's lr.)
+// State is made when it is needed (a step, a checkpoint) or written where the caller binds it,
+// not at creation (the state of a model the caller binds all of was allocated, zeroed and
+// dropped). Whenever it is made, it is the state as it started: under the hyperparameters at
+// creation (or the last initialize_state), not those set since.
+TEST(Optimizer, DeferredStateStartsAsItWouldHaveAtCreation) {
+  Model m;
+  auto opt = Optimizer::create("rprop(lr=0.01)", m.params());
+  ASSERT_TRUE(opt) << opt.error().message;
+  Optimizer& o = **opt;
+  ASSERT_TRUE(o.set_hyper("lr", 0.5));
+  std::vector<float> sizes(10, -1.0f);  // b's step sizes, bound before anything made them
+  ASSERT_TRUE(o.bind_state(1, "step_size", sizes.data(), /*adopt=*/false));
+  for (float s : sizes) EXPECT_EQ(s, 0.01f);
+  auto first = o.export_state();  // w's, made for the checkpoint
+  ASSERT_TRUE(first) << first.error().message;
+  const runtime::HostTensor* w_sizes = first->find("w.step_size");
+  ASSERT_TRUE(w_sizes);
+  for (int64_t i = 0; i < w_sizes->numel(); ++i) ASSERT_EQ(w_sizes->get(i), 0.01f);
+  ASSERT_TRUE(o.initialize_state());  // now under lr 0.5
+  for (float s : sizes) EXPECT_EQ(s, 0.5f);
+  auto again = o.export_state();
+  ASSERT_TRUE(again);
+  for (int64_t i = 0; i < again->find("w.step_size")->numel(); ++i)
+    ASSERT_EQ(again->find("w.step_size")->get(i), 0.5f);
+  // A step of an optimizer whose state was made at its first step is the eager one's.
+  Model a, b;
+  auto lazy = Optimizer::create("rprop(lr=0.01)", a.params());
+  auto eager = Optimizer::create("rprop(lr=0.01)", b.params());
+  ASSERT_TRUE(lazy && eager);
+  ASSERT_TRUE((*eager)->export_state());  // its state made now, at creation's lr
+  ASSERT_TRUE((*lazy)->set_hyper("lr", 0.5));
+  ASSERT_TRUE((*eager)->set_hyper("lr", 0.5));
+  for (int step = 0; step < 3; ++step) {
+    a.grads(step), b.grads(step);
+    ASSERT_TRUE((*lazy)->step(a.grad_ptrs()));
+    ASSERT_TRUE((*eager)->step(b.grad_ptrs()));
+  }
+  EXPECT_EQ(a.w, b.w);
+  EXPECT_EQ(a.b, b.b);
+}
+
 TEST(Optimizer, InitializeStateFollowsTheCurrentHyperparameters) {
   Model m;
   OptimizerOptions options;
