@@ -14,10 +14,12 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <stdexcept>
+#include <thread>
 
 #include "api/optimizer.h"
 #include "ir/builtins.h"
@@ -456,7 +458,7 @@ class Engine {
     autotune::TuneResult r;
     {
       nb::gil_scoped_release release;  // tuning takes seconds
-      std::lock_guard lock(*mu_);
+      Stepping stepping(*this);
       auto tuned = g.on_device() ? opt_->tune(g.device, t) : opt_->tune(g.host, t);
       if (!tuned) throw Error(tuned.error().message);
       r = std::move(*tuned);
@@ -476,9 +478,17 @@ class Engine {
   // scalars raced. Every call holds this lock while it uses the optimizer, so concurrent calls
   // run one after another. The lock is always awaited with the GIL released: a thread holding
   // it may need the GIL (a torch.distributed communicator calls Python inside the step).
+  struct Sync {
+    std::mutex mu;
+    std::atomic<std::thread::id> stepping{};  // the thread in step() or tune(), if any
+  };
   class Locked {
    public:
-    Locked(std::mutex& mu, Optimizer& opt) : lock_(mu, std::try_to_lock), opt_(opt) {
+    Locked(const Engine& e) : lock_(e.sync_->mu, std::try_to_lock), opt_(*e.opt_) {
+      // Inside this thread's own step (a communicator's Python callback calling the engine):
+      // waiting for the lock would wait for itself.
+      if (!lock_.owns_lock() && e.sync_->stepping == std::this_thread::get_id())
+        throw Error("this engine was called from inside its own step (from its all-reduce)");
       if (!lock_.owns_lock()) {
         nb::gil_scoped_release release;
         lock_.lock();
@@ -490,7 +500,16 @@ class Engine {
     std::unique_lock<std::mutex> lock_;
     Optimizer& opt_;
   };
-  Locked opt() const { return Locked(*mu_, *opt_); }
+  Locked opt() const { return Locked(*this); }
+  // The lock for a step or a tuning (taken with the GIL released), and the thread in it.
+  struct Stepping {
+    explicit Stepping(Engine& e) : sync_(*e.sync_), lock_(sync_.mu) {
+      sync_.stepping = std::this_thread::get_id();
+    }
+    ~Stepping() { sync_.stepping = std::thread::id(); }
+    Sync& sync_;
+    std::lock_guard<std::mutex> lock_;
+  };
 
  private:
   // What each parameter's arrays must be: the parameter's dtype and shape, its gradient's dtype.
@@ -594,7 +613,7 @@ class Engine {
     runtime::StepResult r;
     {
       nb::gil_scoped_release release;  // a step may take a while; other threads may run
-      std::lock_guard lock(*mu_);
+      Stepping stepping(*this);
       auto s = host ? opt_->step(*host) : opt_->step_device(*device);
       if (!s) throw Error(s.error().message);
       r = *s;
@@ -631,8 +650,9 @@ class Engine {
   std::vector<Array> params_;
   std::map<std::pair<size_t, std::string>, Array> states_;
   std::unique_ptr<Optimizer> opt_;
-  // opt(): one call at a time (behind a pointer: nanobind moves an Engine returned by value)
-  std::unique_ptr<std::mutex> mu_ = std::make_unique<std::mutex>();
+  // opt(), Stepping: one call at a time (behind a pointer: nanobind moves an Engine returned
+  // by value)
+  std::unique_ptr<Sync> sync_ = std::make_unique<Sync>();
   std::vector<Spec> specs_;
 };
 

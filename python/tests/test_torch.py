@@ -474,6 +474,22 @@ def test_low_level_engine_runs_calls_from_other_threads_after_the_step_not_insid
     # The first step with lr 0.1, the other thread's after it with lr 1: 1.1 / sqrt(1000) each.
     assert e.step_count == 2
     assert np.allclose(w, -1.1 / math.sqrt(1000), rtol=1e-6)
+    # From inside its own step (its all-reduce calling it): an error, not waiting for itself.
+    calls = []
+
+    def reentrant(partials):
+        try:
+            e2.set_hyper("lr", [0.5])
+        except optjit.Error as err:
+            calls.append(str(err))
+
+    e2 = optjit.Engine("chain(clip_grad_norm(max_norm=1.0), sgd(lr=0.1))", ["w"],
+                       [np.zeros(10, np.float32)],
+                       shard=(reentrant, 0, 1, "test", [("w", 10)], [0]))
+    e2.step([np.ones(10, np.float32)])
+    assert calls and set(calls) == {
+        "this engine was called from inside its own step (from its all-reduce)"}
+    del e, e2  # (each is in a cycle through its own all-reduce's closure)
 
 
 def test_low_level_engine_refuses_arrays_that_are_not_what_they_stand_for():
