@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include <gtest/gtest.h>
 
@@ -797,6 +798,53 @@ TEST(Optimizer, TunesTheCallersDeviceMemory) {
     for (size_t i = 0; i < a.size(); ++i)
       ASSERT_NEAR(a[i], b[i], 1e-6) << "w" << t << "[" << i << "]";
   }
+}
+
+// Overlapping parameters are found among many (by sorting, not by every pair): against every
+// pair checked by hand, on random spans in one buffer, overlapping or not (some reaching back
+// over several others); the two named overlap.
+TEST(Optimizer, OverlappingParametersAreFoundAmongMany) {
+  std::vector<float> memory(20000);
+  std::mt19937 rng(7);
+  int overlapping_cases = 0;
+  for (int round = 0; round < 300; ++round) {
+    const int count = 2 + static_cast<int>(rng() % 40);
+    std::vector<Param> ps;
+    std::vector<std::pair<int64_t, int64_t>> spans;  // [begin, end) in floats
+    int64_t at = 0;
+    for (int i = 0; i < count; ++i) {
+      const int64_t n = 1 + static_cast<int64_t>(rng() % 60);
+      // Mostly disjoint, in shuffled order; sometimes one reaches back over earlier ones.
+      int64_t begin = at;
+      if (rng() % 25 == 0) begin = std::max<int64_t>(0, at - static_cast<int64_t>(rng() % 200));
+      at = std::max(at, begin + n) + static_cast<int64_t>(rng() % 3);
+      spans.push_back({begin, begin + n});
+    }
+    std::shuffle(spans.begin(), spans.end(), rng);
+    for (int i = 0; i < count; ++i)
+      ps.push_back({fmt::format("p{}", i),
+                    memory.data() + spans[i].first,
+                    DType::f32,
+                    {spans[i].second - spans[i].first}});
+    bool any = false;
+    for (int i = 0; i < count; ++i)
+      for (int j = 0; j < i; ++j)
+        any |= spans[i].first < spans[j].second && spans[j].first < spans[i].second;
+    overlapping_cases += any;
+    auto o = Optimizer::create("sgd(lr=0.1)", ps);
+    ASSERT_EQ(!o, any) << "round " << round;
+    if (!any) continue;
+    int a = -1, b = -1;
+    ASSERT_EQ(std::sscanf(o.error().message.c_str(), "parameters 'p%d' and 'p%d' overlap in memory",
+                          &a, &b),
+              2)
+        << o.error().message;
+    ASSERT_LT(a, b);
+    EXPECT_TRUE(spans[a].first < spans[b].second && spans[b].first < spans[a].second)
+        << "round " << round << ": " << o.error().message;
+  }
+  EXPECT_GT(overlapping_cases, 50);
+  EXPECT_LT(overlapping_cases, 250);
 }
 
 TEST(Optimizer, RejectsBadInputWithClearErrors) {
