@@ -161,8 +161,11 @@ class Optimizer {
 
   /// Makes state buffer `buffer` ("exp_avg", as optjit list names it) of parameter `param` the
   /// caller's memory: host memory, or memory on the optimizer's device. Its current value is
-  /// copied there first, unless `adopt`: then the caller's memory already holds the state (a
-  /// framework's restored checkpoint). From then on the optimizer reads and writes it in place.
+  /// copied there first (a state not made yet is written there at its initial value), unless
+  /// `adopt`: then the caller's memory already holds the state (a framework's restored
+  /// checkpoint). From then on the optimizer reads and writes it in place. The optimizer makes
+  /// its own memory only for the state nobody binds, at the first step (or checkpoint, or
+  /// tuning) that needs it, so binding every state right after create() allocates none.
   Status bind_state(size_t param, std::string_view buffer, void* host, bool adopt = false);
   Status bind_state(size_t param, std::string_view buffer, DeviceMemory device, bool adopt = false);
 
