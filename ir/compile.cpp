@@ -1,24 +1,40 @@
 #include "ir/compile.h"
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "ir/pipeline_text.h"
 
 namespace optjit {
 
 Expected<std::string> read_pipeline_text(const std::string& s) {
-  // Pipeline text always has '('; a path to a file never needs one.
+  // Pipeline text always has '('; a path to a file never needs one. Only a regular file of
+  // text-like size is read: /dev/zero filled memory until the machine ran out, a FIFO (or
+  // /dev/stdin) waited forever, and a directory read as empty text.
+  constexpr std::uintmax_t kMaxBytes = 1 << 20;
   std::error_code ec;
-  if (s.find('(') == std::string::npos || std::filesystem::is_regular_file(s, ec)) {
-    std::ifstream in(s);
-    if (!in) return make_error("'{}' is neither pipeline text nor a readable file", s);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
-  return s;
+  const bool file = std::filesystem::is_regular_file(s, ec);
+  if (s.find('(') != std::string::npos && !file) return s;
+  if (!file)
+    return std::filesystem::exists(s, ec)
+               ? make_error(
+                     "'{}' is not a regular file (a pipeline is text, or a file that holds it)", s)
+               : make_error("'{}' is neither pipeline text nor a readable file", s);
+  const std::uintmax_t size = std::filesystem::file_size(s, ec);
+  if (!ec && size > kMaxBytes)
+    return make_error("'{}' is {} bytes: a pipeline file holds at most {} bytes of text", s, size,
+                      kMaxBytes);
+  std::ifstream in(s, std::ios::binary);
+  if (!in) return make_error("'{}' is neither pipeline text nor a readable file", s);
+  std::string text(kMaxBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (in.bad()) return make_error("'{}': reading it failed", s);
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxBytes)  // it grew since its size was taken
+    return make_error("'{}' is over {} bytes: a pipeline file holds at most {} bytes of text", s,
+                      kMaxBytes, kMaxBytes);
+  return text;
 }
 
 Expected<plan::Plan> compile_pipeline(std::string_view text, dsl::DTypes dtypes) {

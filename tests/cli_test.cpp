@@ -895,6 +895,29 @@ TEST_F(Cli, PlanAndList) {
   EXPECT_EQ(from_file.code, 0) << from_file.output;
   EXPECT_NE(from_file.output.find("plan: 1 pass, 12 bytes per parameter"), std::string::npos)
       << from_file.output;
+  // A pipeline file is a regular file of text: /dev/zero filled memory until the machine ran
+  // out, a FIFO waited forever, a directory read as empty text.
+  ASSERT_EQ(mkfifo(p("fifo").c_str(), 0600), 0);
+  std::ofstream(p("huge.opt")) << std::string(2 << 20, ' ');
+  const std::vector<std::pair<std::string, std::string>> not_text = {
+      {"/dev/zero",
+       "optjit: '/dev/zero' is not a regular file (a pipeline is text, or a file "
+       "that holds it)\n"},
+      {p("fifo"), "optjit: '" + p("fifo") +
+                      "' is not a regular file (a pipeline is text, or a file that holds it)\n"},
+      {dir_.string(), "optjit: '" + dir_.string() +
+                          "' is not a regular file (a pipeline is text, or a file that holds "
+                          "it)\n"},
+      {p("huge.opt"), "optjit: '" + p("huge.opt") +
+                          "' is 2097152 bytes: a pipeline file holds at most 1048576 bytes of "
+                          "text\n"},
+      {p("missing.opt"),
+       "optjit: '" + p("missing.opt") + "' is neither pipeline text nor a readable file\n"}};
+  for (const auto& [path, message] : not_text) {
+    auto r = optjit_cli("plan " + path);
+    EXPECT_EQ(r.code, 1) << path;
+    EXPECT_EQ(r.output, message);
+  }
   auto list = optjit_cli("list");
   ASSERT_EQ(list.code, 0);
   EXPECT_NE(list.output.find("adamw(lr=0.001, betas=(0.9, 0.999), eps=1e-08, weight_decay=0.01, "
