@@ -197,6 +197,10 @@ Expected<TensorFile> read_safetensors(const std::string& path) {
   if (::stat(path.c_str(), &st) != 0)
     return make_error("{}: cannot open ({})", path, std::strerror(errno));
   if (S_ISDIR(st.st_mode)) return make_error("{}: is a directory, not a safetensors file", path);
+  // Opening a FIFO waits for a writer (forever), and a device has no size to check against.
+  if (!S_ISREG(st.st_mode))
+    return make_error("{}: is not a regular file (a FIFO or a device), not a safetensors file",
+                      path);
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return make_error("{}: cannot open ({})", path, std::strerror(errno));
   auto file_size = static_cast<uint64_t>(in.tellg());

@@ -1,5 +1,6 @@
 #include "runtime/safetensors.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -121,7 +122,9 @@ TEST_F(SafetensorsTest, AgreesWithTheReferenceLibraryOnEveryCase) {
     }
     if (!reference_accepts) {
       EXPECT_FALSE(r) << "the reference says: " << v["error"];
-      if (!r) EXPECT_EQ(r.error().message.rfind(file + ": ", 0), 0u) << r.error().message;
+      if (!r) {
+        EXPECT_EQ(r.error().message.rfind(file + ": ", 0), 0u) << r.error().message;
+      }
       ++rejected;
       continue;
     }
@@ -197,6 +200,15 @@ TEST_F(SafetensorsTest, LayoutAndHeaderErrorsNameTheCause) {
   auto d = read_safetensors(dir_.string());
   ASSERT_FALSE(d);
   EXPECT_EQ(d.error().message, dir_.string() + ": is a directory, not a safetensors file");
+  // A FIFO was opened and waited on forever; a device (/dev/zero) read as "shorter than its
+  // 8-byte header length".
+  ASSERT_EQ(mkfifo(path("fifo").c_str(), 0600), 0);
+  for (const std::string& special : {path("fifo"), std::string("/dev/zero")}) {
+    auto f = read_safetensors(special);
+    ASSERT_FALSE(f);
+    EXPECT_EQ(f.error().message,
+              special + ": is not a regular file (a FIFO or a device), not a safetensors file");
+  }
 }
 
 // The writer refuses what the reader would: a name given twice, or the reserved name.
