@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "ir/builtins.h"
 #include "ir/pipeline_text.h"
 
 namespace optjit {
@@ -16,11 +17,16 @@ Expected<std::string> read_pipeline_text(const std::string& s) {
   std::error_code ec;
   const bool file = std::filesystem::is_regular_file(s, ec);
   if (s.find('(') != std::string::npos && !file) return s;
-  if (!file)
-    return std::filesystem::exists(s, ec)
-               ? make_error(
-                     "'{}' is not a regular file (a pipeline is text, or a file that holds it)", s)
-               : make_error("'{}' is neither pipeline text nor a readable file", s);
+  if (!file) {
+    if (std::filesystem::exists(s, ec))
+      return make_error("'{}' is not a regular file (a pipeline is text, or a file that holds it)",
+                        s);
+    // A transform's bare name ("adamw") is a call without its parentheses, not a file.
+    if (dsl::find_builtin(s))
+      return make_error("'{}' is neither pipeline text nor a readable file (did you mean '{}()'?)",
+                        s, s);
+    return make_error("'{}' is neither pipeline text nor a readable file", s);
+  }
   const std::uintmax_t size = std::filesystem::file_size(s, ec);
   if (!ec && size > kMaxBytes)
     return make_error("'{}' is {} bytes: a pipeline file holds at most {} bytes of text", s, size,

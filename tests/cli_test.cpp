@@ -912,7 +912,11 @@ TEST_F(Cli, PlanAndList) {
                           "' is 2097152 bytes: a pipeline file holds at most 1048576 bytes of "
                           "text\n"},
       {p("missing.opt"),
-       "optjit: '" + p("missing.opt") + "' is neither pipeline text nor a readable file\n"}};
+       "optjit: '" + p("missing.opt") + "' is neither pipeline text nor a readable file\n"},
+      // A transform's bare name: the call without its parentheses.
+      {"adamw",
+       "optjit: 'adamw' is neither pipeline text nor a readable file (did you mean "
+       "'adamw()'?)\n"}};
   for (const auto& [path, message] : not_text) {
     auto r = optjit_cli("plan " + path);
     EXPECT_EQ(r.code, 1) << path;
