@@ -920,29 +920,19 @@ Status Optimizer::Impl::bind_state(size_t param, std::string_view buffer, void* 
     // the whole part back (to_host: every parameter and state in device memory) made binding
     // each state of a model on a GPU read the model back each time.
     if (part.executor) OPTJIT_TRY(part.executor->sync_to_host(part.state));
-    std::vector<uint8_t> staged;
-    const uint8_t* from = ts.data(*b);
     if (runtime::pending(part.plan, *b, ts)) {  // its initial value, made where it goes
-      if (host) {
-        runtime::initial_state(part.plan, *b, ts, part.state.init_groups[ts.group],
-                               static_cast<uint8_t*>(host));
-        from = nullptr;
-      } else {
-        staged.resize(bytes);
-        runtime::initial_state(part.plan, *b, ts, part.state.init_groups[ts.group], staged.data());
-        from = staged.data();
-      }
-    } else if (ts.device[*b] && memory) {
-      OPTJIT_TRY(device->copy(memory, ts.device[*b], bytes));
-      from = nullptr;
-    } else if (ts.device[*b]) {
-      OPTJIT_TRY(device->read(host, ts.device[*b], bytes));
-      from = nullptr;
+      std::vector<uint8_t> staged(host ? 0 : bytes);
+      uint8_t* out = host ? static_cast<uint8_t*>(host) : staged.data();
+      runtime::initial_state(part.plan, *b, ts, part.state.init_groups[ts.group], out);
+      if (!host) OPTJIT_TRY(device->write(memory, out, bytes));
+    } else if (ts.device[*b]) {  // in device memory: copied on the device, or read back
+      OPTJIT_TRY(memory ? device->copy(memory, ts.device[*b], bytes)
+                        : device->read(host, ts.device[*b], bytes));
+    } else if (host) {
+      std::memmove(host, ts.data(*b), bytes);
+    } else {
+      OPTJIT_TRY(device->write(memory, ts.data(*b), bytes));
     }
-    if (from && host)
-      std::memmove(host, from, bytes);
-    else if (from)
-      OPTJIT_TRY(device->write(memory, from, bytes));
   }
   ts.owned[*b] = {};
   ts.external[*b] = static_cast<uint8_t*>(host);

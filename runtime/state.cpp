@@ -282,7 +282,7 @@ Status set_grads(const plan::Plan& plan, OptimizerState& s,
     if (g.dtype == gt) {
       buf = g.data;
     } else {
-      buf.resize(static_cast<size_t>(t.numel) * size_bytes(gt));  // (none for the caller's)
+      buf.resize(static_cast<size_t>(t.numel) * size_bytes(gt));  // (may have none yet)
       for (int64_t e = 0; e < t.numel; ++e) store_element(buf.data(), gt, e, g.get(e));
     }
   }
