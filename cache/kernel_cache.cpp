@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
+#include <string>
 #include <thread>
 
 #include <fmt/ranges.h>
@@ -133,6 +135,32 @@ KernelCache::~KernelCache() {
   for (auto& [p, db] : shipped_) sqlite3_close(db);
 }
 
+namespace {
+
+// What is at `path` when it exists and is not a regular file (SQLite would block forever
+// reading a FIFO, and fail with an I/O error on a directory); nothing for a regular file or
+// none at all (the user database is then created).
+std::optional<std::string> not_a_file(const std::string& path) {
+  std::error_code ec;
+  const fs::file_type type = fs::status(path, ec).type();
+  if (ec || type == fs::file_type::not_found || type == fs::file_type::regular) return std::nullopt;
+  switch (type) {
+    case fs::file_type::directory:
+      return "a directory";
+    case fs::file_type::fifo:
+      return "a FIFO";
+    case fs::file_type::socket:
+      return "a socket";
+    case fs::file_type::block:
+    case fs::file_type::character:
+      return "a device";
+    default:
+      return "not a regular file";
+  }
+}
+
+}  // namespace
+
 Expected<std::unique_ptr<KernelCache>> KernelCache::open(CacheOptions options) {
   std::unique_ptr<KernelCache> c(new KernelCache());
   c->options_ = options;
@@ -155,8 +183,15 @@ Expected<std::unique_ptr<KernelCache>> KernelCache::open(CacheOptions options) {
       }
       c->options_.shipped = options.shipped;
     }
+  if (auto what = not_a_file(c->path_))
+    return make_error("kernel cache {}: {}, not a database file (the cache is one SQLite file)",
+                      c->path_, *what);
   OPTJIT_TRY(c->open_user());
   for (const auto& s : options.shipped) {
+    if (auto what = not_a_file(s)) {
+      c->warnings_.push_back(fmt::format("shipped kernel database {}: {}; ignored", s, *what));
+      continue;
+    }
     sqlite3* db = nullptr;
     std::string uri = "file:" + s + "?mode=ro&immutable=1";
     if (sqlite3_open_v2(uri.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr) !=

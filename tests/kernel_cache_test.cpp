@@ -1,6 +1,7 @@
 #include "cache/kernel_cache.h"
 
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -8,6 +9,8 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <memory>
 #include <random>
 #include <thread>
 
@@ -106,6 +109,49 @@ TEST_F(CacheTest, AFileThatIsNotADatabaseIsMovedAsideAndReplaced) {
                 "this is not a database, but it is somebody's file");  // nothing on disk is lost
     }
   EXPECT_EQ(aside, 1);
+}
+
+// SQLite blocks forever reading a FIFO and fails with "disk I/O error" on a directory: what is
+// not a regular file is named, and never moved aside (it is not a damaged cache, and not ours).
+TEST_F(CacheTest, WhatIsNotARegularFileIsNamedNotOpened) {
+  // Opens on another thread, so that a hang fails the test instead of stopping the suite.
+  auto open_within =
+      [](CacheOptions options) -> std::optional<Expected<std::unique_ptr<KernelCache>>> {
+    auto result = std::make_shared<std::promise<Expected<std::unique_ptr<KernelCache>>>>();
+    auto done = result->get_future();
+    std::thread([result, options] { result->set_value(KernelCache::open(options)); }).detach();
+    if (done.wait_for(std::chrono::seconds(10)) != std::future_status::ready) return std::nullopt;
+    return done.get();
+  };
+  fs::create_directories(dir());
+  ASSERT_EQ(::mkfifo((dir() + "/kernels.sqlite").c_str(), 0600), 0);
+  auto fifo = open_within({dir()});
+  ASSERT_TRUE(fifo) << "opening a cache that is a FIFO hung";
+  ASSERT_FALSE(*fifo);
+  EXPECT_EQ(fifo->error().message,
+            "kernel cache " + dir() +
+                "/kernels.sqlite: a FIFO, not a database file (the cache is one SQLite file)");
+  EXPECT_EQ(fs::status(dir() + "/kernels.sqlite").type(), fs::file_type::fifo);
+
+  fs::create_directories(dir("d") + "/kernels.sqlite");
+  auto directory = open_within({dir("d")});
+  ASSERT_TRUE(directory);
+  ASSERT_FALSE(*directory);
+  EXPECT_NE(directory->error().message.find("kernels.sqlite: a directory, not a database file"),
+            std::string::npos)
+      << directory->error().message;
+  EXPECT_TRUE(fs::is_directory(dir("d") + "/kernels.sqlite"));
+
+  // A shipped database that is a FIFO is skipped with a warning, as a damaged one is.
+  const std::string ship = dir_.string() + "/shipped.sqlite";
+  ASSERT_EQ(::mkfifo(ship.c_str(), 0600), 0);
+  auto shipped = open_within({.dir = dir("u"), .shipped = {ship}});
+  ASSERT_TRUE(shipped) << "opening a shipped database that is a FIFO hung";
+  ASSERT_TRUE(*shipped) << (*shipped).error().message;
+  ASSERT_EQ((**shipped)->warnings().size(), 1u);
+  EXPECT_EQ((**shipped)->warnings()[0], "shipped kernel database " + ship + ": a FIFO; ignored");
+  ASSERT_TRUE((**shipped)->put(entry("p1", "x")));
+  EXPECT_EQ(text((**shipped)->get(entry("p1", "").key)), "x");
 }
 
 TEST_F(CacheTest, TruncatedAndBitFlippedFilesAreSurvivedAndNeverLoaded) {
