@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import collections
 import math
+import re
 import sys
+import warnings
 import weakref
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
@@ -397,6 +399,7 @@ class _Engine:
         # their addresses; a tensor at another address is bound afresh.
         self.state_arrays: Dict[Tuple[int, str], torch.Tensor] = {}
         self.fresh = True  # its state is not yet initialized from the groups' hyperparameters
+        self.warned_layout: set = set()  # members whose gradient's layout was warned of
 
     def bind(self, opt: "Optimizer") -> None:
         """The state tensors in optimizer.state[p], created (with optjit's initial values) where
@@ -678,24 +681,25 @@ class _Engine:
         if self.complex:
             grads = [torch.view_as_real(g) if g.is_complex() and not g.is_sparse else g
                      for g in grads]
+        tensors = grads
         try:
             grads = [_to_dlpack(g) for g in grads]  # (one that requires grad is read as it is)
         except RuntimeError:  # a sparse gradient has no DLPack form
             if not any(g.is_sparse for g in grads):
                 raise
-            grads = [_to_dlpack(self.densify(k, g) if g.is_sparse else g)
-                     for k, g in enumerate(grads)]
-        now = None if self.stream is None else torch.cuda.current_stream(self.stream.device)
-        if now is not None and now.cuda_stream != self.stream.cuda_stream:
-            # Stepped under another current stream than the engine's: the step waits for what
-            # that stream queued (the gradients), and what it queues next waits for the step.
-            self.stream.wait_stream(now)
-            with torch.cuda.stream(self.stream):  # what torch queues from inside the step
-                skipped = self.engine.step(grads)
-            now.wait_stream(self.stream)
-        else:
-            # On the current stream a step returns once queued, as torch's own operations do.
-            skipped = self.engine.step(grads)
+            tensors = [self.densify(k, g) if g.is_sparse else g for k, g in enumerate(grads)]
+            grads = [_to_dlpack(g) for g in tensors]
+        try:
+            skipped = self._step_on_stream(grads)
+        except Error:
+            # The engine checks every gradient before it steps anything. One laid out unlike
+            # its parameter (set by hand: a transposed or expanded tensor; autograd gives a
+            # gradient its parameter's layout) is copied into that layout, as torch's for-loop
+            # step reads any layout; anything else is the error.
+            conformed = self.conformed(tensors)
+            if conformed is None:
+                raise
+            skipped = self._step_on_stream([_to_dlpack(g) for g in conformed])
         if skipped is None:  # queued, and it may have been skipped: the device counts it
             if self.skip_flag is None:
                 self.skip_flag = torch.as_tensor(_CudaArray(self.engine.skip_flag(), 1),
@@ -712,6 +716,38 @@ class _Engine:
             else:
                 t.fill_(self.engine.scalar_state(name, group=g))
         return False
+
+    def _step_on_stream(self, grads: List[Any]) -> Optional[bool]:
+        now = None if self.stream is None else torch.cuda.current_stream(self.stream.device)
+        if now is not None and now.cuda_stream != self.stream.cuda_stream:
+            # Stepped under another current stream than the engine's: the step waits for what
+            # that stream queued (the gradients), and what it queues next waits for the step.
+            self.stream.wait_stream(now)
+            with torch.cuda.stream(self.stream):  # what torch queues from inside the step
+                skipped = self.engine.step(grads)
+            now.wait_stream(self.stream)
+            return skipped
+        # On the current stream a step returns once queued, as torch's own operations do.
+        return self.engine.step(grads)
+
+    def conformed(self, grads: List[torch.Tensor]) -> Optional[List[torch.Tensor]]:
+        """The gradients with each one laid out unlike its parameter copied into the
+        parameter's layout (warned once per parameter), or None where all have its layout."""
+        out, changed = list(grads), False
+        for k, g in enumerate(grads):
+            a = self.arrays[k]
+            if (not isinstance(g, torch.Tensor) or g.is_sparse or g.shape != a.shape
+                    or g.dtype != a.dtype or g.device != a.device or _same_layout(g, a)):
+                continue
+            if k not in self.warned_layout:
+                self.warned_layout.add(k)
+                warnings.warn(f"optjit: the gradient of parameter {self.members[k][1]} is laid "
+                              f"out unlike its parameter (strides {tuple(g.stride())} against "
+                              f"{tuple(a.stride())}): it is copied into the parameter's layout "
+                              f"before each step", stacklevel=4)
+            out[k] = torch.empty_like(a).copy_(g)
+            changed = True
+        return out if changed else None
 
     def scalar_source(self, g: int, name: str) -> Optional[torch.Tensor]:
         """Scalar state `name` of group g where the device step keeps it (a float64 tensor on
@@ -1227,6 +1263,12 @@ class _Builtin(Optimizer):
 
     def __init__(self, params, defaults: Dict[str, Any], *, max_grad_norm=None, norm_type=2.0,
                  state_format=None, **options):
+        if defaults.get("differentiable"):
+            # torch's for-loop step records the update for autograd; optjit's, as torch's fused
+            # one, does not: gradients would silently not flow through it.
+            raise Error(f"{type(self).__name__}(differentiable=True): optjit's fused step is "
+                        f"not differentiable (autograd does not see it); use torch.optim."
+                        f"{type(self).__name__} for a differentiable step")
         for k in _IGNORED:
             defaults.pop(k, None)
         if state_format is not None:
@@ -1238,7 +1280,13 @@ class _Builtin(Optimizer):
         group_defaults = {k: v for k, v in defaults.items() if k not in self._structural}
         if max_grad_norm is not None:
             group_defaults["max_norm"] = max_grad_norm
-        super().__init__(params, self._builtin_pipeline(), group_defaults, **options)
+        try:
+            super().__init__(params, self._builtin_pipeline(), group_defaults, **options)
+        except _optjit.InvalidValue as e:
+            # The pipeline is this class's own text: its place in that text means nothing to
+            # the caller, who gave keyword arguments.
+            text = re.sub(r"^pipeline: line \d+, column \d+: ", "", str(e))
+            raise _optjit.InvalidValue(f"{type(self).__name__}: {text}") from None
         self._restructure()
 
     def _builtin_pipeline(self) -> str:

@@ -5,6 +5,7 @@ import copy
 import gc
 import math
 import re
+import warnings
 import weakref
 
 import pytest
@@ -296,17 +297,52 @@ def check_grad_scaler(device, dtype, shapes, tolerance):
     assert float(bo.state[b[0]]["step"]) == 5.0
 
 
+def test_gradients_laid_out_unlike_their_parameter_are_copied_with_a_warning():
+    """A gradient set by hand may be a transposed, sliced or expanded tensor (autograd gives a
+    gradient its parameter's layout; a user's code need not). torch's step reads any layout:
+    optjit's copies such a gradient into its parameter's layout (the low-level engine refuses
+    it), warned once per parameter, and gives torch's results."""
+    torch.manual_seed(3)
+    shapes = [(4, 6), (5, 3, 2), (7,)]
+    ref = [torch.nn.Parameter(torch.randn(*s, dtype=torch.float64)) for s in shapes]
+    ours = [torch.nn.Parameter(p.detach().clone()) for p in ref]
+    opt = ot.AdamW(ours, lr=0.1, weight_decay=0.1, max_grad_norm=1.0)
+    torch_opt = torch.optim.AdamW(ref, lr=0.1, weight_decay=0.1, foreach=False)
+    layouts = [
+        lambda s: torch.randn(*reversed(s), dtype=torch.float64).permute(
+            *reversed(range(len(s)))),  # dense, in the reverse order of dimensions
+        lambda s: torch.randn(*s[:-1], 2 * s[-1], dtype=torch.float64)[..., ::2],  # a slice
+        lambda s: torch.randn(s[-1], dtype=torch.float64).expand(*s),  # an expanded view
+        lambda s: torch.randn(*s, dtype=torch.float64),  # row-major: as its parameter
+    ]
+    for k, layout in enumerate(layouts):
+        grads = [layout(s) for s in shapes]
+        for a, b, g in zip(ours, ref, grads):
+            a.grad, b.grad = g, g.clone()
+        torch.nn.utils.clip_grad_norm_(ref, 1.0)
+        torch_opt.step()
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            opt.step()
+        laid_out = [str(w.message) for w in seen if "laid out unlike" in str(w.message)]
+        if k == 0:  # the 1-d parameter's "reversed" gradient is its own layout
+            assert len(laid_out) == 2, laid_out
+            assert laid_out[0] == ("optjit: the gradient of parameter 0 is laid out unlike its "
+                                   "parameter (strides (1, 4) against (6, 1)): it is copied "
+                                   "into the parameter's layout before each step")
+        elif k == 1:  # now the 1-d one too; the others were warned of already
+            assert len(laid_out) == 1 and "parameter 2 " in laid_out[0], laid_out
+        else:
+            assert laid_out == []
+        for a, b in zip(ours, ref):
+            torch.testing.assert_close(a.detach(), b.detach(), rtol=1e-12, atol=1e-12)
+            torch.testing.assert_close(opt.state[a]["exp_avg_sq"], torch_opt.state[b]["exp_avg_sq"],
+                                       rtol=1e-12, atol=1e-15)
+
+
 def test_errors_are_clear():
     w = torch.nn.Parameter(torch.zeros(4, 4))
     opt = ot.AdamW([w])
-    w.grad = torch.zeros(4, 8)[:, ::2]  # a slice: not contiguous
-    with pytest.raises(optjit.Error, match="is not contiguous"):
-        opt.step()
-    w.grad = torch.zeros(4, 4).t()  # dense, but in another memory order than w
-    with pytest.raises(optjit.Error, match="holds its elements in another memory order than "
-                                           "parameter 'p0' \\(strides \\[1, 4\\] against "
-                                           "\\[4, 1\\]\\)"):
-        opt.step()
     w.grad = torch.zeros(4, 4).to_sparse()
     with pytest.raises(optjit.Error, match="sparse gradient"):
         opt.step()
@@ -314,6 +350,16 @@ def test_errors_are_clear():
         ot.AdamW([w], betaz=(0.9, 0.9))
     with pytest.raises(optjit.Error, match="line 1, column 10: expected a number"):
         ot.Optimizer([w], "adamw(lr=")  # checked when it is built, not at the first step
+    # torch's for-loop step can be differentiated through; optjit's (as torch's fused) cannot:
+    # refused, where ignoring it would silently cut the gradients of a meta-learning loop.
+    with pytest.raises(optjit.Error, match=r"^AdamW\(differentiable=True\): optjit's fused step "
+                                           r"is not differentiable"):
+        ot.AdamW([w], differentiable=True)
+    ot.AdamW([w], differentiable=False, foreach=True, fused=None, capturable=False)
+    # A built-in's bad value is named without a place in pipeline text the caller never wrote.
+    with pytest.raises(optjit.InvalidValue, match=r"^AdamW: transform 'adamw': lr = -1 is "
+                                                  r"invalid: the learning rate must be in"):
+        ot.AdamW([w], lr=-1.0)
 
 
 PROBES = [-1.0, 0.0, 1.0, 2.0, math.inf, math.nan]
@@ -865,11 +911,16 @@ def test_8bit_state_of_a_channels_last_weight_is_quantized_in_memory_order():
     codes = oa.state[a]["exp_avg"]
     assert codes.dtype == torch.uint8 and codes.stride() == a.stride()
     assert torch.equal(codes.permute(0, 2, 3, 1), ob.state[b]["exp_avg"])
-    # A gradient in another memory order than its parameter's is refused, not misread.
-    a.grad = a.grad.contiguous()
-    with pytest.raises(optjit.Error, match=r"the gradient of parameter 'p0' holds its elements in "
-                                           r"another memory order than parameter 'p0'"):
+    # A gradient in another memory order than its parameter's is read in the parameter's
+    # (copied), not misread as its memory order.
+    g = torch.randn(64, 32, 3, 3)
+    a.grad = g.contiguous()
+    b.grad = g.permute(0, 2, 3, 1).contiguous()
+    with pytest.warns(UserWarning, match="laid out unlike its parameter"):
         oa.step()
+    ob.step()
+    assert torch.equal(a.detach().permute(0, 2, 3, 1), b.detach())
+    assert torch.equal(oa.state[a]["exp_avg"].permute(0, 2, 3, 1), ob.state[b]["exp_avg"])
 
 
 @pytest.mark.parametrize("scaled", [False, True], ids=["clip", "clip+GradScaler"])
