@@ -305,10 +305,10 @@ void clip_grad_norm(Ctx& c) {
     total = max_abs(g);
   else if (p == 2)
     total = sqrt(sumsq(g));
-  else if (p > 0)
+  else if (std::isfinite(p) && p != 0)  // negative orders too, as torch's vector_norm
     total = pow(sum(pow(abs(g), p)), 1.0 / p);
-  else
-    return c.fail(make_error("norm_type must be positive or inf, got {}", p));
+  else  // torch's 0 (a count of nonzeros) and -inf (the least |g|) are not provided
+    return c.fail(make_error("norm_type must be a nonzero number or inf, got {}", p));
   Value coef = min(c.hyper("max_norm") / (total + 1e-6), 1.0);
   c.set_grad(g * coef);
 }

@@ -79,8 +79,10 @@ TEST(PipelineText, ErrorsNameLineColumnAndWhatWasExpected) {
             "line 1, column 1: expected a pipeline such as adamw(lr=1e-3), found end of input");
   EXPECT_EQ(error_of("sgd(lr=0.1, nesterov=true)"),
             "sgd: Nesterov momentum requires a momentum and zero dampening");
-  EXPECT_EQ(error_of("clip_grad_norm(max_norm=1, norm_type=-1)"),
-            "clip_grad_norm: norm_type must be positive or inf, got -1");
+  EXPECT_EQ(error_of("clip_grad_norm(max_norm=1, norm_type=0)"),
+            "clip_grad_norm: norm_type must be a nonzero number or inf, got 0");
+  EXPECT_EQ(error_of("clip_grad_norm(max_norm=1, norm_type=-inf)"),
+            "clip_grad_norm: norm_type must be a nonzero number or inf, got -inf");
   EXPECT_EQ(error_of("one_cycle_lr(max_lr=1, total_steps=2)"),
             "line 1, column 1: 'one_cycle_lr' is a schedule; pass it as a hyperparameter, e.g. "
             "adamw(lr=one_cycle_lr(...))");

@@ -1251,7 +1251,7 @@ def _with_clip(transform: str, max_grad_norm: Optional[float], norm_type: float)
     if max_grad_norm is None:
         return transform
     return (f"chain(clip_grad_norm(max_norm={_number(max_grad_norm)}, norm_type="
-            f"{'inf' if math.isinf(norm_type) else _number(norm_type)}), {transform})")
+            f"{_number(norm_type)}), {transform})")
 
 
 class _Builtin(Optimizer):

@@ -1527,3 +1527,35 @@ def test_complex_parameters_with_another_clip_norm_are_an_error():
     with pytest.raises(optjit.Error, match=r"complex parameters with max_grad_norm take "
                                            r"norm_type=2 only"):
         ot.AdamW([w], max_grad_norm=1.0, norm_type=float("inf")).step()
+
+
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, 3.0, 0.5, math.inf, -1.0, -2.0])
+def test_fused_clip_takes_torchs_norm_types(norm_type):
+    """clip_grad_norm_'s norm_type through max_grad_norm, against torch in float64 (a zero
+    gradient element in it: a negative order's norm is then 0). -inf was read as inf (the
+    largest |g| where torch takes the least): a silently different clip."""
+    torch.manual_seed(5)
+    shapes = [(5, 3), (4,), (2, 2, 2)]
+    ref = [torch.nn.Parameter(torch.randn(*s, dtype=torch.float64)) for s in shapes]
+    ours = [torch.nn.Parameter(p.detach().clone()) for p in ref]
+    opt = ot.AdamW(ours, lr=0.1, max_grad_norm=0.05, norm_type=norm_type)
+    torch_opt = torch.optim.AdamW(ref, lr=0.1, foreach=False)
+    for step in range(3):
+        for a, b in zip(ours, ref):
+            g = torch.randn_like(a) * 10 ** step
+            if step == 1:
+                g[(0,) * g.dim()] = 0.0
+            a.grad, b.grad = g, g.clone()
+        torch.nn.utils.clip_grad_norm_(ref, 0.05, norm_type)
+        torch_opt.step()
+        opt.step()
+        for a, b in zip(ours, ref):
+            torch.testing.assert_close(a.detach(), b.detach(), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("norm_type", [-math.inf, 0.0])
+def test_fused_clip_refuses_the_norm_types_it_does_not_provide(norm_type):
+    w = torch.nn.Parameter(torch.randn(3))
+    with pytest.raises(optjit.Error, match=r"clip_grad_norm: norm_type must be a nonzero number "
+                                           rf"or inf, got {'-inf' if norm_type else '0'}$"):
+        ot.AdamW([w], max_grad_norm=1.0, norm_type=norm_type)
