@@ -6,6 +6,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include <unistd.h>
 #include <xxhash.h>
 
 #include "api/shard.h"
@@ -123,6 +124,19 @@ struct Optimizer::Impl {
   // The gradients bound at the last step (one of the two is empty).
   std::vector<const void*> bound_host;
   std::vector<DeviceMemory> bound_device;
+  // The process that opened the device: a fork of it cannot use a GPU's or an OpenCL
+  // context (CUDA refuses it; PoCL's and wgpu's threads are not in the child, which waits for
+  // them forever). The CPU backend runs in a fork (runtime/cpu_device.cpp).
+  pid_t opened_by = ::getpid();
+  Status not_forked() const {
+    if (backend == Backend::cpu || backend == Backend::reference || ::getpid() == opened_by)
+      return Status::Ok();
+    return make_error(
+        "this optimizer's {} device was opened by process {}, and this process ({}) is a fork "
+        "of it: a forked process cannot use its parent's GPU or OpenCL context (create the "
+        "optimizer in this process, or start processes with the 'spawn' method)",
+        to_string(backend), opened_by, ::getpid());
+  }
 
   runtime::TensorState& tensor(size_t param) {
     auto [p, t] = where[param];
@@ -727,11 +741,13 @@ Status Optimizer::Impl::agree_layout() {
 Expected<runtime::StepResult> Optimizer::step(const std::vector<const void*>& grads) {
   // The gradients stay bound until the next step replaces them (rebinding the same memory
   // costs nothing then); nothing reads them in between.
+  OPTJIT_TRY(impl_->not_forked());
   OPTJIT_TRY(impl_->bind_grads("step", &grads, nullptr));
   return impl_->stepped(impl_->step());
 }
 
 Expected<runtime::StepResult> Optimizer::step_device(const std::vector<DeviceMemory>& grads) {
+  OPTJIT_TRY(impl_->not_forked());
   OPTJIT_TRY(impl_->bind_grads("step_device", nullptr, &grads));
   return impl_->stepped(impl_->step());
 }
@@ -752,6 +768,7 @@ Expected<uint32_t> Optimizer::Impl::state_buffer(const Part& part, std::string_v
 // made; from_host() gives them back (and writes them to the device after an import).
 Status Optimizer::Impl::to_host(Part& part, std::vector<std::pair<size_t, size_t>>* borrowed,
                                 bool materialize) {
+  OPTJIT_TRY(not_forked());
   if (materialize) OPTJIT_TRY(this->materialize(part));
   if (part.executor) OPTJIT_TRY(part.executor->sync_to_host(part.state));
   for (size_t t = 0; t < part.state.tensors.size(); ++t) {
@@ -802,6 +819,7 @@ Expected<runtime::TensorFile> Optimizer::export_state() const {
 }
 
 Status Optimizer::sync_state() {
+  OPTJIT_TRY(impl_->not_forked());
   for (Part& part : impl_->parts)
     if (part.executor) OPTJIT_TRY(part.executor->sync_to_host(part.state));
   return Status::Ok();
@@ -899,6 +917,7 @@ Status Optimizer::rebind_param(size_t param, DeviceMemory device) {
 Status Optimizer::Impl::bind_state(size_t param, std::string_view buffer, void* host,
                                    DeviceMemory memory, bool adopt) {
   if (param >= params.size()) return make_error("no parameter {}", param);
+  OPTJIT_TRY(not_forked());
   if (memory && (!device || device->description().host_memory))
     return make_error(
         "bind_state: device memory needs a GPU backend (cuda, opencl, webgpu), not {}",
@@ -965,6 +984,7 @@ Expected<autotune::TuneResult> Optimizer::Impl::tune(const std::vector<const voi
                                                      const std::vector<DeviceMemory>* dev,
                                                      autotune::TuneOptions options) {
   if (!device) return make_error("tune() tunes a device; the reference backend has none");
+  OPTJIT_TRY(not_forked());
   if (parts.size() > 1)
     return make_error("tune() takes parameters of one dtype; run `optjit tune` for each dtype");
   Part& part = parts[0];

@@ -2,16 +2,60 @@
 // are the LLVM-JIT'd passes (codegen/cpu_jit.h), and a pass launch spreads the chunk table over
 // OpenMP threads in contiguous ranges of about equal elements. The scalar program runs on the
 // host between passes, which is this device too.
+//
+// Fork: libgomp's thread team does not survive fork(), and a child that starts a parallel
+// region after its parent did waits forever for threads it does not have (Python's
+// multiprocessing forks by default on Linux; a child that trains hung at its first step). A
+// process forked after this device started a team runs its threads as std::threads instead.
 #include <omp.h>
+#include <pthread.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 #include "codegen/cpu_jit.h"
 #include "runtime/device.h"
 #include "runtime/devices.h"
 
 namespace optjit::runtime {
+
+namespace {
+
+std::atomic<bool> team_started{false};  // this process started an OpenMP team
+std::atomic<bool> forked{false};        // and was forked from one that had (or is such a fork)
+
+void after_fork_in_child() {
+  if (team_started.load()) forked.store(true);
+}
+
+// body(t) for t in [0, n), each on its own thread (t = 0 on the caller's); returns when all
+// have run. OpenMP's team, or in a fork of a process that had one, threads started for the call.
+template <class Body>
+void run_on_threads(int n, const Body& body) {
+  static const int registered = pthread_atfork(nullptr, nullptr, after_fork_in_child);
+  (void)registered;
+  if (n <= 1) {
+    if (n == 1) body(0);
+    return;
+  }
+  if (!forked.load()) {
+    team_started.store(true);
+#pragma omp parallel num_threads(n)
+    for (int t = omp_get_thread_num(); t < n; t += omp_get_num_threads()) body(t);  // any team
+    return;
+  }
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<size_t>(n - 1));
+  for (int t = 1; t < n; ++t) threads.emplace_back([&body, t] { body(t); });
+  body(0);
+  for (auto& th : threads) th.join();
+}
+
+}  // namespace
 
 namespace {
 
@@ -30,11 +74,9 @@ class CpuModule final : public Module {
     balance(chunks, n);
     codegen::PassFn fn = kernels_->pass(kernel.k);
     const int used = static_cast<int>(start_.size()) - 1;
-#pragma omp parallel num_threads(used)
-    {
-      const int t = omp_get_thread_num();
+    run_on_threads(used, [&](int t) {
       if (start_[t] < start_[t + 1]) fn(rows, chunks, start_[t], start_[t + 1], partials);
-    }
+    });
     return Status::Ok();
   }
   double compile_seconds() const override { return kernels_->compile_seconds(); }
@@ -104,11 +146,13 @@ class CpuDevice final : public Device {
     auto* d = ptr(dst);
     const auto* s = ptr(src);
     const int64_t blocks = static_cast<int64_t>((bytes + (1 << 20) - 1) >> 20);
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < blocks; ++i) {
-      const size_t at = static_cast<size_t>(i) << 20;
-      std::memcpy(d + at, s + at, std::min<size_t>(size_t{1} << 20, bytes - at));
-    }
+    const int threads = static_cast<int>(std::min<int64_t>(desc_.compute_units, blocks));
+    run_on_threads(threads, [&](int t) {  // contiguous ranges of 1 MiB blocks
+      for (int64_t i = blocks * t / threads; i < blocks * (t + 1) / threads; ++i) {
+        const size_t at = static_cast<size_t>(i) << 20;
+        std::memcpy(d + at, s + at, std::min<size_t>(size_t{1} << 20, bytes - at));
+      }
+    });
     return Status::Ok();
   }
   Status finish() override { return Status::Ok(); }

@@ -2,8 +2,14 @@
 
 #include "codegen/c_emitter.h"
 
+#include <pthread.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <mutex>
+#include <string>
+#include <vector>
 
 namespace optjit::runtime {
 
@@ -42,10 +48,52 @@ std::string device_kind_names(const std::function<bool(const DeviceKind&)>& pred
   return out;
 }
 
+namespace {
+
+// The device kinds this process opened, and those its parent had opened when it forked. A
+// driver that keeps threads (PoCL's, lavapipe's, CUDA's) does not survive fork(): in the child,
+// its next blocking call waits forever for threads that were not copied. So a fork opens only
+// kinds its parent never did (the cpu device runs in a fork: runtime/cpu_device.cpp).
+std::mutex fork_mutex;
+std::vector<std::string> opened_kinds, parent_kinds;
+
+void after_fork_in_child() {  // one thread, no lock held by another (fork_mutex: see below)
+  parent_kinds.insert(parent_kinds.end(), opened_kinds.begin(), opened_kinds.end());
+  opened_kinds.clear();
+}
+
+// fork_mutex is taken around fork() so that the child never inherits it held.
+void before_fork() { fork_mutex.lock(); }
+void after_fork_in_parent() { fork_mutex.unlock(); }
+void after_fork_in_child_locked() {
+  after_fork_in_child();
+  fork_mutex.unlock();
+}
+
+}  // namespace
+
 Expected<std::shared_ptr<Device>> open_device(const DeviceSpec& spec) {
   const DeviceKind* kind = find_device_kind(spec.kind);
   if (!kind) return make_error("no device kind '{}' ({})", spec.kind, device_kind_names());
-  return kind->open(spec.index, spec.queue);
+  static const int registered =
+      pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child_locked);
+  (void)registered;
+  if (kind->name != "cpu") {
+    std::lock_guard lock(fork_mutex);
+    if (std::find(parent_kinds.begin(), parent_kinds.end(), kind->name) != parent_kinds.end())
+      return make_error(
+          "cannot open a device of kind '{}' in process {}: it is a fork of a process that "
+          "had opened one, and the driver's threads do not survive fork() (open devices only after "
+          "forking, or start processes with the 'spawn' method)",
+          kind->name, ::getpid());
+  }
+  auto device = kind->open(spec.index, spec.queue);
+  if (device && kind->name != "cpu") {
+    std::lock_guard lock(fork_mutex);
+    if (std::find(opened_kinds.begin(), opened_kinds.end(), kind->name) == opened_kinds.end())
+      opened_kinds.push_back(kind->name);
+  }
+  return device;
 }
 
 std::string KernelId::name() const {

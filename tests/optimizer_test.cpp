@@ -4,12 +4,18 @@
 #define CL_TARGET_OPENCL_VERSION 300
 #include <CL/cl.h>
 
+#include <poll.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <optional>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -67,6 +73,103 @@ TEST(Optimizer, UpdatesTheCallersMemoryLikeTheReference) {
   for (size_t i = 0; i < a.w.size(); ++i) ASSERT_NEAR(a.w[i], b.w[i], 2e-6) << i;
   for (size_t i = 0; i < a.b.size(); ++i) ASSERT_NEAR(a.b[i], b.b[i], 2e-6) << i;
   EXPECT_NE(a.w[3], Model().w[3]);  // it really moved
+}
+
+// What `child` returns when run in a forked process, or nothing if it did not finish within
+// 30 s (the child is then killed): a fork that hangs fails the test instead of the suite.
+std::optional<std::string> in_fork(const std::function<std::string()>& child) {
+  int fds[2];
+  if (::pipe(fds) != 0) return std::nullopt;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    const std::string out = child();
+    for (size_t at = 0; at < out.size();) {
+      const ssize_t n = ::write(fds[1], out.data() + at, out.size() - at);
+      if (n <= 0) break;
+      at += static_cast<size_t>(n);
+    }
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string out;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  bool done = false;
+  while (!done && std::chrono::steady_clock::now() < deadline) {
+    pollfd p{fds[0], POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    char buf[4096];
+    const ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n <= 0)
+      done = true;
+    else
+      out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fds[0]);
+  if (!done) ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  if (!done) return std::nullopt;
+  return out;
+}
+
+// Python's multiprocessing forks by default on Linux. libgomp's thread team does not survive
+// fork(): a child stepping after its parent had stepped on two threads waited forever, as did
+// one using the parent's OpenCL device (PoCL's threads are gone too). The CPU step runs in the
+// fork, with its parent's numbers; an OpenCL device is an error there, opened or inherited.
+TEST(Optimizer, AForkStepsOnTheCpuAndIsToldItCannotUseItsParentsDevice) {
+  Model a, b;
+  OptimizerOptions two;
+  two.cpu.threads = 2;  // a team of threads in the parent, whatever the machine
+  two.cpu.chunk_elements = 256;
+  two.cache.reset();
+  auto cpu = Optimizer::create(kPipeline, a.params(), two);
+  OptimizerOptions ref_options;
+  ref_options.backend = Backend::reference;
+  auto ref = Optimizer::create(kPipeline, b.params(), ref_options);
+  ASSERT_TRUE(cpu && ref);
+  a.grads(0);
+  b.grads(0);
+  ASSERT_TRUE((*cpu)->step(a.grad_ptrs()));
+  ASSERT_TRUE((*ref)->step(b.grad_ptrs()));
+  auto stepped = in_fork([&] {
+    a.grads(1);
+    auto r = (*cpu)->step(a.grad_ptrs());
+    if (!r) return r.error().message;
+    return std::string(reinterpret_cast<const char*>(a.w.data()), a.w.size() * sizeof(float));
+  });
+  ASSERT_TRUE(stepped) << "a forked process's CPU step hung";
+  ASSERT_EQ(stepped->size(), a.w.size() * sizeof(float)) << *stepped;
+  b.grads(1);
+  ASSERT_TRUE((*ref)->step(b.grad_ptrs()));
+  std::vector<float> w(a.w.size());
+  std::memcpy(w.data(), stepped->data(), stepped->size());
+  for (size_t i = 0; i < w.size(); ++i) ASSERT_NEAR(w[i], b.w[i], 2e-6) << i;
+  EXPECT_NE(w, a.w);  // the fork stepped; the parent did not
+
+  Model c;
+  OptimizerOptions ocl_options;
+  ocl_options.backend = Backend::opencl;
+  ocl_options.cache.reset();
+  auto ocl = Optimizer::create(kPipeline, c.params(), ocl_options);
+  ASSERT_TRUE(ocl) << ocl.error().message;
+  c.grads(0);
+  ASSERT_TRUE((*ocl)->step(c.grad_ptrs()));
+  auto refused = in_fork([&] {
+    auto r = (*ocl)->step(c.grad_ptrs());
+    Model d;
+    auto fresh = Optimizer::create(kPipeline, d.params(), ocl_options);
+    return (r ? std::string("stepped") : r.error().message) + "\n" +
+           (fresh ? std::string("opened") : fresh.error().message);
+  });
+  ASSERT_TRUE(refused) << "a forked process hung on its parent's OpenCL device";
+  const std::string parent = std::to_string(::getpid());
+  EXPECT_NE(refused->find("this optimizer's opencl device was opened by process " + parent +
+                          ", and this process ("),
+            std::string::npos)
+      << *refused;
+  EXPECT_NE(refused->find("\ncannot open a device of kind 'opencl' in process "), std::string::npos)
+      << *refused;
+  EXPECT_TRUE((*ocl)->step(c.grad_ptrs()));  // the parent's device is unharmed
 }
 
 // A framework's process starts warm from the kernel cache: the second optimizer compiles
