@@ -1559,3 +1559,50 @@ def test_fused_clip_refuses_the_norm_types_it_does_not_provide(norm_type):
     with pytest.raises(optjit.Error, match=r"clip_grad_norm: norm_type must be a nonzero number "
                                            rf"or inf, got {'-inf' if norm_type else '0'}$"):
         ot.AdamW([w], max_grad_norm=1.0, norm_type=norm_type)
+
+
+def _train_in_fork(opt, params, conn):
+    for k in range(2):
+        for p in params:
+            p.grad = torch.full_like(p, 0.1 * (k + 1))
+        opt.step()
+    conn.send([p.detach().numpy().tobytes() for p in params])  # (torch's own copies of
+    conn.close()  # large tensors hang in a fork after torch ran them on threads: not sent)
+
+
+def test_a_forked_process_trains_with_the_optimizer_its_parent_stepped():
+    """multiprocessing forks by default on Linux: a child that went on training with an
+    optimizer its parent had stepped waited forever (libgomp's threads do not survive fork;
+    the parent's step ran on all cores). Small tensors: torch's own operations run on one
+    thread, so that only optjit's step could hang."""
+    import multiprocessing
+    torch.manual_seed(2)
+    params = [torch.nn.Parameter(torch.randn(30, 70)), torch.nn.Parameter(torch.randn(70))]
+    ref = [torch.nn.Parameter(p.detach().clone()) for p in params]
+    opt = ot.AdamW(params, lr=0.01, max_grad_norm=1.0)
+    torch_opt = torch.optim.AdamW(ref, lr=0.01, foreach=False)
+    for p, r in zip(params, ref):
+        p.grad = torch.randn_like(p)
+        r.grad = p.grad.clone()
+    opt.step()
+    torch.nn.utils.clip_grad_norm_(ref, 1.0)
+    torch_opt.step()
+    ctx = multiprocessing.get_context("fork")
+    here, there = ctx.Pipe()
+    child = ctx.Process(target=_train_in_fork, args=(opt, params, there), daemon=True)
+    child.start()
+    finished = here.poll(60)
+    if not finished:
+        child.kill()
+    assert finished, "the forked process did not finish its steps"
+    got = here.recv()
+    child.join(10)
+    assert child.exitcode == 0
+    for k in range(2):
+        for r in ref:
+            r.grad = torch.full_like(r, 0.1 * (k + 1))
+        torch.nn.utils.clip_grad_norm_(ref, 1.0)
+        torch_opt.step()
+    for g, r in zip(got, ref):
+        g = torch.frombuffer(bytearray(g), dtype=torch.float32).view(r.shape)
+        torch.testing.assert_close(g, r.detach(), rtol=0, atol=1e-6)
