@@ -55,10 +55,6 @@ void run_on_threads(int n, const Body& body) {
   for (auto& th : threads) th.join();
 }
 
-}  // namespace
-
-namespace {
-
 class CpuModule final : public Module {
  public:
   CpuModule(std::unique_ptr<codegen::CpuKernels> kernels, int threads)

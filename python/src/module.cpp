@@ -226,6 +226,16 @@ ir::Quant quant_named(const std::string& name) {
   return *q;
 }
 
+// What a Python exception raised inside a callback says, on one line: its type and message
+// (nanobind's what() appends the whole traceback, which made a dead peer's error a page).
+std::string exception_text(const std::exception& e) {
+  if (const auto* py = dynamic_cast<const nb::python_error*>(&e)) {
+    nb::gil_scoped_acquire gil;
+    return fmt::format("{}: {}", nb::type_name(py->type()).c_str(), nb::str(py->value()).c_str());
+  }
+  return e.what();
+}
+
 // A communicator over Python callables (optjit.torch passes ones that call
 // torch.distributed.all_reduce on its process group): allreduce_sum hands `fn` the buffer as a
 // float64 NumPy array to sum in place; a sharded device step on CUDA hands `device_fn` (where
@@ -252,7 +262,7 @@ class PyCommunicator final : public Communicator {
       device_fn_(device.address(data), count);
     } catch (const std::exception& e) {
       return make_error("{}: all-reduce of {} values on the device failed on rank {} of {}: {}",
-                        name_, count, rank_, size_, e.what());
+                        name_, count, rank_, size_, exception_text(e));
     }
     return Status::Ok();
   }
@@ -267,7 +277,7 @@ class PyCommunicator final : public Communicator {
       fn_(nb::cast(view, nb::rv_policy::reference));  // the buffer itself, not a copy
     } catch (const std::exception& e) {
       return make_error("{}: all-reduce of {} values failed on rank {} of {}: {}", name_,
-                        data.size(), rank_, size_, e.what());
+                        data.size(), rank_, size_, exception_text(e));
     }
     return Status::Ok();
   }

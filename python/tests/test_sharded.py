@@ -3,6 +3,7 @@ optjit.torch.AdamW and the clip fused, two processes, against single-process tor
 clip_grad_norm_ (python/tests/sharded_worker.py does the training; this runs it)."""
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -79,3 +80,29 @@ def test_fsdp2_with_the_clip_fused_trains_as_torch_does(tmp_path):
     for res in results:
         assert res["zero1_moved"] > 1e-3  # it trained
         assert res["zero1"] <= 1e-12, res["zero1"]
+
+
+def test_a_dead_peer_fails_the_step_with_one_line_and_changes_nothing(tmp_path):
+    """torch.distributed's error reached the caller with nanobind's whole Python traceback in
+    its message (a page); now its type and message, after what optjit was doing."""
+    out = tmp_path / "result.json"
+    worker = os.path.join(os.path.dirname(__file__), "dead_peer_worker.py")
+    port = str(_free_port())
+    procs = [subprocess.Popen(
+        [sys.executable, worker, str(out)],
+        env=dict(os.environ, OMP_NUM_THREADS="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
+                 WORLD_SIZE="2", RANK=str(rank)),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for rank in (0, 1)]
+    try:
+        logs = [p.communicate(timeout=120)[0] for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    assert procs[1].returncode == 3 and procs[0].returncode == 0, logs
+    res = json.loads(out.read_text())
+    assert res["error"] is not None, "the step returned although its peer was dead"
+    assert re.match(r"Error: torch\.distributed \(gloo\): all-reduce of \d+ values failed on "
+                    r"rank 0 of 2: RuntimeError: .*Connection reset by peer", res["error"]), \
+        res["error"]
+    assert "\n" not in res["error"] and "Traceback" not in res["error"], res["error"]
+    assert res["params_unchanged"] and res["state_unchanged"], res
