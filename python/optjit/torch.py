@@ -594,6 +594,19 @@ class _Engine:
                 self.engine.rebind_param(k, self.arrays[k])
         self.data_ptrs = now
 
+    def relaid(self) -> bool:
+        """Whether a parameter's memory was replaced by memory laid out otherwise
+        (``model.to(memory_format=torch.channels_last)`` after a step): the engine pairs
+        state and parameter in memory order, so a new engine must adopt the state."""
+        if self.dtensors:
+            now = [_local(p).data_ptr() for _, _, p in self.members]
+        else:
+            now = [p.data_ptr() for p in self.params]
+        if now == self.data_ptrs:
+            return False
+        return any(now[k] != self.data_ptrs[k] and not _same_layout(_array(p), self.arrays[k])
+                   for k, (_, _, p) in enumerate(self.members))
+
     def sync_hypers(self, groups: List[Dict[str, Any]]) -> None:
         """Whatever the param groups hold now (a scheduler's lr) is what the next step uses."""
         present = {g for g, _, _ in self.members}
@@ -1122,6 +1135,9 @@ class Optimizer(torch.optim.Optimizer):
         for members in parts:
             ekey = (pipeline, tuple((g, i, id(p)) for g, i, p in members))
             eng = self._engines.get(ekey)
+            if eng is not None and eng.relaid():
+                eng.engine.sync_state()  # (what a device backend kept) into the torch state
+                eng = None
             if eng is None:
                 eng = _Engine(self, members, pipeline)
                 self._engines[ekey] = eng
@@ -1184,6 +1200,10 @@ class Optimizer(torch.optim.Optimizer):
             for eng in self._engines.values():
                 eng.engine.sync_state()
             self._forget()
+        if key == self._last_key and any(eng.relaid() for eng in self._last):
+            for eng in self._engines.values():
+                eng.engine.sync_state()
+            self._forget()  # new engines adopt the state in the parameters' new layout
         if key != self._last_key:
             active = self._active()
             # Another set of parameters has gradients than last step: find (or build) the

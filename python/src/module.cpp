@@ -416,7 +416,8 @@ class Engine {
     // A state of the parameter's shape pairs with it in memory order; any other (a flat one,
     // quantization scales) is read in row-major order.
     if (const Spec& s = spec(param, "bind_state"); shape_of(a) == s.shape)
-      check_layout(a, s, [&] { return what; });
+      check_layout(
+          a, s, [&] { return what; }, ".contiguous(memory_format=...) makes one");
     else if (layout_of(a) != row_major_layout(shape_of(a)))
       throw Error(
           fmt::format("{} is not row-major: a state of another shape than its parameter "
@@ -439,7 +440,10 @@ class Engine {
           fmt::format("{} cannot be rebound to an array of shape {}: its shape is {} (a "
                       "new shape needs a new optimizer)",
                       what, shape_text(shape_of(a)), shape_text(s.shape)));
-    check_layout(a, s, [&] { return what + "'s new array"; });
+    check_layout(
+        a, s, [&] { return what + "'s new array"; },
+        "a parameter in a new layout needs a new optimizer, which can adopt the "
+        "state: optjit.torch builds one");
     const Locked opt = this->opt();
     check(p.host ? opt->rebind_param(param, p.host) : opt->rebind_param(param, p.device));
     params_[param] = a;
@@ -556,15 +560,16 @@ class Engine {
     }
     return s;
   }
+  // `remedy`: what the caller can do, which depends on what the array is.
   template <class What>
-  static void check_layout(const Array& a, const Spec& s, const What& what) {
+  static void check_layout(const Array& a, const Spec& s, const What& what,
+                           std::string_view remedy) {
     if (!same_layout(a, s))
       throw Error(fmt::format(
           "{} holds its elements in another memory order than parameter '{}' (strides {} "
-          "against {}): an elementwise step pairs them in memory (torch gives a parameter's "
-          "gradient its layout; .contiguous(memory_format=...) makes one)",
+          "against {}): an elementwise step pairs them in memory ({})",
           what(), s.name, shape_text(layout_of(a)),
-          shape_text(s.layout.empty() ? row_major_layout(s.shape) : s.layout)));
+          shape_text(s.layout.empty() ? row_major_layout(s.shape) : s.layout), remedy));
   }
   const Spec& spec(size_t param, const char* what) const {
     if (param >= specs_.size())
@@ -607,7 +612,9 @@ class Engine {
                                 dtype_text(a), to_string(s.grad)));
       auto what = [&] { return fmt::format("the gradient of parameter '{}'", s.name); };
       check_contiguous(a, what);
-      check_layout(a, s, what);
+      check_layout(a, s, what,
+                   "torch gives a parameter's gradient its layout; .contiguous(memory_format=...) "
+                   "makes one");
       Place p = place_of(
           a, [&] { return fmt::format("the gradient of parameter {}", i); }, true);
       g.host.push_back(p.host);

@@ -1606,3 +1606,42 @@ def test_a_forked_process_trains_with_the_optimizer_its_parent_stepped():
     for g, r in zip(got, ref):
         g = torch.frombuffer(bytearray(g), dtype=torch.float32).view(r.shape)
         torch.testing.assert_close(g, r.detach(), rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("clip", [False, True])
+def test_a_model_moved_to_channels_last_between_steps_steps_on_as_torch(clip):
+    """model.to(memory_format=torch.channels_last) after training started replaces each weight's
+    memory by memory in another order: torch's step goes on; optjit's refused the new memory
+    (it pairs state and parameter in memory order). A new engine now adopts the state in the
+    parameters' new layout. float64 against torch's for-loop AdamW."""
+    res = {}
+    for mod in (torch.optim, ot):
+        torch.manual_seed(0)
+        m = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.Conv2d(4, 2, 3)).double()
+        kw = {"foreach": False} if mod is torch.optim else {"max_grad_norm": 0.5} if clip else {}
+        o = mod.AdamW(m.parameters(), lr=0.1, **kw)
+        x = torch.randn(2, 3, 9, 9, dtype=torch.float64)
+        for k in range(5):
+            if k == 2:
+                m.to(memory_format=torch.channels_last)
+                x = x.to(memory_format=torch.channels_last)
+            m(x).square().sum().backward()
+            if mod is torch.optim and clip:
+                torch.nn.utils.clip_grad_norm_(m.parameters(), 0.5)
+            o.step()
+            o.zero_grad()
+        res[mod] = (m, o)
+    (a, ao), (b, bo) = res[torch.optim], res[ot]
+    assert b[0].weight.stride() == (27, 1, 9, 3)  # it did move
+    for pa, pb in zip(a.parameters(), b.parameters()):
+        torch.testing.assert_close(pa.detach(), pb.detach(), rtol=1e-12, atol=1e-14)
+        for name in ("exp_avg", "exp_avg_sq"):
+            torch.testing.assert_close(ao.state[pa][name], bo.state[pb][name], rtol=1e-12,
+                                       atol=1e-16)
+        assert float(bo.state[pb]["step"]) == 5.0
+    # The low-level engine, which builds nothing itself, says what to do.
+    w = torch.randn(4, 3, 3, 3)
+    eng = optjit.Engine("sgd(lr=0.1)", ["w"], [w])
+    with pytest.raises(optjit.Error, match=r"parameter 'w''s new array holds its elements in "
+                                           r"another memory order .* needs a new optimizer"):
+        eng.rebind_param(0, w.to(memory_format=torch.channels_last))
