@@ -453,18 +453,19 @@ class _Engine:
                 held = self.state_arrays.get((k, name))
                 if held is None or held.data_ptr() != t.data_ptr():
                     flat = t.detach() if t.shape == self.arrays[k].shape else t.detach().view(-1)
-                    self.engine.bind_state(k, name, flat, adopt=adopt)
+                    # (a DLPack capsule: a fifth of __dlpack__'s cost, paid per state tensor)
+                    self.engine.bind_state(k, name, _to_dlpack(flat), adopt=adopt)
                     self.state_arrays[(k, name)] = t  # (kept alive: the engine writes it)
-                if _is_dtensor(p) and st[name] is t and (rows or t.shape == _local(p).shape):
+                if (self.dtensors and _is_dtensor(p) and st[name] is t
+                        and (rows or t.shape == _local(p).shape)):
                     # FSDP2: the state is a DTensor laid out as its parameter (as torch's
                     # optimizers make it), or for a flat one (scales, 4-bit codes) as p's rows,
                     # so torch.distributed.checkpoint saves and reshards it; the engine steps
                     # its local shard, `t`. (An unquantized tensor's scales are empty.)
                     st[name] = (_as_dtensor_rows(t, p, rows) if rows
                                 else _as_dtensor_like(t, p))
-            if "step" not in st:
-                st["step"] = torch.tensor(1.0 if had else 0.0, dtype=_scalar_dtype())
-            s = _step_count(st["step"], i)
+            # (A state that starts here gets its "step" below: a view of the engine's counts.)
+            s = _step_count(st["step"], i) if "step" in st else 1 if had else 0
             step = s if step is None else step
             for name in self.engine.scalar_states:
                 first = (g, name) not in scalar_members
@@ -570,7 +571,7 @@ class _Engine:
     def _state_rows(self, k: int, p: torch.Tensor, name: str) -> Optional[int]:
         """Elements per row of p's flat state `name` (a quantized state's scales, 4-bit codes)
         when p is a DTensor whose state is kept by rows (_as_dtensor_rows); else None."""
-        if not _is_dtensor(p) or not _rows_hold_blocks(p):
+        if not self.dtensors or not _is_dtensor(p) or not _rows_hold_blocks(p):
             return None
         codes = name[:-len(".absmax")] if name.endswith(".absmax") else name
         if self.engine.state_storage(k, codes) != "u8":  # (decided by the whole tensor)

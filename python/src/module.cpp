@@ -113,6 +113,10 @@ std::string shape_text(const std::vector<int64_t>& s) {
 // (np.frombuffer over bytes, a broadcast view), whose memory optjit must not change.
 template <class What>
 Array writable_array(nb::handle obj, const What& what) {
+  // One import as writable (each import calls the object's __dlpack__: for torch, a few
+  // microseconds, which a model of many tensors pays per tensor); the read-only import only to
+  // tell a read-only array from what is not an array at all.
+  if (nb::ndarray<> w; nb::try_cast(obj, w, /*convert=*/false)) return Array(w);
   Array a;
   if (!nb::try_cast(obj, a, /*convert=*/false)) {
     // An array that cannot be exported says why (NumPy: "DLPack only supports native byte
@@ -130,9 +134,7 @@ Array writable_array(nb::handle obj, const What& what) {
                     "protocol), but a {}",
                     what(), nb::type_name(obj.type()).c_str()));
   }
-  if (nb::ndarray<> w; !nb::try_cast(obj, w, /*convert=*/false))
-    throw Error(fmt::format("{} is read-only: optjit updates it in place", what()));
-  return a;
+  throw Error(fmt::format("{} is read-only: optjit updates it in place", what()));
 }
 
 DType dtype_named(const std::string& name) {
