@@ -12,6 +12,7 @@
 
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -158,6 +159,15 @@ class Optimizer {
   /// from there; the old memory is not touched again.
   Status rebind_param(size_t param, void* host);
   Status rebind_param(size_t param, DeviceMemory device);
+  /// Several parameters at once (a framework that reloaded or swapped them), all or nothing:
+  /// checked as they will be, so parameters may trade memory (one at a time, the first would
+  /// overlap the second's old memory), and in O(n log n) for n parameters.
+  struct Rebinding {
+    size_t param = 0;
+    void* host = nullptr;  // host memory, or
+    DeviceMemory device;   // memory on the optimizer's device
+  };
+  Status rebind_params(std::span<const Rebinding> changes);
 
   /// Makes state buffer `buffer` ("exp_avg", as optjit list names it) of parameter `param` the
   /// caller's memory: host memory, or memory on the optimizer's device. Its current value is

@@ -734,6 +734,35 @@ TEST(Optimizer, ParametersCanBeReboundBetweenSteps) {
   }
 }
 
+// Parameters that trade memory (a framework swapping two tensors' storage) are rebound at once:
+// one at a time the first would overlap the second's old memory. All or nothing: a batch that
+// leaves two parameters on one memory changes nothing.
+TEST(Optimizer, ParametersThatTradeMemoryAreReboundTogether) {
+  std::vector<float> x(64, 1.0f), y(64, 2.0f), g(64, 0.5f), spare(64, 3.0f);
+  std::vector<Param> ps{{"x", x.data(), DType::f32, {64}}, {"y", y.data(), DType::f32, {64}}};
+  OptimizerOptions o;
+  o.cache.reset();
+  auto opt = Optimizer::create("sgd(lr=1.0)", ps, o);
+  ASSERT_TRUE(opt);
+  using R = Optimizer::Rebinding;
+  EXPECT_EQ((*opt)->rebind_param(0, y.data()).error().message,
+            "rebind_param: 'x' would overlap 'y'");
+  const std::vector<R> overlapping{{0, spare.data(), {}}, {1, spare.data(), {}}};
+  EXPECT_EQ((*opt)->rebind_params(overlapping).error().message,
+            "rebind_param: 'x' would overlap 'y'");
+  const std::vector<R> swap{{0, y.data(), {}}, {1, x.data(), {}}};
+  ASSERT_TRUE((*opt)->rebind_params(swap));
+  ASSERT_TRUE((*opt)->step({g.data(), g.data()}));
+  EXPECT_EQ(x[0], 0.5f);  // "y" now lives in x: 1 - 0.5; "x" in y: 2 - 0.5
+  EXPECT_EQ(y[0], 1.5f);
+  EXPECT_EQ(spare[0], 3.0f);  // the refused batch bound nothing
+  const std::vector<R> bad{{0, spare.data(), {}}, {5, x.data(), {}}};
+  EXPECT_EQ((*opt)->rebind_params(bad).error().message, "rebind_param: no parameter 5");
+  ASSERT_TRUE((*opt)->step({g.data(), g.data()}));
+  EXPECT_EQ(spare[0], 3.0f);
+  EXPECT_EQ(x[0], 0.0f);
+}
+
 // A tuple's values go to its elements in order, whatever order the program declares them in
 // (rprop's step_sizes were once swapped: min became max).
 TEST(Optimizer, TupleHyperparametersTakeTheirValuesInElementOrder) {

@@ -161,8 +161,8 @@ Result run(const char* pipeline, const Layout& l, bool sharded, int steps, Backe
   }
   for (size_t t = 0; t < kTensors.size(); ++t) {
     out.values.emplace_back(p[t].begin(), p[t].end());
-    auto dt = (*opt)->state_storage(t, "exp_avg");
-    out.exp_avg.push_back(dt ? *dt : DType::f64);
+    auto storage = (*opt)->state_storage(t, "exp_avg");
+    out.exp_avg.push_back(storage ? *storage : DType::f64);
   }
   auto st = (*opt)->export_state();
   if (!st) out.error = st.error().message;

@@ -589,10 +589,13 @@ class _Engine:
             now = [p.data_ptr() for p in self.params]
         if now == self.data_ptrs:
             return
-        for k, (_, _, p) in enumerate(self.members):
-            if now[k] != self.data_ptrs[k]:  # the framework reallocated it
-                self.arrays[k] = _array(p).detach()
-                self.engine.rebind_param(k, self.arrays[k])
+        # The framework reallocated them (or swapped them: a.data, b.data = b.data, a.data):
+        # rebound together, as they are now.
+        moved = [k for k in range(len(now)) if now[k] != self.data_ptrs[k]]
+        arrays = [_array(self.members[k][2]).detach() for k in moved]
+        self.engine.rebind_params(list(zip(moved, arrays)))
+        for k, a in zip(moved, arrays):
+            self.arrays[k] = a
         self.data_ptrs = now
 
     def relaid(self) -> bool:

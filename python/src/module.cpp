@@ -430,25 +430,36 @@ class Engine {
     states_.insert_or_assign({param, buffer}, a);
   }
   void rebind_param(size_t param, nb::handle obj) {
-    const Spec& s = spec(param, "rebind_param");
-    const std::string what = fmt::format("parameter '{}'", s.name);
-    const Array a = writable_array(obj, [&] { return what; });
-    Place p = place_of(a, [&] { return what; });
-    if (!has_dtype(a, s.dtype))
-      throw Error(fmt::format("{} cannot be rebound to a {} array: it is {}", what, dtype_text(a),
-                              to_string(s.dtype)));
-    if (shape_of(a) != s.shape)
-      throw Error(
-          fmt::format("{} cannot be rebound to an array of shape {}: its shape is {} (a "
-                      "new shape needs a new optimizer)",
-                      what, shape_text(shape_of(a)), shape_text(s.shape)));
-    check_layout(
-        a, s, [&] { return what + "'s new array"; },
-        "a parameter in a new layout needs a new optimizer, which can adopt the "
-        "state: optjit.torch builds one");
+    rebind_params({{param, nb::borrow<nb::object>(obj)}});
+  }
+  // Several at once, all or nothing: parameters may trade memory (a.data, b.data = b.data,
+  // a.data), which one at a time overlaps on the way.
+  void rebind_params(const std::vector<std::pair<size_t, nb::object>>& changes) {
+    std::vector<Array> arrays;
+    std::vector<Optimizer::Rebinding> rebind;
+    for (const auto& [param, obj] : changes) {
+      const Spec& s = spec(param, "rebind_param");
+      const std::string what = fmt::format("parameter '{}'", s.name);
+      const Array a = writable_array(obj, [&] { return what; });
+      Place p = place_of(a, [&] { return what; });
+      if (!has_dtype(a, s.dtype))
+        throw Error(fmt::format("{} cannot be rebound to a {} array: it is {}", what, dtype_text(a),
+                                to_string(s.dtype)));
+      if (shape_of(a) != s.shape)
+        throw Error(
+            fmt::format("{} cannot be rebound to an array of shape {}: its shape is {} (a "
+                        "new shape needs a new optimizer)",
+                        what, shape_text(shape_of(a)), shape_text(s.shape)));
+      check_layout(
+          a, s, [&] { return what + "'s new array"; },
+          "a parameter in a new layout needs a new optimizer, which can adopt the "
+          "state: optjit.torch builds one");
+      arrays.push_back(a);
+      rebind.push_back({param, p.host, p.device});
+    }
     const Locked opt = this->opt();
-    check(p.host ? opt->rebind_param(param, p.host) : opt->rebind_param(param, p.device));
-    params_[param] = a;
+    check(opt->rebind_params(rebind));
+    for (size_t i = 0; i < changes.size(); ++i) params_[changes[i].first] = arrays[i];
   }
   void set_hyper(const std::string& name, const std::vector<double>& values,
                  std::optional<uint32_t> group) {
@@ -778,6 +789,9 @@ NB_MODULE(_optjit, m) {
       .def("bind_state", &Engine::bind_state, nb::arg("param"), nb::arg("buffer"), nb::arg("array"),
            nb::arg("adopt") = false)
       .def("rebind_param", &Engine::rebind_param, nb::arg("param"), nb::arg("array"))
+      .def("rebind_params", &Engine::rebind_params, nb::arg("changes"),
+           "Rebinds several parameters at once: a list of (index, array), checked as a whole "
+           "(parameters may trade memory).")
       .def("set_hyper", &Engine::set_hyper, nb::arg("name"), nb::arg("values"),
            nb::arg("group") = nb::none())
       .def("hyper", &Engine::hyper, nb::arg("name"), nb::arg("group") = 0)
