@@ -592,8 +592,8 @@ class _Engine:
         # The framework reallocated them (or swapped them: a.data, b.data = b.data, a.data):
         # rebound together, as they are now.
         moved = [k for k in range(len(now)) if now[k] != self.data_ptrs[k]]
-        arrays = [_array(self.members[k][2]).detach() for k in moved]
-        self.engine.rebind_params(list(zip(moved, arrays)))
+        arrays = [self.array_of(self.members[k][2]).detach() for k in moved]
+        self.engine.rebind_params([(k, _to_dlpack(a)) for k, a in zip(moved, arrays)])
         for k, a in zip(moved, arrays):
             self.arrays[k] = a
         self.data_ptrs = now
@@ -608,8 +608,14 @@ class _Engine:
             now = [p.data_ptr() for p in self.params]
         if now == self.data_ptrs:
             return False
-        return any(now[k] != self.data_ptrs[k] and not _same_layout(_array(p), self.arrays[k])
+        return any(now[k] != self.data_ptrs[k] and not _same_layout(self.array_of(p),
+                                                                     self.arrays[k])
                    for k, (_, _, p) in enumerate(self.members))
+
+    def array_of(self, p: torch.Tensor) -> torch.Tensor:
+        """_array(p), without asking each parameter whether it is a DTensor where none is
+        (isinstance against DTensor costs microseconds per parameter once it is imported)."""
+        return _array(p) if self.dtensors or self.complex else p
 
     def sync_hypers(self, groups: List[Dict[str, Any]]) -> None:
         """Whatever the param groups hold now (a scheduler's lr) is what the next step uses."""
