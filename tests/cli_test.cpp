@@ -269,6 +269,18 @@ TEST_F(Cli, BadCountsAndArgumentsAreOneLineErrors) {
       {"rnu x",
        "optjit: 'rnu' is not a command (run, cache, emit, plan, compile, tune, bench, "
        "devices, list, inspect, synth; --help explains each)\n"},
+      // Sharding on paper: checked before anything is printed (the plan came first, then the
+      // error; --params -7 named CLI11's 309-digit bound; --processes 0 printed an empty table).
+      {"plan 'sgd()' --params -7 --tensors 3",
+       "optjit: --params: '-7' is not a finite number of at least 1\n"},
+      {"plan 'sgd()' --params 7e9", "optjit: --params needs --tensors: the model's tensor count\n"},
+      {"plan 'sgd()' --tensors 100",
+       "optjit: --tensors goes with --params: the model's parameter count\n"},
+      {"plan 'sgd()' --params 10 --tensors 100",
+       "optjit: --tensors 100 is more than --params 10: every tensor holds at least one "
+       "parameter\n"},
+      {"plan 'sgd()' --params 7e9 --tensors 100 --processes 8,0",
+       "optjit: --processes: '0' is not a process count (a whole number from 1 to 2^40)\n"},
       {"synth --preset one --numel 1000000000 --steps 1000000 --params " + p("p.st") + " --grads " +
            p("g.st"),
        "optjit: 'weight' with 1000000 gradient steps has more than 281474976710656 elements, "

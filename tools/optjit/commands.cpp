@@ -1,6 +1,7 @@
 #include "tools/optjit/commands.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -366,6 +367,31 @@ int plan(const PlanOptions& o) {
   if (!gt) return fail(gt.error().message);
   auto p = compile_pipeline(*text, {*dt, *gt, *dt});
   if (!p) return fail(p.error().message);
+  // Sharding on paper: everything checked before anything is printed.
+  std::vector<long long> process_counts;
+  if (o.params > 0) {
+    if (o.tensors <= 0) return fail("--params needs --tensors: the model's tensor count");
+    if (static_cast<double>(o.tensors) > o.params)
+      return fail(
+          fmt::format("--tensors {} is more than --params {:g}: every tensor holds at "
+                      "least one parameter",
+                      o.tensors, o.params));
+    for (size_t pos = 0; pos <= o.processes.size();) {
+      size_t comma = o.processes.find(',', pos);
+      if (comma == std::string::npos) comma = o.processes.size();
+      const std::string item = o.processes.substr(pos, comma - pos);
+      pos = comma + 1;
+      char* end = nullptr;
+      errno = 0;
+      const long long n = std::strtoll(item.c_str(), &end, 10);
+      if (item.empty() || *end != '\0' || errno == ERANGE || n < 1 || n > (1LL << 40))
+        return fail(fmt::format(
+            "--processes: '{}' is not a process count (a whole number from 1 to 2^40)", item));
+      process_counts.push_back(n);
+    }
+  } else if (o.tensors > 0) {
+    return fail("--tensors goes with --params: the model's parameter count");
+  }
   if (o.json) {
     nlohmann::json j;
     j["passes"] = nlohmann::json::array();
@@ -384,7 +410,6 @@ int plan(const PlanOptions& o) {
   }
   fmt::print("{}", plan::describe(*p, !o.no_bodies));
   if (o.params > 0) {
-    if (o.tensors <= 0) return fail("--params needs --tensors: the model's tensor count");
     const ShardKind kind = o.layout == "flat"   ? ShardKind::flat
                            : o.layout == "dim0" ? ShardKind::dim0
                                                 : ShardKind::by_tensor;
@@ -395,16 +420,7 @@ int plan(const PlanOptions& o) {
         "{:>10} {:>14} {:>14} {:>16} {:>11} {:>16}\n",
         o.params, o.tensors, o.layout, o.order, "processes", "params/proc", "state/proc",
         "moved/proc/step", "allreduces", "allreduced/step");
-    size_t pos = 0;
-    while (pos <= o.processes.size()) {
-      size_t comma = o.processes.find(',', pos);
-      if (comma == std::string::npos) comma = o.processes.size();
-      const std::string item = o.processes.substr(pos, comma - pos);
-      pos = comma + 1;
-      char* end = nullptr;
-      const long long n = std::strtoll(item.c_str(), &end, 10);
-      if (item.empty() || *end != '\0' || n < 1)
-        return fail(fmt::format("--processes: '{}' is not a process count", item));
+    for (const long long n : process_counts) {
       const ShardCost c = shard_cost(*p, o.params, o.tensors, n, kind, order);
       auto bytes = [](double b) {
         const char* unit[] = {"B", "KB", "MB", "GB", "TB"};

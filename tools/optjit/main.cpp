@@ -178,9 +178,9 @@ int main_with_args(int argc, char** argv) {
       ->add_option("--params", plan.params,
                    "sharding on paper: the model's parameter count (e.g. 7e9), per process "
                    "state, bytes moved and bytes all-reduced per step")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   plan_cmd->add_option("--tensors", plan.tensors, "with --params: the model's tensor count")
-      ->check(CLI::PositiveNumber);
+      ->check(whole(1, kMaxElements));
   plan_cmd->add_option("--processes", plan.processes,
                        "with --params: process counts, comma-separated (default 1,8,64,1024)");
   plan_cmd
