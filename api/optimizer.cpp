@@ -45,9 +45,7 @@ bool overlap(const void* a, size_t na, const void* b, size_t nb) {
   return na > 0 && nb > 0 && x < y + nb && y < x + na;
 }
 
-// Two parameters whose memory overlaps (the lower index first), if any, from their spans sorted
-// by (device buffer, start): if any two overlap, two neighbours do (the one after the first of
-// them starts inside it). 30,000 tensors take milliseconds; every pair took 3 s.
+// A parameter's memory: bytes [begin, end) of host memory or of one device buffer.
 struct Span {
   uint64_t buffer = 0, begin = 0, end = 0;  // buffer: 0 for host memory, else the handle + 1
   size_t index = 0;
@@ -67,6 +65,9 @@ std::optional<Span> span_of(const Param& p, size_t i) {
   return std::nullopt;
 }
 
+// Two parameters whose memory overlaps (the lower index first), if any, from their spans sorted
+// by (device buffer, start): if any two overlap, two neighbours do (the one after the first of
+// them starts inside it). 30,000 tensors take milliseconds; every pair took 3 s.
 std::optional<std::pair<size_t, size_t>> overlapping(const std::vector<Param>& params) {
   std::vector<Span> spans;
   for (size_t i = 0; i < params.size(); ++i)
