@@ -441,3 +441,39 @@ def test_a_step_under_a_grad_scaler_is_queued_and_counted_on_the_gpu():
     tc = torch.optim.AdamW(c, lr=1e-2, foreach=False)
     tc.load_state_dict(bo.state_dict())
     assert float(tc.state[c[0]]["step"]) == 4.0
+
+
+def test_memory_that_moves_between_steps_on_the_gpu_steps_as_torch():
+    """Parameters trading storage, a model moved to channels_last after training started, and
+    gradients set by hand in another layout (copied into the parameter's on the device), with
+    the clip fused: as torch's for-loop AdamW + clip_grad_norm_ on the same GPU, float64."""
+    res = {}
+    for mod in (torch.optim, ot):
+        torch.manual_seed(0)
+        m = torch.nn.Sequential(torch.nn.Conv2d(3, 3, 3), torch.nn.Conv2d(3, 3, 3)).double().to(DEV)
+        kw = {"foreach": False} if mod is torch.optim else {"max_grad_norm": 0.5}
+        o = mod.AdamW(m.parameters(), lr=0.05, **kw)
+        x = torch.randn(2, 3, 9, 9, dtype=torch.float64, device=DEV)
+        for k in range(5):
+            with torch.no_grad():
+                if k == 1:  # the two convolutions trade weights
+                    m[0].weight.data, m[1].weight.data = m[1].weight.data, m[0].weight.data
+                if k == 2:
+                    m.to(memory_format=torch.channels_last)
+                    x = x.to(memory_format=torch.channels_last)
+            m(x).square().sum().backward()
+            if k == 3:  # a gradient set by hand, transposed relative to its parameter
+                for p in m.parameters():
+                    if p.dim() == 4:
+                        p.grad = p.grad.detach().permute(3, 2, 1, 0).contiguous().permute(3, 2, 1, 0)
+            if mod is torch.optim:
+                torch.nn.utils.clip_grad_norm_(m.parameters(), 0.5)
+            o.step()
+            o.zero_grad()
+        res[mod] = (m, o)
+    (a, ao), (b, bo) = res[torch.optim], res[ot]
+    for pa, pb in zip(a.parameters(), b.parameters()):
+        assert pb.device.type == DEV.type
+        torch.testing.assert_close(pa.detach(), pb.detach(), rtol=1e-12, atol=1e-13)
+        torch.testing.assert_close(ao.state[pa]["exp_avg_sq"], bo.state[pb]["exp_avg_sq"],
+                                   rtol=1e-12, atol=1e-16)
