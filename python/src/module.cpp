@@ -86,14 +86,15 @@ bool has_dtype(const Array& a, DType d) {
   return false;
 }
 
+std::string dtype_text(const Array& a);
+
 DType dtype_of(const Array& a, const std::string& what) {
   for (DType d : {DType::f32, DType::f64, DType::f16, DType::bf16})
     if (has_dtype(a, d)) return d;
-  const auto t = a.dtype();
   throw Error(
-      fmt::format("{} has a dtype optjit cannot step (code {}, {} bits); use float32, "
-                  "float64, float16 or bfloat16",
-                  what, t.code, t.bits));
+      fmt::format("{} is {}, which optjit cannot step; use float32, float64, float16 or "
+                  "bfloat16",
+                  what, dtype_text(a)));
 }
 
 // The array's element type as an error names it ("float32", "int64"; DLPack's codes).
@@ -185,12 +186,16 @@ bool dense(const Array& a) {
 // `what()` names the array in an error; it is called only then (gradients arrive every step).
 template <class What>
 void check_contiguous(const Array& a, const What& what) {
-  if (!dense(a))
-    throw Error(
-        fmt::format("{} is not contiguous (a slice or an expanded view: its elements do not "
-                    "fill its memory); optjit steps arrays in place and does not copy them (call "
-                    ".contiguous() first)",
-                    what()));
+  if (!dense(a)) {
+    bool backwards = false;
+    for (size_t i = 0; i < a.ndim(); ++i) backwards |= a.shape(i) > 1 && a.stride(i) < 0;
+    throw Error(fmt::format(
+        "{} is not contiguous ({}); optjit steps arrays in place and does not copy them (call "
+        ".contiguous() first)",
+        what(),
+        backwards ? "a reversed view: its elements run backwards in memory"
+                  : "a slice or an expanded view: its elements do not fill its memory"));
+  }
 }
 
 // Where an array lives, as the optimizer takes it.

@@ -571,6 +571,19 @@ def test_low_level_engine_refuses_arrays_that_are_not_what_they_stand_for():
          "state 'exp_avg' of parameter 'w' is read-only: optjit updates it in place"),
         (lambda: optjit.Engine("sgd(lr=0.1)", ["v"], [np.frombuffer(bytes(40), np.float32)]),
          "parameter 'v' is read-only: optjit updates it in place"),
+        # The dtype by its name (it was "a dtype optjit cannot step (code 0, 32 bits)").
+        (lambda: optjit.Engine("sgd(lr=0.1)", ["v"], [np.zeros(4, np.int32)]),
+         "parameter 'v' is int32, which optjit cannot step; use float32, float64, float16 or "
+         "bfloat16"),
+        # A reversed view fills its memory, backwards: not "a slice or an expanded view".
+        (lambda: e.step([np.ones(1000, np.float32)[::-1]]),
+         "the gradient of parameter 'w' is not contiguous (a reversed view: its elements run "
+         "backwards in memory); optjit steps arrays in place and does not copy them (call "
+         ".contiguous() first)"),
+        (lambda: e.step([np.ones(2000, np.float32)[::2]]),
+         "the gradient of parameter 'w' is not contiguous (a slice or an expanded view: its "
+         "elements do not fill its memory); optjit steps arrays in place and does not copy them "
+         "(call .contiguous() first)"),
         (lambda: optjit.Engine("sgd(lr=0.1)", ["v"], [[1.0, 2.0]]),
          "parameter 'v' is not an array (NumPy, PyTorch, CuPy, ... : DLPack or the buffer "
          "protocol), but a list"),
