@@ -612,6 +612,24 @@ class _Engine:
                                                                      self.arrays[k])
                    for k, (_, _, p) in enumerate(self.members))
 
+    def values_of_relaid(self, opt: "Optimizer") -> None:
+        """Before a new engine adopts the state of parameters now laid out otherwise: their
+        quantized states as f32 values (read in the memory order they were stepped in: 4-bit
+        codes are flat, in that order), which the new engine quantizes again in the new one.
+        Blocks are elements as they lie in memory, so they change with the layout (as a
+        checkpoint of the model in another memory_format loads)."""
+        for k, (_, _, p) in enumerate(self.members):
+            now = p.data_ptr() if not self.dtensors else _local(p).data_ptr()
+            if now == self.data_ptrs[k] or _same_layout(self.array_of(p), self.arrays[k]):
+                continue
+            st = opt.state.get(p)
+            for name in self.engine.state_buffers:
+                if (st is None or name.endswith(".absmax") or name + ".absmax" not in st
+                        or self.engine.state_storage(k, name) != "u8"):
+                    continue
+                st[name] = _dequantize(self.engine.state_quant(name), st[name],
+                                       st.pop(name + ".absmax"), self.arrays[k])
+
     def array_of(self, p: torch.Tensor) -> torch.Tensor:
         """_array(p), without asking each parameter whether it is a DTensor where none is
         (isinstance against DTensor costs microseconds per parameter once it is imported)."""
@@ -1147,6 +1165,7 @@ class Optimizer(torch.optim.Optimizer):
             eng = self._engines.get(ekey)
             if eng is not None and eng.relaid():
                 eng.engine.sync_state()  # (what a device backend kept) into the torch state
+                eng.values_of_relaid(self)
                 eng = None
             if eng is None:
                 eng = _Engine(self, members, pipeline)
@@ -1213,6 +1232,8 @@ class Optimizer(torch.optim.Optimizer):
         if key == self._last_key and any(eng.relaid() for eng in self._last):
             for eng in self._engines.values():
                 eng.engine.sync_state()
+            for eng in self._last:
+                eng.values_of_relaid(self)
             self._forget()  # new engines adopt the state in the parameters' new layout
         if key != self._last_key:
             active = self._active()

@@ -1695,3 +1695,30 @@ def test_parameters_that_swap_their_storage_step_on_as_torch():
     eng.rebind_params([(0, y), (1, x)])
     eng.step([torch.ones(4), torch.ones(4)])
     assert x.tolist() == [0.0] * 4 and y.tolist() == [1.0] * 4 and spare.tolist() == [0.0] * 4
+
+
+@pytest.mark.parametrize("state_format,quant", [("8bit", "q8"), ("4bit", "q4")])
+def test_quantized_state_follows_its_parameter_to_channels_last(state_format, quant):
+    """Moving the model to channels_last after training started: 8-bit state was refused
+    ("codes in another memory order"), and 4-bit state, whose codes are flat in the order
+    they were stepped in, was silently paired with other elements of the weight. Its values
+    are now requantized in the new order: with a zero gradient one step later exp_avg is
+    beta1 times what it was, element by element, within the requantization's error (a
+    mispairing is off by the values themselves)."""
+    torch.manual_seed(0)
+    w = torch.nn.Parameter(torch.randn(64, 32, 3, 3))  # 18,432 elements: quantized
+    o = ot.AdamW([w], lr=1e-3, betas=(0.9, 0.999), state_format=state_format)
+    for _ in range(3):
+        w.grad = torch.randn_like(w)
+        o.step()
+    st = o.state[w]
+    before = ot._dequantize(quant, st["exp_avg"], st["exp_avg.absmax"], w.detach())
+    w.data = w.data.to(memory_format=torch.channels_last)
+    w.grad = torch.zeros_like(w)
+    o.step()
+    st = o.state[w]
+    after = ot._dequantize(quant, st["exp_avg"], st["exp_avg.absmax"], w.detach())
+    err = (after - 0.9 * before).abs()
+    scale = before.abs().mean().item()
+    assert err.mean().item() < (0.02 if quant == "q8" else 0.12) * scale, (err.mean(), scale)
+    assert float(st["step"]) == 4.0
