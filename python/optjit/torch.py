@@ -444,9 +444,20 @@ class _Engine:
                 # Loaded codes (bitsandbytes', torchao's) of another format than this state
                 # keeps: their values, which this state's format then takes.
                 fmt = opt._code_maps.pop((id(p), name), None) if opt._code_maps else None
-                if fmt is not None and (fmt != self.engine.state_quant(name)
+                # Flat codes (4-bit) lie in the memory order of the parameter they were saved
+                # with ("exp_avg.strides"): in another one, their values are taken in that
+                # order, and quantized again in this one.
+                order = (opt._code_orders.pop((id(p), name), None) if opt._code_orders
+                         else None)
+                lp = _array(p)
+                relaid = (order is not None and isinstance(st.get(name), torch.Tensor)
+                          and st[name].shape != lp.shape and not _same_layout(
+                              torch.empty_strided(lp.shape, order, device="meta"), lp))
+                if fmt is not None and (relaid or fmt != self.engine.state_quant(name)
                                         or self.engine.state_storage(k, name) != "u8"):
-                    st[name] = _dequantize(fmt, st[name], st.pop(name + ".absmax"), _array(p))
+                    like = (torch.empty_strided(lp.shape, order, dtype=torch.float32,
+                                                device=lp.device) if relaid else lp)
+                    st[name] = _dequantize(fmt, st[name], st.pop(name + ".absmax"), like)
             for name in self.engine.state_buffers:
                 rows = self._state_rows(k, p, name)
                 t, adopt = self._state_tensor(k, i, p, name, st, rows)
@@ -845,6 +856,7 @@ class Optimizer(torch.optim.Optimizer):
         # step binds the state afresh (shared with the tracked state dicts).
         self._changed = [False]
         self._code_maps: Dict[Tuple[int, str], str] = {}  # (id(p), state): format of loaded codes
+        self._code_orders: Dict[Tuple[int, str], List[int]] = {}  # and their memory order
         self._split = False  # the last engines step sets of parameters apart (_unscale_and_clip)
         self._last_key: Optional[List[int]] = None  # the parameters that had gradients last step
         self._last: List[_Engine] = []
@@ -890,6 +902,7 @@ class Optimizer(torch.optim.Optimizer):
         self._engines = {}
         self._changed = [False]
         self._code_maps = {}
+        self._code_orders = {}
         self._split = False
         self._last_key, self._last = None, []
 
@@ -934,12 +947,18 @@ class Optimizer(torch.optim.Optimizer):
         sd["state"] = {k: dict(v) if isinstance(v, _TrackedState) else v
                        for k, v in sd["state"].items()}
         # Each quantized state's format ("exp_avg.format": "q8"), so that the checkpoint loads
-        # into another state_format as its values.
+        # into another state_format as its values; and for flat codes (4-bit: two to a byte, in
+        # the parameter's memory order) that order ("exp_avg.strides": the parameter's strides),
+        # so that they load into the model in another memory_format.
         for eng in getattr(self, "_engines", {}).values():
             for k, (_, i, _) in enumerate(eng.members):
                 for name in eng.engine.state_buffers:
                     if i in sd["state"] and eng.engine.state_storage(k, name) == "u8":
                         sd["state"][i][name + ".format"] = eng.engine.state_quant(name)
+                        codes = sd["state"][i].get(name)
+                        if (isinstance(codes, torch.Tensor) and not _is_dtensor(codes)
+                                and codes.shape != eng.arrays[k].shape):
+                            sd["state"][i][name + ".strides"] = list(eng.arrays[k].stride())
         return sd
 
     def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
@@ -947,9 +966,10 @@ class Optimizer(torch.optim.Optimizer):
         # codes loaded (bitsandbytes', torchao's, optjit's own ".format"), which the next step
         # compares with the state's own.
         maps: Dict[Tuple[Any, str], str] = {}
+        orders: Dict[Tuple[Any, str], List[int]] = {}
         if isinstance(state_dict, dict) and isinstance(state_dict.get("state"), dict):
             state_dict = dict(state_dict, state={
-                pid: self._own_state(pid, st, maps) if isinstance(st, dict) else st
+                pid: self._own_state(pid, st, maps, orders) if isinstance(st, dict) else st
                 for pid, st in state_dict["state"].items()})
         # torch casts every state tensor to its parameter's dtype; 8-bit codes (uint8) and their
         # f32 per-block scales ("exp_avg.absmax") keep theirs, or they would be lost.
@@ -966,6 +986,7 @@ class Optimizer(torch.optim.Optimizer):
             p = by_id[pid]
             self.state[p][k] = v.detach().clone().to(device=p.device)
         self._code_maps = {(id(by_id[pid]), k): fmt for (pid, k), fmt in maps.items()}
+        self._code_orders = {(id(by_id[pid]), k): o for (pid, k), o in orders.items()}
         for st in self.state.values():
             # A step count of its own: a state dict holds the live one of the optimizer it came
             # from (torch's, torchao's, which cannot be deep-copied), which steps on.
@@ -973,7 +994,8 @@ class Optimizer(torch.optim.Optimizer):
                 dict.__setitem__(st, "step", st["step"].detach().clone())
         self._forget()  # new state tensors: adopt them at the next step
 
-    def _own_state(self, pid, st: Dict[str, Any], maps: Dict[Tuple[Any, str], str]):
+    def _own_state(self, pid, st: Dict[str, Any], maps: Dict[Tuple[Any, str], str],
+                   orders: Dict[Tuple[Any, str], List[int]]):
         """One parameter's loaded state in optjit's names (a copy): bitsandbytes' packed state,
         torchao's tensor subclasses (their codes and scales, copied now: torchao's state dict
         holds its live states), optjit's own format names; `maps` gets the codes' formats."""
@@ -981,7 +1003,14 @@ class Optimizer(torch.optim.Optimizer):
             st = self._from_bitsandbytes(pid, st, maps)
         st = dict(st)
         for k, v in list(st.items()):
-            if isinstance(k, str) and k.endswith(".format"):  # optjit's ("exp_avg.format")
+            if isinstance(k, str) and k.endswith(".strides"):  # (flat codes' memory order)
+                order = st.pop(k)
+                if (not isinstance(order, (list, tuple))
+                        or not all(isinstance(x, int) for x in order)):
+                    raise Error(f"the state dict's {k} of parameter {pid} is {order!r}, not a "
+                                f"list of strides")
+                orders[(pid, k[:-len(".strides")])] = list(order)
+            elif isinstance(k, str) and k.endswith(".format"):  # optjit's ("exp_avg.format")
                 fmt = st.pop(k)
                 if not _is_quant_format(fmt):
                     raise Error(f"the state dict's {k} of parameter {pid} is {fmt!r}, not one of "

@@ -1722,3 +1722,36 @@ def test_quantized_state_follows_its_parameter_to_channels_last(state_format, qu
     scale = before.abs().mean().item()
     assert err.mean().item() < (0.02 if quant == "q8" else 0.12) * scale, (err.mean(), scale)
     assert float(st["step"]) == 4.0
+
+
+@pytest.mark.parametrize("saved_channels_last", [True, False])
+def test_4bit_state_loads_into_the_model_in_another_memory_format(saved_channels_last):
+    """4-bit codes are flat, in the memory order of the parameter they were stepped with: a
+    checkpoint of a channels_last model loaded into a row-major one (or back) paired them with
+    other elements, silently. state_dict() now records that order ("exp_avg.strides") and a
+    load into another one takes their values in it. One zero-gradient step after loading,
+    exp_avg is beta1 times the saved values, element by element, within requantization."""
+    torch.manual_seed(0)
+    fmt = (lambda t: t.to(memory_format=torch.channels_last)) if saved_channels_last else (
+        lambda t: t.contiguous())
+    other = (lambda t: t.contiguous()) if saved_channels_last else (
+        lambda t: t.to(memory_format=torch.channels_last))
+    w = torch.nn.Parameter(fmt(torch.randn(64, 32, 3, 3)))
+    o = ot.AdamW([w], lr=1e-3, betas=(0.9, 0.999), state_format="4bit")
+    for _ in range(3):
+        w.grad = fmt(torch.randn(64, 32, 3, 3))
+        o.step()
+    sd = copy.deepcopy(o.state_dict())
+    assert sd["state"][0]["exp_avg.strides"] == list(w.stride())
+    saved = ot._dequantize("q4", sd["state"][0]["exp_avg"], sd["state"][0]["exp_avg.absmax"],
+                           w.detach())
+    v = torch.nn.Parameter(other(w.detach().clone()))
+    assert v.stride() != w.stride()
+    o2 = ot.AdamW([v], lr=1e-3, betas=(0.9, 0.999), state_format="4bit")
+    o2.load_state_dict(sd)
+    v.grad = torch.zeros_like(v)
+    o2.step()
+    st = o2.state[v]
+    after = ot._dequantize("q4", st["exp_avg"], st["exp_avg.absmax"], v.detach())
+    err = (after - 0.9 * saved).abs().mean().item()
+    assert err < 0.12 * saved.abs().mean().item(), (err, saved.abs().mean().item())
