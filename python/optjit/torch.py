@@ -72,6 +72,19 @@ def _memory_order(t: torch.Tensor) -> torch.Tensor:
     return t.as_strided((t.numel(),), (1,))
 
 
+def _dense_strides(shape, strides) -> bool:
+    """Whether `strides` lay out `shape` with no gap and no overlap, in some order of its
+    dimensions (row-major, channels_last, ...)."""
+    if len(shape) != len(strides):
+        return False
+    expect = 1
+    for stride, size in sorted((st, n) for st, n in zip(strides, shape) if n > 1):
+        if stride != expect:
+            return False
+        expect *= size
+    return True
+
+
 def _same_layout(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Whether two tensors of one shape hold their elements in the same memory order."""
     return all(sa == sb for sa, sb, n in zip(a.stride(), b.stride(), a.shape) if n > 1)
@@ -450,6 +463,10 @@ class _Engine:
                 order = (opt._code_orders.pop((id(p), name), None) if opt._code_orders
                          else None)
                 lp = _array(p)
+                if order is not None and not _dense_strides(lp.shape, order):
+                    raise Error(f"the state dict's {name}.strides of parameter {i} are {order}, "
+                                f"which do not lay out its shape {list(lp.shape)} densely: a "
+                                f"checkpoint of another model")
                 relaid = (order is not None and isinstance(st.get(name), torch.Tensor)
                           and st[name].shape != lp.shape and not _same_layout(
                               torch.empty_strided(lp.shape, order, device="meta"), lp))
@@ -629,11 +646,16 @@ class _Engine:
         codes are flat, in that order), which the new engine quantizes again in the new one.
         Blocks are elements as they lie in memory, so they change with the layout (as a
         checkpoint of the model in another memory_format loads)."""
-        for k, (_, _, p) in enumerate(self.members):
+        for k, (_, i, p) in enumerate(self.members):
             now = p.data_ptr() if not self.dtensors else _local(p).data_ptr()
             if now == self.data_ptrs[k] or _same_layout(self.array_of(p), self.arrays[k]):
                 continue
             st = opt.state.get(p)
+            if self.dtensors and any(self.engine.state_storage(k, n) == "u8"
+                                     for n in self.engine.state_buffers):
+                raise Error(f"parameter {i}'s local shard is laid out otherwise than when its "
+                            f"quantized state was made; optjit does not move quantized state "
+                            f"of DTensors between memory orders")
             for name in self.engine.state_buffers:
                 if (st is None or name.endswith(".absmax") or name + ".absmax" not in st
                         or self.engine.state_storage(k, name) != "u8"):

@@ -1755,3 +1755,25 @@ def test_4bit_state_loads_into_the_model_in_another_memory_format(saved_channels
     after = ot._dequantize("q4", st["exp_avg"], st["exp_avg.absmax"], v.detach())
     err = (after - 0.9 * saved).abs().mean().item()
     assert err < 0.12 * saved.abs().mean().item(), (err, saved.abs().mean().item())
+
+
+def test_4bit_codes_with_strides_that_do_not_fit_their_parameter_are_an_error():
+    w = torch.nn.Parameter(torch.randn(64, 32, 3, 3))
+    o = ot.AdamW([w], state_format="4bit")
+    w.grad = torch.randn_like(w)
+    o.step()
+    sd = copy.deepcopy(o.state_dict())
+    for bad in ([288, 9, 3], [288, 9, 3, 2], [1, 1, 1, 1]):
+        sd["state"][0]["exp_avg.strides"] = bad
+        v = torch.nn.Parameter(w.detach().clone())
+        v.grad = torch.randn_like(v)
+        o2 = ot.AdamW([v], state_format="4bit")
+        o2.load_state_dict(copy.deepcopy(sd))
+        with pytest.raises(optjit.Error, match=re.escape(
+                f"the state dict's exp_avg.strides of parameter 0 are {bad}, which do not lay "
+                f"out its shape [64, 32, 3, 3] densely")):
+            o2.step()
+    sd["state"][0]["exp_avg.strides"] = "row-major"
+    with pytest.raises(optjit.Error, match="is 'row-major', not a list of strides"):
+        ot.AdamW([torch.nn.Parameter(w.detach().clone())],
+                 state_format="4bit").load_state_dict(sd)
