@@ -453,28 +453,9 @@ class _Engine:
                 # the run (its step count kept).
                 raise Error(f"optimizer.state of parameter {i} has {', '.join(foreign)} but "
                             f"none of {', '.join(missing)}: a checkpoint of another optimizer")
+            lp = _array(p)
             for name in present:
-                # Loaded codes (bitsandbytes', torchao's) of another format than this state
-                # keeps: their values, which this state's format then takes.
-                fmt = opt._code_maps.pop((id(p), name), None) if opt._code_maps else None
-                # Flat codes (4-bit) lie in the memory order of the parameter they were saved
-                # with ("exp_avg.strides"): in another one, their values are taken in that
-                # order, and quantized again in this one.
-                order = (opt._code_orders.pop((id(p), name), None) if opt._code_orders
-                         else None)
-                lp = _array(p)
-                if order is not None and not _dense_strides(lp.shape, order):
-                    raise Error(f"the state dict's {name}.strides of parameter {i} are {order}, "
-                                f"which do not lay out its shape {list(lp.shape)} densely: a "
-                                f"checkpoint of another model")
-                relaid = (order is not None and isinstance(st.get(name), torch.Tensor)
-                          and st[name].shape != lp.shape and not _same_layout(
-                              torch.empty_strided(lp.shape, order, device="meta"), lp))
-                if fmt is not None and (relaid or fmt != self.engine.state_quant(name)
-                                        or self.engine.state_storage(k, name) != "u8"):
-                    like = (torch.empty_strided(lp.shape, order, dtype=torch.float32,
-                                                device=lp.device) if relaid else lp)
-                    st[name] = _dequantize(fmt, st[name], st.pop(name + ".absmax"), like)
+                self._codes_to_values(opt, k, i, p, lp, name, st)
             for name in self.engine.state_buffers:
                 rows = self._state_rows(k, p, name)
                 t, adopt = self._state_tensor(k, i, p, name, st, rows)
@@ -484,6 +465,11 @@ class _Engine:
                     # (a DLPack capsule: a fifth of __dlpack__'s cost, paid per state tensor)
                     self.engine.bind_state(k, name, _to_dlpack(flat), adopt=adopt)
                     self.state_arrays[(k, name)] = t  # (kept alive: the engine writes it)
+                if (self.engine.state_storage(k, name) == "u8" and not self.dtensors
+                        and t.shape != lp.shape):
+                    # Flat codes (4-bit) hold no layout of their own: the parameter's memory
+                    # order they are in, for the next engine and for state_dict().
+                    opt._code_orders[(id(p), name)] = list(lp.stride())
                 if (self.dtensors and _is_dtensor(p) and st[name] is t
                         and (rows or t.shape == _local(p).shape)):
                     # FSDP2: the state is a DTensor laid out as its parameter (as torch's
@@ -517,6 +503,42 @@ class _Engine:
             for j, k in enumerate(ks):
                 opt.state[self.members[k][2]][name] = t[j]
             self.scalars[(g, name)] = t
+
+    def _codes_to_values(self, opt: "Optimizer", k: int, i: int, p: torch.Tensor,
+                         lp: torch.Tensor, name: str, st: Dict[str, Any]) -> None:
+        """Quantized codes in optimizer.state[p][name] that this engine cannot step as they are,
+        replaced by their f32 values, which the state's own format then takes: codes of another
+        format than the state keeps (bitsandbytes', torchao's, another state_format), and codes
+        in another memory order than the parameter's. Blocks are elements as they lie in
+        memory: codes of the parameter's shape carry their order in their strides; flat ones
+        (4-bit) were stepped in the order recorded in opt._code_orders (or saved as
+        "exp_avg.strides"), else the parameter's (a model moved to channels_last, a checkpoint
+        of the model in another memory_format)."""
+        fmt = opt._code_maps.pop((id(p), name), None) if opt._code_maps else None
+        codes = st.get(name)  # (scales go with their codes, which may have taken them)
+        if not isinstance(codes, torch.Tensor) or codes.dtype != torch.uint8:
+            return
+        if fmt is None and self.engine.state_storage(k, name) == "u8":
+            fmt = self.engine.state_quant(name)  # this optimizer's own codes
+        if fmt is None:
+            return
+        flat = codes.shape != lp.shape
+        order = opt._code_orders.get((id(p), name)) if flat else None
+        if order is not None and not _dense_strides(lp.shape, order):
+            raise Error(f"the state dict's {name}.strides of parameter {i} are {order}, which "
+                        f"do not lay out its shape {list(lp.shape)} densely: a checkpoint of "
+                        f"another model")
+        laid = (torch.empty_strided(lp.shape, order, dtype=torch.float32, device=lp.device)
+                if order is not None else codes if not flat else lp)
+        moved = not _same_layout(laid, lp)
+        if moved and self.dtensors:
+            raise Error(f"parameter {i}'s local shard is laid out otherwise than when its "
+                        f"quantized state was made; optjit does not move quantized state of "
+                        f"DTensors between memory orders")
+        if moved or fmt != self.engine.state_quant(name) or (
+                self.engine.state_storage(k, name) != "u8"):
+            st[name] = _dequantize(fmt, codes, st.pop(name + ".absmax"), laid if flat else lp)
+            opt._code_orders.pop((id(p), name), None)
 
     def _state_tensor(self, k: int, i: int, p: torch.Tensor, name: str, st: Dict[str, Any],
                       rows: Optional[int]) -> Tuple[torch.Tensor, bool]:
@@ -588,10 +610,8 @@ class _Engine:
         laid_out = (_same_layout(t, lp) if shape == lp.shape else t.is_contiguous())
         if t.dtype != want or t.device != p.device or not laid_out:
             # A checkpoint's values in another format (torch's load_state_dict casts state to
-            # the parameter's dtype), place or memory order: kept, converted.
-            if want == torch.uint8 and not laid_out:
-                raise Error(f"{where} holds quantized codes in another memory order than its "
-                            f"parameter (a checkpoint of the model in another memory_format)")
+            # the parameter's dtype), place or memory order: kept, converted. (Codes in another
+            # memory order were taken as their values by _codes_to_values.)
             t = new(want).copy_(t)
             st[name] = _complex_like(p, t)
         return t, True
@@ -639,29 +659,6 @@ class _Engine:
         return any(now[k] != self.data_ptrs[k] and not _same_layout(self.array_of(p),
                                                                      self.arrays[k])
                    for k, (_, _, p) in enumerate(self.members))
-
-    def values_of_relaid(self, opt: "Optimizer") -> None:
-        """Before a new engine adopts the state of parameters now laid out otherwise: their
-        quantized states as f32 values (read in the memory order they were stepped in: 4-bit
-        codes are flat, in that order), which the new engine quantizes again in the new one.
-        Blocks are elements as they lie in memory, so they change with the layout (as a
-        checkpoint of the model in another memory_format loads)."""
-        for k, (_, i, p) in enumerate(self.members):
-            now = p.data_ptr() if not self.dtensors else _local(p).data_ptr()
-            if now == self.data_ptrs[k] or _same_layout(self.array_of(p), self.arrays[k]):
-                continue
-            st = opt.state.get(p)
-            if self.dtensors and any(self.engine.state_storage(k, n) == "u8"
-                                     for n in self.engine.state_buffers):
-                raise Error(f"parameter {i}'s local shard is laid out otherwise than when its "
-                            f"quantized state was made; optjit does not move quantized state "
-                            f"of DTensors between memory orders")
-            for name in self.engine.state_buffers:
-                if (st is None or name.endswith(".absmax") or name + ".absmax" not in st
-                        or self.engine.state_storage(k, name) != "u8"):
-                    continue
-                st[name] = _dequantize(self.engine.state_quant(name), st[name],
-                                       st.pop(name + ".absmax"), self.arrays[k])
 
     def array_of(self, p: torch.Tensor) -> torch.Tensor:
         """_array(p), without asking each parameter whether it is a DTensor where none is
@@ -878,7 +875,8 @@ class Optimizer(torch.optim.Optimizer):
         # step binds the state afresh (shared with the tracked state dicts).
         self._changed = [False]
         self._code_maps: Dict[Tuple[int, str], str] = {}  # (id(p), state): format of loaded codes
-        self._code_orders: Dict[Tuple[int, str], List[int]] = {}  # and their memory order
+        # (id(p), state): the memory order flat (4-bit) codes are in, as strides
+        self._code_orders: Dict[Tuple[int, str], List[int]] = {}
         self._split = False  # the last engines step sets of parameters apart (_unscale_and_clip)
         self._last_key: Optional[List[int]] = None  # the parameters that had gradients last step
         self._last: List[_Engine] = []
@@ -973,14 +971,13 @@ class Optimizer(torch.optim.Optimizer):
         # the parameter's memory order) that order ("exp_avg.strides": the parameter's strides),
         # so that they load into the model in another memory_format.
         for eng in getattr(self, "_engines", {}).values():
-            for k, (_, i, _) in enumerate(eng.members):
+            for k, (_, i, p) in enumerate(eng.members):
                 for name in eng.engine.state_buffers:
                     if i in sd["state"] and eng.engine.state_storage(k, name) == "u8":
                         sd["state"][i][name + ".format"] = eng.engine.state_quant(name)
-                        codes = sd["state"][i].get(name)
-                        if (isinstance(codes, torch.Tensor) and not _is_dtensor(codes)
-                                and codes.shape != eng.arrays[k].shape):
-                            sd["state"][i][name + ".strides"] = list(eng.arrays[k].stride())
+                        order = self._code_orders.get((id(p), name))
+                        if order is not None:
+                            sd["state"][i][name + ".strides"] = order
         return sd
 
     def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
@@ -1216,8 +1213,7 @@ class Optimizer(torch.optim.Optimizer):
             eng = self._engines.get(ekey)
             if eng is not None and eng.relaid():
                 eng.engine.sync_state()  # (what a device backend kept) into the torch state
-                eng.values_of_relaid(self)
-                eng = None
+                eng = None  # a new one adopts the state in the parameters' new layout
             if eng is None:
                 eng = _Engine(self, members, pipeline)
                 self._engines[ekey] = eng
@@ -1281,11 +1277,7 @@ class Optimizer(torch.optim.Optimizer):
                 eng.engine.sync_state()
             self._forget()
         if key == self._last_key and any(eng.relaid() for eng in self._last):
-            for eng in self._engines.values():
-                eng.engine.sync_state()
-            for eng in self._last:
-                eng.values_of_relaid(self)
-            self._forget()  # new engines adopt the state in the parameters' new layout
+            self._last_key = None  # _engines_for replaces the engines whose parameters moved
         if key != self._last_key:
             active = self._active()
             # Another set of parameters has gradients than last step: find (or build) the

@@ -1777,3 +1777,26 @@ def test_4bit_codes_with_strides_that_do_not_fit_their_parameter_are_an_error():
     with pytest.raises(optjit.Error, match="is 'row-major', not a list of strides"):
         ot.AdamW([torch.nn.Parameter(w.detach().clone())],
                  state_format="4bit").load_state_dict(sd)
+
+
+def test_4bit_state_of_a_moved_parameter_met_by_a_new_engine():
+    """A weight moved to channels_last, then stepped with another set of parameters than
+    before (the other one's gradient None): the engine for that set is new and never saw the
+    old layout. The codes' order is the state's own (recorded when they were bound), so it
+    too takes their values in that order (it paired them with other elements: 125% off)."""
+    torch.manual_seed(0)
+    a = torch.nn.Parameter(torch.randn(64, 32, 3, 3))
+    b = torch.nn.Parameter(torch.randn(300, 50))
+    o = ot.AdamW([a, b], lr=1e-3, betas=(0.9, 0.999), state_format="4bit")
+    for _ in range(3):
+        a.grad, b.grad = torch.randn_like(a), torch.randn_like(b)
+        o.step()
+    st = o.state[a]
+    before = ot._dequantize("q4", st["exp_avg"], st["exp_avg.absmax"], a.detach())
+    a.data = a.data.to(memory_format=torch.channels_last)
+    a.grad, b.grad = torch.zeros_like(a), None
+    o.step()
+    st = o.state[a]
+    after = ot._dequantize("q4", st["exp_avg"], st["exp_avg.absmax"], a.detach())
+    err = (after - 0.9 * before).abs().mean().item()
+    assert err < 0.12 * before.abs().mean().item(), (err, before.abs().mean().item())
