@@ -57,16 +57,13 @@ namespace {
 std::mutex fork_mutex;
 std::vector<std::string> opened_kinds, parent_kinds;
 
-void after_fork_in_child() {  // one thread, no lock held by another (fork_mutex: see below)
-  parent_kinds.insert(parent_kinds.end(), opened_kinds.begin(), opened_kinds.end());
-  opened_kinds.clear();
-}
-
-// fork_mutex is taken around fork() so that the child never inherits it held.
+// fork_mutex is taken around fork(), so that the child never inherits it held; the child (one
+// thread) moves what its parent had opened to parent_kinds.
 void before_fork() { fork_mutex.lock(); }
 void after_fork_in_parent() { fork_mutex.unlock(); }
-void after_fork_in_child_locked() {
-  after_fork_in_child();
+void after_fork_in_child() {
+  parent_kinds.insert(parent_kinds.end(), opened_kinds.begin(), opened_kinds.end());
+  opened_kinds.clear();
   fork_mutex.unlock();
 }
 
@@ -76,7 +73,7 @@ Expected<std::shared_ptr<Device>> open_device(const DeviceSpec& spec) {
   const DeviceKind* kind = find_device_kind(spec.kind);
   if (!kind) return make_error("no device kind '{}' ({})", spec.kind, device_kind_names());
   static const int registered =
-      pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child_locked);
+      pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child);
   (void)registered;
   if (kind->name != "cpu") {
     std::lock_guard lock(fork_mutex);

@@ -55,12 +55,18 @@ std::string temp_path(const std::string& name) {
       .string();
 }
 
+// The reference interpreter over the same kind of memory: what a backend's steps are checked
+// against.
+auto reference(const std::string& pipeline, std::vector<Param> params) {
+  OptimizerOptions options;
+  options.backend = Backend::reference;
+  return Optimizer::create(pipeline, std::move(params), options);
+}
+
 TEST(Optimizer, UpdatesTheCallersMemoryLikeTheReference) {
   Model a, b;
   auto cpu = Optimizer::create(kPipeline, a.params());
-  OptimizerOptions ref_options;
-  ref_options.backend = Backend::reference;
-  auto ref = Optimizer::create(kPipeline, b.params(), ref_options);
+  auto ref = reference(kPipeline, b.params());
   ASSERT_TRUE(cpu && ref) << (cpu ? ref.error().message : cpu.error().message);
   EXPECT_EQ((*cpu)->plan().bytes_per_param(), 32u);
   for (int step = 0; step < 5; ++step) {
@@ -123,9 +129,7 @@ TEST(Optimizer, AForkStepsOnTheCpuAndIsToldItCannotUseItsParentsDevice) {
   two.cpu.chunk_elements = 256;
   two.cache.reset();
   auto cpu = Optimizer::create(kPipeline, a.params(), two);
-  OptimizerOptions ref_options;
-  ref_options.backend = Backend::reference;
-  auto ref = Optimizer::create(kPipeline, b.params(), ref_options);
+  auto ref = reference(kPipeline, b.params());
   ASSERT_TRUE(cpu && ref);
   a.grads(0);
   b.grads(0);
@@ -642,9 +646,7 @@ TEST(Optimizer, MixedDtypesStepAsOne) {
       ASSERT_TRUE(opt) << opt.error().message;
       EXPECT_EQ((*opt)->programs(), 3u);
       EXPECT_EQ((*opt)->step_mode(), "host");
-      OptimizerOptions ref_options;
-      ref_options.backend = Backend::reference;
-      auto ref = Optimizer::create(pipeline, make(r), ref_options);
+      auto ref = reference(pipeline, make(r));
       ASSERT_TRUE(ref) << ref.error().message;
       for (int step = 0; step < 3; ++step) {
         // Torch's clipped SGD, from the parameters before the step (sgd only).
@@ -714,9 +716,7 @@ TEST(Optimizer, ParametersCanBeReboundBetweenSteps) {
     options.backend = backend;
     options.cache.reset();
     auto opt = Optimizer::create(kPipeline, a.params(), options);
-    OptimizerOptions ref_options;
-    ref_options.backend = Backend::reference;
-    auto ref = Optimizer::create(kPipeline, b.params(), ref_options);
+    auto ref = reference(kPipeline, b.params());
     ASSERT_TRUE(opt && ref);
     a.grads(0), b.grads(0);
     ASSERT_TRUE((*opt)->step(a.grad_ptrs()));

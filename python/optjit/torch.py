@@ -630,35 +630,43 @@ class _Engine:
             return scales
         return None if code_bytes == row else code_bytes  # 8-bit codes keep p's shape
 
-    def check_params(self) -> None:
+    def _moved(self) -> Optional[Tuple[List[int], List[int]]]:
+        """The parameters' addresses now and the members whose memory the framework replaced
+        (reallocated, or swapped: a.data, b.data = b.data, a.data); None if none was."""
         if self.dtensors:
             now = [_local(p).data_ptr() for _, _, p in self.members]
         else:
             now = [p.data_ptr() for p in self.params]
         if now == self.data_ptrs:
-            return
-        # The framework reallocated them (or swapped them: a.data, b.data = b.data, a.data):
-        # rebound together, as they are now.
-        moved = [k for k in range(len(now)) if now[k] != self.data_ptrs[k]]
-        arrays = [self.array_of(self.members[k][2]).detach() for k in moved]
-        self.engine.rebind_params([(k, _to_dlpack(a)) for k, a in zip(moved, arrays)])
-        for k, a in zip(moved, arrays):
-            self.arrays[k] = a
-        self.data_ptrs = now
+            return None
+        return now, [k for k in range(len(now)) if now[k] != self.data_ptrs[k]]
 
-    def relaid(self) -> bool:
+    def relaid(self, moved: Optional[Tuple[List[int], List[int]]] = None) -> bool:
         """Whether a parameter's memory was replaced by memory laid out otherwise
         (``model.to(memory_format=torch.channels_last)`` after a step): the engine pairs
         state and parameter in memory order, so a new engine must adopt the state."""
-        if self.dtensors:
-            now = [_local(p).data_ptr() for _, _, p in self.members]
-        else:
-            now = [p.data_ptr() for p in self.params]
-        if now == self.data_ptrs:
+        moved = moved or self._moved()
+        if moved is None:
             return False
-        return any(now[k] != self.data_ptrs[k] and not _same_layout(self.array_of(p),
-                                                                     self.arrays[k])
-                   for k, (_, _, p) in enumerate(self.members))
+        arrays = [(self.array_of(self.members[k][2]), self.arrays[k]) for k in moved[1]]
+        # (A new shape is the rebind's error to report: "a new shape needs a new optimizer".)
+        return any(a.shape == b.shape and not _same_layout(a, b) for a, b in arrays)
+
+    def check_params(self) -> bool:
+        """Rebinds the parameters whose memory was replaced, all together, as they are now;
+        False (nothing rebound) where one is now laid out otherwise: a new engine is needed."""
+        moved = self._moved()
+        if moved is None:
+            return True
+        if self.relaid(moved):
+            return False
+        now, ks = moved
+        arrays = [self.array_of(self.members[k][2]).detach() for k in ks]
+        self.engine.rebind_params([(k, _to_dlpack(a)) for k, a in zip(ks, arrays)])
+        for k, a in zip(ks, arrays):
+            self.arrays[k] = a
+        self.data_ptrs = now
+        return True
 
     def array_of(self, p: torch.Tensor) -> torch.Tensor:
         """_array(p), without asking each parameter whether it is a DTensor where none is
@@ -1276,7 +1284,7 @@ class Optimizer(torch.optim.Optimizer):
             for eng in self._engines.values():
                 eng.engine.sync_state()
             self._forget()
-        if key == self._last_key and any(eng.relaid() for eng in self._last):
+        if key == self._last_key and not all(eng.check_params() for eng in self._last):
             self._last_key = None  # _engines_for replaces the engines whose parameters moved
         if key != self._last_key:
             active = self._active()
@@ -1305,9 +1313,6 @@ class Optimizer(torch.optim.Optimizer):
                 eng.bind(self)
             self._changed[0] = False  # (binding wrote the state it adopted)
             self._last_key, self._last, self._split = key, engines, split
-        else:
-            for eng in self._last:
-                eng.check_params()
         if self._split and self._unscale_and_clip(scale, found_inf):
             return loss  # an Inf or NaN gradient: skipped, as torch's scaler skips
         for eng in self._last:
