@@ -920,17 +920,27 @@ class Optimizer(torch.optim.Optimizer):
         st = super().__getstate__()
         st["state"] = _plain_states((k, dict(v)) for k, v in st["state"].items())
         st["optjit"] = {k: getattr(self, k) for k in self._pickled if hasattr(self, k)}
+        # What the state's codes are (the format of loaded codes not yet stepped, the memory
+        # order of flat 4-bit codes) is keyed by id(p), which a copy does not keep: by the
+        # parameter's index, as state_dict() keys the state.
+        index = {id(p): i for i, p in enumerate(self._params())}
+        for attr in ("_code_maps", "_code_orders"):
+            st["optjit"][attr] = {(index[pid], name): v
+                                  for (pid, name), v in getattr(self, attr, {}).items()
+                                  if pid in index}
         return st
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
-        config = state.pop("optjit", {})
+        config = dict(state.pop("optjit", {}))
+        codes = {attr: config.pop(attr, {}) for attr in ("_code_maps", "_code_orders")}
         super().__setstate__(state)
         self.__dict__.update(config)
+        params = self._params()
+        for attr, by_index in codes.items():
+            setattr(self, attr, {(id(params[i]), name): v for (i, name), v in by_index.items()})
         self._process_group = None
         self._engines = {}
         self._changed = [False]
-        self._code_maps = {}
-        self._code_orders = {}
         self._split = False
         self._last_key, self._last = None, []
 
@@ -944,6 +954,10 @@ class Optimizer(torch.optim.Optimizer):
     @property
     def pipeline(self) -> str:
         return self._pipeline
+
+    def _params(self) -> List[torch.Tensor]:
+        """Every parameter, in the order state_dict() numbers them."""
+        return [p for g in self.param_groups for p in g["params"]]
 
     def add_param_group(self, param_group: Dict[str, Any]) -> None:
         # A parameter twice (in one group or two): refused now, not at the first step, where
@@ -1008,7 +1022,7 @@ class Optimizer(torch.optim.Optimizer):
                     kept[(pid, k)] = v
         super().load_state_dict(state_dict)
         saved_ids = [i for g in state_dict["param_groups"] for i in g["params"]]
-        by_id = dict(zip(saved_ids, [p for g in self.param_groups for p in g["params"]]))
+        by_id = dict(zip(saved_ids, self._params()))
         for (pid, k), v in kept.items():
             p = by_id[pid]
             self.state[p][k] = v.detach().clone().to(device=p.device)
@@ -1114,7 +1128,7 @@ class Optimizer(torch.optim.Optimizer):
         if pg is None:
             pg = params[0].device_mesh.get_group()
         if all(dt):
-            everything = [p for g in self.param_groups for p in g["params"]]
+            everything = self._params()
             tensors = [(f"p{i}", int(p.numel()), _rows_hold_blocks(p))
                        for i, p in enumerate(everything)]
             offsets = [_flat_offset(p) for p in params]
