@@ -124,6 +124,7 @@ struct Optimizer::Impl {
   bool last_queued = false;   // the last step was queued: last_skipped is the device's
   runtime::StepMode mode = runtime::StepMode::host;
   std::vector<std::string> warnings;
+  size_t cache_warnings = 0;  // the cache's warnings already in `warnings`
   // Hyperparameters the step's scheduler epoch may not pass (one_cycle_lr's total_steps),
   // found once at creation so the step only compares.
   std::vector<uint32_t> step_limits;
@@ -398,6 +399,7 @@ Status Optimizer::build(std::vector<Param> params, OptimizerOptions options) {
     auto c = cache::open_for_run(*m.options.cache, m.warnings);
     if (!c) return c.error();
     m.cache = std::move(*c);
+    if (m.cache) m.cache_warnings = m.cache->warnings().size();
   }
   auto device = runtime::open_device(
       {.kind = m.backend.name(), .index = m.options.device, .queue = m.options.queue});
@@ -1313,7 +1315,14 @@ const codegen::CpuLaunch& Optimizer::launch() const { return impl_->cpu_launch; 
 const codegen::GpuLaunch& Optimizer::gpu_launch() const { return impl_->gpu_launch; }
 bool Optimizer::launch_from_tuning() const { return impl_->tuned; }
 std::string_view Optimizer::step_mode() const { return runtime::to_string(impl_->mode); }
-const std::vector<std::string>& Optimizer::warnings() const { return impl_->warnings; }
+const std::vector<std::string>& Optimizer::warnings() const {
+  // The cache warns after it is opened too (a kernel it rejected or could not store).
+  Impl& m = *impl_;
+  if (m.cache)
+    for (const auto& w = m.cache->warnings(); m.cache_warnings < w.size(); ++m.cache_warnings)
+      m.warnings.push_back(w[m.cache_warnings]);
+  return m.warnings;
+}
 
 std::string Optimizer::device_name() const {
   return impl_->device ? impl_->device->description().name : "the reference interpreter";

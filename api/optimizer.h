@@ -273,7 +273,8 @@ class Optimizer {
   bool launch_from_tuning() const;
   /// Where the scalar program between passes runs: "host", "device" or "graph".
   std::string_view step_mode() const;
-  /// What went wrong without stopping the optimizer (e.g. a cache that could not be opened).
+  /// What went wrong without stopping the optimizer (a cache that could not be opened, a
+  /// kernel it rejected or could not store), so far.
   const std::vector<std::string>& warnings() const;
 
  private:

@@ -132,8 +132,14 @@ Expected<TuneResult> tune(const TuneTarget& target, const SearchSpace& space, co
   r.winner = r.measured[best].config;
   r.default_seconds = r.measured[0].seconds;
   r.tuned_seconds = r.measured[best].seconds;
+  if (!cache) r.not_stored = "there is no kernel cache";
   if (cache) {
-    (void)cache->put_decision(target.program, bucket, target.performance, r.winner, replace);
+    if (Status s =
+            cache->put_decision(target.program, bucket, target.performance, r.winner, replace);
+        !s) {
+      r.not_stored = s.error().message;
+      cache->warn(s.error().message + "; the tuning decision is not stored");
+    }
     // Another process may have decided first: every process then uses the same decision.
     if (auto d = cache->get_decision(target.program, bucket, target.performance); usable(d))
       r.winner = *d;

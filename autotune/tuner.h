@@ -50,6 +50,7 @@ struct TuneResult {
   double default_seconds = 0, tuned_seconds = 0, tuning_seconds = 0;
   bool from_cache = false;   // a stored decision was used; nothing was measured
   bool exact_device = true;  // false: the decision came from the nearest device
+  std::string not_stored;    // why a new decision is not in the kernel cache (empty: it is)
 };
 
 /// What is tuned: one program on one device for one size bucket.

@@ -264,7 +264,13 @@ Status KernelCache::open_user() {
           code = sqlite3_errcode(db_), problem = sqlite3_errmsg(db_);
         version = std::to_string(kSchemaVersion);
       }
-      (void)exec(db_, code == SQLITE_OK ? "COMMIT;" : "ROLLBACK;");
+      // The commit can fail on its own (a full disk: the schema is written here): then the
+      // database is as empty as before and nothing could be stored in it.
+      if (code == SQLITE_OK)
+        step("COMMIT;");
+      else
+        (void)exec(db_, "ROLLBACK;");
+      if (code != SQLITE_OK && sqlite3_get_autocommit(db_) == 0) (void)exec(db_, "ROLLBACK;");
       if (code == SQLITE_OK && version != std::to_string(kSchemaVersion)) {
         problem = fmt::format("schema version {} (this optjit uses {})", version, kSchemaVersion);
         bad_file = true;
@@ -353,6 +359,11 @@ std::optional<KernelEntry> KernelCache::get(const KernelKey& key) {
   }
   ++(e ? session_.hits : session_.misses);
   return e;
+}
+
+void KernelCache::warn(std::string line) {
+  if (std::find(warnings_.begin(), warnings_.end(), line) == warnings_.end())
+    warnings_.push_back(std::move(line));
 }
 
 Status KernelCache::put(const KernelEntry& entry) {
@@ -613,8 +624,15 @@ Expected<CachedCompile> cached_compile(KernelCache* cache, const KernelKey& key,
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
                     false};
   if (cache && !refused) {
-    // A cache that cannot be written is not an error: the kernels are here.
-    (void)cache->put({key, format, out.payload, out.resources, out.seconds, 0, 0, ""});
+    // A cache that cannot be written is not an error: the kernels are here. But it is said
+    // (once per cache), or a cache meant to be shipped warm would ship cold without a word.
+    if (Status s = cache->put({key, format, out.payload, out.resources, out.seconds, 0, 0, ""});
+        !s) {
+      out.not_stored = s.error().message;
+      cache->warn(fmt::format("{}; kernels compiled now are not stored and will be compiled "
+                              "again",
+                              s.error().message));
+    }
     // Another process may have stored this key first: use its bytes, as every process will.
     if (auto winner = cache->get(key)) {
       out.payload = std::move(winner->payload);

@@ -73,6 +73,7 @@ struct CachedCompile {
   std::string resources;
   double seconds = 0;  // compiling, or 0 for a hit
   bool from_cache = false;
+  std::string not_stored;  // compiled but not stored: why (a full disk, a read-only cache)
 };
 
 /// The one protocol every compiler goes through (CPU object code, cubins, OpenCL binaries):
@@ -137,7 +138,11 @@ class KernelCache {
 
   bool strict() const { return options_.strict; }
   const std::string& path() const { return path_; }
+  /// What went wrong with the cache, from opening it on (a rejected kernel, a kernel that
+  /// could not be stored): one line each.
   const std::vector<std::string>& warnings() const { return warnings_; }
+  /// Adds a warning, unless this exact one was given already.
+  void warn(std::string line);
 
  private:
   KernelCache() = default;

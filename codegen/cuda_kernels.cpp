@@ -38,6 +38,7 @@ Expected<CubinResult> plan_cubin(const plan::Plan& plan, const std::string& arch
   if (!built) return built.error();
   CubinResult r;
   r.from_cache = built->from_cache;
+  r.not_stored = built->not_stored;
   r.cubin.arch = arch;
   r.cubin.image.assign(built->payload.begin(), built->payload.end());
   auto j = nlohmann::json::parse(built->resources, nullptr, false);

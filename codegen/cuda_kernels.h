@@ -17,6 +17,7 @@ namespace optjit::codegen {
 struct CubinResult {
   Cubin cubin;
   bool from_cache = false;
+  std::string not_stored;  // compiled, but the cache could not store it: why
 };
 
 /// `device_step`: the device-step kernels too (CEmitOptions::device_step).

@@ -1,6 +1,7 @@
 #include "cache/kernel_cache.h"
 
 #include <sqlite3.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -309,6 +310,71 @@ TEST_F(CacheTest, AWriterKilledMidWriteLeavesOnlyWholeRows) {
     int k = std::stoi(e.key.program.substr(1));
     EXPECT_EQ(text((*c)->get(e.key)), big + std::to_string(k));
   }
+}
+
+// A full disk (here a file size limit, which SQLite meets the same way): a cache whose schema
+// cannot be written is an error at open (it opened as an empty database, whose every query then
+// failed: "0 kernels", "no such table"), and a kernel that cannot be stored is compiled, used
+// and said once in warnings(), not claimed stored (a cache meant to ship warm shipped cold).
+TEST_F(CacheTest, AFullDiskIsAnErrorAtOpenAndAKernelNotStoredIsAWarning) {
+  auto with_file_limit = [&](rlim_t bytes, const std::function<int()>& body) {
+    std::fflush(nullptr);
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      std::signal(SIGXFSZ, SIG_IGN);  // writes past the limit fail with EFBIG instead
+      rlimit r{bytes, bytes};
+      ::setrlimit(RLIMIT_FSIZE, &r);
+      ::_exit(body());
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 100 + WTERMSIG(status);
+  };
+  // Room for SQLite's 32 KiB shared-memory index, not for the schema's frames in the log: the
+  // commit is what fails.
+  EXPECT_EQ(with_file_limit(32768, [&] {
+              auto c = KernelCache::open({dir()});
+              if (c) return 1;
+              const std::string want = "kernel cache " + dir() + "/kernels.sqlite: ";
+              if (c.error().message.rfind(want, 0) != 0) {
+                std::fprintf(stderr, "unexpected: %s\n", c.error().message.c_str());
+                return 2;
+              }
+              return 0;
+            }),
+            0);
+  ASSERT_TRUE(KernelCache::open({dir()}));  // the schema, written with room to spare
+  // Room for the database as it is, not for a kernel of 100,000 bytes.
+  const auto size = fs::file_size(dir() + "/kernels.sqlite");
+  EXPECT_EQ(with_file_limit(size + 4096, [&] {
+              auto c = KernelCache::open({dir()});
+              if (!c) {
+                std::fprintf(stderr, "open: %s\n", c.error().message.c_str());
+                return 1;
+              }
+              int compiles = 0;
+              auto compile = [&]() -> Expected<Compiled> {
+                ++compiles;
+                return Compiled{std::vector<uint8_t>(100000, 7)};
+              };
+              for (const char* program : {"p1", "p2"}) {
+                auto built = cached_compile(c->get(), entry(program, "").key, "test", "p", compile);
+                if (!built || built->payload.size() != 100000 || built->from_cache) return 2;
+                if (built->not_stored.empty()) return 3;
+              }
+              const auto& w = (*c)->warnings();
+              if (compiles != 2 || w.size() != 1 ||
+                  w[0].find("kernels compiled now are not stored") == std::string::npos) {
+                for (const auto& line : w) std::fprintf(stderr, "warning: %s\n", line.c_str());
+                return 4;
+              }
+              return 0;
+            }),
+            0);
+  auto c = KernelCache::open({dir()});
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ((*c)->stats().kernels, 0);
+  EXPECT_TRUE((*c)->verify().empty());
 }
 
 // Eight processes insert the same 200 keys at once, each with its own bytes: no error, no

@@ -361,6 +361,7 @@ class Engine {
     // Pipeline text, or the path of a file that holds it (as the CLI takes it).
     opt_ = take(Optimizer::create(take(read_pipeline_text(pipeline)), std::move(ps), std::move(o)));
     params_ = std::move(params);
+    warn_new();
   }
 
   /// Parameters in device memory that speaks no DLPack (wgpu-py's buffers; any WGPUBuffer,
@@ -387,9 +388,11 @@ class Engine {
                         memory[i], [&] { return fmt::format("parameter '{}'", names[i]); })});
     OptimizerOptions o = options(backend, device, queue, grad_dtype, cache, param_rounding, groups);
     std::vector<Spec> s = specs(ps, grad_dtype);
-    return Engine(
+    Engine e(
         take(Optimizer::create(take(read_pipeline_text(pipeline)), std::move(ps), std::move(o))),
         std::move(s));
+    e.warn_new();
+    return e;
   }
   /// One step with gradients in device memory, each a (handle, byte offset).
   std::optional<bool> step_device(const std::vector<std::pair<uint64_t, uint64_t>>& grads) {
@@ -495,6 +498,7 @@ class Engine {
       if (!tuned) throw Error(tuned.error().message);
       r = std::move(*tuned);
     }
+    warn_new();
     nb::dict d;
     d["winner"] = r.winner;
     d["default_seconds"] = r.default_seconds;
@@ -689,6 +693,17 @@ class Engine {
   // by value)
   std::unique_ptr<Sync> sync_ = std::make_unique<Sync>();
   std::vector<Spec> specs_;
+  size_t warned_ = 0;  // the optimizer's warnings already given to Python
+
+  // The optimizer's warnings not yet given to Python, as Python warnings (RuntimeWarning,
+  // "optjit: ..."): a kernel cache that could not be opened, or that rejected or could not
+  // store a kernel, is worth knowing where the kernels were meant to come from a warm cache.
+  void warn_new() {
+    const auto& w = opt_->warnings();
+    while (warned_ < w.size())
+      if (PyErr_WarnEx(PyExc_RuntimeWarning, ("optjit: " + w[warned_++]).c_str(), 1) != 0)
+        throw nb::python_error();  // warnings are errors here (-W error)
+  }
 };
 
 }  // namespace

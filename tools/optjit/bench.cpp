@@ -249,6 +249,7 @@ Expected<std::unique_ptr<Runner>> make_runner(plan::Plan plan, const Shapes& sha
   auto o = Optimizer::create(std::move(plan), std::move(ps), std::move(options));
   if (!o) return o.error();
   r->opt = std::move(*o);
+  print_warnings(*r->opt);
   return r;
 }
 
@@ -631,6 +632,7 @@ int tune(const TuneCommand& o) {
   options.gpu_launch = codegen::GpuLaunch{};
   auto opt = Optimizer::create(std::move(*plan), std::move(ps), options);
   if (!opt) return fail(opt.error().message);
+  print_warnings(**opt);
   autotune::TuneOptions topts;
   topts.budget_seconds = o.budget_seconds;
   topts.max_candidates = o.max_candidates;
@@ -647,6 +649,8 @@ int tune(const TuneCommand& o) {
   fmt::print("default {:.3f} ms/step, tuned {:.3f} ms/step: tuned / default = {:.3f}\n",
              1e3 * r->default_seconds, 1e3 * r->tuned_seconds,
              r->tuned_seconds / r->default_seconds);
+  // Storing the decision is what this command is for.
+  if (!r->not_stored.empty()) return fail("the decision was not stored: " + r->not_stored);
   return 0;
 }
 

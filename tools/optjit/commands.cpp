@@ -39,6 +39,10 @@ namespace optjit::cli {
 using runtime::HostTensor;
 using runtime::TensorFile;
 
+void print_warnings(const Optimizer& opt) {
+  for (const auto& w : opt.warnings()) std::fprintf(stderr, "optjit: warning: %s\n", w.c_str());
+}
+
 int fail(const std::string& message) {
   std::fprintf(stderr, "optjit: %s\n", message.c_str());
   return 1;
@@ -246,7 +250,7 @@ int run(const RunOptions& o) {
   auto created = Optimizer::create(*pipeline, std::move(ps), *opts);
   if (!created) return fail(created.error().message);
   Optimizer& opt = **created;
-  for (const auto& w : opt.warnings()) std::fprintf(stderr, "optjit: warning: %s\n", w.c_str());
+  print_warnings(opt);
 
   if (!o.allow_nonfinite && !has_skip(opt.plan())) {
     for (size_t i = 0; i < sources.size(); ++i) {
@@ -476,6 +480,7 @@ int compile(const CompileOptions& o) {
     auto c = cache::KernelCache::open();
     if (!c) return fail(c.error().message);
     kcache = std::move(*c);
+    for (const auto& w : kcache->warnings()) std::fprintf(stderr, "optjit: warning: %s\n", w.c_str());
   }
   auto step = parse_step(o.step, o.backend);
   if (!step) return fail(step.error().message);
@@ -516,19 +521,28 @@ int compile(const CompileOptions& o) {
     }
   }
   std::vector<std::pair<std::string, codegen::Cubin>> cubins;
+  std::string not_stored;
   for (const auto& arch : archs) {
     auto built = codegen::plan_cubin(*p, arch, *launch, kcache.get(), *step != StepMode::host);
     if (!built) return fail(built.error().message);
     const codegen::Cubin* cubin = &built->cubin;
     fmt::print("{}: {} bytes in {:.0f} ms{}\n", arch, cubin->image.size(),
                1e3 * cubin->compile_seconds,
-               built->from_cache ? " (from the kernel cache)"
-               : kcache          ? " (stored in the kernel cache)"
-                                 : "");
+               built->from_cache           ? " (from the kernel cache)"
+               : !built->not_stored.empty() ? " (NOT stored in the kernel cache)"
+               : kcache                     ? " (stored in the kernel cache)"
+                                            : "");
+    if (!built->not_stored.empty()) not_stored = built->not_stored;
     for (const auto& k : cubin->kernels)
       fmt::print("  {:<16} {:>3} registers, {} B spill stores, {} B spill loads, {} B shared\n",
                  k.name, k.registers, k.spill_stores, k.spill_loads, k.shared_bytes);
     cubins.emplace_back(arch, std::move(built->cubin));
+  }
+  // Filling the cache is this command's job unless it writes files: a cache that took nothing
+  // is a failure then (a cache meant to ship warm would ship cold), a warning otherwise.
+  if (!not_stored.empty()) {
+    if (o.out.empty()) return fail("the kernels were compiled but not stored: " + not_stored);
+    std::fprintf(stderr, "optjit: warning: the kernels were not stored: %s\n", not_stored.c_str());
   }
   if (o.out.empty()) return 0;
   if (make_out) {

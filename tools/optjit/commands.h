@@ -6,6 +6,10 @@
 #include "codegen/launch.h"
 #include "ir/error.h"
 
+namespace optjit {
+class Optimizer;
+}
+
 namespace optjit::cli {
 
 /// Where a GPU step's scalar program runs (--step): on the host between passes, on the device
@@ -108,5 +112,7 @@ int synth(const SynthOptions& o);
 
 /// Prints "optjit: <message>" to stderr and returns the exit code for errors (1).
 int fail(const std::string& message);
+/// The optimizer's warnings, one "optjit: warning: ..." line each on stderr.
+void print_warnings(const Optimizer& opt);
 
 }  // namespace optjit::cli
