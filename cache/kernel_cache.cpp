@@ -629,9 +629,10 @@ Expected<CachedCompile> cached_compile(KernelCache* cache, const KernelKey& key,
     if (Status s = cache->put({key, format, out.payload, out.resources, out.seconds, 0, 0, ""});
         !s) {
       out.not_stored = s.error().message;
-      cache->warn(fmt::format("{}; kernels compiled now are not stored and will be compiled "
-                              "again",
-                              s.error().message));
+      cache->warn(
+          fmt::format("{}; kernels compiled now are not stored and will be compiled "
+                      "again",
+                      s.error().message));
     }
     // Another process may have stored this key first: use its bytes, as every process will.
     if (auto winner = cache->get(key)) {

@@ -464,6 +464,35 @@ TEST_F(Cli, WarmStartLoadsKernelsFromTheCache) {
   EXPECT_FALSE(fs::exists(p("s.st")));
 }
 
+// A cache on a full disk (a 32 KiB file size limit: room for the database as it is, not for a
+// cubin): compile said "(stored in the kernel cache)" and exited 0 while nothing was stored, so
+// a cache meant to ship warm shipped cold. Now it says so and fails (with --out, whose files
+// are then the product, it warns); tune fails when its decision cannot be stored.
+TEST_F(Cli, KernelsAndDecisionsACacheCannotStoreAreSaidNotStored) {
+  const std::string env = "OPTJIT_CACHE_DIR=" + p("c") + " ";
+  ASSERT_EQ(optjit_cli_prefixed(env, "cache stats").code, 0);  // the schema, with room
+  const std::string full = "trap '' XFSZ; ulimit -f 64; " + env;
+  const std::string pipe = "'chain(clip_grad_norm(max_norm=1.0), adamw())'";
+  auto built = optjit_cli_prefixed(full, "compile " + pipe + " --arch sm_90");
+  EXPECT_EQ(built.code, 1) << built.output;
+  EXPECT_NE(built.output.find("sm_90: "), std::string::npos) << built.output;
+  EXPECT_NE(built.output.find("(NOT stored in the kernel cache)"), std::string::npos)
+      << built.output;
+  EXPECT_NE(built.output.find("optjit: the kernels were compiled but not stored: kernel cache " +
+                              p("c") + "/kernels.sqlite: "),
+            std::string::npos)
+      << built.output;
+  // The same limit lets the CPU kernels in but not the tuning decision after them.
+  auto tuned = optjit_cli_prefixed(full, "tune " + pipe + " --numel 5000 --max-candidates 2");
+  EXPECT_EQ(tuned.code, 1) << tuned.output;
+  EXPECT_NE(tuned.output.find("optjit: the decision was not stored: kernel cache " + p("c") +
+                              "/kernels.sqlite: "),
+            std::string::npos)
+      << tuned.output;
+  auto stats = optjit_cli_prefixed(env, "cache ls");
+  EXPECT_EQ(stats.output.find("cubin"), std::string::npos) << stats.output;
+}
+
 // Shipping a warm cache: build cubins ahead of time (no GPU), export them signed, import them
 // elsewhere with the signature checked, or use the bundle directly as a read-only layer.
 TEST_F(Cli, SignedBundlesShipAWarmCache) {

@@ -332,45 +332,52 @@ TEST_F(CacheTest, AFullDiskIsAnErrorAtOpenAndAKernelNotStoredIsAWarning) {
   };
   // Room for SQLite's 32 KiB shared-memory index, not for the schema's frames in the log: the
   // commit is what fails.
-  EXPECT_EQ(with_file_limit(32768, [&] {
-              auto c = KernelCache::open({dir()});
-              if (c) return 1;
-              const std::string want = "kernel cache " + dir() + "/kernels.sqlite: ";
-              if (c.error().message.rfind(want, 0) != 0) {
-                std::fprintf(stderr, "unexpected: %s\n", c.error().message.c_str());
-                return 2;
-              }
-              return 0;
-            }),
+  EXPECT_EQ(with_file_limit(32768,
+                            [&] {
+                              auto c = KernelCache::open({dir()});
+                              if (c) return 1;
+                              const std::string want =
+                                  "kernel cache " + dir() + "/kernels.sqlite: ";
+                              if (c.error().message.rfind(want, 0) != 0) {
+                                std::fprintf(stderr, "unexpected: %s\n", c.error().message.c_str());
+                                return 2;
+                              }
+                              return 0;
+                            }),
             0);
   ASSERT_TRUE(KernelCache::open({dir()}));  // the schema, written with room to spare
   // Room for the database as it is, not for a kernel of 100,000 bytes.
   const auto size = fs::file_size(dir() + "/kernels.sqlite");
-  EXPECT_EQ(with_file_limit(size + 4096, [&] {
-              auto c = KernelCache::open({dir()});
-              if (!c) {
-                std::fprintf(stderr, "open: %s\n", c.error().message.c_str());
-                return 1;
-              }
-              int compiles = 0;
-              auto compile = [&]() -> Expected<Compiled> {
-                ++compiles;
-                return Compiled{std::vector<uint8_t>(100000, 7)};
-              };
-              for (const char* program : {"p1", "p2"}) {
-                auto built = cached_compile(c->get(), entry(program, "").key, "test", "p", compile);
-                if (!built || built->payload.size() != 100000 || built->from_cache) return 2;
-                if (built->not_stored.empty()) return 3;
-              }
-              const auto& w = (*c)->warnings();
-              if (compiles != 2 || w.size() != 1 ||
-                  w[0].find("kernels compiled now are not stored") == std::string::npos) {
-                for (const auto& line : w) std::fprintf(stderr, "warning: %s\n", line.c_str());
-                return 4;
-              }
-              return 0;
-            }),
-            0);
+  EXPECT_EQ(
+      with_file_limit(size + 4096,
+                      [&] {
+                        auto c = KernelCache::open({dir()});
+                        if (!c) {
+                          std::fprintf(stderr, "open: %s\n", c.error().message.c_str());
+                          return 1;
+                        }
+                        int compiles = 0;
+                        auto compile = [&]() -> Expected<Compiled> {
+                          ++compiles;
+                          return Compiled{std::vector<uint8_t>(100000, 7)};
+                        };
+                        for (const char* program : {"p1", "p2"}) {
+                          auto built = cached_compile(c->get(), entry(program, "").key, "test", "p",
+                                                      compile);
+                          if (!built || built->payload.size() != 100000 || built->from_cache)
+                            return 2;
+                          if (built->not_stored.empty()) return 3;
+                        }
+                        const auto& w = (*c)->warnings();
+                        if (compiles != 2 || w.size() != 1 ||
+                            w[0].find("kernels compiled now are not stored") == std::string::npos) {
+                          for (const auto& line : w)
+                            std::fprintf(stderr, "warning: %s\n", line.c_str());
+                          return 4;
+                        }
+                        return 0;
+                      }),
+      0);
   auto c = KernelCache::open({dir()});
   ASSERT_TRUE(c) << c.error().message;
   EXPECT_EQ((*c)->stats().kernels, 0);

@@ -1349,6 +1349,47 @@ def test_second_process_compiles_nothing_and_tune_works(tmp_path):
     assert runs == ["False", "True"]
 
 
+def test_a_cache_that_cannot_store_kernels_is_a_warning_and_the_steps_are_right(tmp_path):
+    """A kernel cache on a full disk (here a 32 KiB file size limit: room for the database, not
+    for many kernels): the kernels were silently not stored, so a cache meant to ship warm
+    shipped cold. Now each optimizer that could not store its kernels gives a RuntimeWarning
+    naming the cache, and steps exactly as one without a cache."""
+    import subprocess
+    import sys
+    import textwrap
+    script = textwrap.dedent("""
+        import resource, signal, sys, warnings
+        import torch, optjit.torch as ot
+        if sys.argv[1] == "full":
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead
+            resource.setrlimit(resource.RLIMIT_FSIZE, (32768, 32768))
+        sums = []
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            for k in range(4):
+                w = torch.nn.Parameter(torch.linspace(-1, 1, 1000))
+                w.grad = torch.cos(w.detach())
+                ot.Optimizer([w], f"chain(clip_grad_norm(max_norm={k + 1}.0), "
+                                  f"adamw(lr=1e-2, weight_decay=0.{k}), sgd(lr=0.5, momentum=0.{k}))",
+                             cache=sys.argv[1] == "full").step()
+                sums.append(float(w.detach().double().sum()))
+        for x in seen:
+            print("warning:", x.category.__name__, x.message)
+        print(sums)
+    """)
+    env = dict(__import__("os").environ, OPTJIT_CACHE_DIR=str(tmp_path / "cache"))
+    subprocess.run([sys.executable, "-c", "import numpy, optjit; optjit.Engine('sgd()', ['w'], "
+                    "[numpy.zeros(4, numpy.float32)])"], env=env, check=True)  # the schema
+    full, none = (subprocess.run([sys.executable, "-c", script, mode], env=env,
+                                 capture_output=True, text=True, check=True).stdout.splitlines()
+                  for mode in ("full", "none"))
+    assert full[-1] == none[-1] and len(none) == 1
+    want = (f"warning: RuntimeWarning optjit: kernel cache {tmp_path / 'cache'}/kernels.sqlite: ")
+    assert full[:-1] and all(line.startswith(want) and line.endswith(
+        "; kernels compiled now are not stored and will be compiled again")
+        for line in full[:-1]), full
+
+
 def test_tune_from_python_restores_the_tensors():
     w = torch.nn.Parameter(torch.linspace(-1, 1, 5000))
     w.grad = torch.full((5000,), 0.25)

@@ -480,7 +480,8 @@ int compile(const CompileOptions& o) {
     auto c = cache::KernelCache::open();
     if (!c) return fail(c.error().message);
     kcache = std::move(*c);
-    for (const auto& w : kcache->warnings()) std::fprintf(stderr, "optjit: warning: %s\n", w.c_str());
+    for (const auto& w : kcache->warnings())
+      std::fprintf(stderr, "optjit: warning: %s\n", w.c_str());
   }
   auto step = parse_step(o.step, o.backend);
   if (!step) return fail(step.error().message);
@@ -528,7 +529,7 @@ int compile(const CompileOptions& o) {
     const codegen::Cubin* cubin = &built->cubin;
     fmt::print("{}: {} bytes in {:.0f} ms{}\n", arch, cubin->image.size(),
                1e3 * cubin->compile_seconds,
-               built->from_cache           ? " (from the kernel cache)"
+               built->from_cache            ? " (from the kernel cache)"
                : !built->not_stored.empty() ? " (NOT stored in the kernel cache)"
                : kcache                     ? " (stored in the kernel cache)"
                                             : "");
