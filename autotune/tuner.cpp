@@ -132,8 +132,9 @@ Expected<TuneResult> tune(const TuneTarget& target, const SearchSpace& space, co
   r.winner = r.measured[best].config;
   r.default_seconds = r.measured[0].seconds;
   r.tuned_seconds = r.measured[best].seconds;
-  if (!cache) r.not_stored = "there is no kernel cache";
-  if (cache) {
+  if (!cache) {
+    r.not_stored = "there is no kernel cache";
+  } else {
     if (Status s =
             cache->put_decision(target.program, bucket, target.performance, r.winner, replace);
         !s) {

@@ -264,13 +264,10 @@ Status KernelCache::open_user() {
           code = sqlite3_errcode(db_), problem = sqlite3_errmsg(db_);
         version = std::to_string(kSchemaVersion);
       }
-      // The commit can fail on its own (a full disk: the schema is written here): then the
-      // database is as empty as before and nothing could be stored in it.
-      if (code == SQLITE_OK)
-        step("COMMIT;");
-      else
-        (void)exec(db_, "ROLLBACK;");
-      if (code != SQLITE_OK && sqlite3_get_autocommit(db_) == 0) (void)exec(db_, "ROLLBACK;");
+      // The commit can fail on its own (a full disk: the schema is written here), which leaves
+      // the database as empty as before: nothing could be stored in it.
+      step("COMMIT;");
+      if (sqlite3_get_autocommit(db_) == 0) (void)exec(db_, "ROLLBACK;");  // still open
       if (code == SQLITE_OK && version != std::to_string(kSchemaVersion)) {
         problem = fmt::format("schema version {} (this optjit uses {})", version, kSchemaVersion);
         bad_file = true;
@@ -629,10 +626,8 @@ Expected<CachedCompile> cached_compile(KernelCache* cache, const KernelKey& key,
     if (Status s = cache->put({key, format, out.payload, out.resources, out.seconds, 0, 0, ""});
         !s) {
       out.not_stored = s.error().message;
-      cache->warn(
-          fmt::format("{}; kernels compiled now are not stored and will be compiled "
-                      "again",
-                      s.error().message));
+      cache->warn(s.error().message +
+                  "; kernels compiled now are not stored and will be compiled again");
     }
     // Another process may have stored this key first: use its bytes, as every process will.
     if (auto winner = cache->get(key)) {

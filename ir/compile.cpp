@@ -40,6 +40,11 @@ Expected<std::string> read_pipeline_text(const std::string& s) {
   if (text.size() > kMaxBytes)  // it grew since its size was taken
     return make_error("'{}' is over {} bytes: a pipeline file holds at most {} bytes of text", s,
                       kMaxBytes, kMaxBytes);
+  // Editors on Windows start UTF-8 with a byte order mark, which is no text; PowerShell's
+  // redirection writes UTF-16, which the parser would meet as "unexpected byte 0xff".
+  if (text.starts_with("\xEF\xBB\xBF")) text.erase(0, 3);
+  if (text.starts_with("\xFF\xFE") || text.starts_with("\xFE\xFF"))
+    return make_error("'{}' is UTF-16 text: a pipeline file is UTF-8 (or ASCII)", s);
   return text;
 }
 

@@ -936,6 +936,15 @@ TEST_F(Cli, PlanAndList) {
   EXPECT_EQ(from_file.code, 0) << from_file.output;
   EXPECT_NE(from_file.output.find("plan: 1 pass, 12 bytes per parameter"), std::string::npos)
       << from_file.output;
+  // Written on Windows: a UTF-8 byte order mark and CRLF line ends are text; UTF-16 is named.
+  std::ofstream(p("bom.opt"), std::ios::binary)
+      << "\xEF\xBB\xBF"
+         "chain(\r\n  clip_grad_value(clip_value=1),\r\n  sgd(lr=0.1)\r\n)\r\n";
+  auto bom = optjit_cli("plan " + p("bom.opt") + " --no-bodies");
+  EXPECT_EQ(bom.code, 0) << bom.output;
+  EXPECT_NE(bom.output.find("plan: 1 pass, 12 bytes per parameter"), std::string::npos)
+      << bom.output;
+  std::ofstream(p("utf16.opt"), std::ios::binary) << std::string("\xFF\xFEs\0g\0d\0(\0)\0", 12);
   // A pipeline file is a regular file of text: /dev/zero filled memory until the machine ran
   // out, a FIFO waited forever, a directory read as empty text.
   ASSERT_EQ(mkfifo(p("fifo").c_str(), 0600), 0);
@@ -954,6 +963,8 @@ TEST_F(Cli, PlanAndList) {
                           "text\n"},
       {p("missing.opt"),
        "optjit: '" + p("missing.opt") + "' is neither pipeline text nor a readable file\n"},
+      {p("utf16.opt"),
+       "optjit: '" + p("utf16.opt") + "' is UTF-16 text: a pipeline file is UTF-8 (or ASCII)\n"},
       // A transform's bare name: the call without its parentheses.
       {"adamw",
        "optjit: 'adamw' is neither pipeline text nor a readable file (did you mean "
