@@ -114,6 +114,15 @@ std::string shape_text(const std::vector<int64_t>& s) {
 // (np.frombuffer over bytes, a broadcast view), whose memory optjit must not change.
 template <class What>
 Array writable_array(nb::handle obj, const What& what) {
+  // JAX's (and TensorFlow's) arrays are immutable, yet export their memory through DLPack
+  // without DLPack 1.0's read-only flag: written in place, every array that shares the buffer
+  // (and any compiled function that captured it) would change under JAX.
+  if (const std::string mod = nb::cast<std::string>(obj.type().attr("__module__"));
+      mod.starts_with("jax") || mod.starts_with("tensorflow"))
+    throw Error(fmt::format(
+        "{} is a {} array, which is immutable: optjit updates parameters and states in place; "
+        "step writable copies (numpy.array(x), or torch tensors) and convert them back",
+        what(), mod.starts_with("jax") ? "JAX" : "TensorFlow"));
   // One import as writable (each import calls the object's __dlpack__: for torch, a few
   // microseconds, which a model of many tensors pays per tensor); the read-only import only to
   // tell a read-only array from what is not an array at all.

@@ -539,6 +539,21 @@ def test_low_level_engine_runs_calls_from_other_threads_after_the_step_not_insid
     del e, e2  # (each is in a cycle through its own all-reduce's closure)
 
 
+class _JaxLike:
+    """What a JAX array is to optjit: DLPack (unversioned, so no read-only flag) from a class
+    of module jaxlib."""
+    __module__ = "jaxlib._jax"
+
+    def __init__(self, a):
+        self._a = a
+
+    def __dlpack__(self, **kwargs):
+        return self._a.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self._a.__dlpack_device__()
+
+
 def test_low_level_engine_refuses_arrays_that_are_not_what_they_stand_for():
     """A gradient, a rebound parameter or a bound state of another dtype or size would be read
     (or written) past its end or as other numbers: each is a clear error, and nothing moved."""
@@ -572,6 +587,14 @@ def test_low_level_engine_refuses_arrays_that_are_not_what_they_stand_for():
          "state 'exp_avg' of parameter 'w' is read-only: optjit updates it in place"),
         (lambda: optjit.Engine("sgd(lr=0.1)", ["v"], [np.frombuffer(bytes(40), np.float32)]),
          "parameter 'v' is read-only: optjit updates it in place"),
+        # JAX's arrays are immutable but export no read-only flag: they were stepped in place
+        # (an array of JAX, as optjit sees one, stands in where JAX is not installed).
+        (lambda: optjit.Engine("sgd(lr=0.1)", ["v"], [_JaxLike(np.zeros(4, np.float32))]),
+         "parameter 'v' is a JAX array, which is immutable: optjit updates parameters and "
+         "states in place; step writable copies (numpy.array(x), or torch tensors) and convert "
+         "them back"),
+        (lambda: e.bind_state(0, "exp_avg", _JaxLike(np.zeros(1000, np.float32)), adopt=True),
+         "state 'exp_avg' of parameter 'w' is a JAX array, which is immutable"),
         # The dtype by its name (it was "a dtype optjit cannot step (code 0, 32 bits)").
         (lambda: optjit.Engine("sgd(lr=0.1)", ["v"], [np.zeros(4, np.int32)]),
          "parameter 'v' is int32, which optjit cannot step; use float32, float64, float16 or "
@@ -1897,3 +1920,22 @@ def test_a_copy_knows_the_format_of_codes_it_loaded(copier):
     v2.grad = torch.zeros_like(v2)
     o3.step()
     assert _q4_ratio(before, o3.state[v2], v2) < 0.2
+
+
+def test_jax_arrays_are_read_as_gradients_and_refused_as_parameters():
+    """With JAX itself: a JAX parameter was changed in place under JAX (which assumes its
+    arrays never change); now refused, while JAX gradients step NumPy parameters as NumPy's."""
+    jnp = pytest.importorskip("jax.numpy")
+    np = pytest.importorskip("numpy")
+    w = jnp.linspace(-1, 1, 8, dtype=jnp.float32)
+    before = np.array(w)
+    with pytest.raises(optjit.Error, match="parameter 'w' is a JAX array, which is immutable"):
+        optjit.Engine("sgd(lr=0.5)", ["w"], [w]).step([jnp.ones(8, jnp.float32)])
+    assert np.array_equal(np.asarray(w), before)
+    a, b = (np.linspace(-1, 1, 8, dtype=np.float32) for _ in range(2))
+    ea, eb = (optjit.Engine("adamw(lr=0.1)", ["w"], [x]) for x in (a, b))
+    for k in range(3):
+        g = jnp.cos(jnp.arange(8, dtype=jnp.float32) * (k + 1))
+        ea.step([g])
+        eb.step([np.asarray(g).copy()])
+    assert np.array_equal(a, b) and not np.array_equal(a, np.linspace(-1, 1, 8, dtype=np.float32))
