@@ -580,12 +580,18 @@ std::string Ctx::state_key(std::string_view name) const {
   return fmt::format("{}/{}", frame().prefix, name);
 }
 
-Value Ctx::declare(std::string_view name, StateInit init, bool scalar) {
+Value Ctx::declare(std::string_view name, StateInit init, bool scalar, std::optional<Value> first) {
   std::string key = state_key(name);
   if (auto it = states_.find(key); it != states_.end()) {
     if (it->second.scalar != scalar)
       fail(make_error("'{}' is a {} state", name, it->second.scalar ? "scalar" : "per-element"));
+    else if (first)
+      fail(make_error("state '{}' is already declared", name));
     return it->second.current;
+  }
+  if (first && scalar && first->rank() != Rank::scalar) {
+    fail(make_error("scalar state '{}' must start from a per-step value", name));
+    first.reset();
   }
   // State keeps torch's state_dict name (exp_avg, ...) unless another transform has it already.
   std::string full(name);
@@ -612,6 +618,7 @@ Value Ctx::declare(std::string_view name, StateInit init, bool scalar) {
     v = wrap(b_.emit(Op::Load, element_type_, {}, idx));
   }
   if (!init.hyper.empty() && !i.hyper) v = lazy_init(v, init);
+  if (first) v = select(step() == 1.0, cast(*first, v.type()), v);
   states_.emplace(key, StateSlot{idx, v, scalar});
   return v;
 }
@@ -630,6 +637,12 @@ void Ctx::assign(std::string_view name, Value v, bool scalar) {
 Value Ctx::state(std::string_view name, StateInit init) { return declare(name, init, false); }
 void Ctx::set_state(std::string_view name, Value v) { assign(name, v, false); }
 Value Ctx::scalar_state(std::string_view name, StateInit init) { return declare(name, init, true); }
+Value Ctx::state_from(std::string_view name, Value first) {
+  return declare(name, {}, false, first);
+}
+Value Ctx::scalar_state_from(std::string_view name, Value first) {
+  return declare(name, {}, true, first);
+}
 void Ctx::set_scalar_state(std::string_view name, Value v) { assign(name, v, true); }
 
 void Ctx::skip_step_if(Value cond) {

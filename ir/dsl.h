@@ -262,6 +262,12 @@ class Ctx {
   /// A per-group f64 value carried across steps (e.g. NAdam's mu_product).
   Value scalar_state(std::string_view name, StateInit init = {});
   void set_scalar_state(std::string_view name, Value v);
+  /// A state that starts from a value of its first step (the parameter, for Prodigy's or
+  /// Lookahead's starting point; the first gradient; any expression), as torch's optimizers
+  /// create state lazily in their first step(): `first` at step 1, after that what it was
+  /// set to. Such a state is written every step, even where nothing sets it after step 1.
+  Value state_from(std::string_view name, Value first);
+  Value scalar_state_from(std::string_view name, Value first);
   /// If cond (scalar b1) is true, the step is skipped: nothing at all is written.
   void skip_step_if(Value cond);
 
@@ -296,7 +302,8 @@ class Ctx {
   Ctx(DTypes dtypes);
   const Frame& frame() const { return frames_.back(); }
   std::string state_key(std::string_view name) const;
-  Value declare(std::string_view name, StateInit init, bool scalar);
+  Value declare(std::string_view name, StateInit init, bool scalar,
+                std::optional<Value> first = std::nullopt);
   void assign(std::string_view name, Value v, bool scalar);
   std::optional<uint32_t> resolve_init_hyper(const StateInit& init);
   Value lazy_init(Value loaded, const StateInit& init);

@@ -104,14 +104,18 @@ class BodyEval {
     c_.fail(TokenStream::error_at(at, msg));
   }
 
-  Expected<StateInit> init_of(const Stmt& s) {
+  // A number or a hyperparameter's name: the state is made holding it. Anything else is an
+  // expression whose value at the first step the state takes (std::nullopt).
+  std::optional<StateInit> init_of(const Stmt& s) {
     if (!s.value) return StateInit(0.0);
     const Expr& e = *s.value;
     if (e.kind == Expr::number) return StateInit(e.num);
     if (e.kind == Expr::unary && e.text == "-" && e.args[0]->kind == Expr::number)
       return StateInit(-e.args[0]->num);
-    if (e.kind == Expr::name && def_.find_hyper(e.text)) return StateInit::from_hyper(e.text);
-    return TokenStream::error_at(e.at, "a state starts from a number or a hyperparameter's name");
+    if (e.kind == Expr::name && def_.find_hyper(e.text) && !locals_.count(e.text) &&
+        !declared_.count(e.text))
+      return StateInit::from_hyper(e.text);
+    return std::nullopt;
   }
 
   void stmt(const Stmt& s) {
@@ -120,13 +124,23 @@ class BodyEval {
       case Stmt::scalar: {
         if (declared_.count(s.name) || locals_.count(s.name))
           return fail(s.at, fmt::format("'{}' is already declared", s.name));
-        auto init = init_of(s);
-        if (!init) return fail(s.at, init.error().message);
-        declared_[s.name] = s.kind == Stmt::scalar;
-        if (s.kind == Stmt::scalar)
-          c_.scalar_state(s.name, *init);
-        else
-          c_.state(s.name, *init);
+        const bool scalar = s.kind == Stmt::scalar;
+        if (auto init = init_of(s)) {
+          declared_[s.name] = scalar;
+          scalar ? c_.scalar_state(s.name, *init) : c_.state(s.name, *init);
+          return;
+        }
+        // From the first step's value of an expression (the parameter, the gradient, ...),
+        // which sees only what is declared before it.
+        Value first = expr(*s.value);
+        if (failed_) return;
+        if (scalar && first.rank() != Rank::scalar)
+          return fail(s.value->at,
+                      fmt::format("scalar state '{}' must start from a per-step value (a "
+                                  "per-element one has a value per element)",
+                                  s.name));
+        declared_[s.name] = scalar;
+        scalar ? c_.scalar_state_from(s.name, first) : c_.state_from(s.name, first);
         return;
       }
       case Stmt::let: {

@@ -233,6 +233,53 @@ TEST(PipelineText, CustomTransformWithReductionsScalarStateAndSkip) {
   EXPECT_EQ(s->groups[0].states[0], 1.0);
 }
 
+// A state may start from what its first step sees (the parameter, for Prodigy's p0 or a decay
+// toward the starting point; a per-step value for a scalar): it was "a state starts from a
+// number or a hyperparameter's name".
+TEST(PipelineText, StatesStartFromTheirFirstStepsValues) {
+  auto p = compile_pipeline(R"(
+    transform toward_start(lr=0.1, alpha=0.5) {
+      state start = param
+      scalar first_norm = norm(grad)
+      param = param - lr * (grad + alpha * (param - start))
+    }
+    toward_start()
+  )",
+                            {DType::f64, DType::f64, DType::f64});
+  ASSERT_TRUE(p) << p.error().message;
+  runtime::HostTensor w = runtime::HostTensor::zeros("w", DType::f64, {2});
+  w.set(0, 1.0);
+  w.set(1, -2.0);
+  std::vector<runtime::HostTensor> params = {w};
+  auto s = runtime::init_state(*p, params, {});
+  ASSERT_TRUE(s);
+  double x[2] = {1.0, -2.0};
+  const double grads[3][2] = {{3, 4}, {1, 1}, {-2, 0.5}};
+  for (const auto& gv : grads) {
+    runtime::HostTensor g = runtime::HostTensor::zeros("w", DType::f64, {2});
+    g.set(0, gv[0]);
+    g.set(1, gv[1]);
+    ASSERT_TRUE(runtime::set_grads(*p, *s, {&g}));
+    runtime::ReferenceBackend(*p).step(*s);
+    x[0] -= 0.1 * (gv[0] + 0.5 * (x[0] - 1.0));
+    x[1] -= 0.1 * (gv[1] + 0.5 * (x[1] + 2.0));
+  }
+  const auto at = [&](const char* buffer, int i) {
+    return runtime::load_element(s->tensors[0].data(*p->program.find_buffer(buffer)), DType::f64,
+                                 i);
+  };
+  EXPECT_EQ(at("param", 0), x[0]);
+  EXPECT_EQ(at("param", 1), x[1]);
+  EXPECT_EQ(at("start", 0), 1.0);
+  EXPECT_EQ(at("start", 1), -2.0);
+  EXPECT_EQ(s->groups[0].states[0], 5.0);  // the first gradient's norm, kept
+  EXPECT_EQ(error_of("transform t(lr=1) {\n  scalar x = grad\n  param = param\n}\nt()"),
+            "t: line 2, column 14: scalar state 'x' must start from a per-step value (a "
+            "per-element one has a value per element)");
+  EXPECT_EQ(error_of("transform t(lr=1) {\n  state m = velocity\n  param = param\n}\nt()"),
+            "t: line 2, column 13: unknown name 'velocity'");
+}
+
 TEST(PipelineText, DescribesFunctions) {
   std::string d = dsl::describe_text_functions();
   EXPECT_NE(d.find("tensor_norm"), std::string::npos);

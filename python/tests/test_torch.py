@@ -1939,3 +1939,48 @@ def test_jax_arrays_are_read_as_gradients_and_refused_as_parameters():
         ea.step([g])
         eb.step([np.asarray(g).copy()])
     assert np.array_equal(a, b) and not np.array_equal(a, np.linspace(-1, 1, 8, dtype=np.float32))
+
+
+def test_prodigy_written_in_the_text_form_steps_as_prodigyopt():
+    """A custom optimizer no built-in covers, declared in the text form
+    (examples/pipelines/prodigy.opt) and checked against its authors' package: Prodigy's p0
+    is a state that starts from the parameters (`state p0 = param`), its d a per-group scalar
+    fed by global sums, and a first step without gradient leaves everything as it was, as
+    prodigyopt returns before any update. float64 to 1e-9 of the largest move; float32 no
+    less accurate than prodigyopt's own float32, both against prodigyopt's float64."""
+    prodigyopt = pytest.importorskip("prodigyopt")
+    import pathlib
+    path = str(pathlib.Path(__file__).resolve().parents[2] / "examples/pipelines/prodigy.opt")
+    torch.manual_seed(0)
+    shapes = [(64, 32), (32,), (10, 64), ()]
+    init = [torch.randn(s, dtype=torch.float64) for s in shapes]
+    target = [3 * torch.randn(s, dtype=torch.float64) for s in shapes]
+
+    def run(make, dtype, steps=12):
+        ps = [torch.nn.Parameter(p.clone().to(dtype)) for p in init]
+        o = make(ps)
+        for k in range(steps):
+            for p, t in zip(ps, target):  # a curved bowl, so that d grows (1e-6 -> 0.01)
+                p.grad = (p.detach() - t.to(dtype)) * (1 + p.detach() ** 2) * (k > 0)
+            o.step()
+        return ps, o
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # prodigyopt prints and warns about its defaults
+        ref, ro = run(lambda ps: prodigyopt.Prodigy(ps, lr=1.0, weight_decay=0.01),
+                      torch.float64)
+        ref32, _ = run(lambda ps: prodigyopt.Prodigy(ps, lr=1.0, weight_decay=0.01),
+                       torch.float32)
+    got, go = run(lambda ps: ot.Optimizer(ps, path), torch.float64)
+    got32, _ = run(lambda ps: ot.Optimizer(ps, path), torch.float32)
+
+    def err(ps):
+        return max((p.detach().double() - r).abs().max().item() for p, r in zip(ps, ref))
+
+    moved = max((r - p).abs().max().item() for r, p in zip(ref, init))
+    assert ro.param_groups[0]["d"] > 5e-3 and moved > 0.02
+    assert float(go.state[got[0]]["d"]) == pytest.approx(ro.param_groups[0]["d"], rel=1e-6)
+    assert err(got) <= 1e-9 * moved
+    assert err(got32) <= 1.5 * err(ref32) + 1e-7
+    # p0 is where the parameters were when the first step ran (the skipped one included).
+    assert all(torch.equal(go.state[p]["p0"], q) for p, q in zip(got, init))
