@@ -1984,3 +1984,45 @@ def test_prodigy_written_in_the_text_form_steps_as_prodigyopt():
     assert err(got32) <= 1.5 * err(ref32) + 1e-7
     # p0 is where the parameters were when the first step ran (the skipped one included).
     assert all(torch.equal(go.state[p]["p0"], q) for p, q in zip(got, init))
+
+
+def test_lookahead_written_in_the_text_form_steps_as_torch_optimizers():
+    """Lookahead around AdamW (examples/pipelines/lookahead.opt), one fused pass of 36 bytes
+    per parameter, against torch_optimizer.Lookahead(torch.optim.AdamW(...)): its slow weights
+    start from the parameters after the first inner step (`state slow_param = param` after
+    adamw in the chain) and its counter is a per-group scalar. 12 steps, so that the slow
+    weights sync three times."""
+    import pathlib
+    import torch_optimizer
+    path = str(pathlib.Path(__file__).resolve().parents[2] / "examples/pipelines/lookahead.opt")
+    torch.manual_seed(0)
+    shapes = [(64, 32), (32,), (10, 64), ()]
+    init = [torch.randn(s, dtype=torch.float64) for s in shapes]
+    grads = [[torch.randn(s, dtype=torch.float64) for s in shapes] for _ in range(12)]
+
+    def run(make, dtype):
+        ps = [torch.nn.Parameter(p.clone().to(dtype)) for p in init]
+        o = make(ps)
+        for gs in grads:
+            for p, g in zip(ps, gs):
+                p.grad = g.to(dtype).clone()
+            o.step()
+        return ps, o
+
+    def peer(ps):
+        return torch_optimizer.Lookahead(torch.optim.AdamW(ps, lr=1e-3, weight_decay=0.01),
+                                         k=5, alpha=0.5)
+
+    ref, ro = run(peer, torch.float64)
+    ref32, _ = run(peer, torch.float32)
+    got, go = run(lambda ps: ot.Optimizer(ps, path), torch.float64)
+    got32, _ = run(lambda ps: ot.Optimizer(ps, path), torch.float32)
+
+    def err(ps):
+        return max((p.detach().double() - r).abs().max().item() for p, r in zip(ps, ref))
+
+    assert err(got) <= 1e-12
+    assert err(got32) <= 1.5 * err(ref32) + 1e-7
+    for p, q in zip(got, ref):
+        assert (go.state[p]["slow_param"] - ro.state[q]["slow_param"]).abs().max() <= 1e-12
+    assert not torch.equal(ro.state[ref[0]]["slow_param"], init[0])  # it synced
