@@ -497,9 +497,11 @@ class _Engine:
             opt.state[p]["step"] = self.counts[k]
         for (g, name), ks in scalar_members.items():
             # On the GPU beside the parameters, as torch's capturable optimizers keep them (a
-            # checkpoint loads into torch's either way).
+            # checkpoint loads into torch's either way: torch casts them to the parameter's
+            # dtype). In float64, as the engine keeps them, so that a checkpoint continues bit
+            # for bit (in float32, Prodigy's d lost its 8th digit at every save and load).
             t = torch.full((len(ks),), self.engine.scalar_state(name, group=g),
-                           dtype=_scalar_dtype(), device=where_scalars)
+                           dtype=torch.float64, device=where_scalars)
             for j, k in enumerate(ks):
                 opt.state[self.members[k][2]][name] = t[j]
             self.scalars[(g, name)] = t
@@ -1467,8 +1469,9 @@ def _builtin(name: str, torch_name: str, signature: Dict[str, Any], structural=(
                 raise TypeError(f"{type(self).__name__}() got an unexpected keyword argument '{k}'")
             values[k] = v
         _Builtin.__init__(self, params, values, max_grad_norm=max_grad_norm, norm_type=norm_type,
-                          state_format=state_format, backend=backend, cache=cache, device_step=device_step,
-                          cuda_graph=cuda_graph, param_rounding=param_rounding,
+                          state_format=state_format, backend=backend, cache=cache,
+                          device_step=device_step, cuda_graph=cuda_graph,
+                          param_rounding=param_rounding,
                           process_group=process_group, shard_order=shard_order)
 
     doc = (f"optjit's fused {torch_name}: the same signature, defaults and results; "
