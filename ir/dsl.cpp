@@ -590,7 +590,10 @@ Value Ctx::declare(std::string_view name, StateInit init, bool scalar, std::opti
     return it->second.current;
   }
   if (first && scalar && first->rank() != Rank::scalar) {
-    fail(make_error("scalar state '{}' must start from a per-step value", name));
+    fail(
+        make_error("scalar state '{}' must start from a per-step value (a per-element one "
+                   "has a value per element)",
+                   name));
     first.reset();
   }
   // State keeps torch's state_dict name (exp_avg, ...) unless another transform has it already.

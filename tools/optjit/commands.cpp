@@ -40,7 +40,10 @@ using runtime::HostTensor;
 using runtime::TensorFile;
 
 void print_warnings(const Optimizer& opt) {
-  for (const auto& w : opt.warnings()) std::fprintf(stderr, "optjit: warning: %s\n", w.c_str());
+  // Once per process: bench builds several optimizers over one cache.
+  static std::set<std::string> printed;
+  for (const auto& w : opt.warnings())
+    if (printed.insert(w).second) std::fprintf(stderr, "optjit: warning: %s\n", w.c_str());
 }
 
 int fail(const std::string& message) {

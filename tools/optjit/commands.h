@@ -112,7 +112,7 @@ int synth(const SynthOptions& o);
 
 /// Prints "optjit: <message>" to stderr and returns the exit code for errors (1).
 int fail(const std::string& message);
-/// The optimizer's warnings, one "optjit: warning: ..." line each on stderr.
+/// The optimizer's warnings not printed before, one "optjit: warning: ..." line each on stderr.
 void print_warnings(const Optimizer& opt);
 
 }  // namespace optjit::cli
