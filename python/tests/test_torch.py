@@ -1868,7 +1868,6 @@ def test_4bit_state_of_a_moved_parameter_met_by_a_new_engine():
     assert err < 0.12 * before.abs().mean().item(), (err, before.abs().mean().item())
 
 
-
 _COPIERS = {"deepcopy": copy.deepcopy,
             "pickle": lambda x: pickle.loads(pickle.dumps(x))}
 
