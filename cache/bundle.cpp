@@ -123,12 +123,14 @@ Expected<BundleCounts> import_bundle(KernelCache& cache, const std::string& path
   }
   // Read the bundle through a private copy, so a bundle on read-only media works and is never
   // changed.
-  std::string copy =
-      (fs::temp_directory_path() / ("optjit-import-" + std::to_string(::getpid()) + ".sqlite"))
-          .string();
   std::error_code ec;
+  const fs::path tmp = fs::temp_directory_path(ec);  // (it throws where TMPDIR is no directory)
+  if (ec)
+    return make_error("{}: no temporary directory to read it through ({})", path, ec.message());
+  std::string copy = (tmp / ("optjit-import-" + std::to_string(::getpid()) + ".sqlite")).string();
   fs::copy_file(path, copy, fs::copy_options::overwrite_existing, ec);
-  if (ec) return make_error("{}: cannot read ({})", path, ec.message());
+  if (ec)  // (a full disk where the copy goes, as often as an unreadable bundle)
+    return make_error("{}: cannot copy it to {} to read it ({})", path, copy, ec.message());
   BundleCounts added;
   std::string problem;
   {
@@ -156,7 +158,9 @@ Expected<BundleCounts> import_bundle(KernelCache& cache, const std::string& path
       problem = fmt::format("not a valid kernel bundle: {}", (*in)->warnings()[0]);
     else {
       const int64_t before = cache.stats().kernels;
-      for (const auto& e : (*in)->list(true)) {
+      const auto entries = (*in)->list(true);
+      size_t done = 0;
+      for (const auto& e : entries) {
         auto inner = unwrap(e.payload, e.key.fingerprint);
         if (!inner) {
           problem = fmt::format("kernel {} is damaged ({})", e.key.id(), inner.error().message);
@@ -166,9 +170,12 @@ Expected<BundleCounts> import_bundle(KernelCache& cache, const std::string& path
         inner->resources = e.resources;
         inner->compile_seconds = e.compile_seconds;
         if (Status s = cache.put(*inner); !s) {
-          problem = s.error().message;
+          // (Each kernel is its own transaction: the ones before it stay, whole.)
+          problem = fmt::format("{} ({} of its {} kernels were imported before)", s.error().message,
+                                done, entries.size());
           break;
         }
+        ++done;
       }
       added.kernels = cache.stats().kernels - before;
       const size_t decisions_before = cache.decisions().size();

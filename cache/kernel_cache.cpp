@@ -96,7 +96,9 @@ std::string default_cache_dir() {
   if (const char* d = std::getenv("OPTJIT_CACHE_DIR"); d && *d) return d;
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/optjit";
   if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/optjit";
-  return fs::temp_directory_path().string() + "/optjit-cache";
+  std::error_code ec;  // (temp_directory_path throws where TMPDIR names no directory)
+  const fs::path tmp = fs::temp_directory_path(ec);
+  return (ec ? fs::path("/tmp") : tmp).string() + "/optjit-cache";
 }
 
 std::vector<uint8_t> wrap(const KernelEntry& e) {

@@ -491,6 +491,19 @@ TEST_F(Cli, KernelsAndDecisionsACacheCannotStoreAreSaidNotStored) {
       << tuned.output;
   auto stats = optjit_cli_prefixed(env, "cache ls");
   EXPECT_EQ(stats.output.find("cubin"), std::string::npos) << stats.output;
+  // A bundle is read through a copy in the temporary directory: where there is none (TMPDIR
+  // names no directory) the import ended in "unexpected error: filesystem error".
+  ASSERT_EQ(optjit_cli_prefixed(env, "cache export " + p("b.sqlite")).code, 0);
+  auto im = optjit_cli_prefixed("TMPDIR=" + p("gone") + " " + env, "cache import " + p("b.sqlite"));
+  EXPECT_EQ(im.code, 1);
+  EXPECT_EQ(im.output, "optjit: " + p("b.sqlite") +
+                           ": no temporary directory to read it through (No such file or "
+                           "directory)\n");
+  // Nor was there a default cache then, without HOME: now the system's /tmp.
+  auto where = optjit_cli_prefixed(
+      "env -u HOME -u XDG_CACHE_HOME -u OPTJIT_CACHE_DIR TMPDIR=" + p("gone") + " ", "cache path");
+  EXPECT_EQ(where.code, 0) << where.output;
+  EXPECT_EQ(where.output, "/tmp/optjit-cache/kernels.sqlite\n");
 }
 
 // Shipping a warm cache: build cubins ahead of time (no GPU), export them signed, import them
