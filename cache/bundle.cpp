@@ -109,7 +109,11 @@ Expected<BundleCounts> export_bundle(KernelCache& cache, const std::string& path
 }
 
 Expected<BundleCounts> import_bundle(KernelCache& cache, const std::string& path) {
-  if (!fs::is_regular_file(path)) return make_error("{}: no such bundle", path);
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);  // (not the throwing overload: EACCES)
+  if (ec && ec != std::errc::no_such_file_or_directory)
+    return make_error("{}: cannot be examined ({})", path, ec.message());
+  if (!fs::is_regular_file(st)) return make_error("{}: no such bundle", path);
   {
     // SQLite opens an empty file, or any file with the magic, as an empty database: a
     // truncated download would import nothing and say nothing.
@@ -123,7 +127,6 @@ Expected<BundleCounts> import_bundle(KernelCache& cache, const std::string& path
   }
   // Read the bundle through a private copy, so a bundle on read-only media works and is never
   // changed.
-  std::error_code ec;
   const fs::path tmp = fs::temp_directory_path(ec);  // (it throws where TMPDIR is no directory)
   if (ec)
     return make_error("{}: no temporary directory to read it through ({})", path, ec.message());

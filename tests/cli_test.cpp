@@ -499,6 +499,11 @@ TEST_F(Cli, KernelsAndDecisionsACacheCannotStoreAreSaidNotStored) {
   EXPECT_EQ(im.output, "optjit: " + p("b.sqlite") +
                            ": no temporary directory to read it through (No such file or "
                            "directory)\n");
+  // A bundle path that cannot be examined (EACCES for a user; here a file used as a directory,
+  // ENOTDIR) ended the same way.
+  auto hidden = optjit_cli_prefixed(env, "cache import " + p("b.sqlite") + "/b.sqlite");
+  EXPECT_EQ(hidden.output,
+            "optjit: " + p("b.sqlite") + "/b.sqlite: cannot be examined (Not a directory)\n");
   // Nor was there a default cache then, without HOME: now the system's /tmp.
   auto where = optjit_cli_prefixed(
       "env -u HOME -u XDG_CACHE_HOME -u OPTJIT_CACHE_DIR TMPDIR=" + p("gone") + " ", "cache path");

@@ -515,6 +515,8 @@ int compile(const CompileOptions& o) {
     std::error_code ec;
     const auto st = fs::symlink_status(o.out, ec);
     const fs::path parent = fs::path(o.out).has_parent_path() ? fs::path(o.out).parent_path() : ".";
+    if (ec && st.type() != fs::file_type::not_found)  // (it read "not a directory")
+      return fail(fmt::format("--out {}: cannot be examined ({})", o.out, ec.message()));
     if (st.type() == fs::file_type::not_found) {
       if (!fs::is_directory(parent, ec))
         return fail(
