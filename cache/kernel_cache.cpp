@@ -90,6 +90,22 @@ CREATE TABLE IF NOT EXISTS tuning_decisions(
 
 }  // namespace
 
+namespace {
+// An SQLite URI that opens `path` read-only and immutable (no locks, no log: nothing is
+// written, not even beside it), with the characters a URI gives meaning escaped: a path with
+// '?', '#' or '%' in it could not be opened.
+std::string read_only_uri(const std::string& path) {
+  std::string uri = "file:";
+  for (char ch : path) {
+    if (ch == '?' || ch == '#' || ch == '%')
+      uri += fmt::format("%{:02X}", static_cast<unsigned char>(ch));
+    else
+      uri += ch;
+  }
+  return uri + "?mode=ro&immutable=1";
+}
+}  // namespace
+
 std::string KernelKey::id() const { return fmt::format("{}/{}/{}", fingerprint, program, variant); }
 
 std::string default_cache_dir() {
@@ -195,9 +211,8 @@ Expected<std::unique_ptr<KernelCache>> KernelCache::open(CacheOptions options) {
       continue;
     }
     sqlite3* db = nullptr;
-    std::string uri = "file:" + s + "?mode=ro&immutable=1";
-    if (sqlite3_open_v2(uri.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr) !=
-        SQLITE_OK) {
+    if (sqlite3_open_v2(read_only_uri(s).c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI,
+                        nullptr) != SQLITE_OK) {
       c->warnings_.push_back(
           fmt::format("shipped kernel database {} cannot be opened; ignored", s));
       sqlite3_close(db);
@@ -225,11 +240,50 @@ namespace {
 // Only these mean the file is not a usable database; anything else (busy, locked, I/O,
 // permissions) says nothing about the file and must never cause it to be moved aside.
 bool damaged(int code) { return code == SQLITE_NOTADB || code == SQLITE_CORRUPT; }
+
+// A database file that exists and that this process may read but not write, or whose directory
+// it may not write (SQLite's log and index files go beside it).
+bool readable_not_writable(const std::string& path) {
+  if (::access(path.c_str(), R_OK) != 0) return false;
+  const std::string dir =
+      fs::path(path).has_parent_path() ? fs::path(path).parent_path().string() : std::string(".");
+  return ::access(path.c_str(), W_OK) != 0 || ::access(dir.c_str(), W_OK) != 0;
+}
 bool contended(int code) { return (code & 0xff) == SQLITE_BUSY || (code & 0xff) == SQLITE_LOCKED; }
 
 }  // namespace
 
+// The user database when it can only be read: its kernels and decisions are used like a
+// shipped layer's, and every write (a new kernel, a decision, a removal) is refused, which the
+// compile protocol reports as a kernel not stored.
+Status KernelCache::open_user_read_only() {
+  if (sqlite3_open_v2(read_only_uri(path_).c_str(), &db_, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI,
+                      nullptr) != SQLITE_OK) {
+    std::string why = sqlite3_errmsg(db_);
+    sqlite3_close(db_), db_ = nullptr;
+    return make_error("kernel cache {} is read-only, and cannot be read either: {}", path_, why);
+  }
+  std::string version;
+  {
+    Stmt v(db_, "SELECT value FROM meta WHERE key = 'schema_version'");
+    if (v && sqlite3_step(v.s) == SQLITE_ROW) version = v.col_text(0);
+  }
+  if (version != std::to_string(kSchemaVersion)) {
+    sqlite3_close(db_), db_ = nullptr;
+    return make_error("kernel cache {} is read-only and {}", path_,
+                      version.empty() ? "not a kernel database (or damaged)"
+                                      : fmt::format("of schema version {} (this optjit uses {})",
+                                                    version, kSchemaVersion));
+  }
+  read_only_ = true;
+  return Status::Ok();
+}
+
 Status KernelCache::open_user() {
+  // A cache this process may read but not write (a read-only file system, a home directory
+  // mounted read-only on compute nodes, a cache baked into an image run as another user) was
+  // not used at all ("attempt to write a readonly database"): its kernels are read now.
+  if (readable_not_writable(path_)) return open_user_read_only();
   int busy_rounds = 0;
   for (int attempt = 0; attempt < 2;) {
     if (db_) sqlite3_close(db_), db_ = nullptr;
@@ -366,6 +420,7 @@ void KernelCache::warn(std::string line) {
 }
 
 Status KernelCache::put(const KernelEntry& entry) {
+  if (read_only_) return make_error("kernel cache {} is read-only", path_);
   std::vector<uint8_t> blob = wrap(entry);
   Stmt ins(
       db_,
@@ -465,7 +520,9 @@ std::vector<std::string> KernelCache::verify() {
                         : id.rfind(fp + "/", 0) != 0 ? "key names another device"
                                                      : "";
       if (!why.empty())
-        bad.push_back(fmt::format("{}: {} (removed)", id, why)), remove.push_back(id);
+        bad.push_back(fmt::format("{}: {} ({})", id, why,
+                                  read_only_ ? "not removed: the cache is read-only" : "removed")),
+            remove.push_back(id);
     }
   }
   for (const auto& id : remove) {
@@ -480,6 +537,7 @@ std::vector<std::string> KernelCache::verify() {
 }
 
 Expected<int64_t> KernelCache::prune(double max_age_days, int64_t max_bytes) {
+  if (read_only_) return make_error("kernel cache {} is read-only: nothing can be pruned", path_);
   int64_t removed = 0;
   if (max_age_days >= 0) {
     Stmt del(db_, "DELETE FROM kernels WHERE last_used < ?1");
@@ -504,6 +562,7 @@ Expected<int64_t> KernelCache::prune(double max_age_days, int64_t max_bytes) {
 Status KernelCache::put_measurement(const std::string& program, int64_t bucket,
                                     const std::string& performance, const std::string& config,
                                     double seconds, int repetitions) {
+  if (read_only_) return make_error("kernel cache {} is read-only", path_);
   Stmt ins(db_,
            "INSERT OR REPLACE INTO tuning_measurements(program, size_bucket, performance, config, "
            "seconds, repetitions, "
@@ -524,6 +583,7 @@ Status KernelCache::put_measurement(const std::string& program, int64_t bucket,
 Status KernelCache::put_decision(const std::string& program, int64_t bucket,
                                  const std::string& performance, const std::string& config,
                                  bool replace) {
+  if (read_only_) return make_error("kernel cache {} is read-only", path_);
   Stmt ins(db_, replace ? "INSERT OR REPLACE INTO tuning_decisions(program, size_bucket, "
                           "performance, config, created) VALUES(?1, ?2, ?3, ?4, ?5)"
                         : "INSERT OR IGNORE INTO tuning_decisions(program, size_bucket, "

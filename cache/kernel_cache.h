@@ -137,6 +137,9 @@ class KernelCache {
   std::vector<TuningDecision> decisions();
 
   bool strict() const { return options_.strict; }
+  /// The user database exists but this process may not write it (a read-only file system, a
+  /// cache of another user's): its kernels and decisions are used, nothing new is stored.
+  bool read_only() const { return read_only_; }
   const std::string& path() const { return path_; }
   /// What went wrong with the cache, from opening it on (a rejected kernel, a kernel that
   /// could not be stored): one line each.
@@ -147,10 +150,12 @@ class KernelCache {
  private:
   KernelCache() = default;
   Status open_user();
+  Status open_user_read_only();
   std::optional<KernelEntry> get_from(sqlite3* db, const KernelKey& key, const std::string& layer);
   CacheOptions options_;
   std::string path_;
   sqlite3* db_ = nullptr;
+  bool read_only_ = false;  // the user database could only be opened for reading
   std::vector<std::pair<std::string, sqlite3*>> shipped_;
   std::vector<std::string> warnings_;
   CacheStats session_;

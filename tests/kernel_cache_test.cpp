@@ -91,6 +91,78 @@ TEST_F(CacheTest, UserRowsWinOverShippedDatabasesWhichStayReadOnly) {
   EXPECT_EQ(fs::last_write_time(ship_db), before);
 }
 
+// Paths with characters that SQLite's URIs give meaning to: a shipped layer in such a
+// directory "cannot be opened; ignored".
+TEST_F(CacheTest, ShippedDatabasesInAnyPathAreRead) {
+  const std::string odd = dir("we?ird#dir%41");
+  {
+    auto shipped = KernelCache::open({odd});
+    ASSERT_TRUE(shipped) << shipped.error().message;
+    ASSERT_TRUE((*shipped)->put(entry("p1", "shipped p1")));
+    ASSERT_TRUE((*shipped)->prune(-1, -1));  // checkpoint the WAL into the file
+  }
+  auto c = KernelCache::open({.dir = dir(), .shipped = {odd + "/kernels.sqlite"}});
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_TRUE((*c)->warnings().empty()) << (*c)->warnings()[0];
+  EXPECT_EQ(text((*c)->get(entry("p1", "").key)), "shipped p1");
+}
+
+// A cache this process may read but not write (a read-only file system, a home directory
+// mounted read-only, a cache baked into an image run as another user) was not used at all
+// ("attempt to write a readonly database"; the optimizer ran without it). Its kernels are read
+// now; what is compiled is not stored, said as such; nothing is written to it or beside it.
+// Here as another user (root drops to nobody; anyone else loses write permission).
+TEST_F(CacheTest, AReadOnlyCacheIsReadAndNeverWritten) {
+  {
+    auto c = KernelCache::open({dir()});
+    ASSERT_TRUE(c);
+    ASSERT_TRUE((*c)->put(entry("p1", "first")));
+    ASSERT_TRUE((*c)->put_decision("prog", 12, "cpu|x", "threads=2"));
+    ASSERT_TRUE((*c)->prune(-1, -1));  // checkpoint: one file, as a cache at rest is
+  }
+  const std::string db = dir() + "/kernels.sqlite";
+  const auto before = fs::last_write_time(db);
+  const auto size = fs::file_size(db);
+  fs::permissions(dir_, fs::perms::others_read | fs::perms::others_exec, fs::perm_options::add);
+  fs::permissions(dir(), fs::perms::owner_write, fs::perm_options::remove);
+  std::fflush(nullptr);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(20);
+    auto c = KernelCache::open({dir()});
+    if (!c) {
+      std::fprintf(stderr, "open: %s\n", c.error().message.c_str());
+      ::_exit(1);
+    }
+    if (!(*c)->read_only() || text((*c)->get(entry("p1", "").key)) != "first") ::_exit(2);
+    if ((*c)->get_decision("prog", 12, "cpu|x") != "threads=2") ::_exit(3);
+    auto built = cached_compile(c->get(), entry("p2", "").key, "test", "p2", [] {
+      return Expected<Compiled>(Compiled{{1, 2, 3}});
+    });
+    const std::string ro = "kernel cache " + db + " is read-only";
+    if (!built || built->payload.size() != 3 || built->not_stored != ro) ::_exit(4);
+    if ((*c)->warnings() !=
+        std::vector<std::string>{ro + "; kernels compiled now are not stored and will be "
+                                      "compiled again"})
+      ::_exit(5);
+    if ((*c)->put_decision("prog", 13, "cpu|x", "threads=1").error().message != ro) ::_exit(6);
+    auto pruned = (*c)->prune(0, 0);
+    if (pruned || pruned.error().message != ro + ": nothing can be pruned") ::_exit(7);
+    if (!(*c)->verify().empty() || (*c)->stats().kernels != 1) ::_exit(8);
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  fs::permissions(dir(), fs::perms::owner_write, fs::perm_options::add);
+  EXPECT_EQ(fs::last_write_time(db), before);
+  EXPECT_EQ(fs::file_size(db), size);
+  EXPECT_FALSE(fs::exists(db + "-wal"));
+  EXPECT_FALSE(fs::exists(db + "-shm"));
+}
+
 TEST_F(CacheTest, AFileThatIsNotADatabaseIsMovedAsideAndReplaced) {
   fs::create_directories(dir());
   std::ofstream(dir() + "/kernels.sqlite") << "this is not a database, but it is somebody's file";
