@@ -1,6 +1,7 @@
 #include "cache/kernel_cache.h"
 
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -257,6 +258,14 @@ bool contended(int code) { return (code & 0xff) == SQLITE_BUSY || (code & 0xff) 
 // shipped layer's, and every write (a new kernel, a decision, a removal) is refused, which the
 // compile protocol reports as a kernel not stored.
 Status KernelCache::open_user_read_only() {
+  // Kernels are code this process will run: only from a file of its own user or of root (a
+  // cache baked into an image), never from another user's (a shared /tmp/optjit-cache).
+  struct stat st {};
+  if (::stat(path_.c_str(), &st) == 0 && st.st_uid != ::geteuid() && st.st_uid != 0)
+    return make_error(
+        "kernel cache {} belongs to another user (uid {}) and this process may not write it; "
+        "set OPTJIT_CACHE_DIR to a cache of its own",
+        path_, st.st_uid);
   if (sqlite3_open_v2(read_only_uri(path_).c_str(), &db_, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI,
                       nullptr) != SQLITE_OK) {
     std::string why = sqlite3_errmsg(db_);

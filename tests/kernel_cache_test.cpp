@@ -161,6 +161,27 @@ TEST_F(CacheTest, AReadOnlyCacheIsReadAndNeverWritten) {
   EXPECT_EQ(fs::file_size(db), size);
   EXPECT_FALSE(fs::exists(db + "-wal"));
   EXPECT_FALSE(fs::exists(db + "-shm"));
+  // Kernels are code: never read from another user's cache (one in a shared /tmp). Only root
+  // can give the file to another user (CI runs as root).
+  if (::geteuid() != 0) return;
+  ASSERT_EQ(::chown(db.c_str(), 12345, 12345), 0);
+  fs::permissions(dir(), fs::perms::owner_write, fs::perm_options::remove);
+  pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(20);
+    auto c = KernelCache::open({dir()});
+    ::_exit(!c && c.error().message == "kernel cache " + db +
+                                           " belongs to another user (uid 12345) and this process "
+                                           "may not write it; set OPTJIT_CACHE_DIR to a cache of "
+                                           "its own"
+                ? 0
+                : 1);
+  }
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  fs::permissions(dir(), fs::perms::owner_write, fs::perm_options::add);
 }
 
 TEST_F(CacheTest, AFileThatIsNotADatabaseIsMovedAsideAndReplaced) {
