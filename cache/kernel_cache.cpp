@@ -115,7 +115,8 @@ std::string default_cache_dir() {
   if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/optjit";
   std::error_code ec;  // (temp_directory_path throws where TMPDIR names no directory)
   const fs::path tmp = fs::temp_directory_path(ec);
-  return (ec ? fs::path("/tmp") : tmp).string() + "/optjit-cache";
+  // One per user: the temporary directory is shared, and kernels are code.
+  return fmt::format("{}/optjit-cache-{}", (ec ? fs::path("/tmp") : tmp).string(), ::geteuid());
 }
 
 std::vector<uint8_t> wrap(const KernelEntry& e) {
@@ -259,7 +260,7 @@ bool contended(int code) { return (code & 0xff) == SQLITE_BUSY || (code & 0xff) 
 // compile protocol reports as a kernel not stored.
 Status KernelCache::open_user_read_only() {
   // Kernels are code this process will run: only from a file of its own user or of root (a
-  // cache baked into an image), never from another user's (a shared /tmp/optjit-cache).
+  // cache baked into an image), never from another user's.
   struct stat st {};
   if (::stat(path_.c_str(), &st) == 0 && st.st_uid != ::geteuid() && st.st_uid != 0)
     return make_error(

@@ -504,11 +504,11 @@ TEST_F(Cli, KernelsAndDecisionsACacheCannotStoreAreSaidNotStored) {
   auto hidden = optjit_cli_prefixed(env, "cache import " + p("b.sqlite") + "/b.sqlite");
   EXPECT_EQ(hidden.output,
             "optjit: " + p("b.sqlite") + "/b.sqlite: cannot be examined (Not a directory)\n");
-  // Nor was there a default cache then, without HOME: now the system's /tmp.
+  // Nor was there a default cache then, without HOME: now the system's /tmp (one per user).
   auto where = optjit_cli_prefixed(
       "env -u HOME -u XDG_CACHE_HOME -u OPTJIT_CACHE_DIR TMPDIR=" + p("gone") + " ", "cache path");
   EXPECT_EQ(where.code, 0) << where.output;
-  EXPECT_EQ(where.output, "/tmp/optjit-cache/kernels.sqlite\n");
+  EXPECT_EQ(where.output, fmt::format("/tmp/optjit-cache-{}/kernels.sqlite\n", ::geteuid()));
 }
 
 // Shipping a warm cache: build cubins ahead of time (no GPU), export them signed, import them
