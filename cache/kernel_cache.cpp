@@ -89,9 +89,6 @@ CREATE TABLE IF NOT EXISTS tuning_decisions(
   created INTEGER NOT NULL, PRIMARY KEY(program, size_bucket, performance));
 )";
 
-}  // namespace
-
-namespace {
 // An SQLite URI that opens `path` read-only and immutable (no locks, no log: nothing is
 // written, not even beside it), with the characters a URI gives meaning escaped: a path with
 // '?', '#' or '%' in it could not be opened.
@@ -105,6 +102,7 @@ std::string read_only_uri(const std::string& path) {
   }
   return uri + "?mode=ro&immutable=1";
 }
+
 }  // namespace
 
 std::string KernelKey::id() const { return fmt::format("{}/{}/{}", fingerprint, program, variant); }
@@ -242,6 +240,7 @@ namespace {
 // Only these mean the file is not a usable database; anything else (busy, locked, I/O,
 // permissions) says nothing about the file and must never cause it to be moved aside.
 bool damaged(int code) { return code == SQLITE_NOTADB || code == SQLITE_CORRUPT; }
+bool contended(int code) { return (code & 0xff) == SQLITE_BUSY || (code & 0xff) == SQLITE_LOCKED; }
 
 // A database file that exists and that this process may read but not write, or whose directory
 // it may not write (SQLite's log and index files go beside it).
@@ -251,7 +250,6 @@ bool readable_not_writable(const std::string& path) {
       fs::path(path).has_parent_path() ? fs::path(path).parent_path().string() : std::string(".");
   return ::access(path.c_str(), W_OK) != 0 || ::access(dir.c_str(), W_OK) != 0;
 }
-bool contended(int code) { return (code & 0xff) == SQLITE_BUSY || (code & 0xff) == SQLITE_LOCKED; }
 
 }  // namespace
 
@@ -410,7 +408,7 @@ std::optional<KernelEntry> KernelCache::get_from(sqlite3* db, const KernelKey& k
 
 std::optional<KernelEntry> KernelCache::get(const KernelKey& key) {
   auto e = get_from(db_, key, "user");
-  if (e) {
+  if (e && !read_only_) {
     Stmt touch(db_, "UPDATE kernels SET last_used = ?1 WHERE id = ?2");
     touch.integer(1, now());
     touch.text(2, key.id());
