@@ -280,6 +280,47 @@ TEST(PipelineText, StatesStartFromTheirFirstStepsValues) {
             "t: line 2, column 13: unknown name 'velocity'");
 }
 
+// The same from the C++ DSL (Ctx::state_from, Ctx::scalar_state_from), and its error.
+TEST(PipelineText, CppStatesStartFromTheirFirstStepsValues) {
+  auto def = std::make_shared<dsl::Def>();
+  def->name = "toward_start";
+  def->hypers = {{"lr", {0.1}, "learning rate"}};
+  def->apply = [](dsl::Ctx& c) {
+    dsl::Value start = c.state_from("start", c.param());
+    dsl::Value g0 = c.scalar_state_from("g0", sqrt(sumsq(c.grad())));
+    c.set_param(c.param() - c.hyper("lr") * (c.grad() / g0 + 0.5 * (c.param() - start)));
+  };
+  auto bound = dsl::bind(def, {});
+  ASSERT_TRUE(bound) << bound.error().message;
+  auto prog = dsl::lower({*bound}, {DType::f64, DType::f64, DType::f64});
+  ASSERT_TRUE(prog) << prog.error().message;
+  auto p = plan::make_plan(*prog);
+  ASSERT_TRUE(p) << p.error().message;
+  runtime::HostTensor w = runtime::HostTensor::zeros("w", DType::f64, {1});
+  w.set(0, 2.0);
+  std::vector<runtime::HostTensor> params = {w};
+  auto s = runtime::init_state(*p, params, {});
+  ASSERT_TRUE(s);
+  double x = 2.0;
+  for (double gv : {4.0, 1.0, -2.0}) {
+    runtime::HostTensor g = runtime::HostTensor::zeros("w", DType::f64, {1});
+    g.set(0, gv);
+    ASSERT_TRUE(runtime::set_grads(*p, *s, {&g}));
+    runtime::ReferenceBackend(*p).step(*s);
+    x -= 0.1 * (gv / 4.0 + 0.5 * (x - 2.0));  // g0: the first gradient's norm, 4
+  }
+  EXPECT_EQ(runtime::load_element(s->tensors[0].data(0), DType::f64, 0), x);
+  auto bad = std::make_shared<dsl::Def>(*def);
+  bad->apply = [](dsl::Ctx& c) { c.scalar_state_from("g0", c.grad()); };
+  auto b2 = dsl::bind(bad, {});
+  ASSERT_TRUE(b2);
+  auto e = dsl::lower({*b2});
+  ASSERT_FALSE(e);
+  EXPECT_EQ(e.error().message,
+            "toward_start: scalar state 'g0' must start from a per-step value (a per-element one "
+            "has a value per element)");
+}
+
 TEST(PipelineText, DescribesFunctions) {
   std::string d = dsl::describe_text_functions();
   EXPECT_NE(d.find("tensor_norm"), std::string::npos);
