@@ -49,6 +49,14 @@ struct Model {
 
 const char* kPipeline = "chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2, weight_decay=0.1))";
 
+// Options for `backend` with no kernel cache: what each test compiles is its own.
+OptimizerOptions uncached(Backend backend) {
+  OptimizerOptions o;
+  o.backend = backend;
+  o.cache.reset();
+  return o;
+}
+
 std::string temp_path(const std::string& name) {
   return (std::filesystem::temp_directory_path() /
           ("optjit_opt_" + std::to_string(::getpid()) + "_" + name))
@@ -151,9 +159,7 @@ TEST(Optimizer, AForkStepsOnTheCpuAndIsToldItCannotUseItsParentsDevice) {
   EXPECT_NE(w, a.w);  // the fork stepped; the parent did not
 
   Model c;
-  OptimizerOptions ocl_options;
-  ocl_options.backend = Backend::opencl;
-  ocl_options.cache.reset();
+  OptimizerOptions ocl_options = uncached(Backend::opencl);
   auto ocl = Optimizer::create(kPipeline, c.params(), ocl_options);
   ASSERT_TRUE(ocl) << ocl.error().message;
   c.grads(0);
@@ -532,9 +538,7 @@ TEST(Optimizer, RunsOnOpenclLikeOnTheCpu) {
 
 TEST(Optimizer, DeviceBackendsThatCannotRunAreClearErrors) {
   Model m;
-  OptimizerOptions cuda;
-  cuda.backend = Backend::cuda;
-  cuda.cache.reset();
+  OptimizerOptions cuda = uncached(Backend::cuda);
   auto c = Optimizer::create(kPipeline, m.params(), cuda);
   ASSERT_FALSE(c);
   EXPECT_EQ(c.error().message,
@@ -552,15 +556,11 @@ TEST(Optimizer, DeviceBackendsThatCannotRunAreClearErrors) {
   ASSERT_FALSE(d);
   EXPECT_EQ(d.error().message, "device_step needs the cuda or opencl backend, not cpu");
   // auto: no CUDA and PoCL is a CPU device here, so the CPU backend.
-  OptimizerOptions best;
-  best.backend = Backend::automatic;
-  best.cache.reset();
+  OptimizerOptions best = uncached(Backend::automatic);
   auto a = Optimizer::create(kPipeline, m.params(), best);
   ASSERT_TRUE(a) << a.error().message;
   EXPECT_EQ((*a)->backend(), Backend::cpu);
-  OptimizerOptions ocl;
-  ocl.backend = Backend::opencl;
-  ocl.cache.reset();
+  OptimizerOptions ocl = uncached(Backend::opencl);
   auto o = Optimizer::create(kPipeline, m.params(), ocl);
   ASSERT_TRUE(o) << o.error().message;
   m.grads(0);
@@ -577,9 +577,7 @@ TEST(Optimizer, DeviceBackendsThatCannotRunAreClearErrors) {
 // tensors, which are as before afterwards; the winner is used from then on.
 TEST(Optimizer, TunesOnOpenclToo) {
   Model a, b;
-  OptimizerOptions ocl;
-  ocl.backend = Backend::opencl;
-  ocl.cache.reset();
+  OptimizerOptions ocl = uncached(Backend::opencl);
   auto o = Optimizer::create(kPipeline, a.params(), ocl);
   auto cpu = Optimizer::create(kPipeline, b.params());
   ASSERT_TRUE(o && cpu);
@@ -639,9 +637,7 @@ TEST(Optimizer, MixedDtypesStepAsOne) {
     for (Backend backend : {Backend::cpu, Backend::opencl}) {
       SCOPED_TRACE(fmt::format("{} on {}", pipeline, to_string(backend)));
       Mem a, r;
-      OptimizerOptions options;
-      options.backend = backend;
-      options.cache.reset();
+      OptimizerOptions options = uncached(backend);
       auto opt = Optimizer::create(pipeline, make(a), options);
       ASSERT_TRUE(opt) << opt.error().message;
       EXPECT_EQ((*opt)->programs(), 3u);
@@ -712,9 +708,7 @@ TEST(Optimizer, ParametersCanBeReboundBetweenSteps) {
   for (Backend backend : {Backend::cpu, Backend::opencl}) {
     SCOPED_TRACE(to_string(backend));
     Model a, b;
-    OptimizerOptions options;
-    options.backend = backend;
-    options.cache.reset();
+    OptimizerOptions options = uncached(backend);
     auto opt = Optimizer::create(kPipeline, a.params(), options);
     auto ref = reference(kPipeline, b.params());
     ASSERT_TRUE(opt && ref);
@@ -1122,9 +1116,7 @@ TEST(StateFormat, StochasticRoundingKeysElementsByTheirPlaceInTheModel) {
       }
       ps.push_back({fmt::format("p{}", i), params[i].data(), t, {n}});
     }
-    OptimizerOptions o;
-    o.backend = backend;
-    o.cache.reset();
+    OptimizerOptions o = uncached(backend);
     auto opt = Optimizer::create(pipeline, ps, o);
     EXPECT_TRUE(opt) << opt.error().message;
     std::vector<const void*> gs;
