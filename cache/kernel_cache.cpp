@@ -16,6 +16,8 @@
 
 #include <fmt/ranges.h>
 
+#include "support/output_file.h"
+
 namespace optjit::cache {
 
 namespace fs = std::filesystem;
@@ -159,22 +161,9 @@ namespace {
 // reading a FIFO, and fail with an I/O error on a directory); nothing for a regular file or
 // none at all (the user database is then created).
 std::optional<std::string> not_a_file(const std::string& path) {
-  std::error_code ec;
-  const fs::file_type type = fs::status(path, ec).type();
-  if (ec || type == fs::file_type::not_found || type == fs::file_type::regular) return std::nullopt;
-  switch (type) {
-    case fs::file_type::directory:
-      return "a directory";
-    case fs::file_type::fifo:
-      return "a FIFO";
-    case fs::file_type::socket:
-      return "a socket";
-    case fs::file_type::block:
-    case fs::file_type::character:
-      return "a device";
-    default:
-      return "not a regular file";
-  }
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return std::nullopt;
+  return support::kind_of(st.st_mode);
 }
 
 }  // namespace

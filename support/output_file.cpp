@@ -71,7 +71,10 @@ void release(int slot) {
   if (slot >= 0) g_slots[slot].state.store(0, std::memory_order_release);
 }
 
-std::string kind_of(mode_t m) {
+}  // namespace
+
+std::string kind_of(unsigned mode) {
+  const mode_t m = static_cast<mode_t>(mode);
   if (S_ISDIR(m)) return "a directory";
   if (S_ISCHR(m)) return "a character device";
   if (S_ISBLK(m)) return "a block device";
@@ -79,6 +82,8 @@ std::string kind_of(mode_t m) {
   if (S_ISSOCK(m)) return "a socket";
   return "not a regular file";
 }
+
+namespace {
 
 // NAME.tmp-optjit-PID[-wal|-shm|-journal] of processes that are gone.
 void remove_stale_temporaries(const fs::path& target) {

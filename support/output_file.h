@@ -23,6 +23,10 @@
 
 namespace optjit::support {
 
+/// What a file that is not a regular one is, by its st_mode: "a directory", "a FIFO", "a
+/// character device", ... (for messages).
+std::string kind_of(unsigned mode);
+
 class OutputFile {
  public:
   /// Checks the target and opens a fresh temporary beside it. Its permissions: `mode` (less
