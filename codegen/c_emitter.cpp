@@ -21,6 +21,7 @@
 #include <map>
 #include <span>
 
+#include <fmt/ranges.h>
 #include <xxhash.h>
 
 namespace optjit::codegen {
@@ -145,32 +146,15 @@ class KernelWriter {
 
   Expected<std::string> write() {
     std::string s;
-    std::vector<uint32_t> used;
-    std::vector<bool> stored(plan_.buffers.size(), false);
-    for (const auto& in : pass_.body.insts) {
-      if (in.op != Op::Load && in.op != Op::Store) continue;
-      if (std::find(used.begin(), used.end(), in.attr) == used.end()) used.push_back(in.attr);
-      if (in.op == Op::Store) stored[in.attr] = true;
-      // Loads are gathered before the stores of a loop trip, which the planner guarantees.
-      if (in.op == Op::Load && stored[in.attr])
-        return make_error("pass {} loads buffer {} after storing it", k_, in.attr);
-    }
-    std::sort(used.begin(), used.end());
-    for (uint32_t b : used) {
-      if (stored[b]) stores_.push_back(b);
-      for (const auto& in : pass_.body.insts)
-        if (in.op == Op::Load && in.attr == b) {
-          loads_.push_back(b);
-          break;
-        }
-    }
+    auto used = buffers_of(pass_.body);
+    if (!used) return used.error();
     const size_t R = pass_.reductions.size();
     s += L_.pass_signature(plan_, k_, block_, device_step_);
     if (device_step_)
       s += "  if (ctl[1] != 0.0) return;  // a skip_if fired: the step writes nothing\n";
     for (size_t r = 0; r < R; ++r)
       shared(acc_type(pass_.body.at(red_inst(r)).op, red_arg_type(r)), red(r), block_);
-    for (uint32_t b : used)
+    for (uint32_t b : *used)
       if (plan_.buffers[b].quant != ir::Quant::none) quant_.push_back(b);
     if (!quant_.empty()) {
       for (uint32_t b : stores_)
@@ -181,7 +165,7 @@ class KernelWriter {
     s += fmt::format("  {} {{\n", L_.for_head(L_.i64(), "c", L_.group_id(), "c < nchunks",
                                               fmt::format("c += {}", L_.groups())));
     s += "    " + L_.chunk_fields() + "\n";
-    s += L_.buffer_pointers(plan_, used);
+    s += L_.buffer_pointers(plan_, *used);
     for (const auto& in : pass_.body.insts)
       if (in.op == Op::Uniform)
         s += "    " +
@@ -193,27 +177,31 @@ class KernelWriter {
            L_.var(acc_type(pass_.body.at(red_inst(r)).op, red_arg_type(r)), fmt::format("acc{}", r),
                   "0") +
            "\n";
-    if (!quant_.empty()) {
-      for (uint32_t b : quant_) s += L_.quant_pointers(plan_, b);
-      auto blocks = block_loop();
-      if (!blocks) return blocks.error();
-      s += fmt::format("    if (!({})) {{\n", L_.no_scales(quant_[0])) + *blocks + "    } else {\n";
+    for (uint32_t b : quant_) s += L_.quant_pointers(plan_, b);
+    // The body, or one version of it per value of the pass's guards (plan::Pass::versions),
+    // chosen by the tensor's guard uniforms: the same for every work-item of the chunk.
+    std::vector<const plan::PassVersion*> versions;
+    for (const auto& v : pass_.versions) versions.push_back(&v);
+    if (versions.empty()) versions.push_back(nullptr);
+    for (size_t i = 0; i < versions.size(); ++i) {
+      body_ = versions[i] ? &versions[i]->body : &pass_.body;
+      auto own = buffers_of(*body_);
+      if (!own) return own.error();
+      if (versions[i]) {
+        std::vector<std::string> when;
+        for (size_t g = 0; g < pass_.guards.size(); ++g)
+          when.push_back((versions[i]->when[g] ? "" : "!") + L_.uniform_name(pass_.guards[g]));
+        s += i == 0 ? fmt::format("    if ({}) {{\n", fmt::join(when, " && "))
+             : i + 1 < versions.size()
+                 ? fmt::format("    }} else if ({}) {{\n", fmt::join(when, " && "))
+                 : std::string("    } else {\n");
+      }
+      auto work = body_loops();
+      if (!work) return work.error();
+      s += *work;
     }
-    if (vec_ > 1) {
-      // Whole vectors (chunks and tensors start aligned), then the tail element by element.
-      s += "    " + L_.let(L_.i64(), "nv", fmt::format("len / {}", vec_)) + "\n";
-      auto main = loop(vec_, items_, "0", "nv");
-      if (!main) return main.error();
-      s += *main;
-      auto tail = loop(1, 1, fmt::format("nv * {}", vec_), "len");
-      if (!tail) return tail.error();
-      s += *tail;
-    } else {
-      auto main = loop(1, items_, "0", "len");
-      if (!main) return main.error();
-      s += *main;
-    }
-    if (!quant_.empty()) s += "    }\n";
+    if (versions.size() > 1) s += "    }\n";
+    body_ = &pass_.body;
     if (R > 0) {
       const std::string I = L_.i32();
       s += "    " + L_.let(I, "l", L_.cast(I, L_.local_id())) + "\n";
@@ -244,6 +232,58 @@ class KernelWriter {
   }
 
  private:
+  // The buffers `body` loads and stores (loads_ and stores_, each in buffer order), and every
+  // buffer it uses.
+  Expected<std::vector<uint32_t>> buffers_of(const ir::Program& body) {
+    std::vector<uint32_t> used;
+    std::vector<bool> stored(plan_.buffers.size(), false);
+    for (const auto& in : body.insts) {
+      if (in.op != Op::Load && in.op != Op::Store) continue;
+      if (std::find(used.begin(), used.end(), in.attr) == used.end()) used.push_back(in.attr);
+      if (in.op == Op::Store) stored[in.attr] = true;
+      // Loads are gathered before the stores of a loop trip, which the planner guarantees.
+      if (in.op == Op::Load && stored[in.attr])
+        return make_error("pass {} loads buffer {} after storing it", k_, in.attr);
+    }
+    std::sort(used.begin(), used.end());
+    loads_.clear(), stores_.clear();
+    for (uint32_t b : used) {
+      if (stored[b]) stores_.push_back(b);
+      for (const auto& in : body.insts)
+        if (in.op == Op::Load && in.attr == b) {
+          loads_.push_back(b);
+          break;
+        }
+    }
+    return used;
+  }
+
+  // The chunk's elements through body_: a quantized tensor's blocks, or the element loops.
+  Expected<std::string> body_loops() {
+    std::string s;
+    if (!quant_.empty()) {
+      auto blocks = block_loop();
+      if (!blocks) return blocks.error();
+      s += fmt::format("    if (!({})) {{\n", L_.no_scales(quant_[0])) + *blocks + "    } else {\n";
+    }
+    if (vec_ > 1) {
+      // Whole vectors (chunks and tensors start aligned), then the tail element by element.
+      s += "    " + L_.let(L_.i64(), "nv", fmt::format("len / {}", vec_)) + "\n";
+      auto main = loop(vec_, items_, "0", "nv");
+      if (!main) return main.error();
+      s += *main;
+      auto tail = loop(1, 1, fmt::format("nv * {}", vec_), "len");
+      if (!tail) return tail.error();
+      s += *tail;
+    } else {
+      auto main = loop(1, items_, "0", "len");
+      if (!main) return main.error();
+      s += *main;
+    }
+    if (!quant_.empty()) s += "    }\n";
+    return s;
+  }
+
   // One loop over [first, end) in units of w elements: each thread takes `items` vectors a
   // block apart per trip, loads all of them, then computes and stores each one, lane by lane.
   Expected<std::string> loop(int w, int items, const std::string& first, const std::string& end) {
@@ -275,7 +315,7 @@ class KernelWriter {
         const char* indent = w > 1 ? "          " : "        ";
         if (w > 1) s += "        {\n";
         size_t r = 0;
-        for (size_t n = 0; n < pass_.body.insts.size(); ++n) {
+        for (size_t n = 0; n < body_->insts.size(); ++n) {
           auto line = statement(n, r, j, lane, w);
           if (!line) return line.error();
           if (!line->empty()) s += indent + *line + "\n";
@@ -337,7 +377,7 @@ class KernelWriter {
     for (uint32_t b : stores_)
       s += "            " + L_.var(vec_type(b, 1), fmt::format("S{}", b)) + "\n";
     size_t r = 0;
-    for (size_t n = 0; n < pass_.body.insts.size(); ++n) {
+    for (size_t n = 0; n < body_->insts.size(); ++n) {
       auto line = statement(n, r, 0, 0, 1);
       if (!line) return line.error();
       if (!line->empty()) s += "            " + *line + "\n";
@@ -476,7 +516,7 @@ class KernelWriter {
   }
 
   std::string v(ir::ValueId id) const {
-    const ir::Inst& in = pass_.body.at(id);
+    const ir::Inst& in = body_->at(id);
     if (in.op == Op::Uniform) return L_.uniform_name(in.attr);
     if (in.op == Op::Const) return literal(in.imm, in.type);
     return fmt::format("v{}", index(id));
@@ -490,9 +530,9 @@ class KernelWriter {
   }
 
   Expected<std::string> statement(size_t n, size_t& r, int item, int lane, int w) {
-    const ir::Inst& in = pass_.body.insts[n];
+    const ir::Inst& in = body_->insts[n];
     auto a = [&](int k) { return v(in.args[k]); };
-    auto at = [&](int k) { return pass_.body.at(in.args[k]).type; };
+    auto at = [&](int k) { return body_->at(in.args[k]).type; };
     const std::string T = L_.value_type(in.type);
     auto def = [&](const std::string& e) { return L_.let(T, fmt::format("v{}", n), e); };
     switch (ir::info(in.op).kind) {
@@ -577,7 +617,7 @@ class KernelWriter {
           const std::string e =
               w > 1 ? fmt::format("off + {} * {} + {}", ix, w, lane) : fmt::format("off + {}", ix);
           auto f64 = [&](int k) {
-            const ir::Inst& u = pass_.body.at(in.args[k]);
+            const ir::Inst& u = body_->at(in.args[k]);
             return Lang::F64Operand{a(k), u.op == Op::Uniform ? static_cast<int>(u.attr) : -1};
           };
           auto call = L_.sround_call(convert(a(0), at(0), DType::f32), f64(1), f64(2), e, in.attr);
@@ -596,6 +636,7 @@ class KernelWriter {
 
   const plan::Plan& plan_;
   const plan::Pass& pass_;
+  const ir::Program* body_ = &pass_.body;  // the body (or version of it) being written
   size_t k_;
   const Lang& L_;
   int block_, items_, vec_;

@@ -241,32 +241,56 @@ class PassEmitter {
     }
     llvm::Value* nonempty = b_.CreateICmpSGT(length, b_.getInt64(0));
     auto* chunk_end = llvm::BasicBlock::Create(c_, "chunk.end", fn_);
-    auto* plain_pre = llvm::BasicBlock::Create(c_, "plain", fn_, chunk_end);
+    auto* work = llvm::BasicBlock::Create(c_, "work", fn_, chunk_end);
     std::vector<std::pair<llvm::BasicBlock*, std::vector<llvm::Value*>>> arrivals;
     arrivals.emplace_back(b_.GetInsertBlock(), acc_init);
-    if (!plain) {
-      b_.CreateCondBr(nonempty, plain_pre, chunk_end);
+    b_.CreateCondBr(nonempty, work, chunk_end);
+    b_.SetInsertPoint(work);
+    // The body, or one version of it per value of the pass's guards (plan::Pass::versions),
+    // chosen by the tensor's guard uniforms: bit g of the version is guard g.
+    std::vector<const ir::Program*> bodies;
+    for (const auto& v : pass_.versions) bodies.push_back(&v.body);
+    if (bodies.empty()) bodies.push_back(&pass_.body);
+    std::vector<llvm::BasicBlock*> starts;
+    for (size_t i = 0; i < bodies.size(); ++i)
+      starts.push_back(llvm::BasicBlock::Create(
+          c_, bodies.size() == 1 ? "body" : "version" + std::to_string(i), fn_, chunk_end));
+    if (bodies.size() == 1) {
+      b_.CreateBr(starts[0]);
     } else {
-      auto* dispatch = llvm::BasicBlock::Create(c_, "dispatch", fn_, plain_pre);
-      auto* blocks = llvm::BasicBlock::Create(c_, "blocks", fn_, chunk_end);
-      b_.CreateCondBr(nonempty, dispatch, chunk_end);
-      b_.SetInsertPoint(dispatch);
-      b_.CreateCondBr(plain, plain_pre, blocks);
-      b_.SetInsertPoint(blocks);
-      std::vector<llvm::Value*> accs = acc_init;
-      OPTJIT_TRY(block_loops(length, accs));
-      arrivals.emplace_back(b_.GetInsertBlock(), accs);
-      b_.CreateBr(chunk_end);
+      llvm::Value* which = b_.getInt32(0);
+      for (size_t g = 0; g < pass_.guards.size(); ++g)
+        which = b_.CreateOr(
+            which, b_.CreateShl(b_.CreateZExt(uniform_.at(pass_.guards[g]), b_.getInt32Ty()),
+                                static_cast<uint64_t>(g)));
+      auto* sw = b_.CreateSwitch(which, starts[0], static_cast<unsigned>(bodies.size() - 1));
+      for (size_t i = 1; i < bodies.size(); ++i)
+        sw->addCase(b_.getInt32(static_cast<uint32_t>(i)), starts[i]);
     }
-    // The plain element loop: every element of the chunk, one block, branch-free.
-    b_.SetInsertPoint(plain_pre);
-    {
+    for (size_t i = 0; i < bodies.size(); ++i) {
+      body_ = bodies[i];
+      b_.SetInsertPoint(starts[i]);
+      auto* plain_pre = llvm::BasicBlock::Create(c_, "plain", fn_, chunk_end);
+      if (!plain) {
+        b_.CreateBr(plain_pre);
+      } else {
+        auto* blocks = llvm::BasicBlock::Create(c_, "blocks", fn_, chunk_end);
+        b_.CreateCondBr(plain, plain_pre, blocks);
+        b_.SetInsertPoint(blocks);
+        std::vector<llvm::Value*> accs = acc_init;
+        OPTJIT_TRY(block_loops(length, accs));
+        arrivals.emplace_back(b_.GetInsertBlock(), accs);
+        b_.CreateBr(chunk_end);
+      }
+      // The plain element loop: every element of the chunk, one block, branch-free.
+      b_.SetInsertPoint(plain_pre);
       std::vector<llvm::Value*> accs = acc_init;
       std::map<uint32_t, llvm::Value*> amax;
       OPTJIT_TRY(element_loop(length, b_.getInt64(0), false, accs, amax));
       arrivals.emplace_back(b_.GetInsertBlock(), accs);
       b_.CreateBr(chunk_end);
     }
+    body_ = &pass_.body;
 
     // Partials, then the next chunk.
     b_.SetInsertPoint(chunk_end);
@@ -328,14 +352,14 @@ class PassEmitter {
       amax_phi[buf]->addIncoming(a, pre);
     }
     llvm::Value* i = first == nullptr ? j : b_.CreateAdd(first, j, "e", true, true);
-    std::vector<llvm::Value*> v(pass_.body.insts.size(), nullptr);
+    std::vector<llvm::Value*> v(body_->insts.size(), nullptr);
     std::vector<llvm::Value*> acc_next(accs.size(), nullptr);
     std::map<uint32_t, llvm::Value*> amax_next;
     size_t acc_index = 0;
-    for (size_t n_ = 0; n_ < pass_.body.insts.size(); ++n_) {
-      const ir::Inst& in = pass_.body.insts[n_];
+    for (size_t n_ = 0; n_ < body_->insts.size(); ++n_) {
+      const ir::Inst& in = body_->insts[n_];
       auto arg = [&](int a) { return v[index(in.args[a])]; };
-      auto arg_type = [&](int a) { return pass_.body.at(in.args[a]).type; };
+      auto arg_type = [&](int a) { return body_->at(in.args[a]).type; };
       const bool q =
           blocked && (in.op == Op::Load || in.op == Op::Store) && quant(in.attr) != ir::Quant::none;
       switch (ir::info(in.op).kind) {
@@ -440,8 +464,15 @@ class PassEmitter {
       tag(l, buf + 1);
       scale_[buf] = l;
     }
-    for (const auto& [buf, arr] : unpacked_) unpack_block(buf, b0, n);
-    for (const auto& [buf, arr] : dequantized_) dequantize_block(buf, b0, n);
+    // Codes this body (version) reads: a version may leave a buffer's old values unread.
+    auto loads = [&](uint32_t buf) {
+      return std::any_of(body_->insts.begin(), body_->insts.end(),
+                         [&](const ir::Inst& in) { return in.op == Op::Load && in.attr == buf; });
+    };
+    for (const auto& [buf, arr] : unpacked_)
+      if (loads(buf)) unpack_block(buf, b0, n);
+    for (const auto& [buf, arr] : dequantized_)
+      if (loads(buf)) dequantize_block(buf, b0, n);
     std::vector<llvm::Value*> cur(acc_phi.begin(), acc_phi.end());
     std::map<uint32_t, llvm::Value*> amax;
     for (const auto& [buf, t] : tmp_) amax[buf] = b_.getInt32(0);
@@ -1396,6 +1427,7 @@ class PassEmitter {
 
   const plan::Plan& plan_;
   const plan::Pass& pass_;
+  const ir::Program* body_ = &pass_.body;  // the body (or version of it) being emitted
   size_t k_;
   int interleave_;
   llvm::Module& m_;

@@ -15,11 +15,18 @@
 //    pass before its first consumer. Each is tried later (replanning 1-3), and a later pass is
 //    kept when the pass count stays and fewer bytes move (e.g. LAMB's ||p|| moves to the pass
 //    that already reads p for the update instead of adding a read of p to the clipping pass).
+// 5. Versions: a pass whose body selects between moving a buffer and not on a per-tensor
+//    boolean (a uniform; e.g. `sync ? mixed : slow`, whose false side stores the value just
+//    loaded) gets one body per value of each such guard, with the select folded, a store of the
+//    buffer's own loaded value dropped and dead loads removed; the kernels pick a version per
+//    tensor. Guards are kept when a version moves fewer bytes, the most saving first.
 #include "ir/plan.h"
 
 #include <fmt/ranges.h>
 #include <algorithm>
+#include <limits>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "ir/simplify.h"
@@ -33,6 +40,8 @@ using ir::Op;
 using ir::OpKind;
 using ir::Program;
 using ir::ValueId;
+using optjit::DType;
+using optjit::Rank;
 
 double Plan::bytes_per_param() const {
   double n = 0;
@@ -41,6 +50,8 @@ double Plan::bytes_per_param() const {
 }
 
 namespace {
+
+void add_versions(Pass& pass, const std::vector<ir::BufferDecl>& buffers);
 
 struct Demand {
   std::vector<char> computed;             // program value computed in the body
@@ -345,7 +356,168 @@ Pass Planner::make_pass(int k, const Plan& plan) const {
   pass.writes.assign(d.stores.begin(), d.stores.end());
   for (uint32_t r : pass.reads) pass.bytes_read += ir::element_bytes(plan.buffers, r);
   for (uint32_t w : pass.writes) pass.bytes_written += ir::element_bytes(plan.buffers, w);
+  add_versions(pass, plan.buffers);
   return pass;
+}
+
+// Whether storing a value loaded as `loaded` from storage `storage` writes the same bits back.
+bool round_trips(DType storage, DType loaded) {
+  return loaded == storage || loaded == DType::f64 ||
+         (loaded == DType::f32 && (storage == DType::bf16 || storage == DType::f16));
+}
+
+// `body` with the uniform slots in `fixed` as constants: selects, not/and/or on known values
+// folded, stores of a buffer's own loaded value dropped (not for quantized buffers, whose
+// store requantizes the block), then everything no store or reduction needs removed.
+// Reductions all stay, in order: the kernels' partials are laid out by them.
+Program fix_uniforms(const Program& body, const std::map<uint32_t, bool>& fixed) {
+  const size_t n = body.insts.size();
+  std::vector<Inst> insts = body.insts;
+  std::vector<ValueId> alias(n, ir::kNoValue);
+  std::vector<int> known(n, -1);  // a b1 value known to be 0 or 1
+  std::vector<bool> dropped(n, false);
+  auto resolve = [&](ValueId v) {
+    while (alias[index(v)] != ir::kNoValue) v = alias[index(v)];
+    return v;
+  };
+  auto make_const = [&](size_t i, bool value) {
+    Inst& in = insts[i];
+    in.op = Op::Const;
+    in.type = DType::b1;
+    in.rank = Rank::scalar;
+    in.attr = 0;
+    in.imm = value ? 1 : 0;
+    in.args = {ir::kNoValue, ir::kNoValue, ir::kNoValue};
+    known[i] = value;
+  };
+  for (size_t i = 0; i < n; ++i) {
+    Inst& in = insts[i];
+    for (int a = 0; a < ir::info(in.op).arity; ++a) in.args[a] = resolve(in.args[a]);
+    auto k = [&](int a) { return known[index(in.args[a])]; };
+    switch (in.op) {
+      case Op::Uniform:
+        if (auto it = fixed.find(in.attr); it != fixed.end()) make_const(i, it->second);
+        break;
+      case Op::Const:
+        if (in.type == DType::b1) known[i] = in.imm != 0;
+        break;
+      case Op::Not:
+        if (k(0) >= 0) make_const(i, k(0) == 0);
+        break;
+      case Op::And:
+      case Op::Or: {
+        const int absorbing = in.op == Op::And ? 0 : 1;
+        if (k(0) == absorbing || k(1) == absorbing)
+          make_const(i, absorbing != 0);
+        else if (k(0) >= 0)
+          alias[i] = in.args[1];
+        else if (k(1) >= 0)
+          alias[i] = in.args[0];
+        break;
+      }
+      case Op::Select:
+        if (k(0) >= 0) alias[i] = in.args[k(0) ? 1 : 2];
+        break;
+      case Op::Store: {
+        const Inst& v = insts[index(in.args[0])];
+        const ir::BufferDecl& buf = body.buffers[in.attr];
+        dropped[i] = v.op == Op::Load && v.attr == in.attr && buf.quant == ir::Quant::none &&
+                     !buf.per_block && round_trips(buf.storage, v.type);
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  std::vector<bool> live(n, false);
+  for (size_t i = n; i-- > 0;) {
+    const Inst& in = insts[i];
+    if (alias[i] != ir::kNoValue) continue;
+    if ((in.op == Op::Store && !dropped[i]) || ir::info(in.op).kind == OpKind::reduce)
+      live[i] = true;
+    if (!live[i]) continue;
+    for (int a = 0; a < ir::info(in.op).arity; ++a) live[index(in.args[a])] = true;
+  }
+  Program out{body.hypers, body.buffers, body.states, {}};
+  std::vector<ValueId> renumber(n, ir::kNoValue);
+  for (size_t i = 0; i < n; ++i) {
+    if (!live[i]) continue;
+    Inst in = insts[i];
+    for (int a = 0; a < ir::info(in.op).arity; ++a) in.args[a] = renumber[index(in.args[a])];
+    renumber[i] = static_cast<ValueId>(out.insts.size());
+    out.insts.push_back(in);
+  }
+  return out;
+}
+
+// The buffers a body loads and stores, and their bytes per parameter element.
+template <class P>
+void count_bytes(P& pass, const std::vector<ir::BufferDecl>& buffers) {
+  std::set<uint32_t> reads, writes;
+  for (const Inst& in : pass.body.insts) {
+    if (in.op != Op::Load && in.op != Op::Store) continue;
+    auto& set = in.op == Op::Load ? reads : writes;
+    set.insert(in.attr);
+    if (buffers[in.attr].quant != ir::Quant::none) set.insert(in.attr + 1);  // its scales
+  }
+  pass.reads.assign(reads.begin(), reads.end());
+  pass.writes.assign(writes.begin(), writes.end());
+  pass.bytes_read = pass.bytes_written = 0;
+  for (uint32_t r : pass.reads) pass.bytes_read += ir::element_bytes(buffers, r);
+  for (uint32_t w : pass.writes) pass.bytes_written += ir::element_bytes(buffers, w);
+}
+
+// Pass k's versions for guards `slots`, in the order of Pass::versions.
+std::vector<PassVersion> versions_for(const Pass& pass, const std::vector<uint32_t>& slots,
+                                      const std::vector<ir::BufferDecl>& buffers) {
+  std::vector<PassVersion> versions;
+  for (size_t i = 0; i < (size_t{1} << slots.size()); ++i) {
+    PassVersion v;
+    std::map<uint32_t, bool> fixed;
+    for (size_t g = 0; g < slots.size(); ++g) {
+      v.when.push_back(((i >> g) & 1) != 0);
+      fixed[slots[g]] = v.when.back();
+    }
+    v.body = fix_uniforms(pass.body, fixed);
+    count_bytes(v, buffers);
+    versions.push_back(std::move(v));
+  }
+  return versions;
+}
+
+double fewest_bytes(const std::vector<PassVersion>& versions) {
+  double fewest = std::numeric_limits<double>::infinity();
+  for (const auto& v : versions) fewest = std::min(fewest, v.bytes_read + v.bytes_written);
+  return fewest;
+}
+
+// Guards one at a time, each the boolean uniform that lowers the bytes of the cheapest version
+// most (Lookahead's sync saves only together with "not the first step", so single guards alone
+// are not enough to judge).
+void add_versions(Pass& pass, const std::vector<ir::BufferDecl>& buffers) {
+  std::vector<uint32_t> candidates;
+  for (const Inst& in : pass.body.insts)
+    if (in.op == Op::Uniform && in.type == DType::b1) candidates.push_back(in.attr);
+  std::vector<uint32_t> guards;
+  double fewest = pass.bytes_read + pass.bytes_written;
+  while (guards.size() < kMaxGuards) {
+    std::optional<uint32_t> best;
+    double best_bytes = fewest;
+    for (uint32_t c : candidates) {
+      if (std::find(guards.begin(), guards.end(), c) != guards.end()) continue;
+      std::vector<uint32_t> trial = guards;
+      trial.push_back(c);
+      const double b = fewest_bytes(versions_for(pass, trial, buffers));
+      if (b < best_bytes) best = c, best_bytes = b;
+    }
+    if (!best) break;
+    guards.push_back(*best);
+    fewest = best_bytes;
+  }
+  if (guards.empty()) return;
+  std::sort(guards.begin(), guards.end());
+  pass.versions = versions_for(pass, guards, buffers);
+  pass.guards = std::move(guards);
 }
 
 }  // namespace
@@ -413,6 +585,13 @@ std::string describe(const Plan& plan, bool with_bodies) {
     out += fmt::format("  pass {}: reads {} | writes {} | {} B read + {} B written = {} B/param\n",
                        k, names(p.reads), names(p.writes), p.bytes_read, p.bytes_written,
                        p.bytes_read + p.bytes_written);
+    for (const PassVersion& v : p.versions) {
+      std::vector<std::string> when;
+      for (size_t g = 0; g < p.guards.size(); ++g)
+        when.push_back(fmt::format("%{}={}", index(p.uniforms[p.guards[g]]), v.when[g] ? 1 : 0));
+      out += fmt::format("    when {}: reads {} | writes {} | {} B/param\n", fmt::join(when, " "),
+                         names(v.reads), names(v.writes), v.bytes_read + v.bytes_written);
+    }
     if (!p.reductions.empty()) {
       std::vector<std::string> ids;
       for (auto v : p.reductions) ids.push_back(fmt::format("%{}", index(v)));

@@ -9,6 +9,15 @@
 
 namespace optjit::plan {
 
+/// A pass's body with some per-tensor conditions known (Pass::guards): what a tensor for which
+/// they hold moves, where a select on them left buffers unread or stored unchanged.
+struct PassVersion {
+  std::vector<bool> when;  // the value of each of the pass's guards
+  ir::Program body;        // the pass body with them as constants, simplified
+  std::vector<uint32_t> reads, writes;
+  double bytes_read = 0, bytes_written = 0;
+};
+
 /// One sweep over every element of every tensor.
 struct Pass {
   /// Element code: loads, stores, math, `uniform k` (per-tensor values computed on the host
@@ -20,7 +29,16 @@ struct Pass {
       reductions;  // program reduce value for each reduce in the body, in order
   std::vector<uint32_t> reads, writes;       // buffer indices
   double bytes_read = 0, bytes_written = 0;  // per parameter element (quantized: fractions)
+  /// Boolean uniform slots whose values decide which buffers the pass moves (Lookahead's sync
+  /// step, a state written only at the first step): the kernels run versions[i] on a tensor
+  /// whose guard g has the value of bit g of i, so a step moves only what it changes. Empty
+  /// (no versions) when no condition saves bytes. At most kMaxGuards.
+  std::vector<uint32_t> guards;
+  std::vector<PassVersion> versions;
 };
+
+/// Versions double per guard; the kernels hold all of them.
+inline constexpr size_t kMaxGuards = 3;
 
 /// How a value needed after the pass that can first compute it gets there.
 enum class Carry { recompute, forward, scratch };

@@ -269,6 +269,80 @@ void check_device_step_follows_the_host(
   EXPECT_EQ(dev->step, 2);
 }
 
+/// Pass versions (plan::Pass::versions) are the whole pass body with some of its selects
+/// decided, stores of unchanged values dropped and loads no one needs removed: stepping with
+/// them must give every bit stepping with the whole body gives. SGD with momentum under
+/// Lookahead, in two groups whose conditions differ within one launch (no momentum and a sync
+/// every 2nd step in one, momentum and a sync every 3rd in the other), 7 steps so that every
+/// version runs, with f32 and with 8-bit slow weights (the 5000-element tensor's quantized).
+inline void check_versions_step_as_the_whole_body(
+    const std::function<Expected<std::unique_ptr<runtime::Executor>>(const plan::Plan&)>& make) {
+  const std::string lookahead = R"(
+transform lookahead(k=5 in [1, inf] whole, alpha=0.5 in [0, inf]) {
+  scalar counter = 0
+  state slow_param = param
+  let sync = counter == 0
+  let mixed = alpha * param + (1 - alpha) * slow_param
+  param = sync ? mixed : param
+  slow_param = sync ? mixed : slow_param
+  counter = counter + 1 >= k ? 0 : counter + 1
+}
+)";
+  for (const char* format : {"f32", "8bit"}) {
+    SCOPED_TRACE(format);
+    auto plan = compile_pipeline(
+        lookahead + fmt::format("chain(sgd(lr=0.1, momentum=0.9), lookahead(k=3, alpha=0.5, "
+                                "state_format=\"{}\"))",
+                                format));
+    ASSERT_TRUE(plan) << plan.error().message;
+    ASSERT_FALSE(plan->passes[0].versions.empty()) << "no versions to check";
+    plan::Plan whole = *plan;
+    for (auto& p : whole.passes) p.versions.clear(), p.guards.clear();
+    std::vector<runtime::HostTensor> params;
+    for (int64_t n : {300, 7, 1000, 5000}) {
+      params.push_back(
+          runtime::HostTensor::zeros(fmt::format("w{}", params.size()), DType::f32, {n}));
+      for (int64_t i = 0; i < n; ++i) params.back().set(i, std::sin(0.1 * i + n));
+    }
+    runtime::GroupSpec second;
+    second.patterns = {"w1", "w3"};
+    second.overrides = {{"momentum", 0.0}, {"k", 2.0}};
+    auto run = [&](const plan::Plan& p) {
+      auto s = runtime::init_state(p, params, {second});
+      EXPECT_TRUE(s) << s.error().message;
+      auto b = make(p);
+      EXPECT_TRUE(b) << b.error().message;
+      if (!s || !b) return runtime::OptimizerState{};
+      for (int k = 0; k < 7; ++k) {
+        std::vector<runtime::HostTensor> grads;
+        for (const auto& t : params) {
+          grads.push_back(runtime::HostTensor::zeros(t.name, DType::f32, t.shape));
+          for (int64_t i = 0; i < t.numel(); ++i)
+            grads.back().set(i, std::cos(0.7 * i + k) * (k + 1));
+        }
+        std::vector<const runtime::HostTensor*> ptrs;
+        for (const auto& g : grads) ptrs.push_back(&g);
+        EXPECT_TRUE(runtime::set_grads(p, *s, ptrs));
+        auto r = (*b)->step(*s);
+        EXPECT_TRUE(r) << r.error().message;
+      }
+      return std::move(*s);
+    };
+    const runtime::OptimizerState versions = run(*plan), all = run(whole);
+    ASSERT_EQ(versions.tensors.size(), params.size());
+    ASSERT_EQ(all.tensors.size(), params.size());
+    for (size_t t = 0; t < params.size(); ++t)
+      for (size_t b = 0; b < plan->buffers.size(); ++b) {
+        if (plan->buffers[b].role == ir::BufferRole::grad) continue;
+        const size_t n = runtime::buffer_bytes(*plan, b, versions.tensors[t]);
+        EXPECT_EQ(versions.tensors[t].bytes(b, n), all.tensors[t].bytes(b, n))
+            << params[t].name << " " << plan->buffers[b].name;
+      }
+    for (size_t g = 0; g < all.groups.size(); ++g)
+      EXPECT_EQ(versions.groups[g].states, all.groups[g].states) << "group " << g;
+  }
+}
+
 inline std::string fixture_case_name(const ::testing::TestParamInfo<int>& info) {
   const auto& c = torch_fixtures()["cases"][info.param];
   return c["name"].get<std::string>() + "_" + c["dtype"].get<std::string>();

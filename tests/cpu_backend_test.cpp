@@ -237,5 +237,11 @@ TEST(CpuBackend, RejectsABadChunkSize) {
   EXPECT_EQ(cpu.error().message, "chunk size must be at least 1 element");
 }
 
+TEST(CpuBackend, PassVersionsStepAsTheWholeBody) {
+  testing::check_versions_step_as_the_whole_body([](const plan::Plan& plan) {
+    return testing::cpu_executor(plan, {2, 1 << 10});
+  });
+}
+
 }  // namespace
 }  // namespace optjit

@@ -396,6 +396,18 @@ TEST(OpenclDeviceStep, CombinesManyChunksAndTensorsInTheHostsOrder) {
       });
 }
 
+TEST(OpenCL, PassVersionsStepAsTheWholeBody) {
+  for (auto step : {runtime::StepMode::host, runtime::StepMode::device}) {
+    SCOPED_TRACE(to_string(step));
+    testing::check_versions_step_as_the_whole_body([step](const plan::Plan& plan) {
+      runtime::ExecutorOptions options;
+      options.launch = codegen::GpuLaunch{.block = 8, .items = 2, .vec = 4, .chunk_elements = 512};
+      options.step = step;
+      return testing::executor(plan, "opencl", options);
+    });
+  }
+}
+
 class OpenclParity : public ::testing::TestWithParam<int> {};
 
 // Small chunks and work-groups, so tensors span several chunks and the tree has depth. The f32

@@ -2,6 +2,8 @@
 
 #include "api/communicator.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -128,6 +130,89 @@ TEST(Plan, DescribeNamesPassesAndBytes) {
   EXPECT_NE(d.find("pass 0: reads grad:f32 | writes - | 4 B read + 0 B written = 4 B/param"),
             std::string::npos)
       << d;
+}
+
+// A step that leaves a buffer as it was need not move it: the planner gives a pass one version
+// per value of the per-tensor booleans that decide it (Lookahead's sync and its slow weights'
+// first step; a state that starts from the parameters, written at the first step only; SGD's
+// momentum buffer under momentum 0), with what each version reads and writes, and none where
+// no condition saves bytes (the built-ins' kernels stay one body).
+TEST(Plan, VersionsMoveOnlyWhatAStepChanges) {
+  const std::string lookahead = R"(
+transform lookahead(k=5 in [1, inf] whole, alpha=0.5 in [0, inf]) {
+  scalar counter = 0
+  state slow_param = param
+  let sync = counter == 0
+  let mixed = alpha * param + (1 - alpha) * slow_param
+  param = sync ? mixed : param
+  slow_param = sync ? mixed : slow_param
+  counter = counter + 1 >= k ? 0 : counter + 1
+}
+chain(adamw(lr=1e-3), lookahead(k=5, alpha=0.5))
+)";
+  auto la = compile_pipeline(lookahead);
+  ASSERT_TRUE(la) << la.error().message;
+  ASSERT_EQ(la->passes.size(), 1u);
+  const plan::Pass& pass = la->passes[0];
+  EXPECT_EQ(pass.bytes_read + pass.bytes_written, 36);
+  ASSERT_EQ(pass.guards.size(), 2u);
+  ASSERT_EQ(pass.versions.size(), 4u);
+  const uint32_t slow = *la->program.find_buffer("slow_param");
+  auto moves = [&](const plan::PassVersion& v, uint32_t b) {
+    return std::count(v.reads.begin(), v.reads.end(), b) +
+           std::count(v.writes.begin(), v.writes.end(), b);
+  };
+  std::vector<double> bytes;
+  int untouched = 0;
+  for (const auto& v : pass.versions) {
+    bytes.push_back(v.bytes_read + v.bytes_written);
+    if (moves(v, slow) == 0) {
+      ++untouched;
+      EXPECT_EQ(v.bytes_read + v.bytes_written, 28);  // AdamW's own bytes
+    }
+    for (size_t i = 0; i < v.body.insts.size(); ++i)  // SSA: operands come first
+      for (int a = 0; a < ir::info(v.body.insts[i].op).arity; ++a)
+        EXPECT_LT(index(v.body.insts[i].args[a]), i);
+  }
+  EXPECT_EQ(untouched, 1) << "only a step that neither syncs nor starts leaves them alone";
+  std::sort(bytes.begin(), bytes.end());
+  EXPECT_EQ(bytes, (std::vector<double>{28, 32, 32, 36}));
+  const std::string d = plan::describe(*la, false);
+  EXPECT_NE(d.find("=0: reads param:f32 grad:f32 exp_avg:f32 exp_avg_sq:f32 | writes param:f32 "
+                   "exp_avg:f32 exp_avg_sq:f32 | 28 B/param"),
+            std::string::npos)
+      << d;
+
+  auto from_first = compile_pipeline(R"(
+transform drift() {
+  state p0 = param
+  param = param - 0.1 * grad + 0.01 * (p0 - param)
+}
+drift()
+)");
+  ASSERT_TRUE(from_first) << from_first.error().message;
+  const plan::Pass& fp = from_first->passes[0];
+  const uint32_t p0 = *from_first->program.find_buffer("p0");
+  ASSERT_EQ(fp.versions.size(), 2u);
+  for (const auto& v : fp.versions) {
+    // The first step writes p0 (from the parameters, so it reads none); the others read it.
+    EXPECT_EQ(std::count(v.writes.begin(), v.writes.end(), p0), v.when[0] ? 1 : 0);
+    EXPECT_EQ(std::count(v.reads.begin(), v.reads.end(), p0), v.when[0] ? 0 : 1);
+  }
+
+  auto sgd = compile_pipeline("sgd(lr=0.1, momentum=0.9)");
+  ASSERT_TRUE(sgd);
+  double fewest = 1e9;
+  for (const auto& v : sgd->passes[0].versions)
+    fewest = std::min(fewest, v.bytes_read + v.bytes_written);
+  EXPECT_EQ(fewest, 12) << "momentum 0: parameter and gradient only";
+
+  for (const char* builtin : {"adamw()", "chain(clip_grad_norm(max_norm=1.0), lamb())",
+                              "adamw(state_format=\"8bit\")", "nadam()"}) {
+    auto p = compile_pipeline(builtin);
+    ASSERT_TRUE(p) << builtin;
+    for (const auto& ps : p->passes) EXPECT_TRUE(ps.versions.empty()) << builtin;
+  }
 }
 
 // Planning time: a chain of clips adds a pass per clip. The planner once replanned the whole

@@ -27,6 +27,14 @@
 namespace optjit {
 namespace {
 
+TEST(Webgpu, PassVersionsStepAsTheWholeBody) {
+  testing::check_versions_step_as_the_whole_body([](const plan::Plan& plan) {
+    runtime::ExecutorOptions options;
+    options.launch = codegen::GpuLaunch{.block = 8, .items = 2, .vec = 4, .chunk_elements = 512};
+    return testing::executor(plan, "webgpu", options);
+  });
+}
+
 class WebgpuParity : public ::testing::TestWithParam<int> {};
 
 // Small chunks and work-groups, so tensors span several chunks and the reduction tree has

@@ -59,6 +59,25 @@ __kernel void optjit_pass_1(__global ushort* restrict b0, __global ushort* restr
     const bool u5 = (u[5] != 0);
     const bool u6 = (u[6] != 0);
     const float u7 = (float)u[7];
+    if (!u6) {
+    for (long i0 = get_local_id(0); i0 < len; i0 += 256) {
+      const float L0_0 = vload_half(i0, (__global const half*)p0);
+      const float L1_0 = vload_half(i0, (__global const half*)p1);
+      {
+        float S0;
+        const float v0 = L0_0;
+        const float v1 = L1_0;
+        const float v3 = v1 * u0;
+        const float v5 = u1 * v0;
+        const float v6 = v3 + v5;
+        const float v8 = u2 ? v6 : v3;
+        const float v10 = u7 * v8;
+        const float v11 = v0 + v10;
+        S0 = v11;
+        vstore_half_rte(S0, i0, (__global half*)p0);
+      }
+    }
+    } else {
     for (long i0 = get_local_id(0); i0 < len; i0 += 256) {
       const float L0_0 = vload_half(i0, (__global const half*)p0);
       const float L1_0 = vload_half(i0, (__global const half*)p1);
@@ -77,15 +96,14 @@ __kernel void optjit_pass_1(__global ushort* restrict b0, __global ushort* restr
         const float v13 = v2 * u4;
         const float v14 = v13 + v11;
         const float v16 = u5 ? v9 : v14;
-        const float v18 = u6 ? v16 : v2;
-        const float v19 = u6 ? v16 : v9;
-        const float v21 = u7 * v19;
-        const float v22 = v0 + v21;
-        S2 = v18;
-        S0 = v22;
+        const float v18 = u7 * v16;
+        const float v19 = v0 + v18;
+        S2 = v16;
+        S0 = v19;
         vstore_half_rte(S0, i0, (__global half*)p0);
         vstore_half_rte(S2, i0, (__global half*)p2);
       }
+    }
     }
   }
 }

@@ -105,6 +105,122 @@ __kernel void optjit_pass_1(__global ushort* restrict b0, __global ushort* restr
     const bool u5 = (u[5] != 0);
     const bool u6 = (u[6] != 0);
     const float u7 = (float)u[7];
+    if (!u6) {
+    const long nv = len / 8;
+    for (long i0 = get_local_id(0); i0 < nv; i0 += 64) {
+      const float8 L0_0 = vload_half8(i0, (__global const half*)p0);
+      const float8 L1_0 = vload_half8(i0, (__global const half*)p1);
+      {
+        float8 S0;
+        {
+          const float v0 = L0_0.s0;
+          const float v1 = L1_0.s0;
+          const float v3 = v1 * u0;
+          const float v5 = u1 * v0;
+          const float v6 = v3 + v5;
+          const float v8 = u2 ? v6 : v3;
+          const float v10 = u7 * v8;
+          const float v11 = v0 + v10;
+          S0.s0 = v11;
+        }
+        {
+          const float v0 = L0_0.s1;
+          const float v1 = L1_0.s1;
+          const float v3 = v1 * u0;
+          const float v5 = u1 * v0;
+          const float v6 = v3 + v5;
+          const float v8 = u2 ? v6 : v3;
+          const float v10 = u7 * v8;
+          const float v11 = v0 + v10;
+          S0.s1 = v11;
+        }
+        {
+          const float v0 = L0_0.s2;
+          const float v1 = L1_0.s2;
+          const float v3 = v1 * u0;
+          const float v5 = u1 * v0;
+          const float v6 = v3 + v5;
+          const float v8 = u2 ? v6 : v3;
+          const float v10 = u7 * v8;
+          const float v11 = v0 + v10;
+          S0.s2 = v11;
+        }
+        {
+          const float v0 = L0_0.s3;
+          const float v1 = L1_0.s3;
+          const float v3 = v1 * u0;
+          const float v5 = u1 * v0;
+          const float v6 = v3 + v5;
+          const float v8 = u2 ? v6 : v3;
+          const float v10 = u7 * v8;
+          const float v11 = v0 + v10;
+          S0.s3 = v11;
+        }
+        {
+          const float v0 = L0_0.s4;
+          const float v1 = L1_0.s4;
+          const float v3 = v1 * u0;
+          const float v5 = u1 * v0;
+          const float v6 = v3 + v5;
+          const float v8 = u2 ? v6 : v3;
+          const float v10 = u7 * v8;
+          const float v11 = v0 + v10;
+          S0.s4 = v11;
+        }
+        {
+          const float v0 = L0_0.s5;
+          const float v1 = L1_0.s5;
+          const float v3 = v1 * u0;
+          const float v5 = u1 * v0;
+          const float v6 = v3 + v5;
+          const float v8 = u2 ? v6 : v3;
+          const float v10 = u7 * v8;
+          const float v11 = v0 + v10;
+          S0.s5 = v11;
+        }
+        {
+          const float v0 = L0_0.s6;
+          const float v1 = L1_0.s6;
+          const float v3 = v1 * u0;
+          const float v5 = u1 * v0;
+          const float v6 = v3 + v5;
+          const float v8 = u2 ? v6 : v3;
+          const float v10 = u7 * v8;
+          const float v11 = v0 + v10;
+          S0.s6 = v11;
+        }
+        {
+          const float v0 = L0_0.s7;
+          const float v1 = L1_0.s7;
+          const float v3 = v1 * u0;
+          const float v5 = u1 * v0;
+          const float v6 = v3 + v5;
+          const float v8 = u2 ? v6 : v3;
+          const float v10 = u7 * v8;
+          const float v11 = v0 + v10;
+          S0.s7 = v11;
+        }
+        vstore_half8_rte(S0, i0, (__global half*)p0);
+      }
+    }
+    for (long i0 = nv * 8 + get_local_id(0); i0 < len; i0 += 64) {
+      const float L0_0 = vload_half(i0, (__global const half*)p0);
+      const float L1_0 = vload_half(i0, (__global const half*)p1);
+      {
+        float S0;
+        const float v0 = L0_0;
+        const float v1 = L1_0;
+        const float v3 = v1 * u0;
+        const float v5 = u1 * v0;
+        const float v6 = v3 + v5;
+        const float v8 = u2 ? v6 : v3;
+        const float v10 = u7 * v8;
+        const float v11 = v0 + v10;
+        S0 = v11;
+        vstore_half_rte(S0, i0, (__global half*)p0);
+      }
+    }
+    } else {
     const long nv = len / 8;
     for (long i0 = get_local_id(0); i0 < nv; i0 += 64) {
       const float8 L0_0 = vload_half8(i0, (__global const half*)p0);
@@ -125,12 +241,10 @@ __kernel void optjit_pass_1(__global ushort* restrict b0, __global ushort* restr
           const float v13 = v2 * u4;
           const float v14 = v13 + v11;
           const float v16 = u5 ? v9 : v14;
-          const float v18 = u6 ? v16 : v2;
-          const float v19 = u6 ? v16 : v9;
-          const float v21 = u7 * v19;
-          const float v22 = v0 + v21;
-          S2.s0 = v18;
-          S0.s0 = v22;
+          const float v18 = u7 * v16;
+          const float v19 = v0 + v18;
+          S2.s0 = v16;
+          S0.s0 = v19;
         }
         {
           const float v0 = L0_0.s1;
@@ -144,12 +258,10 @@ __kernel void optjit_pass_1(__global ushort* restrict b0, __global ushort* restr
           const float v13 = v2 * u4;
           const float v14 = v13 + v11;
           const float v16 = u5 ? v9 : v14;
-          const float v18 = u6 ? v16 : v2;
-          const float v19 = u6 ? v16 : v9;
-          const float v21 = u7 * v19;
-          const float v22 = v0 + v21;
-          S2.s1 = v18;
-          S0.s1 = v22;
+          const float v18 = u7 * v16;
+          const float v19 = v0 + v18;
+          S2.s1 = v16;
+          S0.s1 = v19;
         }
         {
           const float v0 = L0_0.s2;
@@ -163,12 +275,10 @@ __kernel void optjit_pass_1(__global ushort* restrict b0, __global ushort* restr
           const float v13 = v2 * u4;
           const float v14 = v13 + v11;
           const float v16 = u5 ? v9 : v14;
-          const float v18 = u6 ? v16 : v2;
-          const float v19 = u6 ? v16 : v9;
-          const float v21 = u7 * v19;
-          const float v22 = v0 + v21;
-          S2.s2 = v18;
-          S0.s2 = v22;
+          const float v18 = u7 * v16;
+          const float v19 = v0 + v18;
+          S2.s2 = v16;
+          S0.s2 = v19;
         }
         {
           const float v0 = L0_0.s3;
@@ -182,12 +292,10 @@ __kernel void optjit_pass_1(__global ushort* restrict b0, __global ushort* restr
           const float v13 = v2 * u4;
           const float v14 = v13 + v11;
           const float v16 = u5 ? v9 : v14;
-          const float v18 = u6 ? v16 : v2;
-          const float v19 = u6 ? v16 : v9;
-          const float v21 = u7 * v19;
-          const float v22 = v0 + v21;
-          S2.s3 = v18;
-          S0.s3 = v22;
+          const float v18 = u7 * v16;
+          const float v19 = v0 + v18;
+          S2.s3 = v16;
+          S0.s3 = v19;
         }
         {
           const float v0 = L0_0.s4;
@@ -201,12 +309,10 @@ __kernel void optjit_pass_1(__global ushort* restrict b0, __global ushort* restr
           const float v13 = v2 * u4;
           const float v14 = v13 + v11;
           const float v16 = u5 ? v9 : v14;
-          const float v18 = u6 ? v16 : v2;
-          const float v19 = u6 ? v16 : v9;
-          const float v21 = u7 * v19;
-          const float v22 = v0 + v21;
-          S2.s4 = v18;
-          S0.s4 = v22;
+          const float v18 = u7 * v16;
+          const float v19 = v0 + v18;
+          S2.s4 = v16;
+          S0.s4 = v19;
         }
         {
           const float v0 = L0_0.s5;
@@ -220,12 +326,10 @@ __kernel void optjit_pass_1(__global ushort* restrict b0, __global ushort* restr
           const float v13 = v2 * u4;
           const float v14 = v13 + v11;
           const float v16 = u5 ? v9 : v14;
-          const float v18 = u6 ? v16 : v2;
-          const float v19 = u6 ? v16 : v9;
-          const float v21 = u7 * v19;
-          const float v22 = v0 + v21;
-          S2.s5 = v18;
-          S0.s5 = v22;
+          const float v18 = u7 * v16;
+          const float v19 = v0 + v18;
+          S2.s5 = v16;
+          S0.s5 = v19;
         }
         {
           const float v0 = L0_0.s6;
@@ -239,12 +343,10 @@ __kernel void optjit_pass_1(__global ushort* restrict b0, __global ushort* restr
           const float v13 = v2 * u4;
           const float v14 = v13 + v11;
           const float v16 = u5 ? v9 : v14;
-          const float v18 = u6 ? v16 : v2;
-          const float v19 = u6 ? v16 : v9;
-          const float v21 = u7 * v19;
-          const float v22 = v0 + v21;
-          S2.s6 = v18;
-          S0.s6 = v22;
+          const float v18 = u7 * v16;
+          const float v19 = v0 + v18;
+          S2.s6 = v16;
+          S0.s6 = v19;
         }
         {
           const float v0 = L0_0.s7;
@@ -258,12 +360,10 @@ __kernel void optjit_pass_1(__global ushort* restrict b0, __global ushort* restr
           const float v13 = v2 * u4;
           const float v14 = v13 + v11;
           const float v16 = u5 ? v9 : v14;
-          const float v18 = u6 ? v16 : v2;
-          const float v19 = u6 ? v16 : v9;
-          const float v21 = u7 * v19;
-          const float v22 = v0 + v21;
-          S2.s7 = v18;
-          S0.s7 = v22;
+          const float v18 = u7 * v16;
+          const float v19 = v0 + v18;
+          S2.s7 = v16;
+          S0.s7 = v19;
         }
         vstore_half8_rte(S0, i0, (__global half*)p0);
         vstore_half8_rte(S2, i0, (__global half*)p2);
@@ -287,15 +387,14 @@ __kernel void optjit_pass_1(__global ushort* restrict b0, __global ushort* restr
         const float v13 = v2 * u4;
         const float v14 = v13 + v11;
         const float v16 = u5 ? v9 : v14;
-        const float v18 = u6 ? v16 : v2;
-        const float v19 = u6 ? v16 : v9;
-        const float v21 = u7 * v19;
-        const float v22 = v0 + v21;
-        S2 = v18;
-        S0 = v22;
+        const float v18 = u7 * v16;
+        const float v19 = v0 + v18;
+        S2 = v16;
+        S0 = v19;
         vstore_half_rte(S0, i0, (__global half*)p0);
         vstore_half_rte(S2, i0, (__global half*)p2);
       }
+    }
     }
   }
 }
