@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <tuple>
 #include <unordered_map>
@@ -653,11 +654,17 @@ Expected<runtime::StepResult> Optimizer::Impl::lockstep() {
       if (!partial[p].empty()) hosts[p]->finish_reductions(k, partial[p]);
   }
   runtime::StepResult done{false};
+  done.moved_bytes = 0;
   for (size_t p = 0; p < parts.size(); ++p) {
     OPTJIT_TRY(finish(parts[p]));
     for (auto [g, st, v] : hosts[p]->pending_states()) parts[p].state.groups[g].states[st] = v;
     ++parts[p].state.step;
-    if (parts[p].executor) done.copied_bytes += parts[p].executor->copied_bytes();
+    if (parts[p].executor) {
+      done.copied_bytes += parts[p].executor->copied_bytes();
+      done.moved_bytes += parts[p].executor->moved_bytes();
+    } else {
+      done.moved_bytes = std::numeric_limits<double>::quiet_NaN();  // the reference backend
+    }
   }
   return done;
 }

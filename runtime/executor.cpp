@@ -53,7 +53,8 @@ struct Executor::Impl {
   DeviceAllocation chunk_buf, partials, pointer_table;
   std::vector<DeviceAllocation> uniform_bufs, row_bufs;  // per pass
   std::vector<std::vector<double>> uniform_host;         // per pass, alive until finish()
-  std::vector<int64_t> row_host;                         // arena devices' rows, as uploaded
+  double moved = 0;  // bytes the host step's passes moved so far (StepResult::moved_bytes)
+  std::vector<int64_t> row_host;  // arena devices' rows, as uploaded
   // Where each buffer of each tensor is: in place (the caller's device memory, or host memory
   // on the CPU) or in the executor's arena.
   enum class Where : uint8_t { in_place, arena };
@@ -538,6 +539,19 @@ Expected<std::vector<std::vector<double>>> Executor::Impl::run_pass_host(size_t 
     u = host.uniform_table(k, U);
   }
   OPTJIT_TRY(dev.write_async(uniform_bufs[k].memory(), u.data(), u.size() * 8));
+  // The bytes each tensor's version of the pass moves (the kernels choose it from the same
+  // uniforms: bit g of the version is guard g).
+  for (size_t t = 0; t < s.tensors.size(); ++t) {
+    double bytes = pass.bytes_read + pass.bytes_written;
+    if (!pass.versions.empty()) {
+      const size_t row = per_group[k] ? s.tensors[t].group : t;
+      size_t which = 0;
+      for (size_t g = 0; g < pass.guards.size(); ++g)
+        if (u[row * U + pass.guards[g]] != 0) which |= size_t{1} << g;
+      bytes = pass.versions[which].bytes_read + pass.versions[which].bytes_written;
+    }
+    moved += bytes * static_cast<double>(s.tensors[t].numel);
+  }
   const auto args = pass_args(k);
   const int64_t n = static_cast<int64_t>(table.chunks.size());
   OPTJIT_TRY(module->launch({KernelId::pass, static_cast<uint32_t>(k)},
@@ -705,6 +719,7 @@ Status Executor::prepare(OptimizerState& s) {
     m.bound = s.bindings.value();
   }
   m.copied = 0;
+  m.moved = 0;
   return m.transfer_in(s);
 }
 
@@ -733,11 +748,15 @@ Expected<StepResult> Executor::step(OptimizerState& s) {
                                    return Status::Ok();
                                  },
                                  [&] { return finish(s); });
-  if (r) r->copied_bytes = m.copied;
+  if (r) {
+    r->copied_bytes = m.copied;
+    if (!m.device_step()) r->moved_bytes = m.moved;
+  }
   return r;
 }
 
 uint64_t Executor::copied_bytes() const { return impl_->copied; }
+double Executor::moved_bytes() const { return impl_->moved; }
 
 Status Executor::settle(OptimizerState& s) {
   Impl& m = *impl_;

@@ -130,6 +130,9 @@ class Executor {
   /// step.
   DeviceMemory scalar_state_memory(uint32_t group, uint32_t k) const;
 
+  /// StepResult::moved_bytes of the step in progress or last finished (prepare() resets it):
+  /// the passes run on the host step so far.
+  double moved_bytes() const;
   /// StepResult::copied_bytes of the step in progress or last finished (prepare() resets it).
   uint64_t copied_bytes() const;
   Device& device() const { return *device_; }

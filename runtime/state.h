@@ -2,6 +2,7 @@
 // state, and the step count. Any backend steps this; the reference backend works on it directly.
 #pragma once
 
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -48,6 +49,11 @@ struct StepResult {
   /// skipped (OptimizerOptions::defer_skips): `skipped` is not known yet
   /// (Optimizer::last_step_skipped() reads it back).
   bool queued = false;
+  /// Bytes the step's passes moved to and from memory for all its tensors, as the version of
+  /// each pass each tensor ran moves them (plan::Pass::versions: a Lookahead step that does not
+  /// sync leaves the slow weights alone). NaN where the host does not know which versions ran
+  /// (the device step computes their conditions on the device).
+  double moved_bytes = std::numeric_limits<double>::quiet_NaN();
 };
 
 struct TensorState {
