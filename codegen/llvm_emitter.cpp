@@ -251,10 +251,20 @@ class PassEmitter {
     std::vector<const ir::Program*> bodies;
     for (const auto& v : pass_.versions) bodies.push_back(&v.body);
     if (bodies.empty()) bodies.push_back(&pass_.body);
+    // A version the same as an earlier one (its guard changed nothing there) jumps to it.
+    std::vector<size_t> same(bodies.size());
+    for (size_t i = 0; i < bodies.size(); ++i) {
+      same[i] = i;
+      for (size_t j = 0; j < i && same[i] == i; ++j)
+        if (*bodies[j] == *bodies[i]) same[i] = j;
+    }
     std::vector<llvm::BasicBlock*> starts;
     for (size_t i = 0; i < bodies.size(); ++i)
-      starts.push_back(llvm::BasicBlock::Create(
-          c_, bodies.size() == 1 ? "body" : "version" + std::to_string(i), fn_, chunk_end));
+      starts.push_back(same[i] != i
+                           ? starts[same[i]]
+                           : llvm::BasicBlock::Create(
+                                 c_, bodies.size() == 1 ? "body" : "version" + std::to_string(i),
+                                 fn_, chunk_end));
     if (bodies.size() == 1) {
       b_.CreateBr(starts[0]);
     } else {
@@ -268,6 +278,7 @@ class PassEmitter {
         sw->addCase(b_.getInt32(static_cast<uint32_t>(i)), starts[i]);
     }
     for (size_t i = 0; i < bodies.size(); ++i) {
+      if (same[i] != i) continue;
       body_ = bodies[i];
       b_.SetInsertPoint(starts[i]);
       auto* plain_pre = llvm::BasicBlock::Create(c_, "plain", fn_, chunk_end);
