@@ -365,6 +365,36 @@ TEST_F(Cli, NonsenseValuesAreErrorsOrWarningsNamingThem) {
   }
 }
 
+// A plan with pass versions (Lookahead's sync steps): plan --json lists each version's bytes,
+// and bench counts what the timed steps moved. Its 2 warm-up steps take steps 1-2; the 5 timed
+// ones, steps 3-7, sync once (step 6): (4 x 28 + 36) / 5 = 29.6 bytes per parameter.
+TEST_F(Cli, PlanAndBenchCountTheBytesOfPassVersions) {
+  const std::string file = std::string(OPTJIT_SOURCE_DIR) + "/examples/pipelines/lookahead.opt";
+  auto plan = optjit_cli("plan " + file + " --json");
+  ASSERT_EQ(plan.code, 0) << plan.output;
+  auto j = nlohmann::json::parse(plan.output);
+  EXPECT_EQ(j["bytes_per_param"], 36);
+  ASSERT_EQ(j["passes"][0]["versions"].size(), 4u);
+  int alone = 0;
+  for (const auto& v : j["passes"][0]["versions"]) {
+    EXPECT_EQ(v["when"].size(), 2u);
+    if (v["bytes_read"].get<double>() + v["bytes_written"].get<double>() == 28) {
+      ++alone;
+      EXPECT_EQ(v["reads"], nlohmann::json({"param", "grad", "exp_avg", "exp_avg_sq"}));
+    }
+  }
+  EXPECT_EQ(alone, 1);
+  auto bench =
+      optjit_cli("bench " + file + " --numel 10000 --steps 5 --reps 1 --json --no-unfused");
+  ASSERT_EQ(bench.code, 0) << bench.output;
+  auto b = nlohmann::json::parse(bench.output);
+  EXPECT_EQ(b["bytes_per_param"], 36);
+  EXPECT_NEAR(b["moved_bytes_per_param"].get<double>(), 29.6, 1e-9);
+  EXPECT_NEAR(b["effective_gbs"].get<double>(),
+              29.6 * 10000 / b["step_seconds"].get<double>() / 1e9,
+              1e-6 * b["effective_gbs"].get<double>());
+}
+
 // bench is a benchmark, not a test: this only checks that it runs and reports consistent numbers.
 TEST_F(Cli, BenchReportsRooflineAndUnfusedBaseline) {
   auto r = optjit_cli(

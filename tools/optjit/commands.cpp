@@ -408,6 +408,19 @@ int plan(const PlanOptions& o) {
       for (uint32_t w : pass.writes) jp["writes"].push_back(p->buffers[w].name);
       jp["bytes_read"] = pass.bytes_read;
       jp["bytes_written"] = pass.bytes_written;
+      // Pass versions: what a tensor moves when the guards (the program's values "%N") hold
+      // the values in "when".
+      for (const auto& v : pass.versions) {
+        nlohmann::json jv;
+        for (size_t g = 0; g < pass.guards.size(); ++g)
+          jv["when"][fmt::format("%{}", ir::index(pass.uniforms[pass.guards[g]]))] = v.when[g];
+        jv["reads"] = jv["writes"] = nlohmann::json::array();
+        for (uint32_t r : v.reads) jv["reads"].push_back(p->buffers[r].name);
+        for (uint32_t w : v.writes) jv["writes"].push_back(p->buffers[w].name);
+        jv["bytes_read"] = v.bytes_read;
+        jv["bytes_written"] = v.bytes_written;
+        jp["versions"].push_back(jv);
+      }
       j["passes"].push_back(jp);
     }
     j["bytes_per_param"] = p->bytes_per_param();
