@@ -1342,6 +1342,11 @@ double Optimizer::compile_seconds() const {
   return s;
 }
 
+std::vector<std::vector<double>> Optimizer::version_elements(size_t program) const {
+  if (program >= impl_->parts.size() || !impl_->parts[program].executor) return {};
+  return impl_->parts[program].executor->version_elements();
+}
+
 bool Optimizer::kernels_from_cache() const {
   bool all = !impl_->parts.empty() && impl_->device;
   for (const Part& p : impl_->parts) all &= p.executor && p.executor->kernels_from_cache();

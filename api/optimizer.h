@@ -265,6 +265,10 @@ class Optimizer {
   int64_t step_count() const;
   size_t group_of(size_t param) const;
   double compile_seconds() const;
+  /// Elements each version of each pass of program `program`'s plan has stepped on the host
+  /// step so far ([pass][version], plan::Pass::versions; one column for a pass without
+  /// versions); empty before the first host step or where the device step chose the versions.
+  std::vector<std::vector<double>> version_elements(size_t program = 0) const;
   /// Whether the kernels came from the kernel cache (nothing was compiled).
   bool kernels_from_cache() const;
   /// The launch in use, and whether it is a stored tuning decision.

@@ -54,7 +54,8 @@ struct Executor::Impl {
   std::vector<DeviceAllocation> uniform_bufs, row_bufs;  // per pass
   std::vector<std::vector<double>> uniform_host;         // per pass, alive until finish()
   double moved = 0;  // bytes the host step's passes moved so far (StepResult::moved_bytes)
-  std::vector<int64_t> row_host;  // arena devices' rows, as uploaded
+  std::vector<std::vector<double>> version_elements;  // Executor::version_elements()
+  std::vector<int64_t> row_host;                      // arena devices' rows, as uploaded
   // Where each buffer of each tensor is: in place (the caller's device memory, or host memory
   // on the CPU) or in the executor's arena.
   enum class Where : uint8_t { in_place, arena };
@@ -541,16 +542,19 @@ Expected<std::vector<std::vector<double>>> Executor::Impl::run_pass_host(size_t 
   OPTJIT_TRY(dev.write_async(uniform_bufs[k].memory(), u.data(), u.size() * 8));
   // The bytes each tensor's version of the pass moves (the kernels choose it from the same
   // uniforms: bit g of the version is guard g).
+  version_elements.resize(P);
+  version_elements[k].resize(std::max<size_t>(pass.versions.size(), 1));
   for (size_t t = 0; t < s.tensors.size(); ++t) {
     double bytes = pass.bytes_read + pass.bytes_written;
+    size_t which = 0;
     if (!pass.versions.empty()) {
       const size_t row = per_group[k] ? s.tensors[t].group : t;
-      size_t which = 0;
       for (size_t g = 0; g < pass.guards.size(); ++g)
         if (u[row * U + pass.guards[g]] != 0) which |= size_t{1} << g;
       bytes = pass.versions[which].bytes_read + pass.versions[which].bytes_written;
     }
     moved += bytes * static_cast<double>(s.tensors[t].numel);
+    version_elements[k][which] += static_cast<double>(s.tensors[t].numel);
   }
   const auto args = pass_args(k);
   const int64_t n = static_cast<int64_t>(table.chunks.size());
@@ -757,6 +761,9 @@ Expected<StepResult> Executor::step(OptimizerState& s) {
 
 uint64_t Executor::copied_bytes() const { return impl_->copied; }
 double Executor::moved_bytes() const { return impl_->moved; }
+const std::vector<std::vector<double>>& Executor::version_elements() const {
+  return impl_->version_elements;
+}
 
 Status Executor::settle(OptimizerState& s) {
   Impl& m = *impl_;

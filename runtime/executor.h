@@ -133,6 +133,10 @@ class Executor {
   /// StepResult::moved_bytes of the step in progress or last finished (prepare() resets it):
   /// the passes run on the host step so far.
   double moved_bytes() const;
+  /// Elements each version of each pass has stepped on the host step since the executor was
+  /// made ([pass][version]; a pass without versions has one): which versions a benchmark's
+  /// steps ran.
+  const std::vector<std::vector<double>>& version_elements() const;
   /// StepResult::copied_bytes of the step in progress or last finished (prepare() resets it).
   uint64_t copied_bytes() const;
   Device& device() const { return *device_; }

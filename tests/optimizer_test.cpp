@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -130,6 +131,44 @@ std::optional<std::string> in_fork(const std::function<std::string()>& child) {
 // fork(): a child stepping after its parent had stepped on two threads waited forever, as did
 // one using the parent's OpenCL device (PoCL's threads are gone too). The CPU step runs in the
 // fork, with its parent's numbers; an OpenCL device is an error there, opened or inherited.
+// Which version of a pass each step ran (plan::Pass::versions), as a benchmark reads it:
+// Lookahead syncing every 3rd step over 7 steps is a first step that syncs (1), steps that
+// neither start nor sync (2, 3, 5, 6) and later syncs (4, 7), each over all 1010 elements.
+TEST(Optimizer, CountsTheElementsEachPassVersionStepped) {
+  const std::string pipeline = R"(
+transform lookahead(k=5 in [1, inf] whole, alpha=0.5 in [0, inf]) {
+  scalar counter = 0
+  state slow_param = param
+  let sync = counter == 0
+  let mixed = alpha * param + (1 - alpha) * slow_param
+  param = sync ? mixed : param
+  slow_param = sync ? mixed : slow_param
+  counter = counter + 1 >= k ? 0 : counter + 1
+}
+chain(adamw(lr=1e-2), lookahead(k=3))
+)";
+  Model a;
+  auto cpu = Optimizer::create(pipeline, a.params(), uncached(Backend::cpu));
+  ASSERT_TRUE(cpu) << cpu.error().message;
+  EXPECT_TRUE((*cpu)->version_elements().empty()) << "nothing stepped yet";
+  double moved = 0;
+  for (int step = 0; step < 7; ++step) {
+    a.grads(step);
+    auto r = (*cpu)->step(a.grad_ptrs());
+    ASSERT_TRUE(r) << r.error().message;
+    moved += r->moved_bytes;
+  }
+  const auto elements = (*cpu)->version_elements();
+  ASSERT_EQ(elements.size(), 1u);
+  ASSERT_EQ(elements[0].size(), 4u);
+  std::vector<double> ran;
+  for (double e : elements[0])
+    if (e > 0) ran.push_back(e);
+  std::sort(ran.begin(), ran.end());
+  EXPECT_EQ(ran, (std::vector<double>{1010, 2 * 1010, 4 * 1010}));
+  EXPECT_EQ(moved, 1010.0 * (32 + 2 * 36 + 4 * 28));  // the first step reads no slow weights
+}
+
 TEST(Optimizer, AForkStepsOnTheCpuAndIsToldItCannotUseItsParentsDevice) {
   Model a, b;
   OptimizerOptions two;

@@ -275,7 +275,8 @@ struct Roofline {
   plan::Plan plan;
   double scale = 1;
 };
-Expected<Roofline> roofline_plan(const plan::Plan& plan, const plan::Pass& pass) {
+template <class P>  // plan::Pass or plan::PassVersion: what it reads and writes
+Expected<Roofline> roofline_plan(const plan::Plan& plan, const P& pass) {
   ir::Builder b;
   DType pt = plan.buffers[plan.program.param_buffer()].storage;
   DType ct = compute_type(pt);
@@ -379,16 +380,30 @@ int bench(const BenchOptions& o) {
   const codegen::GpuLaunch launch = (*fused)->opt->gpu_launch();
   const double compile_s = (*fused)->compile_seconds();
 
-  // Roofline runners, one per pass.
-  std::vector<std::unique_ptr<Runner>> roof;
-  std::vector<double> roof_scale;
-  for (const auto& pass : plan->passes) {
-    auto rp = roofline_plan(*plan, pass);
-    if (!rp) return fail(rp.error().message);
-    roof_scale.push_back(rp->scale);
+  // Roofline runners: one per pass over its buffers, and for a pass with versions one per
+  // version over that version's, weighted by the elements each version stepped.
+  struct Roof {
+    size_t pass;
+    int version;  // -1: the whole pass
+    std::unique_ptr<Runner> runner;
+    double scale;
+  };
+  std::vector<Roof> roof;
+  auto add_roof = [&](size_t k, int v, Expected<Roofline> rp) -> Status {
+    if (!rp) return rp.error();
+    const double scale = rp->scale;
     auto r = make_runner(std::move(rp->plan), *shapes, *dt, options, gpu);
-    if (!r) return fail(r.error().message);
-    roof.push_back(std::move(*r));
+    if (!r) return r.error();
+    roof.push_back({k, v, std::move(*r), scale});
+    return Status::Ok();
+  };
+  for (size_t k = 0; k < plan->passes.size(); ++k) {
+    const plan::Pass& pass = plan->passes[k];
+    if (Status st = add_roof(k, -1, roofline_plan(*plan, pass)); !st)
+      return fail(st.error().message);
+    for (size_t v = 0; v < pass.versions.size(); ++v)
+      if (Status st = add_roof(k, static_cast<int>(v), roofline_plan(*plan, pass.versions[v])); !st)
+        return fail(st.error().message);
   }
 
   // Unfused: each transform of the chain as its own optimizer; a gradient transform writes
@@ -490,22 +505,42 @@ int bench(const BenchOptions& o) {
       return Status::Ok();
     };
     OPTJIT_TRY(timed((*fused)->step_seconds(2), nullptr));
-    for (auto& r : roof) OPTJIT_TRY(timed(r->step_seconds(2), nullptr));
+    for (auto& r : roof) OPTJIT_TRY(timed(r.runner->step_seconds(2), nullptr));
     if (!stages.empty()) OPTJIT_TRY(timed(unfused_step(2), nullptr));
     OPTJIT_TRY(timed((*overhead_runner)->step_seconds(20), nullptr));
     if (other_overhead) OPTJIT_TRY(timed(other_overhead->step_seconds(20), nullptr));
     if (single) OPTJIT_TRY(timed(single->step_seconds(2), nullptr));
     (*fused)->moved_per_step();  // the warm-up's steps are not counted
     for (int rep = 0; rep < o.reps; ++rep) {
+      const auto elements_before = (*fused)->opt->version_elements();
       OPTJIT_TRY(timed((*fused)->step_seconds(o.steps), &t_fused));
       moved.push_back((*fused)->moved_per_step());
+      // The share of each pass's elements each version stepped (none known: the whole pass).
+      const auto elements = (*fused)->opt->version_elements();
+      auto share = [&](size_t k, int v) {
+        if (elements.size() != plan->passes.size() || elements[k].size() < 2)
+          return v < 0 ? 1.0 : 0.0;
+        if (v < 0) return 0.0;
+        double all = 0, mine = 0;
+        for (size_t i = 0; i < elements[k].size(); ++i) {
+          const double before = k < elements_before.size() && i < elements_before[k].size()
+                                    ? elements_before[k][i]
+                                    : 0.0;
+          all += elements[k][i] - before;
+          if (static_cast<int>(i) == v) mine = elements[k][i] - before;
+        }
+        return all > 0 ? mine / all : 0.0;
+      };
       if (device_copy)
         OPTJIT_TRY(
             timed((*fused)->copy_seconds(static_cast<size_t>(plan_bytes / 2), o.steps), &t_copy));
-      std::vector<double> per_pass;
-      for (auto& rr : roof) OPTJIT_TRY(timed(rr->step_seconds(o.steps), &per_pass));
       double r = 0;
-      for (size_t k = 0; k < per_pass.size(); ++k) r += per_pass[k] * roof_scale[k];
+      for (auto& rr : roof) {
+        const double w = share(rr.pass, rr.version);
+        std::vector<double> t;
+        if (w > 0) OPTJIT_TRY(timed(rr.runner->step_seconds(o.steps), &t));
+        if (w > 0) r += w * t[0] * rr.scale;
+      }
       t_roof.push_back(r);
       if (!stages.empty()) OPTJIT_TRY(timed(unfused_step(o.steps), &t_unfused));
       OPTJIT_TRY(timed((*overhead_runner)->step_seconds(std::max(o.steps, 50)), &t_overhead));
@@ -518,13 +553,13 @@ int bench(const BenchOptions& o) {
   if (Status st = measure(); !st) return fail("bench: a step failed: " + st.error().message);
   // A plan with versions (plan::Pass::versions) moves fewer bytes on some steps than its
   // passes' full lists: the bytes are what the timed steps moved, where the host knows them,
-  // and the roofline is its streaming loops' time for those bytes at the same bandwidth.
+  // and the roofline the streaming loops over each version's buffers, weighted by the elements
+  // each version stepped.
   double mean_moved = 0;
   for (double m : moved) mean_moved += m / static_cast<double>(moved.size());
   const bool versions_moved = !std::isnan(mean_moved) && mean_moved != plan_bytes;
   const double bytes = versions_moved ? mean_moved : plan_bytes;
-  const double fused_s = median(t_fused), overhead_s = median(t_overhead);
-  const double roof_s = median(t_roof) * bytes / plan_bytes;
+  const double fused_s = median(t_fused), roof_s = median(t_roof), overhead_s = median(t_overhead);
   const double gbs = bytes / fused_s / 1e9, roof_gbs = bytes / roof_s / 1e9;
   nlohmann::json j;
   j["pipeline"] = *text;
