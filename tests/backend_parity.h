@@ -5,6 +5,7 @@
 #include <functional>
 #include <optional>
 
+#include "examples.h"
 #include "executors.h"
 #include "fixtures.h"
 #include "ir/compile.h"
@@ -277,17 +278,7 @@ void check_device_step_follows_the_host(
 /// version runs, with f32 and with 8-bit slow weights (the 5000-element tensor's quantized).
 inline void check_versions_step_as_the_whole_body(
     const std::function<Expected<std::unique_ptr<runtime::Executor>>(const plan::Plan&)>& make) {
-  const std::string lookahead = R"(
-transform lookahead(k=5 in [1, inf] whole, alpha=0.5 in [0, inf]) {
-  scalar counter = 0
-  state slow_param = param
-  let sync = counter == 0
-  let mixed = alpha * param + (1 - alpha) * slow_param
-  param = sync ? mixed : param
-  slow_param = sync ? mixed : slow_param
-  counter = counter + 1 >= k ? 0 : counter + 1
-}
-)";
+  const std::string lookahead = example_transforms("lookahead.opt");
   for (const char* format : {"f32", "8bit"}) {
     SCOPED_TRACE(format);
     auto plan = compile_pipeline(

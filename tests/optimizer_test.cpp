@@ -23,6 +23,7 @@
 
 #include "autotune/cpu_tuner.h"
 #include "caller_memory.h"
+#include "examples.h"
 #include "queued_steps.h"
 #include "runtime/device.h"
 
@@ -135,18 +136,8 @@ std::optional<std::string> in_fork(const std::function<std::string()>& child) {
 // Lookahead syncing every 3rd step over 7 steps is a first step that syncs (1), steps that
 // neither start nor sync (2, 3, 5, 6) and later syncs (4, 7), each over all 1010 elements.
 TEST(Optimizer, CountsTheElementsEachPassVersionStepped) {
-  const std::string pipeline = R"(
-transform lookahead(k=5 in [1, inf] whole, alpha=0.5 in [0, inf]) {
-  scalar counter = 0
-  state slow_param = param
-  let sync = counter == 0
-  let mixed = alpha * param + (1 - alpha) * slow_param
-  param = sync ? mixed : param
-  slow_param = sync ? mixed : slow_param
-  counter = counter + 1 >= k ? 0 : counter + 1
-}
-chain(adamw(lr=1e-2), lookahead(k=3))
-)";
+  const std::string pipeline =
+      testing::example_transforms("lookahead.opt") + "chain(adamw(lr=1e-2), lookahead(k=3))";
   Model a;
   auto cpu = Optimizer::create(pipeline, a.params(), uncached(Backend::cpu));
   ASSERT_TRUE(cpu) << cpu.error().message;

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "examples.h"
 #include "ir/builtins.h"
 #include "ir/compile.h"
 #include "ir/text.h"
@@ -138,18 +139,8 @@ TEST(Plan, DescribeNamesPassesAndBytes) {
 // momentum buffer under momentum 0), with what each version reads and writes, and none where
 // no condition saves bytes (the built-ins' kernels stay one body).
 TEST(Plan, VersionsMoveOnlyWhatAStepChanges) {
-  const std::string lookahead = R"(
-transform lookahead(k=5 in [1, inf] whole, alpha=0.5 in [0, inf]) {
-  scalar counter = 0
-  state slow_param = param
-  let sync = counter == 0
-  let mixed = alpha * param + (1 - alpha) * slow_param
-  param = sync ? mixed : param
-  slow_param = sync ? mixed : slow_param
-  counter = counter + 1 >= k ? 0 : counter + 1
-}
-chain(adamw(lr=1e-3), lookahead(k=5, alpha=0.5))
-)";
+  const std::string lookahead = testing::example_transforms("lookahead.opt") +
+                                "chain(adamw(lr=1e-3), lookahead(k=5, alpha=0.5))";
   auto la = compile_pipeline(lookahead);
   ASSERT_TRUE(la) << la.error().message;
   ASSERT_EQ(la->passes.size(), 1u);
