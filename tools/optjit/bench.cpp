@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
-#include <limits>
 #include <map>
 
 #include <fmt/core.h>
@@ -184,19 +183,8 @@ struct Runner {
   Status step() {
     auto r = dev_grads.empty() ? opt->step(host_grads) : opt->step_device(dev_grads);
     if (!r) return r.error();
-    moved += r->moved_bytes;  // NaN from then on where the device chose the versions
-    ++steps;
     return Status::Ok();
   }
-  /// Bytes moved per step on average since the last call (StepResult::moved_bytes), NaN if
-  /// not known.
-  double moved_per_step() {
-    const double m = steps > 0 ? moved / steps : std::numeric_limits<double>::quiet_NaN();
-    moved = 0, steps = 0;
-    return m;
-  }
-  double moved = 0;
-  int steps = 0;
   /// GPU devices: seconds per device-to-device copy of `bytes` (their bandwidth yardstick).
   Expected<double> copy_seconds(size_t bytes, int repetitions) {
     return opt->device()->copy_seconds(bytes, repetitions);
@@ -510,27 +498,31 @@ int bench(const BenchOptions& o) {
     OPTJIT_TRY(timed((*overhead_runner)->step_seconds(20), nullptr));
     if (other_overhead) OPTJIT_TRY(timed(other_overhead->step_seconds(20), nullptr));
     if (single) OPTJIT_TRY(timed(single->step_seconds(2), nullptr));
-    (*fused)->moved_per_step();  // the warm-up's steps are not counted
     for (int rep = 0; rep < o.reps; ++rep) {
-      const auto elements_before = (*fused)->opt->version_elements();
+      const auto before = (*fused)->opt->version_elements();
       OPTJIT_TRY(timed((*fused)->step_seconds(o.steps), &t_fused));
-      moved.push_back((*fused)->moved_per_step());
-      // The share of each pass's elements each version stepped (none known: the whole pass).
-      const auto elements = (*fused)->opt->version_elements();
+      // The elements each version of each pass stepped in these steps (Pass::versions), where
+      // the host step counted them; else the whole passes.
+      auto stepped = (*fused)->opt->version_elements();
+      const bool known = stepped.size() == plan->passes.size();
+      for (size_t k = 0; known && k < stepped.size(); ++k)
+        for (size_t i = 0; i < stepped[k].size(); ++i)
+          if (k < before.size() && i < before[k].size()) stepped[k][i] -= before[k][i];
       auto share = [&](size_t k, int v) {
-        if (elements.size() != plan->passes.size() || elements[k].size() < 2)
-          return v < 0 ? 1.0 : 0.0;
-        if (v < 0) return 0.0;
-        double all = 0, mine = 0;
-        for (size_t i = 0; i < elements[k].size(); ++i) {
-          const double before = k < elements_before.size() && i < elements_before[k].size()
-                                    ? elements_before[k][i]
-                                    : 0.0;
-          all += elements[k][i] - before;
-          if (static_cast<int>(i) == v) mine = elements[k][i] - before;
-        }
-        return all > 0 ? mine / all : 0.0;
+        if (!known || plan->passes[k].versions.empty()) return v < 0 ? 1.0 : 0.0;
+        double all = 0;
+        for (double e : stepped[k]) all += e;
+        return v < 0 || all == 0 ? 0.0 : stepped[k][static_cast<size_t>(v)] / all;
       };
+      double m = 0;  // bytes moved per step
+      for (size_t k = 0; k < plan->passes.size(); ++k) {
+        const plan::Pass& pass = plan->passes[k];
+        m += share(k, -1) * (pass.bytes_read + pass.bytes_written);
+        for (size_t v = 0; v < pass.versions.size(); ++v)
+          m += share(k, static_cast<int>(v)) *
+               (pass.versions[v].bytes_read + pass.versions[v].bytes_written);
+      }
+      moved.push_back(m * static_cast<double>(numel));
       if (device_copy)
         OPTJIT_TRY(
             timed((*fused)->copy_seconds(static_cast<size_t>(plan_bytes / 2), o.steps), &t_copy));
@@ -552,12 +544,11 @@ int bench(const BenchOptions& o) {
   };
   if (Status st = measure(); !st) return fail("bench: a step failed: " + st.error().message);
   // A plan with versions (plan::Pass::versions) moves fewer bytes on some steps than its
-  // passes' full lists: the bytes are what the timed steps moved, where the host knows them,
-  // and the roofline the streaming loops over each version's buffers, weighted by the elements
-  // each version stepped.
+  // passes' full lists: the bytes are what the timed steps moved, and the roofline the
+  // streaming loops over each version's buffers, weighted alike.
   double mean_moved = 0;
   for (double m : moved) mean_moved += m / static_cast<double>(moved.size());
-  const bool versions_moved = !std::isnan(mean_moved) && mean_moved != plan_bytes;
+  const bool versions_moved = std::abs(mean_moved - plan_bytes) > 1e-9 * plan_bytes;
   const double bytes = versions_moved ? mean_moved : plan_bytes;
   const double fused_s = median(t_fused), roof_s = median(t_roof), overhead_s = median(t_overhead);
   const double gbs = bytes / fused_s / 1e9, roof_gbs = bytes / roof_s / 1e9;
