@@ -205,6 +205,80 @@ RC_GTEST_PROP(Property, CpuBackendMatchesTheReference, ()) {
   });
 }
 
+// Pass versions (plan::Pass::versions) against the whole pass: random transforms whose state,
+// slow copy and parameters change only when conditions hold (on the step, a hyperparameter
+// that differs by group, a scalar state, per-tensor and global reductions, joined with &&, ||
+// and !), stepped on the CPU with and without their versions: every bit the same.
+RC_GTEST_PROP(Property, PassVersionsStepAsTheWholeBody, ()) {
+  const std::vector<std::string> atoms = {
+      "step > 2", "step == 1", "step - 2 * floor(step / 2) == 0", "lr > 0.005",
+      "k > 0.3",  "numel > 4", "tensor_norm(grad) > 1",           "norm(grad) > 2"};
+  auto atom = [&] {
+    return atoms[static_cast<size_t>(*rc::gen::inRange<int>(0, static_cast<int>(atoms.size())))];
+  };
+  auto cond = [&]() -> std::string {
+    const std::string a = atom();
+    switch (*rc::gen::inRange(0, 4)) {
+      case 0:
+        return a;
+      case 1:
+        return "!(" + a + ")";
+      case 2:
+        return "(" + a + ") && (" + atom() + ")";
+      default:
+        return "(" + a + ") || (" + atom() + ")";
+    }
+  };
+  const std::string c1 = cond(), c2 = cond(), c3 = cond(), e1 = *gen_expr(2);
+  const std::string text =
+      "transform t(lr=0.01) {\n  state m = 0.25\n  state w = param\n"
+      "  scalar k = 1\n  m = " +
+      c1 + " ? 0.9 * m + " + e1 + " * 0.001 : m\n  w = " + c2 +
+      " ? w + 0.1 * (param - w) : w\n"
+      "  param = " +
+      c3 +
+      " ? param - lr * (m + w) * 0.01 : param\n"
+      "  k = k * 0.5 + 0.1\n}\nt()";
+  auto plan = compile_pipeline(text);
+  RC_ASSERT(plan.ok());
+  bool versions = false;
+  for (const auto& p : plan->passes) versions = versions || !p.versions.empty();
+  RC_CLASSIFY(versions, "with versions");
+  plan::Plan whole = *plan;
+  for (auto& p : whole.passes) p.versions.clear(), p.guards.clear();
+  const auto params = random_params(DType::f32);
+  runtime::GroupSpec second;
+  second.patterns = {"p1"};
+  second.overrides = {{"lr", 0.001}};
+  auto a = runtime::init_state(*plan, params, {second});
+  auto b = runtime::init_state(whole, params, {second});
+  RC_ASSERT(a.ok() && b.ok());
+  const codegen::CpuLaunch launch{*rc::gen::inRange(1, 3), *rc::gen::inRange(1, 6)};
+  auto with = testing::cpu_executor(*plan, launch);
+  auto without = testing::cpu_executor(whole, launch);
+  RC_ASSERT(with.ok() && without.ok());
+  for (int k = 0; k < 4; ++k) {
+    std::vector<runtime::HostTensor> grads;
+    std::vector<const runtime::HostTensor*> ptrs;
+    for (const auto& p : params) {
+      auto g = runtime::HostTensor::zeros(p.name, DType::f32, p.shape);
+      for (int64_t e = 0; e < g.numel(); ++e) g.set(e, *rc::gen::inRange(-50, 50) / 13.0);
+      grads.push_back(std::move(g));
+    }
+    for (const auto& g : grads) ptrs.push_back(&g);
+    RC_ASSERT(runtime::set_grads(*plan, *a, ptrs).ok() && runtime::set_grads(whole, *b, ptrs).ok());
+    RC_ASSERT((*with)->step(*a).ok() && (*without)->step(*b).ok());
+  }
+  for (size_t t = 0; t < params.size(); ++t)
+    for (size_t buf = 0; buf < plan->buffers.size(); ++buf) {
+      if (plan->buffers[buf].role == ir::BufferRole::grad) continue;
+      const size_t n = runtime::buffer_bytes(*plan, buf, a->tensors[t]);
+      RC_ASSERT(a->tensors[t].bytes(buf, n) == b->tensors[t].bytes(buf, n));
+    }
+  for (size_t g = 0; g < a->groups.size(); ++g)
+    RC_ASSERT(a->groups[g].states == b->groups[g].states);
+}
+
 RC_GTEST_PROP(Property, IrTextRoundTripsForRandomPipelines, ()) {
   std::string text = *rc::gen::oneOf(gen_builtin_pipeline(), gen_custom_pipeline());
   DType t =
