@@ -191,10 +191,18 @@ class KernelWriter {
         std::vector<std::string> when;
         for (size_t g = 0; g < pass_.guards.size(); ++g)
           when.push_back((versions[i]->when[g] ? "" : "!") + L_.uniform_name(pass_.guards[g]));
-        s += i == 0 ? fmt::format("    if ({}) {{\n", fmt::join(when, " && "))
+        // Which program values the guards are and what the version moves, as optjit plan
+        // prints them ("when %58=0 %60=1: ... 36 B/param").
+        std::vector<std::string> values;
+        for (size_t g = 0; g < pass_.guards.size(); ++g)
+          values.push_back(fmt::format("%{}={}", ir::index(pass_.uniforms[pass_.guards[g]]),
+                                       versions[i]->when[g] ? 1 : 0));
+        const std::string moves = fmt::format("  // when {}: {} B/param", fmt::join(values, " "),
+                                              versions[i]->bytes_read + versions[i]->bytes_written);
+        s += i == 0 ? fmt::format("    if ({}) {{{}\n", fmt::join(when, " && "), moves)
              : i + 1 < versions.size()
-                 ? fmt::format("    }} else if ({}) {{\n", fmt::join(when, " && "))
-                 : std::string("    } else {\n");
+                 ? fmt::format("    }} else if ({}) {{{}\n", fmt::join(when, " && "), moves)
+                 : fmt::format("    }} else {{{}\n", moves);
       }
       auto work = body_loops();
       if (!work) return work.error();

@@ -59,7 +59,7 @@ __kernel void optjit_pass_1(__global ushort* restrict b0, __global ushort* restr
     const bool u5 = (u[5] != 0);
     const bool u6 = (u[6] != 0);
     const float u7 = (float)u[7];
-    if (!u6) {
+    if (!u6) {  // when %30=0: 6 B/param
     for (long i0 = get_local_id(0); i0 < len; i0 += 256) {
       const float L0_0 = vload_half(i0, (__global const half*)p0);
       const float L1_0 = vload_half(i0, (__global const half*)p1);
@@ -77,7 +77,7 @@ __kernel void optjit_pass_1(__global ushort* restrict b0, __global ushort* restr
         vstore_half_rte(S0, i0, (__global half*)p0);
       }
     }
-    } else {
+    } else {  // when %30=1: 10 B/param
     for (long i0 = get_local_id(0); i0 < len; i0 += 256) {
       const float L0_0 = vload_half(i0, (__global const half*)p0);
       const float L1_0 = vload_half(i0, (__global const half*)p1);

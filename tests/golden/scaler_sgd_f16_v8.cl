@@ -105,7 +105,7 @@ __kernel void optjit_pass_1(__global ushort* restrict b0, __global ushort* restr
     const bool u5 = (u[5] != 0);
     const bool u6 = (u[6] != 0);
     const float u7 = (float)u[7];
-    if (!u6) {
+    if (!u6) {  // when %30=0: 6 B/param
     const long nv = len / 8;
     for (long i0 = get_local_id(0); i0 < nv; i0 += 64) {
       const float8 L0_0 = vload_half8(i0, (__global const half*)p0);
@@ -220,7 +220,7 @@ __kernel void optjit_pass_1(__global ushort* restrict b0, __global ushort* restr
         vstore_half_rte(S0, i0, (__global half*)p0);
       }
     }
-    } else {
+    } else {  // when %30=1: 10 B/param
     const long nv = len / 8;
     for (long i0 = get_local_id(0); i0 < nv; i0 += 64) {
       const float8 L0_0 = vload_half8(i0, (__global const half*)p0);
