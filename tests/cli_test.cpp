@@ -366,8 +366,9 @@ TEST_F(Cli, NonsenseValuesAreErrorsOrWarningsNamingThem) {
 }
 
 // A plan with pass versions (Lookahead's sync steps): plan --json lists each version's bytes,
-// and bench counts what the timed steps moved. Its 2 warm-up steps take steps 1-2; the 5 timed
-// ones, steps 3-7, sync once (step 6): (4 x 28 + 36) / 5 = 29.6 bytes per parameter.
+// and bench counts what the timed steps moved where the host step saw them. Its 2 warm-up steps
+// take steps 1-2; the 5 timed ones, steps 3-7, sync once (step 6): (4 x 28 + 36) / 5 = 29.6 bytes
+// per parameter.
 TEST_F(Cli, PlanAndBenchCountTheBytesOfPassVersions) {
   const std::string file = std::string(OPTJIT_SOURCE_DIR) + "/examples/pipelines/lookahead.opt";
   auto plan = optjit_cli("plan " + file + " --json");
@@ -393,6 +394,16 @@ TEST_F(Cli, PlanAndBenchCountTheBytesOfPassVersions) {
   EXPECT_NEAR(b["effective_gbs"].get<double>(),
               29.6 * 10000 / b["step_seconds"].get<double>() / 1e9,
               1e-6 * b["effective_gbs"].get<double>());
+  EXPECT_EQ(b["moved_bytes_known"], true);
+  // The device step chooses the versions on the device: the host counts whole passes and says
+  // so.
+  auto device = optjit_cli("bench " + file +
+                           " --backend opencl --step device --numel 10000 --steps 5 --reps 1 "
+                           "--json --no-unfused");
+  ASSERT_EQ(device.code, 0) << device.output;
+  auto d = nlohmann::json::parse(device.output);
+  EXPECT_EQ(d["moved_bytes_known"], false);
+  EXPECT_EQ(d["moved_bytes_per_param"], 36);
 }
 
 // bench is a benchmark, not a test: this only checks that it runs and reports consistent numbers.
