@@ -144,6 +144,14 @@ Value select(Value c, Value a, Value b) {
 Value select(Value c, Value a, double b) { return select(c, a, lit(a.ctx(), b, a.type())); }
 Value clamp(Value x, Value lo, Value hi) { return min(max(x, lo), hi); }
 
+Value mod(Value x, Value y) {
+  DType t = meet(x, y);
+  if (!is_float(t)) t = DType::f64;  // step counts: floor division, not C's truncating one
+  x = cast(x, t);
+  y = cast(y, t);
+  return x - y * floor(x / y);
+}
+
 Value lerp(Value a, Value b, Value w) {
   DType t = meet(a, b);
   a = cast(a, t);

@@ -82,6 +82,9 @@ Value max(Value a, double b);
 Value select(Value cond, Value a, Value b);
 Value select(Value cond, Value a, double b);
 Value clamp(Value x, Value lo, Value hi);
+/// x mod y with the sign of y, as Python's %: x - y * floor(x / y), in the wider of their types.
+/// Exact for whole numbers below 2^53 (step counts: `mod(step - 1, k) == 0` every k-th step).
+Value mod(Value x, Value y);
 /// torch.lerp: a + w * (b - a), evaluated the way torch does for |w| < 0.5 and otherwise.
 Value lerp(Value a, Value b, Value w);
 Value cast(Value a, DType t);

@@ -63,6 +63,8 @@ const std::map<std::string, Function, std::less<>>& functions() {
       {"min", {2, "smaller (NaN-propagating)", [](Ctx&, V& a) { return min(a[0], a[1]); }}},
       {"max", {2, "larger (NaN-propagating)", [](Ctx&, V& a) { return max(a[0], a[1]); }}},
       {"clamp", {3, "clamp(x, lo, hi)", [](Ctx&, V& a) { return clamp(a[0], a[1], a[2]); }}},
+      {"mod",
+       {2, "x mod y, as Python's % (sign of y)", [](Ctx&, V& a) { return mod(a[0], a[1]); }}},
       {"lerp",
        {3, "lerp(a, b, w) as torch.lerp", [](Ctx&, V& a) { return lerp(a[0], a[1], a[2]); }}},
       {"select", {3, "select(cond, a, b)", [](Ctx&, V& a) { return select(a[0], a[1], a[2]); }}},

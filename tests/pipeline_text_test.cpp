@@ -280,6 +280,57 @@ TEST(PipelineText, StatesStartFromTheirFirstStepsValues) {
             "t: line 2, column 13: unknown name 'velocity'");
 }
 
+// mod(x, y) is Python's %: the sign of y, floor division (C's fmod and % truncate), for
+// element values and for step counts (every k-th step), where a state written only on those
+// steps is a pass version that leaves it alone on the others.
+TEST(PipelineText, ModIsPythonsRemainder) {
+  auto p = compile_pipeline(R"(
+    transform every(k=3 in [1, inf] whole) {
+      state w = param
+      scalar synced = 0
+      let sync = mod(step - 1, k) == 0
+      w = sync ? mod(param, -1.5) : w
+      synced = synced + (sync ? 1 : 0)
+      param = mod(param, 1.5) + mod(step, k)
+    }
+    every(k=3)
+  )",
+                            {DType::f64, DType::f64, DType::f64});
+  ASSERT_TRUE(p) << p.error().message;
+  bool versions = false;
+  for (const auto& pass : p->passes) versions = versions || !pass.versions.empty();
+  EXPECT_TRUE(versions);
+  const std::vector<double> start = {-2.5, -0.5, 0.0, 1.25, 7.0, -4.5};
+  runtime::HostTensor t = runtime::HostTensor::zeros("x", DType::f64, {6});
+  for (int i = 0; i < 6; ++i) t.set(i, start[static_cast<size_t>(i)]);
+  std::vector<runtime::HostTensor> params = {t};
+  auto s = runtime::init_state(*p, params, {});
+  ASSERT_TRUE(s);
+  auto python_mod = [](double x, double y) {  // what Python's x % y gives
+    double r = std::fmod(x, y);
+    return r != 0 && ((r < 0) != (y < 0)) ? r + y : r;
+  };
+  std::vector<double> x = start, w(6);
+  for (int step = 1; step <= 4; ++step) {
+    runtime::HostTensor g = runtime::HostTensor::zeros("x", DType::f64, {6});
+    ASSERT_TRUE(runtime::set_grads(*p, *s, {&g}));
+    runtime::ReferenceBackend(*p).step(*s);
+    for (size_t i = 0; i < 6; ++i) {
+      if ((step - 1) % 3 == 0) w[i] = python_mod(x[i], -1.5);
+      x[i] = python_mod(x[i], 1.5) + step % 3;
+    }
+  }
+  const auto at = [&](const char* buffer, int i) {
+    return runtime::load_element(s->tensors[0].data(*p->program.find_buffer(buffer)), DType::f64,
+                                 i);
+  };
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(at("param", i), x[static_cast<size_t>(i)]) << i;
+    EXPECT_EQ(at("w", i), w[static_cast<size_t>(i)]) << i;
+  }
+  EXPECT_EQ(s->groups[0].states[0], 2.0);  // steps 1 and 4
+}
+
 // The same from the C++ DSL (Ctx::state_from, Ctx::scalar_state_from), and its error.
 TEST(PipelineText, CppStatesStartFromTheirFirstStepsValues) {
   auto def = std::make_shared<dsl::Def>();
