@@ -1230,6 +1230,8 @@ class PassEmitter {
     } else if (st == DType::u16) {
       x = b_.CreateUIToFP(x, b_.getFloatTy());
       have = DType::f32;
+    } else if (st == DType::b1) {  // a byte in memory (a scratch buffer's carried condition)
+      x = b_.CreateICmpNE(x, b_.getInt8(0));
     }
     return convert(x, have, want);
   }
@@ -1252,6 +1254,8 @@ class PassEmitter {
       x = b_.CreateTrunc(b_.CreateSelect(nan, quiet, rounded), b_.getInt16Ty());
     } else if (st == DType::u16) {  // an integer 0..65535 (the low half of an f32 master)
       x = b_.CreateFPToUI(convert(x, have, DType::f32), b_.getInt16Ty());
+    } else if (st == DType::b1) {  // 0 or 1 in a byte: an i1 store leaves the other bits open
+      x = b_.CreateZExt(convert(x, have, DType::b1), b_.getInt8Ty());
     } else {
       x = convert(x, have, st);
     }

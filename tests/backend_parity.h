@@ -334,6 +334,62 @@ inline void check_versions_step_as_the_whole_body(
   }
 }
 
+/// A condition carried from one pass to the next in a scratch buffer of booleans (the planner
+/// stores `grad > 0.5` in a byte rather than reading the 4-byte gradient again after the norm):
+/// the backend's steps follow the reference's. (The CPU loaded the byte as the condition
+/// itself, and LLVM refused the pass: "Invalid operands for select instruction".)
+inline void check_carried_conditions_step_as_the_reference(
+    const std::function<Expected<std::unique_ptr<runtime::Executor>>(const plan::Plan&)>& make) {
+  auto plan = compile_pipeline(R"(
+transform t(lr=0.01) {
+  state m = 0.25
+  m = 0.9 * m + (grad > 0.5 ? m : 2 * m) * norm(grad) * 0.001
+  param = param - lr * m
+}
+t()
+)");
+  ASSERT_TRUE(plan) << plan.error().message;
+  ASSERT_EQ(plan->carries.size(), 1u);
+  ASSERT_EQ(plan->carries[0].how, plan::Carry::scratch);
+  ASSERT_EQ(plan->buffers[plan->carries[0].buffer].storage, DType::b1);
+  std::vector<runtime::HostTensor> params;
+  for (int64_t n : {1000, 3, 77}) {
+    params.push_back(
+        runtime::HostTensor::zeros(fmt::format("w{}", params.size()), DType::f32, {n}));
+    for (int64_t i = 0; i < n; ++i) params.back().set(i, std::sin(0.3 * i + n));
+  }
+  auto s = runtime::init_state(*plan, params, {});
+  auto ref = runtime::init_state(*plan, params, {});
+  ASSERT_TRUE(s && ref);
+  auto b = make(*plan);
+  ASSERT_TRUE(b) << b.error().message;
+  runtime::ReferenceBackend reference(*plan);
+  for (int k = 0; k < 3; ++k) {
+    std::vector<runtime::HostTensor> grads;
+    for (const auto& p : params) {
+      grads.push_back(runtime::HostTensor::zeros(p.name, DType::f32, p.shape));
+      for (int64_t i = 0; i < p.numel(); ++i) grads.back().set(i, std::cos(0.7 * i + k));
+    }
+    std::vector<const runtime::HostTensor*> ptrs;
+    for (const auto& g : grads) ptrs.push_back(&g);
+    ASSERT_TRUE(runtime::set_grads(*plan, *s, ptrs));
+    ASSERT_TRUE(runtime::set_grads(*plan, *ref, ptrs));
+    auto r = (*b)->step(*s);
+    ASSERT_TRUE(r) << r.error().message;
+    reference.step(*ref);
+  }
+  for (size_t t = 0; t < params.size(); ++t)
+    for (const char* name : {"param", "m"}) {
+      const uint32_t buf = *plan->program.find_buffer(name);
+      const int64_t n = s->tensors[t].numel;
+      const auto got = buffer_values(s->tensors[t].data(buf), DType::f32, n);
+      const auto want = buffer_values(ref->tensors[t].data(buf), DType::f32, n);
+      for (int64_t i = 0; i < n; ++i)
+        EXPECT_NEAR(got[i], want[i], 1e-6 * std::abs(want[i]) + 1e-7)
+            << params[t].name << " " << name << "[" << i << "]";
+    }
+}
+
 inline std::string fixture_case_name(const ::testing::TestParamInfo<int>& info) {
   const auto& c = torch_fixtures()["cases"][info.param];
   return c["name"].get<std::string>() + "_" + c["dtype"].get<std::string>();

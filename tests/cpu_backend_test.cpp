@@ -243,5 +243,11 @@ TEST(CpuBackend, PassVersionsStepAsTheWholeBody) {
   });
 }
 
+TEST(CpuBackend, ConditionsCarriedInScratchBuffersStepAsTheReference) {
+  testing::check_carried_conditions_step_as_the_reference([](const plan::Plan& plan) {
+    return testing::cpu_executor(plan, {2, 64});
+  });
+}
+
 }  // namespace
 }  // namespace optjit

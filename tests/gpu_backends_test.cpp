@@ -396,6 +396,12 @@ TEST(OpenclDeviceStep, CombinesManyChunksAndTensorsInTheHostsOrder) {
       });
 }
 
+TEST(OpenCL, ConditionsCarriedInScratchBuffersStepAsTheReference) {
+  testing::check_carried_conditions_step_as_the_reference([](const plan::Plan& plan) {
+    return testing::executor(plan, "opencl", testing::opencl_options());
+  });
+}
+
 TEST(OpenCL, PassVersionsStepAsTheWholeBody) {
   for (auto step : {runtime::StepMode::host, runtime::StepMode::device}) {
     SCOPED_TRACE(to_string(step));

@@ -256,6 +256,8 @@ RC_GTEST_PROP(Property, PassVersionsStepAsTheWholeBody, ()) {
   const codegen::CpuLaunch launch{*rc::gen::inRange(1, 3), *rc::gen::inRange(1, 6)};
   auto with = testing::cpu_executor(*plan, launch);
   auto without = testing::cpu_executor(whole, launch);
+  if (!with.ok()) RC_LOG() << "with versions: " << with.error().message << "\n" << text << "\n";
+  if (!without.ok()) RC_LOG() << "without: " << without.error().message << "\n";
   RC_ASSERT(with.ok() && without.ok());
   for (int k = 0; k < 4; ++k) {
     std::vector<runtime::HostTensor> grads;

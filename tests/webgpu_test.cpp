@@ -27,6 +27,11 @@
 namespace optjit {
 namespace {
 
+TEST(Webgpu, ConditionsCarriedInScratchBuffersStepAsTheReference) {
+  testing::check_carried_conditions_step_as_the_reference(
+      [](const plan::Plan& plan) { return testing::executor(plan, "webgpu", {}); });
+}
+
 TEST(Webgpu, PassVersionsStepAsTheWholeBody) {
   testing::check_versions_step_as_the_whole_body([](const plan::Plan& plan) {
     runtime::ExecutorOptions options;

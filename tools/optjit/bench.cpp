@@ -256,9 +256,9 @@ Expected<std::unique_ptr<Runner>> make_runner(plan::Plan plan, const Shapes& sha
 
 // A streaming loop with a pass's exact buffers: loads every buffer the pass reads, stores
 // their sum to every buffer it writes. Same bytes, same runtime, same threads and chunks.
-// A quantized state (1 byte of code and 4/256 of scale per element) streams as a 16-bit
-// buffer, and `scale` (the pass's bytes over the loop's) turns the loop's time into the time
-// of the pass's own bytes at the same bandwidth.
+// A quantized state (1 byte of code and 4/256 of scale per element) and a scratch buffer of
+// conditions (1 byte) stream as 16-bit buffers, and `scale` (the pass's bytes over the loop's)
+// turns the loop's time into the time of the pass's own bytes at the same bandwidth.
 struct Roofline {
   plan::Plan plan;
   double scale = 1;
@@ -275,8 +275,9 @@ Expected<Roofline> roofline_plan(const plan::Plan& plan, const P& pass) {
   auto buffer = [&](uint32_t k) {
     if (!remap.count(k)) {
       const ir::BufferDecl& d = plan.buffers[k];
-      remap[k] = b.add_buffer(
-          {d.name, ir::BufferRole::state, d.quant != ir::Quant::none ? DType::f16 : d.storage, {}});
+      // Codes, and a scratch buffer's carried conditions (b1, a byte), stream as 16-bit values.
+      const bool bytes = d.quant != ir::Quant::none || d.storage == DType::b1;
+      remap[k] = b.add_buffer({d.name, ir::BufferRole::state, bytes ? DType::f16 : d.storage, {}});
     }
     return remap[k];
   };
