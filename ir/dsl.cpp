@@ -139,7 +139,14 @@ Value min(Value a, double b) { return min(a, lit(a.ctx(), b, a.type())); }
 Value max(Value a, double b) { return max(a, lit(a.ctx(), b, a.type())); }
 Value select(Value c, Value a, Value b) {
   DType t = meet(a, b);
-  return emit(ctx_of(a, b), Op::Select, t, boolean(c), cast(a, t), cast(b, t));
+  // A per-element choice between per-step values is per-element math: it takes the
+  // parameters' compute type, as torch.where(mask, lr, 0.5) is float32 (an f64 element value
+  // would run in doubles, and WGSL has none).
+  Ctx* ctx = ctx_of(a, b);
+  if (c.rank() == Rank::element && a.rank() != Rank::element && b.rank() != Rank::element &&
+      is_float(t) && ctx)
+    t = ctx->param().type();
+  return emit(ctx, Op::Select, t, boolean(c), cast(a, t), cast(b, t));
 }
 Value select(Value c, Value a, double b) { return select(c, a, lit(a.ctx(), b, a.type())); }
 Value clamp(Value x, Value lo, Value hi) { return min(max(x, lo), hi); }

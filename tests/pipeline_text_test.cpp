@@ -331,6 +331,29 @@ TEST(PipelineText, ModIsPythonsRemainder) {
   EXPECT_EQ(s->groups[0].states[0], 2.0);  // steps 1 and 4
 }
 
+// A per-element choice between per-step values (`grad > 0.5 ? lr : 0.5`) is per-element math
+// in the parameters' compute type, as torch.where(mask, lr, 0.5) is float32: it was float64,
+// which ran in doubles on the CPU and could not run on WebGPU at all ("WGSL has no f64").
+TEST(PipelineText, ElementChoicesBetweenStepValuesTakeTheParametersType) {
+  const std::string text = R"(
+    transform t(lr=0.01) {
+      param = param - (grad > 0.5 ? lr : 0.5) * grad
+    }
+    t()
+  )";
+  for (DType dt : {DType::f32, DType::bf16, DType::f64}) {
+    auto p = compile_pipeline(text, {dt, dt, dt});
+    ASSERT_TRUE(p) << p.error().message;
+    int selects = 0;
+    for (const auto& in : p->program.insts)
+      if (in.op == ir::Op::Select && in.rank == Rank::element) {
+        ++selects;
+        EXPECT_EQ(in.type, dt == DType::f64 ? DType::f64 : DType::f32) << to_string(dt);
+      }
+    EXPECT_EQ(selects, 1) << to_string(dt);
+  }
+}
+
 // The same from the C++ DSL (Ctx::state_from, Ctx::scalar_state_from), and its error.
 TEST(PipelineText, CppStatesStartFromTheirFirstStepsValues) {
   auto def = std::make_shared<dsl::Def>();
