@@ -55,6 +55,7 @@ struct Executor::Impl {
   std::vector<std::vector<double>> uniform_host;         // per pass, alive until finish()
   double moved = 0;  // bytes the host step's passes moved so far (StepResult::moved_bytes)
   std::vector<std::vector<double>> version_elements;  // Executor::version_elements()
+  double elements = 0;                                // of every tensor of the tensor set
   std::vector<int64_t> row_host;                      // arena devices' rows, as uploaded
   // Where each buffer of each tensor is: in place (the caller's device memory, or host memory
   // on the CPU) or in the executor's arena.
@@ -229,6 +230,8 @@ Status Executor::Impl::build(const OptimizerState& s) {
   forget();
   auto make = [&]() -> Status {
     tensors = TensorSet::of(s);
+    elements = 0;
+    for (auto n : tensors.numels) elements += static_cast<double>(n);
     // A chunk of a quantized tensor starts on a quantization block (the kernels quantize whole
     // blocks), so chunks are whole blocks.
     int64_t chunk = options.launch.chunk_elements;
@@ -540,21 +543,24 @@ Expected<std::vector<std::vector<double>>> Executor::Impl::run_pass_host(size_t 
     u = host.uniform_table(k, U);
   }
   OPTJIT_TRY(dev.write_async(uniform_bufs[k].memory(), u.data(), u.size() * 8));
-  // The bytes each tensor's version of the pass moves (the kernels choose it from the same
-  // uniforms: bit g of the version is guard g).
-  version_elements.resize(P);
-  version_elements[k].resize(std::max<size_t>(pass.versions.size(), 1));
-  for (size_t t = 0; t < s.tensors.size(); ++t) {
-    double bytes = pass.bytes_read + pass.bytes_written;
+  // What the pass moves (StepResult::moved_bytes, version_elements()): without versions its
+  // bytes over every element; with versions each tensor's, chosen from the uniforms the kernels
+  // read (bit g of the version is guard g): a loop over the tensors only for such passes.
+  if (version_elements.empty())
+    for (const auto& p : plan.passes)
+      version_elements.emplace_back(std::max<size_t>(p.versions.size(), 1), 0.0);
+  if (pass.versions.empty()) {
+    moved += (pass.bytes_read + pass.bytes_written) * elements;
+    version_elements[k][0] += elements;
+  }
+  for (size_t t = 0; t < s.tensors.size() && !pass.versions.empty(); ++t) {
+    const size_t row = per_group[k] ? s.tensors[t].group : t;
     size_t which = 0;
-    if (!pass.versions.empty()) {
-      const size_t row = per_group[k] ? s.tensors[t].group : t;
-      for (size_t g = 0; g < pass.guards.size(); ++g)
-        if (u[row * U + pass.guards[g]] != 0) which |= size_t{1} << g;
-      bytes = pass.versions[which].bytes_read + pass.versions[which].bytes_written;
-    }
-    moved += bytes * static_cast<double>(s.tensors[t].numel);
-    version_elements[k][which] += static_cast<double>(s.tensors[t].numel);
+    for (size_t g = 0; g < pass.guards.size(); ++g)
+      if (u[row * U + pass.guards[g]] != 0) which |= size_t{1} << g;
+    const auto n = static_cast<double>(s.tensors[t].numel);
+    moved += (pass.versions[which].bytes_read + pass.versions[which].bytes_written) * n;
+    version_elements[k][which] += n;
   }
   const auto args = pass_args(k);
   const int64_t n = static_cast<int64_t>(table.chunks.size());
