@@ -53,6 +53,24 @@ inline runtime::HostTensor fixture_tensor(const std::string& name, DType t,
   return h;
 }
 
+/// Gradients whose element i of tensor t is value(t, i), in type dt, set on each of `states`;
+/// whether every set_grads succeeded.
+inline bool set_grads_from(const plan::Plan& plan, const std::vector<runtime::HostTensor>& params,
+                           DType dt, const std::function<double(size_t, int64_t)>& value,
+                           std::initializer_list<runtime::OptimizerState*> states) {
+  std::vector<runtime::HostTensor> grads;
+  for (size_t t = 0; t < params.size(); ++t) {
+    grads.push_back(runtime::HostTensor::zeros(params[t].name, dt, params[t].shape));
+    for (int64_t i = 0; i < params[t].numel(); ++i) grads.back().set(i, value(t, i));
+  }
+  std::vector<const runtime::HostTensor*> ptrs;
+  for (const auto& g : grads) ptrs.push_back(&g);
+  bool ok = true;
+  for (runtime::OptimizerState* s : states)
+    ok = static_cast<bool>(runtime::set_grads(plan, *s, ptrs)) && ok;
+  return ok;
+}
+
 /// A fixture case ready to run: its pipeline planned for its dtype, parameters and groups.
 struct Fixture {
   const nlohmann::json* c;
@@ -174,15 +192,12 @@ void check_device_step_combines_like_the_host(
     auto s = runtime::init_state(*plan, params, {});
     EXPECT_TRUE(s);
     for (int k = 0; k < 2; ++k) {
-      std::vector<runtime::HostTensor> grads;
-      for (size_t t = 0; t < params.size(); ++t) {
-        grads.push_back(runtime::HostTensor::zeros(params[t].name, f64, params[t].shape));
-        for (int64_t i = 0; i < params[t].numel(); ++i)
-          grads.back().set(i, std::cos(1.3 * i + 0.7 * k + t) * std::exp(std::sin(3.1 * t)));
-      }
-      std::vector<const runtime::HostTensor*> ptrs;
-      for (const auto& g : grads) ptrs.push_back(&g);
-      EXPECT_TRUE(runtime::set_grads(*plan, *s, ptrs));
+      EXPECT_TRUE(set_grads_from(*plan, params, f64,
+                                 [k](size_t t, int64_t i) {
+                                   return std::cos(1.3 * i + 0.7 * k + t) *
+                                          std::exp(std::sin(3.1 * t));
+                                 },
+                                 {&*s}));
       auto r = (*b)->step(*s);
       EXPECT_TRUE(r) << r.error().message;
     }
@@ -221,15 +236,9 @@ void check_device_step_follows_the_host(
   ASSERT_TRUE(backend) << backend.error().message;
   runtime::ReferenceBackend reference(*plan);
   auto step_both = [&](int k) {
-    std::vector<runtime::HostTensor> grads;
-    for (const auto& p : params) {
-      grads.push_back(runtime::HostTensor::zeros(p.name, DType::f32, p.shape));
-      for (int64_t i = 0; i < p.numel(); ++i) grads.back().set(i, std::cos(0.7 * i + k) * (k + 1));
-    }
-    std::vector<const runtime::HostTensor*> ptrs;
-    for (const auto& g : grads) ptrs.push_back(&g);
-    ASSERT_TRUE(runtime::set_grads(*plan, *dev, ptrs));
-    ASSERT_TRUE(runtime::set_grads(*plan, *ref, ptrs));
+    ASSERT_TRUE(set_grads_from(*plan, params, DType::f32,
+                               [k](size_t, int64_t i) { return std::cos(0.7 * i + k) * (k + 1); },
+                               {&*dev, &*ref}));
     auto r = (*backend)->step(*dev);
     ASSERT_TRUE(r) << r.error().message;
     reference.step(*ref);
@@ -305,15 +314,9 @@ inline void check_versions_step_as_the_whole_body(
       EXPECT_TRUE(b) << b.error().message;
       if (!s || !b) return runtime::OptimizerState{};
       for (int k = 0; k < 7; ++k) {
-        std::vector<runtime::HostTensor> grads;
-        for (const auto& t : params) {
-          grads.push_back(runtime::HostTensor::zeros(t.name, DType::f32, t.shape));
-          for (int64_t i = 0; i < t.numel(); ++i)
-            grads.back().set(i, std::cos(0.7 * i + k) * (k + 1));
-        }
-        std::vector<const runtime::HostTensor*> ptrs;
-        for (const auto& g : grads) ptrs.push_back(&g);
-        EXPECT_TRUE(runtime::set_grads(p, *s, ptrs));
+        EXPECT_TRUE(set_grads_from(
+            p, params, DType::f32,
+            [k](size_t, int64_t i) { return std::cos(0.7 * i + k) * (k + 1); }, {&*s}));
         auto r = (*b)->step(*s);
         EXPECT_TRUE(r) << r.error().message;
       }
@@ -365,15 +368,9 @@ t()
   ASSERT_TRUE(b) << b.error().message;
   runtime::ReferenceBackend reference(*plan);
   for (int k = 0; k < 3; ++k) {
-    std::vector<runtime::HostTensor> grads;
-    for (const auto& p : params) {
-      grads.push_back(runtime::HostTensor::zeros(p.name, DType::f32, p.shape));
-      for (int64_t i = 0; i < p.numel(); ++i) grads.back().set(i, std::cos(0.7 * i + k));
-    }
-    std::vector<const runtime::HostTensor*> ptrs;
-    for (const auto& g : grads) ptrs.push_back(&g);
-    ASSERT_TRUE(runtime::set_grads(*plan, *s, ptrs));
-    ASSERT_TRUE(runtime::set_grads(*plan, *ref, ptrs));
+    ASSERT_TRUE(set_grads_from(*plan, params, DType::f32,
+                               [k](size_t, int64_t i) { return std::cos(0.7 * i + k); },
+                               {&*s, &*ref}));
     auto r = (*b)->step(*s);
     ASSERT_TRUE(r) << r.error().message;
     reference.step(*ref);

@@ -109,6 +109,23 @@ inline std::vector<runtime::HostTensor> random_params(DType t, int max_numel = 8
   return out;
 }
 
+/// Random gradients for `params` in type t (each element one of -50/13 .. 49/13), and the
+/// pointers set_grads takes.
+struct RandomGrads {
+  std::vector<runtime::HostTensor> grads;
+  std::vector<const runtime::HostTensor*> ptrs;
+};
+inline RandomGrads random_grads(const std::vector<runtime::HostTensor>& params, DType t) {
+  RandomGrads r;
+  for (const auto& p : params) {
+    auto g = runtime::HostTensor::zeros(p.name, t, p.shape);
+    for (int64_t e = 0; e < g.numel(); ++e) g.set(e, *rc::gen::inRange(-50, 50) / 13.0);
+    r.grads.push_back(std::move(g));
+  }
+  for (const auto& g : r.grads) r.ptrs.push_back(&g);
+  return r;
+}
+
 /// The spacing of a storage type's subnormals: its precision near zero.
 inline double subnormal_step(DType t) {
   switch (t) {
@@ -135,15 +152,9 @@ inline void check_backend_matches_reference(
   runtime::ReferenceBackend ref(plan);
   const double rtol = t == DType::f64 ? 1e-9 : t == DType::f32 ? 1e-4 : 2e-2;
   for (int k = 0; k < 3; ++k) {
-    std::vector<runtime::HostTensor> grads;
-    std::vector<const runtime::HostTensor*> ptrs;
-    for (const auto& p : params) {
-      auto g = runtime::HostTensor::zeros(p.name, t, p.shape);
-      for (int64_t e = 0; e < g.numel(); ++e) g.set(e, *rc::gen::inRange(-50, 50) / 13.0);
-      grads.push_back(std::move(g));
-    }
-    for (const auto& g : grads) ptrs.push_back(&g);
-    RC_ASSERT(runtime::set_grads(plan, *a, ptrs).ok() && runtime::set_grads(plan, *b, ptrs).ok());
+    const RandomGrads g = random_grads(params, t);
+    RC_ASSERT(runtime::set_grads(plan, *a, g.ptrs).ok() &&
+              runtime::set_grads(plan, *b, g.ptrs).ok());
     RC_ASSERT(step(*a) == ref.step(*b).skipped);
   }
   RC_ASSERT(a->step == b->step);

@@ -149,15 +149,8 @@ void check_plan_matches_naive(const std::string& text) {
   RC_ASSERT(state.ok());
   runtime::ReferenceBackend ref(*plan);
   for (int step = 0; step < 3; ++step) {
-    std::vector<runtime::HostTensor> grads;
-    std::vector<const runtime::HostTensor*> ptrs;
-    for (const auto& p : params) {
-      auto g = runtime::HostTensor::zeros(p.name, DType::f64, p.shape);
-      for (int64_t e = 0; e < g.numel(); ++e) g.set(e, *rc::gen::inRange(-50, 50) / 13.0);
-      grads.push_back(std::move(g));
-    }
-    for (const auto& g : grads) ptrs.push_back(&g);
-    RC_ASSERT(runtime::set_grads(*plan, *state, ptrs).ok());
+    const RandomGrads grads = random_grads(params, DType::f64);
+    RC_ASSERT(runtime::set_grads(*plan, *state, grads.ptrs).ok());
     NaiveResult naive = naive_step(plan->program, *plan, *state);
     bool skipped = ref.step(*state).skipped;
     RC_ASSERT(skipped == naive.skipped);
@@ -260,15 +253,9 @@ RC_GTEST_PROP(Property, PassVersionsStepAsTheWholeBody, ()) {
   if (!without.ok()) RC_LOG() << "without: " << without.error().message << "\n";
   RC_ASSERT(with.ok() && without.ok());
   for (int k = 0; k < 4; ++k) {
-    std::vector<runtime::HostTensor> grads;
-    std::vector<const runtime::HostTensor*> ptrs;
-    for (const auto& p : params) {
-      auto g = runtime::HostTensor::zeros(p.name, DType::f32, p.shape);
-      for (int64_t e = 0; e < g.numel(); ++e) g.set(e, *rc::gen::inRange(-50, 50) / 13.0);
-      grads.push_back(std::move(g));
-    }
-    for (const auto& g : grads) ptrs.push_back(&g);
-    RC_ASSERT(runtime::set_grads(*plan, *a, ptrs).ok() && runtime::set_grads(whole, *b, ptrs).ok());
+    const RandomGrads grads = random_grads(params, DType::f32);
+    RC_ASSERT(runtime::set_grads(*plan, *a, grads.ptrs).ok() &&
+              runtime::set_grads(whole, *b, grads.ptrs).ok());
     RC_ASSERT((*with)->step(*a).ok() && (*without)->step(*b).ok());
   }
   for (size_t t = 0; t < params.size(); ++t)
