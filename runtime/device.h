@@ -43,8 +43,11 @@ struct KernelArg {
   DeviceMemory memory;
   int64_t integer = 0;
   bool is_memory = false;
-  static KernelArg mem(DeviceMemory m) { return {m, 0, true}; }
-  static KernelArg i64(int64_t v) { return {{}, v, false}; }
+  /// A memory argument's extent from its offset: 0 for the rest of the memory object. Only
+  /// devices with a binding limit (DeviceDescription::max_binding) are given one.
+  uint64_t bytes = 0;
+  static KernelArg mem(DeviceMemory m, uint64_t bytes = 0) { return {m, 0, true, bytes}; }
+  static KernelArg i64(int64_t v) { return {{}, v, false, 0}; }
 };
 
 /// What a module is compiled for: the launch shape and whether the device-step kernels are in.
@@ -95,6 +98,12 @@ struct DeviceDescription {
   bool vector_aligned = false;
   /// The launch before any tuning (the tuner's starting point).
   codegen::GpuLaunch default_launch;
+  /// Arena devices whose kernels see at most this many bytes of a memory argument (WebGPU's
+  /// maxStorageBufferBindingSize: 128 MiB on lavapipe and in browsers by default), 0 for no
+  /// limit. The executor then launches a pass over windows of its chunks, each argument bound
+  /// from an offset that is a multiple of `binding_alignment` bytes.
+  uint64_t max_binding = 0;
+  uint64_t binding_alignment = 256;
 };
 
 class Device {

@@ -72,6 +72,17 @@ struct Executor::Impl {
   std::vector<bool> uploaded;                  // per buffer: the device holds the host's data
   std::vector<uint8_t> staging;
   uint64_t copied = 0;  // this step's bytes between the caller's memory and the arenas
+  // A pass's launches: one over every chunk with whole buffers, or, on arena devices with a
+  // binding limit (DeviceDescription::max_binding), one per window of consecutive chunks whose
+  // bytes of every buffer fit in a binding, each buffer bound from where they start. The
+  // chunk table and partials are bound from the window's first chunk, and the window's rows
+  // hold the tensors' offsets from its bindings: the kernels are the same.
+  struct Window {
+    size_t first = 0, count = 0;      // chunks [first, first + count)
+    std::vector<uint64_t> at, bytes;  // per buffer: the binding's byte offset and extent
+  };
+  std::vector<Window> windows;
+  size_t row_stride = 0;  // bytes of one window's rows in a pass's row buffer
 
   // The device step.
   std::optional<DeviceStepHost> step_host;
@@ -106,6 +117,8 @@ struct Executor::Impl {
     shard_buf.reset(), shard_owner.reset(), shard_first.reset(), shard_tensor_of.reset();
     row_host.clear(), values.clear(), offsets.clear(), where.clear(), arena_arg.clear();
     values_sent.clear();
+    windows.clear();
+    row_stride = 0;
     uploaded.assign(B, false);
     if (step_host) step_host->forget();
     built = false;
@@ -118,7 +131,10 @@ struct Executor::Impl {
   Status upload_rows();
   Status transfer_in(OptimizerState& s);
   Status transfer_out(OptimizerState& s, bool state_too);
-  std::vector<KernelArg> pass_args(size_t k) const;
+  std::vector<KernelArg> pass_args(size_t k, size_t window) const;
+  Status launch_pass(size_t k);
+  bool chunk_bytes(size_t c, size_t b, uint64_t& lo, uint64_t& hi) const;
+  Status plan_windows(const OptimizerState& s);
   Expected<std::vector<std::vector<double>>> run_pass_host(size_t k, HostProgram& host,
                                                            OptimizerState& s);
   Status enqueue_device_step();
@@ -262,8 +278,7 @@ Status Executor::Impl::build(const OptimizerState& s) {
       uniform_bufs.emplace_back();
       row_bufs.emplace_back();
       OPTJIT_TRY(alloc(uniform_bufs[k], rows_of_uniforms * U * 8, "allocating uniforms"));
-      OPTJIT_TRY(
-          alloc(row_bufs[k], T * (arenas_model() ? B + 1 : 2) * 8, "allocating the tensor table"));
+      if (!arenas_model()) OPTJIT_TRY(alloc(row_bufs[k], T * 2 * 8, "allocating the tensor table"));
     }
     if (step_host) {
       const codegen::DeviceStepLayout& layout = step_host->layout();
@@ -400,6 +415,7 @@ Status Executor::Impl::bind(OptimizerState& s) {
     offsets.resize(T * B);
     for (size_t i = 0; i < T * B; ++i)
       offsets[i] = values[i] == kNoScales ? -1 : static_cast<int64_t>(values[i] / es[i % B]);
+    OPTJIT_TRY(plan_windows(s));
     return upload_rows();
   }
   if (options.queued_steps && values_sent.size() == values.size()) {
@@ -426,11 +442,23 @@ Status Executor::Impl::upload_rows() {
     const size_t U = std::max<size_t>(plan.passes[k].uniforms.size(), 1);
     auto row_of = [&](size_t t) { return per_group[k] ? tensors.groups[t] : t; };
     if (arenas_model()) {
-      row_host.assign(T * (B + 1), 0);
-      for (size_t t = 0; t < T; ++t) {
-        for (size_t b = 0; b < B; ++b) row_host[t * (B + 1) + b] = offsets[t * B + b];
-        row_host[t * (B + 1) + B] = static_cast<int64_t>(row_of(t) * U);
+      // A region of rows per window, each tensor's offsets counted from the window's bindings.
+      const size_t per = row_stride / 8, W = windows.size();
+      if (!row_bufs[k] || row_bufs[k].bytes() < W * row_stride) {
+        auto r = runtime::allocate(dev, W * row_stride, "allocating the tensor table");
+        if (!r) return r.error();
+        row_bufs[k] = std::move(*r);
       }
+      row_host.assign(W * per, 0);
+      for (size_t w = 0; w < W; ++w)
+        for (size_t t = 0; t < T; ++t) {
+          int64_t* row = row_host.data() + w * per + t * (B + 1);
+          for (size_t b = 0; b < B; ++b) {
+            const int64_t o = offsets[t * B + b];
+            row[b] = o < 0 ? o : o - static_cast<int64_t>(windows[w].at[b] / es[b]);
+          }
+          row[B] = static_cast<int64_t>(row_of(t) * U);
+        }
     } else {
       row_host.assign(2 * T, 0);
       const uint64_t table_at = dev.address(pointer_table.memory()),
@@ -506,18 +534,140 @@ Status Executor::Impl::transfer_out(OptimizerState& s, bool state_too) {
   return Status::Ok();
 }
 
-std::vector<KernelArg> Executor::Impl::pass_args(size_t k) const {
+// The bytes of buffer b's memory argument that chunk c reads or writes (arena devices), as
+// the kernels address them (codegen/c_lang.cpp): elements; a quantized buffer's codes at its
+// tensor's region (bits per element); per-block scales, from the tensor's first. False for
+// none (an empty chunk, a tensor without scales, a buffer without memory).
+bool Executor::Impl::chunk_bytes(size_t c, size_t b, uint64_t& lo, uint64_t& hi) const {
+  const codegen::Chunk& ch = table.chunks[c];
+  const size_t t = static_cast<size_t>(ch.tensor);
+  const int64_t o = offsets[t * B + b];
+  if (ch.length == 0 || o < 0 || !arena_arg[b]) return false;
+  const ir::BufferDecl& d = plan.buffers[b];
+  const auto s = static_cast<uint64_t>(ch.offset), e = static_cast<uint64_t>(ch.offset + ch.length);
+  const uint64_t base = static_cast<uint64_t>(o) * es[b];
+  if (d.per_block) {
+    // From the tensor's first scale: the kernels tell a tensor without scales by a negative
+    // offset, so a window's offsets of scales stay >= 0.
+    const auto blk = static_cast<uint64_t>(ir::quant_block(plan.buffers));
+    lo = base, hi = base + (e + blk - 1) / blk * es[b];
+  } else if (d.quant != ir::Quant::none && b + 1 < B && offsets[t * B + b + 1] >= 0) {
+    const auto bits = static_cast<uint64_t>(ir::info(d.quant).bits);
+    lo = base + s * bits / 8, hi = (base + (e * bits + 7) / 8 + 3) / 4 * 4;  // written by words
+  } else {
+    lo = base + s * es[b], hi = base + e * es[b];
+  }
+  return true;
+}
+
+// The windows of this tensor set's chunks (Impl::windows), from the offsets bind() set.
+Status Executor::Impl::plan_windows(const OptimizerState& s) {
+  const size_t n = table.chunks.size(), T = tensors.numels.size();
+  const uint64_t limit = desc.max_binding, align = desc.binding_alignment;
+  windows.clear();
+  auto whole = [&] {
+    windows.push_back(Window{0, n, std::vector<uint64_t>(B, 0), std::vector<uint64_t>(B, 0)});
+  };
+  row_stride = (T * (B + 1) * 8 + align - 1) / align * align;
+  if (limit == 0 || n == 0) return whole(), Status::Ok();
+  // A window starts at a chunk whose table entry (24 bytes) and partials (each pass's own
+  // count per chunk) are aligned.
+  auto aligned = [&](size_t step) {
+    if (step * sizeof(codegen::Chunk) % align != 0) return false;
+    for (const auto& pass : plan.passes)
+      if (step * pass.reductions.size() * 8 % align != 0) return false;
+    return true;
+  };
+  size_t step = 1;
+  while (!aligned(step)) step *= 2;
+  std::vector<uint64_t> lo(B), hi(B);
+  auto reset = [&] {
+    std::fill(lo.begin(), lo.end(), ~uint64_t{0}), std::fill(hi.begin(), hi.end(), 0);
+  };
+  // Whether chunk c joins the window: every buffer's bytes from the aligned start still fit.
+  auto fits_with = [&](size_t c, bool take) {
+    for (size_t b = 0; b < B; ++b) {
+      uint64_t l, h;
+      if (!chunk_bytes(c, b, l, h)) continue;
+      const uint64_t nl = std::min(lo[b], l), nh = std::max(hi[b], h);
+      if (nh - nl / align * align > limit) return false;
+      if (take) lo[b] = nl, hi[b] = nh;
+    }
+    return true;
+  };
+  auto close = [&](size_t first, size_t end) {
+    Window w{first, end - first, std::vector<uint64_t>(B, 0), std::vector<uint64_t>(B, 16)};
+    reset();
+    for (size_t c = first; c < end; ++c) fits_with(c, true);
+    for (size_t b = 0; b < B; ++b)
+      if (hi[b] > 0) w.at[b] = lo[b] / align * align, w.bytes[b] = hi[b] - w.at[b];
+    windows.push_back(std::move(w));
+  };
+  // Everything in one binding: the whole buffers, as without a limit.
+  reset();
+  bool all = true;
+  for (size_t c = 0; c < n && all; ++c) all = fits_with(c, true);
+  if (all) return whole(), Status::Ok();
+  for (size_t first = 0; first < n;) {
+    reset();
+    size_t c = first, legal = first;  // a window may end where the next may start
+    while (c < n && fits_with(c, true))
+      if (++c % step == 0 || c == n) legal = c;
+    if (legal == first) {
+      const codegen::Chunk& ch = table.chunks[c];
+      return make_error(
+          "tensor '{}': {} chunks of {} elements from element {} span more than the {} bytes "
+          "'{}' binds to a kernel; use a smaller chunk (--launch chunk=N)",
+          s.tensors[static_cast<size_t>(ch.tensor)].name, step, ch.length, ch.offset, limit,
+          desc.name);
+    }
+    close(first, legal);
+    first = legal;
+  }
+  return Status::Ok();
+}
+
+std::vector<KernelArg> Executor::Impl::pass_args(size_t k, size_t window) const {
+  const bool whole = windows.size() <= 1;
+  static const Window kNone;
+  const Window& w = whole ? kNone : windows[window];
   std::vector<KernelArg> args;
   if (arenas_model()) {
-    for (size_t b = 0; b < B; ++b) args.push_back(KernelArg::mem(arena_arg[b]));
+    for (size_t b = 0; b < B; ++b)
+      args.push_back(whole || !arena_arg[b] ? KernelArg::mem(arena_arg[b])
+                                            : KernelArg::mem(arena_arg[b].at(w.at[b]), w.bytes[b]));
     args.push_back(KernelArg::mem(uniform_bufs[k].memory()));
+    args.push_back(whole
+                       ? KernelArg::mem(row_bufs[k].memory())
+                       : KernelArg::mem(row_bufs[k].memory().at(window * row_stride), row_stride));
+  } else {
+    args.push_back(KernelArg::mem(row_bufs[k].memory()));
   }
-  args.push_back(KernelArg::mem(row_bufs[k].memory()));
-  args.push_back(KernelArg::mem(chunk_buf.memory()));
-  args.push_back(KernelArg::i64(static_cast<int64_t>(table.chunks.size())));
-  args.push_back(KernelArg::mem(partials.memory()));
+  const size_t n = whole ? table.chunks.size() : w.count;
+  const size_t first = whole ? 0 : w.first;
+  args.push_back(whole ? KernelArg::mem(chunk_buf.memory())
+                       : KernelArg::mem(chunk_buf.memory().at(first * sizeof(codegen::Chunk)),
+                                        n * sizeof(codegen::Chunk)));
+  args.push_back(KernelArg::i64(static_cast<int64_t>(n)));
+  // Reduction r of chunk c is at partials[c * R + r], R the pass's reductions.
+  const size_t R = plan.passes[k].reductions.size();
+  args.push_back(whole || R == 0 ? KernelArg::mem(partials.memory())
+                                 : KernelArg::mem(partials.memory().at(first * R * 8), n * R * 8));
   if (device_step()) args.push_back(KernelArg::mem(ctl.memory()));
   return args;
+}
+
+// A pass's launches, one per window.
+Status Executor::Impl::launch_pass(size_t k) {
+  for (size_t w = 0; w < std::max<size_t>(windows.size(), 1); ++w) {
+    const auto args = pass_args(k, w);
+    const int64_t n = windows.size() <= 1 ? static_cast<int64_t>(table.chunks.size())
+                                          : static_cast<int64_t>(windows[w].count);
+    OPTJIT_TRY(module->launch({KernelId::pass, static_cast<uint32_t>(k)},
+                              static_cast<size_t>(options.launch.grid(n, desc.compute_units)),
+                              static_cast<size_t>(options.launch.block), args));
+  }
+  return Status::Ok();
 }
 
 Expected<std::vector<std::vector<double>>> Executor::Impl::run_pass_host(size_t k,
@@ -562,11 +712,8 @@ Expected<std::vector<std::vector<double>>> Executor::Impl::run_pass_host(size_t 
     moved += (pass.versions[which].bytes_read + pass.versions[which].bytes_written) * n;
     version_elements[k][which] += n;
   }
-  const auto args = pass_args(k);
+  OPTJIT_TRY(launch_pass(k));
   const int64_t n = static_cast<int64_t>(table.chunks.size());
-  OPTJIT_TRY(module->launch({KernelId::pass, static_cast<uint32_t>(k)},
-                            static_cast<size_t>(options.launch.grid(n, desc.compute_units)),
-                            static_cast<size_t>(options.launch.block), args));
   if (R == 0) return std::vector<std::vector<double>>{};
   std::vector<double> got(static_cast<size_t>(n) * R);
   OPTJIT_TRY(dev.read(got.data(), partials.memory(), got.size() * 8));
@@ -582,7 +729,6 @@ Status Executor::Impl::enqueue_device_step() {
   // (the order, and so the bits, are the same for any group size).
   const size_t lanes = desc.gpu ? static_cast<size_t>(codegen::kCombineLanes) : 1;
   const auto mem = [](const DeviceAllocation& a) { return KernelArg::mem(a.memory()); };
-  const int64_t n = static_cast<int64_t>(table.chunks.size());
   for (size_t k = 0; k <= P; ++k) {
     const uint32_t k32 = static_cast<uint32_t>(k);
     const DeviceAllocation& uni = k < P ? uniform_bufs[k] : vals;  // the last writes none
@@ -592,10 +738,7 @@ Status Executor::Impl::enqueue_device_step() {
                               groups_for(static_cast<size_t>(std::max(T, G)), kSegmentGroup),
                               kSegmentGroup, seg));
     if (k == P) break;
-    const auto args = pass_args(k);
-    OPTJIT_TRY(module->launch({KernelId::pass, k32},
-                              static_cast<size_t>(options.launch.grid(n, desc.compute_units)),
-                              static_cast<size_t>(options.launch.block), args));
+    OPTJIT_TRY(launch_pass(k));
     if (layout.combines[k]) {
       const KernelArg c[] = {mem(partials),  mem(first),        mem(vals),
                              mem(fold_rows), KernelArg::i64(T), KernelArg::i64(G)};

@@ -364,7 +364,7 @@ class WebgpuDevice final : public Device {
                         got.done ? got.message : "no answer");
     d->device_ = got.device;
     d->queue_ = d->w_->wgpuDeviceGetQueue(d->device_);
-    d->describe(index);
+    OPTJIT_TRY(d->describe(index));
     return d;
   }
 
@@ -400,7 +400,7 @@ class WebgpuDevice final : public Device {
     d->device_ = device;
     d->adopted_ = true;
     d->queue_ = w.wgpuDeviceGetQueue(device);
-    d->describe(index);
+    OPTJIT_TRY(d->describe(index));
     return d;
   }
 
@@ -622,7 +622,7 @@ class WebgpuDevice final : public Device {
  private:
   WebgpuDevice() = default;
   // The description both ways of getting a device share (open(), adopt()).
-  void describe(int index) {
+  Status describe(int index) {
     DeviceDescription& dd = desc_;
     dd.kind = "webgpu";
     dd.index = index;
@@ -642,6 +642,25 @@ class WebgpuDevice final : public Device {
                             info_.limits.maxComputeWorkgroupSizeX);
     dd.addressing = Addressing::arenas;
     dd.device_step = false;
+    // A kernel sees at most maxStorageBufferBindingSize bytes of a buffer (128 MiB on lavapipe,
+    // GPT-2 small's parameters alone are 497 MB), so the executor binds windows of the arenas;
+    // at most 1 GiB, so that a window's element offsets (i32 in WGSL, two 4-bit codes a byte)
+    // stay below 2^31. OPTJIT_WEBGPU_MAX_BINDING lowers it, as a smaller device would (tests,
+    // or a browser's default of 128 MiB).
+    dd.binding_alignment = std::max<uint64_t>(info_.limits.minStorageBufferOffsetAlignment, 16);
+    dd.max_binding =
+        std::min<uint64_t>(info_.limits.maxStorageBufferBindingSize, uint64_t{1} << 30);
+    if (const char* env = std::getenv("OPTJIT_WEBGPU_MAX_BINDING"); env && *env) {
+      char* end = nullptr;
+      const unsigned long long v = std::strtoull(env, &end, 10);
+      if (*end != '\0' || v < 4096 || v % dd.binding_alignment != 0)
+        return make_error(
+            "OPTJIT_WEBGPU_MAX_BINDING='{}' is not a byte count of at least 4096 and a multiple of "
+            "'{}''s storage offset alignment ({})",
+            env, info_.name, dd.binding_alignment);
+      dd.max_binding = std::min<uint64_t>(dd.max_binding, v);
+    }
+    return Status::Ok();
   }
 
   const Api* w_ = nullptr;
@@ -826,22 +845,25 @@ Status WebgpuModule::launch(KernelId kernel, size_t groups, size_t group_size,
     }
     if (entries.size() == bindings_)
       return make_error("{} takes {} buffers; more were given", kernel.name(), bindings_);
-    if (a.memory.offset != 0)
-      return make_error("WebGPU kernel arguments are whole buffers (an offset of {} was given)",
-                        a.memory.offset);
-    if (const uint64_t n = dev_.size_of(a.memory);
-        n > dev_.info().limits.maxStorageBufferBindingSize)
+    // The argument's window: from its offset, `bytes` of it (0: the rest of the buffer).
+    const uint64_t total = dev_.size_of(a.memory), at = a.memory.offset;
+    const uint64_t limit = dev_.description().max_binding;
+    if (a.memory && (at % dev_.description().binding_alignment != 0 || at >= total))
       return make_error(
-          "{}: argument {} is a buffer of {} bytes; WebGPU adapter '{}' binds at most {} bytes "
-          "to a kernel (fewer parameters per optimizer, or a device with a larger "
-          "maxStorageBufferBindingSize)",
-          kernel.name(), entries.size(), n, dev_.info().name,
-          dev_.info().limits.maxStorageBufferBindingSize);
+          "{}: argument {} is bound at offset {} of a buffer of {} bytes (WebGPU "
+          "binds from multiples of {} inside it)",
+          kernel.name(), entries.size(), at, total, dev_.description().binding_alignment);
+    const uint64_t n = a.bytes == 0 ? total - at : std::min((a.bytes + 3) / 4 * 4, total - at);
+    if (a.memory && n > limit)
+      return make_error(
+          "{}: argument {} spans {} bytes; WebGPU adapter '{}' binds at most {} bytes to a "
+          "kernel",
+          kernel.name(), entries.size(), n, dev_.info().name, limit);
     WGPUBindGroupEntry e = WGPU_BIND_GROUP_ENTRY_INIT;
     e.binding = static_cast<uint32_t>(entries.size());
     e.buffer = a.memory ? WebgpuDevice::buf(a.memory) : dummies_[entries.size()];
-    e.offset = 0;
-    e.size = WGPU_WHOLE_SIZE;
+    e.offset = a.memory ? at : 0;
+    e.size = a.memory ? n : WGPU_WHOLE_SIZE;
     entries.push_back(e);
   }
   while (entries.size() < bindings_) {  // kernels without reductions get no partials
@@ -859,7 +881,8 @@ Status WebgpuModule::launch(KernelId kernel, size_t groups, size_t group_size,
     releases_seen_ = dev_.releases();
   }
   std::vector<uint64_t> key;
-  for (const WGPUBindGroupEntry& e : entries) key.push_back(reinterpret_cast<uint64_t>(e.buffer));
+  for (const WGPUBindGroupEntry& e : entries)
+    key.insert(key.end(), {reinterpret_cast<uint64_t>(e.buffer), e.offset, e.size});
   for (int32_t v : ints) key.push_back(static_cast<uint32_t>(v));
   WGPUBindGroup group = nullptr;
   if (auto kept = bind_groups_.find(key); kept != bind_groups_.end()) {

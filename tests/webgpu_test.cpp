@@ -40,6 +40,106 @@ TEST(Webgpu, PassVersionsStepAsTheWholeBody) {
   });
 }
 
+// A model larger than what the adapter binds to one kernel argument (lavapipe: 128 MiB, which
+// GPT-2 small's 497 MB of parameters passes; here lowered to 64 KiB by OPTJIT_WEBGPU_MAX_BINDING):
+// each pass launches once per window of its chunks, every buffer bound from where the window's
+// chunks start, and the steps are the bits of whole buffers, for global and per-tensor
+// reductions, quantized codes and scales (tensors with and without them), 16-bit storage, pass
+// versions, groups, and a tensor of 160 KB that spans several windows. Whole buffers of that
+// size are refused by the device, so a step that did not window would fail here.
+TEST(Webgpu, StepsModelsLargerThanOneBinding) {
+  ::setenv("OPTJIT_WEBGPU_MAX_BINDING", "65536", 1);
+  auto small = runtime::open_device({.kind = "webgpu"});
+  ::setenv("OPTJIT_WEBGPU_MAX_BINDING", "1000", 1);
+  auto bad = runtime::open_device({.kind = "webgpu"});
+  ::unsetenv("OPTJIT_WEBGPU_MAX_BINDING");
+  ASSERT_TRUE(small) << small.error().message;
+  ASSERT_EQ((*small)->description().max_binding, 65536u);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("OPTJIT_WEBGPU_MAX_BINDING='1000' is not a byte count"),
+            std::string::npos)
+      << bad.error().message;
+  auto whole = testing::shared_device("webgpu");
+  ASSERT_TRUE(whole) << whole.error().message;
+  ASSERT_GE((*whole)->description().max_binding, uint64_t{1} << 27);
+
+  const std::string lookahead = testing::example_transforms("lookahead.opt");
+  struct Case {
+    std::string pipeline;
+    DType dtype;
+  };
+  const Case cases[] = {
+      {"chain(clip_grad_norm(max_norm=0.5), adamw(lr=1e-2, weight_decay=0.1))", DType::f32},
+      {"lamb(lr=1e-2, weight_decay=0.01)", DType::f32},
+      {R"(chain(clip_grad_norm(max_norm=0.5), adamw(lr=1e-2, state_format="8bit")))", DType::f32},
+      {R"(adamw(lr=1e-2, state_format="4bit"))", DType::f32},
+      {"chain(clip_grad_norm(max_norm=0.5), adamw(lr=1e-2))", DType::bf16},
+      {lookahead + "chain(sgd(lr=0.1, momentum=0.9), lookahead(k=3, alpha=0.5))", DType::f32},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.pipeline.substr(c.pipeline.size() > 80 ? c.pipeline.size() - 80 : 0));
+    auto plan = compile_pipeline(c.pipeline, {c.dtype, c.dtype, DType::f32});
+    ASSERT_TRUE(plan) << plan.error().message;
+    std::vector<runtime::HostTensor> params;
+    for (int64_t n : {40000, 7, 0, 5000, 3000, 12000}) {
+      params.push_back(runtime::HostTensor::zeros(fmt::format("w{}", params.size()), c.dtype, {n}));
+      for (int64_t i = 0; i < n; ++i) params.back().set(i, std::sin(0.1 * i + n));
+    }
+    runtime::GroupSpec second;
+    second.patterns = {"w1", "w3"};
+    second.overrides = {{"lr", 0.03}};
+    runtime::ExecutorOptions options;
+    options.launch = codegen::GpuLaunch{.block = 64, .items = 2, .vec = 2, .chunk_elements = 1024};
+    auto run = [&](const std::shared_ptr<runtime::Device>& d) {
+      auto s = runtime::init_state(*plan, params, {second});
+      EXPECT_TRUE(s) << s.error().message;
+      auto b = runtime::Executor::create(*plan, d, options);
+      EXPECT_TRUE(b) << b.error().message;
+      if (!s || !b) return runtime::OptimizerState{};
+      for (int k = 0; k < 4; ++k) {
+        EXPECT_TRUE(testing::set_grads_from(
+            *plan, params, c.dtype,
+            [k](size_t t, int64_t i) { return std::cos(0.7 * i + k + t) * (k + 1) * 0.1; }, {&*s}));
+        auto r = (*b)->step(*s);
+        EXPECT_TRUE(r) << r.error().message;
+        if (!r) break;
+      }
+      return std::move(*s);
+    };
+    const runtime::OptimizerState windowed = run(*small), all = run(*whole);
+    ASSERT_EQ(windowed.tensors.size(), params.size());
+    ASSERT_EQ(all.tensors.size(), params.size());
+    for (size_t t = 0; t < params.size(); ++t)
+      for (size_t b = 0; b < plan->buffers.size(); ++b) {
+        if (plan->buffers[b].role == ir::BufferRole::grad) continue;
+        const size_t n = runtime::buffer_bytes(*plan, b, all.tensors[t]);
+        EXPECT_EQ(windowed.tensors[t].bytes(b, n), all.tensors[t].bytes(b, n))
+            << params[t].name << " " << plan->buffers[b].name;
+      }
+    for (size_t g = 0; g < all.groups.size(); ++g)
+      EXPECT_EQ(windowed.groups[g].states, all.groups[g].states) << "group " << g;
+  }
+
+  // A chunk bigger than a binding is a clear error naming the tensor and the way out.
+  auto plan = compile_pipeline("adamw()");
+  ASSERT_TRUE(plan);
+  std::vector<runtime::HostTensor> big = {runtime::HostTensor::zeros("big", DType::f32, {70000})};
+  auto s = runtime::init_state(*plan, big, {});
+  ASSERT_TRUE(s);
+  runtime::ExecutorOptions options;
+  options.launch = codegen::GpuLaunch{.block = 64, .items = 1, .vec = 1, .chunk_elements = 65536};
+  auto b = runtime::Executor::create(*plan, *small, options);
+  ASSERT_TRUE(b) << b.error().message;
+  ASSERT_TRUE(testing::set_grads_from(*plan, big, DType::f32,
+                                      [](size_t, int64_t i) { return 0.001 * i; }, {&*s}));
+  auto r = (*b)->step(*s);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("tensor 'big': 4 chunks of 65536 elements from element 0 span "
+                                   "more than the 65536 bytes"),
+            std::string::npos)
+      << r.error().message;
+}
+
 class WebgpuParity : public ::testing::TestWithParam<int> {};
 
 // Small chunks and work-groups, so tensors span several chunks and the reduction tree has
