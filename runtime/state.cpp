@@ -4,6 +4,7 @@
 
 #include <fmt/ranges.h>
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <new>
 
@@ -396,7 +397,10 @@ Status import_state(const plan::Plan& plan, OptimizerState& s, const TensorFile&
   const ir::Program& p = plan.program;
   const HostTensor* step = f.find("step");
   if (!step || step->numel() != 1) return make_error("state file has no 0-d 'step' tensor");
-  if (step->get(0) < 0) return make_error("state file has a negative step count");
+  // A count of steps: a whole number, exact in the f64 the scalar program computes with. NaN
+  // or 1e300 became an undefined integer, 2.5 silently 2.
+  if (const double n = step->get(0); !(n >= 0 && n <= 0x1p53 && n == std::floor(n)))
+    return make_error("state file's 'step' is {}, not a whole number of steps from 0 to 2^53", n);
   std::vector<std::vector<bool>> seen(s.groups.size(), std::vector<bool>(p.states.size(), false));
   for (auto& t : s.tensors) {
     for (size_t b = 0; b < p.buffers.size(); ++b) {

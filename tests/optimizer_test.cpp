@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <random>
 
@@ -518,6 +519,44 @@ TEST(Optimizer, SaveAndLoadResumeExactly) {
   EXPECT_NE(r.error().message.find("not a valid safetensors file"), std::string::npos);
   EXPECT_EQ((*y)->step_count(), 6);
   std::filesystem::remove(path);
+}
+
+// A step count that is not a whole number of steps (NaN, a fraction, beyond what f64 counts
+// exactly) is refused, and the state stays as it was: NaN used to become INT64_MIN and 2.5
+// silently 2.
+TEST(Optimizer, LoadRefusesAStepCountThatIsNotAWholeNumber) {
+  Model a;
+  auto x = Optimizer::create(kPipeline, a.params());
+  ASSERT_TRUE(x);
+  for (int step = 0; step < 2; ++step) {
+    a.grads(step);
+    ASSERT_TRUE((*x)->step(a.grad_ptrs()));
+  }
+  auto saved = (*x)->export_state();
+  ASSERT_TRUE(saved);
+  for (double bad :
+       {std::nan(""), 2.5, -1.0, 1e300, 0x1p60, std::numeric_limits<double>::infinity()}) {
+    runtime::TensorFile f = *saved;
+    runtime::HostTensor* step = nullptr;
+    for (auto& t : f.tensors)
+      if (t.name == "step") step = &t;
+    ASSERT_NE(step, nullptr);
+    *step = runtime::HostTensor::zeros("step", DType::f64, {});
+    step->set(0, bad);
+    auto r = (*x)->import_state(f);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_NE(r.error().message.find("state file's 'step' is "), std::string::npos)
+        << r.error().message;
+    EXPECT_NE(r.error().message.find("not a whole number of steps from 0 to 2^53"),
+              std::string::npos)
+        << r.error().message;
+    EXPECT_EQ((*x)->step_count(), 2);
+  }
+  runtime::TensorFile f = *saved;  // a whole number in f64 is a step count
+  for (auto& t : f.tensors)
+    if (t.name == "step") t = runtime::HostTensor::zeros("step", DType::f64, {}), t.set(0, 7.0);
+  ASSERT_TRUE((*x)->import_state(f));
+  EXPECT_EQ((*x)->step_count(), 7);
 }
 
 // The same optimizer on an OpenCL device (PoCL here), with the scalar program on the host and

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds one libFuzzer target with clang (+ASan/UBSan) and runs it from its committed corpus.
 # Usage: run_smoke.sh SOURCE_DIR BUILD_DIR TARGET [SECONDS | -runs=N ...]
-#   TARGET: pipeline_parser | safetensors | bundle_import | cli_args
+#   TARGET: pipeline_parser | safetensors | bundle_import | cli_args | checkpoint_import
 # The input surface itself is compiled with instrumentation; what lies behind it comes from the
 # build's liboptjit (not instrumented: a crash there is still caught, a subtler memory error
 # is not). The pipeline parser is compiled whole.
@@ -32,6 +32,9 @@ case $target in
   bundle_import)
     sources=(cache/bundle.cpp cache/kernel_cache.cpp)
     libs=("${lib[@]}" -lsqlite3 -lsodium $(pkg-config --libs libxxhash) -lfmt); max_len=65536 ;;
+  checkpoint_import)
+    sources=(runtime/state.cpp runtime/safetensors.cpp)
+    libs=("${lib[@]}" -lfmt); max_len=32768 ;;
   cli_args)
     sources=(tools/optjit/main.cpp tools/optjit/commands.cpp tools/optjit/bench.cpp)
     libs=("${lib[@]}" -lfmt -DOPTJIT_CLI_NO_MAIN); max_len=256 ;;
