@@ -979,6 +979,36 @@ TEST_F(Cli, EightProcessesCompileAndTuneIntoOneCache) {
   EXPECT_EQ(verify.code, 0) << verify.output;
 }
 
+// inspect: each tensor (in the file's order) with its dtype, shape, and min, max and l2 norm of
+// its finite values, its NaNs and infinities counted (a diverged checkpoint shows where; min and
+// max used to skip NaNs); "-" where nothing is finite; a name pattern picks tensors.
+TEST_F(Cli, InspectCountsNansAndInfinitiesBesideTheFiniteValues) {
+  const double inf = std::numeric_limits<double>::infinity();
+  HostTensor mixed = HostTensor::zeros("w.exp_avg", DType::f32, {2, 3});
+  const double values[] = {3, -4, std::nan(""), inf, -inf, 0};
+  for (int i = 0; i < 6; ++i) mixed.set(i, values[i]);
+  HostTensor broken = HostTensor::zeros("w.exp_avg_sq", DType::bf16, {2});
+  broken.set(0, std::nan("")), broken.set(1, inf);
+  write("s.st", {HostTensor::zeros("step", DType::i64, {}), mixed, broken,
+                 HostTensor::zeros("empty", DType::f16, {0})});
+  auto r = optjit_cli("inspect " + p("s.st"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto row = [](const char* name, const char* dtype, const char* shape, const char* lo,
+                const char* hi, const char* norm, const char* nans, const char* infs) {
+    return fmt::format("{:<34} {:>5} {:>14} {:>13} {:>13} {:>13} {:>7} {:>7}\n", name, dtype, shape,
+                       lo, hi, norm, nans, infs);
+  };
+  EXPECT_EQ(r.output, row("tensor", "dtype", "shape", "min", "max", "l2 norm", "nan", "inf") +
+                          row("empty", "f16", "[0]", "-", "-", "-", "0", "0") +
+                          row("step", "i64", "[]", "0", "0", "0", "0", "0") +
+                          row("w.exp_avg", "f32", "[2,3]", "-4", "3", "5", "1", "2") +
+                          row("w.exp_avg_sq", "bf16", "[2]", "-", "-", "-", "1", "1"));
+  auto picked = optjit_cli("inspect " + p("s.st") + " --match 'w.*sq'");
+  EXPECT_EQ(picked.code, 0) << picked.output;
+  EXPECT_NE(picked.output.find("w.exp_avg_sq"), std::string::npos) << picked.output;
+  EXPECT_EQ(picked.output.find("w.exp_avg "), std::string::npos) << picked.output;
+}
+
 TEST_F(Cli, PlanAndList) {
   auto plan = optjit_cli(
       "plan 'chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, betas=(0.9, 0.999), "

@@ -754,20 +754,32 @@ int list() {
 int inspect(const std::string& path, const std::string& match) {
   auto f = runtime::read_safetensors(path);
   if (!f) return fail(f.error().message);
-  fmt::print("{:<34} {:>5} {:>14} {:>13} {:>13} {:>13}\n", "tensor", "dtype", "shape", "min", "max",
-             "l2 norm");
+  // min, max and l2 norm of the finite values ("-" where there are none), and how many are NaN
+  // or infinite: a diverged run's checkpoint shows where, rather than min/max that skip NaNs.
+  fmt::print("{:<34} {:>5} {:>14} {:>13} {:>13} {:>13} {:>7} {:>7}\n", "tensor", "dtype", "shape",
+             "min", "max", "l2 norm", "nan", "inf");
   for (const auto& t : f->tensors) {
     if (!match.empty() && !runtime::glob_match(match, t.name)) continue;
     double lo = std::numeric_limits<double>::infinity(), hi = -lo, sq = 0;
+    int64_t nans = 0, infs = 0;
     for (int64_t i = 0; i < t.numel(); ++i) {
-      double v = t.get(i);
-      lo = std::min(lo, v);
-      hi = std::max(hi, v);
-      sq += v * v;
+      const double v = t.get(i);
+      if (std::isnan(v)) {
+        ++nans;
+      } else if (std::isinf(v)) {
+        ++infs;
+      } else {
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+        sq += v * v;
+      }
     }
-    if (t.numel() == 0) lo = hi = 0;
-    fmt::print("{:<34} {:>5} {:>14} {:>13.6g} {:>13.6g} {:>13.6g}\n", t.name, to_string(t.dtype),
-               fmt::format("[{}]", fmt::join(t.shape, ",")), lo, hi, std::sqrt(sq));
+    auto num = [&](double v) {
+      return nans + infs == t.numel() ? std::string("-") : fmt::format("{:.6g}", v);
+    };
+    fmt::print("{:<34} {:>5} {:>14} {:>13} {:>13} {:>13} {:>7} {:>7}\n", t.name, to_string(t.dtype),
+               fmt::format("[{}]", fmt::join(t.shape, ",")), num(lo), num(hi), num(std::sqrt(sq)),
+               nans, infs);
   }
   for (const auto& [k, v] : f->metadata)
     if (match.empty() && k != "optjit.params")
