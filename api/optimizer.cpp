@@ -894,8 +894,9 @@ Status Optimizer::rebind_params(std::span<const Rebinding> changes) {
     if (!c.host && !c.device && bytes > 0)
       return make_error("rebind_param: null memory for '{}'", p.name);
     if (c.device && !have_device)
-      return make_error("rebind_param: '{}' in device memory needs the cuda or opencl backend",
-                        p.name);
+      return make_error(
+          "rebind_param: '{}' in device memory needs a GPU backend (cuda, opencl, webgpu), not {}",
+          p.name, to_string(m.backend));
     if (c.device)
       OPTJIT_TRY(caller_memory(*m.device, c.device, bytes,
                                [&] { return fmt::format("parameter '{}'", p.name); }));

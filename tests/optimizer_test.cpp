@@ -813,6 +813,11 @@ TEST(Optimizer, ParametersThatTradeMemoryAreReboundTogether) {
   const std::vector<R> overlapping{{0, spare.data(), {}}, {1, spare.data(), {}}};
   EXPECT_EQ((*opt)->rebind_params(overlapping).error().message,
             "rebind_param: 'x' would overlap 'y'");
+  // Device memory on the CPU backend names the backends that take it.
+  const std::vector<R> on_device{{0, nullptr, DeviceMemory{1, 0}}};
+  EXPECT_EQ((*opt)->rebind_params(on_device).error().message,
+            "rebind_param: 'x' in device memory needs a GPU backend (cuda, opencl, webgpu), not "
+            "cpu");
   const std::vector<R> swap{{0, y.data(), {}}, {1, x.data(), {}}};
   ASSERT_TRUE((*opt)->rebind_params(swap));
   ASSERT_TRUE((*opt)->step({g.data(), g.data()}));
