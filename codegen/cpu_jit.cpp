@@ -11,6 +11,7 @@
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
+#include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/MC/TargetRegistry.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/Host.h>
@@ -87,6 +88,15 @@ Expected<std::unique_ptr<llvm::Module>> build_module(const plan::Plan& plan, llv
   return m;
 }
 
+// Whether LLVM's model of `cpu` prefers 256-bit vectors where it has 512-bit ones.
+bool prefers_256_bit(const std::string& triple, const std::string& cpu) {
+  std::string err;
+  const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, err);
+  if (!target) return false;
+  std::unique_ptr<llvm::MCSubtargetInfo> sti(target->createMCSubtargetInfo(triple, cpu, ""));
+  return sti && sti->isCPUStringValid(cpu) && sti->checkFeatures("+avx512f,+prefer-256-bit");
+}
+
 }  // namespace
 
 std::string llvm_version() { return LLVM_VERSION_STRING; }
@@ -102,6 +112,10 @@ CpuTarget CpuTarget::host() {
     for (const auto& f : features) on.push_back((f.second ? "+" : "-") + f.first().str());
   std::sort(on.begin(), on.end());  // deterministic: the feature string is part of cache keys
   for (const auto& f : on) t.features += (t.features.empty() ? "" : ",") + f;
+  // A tuning of the host CPU the emitter follows (its vector width for f16 passes), which the
+  // host's feature list does not carry: CPUs where LLVM prefers 256-bit vectors to 512-bit ones
+  // (Skylake-SP, where 512-bit code lowers the clock).
+  if (prefers_256_bit(t.triple, t.cpu)) t.features += ",+prefer-256-bit";
   // Features to change, after the host's (the last mention wins): "-avx512bw" compiles for a
   // CPU without it (the paths it takes there, a cache for such CPUs). Part of the cache key.
   if (const char* more = std::getenv("OPTJIT_CPU_FEATURES"); more && *more)
@@ -121,7 +135,19 @@ std::string CpuTarget::exact_id() const {
 
 CpuTarget CpuTarget::named(const std::string& cpu) {
   init_llvm();
-  return {llvm::sys::getProcessTriple(), cpu, ""};
+  CpuTarget t{llvm::sys::getProcessTriple(), cpu, ""};
+  // The features the emitter chooses its paths by (byte permutes, vector widths) spelled out
+  // as the host's are, that CPU's: `optjit emit --cpu icelake-server` shows the code that CPU
+  // runs (the target-cpu attribute brings the rest).
+  std::string err;
+  const llvm::Target* target = llvm::TargetRegistry::lookupTarget(t.triple, err);
+  if (!target) return t;
+  std::unique_ptr<llvm::MCSubtargetInfo> sti(target->createMCSubtargetInfo(t.triple, cpu, ""));
+  if (!sti || !sti->isCPUStringValid(cpu)) return t;
+  for (const char* f : {"avx2", "avx512bw", "avx512f", "avx512vbmi", "prefer-256-bit"})
+    t.features += fmt::format("{}{}{}", t.features.empty() ? "" : ",",
+                              sti->checkFeatures(std::string("+") + f) ? "+" : "-", f);
+  return t;
 }
 
 Expected<std::string> emit_cpu_ir(const plan::Plan& plan, bool optimized, const CpuTarget& target,

@@ -4,6 +4,6 @@
 
 namespace optjit::codegen {
 
-inline constexpr int kCodegenVersion = 6;
+inline constexpr int kCodegenVersion = 7;
 
 }  // namespace optjit::codegen

@@ -97,6 +97,27 @@ TEST(CpuCodegen, ReductionsVectorizeAndHalfTypesConvertInVectors) {
   EXPECT_TRUE(has(R"(shl (nuw )?<\d+ x i32>)")) << "bf16 loads are not widened in vectors";
 }
 
+// f16 parameters and state: AdamW's divisions and square roots run as wide as f32's, 8 lanes
+// with AVX2 (and on AVX-512 CPUs LLVM tunes for 256-bit vectors), 16 with AVX-512 elsewhere.
+// LLVM's cost model alone chose 4 lanes (f16 conversions priced high), and the step ran at 0.44
+// of the memory roofline (`optjit bench 'chain(clip_grad_norm(max_norm=1.0), adamw())' --dtype
+// f16`; 1.0 now).
+TEST(CpuCodegen, F16StepsComputeAtTheVectorWidthOfF32) {
+  auto plan = compile_pipeline("chain(clip_grad_norm(max_norm=1.0), adamw())",
+                               {DType::f16, DType::f16, DType::f16});
+  ASSERT_TRUE(plan);
+  for (auto [cpu, lanes] : {std::pair{"haswell", 8}, {"skylake-avx512", 8}, {"knl", 16}}) {
+    SCOPED_TRACE(cpu);
+    auto ir = codegen::emit_cpu_ir(*plan, true, codegen::CpuTarget::named(cpu));
+    ASSERT_TRUE(ir) << ir.error().message;
+    auto has = [&](const std::string& re) { return std::regex_search(*ir, std::regex(re)); };
+    EXPECT_TRUE(has(fmt::format(R"(@llvm\.sqrt\.v{0}f32\(<{0} x float>)", lanes)));
+    EXPECT_TRUE(has(fmt::format(R"(fdiv <{0} x float>)", lanes)));
+    EXPECT_TRUE(has(fmt::format(R"(fptrunc <{0} x float> .* to <{0} x half>)", lanes)));
+    EXPECT_FALSE(has(R"(@llvm\.sqrt\.v4f32)")) << "some pass computes 4 lanes at a time";
+  }
+}
+
 TEST(CpuCodegen, UnoptimizedIrIsOneFunctionPerPass) {
   auto plan = compile_pipeline("chain(clip_grad_norm(max_norm=1.0), lamb())");
   ASSERT_TRUE(plan);
