@@ -585,11 +585,17 @@ class Parser {
 
   // ---- the pipeline expression ---------------------------------------------------------
 
-  // A literal argument: number, tuple of numbers, true/false or "string".
+  // A literal argument: number, tuple of numbers, true/false (or Python's True/False, as torch
+  // keyword arguments are pasted: nesterov=True) or "string".
   Expected<ArgNode> literal() {
     const Token& t = ts_.peek();
     if (t.kind == Tok::string) return ArgNode(ts_.next().text);
-    if (ts_.at_ident("true") || ts_.at_ident("false")) return ArgNode(ts_.next().text == "true");
+    for (const char* word : {"true", "True", "false", "False"})
+      if (ts_.at_ident(word)) {
+        const bool value = word[0] == 't' || word[0] == 'T';
+        ts_.next();
+        return ArgNode(value);
+      }
     if (ts_.accept_punct("(")) {
       std::vector<double> xs;
       while (!ts_.at_punct(")")) {

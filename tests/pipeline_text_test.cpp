@@ -37,6 +37,19 @@ TEST(PipelineText, ParsesChainsSchedulesTuplesAndBools) {
   EXPECT_TRUE(prog->find_hyper("adamw.lr.step_size"));
   EXPECT_FALSE(prog->find_hyper("adamw.lr"));  // scheduled: lr is computed, not a slot
   EXPECT_TRUE(prog->find_buffer("max_exp_avg_sq"));
+  // Python's spelling, as torch keyword arguments are pasted, means the same.
+  for (const char* text : {"adamw(amsgrad=True)", "adamw(amsgrad=False)", "adamw(amsgrad=false)"}) {
+    auto q = dsl::parse_pipeline(text);
+    ASSERT_TRUE(q) << q.error().message;
+    auto lowered = dsl::lower(*q);
+    ASSERT_TRUE(lowered) << lowered.error().message;
+    EXPECT_EQ(lowered->find_buffer("max_exp_avg_sq").has_value(),
+              std::string(text).find("=True") != std::string::npos)
+        << text;
+  }
+  EXPECT_EQ(dsl::parse_pipeline("adamw(amsgrad=TRUE)").error().message,
+            "line 1, column 15: expected a number, a tuple, true/false, a string or a call, found "
+            "'TRUE'");
 }
 
 TEST(PipelineText, NestedChainsFlatten) {
