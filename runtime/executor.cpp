@@ -74,9 +74,10 @@ struct Executor::Impl {
   uint64_t copied = 0;  // this step's bytes between the caller's memory and the arenas
   // A pass's launches: one over every chunk with whole buffers, or, on arena devices with a
   // binding limit (DeviceDescription::max_binding), one per window of consecutive chunks whose
-  // bytes of every buffer fit in a binding, each buffer bound from where they start. The
-  // chunk table and partials are bound from the window's first chunk, and the window's rows
-  // hold the tensors' offsets from its bindings: the kernels are the same.
+  // bytes of every buffer fit in a binding (one window where all do), each buffer bound from
+  // where they start. The chunk table and partials are bound from the window's first chunk,
+  // and the window's rows hold the tensors' offsets from its bindings: the kernels are the
+  // same.
   struct Window {
     size_t first = 0, count = 0;      // chunks [first, first + count)
     std::vector<uint64_t> at, bytes;  // per buffer: the binding's byte offset and extent
@@ -603,11 +604,8 @@ Status Executor::Impl::plan_windows(const OptimizerState& s) {
       if (hi[b] > 0) w.at[b] = lo[b] / align * align, w.bytes[b] = hi[b] - w.at[b];
     windows.push_back(std::move(w));
   };
-  // Everything in one binding: the whole buffers, as without a limit.
-  reset();
-  bool all = true;
-  for (size_t c = 0; c < n && all; ++c) all = fits_with(c, true);
-  if (all) return whole(), Status::Ok();
+  // Even where everything fits in one window, only the bytes the chunks use are bound: a
+  // caller's buffer may be larger than a binding.
   for (size_t first = 0; first < n;) {
     reset();
     size_t c = first, legal = first;  // a window may end where the next may start
@@ -628,7 +626,7 @@ Status Executor::Impl::plan_windows(const OptimizerState& s) {
 }
 
 std::vector<KernelArg> Executor::Impl::pass_args(size_t k, size_t window) const {
-  const bool whole = windows.size() <= 1;
+  const bool whole = desc.max_binding == 0 || windows.empty();
   static const Window kNone;
   const Window& w = whole ? kNone : windows[window];
   std::vector<KernelArg> args;
@@ -661,8 +659,9 @@ std::vector<KernelArg> Executor::Impl::pass_args(size_t k, size_t window) const 
 Status Executor::Impl::launch_pass(size_t k) {
   for (size_t w = 0; w < std::max<size_t>(windows.size(), 1); ++w) {
     const auto args = pass_args(k, w);
-    const int64_t n = windows.size() <= 1 ? static_cast<int64_t>(table.chunks.size())
-                                          : static_cast<int64_t>(windows[w].count);
+    const int64_t n = desc.max_binding == 0 || windows.empty()
+                          ? static_cast<int64_t>(table.chunks.size())
+                          : static_cast<int64_t>(windows[w].count);
     OPTJIT_TRY(module->launch({KernelId::pass, static_cast<uint32_t>(k)},
                               static_cast<size_t>(options.launch.grid(n, desc.compute_units)),
                               static_cast<size_t>(options.launch.block), args));

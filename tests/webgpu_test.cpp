@@ -601,6 +601,45 @@ TEST(Webgpu, CallersBuffersAreUsedInPlaceWhenTheyAreArenasAndTheStepSaysWhatItCo
 // any work, a buffer the application destroyed is an error from the step (through error
 // scopes: the application's uncaptured-error callback hears nothing of optjit's), and the
 // device outlives the optimizers.
+// The caller's buffers may be larger than a binding while the tensors in them are not: only
+// the bytes the step uses are bound (the whole 80 KiB buffer was bound, and refused, under a
+// 64 KiB limit), and the step is the CPU's.
+TEST(Webgpu, BindsOnlyWhatTheStepUsesOfTheCallersLargeBuffers) {
+  ::setenv("OPTJIT_WEBGPU_MAX_BINDING", "65536", 1);
+  testing::WgpuApp app(true);
+  ASSERT_TRUE(app.device) << app.why;
+  const CallerTensors t = caller_tensors();
+  const WGPUBufferUsage usage =
+      WGPUBufferUsage_Storage | WGPUBufferUsage_CopySrc | WGPUBufferUsage_CopyDst;
+  std::vector<float> p(20480, 0.0f), g(20480, 0.0f);  // 80 KiB each, the tensors at 40 KiB
+  std::copy(t.p0.begin(), t.p0.end(), p.begin() + 10240);
+  std::copy(t.g.begin(), t.g.end(), g.begin() + 10240);
+  WGPUBuffer params = app.buffer(p.size() * 4, usage, p.data()),
+             grads = app.buffer(g.size() * 4, usage, g.data());
+  ASSERT_TRUE(params && grads);
+  OptimizerOptions o;
+  o.backend = Backend::webgpu;
+  o.queue = app.device;
+  o.cache.reset();
+  auto opt = Optimizer::create(
+      kCallerPipeline,
+      {{.name = "a", .dtype = DType::f32, .shape = {300}, .device = webgpu_memory(params, 40960)},
+       {.name = "b", .dtype = DType::f32, .shape = {77}, .device = webgpu_memory(params, 42160)}},
+      o);
+  ::unsetenv("OPTJIT_WEBGPU_MAX_BINDING");
+  ASSERT_TRUE(opt) << opt.error().message;
+  for (int s = 0; s < 3; ++s) {
+    auto r = (*opt)->step_device({webgpu_memory(grads, 40960), webgpu_memory(grads, 42160)});
+    ASSERT_TRUE(r) << r.error().message;
+    if (s > 0) EXPECT_EQ(r->copied_bytes, 0u);  // in place (the first step sets up the state)
+  }
+  auto dev = runtime::open_device({.kind = "webgpu", .queue = app.device});
+  ASSERT_TRUE(dev) << dev.error().message;
+  std::vector<float> got(377);
+  ASSERT_TRUE((*dev)->read(got.data(), webgpu_memory(params, 40960), 377 * 4));
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], t.want[i], 2e-6) << i;
+}
+
 TEST(Webgpu, StepsOnTheCallersOwnDeviceAndBuffers) {
   testing::WgpuApp app(true);
   ASSERT_TRUE(app.device) << app.why;
