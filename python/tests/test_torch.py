@@ -1986,6 +1986,62 @@ def test_prodigy_written_in_the_text_form_steps_as_prodigyopt():
     assert all(torch.equal(go.state[p]["p0"], q) for p, q in zip(got, init))
 
 
+def test_schedule_free_adamw_written_in_the_text_form_steps_as_schedulefree():
+    """Schedule-Free AdamW (examples/pipelines/schedule_free.opt) against its authors' package
+    in train mode, the parameters holding y: z starts as the parameters, lr_max and the weight
+    sum are per-group scalars (two groups with their own lr and weight decay here), and the
+    warmup of lr runs over the first 4 of 12 steps. float64 to 1e-9 of the largest move;
+    float32 no less accurate than schedulefree's own float32, both against its float64."""
+    schedulefree = pytest.importorskip("schedulefree")
+    import pathlib
+    path = str(pathlib.Path(__file__).resolve().parents[2] / "examples/pipelines/schedule_free.opt")
+    torch.manual_seed(0)
+    shapes = [(64, 32), (32,), (10, 64), ()]
+    init = [torch.randn(s, dtype=torch.float64) for s in shapes]
+    grads = [[torch.randn(s, dtype=torch.float64) for s in shapes] for _ in range(12)]
+
+    def groups(ps, **first):
+        return [dict(params=ps[:2], **first), dict(params=ps[2:], lr=0.01, weight_decay=0.0)]
+
+    def run(make, dtype):
+        ps = [torch.nn.Parameter(p.clone().to(dtype)) for p in init]
+        o = make(ps)
+        for gs in grads:
+            for p, g in zip(ps, gs):
+                p.grad = g.to(dtype).clone()
+            o.step()
+        return ps, o
+
+    def theirs(ps):
+        o = schedulefree.AdamWScheduleFree(groups(ps, weight_decay=0.1), lr=0.05,
+                                           warmup_steps=4)
+        o.train()
+        return o
+
+    def ours(ps):
+        return ot.Optimizer(groups(ps, weight_decay=0.1), path, dict(lr=0.05, warmup_steps=4))
+
+    ref, ro = run(theirs, torch.float64)
+    ref32, _ = run(theirs, torch.float32)
+    got, go = run(ours, torch.float64)
+    got32, _ = run(ours, torch.float32)
+
+    def err(ps):
+        return max((p.detach().double() - r).abs().max().item() for p, r in zip(ps, ref))
+
+    moved = max((r - p).abs().max().item() for r, p in zip(ref, init))
+    assert moved > 0.1
+    assert err(got) <= 1e-9 * moved
+    assert err(got32) <= 1.5 * err(ref32) + 1e-7
+    for p, q in zip(got, ref):  # z, and the per-group scalars
+        assert torch.allclose(go.state[p]["z"], ro.state[q]["z"], rtol=0, atol=1e-9 * moved)
+    for g in range(2):
+        p = got[0 if g == 0 else 2]
+        assert float(go.state[p]["lr_max"]) == pytest.approx(ro.param_groups[g]["lr_max"])
+        assert float(go.state[p]["weight_sum"]) == pytest.approx(
+            ro.param_groups[g]["weight_sum"], rel=1e-12)
+
+
 def test_lookahead_written_in_the_text_form_steps_as_torch_optimizers():
     """Lookahead around AdamW (examples/pipelines/lookahead.opt), one fused pass of 36 bytes
     per parameter, against torch_optimizer.Lookahead(torch.optim.AdamW(...)): its slow weights
