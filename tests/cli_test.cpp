@@ -427,6 +427,16 @@ TEST_F(Cli, BenchReportsRooflineAndUnfusedBaseline) {
   auto k = nlohmann::json::parse(shapes.output);
   EXPECT_EQ(k["tensors"], 161);
   EXPECT_EQ(k["parameters"], 25557032);
+  // The report's plan line counts passes in English.
+  for (auto [pipeline, line] :
+       {std::pair{"sgd(lr=0.1)", "plan         1 pass, 12 bytes per parameter;"},
+        {"chain(clip_grad_norm(max_norm=1.0), sgd(lr=0.1))",
+         "plan         2 passes, 16 bytes per parameter;"}}) {
+    auto text = optjit_cli(
+        fmt::format("bench '{}' --numel 4096 --steps 1 --reps 1 --no-unfused", pipeline));
+    ASSERT_EQ(text.code, 0) << text.output;
+    EXPECT_NE(text.output.find(line), std::string::npos) << text.output;
+  }
   // A device backend also times the per-step overhead with the scalar program in the other
   // place, in the same run: the default on OpenCL is the device step, so the other is the host.
   auto ocl = optjit_cli(

@@ -625,8 +625,8 @@ int bench(const BenchOptions& o) {
                *step == StepMode::host     ? "host"
                : *step == StepMode::device ? "device"
                                            : "device, as a CUDA graph");
-  fmt::print("plan         {} passes, {} bytes per parameter{}; compiled in {:.1f} ms\n",
-             plan->passes.size(), plan->bytes_per_param(),
+  fmt::print("plan         {} pass{}, {} bytes per parameter{}; compiled in {:.1f} ms\n",
+             plan->passes.size(), plan->passes.size() == 1 ? "" : "es", plan->bytes_per_param(),
              versions_moved ? fmt::format(" ({:.4g} moved per step on average: pass versions)",
                                           bytes / static_cast<double>(numel))
              : bytes_bound
