@@ -3,7 +3,8 @@
 packages, on the same tensors on the CPU, timed in alternation in one process (these machines
 are shared and noisy: a ratio from one run, not absolute times): Schedule-Free AdamW against
 schedulefree.AdamWScheduleFree (foreach), Prodigy against prodigyopt.Prodigy, Lookahead around
-AdamW against torch_optimizer.Lookahead(torch.optim.AdamW(foreach=True)). Prints each one's
+AdamW against torch_optimizer.Lookahead(torch.optim.AdamW(foreach=True)), MADGRAD against
+torch_optimizer.MADGRAD. Prints each one's
 median step time and the peer's over optjit's.
 
     PYTHONPATH=build/python python3 bench/custom_optimizers.py [--numel N] [--tensors T]
@@ -42,6 +43,7 @@ def peers():
         import torch_optimizer
         out["lookahead"] = lambda ps: torch_optimizer.Lookahead(
             torch.optim.AdamW(ps, lr=1e-3, weight_decay=0.01, foreach=True), k=5, alpha=0.5)
+        out["madgrad"] = lambda ps: torch_optimizer.MADGRAD(ps, lr=1e-2)
     except ImportError:
         pass
     return out

@@ -2042,6 +2042,56 @@ def test_schedule_free_adamw_written_in_the_text_form_steps_as_schedulefree():
             ro.param_groups[g]["weight_sum"], rel=1e-12)
 
 
+def test_madgrad_written_in_the_text_form_steps_as_torch_optimizers():
+    """MADGRAD (examples/pipelines/madgrad.opt) against torch_optimizer.MADGRAD, with momentum
+    and weight decay: x0 starts as the parameters, the dual average and the cube-root scaling
+    grow with sqrt(step). 12 steps, two groups (the second with its own lr and no decay).
+    float64 to 1e-9 of the largest move; float32 no less accurate than torch_optimizer's own
+    float32, both against its float64."""
+    import pathlib
+    import torch_optimizer
+    path = str(pathlib.Path(__file__).resolve().parents[2] / "examples/pipelines/madgrad.opt")
+    torch.manual_seed(0)
+    shapes = [(64, 32), (32,), (10, 64), ()]
+    init = [torch.randn(s, dtype=torch.float64) for s in shapes]
+    grads = [[torch.randn(s, dtype=torch.float64) for s in shapes] for _ in range(12)]
+
+    def groups(ps):
+        return [dict(params=ps[:2], weight_decay=0.01),
+                dict(params=ps[2:], lr=0.03, weight_decay=0.0)]
+
+    def run(make, dtype):
+        ps = [torch.nn.Parameter(p.clone().to(dtype)) for p in init]
+        o = make(ps)
+        for gs in grads:
+            for p, g in zip(ps, gs):
+                p.grad = g.to(dtype).clone()
+            o.step()
+        return ps, o
+
+    def theirs(ps):
+        return torch_optimizer.MADGRAD(groups(ps), lr=0.01, momentum=0.9)
+
+    def ours(ps):
+        return ot.Optimizer(groups(ps), path, dict(lr=0.01, momentum=0.9))
+
+    ref, ro = run(theirs, torch.float64)
+    ref32, _ = run(theirs, torch.float32)
+    got, go = run(ours, torch.float64)
+    got32, _ = run(ours, torch.float32)
+
+    def err(ps):
+        return max((p.detach().double() - r).abs().max().item() for p, r in zip(ps, ref))
+
+    moved = max((r - p).abs().max().item() for r, p in zip(ref, init))
+    assert moved > 0.05
+    assert err(got) <= 1e-9 * moved
+    assert err(got32) <= 1.5 * err(ref32) + 1e-7
+    for p, q in zip(got, ref):
+        for name in ("s", "grad_sum_sq", "x0"):
+            assert torch.allclose(go.state[p][name], ro.state[q][name], rtol=1e-12, atol=0)
+
+
 def test_lookahead_written_in_the_text_form_steps_as_torch_optimizers():
     """Lookahead around AdamW (examples/pipelines/lookahead.opt), one fused pass of 36 bytes
     per parameter, against torch_optimizer.Lookahead(torch.optim.AdamW(...)): its slow weights
