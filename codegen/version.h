@@ -4,6 +4,6 @@
 
 namespace optjit::codegen {
 
-inline constexpr int kCodegenVersion = 7;
+inline constexpr int kCodegenVersion = 8;
 
 }  // namespace optjit::codegen

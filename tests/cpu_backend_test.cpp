@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "api/optimizer.h"
 #include "backend_parity.h"
 #include "codegen/cpu_jit.h"
 #include "executors.h"
@@ -116,6 +117,43 @@ TEST(CpuCodegen, F16StepsComputeAtTheVectorWidthOfF32) {
     EXPECT_TRUE(has(fmt::format(R"(fptrunc <{0} x float> .* to <{0} x half>)", lanes)));
     EXPECT_FALSE(has(R"(@llvm\.sqrt\.v4f32)")) << "some pass computes 4 lanes at a time";
   }
+}
+
+// An element's pow, exp, log and cos run 8 lanes at a time through glibc's vector math library
+// (libmvec, AVX2 variants) rather than as a scalar libm call per element (MADGRAD's cube root:
+// 44.5 -> 31 ms/step at 16M parameters), and the kernels that call it step as the reference
+// does, within f32's rounding.
+TEST(CpuCodegen, ElementTranscendentalsCallGlibcsVectorMath) {
+  const char* text = R"(
+transform t(lr=0.01) {
+  state a = 0.5
+  a = a + lr * (abs(grad) ** (1 / 3) + exp(-grad * grad) + log(1 + grad * grad) + cos(grad))
+  param = param - lr * a
+}
+t()
+)";
+  auto plan = compile_pipeline(text);
+  ASSERT_TRUE(plan) << plan.error().message;
+  auto ir = codegen::emit_cpu_ir(*plan, true, codegen::CpuTarget::named("haswell"));
+  ASSERT_TRUE(ir) << ir.error().message;
+  for (const char* fn : {"_ZGVdN8vv_powf", "_ZGVdN8v_expf", "_ZGVdN8v_logf", "_ZGVdN8v_cosf"})
+    EXPECT_NE(ir->find(std::string("call <8 x float> @") + fn), std::string::npos) << fn;
+  const int64_t n = 10007;
+  std::vector<float> w0(n), g(n);
+  for (int64_t i = 0; i < n; ++i)
+    w0[i] = std::sin(0.01f * i), g[i] = 3.0f * std::cos(0.37f * i) * (i % 5 == 0 ? 1e-3f : 1);
+  std::vector<float> cpu = w0, ref = w0;
+  OptimizerOptions oc, orf;
+  orf.backend = Backend::reference;
+  auto a = Optimizer::create(text, {{"w", cpu.data(), DType::f32, {n}}}, oc);
+  auto b = Optimizer::create(text, {{"w", ref.data(), DType::f32, {n}}}, orf);
+  ASSERT_TRUE(a && b);
+  for (int k = 0; k < 3; ++k) {
+    ASSERT_TRUE((*a)->step({g.data()}));
+    ASSERT_TRUE((*b)->step({g.data()}));
+  }
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_NEAR(cpu[i], ref[i], 4e-7 * std::max(1.0f, std::abs(ref[i]))) << i;
 }
 
 TEST(CpuCodegen, UnoptimizedIrIsOneFunctionPerPass) {
