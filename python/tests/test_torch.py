@@ -6,6 +6,7 @@ import gc
 import math
 import pickle
 import re
+import types
 import warnings
 import weakref
 
@@ -1941,6 +1942,42 @@ def test_jax_arrays_are_read_as_gradients_and_refused_as_parameters():
     assert np.array_equal(a, b) and not np.array_equal(a, np.linspace(-1, 1, 8, dtype=np.float32))
 
 
+def _example(name):
+    """The path of a shipped example pipeline (examples/pipelines/NAME)."""
+    import pathlib
+    return str(pathlib.Path(__file__).resolve().parents[2] / "examples/pipelines" / name)
+
+
+def _steps_beside_peer(theirs, ours, steps=12):
+    """Steps the peer optimizer and optjit's (each made by a function of the parameters) on the
+    same seeded parameters of four shapes (a 0-d one among them) and random gradients, in
+    float64 and float32. Returns their parameters and optimizers, the parameters at the
+    start, and err(ps): the largest difference of ps from the peer's float64 parameters."""
+    torch.manual_seed(0)
+    shapes = [(64, 32), (32,), (10, 64), ()]
+    init = [torch.randn(s, dtype=torch.float64) for s in shapes]
+    grads = [[torch.randn(s, dtype=torch.float64) for s in shapes] for _ in range(steps)]
+
+    def run(make, dtype):
+        ps = [torch.nn.Parameter(p.clone().to(dtype)) for p in init]
+        o = make(ps)
+        for gs in grads:
+            for p, g in zip(ps, gs):
+                p.grad = g.to(dtype).clone()
+            o.step()
+        return ps, o
+
+    r = types.SimpleNamespace(init=init)
+    r.ref, r.ro = run(theirs, torch.float64)
+    r.ref32, _ = run(theirs, torch.float32)
+    r.got, r.go = run(ours, torch.float64)
+    r.got32, _ = run(ours, torch.float32)
+    r.err = lambda ps: max((p.detach().double() - q).abs().max().item()
+                           for p, q in zip(ps, r.ref))
+    r.moved = max((q - p).abs().max().item() for q, p in zip(r.ref, init))
+    return r
+
+
 def test_prodigy_written_in_the_text_form_steps_as_prodigyopt():
     """A custom optimizer no built-in covers, declared in the text form
     (examples/pipelines/prodigy.opt) and checked against its authors' package: Prodigy's p0
@@ -1949,8 +1986,7 @@ def test_prodigy_written_in_the_text_form_steps_as_prodigyopt():
     prodigyopt returns before any update. float64 to 1e-9 of the largest move; float32 no
     less accurate than prodigyopt's own float32, both against prodigyopt's float64."""
     prodigyopt = pytest.importorskip("prodigyopt")
-    import pathlib
-    path = str(pathlib.Path(__file__).resolve().parents[2] / "examples/pipelines/prodigy.opt")
+    path = _example("prodigy.opt")
     torch.manual_seed(0)
     shapes = [(64, 32), (32,), (10, 64), ()]
     init = [torch.randn(s, dtype=torch.float64) for s in shapes]
@@ -1993,24 +2029,9 @@ def test_schedule_free_adamw_written_in_the_text_form_steps_as_schedulefree():
     warmup of lr runs over the first 4 of 12 steps. float64 to 1e-9 of the largest move;
     float32 no less accurate than schedulefree's own float32, both against its float64."""
     schedulefree = pytest.importorskip("schedulefree")
-    import pathlib
-    path = str(pathlib.Path(__file__).resolve().parents[2] / "examples/pipelines/schedule_free.opt")
-    torch.manual_seed(0)
-    shapes = [(64, 32), (32,), (10, 64), ()]
-    init = [torch.randn(s, dtype=torch.float64) for s in shapes]
-    grads = [[torch.randn(s, dtype=torch.float64) for s in shapes] for _ in range(12)]
 
     def groups(ps, **first):
         return [dict(params=ps[:2], **first), dict(params=ps[2:], lr=0.01, weight_decay=0.0)]
-
-    def run(make, dtype):
-        ps = [torch.nn.Parameter(p.clone().to(dtype)) for p in init]
-        o = make(ps)
-        for gs in grads:
-            for p, g in zip(ps, gs):
-                p.grad = g.to(dtype).clone()
-            o.step()
-        return ps, o
 
     def theirs(ps):
         o = schedulefree.AdamWScheduleFree(groups(ps, weight_decay=0.1), lr=0.05,
@@ -2018,28 +2039,18 @@ def test_schedule_free_adamw_written_in_the_text_form_steps_as_schedulefree():
         o.train()
         return o
 
-    def ours(ps):
-        return ot.Optimizer(groups(ps, weight_decay=0.1), path, dict(lr=0.05, warmup_steps=4))
-
-    ref, ro = run(theirs, torch.float64)
-    ref32, _ = run(theirs, torch.float32)
-    got, go = run(ours, torch.float64)
-    got32, _ = run(ours, torch.float32)
-
-    def err(ps):
-        return max((p.detach().double() - r).abs().max().item() for p, r in zip(ps, ref))
-
-    moved = max((r - p).abs().max().item() for r, p in zip(ref, init))
-    assert moved > 0.1
-    assert err(got) <= 1e-9 * moved
-    assert err(got32) <= 1.5 * err(ref32) + 1e-7
-    for p, q in zip(got, ref):  # z, and the per-group scalars
-        assert torch.allclose(go.state[p]["z"], ro.state[q]["z"], rtol=0, atol=1e-9 * moved)
+    r = _steps_beside_peer(theirs, lambda ps: ot.Optimizer(
+        groups(ps, weight_decay=0.1), _example("schedule_free.opt"), dict(lr=0.05, warmup_steps=4)))
+    assert r.moved > 0.1
+    assert r.err(r.got) <= 1e-9 * r.moved
+    assert r.err(r.got32) <= 1.5 * r.err(r.ref32) + 1e-7
+    for p, q in zip(r.got, r.ref):  # z, and the per-group scalars
+        assert torch.allclose(r.go.state[p]["z"], r.ro.state[q]["z"], rtol=0, atol=1e-9 * r.moved)
     for g in range(2):
-        p = got[0 if g == 0 else 2]
-        assert float(go.state[p]["lr_max"]) == pytest.approx(ro.param_groups[g]["lr_max"])
-        assert float(go.state[p]["weight_sum"]) == pytest.approx(
-            ro.param_groups[g]["weight_sum"], rel=1e-12)
+        p = r.got[0 if g == 0 else 2]
+        assert float(r.go.state[p]["lr_max"]) == pytest.approx(r.ro.param_groups[g]["lr_max"])
+        assert float(r.go.state[p]["weight_sum"]) == pytest.approx(
+            r.ro.param_groups[g]["weight_sum"], rel=1e-12)
 
 
 def test_madgrad_written_in_the_text_form_steps_as_torch_optimizers():
@@ -2048,48 +2059,21 @@ def test_madgrad_written_in_the_text_form_steps_as_torch_optimizers():
     grow with sqrt(step). 12 steps, two groups (the second with its own lr and no decay).
     float64 to 1e-9 of the largest move; float32 no less accurate than torch_optimizer's own
     float32, both against its float64."""
-    import pathlib
     import torch_optimizer
-    path = str(pathlib.Path(__file__).resolve().parents[2] / "examples/pipelines/madgrad.opt")
-    torch.manual_seed(0)
-    shapes = [(64, 32), (32,), (10, 64), ()]
-    init = [torch.randn(s, dtype=torch.float64) for s in shapes]
-    grads = [[torch.randn(s, dtype=torch.float64) for s in shapes] for _ in range(12)]
 
     def groups(ps):
         return [dict(params=ps[:2], weight_decay=0.01),
                 dict(params=ps[2:], lr=0.03, weight_decay=0.0)]
 
-    def run(make, dtype):
-        ps = [torch.nn.Parameter(p.clone().to(dtype)) for p in init]
-        o = make(ps)
-        for gs in grads:
-            for p, g in zip(ps, gs):
-                p.grad = g.to(dtype).clone()
-            o.step()
-        return ps, o
-
-    def theirs(ps):
-        return torch_optimizer.MADGRAD(groups(ps), lr=0.01, momentum=0.9)
-
-    def ours(ps):
-        return ot.Optimizer(groups(ps), path, dict(lr=0.01, momentum=0.9))
-
-    ref, ro = run(theirs, torch.float64)
-    ref32, _ = run(theirs, torch.float32)
-    got, go = run(ours, torch.float64)
-    got32, _ = run(ours, torch.float32)
-
-    def err(ps):
-        return max((p.detach().double() - r).abs().max().item() for p, r in zip(ps, ref))
-
-    moved = max((r - p).abs().max().item() for r, p in zip(ref, init))
-    assert moved > 0.05
-    assert err(got) <= 1e-9 * moved
-    assert err(got32) <= 1.5 * err(ref32) + 1e-7
-    for p, q in zip(got, ref):
+    r = _steps_beside_peer(
+        lambda ps: torch_optimizer.MADGRAD(groups(ps), lr=0.01, momentum=0.9),
+        lambda ps: ot.Optimizer(groups(ps), _example("madgrad.opt"), dict(lr=0.01, momentum=0.9)))
+    assert r.moved > 0.05
+    assert r.err(r.got) <= 1e-9 * r.moved
+    assert r.err(r.got32) <= 1.5 * r.err(r.ref32) + 1e-7
+    for p, q in zip(r.got, r.ref):
         for name in ("s", "grad_sum_sq", "x0"):
-            assert torch.allclose(go.state[p][name], ro.state[q][name], rtol=1e-12, atol=0)
+            assert torch.allclose(r.go.state[p][name], r.ro.state[q][name], rtol=1e-12, atol=0)
 
 
 def test_lookahead_written_in_the_text_form_steps_as_torch_optimizers():
@@ -2098,45 +2082,20 @@ def test_lookahead_written_in_the_text_form_steps_as_torch_optimizers():
     start from the parameters after the first inner step (`state slow_param = param` after
     adamw in the chain) and its counter is a per-group scalar. 12 steps, so that the slow
     weights sync three times."""
-    import pathlib
     import torch_optimizer
-    path = str(pathlib.Path(__file__).resolve().parents[2] / "examples/pipelines/lookahead.opt")
-    torch.manual_seed(0)
-    shapes = [(64, 32), (32,), (10, 64), ()]
-    init = [torch.randn(s, dtype=torch.float64) for s in shapes]
-    grads = [[torch.randn(s, dtype=torch.float64) for s in shapes] for _ in range(12)]
-
-    def run(make, dtype):
-        ps = [torch.nn.Parameter(p.clone().to(dtype)) for p in init]
-        o = make(ps)
-        for gs in grads:
-            for p, g in zip(ps, gs):
-                p.grad = g.to(dtype).clone()
-            o.step()
-        return ps, o
-
-    def peer(ps):
-        return torch_optimizer.Lookahead(torch.optim.AdamW(ps, lr=1e-3, weight_decay=0.01),
-                                         k=5, alpha=0.5)
-
-    ref, ro = run(peer, torch.float64)
-    ref32, _ = run(peer, torch.float32)
-    got, go = run(lambda ps: ot.Optimizer(ps, path), torch.float64)
-    got32, _ = run(lambda ps: ot.Optimizer(ps, path), torch.float32)
-
-    def err(ps):
-        return max((p.detach().double() - r).abs().max().item() for p, r in zip(ps, ref))
-
-    assert err(got) <= 1e-12
-    assert err(got32) <= 1.5 * err(ref32) + 1e-7
-    for p, q in zip(got, ref):
-        assert (go.state[p]["slow_param"] - ro.state[q]["slow_param"]).abs().max() <= 1e-12
-    assert not torch.equal(ro.state[ref[0]]["slow_param"], init[0])  # it synced
+    r = _steps_beside_peer(
+        lambda ps: torch_optimizer.Lookahead(torch.optim.AdamW(ps, lr=1e-3, weight_decay=0.01),
+                                             k=5, alpha=0.5),
+        lambda ps: ot.Optimizer(ps, _example("lookahead.opt")))
+    assert r.err(r.got) <= 1e-12
+    assert r.err(r.got32) <= 1.5 * r.err(r.ref32) + 1e-7
+    for p, q in zip(r.got, r.ref):
+        assert (r.go.state[p]["slow_param"] - r.ro.state[q]["slow_param"]).abs().max() <= 1e-12
+    assert not torch.equal(r.ro.state[r.ref[0]]["slow_param"], r.init[0])  # it synced
 
 
 @pytest.mark.parametrize("make", [
-    lambda ps: ot.Optimizer(ps, str(__import__("pathlib").Path(__file__).resolve().parents[2]
-                                    / "examples/pipelines/prodigy.opt")),
+    lambda ps: ot.Optimizer(ps, _example("prodigy.opt")),
     lambda ps: ot.NAdam(ps, lr=1e-2),
     lambda ps: ot.ASGD(ps, lr=1e-2, t0=2),
 ], ids=["prodigy", "nadam", "asgd"])
