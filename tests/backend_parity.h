@@ -279,6 +279,25 @@ void check_device_step_follows_the_host(
   EXPECT_EQ(dev->step, 2);
 }
 
+/// Every buffer of every tensor but the gradients, and every group's scalar states, of `got`
+/// are `want`'s, bit for bit.
+inline void expect_same_state(const plan::Plan& plan,
+                              const std::vector<runtime::HostTensor>& params,
+                              const runtime::OptimizerState& got,
+                              const runtime::OptimizerState& want) {
+  ASSERT_EQ(got.tensors.size(), params.size());
+  ASSERT_EQ(want.tensors.size(), params.size());
+  for (size_t t = 0; t < params.size(); ++t)
+    for (size_t b = 0; b < plan.buffers.size(); ++b) {
+      if (plan.buffers[b].role == ir::BufferRole::grad) continue;
+      const size_t n = runtime::buffer_bytes(plan, b, want.tensors[t]);
+      EXPECT_EQ(got.tensors[t].bytes(b, n), want.tensors[t].bytes(b, n))
+          << params[t].name << " " << plan.buffers[b].name;
+    }
+  for (size_t g = 0; g < want.groups.size(); ++g)
+    EXPECT_EQ(got.groups[g].states, want.groups[g].states) << "group " << g;
+}
+
 /// Pass versions (plan::Pass::versions) are the whole pass body with some of its selects
 /// decided, stores of unchanged values dropped and loads no one needs removed: stepping with
 /// them must give every bit stepping with the whole body gives. SGD with momentum under
@@ -322,18 +341,7 @@ inline void check_versions_step_as_the_whole_body(
       }
       return std::move(*s);
     };
-    const runtime::OptimizerState versions = run(*plan), all = run(whole);
-    ASSERT_EQ(versions.tensors.size(), params.size());
-    ASSERT_EQ(all.tensors.size(), params.size());
-    for (size_t t = 0; t < params.size(); ++t)
-      for (size_t b = 0; b < plan->buffers.size(); ++b) {
-        if (plan->buffers[b].role == ir::BufferRole::grad) continue;
-        const size_t n = runtime::buffer_bytes(*plan, b, versions.tensors[t]);
-        EXPECT_EQ(versions.tensors[t].bytes(b, n), all.tensors[t].bytes(b, n))
-            << params[t].name << " " << plan->buffers[b].name;
-      }
-    for (size_t g = 0; g < all.groups.size(); ++g)
-      EXPECT_EQ(versions.groups[g].states, all.groups[g].states) << "group " << g;
+    expect_same_state(*plan, params, run(*plan), run(whole));
   }
 }
 

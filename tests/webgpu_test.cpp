@@ -106,18 +106,7 @@ TEST(Webgpu, StepsModelsLargerThanOneBinding) {
       }
       return std::move(*s);
     };
-    const runtime::OptimizerState windowed = run(*small), all = run(*whole);
-    ASSERT_EQ(windowed.tensors.size(), params.size());
-    ASSERT_EQ(all.tensors.size(), params.size());
-    for (size_t t = 0; t < params.size(); ++t)
-      for (size_t b = 0; b < plan->buffers.size(); ++b) {
-        if (plan->buffers[b].role == ir::BufferRole::grad) continue;
-        const size_t n = runtime::buffer_bytes(*plan, b, all.tensors[t]);
-        EXPECT_EQ(windowed.tensors[t].bytes(b, n), all.tensors[t].bytes(b, n))
-            << params[t].name << " " << plan->buffers[b].name;
-      }
-    for (size_t g = 0; g < all.groups.size(); ++g)
-      EXPECT_EQ(windowed.groups[g].states, all.groups[g].states) << "group " << g;
+    testing::expect_same_state(*plan, params, run(*small), run(*whole));
   }
 
   // A chunk bigger than a binding is a clear error naming the tensor and the way out.
@@ -631,7 +620,9 @@ TEST(Webgpu, BindsOnlyWhatTheStepUsesOfTheCallersLargeBuffers) {
   for (int s = 0; s < 3; ++s) {
     auto r = (*opt)->step_device({webgpu_memory(grads, 40960), webgpu_memory(grads, 42160)});
     ASSERT_TRUE(r) << r.error().message;
-    if (s > 0) EXPECT_EQ(r->copied_bytes, 0u);  // in place (the first step sets up the state)
+    if (s > 0) {  // in place (the first step sets up the state)
+      EXPECT_EQ(r->copied_bytes, 0u);
+    }
   }
   auto dev = runtime::open_device({.kind = "webgpu", .queue = app.device});
   ASSERT_TRUE(dev) << dev.error().message;
