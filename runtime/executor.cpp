@@ -84,6 +84,8 @@ struct Executor::Impl {
   };
   std::vector<Window> windows;
   size_t row_stride = 0;  // bytes of one window's rows in a pass's row buffer
+  // Whether passes launch per window, each argument bound from an offset (else once, whole).
+  bool windowed() const { return desc.max_binding > 0 && !windows.empty(); }
 
   // The device step.
   std::optional<DeviceStepHost> step_host;
@@ -585,21 +587,22 @@ Status Executor::Impl::plan_windows(const OptimizerState& s) {
   auto reset = [&] {
     std::fill(lo.begin(), lo.end(), ~uint64_t{0}), std::fill(hi.begin(), hi.end(), 0);
   };
-  // Whether chunk c joins the window: every buffer's bytes from the aligned start still fit.
-  auto fits_with = [&](size_t c, bool take) {
+  // Adds chunk c's bytes of every buffer to [lo, hi) while they fit from the aligned start;
+  // false where one does not (close() starts again from the window's chunks).
+  auto extend = [&](size_t c) {
     for (size_t b = 0; b < B; ++b) {
       uint64_t l, h;
       if (!chunk_bytes(c, b, l, h)) continue;
       const uint64_t nl = std::min(lo[b], l), nh = std::max(hi[b], h);
       if (nh - nl / align * align > limit) return false;
-      if (take) lo[b] = nl, hi[b] = nh;
+      lo[b] = nl, hi[b] = nh;
     }
     return true;
   };
   auto close = [&](size_t first, size_t end) {
     Window w{first, end - first, std::vector<uint64_t>(B, 0), std::vector<uint64_t>(B, 16)};
     reset();
-    for (size_t c = first; c < end; ++c) fits_with(c, true);
+    for (size_t c = first; c < end; ++c) extend(c);
     for (size_t b = 0; b < B; ++b)
       if (hi[b] > 0) w.at[b] = lo[b] / align * align, w.bytes[b] = hi[b] - w.at[b];
     windows.push_back(std::move(w));
@@ -609,7 +612,7 @@ Status Executor::Impl::plan_windows(const OptimizerState& s) {
   for (size_t first = 0; first < n;) {
     reset();
     size_t c = first, legal = first;  // a window may end where the next may start
-    while (c < n && fits_with(c, true))
+    while (c < n && extend(c))
       if (++c % step == 0 || c == n) legal = c;
     if (legal == first) {
       const codegen::Chunk& ch = table.chunks[c];
@@ -626,7 +629,7 @@ Status Executor::Impl::plan_windows(const OptimizerState& s) {
 }
 
 std::vector<KernelArg> Executor::Impl::pass_args(size_t k, size_t window) const {
-  const bool whole = desc.max_binding == 0 || windows.empty();
+  const bool whole = !windowed();
   static const Window kNone;
   const Window& w = whole ? kNone : windows[window];
   std::vector<KernelArg> args;
@@ -659,9 +662,7 @@ std::vector<KernelArg> Executor::Impl::pass_args(size_t k, size_t window) const 
 Status Executor::Impl::launch_pass(size_t k) {
   for (size_t w = 0; w < std::max<size_t>(windows.size(), 1); ++w) {
     const auto args = pass_args(k, w);
-    const int64_t n = desc.max_binding == 0 || windows.empty()
-                          ? static_cast<int64_t>(table.chunks.size())
-                          : static_cast<int64_t>(windows[w].count);
+    const auto n = static_cast<int64_t>(windowed() ? windows[w].count : table.chunks.size());
     OPTJIT_TRY(module->launch({KernelId::pass, static_cast<uint32_t>(k)},
                               static_cast<size_t>(options.launch.grid(n, desc.compute_units)),
                               static_cast<size_t>(options.launch.block), args));
