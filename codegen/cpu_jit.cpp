@@ -111,13 +111,15 @@ Expected<std::unique_ptr<llvm::Module>> build_module(const plan::Plan& plan, llv
   return m;
 }
 
-// Whether LLVM's model of `cpu` prefers 256-bit vectors where it has 512-bit ones.
-bool prefers_256_bit(const std::string& triple, const std::string& cpu) {
+// LLVM's model of `cpu` (its features and tunings), null for a CPU LLVM does not know.
+std::unique_ptr<llvm::MCSubtargetInfo> subtarget(const std::string& triple,
+                                                 const std::string& cpu) {
   std::string err;
   const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, err);
-  if (!target) return false;
+  if (!target) return nullptr;
   std::unique_ptr<llvm::MCSubtargetInfo> sti(target->createMCSubtargetInfo(triple, cpu, ""));
-  return sti && sti->isCPUStringValid(cpu) && sti->checkFeatures("+avx512f,+prefer-256-bit");
+  if (!sti || !sti->isCPUStringValid(cpu)) return nullptr;
+  return sti;
 }
 
 }  // namespace
@@ -138,7 +140,8 @@ CpuTarget CpuTarget::host() {
   // A tuning of the host CPU the emitter follows (its vector width for f16 passes), which the
   // host's feature list does not carry: CPUs where LLVM prefers 256-bit vectors to 512-bit ones
   // (Skylake-SP, where 512-bit code lowers the clock).
-  if (prefers_256_bit(t.triple, t.cpu)) t.features += ",+prefer-256-bit";
+  if (auto sti = subtarget(t.triple, t.cpu); sti && sti->checkFeatures("+avx512f,+prefer-256-bit"))
+    t.features += ",+prefer-256-bit";
   // Features to change, after the host's (the last mention wins): "-avx512bw" compiles for a
   // CPU without it (the paths it takes there, a cache for such CPUs). Part of the cache key.
   if (const char* more = std::getenv("OPTJIT_CPU_FEATURES"); more && *more)
@@ -163,11 +166,8 @@ CpuTarget CpuTarget::named(const std::string& cpu) {
   // The features the emitter chooses its paths by (byte permutes, vector widths) spelled out
   // as the host's are, that CPU's: `optjit emit --cpu icelake-server` shows the code that CPU
   // runs (the target-cpu attribute brings the rest).
-  std::string err;
-  const llvm::Target* target = llvm::TargetRegistry::lookupTarget(t.triple, err);
-  if (!target) return t;
-  std::unique_ptr<llvm::MCSubtargetInfo> sti(target->createMCSubtargetInfo(t.triple, cpu, ""));
-  if (!sti || !sti->isCPUStringValid(cpu)) return t;
+  const auto sti = subtarget(t.triple, cpu);
+  if (!sti) return t;
   for (const char* f : {"avx2", "avx512bw", "avx512f", "avx512vbmi", "prefer-256-bit"})
     t.features += fmt::format("{}{}{}", t.features.empty() ? "" : ",",
                               sti->checkFeatures(std::string("+") + f) ? "+" : "-", f);

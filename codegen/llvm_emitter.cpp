@@ -132,15 +132,17 @@ class PassEmitter {
     if (!cpu.empty()) fn_->addFnAttr("target-cpu", cpu);
     if (!features.empty()) fn_->addFnAttr("target-features", features);
     // "+f1,-f2,...", the last mention of a feature winning: the permutes the quantized paths
-    // use (VBMI implies BW, so a CPU without BW has neither).
+    // use (VBMI implies BW, so a CPU without BW has neither) and the vector width of f16
+    // passes.
     for (size_t a = 0; a < features.size();) {
       const size_t e = std::min(features.find(',', a), features.size());
       const std::string f = features.substr(a, e - a);
-      if (f.size() > 1 && f.substr(1) == "avx512vbmi") vbmi_ = f[0] == '+';
-      if (f.size() > 1 && f.substr(1) == "avx512bw") avx512bw_ = f[0] == '+';
-      if (f.size() > 1 && f.substr(1) == "avx512f") avx512f_ = f[0] == '+';
-      if (f.size() > 1 && f.substr(1) == "avx2") avx2_ = f[0] == '+';
-      if (f.size() > 1 && f.substr(1) == "prefer-256-bit") prefer256_ = f[0] == '+';
+      for (auto [name, flag] : {std::pair{"avx512vbmi", &vbmi_},
+                                {"avx512bw", &avx512bw_},
+                                {"avx512f", &avx512f_},
+                                {"avx2", &avx2_},
+                                {"prefer-256-bit", &prefer256_}})
+        if (f.size() > 1 && f.substr(1) == name) *flag = f[0] == '+';
       a = e + 1;
     }
     vbmi_ = vbmi_ && avx512bw_;
