@@ -7,7 +7,6 @@
 //
 // The seeds (corpus/checkpoint_import) are these optimizers' own checkpoints after a few steps:
 // OPTJIT_FUZZ_WRITE_SEEDS=DIR writes them there and exits.
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -24,6 +23,7 @@
 #include "ir/compile.h"
 #include "runtime/safetensors.h"
 #include "runtime/state.h"
+#include "tests/fuzz/input_file.h"
 
 namespace {
 
@@ -130,14 +130,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace optjit::runtime;
   Subjects& box = subjects();
   const std::string a = box.dir + "/a.safetensors", b = box.dir + "/b.safetensors";
-  int fd = ::memfd_create("checkpoint", 0);
-  if (fd < 0) __builtin_trap();
-  for (size_t done = 0; done < size;) {
-    ssize_t w = ::write(fd, data + done, size - done);
-    if (w <= 0) __builtin_trap();
-    done += static_cast<size_t>(w);
-  }
-  const std::string path = "/proc/self/fd/" + std::to_string(fd);
+  const optjit::fuzz::InputFile input(data, size);
+  const std::string path = input.path();
   auto file = read_safetensors(path);
   for (auto& s : box.all) {
     if (file) {  // the instrumented import, into a copy
@@ -160,6 +154,5 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto stepped = s->step();
     if (!stepped && stepped.error().message.empty()) __builtin_trap();
   }
-  ::close(fd);
   return 0;
 }

@@ -1,7 +1,6 @@
 // libFuzzer target: any bytes as a .safetensors file give tensors or a one-line error, never a
 // crash, a hang or an allocation the file does not justify. What is accepted is consistent
 // (each tensor's bytes match its shape) and writes back to a file that reads back the same.
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,6 +10,7 @@
 #include <string>
 
 #include "runtime/safetensors.h"
+#include "tests/fuzz/input_file.h"
 
 namespace {
 
@@ -30,15 +30,7 @@ std::string scratch_dir() {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace optjit::runtime;
-  int fd = ::memfd_create("safetensors", 0);
-  if (fd < 0) __builtin_trap();
-  for (size_t done = 0; done < size;) {
-    ssize_t w = ::write(fd, data + done, size - done);
-    if (w <= 0) __builtin_trap();
-    done += static_cast<size_t>(w);
-  }
-  auto file = read_safetensors("/proc/self/fd/" + std::to_string(fd));
-  ::close(fd);
+  auto file = read_safetensors(optjit::fuzz::InputFile(data, size).path());
   if (!file) {
     if (file.error().message.empty()) __builtin_trap();  // every error says something
     return 0;
