@@ -94,7 +94,9 @@ struct OptimizerOptions {
   /// cuda: the caller's CUstream; opencl: the caller's cl_command_queue; webgpu: the caller's
   /// WGPUDevice, from the wgpu-native library optjit loads (the application's, wgpu-py's).
   /// Steps are queued there (a framework's current stream; the WebGPU device's queue), and
-  /// memory the caller made there is used in place. Null: the optimizer's own. A device step
+  /// memory the caller made there is used in place. Null: the optimizer's own (so CUDA's
+  /// legacy default stream, torch's default, is named CU_STREAM_LEGACY, 0x1; its steps' CUDA
+  /// graphs are captured on a stream of the device's own and replayed there). A device step
   /// (cuda/opencl) over memory that is all on the device, of a pipeline that cannot skip a step
   /// (no grad_scaler), then returns once it is queued, as any operation on that queue does:
   /// no host round trip. Scalar states it commits (NAdam's mu_product) are read back from the

@@ -103,10 +103,10 @@ class CudaDevice final : public Device {
     return d;
   }
   ~CudaDevice() override {
-    if (own_stream_ && stream_) {
-      cuda::ContextScope scope(*api_, ctx_);
-      api_->cuStreamDestroy(stream_);
-    }
+    if (!(own_stream_ && stream_) && !capture_stream_) return;
+    cuda::ContextScope scope(*api_, ctx_);
+    if (own_stream_ && stream_) api_->cuStreamDestroy(stream_);
+    if (capture_stream_) api_->cuStreamDestroy(capture_stream_);
   }
   const DeviceDescription& description() const override { return desc_; }
   const CudaDeviceInfo& info() const { return info_; }
@@ -189,6 +189,22 @@ class CudaDevice final : public Device {
   Expected<std::unique_ptr<Graph>> capture(const std::function<Status()>& enqueue) override {
     if (!desc_.graphs) return make_error("this CUDA driver has no graph API (cuGraphLaunch)");
     cuda::ContextScope scope(*api_, ctx_);
+    // The default streams (a framework's current stream is often the legacy one) cannot be
+    // captured: the launches are captured on a stream of the device's own, and the graph is
+    // replayed on stream_ as any graph may be.
+    cuda::CUstream replay_on = stream_;
+    if (default_stream(stream_)) {
+      if (!capture_stream_) {
+        if (cuda::CUresult r = api_->cuStreamCreate(&capture_stream_, 1 /* non-blocking */); r)
+          return cuda::fail("cuStreamCreate", r);
+      }
+      stream_ = capture_stream_;
+    }
+    struct Restore {
+      cuda::CUstream& stream;
+      cuda::CUstream saved;
+      ~Restore() { stream = saved; }
+    } restore{stream_, replay_on};
     cuda::CUresult r = api_->cuStreamBeginCapture(stream_, cuda::kCaptureModeThreadLocal);
     if (r != 0) return cuda::fail("cuStreamBeginCapture", r);
     const Status launched = enqueue();
@@ -215,6 +231,13 @@ class CudaDevice final : public Device {
   cuda::CUcontext ctx_ = nullptr;
   cuda::CUstream stream_ = nullptr;
   bool own_stream_ = false;
+  cuda::CUstream capture_stream_ = nullptr;  // where graphs of a default stream's steps are made
+
+  /// CU_STREAM_LEGACY and CU_STREAM_PER_THREAD, the default streams' handles.
+  static bool default_stream(cuda::CUstream s) {
+    const auto v = reinterpret_cast<uintptr_t>(s);
+    return v == 0x1 || v == 0x2;
+  }
 };
 
 CudaModule::~CudaModule() {

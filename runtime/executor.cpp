@@ -358,7 +358,10 @@ Status Executor::Impl::bind(OptimizerState& s) {
       // A tensor too small to quantize has no scales: the kernels see a null pointer (an
       // offset of -1 on arena devices) and take the plain f32 path. Nothing is copied.
       const bool no_scales = plan.buffers[b].per_block && !holds_codes(plan, b - 1, ts);
-      const bool in_place = no_scales || (arenas_dev ? common[b] : (d || desc.host_memory));
+      // An empty tensor has nothing to move (torch gives one no memory): it stays where it is,
+      // else it alone would stage a buffer through the host and make queued steps wait.
+      const bool in_place =
+          ts.numel == 0 || no_scales || (arenas_dev ? common[b] : (d || desc.host_memory));
       const Where w = in_place ? Where::in_place : Where::arena;
       const size_t i = t * B + b;
       if (where[i] != w) where[i] = w, placement_changed[b] = true;

@@ -197,6 +197,20 @@ TEST(Cuda, QueuedStepsOnTheCallersStreamDoNotWaitForIt) {
   testing::check_queued_steps(**dev, Backend::cuda, gate.gate());
 }
 
+// A framework's current stream is often the legacy default stream (torch's default stream,
+// whose handle is 0): it is passed as CU_STREAM_LEGACY, steps are queued there, and a CUDA graph
+// of them, which that stream cannot capture, is captured on a stream of the device's own and
+// replayed there.
+TEST(Cuda, QueuedStepsAndGraphsOnTheLegacyDefaultStream) {
+  auto dev = runtime::open_device({.kind = "cuda", .queue = reinterpret_cast<void*>(0x1)});
+  ASSERT_TRUE(dev) << dev.error().message;
+  for (bool graph : {false, true}) {
+    SCOPED_TRACE(graph ? "graph" : "device step");
+    CudaGate gate{**dev};
+    testing::check_queued_steps(**dev, Backend::cuda, gate.gate(), graph);
+  }
+}
+
 TEST(Cuda, QueuedStepsThatMaySkipAreCountedOnTheDevice) {
   auto dev = runtime::open_device({.kind = "cuda"});
   ASSERT_TRUE(dev) << dev.error().message;
