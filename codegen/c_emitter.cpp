@@ -405,18 +405,10 @@ class KernelWriter {
       if (!quantized(b)) continue;
       const ir::QuantKind kind = ir::info(plan_.buffers[b].quant).kind;
       const std::string qm = shared_name("qm");
-      s += fmt::format(
-          "        {0}[{1}] = am{2};\n        {3};\n"
-          "        {4} {{\n"
-          "          if ({7} < w) {{\n            {0}[{1}] = {5};\n          }}\n"
-          "          {3};\n        }}\n"
-          "        {6}\n        {3};\n",
-          qm, lid, b, L_.barrier(),
-          L_.for_head(L_.i32(), "w", std::to_string(block_ / 2), "w > 0", "w >>= 1u"),
-          L_.select(fmt::format("{0}[{1}] > {0}[{1} + w]", qm, lid), fmt::format("{}[{}]", qm, lid),
-                    fmt::format("{}[{} + w]", qm, lid)),
-          L_.let(F, fmt::format("ab{}", b), fmt::format("OPTJIT_BITS_F32({}[0])", qm)),
-          L_.cast(L_.i32(), lid));
+      s += L_.group_max_u32(qm, fmt::format("am{}", b), block_) +
+           fmt::format("        {}\n        {};\n",
+                       L_.let(F, fmt::format("ab{}", b), fmt::format("OPTJIT_BITS_F32({}[0])", qm)),
+                       L_.barrier());
       // ir::quant_scale: the absmax, or max(absmax, 1e-12) (/ 448 for fp8); NaN stays NaN.
       const std::string tiny = literal(static_cast<double>(1e-12f), DType::f32);
       const std::string clipped =

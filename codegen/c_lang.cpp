@@ -50,6 +50,21 @@ std::string Lang::const_table(const std::string& name, const std::vector<uint32_
 std::string Lang::shared(const std::string& type, const std::string& name, size_t n) const {
   return fmt::format("{}{} {}[{}];", local(), type, name, n);
 }
+std::string Lang::group_max_u32(const std::string& shared, const std::string& value,
+                                int group) const {
+  const std::string lid = local_id();
+  return fmt::format(
+      "        {0}[{1}] = {2};\n        {3};\n"
+      "        {4} {{\n"
+      "          if ({6} < w) {{\n            {0}[{1}] = {5};\n          }}\n"
+      "          {3};\n        }}\n",
+      shared, lid, value, barrier(),
+      for_head(i32(), "w", std::to_string(group / 2), "w > 0", "w >>= 1u"),
+      select(fmt::format("{0}[{1}] > {0}[{1} + w]", shared, lid),
+             fmt::format("{}[{}]", shared, lid), fmt::format("{}[{} + w]", shared, lid)),
+      cast(i32(), lid));
+}
+
 std::string Lang::chunk_fields() const {
   return fmt::format(
       "const {0} t = chunks[3 * c], off = chunks[3 * c + 1], len = chunks[3 * c + 2];", i64());
@@ -216,7 +231,29 @@ class Cuda final : public Lang {
         b, b + 1, code_offset(plan, b));
   }
   std::string no_scales(uint32_t b) const override { return fmt::format("s{} == 0", b); }
-  const char* constant() const override { return "__constant__ "; }
+  // Global memory through the read-only cache, not __constant__: the code tables are read at
+  // a different entry by each thread of a warp, which constant memory serializes.
+  const char* constant() const override { return "__device__ const "; }
+  std::string group_max_u32(const std::string& shared, const std::string& value,
+                            int group) const override {
+    if (group % 32 != 0 || group > 1024) return Lang::group_max_u32(shared, value, group);
+    auto warp_max = [](const std::string& in) {
+      return fmt::format(
+          "for (int o = 16; o > 0; o >>= 1) {{\n{0}  const unsigned int k = "
+          "__shfl_xor_sync(0xffffffffu, m, o);\n{0}  m = m > k ? m : k;\n{0}}}\n",
+          in);
+    };
+    return fmt::format(
+        "        {{\n          unsigned int m = {1};\n          {2}"
+        "          if ((threadIdx.x & 31u) == 0u) {{\n            {0}[threadIdx.x >> 5] = m;\n"
+        "          }}\n          __syncthreads();\n"
+        "          if (threadIdx.x < 32u) {{\n            m = threadIdx.x < {3}u ? "
+        "{0}[threadIdx.x] : 0u;\n"
+        "            {4}"
+        "            if (threadIdx.x == 0u) {{\n              {0}[0] = m;\n            }}\n"
+        "          }}\n          __syncthreads();\n        }}\n",
+        shared, value, warp_max("          "), group / 32, warp_max("            "));
+  }
   std::string vec_type(DType st, int w) const override {
     return w == 1 ? storage_type(st) : fmt::format("optjit_{}x{}", vec_tag(st), w);
   }

@@ -80,6 +80,12 @@ class Lang {
   }
   /// The qualifier of a constant table at program scope.
   virtual const char* constant() const = 0;
+  /// Statements that leave the largest of every invocation's u32 `value` in `shared`[0] for
+  /// the whole work-group of `group` invocations (`shared` has `group` entries), after a
+  /// barrier. The default halves the active half of the array per barrier; CUDA reduces each
+  /// warp with shuffles first (two barriers in all).
+  virtual std::string group_max_u32(const std::string& shared, const std::string& value,
+                                    int group) const;
   /// Constant table `name` (codegen::constant_tables) at program scope: an array of u32 with
   /// `values` in C; in WGSL its offset `at` in the tables' storage buffer. table_at reads entry
   /// `ix` (an unsigned value).
