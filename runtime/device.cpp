@@ -154,6 +154,14 @@ Expected<DeviceAllocation> allocate(Device& device, size_t bytes, const char* wh
 }
 
 Expected<double> Device::copy_seconds(size_t bytes, int repetitions) {
+  // Past the largest allocation (WebGPU's 4 GiB on NVIDIA): the largest copy that fits, its
+  // time scaled to `bytes` (a copy that large is at its bandwidth already).
+  const uint64_t most = description().max_allocation / 256 * 256;
+  if (most > 0 && bytes > most) {
+    auto part = copy_seconds(static_cast<size_t>(most), repetitions);
+    if (!part) return part.error();
+    return *part * static_cast<double>(bytes) / static_cast<double>(most);
+  }
   auto src = runtime::allocate(*this, bytes, "allocating a copy-bandwidth buffer");
   if (!src) return src.error();
   auto dst = runtime::allocate(*this, bytes, "allocating a copy-bandwidth buffer");

@@ -104,6 +104,8 @@ struct DeviceDescription {
   /// from an offset that is a multiple of `binding_alignment` bytes.
   uint64_t max_binding = 0;
   uint64_t binding_alignment = 256;
+  /// The largest single allocation (WebGPU's maxBufferSize), 0 for no limit of the device's own.
+  uint64_t max_allocation = 0;
 };
 
 class Device {

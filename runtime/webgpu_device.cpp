@@ -648,6 +648,7 @@ class WebgpuDevice final : public Device {
     // stay below 2^31. OPTJIT_WEBGPU_MAX_BINDING lowers it, as a smaller device would (tests,
     // or a browser's default of 128 MiB).
     dd.binding_alignment = std::max<uint64_t>(info_.limits.minStorageBufferOffsetAlignment, 16);
+    dd.max_allocation = info_.limits.maxBufferSize;
     dd.max_binding =
         std::min<uint64_t>(info_.limits.maxStorageBufferBindingSize, uint64_t{1} << 30);
     if (const char* env = std::getenv("OPTJIT_WEBGPU_MAX_BINDING"); env && *env) {

@@ -8,6 +8,8 @@
 #   bench   tune, then bench clip+AdamW at 2e8 and 1e9 parameters and gpt2-small with the tuned
 #           launch; host, device and graph steps on resnet50 and many-small shapes
 #   torch   the same against torch's AdamW(fused=True) + clip_grad_norm_(foreach=True)
+#   quick   for a short lease: a 20 s tune and the host and graph steps at 2e8 parameters, and the
+#           same against torch's fused AdamW at 2e8 and on resnet50 shapes
 #   opencl  the emitter through NVIDIA's OpenCL, where the image has its ICD
 #   webgpu  #15 on NVIDIA: the WebGPU backend (the bundle's wgpu-native, the machine's Vulkan
 #           driver) against the CUDA backend on the same GPU, clip+AdamW at 16M and 256M
@@ -132,6 +134,16 @@ torch_cmp() {
   done
 }
 
+quick() {
+  local n=200000000 t=bench/torch_adamw.py step
+  "$optjit" tune "$P" --backend cuda --numel $n --budget-seconds 20 || return 1
+  for step in host graph; do
+    "$optjit" bench "$P" --backend cuda --numel $n --steps 5 --reps 3 --launch tuned --step $step
+  done
+  python3 $t --optjit "$optjit" --device cuda --numel $n --launch tuned --step graph
+  python3 $t --optjit "$optjit" --device cuda --shapes resnet50 --step graph --steps 20
+}
+
 opencl() {
   for step in host device; do
     "$optjit" bench "$P" --backend opencl --shapes resnet50 --no-unfused --step $step
@@ -182,7 +194,7 @@ for stage in "${@:-smoke}"; do
   fn=$stage
   [ "$stage" = torch ] && fn=torch_cmp
   [ "$stage" = python ] && fn=python_bridge
-  case $stage in smoke | tests | bench | torch | opencl | webgpu | python) ;; *)
+  case $stage in smoke | tests | bench | quick | torch | opencl | webgpu | python) ;; *)
     echo "device_run: unknown stage $stage"
     exit 2
     ;;
