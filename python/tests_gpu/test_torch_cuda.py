@@ -21,7 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import test_torch as cpu_suite  # noqa: E402  the CPU suite's helpers and device-free checks
 from test_torch import grads_for, max_err  # noqa: E402
 
-DEV = torch.device(os.environ.get("OPTJIT_TEST_DEVICE", "cuda"))
+# With its index: a CUDA tensor's device is "cuda:0", never equal to a bare "cuda".
+DEV = torch.device(os.environ.get("OPTJIT_TEST_DEVICE", "cuda:0"))
 needs_streams = pytest.mark.skipif(DEV.type != "cuda", reason="CUDA streams")
 if DEV.type == "cuda" and not torch.cuda.is_available():
     raise RuntimeError("these tests need a CUDA GPU (OPTJIT_TEST_DEVICE=cpu checks them on the CPU)")
@@ -249,10 +250,29 @@ def test_cpu_and_gpu_parameters_in_one_optimizer():
         ro.step(), oo.step()
     assert all(p.device.type == "cpu" for p in cpu) and all(p.device == DEV for p in gpu)
     assert max_err(ref, cpu + gpu) <= 1e-9
-    # A clip over all of them would need one norm over two devices: a clear error, no copies.
-    clipped = ot.AdamW(cpu + gpu, lr=1e-2, max_grad_norm=1.0)
+    # A built-in's fused clip over both devices: torch's clip over all of them first, then each
+    # device's program (as for parameters with different step counts), so the numbers are
+    # torch's clip and AdamW's.
+    cpu = [torch.nn.Parameter(t) for t in tensors(torch.float64, device="cpu")[:3]]
+    gpu = [torch.nn.Parameter(t) for t in tensors(torch.float64, seed=1)[:3]]
+    ref = [torch.nn.Parameter(p.detach().clone()) for p in cpu + gpu]
+    ro = torch.optim.AdamW(ref, lr=1e-2, foreach=False)
+    clipped = ot.AdamW(cpu + gpu, lr=1e-2, max_grad_norm=0.5)
+    for k in range(3):
+        gs = grads_for(k, ref)
+        for p, g in zip(ref, gs):
+            p.grad = g
+        for p, g in zip(cpu + gpu, gs):
+            p.grad = g.clone()
+        torch.nn.utils.clip_grad_norm_(ref, 0.5, foreach=False)
+        ro.step(), clipped.step()
+    assert max_err(ref, cpu + gpu) <= 1e-9
+    # Pipeline text has no such split: one norm over two devices is a clear error, no copies.
+    custom = ot.Optimizer(cpu + gpu, "chain(clip_grad_norm(max_norm=0.5), adamw(lr=1e-2))")
+    for p in cpu + gpu:
+        p.grad = torch.ones_like(p)
     with pytest.raises(Exception, match="several devices"):
-        clipped.step()
+        custom.step()
 
 
 def test_8bit_state_on_the_gpu_steps_the_cpus_bits():
@@ -357,34 +377,55 @@ def test_8bit_state_on_the_gpu_is_no_less_accurate_than_bitsandbytes_on_the_gpu(
     """30 steps of bitsandbytes' 8-bit optimizer (its CUDA kernels on the GPU) and of
     optjit.torch.<name>(state_format="8bit") on the same GPU, both against optjit's float64
     reference with the same quantizer on the CPU: optjit's mean parameter error is no larger
-    than bitsandbytes' (25% margin, as on the CPU), and the two store the same first-moment
-    codes but for a few (their agreement is printed)."""
+    than bitsandbytes' (25% margin, as on the CPU). optjit's codes are bitsandbytes' CPU
+    codes, bit for bit (python/tests): its CPU quantizer places x / absmax on a grid of 65536
+    steps before choosing the code, while its CUDA kernel searches the map for the nearest code
+    (dividing with __fdividef), so near zero, where the map's codes are closer than the grid,
+    the two pick neighbouring codes. Measured on an H200: after one step 99.80-99.87% of the
+    first-moment codes equal, every other one a neighbour; that is asserted (99.5%, all within
+    one). Over 30 steps each difference feeds the next update and absmax (97.8% equal), which
+    is printed, not asserted."""
     bnb = pytest.importorskip("bitsandbytes")  # device_run.sh carries it (pack.sh)
     shapes = [(64, 300), (10000,), (4096,), (300,)]
     cls = {"Adam": bnb.optim.Adam8bit, "AdamW": bnb.optim.AdamW8bit}[name]
     kw = dict(lr=1e-2, weight_decay=0.1) if name == "AdamW" else dict(lr=1e-2)
 
-    def run8(make, device):
+    def run8(make, device, steps=30):
         g = torch.Generator().manual_seed(0)
         ps = [torch.nn.Parameter(torch.randn(s, generator=g).to(device)) for s in shapes]
         opt = make(ps)
-        for k in range(30):
+        for k in range(steps):
             gg = torch.Generator().manual_seed(1000 + k)
             for p in ps:
                 p.grad = (torch.randn(p.shape, generator=gg) * 0.1).to(device)
             opt.step()
         return ps, opt
 
+    def agreement(theirs, tb, ours, to, when):
+        """The smallest share of equal first-moment codes and of codes within one of each
+        other, over the quantized tensors."""
+        worst, worst_near = 1.0, 1.0
+        for p_t, p_o in zip(theirs, ours):
+            if p_o.numel() < 4096:
+                continue
+            a = to.state[p_o]["exp_avg"].cpu().int()
+            b = tb.state[p_t]["state1"].cpu().int()
+            same = (a == b).double().mean().item()
+            near = ((a - b).abs() <= 1).double().mean().item()
+            print(f"{name} {tuple(p_o.shape)} {when}: first-moment codes equal in {same:.5f}, "
+                  f"within one code in {near:.5f}")
+            worst, worst_near = min(worst, same), min(worst_near, near)
+        return worst, worst_near
+
+    one = [run8(lambda ps: cls(ps, **kw), DEV, 1),
+           run8(lambda ps: getattr(ot, name)(ps, state_format="8bit", **kw), DEV, 1)]
+    same, near = agreement(*one[0], *one[1], "after one step")
+    assert same >= 0.995 and near == 1.0
     theirs, tb = run8(lambda ps: cls(ps, **kw), DEV)
     ours, to = run8(lambda ps: getattr(ot, name)(ps, state_format="8bit", **kw), DEV)
     ref, _ = run8(lambda ps: getattr(ot, name)(ps, state_format="8bit", backend="reference", **kw),
                   "cpu")
-    for p_t, p_o in zip(theirs, ours):
-        if p_o.numel() < 4096:
-            continue
-        same = (to.state[p_o]["exp_avg"].cpu() == tb.state[p_t]["state1"].cpu()).double().mean()
-        print(f"{name} {tuple(p_o.shape)}: first-moment codes equal in {float(same):.5f}")
-        assert same >= 0.99
+    agreement(theirs, tb, ours, to, "after 30 steps")
     err_o = torch.cat([(a.detach().double().cpu() - r.double()).abs().flatten()
                        for a, r in zip(ours, ref)])
     err_t = torch.cat([(a.detach().double().cpu() - r.double()).abs().flatten()
