@@ -180,6 +180,7 @@ python_bridge() {
   export PYTHONPATH="$b/python:$root/pylib"
   python3 -m pytest -q -p no:cacheprovider python/tests_gpu --junitxml="$out/python_tests.xml" ||
     rc=1
+  python3 tools/gpu/queue_waits.py || rc=1  # which layer of a NCCL-sharded step waits (#13)
   python3 bench/torch_bridge.py --device cuda --no-compile || rc=1
   python3 bench/quantized_state.py --device cuda --numel 268435456 --no-torchao || rc=1
   python3 bench/quantized_state.py --device cuda --shapes gpt2-small --no-torchao || rc=1
