@@ -50,8 +50,12 @@ class Communicator {
   /// runs on the stream with no host synchronisation.
   virtual Status allreduce_sum_device(runtime::Device& device, runtime::DeviceMemory data,
                                       size_t count);
-  /// Whether allreduce_sum_device only enqueues work (no host synchronisation), so a CUDA graph
-  /// can capture a sharded device step.
+  /// Whether allreduce_sum_device only enqueues work on the device's queue (no host
+  /// synchronisation): then a sharded step on a device steps there unless told otherwise
+  /// (OptimizerOptions::device_step), as an unsharded one does. torch's NCCL through
+  /// optjit.torch enqueues; what capturable() says, it says too.
+  virtual bool enqueues() const { return capturable(); }
+  /// Whether a CUDA graph can capture a sharded device step over it (NCCL on optjit's stream).
   virtual bool capturable() const { return false; }
 };
 

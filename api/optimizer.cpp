@@ -410,9 +410,8 @@ Status Optimizer::build(std::vector<Param> params, OptimizerOptions options) {
   const auto& desc = m.device->description();
   if (m.options.cuda_graph)
     m.mode = runtime::StepMode::graph;
-  else if (m.options.device_step.value_or(
-               desc.device_step && m.parts.size() == 1 &&
-               (!m.options.shard || m.options.shard->comm->capturable())))
+  else if (m.options.device_step.value_or(desc.device_step && m.parts.size() == 1 &&
+                                          (!m.options.shard || m.options.shard->comm->enqueues())))
     m.mode = runtime::StepMode::device;
   // Sharded, the device step all-reduces each pass's partials on the device (NCCL on the
   // stream; other communicators through the host); a graph needs a communicator that only

@@ -103,12 +103,13 @@ struct Result {
   std::string error;
   runtime::TensorFile state;   // export_state() after the last step
   std::vector<DType> exp_avg;  // per global tensor: how its exp_avg is stored
+  std::string step_mode;       // Optimizer::step_mode()
 };
 template <typename T>
 Result run(const char* pipeline, const Layout& l, bool sharded, int steps, Backend backend,
            std::vector<runtime::GroupSpec> groups = {},
-           std::tuple<int, size_t, int64_t> inf_at = {-1, 0, 0}, bool device_step = false,
-           ShardOrder order = ShardOrder::by_tensor,
+           std::tuple<int, size_t, int64_t> inf_at = {-1, 0, 0},
+           std::optional<bool> device_step = false, ShardOrder order = ShardOrder::by_tensor,
            std::shared_ptr<Communicator> through = nullptr,
            const std::vector<GlobalTensor>& tensors = kTensors) {
   Result out;
@@ -141,6 +142,7 @@ Result run(const char* pipeline, const Layout& l, bool sharded, int steps, Backe
     out.error = opt.error().message;
     return out;
   }
+  out.step_mode = (*opt)->step_mode();
   for (int s = 0; s < steps; ++s) {
     std::vector<const void*> gp;
     for (size_t t = 0; t < kTensors.size(); ++t) {
@@ -274,6 +276,47 @@ TEST(Shard, TheDeviceStepAllReducesOnTheDeviceAsTheHostStepDoes) {
   const Result ref = run<double>(kLamb, everything(), false, 3, Backend::cpu);
   const Result dev = run<double>(kLamb, l, true, 3, Backend::opencl, {}, {-1, 0, 0}, true);
   EXPECT_LE(max_diff(dev.values, piece_of(ref, l)), 1e-12);
+}
+
+// MPI, saying whether its device all-reduce only enqueues (as torch's NCCL through
+// optjit.torch does) and counting the device all-reduces.
+class Enqueuing final : public Communicator {
+ public:
+  explicit Enqueuing(bool enqueues) : enqueues_(enqueues) {}
+  int rank() const override { return comm()->rank(); }
+  int size() const override { return comm()->size(); }
+  std::string name() const override { return "mpi, enqueuing"; }
+  Status allreduce_sum(std::span<double> data) override { return comm()->allreduce_sum(data); }
+  Status allreduce_sum_device(runtime::Device& device, runtime::DeviceMemory data,
+                              size_t count) override {
+    ++device_calls;
+    return Communicator::allreduce_sum_device(device, data, count);
+  }
+  bool enqueues() const override { return enqueues_; }
+  int device_calls = 0;
+
+ private:
+  bool enqueues_;
+};
+
+// Unless told otherwise, a sharded step on a device steps there when its communicator only
+// enqueues (NCCL; torch's NCCL through optjit.torch, which was stepped on the host and so
+// waited for the GPU every step), else on the host; the same bits either way.
+TEST(Shard, ACommunicatorThatOnlyEnqueuesStepsOnTheDevice) {
+  ASSERT_TRUE(comm());
+  const Layout l = slices(P(), me());
+  const Result want = run<float>(kLamb, l, true, 3, Backend::opencl);
+  ASSERT_EQ(want.error, "");
+  for (bool enqueues : {false, true}) {
+    SCOPED_TRACE(enqueues ? "enqueues" : "synchronises");
+    auto c = std::make_shared<Enqueuing>(enqueues);
+    const Result got = run<float>(kLamb, l, true, 3, Backend::opencl, {}, {-1, 0, 0}, std::nullopt,
+                                  ShardOrder::by_tensor, c);
+    ASSERT_EQ(got.error, "");
+    EXPECT_EQ(got.step_mode, enqueues ? "device" : "host");
+    EXPECT_EQ(c->device_calls > 0, enqueues);
+    EXPECT_EQ(got.values, want.values);
+  }
 }
 
 // The bytes of `name` in a state file, elements [first, first + count) of `size` each.

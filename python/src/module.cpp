@@ -285,6 +285,10 @@ class PyCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string name() const override { return name_; }
+  // With device_fn (a NCCL process group), the device all-reduce is torch's NCCL on the current
+  // stream, which only enqueues: the sharded step stays on the device. (Not capturable: torch's
+  // collective runs on torch's stream, not on the one a graph of the step is captured on.)
+  bool enqueues() const override { return device_fn_.is_valid() && !device_fn_.is_none(); }
   Status allreduce_sum(std::span<double> data) override {
     nb::gil_scoped_acquire gil;  // the step runs with the GIL released
     try {

@@ -367,6 +367,8 @@ def test_a_sharded_step_over_an_nccl_process_group_stays_on_the_gpu(tmp_path):
         bo = ot.LAMB(b, lr=1e-2, max_grad_norm=1.0, process_group=dist.group.WORLD)
         waited = _step_twins(a, ao, b, bo)
         assert max_err(a, b) == 0.0  # whole tensors on one process: the same bits
+        # On the device: until 2026-11-26 a step over torch's NCCL ran on the host (and waited).
+        assert [e.engine.step_mode for e in bo._last] == ["device"]
         assert max(waited[1:]) < 0.1, waited
     finally:
         dist.destroy_process_group()

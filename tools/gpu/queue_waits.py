@@ -2,8 +2,11 @@
 
 On an H200 (2026-11-26) such a step returned only after the GPU had run it (0.30 s behind a
 0.3 s torch.cuda._sleep), while the unsharded step and the C++ NCCL communicator's device step
-return at once (#13). This times each layer on its own, with the GPU kept busy, in one process
-with a one-rank NCCL group:
+return at once (#13). The cause found afterwards, without a GPU: the step's communicator (torch's
+NCCL through the bridge) did not say that it only enqueues, so the sharded step ran on the host
+(Communicator::enqueues, shard_test's ACommunicatorThatOnlyEnqueuesStepsOnTheDevice). This times
+each layer on its own, with the GPU kept busy, in one process with a one-rank NCCL group, to
+confirm it there:
 
     python3 tools/gpu/queue_waits.py        (device_run.sh's python stage runs it)
 
