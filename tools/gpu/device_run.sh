@@ -12,7 +12,8 @@
 #           same against torch's fused AdamW at 2e8 and on resnet50 shapes
 #   opencl  the emitter through NVIDIA's OpenCL, where the image has its ICD
 #   webgpu  #15 on NVIDIA: the WebGPU backend (the bundle's wgpu-native, the machine's Vulkan
-#           driver) against the CUDA backend on the same GPU, clip+AdamW at 16M and 256M
+#           driver) against the CUDA backend on the same GPU, clip+AdamW at 16M and 256M, then
+#           webgpu_test (every fixture against torch and the reference) on that adapter
 #   python  builds the Python module against the bundle's liboptjit with the machine's Python,
 #           nanobind and compiler (python/CMakeLists.txt alone), runs python/tests_gpu (optjit.torch
 #           on CUDA tensors against torch and bitsandbytes on the same GPU), bench/torch_bridge.py
@@ -155,6 +156,13 @@ webgpu() {
   lib=$(ls "$root"/lib/libwgpu_native*.so 2>/dev/null | head -1)
   [ -n "$lib" ] || { echo "webgpu: the bundle has no wgpu-native (pip install wgpu, then pack)"; return 1; }
   export OPTJIT_WGPU_LIBRARY=$lib
+  # NVIDIA's Vulkan driver loads through libglvnd, which the image lacks: pack.sh's Debian
+  # packages, unpacked into / (the machine is lent bare and given back).
+  local deb
+  for deb in .gpu/gl/*.deb; do [ -e "$deb" ] && dpkg -x "$deb" /; done
+  ldconfig
+  local icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+  [ -z "${VK_DRIVER_FILES:-}" ] && [ -e "$icd" ] && export VK_DRIVER_FILES=$icd
   echo "Vulkan drivers the loader can find:"
   ls /usr/share/vulkan/icd.d /etc/vulkan/icd.d /usr/local/share/vulkan/icd.d 2>&1
   ldconfig -p | grep -E 'libGLX_nvidia|libnvidia-vulkan|libnvidia-glvkspirv' ||
@@ -166,6 +174,8 @@ webgpu() {
     "$optjit" bench "$P" --backend webgpu --numel $n --steps 5 --reps 5 --no-unfused
     "$optjit" bench "$P" --backend cuda --numel $n --steps 5 --reps 5 --no-unfused
   done
+  [ -x "$root/bin/webgpu_test" ] || { echo "webgpu: the bundle has no webgpu_test"; return 1; }
+  "$root/bin/webgpu_test" --gtest_brief=1 --gtest_output="xml:$out/webgpu_test.xml"
 }
 
 python_bridge() {

@@ -15,9 +15,11 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib" .gpu
 cp "$build/optjit" "$build/tests/cuda_test" "$stage/bin/"
+# The WebGPU backend's parity tests, for NVIDIA's Vulkan driver (device_run.sh's webgpu stage).
+[ -x "$build/tests/webgpu_test" ] && cp "$build/tests/webgpu_test" "$stage/bin/"
 # Everything the binaries load except the C runtime, libstdc++ (the GPU image's is newer) and
 # NVRTC (which must match the machine's CUDA).
-ldd "$build/optjit" "$build/tests/cuda_test" | awk '/=>/ {print $3}' | sort -u |
+ldd "$stage"/bin/* | awk '/=>/ {print $3}' | sort -u |
   grep -Ev '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*|libstdc\+\+|libgcc_s|libnvrtc[^/]*)\.so' |
   while read -r lib; do cp -L "$lib" "$stage/lib/"; done
 # NCCL (loaded at run time by api/nccl_communicator.cpp) is not packed: the GPU image has its
@@ -53,6 +55,13 @@ size=$(stat -c %s .gpu/optjit-gpu.tar.xz)
 if [ "$size" -gt $((60 << 20)) ]; then
   echo "pack: the bundle is $((size >> 20)) MiB; the device tool carries at most 64 MiB" >&2
   exit 1
+fi
+# The GL and Vulkan loaders NVIDIA's Vulkan driver needs and the GPU image lacks (without them
+# wgpu-native finds no NVIDIA adapter): Debian's packages, unpacked there by device_run.sh.
+if [ ! -d .gpu/gl ] && command -v apt-get >/dev/null; then
+  mkdir -p .gpu/gl
+  (cd .gpu/gl && apt-get download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 \
+    libgles2 >/dev/null 2>&1) || echo "pack: could not download the GL loaders (webgpu on NVIDIA)" >&2
 fi
 exclude=$(git rev-parse --git-path info/exclude)
 mkdir -p "$(dirname "$exclude")"
