@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Packs the built optjit (CLI, library, CUDA tests, fmt's headers) with the shared libraries it needs that a
-# GPU machine's image lacks (LLVM 15, SQLite, fmt, libsodium, xxHash, OpenCL's loader, ...) into
-# .gpu/optjit-gpu.tar.xz (about 41 MB), for machines that can run CUDA but cannot install
-# Debian's packages. Then, on such a machine, with .gpu carried along:
-#   bash tools/gpu/device_run.sh     # parity, tuning, benchmarks; the log goes to $OUT/gpu.log
+# Packs the built optjit (CLI, library, CUDA and WebGPU tests, fmt's headers) with the shared
+# libraries it needs that a GPU machine's image lacks (LLVM 15, SQLite, fmt, libsodium, xxHash,
+# OpenCL's loader, wgpu-native, ...) into .gpu/optjit-gpu.tar.xz (about 52 MB), and Debian's GL
+# loaders into .gpu/gl, for machines that can run CUDA but cannot install Debian's packages.
+# Then, on such a machine, with .gpu carried along:
+#   bash tools/gpu/lease.sh smoke:110 tests:160 python:170 webgpu:90   # stages, time limits, logs
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build}
