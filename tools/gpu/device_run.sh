@@ -18,6 +18,8 @@
 #           nanobind and compiler (python/CMakeLists.txt alone), runs python/tests_gpu (optjit.torch
 #           on CUDA tensors against torch and bitsandbytes on the same GPU), bench/torch_bridge.py
 #           and bench/quantized_state.py (8-bit and 4-bit state against bitsandbytes) on CUDA
+#   compile optjit.torch against torch.compile of torch's fused AdamW + clip on CUDA tensors
+#           (bench/torch_bridge.py with its compile column; needs the python stage's module)
 # e.g. bash tools/gpu/device_run.sh smoke tests. Logs go to ${OUT:-.}/<stage>.log (and
 # tests/*.xml); the kernel cache stays in /tmp/optjit-cache while the machine is warm, but bench
 # tunes what it benches itself.
@@ -197,6 +199,11 @@ python_bridge() {
   return $rc
 }
 
+compile() {
+  [ -d /tmp/optjit-py/python/optjit ] || { echo "compile: run the python stage first"; return 1; }
+  PYTHONPATH="/tmp/optjit-py/python:$root/pylib" python3 bench/torch_bridge.py --device cuda
+}
+
 unpack
 export OPTJIT_NVRTC=${OPTJIT_NVRTC:-$(find_nvrtc)}
 OPTJIT_NCCL=$(find_nccl) && export OPTJIT_NCCL
@@ -205,7 +212,7 @@ for stage in "${@:-smoke}"; do
   fn=$stage
   [ "$stage" = torch ] && fn=torch_cmp
   [ "$stage" = python ] && fn=python_bridge
-  case $stage in smoke | tests | bench | quick | torch | opencl | webgpu | python) ;; *)
+  case $stage in smoke | tests | bench | quick | torch | opencl | webgpu | python | compile) ;; *)
     echo "device_run: unknown stage $stage"
     exit 2
     ;;
