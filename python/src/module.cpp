@@ -308,6 +308,8 @@ class PyCommunicator final : public Communicator {
   std::string name_;
 };
 
+constexpr uintptr_t kCuStreamLegacy = 0x1;  // the CUDA driver's handle of that stream
+
 class Engine {
  public:
   Engine(const std::string& pipeline, const std::vector<std::string>& names,
@@ -335,9 +337,13 @@ class Engine {
                     i < group_of.size() ? group_of[i] : 0, p.device});
     }
     specs_ = specs(ps, grad_dtype, &params);
-    OptimizerOptions o = options(
-        backend == "auto" ? (device_type == nb::device::cuda::value ? "cuda" : "cpu") : backend,
-        device, queue, grad_dtype, cache, param_rounding, groups);
+    // CUDA arrays with no stream named: the legacy default stream (CU_STREAM_LEGACY), where
+    // DLPack hands arrays over when no stream is named and where frameworks queue their work
+    // by default. optjit's own stream would be unordered with the work that wrote them.
+    const bool cuda = device_type == nb::device::cuda::value;
+    OptimizerOptions o = options(backend == "auto" ? (cuda ? "cuda" : "cpu") : backend, device,
+                                 queue == 0 && cuda ? kCuStreamLegacy : queue, grad_dtype, cache,
+                                 param_rounding, groups);
     o.device_step = device_step;
     // On the caller's stream even a step that may be skipped (a GradScaler's) is only queued:
     // step() returns None, and the step count and skip flag stay on the device.

@@ -124,6 +124,25 @@ def test_random_training_histories_match_torch_on_the_gpu():
 
 
 @needs_streams
+def test_the_low_level_engine_steps_on_the_default_stream():
+    """optjit.Engine over CUDA arrays with no stream named steps on the legacy default stream,
+    where DLPack hands arrays over and torch (CuPy, JAX) queue by default: a gradient written
+    there behind a long wait is the one the step reads. (On a stream of optjit's own, as before
+    2026-11-26, the step read it before it was written.)"""
+    import optjit
+    w = torch.randn(100_000, device=DEV)
+    want = w - 0.5
+    g = torch.zeros_like(w)
+    engine = optjit.Engine("sgd(lr=0.5)", ["w"], [w])
+    torch.cuda.synchronize()
+    torch.cuda._sleep(int(_clock_khz() * 200))
+    g.fill_(1.0)  # queued behind the sleep
+    engine.step([g])
+    torch.cuda.synchronize()
+    assert torch.equal(w, want)
+
+
+@needs_streams
 def test_a_step_is_queued_on_the_current_stream_without_waiting():
     """The GPU is kept busy (torch.cuda._sleep) when the step is called: it returns long before
     the GPU gets to it, and the results are right once it has."""
