@@ -293,9 +293,11 @@ Expected<Roofline> roofline_plan(const plan::Plan& plan, const P& pass) {
   for (uint32_t w : pass.writes)
     if (!plan.buffers[w].per_block) b.emit(ir::Op::Store, DType::b1, {sum}, buffer(w));
   if (pass.writes.empty()) {
-    // A read-only pass (a norm): reduce what it reads, and use the result so it is not dead.
+    // A read-only pass (a norm): reduce what it reads, and keep the result as a scalar state so
+    // it is not dead. (Not a skip_if: on a device a step that can skip waits for each queued
+    // step's verdict, which the fused step it bounds need not.)
     ir::ValueId total = b.emit(ir::Op::Sum, DType::f64, {sum}, 0);
-    b.emit(ir::Op::SkipIf, DType::b1, {b.emit(ir::Op::Ne, DType::b1, {total, total})});
+    b.emit(ir::Op::SStore, DType::b1, {total}, b.add_state({"total", DType::f64, {}}));
   }
   auto rp = plan::make_plan(std::move(b).finish());
   if (!rp) return rp.error();
