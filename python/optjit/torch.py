@@ -36,7 +36,6 @@ Error = _optjit.Error
 
 # Keys torch optimizers accept that change nothing here (optjit's step is already fused).
 _IGNORED = {"foreach", "fused", "capturable", "differentiable"}
-_CU_STREAM_LEGACY = 0x1  # the CUDA driver's handle of the legacy default stream
 
 
 def _number(x: Any) -> str:
@@ -368,7 +367,7 @@ class _Engine:
             # torch's default stream is the legacy one, handle 0, which to optjit would mean
             # "a stream of your own" (unordered with torch's work): it is named as
             # CU_STREAM_LEGACY.
-            queue = self.stream.cuda_stream or _CU_STREAM_LEGACY
+            queue = self.stream.cuda_stream or _optjit.CU_STREAM_LEGACY
             backend = "cuda"
         elif device.type != "cpu":
             raise Error(f"optjit steps CPU and CUDA tensors, not {device.type} ones")

@@ -793,6 +793,8 @@ NB_MODULE(_optjit, m) {
   PyObject* invalid = PyErr_NewException("optjit._optjit.InvalidValue", bases, nullptr);
   Py_DECREF(bases);
   m.attr("InvalidValue") = nb::steal(invalid);
+  // The handle that names the legacy default CUDA stream as a queue (0 is "the engine's own").
+  m.attr("CU_STREAM_LEGACY") = kCuStreamLegacy;
   nb::register_exception_translator(
       [](const std::exception_ptr& p, void* type) {
         try {
