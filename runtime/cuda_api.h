@@ -59,6 +59,10 @@ struct Api {
 };
 
 inline constexpr int kCaptureModeThreadLocal = 1;  // CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+/// The default streams' handles (CU_STREAM_LEGACY, CU_STREAM_PER_THREAD): a framework's default
+/// stream is named to optjit as the first, since a null queue means a stream of optjit's own.
+inline const CUstream kStreamLegacy = reinterpret_cast<CUstream>(uintptr_t{0x1});
+inline const CUstream kStreamPerThread = reinterpret_cast<CUstream>(uintptr_t{0x2});
 
 /// The loaded driver, or why there is none ("no CUDA driver on this machine ...").
 Expected<const Api*> api();

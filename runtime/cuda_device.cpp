@@ -233,10 +233,8 @@ class CudaDevice final : public Device {
   bool own_stream_ = false;
   cuda::CUstream capture_stream_ = nullptr;  // where graphs of a default stream's steps are made
 
-  /// CU_STREAM_LEGACY and CU_STREAM_PER_THREAD, the default streams' handles.
   static bool default_stream(cuda::CUstream s) {
-    const auto v = reinterpret_cast<uintptr_t>(s);
-    return v == 0x1 || v == 0x2;
+    return s == cuda::kStreamLegacy || s == cuda::kStreamPerThread;
   }
 };
 

@@ -202,7 +202,7 @@ TEST(Cuda, QueuedStepsOnTheCallersStreamDoNotWaitForIt) {
 // of them, which that stream cannot capture, is captured on a stream of the device's own and
 // replayed there.
 TEST(Cuda, QueuedStepsAndGraphsOnTheLegacyDefaultStream) {
-  auto dev = runtime::open_device({.kind = "cuda", .queue = reinterpret_cast<void*>(0x1)});
+  auto dev = runtime::open_device({.kind = "cuda", .queue = runtime::cuda::kStreamLegacy});
   ASSERT_TRUE(dev) << dev.error().message;
   for (bool graph : {false, true}) {
     SCOPED_TRACE(graph ? "graph" : "device step");
