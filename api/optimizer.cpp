@@ -415,12 +415,14 @@ Status Optimizer::build(std::vector<Param> params, OptimizerOptions options) {
     m.mode = runtime::StepMode::device;
   // Sharded, the device step all-reduces each pass's partials on the device (NCCL on the
   // stream; other communicators through the host); a graph needs a communicator that only
-  // enqueues.
+  // enqueues, on the stream the graph is captured on.
   if (m.mode == runtime::StepMode::graph && m.options.shard && !m.options.shard->comm->capturable())
     return make_error(
-        "a CUDA graph cannot capture a sharded step over {}, which synchronises with the host; "
-        "use NCCL (nccl_communicator) or device_step without cuda_graph",
-        m.options.shard->comm->name());
+        "a CUDA graph cannot capture a sharded step over {}, {}; use optjit's NCCL communicator "
+        "(nccl_communicator), or the device step without cuda_graph",
+        m.options.shard->comm->name(),
+        m.options.shard->comm->enqueues() ? "whose all-reduce runs on a stream of its own"
+                                          : "which synchronises with the host");
   if (m.mode != runtime::StepMode::host && m.parts.size() > 1)
     return make_error(
         "parameters of several dtypes step with the scalar program on the host; device_step "
