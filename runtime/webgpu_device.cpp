@@ -645,22 +645,28 @@ class WebgpuDevice final : public Device {
     // A kernel sees at most maxStorageBufferBindingSize bytes of a buffer (128 MiB on lavapipe,
     // GPT-2 small's parameters alone are 497 MB), so the executor binds windows of the arenas;
     // at most 1 GiB, so that a window's element offsets (i32 in WGSL, two 4-bit codes a byte)
-    // stay below 2^31. OPTJIT_WEBGPU_MAX_BINDING lowers it, as a smaller device would (tests,
-    // or a browser's default of 128 MiB).
+    // stay below 2^31. OPTJIT_WEBGPU_MAX_BINDING and OPTJIT_WEBGPU_MAX_BUFFER lower the
+    // binding and buffer limits, as a smaller device would (tests, or a browser's defaults of
+    // 128 and 256 MiB).
     dd.binding_alignment = std::max<uint64_t>(info_.limits.minStorageBufferOffsetAlignment, 16);
-    dd.max_allocation = info_.limits.maxBufferSize;
     dd.max_binding =
         std::min<uint64_t>(info_.limits.maxStorageBufferBindingSize, uint64_t{1} << 30);
-    if (const char* env = std::getenv("OPTJIT_WEBGPU_MAX_BINDING"); env && *env) {
+    auto lowered = [&](const char* name, uint64_t& limit) -> Status {
+      const char* env = std::getenv(name);
+      if (!env || !*env) return Status::Ok();
       char* end = nullptr;
       const unsigned long long v = std::strtoull(env, &end, 10);
       if (*end != '\0' || v < 4096 || v % dd.binding_alignment != 0)
         return make_error(
-            "OPTJIT_WEBGPU_MAX_BINDING='{}' is not a byte count of at least 4096 and a multiple of "
-            "'{}''s storage offset alignment ({})",
-            env, info_.name, dd.binding_alignment);
-      dd.max_binding = std::min<uint64_t>(dd.max_binding, v);
-    }
+            "{}='{}' is not a byte count of at least 4096 and a multiple of '{}''s storage "
+            "offset alignment ({})",
+            name, env, info_.name, dd.binding_alignment);
+      limit = std::min<uint64_t>(limit, v);
+      return Status::Ok();
+    };
+    OPTJIT_TRY(lowered("OPTJIT_WEBGPU_MAX_BINDING", dd.max_binding));
+    OPTJIT_TRY(lowered("OPTJIT_WEBGPU_MAX_BUFFER", info_.limits.maxBufferSize));
+    dd.max_allocation = info_.limits.maxBufferSize;
     return Status::Ok();
   }
 

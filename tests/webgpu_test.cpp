@@ -40,6 +40,33 @@ TEST(Webgpu, PassVersionsStepAsTheWholeBody) {
   });
 }
 
+// Past the largest buffer the adapter allows (lowered here to 64 KiB by OPTJIT_WEBGPU_MAX_BUFFER,
+// as NVIDIA's 4 GiB is for a 268M-parameter bench's copy of 16 bytes a parameter): an allocation
+// is an error naming both sizes, and the copy-bandwidth yardstick measures the largest copy that
+// fits (it failed at 268M parameters on an H200).
+TEST(Webgpu, CopyBandwidthPastTheLargestBuffer) {
+  ::setenv("OPTJIT_WEBGPU_MAX_BUFFER", "65536", 1);
+  auto dev = runtime::open_device({.kind = "webgpu"});
+  ::setenv("OPTJIT_WEBGPU_MAX_BUFFER", "65536x", 1);
+  auto bad = runtime::open_device({.kind = "webgpu"});
+  ::unsetenv("OPTJIT_WEBGPU_MAX_BUFFER");
+  ASSERT_TRUE(dev) << dev.error().message;
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("OPTJIT_WEBGPU_MAX_BUFFER='65536x' is not a byte count"),
+            std::string::npos)
+      << bad.error().message;
+  EXPECT_EQ((*dev)->description().max_allocation, 65536u);
+  auto big = runtime::allocate(**dev, 100000, "a test buffer");
+  ASSERT_FALSE(big);
+  EXPECT_NE(big.error().message.find("a test buffer: 100000 bytes exceed the largest WebGPU "
+                                     "buffer"),
+            std::string::npos)
+      << big.error().message;
+  auto seconds = (*dev)->copy_seconds(1 << 20, 2);
+  ASSERT_TRUE(seconds) << seconds.error().message;
+  EXPECT_GT(*seconds, 0.0);
+}
+
 // A model larger than what the adapter binds to one kernel argument (lavapipe: 128 MiB, which
 // GPT-2 small's 497 MB of parameters passes; here lowered to 64 KiB by OPTJIT_WEBGPU_MAX_BINDING):
 // each pass launches once per window of its chunks, every buffer bound from where the window's
