@@ -1574,15 +1574,7 @@ def check_complex_parameters(device, name, kw, clip):
             o.zero_grad()
             ((x @ ps[0]).abs().square().sum() + (ps[1] * ps[1]).sum() * (i + 1)).backward()
             if clip and mod is not ot:
-                # torch.nn.utils.clip_grad_norm_'s two steps; its norm kernel takes no sparse
-                # tensor in some versions (torch 2.11: linalg_vector_norm on SparseCPU and
-                # SparseCUDA), so a sparse gradient's norm is taken over its coalesced values.
-                grads = [p.grad for p in ps]
-                norm = torch.nn.utils.get_total_norm(
-                    [g.coalesce().values() if g.is_sparse else g for g in grads])
-                coef = torch.clamp(0.5 / (norm + 1e-6), max=1.0)
-                for g in grads:
-                    g.mul_(coef)
+                torch.nn.utils.clip_grad_norm_(ps, 0.5)
             o.step()
 
     # (torch keeps NAdam's mu_product and ASGD's eta and mu in float32 even for float64
