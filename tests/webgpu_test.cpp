@@ -40,16 +40,22 @@ TEST(Webgpu, PassVersionsStepAsTheWholeBody) {
   });
 }
 
+// A WebGPU device opened with environment variable `name` set to `value` (unset again after):
+// OPTJIT_WEBGPU_MAX_BINDING and OPTJIT_WEBGPU_MAX_BUFFER lower the adapter's limits.
+Expected<std::shared_ptr<runtime::Device>> open_with(const char* name, const char* value) {
+  ::setenv(name, value, 1);
+  auto dev = runtime::open_device({.kind = "webgpu"});
+  ::unsetenv(name);
+  return dev;
+}
+
 // Past the largest buffer the adapter allows (lowered here to 64 KiB by OPTJIT_WEBGPU_MAX_BUFFER,
 // as NVIDIA's 4 GiB is for a 268M-parameter bench's copy of 16 bytes a parameter): an allocation
 // is an error naming both sizes, and the copy-bandwidth yardstick measures the largest copy that
 // fits (it failed at 268M parameters on an H200).
 TEST(Webgpu, CopyBandwidthPastTheLargestBuffer) {
-  ::setenv("OPTJIT_WEBGPU_MAX_BUFFER", "65536", 1);
-  auto dev = runtime::open_device({.kind = "webgpu"});
-  ::setenv("OPTJIT_WEBGPU_MAX_BUFFER", "65536x", 1);
-  auto bad = runtime::open_device({.kind = "webgpu"});
-  ::unsetenv("OPTJIT_WEBGPU_MAX_BUFFER");
+  auto dev = open_with("OPTJIT_WEBGPU_MAX_BUFFER", "65536");
+  auto bad = open_with("OPTJIT_WEBGPU_MAX_BUFFER", "65536x");
   ASSERT_TRUE(dev) << dev.error().message;
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().message.find("OPTJIT_WEBGPU_MAX_BUFFER='65536x' is not a byte count"),
@@ -75,11 +81,8 @@ TEST(Webgpu, CopyBandwidthPastTheLargestBuffer) {
 // versions, groups, and a tensor of 160 KB that spans several windows. Whole buffers of that
 // size are refused by the device, so a step that did not window would fail here.
 TEST(Webgpu, StepsModelsLargerThanOneBinding) {
-  ::setenv("OPTJIT_WEBGPU_MAX_BINDING", "65536", 1);
-  auto small = runtime::open_device({.kind = "webgpu"});
-  ::setenv("OPTJIT_WEBGPU_MAX_BINDING", "1000", 1);
-  auto bad = runtime::open_device({.kind = "webgpu"});
-  ::unsetenv("OPTJIT_WEBGPU_MAX_BINDING");
+  auto small = open_with("OPTJIT_WEBGPU_MAX_BINDING", "65536");
+  auto bad = open_with("OPTJIT_WEBGPU_MAX_BINDING", "1000");
   ASSERT_TRUE(small) << small.error().message;
   ASSERT_EQ((*small)->description().max_binding, 65536u);
   ASSERT_FALSE(bad);

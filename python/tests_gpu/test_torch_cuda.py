@@ -255,36 +255,33 @@ def test_mixed_dtypes_on_the_gpu_are_no_less_accurate_than_torch():
 
 @needs_streams
 def test_cpu_and_gpu_parameters_in_one_optimizer():
-    cpu = [torch.nn.Parameter(t) for t in tensors(torch.float64, device="cpu")[:3]]
-    gpu = [torch.nn.Parameter(t) for t in tensors(torch.float64, seed=1)[:3]]
-    ref = [torch.nn.Parameter(p.detach().clone()) for p in cpu + gpu]
-    ro = torch.optim.AdamW(ref, lr=1e-2, foreach=False)
-    oo = ot.AdamW(cpu + gpu, lr=1e-2)
-    for k in range(3):
-        gs = grads_for(k, ref)
-        for p, g in zip(ref, gs):
-            p.grad = g
-        for p, g in zip(cpu + gpu, gs):
-            p.grad = g.clone()
-        ro.step(), oo.step()
+    def beside_torch(max_grad_norm=None):
+        """Three steps of optjit's AdamW over three CPU and three GPU parameters and of torch's
+        (clipped by torch first where max_grad_norm is given): (cpu, gpu, torch's params)."""
+        cpu = [torch.nn.Parameter(t) for t in tensors(torch.float64, device="cpu")[:3]]
+        gpu = [torch.nn.Parameter(t) for t in tensors(torch.float64, seed=1)[:3]]
+        ref = [torch.nn.Parameter(p.detach().clone()) for p in cpu + gpu]
+        ro = torch.optim.AdamW(ref, lr=1e-2, foreach=False)
+        clip = {} if max_grad_norm is None else {"max_grad_norm": max_grad_norm}
+        oo = ot.AdamW(cpu + gpu, lr=1e-2, **clip)
+        for k in range(3):
+            gs = grads_for(k, ref)
+            for p, g in zip(ref, gs):
+                p.grad = g
+            for p, g in zip(cpu + gpu, gs):
+                p.grad = g.clone()
+            if max_grad_norm is not None:
+                torch.nn.utils.clip_grad_norm_(ref, max_grad_norm, foreach=False)
+            ro.step(), oo.step()
+        return cpu, gpu, ref
+
+    cpu, gpu, ref = beside_torch()
     assert all(p.device.type == "cpu" for p in cpu) and all(p.device == DEV for p in gpu)
     assert max_err(ref, cpu + gpu) <= 1e-9
     # A built-in's fused clip over both devices: torch's clip over all of them first, then each
     # device's program (as for parameters with different step counts), so the numbers are
     # torch's clip and AdamW's.
-    cpu = [torch.nn.Parameter(t) for t in tensors(torch.float64, device="cpu")[:3]]
-    gpu = [torch.nn.Parameter(t) for t in tensors(torch.float64, seed=1)[:3]]
-    ref = [torch.nn.Parameter(p.detach().clone()) for p in cpu + gpu]
-    ro = torch.optim.AdamW(ref, lr=1e-2, foreach=False)
-    clipped = ot.AdamW(cpu + gpu, lr=1e-2, max_grad_norm=0.5)
-    for k in range(3):
-        gs = grads_for(k, ref)
-        for p, g in zip(ref, gs):
-            p.grad = g
-        for p, g in zip(cpu + gpu, gs):
-            p.grad = g.clone()
-        torch.nn.utils.clip_grad_norm_(ref, 0.5, foreach=False)
-        ro.step(), clipped.step()
+    cpu, gpu, ref = beside_torch(max_grad_norm=0.5)
     assert max_err(ref, cpu + gpu) <= 1e-9
     # Pipeline text has no such split: one norm over two devices is a clear error, no copies.
     custom = ot.Optimizer(cpu + gpu, "chain(clip_grad_norm(max_norm=0.5), adamw(lr=1e-2))")
