@@ -64,6 +64,10 @@ def main():
         if not a.no_compile:
             cp = model(preset, a.device)
             copt = torch.optim.AdamW(cp, **kw, foreach=True)
+            # Each preset's step is compiled afresh: the same code object over other shapes would
+            # be a recompile with dynamic shapes, which torch 2.11 fails on CUDA ("sources must
+            # not be empty for symbol", H200, 2026-11-26), and would not time a first compile.
+            torch._dynamo.reset()
 
             @torch.compile(fullgraph=False)
             def compiled_step():

@@ -111,7 +111,8 @@ std::string preamble(const Lang& L, const plan::Plan& plan, int vec) {
         U, "optjit_quantize_" + name, {{F, "x"}},
         fmt::format(
             "  {}\n  {}\n  {}\n  {}\n  {}\n  return (e & 255u) + ({});\n", L.let(F, "y", clamped),
-            L.let(U, "i", L.cast(U, "(((y + 1.0f) * 0.5f) * 65535.0f + 0.5f)")),
+            L.let(U, "i",
+                  L.cast(U, "(" + L.mul(L.mul("(y + 1.0f)", "0.5f"), "65535.0f") + " + 0.5f)")),
             L.let(U, "b", "i >> 5u"),
             L.let(U, "j",
                   L.select(
@@ -371,15 +372,14 @@ class KernelWriter {
                                    ? fmt::format("(({} >> ({})) & 15u)", L_.code_byte(b, "i0 >> 1"),
                                                  L_.select("(i0 & 1) != 0", "0u", "4u"))
                                    : L_.code_byte(b, "i0");
-      s +=
-          "          " +
-          L_.let(F, fmt::format("L{}_0", b),
-                 fmt::format(
-                     "OPTJIT_BITS_F32({}) * sc{}",
-                     L_.table_at(
-                         fmt::format("optjit_map_{}", ir::to_string(plan_.buffers[b].quant)), code),
-                     b)) +
-          "\n";
+      s += "          " +
+           L_.let(F, fmt::format("L{}_0", b),
+                  L_.mul(fmt::format("OPTJIT_BITS_F32({})",
+                                     L_.table_at(fmt::format("optjit_map_{}",
+                                                             ir::to_string(plan_.buffers[b].quant)),
+                                                 code)),
+                         fmt::format("sc{}", b))) +
+           "\n";
     }
     s += "          {\n";
     for (uint32_t b : stores_)
@@ -419,7 +419,7 @@ class KernelWriter {
       s += fmt::format("        {}\n        if ({} == 0) {{\n          {} = sb{};\n        }}\n",
                        L_.let(F, fmt::format("sb{}", b),
                               kind == ir::QuantKind::table ? fmt::format("ab{}", b)
-                              : kind == ir::QuantKind::fp8 ? clipped + " / 448.0f"
+                              : kind == ir::QuantKind::fp8 ? L_.div(clipped, "448.0f")
                                                            : clipped),
                        lid, L_.scale_at(b, "blk"), b);
       // Each invocation writes code_unit() bytes of codes: 1 (C) or 4 (WGSL) per 8-bit format,
@@ -429,16 +429,18 @@ class KernelWriter {
         const std::string x = fmt::format("{}[{}]", qv(b), k);
         switch (kind) {
           case ir::QuantKind::nearest:
-            return fmt::format("optjit_quantize_{}({} / sb{})", q, x, b);
+            return fmt::format("optjit_quantize_{}({})", q, L_.div(x, fmt::format("sb{}", b)));
           case ir::QuantKind::fp8:
-            return fmt::format("optjit_f8_code({} / sb{})", x, b);
+            return fmt::format("optjit_f8_code({})", L_.div(x, fmt::format("sb{}", b)));
           case ir::QuantKind::table:
             break;
         }
         // The table: lut[index(x / absmax)], 0 for a zero block.
         return "(" +
-               L_.select(L_.compare("==", fmt::format("sb{}", b), "0.0f", DType::f32), "0u",
-                         fmt::format("optjit_quantize_{}({} * (1.0f / sb{}))", q, x, b)) +
+               L_.select(
+                   L_.compare("==", fmt::format("sb{}", b), "0.0f", DType::f32), "0u",
+                   fmt::format("optjit_quantize_{}({})", q,
+                               L_.mul(x, "(" + L_.div("1.0f", fmt::format("sb{}", b)) + ")"))) +
                ")";
       };
       const int per_byte = bits(b) == 4 ? 2 : 1, codes = L_.code_unit() * per_byte;

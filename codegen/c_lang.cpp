@@ -2,6 +2,7 @@
 #include "codegen/c_lang.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "ir/quant.h"
 #include "ir/stochastic_round.h"
@@ -382,7 +383,14 @@ class Wgsl final : public Lang {
   const char* global_id() const override { return "i32(gid.x)"; }
   const char* barrier() const override { return "workgroupBarrier()"; }
   std::string math(const char* fn, DType) const override {
-    return std::string(fn) == "fabs" ? "abs" : fn;
+    const std::string f = fn;
+    return f == "fabs" ? "abs" : f == "sqrt" ? "optjit_sqrt" : fn;
+  }
+  std::string mul(const std::string& a, const std::string& b) const override {
+    return fmt::format("optjit_mul({}, {})", a, b);
+  }
+  std::string div(const std::string& a, const std::string& b) const override {
+    return fmt::format("optjit_div({}, {})", a, b);
   }
   // Elements narrower than a word (16-bit floats, bools, bytes) share words in memory: two or
   // four to a word. 16-bit ones are held as their bits in u32 values, bools as bools.
@@ -513,6 +521,7 @@ class Wgsl final : public Lang {
     if (!constant_tables(plan).empty())
       s += fmt::format("@group(0) @binding({}) var<storage, read> optjit_tables: array<u32>;\n",
                        B + 5);
+    s += exact_arithmetic();
     s += R"(fn OPTJIT_F32_BITS(x: f32) -> u32 { return bitcast<u32>(x); }
 fn OPTJIT_BITS_F32(x: u32) -> f32 { return bitcast<f32>(x); }
 fn isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
@@ -573,6 +582,97 @@ fn optjit_f32_to_f64(x: f32) -> vec2<u32> {
 )";
     return s;
   }
+  // WGSL lets `a / b` be 2.5 ulp off and sqrt inherit inverseSqrt's error, lets a product be
+  // fused into the sum it feeds, and lets its `fma` be a product and a sum (lavapipe's is);
+  // NVIDIA's Vulkan driver divides and takes roots inexactly (an H200, 2026-11-26: AdamW's and
+  // the quantizers' bits parted from the CPU's by an ulp). What the language does promise: +, -
+  // and * of f32 rounded correctly. So optjit_div and optjit_sqrt take the hardware's result on
+  // the operands' significands (in [1, 2), and [1, 4) for the root), move it by one correction
+  // step, then keep whichever of it and its two neighbours leaves the smallest residual
+  // x - q * y (x - s * s), computed exactly with Dekker's product (12-bit halves): the correctly
+  // rounded result, for normal operands and results (elsewhere the hardware's own; subnormals
+  // may be flushed, as WGSL allows). optjit_opaque passes a value through an xor with args.w,
+  // which is 0 (the launch never sets it) but unknown to the compiler, so that nothing is
+  // fused or rewritten across it: every product (optjit_mul) and every step of the above.
+  // OPTJIT_WGSL_INEXACT_ULPS moves the hardware's normal quotients and roots by that many ulps,
+  // to test the correction on an adapter that divides exactly (lavapipe); never set otherwise.
+  static std::string exact_arithmetic() {
+    int skew = 0;
+    if (const char* e = std::getenv("OPTJIT_WGSL_INEXACT_ULPS")) skew = std::atoi(e);
+    const std::string hw = skew == 0 ? "return x;"
+                                     : fmt::format(
+                                           "let e = (bitcast<u32>(x) >> 23u) & 255u; if (e < 2u "
+                                           "|| e > 253u) {{ return x; }} return "
+                                           "bitcast<f32>(bitcast<u32>(x) + {}u);",
+                                           static_cast<uint32_t>(skew));
+    return fmt::format(R"(fn optjit_hw(x: f32) -> f32 {{ {} }}
+fn optjit_opaque(x: f32) -> f32 {{ return bitcast<f32>(bitcast<u32>(x) ^ u32(args.w)); }}
+fn optjit_mul(a: f32, b: f32) -> f32 {{ return optjit_opaque(a * b); }}
+fn optjit_sub(a: f32, b: f32) -> f32 {{ return optjit_opaque(a - b); }}
+fn optjit_add(a: f32, b: f32) -> f32 {{ return optjit_opaque(a + b); }}
+fn optjit_split(a: f32) -> vec2<f32> {{
+  let c = optjit_mul(4097.0f, a);
+  let hi = optjit_sub(c, optjit_sub(c, a));
+  return vec2<f32>(hi, optjit_sub(a, hi));
+}}
+// x - q * y, exactly where that is an f32 (q near x / y, all of them near 1).
+fn optjit_residual(x: f32, y: f32, ys: vec2<f32>, q: f32) -> f32 {{
+  let p = optjit_mul(q, y);
+  let qs = optjit_split(q);
+  let e = optjit_add(optjit_add(optjit_add(optjit_sub(optjit_mul(qs.x, ys.x), p),
+                                           optjit_mul(qs.x, ys.y)),
+                                optjit_mul(qs.y, ys.x)),
+                     optjit_mul(qs.y, ys.y));
+  return optjit_sub(optjit_sub(x, p), e);
+}}
+fn optjit_div(a: f32, b: f32) -> f32 {{
+  let q0 = optjit_hw(a / b);
+  let ua = bitcast<u32>(a);
+  let ub = bitcast<u32>(b);
+  let ea = i32((ua >> 23u) & 255u);
+  let eb = i32((ub >> 23u) & 255u);
+  if (ea == 0 || ea == 255 || eb == 0 || eb == 255) {{ return q0; }}
+  let x = bitcast<f32>((ua & 0x7fffffu) | 0x3f800000u);
+  let y = bitcast<f32>((ub & 0x7fffffu) | 0x3f800000u);
+  let ys = optjit_split(y);
+  var q = optjit_opaque(optjit_hw(x / y));
+  q = optjit_add(q, optjit_mul(optjit_residual(x, y, ys, q), optjit_opaque(optjit_hw(1.0f / y))));
+  let up = bitcast<f32>(bitcast<u32>(q) + 1u);
+  let dn = bitcast<f32>(bitcast<u32>(q) - 1u);
+  let r = abs(optjit_residual(x, y, ys, q));
+  if (abs(optjit_residual(x, y, ys, up)) < r) {{
+    q = up;
+  }} else if (abs(optjit_residual(x, y, ys, dn)) < r) {{
+    q = dn;
+  }}
+  let e = ea - eb + i32((bitcast<u32>(q) >> 23u) & 255u);
+  if (e <= 0 || e >= 255) {{ return q0; }}
+  return bitcast<f32>(((ua ^ ub) & 0x80000000u) | (u32(e) << 23u) | (bitcast<u32>(q) & 0x7fffffu));
+}}
+fn optjit_sqrt(v: f32) -> f32 {{
+  let s0 = optjit_hw(sqrt(v));
+  let u = bitcast<u32>(v);
+  let e = i32((u >> 23u) & 255u);
+  if (e == 0 || e == 255 || (u >> 31u) != 0u) {{ return s0; }}
+  let odd = (e - 127) & 1;
+  let x = bitcast<f32>((u & 0x7fffffu) | (u32(127 + odd) << 23u));
+  var s = optjit_opaque(optjit_hw(sqrt(x)));
+  s = optjit_add(s, optjit_mul(optjit_residual(x, s, optjit_split(s), s),
+                               optjit_opaque(optjit_hw(0.5f / s))));
+  let up = bitcast<f32>(bitcast<u32>(s) + 1u);
+  let dn = bitcast<f32>(bitcast<u32>(s) - 1u);
+  let r = abs(optjit_residual(x, s, optjit_split(s), s));
+  if (abs(optjit_residual(x, up, optjit_split(up), up)) < r) {{
+    s = up;
+  }} else if (abs(optjit_residual(x, dn, optjit_split(dn), dn)) < r) {{
+    s = dn;
+  }}
+  return bitcast<f32>(u32(i32(bitcast<u32>(s)) + (((e - 127 - odd) / 2) << 23u)));
+}}
+)",
+                       hw);
+  }
+
   std::string pass_signature(const plan::Plan&, size_t k, int block, bool) const override {
     return fmt::format(
         "@compute @workgroup_size({})\n"
@@ -819,7 +919,7 @@ std::string float_math(const Lang& L, ir::Op op, DType t, const std::vector<std:
     case Op::Sqrt:
       return fn("sqrt");
     case Op::Rsqrt:
-      return fmt::format("{} / {}({})", one, L.math("sqrt", t), a[0]);
+      return L.div(one, fmt::format("{}({})", L.math("sqrt", t), a[0]));
     case Op::Exp:
       return fn("exp");
     case Op::Log:
@@ -842,9 +942,9 @@ std::string float_math(const Lang& L, ir::Op op, DType t, const std::vector<std:
     case Op::Sub:
       return a[0] + " - " + a[1];
     case Op::Mul:
-      return a[0] + " * " + a[1];
+      return L.mul(a[0], a[1]);
     case Op::Div:
-      return a[0] + " / " + a[1];
+      return L.div(a[0], a[1]);
     case Op::Min:
     case Op::Max:
       // NaN wins (torch's minimum and maximum propagate it).

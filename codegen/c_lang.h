@@ -39,6 +39,17 @@ class Lang {
   /// in f).
   virtual std::string math(const char* fn, DType t) const = 0;
   virtual std::string storage_type(DType t) const = 0;
+  /// f32 `a * b` and `a / b` rounded once, as IEEE rounds them, where the language's own
+  /// operators may do otherwise (WGSL: its `/` is good to 2.5 ulp, and a product may be fused
+  /// into the sum it feeds); sqrt through math("sqrt") likewise. C's operators (NVRTC with
+  /// --fmad=false --prec-div=true, OpenCL with -cl-fp32-correctly-rounded-divide-sqrt and
+  /// FP_CONTRACT OFF) already are.
+  virtual std::string mul(const std::string& a, const std::string& b) const {
+    return a + " * " + b;
+  }
+  virtual std::string div(const std::string& a, const std::string& b) const {
+    return a + " / " + b;
+  }
 
   /// What every kernel source starts with: extensions, bit casts (OPTJIT_F32_BITS, ...), f16
   /// conversions (OPTJIT_F16_TO_F32, OPTJIT_F32_TO_F16), vector types for `vec`.

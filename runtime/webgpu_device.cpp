@@ -844,7 +844,8 @@ Status WebgpuModule::launch(KernelId kernel, size_t groups, size_t group_size,
   size_t nint = 0;
   for (const KernelArg& a : args) {
     if (!a.is_memory) {
-      if (nint == 4) return make_error("a WGSL kernel takes at most 4 integer arguments");
+      // The fourth stays 0: the kernels' opaque zero (optjit_mul, codegen/c_lang.cpp).
+      if (nint == 3) return make_error("a WGSL kernel takes at most 3 integer arguments");
       if (a.integer < INT32_MIN || a.integer > INT32_MAX)
         return make_error("WGSL kernel argument {} does not fit in 32 bits", a.integer);
       ints[nint++] = static_cast<int32_t>(a.integer);

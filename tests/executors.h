@@ -11,7 +11,9 @@
 namespace optjit::testing {
 
 inline Expected<std::shared_ptr<runtime::Device>> shared_device(const std::string& kind) {
-  static std::map<std::string, std::shared_ptr<runtime::Device>> devices;
+  // Never destroyed: at exit the drivers' own teardown may already have run (the map would
+  // release its devices after it; webgpu_test crashed at exit on NVIDIA's Vulkan driver).
+  static auto& devices = *new std::map<std::string, std::shared_ptr<runtime::Device>>;
   auto& d = devices[kind];
   if (!d) {
     auto opened = runtime::open_device({.kind = kind});
@@ -30,9 +32,8 @@ inline Expected<std::unique_ptr<runtime::Executor>> executor(const plan::Plan& p
   return runtime::Executor::create(plan, *d, options, cache);
 }
 
-inline Expected<std::unique_ptr<runtime::Executor>> cpu_executor(const plan::Plan& plan,
-                                                                 codegen::CpuLaunch launch = {},
-                                                                 cache::KernelCache* cache = nullptr) {
+inline Expected<std::unique_ptr<runtime::Executor>> cpu_executor(
+    const plan::Plan& plan, codegen::CpuLaunch launch = {}, cache::KernelCache* cache = nullptr) {
   return executor(plan, "cpu", runtime::ExecutorOptions::of(launch), cache);
 }
 

@@ -37,6 +37,14 @@ inline std::string source_dir() {
   return env && *env ? env : OPTJIT_SOURCE_DIR;
 }
 
+#ifdef OPTJIT_CLI
+/// The optjit binary: where the build put it, or $OPTJIT_CLI (packed test binaries, as above).
+inline std::string cli_path() {
+  const char* env = std::getenv("OPTJIT_CLI");
+  return env && *env ? env : OPTJIT_CLI;
+}
+#endif
+
 inline const nlohmann::json& torch_fixtures() {
   static const nlohmann::json j = [] {
     const std::string path = source_dir() + "/tests/fixtures/torch_fixtures.json";

@@ -40,6 +40,70 @@ fn optjit_st_b3(e: i32, v: u32) {
 @group(0) @binding(6) var<storage, read> chunks: array<vec2<i32>>;
 @group(0) @binding(7) var<storage, read_write> partials: array<vec2<u32>>;
 @group(0) @binding(8) var<uniform> args: vec4<i32>;
+fn optjit_hw(x: f32) -> f32 { return x; }
+fn optjit_opaque(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) ^ u32(args.w)); }
+fn optjit_mul(a: f32, b: f32) -> f32 { return optjit_opaque(a * b); }
+fn optjit_sub(a: f32, b: f32) -> f32 { return optjit_opaque(a - b); }
+fn optjit_add(a: f32, b: f32) -> f32 { return optjit_opaque(a + b); }
+fn optjit_split(a: f32) -> vec2<f32> {
+  let c = optjit_mul(4097.0f, a);
+  let hi = optjit_sub(c, optjit_sub(c, a));
+  return vec2<f32>(hi, optjit_sub(a, hi));
+}
+// x - q * y, exactly where that is an f32 (q near x / y, all of them near 1).
+fn optjit_residual(x: f32, y: f32, ys: vec2<f32>, q: f32) -> f32 {
+  let p = optjit_mul(q, y);
+  let qs = optjit_split(q);
+  let e = optjit_add(optjit_add(optjit_add(optjit_sub(optjit_mul(qs.x, ys.x), p),
+                                           optjit_mul(qs.x, ys.y)),
+                                optjit_mul(qs.y, ys.x)),
+                     optjit_mul(qs.y, ys.y));
+  return optjit_sub(optjit_sub(x, p), e);
+}
+fn optjit_div(a: f32, b: f32) -> f32 {
+  let q0 = optjit_hw(a / b);
+  let ua = bitcast<u32>(a);
+  let ub = bitcast<u32>(b);
+  let ea = i32((ua >> 23u) & 255u);
+  let eb = i32((ub >> 23u) & 255u);
+  if (ea == 0 || ea == 255 || eb == 0 || eb == 255) { return q0; }
+  let x = bitcast<f32>((ua & 0x7fffffu) | 0x3f800000u);
+  let y = bitcast<f32>((ub & 0x7fffffu) | 0x3f800000u);
+  let ys = optjit_split(y);
+  var q = optjit_opaque(optjit_hw(x / y));
+  q = optjit_add(q, optjit_mul(optjit_residual(x, y, ys, q), optjit_opaque(optjit_hw(1.0f / y))));
+  let up = bitcast<f32>(bitcast<u32>(q) + 1u);
+  let dn = bitcast<f32>(bitcast<u32>(q) - 1u);
+  let r = abs(optjit_residual(x, y, ys, q));
+  if (abs(optjit_residual(x, y, ys, up)) < r) {
+    q = up;
+  } else if (abs(optjit_residual(x, y, ys, dn)) < r) {
+    q = dn;
+  }
+  let e = ea - eb + i32((bitcast<u32>(q) >> 23u) & 255u);
+  if (e <= 0 || e >= 255) { return q0; }
+  return bitcast<f32>(((ua ^ ub) & 0x80000000u) | (u32(e) << 23u) | (bitcast<u32>(q) & 0x7fffffu));
+}
+fn optjit_sqrt(v: f32) -> f32 {
+  let s0 = optjit_hw(sqrt(v));
+  let u = bitcast<u32>(v);
+  let e = i32((u >> 23u) & 255u);
+  if (e == 0 || e == 255 || (u >> 31u) != 0u) { return s0; }
+  let odd = (e - 127) & 1;
+  let x = bitcast<f32>((u & 0x7fffffu) | (u32(127 + odd) << 23u));
+  var s = optjit_opaque(optjit_hw(sqrt(x)));
+  s = optjit_add(s, optjit_mul(optjit_residual(x, s, optjit_split(s), s),
+                               optjit_opaque(optjit_hw(0.5f / s))));
+  let up = bitcast<f32>(bitcast<u32>(s) + 1u);
+  let dn = bitcast<f32>(bitcast<u32>(s) - 1u);
+  let r = abs(optjit_residual(x, s, optjit_split(s), s));
+  if (abs(optjit_residual(x, up, optjit_split(up), up)) < r) {
+    s = up;
+  } else if (abs(optjit_residual(x, dn, optjit_split(dn), dn)) < r) {
+    s = dn;
+  }
+  return bitcast<f32>(u32(i32(bitcast<u32>(s)) + (((e - 127 - odd) / 2) << 23u)));
+}
 fn OPTJIT_F32_BITS(x: f32) -> u32 { return bitcast<u32>(x); }
 fn OPTJIT_BITS_F32(x: u32) -> f32 { return bitcast<f32>(x); }
 fn isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
@@ -185,18 +249,18 @@ fn optjit_pass_0(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) 
           let v1: f32 = OPTJIT_BF16_TO_F32(L1_0[0]);
           let v2: f32 = OPTJIT_BF16_TO_F32(L2_0[0]);
           let v3: f32 = OPTJIT_BF16_TO_F32(L3_0[0]);
-          let v5: f32 = u_0 * v1;
-          let v7: f32 = v2 * u_1;
+          let v5: f32 = optjit_mul(u_0, v1);
+          let v7: f32 = optjit_mul(v2, u_1);
           let v8: f32 = v7 + v5;
-          let v10: f32 = u_2 * v1;
-          let v11: f32 = v10 * v1;
-          let v13: f32 = v3 * u_3;
+          let v10: f32 = optjit_mul(u_2, v1);
+          let v11: f32 = optjit_mul(v10, v1);
+          let v13: f32 = optjit_mul(v3, u_3);
           let v14: f32 = v13 + v11;
           acc0 += f32(v0) * f32(v0);
-          let v16: f32 = sqrt(v14);
+          let v16: f32 = optjit_sqrt(v14);
           let v18: f32 = v16 + u_4;
-          let v19: f32 = v8 / v18;
-          let v21: f32 = u_5 * v0;
+          let v19: f32 = optjit_div(v8, v18);
+          let v21: f32 = optjit_mul(u_5, v0);
           let v22: f32 = v19 + v21;
           let v24: f32 = select(v19, v22, u_6);
           acc1 += f32(v24) * f32(v24);
@@ -208,18 +272,18 @@ fn optjit_pass_0(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) 
           let v1: f32 = OPTJIT_BF16_TO_F32(L1_0[1]);
           let v2: f32 = OPTJIT_BF16_TO_F32(L2_0[1]);
           let v3: f32 = OPTJIT_BF16_TO_F32(L3_0[1]);
-          let v5: f32 = u_0 * v1;
-          let v7: f32 = v2 * u_1;
+          let v5: f32 = optjit_mul(u_0, v1);
+          let v7: f32 = optjit_mul(v2, u_1);
           let v8: f32 = v7 + v5;
-          let v10: f32 = u_2 * v1;
-          let v11: f32 = v10 * v1;
-          let v13: f32 = v3 * u_3;
+          let v10: f32 = optjit_mul(u_2, v1);
+          let v11: f32 = optjit_mul(v10, v1);
+          let v13: f32 = optjit_mul(v3, u_3);
           let v14: f32 = v13 + v11;
           acc0 += f32(v0) * f32(v0);
-          let v16: f32 = sqrt(v14);
+          let v16: f32 = optjit_sqrt(v14);
           let v18: f32 = v16 + u_4;
-          let v19: f32 = v8 / v18;
-          let v21: f32 = u_5 * v0;
+          let v19: f32 = optjit_div(v8, v18);
+          let v21: f32 = optjit_mul(u_5, v0);
           let v22: f32 = v19 + v21;
           let v24: f32 = select(v19, v22, u_6);
           acc1 += f32(v24) * f32(v24);
@@ -237,18 +301,18 @@ fn optjit_pass_0(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) 
           let v1: f32 = OPTJIT_BF16_TO_F32(L1_1[0]);
           let v2: f32 = OPTJIT_BF16_TO_F32(L2_1[0]);
           let v3: f32 = OPTJIT_BF16_TO_F32(L3_1[0]);
-          let v5: f32 = u_0 * v1;
-          let v7: f32 = v2 * u_1;
+          let v5: f32 = optjit_mul(u_0, v1);
+          let v7: f32 = optjit_mul(v2, u_1);
           let v8: f32 = v7 + v5;
-          let v10: f32 = u_2 * v1;
-          let v11: f32 = v10 * v1;
-          let v13: f32 = v3 * u_3;
+          let v10: f32 = optjit_mul(u_2, v1);
+          let v11: f32 = optjit_mul(v10, v1);
+          let v13: f32 = optjit_mul(v3, u_3);
           let v14: f32 = v13 + v11;
           acc0 += f32(v0) * f32(v0);
-          let v16: f32 = sqrt(v14);
+          let v16: f32 = optjit_sqrt(v14);
           let v18: f32 = v16 + u_4;
-          let v19: f32 = v8 / v18;
-          let v21: f32 = u_5 * v0;
+          let v19: f32 = optjit_div(v8, v18);
+          let v21: f32 = optjit_mul(u_5, v0);
           let v22: f32 = v19 + v21;
           let v24: f32 = select(v19, v22, u_6);
           acc1 += f32(v24) * f32(v24);
@@ -260,18 +324,18 @@ fn optjit_pass_0(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) 
           let v1: f32 = OPTJIT_BF16_TO_F32(L1_1[1]);
           let v2: f32 = OPTJIT_BF16_TO_F32(L2_1[1]);
           let v3: f32 = OPTJIT_BF16_TO_F32(L3_1[1]);
-          let v5: f32 = u_0 * v1;
-          let v7: f32 = v2 * u_1;
+          let v5: f32 = optjit_mul(u_0, v1);
+          let v7: f32 = optjit_mul(v2, u_1);
           let v8: f32 = v7 + v5;
-          let v10: f32 = u_2 * v1;
-          let v11: f32 = v10 * v1;
-          let v13: f32 = v3 * u_3;
+          let v10: f32 = optjit_mul(u_2, v1);
+          let v11: f32 = optjit_mul(v10, v1);
+          let v13: f32 = optjit_mul(v3, u_3);
           let v14: f32 = v13 + v11;
           acc0 += f32(v0) * f32(v0);
-          let v16: f32 = sqrt(v14);
+          let v16: f32 = optjit_sqrt(v14);
           let v18: f32 = v16 + u_4;
-          let v19: f32 = v8 / v18;
-          let v21: f32 = u_5 * v0;
+          let v19: f32 = optjit_div(v8, v18);
+          let v21: f32 = optjit_mul(u_5, v0);
           let v22: f32 = v19 + v21;
           let v24: f32 = select(v19, v22, u_6);
           acc1 += f32(v24) * f32(v24);
@@ -294,18 +358,18 @@ fn optjit_pass_0(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) 
         let v1: f32 = OPTJIT_BF16_TO_F32(L1_0);
         let v2: f32 = OPTJIT_BF16_TO_F32(L2_0);
         let v3: f32 = OPTJIT_BF16_TO_F32(L3_0);
-        let v5: f32 = u_0 * v1;
-        let v7: f32 = v2 * u_1;
+        let v5: f32 = optjit_mul(u_0, v1);
+        let v7: f32 = optjit_mul(v2, u_1);
         let v8: f32 = v7 + v5;
-        let v10: f32 = u_2 * v1;
-        let v11: f32 = v10 * v1;
-        let v13: f32 = v3 * u_3;
+        let v10: f32 = optjit_mul(u_2, v1);
+        let v11: f32 = optjit_mul(v10, v1);
+        let v13: f32 = optjit_mul(v3, u_3);
         let v14: f32 = v13 + v11;
         acc0 += f32(v0) * f32(v0);
-        let v16: f32 = sqrt(v14);
+        let v16: f32 = optjit_sqrt(v14);
         let v18: f32 = v16 + u_4;
-        let v19: f32 = v8 / v18;
-        let v21: f32 = u_5 * v0;
+        let v19: f32 = optjit_div(v8, v18);
+        let v21: f32 = optjit_mul(u_5, v0);
         let v22: f32 = v19 + v21;
         let v24: f32 = select(v19, v22, u_6);
         acc1 += f32(v24) * f32(v24);
@@ -369,13 +433,13 @@ fn optjit_pass_1(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) 
           let v0: f32 = OPTJIT_BF16_TO_F32(L2_0[0]);
           let v1: f32 = OPTJIT_BF16_TO_F32(L3_0[0]);
           let v2: f32 = OPTJIT_BF16_TO_F32(L0_0[0]);
-          let v3: f32 = sqrt(v1);
+          let v3: f32 = optjit_sqrt(v1);
           let v5: f32 = v3 + u_0;
-          let v6: f32 = v0 / v5;
-          let v8: f32 = u_1 * v2;
+          let v6: f32 = optjit_div(v0, v5);
+          let v8: f32 = optjit_mul(u_1, v2);
           let v9: f32 = v6 + v8;
           let v11: f32 = select(v6, v9, u_2);
-          let v13: f32 = u_3 * v11;
+          let v13: f32 = optjit_mul(u_3, v11);
           let v14: f32 = v2 + v13;
           S0[0] = u32(OPTJIT_BF16_BITS(v14));
         }
@@ -383,13 +447,13 @@ fn optjit_pass_1(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) 
           let v0: f32 = OPTJIT_BF16_TO_F32(L2_0[1]);
           let v1: f32 = OPTJIT_BF16_TO_F32(L3_0[1]);
           let v2: f32 = OPTJIT_BF16_TO_F32(L0_0[1]);
-          let v3: f32 = sqrt(v1);
+          let v3: f32 = optjit_sqrt(v1);
           let v5: f32 = v3 + u_0;
-          let v6: f32 = v0 / v5;
-          let v8: f32 = u_1 * v2;
+          let v6: f32 = optjit_div(v0, v5);
+          let v8: f32 = optjit_mul(u_1, v2);
           let v9: f32 = v6 + v8;
           let v11: f32 = select(v6, v9, u_2);
-          let v13: f32 = u_3 * v11;
+          let v13: f32 = optjit_mul(u_3, v11);
           let v14: f32 = v2 + v13;
           S0[1] = u32(OPTJIT_BF16_BITS(v14));
         }
@@ -401,13 +465,13 @@ fn optjit_pass_1(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) 
           let v0: f32 = OPTJIT_BF16_TO_F32(L2_1[0]);
           let v1: f32 = OPTJIT_BF16_TO_F32(L3_1[0]);
           let v2: f32 = OPTJIT_BF16_TO_F32(L0_1[0]);
-          let v3: f32 = sqrt(v1);
+          let v3: f32 = optjit_sqrt(v1);
           let v5: f32 = v3 + u_0;
-          let v6: f32 = v0 / v5;
-          let v8: f32 = u_1 * v2;
+          let v6: f32 = optjit_div(v0, v5);
+          let v8: f32 = optjit_mul(u_1, v2);
           let v9: f32 = v6 + v8;
           let v11: f32 = select(v6, v9, u_2);
-          let v13: f32 = u_3 * v11;
+          let v13: f32 = optjit_mul(u_3, v11);
           let v14: f32 = v2 + v13;
           S0[0] = u32(OPTJIT_BF16_BITS(v14));
         }
@@ -415,13 +479,13 @@ fn optjit_pass_1(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) 
           let v0: f32 = OPTJIT_BF16_TO_F32(L2_1[1]);
           let v1: f32 = OPTJIT_BF16_TO_F32(L3_1[1]);
           let v2: f32 = OPTJIT_BF16_TO_F32(L0_1[1]);
-          let v3: f32 = sqrt(v1);
+          let v3: f32 = optjit_sqrt(v1);
           let v5: f32 = v3 + u_0;
-          let v6: f32 = v0 / v5;
-          let v8: f32 = u_1 * v2;
+          let v6: f32 = optjit_div(v0, v5);
+          let v8: f32 = optjit_mul(u_1, v2);
           let v9: f32 = v6 + v8;
           let v11: f32 = select(v6, v9, u_2);
-          let v13: f32 = u_3 * v11;
+          let v13: f32 = optjit_mul(u_3, v11);
           let v14: f32 = v2 + v13;
           S0[1] = u32(OPTJIT_BF16_BITS(v14));
         }
@@ -437,13 +501,13 @@ fn optjit_pass_1(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) 
         let v0: f32 = OPTJIT_BF16_TO_F32(L2_0);
         let v1: f32 = OPTJIT_BF16_TO_F32(L3_0);
         let v2: f32 = OPTJIT_BF16_TO_F32(L0_0);
-        let v3: f32 = sqrt(v1);
+        let v3: f32 = optjit_sqrt(v1);
         let v5: f32 = v3 + u_0;
-        let v6: f32 = v0 / v5;
-        let v8: f32 = u_1 * v2;
+        let v6: f32 = optjit_div(v0, v5);
+        let v8: f32 = optjit_mul(u_1, v2);
         let v9: f32 = v6 + v8;
         let v11: f32 = select(v6, v9, u_2);
-        let v13: f32 = u_3 * v11;
+        let v13: f32 = optjit_mul(u_3, v11);
         let v14: f32 = v2 + v13;
         S0 = u32(OPTJIT_BF16_BITS(v14));
         optjit_st_b0(p0 + i0, S0);

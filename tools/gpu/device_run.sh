@@ -14,12 +14,14 @@
 #   webgpu  #15 on NVIDIA: the WebGPU backend (the bundle's wgpu-native, the machine's Vulkan
 #           driver) against the CUDA backend on the same GPU, clip+AdamW at 16M and 256M, then
 #           webgpu_test (every fixture against torch and the reference) on that adapter
+#   webgpu_test  only webgpu_test, on the machine's adapters
 #   python  builds the Python module against the bundle's liboptjit with the machine's Python,
 #           nanobind and compiler (python/CMakeLists.txt alone), runs python/tests_gpu (optjit.torch
 #           on CUDA tensors against torch and bitsandbytes on the same GPU), bench/torch_bridge.py
 #           and bench/quantized_state.py (8-bit and 4-bit state against bitsandbytes) on CUDA
 #   compile optjit.torch against torch.compile of torch's fused AdamW + clip on CUDA tensors
-#           (bench/torch_bridge.py with its compile column; needs the python stage's module)
+#           (bench/torch_bridge.py with its compile column; builds the module unless the python
+#           stage did)
 # e.g. bash tools/gpu/device_run.sh smoke tests. Logs go to ${OUT:-.}/<stage>.log (and
 # tests/*.xml); the kernel cache stays in /tmp/optjit-cache while the machine is warm, but bench
 # tunes what it benches itself.
@@ -29,6 +31,7 @@ out=${OUT:-.}
 root=/tmp/optjit-gpu
 export OPTJIT_CACHE_DIR=/tmp/optjit-cache
 export OPTJIT_SOURCE_DIR=$PWD
+export OPTJIT_CLI=$root/bin/optjit  # the tests that run the CLI
 export PYTHONUNBUFFERED=1
 export LD_LIBRARY_PATH="$root/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 optjit=$root/bin/optjit
@@ -153,8 +156,8 @@ opencl() {
   done
 }
 
-webgpu() {
-  local lib n
+webgpu_setup() {
+  local lib
   lib=$(ls "$root"/lib/libwgpu_native*.so 2>/dev/null | head -1)
   [ -n "$lib" ] || { echo "webgpu: the bundle has no wgpu-native (pip install wgpu, then pack)"; return 1; }
   export OPTJIT_WGPU_LIBRARY=$lib
@@ -172,22 +175,48 @@ webgpu() {
   "$optjit" devices || return 1
   "$optjit" devices | grep -qi 'webgpu.*nvidia\|nvidia.*vulkan' ||
     { echo "webgpu: wgpu-native finds no NVIDIA adapter here (no Vulkan driver for it)"; return 1; }
+}
+
+webgpu() {
+  local n
+  webgpu_setup || return 1
   for n in 16777216 268435456; do
     "$optjit" bench "$P" --backend webgpu --numel $n --steps 5 --reps 5 --no-unfused
     "$optjit" bench "$P" --backend cuda --numel $n --steps 5 --reps 5 --no-unfused
   done
-  [ -x "$root/bin/webgpu_test" ] || { echo "webgpu: the bundle has no webgpu_test"; return 1; }
-  "$root/bin/webgpu_test" --gtest_brief=1 --gtest_output="xml:$out/webgpu_test.xml"
+  webgpu_test
 }
 
-python_bridge() {
-  local b=/tmp/optjit-py gen=() rc=0
+# webgpu_test (every fixture against torch and the reference, the CPU's bits) on the machine's
+# adapters; a crash is run again under cuda-gdb (the image has no gdb) for its backtrace.
+webgpu_test() {
+  [ -x "$root/bin/webgpu_test" ] || { echo "webgpu: the bundle has no webgpu_test"; return 1; }
+  [ -n "${OPTJIT_WGPU_LIBRARY:-}" ] || webgpu_setup || return 1
+  local rc
+  "$root/bin/webgpu_test" --gtest_brief=1 --gtest_output="xml:$out/webgpu_test.xml"
+  rc=$?
+  if [ "$rc" -gt 128 ] && command -v cuda-gdb >/dev/null; then
+    echo "webgpu_test died with signal $((rc - 128)); again under cuda-gdb:"
+    timeout 120 cuda-gdb -batch -ex run -ex bt -ex 'info threads' --args "$root/bin/webgpu_test" \
+      --gtest_brief=1 2>&1 | tail -80
+  fi
+  return $rc
+}
+
+# The Python module, built against the bundle's liboptjit with the machine's Python and nanobind.
+build_module() {
+  local b=/tmp/optjit-py gen=()
   command -v ninja >/dev/null && gen=(-G Ninja)
   rm -rf "$b"
   cmake -S python -B "$b" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
     -DPython_EXECUTABLE="$(command -v python3)" -DOPTJIT_LIBRARY="$root/lib/liboptjit.so.0.1" \
     -DOPTJIT_FMT_INCLUDE="$root/include" || return 1
-  cmake --build "$b" -j 8 || return 1
+  cmake --build "$b" -j 8
+}
+
+python_bridge() {
+  local b=/tmp/optjit-py rc=0
+  build_module || return 1
   # The bundle's bitsandbytes (pack.sh) after the machine's own packages.
   export PYTHONPATH="$b/python:$root/pylib"
   python3 -m pytest -q -p no:cacheprovider python/tests_gpu --junitxml="$out/python_tests.xml" ||
@@ -200,7 +229,7 @@ python_bridge() {
 }
 
 compile() {
-  [ -d /tmp/optjit-py/python/optjit ] || { echo "compile: run the python stage first"; return 1; }
+  [ -d /tmp/optjit-py/python/optjit ] || build_module || return 1
   PYTHONPATH="/tmp/optjit-py/python:$root/pylib" python3 bench/torch_bridge.py --device cuda
 }
 
@@ -212,7 +241,7 @@ for stage in "${@:-smoke}"; do
   fn=$stage
   [ "$stage" = torch ] && fn=torch_cmp
   [ "$stage" = python ] && fn=python_bridge
-  case $stage in smoke | tests | bench | quick | torch | opencl | webgpu | python | compile) ;; *)
+  case $stage in smoke | tests | bench | quick | torch | opencl | webgpu | webgpu_test | python | compile) ;; *)
     echo "device_run: unknown stage $stage"
     exit 2
     ;;
