@@ -28,6 +28,11 @@ fn optjit_residual(x: f32, y: f32, ys: vec2<f32>, q: f32) -> f32 {
                      optjit_mul(qs.y, ys.y));
   return optjit_sub(optjit_sub(x, p), e);
 }
+// The gaps above q (its ulp) and below it (half that at a power of two).
+fn optjit_ulp(q: f32) -> f32 { return bitcast<f32>((bitcast<u32>(q) & 0x7f800000u) - (23u << 23u)); }
+fn optjit_ulp_below(q: f32) -> f32 {
+  return select(optjit_ulp(q), optjit_mul(optjit_ulp(q), 0.5f), (bitcast<u32>(q) & 0x7fffffu) == 0u);
+}
 fn optjit_div(a: f32, b: f32) -> f32 {
   let q0 = optjit_hw(a / b);
   let ua = bitcast<u32>(a);
@@ -40,13 +45,12 @@ fn optjit_div(a: f32, b: f32) -> f32 {
   let ys = optjit_split(y);
   var q = optjit_opaque(optjit_hw(x / y));
   q = optjit_add(q, optjit_mul(optjit_residual(x, y, ys, q), optjit_opaque(optjit_hw(1.0f / y))));
-  let up = bitcast<f32>(bitcast<u32>(q) + 1u);
-  let dn = bitcast<f32>(bitcast<u32>(q) - 1u);
-  let r = abs(optjit_residual(x, y, ys, q));
-  if (abs(optjit_residual(x, y, ys, up)) < r) {
-    q = up;
-  } else if (abs(optjit_residual(x, y, ys, dn)) < r) {
-    q = dn;
+  // Within an ulp now, so the residual is exact: the true quotient is q + r / y, never halfway.
+  let r = optjit_residual(x, y, ys, q);
+  if (r > optjit_mul(optjit_mul(y, optjit_ulp(q)), 0.5f)) {
+    q = bitcast<f32>(bitcast<u32>(q) + 1u);
+  } else if (-r > optjit_mul(optjit_mul(y, optjit_ulp_below(q)), 0.5f)) {
+    q = bitcast<f32>(bitcast<u32>(q) - 1u);
   }
   let e = ea - eb + i32((bitcast<u32>(q) >> 23u) & 255u);
   if (e <= 0 || e >= 255) { return q0; }
@@ -62,13 +66,13 @@ fn optjit_sqrt(v: f32) -> f32 {
   var s = optjit_opaque(optjit_hw(sqrt(x)));
   s = optjit_add(s, optjit_mul(optjit_residual(x, s, optjit_split(s), s),
                                optjit_opaque(optjit_hw(0.5f / s))));
-  let up = bitcast<f32>(bitcast<u32>(s) + 1u);
-  let dn = bitcast<f32>(bitcast<u32>(s) - 1u);
-  let r = abs(optjit_residual(x, s, optjit_split(s), s));
-  if (abs(optjit_residual(x, up, optjit_split(up), up)) < r) {
-    s = up;
-  } else if (abs(optjit_residual(x, dn, optjit_split(dn), dn)) < r) {
-    s = dn;
+  // x - s * s, exact, and a multiple of ulp(s)^2: above (s + ulp / 2)^2 when over s * ulp, below
+  // (s - gap / 2)^2 when at or under -s * gap.
+  let r = optjit_residual(x, s, optjit_split(s), s);
+  if (r > optjit_mul(s, optjit_ulp(s))) {
+    s = bitcast<f32>(bitcast<u32>(s) + 1u);
+  } else if (-r >= optjit_mul(s, optjit_ulp_below(s))) {
+    s = bitcast<f32>(bitcast<u32>(s) - 1u);
   }
   return bitcast<f32>(u32(i32(bitcast<u32>(s)) + (((e - 127 - odd) / 2) << 23u)));
 }
