@@ -27,6 +27,10 @@ struct CEmitOptions {
   /// a CUDA graph). Pass kernels then take a trailing `ctl` argument and do nothing while the
   /// step is being skipped. See DeviceStepLayout for the extra kernels.
   bool device_step = false;
+  /// WGSL: the adapter's own f32 division and square root round correctly (WebgpuDevice probes
+  /// it with wgsl_rounding_probe), so the kernels use them as they are; otherwise they correct
+  /// them (codegen/c_lang.cpp). The C languages are compiled to round correctly either way.
+  bool hardware_rounds = false;
 };
 
 /// The device-step kernels (CEmitOptions::device_step), launched in this order each step:
@@ -75,6 +79,11 @@ DeviceStepLayout device_step_layout(const plan::Plan& plan);
 /// reductions go to partials[c * R + r] through a fixed-order tree
 /// in local memory, so results do not depend on scheduling.
 Expected<std::string> emit_c(const plan::Plan& plan, CEmitOptions options);
+
+/// A WGSL kernel `optjit_probe` (work-groups of 64) over one storage buffer of f32 pairs (x, y):
+/// each pair becomes (x / y, sqrt(x)) as the adapter computes them, through the same hook as the
+/// kernels' (OPTJIT_WGSL_INEXACT_ULPS). Entry n reads pairs while n < the buffer's pair count.
+std::string wgsl_rounding_probe();
 
 /// The constant tables of a plan's block-quantized formats (maps, thresholds, lookup tables), in
 /// the order the kernels use them. C kernels hold them as constant arrays; WGSL ones read them

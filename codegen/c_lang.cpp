@@ -521,7 +521,6 @@ class Wgsl final : public Lang {
     if (!constant_tables(plan).empty())
       s += fmt::format("@group(0) @binding({}) var<storage, read> optjit_tables: array<u32>;\n",
                        B + 5);
-    s += exact_arithmetic();
     s += R"(fn OPTJIT_F32_BITS(x: f32) -> u32 { return bitcast<u32>(x); }
 fn OPTJIT_BITS_F32(x: u32) -> f32 { return bitcast<f32>(x); }
 fn isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
@@ -594,29 +593,42 @@ fn optjit_f32_to_f64(x: f32) -> vec2<u32> {
   // subnormals may be flushed, as WGSL allows). optjit_opaque passes a value through an xor with
   // args.w, which is 0 (the launch never sets it) but unknown to the compiler, so that nothing is
   // fused or rewritten across it: every product (optjit_mul) and every step of the above.
-  // OPTJIT_WGSL_INEXACT_ULPS moves the hardware's normal quotients and roots by that many ulps,
-  // to test the correction on an adapter that divides exactly (lavapipe); never set otherwise.
-  static std::string exact_arithmetic() {
+  // An adapter whose own division and root round correctly (WebgpuDevice probes it: lavapipe's
+  // do) keeps them: the correction costs 1.7x on lavapipe's clip + AdamW step.
+  // OPTJIT_WGSL_INEXACT_ULPS moves the hardware's normal quotients and roots by that many ulps
+  // (the probe's too), to test the correction on an adapter that divides exactly (lavapipe);
+  // never set otherwise.
+  // optjit_hw(x): the hardware's quotient or root x, moved OPTJIT_WGSL_INEXACT_ULPS ulps when
+  // it is normal.
+  static std::string hardware_hook() {
     int skew = 0;
     if (const char* e = std::getenv("OPTJIT_WGSL_INEXACT_ULPS")) skew = std::atoi(e);
-    const std::string hw = skew == 0 ? "return x;"
-                                     : fmt::format(
-                                           "let e = (bitcast<u32>(x) >> 23u) & 255u; if (e < 2u "
-                                           "|| e > 253u) {{ return x; }} return "
-                                           "bitcast<f32>(bitcast<u32>(x) + {}u);",
-                                           static_cast<uint32_t>(skew));
-    return fmt::format(R"(fn optjit_hw(x: f32) -> f32 {{ {} }}
-fn optjit_opaque(x: f32) -> f32 {{ return bitcast<f32>(bitcast<u32>(x) ^ u32(args.w)); }}
-fn optjit_mul(a: f32, b: f32) -> f32 {{ return optjit_opaque(a * b); }}
-fn optjit_sub(a: f32, b: f32) -> f32 {{ return optjit_opaque(a - b); }}
-fn optjit_add(a: f32, b: f32) -> f32 {{ return optjit_opaque(a + b); }}
-fn optjit_split(a: f32) -> vec2<f32> {{
+    if (skew == 0) return "fn optjit_hw(x: f32) -> f32 { return x; }\n";
+    return fmt::format(
+        "fn optjit_hw(x: f32) -> f32 {{\n  let e = (bitcast<u32>(x) >> 23u) & 255u;\n"
+        "  if (e < 2u || e > 253u) {{ return x; }}\n"
+        "  return bitcast<f32>(bitcast<u32>(x) + {}u);\n}}\n",
+        static_cast<uint32_t>(skew));
+  }
+  std::string arithmetic_helpers(bool hardware_rounds) const override {
+    std::string s =
+        hardware_hook() +
+        R"(fn optjit_opaque(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) ^ u32(args.w)); }
+fn optjit_mul(a: f32, b: f32) -> f32 { return optjit_opaque(a * b); }
+)";
+    if (hardware_rounds)
+      return s + R"(fn optjit_div(a: f32, b: f32) -> f32 { return optjit_hw(a / b); }
+fn optjit_sqrt(v: f32) -> f32 { return optjit_hw(sqrt(v)); }
+)";
+    return s + R"(fn optjit_sub(a: f32, b: f32) -> f32 { return optjit_opaque(a - b); }
+fn optjit_add(a: f32, b: f32) -> f32 { return optjit_opaque(a + b); }
+fn optjit_split(a: f32) -> vec2<f32> {
   let c = optjit_mul(4097.0f, a);
   let hi = optjit_sub(c, optjit_sub(c, a));
   return vec2<f32>(hi, optjit_sub(a, hi));
-}}
+}
 // x - q * y, exactly where that is an f32 (q near x / y, all of them near 1).
-fn optjit_residual(x: f32, y: f32, ys: vec2<f32>, q: f32) -> f32 {{
+fn optjit_residual(x: f32, y: f32, ys: vec2<f32>, q: f32) -> f32 {
   let p = optjit_mul(q, y);
   let qs = optjit_split(q);
   let e = optjit_add(optjit_add(optjit_add(optjit_sub(optjit_mul(qs.x, ys.x), p),
@@ -624,19 +636,19 @@ fn optjit_residual(x: f32, y: f32, ys: vec2<f32>, q: f32) -> f32 {{
                                 optjit_mul(qs.y, ys.x)),
                      optjit_mul(qs.y, ys.y));
   return optjit_sub(optjit_sub(x, p), e);
-}}
+}
 // The gaps above q (its ulp) and below it (half that at a power of two).
-fn optjit_ulp(q: f32) -> f32 {{ return bitcast<f32>((bitcast<u32>(q) & 0x7f800000u) - (23u << 23u)); }}
-fn optjit_ulp_below(q: f32) -> f32 {{
+fn optjit_ulp(q: f32) -> f32 { return bitcast<f32>((bitcast<u32>(q) & 0x7f800000u) - (23u << 23u)); }
+fn optjit_ulp_below(q: f32) -> f32 {
   return select(optjit_ulp(q), optjit_mul(optjit_ulp(q), 0.5f), (bitcast<u32>(q) & 0x7fffffu) == 0u);
-}}
-fn optjit_div(a: f32, b: f32) -> f32 {{
+}
+fn optjit_div(a: f32, b: f32) -> f32 {
   let q0 = optjit_hw(a / b);
   let ua = bitcast<u32>(a);
   let ub = bitcast<u32>(b);
   let ea = i32((ua >> 23u) & 255u);
   let eb = i32((ub >> 23u) & 255u);
-  if (ea == 0 || ea == 255 || eb == 0 || eb == 255) {{ return q0; }}
+  if (ea == 0 || ea == 255 || eb == 0 || eb == 255) { return q0; }
   let x = bitcast<f32>((ua & 0x7fffffu) | 0x3f800000u);
   let y = bitcast<f32>((ub & 0x7fffffu) | 0x3f800000u);
   let ys = optjit_split(y);
@@ -644,20 +656,20 @@ fn optjit_div(a: f32, b: f32) -> f32 {{
   q = optjit_add(q, optjit_mul(optjit_residual(x, y, ys, q), optjit_opaque(optjit_hw(1.0f / y))));
   // Within an ulp now, so the residual is exact: the true quotient is q + r / y, never halfway.
   let r = optjit_residual(x, y, ys, q);
-  if (r > optjit_mul(optjit_mul(y, optjit_ulp(q)), 0.5f)) {{
+  if (r > optjit_mul(optjit_mul(y, optjit_ulp(q)), 0.5f)) {
     q = bitcast<f32>(bitcast<u32>(q) + 1u);
-  }} else if (-r > optjit_mul(optjit_mul(y, optjit_ulp_below(q)), 0.5f)) {{
+  } else if (-r > optjit_mul(optjit_mul(y, optjit_ulp_below(q)), 0.5f)) {
     q = bitcast<f32>(bitcast<u32>(q) - 1u);
-  }}
+  }
   let e = ea - eb + i32((bitcast<u32>(q) >> 23u) & 255u);
-  if (e <= 0 || e >= 255) {{ return q0; }}
+  if (e <= 0 || e >= 255) { return q0; }
   return bitcast<f32>(((ua ^ ub) & 0x80000000u) | (u32(e) << 23u) | (bitcast<u32>(q) & 0x7fffffu));
-}}
-fn optjit_sqrt(v: f32) -> f32 {{
+}
+fn optjit_sqrt(v: f32) -> f32 {
   let s0 = optjit_hw(sqrt(v));
   let u = bitcast<u32>(v);
   let e = i32((u >> 23u) & 255u);
-  if (e == 0 || e == 255 || (u >> 31u) != 0u) {{ return s0; }}
+  if (e == 0 || e == 255 || (u >> 31u) != 0u) { return s0; }
   let odd = (e - 127) & 1;
   let x = bitcast<f32>((u & 0x7fffffu) | (u32(127 + odd) << 23u));
   var s = optjit_opaque(optjit_hw(sqrt(x)));
@@ -666,15 +678,14 @@ fn optjit_sqrt(v: f32) -> f32 {{
   // x - s * s, exact, and a multiple of ulp(s)^2: above (s + ulp / 2)^2 when over s * ulp, below
   // (s - gap / 2)^2 when at or under -s * gap.
   let r = optjit_residual(x, s, optjit_split(s), s);
-  if (r > optjit_mul(s, optjit_ulp(s))) {{
+  if (r > optjit_mul(s, optjit_ulp(s))) {
     s = bitcast<f32>(bitcast<u32>(s) + 1u);
-  }} else if (-r >= optjit_mul(s, optjit_ulp_below(s))) {{
+  } else if (-r >= optjit_mul(s, optjit_ulp_below(s))) {
     s = bitcast<f32>(bitcast<u32>(s) - 1u);
-  }}
+  }
   return bitcast<f32>(u32(i32(bitcast<u32>(s)) + (((e - 127 - odd) / 2) << 23u)));
-}}
-)",
-                       hw);
+}
+)";
   }
 
   std::string pass_signature(const plan::Plan&, size_t k, int block, bool) const override {
@@ -982,3 +993,22 @@ const char* comparison(ir::Op op) {
 }
 
 }  // namespace optjit::codegen::detail
+
+namespace optjit::codegen {
+
+std::string wgsl_rounding_probe() {
+  return detail::Wgsl::hardware_hook() +
+         R"(@group(0) @binding(0) var<storage, read_write> io: array<f32>;
+@compute @workgroup_size(64)
+fn optjit_probe(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = 2u * g.x;
+  if (i + 1u >= arrayLength(&io)) { return; }
+  let x = io[i];
+  let y = io[i + 1u];
+  io[i] = optjit_hw(x / y);
+  io[i + 1u] = optjit_hw(sqrt(x));
+}
+)";
+}
+
+}  // namespace optjit::codegen

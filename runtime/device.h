@@ -106,6 +106,10 @@ struct DeviceDescription {
   uint64_t binding_alignment = 256;
   /// The largest single allocation (WebGPU's maxBufferSize), 0 for no limit of the device's own.
   uint64_t max_allocation = 0;
+  /// The device's own f32 division and square root round correctly. The C backends are compiled
+  /// so that they do; a WebGPU adapter is probed when opened, and where they do not (NVIDIA's
+  /// Vulkan driver) the WGSL kernels correct them.
+  bool hardware_rounds = true;
 };
 
 class Device {

@@ -13,7 +13,9 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -621,6 +623,91 @@ class WebgpuDevice final : public Device {
 
  private:
   WebgpuDevice() = default;
+  // Whether the adapter divides and takes square roots of f32 as IEEE rounds them: 65,536
+  // pairs through codegen::wgsl_rounding_probe, against the host's own results. The operands
+  // and results are normal (the kernels' correction covers only those), the significands
+  // random, the exponents within 2^±40; the first pairs are hard cases. WGSL allows 2.5 ulp and
+  // NVIDIA's Vulkan driver is off by an ulp for ~10% of random quotients, so one miss in 65,536
+  // would show. A probe that cannot run reads as "no", which is never wrong, only slower.
+  bool probe_rounding() {
+    constexpr size_t kPairs = 65536;
+    std::vector<float> io(2 * kPairs);
+    uint64_t r = 0x2545f4914f6cdd1dull;
+    auto next = [&] {
+      r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+      return r;
+    };
+    auto normal = [&](int range) {
+      const uint64_t b = next();
+      const uint32_t e = 127 - range + static_cast<uint32_t>((b >> 40) % (2 * range + 1));
+      return std::bit_cast<float>(static_cast<uint32_t>(b & 0x7fffffu) | (e << 23));
+    };
+    for (size_t i = 0; i < kPairs; ++i) io[2 * i] = normal(40), io[2 * i + 1] = normal(40);
+    const float hard[] = {1.0f, 0x1.fffffep0f, 0x1.000002p0f, 3.0f, 0x1.5p0f, 0x1.fffffcp0f};
+    for (size_t i = 0; i < 36; ++i) io[2 * i] = hard[i % 6], io[2 * i + 1] = hard[i / 6];
+    auto mem = allocate(io.size() * sizeof(float), "the rounding probe");
+    if (!mem) return false;
+    const std::string source = codegen::wgsl_rounding_probe();
+    WGPUShaderSourceWGSL wgsl = WGPU_SHADER_SOURCE_WGSL_INIT;
+    wgsl.code = sv(source);
+    WGPUShaderModuleDescriptor md = WGPU_SHADER_MODULE_DESCRIPTOR_INIT;
+    md.nextInChain = &wgsl.chain;
+    WGPUBindGroupLayoutEntry le = WGPU_BIND_GROUP_LAYOUT_ENTRY_INIT;
+    le.binding = 0;
+    le.visibility = WGPUShaderStage_Compute;
+    le.buffer.type = WGPUBufferBindingType_Storage;
+    WGPUBindGroupLayoutDescriptor ld = WGPU_BIND_GROUP_LAYOUT_DESCRIPTOR_INIT;
+    ld.entryCount = 1;
+    ld.entries = &le;
+    push_scope();
+    WGPUShaderModule shader = w_->wgpuDeviceCreateShaderModule(device_, &md);
+    WGPUBindGroupLayout layout = w_->wgpuDeviceCreateBindGroupLayout(device_, &ld);
+    WGPUPipelineLayoutDescriptor pd = WGPU_PIPELINE_LAYOUT_DESCRIPTOR_INIT;
+    pd.bindGroupLayoutCount = 1;
+    pd.bindGroupLayouts = &layout;
+    WGPUPipelineLayout pipeline_layout = w_->wgpuDeviceCreatePipelineLayout(device_, &pd);
+    WGPUComputePipelineDescriptor cd = WGPU_COMPUTE_PIPELINE_DESCRIPTOR_INIT;
+    cd.layout = pipeline_layout;
+    cd.compute.module = shader;
+    cd.compute.entryPoint = sv("optjit_probe");
+    WGPUComputePipeline pipeline = w_->wgpuDeviceCreateComputePipeline(device_, &cd);
+    WGPUBindGroupEntry be = WGPU_BIND_GROUP_ENTRY_INIT;
+    be.binding = 0;
+    be.buffer = buf(*mem);
+    be.size = io.size() * sizeof(float);
+    WGPUBindGroupDescriptor bd = WGPU_BIND_GROUP_DESCRIPTOR_INIT;
+    bd.layout = layout;
+    bd.entryCount = 1;
+    bd.entries = &be;
+    WGPUBindGroup group = w_->wgpuDeviceCreateBindGroup(device_, &bd);
+    bool ok = pop_scope("building the rounding probe").ok();
+    ok = ok && write(*mem, io.data(), io.size() * sizeof(float)).ok();
+    if (ok) {
+      WGPUCommandEncoder enc = w_->wgpuDeviceCreateCommandEncoder(device_, nullptr);
+      WGPUComputePassEncoder pass = w_->wgpuCommandEncoderBeginComputePass(enc, nullptr);
+      w_->wgpuComputePassEncoderSetPipeline(pass, pipeline);
+      w_->wgpuComputePassEncoderSetBindGroup(pass, 0, group, 0, nullptr);
+      w_->wgpuComputePassEncoderDispatchWorkgroups(pass, kPairs / 64, 1, 1);
+      w_->wgpuComputePassEncoderEnd(pass);
+      w_->wgpuComputePassEncoderRelease(pass);
+      ok = watched("running the rounding probe", [&] { submit(enc); }).ok() && finish().ok();
+    }
+    std::vector<float> got(io.size());
+    ok = ok && read(got.data(), *mem, got.size() * sizeof(float)).ok();
+    for (size_t i = 0; ok && i < kPairs; ++i) {
+      const float x = io[2 * i], y = io[2 * i + 1];
+      ok = std::bit_cast<uint32_t>(got[2 * i]) == std::bit_cast<uint32_t>(x / y) &&
+           std::bit_cast<uint32_t>(got[2 * i + 1]) == std::bit_cast<uint32_t>(std::sqrt(x));
+    }
+    if (group) w_->wgpuBindGroupRelease(group);
+    if (pipeline) w_->wgpuComputePipelineRelease(pipeline);
+    if (pipeline_layout) w_->wgpuPipelineLayoutRelease(pipeline_layout);
+    if (layout) w_->wgpuBindGroupLayoutRelease(layout);
+    if (shader) w_->wgpuShaderModuleRelease(shader);
+    release(*mem);
+    return ok;
+  }
+
   // The description both ways of getting a device share (open(), adopt()).
   Status describe(int index) {
     DeviceDescription& dd = desc_;
@@ -667,6 +754,7 @@ class WebgpuDevice final : public Device {
     OPTJIT_TRY(lowered("OPTJIT_WEBGPU_MAX_BINDING", dd.max_binding));
     OPTJIT_TRY(lowered("OPTJIT_WEBGPU_MAX_BUFFER", info_.limits.maxBufferSize));
     dd.max_allocation = info_.limits.maxBufferSize;
+    dd.hardware_rounds = probe_rounding();
     return Status::Ok();
   }
 
@@ -695,7 +783,8 @@ Expected<std::unique_ptr<Module>> WebgpuDevice::load(const plan::Plan& plan, con
     return make_error("work-group size {} exceeds the {} invocations '{}' allows", launch.block,
                       desc_.max_group, info_.name);
   auto t0 = std::chrono::steady_clock::now();
-  auto src = codegen::emit_c(plan, {codegen::CLanguage::wgsl, launch, false});
+  auto src =
+      codegen::emit_c(plan, {codegen::CLanguage::wgsl, launch, false, desc_.hardware_rounds});
   if (!src) return src.error();
   // The library compiles WGSL on every load (wgpu-native keeps no pipeline binaries through
   // this API): the cache holds the WGSL itself under its hash, so a warm cache skips the

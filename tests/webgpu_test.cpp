@@ -494,6 +494,30 @@ TEST(Webgpu, DivisionRootAndProductsRoundAsTheCpu) {
   }
 }
 
+// Whether the adapter's own division and square root round correctly is probed when a device
+// is opened: lavapipe's do (LLVM's fdiv and sqrt are IEEE's), so its kernels use them as they are
+// (1.7x faster there); made 1 ulp off (OPTJIT_WGSL_INEXACT_ULPS, as on NVIDIA's Vulkan driver),
+// the probe says so and the kernels correct them (DivisionRootAndProductsRoundAsTheCpu, run
+// that way by webgpu_test.inexact_adapter).
+TEST(Webgpu, AProbeSaysWhetherTheAdapterRoundsDivisionAndRoots) {
+  const char* set = std::getenv("OPTJIT_WGSL_INEXACT_ULPS");
+  const std::string saved = set ? set : "";
+  ::unsetenv("OPTJIT_WGSL_INEXACT_ULPS");
+  auto dev = runtime::open_device({.kind = "webgpu"});
+  if (set) ::setenv("OPTJIT_WGSL_INEXACT_ULPS", saved.c_str(), 1);
+  ASSERT_TRUE(dev) << dev.error().message;
+  const runtime::DeviceDescription& d = (*dev)->description();
+  std::printf("%s: division and square root %s\n", d.name.c_str(),
+              d.hardware_rounds ? "round correctly" : "are corrected in WGSL");
+  if (d.name.find("llvmpipe") != std::string::npos) EXPECT_TRUE(d.hardware_rounds) << d.name;
+  for (const char* ulps : {"1", "-1"}) {
+    auto off = open_with("OPTJIT_WGSL_INEXACT_ULPS", ulps);
+    ASSERT_TRUE(off) << off.error().message;
+    EXPECT_FALSE((*off)->description().hardware_rounds) << ulps;
+  }
+  if (set) ::setenv("OPTJIT_WGSL_INEXACT_ULPS", saved.c_str(), 1);
+}
+
 // Stochastic rounding in WGSL (SplitMix64 on pairs of u32, the key from its f64 bits): bf16_sr
 // state and stochastically rounded bf16 parameters draw the CPU backend's bits, over several
 // steps (the key moves with the step), two tensors (the tensor index enters the bits), keys

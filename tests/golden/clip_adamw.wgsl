@@ -8,74 +8,6 @@
 @group(0) @binding(6) var<storage, read> chunks: array<vec2<i32>>;
 @group(0) @binding(7) var<storage, read_write> partials: array<vec2<u32>>;
 @group(0) @binding(8) var<uniform> args: vec4<i32>;
-fn optjit_hw(x: f32) -> f32 { return x; }
-fn optjit_opaque(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) ^ u32(args.w)); }
-fn optjit_mul(a: f32, b: f32) -> f32 { return optjit_opaque(a * b); }
-fn optjit_sub(a: f32, b: f32) -> f32 { return optjit_opaque(a - b); }
-fn optjit_add(a: f32, b: f32) -> f32 { return optjit_opaque(a + b); }
-fn optjit_split(a: f32) -> vec2<f32> {
-  let c = optjit_mul(4097.0f, a);
-  let hi = optjit_sub(c, optjit_sub(c, a));
-  return vec2<f32>(hi, optjit_sub(a, hi));
-}
-// x - q * y, exactly where that is an f32 (q near x / y, all of them near 1).
-fn optjit_residual(x: f32, y: f32, ys: vec2<f32>, q: f32) -> f32 {
-  let p = optjit_mul(q, y);
-  let qs = optjit_split(q);
-  let e = optjit_add(optjit_add(optjit_add(optjit_sub(optjit_mul(qs.x, ys.x), p),
-                                           optjit_mul(qs.x, ys.y)),
-                                optjit_mul(qs.y, ys.x)),
-                     optjit_mul(qs.y, ys.y));
-  return optjit_sub(optjit_sub(x, p), e);
-}
-// The gaps above q (its ulp) and below it (half that at a power of two).
-fn optjit_ulp(q: f32) -> f32 { return bitcast<f32>((bitcast<u32>(q) & 0x7f800000u) - (23u << 23u)); }
-fn optjit_ulp_below(q: f32) -> f32 {
-  return select(optjit_ulp(q), optjit_mul(optjit_ulp(q), 0.5f), (bitcast<u32>(q) & 0x7fffffu) == 0u);
-}
-fn optjit_div(a: f32, b: f32) -> f32 {
-  let q0 = optjit_hw(a / b);
-  let ua = bitcast<u32>(a);
-  let ub = bitcast<u32>(b);
-  let ea = i32((ua >> 23u) & 255u);
-  let eb = i32((ub >> 23u) & 255u);
-  if (ea == 0 || ea == 255 || eb == 0 || eb == 255) { return q0; }
-  let x = bitcast<f32>((ua & 0x7fffffu) | 0x3f800000u);
-  let y = bitcast<f32>((ub & 0x7fffffu) | 0x3f800000u);
-  let ys = optjit_split(y);
-  var q = optjit_opaque(optjit_hw(x / y));
-  q = optjit_add(q, optjit_mul(optjit_residual(x, y, ys, q), optjit_opaque(optjit_hw(1.0f / y))));
-  // Within an ulp now, so the residual is exact: the true quotient is q + r / y, never halfway.
-  let r = optjit_residual(x, y, ys, q);
-  if (r > optjit_mul(optjit_mul(y, optjit_ulp(q)), 0.5f)) {
-    q = bitcast<f32>(bitcast<u32>(q) + 1u);
-  } else if (-r > optjit_mul(optjit_mul(y, optjit_ulp_below(q)), 0.5f)) {
-    q = bitcast<f32>(bitcast<u32>(q) - 1u);
-  }
-  let e = ea - eb + i32((bitcast<u32>(q) >> 23u) & 255u);
-  if (e <= 0 || e >= 255) { return q0; }
-  return bitcast<f32>(((ua ^ ub) & 0x80000000u) | (u32(e) << 23u) | (bitcast<u32>(q) & 0x7fffffu));
-}
-fn optjit_sqrt(v: f32) -> f32 {
-  let s0 = optjit_hw(sqrt(v));
-  let u = bitcast<u32>(v);
-  let e = i32((u >> 23u) & 255u);
-  if (e == 0 || e == 255 || (u >> 31u) != 0u) { return s0; }
-  let odd = (e - 127) & 1;
-  let x = bitcast<f32>((u & 0x7fffffu) | (u32(127 + odd) << 23u));
-  var s = optjit_opaque(optjit_hw(sqrt(x)));
-  s = optjit_add(s, optjit_mul(optjit_residual(x, s, optjit_split(s), s),
-                               optjit_opaque(optjit_hw(0.5f / s))));
-  // x - s * s, exact, and a multiple of ulp(s)^2: above (s + ulp / 2)^2 when over s * ulp, below
-  // (s - gap / 2)^2 when at or under -s * gap.
-  let r = optjit_residual(x, s, optjit_split(s), s);
-  if (r > optjit_mul(s, optjit_ulp(s))) {
-    s = bitcast<f32>(bitcast<u32>(s) + 1u);
-  } else if (-r >= optjit_mul(s, optjit_ulp_below(s))) {
-    s = bitcast<f32>(bitcast<u32>(s) - 1u);
-  }
-  return bitcast<f32>(u32(i32(bitcast<u32>(s)) + (((e - 127 - odd) / 2) << 23u)));
-}
 fn OPTJIT_F32_BITS(x: f32) -> u32 { return bitcast<u32>(x); }
 fn OPTJIT_BITS_F32(x: u32) -> f32 { return bitcast<f32>(x); }
 fn isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
@@ -171,6 +103,74 @@ fn OPTJIT_F32_TO_F16(v: f32) -> u32 {
   }
   if (r > half || (r == half && (q & 1u) == 1u)) { q = q + 1u; }
   return s | q;
+}
+fn optjit_hw(x: f32) -> f32 { return x; }
+fn optjit_opaque(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) ^ u32(args.w)); }
+fn optjit_mul(a: f32, b: f32) -> f32 { return optjit_opaque(a * b); }
+fn optjit_sub(a: f32, b: f32) -> f32 { return optjit_opaque(a - b); }
+fn optjit_add(a: f32, b: f32) -> f32 { return optjit_opaque(a + b); }
+fn optjit_split(a: f32) -> vec2<f32> {
+  let c = optjit_mul(4097.0f, a);
+  let hi = optjit_sub(c, optjit_sub(c, a));
+  return vec2<f32>(hi, optjit_sub(a, hi));
+}
+// x - q * y, exactly where that is an f32 (q near x / y, all of them near 1).
+fn optjit_residual(x: f32, y: f32, ys: vec2<f32>, q: f32) -> f32 {
+  let p = optjit_mul(q, y);
+  let qs = optjit_split(q);
+  let e = optjit_add(optjit_add(optjit_add(optjit_sub(optjit_mul(qs.x, ys.x), p),
+                                           optjit_mul(qs.x, ys.y)),
+                                optjit_mul(qs.y, ys.x)),
+                     optjit_mul(qs.y, ys.y));
+  return optjit_sub(optjit_sub(x, p), e);
+}
+// The gaps above q (its ulp) and below it (half that at a power of two).
+fn optjit_ulp(q: f32) -> f32 { return bitcast<f32>((bitcast<u32>(q) & 0x7f800000u) - (23u << 23u)); }
+fn optjit_ulp_below(q: f32) -> f32 {
+  return select(optjit_ulp(q), optjit_mul(optjit_ulp(q), 0.5f), (bitcast<u32>(q) & 0x7fffffu) == 0u);
+}
+fn optjit_div(a: f32, b: f32) -> f32 {
+  let q0 = optjit_hw(a / b);
+  let ua = bitcast<u32>(a);
+  let ub = bitcast<u32>(b);
+  let ea = i32((ua >> 23u) & 255u);
+  let eb = i32((ub >> 23u) & 255u);
+  if (ea == 0 || ea == 255 || eb == 0 || eb == 255) { return q0; }
+  let x = bitcast<f32>((ua & 0x7fffffu) | 0x3f800000u);
+  let y = bitcast<f32>((ub & 0x7fffffu) | 0x3f800000u);
+  let ys = optjit_split(y);
+  var q = optjit_opaque(optjit_hw(x / y));
+  q = optjit_add(q, optjit_mul(optjit_residual(x, y, ys, q), optjit_opaque(optjit_hw(1.0f / y))));
+  // Within an ulp now, so the residual is exact: the true quotient is q + r / y, never halfway.
+  let r = optjit_residual(x, y, ys, q);
+  if (r > optjit_mul(optjit_mul(y, optjit_ulp(q)), 0.5f)) {
+    q = bitcast<f32>(bitcast<u32>(q) + 1u);
+  } else if (-r > optjit_mul(optjit_mul(y, optjit_ulp_below(q)), 0.5f)) {
+    q = bitcast<f32>(bitcast<u32>(q) - 1u);
+  }
+  let e = ea - eb + i32((bitcast<u32>(q) >> 23u) & 255u);
+  if (e <= 0 || e >= 255) { return q0; }
+  return bitcast<f32>(((ua ^ ub) & 0x80000000u) | (u32(e) << 23u) | (bitcast<u32>(q) & 0x7fffffu));
+}
+fn optjit_sqrt(v: f32) -> f32 {
+  let s0 = optjit_hw(sqrt(v));
+  let u = bitcast<u32>(v);
+  let e = i32((u >> 23u) & 255u);
+  if (e == 0 || e == 255 || (u >> 31u) != 0u) { return s0; }
+  let odd = (e - 127) & 1;
+  let x = bitcast<f32>((u & 0x7fffffu) | (u32(127 + odd) << 23u));
+  var s = optjit_opaque(optjit_hw(sqrt(x)));
+  s = optjit_add(s, optjit_mul(optjit_residual(x, s, optjit_split(s), s),
+                               optjit_opaque(optjit_hw(0.5f / s))));
+  // x - s * s, exact, and a multiple of ulp(s)^2: above (s + ulp / 2)^2 when over s * ulp, below
+  // (s - gap / 2)^2 when at or under -s * gap.
+  let r = optjit_residual(x, s, optjit_split(s), s);
+  if (r > optjit_mul(s, optjit_ulp(s))) {
+    s = bitcast<f32>(bitcast<u32>(s) + 1u);
+  } else if (-r >= optjit_mul(s, optjit_ulp_below(s))) {
+    s = bitcast<f32>(bitcast<u32>(s) - 1u);
+  }
+  return bitcast<f32>(u32(i32(bitcast<u32>(s)) + (((e - 127 - odd) / 2) << 23u)));
 }
 
 var<workgroup> red0_0: array<f32, 256>;
