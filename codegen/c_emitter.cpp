@@ -681,7 +681,7 @@ Expected<std::string> emit_c(const plan::Plan& plan, CEmitOptions o) {
       "// optjit: {} passes, {} bytes per parameter, block {}, items {}, vector {}\n",
       plan.passes.size(), plan.bytes_per_param(), o.launch.block, o.launch.items, o.launch.vec);
   s += preamble(L, plan, o.launch.vec);
-  s += L.arithmetic_helpers(o.hardware_rounds);
+  s += L.arithmetic_helpers(o.division);
   for (size_t k = 0; k < plan.passes.size(); ++k) {
     auto kernel = KernelWriter(plan, k, L, o).write();
     if (!kernel) return kernel.error();

@@ -14,6 +14,14 @@ namespace optjit::codegen {
 
 enum class CLanguage { cuda, opencl, wgsl };
 
+/// How WGSL kernels divide and take square roots of f32 (WGSL allows 2.5 ulp): with the
+/// adapter's own operators, where they round correctly; or correcting the adapter's result from
+/// an exact residual x - q * y, computed by one fused multiply-add where the adapter's `fma` is
+/// fused, else by Dekker's product. WebgpuDevice picks the first, in this order, that a probe
+/// of 65,536 divisions and roots on the adapter finds exact.
+enum class F32Division { hardware, fma, dekker };
+const char* to_string(F32Division d);
+
 struct CEmitOptions {
   CLanguage language = CLanguage::opencl;
   /// The kernels are written for its block size (a launch must use it), items per thread and
@@ -27,10 +35,8 @@ struct CEmitOptions {
   /// a CUDA graph). Pass kernels then take a trailing `ctl` argument and do nothing while the
   /// step is being skipped. See DeviceStepLayout for the extra kernels.
   bool device_step = false;
-  /// WGSL: the adapter's own f32 division and square root round correctly (WebgpuDevice probes
-  /// it with wgsl_rounding_probe), so the kernels use them as they are; otherwise they correct
-  /// them (codegen/c_lang.cpp). The C languages are compiled to round correctly either way.
-  bool hardware_rounds = false;
+  /// WGSL's division and square root (the C languages are compiled to round correctly).
+  F32Division division = F32Division::dekker;
 };
 
 /// The device-step kernels (CEmitOptions::device_step), launched in this order each step:
@@ -80,10 +86,11 @@ DeviceStepLayout device_step_layout(const plan::Plan& plan);
 /// in local memory, so results do not depend on scheduling.
 Expected<std::string> emit_c(const plan::Plan& plan, CEmitOptions options);
 
-/// A WGSL kernel `optjit_probe` (work-groups of 64) over one storage buffer of f32 pairs (x, y):
-/// each pair becomes (x / y, sqrt(x)) as the adapter computes them, through the same hook as the
-/// kernels' (OPTJIT_WGSL_INEXACT_ULPS). Entry n reads pairs while n < the buffer's pair count.
-std::string wgsl_rounding_probe();
+/// A WGSL kernel `optjit_probe` (work-groups of 64) over a storage buffer of f32 pairs (x, y)
+/// (binding 0) and the kernels' integer arguments, all 0 (binding 1, a uniform vec4<i32>): each
+/// pair becomes (x / y, sqrt(x)) as kernels emitted with `division` compute them (the adapter's
+/// own results through the same hook, OPTJIT_WGSL_INEXACT_ULPS).
+std::string wgsl_rounding_probe(F32Division division);
 
 /// The constant tables of a plan's block-quantized formats (maps, thresholds, lookup tables), in
 /// the order the kernels use them. C kernels hold them as constant arrays; WGSL ones read them

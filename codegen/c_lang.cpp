@@ -610,24 +610,31 @@ fn optjit_f32_to_f64(x: f32) -> vec2<u32> {
         "  return bitcast<f32>(bitcast<u32>(x) + {}u);\n}}\n",
         static_cast<uint32_t>(skew));
   }
-  std::string arithmetic_helpers(bool hardware_rounds) const override {
+  std::string arithmetic_helpers(F32Division division) const override {
     std::string s =
         hardware_hook() +
         R"(fn optjit_opaque(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) ^ u32(args.w)); }
 fn optjit_mul(a: f32, b: f32) -> f32 { return optjit_opaque(a * b); }
 )";
-    if (hardware_rounds)
+    if (division == F32Division::hardware)
       return s + R"(fn optjit_div(a: f32, b: f32) -> f32 { return optjit_hw(a / b); }
 fn optjit_sqrt(v: f32) -> f32 { return optjit_hw(sqrt(v)); }
 )";
-    return s + R"(fn optjit_sub(a: f32, b: f32) -> f32 { return optjit_opaque(a - b); }
+    s += R"(fn optjit_sub(a: f32, b: f32) -> f32 { return optjit_opaque(a - b); }
 fn optjit_add(a: f32, b: f32) -> f32 { return optjit_opaque(a + b); }
-fn optjit_split(a: f32) -> vec2<f32> {
+)";
+    // x - q * y, exactly where that is an f32 (q near x / y, all of them near 1): one fused
+    // multiply-add, or Dekker's product of 12-bit halves (ys: y's, from optjit_split).
+    if (division == F32Division::fma)
+      s += R"(fn optjit_split(a: f32) -> vec2<f32> { return vec2<f32>(a, 0.0f); }
+fn optjit_residual(x: f32, y: f32, ys: vec2<f32>, q: f32) -> f32 { return fma(-q, y, x); }
+)";
+    else
+      s += R"(fn optjit_split(a: f32) -> vec2<f32> {
   let c = optjit_mul(4097.0f, a);
   let hi = optjit_sub(c, optjit_sub(c, a));
   return vec2<f32>(hi, optjit_sub(a, hi));
 }
-// x - q * y, exactly where that is an f32 (q near x / y, all of them near 1).
 fn optjit_residual(x: f32, y: f32, ys: vec2<f32>, q: f32) -> f32 {
   let p = optjit_mul(q, y);
   let qs = optjit_split(q);
@@ -637,7 +644,8 @@ fn optjit_residual(x: f32, y: f32, ys: vec2<f32>, q: f32) -> f32 {
                      optjit_mul(qs.y, ys.y));
   return optjit_sub(optjit_sub(x, p), e);
 }
-// The gaps above q (its ulp) and below it (half that at a power of two).
+)";
+    return s + R"(// The gaps above q (its ulp) and below it (half that at a power of two).
 fn optjit_ulp(q: f32) -> f32 { return bitcast<f32>((bitcast<u32>(q) & 0x7f800000u) - (23u << 23u)); }
 fn optjit_ulp_below(q: f32) -> f32 {
   return select(optjit_ulp(q), optjit_mul(optjit_ulp(q), 0.5f), (bitcast<u32>(q) & 0x7fffffu) == 0u);
@@ -996,17 +1004,30 @@ const char* comparison(ir::Op op) {
 
 namespace optjit::codegen {
 
-std::string wgsl_rounding_probe() {
-  return detail::Wgsl::hardware_hook() +
+const char* to_string(F32Division d) {
+  switch (d) {
+    case F32Division::hardware:
+      return "hardware";
+    case F32Division::fma:
+      return "fma";
+    case F32Division::dekker:
+      return "dekker";
+  }
+  return "?";
+}
+
+std::string wgsl_rounding_probe(F32Division division) {
+  return detail::Lang::of(CLanguage::wgsl).arithmetic_helpers(division) +
          R"(@group(0) @binding(0) var<storage, read_write> io: array<f32>;
+@group(0) @binding(1) var<uniform> args: vec4<i32>;
 @compute @workgroup_size(64)
 fn optjit_probe(@builtin(global_invocation_id) g: vec3<u32>) {
   let i = 2u * g.x;
   if (i + 1u >= arrayLength(&io)) { return; }
   let x = io[i];
   let y = io[i + 1u];
-  io[i] = optjit_hw(x / y);
-  io[i + 1u] = optjit_hw(sqrt(x));
+  io[i] = optjit_div(x, y);
+  io[i + 1u] = optjit_sqrt(x);
 }
 )";
 }

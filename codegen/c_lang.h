@@ -166,10 +166,8 @@ class Lang {
                                             uint32_t stream) const;
   /// OPTJIT_BF16_TO_F32(bits) and OPTJIT_BF16_BITS(f32), the latter rounding to nearest even.
   virtual std::string bf16_helpers() const;
-  /// The functions mul(), div() and math("sqrt") call, if any. `hardware_rounds`: the device's
-  /// own f32 division and square root are correctly rounded (WebGPU probes its adapter), so
-  /// they are used as they are.
-  virtual std::string arithmetic_helpers(bool /*hardware_rounds*/) const { return {}; }
+  /// The functions mul(), div() and math("sqrt") call, if any, dividing as `division` says.
+  virtual std::string arithmetic_helpers(F32Division /*division*/) const { return {}; }
   /// The local that holds pass uniform k ("u3"; WGSL's must not spell a type, as u32 does).
   virtual std::string uniform_name(uint32_t k) const { return fmt::format("u{}", k); }
   /// Writes partial `ix`, a value of type wide().

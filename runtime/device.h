@@ -106,10 +106,11 @@ struct DeviceDescription {
   uint64_t binding_alignment = 256;
   /// The largest single allocation (WebGPU's maxBufferSize), 0 for no limit of the device's own.
   uint64_t max_allocation = 0;
-  /// The device's own f32 division and square root round correctly. The C backends are compiled
-  /// so that they do; a WebGPU adapter is probed when opened, and where they do not (NVIDIA's
-  /// Vulkan driver) the WGSL kernels correct them.
-  bool hardware_rounds = true;
+  /// How the kernels divide and take square roots of f32, all correctly rounded: "hardware"
+  /// (the device's own: the C backends are compiled so that they round correctly), or, on a
+  /// WebGPU adapter whose own do not (NVIDIA's Vulkan driver), "fma" or "dekker", the residual
+  /// the WGSL kernels correct them from (codegen::F32Division; probed when the device opens).
+  std::string division = "hardware";
 };
 
 class Device {

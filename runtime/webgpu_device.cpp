@@ -623,13 +623,14 @@ class WebgpuDevice final : public Device {
 
  private:
   WebgpuDevice() = default;
-  // Whether the adapter divides and takes square roots of f32 as IEEE rounds them: 65,536
-  // pairs through codegen::wgsl_rounding_probe, against the host's own results. The operands
-  // and results are normal (the kernels' correction covers only those), the significands
-  // random, the exponents within 2^±40; the first pairs are hard cases. WGSL allows 2.5 ulp and
-  // NVIDIA's Vulkan driver is off by an ulp for ~10% of random quotients, so one miss in 65,536
-  // would show. A probe that cannot run reads as "no", which is never wrong, only slower.
-  bool probe_rounding() {
+  // Whether kernels that divide and take square roots as `division` says round as IEEE does on
+  // this adapter: 65,536 pairs through codegen::wgsl_rounding_probe, against the host's own
+  // results. The operands and results are normal (the kernels' correction covers only those),
+  // the significands random, the exponents within 2^±40; the first pairs are hard cases. WGSL
+  // allows 2.5 ulp and NVIDIA's Vulkan driver is off by an ulp for ~10% of random quotients, so
+  // one miss in 65,536 would show; so would an `fma` that is not fused (lavapipe's). A probe
+  // that cannot run reads as "no".
+  bool probe_rounding(codegen::F32Division division) {
     constexpr size_t kPairs = 65536;
     std::vector<float> io(2 * kPairs);
     uint64_t r = 0x2545f4914f6cdd1dull;
@@ -647,18 +648,27 @@ class WebgpuDevice final : public Device {
     for (size_t i = 0; i < 36; ++i) io[2 * i] = hard[i % 6], io[2 * i + 1] = hard[i / 6];
     auto mem = allocate(io.size() * sizeof(float), "the rounding probe");
     if (!mem) return false;
-    const std::string source = codegen::wgsl_rounding_probe();
+    WGPUBufferDescriptor ud = WGPU_BUFFER_DESCRIPTOR_INIT;
+    ud.usage = WGPUBufferUsage_Uniform;
+    ud.size = 16;
+    ud.mappedAtCreation = true;  // zeroed: the kernels' integer arguments, args.w 0
+    WGPUBuffer args = w_->wgpuDeviceCreateBuffer(device_, &ud);
+    if (args) w_->wgpuBufferUnmap(args);
+    const std::string source = codegen::wgsl_rounding_probe(division);
     WGPUShaderSourceWGSL wgsl = WGPU_SHADER_SOURCE_WGSL_INIT;
     wgsl.code = sv(source);
     WGPUShaderModuleDescriptor md = WGPU_SHADER_MODULE_DESCRIPTOR_INIT;
     md.nextInChain = &wgsl.chain;
-    WGPUBindGroupLayoutEntry le = WGPU_BIND_GROUP_LAYOUT_ENTRY_INIT;
-    le.binding = 0;
-    le.visibility = WGPUShaderStage_Compute;
-    le.buffer.type = WGPUBufferBindingType_Storage;
+    WGPUBindGroupLayoutEntry le[2] = {WGPU_BIND_GROUP_LAYOUT_ENTRY_INIT,
+                                      WGPU_BIND_GROUP_LAYOUT_ENTRY_INIT};
+    for (uint32_t k = 0; k < 2; ++k) {
+      le[k].binding = k;
+      le[k].visibility = WGPUShaderStage_Compute;
+      le[k].buffer.type = k == 0 ? WGPUBufferBindingType_Storage : WGPUBufferBindingType_Uniform;
+    }
     WGPUBindGroupLayoutDescriptor ld = WGPU_BIND_GROUP_LAYOUT_DESCRIPTOR_INIT;
-    ld.entryCount = 1;
-    ld.entries = &le;
+    ld.entryCount = 2;
+    ld.entries = le;
     push_scope();
     WGPUShaderModule shader = w_->wgpuDeviceCreateShaderModule(device_, &md);
     WGPUBindGroupLayout layout = w_->wgpuDeviceCreateBindGroupLayout(device_, &ld);
@@ -671,14 +681,17 @@ class WebgpuDevice final : public Device {
     cd.compute.module = shader;
     cd.compute.entryPoint = sv("optjit_probe");
     WGPUComputePipeline pipeline = w_->wgpuDeviceCreateComputePipeline(device_, &cd);
-    WGPUBindGroupEntry be = WGPU_BIND_GROUP_ENTRY_INIT;
-    be.binding = 0;
-    be.buffer = buf(*mem);
-    be.size = io.size() * sizeof(float);
+    WGPUBindGroupEntry be[2] = {WGPU_BIND_GROUP_ENTRY_INIT, WGPU_BIND_GROUP_ENTRY_INIT};
+    be[0].binding = 0;
+    be[0].buffer = buf(*mem);
+    be[0].size = io.size() * sizeof(float);
+    be[1].binding = 1;
+    be[1].buffer = args;
+    be[1].size = 16;
     WGPUBindGroupDescriptor bd = WGPU_BIND_GROUP_DESCRIPTOR_INIT;
     bd.layout = layout;
-    bd.entryCount = 1;
-    bd.entries = &be;
+    bd.entryCount = 2;
+    bd.entries = be;
     WGPUBindGroup group = w_->wgpuDeviceCreateBindGroup(device_, &bd);
     bool ok = pop_scope("building the rounding probe").ok();
     ok = ok && write(*mem, io.data(), io.size() * sizeof(float)).ok();
@@ -704,6 +717,7 @@ class WebgpuDevice final : public Device {
     if (pipeline_layout) w_->wgpuPipelineLayoutRelease(pipeline_layout);
     if (layout) w_->wgpuBindGroupLayoutRelease(layout);
     if (shader) w_->wgpuShaderModuleRelease(shader);
+    if (args) w_->wgpuBufferRelease(args);
     release(*mem);
     return ok;
   }
@@ -754,7 +768,13 @@ class WebgpuDevice final : public Device {
     OPTJIT_TRY(lowered("OPTJIT_WEBGPU_MAX_BINDING", dd.max_binding));
     OPTJIT_TRY(lowered("OPTJIT_WEBGPU_MAX_BUFFER", info_.limits.maxBufferSize));
     dd.max_allocation = info_.limits.maxBufferSize;
-    dd.hardware_rounds = probe_rounding();
+    // The cheapest division that is exact here (the last needs only what WGSL promises).
+    for (auto d : {codegen::F32Division::hardware, codegen::F32Division::fma,
+                   codegen::F32Division::dekker}) {
+      division_ = d;
+      if (probe_rounding(d)) break;
+    }
+    dd.division = codegen::to_string(division_);
     return Status::Ok();
   }
 
@@ -763,7 +783,8 @@ class WebgpuDevice final : public Device {
   WGPUAdapter adapter_ = nullptr;
   WGPUDevice device_ = nullptr;
   WGPUQueue queue_ = nullptr;
-  bool adopted_ = false;  // the caller's device (adopt())
+  codegen::F32Division division_ = codegen::F32Division::dekker;  // describe()
+  bool adopted_ = false;                                          // the caller's device (adopt())
   DeviceDescription desc_;
   std::string uncaptured_;
   std::map<uint64_t, uint64_t> sizes_;
@@ -783,8 +804,7 @@ Expected<std::unique_ptr<Module>> WebgpuDevice::load(const plan::Plan& plan, con
     return make_error("work-group size {} exceeds the {} invocations '{}' allows", launch.block,
                       desc_.max_group, info_.name);
   auto t0 = std::chrono::steady_clock::now();
-  auto src =
-      codegen::emit_c(plan, {codegen::CLanguage::wgsl, launch, false, desc_.hardware_rounds});
+  auto src = codegen::emit_c(plan, {codegen::CLanguage::wgsl, launch, false, division_});
   if (!src) return src.error();
   // The library compiles WGSL on every load (wgpu-native keeps no pipeline binaries through
   // this API): the cache holds the WGSL itself under its hash, so a warm cache skips the

@@ -494,11 +494,11 @@ TEST(Webgpu, DivisionRootAndProductsRoundAsTheCpu) {
   }
 }
 
-// Whether the adapter's own division and square root round correctly is probed when a device
-// is opened: lavapipe's do (LLVM's fdiv and sqrt are IEEE's), so its kernels use them as they are
-// (1.7x faster there); made 1 ulp off (OPTJIT_WGSL_INEXACT_ULPS, as on NVIDIA's Vulkan driver),
-// the probe says so and the kernels correct them (DivisionRootAndProductsRoundAsTheCpu, run
-// that way by webgpu_test.inexact_adapter).
+// How kernels divide is probed when a device is opened, cheapest first: lavapipe's own division
+// and square root round correctly (LLVM's fdiv and sqrt are IEEE's), so its kernels use them as
+// they are (1.7x faster there); made 1 ulp off (OPTJIT_WGSL_INEXACT_ULPS, as on NVIDIA's Vulkan
+// driver) they are corrected, from Dekker's residual since lavapipe's fma is not fused
+// (DivisionRootAndProductsRoundAsTheCpu, run that way by webgpu_test.inexact_adapter).
 TEST(Webgpu, AProbeSaysWhetherTheAdapterRoundsDivisionAndRoots) {
   const char* set = std::getenv("OPTJIT_WGSL_INEXACT_ULPS");
   const std::string saved = set ? set : "";
@@ -507,13 +507,15 @@ TEST(Webgpu, AProbeSaysWhetherTheAdapterRoundsDivisionAndRoots) {
   if (set) ::setenv("OPTJIT_WGSL_INEXACT_ULPS", saved.c_str(), 1);
   ASSERT_TRUE(dev) << dev.error().message;
   const runtime::DeviceDescription& d = (*dev)->description();
-  std::printf("%s: division and square root %s\n", d.name.c_str(),
-              d.hardware_rounds ? "round correctly" : "are corrected in WGSL");
-  if (d.name.find("llvmpipe") != std::string::npos) EXPECT_TRUE(d.hardware_rounds) << d.name;
+  std::printf("%s: division and square root: %s\n", d.name.c_str(), d.division.c_str());
+  if (d.name.find("llvmpipe") != std::string::npos) EXPECT_EQ(d.division, "hardware");
+  // Made inexact, lavapipe's are corrected, and from Dekker's residual: its fma is not fused.
   for (const char* ulps : {"1", "-1"}) {
     auto off = open_with("OPTJIT_WGSL_INEXACT_ULPS", ulps);
     ASSERT_TRUE(off) << off.error().message;
-    EXPECT_FALSE((*off)->description().hardware_rounds) << ulps;
+    EXPECT_NE((*off)->description().division, "hardware") << ulps;
+    if (d.name.find("llvmpipe") != std::string::npos)
+      EXPECT_EQ((*off)->description().division, "dekker") << ulps;
   }
   if (set) ::setenv("OPTJIT_WGSL_INEXACT_ULPS", saved.c_str(), 1);
 }

@@ -114,7 +114,6 @@ fn optjit_split(a: f32) -> vec2<f32> {
   let hi = optjit_sub(c, optjit_sub(c, a));
   return vec2<f32>(hi, optjit_sub(a, hi));
 }
-// x - q * y, exactly where that is an f32 (q near x / y, all of them near 1).
 fn optjit_residual(x: f32, y: f32, ys: vec2<f32>, q: f32) -> f32 {
   let p = optjit_mul(q, y);
   let qs = optjit_split(q);
