@@ -445,6 +445,7 @@ TEST_F(Cli, BenchReportsRooflineAndUnfusedBaseline) {
   ASSERT_EQ(ocl.code, 0) << ocl.output;
   auto m = nlohmann::json::parse(ocl.output);
   EXPECT_EQ(m["step"], "device");
+  EXPECT_EQ(m["f32_division"], "hardware");  // OpenCL's, built correctly rounded
   EXPECT_EQ(m["overhead_other_step"], "host");
   EXPECT_GT(m["overhead_other_step_seconds"].get<double>(), 0);
   EXPECT_GT(m["fraction_of_copy_bandwidth"].get<double>(), 0);

@@ -959,6 +959,38 @@ TEST(Webgpu, TunesThroughTheSameTuner) {
   for (size_t i = 0; i < p.size(); ++i) ASSERT_NEAR(p[i], q[i], 2e-6) << i;
 }
 
+// optjit bench says how the kernels divide: with lavapipe's own division (JSON), and, where the
+// adapter's is inexact (made so here), that it is corrected and how.
+TEST(Webgpu, BenchSaysHowTheKernelsDivide) {
+  auto run = [](const std::string& env, const std::string& args) {
+    const std::string cmd = env + " " + testing::cli_path() +
+                            " bench 'chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3))' "
+                            "--backend webgpu --numel 4096 --steps 1 --reps 1 --no-unfused " +
+                            args + " 2>&1";
+    FILE* f = ::popen(cmd.c_str(), "r");
+    std::string out;
+    char buf[4096];
+    while (f && std::fgets(buf, sizeof buf, f)) out += buf;
+    if (f) ::pclose(f);
+    return out;
+  };
+  const std::string json = run("env -u OPTJIT_WGSL_INEXACT_ULPS", "--json");
+  auto j = nlohmann::json::parse(json, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << json;
+  const char* set = std::getenv("OPTJIT_WGSL_INEXACT_ULPS");
+  const std::string saved = set ? set : "";
+  ::unsetenv("OPTJIT_WGSL_INEXACT_ULPS");
+  auto dev = runtime::open_device({.kind = "webgpu"});  // the adapter bench takes
+  if (set) ::setenv("OPTJIT_WGSL_INEXACT_ULPS", saved.c_str(), 1);
+  ASSERT_TRUE(dev) << dev.error().message;
+  EXPECT_EQ(j["f32_division"], (*dev)->description().division);
+  if ((*dev)->description().name.find("llvmpipe") != std::string::npos)
+    EXPECT_EQ(j["f32_division"], "hardware");
+  const std::string text = run("OPTJIT_WGSL_INEXACT_ULPS=1", "");
+  EXPECT_NE(text.find("the adapter's f32 division and sqrt corrected ("), std::string::npos)
+      << text;
+}
+
 // The library the user names is the one used, and its absence is said plainly.
 TEST(Webgpu, AMissingLibraryIsAClearError) {
   std::string cmd = std::string("OPTJIT_WGPU_LIBRARY=/nonexistent/libwgpu_native.so ") +

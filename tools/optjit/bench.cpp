@@ -576,6 +576,8 @@ int bench(const BenchOptions& o) {
   if (o.backend != "cpu") {
     j["launch"] = launch.to_string();
     j["step"] = *step == StepMode::host ? "host" : *step == StepMode::device ? "device" : "graph";
+    // How the kernels divide and take square roots (WebGPU: probed on the adapter).
+    j["f32_division"] = (*fused)->opt->device()->description().division;
   }
   j["passes"] = plan->passes.size();
   j["bytes_per_param"] = plan->bytes_per_param();
@@ -628,11 +630,15 @@ int bench(const BenchOptions& o) {
                j["chunk_elements"].get<int64_t>(),
                (*fused)->opt->launch_from_tuning() ? " (the kernel cache's tuning decision)" : "");
   else
-    fmt::print("launch       {} on {}: {}, scalar program on the {}\n", o.backend,
+    fmt::print("launch       {} on {}: {}, scalar program on the {}{}\n", o.backend,
                (*fused)->device_name(), launch.to_string(),
                *step == StepMode::host     ? "host"
                : *step == StepMode::device ? "device"
-                                           : "device, as a CUDA graph");
+                                           : "device, as a CUDA graph",
+               j["f32_division"] == "hardware"
+                   ? ""
+                   : fmt::format(", the adapter's f32 division and sqrt corrected ({})",
+                                 j["f32_division"].get<std::string>()));
   fmt::print("plan         {} pass{}, {} bytes per parameter{}; compiled in {:.1f} ms\n",
              plan->passes.size(), plan->passes.size() == 1 ? "" : "es", plan->bytes_per_param(),
              versions_moved ? fmt::format(" ({:.4g} moved per step on average: pass versions)",
