@@ -45,10 +45,14 @@ TEST(Webgpu, PassVersionsStepAsTheWholeBody) {
 
 // A WebGPU device opened with environment variable `name` set to `value` (unset again after):
 // OPTJIT_WEBGPU_MAX_BINDING and OPTJIT_WEBGPU_MAX_BUFFER lower the adapter's limits.
+// A WebGPU device opened with environment variable `name` set to `value` (unset: nullptr), then
+// put back as it was.
 Expected<std::shared_ptr<runtime::Device>> open_with(const char* name, const char* value) {
-  ::setenv(name, value, 1);
+  const char* was = std::getenv(name);
+  const std::string saved = was ? was : "";
+  value ? ::setenv(name, value, 1) : ::unsetenv(name);
   auto dev = runtime::open_device({.kind = "webgpu"});
-  ::unsetenv(name);
+  was ? ::setenv(name, saved.c_str(), 1) : ::unsetenv(name);
   return dev;
 }
 
@@ -500,11 +504,7 @@ TEST(Webgpu, DivisionRootAndProductsRoundAsTheCpu) {
 // driver) they are corrected, from Dekker's residual since lavapipe's fma is not fused
 // (DivisionRootAndProductsRoundAsTheCpu, run that way by webgpu_test.inexact_adapter).
 TEST(Webgpu, AProbeSaysWhetherTheAdapterRoundsDivisionAndRoots) {
-  const char* set = std::getenv("OPTJIT_WGSL_INEXACT_ULPS");
-  const std::string saved = set ? set : "";
-  ::unsetenv("OPTJIT_WGSL_INEXACT_ULPS");
-  auto dev = runtime::open_device({.kind = "webgpu"});
-  if (set) ::setenv("OPTJIT_WGSL_INEXACT_ULPS", saved.c_str(), 1);
+  auto dev = open_with("OPTJIT_WGSL_INEXACT_ULPS", nullptr);
   ASSERT_TRUE(dev) << dev.error().message;
   const runtime::DeviceDescription& d = (*dev)->description();
   std::printf("%s: division and square root: %s\n", d.name.c_str(), d.division.c_str());
@@ -517,7 +517,6 @@ TEST(Webgpu, AProbeSaysWhetherTheAdapterRoundsDivisionAndRoots) {
     if (d.name.find("llvmpipe") != std::string::npos)
       EXPECT_EQ((*off)->description().division, "dekker") << ulps;
   }
-  if (set) ::setenv("OPTJIT_WGSL_INEXACT_ULPS", saved.c_str(), 1);
 }
 
 // Stochastic rounding in WGSL (SplitMix64 on pairs of u32, the key from its f64 bits): bf16_sr
@@ -977,11 +976,7 @@ TEST(Webgpu, BenchSaysHowTheKernelsDivide) {
   const std::string json = run("env -u OPTJIT_WGSL_INEXACT_ULPS", "--json");
   auto j = nlohmann::json::parse(json, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << json;
-  const char* set = std::getenv("OPTJIT_WGSL_INEXACT_ULPS");
-  const std::string saved = set ? set : "";
-  ::unsetenv("OPTJIT_WGSL_INEXACT_ULPS");
-  auto dev = runtime::open_device({.kind = "webgpu"});  // the adapter bench takes
-  if (set) ::setenv("OPTJIT_WGSL_INEXACT_ULPS", saved.c_str(), 1);
+  auto dev = open_with("OPTJIT_WGSL_INEXACT_ULPS", nullptr);  // the adapter bench takes
   ASSERT_TRUE(dev) << dev.error().message;
   EXPECT_EQ(j["f32_division"], (*dev)->description().division);
   if ((*dev)->description().name.find("llvmpipe") != std::string::npos)
