@@ -585,16 +585,17 @@ fn optjit_f32_to_f64(x: f32) -> vec2<u32> {
   // fused into the sum it feeds, and lets its `fma` be a product and a sum (lavapipe's is);
   // NVIDIA's Vulkan driver divides and takes roots inexactly (an H200, 2026-11-26: AdamW's and
   // the quantizers' bits parted from the CPU's by an ulp). What the language does promise: +, -
-  // and * of f32 rounded correctly. So optjit_div and optjit_sqrt take the hardware's result on
-  // the operands' significands (in [1, 2), and [1, 4) for the root), move it by one correction
-  // step (then within an ulp of the exact result), and round by the sign and size of the
-  // residual x - q * y (x - s * s), computed exactly with Dekker's product (12-bit halves): the
-  // correctly rounded result, for normal operands and results (elsewhere the hardware's own;
-  // subnormals may be flushed, as WGSL allows). optjit_opaque passes a value through an xor with
-  // args.w, which is 0 (the launch never sets it) but unknown to the compiler, so that nothing is
-  // fused or rewritten across it: every product (optjit_mul) and every step of the above.
-  // An adapter whose own division and root round correctly (WebgpuDevice probes it: lavapipe's
-  // do) keeps them: the correction costs 1.7x on lavapipe's clip + AdamW step.
+  // and * of f32 rounded correctly. So, unless the adapter's own division and root round
+  // correctly (F32Division::hardware: WebgpuDevice probes it, lavapipe's do; the correction
+  // costs 1.7x on lavapipe's clip + AdamW step), optjit_div and optjit_sqrt take the hardware's
+  // result on the operands' significands (in [1, 2), and [1, 4) for the root), move it by one
+  // correction step (then within an ulp of the exact result), and round by the sign and size of
+  // the residual x - q * y (x - s * s), computed exactly by one fused multiply-add (::fma, where
+  // the adapter's is fused) or Dekker's product of 12-bit halves (::dekker): the correctly
+  // rounded result, for normal operands and results (elsewhere the hardware's own; subnormals
+  // may be flushed, as WGSL allows). optjit_opaque passes a value through an xor with args.w,
+  // which is 0 (the launch never sets it) but unknown to the compiler, so that nothing is fused
+  // or rewritten across it: every product (optjit_mul) and every step of the above.
   // OPTJIT_WGSL_INEXACT_ULPS moves the hardware's normal quotients and roots by that many ulps
   // (the probe's too), to test the correction on an adapter that divides exactly (lavapipe);
   // never set otherwise.

@@ -768,12 +768,14 @@ class WebgpuDevice final : public Device {
     OPTJIT_TRY(lowered("OPTJIT_WEBGPU_MAX_BINDING", dd.max_binding));
     OPTJIT_TRY(lowered("OPTJIT_WEBGPU_MAX_BUFFER", info_.limits.maxBufferSize));
     dd.max_allocation = info_.limits.maxBufferSize;
-    // The cheapest division that is exact here (the last needs only what WGSL promises).
-    for (auto d : {codegen::F32Division::hardware, codegen::F32Division::fma,
-                   codegen::F32Division::dekker}) {
-      division_ = d;
-      if (probe_rounding(d)) break;
-    }
+    // The cheapest division that is exact here; Dekker's needs only what WGSL promises, so it
+    // is the one left, unprobed.
+    division_ = codegen::F32Division::dekker;
+    for (auto d : {codegen::F32Division::hardware, codegen::F32Division::fma})
+      if (probe_rounding(d)) {
+        division_ = d;
+        break;
+      }
     dd.division = codegen::to_string(division_);
     return Status::Ok();
   }

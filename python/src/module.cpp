@@ -24,6 +24,7 @@
 #include "api/optimizer.h"
 #include "ir/builtins.h"
 #include "ir/compile.h"
+#include "runtime/cuda_api.h"
 #include "runtime/device.h"
 
 namespace nb = nanobind;
@@ -308,7 +309,8 @@ class PyCommunicator final : public Communicator {
   std::string name_;
 };
 
-constexpr uintptr_t kCuStreamLegacy = 0x1;  // the CUDA driver's handle of that stream
+// The CUDA driver's handle of the legacy default stream, as a queue (runtime/cuda_api.h).
+const uintptr_t kCuStreamLegacy = reinterpret_cast<uintptr_t>(runtime::cuda::kStreamLegacy);
 
 class Engine {
  public:

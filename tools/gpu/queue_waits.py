@@ -10,6 +10,9 @@ confirm it there:
 
     python3 tools/gpu/queue_waits.py        (device_run.sh's python stage runs it)
 
+Confirmed on the H200's next run the same day: the sharded step returned at once after its first
+(bench/results/h200-2026-11-26b/python.log).
+
 Each line is the seconds a call took to return; a call that is only queued takes well under
 0.1 s, one that waits for the GPU about 0.3 s.
 """
