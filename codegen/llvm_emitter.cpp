@@ -17,6 +17,7 @@
 #include <array>
 #include <bit>
 #include <cmath>
+#include <functional>
 
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
@@ -44,70 +45,96 @@ using ir::OpKind;
 // where start[h] is the bucket's first code and steps[j][h] + 1 the place where its code steps
 // up for the j-th time (1 << shift - 1 where it does not: lo never exceeds it). The buckets
 // where the code steps more often (around 0, where the map is denser than the cells) lie in
-// windows of 256 cells (w = i' >> 8) looked up cell by cell: code = window[w][i' % 256]. The
-// base, shift and number of steps are chosen per map to need the fewest instructions; code()
-// is what the kernel computes, and build() checks it against the lut for every cell.
+// windows of 256 cells (w = i' >> 8) looked up cell by cell: code = window[w][i' % 256].
+//
+// A lut symmetric about its middle (bitsandbytes' signed map: lut[32767 - m] = 254 - lut[32768
+// + m], the cells where the positive side gives 255 = 1.0 giving 0) is folded: i' = m, the
+// distance from the middle (i - 32768 above it, 32767 - i below), in 128 buckets of 256 cells,
+// so every table has 128 entries, one permute, not two and a blend; below the middle the code
+// is 254 - min(code, 254). In bytes that is cheap: the bucket and place are i's two bytes, each
+// xor'ed with 0xff below the middle.
+//
+// The base, shift, fold and number of steps are chosen per map to need the fewest instructions;
+// code() is what the kernel computes, and build() checks it against the lut for every cell.
 struct ByteBuckets {
   uint16_t base = 0;
-  int shift = 8;  // 8, or 7 for a map that spends only half the cells (q8u: y >= 0)
+  int shift = 8;      // 8, or 7 for a map that spends only half the cells (q8u: y >= 0)
+  bool fold = false;  // folded about the middle: base 0, shift 8, 128 buckets
   std::array<uint8_t, 256> start{};
   std::vector<std::array<uint8_t, 256>> steps;
   std::vector<std::pair<uint16_t, std::array<uint8_t, 256>>> windows;
 
   uint8_t code(uint32_t i) const {
+    const bool below = fold && i < 32768u;
     const uint32_t top = (256u << shift) - 1;
-    const uint32_t ip = std::min(i > base ? i - base : 0u, top);
+    const uint32_t ip =
+        fold ? (below ? 32767u - i : i - 32768u) : std::min(i > base ? i - base : 0u, top);
     const uint32_t h = ip >> shift, lo = ip & ((1u << shift) - 1);
-    for (const auto& [w, cells] : windows)
-      if (ip >> 8 == w) return cells[ip & 255];
     uint32_t c = start[h];
     for (const auto& s : steps) c += lo > s[h] ? 1 : 0;
-    return static_cast<uint8_t>(c);
+    for (const auto& [w, cells] : windows)
+      if (ip >> 8 == w) c = cells[ip & 255];
+    return static_cast<uint8_t>(below ? 254 - std::min(c, 254u) : c);
   }
-  // Instructions per 64 cells, roughly: three per table lookup, two per step, and a compare
-  // and a blend per window besides its lookup.
-  size_t cost() const { return 3 * (1 + steps.size()) + 2 * steps.size() + 5 * windows.size(); }
+  // Instructions per 64 cells, roughly: three per table lookup (one folded), two per step, a
+  // compare and a blend per window besides its lookup, and four to fold and unfold.
+  size_t cost() const {
+    const size_t lookup = fold ? 1 : 3;
+    return lookup * (1 + steps.size()) + 2 * steps.size() + 5 * windows.size() + (fold ? 4 : 0);
+  }
 
   static std::optional<ByteBuckets> build(const std::array<uint8_t, 65536>& lut) {
     std::optional<ByteBuckets> best;
-    for (uint32_t base : {0u, 32767u})
-      for (int shift : {8, 7}) {
-        const uint32_t span = 256u << shift, place = (1u << shift) - 1;
-        if (base + span < 65536u) {
-          bool flat = true;  // the cells past the range clamp to its last one
-          for (uint32_t i = base + span; i < 65536u; ++i) flat &= lut[i] == lut[base + span - 1];
-          if (!flat) continue;
-        }
-        // Each bucket's steps (a step by two codes counts twice), at their place.
-        std::array<std::vector<uint8_t>, 256> at;
-        for (uint32_t ip = 1; ip < span && base + ip < 65536u; ++ip)
-          if ((ip & place) != 0)
-            for (int d = lut[base + ip] - lut[base + ip - 1]; d > 0; --d)
-              at[ip >> shift].push_back(static_cast<uint8_t>((ip & place) - 1));
-        for (size_t k = 0; k <= 8; ++k) {
-          ByteBuckets b;
-          b.base = static_cast<uint16_t>(base);
-          b.shift = shift;
-          b.steps.assign(k, {});
-          for (auto& s : b.steps) s.fill(static_cast<uint8_t>(place));
-          for (uint32_t h = 0; h < 256; ++h) {
-            b.start[h] = lut[std::min(base + (h << shift), 65535u)];
-            if (at[h].size() <= k) {
-              for (size_t j = 0; j < at[h].size(); ++j) b.steps[j][h] = at[h][j];
-              continue;
-            }
-            const auto w = static_cast<uint16_t>((h << shift) >> 8);
-            if (!b.windows.empty() && b.windows.back().first == w) continue;
-            std::array<uint8_t, 256> cells{};
-            for (uint32_t c = 0; c < 256; ++c)
-              cells[c] = lut[std::min(base + w * 256u + c, 65535u)];
-            b.windows.emplace_back(w, cells);
-          }
-          bool exact = true;
-          for (uint32_t i = 0; i < 65536u && exact; ++i) exact = b.code(i) == lut[i];
-          if (exact && (!best || b.cost() < best->cost())) best = std::move(b);
-        }
+    struct Cut {
+      uint32_t base;
+      int shift;
+      bool fold;
+    };
+    for (const Cut cut : {Cut{0, 8, false}, Cut{0, 7, false}, Cut{32767, 8, false},
+                          Cut{32767, 7, false}, Cut{0, 8, true}}) {
+      const uint32_t base = cut.base;
+      const int shift = cut.shift;
+      // The cells in the cut's order (folded: the upper half; build checks the lower).
+      const uint32_t span = cut.fold ? 32768u : 256u << shift, place = (1u << shift) - 1;
+      auto cell = [&](uint32_t ip) {
+        return lut[std::min((cut.fold ? 32768u : base) + ip, 65535u)];
+      };
+      if (!cut.fold && base + span < 65536u) {
+        bool flat = true;  // the cells past the range clamp to its last one
+        for (uint32_t i = base + span; i < 65536u; ++i) flat &= lut[i] == lut[base + span - 1];
+        if (!flat) continue;
       }
+      // Each bucket's steps (a step by two codes counts twice), at their place.
+      const uint32_t buckets = span >> shift;
+      std::array<std::vector<uint8_t>, 256> at;
+      for (uint32_t ip = 1; ip < span && (cut.fold || base + ip < 65536u); ++ip)
+        if ((ip & place) != 0)
+          for (int d = cell(ip) - cell(ip - 1); d > 0; --d)
+            at[ip >> shift].push_back(static_cast<uint8_t>((ip & place) - 1));
+      for (size_t k = 0; k <= 8; ++k) {
+        ByteBuckets b;
+        b.base = static_cast<uint16_t>(base);
+        b.shift = shift;
+        b.fold = cut.fold;
+        b.steps.assign(k, {});
+        for (auto& s : b.steps) s.fill(static_cast<uint8_t>(place));
+        for (uint32_t h = 0; h < buckets; ++h) {
+          b.start[h] = cell(h << shift);
+          if (at[h].size() <= k) {
+            for (size_t j = 0; j < at[h].size(); ++j) b.steps[j][h] = at[h][j];
+            continue;
+          }
+          const auto w = static_cast<uint16_t>((h << shift) >> 8);
+          if (!b.windows.empty() && b.windows.back().first == w) continue;
+          std::array<uint8_t, 256> cells{};
+          for (uint32_t c = 0; c < 256; ++c) cells[c] = cell(w * 256u + c);
+          b.windows.emplace_back(w, cells);
+        }
+        bool exact = true;
+        for (uint32_t i = 0; i < 65536u && exact; ++i) exact = b.code(i) == lut[i];
+        if (exact && (!best || b.cost() < best->cost())) best = std::move(b);
+      }
+    }
     return best;
   }
 };
@@ -745,21 +772,48 @@ class PassEmitter {
     };
     const bool nibble = bits(buf) == 4;
     auto* arr = llvm::cast<llvm::AllocaInst>(tmp_.at(buf));
-    if (table && vbmi_ && block() % 64 == 0) {
-      if (const ByteBuckets* tables = byte_buckets(quant(buf))) {
-        bucket_codes(buf, arr, *tables, b0, n, inv, zero);
-        return;
-      }
-    }
     if (kind == ir::QuantKind::nearest && nibble && block() % 32 == 0) {
       nibble_codes(buf, arr, b0, n, scale);
       return;
     }
-    if (table && avx512bw_ && !nibble && block() % 32 == 0) {
-      if (std::vector<uint16_t> bound = code_bounds(quant(buf)); !bound.empty()) {
-        search_codes(buf, arr, bound, b0, n, inv, zero);
-        return;
-      }
+    // The table quantizer by vectors, without a gather: byte buckets (VBMI) or a 16-bit search
+    // (BW), for blocks whose absmax is normal (lut_index_in_range); an all-zero block stores
+    // zeros, and the rest (NaN, Inf, subnormal or huge absmax) take the scalar loop below.
+    std::function<void()> vector_codes;
+    if (table && vbmi_ && block() % 64 == 0) {
+      if (const ByteBuckets* tables = byte_buckets(quant(buf)))
+        vector_codes = [=, this] { bucket_codes(buf, arr, *tables, b0, n, inv); };
+    }
+    if (!vector_codes && table && avx512bw_ && !nibble && block() % 32 == 0) {
+      if (std::vector<uint16_t> bound = code_bounds(quant(buf)); !bound.empty())
+        vector_codes = [=, this] { search_codes(buf, arr, bound, b0, n, inv); };
+    }
+    llvm::BasicBlock* join = nullptr;
+    if (vector_codes) {
+      auto* fast = llvm::BasicBlock::Create(c_, "q.vector", fn_);
+      auto* other = llvm::BasicBlock::Create(c_, "q.other", fn_);
+      auto* zeros = llvm::BasicBlock::Create(c_, "q.zeros", fn_);
+      auto* scalar = llvm::BasicBlock::Create(c_, "q.scalar", fn_);
+      join = llvm::BasicBlock::Create(c_, "q.join", fn_);
+      llvm::Value* normal = b_.CreateAnd(b_.CreateFCmpOGE(absmax, cf(0x1p-126)),
+                                         b_.CreateFCmpOLE(absmax, cf(0x1p126)), "normal");
+      b_.CreateCondBr(normal, fast, other);
+      b_.SetInsertPoint(fast);
+      vector_codes();
+      b_.CreateBr(join);
+      b_.SetInsertPoint(other);
+      b_.CreateCondBr(zero, zeros, scalar);
+      b_.SetInsertPoint(zeros);
+      auto* i8x64 = llvm::FixedVectorType::get(b_.getInt8Ty(), 64);
+      counted_loop("zeros", n, 64, [&](llvm::Value* k) {
+        auto* st = b_.CreateMaskedStore(
+            llvm::ConstantAggregateZero::get(i8x64),
+            b_.CreateInBoundsGEP(b_.getInt8Ty(), codes_.at(buf), b_.CreateAdd(b0, k)),
+            llvm::Align(1), tail_mask(n, k, 64));
+        tag(st, buf);
+      });
+      b_.CreateBr(join);
+      b_.SetInsertPoint(scalar);
     }
     auto staged = [&](llvm::Value* k) {
       return b_.CreateLoad(f32,
@@ -776,6 +830,10 @@ class PassEmitter {
       auto* s = b_.CreateStore(code, b_.CreateInBoundsGEP(b_.getInt8Ty(), codes_.at(buf), at));
       tag(s, buf);
     });
+    if (join) {
+      b_.CreateBr(join);
+      b_.SetInsertPoint(join);
+    }
   }
 
   // The table quantizer's lut as the cells where each code starts: bound[c] = the first cell i
@@ -804,7 +862,7 @@ class PassEmitter {
   // (else bucket_codes). The codes are lut[index] bit for bit
   // (Quant.CpuCodesAreTheScalarQuantizersAtEveryEdge, ctest's quant_test.without_avx512vbmi).
   void search_codes(uint32_t buf, llvm::AllocaInst* staged, const std::vector<uint16_t>& bound,
-                    llvm::Value* b0, llvm::Value* n, llvm::Value* inv, llvm::Value* zero) {
+                    llvm::Value* b0, llvm::Value* n, llvm::Value* inv) {
     auto* f32 = b_.getFloatTy();
     auto* i16 = b_.getInt16Ty();
     auto* vf = llvm::FixedVectorType::get(f32, 32);
@@ -824,9 +882,10 @@ class PassEmitter {
       llvm::Value* x = b_.CreateAlignedLoad(
           vf, b_.CreateInBoundsGEP(staged->getAllocatedType(), staged, {b_.getInt64(0), k}),
           llvm::Align(4));
-      llvm::Value* idx = b_.CreateTrunc(lut_index(x, b_.CreateVectorSplat(32, inv),
-                                                  llvm::FixedVectorType::get(b_.getInt32Ty(), 32)),
-                                        vi16);
+      llvm::Value* idx =
+          b_.CreateTrunc(lut_index_in_range(x, b_.CreateVectorSplat(32, inv),
+                                            llvm::FixedVectorType::get(b_.getInt32Ty(), 32)),
+                         vi16);
       llvm::Value* c = llvm::ConstantAggregateZero::get(vi16);
       auto bound_at = [&](int code) {
         return b_.CreateVectorSplat(32, b_.getInt16(bound[static_cast<size_t>(code)]));
@@ -861,8 +920,7 @@ class PassEmitter {
                                b_.CreateVectorSplat(32, b_.getInt16(static_cast<uint16_t>(step))),
                                llvm::ConstantAggregateZero::get(vi16)));
       }
-      llvm::Value* codes =
-          b_.CreateSelect(zero, llvm::ConstantAggregateZero::get(vi8), b_.CreateTrunc(c, vi8));
+      llvm::Value* codes = b_.CreateTrunc(c, vi8);
       auto* st = b_.CreateMaskedStore(
           codes, b_.CreateInBoundsGEP(b_.getInt8Ty(), codes_.at(buf), b_.CreateAdd(b0, k)),
           llvm::Align(1), tail_mask(n, k, 32));
@@ -890,11 +948,12 @@ class PassEmitter {
   }
 
   // The table quantizer by byte permutes (AVX-512 VBMI), 64 staged values at a time: each
-  // value's lut index (lut_index's f32 arithmetic), then its code as ByteBuckets::code computes
-  // it, every table of 256 bytes looked up by two 128-entry permutes (vpermi2b) chosen by the
-  // index's top bit. About a third fewer instructions than search_codes' eight 16-bit steps.
+  // value's lut index (lut_index_in_range: the block's absmax is normal), then its code as
+  // ByteBuckets::code computes it, every table of 256 bytes looked up by two 128-entry permutes
+  // (vpermi2b) chosen by the index's top bit, or of 128 (folded) by one. About a third fewer
+  // instructions than search_codes' eight 16-bit steps unfolded, two thirds folded.
   void bucket_codes(uint32_t buf, llvm::AllocaInst* staged, const ByteBuckets& t, llvm::Value* b0,
-                    llvm::Value* n, llvm::Value* inv, llvm::Value* zero) {
+                    llvm::Value* n, llvm::Value* inv) {
     auto* i8 = b_.getInt8Ty();
     auto* vf = llvm::FixedVectorType::get(b_.getFloatTy(), 64);
     auto* vi8 = llvm::FixedVectorType::get(i8, 64);
@@ -927,7 +986,7 @@ class PassEmitter {
           llvm::Align(4));
       // The cell i' as 32 bits, then its bytes: no 16-bit stage (the index's conversion is the
       // bulk of the work; bytes of four vectors are gathered by two-source byte permutes).
-      llvm::Value* ip = lut_index(x, b_.CreateVectorSplat(64, inv), vi32);
+      llvm::Value* ip = lut_index_in_range(x, b_.CreateVectorSplat(64, inv), vi32);
       if (t.base != 0)
         ip = b_.CreateSub(b_.CreateBinaryIntrinsic(llvm::Intrinsic::umax, ip, splat32(t.base)),
                           splat32(t.base));
@@ -955,6 +1014,15 @@ class PassEmitter {
       }
       llvm::Value* lo = b_.CreateShuffleVector(x01, x23, first);
       llvm::Value* h = b_.CreateShuffleVector(x01, x23, second);
+      // Folded: below the middle (h < 128) both bytes flip, making h the bucket of 32767 - i
+      // in its low 7 bits (all a 128-entry permute reads) with its top bit set, as above it.
+      llvm::Value* below = nullptr;
+      if (t.fold) {
+        below = b_.CreateICmpSGE(h, llvm::ConstantAggregateZero::get(vi8));
+        llvm::Value* flip = b_.CreateSExt(below, vi8);
+        h = b_.CreateXor(h, flip);
+        lo = b_.CreateXor(lo, flip);
+      }
       // A window's cell: lo (shift 8), or 2 lo + the low bit of h (shift 7; cells permuted).
       llvm::Value* cell = t.shift == 8 ? lo : b_.CreateOr(lo, b_.CreateAnd(h, splat8(1)));
       auto lookup = [&](const std::array<uint8_t, 256>& table, llvm::Value* idx) {
@@ -963,18 +1031,28 @@ class PassEmitter {
         return b_.CreateSelect(b_.CreateICmpSLT(idx, llvm::ConstantAggregateZero::get(vi8)), high,
                                low);
       };
-      llvm::Value* code = lookup(t.start, h);
+      auto bucket = [&](const std::array<uint8_t, 256>& table) {  // table[h]
+        return t.fold ? b_.CreateCall(permute, {quarter(table, 0), h, quarter(table, 1)})
+                      : lookup(table, h);
+      };
+      llvm::Value* code = bucket(t.start);
       for (const auto& s : steps)
-        code = b_.CreateSelect(b_.CreateICmpUGT(lo, lookup(s, h)), b_.CreateAdd(code, splat8(1)),
-                               code);
-      // Window w holds the buckets whose h drops its low 8 - shift bits to w << (8 - shift).
+        code =
+            b_.CreateSelect(b_.CreateICmpUGT(lo, bucket(s)), b_.CreateAdd(code, splat8(1)), code);
+      // Window w holds the buckets whose h drops its low 8 - shift bits to w << (8 - shift)
+      // (folded, h has its top bit set).
       const uint32_t per = 1u << (8 - t.shift);
       for (const auto& [w, cells] : windows)
         code = b_.CreateSelect(
             b_.CreateICmpEQ(per == 1 ? h : b_.CreateAnd(h, splat8(~(per - 1) & 255u)),
-                            splat8(w * per)),
+                            splat8(w * per | (t.fold ? 128u : 0u))),
             lookup(cells, cell), code);
-      code = b_.CreateSelect(zero, llvm::ConstantAggregateZero::get(vi8), code);
+      if (t.fold)
+        code = b_.CreateSelect(
+            below,
+            b_.CreateSub(splat8(254),
+                         b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin, code, splat8(254))),
+            code);
       auto* st =
           b_.CreateMaskedStore(code, b_.CreateInBoundsGEP(i8, codes_.at(buf), b_.CreateAdd(b0, k)),
                                llvm::Align(1), tail_mask(n, k, 64));
@@ -1082,6 +1160,19 @@ class PassEmitter {
                         b_.CreateSelect(b_.CreateFCmpOGT(y, cf(1.0)), cf(1.0), y), cf(-1.0));
     llvm::Value* u = b_.CreateFMul(b_.CreateFAdd(y, cf(1.0)), cf(32767.5));
     return b_.CreateFPToUI(b_.CreateFAdd(u, cf(0.5)), index_type);
+  }
+
+  // lut_index for a block whose absmax a lies in [2^-126, 2^126], so that inv = RN(1 / a) is
+  // normal and within 2^-24 of 1 / a: then |x * inv| <= a * (1 + 2^-24) / a rounds to at most
+  // 1 (1 + 2^-24 is the tie between 1 and its successor; it goes to even), and the clamp does
+  // nothing. (y + 1) * 32767.5 + 0.5 is then one fma: adding 0.5 is exact below 2^16, and the
+  // fma's index equals the two roundings' for every f32 y in [-1, 1] (checked exhaustively).
+  llvm::Value* lut_index_in_range(llvm::Value* x, llvm::Value* inv, llvm::Type* index_type) {
+    auto cf = [&](double d) { return llvm::ConstantFP::get(x->getType(), d); };  // splat
+    llvm::Value* t = b_.CreateFAdd(b_.CreateFMul(x, inv), cf(1.0));
+    llvm::Value* u =
+        b_.CreateIntrinsic(llvm::Intrinsic::fma, {x->getType()}, {t, cf(32767.5), cf(0.5)});
+    return b_.CreateFPToUI(u, index_type);
   }
 
   // Lanes [0, min(n - k, width)) of a masked access of `width` lanes (k < n).

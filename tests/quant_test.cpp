@@ -1,6 +1,7 @@
 // Block-quantized state (ir/quant.h): the quantizer, the IR and planner entries, and the CPU
 // backend against the reference, across threads and chunk sizes, with checkpoints.
 // tests/../python/tests/test_quantized_state.py checks the same against bitsandbytes itself.
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <span>
@@ -303,6 +304,68 @@ TEST(Quant, CpuCodesAreTheScalarQuantizersAtEveryEdge) {
       if (codes->data[e] != want[e] && wrong++ == 0) first = e;
     EXPECT_EQ(wrong, 0u) << format << ": first at byte " << first << ": " << int(codes->data[first])
                          << ", scalar " << int(want[first]);
+  }
+}
+
+// The vector quantizers take the blocks whose absmax lies in [2^-126, 2^126] (no clamp: |x / a|
+// rounds to at most 1 there), zero blocks store zeros, and the rest take the scalar loop: every
+// kind of block, at every scale, gets the scalar quantizer's codes and scales.
+TEST(Quant, CpuCodesAreTheScalarQuantizersAtAnyBlockScale) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // A huge absmax whose reciprocal is subnormal, so that a * RN(1 / a) exceeds 1: outside the
+  // range the vector quantizers' proof covers, it takes the scalar loop.
+  float huge = 0;
+  for (uint32_t bits = 0x7e800001u; bits < 0x7f7fffffu && huge == 0; bits += 977u) {
+    const float a = std::bit_cast<float>(bits);
+    volatile float inv = 1.0f / a;
+    if (a * inv > 1.0f) huge = a;
+  }
+  ASSERT_NE(huge, 0.0f);
+  const std::vector<float> scales = {
+      1.0f,        3.0f,     0.1f,   7.3e-3f, 1e-30f, 0x1p-126f,
+      0x1.8p-126f, 0x1p126f, 1e-40f, 1e-45f,  huge,   std::numeric_limits<float>::max()};
+  for (Quant q : {Quant::q8, Quant::q8u}) {
+    const std::string format(ir::to_string(q));
+    const int64_t block = ir::info(q).block;
+    std::vector<float> grad;
+    uint32_t seed = 12345;
+    auto uniform = [&] {  // in [-1, 1)
+      seed = seed * 1664525u + 1013904223u;
+      return static_cast<float>(seed >> 8) / 8388608.0f - 1.0f;
+    };
+    auto add_block = [&](float scale, float special) {
+      const size_t at = grad.size();
+      for (int64_t e = 0; e < block; ++e) grad.push_back(scale * uniform());
+      grad[at + 7] = (seed & 1) != 0 ? scale : -scale;  // the absmax, either sign
+      if (special != 0) grad[at + 100] = special;
+    };
+    for (float s : scales) add_block(s, 0);
+    add_block(0.0f, 0);    // all zeros
+    add_block(2.0f, inf);  // an Inf: absmax Inf
+    add_block(2.0f, -inf);
+    add_block(2.0f, nan);       // a NaN: absmax NaN
+    add_block(1e-40f, 1e-44f);  // subnormal absmax
+    while (static_cast<int64_t>(grad.size()) < 8192) add_block(0.5f + uniform(), 0);
+    const auto n = static_cast<int64_t>(grad.size());
+    std::vector<float> param(grad.size(), 0.0f);
+    auto opt = Optimizer::create(
+        "transform keep() {\n  state m = 0\n  m = grad\n}\nkeep(state_format=\"" + format + "\")",
+        {{"w", param.data(), DType::f32, {n}}});
+    ASSERT_TRUE(opt) << opt.error().message;
+    ASSERT_TRUE((*opt)->step({grad.data()}));
+    auto st = (*opt)->export_state();
+    ASSERT_TRUE(st) << st.error().message;
+    const runtime::HostTensor* codes = st->find("w.m");
+    ASSERT_TRUE(codes && codes->dtype == DType::u8) << format;
+    std::vector<uint8_t> want(static_cast<size_t>(ir::code_bytes(q, n)));
+    std::vector<float> want_scales(static_cast<size_t>(ir::scale_count(q, n)));
+    ir::quantize(q, grad.data(), n, want.data(), want_scales.data());
+    ASSERT_EQ(codes->data.size(), want.size()) << format;
+    for (size_t e = 0; e < want.size(); ++e)
+      ASSERT_EQ(int(codes->data[e]), int(want[e]))
+          << format << ": element " << e << " (" << grad[e] << ") of the block of scale "
+          << want_scales[e / static_cast<size_t>(block)];
   }
 }
 
