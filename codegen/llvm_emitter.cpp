@@ -48,39 +48,51 @@ using ir::OpKind;
 // windows of 256 cells (w = i' >> 8) looked up cell by cell: code = window[w][i' % 256].
 //
 // A lut symmetric about its middle (bitsandbytes' signed map: lut[32767 - m] = 254 - lut[32768
-// + m], the cells where the positive side gives 255 = 1.0 giving 0) is folded: i' = m, the
-// distance from the middle (i - 32768 above it, 32767 - i below), in 128 buckets of 256 cells,
-// so every table has 128 entries, one permute, not two and a blend; below the middle the code
-// is 254 - min(code, 254). In bytes that is cheap: the bucket and place are i's two bytes, each
-// xor'ed with 0xff below the middle.
+// + m], the cells where the positive side gives 255 = 1.0 giving 0) is folded (Fold::mirror):
+// i' = m, the distance from the middle (i - 32768 above it, 32767 - i below), in 128 buckets of
+// 256 cells, so every table has 128 entries, one permute, not two and a blend; below the middle
+// the code is 254 - min(code, 254). In bytes that is cheap: the bucket and place are i's two
+// bytes, each xor'ed with 0xff below the middle. A lut constant below its middle (the unsigned
+// map: every negative value is code 0) is halved (Fold::half): the upper half's cells in the
+// same 128 buckets, and the lower half's code where i's top bit is clear.
 //
 // The base, shift, fold and number of steps are chosen per map to need the fewest instructions;
 // code() is what the kernel computes, and build() checks it against the lut for every cell.
 struct ByteBuckets {
   uint16_t base = 0;
-  int shift = 8;      // 8, or 7 for a map that spends only half the cells (q8u: y >= 0)
-  bool fold = false;  // folded about the middle: base 0, shift 8, 128 buckets
+  int shift = 8;  // 8, or 7 for a map that spends only half the cells (q8u: y >= 0)
+  enum class Fold { none, mirror, half };
+  Fold fold = Fold::none;  // mirror, half: about the middle, shift 8, 128 buckets
+  uint8_t below_code = 0;  // half: the code of every cell below the middle
   std::array<uint8_t, 256> start{};
   std::vector<std::array<uint8_t, 256>> steps;
   std::vector<std::pair<uint16_t, std::array<uint8_t, 256>>> windows;
 
   uint8_t code(uint32_t i) const {
-    const bool below = fold && i < 32768u;
+    const bool below = fold != Fold::none && i < 32768u;
     const uint32_t top = (256u << shift) - 1;
-    const uint32_t ip =
-        fold ? (below ? 32767u - i : i - 32768u) : std::min(i > base ? i - base : 0u, top);
+    const uint32_t ip = fold == Fold::none ? std::min(i > base ? i - base : 0u, top)
+                        : below            ? 32767u - i
+                                           : i - 32768u;
     const uint32_t h = ip >> shift, lo = ip & ((1u << shift) - 1);
     uint32_t c = start[h];
     for (const auto& s : steps) c += lo > s[h] ? 1 : 0;
     for (const auto& [w, cells] : windows)
       if (ip >> 8 == w) c = cells[ip & 255];
-    return static_cast<uint8_t>(below ? 254 - std::min(c, 254u) : c);
+    if (below)
+      return fold == Fold::half ? below_code : static_cast<uint8_t>(254 - std::min(c, 254u));
+    return static_cast<uint8_t>(c);
   }
   // Instructions per 64 cells, roughly: three per table lookup (one folded), two per step, a
-  // compare and a blend per window besides its lookup, and four to fold and unfold.
+  // compare and a blend per window besides its lookup, four to fold and unfold (two to halve),
+  // and on the four vectors of 32-bit cells before them: two each to subtract a base, one to
+  // clamp the top, one to double them for shift 7 (and two for its windows' cells).
   size_t cost() const {
-    const size_t lookup = fold ? 1 : 3;
-    return lookup * (1 + steps.size()) + 2 * steps.size() + 5 * windows.size() + (fold ? 4 : 0);
+    const size_t lookup = fold == Fold::none ? 3 : 1;
+    const size_t folding = fold == Fold::mirror ? 4 : fold == Fold::half ? 2 : 0;
+    const size_t cells =
+        (base != 0 ? 8 : 0) + ((256u << shift) - 1 < 65535u ? 4 : 0) + (shift == 7 ? 4 + 2 : 0);
+    return lookup * (1 + steps.size()) + 2 * steps.size() + 5 * windows.size() + folding + cells;
   }
 
   static std::optional<ByteBuckets> build(const std::array<uint8_t, 65536>& lut) {
@@ -88,18 +100,18 @@ struct ByteBuckets {
     struct Cut {
       uint32_t base;
       int shift;
-      bool fold;
+      Fold fold;
     };
-    for (const Cut cut : {Cut{0, 8, false}, Cut{0, 7, false}, Cut{32767, 8, false},
-                          Cut{32767, 7, false}, Cut{0, 8, true}}) {
+    for (const Cut cut :
+         {Cut{0, 8, Fold::none}, Cut{0, 7, Fold::none}, Cut{32767, 8, Fold::none},
+          Cut{32767, 7, Fold::none}, Cut{0, 8, Fold::mirror}, Cut{0, 8, Fold::half}}) {
+      const bool folded = cut.fold != Fold::none;
       const uint32_t base = cut.base;
       const int shift = cut.shift;
       // The cells in the cut's order (folded: the upper half; build checks the lower).
-      const uint32_t span = cut.fold ? 32768u : 256u << shift, place = (1u << shift) - 1;
-      auto cell = [&](uint32_t ip) {
-        return lut[std::min((cut.fold ? 32768u : base) + ip, 65535u)];
-      };
-      if (!cut.fold && base + span < 65536u) {
+      const uint32_t span = folded ? 32768u : 256u << shift, place = (1u << shift) - 1;
+      auto cell = [&](uint32_t ip) { return lut[std::min((folded ? 32768u : base) + ip, 65535u)]; };
+      if (!folded && base + span < 65536u) {
         bool flat = true;  // the cells past the range clamp to its last one
         for (uint32_t i = base + span; i < 65536u; ++i) flat &= lut[i] == lut[base + span - 1];
         if (!flat) continue;
@@ -107,7 +119,7 @@ struct ByteBuckets {
       // Each bucket's steps (a step by two codes counts twice), at their place.
       const uint32_t buckets = span >> shift;
       std::array<std::vector<uint8_t>, 256> at;
-      for (uint32_t ip = 1; ip < span && (cut.fold || base + ip < 65536u); ++ip)
+      for (uint32_t ip = 1; ip < span && (folded || base + ip < 65536u); ++ip)
         if ((ip & place) != 0)
           for (int d = cell(ip) - cell(ip - 1); d > 0; --d)
             at[ip >> shift].push_back(static_cast<uint8_t>((ip & place) - 1));
@@ -116,6 +128,7 @@ struct ByteBuckets {
         b.base = static_cast<uint16_t>(base);
         b.shift = shift;
         b.fold = cut.fold;
+        b.below_code = lut[32767];
         b.steps.assign(k, {});
         for (auto& s : b.steps) s.fill(static_cast<uint8_t>(place));
         for (uint32_t h = 0; h < buckets; ++h) {
@@ -1014,11 +1027,13 @@ class PassEmitter {
       }
       llvm::Value* lo = b_.CreateShuffleVector(x01, x23, first);
       llvm::Value* h = b_.CreateShuffleVector(x01, x23, second);
-      // Folded: below the middle (h < 128) both bytes flip, making h the bucket of 32767 - i
-      // in its low 7 bits (all a 128-entry permute reads) with its top bit set, as above it.
+      // Folded, the cells below the middle have h < 128. Mirrored, both bytes flip there, making
+      // h the bucket of 32767 - i in its low 7 bits (all a 128-entry permute reads) with its top
+      // bit set, as above it. Halved, they take one code at the end.
+      const bool folded = t.fold != ByteBuckets::Fold::none;
       llvm::Value* below = nullptr;
-      if (t.fold) {
-        below = b_.CreateICmpSGE(h, llvm::ConstantAggregateZero::get(vi8));
+      if (folded) below = b_.CreateICmpSGE(h, llvm::ConstantAggregateZero::get(vi8));
+      if (t.fold == ByteBuckets::Fold::mirror) {
         llvm::Value* flip = b_.CreateSExt(below, vi8);
         h = b_.CreateXor(h, flip);
         lo = b_.CreateXor(lo, flip);
@@ -1032,7 +1047,7 @@ class PassEmitter {
                                low);
       };
       auto bucket = [&](const std::array<uint8_t, 256>& table) {  // table[h]
-        return t.fold ? b_.CreateCall(permute, {quarter(table, 0), h, quarter(table, 1)})
+        return folded ? b_.CreateCall(permute, {quarter(table, 0), h, quarter(table, 1)})
                       : lookup(table, h);
       };
       llvm::Value* code = bucket(t.start);
@@ -1040,14 +1055,16 @@ class PassEmitter {
         code =
             b_.CreateSelect(b_.CreateICmpUGT(lo, bucket(s)), b_.CreateAdd(code, splat8(1)), code);
       // Window w holds the buckets whose h drops its low 8 - shift bits to w << (8 - shift)
-      // (folded, h has its top bit set).
+      // (folded, h has its top bit set; the halved lanes without it are replaced below).
       const uint32_t per = 1u << (8 - t.shift);
       for (const auto& [w, cells] : windows)
         code = b_.CreateSelect(
             b_.CreateICmpEQ(per == 1 ? h : b_.CreateAnd(h, splat8(~(per - 1) & 255u)),
-                            splat8(w * per | (t.fold ? 128u : 0u))),
+                            splat8(w * per | (folded ? 128u : 0u))),
             lookup(cells, cell), code);
-      if (t.fold)
+      if (t.fold == ByteBuckets::Fold::half)
+        code = b_.CreateSelect(below, splat8(t.below_code), code);
+      if (t.fold == ByteBuckets::Fold::mirror)
         code = b_.CreateSelect(
             below,
             b_.CreateSub(splat8(254),
