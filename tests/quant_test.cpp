@@ -307,6 +307,27 @@ TEST(Quant, CpuCodesAreTheScalarQuantizersAtEveryEdge) {
   }
 }
 
+// The vector quantizers' lut index (codegen's lut_index_in_range): t = y + 1 rounded, then
+// (uint32)fma(t, 32767.5, 0.5), one rounding where ir::quant_lut_index has three. Both depend on
+// y only through t, and the t that y + 1 can round to for an f32 y in [-1, 1] are the multiples
+// of 2^-24 below 0.5 and every f32 in [0.5, 2] (where y = t - 1 exactly): all of them, here.
+TEST(Quant, TheVectorLutIndexIsTheScalarOneForEveryValue) {
+  auto same = [](float t) {
+    const float y = t - 1.0f;  // exact: t is a multiple of ulp(y)
+    const auto fast = static_cast<uint32_t>(std::fma(t, 32767.5f, 0.5f));
+    return fast == ir::quant_lut_index(y);
+  };
+  size_t wrong = 0, checked = 0;
+  float first = 0;
+  for (uint32_t k = 0; k < (1u << 23); ++k, ++checked)  // t = k * 2^-24 in [0, 0.5)
+    if (const float t = std::ldexp(static_cast<float>(k), -24); !same(t) && wrong++ == 0) first = t;
+  for (uint32_t bits = std::bit_cast<uint32_t>(0.5f); bits <= std::bit_cast<uint32_t>(2.0f);
+       ++bits, ++checked)
+    if (const float t = std::bit_cast<float>(bits); !same(t) && wrong++ == 0) first = t;
+  EXPECT_EQ(checked, (1u << 23) + (2u << 23) + 1);
+  EXPECT_EQ(wrong, 0u) << "first at t = " << first;
+}
+
 // The vector quantizers take the blocks whose absmax lies in [2^-126, 2^126] (no clamp: |x / a|
 // rounds to at most 1 there), zero blocks store zeros, and the rest take the scalar loop: every
 // kind of block, at every scale, gets the scalar quantizer's codes and scales.
