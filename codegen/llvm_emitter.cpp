@@ -1180,10 +1180,11 @@ class PassEmitter {
   }
 
   // lut_index for a block whose absmax a lies in [2^-126, 2^126], so that inv = RN(1 / a) is
-  // normal and within 2^-24 of 1 / a: then |x * inv| <= a * (1 + 2^-24) / a rounds to at most
-  // 1 (1 + 2^-24 is the tie between 1 and its successor; it goes to even), and the clamp does
-  // nothing. (y + 1) * 32767.5 + 0.5 is then one fma: adding 0.5 is exact below 2^16, and the
-  // fma's index equals the two roundings' for every f32 y in [-1, 1] (checked exhaustively).
+  // normal and within a factor 1 + 2^-24 of 1 / a: then |x * inv| <= a * (1 + 2^-24) / a rounds to
+  // at most 1 (1 + 2^-24 is the tie between 1 and its successor; it goes to even), and the clamp
+  // does nothing. (y + 1) * 32767.5 + 0.5 is then one fma: adding 0.5 is exact below 2^16, and the
+  // fma's index equals the two roundings' for every f32 y in [-1, 1] (every t = y + 1 is checked:
+  // Quant.TheVectorLutIndexIsTheScalarOneForEveryValue).
   llvm::Value* lut_index_in_range(llvm::Value* x, llvm::Value* inv, llvm::Type* index_type) {
     auto cf = [&](double d) { return llvm::ConstantFP::get(x->getType(), d); };  // splat
     llvm::Value* t = b_.CreateFAdd(b_.CreateFMul(x, inv), cf(1.0));
