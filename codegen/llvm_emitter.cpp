@@ -60,7 +60,7 @@ using ir::OpKind;
 // code() is what the kernel computes, and build() checks it against the lut for every cell.
 struct ByteBuckets {
   uint16_t base = 0;
-  int shift = 8;  // 8, or 7 for a map that spends only half the cells (q8u: y >= 0)
+  int shift = 8;  // 8, or 7 (unfolded: 256 buckets of 128 cells from the base)
   enum class Fold { none, mirror, half };
   Fold fold = Fold::none;  // mirror, half: about the middle, shift 8, 128 buckets
   uint8_t below_code = 0;  // half: the code of every cell below the middle
@@ -790,8 +790,8 @@ class PassEmitter {
       return;
     }
     // The table quantizer by vectors, without a gather: byte buckets (VBMI) or a 16-bit search
-    // (BW), for blocks whose absmax is normal (lut_index_in_range); an all-zero block stores
-    // zeros, and the rest (NaN, Inf, subnormal or huge absmax) take the scalar loop below.
+    // (BW), for blocks whose absmax is in [2^-126, 2^126] (lut_index_in_range); an all-zero block
+    // stores zeros, and the rest (NaN, Inf, subnormal or huge absmax) take the scalar loop below.
     std::function<void()> vector_codes;
     if (table && vbmi_ && block() % 64 == 0) {
       if (const ByteBuckets* tables = byte_buckets(quant(buf)))
@@ -868,11 +868,11 @@ class PassEmitter {
 
   // The table quantizer without a gather (this CPU's gathers cost about a cycle per element;
   // two per element were half of an 8-bit AdamW step): 32 staged values at a time, each
-  // value's lut index (the same f32 arithmetic as table_code) as 16 bits, then its code as a
-  // branch-free binary search over code_bounds: step s adds s to the code where the bound at
-  // code + s is <= the index; the bounds a step can ask for are at most 128, looked up by
-  // 16-bit permutes (vpermw, vpermi2w) of the step's own table, on CPUs with BW but not VBMI
-  // (else bucket_codes). The codes are lut[index] bit for bit
+  // value's lut index (lut_index_in_range: the same index as table_code's) as 16 bits, then its
+  // code as a branch-free binary search over code_bounds: step s adds s to the code where the bound
+  // at code + s is <= the index; the bounds a step can ask for are at most 128, looked up by 16-bit
+  // permutes (vpermw, vpermi2w) of the step's own table, on CPUs with BW but not VBMI (else
+  // bucket_codes). The codes are lut[index] bit for bit
   // (Quant.CpuCodesAreTheScalarQuantizersAtEveryEdge, ctest's quant_test.without_avx512vbmi).
   void search_codes(uint32_t buf, llvm::AllocaInst* staged, const std::vector<uint16_t>& bound,
                     llvm::Value* b0, llvm::Value* n, llvm::Value* inv) {
@@ -961,7 +961,7 @@ class PassEmitter {
   }
 
   // The table quantizer by byte permutes (AVX-512 VBMI), 64 staged values at a time: each
-  // value's lut index (lut_index_in_range: the block's absmax is normal), then its code as
+  // value's lut index (lut_index_in_range: the block's absmax is in range), then its code as
   // ByteBuckets::code computes it, every table of 256 bytes looked up by two 128-entry permutes
   // (vpermi2b) chosen by the index's top bit, or of 128 (folded) by one. About a third fewer
   // instructions than search_codes' eight 16-bit steps unfolded, two thirds folded.
