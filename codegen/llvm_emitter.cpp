@@ -601,9 +601,11 @@ class PassEmitter {
   }
 
   // for (k = 0; k < limit; k += step) body(k), for limit >= step (a block is never empty);
-  // body adds no blocks. Leaves the builder after the loop.
+  // body adds no blocks. Leaves the builder after the loop. `plain`: LLVM neither vectorizes
+  // nor unrolls it (a rare path, kept cheap to compile).
   template <class Body>
-  void counted_loop(const std::string& name, llvm::Value* limit, int64_t step, Body body) {
+  void counted_loop(const std::string& name, llvm::Value* limit, int64_t step, Body body,
+                    bool plain = false) {
     llvm::BasicBlock* pre = b_.GetInsertBlock();
     auto* loop = llvm::BasicBlock::Create(c_, name, fn_);
     auto* exit = llvm::BasicBlock::Create(c_, name + ".exit", fn_);
@@ -614,7 +616,21 @@ class PassEmitter {
     body(k);
     llvm::Value* next = b_.CreateAdd(k, b_.getInt64(step), name + ".next", true, true);
     k->addIncoming(next, loop);
-    b_.CreateCondBr(b_.CreateICmpSLT(next, limit), loop, exit);
+    auto* back = b_.CreateCondBr(b_.CreateICmpSLT(next, limit), loop, exit);
+    if (plain) {
+      auto hint = [&](const char* key) {
+        llvm::Metadata* kv[] = {llvm::MDString::get(c_, key),
+                                llvm::ConstantAsMetadata::get(b_.getInt1(false))};
+        return llvm::MDNode::get(c_, kv);
+      };
+      auto self = llvm::MDNode::getTemporary(c_, {});
+      llvm::Metadata* ops[] = {
+          self.get(), hint("llvm.loop.vectorize.enable"),
+          llvm::MDNode::get(c_, llvm::MDString::get(c_, "llvm.loop.unroll.disable"))};
+      llvm::MDNode* id = llvm::MDNode::getDistinct(c_, ops);
+      id->replaceOperandWith(0, id);
+      back->setMetadata(llvm::LLVMContext::MD_loop, id);
+    }
     b_.SetInsertPoint(exit);
   }
 
@@ -832,17 +848,21 @@ class PassEmitter {
       return b_.CreateLoad(f32,
                            b_.CreateInBoundsGEP(arr->getAllocatedType(), arr, {b_.getInt64(0), k}));
     };
-    counted_loop("quantize", n, nibble ? 2 : 1, [&](llvm::Value* j) {
-      llvm::Value* code = code_of(staged(j));
-      llvm::Value* at = b_.CreateAdd(b0, j);
-      if (nibble) {  // n is even: 4-bit formats quantize whole blocks only
-        llvm::Value* low = code_of(staged(b_.CreateAdd(j, b_.getInt64(1))));
-        code = b_.CreateOr(b_.CreateShl(code, 4), low);
-        at = b_.CreateLShr(at, 1);
-      }
-      auto* s = b_.CreateStore(code, b_.CreateInBoundsGEP(b_.getInt8Ty(), codes_.at(buf), at));
-      tag(s, buf);
-    });
+    // Beside the vector paths only the rare blocks come here: a plain loop, cheap to compile.
+    counted_loop(
+        "quantize", n, nibble ? 2 : 1,
+        [&](llvm::Value* j) {
+          llvm::Value* code = code_of(staged(j));
+          llvm::Value* at = b_.CreateAdd(b0, j);
+          if (nibble) {  // n is even: 4-bit formats quantize whole blocks only
+            llvm::Value* low = code_of(staged(b_.CreateAdd(j, b_.getInt64(1))));
+            code = b_.CreateOr(b_.CreateShl(code, 4), low);
+            at = b_.CreateLShr(at, 1);
+          }
+          auto* s = b_.CreateStore(code, b_.CreateInBoundsGEP(b_.getInt8Ty(), codes_.at(buf), at));
+          tag(s, buf);
+        },
+        /*plain=*/join != nullptr);
     if (join) {
       b_.CreateBr(join);
       b_.SetInsertPoint(join);
