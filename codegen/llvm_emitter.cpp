@@ -38,31 +38,29 @@ using ir::Op;
 using ir::OpKind;
 
 // A table quantizer's lut (65536 cells -> codes, never decreasing) as byte tables that 64-lane
-// byte permutes look up: the cell i is moved to i' = min(max(i - base, 0), 256 << shift - 1)
-// (the cells outside that range hold the code of its nearest end), then split into a bucket
-// h = i' >> shift (256 of them) and a place lo = i' % (1 << shift) in it, and
+// byte permutes look up: the cell i' is split into a bucket h = i' >> 8 and a place
+// lo = i' % 256 in it, and
 //   code = start[h] + the number of j < steps.size() with lo > steps[j][h],
 // where start[h] is the bucket's first code and steps[j][h] + 1 the place where its code steps
-// up for the j-th time (1 << shift - 1 where it does not: lo never exceeds it). The buckets
-// where the code steps more often (around 0, where the map is denser than the cells) lie in
-// windows of 256 cells (w = i' >> 8) looked up cell by cell: code = window[w][i' % 256].
+// up for the j-th time (255 where it does not: lo never exceeds it). The buckets where the code
+// steps more often (around 0, where the map is denser than the cells) are windows, looked up
+// cell by cell: code = window[h][lo].
 //
 // A lut symmetric about its middle (bitsandbytes' signed map: lut[32767 - m] = 254 - lut[32768
 // + m], the cells where the positive side gives 255 = 1.0 giving 0) is folded (Fold::mirror):
-// i' = m, the distance from the middle (i - 32768 above it, 32767 - i below), in 128 buckets of
-// 256 cells, so every table has 128 entries, one permute, not two and a blend; below the middle
-// the code is 254 - min(code, 254). In bytes that is cheap: the bucket and place are i's two
-// bytes, each xor'ed with 0xff below the middle. A lut constant below its middle (the unsigned
-// map: every negative value is code 0) is halved (Fold::half): the upper half's cells in the
-// same 128 buckets, and the lower half's code where i's top bit is clear.
+// i' = m, the distance from the middle (i - 32768 above it, 32767 - i below), in 128 buckets,
+// so every table has 128 entries, one permute, not two and a blend; below the middle the code
+// is 254 - min(code, 254). In bytes that is cheap: the bucket and place are i's two bytes, each
+// xor'ed with 0xff below the middle. A lut constant below its middle (the unsigned map: every
+// negative value is code 0) is halved (Fold::half): the upper half's cells in the same 128
+// buckets, and the lower half's code where i's top bit is clear. Unfolded (Fold::none), i' = i
+// in 256 buckets.
 //
-// The base, shift, fold and number of steps are chosen per map to need the fewest instructions;
-// code() is what the kernel computes, and build() checks it against the lut for every cell.
+// The fold and number of steps are chosen per map to need the fewest instructions; code() is
+// what the kernel computes, and build() checks it against the lut for every cell.
 struct ByteBuckets {
-  uint16_t base = 0;
-  int shift = 8;  // 8, or 7 (unfolded: 256 buckets of 128 cells from the base)
   enum class Fold { none, mirror, half };
-  Fold fold = Fold::none;  // mirror, half: about the middle, shift 8, 128 buckets
+  Fold fold = Fold::none;
   uint8_t below_code = 0;  // half: the code of every cell below the middle
   std::array<uint8_t, 256> start{};
   std::vector<std::array<uint8_t, 256>> steps;
@@ -70,78 +68,53 @@ struct ByteBuckets {
 
   uint8_t code(uint32_t i) const {
     const bool below = fold != Fold::none && i < 32768u;
-    const uint32_t top = (256u << shift) - 1;
-    const uint32_t ip = fold == Fold::none ? std::min(i > base ? i - base : 0u, top)
-                        : below            ? 32767u - i
-                                           : i - 32768u;
-    const uint32_t h = ip >> shift, lo = ip & ((1u << shift) - 1);
+    const uint32_t ip = fold == Fold::none ? i : below ? 32767u - i : i - 32768u;
+    const uint32_t h = ip >> 8, lo = ip & 255;
     uint32_t c = start[h];
     for (const auto& s : steps) c += lo > s[h] ? 1 : 0;
     for (const auto& [w, cells] : windows)
-      if (ip >> 8 == w) c = cells[ip & 255];
+      if (h == w) c = cells[lo];
     if (below)
       return fold == Fold::half ? below_code : static_cast<uint8_t>(254 - std::min(c, 254u));
     return static_cast<uint8_t>(c);
   }
   // Instructions per 64 cells, roughly: three per table lookup (one folded), two per step, a
-  // compare and a blend per window besides its lookup, four to fold and unfold (two to halve),
-  // and on the four vectors of 32-bit cells before them: two each to subtract a base, one to
-  // clamp the top, one to double them for shift 7 (and two for its windows' cells).
+  // compare and a blend per window besides its lookup, and four to fold and unfold (two to
+  // halve).
   size_t cost() const {
     const size_t lookup = fold == Fold::none ? 3 : 1;
     const size_t folding = fold == Fold::mirror ? 4 : fold == Fold::half ? 2 : 0;
-    const size_t cells =
-        (base != 0 ? 8 : 0) + ((256u << shift) - 1 < 65535u ? 4 : 0) + (shift == 7 ? 4 + 2 : 0);
-    return lookup * (1 + steps.size()) + 2 * steps.size() + 5 * windows.size() + folding + cells;
+    return lookup * (1 + steps.size()) + 2 * steps.size() + 5 * windows.size() + folding;
   }
 
   static std::optional<ByteBuckets> build(const std::array<uint8_t, 65536>& lut) {
     std::optional<ByteBuckets> best;
-    struct Cut {
-      uint32_t base;
-      int shift;
-      Fold fold;
-    };
-    for (const Cut cut :
-         {Cut{0, 8, Fold::none}, Cut{0, 7, Fold::none}, Cut{32767, 8, Fold::none},
-          Cut{32767, 7, Fold::none}, Cut{0, 8, Fold::mirror}, Cut{0, 8, Fold::half}}) {
-      const bool folded = cut.fold != Fold::none;
-      const uint32_t base = cut.base;
-      const int shift = cut.shift;
+    for (const Fold fold : {Fold::none, Fold::mirror, Fold::half}) {
       // The cells in the cut's order (folded: the upper half; build checks the lower).
-      const uint32_t span = folded ? 32768u : 256u << shift, place = (1u << shift) - 1;
-      auto cell = [&](uint32_t ip) { return lut[std::min((folded ? 32768u : base) + ip, 65535u)]; };
-      if (!folded && base + span < 65536u) {
-        bool flat = true;  // the cells past the range clamp to its last one
-        for (uint32_t i = base + span; i < 65536u; ++i) flat &= lut[i] == lut[base + span - 1];
-        if (!flat) continue;
-      }
+      const uint32_t first = fold == Fold::none ? 0u : 32768u, span = 65536u - first;
+      auto cell = [&](uint32_t ip) { return lut[first + ip]; };
       // Each bucket's steps (a step by two codes counts twice), at their place.
-      const uint32_t buckets = span >> shift;
+      const uint32_t buckets = span >> 8;
       std::array<std::vector<uint8_t>, 256> at;
-      for (uint32_t ip = 1; ip < span && (folded || base + ip < 65536u); ++ip)
-        if ((ip & place) != 0)
+      for (uint32_t ip = 1; ip < span; ++ip)
+        if ((ip & 255) != 0)
           for (int d = cell(ip) - cell(ip - 1); d > 0; --d)
-            at[ip >> shift].push_back(static_cast<uint8_t>((ip & place) - 1));
+            at[ip >> 8].push_back(static_cast<uint8_t>((ip & 255) - 1));
       for (size_t k = 0; k <= 8; ++k) {
         ByteBuckets b;
-        b.base = static_cast<uint16_t>(base);
-        b.shift = shift;
-        b.fold = cut.fold;
+        b.fold = fold;
         b.below_code = lut[32767];
         b.steps.assign(k, {});
-        for (auto& s : b.steps) s.fill(static_cast<uint8_t>(place));
+        for (auto& s : b.steps) s.fill(255);
         for (uint32_t h = 0; h < buckets; ++h) {
-          b.start[h] = cell(h << shift);
+          b.start[h] = cell(h << 8);
           if (at[h].size() <= k) {
             for (size_t j = 0; j < at[h].size(); ++j) b.steps[j][h] = at[h][j];
             continue;
           }
-          const auto w = static_cast<uint16_t>((h << shift) >> 8);
-          if (!b.windows.empty() && b.windows.back().first == w) continue;
           std::array<uint8_t, 256> cells{};
-          for (uint32_t c = 0; c < 256; ++c) cells[c] = cell(w * 256u + c);
-          b.windows.emplace_back(w, cells);
+          for (uint32_t c = 0; c < 256; ++c) cells[c] = cell(h * 256u + c);
+          b.windows.emplace_back(static_cast<uint16_t>(h), cells);
         }
         bool exact = true;
         for (uint32_t i = 0; i < 65536u && exact; ++i) exact = b.code(i) == lut[i];
@@ -835,11 +808,11 @@ class PassEmitter {
       b_.SetInsertPoint(zeros);
       auto* i8x64 = llvm::FixedVectorType::get(b_.getInt8Ty(), 64);
       counted_loop("zeros", n, 64, [&](llvm::Value* k) {
-        auto* st = b_.CreateMaskedStore(
+        auto* none = b_.CreateMaskedStore(
             llvm::ConstantAggregateZero::get(i8x64),
             b_.CreateInBoundsGEP(b_.getInt8Ty(), codes_.at(buf), b_.CreateAdd(b0, k)),
             llvm::Align(1), tail_mask(n, k, 64));
-        tag(st, buf);
+        tag(none, buf);
       });
       b_.CreateBr(join);
       b_.SetInsertPoint(scalar);
@@ -997,38 +970,18 @@ class PassEmitter {
           c_, llvm::ArrayRef<uint8_t>(table.data() + 64 * q, static_cast<size_t>(64)));
     };
     auto* vi32 = llvm::FixedVectorType::get(b_.getInt32Ty(), 64);
-    auto splat32 = [&](uint32_t v) { return b_.CreateVectorSplat(64, b_.getInt32(v)); };
     auto splat8 = [&](uint32_t v) {
       return b_.CreateVectorSplat(64, b_.getInt8(static_cast<uint8_t>(v)));
     };
-    // The tables in the kernel's layout. With shift 7 the place arrives doubled (2 lo > 2 s:
-    // lo > s), and a window's cell as 2 lo + the low bit of h (at[2 l + b] = cells[128 b + l]).
-    std::vector<std::array<uint8_t, 256>> steps = t.steps;
-    std::vector<std::pair<uint16_t, std::array<uint8_t, 256>>> windows = t.windows;
-    if (t.shift == 7) {
-      for (auto& s : steps)
-        for (uint8_t& e : s) e = static_cast<uint8_t>(2 * e);
-      for (size_t j = 0; j < windows.size(); ++j)
-        for (uint32_t l = 0; l < 128; ++l)
-          for (uint32_t b = 0; b < 2; ++b)
-            windows[j].second[2 * l + b] = t.windows[j].second[128 * b + l];
-    }
     counted_loop("buckets", n, 64, [&](llvm::Value* k) {
       llvm::Value* x = b_.CreateAlignedLoad(
           vf, b_.CreateInBoundsGEP(staged->getAllocatedType(), staged, {b_.getInt64(0), k}),
           llvm::Align(4));
       // The cell i' as 32 bits, then its bytes: no 16-bit stage (the index's conversion is the
       // bulk of the work; bytes of four vectors are gathered by two-source byte permutes).
-      llvm::Value* ip = lut_index_in_range(x, b_.CreateVectorSplat(64, inv), vi32);
-      if (t.base != 0)
-        ip = b_.CreateSub(b_.CreateBinaryIntrinsic(llvm::Intrinsic::umax, ip, splat32(t.base)),
-                          splat32(t.base));
-      if (const uint32_t top = (256u << t.shift) - 1; top < 65535u)
-        ip = b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin, ip, splat32(top));
+      llvm::Value* v = lut_index_in_range(x, b_.CreateVectorSplat(64, inv), vi32);
       // Bytes 0 and 1 of each 32-bit lane: two-source byte permutes take both from 32 lanes at
-      // once, and the halves of their results join. With shift 7 the cell is doubled first, so
-      // byte 1 is h and byte 0 is 2 lo (the tables' layout above).
-      llvm::Value* v = t.shift == 8 ? ip : b_.CreateShl(ip, splat32(1));
+      // once, and the halves of their results join.
       llvm::Value* part[4];
       for (int q = 0; q < 4; ++q)
         part[q] = b_.CreateBitCast(b_.CreateShuffleVector(v, lanes(16 * q, 16, 1)), vi8);
@@ -1058,8 +1011,6 @@ class PassEmitter {
         h = b_.CreateXor(h, flip);
         lo = b_.CreateXor(lo, flip);
       }
-      // A window's cell: lo (shift 8), or 2 lo + the low bit of h (shift 7; cells permuted).
-      llvm::Value* cell = t.shift == 8 ? lo : b_.CreateOr(lo, b_.CreateAnd(h, splat8(1)));
       auto lookup = [&](const std::array<uint8_t, 256>& table, llvm::Value* idx) {
         llvm::Value* low = b_.CreateCall(permute, {quarter(table, 0), idx, quarter(table, 1)});
         llvm::Value* high = b_.CreateCall(permute, {quarter(table, 2), idx, quarter(table, 3)});
@@ -1071,17 +1022,14 @@ class PassEmitter {
                       : lookup(table, h);
       };
       llvm::Value* code = bucket(t.start);
-      for (const auto& s : steps)
+      for (const auto& s : t.steps)
         code =
             b_.CreateSelect(b_.CreateICmpUGT(lo, bucket(s)), b_.CreateAdd(code, splat8(1)), code);
-      // Window w holds the buckets whose h drops its low 8 - shift bits to w << (8 - shift)
-      // (folded, h has its top bit set; the halved lanes without it are replaced below).
-      const uint32_t per = 1u << (8 - t.shift);
-      for (const auto& [w, cells] : windows)
-        code = b_.CreateSelect(
-            b_.CreateICmpEQ(per == 1 ? h : b_.CreateAnd(h, splat8(~(per - 1) & 255u)),
-                            splat8(w * per | (folded ? 128u : 0u))),
-            lookup(cells, cell), code);
+      // Window w is bucket w (folded, h has its top bit set; the halved lanes without it are
+      // replaced below).
+      for (const auto& [w, cells] : t.windows)
+        code = b_.CreateSelect(b_.CreateICmpEQ(h, splat8(w | (folded ? 128u : 0u))),
+                               lookup(cells, lo), code);
       if (t.fold == ByteBuckets::Fold::half)
         code = b_.CreateSelect(below, splat8(t.below_code), code);
       if (t.fold == ByteBuckets::Fold::mirror)
