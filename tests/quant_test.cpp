@@ -261,6 +261,32 @@ TEST(Quant, CpuStepsAreTheSameBitsOnAnyThreadsChunksAndUnroll) {
 // AVX-512, 15 compares without) each threshold and its 4 f32 neighbours. The values fill the
 // blocks beside a +-1 that makes each block's scale 1, stored by a transform that keeps the
 // gradient as state of the format.
+// The codes the CPU backend stores for `grad` kept as a state of format q (got), and the scalar
+// quantizer's codes and scales for it (ir::quantize).
+struct KeptCodes {
+  std::vector<uint8_t> got, want;
+  std::vector<float> scales;
+};
+void keep_codes(Quant q, std::vector<float>& grad, KeptCodes* out) {
+  const std::string format(ir::to_string(q));
+  const auto n = static_cast<int64_t>(grad.size());
+  std::vector<float> param(grad.size(), 0.0f);
+  auto opt = Optimizer::create(
+      "transform keep() {\n  state m = 0\n  m = grad\n}\nkeep(state_format=\"" + format + "\")",
+      {{"w", param.data(), DType::f32, {n}}});
+  ASSERT_TRUE(opt) << opt.error().message;
+  ASSERT_TRUE((*opt)->step({grad.data()}));
+  auto st = (*opt)->export_state();
+  ASSERT_TRUE(st) << st.error().message;
+  const runtime::HostTensor* codes = st->find("w.m");
+  ASSERT_TRUE(codes && codes->dtype == DType::u8) << format;
+  out->got = codes->data;
+  out->want.assign(static_cast<size_t>(ir::code_bytes(q, n)), 0);
+  out->scales.assign(static_cast<size_t>(ir::scale_count(q, n)), 0.0f);
+  ir::quantize(q, grad.data(), n, out->want.data(), out->scales.data());
+  ASSERT_EQ(out->got.size(), out->want.size()) << format;
+}
+
 TEST(Quant, CpuCodesAreTheScalarQuantizersAtEveryEdge) {
   auto around = [](float y, std::vector<float>& out) {
     const float d1 = std::nextafter(y, -2.0f), u1 = std::nextafter(y, 2.0f);
@@ -284,26 +310,13 @@ TEST(Quant, CpuCodesAreTheScalarQuantizersAtEveryEdge) {
     }
     while (static_cast<int64_t>(grad.size()) % block != 0 || grad.size() < 8192)
       grad.push_back(values[grad.size() % values.size()]);  // whole blocks, quantized
-    const auto n = static_cast<int64_t>(grad.size());
-    std::vector<float> param(grad.size(), 0.0f);
-    auto opt = Optimizer::create(
-        "transform keep() {\n  state m = 0\n  m = grad\n}\nkeep(state_format=\"" + format + "\")",
-        {{"w", param.data(), DType::f32, {n}}});
-    ASSERT_TRUE(opt) << opt.error().message;
-    ASSERT_TRUE((*opt)->step({grad.data()}));
-    auto st = (*opt)->export_state();
-    ASSERT_TRUE(st) << st.error().message;
-    const runtime::HostTensor* codes = st->find("w.m");
-    ASSERT_TRUE(codes && codes->dtype == DType::u8) << format;
-    std::vector<uint8_t> want(static_cast<size_t>(ir::code_bytes(q, n)));
-    std::vector<float> scales(static_cast<size_t>(ir::scale_count(q, n)));
-    ir::quantize(q, grad.data(), n, want.data(), scales.data());
-    ASSERT_EQ(codes->data.size(), want.size()) << format;
+    KeptCodes c;
+    ASSERT_NO_FATAL_FAILURE(keep_codes(q, grad, &c));
     size_t wrong = 0, first = 0;
-    for (size_t e = 0; e < want.size(); ++e)
-      if (codes->data[e] != want[e] && wrong++ == 0) first = e;
-    EXPECT_EQ(wrong, 0u) << format << ": first at byte " << first << ": " << int(codes->data[first])
-                         << ", scalar " << int(want[first]);
+    for (size_t e = 0; e < c.want.size(); ++e)
+      if (c.got[e] != c.want[e] && wrong++ == 0) first = e;
+    EXPECT_EQ(wrong, 0u) << format << ": first at byte " << first << ": " << int(c.got[first])
+                         << ", scalar " << int(c.want[first]);
   }
 }
 
@@ -368,25 +381,12 @@ TEST(Quant, CpuCodesAreTheScalarQuantizersAtAnyBlockScale) {
     add_block(2.0f, nan);       // a NaN: absmax NaN
     add_block(1e-40f, 1e-44f);  // subnormal absmax
     while (static_cast<int64_t>(grad.size()) < 8192) add_block(0.5f + uniform(), 0);
-    const auto n = static_cast<int64_t>(grad.size());
-    std::vector<float> param(grad.size(), 0.0f);
-    auto opt = Optimizer::create(
-        "transform keep() {\n  state m = 0\n  m = grad\n}\nkeep(state_format=\"" + format + "\")",
-        {{"w", param.data(), DType::f32, {n}}});
-    ASSERT_TRUE(opt) << opt.error().message;
-    ASSERT_TRUE((*opt)->step({grad.data()}));
-    auto st = (*opt)->export_state();
-    ASSERT_TRUE(st) << st.error().message;
-    const runtime::HostTensor* codes = st->find("w.m");
-    ASSERT_TRUE(codes && codes->dtype == DType::u8) << format;
-    std::vector<uint8_t> want(static_cast<size_t>(ir::code_bytes(q, n)));
-    std::vector<float> want_scales(static_cast<size_t>(ir::scale_count(q, n)));
-    ir::quantize(q, grad.data(), n, want.data(), want_scales.data());
-    ASSERT_EQ(codes->data.size(), want.size()) << format;
-    for (size_t e = 0; e < want.size(); ++e)
-      ASSERT_EQ(int(codes->data[e]), int(want[e]))
+    KeptCodes c;
+    ASSERT_NO_FATAL_FAILURE(keep_codes(q, grad, &c));
+    for (size_t e = 0; e < c.want.size(); ++e)
+      ASSERT_EQ(int(c.got[e]), int(c.want[e]))
           << format << ": element " << e << " (" << grad[e] << ") of the block of scale "
-          << want_scales[e / static_cast<size_t>(block)];
+          << c.scales[e / static_cast<size_t>(block)];
   }
 }
 
