@@ -157,7 +157,7 @@ class KernelWriter {
       shared(acc_type(pass_.body.at(red_inst(r)).op, red_arg_type(r)), red(r), block_);
     for (uint32_t b : *used)
       if (plan_.buffers[b].quant != ir::Quant::none) quant_.push_back(b);
-    if (!quant_.empty()) {
+    if (!quant_.empty() && !warp_blocks()) {
       for (uint32_t b : stores_)
         if (quantized(b)) shared(L_.value_type(DType::f32), qv(b), ir::quant_block(plan_.buffers));
       shared(L_.u32(), shared_name("qm"), block_);
@@ -271,7 +271,7 @@ class KernelWriter {
   Expected<std::string> body_loops() {
     std::string s;
     if (!quant_.empty()) {
-      auto blocks = block_loop();
+      auto blocks = warp_blocks() ? warp_block_loop() : block_loop();
       if (!blocks) return blocks.error();
       s += fmt::format("    if (!({})) {{\n", L_.no_scales(quant_[0])) + *blocks + "    } else {\n";
     }
@@ -367,19 +367,7 @@ class KernelWriter {
             "          " + L_.let(vec_type(b, 1), fmt::format("L{}_0", b), load(b, 1, "i0")) + "\n";
         continue;
       }
-      // 4-bit: the even element's code is its byte's high nibble.
-      const std::string code = bits(b) == 4
-                                   ? fmt::format("(({} >> ({})) & 15u)", L_.code_byte(b, "i0 >> 1"),
-                                                 L_.select("(i0 & 1) != 0", "0u", "4u"))
-                                   : L_.code_byte(b, "i0");
-      s += "          " +
-           L_.let(F, fmt::format("L{}_0", b),
-                  L_.mul(fmt::format("OPTJIT_BITS_F32({})",
-                                     L_.table_at(fmt::format("optjit_map_{}",
-                                                             ir::to_string(plan_.buffers[b].quant)),
-                                                 code)),
-                         fmt::format("sc{}", b))) +
-           "\n";
+      s += "          " + L_.let(F, fmt::format("L{}_0", b), dequantized(b, "i0")) + "\n";
     }
     s += "          {\n";
     for (uint32_t b : stores_)
@@ -403,52 +391,21 @@ class KernelWriter {
     s += "          }\n        }\n";
     for (uint32_t b : stores_) {
       if (!quantized(b)) continue;
-      const ir::QuantKind kind = ir::info(plan_.buffers[b].quant).kind;
       const std::string qm = shared_name("qm");
       s += L_.group_max_u32(qm, fmt::format("am{}", b), block_) +
            fmt::format("        {}\n        {};\n",
                        L_.let(F, fmt::format("ab{}", b), fmt::format("OPTJIT_BITS_F32({}[0])", qm)),
                        L_.barrier());
-      // ir::quant_scale: the absmax, or max(absmax, 1e-12) (/ 448 for fp8); NaN stays NaN.
-      const std::string tiny = literal(static_cast<double>(1e-12f), DType::f32);
-      const std::string clipped =
-          "(" +
-          L_.select(L_.compare("<=", fmt::format("ab{}", b), tiny, DType::f32), tiny,
-                    fmt::format("ab{}", b)) +
-          ")";
       s += fmt::format("        {}\n        if ({} == 0) {{\n          {} = sb{};\n        }}\n",
-                       L_.let(F, fmt::format("sb{}", b),
-                              kind == ir::QuantKind::table ? fmt::format("ab{}", b)
-                              : kind == ir::QuantKind::fp8 ? L_.div(clipped, "448.0f")
-                                                           : clipped),
-                       lid, L_.scale_at(b, "blk"), b);
+                       scale_of(b), lid, L_.scale_at(b, "blk"), b);
       // Each invocation writes code_unit() bytes of codes: 1 (C) or 4 (WGSL) per 8-bit format,
       // twice as many codes per 4-bit one, even element high.
-      const std::string q(ir::to_string(plan_.buffers[b].quant));
-      auto code_of = [&](const std::string& k) -> std::string {
-        const std::string x = fmt::format("{}[{}]", qv(b), k);
-        switch (kind) {
-          case ir::QuantKind::nearest:
-            return fmt::format("optjit_quantize_{}({})", q, L_.div(x, fmt::format("sb{}", b)));
-          case ir::QuantKind::fp8:
-            return fmt::format("optjit_f8_code({})", L_.div(x, fmt::format("sb{}", b)));
-          case ir::QuantKind::table:
-            break;
-        }
-        // The table: lut[index(x / absmax)], 0 for a zero block.
-        return "(" +
-               L_.select(
-                   L_.compare("==", fmt::format("sb{}", b), "0.0f", DType::f32), "0u",
-                   fmt::format("optjit_quantize_{}({})", q,
-                               L_.mul(x, "(" + L_.div("1.0f", fmt::format("sb{}", b)) + ")"))) +
-               ")";
-      };
       const int per_byte = bits(b) == 4 ? 2 : 1, codes = L_.code_unit() * per_byte;
       std::string unit;
       for (int k = 0; k < codes; ++k) {
         const int shift = 8 * (k / per_byte) + (per_byte == 2 && k % 2 == 0 ? 4 : 0);
         const std::string at = k == 0 ? "j" : fmt::format("j + {}", k);
-        std::string term = code_of(at);
+        std::string term = code_of(b, fmt::format("{}[{}]", qv(b), at));
         if (shift > 0) term = fmt::format("({} << {}u)", term, shift);
         // Codes past the block's end (a tensor's last, partial block) are zero.
         if (k >= per_byte) term = "(" + L_.select(fmt::format("{} < n", at), term, "0u") + ")";
@@ -462,6 +419,156 @@ class KernelWriter {
     s += fmt::format("        {};\n      }}\n", L_.barrier());
     return s;
   }
+  // Buffer b's code for staged value x, once the block's scale sb<b> is known (ir/quant.h).
+  std::string code_of(uint32_t b, const std::string& x) const {
+    const std::string q(ir::to_string(plan_.buffers[b].quant)), sb = fmt::format("sb{}", b);
+    switch (ir::info(plan_.buffers[b].quant).kind) {
+      case ir::QuantKind::nearest:
+        return fmt::format("optjit_quantize_{}({})", q, L_.div(x, sb));
+      case ir::QuantKind::fp8:
+        return fmt::format("optjit_f8_code({})", L_.div(x, sb));
+      case ir::QuantKind::table:
+        break;
+    }
+    // The table: lut[index(x / absmax)], 0 for a zero block.
+    return "(" +
+           L_.select(L_.compare("==", sb, "0.0f", DType::f32), "0u",
+                     fmt::format("optjit_quantize_{}({})", q,
+                                 L_.mul(x, "(" + L_.div("1.0f", sb) + ")"))) +
+           ")";
+  }
+
+  // Element `ix`'s value of quantized buffer b, from its code and the block's scale sc<b>.
+  std::string dequantized(uint32_t b, const std::string& ix) const {
+    // 4-bit: the even element's code is its byte's high nibble.
+    const std::string code =
+        bits(b) == 4 ? fmt::format("(({} >> ({})) & 15u)", L_.code_byte(b, ix + " >> 1"),
+                                   L_.select(fmt::format("({} & 1) != 0", ix), "0u", "4u"))
+                     : L_.code_byte(b, ix);
+    return L_.mul(
+        fmt::format(
+            "OPTJIT_BITS_F32({})",
+            L_.table_at(fmt::format("optjit_map_{}", ir::to_string(plan_.buffers[b].quant)), code)),
+        fmt::format("sc{}", b));
+  }
+
+  // The block's scale sb<b> from its absmax ab<b> (ir::quant_scale: the absmax, or
+  // max(absmax, 1e-12), / 448 for fp8; NaN stays NaN).
+  std::string scale_of(uint32_t b) const {
+    const ir::QuantKind kind = ir::info(plan_.buffers[b].quant).kind;
+    const std::string ab = fmt::format("ab{}", b);
+    const std::string tiny = literal(static_cast<double>(1e-12f), DType::f32);
+    const std::string clipped =
+        "(" + L_.select(L_.compare("<=", ab, tiny, DType::f32), tiny, ab) + ")";
+    return L_.let(L_.value_type(DType::f32), fmt::format("sb{}", b),
+                  kind == ir::QuantKind::table ? ab
+                  : kind == ir::QuantKind::fp8 ? L_.div(clipped, "448.0f")
+                                               : clipped);
+  }
+
+  // Whether each warp can take quantization blocks of its own: the language exchanges values
+  // within a warp, blocks are whole warps' worth of elements, and codes are stored by bytes.
+  bool warp_blocks() const {
+    const int64_t QB = ir::quant_block(plan_.buffers);
+    return !L_.warp_xor_u32("x", 1).empty() && QB % 32 == 0 && block_ % 32 == 0 &&
+           L_.code_unit() == 1;
+  }
+
+  // A chunk of a quantized tensor with a quantization block per warp (warp_blocks()): each of
+  // the work-group's warps steps its own blocks, lane l taking elements l, l + 32, ... of the
+  // block (every load and store a warp makes is contiguous); the block's values stay in
+  // registers, its absmax is reduced across the warp by exchanges, and no barrier is needed.
+  // A 4-bit byte's two codes are neighbouring lanes': the even lane stores it.
+  Expected<std::string> warp_block_loop() {
+    const std::string I = L_.i64(), U = L_.u32(), F = L_.value_type(DType::f32),
+                      lid = L_.local_id();
+    const int64_t QB = ir::quant_block(plan_.buffers);
+    const int K = static_cast<int>(QB / 32), warps = block_ / 32;
+    auto ix = [](int k) { return fmt::format("i{}", k); };
+    auto in_block = [](int k) { return fmt::format("lane + {} < n", 32 * k); };
+    std::string s = "      " + L_.let(I, "lane", L_.cast(I, "(" + lid + " & 31u)")) + "\n";
+    s += fmt::format(
+        "      {} {{\n        {}\n        {}\n",
+        L_.for_head(I, "e0", fmt::format("{} * {}", L_.cast(I, "(" + lid + " >> 5u)"), QB),
+                    "e0 < len", fmt::format("e0 += {}", warps * QB)),
+        L_.let(I, "n", L_.select(fmt::format("len - e0 < {}", QB), "len - e0", std::to_string(QB))),
+        L_.let(I, "blk", fmt::format("(off + e0) / {}", QB)));
+    for (uint32_t b : loads_)
+      if (quantized(b))
+        s += "        " + L_.let(F, fmt::format("sc{}", b), L_.scale_at(b, "blk")) + "\n";
+    // Every load of the block first, so that all of them are in flight at once.
+    for (int k = 0; k < K; ++k) {
+      s += "        " + L_.let(I, ix(k), fmt::format("e0 + lane + {}", 32 * k)) + "\n";
+      for (uint32_t b : loads_)
+        s += "        " + L_.var(quantized(b) ? F : vec_type(b, 1), fmt::format("L{}_{}", b, k)) +
+             "\n";
+      if (loads_.empty()) continue;
+      s += fmt::format("        if ({}) {{\n", in_block(k));
+      for (uint32_t b : loads_)
+        s += fmt::format("          L{}_{} = {};\n", b, k,
+                         quantized(b) ? dequantized(b, ix(k)) : load(b, 1, ix(k)));
+      s += "        }\n";
+    }
+    for (uint32_t b : stores_)
+      if (quantized(b)) {
+        s += "        " + L_.var(U, fmt::format("am{}", b), "0u") + "\n";
+        for (int k = 0; k < K; ++k)
+          s += "        " + L_.var(F, fmt::format("Q{}_{}", b, k), "0.0f") + "\n";
+      }
+    for (int k = 0; k < K; ++k) {
+      s += fmt::format("        if ({}) {{\n", in_block(k));
+      for (uint32_t b : stores_)
+        s += "          " + L_.var(vec_type(b, 1), fmt::format("S{}", b)) + "\n";
+      size_t r = 0;
+      for (size_t n = 0; n < body_->insts.size(); ++n) {
+        auto line = statement(n, r, k, 0, 1);
+        if (!line) return line.error();
+        if (!line->empty()) s += "          " + *line + "\n";
+      }
+      for (uint32_t b : stores_) {
+        if (!quantized(b)) {
+          s += "          " + store(b, 1, ix(k)) + "\n";
+          continue;
+        }
+        // The value to quantize, and its |x| bits max-reduced (NaN's bits are the largest).
+        const std::string ax = fmt::format("(OPTJIT_F32_BITS(S{}) & 0x7fffffffu)", b);
+        s += fmt::format("          Q{0}_{1} = S{0};\n          am{0} = {2};\n", b, k,
+                         L_.select(fmt::format("am{} > {}", b, ax), fmt::format("am{}", b), ax));
+      }
+      s += "        }\n";
+    }
+    for (uint32_t b : stores_) {
+      if (!quantized(b)) continue;
+      const std::string am = fmt::format("am{}", b);
+      for (int m = 16; m > 0; m >>= 1) {
+        const std::string x = fmt::format("x{}_{}", b, m);
+        s += "        " + L_.let(U, x, L_.warp_xor_u32(am, m)) + "\n        " +
+             fmt::format("{} = {};", am, L_.select(fmt::format("{} > {}", am, x), am, x)) + "\n";
+      }
+      s += "        " + L_.let(F, fmt::format("ab{}", b), fmt::format("OPTJIT_BITS_F32({})", am)) +
+           "\n        " + scale_of(b) + "\n";
+      s += fmt::format("        if (lane == 0) {{\n          {} = sb{};\n        }}\n",
+                       L_.scale_at(b, "blk"), b);
+      for (int k = 0; k < K; ++k) {
+        const std::string code = code_of(b, fmt::format("Q{}_{}", b, k));
+        if (bits(b) != 4) {
+          s += fmt::format("        if ({}) {{\n          {}\n        }}\n", in_block(k),
+                           L_.store_codes(b, ix(k), code));
+          continue;
+        }
+        // Codes past the block's end (a tensor's last, partial block) are zero.
+        const std::string c = fmt::format("c{}_{}", b, k), d = fmt::format("d{}_{}", b, k);
+        s += "        " + L_.let(U, c, L_.select(in_block(k), code, "0u")) + "\n        " +
+             L_.let(U, d, L_.warp_xor_u32(c, 1)) + "\n";
+        s += fmt::format("        if ((lane & 1) == 0 && {}) {{\n          {}\n        }}\n",
+                         in_block(k),
+                         L_.store_codes(b, ix(k) + " >> 1", fmt::format("({} << 4u) | {}", c, d)));
+      }
+    }
+    s += "      }\n";
+    return s;
+  }
+
   // Work-group arrays of the block loop: a buffer's staged values, and the absmax reduction's.
   std::string shared_name(const char* base) const {
     return L_.shared_at_module_scope() ? fmt::format("{}_{}", base, k_) : base;

@@ -97,6 +97,12 @@ class Lang {
   /// warp with shuffles first (two barriers in all).
   virtual std::string group_max_u32(const std::string& shared, const std::string& value,
                                     int group) const;
+  /// u32 `value` of the invocation whose index in its aligned run of 32 (a CUDA warp) is this
+  /// one's xor `mask`, read by every invocation of the run at once (all 32 must reach it); empty
+  /// where the language has no such exchange. With it the block loop gives each warp a
+  /// quantization block of its own and reduces the block's absmax in registers, with no barrier
+  /// (c_emitter.cpp's warp_block_loop); without it the work-group shares one block at a time.
+  virtual std::string warp_xor_u32(const std::string& /*value*/, int /*mask*/) const { return {}; }
   /// Constant table `name` (codegen::constant_tables) at program scope: an array of u32 with
   /// `values` in C; in WGSL its offset `at` in the tables' storage buffer. table_at reads entry
   /// `ix` (an unsigned value).

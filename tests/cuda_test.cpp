@@ -249,28 +249,35 @@ TEST(Cuda, QuantizedStateStepsTheCpusBits) {
        R"(lamb(lr=1e-2, state_format="8bit"))",
        R"(chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2, weight_decay=0.1, state_format="4bit")))"}) {
     auto run = [&](OptimizerOptions o) {
-      std::vector<float> a(64 * 100), b(5000), c(300), ga(a.size()), gb(b.size()), gc(c.size());
-      fill(a, 0.01f, 0), fill(b, 0.02f, 0), fill(c, 0.05f, 0);
+      // Whole blocks; a last block of 136 elements (8 for 4-bit's blocks of 128); one of a
+      // single element (a 4-bit byte with its even code only); and too few to quantize.
+      // Many blocks per warp, and more warps than blocks in the 4097.
+      std::vector<float> a(64 * 100), b(5000), d(4097), c(300), ga(a.size()), gb(b.size()),
+          gd(d.size()), gc(c.size());
+      fill(a, 0.01f, 0), fill(b, 0.02f, 0), fill(d, 0.03f, 0), fill(c, 0.05f, 0);
       auto opt = Optimizer::create(pipeline,
                                    {{"a", a.data(), DType::f32, {64, 100}},
                                     {"b", b.data(), DType::f32, {5000}},
+                                    {"d", d.data(), DType::f32, {4097}},
                                     {"c", c.data(), DType::f32, {300}}},
                                    o);
       EXPECT_TRUE(opt) << opt.error().message;
       for (int s = 0; opt && s < 5; ++s) {
-        fill(ga, 0.13f, s), fill(gb, 0.07f, s), fill(gc, 0.3f, s);
-        EXPECT_TRUE((*opt)->step({ga.data(), gb.data(), gc.data()}));
+        fill(ga, 0.13f, s), fill(gb, 0.07f, s), fill(gd, 0.11f, s), fill(gc, 0.3f, s);
+        EXPECT_TRUE((*opt)->step({ga.data(), gb.data(), gd.data(), gc.data()}));
       }
-      a.insert(a.end(), b.begin(), b.end());
-      a.insert(a.end(), c.begin(), c.end());
+      for (const auto* v : {&b, &d, &c}) a.insert(a.end(), v->begin(), v->end());
       return a;
     };
     const std::vector<float> want = run({});
-    for (int mode = 0; mode < 3; ++mode) {
+    for (int mode = 0; mode < 4; ++mode) {
       OptimizerOptions o;
       o.backend = Backend::cuda;
       o.device_step = mode > 0;
       o.cuda_graph = mode == 2;
+      // Chunks of two 256-blocks on 64-thread work-groups: several chunks per tensor, warps
+      // that step blocks of different chunks, a work-group of two warps.
+      if (mode == 3) o.gpu_launch = codegen::GpuLaunch{.block = 64, .chunk_elements = 512};
       EXPECT_EQ(run(o), want) << pipeline << " mode " << mode;
     }
   }

@@ -10,6 +10,7 @@
 #   torch   the same against torch's AdamW(fused=True) + clip_grad_norm_(foreach=True)
 #   quick   for a short lease: a 20 s tune and the host and graph steps at 2e8 parameters, and the
 #           same against torch's fused AdamW at 2e8 and on resnet50 shapes
+#   quant   clip + AdamW with fp32, 8-bit, 4-bit and fp8 state at 268M parameters (#12)
 #   opencl  the emitter through NVIDIA's OpenCL, where the image has its ICD
 #   webgpu  #15 on NVIDIA: the WebGPU backend (the bundle's wgpu-native, the machine's Vulkan
 #           driver) against the CUDA backend on the same GPU, clip+AdamW at 16M and 256M, then
@@ -150,6 +151,17 @@ quick() {
   python3 $t --optjit "$optjit" --device cuda --shapes resnet50 --step graph --steps 20
 }
 
+# #12 on the GPU: clip + AdamW with each state format at 268M parameters, as a graph, against
+# the roofline of its own bytes per parameter (optjit bench's "of copy").
+quant() {
+  local f n=268435456
+  "$optjit" bench "$P" --backend cuda --numel $n --steps 5 --reps 5 --no-unfused --step graph
+  for f in 8bit 4bit f8; do
+    "$optjit" bench "chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, weight_decay=0.01, state_format=\"$f\"))" \
+      --backend cuda --numel $n --steps 5 --reps 5 --no-unfused --step graph
+  done
+}
+
 opencl() {
   for step in host device; do
     "$optjit" bench "$P" --backend opencl --shapes resnet50 --no-unfused --step $step
@@ -241,7 +253,7 @@ for stage in "${@:-smoke}"; do
   fn=$stage
   [ "$stage" = torch ] && fn=torch_cmp
   [ "$stage" = python ] && fn=python_bridge
-  case $stage in smoke | tests | bench | quick | torch | opencl | webgpu | webgpu_test | python | compile) ;; *)
+  case $stage in smoke | tests | bench | quick | quant | torch | opencl | webgpu | webgpu_test | python | compile) ;; *)
     echo "device_run: unknown stage $stage"
     exit 2
     ;;
