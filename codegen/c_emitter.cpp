@@ -77,13 +77,26 @@ std::string preamble(const Lang& L, const plan::Plan& plan, int vec) {
     const ir::QuantInfo& qi = ir::info(q);
     const std::string name(ir::to_string(q));
     if (qi.kind == ir::QuantKind::nearest) {
-      s += L.function(
-          U, "optjit_quantize_" + name, {{F, "y"}},
-          fmt::format(
-              "  {}\n  {} {{\n    c += {};\n  }}\n  return c;\n", L.var(U, "c", "0u"),
-              L.for_head(L.i32(), "k", "0", fmt::format("k < {}", qi.thresholds.size()), "k += 1"),
-              L.select(ge("y", "OPTJIT_BITS_F32(" + L.table_at("optjit_thr_" + name, "k") + ")"),
-                       "1u", "0u")));
+      // The count of ascending thresholds <= y by bisection: with 2^bits - 1 of them, bit by
+      // bit from the highest, c + step - 1 is the threshold that decides the bit (NaN
+      // compares false everywhere: 0, as counting gives).
+      const size_t T = qi.thresholds.size();
+      std::string body = "  " + L.var(U, "c", "0u") + "\n";
+      for (size_t step = (T + 1) / 2; step > 0; step /= 2)
+        body += fmt::format("  c += {};\n",
+                            L.select(ge("y", "OPTJIT_BITS_F32(" +
+                                                 L.table_at("optjit_thr_" + name,
+                                                            fmt::format("c + {}u", step - 1)) +
+                                                 ")"),
+                                     fmt::format("{}u", step), "0u"));
+      if (!std::has_single_bit(T + 1) ||
+          !std::is_sorted(qi.thresholds.begin(), qi.thresholds.end()))
+        body = fmt::format(
+            "  {}\n  {} {{\n    c += {};\n  }}\n", L.var(U, "c", "0u"),
+            L.for_head(L.i32(), "k", "0", fmt::format("k < {}", T), "k += 1"),
+            L.select(ge("y", "OPTJIT_BITS_F32(" + L.table_at("optjit_thr_" + name, "k") + ")"),
+                     "1u", "0u"));
+      s += L.function(U, "optjit_quantize_" + name, {{F, "y"}}, body + "  return c;\n");
       continue;
     }
     if (qi.kind == ir::QuantKind::fp8) {
@@ -367,7 +380,8 @@ class KernelWriter {
             "          " + L_.let(vec_type(b, 1), fmt::format("L{}_0", b), load(b, 1, "i0")) + "\n";
         continue;
       }
-      s += "          " + L_.let(F, fmt::format("L{}_0", b), dequantized(b, "i0")) + "\n";
+      s += "          " +
+           L_.let(F, fmt::format("L{}_0", b), dequantized(b, "i0", fmt::format("sc{}", b))) + "\n";
     }
     s += "          {\n";
     for (uint32_t b : stores_)
@@ -405,7 +419,7 @@ class KernelWriter {
       for (int k = 0; k < codes; ++k) {
         const int shift = 8 * (k / per_byte) + (per_byte == 2 && k % 2 == 0 ? 4 : 0);
         const std::string at = k == 0 ? "j" : fmt::format("j + {}", k);
-        std::string term = code_of(b, fmt::format("{}[{}]", qv(b), at));
+        std::string term = code_of(b, fmt::format("{}[{}]", qv(b), at), fmt::format("sb{}", b));
         if (shift > 0) term = fmt::format("({} << {}u)", term, shift);
         // Codes past the block's end (a tensor's last, partial block) are zero.
         if (k >= per_byte) term = "(" + L_.select(fmt::format("{} < n", at), term, "0u") + ")";
@@ -420,8 +434,8 @@ class KernelWriter {
     return s;
   }
   // Buffer b's code for staged value x, once the block's scale sb<b> is known (ir/quant.h).
-  std::string code_of(uint32_t b, const std::string& x) const {
-    const std::string q(ir::to_string(plan_.buffers[b].quant)), sb = fmt::format("sb{}", b);
+  std::string code_of(uint32_t b, const std::string& x, const std::string& sb) const {
+    const std::string q(ir::to_string(plan_.buffers[b].quant));
     switch (ir::info(plan_.buffers[b].quant).kind) {
       case ir::QuantKind::nearest:
         return fmt::format("optjit_quantize_{}({})", q, L_.div(x, sb));
@@ -438,8 +452,8 @@ class KernelWriter {
            ")";
   }
 
-  // Element `ix`'s value of quantized buffer b, from its code and the block's scale sc<b>.
-  std::string dequantized(uint32_t b, const std::string& ix) const {
+  // Element `ix`'s value of quantized buffer b, from its code and its block's scale `sc`.
+  std::string dequantized(uint32_t b, const std::string& ix, const std::string& sc) const {
     // 4-bit: the even element's code is its byte's high nibble.
     const std::string code =
         bits(b) == 4 ? fmt::format("(({} >> ({})) & 15u)", L_.code_byte(b, ix + " >> 1"),
@@ -449,7 +463,7 @@ class KernelWriter {
         fmt::format(
             "OPTJIT_BITS_F32({})",
             L_.table_at(fmt::format("optjit_map_{}", ir::to_string(plan_.buffers[b].quant)), code)),
-        fmt::format("sc{}", b));
+        sc);
   }
 
   // The block's scale sb<b> from its absmax ab<b> (ir::quant_scale: the absmax, or
@@ -475,7 +489,7 @@ class KernelWriter {
   }
 
   // A chunk of a quantized tensor with a quantization block per warp (warp_blocks()): each of
-  // the work-group's warps steps its own blocks, lane l taking elements l, l + 32, ... of the
+  // the work-group's warps steps blocks of its own, lane l taking elements l, l + 32, ... of the
   // block (every load and store a warp makes is contiguous); the block's values stay in
   // registers, its absmax is reduced across the warp by exchanges, and no barrier is needed.
   // A 4-bit byte's two codes are neighbouring lanes': the even lane stores it.
@@ -505,8 +519,9 @@ class KernelWriter {
       if (loads_.empty()) continue;
       s += fmt::format("        if ({}) {{\n", in_block(k));
       for (uint32_t b : loads_)
-        s += fmt::format("          L{}_{} = {};\n", b, k,
-                         quantized(b) ? dequantized(b, ix(k)) : load(b, 1, ix(k)));
+        s += fmt::format(
+            "          L{}_{} = {};\n", b, k,
+            quantized(b) ? dequantized(b, ix(k), fmt::format("sc{}", b)) : load(b, 1, ix(k)));
       s += "        }\n";
     }
     for (uint32_t b : stores_)
@@ -531,15 +546,16 @@ class KernelWriter {
           continue;
         }
         // The value to quantize, and its |x| bits max-reduced (NaN's bits are the largest).
-        const std::string ax = fmt::format("(OPTJIT_F32_BITS(S{}) & 0x7fffffffu)", b);
-        s += fmt::format("          Q{0}_{1} = S{0};\n          am{0} = {2};\n", b, k,
-                         L_.select(fmt::format("am{} > {}", b, ax), fmt::format("am{}", b), ax));
+        const std::string ax = fmt::format("(OPTJIT_F32_BITS(S{}) & 0x7fffffffu)", b),
+                          am = fmt::format("am{}", b);
+        s += fmt::format("          Q{0}_{1} = S{0};\n          {2} = {3};\n", b, k, am,
+                         L_.select(fmt::format("{} > {}", am, ax), am, ax));
       }
       s += "        }\n";
     }
     for (uint32_t b : stores_) {
       if (!quantized(b)) continue;
-      const std::string am = fmt::format("am{}", b);
+      const std::string am = fmt::format("am{}", b), sb = fmt::format("sb{}", b);
       for (int m = 16; m > 0; m >>= 1) {
         const std::string x = fmt::format("x{}_{}", b, m);
         s += "        " + L_.let(U, x, L_.warp_xor_u32(am, m)) + "\n        " +
@@ -547,16 +563,16 @@ class KernelWriter {
       }
       s += "        " + L_.let(F, fmt::format("ab{}", b), fmt::format("OPTJIT_BITS_F32({})", am)) +
            "\n        " + scale_of(b) + "\n";
-      s += fmt::format("        if (lane == 0) {{\n          {} = sb{};\n        }}\n",
-                       L_.scale_at(b, "blk"), b);
+      s += fmt::format("        if (lane == 0) {{\n          {} = {};\n        }}\n",
+                       L_.scale_at(b, "blk"), sb);
       for (int k = 0; k < K; ++k) {
-        const std::string code = code_of(b, fmt::format("Q{}_{}", b, k));
+        const std::string code = code_of(b, fmt::format("Q{}_{}", b, k), sb);
         if (bits(b) != 4) {
           s += fmt::format("        if ({}) {{\n          {}\n        }}\n", in_block(k),
                            L_.store_codes(b, ix(k), code));
           continue;
         }
-        // Codes past the block's end (a tensor's last, partial block) are zero.
+        // Codes past the tensor's end (its last, partial block) are zero.
         const std::string c = fmt::format("c{}_{}", b, k), d = fmt::format("d{}_{}", b, k);
         s += "        " + L_.let(U, c, L_.select(in_block(k), code, "0u")) + "\n        " +
              L_.let(U, d, L_.warp_xor_u32(c, 1)) + "\n";

@@ -99,6 +99,14 @@ INSTANTIATE_TEST_SUITE_P(
                    "chain(grad_scaler(scale=1024), nadam(lr=cosine_annealing_lr("
                    "base_lr=0.01, T_max=100)))",
                    DType::f16, codegen::CLanguage::cuda, 256, 1, 1, true},
+        // Block-quantized state: CUDA's quantization block per warp (4-bit: the codes of a
+        // byte from neighbouring lanes), OpenCL's per work-group.
+        GoldenCase{"clip_adamw_4bit.cu",
+                   R"(chain(clip_grad_norm(max_norm=1.0), adamw(state_format="4bit")))", DType::f32,
+                   codegen::CLanguage::cuda},
+        GoldenCase{"clip_adamw_4bit.cl",
+                   R"(chain(clip_grad_norm(max_norm=1.0), adamw(state_format="4bit")))", DType::f32,
+                   codegen::CLanguage::opencl},
         // WGSL: f32, and bf16 two to a word with vector tails (pairs stored as one word).
         GoldenCase{"clip_adamw.wgsl", "chain(clip_grad_norm(max_norm=1.0), adamw())", DType::f32,
                    codegen::CLanguage::wgsl},
