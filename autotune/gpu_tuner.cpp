@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "codegen/c_emitter.h"
 #include "codegen/cuda_kernels.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/device.h"
@@ -201,6 +202,16 @@ SearchSpace device_space(const runtime::DeviceDescription& d) {
 SearchSpace cuda_space(const plan::Plan& plan, const runtime::DeviceDescription& d,
                        cache::KernelCache* cache) {
   SearchSpace space{codegen::GpuLaunch{}.to_string(), gpu_stages(1024), {}, valid_launch};
+  // Quantized state: its code tables read from global memory or from shared copies.
+  if (!codegen::constant_tables(plan).empty())
+    space.stages.push_back(vary([](codegen::GpuLaunch g) {
+      std::vector<codegen::GpuLaunch> out;
+      for (bool shared : {false, true}) {
+        g.shared_tables = shared;
+        out.push_back(g);
+      }
+      return out;
+    }));
   space.prune = [&plan, arch = d.arch, cache](const std::string& config) {
     return cuda_prune(plan, arch, codegen::GpuLaunch::parse(config).value(), cache);
   };

@@ -57,7 +57,11 @@ std::vector<ir::Quant> quant_formats(const plan::Plan& plan) {
   return formats;
 }
 
-std::string preamble(const Lang& L, const plan::Plan& plan, int vec) {
+// The name the kernels read constant table `name` by: its copy in shared memory under
+// GpuLaunch::shared_tables, or itself.
+std::string table_name(const std::string& name, bool shared) { return shared ? name + "_s" : name; }
+
+std::string preamble(const Lang& L, const plan::Plan& plan, int vec, bool shared_tables) {
   std::string s = L.preamble(plan, vec);
   s += L.bf16_helpers();
   // Block-quantized formats: the map, and the quantizer of ir/quant.h line for line: the
@@ -66,8 +70,10 @@ std::string preamble(const Lang& L, const plan::Plan& plan, int vec) {
   size_t at = 0;
   for (const ConstantTable& t : constant_tables(plan)) {
     s += L.const_table(t.name, t.values, at);
+    if (shared_tables) s += L.module_shared_u32(table_name(t.name, true), t.values.size());
     at += t.values.size();
   }
+  auto table = [&](const std::string& name) { return table_name(name, shared_tables); };
   const std::vector<ir::Quant> formats = quant_formats(plan);
   const std::string U = L.u32(), F = L.value_type(DType::f32);
   auto ge = [&](const std::string& a, const std::string& b) {
@@ -85,17 +91,17 @@ std::string preamble(const Lang& L, const plan::Plan& plan, int vec) {
       for (size_t step = (T + 1) / 2; step > 0; step /= 2)
         body += fmt::format("  c += {};\n",
                             L.select(ge("y", "OPTJIT_BITS_F32(" +
-                                                 L.table_at("optjit_thr_" + name,
+                                                 L.table_at(table("optjit_thr_" + name),
                                                             fmt::format("c + {}u", step - 1)) +
                                                  ")"),
                                      fmt::format("{}u", step), "0u"));
       if (!std::has_single_bit(T + 1) ||
           !std::is_sorted(qi.thresholds.begin(), qi.thresholds.end()))
-        body = fmt::format(
-            "  {}\n  {} {{\n    c += {};\n  }}\n", L.var(U, "c", "0u"),
-            L.for_head(L.i32(), "k", "0", fmt::format("k < {}", T), "k += 1"),
-            L.select(ge("y", "OPTJIT_BITS_F32(" + L.table_at("optjit_thr_" + name, "k") + ")"),
-                     "1u", "0u"));
+        body = fmt::format("  {}\n  {} {{\n    c += {};\n  }}\n", L.var(U, "c", "0u"),
+                           L.for_head(L.i32(), "k", "0", fmt::format("k < {}", T), "k += 1"),
+                           L.select(ge("y", "OPTJIT_BITS_F32(" +
+                                                L.table_at(table("optjit_thr_" + name), "k") + ")"),
+                                    "1u", "0u"));
       s += L.function(U, "optjit_quantize_" + name, {{F, "y"}}, body + "  return c;\n");
       continue;
     }
@@ -136,7 +142,7 @@ std::string preamble(const Lang& L, const plan::Plan& plan, int vec) {
                                    fmt::format("b + {}u", c.near_lo + 32 * (c.near_hi - c.near_lo) -
                                                               c.near_hi)) +
                           ")")),
-            L.let(U, "e", L.table_at("optjit_lut_" + name, "j")),
+            L.let(U, "e", L.table_at(table("optjit_lut_" + name), "j")),
             L.select("(i & 31u) >= (e >> 8u)", "1u", "0u")));
   }
   bool sround = false;
@@ -156,7 +162,8 @@ class KernelWriter {
         block_(o.launch.block),
         items_(o.launch.items),
         vec_(o.launch.vec),
-        device_step_(o.device_step) {}
+        device_step_(o.device_step),
+        shared_tables_(o.launch.shared_tables) {}
 
   Expected<std::string> write() {
     std::string s;
@@ -176,6 +183,16 @@ class KernelWriter {
       shared(L_.u32(), shared_name("qm"), block_);
     }
     s += shared_;
+    if (!quant_.empty() && shared_tables_) {
+      // The code tables into this block's shared copies, before any thread reads them.
+      for (const ConstantTable& t : constant_tables(plan_))
+        s += fmt::format(
+            "  {} {{\n    {}[k] = {}[k];\n  }}\n",
+            L_.for_head(L_.i32(), "k", L_.cast(L_.i32(), L_.local_id()),
+                        fmt::format("k < {}", t.values.size()), fmt::format("k += {}", block_)),
+            table_name(t.name, true), t.name);
+      s += fmt::format("  {};\n", L_.barrier());
+    }
     s += fmt::format("  {} {{\n", L_.for_head(L_.i64(), "c", L_.group_id(), "c < nchunks",
                                               fmt::format("c += {}", L_.groups())));
     s += "    " + L_.chunk_fields() + "\n";
@@ -460,9 +477,11 @@ class KernelWriter {
                                    L_.select(fmt::format("({} & 1) != 0", ix), "0u", "4u"))
                      : L_.code_byte(b, ix);
     return L_.mul(
-        fmt::format(
-            "OPTJIT_BITS_F32({})",
-            L_.table_at(fmt::format("optjit_map_{}", ir::to_string(plan_.buffers[b].quant)), code)),
+        fmt::format("OPTJIT_BITS_F32({})",
+                    L_.table_at(table_name(fmt::format("optjit_map_{}",
+                                                       ir::to_string(plan_.buffers[b].quant)),
+                                           shared_tables_),
+                                code)),
         sc);
   }
 
@@ -766,6 +785,7 @@ class KernelWriter {
   const Lang& L_;
   int block_, items_, vec_;
   bool device_step_;
+  bool shared_tables_;                    // GpuLaunch::shared_tables
   std::vector<uint32_t> loads_, stores_;  // buffers the pass loads / stores
   std::vector<uint32_t> quant_;           // the block-quantized buffers among them
   std::string module_scope_, shared_;     // shared arrays' declarations (see shared())
@@ -803,7 +823,11 @@ Expected<std::string> emit_c(const plan::Plan& plan, CEmitOptions o) {
   std::string s = fmt::format(
       "// optjit: {} passes, {} bytes per parameter, block {}, items {}, vector {}\n",
       plan.passes.size(), plan.bytes_per_param(), o.launch.block, o.launch.items, o.launch.vec);
-  s += preamble(L, plan, o.launch.vec);
+  if (o.launch.shared_tables && L.module_shared_u32("t", 1).empty())
+    return make_error(
+        "the {} backend reads its code tables from constant memory: tables=shared is CUDA's",
+        L.name());
+  s += preamble(L, plan, o.launch.vec, o.launch.shared_tables);
   s += L.arithmetic_helpers(o.division);
   for (size_t k = 0; k < plan.passes.size(); ++k) {
     auto kernel = KernelWriter(plan, k, L, o).write();

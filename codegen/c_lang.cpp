@@ -235,6 +235,9 @@ class Cuda final : public Lang {
   // Global memory through the read-only cache, not __constant__: the code tables are read at
   // a different entry by each thread of a warp, which constant memory serializes.
   const char* constant() const override { return "__device__ const "; }
+  std::string module_shared_u32(const std::string& name, size_t n) const override {
+    return fmt::format("__shared__ unsigned int {}[{}];\n", name, n);
+  }
   std::string warp_xor_u32(const std::string& value, int mask) const override {
     return fmt::format("__shfl_xor_sync(0xffffffffu, {}, {})", value, mask);
   }

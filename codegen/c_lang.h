@@ -103,6 +103,12 @@ class Lang {
   /// quantization block of its own and reduces the block's absmax in registers, with no barrier
   /// (c_emitter.cpp's warp_block_loop); without it the work-group shares one block at a time.
   virtual std::string warp_xor_u32(const std::string& /*value*/, int /*mask*/) const { return {}; }
+  /// A u32 array of n entries in work-group-shared memory at program scope, which helper
+  /// functions can read (GpuLaunch::shared_tables); empty where the language has none (OpenCL
+  /// and WGSL: their shared arrays belong to one kernel).
+  virtual std::string module_shared_u32(const std::string& /*name*/, size_t /*n*/) const {
+    return {};
+  }
   /// Constant table `name` (codegen::constant_tables) at program scope: an array of u32 with
   /// `values` in C; in WGSL its offset `at` in the tables' storage buffer. table_at reads entry
   /// `ix` (an unsigned value).

@@ -9,13 +9,18 @@
 
 namespace optjit::codegen {
 
+namespace {
+constexpr const char* kSharedTables = ",tables=shared";
+}
+
 std::string GpuLaunch::to_string() const {
-  return fmt::format("block={},items={},vec={},grid={},chunk={}", block, items, vec,
-                     groups_per_unit, chunk_elements);
+  return fmt::format("block={},items={},vec={},grid={},chunk={}{}", block, items, vec,
+                     groups_per_unit, chunk_elements, shared_tables ? kSharedTables : "");
 }
 
 std::string GpuLaunch::code_variant() const {
-  return fmt::format("block={},items={},vec={}", block, items, vec);
+  return fmt::format("block={},items={},vec={}{}", block, items, vec,
+                     shared_tables ? kSharedTables : "");
 }
 
 std::optional<GpuLaunch> GpuLaunch::parse(const std::string& s) {
@@ -23,8 +28,13 @@ std::optional<GpuLaunch> GpuLaunch::parse(const std::string& s) {
   long long chunk = 0;
   int used = 0;
   if (std::sscanf(s.c_str(), "block=%d,items=%d,vec=%d,grid=%d,chunk=%lld%n", &g.block, &g.items,
-                  &g.vec, &g.groups_per_unit, &chunk, &used) != 5 ||
-      used != static_cast<int>(s.size()))
+                  &g.vec, &g.groups_per_unit, &chunk, &used) != 5)
+    return std::nullopt;
+  // Decisions stored before tables= existed end here, and mean global tables.
+  const std::string rest = s.substr(static_cast<size_t>(used));
+  if (rest == kSharedTables)
+    g.shared_tables = true;
+  else if (!rest.empty())
     return std::nullopt;
   g.chunk_elements = chunk;
   if (!g.validate()) return std::nullopt;
@@ -48,13 +58,21 @@ Expected<GpuLaunch> GpuLaunch::from_text(const std::string& s, const GpuLaunch& 
     pos = comma + 1;
     const size_t eq = item.find('=');
     if (eq == std::string::npos)
-      return make_error("launch parameter '{}' is not name=value (block, items, vec, grid, chunk)",
-                        item);
+      return make_error(
+          "launch parameter '{}' is not name=value (block, items, vec, grid, chunk, tables)", item);
     const std::string name = item.substr(0, eq), value = item.substr(eq + 1);
-    static const std::set<std::string> kNames = {"block", "items", "vec", "grid", "chunk"};
+    static const std::set<std::string> kNames = {"block", "items", "vec",
+                                                 "grid",  "chunk", "tables"};
     if (!kNames.count(name))
-      return make_error("unknown launch parameter '{}' (block, items, vec, grid, chunk)", name);
+      return make_error("unknown launch parameter '{}' (block, items, vec, grid, chunk, tables)",
+                        name);
     if (!seen.insert(name).second) return make_error("launch parameter {} is given twice", name);
+    if (name == "tables") {
+      if (value != "global" && value != "shared")
+        return make_error("launch parameter tables: '{}' is not global or shared", value);
+      g.shared_tables = value == "shared";
+      continue;
+    }
     char* end = nullptr;
     errno = 0;
     const long long v = std::strtoll(value.c_str(), &end, 10);

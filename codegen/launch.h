@@ -1,6 +1,6 @@
 // Launch parameters of the GPU-style backends (CUDA and OpenCL): what the autotuner searches and
-// what the kernel cache stores as a decision. The first three change the emitted code; the last
-// two only the launch.
+// what the kernel cache stores as a decision. block, items, vec and shared_tables change the
+// emitted code; grid and chunk only the launch.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +17,12 @@ struct GpuLaunch {
   int vec = 1;      // elements per vector load and store (1, 2, 4 or 8)
   int groups_per_unit = 8;           // grid cap: at most this many blocks per SM / compute unit
   int64_t chunk_elements = 1 << 16;  // a tensor is cut into chunks of at most this many elements
+  /// CUDA: the code tables of quantized state (ir/quant.h: maps, lookup tables, thresholds)
+  /// copied into each block's shared memory at the kernel's start, instead of read through the
+  /// cache from global memory. A warp reads them at 32 scattered entries: from global memory
+  /// that costs a cache wavefront per line touched, from shared memory one cycle per bank
+  /// conflict. "tables=shared" in text; absent means global.
+  bool shared_tables = false;
 
   /// The launch parameters used before any tuning. GPUs: blocks of 256 threads, one element per
   /// thread per trip. CPU devices (PoCL): one work-item per work-group, so each work-item
@@ -25,14 +31,17 @@ struct GpuLaunch {
   /// 0.13 with blocks of 256).
   static GpuLaunch device_default(bool gpu);
 
-  /// "block=256,items=1,vec=1,grid=8,chunk=65536": the cache's form of a decision.
+  /// "block=256,items=1,vec=1,grid=8,chunk=65536" (",tables=shared" after it when set): the
+  /// cache's form of a decision.
   std::string to_string() const;
   static std::optional<GpuLaunch> parse(const std::string& s);
-  /// What a user writes: any subset of block, items, vec, grid and chunk as "name=value" pairs
-  /// separated by commas ("vec=4,items=2"); the rest keep their defaults. Errors name the problem.
+  /// What a user writes: any subset of block, items, vec, grid, chunk and tables (global or
+  /// shared) as "name=value" pairs separated by commas ("vec=4,items=2"); the rest keep their
+  /// defaults. Errors name the problem.
   static Expected<GpuLaunch> from_text(const std::string& s, const GpuLaunch& base);
   static Expected<GpuLaunch> from_text(const std::string& s) { return from_text(s, GpuLaunch{}); }
-  /// The part that changes the emitted code, for kernel cache keys: "block=256,items=1,vec=1".
+  /// The part that changes the emitted code, for kernel cache keys: "block=256,items=1,vec=1"
+  /// (",tables=shared" after it when set).
   std::string code_variant() const;
   /// A clear error for parameters no kernel can use.
   Status validate() const;

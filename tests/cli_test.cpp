@@ -913,7 +913,8 @@ TEST_F(Cli, OpenclTuningAndLaunchParameters) {
   const Case cases[] = {
       {"--backend opencl --launch vec=3", "optjit: --launch: vector width 3 is not 1, 2, 4 or 8\n"},
       {"--backend opencl --launch warp=32",
-       "optjit: --launch: unknown launch parameter 'warp' (block, items, vec, grid, chunk)\n"},
+       "optjit: --launch: unknown launch parameter 'warp' (block, items, vec, grid, chunk, "
+       "tables)\n"},
       {"--backend opencl --launch block=8192",
        "optjit: --launch: block size 8192 is not a power of two between 1 and 1024\n"},
       {"--backend cpu --launch vec=4",

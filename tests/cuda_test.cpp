@@ -270,7 +270,7 @@ TEST(Cuda, QuantizedStateStepsTheCpusBits) {
       return a;
     };
     const std::vector<float> want = run({});
-    for (int mode = 0; mode < 4; ++mode) {
+    for (int mode = 0; mode < 5; ++mode) {
       OptimizerOptions o;
       o.backend = Backend::cuda;
       o.device_step = mode > 0;
@@ -278,6 +278,8 @@ TEST(Cuda, QuantizedStateStepsTheCpusBits) {
       // Chunks of two 256-blocks on 64-thread work-groups: several chunks per tensor, warps
       // that step blocks of different chunks, a work-group of two warps.
       if (mode == 3) o.gpu_launch = codegen::GpuLaunch{.block = 64, .chunk_elements = 512};
+      // The code tables in shared memory.
+      if (mode == 4) o.gpu_launch = codegen::GpuLaunch{.shared_tables = true};
       EXPECT_EQ(run(o), want) << pipeline << " mode " << mode;
     }
   }

@@ -149,9 +149,27 @@ TEST(GpuLaunch, ParsesWhatUsersWriteAndWhatTheCacheStores) {
     auto r = codegen::GpuLaunch::from_text(s);
     return r ? std::string("no error") : r.error().message;
   };
-  EXPECT_EQ(msg("warp=32"), "unknown launch parameter 'warp' (block, items, vec, grid, chunk)");
+  EXPECT_EQ(msg("warp=32"),
+            "unknown launch parameter 'warp' (block, items, vec, grid, chunk, tables)");
   EXPECT_EQ(msg("vec"),
-            "launch parameter 'vec' is not name=value (block, items, vec, grid, chunk)");
+            "launch parameter 'vec' is not name=value (block, items, vec, grid, chunk, tables)");
+  EXPECT_EQ(msg("tables=local"), "launch parameter tables: 'local' is not global or shared");
+  EXPECT_EQ(msg("tables=shared,tables=global"), "launch parameter tables is given twice");
+  // Shared code tables: a code variant of their own, stored after the rest; decisions stored
+  // without tables= still parse, as global tables.
+  auto t = codegen::GpuLaunch::from_text("tables=shared,block=128");
+  ASSERT_TRUE(t) << t.error().message;
+  EXPECT_TRUE(t->shared_tables);
+  EXPECT_EQ(t->to_string(), "block=128,items=1,vec=1,grid=8,chunk=65536,tables=shared");
+  EXPECT_EQ(codegen::GpuLaunch::parse(t->to_string()), *t);
+  EXPECT_EQ(t->code_variant(), "block=128,items=1,vec=1,tables=shared");
+  EXPECT_FALSE(codegen::GpuLaunch::from_text("tables=shared,tables=global"));
+  EXPECT_FALSE(codegen::GpuLaunch::parse(l->to_string() + ",tables=global"));
+  EXPECT_FALSE(codegen::GpuLaunch::parse(l->to_string() + ",tables=sharedx"));
+  auto global = codegen::GpuLaunch::from_text("tables=global");
+  ASSERT_TRUE(global) << global.error().message;
+  EXPECT_FALSE(global->shared_tables);
+  EXPECT_EQ(global->to_string(), codegen::GpuLaunch{}.to_string());
   EXPECT_EQ(msg("vec=four"), "launch parameter vec: 'four' is not an integer");
   EXPECT_EQ(msg("vec=8,chunk=100"), "chunk size 100 is not a multiple of the vector width 8");
   EXPECT_EQ(msg("grid=0"), "grid cap 0 blocks per unit is below 1");

@@ -515,6 +515,8 @@ TEST(Quant, CudaKernelsCompileWithoutSpills) {
     for (bool device_step : {false, true}) {
       codegen::CEmitOptions o{codegen::CLanguage::cuda};
       o.device_step = device_step;
+      // The code tables in shared memory with the device step, in global memory without.
+      o.launch.shared_tables = device_step;
       auto src = codegen::emit_c(*plan, o);
       ASSERT_TRUE(src) << src.error().message;
       EXPECT_TRUE(src->find("optjit_quantize_q") != std::string::npos ||
@@ -527,6 +529,16 @@ TEST(Quant, CudaKernelsCompileWithoutSpills) {
       }
     }
   }
+  // Shared code tables are CUDA's (OpenCL's helper functions cannot see a kernel's arrays).
+  auto plan = compile_pipeline(kPipelines[0]);
+  ASSERT_TRUE(plan) << plan.error().message;
+  codegen::CEmitOptions o{codegen::CLanguage::opencl};
+  o.launch.shared_tables = true;
+  auto src = codegen::emit_c(*plan, o);
+  ASSERT_FALSE(src);
+  EXPECT_EQ(src.error().message,
+            "the opencl backend reads its code tables from constant memory: tables=shared is "
+            "CUDA's");
 }
 
 }  // namespace

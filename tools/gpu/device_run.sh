@@ -10,7 +10,9 @@
 #   torch   the same against torch's AdamW(fused=True) + clip_grad_norm_(foreach=True)
 #   quick   for a short lease: a 20 s tune and the host and graph steps at 2e8 parameters, and the
 #           same against torch's fused AdamW at 2e8 and on resnet50 shapes
-#   quant   clip + AdamW with fp32, 8-bit, 4-bit and fp8 state at 268M parameters (#12)
+#   quant   clip + AdamW with fp32, 8-bit, 4-bit and fp8 state at 268M parameters, code tables
+#           in global and in shared memory (#12)
+#   profile Nsight Compute on the quantized update kernels (4-bit, 8-bit, fp8): where their time goes
 #   opencl  the emitter through NVIDIA's OpenCL, where the image has its ICD
 #   webgpu  #15 on NVIDIA: the WebGPU backend (the bundle's wgpu-native, the machine's Vulkan
 #           driver) against the CUDA backend on the same GPU, clip+AdamW at 16M and 256M, then
@@ -152,13 +154,33 @@ quick() {
 }
 
 # #12 on the GPU: clip + AdamW with each state format at 268M parameters, as a graph, against
-# the roofline of its own bytes per parameter (optjit bench's "of copy").
+# the roofline of its own bytes per parameter (optjit bench's "of copy"), with the code tables
+# in global memory and in shared memory (--launch tables=shared).
 quant() {
-  local f n=268435456
+  local f t n=268435456
   "$optjit" bench "$P" --backend cuda --numel $n --steps 5 --reps 5 --no-unfused --step graph
   for f in 8bit 4bit f8; do
-    "$optjit" bench "chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, weight_decay=0.01, state_format=\"$f\"))" \
-      --backend cuda --numel $n --steps 5 --reps 5 --no-unfused --step graph
+    for t in global shared; do
+      "$optjit" bench "chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, weight_decay=0.01, state_format=\"$f\"))" \
+        --backend cuda --numel $n --steps 5 --reps 5 --no-unfused --step graph --launch tables=$t
+    done
+  done
+}
+
+# Where the quantized steps' time goes: Nsight Compute on the update pass (optjit_pass_1) of
+# clip + AdamW with 4-bit, 8-bit and fp8 state at 64M parameters (speed of light, memory,
+# warp stalls, issue slots, occupancy); the reports' text in profile.log.
+profile() {
+  local f ncu
+  ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+  [ -n "$ncu" ] || { echo "profile: no ncu here"; return 1; }
+  for f in 4bit 8bit f8; do
+    echo "### $f"
+    "$ncu" --clock-control none --kernel-name optjit_pass_1 --launch-count 1 \
+      --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
+      --section SchedulerStats --section Occupancy --section LaunchStats \
+      "$optjit" bench "chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, weight_decay=0.01, state_format=\"$f\"))" \
+      --backend cuda --numel 67108864 --steps 1 --reps 1 --no-unfused --step host
   done
 }
 
@@ -253,7 +275,7 @@ for stage in "${@:-smoke}"; do
   fn=$stage
   [ "$stage" = torch ] && fn=torch_cmp
   [ "$stage" = python ] && fn=python_bridge
-  case $stage in smoke | tests | bench | quick | quant | torch | opencl | webgpu | webgpu_test | python | compile) ;; *)
+  case $stage in smoke | tests | bench | quick | quant | profile | torch | opencl | webgpu | webgpu_test | python | compile) ;; *)
     echo "device_run: unknown stage $stage"
     exit 2
     ;;
