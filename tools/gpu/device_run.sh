@@ -168,9 +168,9 @@ quant() {
 }
 
 # Where the quantized steps' time goes: Nsight Compute on the update pass (optjit_pass_1) of
-# clip + AdamW with 4-bit, 8-bit (its tables global and shared) and fp8 state at 64M parameters
-# (speed of light, memory,
-# warp stalls, issue slots, occupancy); the reports' text in profile.log.
+# clip + AdamW with 4-bit, 8-bit (its tables global and shared) and fp8 state at 64M
+# parameters (speed of light, memory, warp stalls, issue slots, occupancy); the reports' text
+# in profile.log.
 profile() {
   local f ncu
   ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
