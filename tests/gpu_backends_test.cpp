@@ -52,6 +52,7 @@ struct GoldenCase {
   codegen::CLanguage language;
   int block = 256, items = 1, vec = 1;
   bool device_step = false;
+  bool shared_tables = false;
 };
 
 class Golden : public ::testing::TestWithParam<GoldenCase> {};
@@ -61,7 +62,9 @@ TEST_P(Golden, EmittedSourceIsPinned) {
   auto plan = compile_pipeline(g.pipeline, {g.dtype, g.dtype, g.dtype});
   ASSERT_TRUE(plan) << plan.error().message;
   const codegen::CEmitOptions options{
-      g.language, {.block = g.block, .items = g.items, .vec = g.vec}, g.device_step};
+      g.language,
+      {.block = g.block, .items = g.items, .vec = g.vec, .shared_tables = g.shared_tables},
+      g.device_step};
   auto src = codegen::emit_c(*plan, options);
   ASSERT_TRUE(src) << src.error().message;
   auto again = codegen::emit_c(*plan, options);
@@ -104,6 +107,10 @@ INSTANTIATE_TEST_SUITE_P(
         GoldenCase{"clip_adamw_4bit.cu",
                    R"(chain(clip_grad_norm(max_norm=1.0), adamw(state_format="4bit")))", DType::f32,
                    codegen::CLanguage::cuda},
+        // The same with the code tables copied into shared memory (tables=shared).
+        GoldenCase{"clip_adamw_4bit_shared.cu",
+                   R"(chain(clip_grad_norm(max_norm=1.0), adamw(state_format="4bit")))", DType::f32,
+                   codegen::CLanguage::cuda, 256, 1, 1, false, true},
         GoldenCase{"clip_adamw_4bit.cl",
                    R"(chain(clip_grad_norm(max_norm=1.0), adamw(state_format="4bit")))", DType::f32,
                    codegen::CLanguage::opencl},
