@@ -83,25 +83,23 @@ std::string preamble(const Lang& L, const plan::Plan& plan, int vec, bool shared
     const ir::QuantInfo& qi = ir::info(q);
     const std::string name(ir::to_string(q));
     if (qi.kind == ir::QuantKind::nearest) {
-      // The count of ascending thresholds <= y by bisection: with 2^bits - 1 of them, bit by
-      // bit from the highest, c + step - 1 is the threshold that decides the bit (NaN
-      // compares false everywhere: 0, as counting gives).
+      // The count of ascending thresholds <= y: with 2^bits - 1 of them, by bisection, bit by
+      // bit from the highest (c + step - 1 is the threshold that decides the bit), else one by
+      // one. NaN compares false everywhere: 0 either way.
       const size_t T = qi.thresholds.size();
+      const std::string thr = table("optjit_thr_" + name);
+      auto at_least = [&](const std::string& k) {
+        return ge("y", "OPTJIT_BITS_F32(" + L.table_at(thr, k) + ")");
+      };
       std::string body = "  " + L.var(U, "c", "0u") + "\n";
-      for (size_t step = (T + 1) / 2; step > 0; step /= 2)
-        body += fmt::format("  c += {};\n",
-                            L.select(ge("y", "OPTJIT_BITS_F32(" +
-                                                 L.table_at(table("optjit_thr_" + name),
-                                                            fmt::format("c + {}u", step - 1)) +
-                                                 ")"),
-                                     fmt::format("{}u", step), "0u"));
-      if (!std::has_single_bit(T + 1) ||
-          !std::is_sorted(qi.thresholds.begin(), qi.thresholds.end()))
-        body = fmt::format("  {}\n  {} {{\n    c += {};\n  }}\n", L.var(U, "c", "0u"),
-                           L.for_head(L.i32(), "k", "0", fmt::format("k < {}", T), "k += 1"),
-                           L.select(ge("y", "OPTJIT_BITS_F32(" +
-                                                L.table_at(table("optjit_thr_" + name), "k") + ")"),
-                                    "1u", "0u"));
+      if (std::has_single_bit(T + 1) && std::is_sorted(qi.thresholds.begin(), qi.thresholds.end()))
+        for (size_t step = (T + 1) / 2; step > 0; step /= 2)
+          body += fmt::format("  c += {};\n", L.select(at_least(fmt::format("c + {}u", step - 1)),
+                                                       fmt::format("{}u", step), "0u"));
+      else
+        body += fmt::format("  {} {{\n    c += {};\n  }}\n",
+                            L.for_head(L.i32(), "k", "0", fmt::format("k < {}", T), "k += 1"),
+                            L.select(at_least("k"), "1u", "0u"));
       s += L.function(U, "optjit_quantize_" + name, {{F, "y"}}, body + "  return c;\n");
       continue;
     }
@@ -414,10 +412,8 @@ class KernelWriter {
         s += "            " + store(b, 1, "i0") + "\n";
         continue;
       }
-      // The staged value, and its |x| bits max-reduced (NaN's bits are the largest).
-      const std::string ax = fmt::format("(OPTJIT_F32_BITS(S{}) & 0x7fffffffu)", b);
-      s += fmt::format("            {}[j] = S{};\n            am{} = {};\n", qv(b), b, b,
-                       L_.select(fmt::format("am{} > {}", b, ax), fmt::format("am{}", b), ax));
+      // The staged value, and the running absmax.
+      s += fmt::format("            {}[j] = S{};\n            {}\n", qv(b), b, absmax_update(b));
     }
     s += "          }\n        }\n";
     for (uint32_t b : stores_) {
@@ -450,6 +446,17 @@ class KernelWriter {
     s += fmt::format("        {};\n      }}\n", L_.barrier());
     return s;
   }
+  // The larger of two u32 values, and the statement that takes the |x| bits of stored value
+  // S<b> into buffer b's running absmax am<b> (NaN's bits are the largest, so NaN wins).
+  std::string max_u32(const std::string& a, const std::string& b) const {
+    return L_.select(fmt::format("{} > {}", a, b), a, b);
+  }
+  std::string absmax_update(uint32_t b) const {
+    const std::string am = fmt::format("am{}", b);
+    return fmt::format("{} = {};", am,
+                       max_u32(am, fmt::format("(OPTJIT_F32_BITS(S{}) & 0x7fffffffu)", b)));
+  }
+
   // Buffer b's code for staged value x, once the block's scale sb<b> is known (ir/quant.h).
   std::string code_of(uint32_t b, const std::string& x, const std::string& sb) const {
     const std::string q(ir::to_string(plan_.buffers[b].quant));
@@ -564,11 +571,8 @@ class KernelWriter {
           s += "          " + store(b, 1, ix(k)) + "\n";
           continue;
         }
-        // The value to quantize, and its |x| bits max-reduced (NaN's bits are the largest).
-        const std::string ax = fmt::format("(OPTJIT_F32_BITS(S{}) & 0x7fffffffu)", b),
-                          am = fmt::format("am{}", b);
-        s += fmt::format("          Q{0}_{1} = S{0};\n          {2} = {3};\n", b, k, am,
-                         L_.select(fmt::format("{} > {}", am, ax), am, ax));
+        // The value to quantize, and the running absmax.
+        s += fmt::format("          Q{0}_{1} = S{0};\n          {2}\n", b, k, absmax_update(b));
       }
       s += "        }\n";
     }
@@ -578,7 +582,7 @@ class KernelWriter {
       for (int m = 16; m > 0; m >>= 1) {
         const std::string x = fmt::format("x{}_{}", b, m);
         s += "        " + L_.let(U, x, L_.warp_xor_u32(am, m)) + "\n        " +
-             fmt::format("{} = {};", am, L_.select(fmt::format("{} > {}", am, x), am, x)) + "\n";
+             fmt::format("{} = {};", am, max_u32(am, x)) + "\n";
       }
       s += "        " + L_.let(F, fmt::format("ab{}", b), fmt::format("OPTJIT_BITS_F32({})", am)) +
            "\n        " + scale_of(b) + "\n";

@@ -43,10 +43,9 @@ TEST(Webgpu, PassVersionsStepAsTheWholeBody) {
   });
 }
 
-// A WebGPU device opened with environment variable `name` set to `value` (unset again after):
-// OPTJIT_WEBGPU_MAX_BINDING and OPTJIT_WEBGPU_MAX_BUFFER lower the adapter's limits.
 // A WebGPU device opened with environment variable `name` set to `value` (unset: nullptr), then
-// put back as it was.
+// put back as it was: OPTJIT_WEBGPU_MAX_BINDING and OPTJIT_WEBGPU_MAX_BUFFER lower the
+// adapter's limits, OPTJIT_WGSL_INEXACT_ULPS moves its quotients and roots.
 Expected<std::shared_ptr<runtime::Device>> open_with(const char* name, const char* value) {
   const char* was = std::getenv(name);
   const std::string saved = was ? was : "";
