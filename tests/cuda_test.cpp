@@ -250,8 +250,8 @@ TEST(Cuda, QuantizedStateStepsTheCpusBits) {
        R"(chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2, weight_decay=0.1, state_format="4bit")))"}) {
     auto run = [&](OptimizerOptions o) {
       // Whole blocks; a last block of 136 elements (8 for 4-bit's blocks of 128); one of a
-      // single element (a 4-bit byte with its even code only); and too few to quantize.
-      // Many blocks per warp, and more warps than blocks in the 4097.
+      // single element (a 4-bit byte with its even code only); and too few to quantize. Each
+      // warp steps several blocks of a tensor.
       std::vector<float> a(64 * 100), b(5000), d(4097), c(300), ga(a.size()), gb(b.size()),
           gd(d.size()), gc(c.size());
       fill(a, 0.01f, 0), fill(b, 0.02f, 0), fill(d, 0.03f, 0), fill(c, 0.05f, 0);
