@@ -14,6 +14,7 @@
 #include <llvm/IR/Module.h>
 #include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/MC/TargetRegistry.h>
+#include <llvm/Object/ELFObjectFile.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/DynamicLibrary.h>
 #include <llvm/Support/Host.h>
@@ -23,7 +24,10 @@
 
 #include <xxhash.h>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 
@@ -191,8 +195,10 @@ CpuKernels::~CpuKernels() = default;
 
 namespace {
 
-Expected<std::vector<char>> object_code(const plan::Plan& plan, const CpuTarget& target,
-                                        int interleave) {
+// The machine code of a plan as the JIT loads it (an ELF object) or as assembly text: the same
+// module and target machine either way.
+Expected<std::vector<char>> machine_code(const plan::Plan& plan, const CpuTarget& target,
+                                         int interleave, llvm::CodeGenFileType kind) {
   auto tm = target_machine(target);
   if (!tm) return tm.error();
   llvm::LLVMContext ctx;
@@ -201,13 +207,64 @@ Expected<std::vector<char>> object_code(const plan::Plan& plan, const CpuTarget&
   llvm::SmallVector<char, 0> buf;
   llvm::raw_svector_ostream os(buf);
   llvm::legacy::PassManager pm;
-  if ((*tm)->addPassesToEmitFile(pm, os, nullptr, llvm::CGFT_ObjectFile))
-    return make_error("LLVM cannot emit object code for {}", target.cpu);
+  if ((*tm)->addPassesToEmitFile(pm, os, nullptr, kind))
+    return make_error("LLVM cannot emit {} for {}",
+                      kind == llvm::CGFT_ObjectFile ? "object code" : "assembly", target.cpu);
   pm.run(**m);
   return std::vector<char>(buf.begin(), buf.end());
 }
 
+Expected<std::vector<char>> object_code(const plan::Plan& plan, const CpuTarget& target,
+                                        int interleave) {
+  return machine_code(plan, target, interleave, llvm::CGFT_ObjectFile);
+}
+
+// With OPTJIT_PERF_MAP set, each JIT'd pass is appended to /tmp/perf-<pid>.map, the file
+// `perf report` reads for a process's JIT code, as "optjit_pass_<k> <program hash>", so a
+// profile names the kernels instead of showing bare addresses. Sizes come from the object's
+// symbol table. A map that cannot be written is skipped: profiling is never a reason to fail.
+void write_perf_map(const std::vector<uint8_t>& object, const std::vector<PassFn>& passes,
+                    const std::string& program) {
+  const char* env = std::getenv("OPTJIT_PERF_MAP");
+  if (!env || !*env || std::string(env) == "0") return;
+  auto obj = llvm::object::ObjectFile::createObjectFile(llvm::MemoryBufferRef(
+      llvm::StringRef(reinterpret_cast<const char*>(object.data()), object.size()), "kernels"));
+  if (!obj) {
+    llvm::consumeError(obj.takeError());
+    return;
+  }
+  const auto* elf = llvm::dyn_cast<llvm::object::ELFObjectFileBase>(obj->get());
+  if (!elf) return;
+  std::vector<uint64_t> sizes(passes.size(), 0);
+  for (const llvm::object::ELFSymbolRef sym : elf->symbols()) {
+    auto name = sym.getName();
+    if (!name) {
+      llvm::consumeError(name.takeError());
+      continue;
+    }
+    for (size_t p = 0; p < passes.size(); ++p)
+      if (*name == pass_symbol(p)) sizes[p] = sym.getSize();
+  }
+  static std::mutex m;
+  std::lock_guard<std::mutex> lock(m);
+  std::FILE* f = std::fopen(fmt::format("/tmp/perf-{}.map", ::getpid()).c_str(), "a");
+  if (!f) return;
+  for (size_t p = 0; p < passes.size(); ++p)
+    std::fputs(fmt::format("{:x} {:x} {} {}\n", reinterpret_cast<uintptr_t>(passes[p]), sizes[p],
+                           pass_symbol(p), program)
+                   .c_str(),
+               f);
+  std::fclose(f);
+}
+
 }  // namespace
+
+Expected<std::string> emit_cpu_asm(const plan::Plan& plan, const CpuTarget& target,
+                                   int interleave) {
+  auto text = machine_code(plan, target, interleave, llvm::CGFT_AssemblyFile);
+  if (!text) return text.error();
+  return std::string(text->begin(), text->end());
+}
 
 Expected<std::unique_ptr<CpuKernels>> CpuKernels::compile(const plan::Plan& plan,
                                                           cache::KernelCache* cache,
@@ -276,6 +333,7 @@ Expected<std::unique_ptr<CpuKernels>> CpuKernels::compile(const plan::Plan& plan
     k->passes_.push_back(
         sym->toPtr<void(const TensorRow*, const Chunk*, int64_t, int64_t, double*)>());
   }
+  write_perf_map(object, k->passes_, key.program);
   k->jit_ = std::move(*jit);
   k->from_cache_ = hit;
   k->seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

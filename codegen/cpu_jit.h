@@ -34,6 +34,11 @@ struct CpuTarget {
 Expected<std::string> emit_cpu_ir(const plan::Plan& plan, bool optimized,
                                   const CpuTarget& target = CpuTarget::host(), int interleave = 0);
 
+/// The machine code the JIT runs for a plan, as assembly text (the same module and target
+/// machine as the object code CpuKernels loads).
+Expected<std::string> emit_cpu_asm(const plan::Plan& plan,
+                                   const CpuTarget& target = CpuTarget::host(), int interleave = 0);
+
 class CpuKernels {
  public:
   /// Compiles the plan's passes, or with a cache loads the object code a previous process

@@ -941,6 +941,19 @@ TEST_F(Cli, OpenclTuningAndLaunchParameters) {
   ASSERT_EQ(emitted.code, 0) << emitted.output;
   EXPECT_NE(emitted.output.find("struct __align__(16) optjit_f32x4"), std::string::npos);
   EXPECT_NE(emitted.output.find("__launch_bounds__(128, 4)"), std::string::npos);
+  // The CPU's machine code as assembly: a label per pass (clip + AdamW: the norm pass and the
+  // update; Ice Lake-SP prefers 256-bit vectors), each returning; a GPU backend's --asm is an error
+  // that says what it emits.
+  auto assembly = optjit_cli("emit " + pipe + " --asm --cpu icelake-server");
+  ASSERT_EQ(assembly.code, 0) << assembly.output;
+  for (const char* label : {"\noptjit_pass_0:", "\noptjit_pass_1:", "\tvsqrtps\t%ymm", "\tretq"})
+    EXPECT_NE(assembly.output.find(label), std::string::npos) << label;
+  EXPECT_EQ(assembly.output.find("optjit_pass_2:"), std::string::npos);
+  EXPECT_EQ(assembly.output.find("define void"), std::string::npos) << "LLVM IR, not assembly";
+  auto asm_gpu = optjit_cli("emit " + pipe + " --backend opencl --asm");
+  EXPECT_EQ(asm_gpu.code, 1);
+  EXPECT_EQ(asm_gpu.output,
+            "optjit: --asm is the cpu backend's machine code; --backend opencl emits OpenCL C\n");
   // The device step: pass kernels that honour the skip flag, then the scalar-program kernels.
   auto step_src = optjit_cli("emit " + pipe + " --backend opencl --step device");
   ASSERT_EQ(step_src.code, 0) << step_src.output;

@@ -1,9 +1,15 @@
 // The CPU backend against the float64 reference and PyTorch, and the code it generates.
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <regex>
+#include <sstream>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "api/optimizer.h"
@@ -11,6 +17,7 @@
 #include "codegen/cpu_jit.h"
 #include "executors.h"
 #include "ir/compile.h"
+#include "ir/text.h"
 #include "runtime/reference.h"
 
 namespace optjit {
@@ -164,6 +171,41 @@ TEST(CpuCodegen, UnoptimizedIrIsOneFunctionPerPass) {
   for (int k = 0; k < 3; ++k)
     EXPECT_NE(ir->find("define void @optjit_pass_" + std::to_string(k)), std::string::npos);
   EXPECT_EQ(ir->find("define void @optjit_pass_3"), std::string::npos);
+}
+
+// OPTJIT_PERF_MAP=1: each JIT'd pass is a line of /tmp/perf-<pid>.map, where `perf report`
+// looks for names of JIT code: its address (the function the executor calls), its size and
+// "optjit_pass_<k> <program hash>". Unset, nothing is written.
+TEST(CpuCodegen, ThePerfMapNamesEveryPassWhereAsked) {
+  auto plan = compile_pipeline("chain(clip_grad_norm(max_norm=1.0), adamw())");
+  ASSERT_TRUE(plan);
+  ASSERT_EQ(plan->passes.size(), 2u);
+  const std::string path = "/tmp/perf-" + std::to_string(::getpid()) + ".map";
+  std::remove(path.c_str());
+  auto quiet = codegen::CpuKernels::compile(*plan);
+  ASSERT_TRUE(quiet) << quiet.error().message;
+  EXPECT_FALSE(std::ifstream(path).good()) << "written without OPTJIT_PERF_MAP";
+  ::setenv("OPTJIT_PERF_MAP", "1", 1);
+  auto k = codegen::CpuKernels::compile(*plan);
+  ::unsetenv("OPTJIT_PERF_MAP");
+  ASSERT_TRUE(k) << k.error().message;
+  std::ifstream in(path);
+  ASSERT_TRUE(in.good()) << path;
+  const std::string hash = fmt::format("{:016x}", ir::structural_hash(plan->program));
+  std::string line;
+  for (size_t p = 0; p < 2; ++p) {
+    ASSERT_TRUE(std::getline(in, line)) << "pass " << p;
+    std::istringstream fields(line);
+    std::string start, size, name, program;
+    fields >> start >> size >> name >> program;
+    EXPECT_EQ(std::stoull(start, nullptr, 16), reinterpret_cast<uintptr_t>((*k)->pass(p))) << line;
+    EXPECT_GT(std::stoull(size, nullptr, 16), 16u) << line;
+    EXPECT_LT(std::stoull(size, nullptr, 16), 1u << 20) << line;
+    EXPECT_EQ(name, "optjit_pass_" + std::to_string(p)) << line;
+    EXPECT_EQ(program, hash) << line;
+  }
+  EXPECT_FALSE(std::getline(in, line)) << "an extra line: " << line;
+  std::remove(path.c_str());
 }
 
 // Every PyTorch fixture, on the CPU backend, with small chunks so tensors span several.

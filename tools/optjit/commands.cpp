@@ -465,6 +465,12 @@ int emit(const EmitOptions& o) {
   if (!p) return fail(p.error().message);
   auto step = parse_step(o.step, o.backend);
   if (!step) return fail(step.error().message);
+  if (o.assembly && o.backend != "cpu")
+    return fail(fmt::format("--asm is the cpu backend's machine code; --backend {} emits {}",
+                            o.backend,
+                            o.backend == "webgpu" ? "WGSL"
+                            : o.backend == "cuda" ? "CUDA C"
+                                                  : "OpenCL C"));
   if (o.backend != "cpu") {
     auto l = codegen::GpuLaunch::from_text(o.launch);
     if (!l) return fail("--launch: " + l.error().message);
@@ -476,9 +482,9 @@ int emit(const EmitOptions& o) {
     fmt::print("{}", *src);
     return 0;
   }
-  auto ir = codegen::emit_cpu_ir(
-      *p, o.optimized,
-      o.cpu.empty() ? codegen::CpuTarget::host() : codegen::CpuTarget::named(o.cpu), o.unroll);
+  const auto target = o.cpu.empty() ? codegen::CpuTarget::host() : codegen::CpuTarget::named(o.cpu);
+  auto ir = o.assembly ? codegen::emit_cpu_asm(*p, target, o.unroll)
+                       : codegen::emit_cpu_ir(*p, o.optimized, target, o.unroll);
   if (!ir) return fail(ir.error().message);
   fmt::print("{}", *ir);
   return 0;

@@ -96,6 +96,7 @@ struct EmitOptions {
   std::string step = "host";
   int unroll = 0;  // cpu: vector iterations interleaved per loop trip (0: LLVM's choice)
   bool optimized = false;
+  bool assembly = false;  // cpu: the machine code (after O3 and code generation), not LLVM IR
 };
 int emit(const EmitOptions& o);
 

@@ -157,6 +157,8 @@ int main_with_args(int argc, char** argv) {
       ->check(CLI::IsMember({"cpu", "cuda", "opencl", "webgpu"}));
   emit_cmd->add_option("--dtype", emit.dtype, "parameter and state storage type");
   emit_cmd->add_flag("--optimized", emit.optimized, "after LLVM's O3 pipeline for the target");
+  emit_cmd->add_flag("--asm", emit.assembly,
+                     "cpu: the machine code the JIT runs, as assembly, instead of LLVM IR");
   emit_cmd->add_option("--cpu", emit.cpu, "target CPU (default: this machine's), e.g. haswell");
   emit_cmd
       ->add_option("--unroll", emit.unroll,
