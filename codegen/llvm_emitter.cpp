@@ -611,7 +611,7 @@ class PassEmitter {
   // (dequantize_block): 8-bit codes of a tabled map, on a CPU with AVX-512 VBMI.
   bool byte_planes(uint32_t buf) const {
     const ir::QuantInfo& q = ir::info(quant(buf));
-    return vbmi_ && q.kind != ir::QuantKind::fp8 && block() % 64 == 0 && !linear_map(q.map);
+    return vbmi_ && block() % 64 == 0 && !linear_map(q.map);
   }
 
   // A block's map values, map[code] for each of its n codes, into its array before the element
@@ -631,8 +631,8 @@ class PassEmitter {
       for (int q = 0; q < 4; ++q) {
         std::vector<uint8_t> bytes(64);
         for (size_t e = 0; e < 64 && 64 * static_cast<size_t>(q) + e < map.size(); ++e)
-          bytes[e] = static_cast<uint8_t>(
-              std::bit_cast<uint32_t>(map[64 * static_cast<size_t>(q) + e]) >> (8 * p));
+          bytes[e] =
+              static_cast<uint8_t>(map_bits(map[64 * static_cast<size_t>(q) + e]) >> (8 * p));
         plane[p][q] = llvm::ConstantDataVector::get(c_, llvm::ArrayRef<uint8_t>(bytes));
       }
     llvm::Function* permute =
@@ -669,6 +669,10 @@ class PassEmitter {
                             llvm::Align(64));
     });
   }
+
+  // A map value's bits as the kernels produce it: e4m3's NaN codes (0x7f, 0xff) give the
+  // canonical quiet NaN, as f8_value computes them.
+  static uint32_t map_bits(float v) { return v != v ? 0x7fc00000u : std::bit_cast<uint32_t>(v); }
 
   // A quantized load: map[code] * the block's scale, in f32 as bitsandbytes dequantizes.
   // 4-bit codes come from the block's unpacked array (element j of the block).
