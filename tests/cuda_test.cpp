@@ -14,6 +14,7 @@
 #include "backend_parity.h"
 #include "caller_memory.h"
 #include "executors.h"
+#include "quant_model.h"
 #include "queued_steps.h"
 #include "runtime/cuda_api.h"
 #include "runtime/cuda_driver.h"
@@ -283,6 +284,14 @@ TEST(Cuda, QuantizedStateStepsTheCpusBits) {
       EXPECT_EQ(run(o), want) << pipeline << " mode " << mode;
     }
   }
+}
+
+// Every code of every format through the CUDA kernels (e4m3 decoded by arithmetic, the maps read
+// from global memory or from shared copies), bit for bit as quant_test checks the CPU and OpenCL.
+TEST(Cuda, QuantizedStateDequantizesEveryCodeToItsMapValue) {
+  testing::quant::check_every_code({.backend = Backend::cuda});
+  testing::quant::check_every_code(
+      {.backend = Backend::cuda, .gpu_launch = codegen::GpuLaunch{.shared_tables = true}});
 }
 
 // A communicator that synchronises with the host (one process: the sum is the data).

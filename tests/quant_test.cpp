@@ -23,6 +23,7 @@ namespace optjit {
 namespace {
 
 using ir::Quant;
+using testing::quant::check_every_code;
 using testing::quant::kPipelines;
 using testing::quant::Model;
 using testing::quant::run;
@@ -479,63 +480,13 @@ TEST(Quant, CheckpointsHoldCodesAndScalesAndResumeExactly) {
       << st.error().message;
 }
 
-// Every code of every format, dequantized by a backend's kernels: SGD with momentum 1 from
-// loaded codes and a zero gradient, so each parameter becomes -(map[code] * its block's scale),
-// bit for bit; a NaN code (e4m3's 0x7f and 0xff) gives NaN.
-void check_every_code(Backend backend) {
-  constexpr int64_t n = 8192;
-  for (const char* format : {"q8", "q8u", "f8", "q4", "q4u"}) {
-    const Quant q = *ir::parse_quant(format);
-    const ir::QuantInfo& info = ir::info(q);
-    const int64_t codes = int64_t{1} << info.bits;
-    auto code_of = [&](int64_t i) { return (i * 7 + i / codes) % codes; };  // all, in any order
-    auto scale_of = [&](int64_t blk) { return 0.37f + 0.25f * static_cast<float>(blk % 5); };
-    const std::string pipeline = fmt::format(R"(sgd(lr=1, momentum=1, state_format="{}"))", format);
-    {
-      std::vector<float> w(n, 0.5f), g(n, 0.0f);
-      OptimizerOptions o;
-      o.backend = backend;
-      auto opt = Optimizer::create(pipeline, {{"w", w.data(), DType::f32, {n}}}, o);
-      ASSERT_TRUE(opt) << opt.error().message;
-      ASSERT_TRUE((*opt)->step({g.data()}));  // makes the momentum buffer
-      auto file = (*opt)->export_state();
-      ASSERT_TRUE(file) << file.error().message;
-      for (auto& t : file->tensors) {
-        if (t.name == "w.momentum_buffer") {
-          ASSERT_EQ(t.dtype, DType::u8) << format;
-          ASSERT_EQ(static_cast<int64_t>(t.data.size()), n * info.bits / 8) << format;
-          for (int64_t b = 0; b < static_cast<int64_t>(t.data.size()); ++b)
-            t.data[static_cast<size_t>(b)] =
-                info.bits == 8 ? static_cast<uint8_t>(code_of(b))
-                               : static_cast<uint8_t>(code_of(2 * b) << 4 | code_of(2 * b + 1));
-        } else if (t.name == "w.momentum_buffer.absmax") {
-          ASSERT_EQ(t.numel(), n / info.block) << format;
-          for (int64_t blk = 0; blk < t.numel(); ++blk) t.set(blk, scale_of(blk));
-        }
-      }
-      ASSERT_TRUE((*opt)->import_state(*file));
-      std::fill(w.begin(), w.end(), 0.0f);
-      ASSERT_TRUE((*opt)->step({g.data()}));
-      for (int64_t i = 0; i < n; ++i) {
-        const float value = info.map[static_cast<size_t>(code_of(i))] * scale_of(i / info.block);
-        if (std::isnan(value)) {
-          EXPECT_TRUE(std::isnan(w[static_cast<size_t>(i)])) << format << " element " << i;
-        } else {
-          ASSERT_EQ(std::bit_cast<uint32_t>(w[static_cast<size_t>(i)]),
-                    std::bit_cast<uint32_t>(0.0f - value))
-              << format << (backend == Backend::cpu ? " cpu" : " opencl") << " element " << i
-              << " code " << code_of(i) << ": " << w[static_cast<size_t>(i)] << ", not " << -value;
-        }
-      }
-    }
-  }
-}
-
 // The CPU dequantizes by byte permutes where it has AVX-512 VBMI (8-bit, fp8 and q4 codes), by
 // arithmetic (e4m3, q4u) or a table load elsewhere (ctest's quant_test.without_avx512vbmi).
-TEST(Quant, CpuDequantizesEveryCodeToItsMapValue) { check_every_code(Backend::cpu); }
+TEST(Quant, CpuDequantizesEveryCodeToItsMapValue) { check_every_code({.backend = Backend::cpu}); }
 
-TEST(Quant, OpenclDequantizesEveryCodeToItsMapValue) { check_every_code(Backend::opencl); }
+TEST(Quant, OpenclDequantizesEveryCodeToItsMapValue) {
+  check_every_code({.backend = Backend::opencl});
+}
 
 // The OpenCL kernels (PoCL here) quantize a block per work-group iteration: the same codes,
 // scales and parameters as the CPU's, bit for bit, whatever the launch shape and step mode.

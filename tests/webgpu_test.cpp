@@ -269,6 +269,12 @@ TEST(WebgpuQuant, FollowsTheReferenceAsTheCpuDoes) {
   }
 }
 
+// Every code of every format through the WGSL kernels, bit for bit (quant_test checks the CPU's
+// and OpenCL's the same way).
+TEST(WebgpuQuant, DequantizesEveryCodeToItsMapValue) {
+  testing::quant::check_every_code({.backend = Backend::webgpu});
+}
+
 #ifdef OPTJIT_HAVE_RAPIDCHECK
 // Before rapidcheck reads its configuration (on first use, after static initialization).
 const int kCases = ::setenv("RC_PARAMS", "max_success=15", /*overwrite=*/0);
@@ -507,14 +513,17 @@ TEST(Webgpu, AProbeSaysWhetherTheAdapterRoundsDivisionAndRoots) {
   ASSERT_TRUE(dev) << dev.error().message;
   const runtime::DeviceDescription& d = (*dev)->description();
   std::printf("%s: division and square root: %s\n", d.name.c_str(), d.division.c_str());
-  if (d.name.find("llvmpipe") != std::string::npos) EXPECT_EQ(d.division, "hardware");
+  if (d.name.find("llvmpipe") != std::string::npos) {
+    EXPECT_EQ(d.division, "hardware");
+  }
   // Made inexact, lavapipe's are corrected, and from Dekker's residual: its fma is not fused.
   for (const char* ulps : {"1", "-1"}) {
     auto off = open_with("OPTJIT_WGSL_INEXACT_ULPS", ulps);
     ASSERT_TRUE(off) << off.error().message;
     EXPECT_NE((*off)->description().division, "hardware") << ulps;
-    if (d.name.find("llvmpipe") != std::string::npos)
+    if (d.name.find("llvmpipe") != std::string::npos) {
       EXPECT_EQ((*off)->description().division, "dekker") << ulps;
+    }
   }
 }
 
@@ -978,8 +987,9 @@ TEST(Webgpu, BenchSaysHowTheKernelsDivide) {
   auto dev = open_with("OPTJIT_WGSL_INEXACT_ULPS", nullptr);  // the adapter bench takes
   ASSERT_TRUE(dev) << dev.error().message;
   EXPECT_EQ(j["f32_division"], (*dev)->description().division);
-  if ((*dev)->description().name.find("llvmpipe") != std::string::npos)
+  if ((*dev)->description().name.find("llvmpipe") != std::string::npos) {
     EXPECT_EQ(j["f32_division"], "hardware");
+  }
   const std::string text = run("OPTJIT_WGSL_INEXACT_ULPS=1", "");
   EXPECT_NE(text.find("the adapter's f32 division and sqrt corrected ("), std::string::npos)
       << text;
