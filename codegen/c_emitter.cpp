@@ -82,6 +82,17 @@ std::string preamble(const Lang& L, const plan::Plan& plan, int vec, bool shared
   for (ir::Quant q : formats) {
     const ir::QuantInfo& qi = ir::info(q);
     const std::string name(ir::to_string(q));
+    if (qi.kind == ir::QuantKind::nearest && ir::linear_thresholds(qi)) {
+      // ir::linear_code: the midpoints of a linear map counted by arithmetic, no table.
+      const int top = static_cast<int>(qi.thresholds.size());
+      const std::string z = L.mul("y", literal(1.0 / static_cast<double>(qi.map[0]), DType::f32));
+      s += L.function(
+          U, "optjit_quantize_" + name, {{F, "y"}},
+          fmt::format("  {}\n  return {};\n", L.let(F, "z", z + " - 0.5f"),
+                      L.select(ge("z", literal(top, DType::f32)), fmt::format("{}u", top),
+                               "(" + L.select(ge("z", "0.0f"), L.cast(U, "z"), "0u") + ")")));
+      continue;
+    }
     if (qi.kind == ir::QuantKind::nearest) {
       // The count of ascending thresholds <= y: with 2^bits - 1 of them, by bisection, bit by
       // bit from the highest (c + step - 1 is the threshold that decides the bit), else one by
@@ -483,12 +494,15 @@ class KernelWriter {
         bits(b) == 4 ? fmt::format("(({} >> ({})) & 15u)", L_.code_byte(b, ix + " >> 1"),
                                    L_.select(fmt::format("({} & 1) != 0", ix), "0u", "4u"))
                      : L_.code_byte(b, ix);
+    const ir::QuantInfo& qi = ir::info(plan_.buffers[b].quant);
+    if (ir::linear_map(qi.map))  // (code + 1) * map[0]: the map's value, no table read
+      return L_.mul(L_.mul(L_.cast(L_.value_type(DType::f32), "(" + code + " + 1u)"),
+                           literal(qi.map[0], DType::f32)),
+                    sc);
     return L_.mul(
-        fmt::format("OPTJIT_BITS_F32({})",
-                    L_.table_at(table_name(fmt::format("optjit_map_{}",
-                                                       ir::to_string(plan_.buffers[b].quant)),
-                                           shared_tables_),
-                                code)),
+        fmt::format(
+            "OPTJIT_BITS_F32({})",
+            L_.table_at(table_name(fmt::format("optjit_map_{}", qi.name), shared_tables_), code)),
         sc);
   }
 
@@ -809,8 +823,9 @@ std::vector<ConstantTable> constant_tables(const plan::Plan& plan) {
   for (ir::Quant q : formats) {
     const ir::QuantInfo& qi = ir::info(q);
     const std::string name(ir::to_string(q));
-    tables.push_back({"optjit_map_" + name, bits(qi.map)});
-    if (qi.kind == ir::QuantKind::nearest)
+    // A linear map and its midpoints are computed (dequantized, ir::linear_code), not read.
+    if (!ir::linear_map(qi.map)) tables.push_back({"optjit_map_" + name, bits(qi.map)});
+    if (qi.kind == ir::QuantKind::nearest && !ir::linear_thresholds(qi))
       tables.push_back({"optjit_thr_" + name, bits(qi.thresholds)});
     if (qi.kind == ir::QuantKind::table)
       tables.push_back(

@@ -611,7 +611,7 @@ class PassEmitter {
   // (dequantize_block): 8-bit codes of a tabled map, on a CPU with AVX-512 VBMI.
   bool byte_planes(uint32_t buf) const {
     const ir::QuantInfo& q = ir::info(quant(buf));
-    return vbmi_ && block() % 64 == 0 && !linear_map(q.map);
+    return vbmi_ && block() % 64 == 0 && !ir::linear_map(q.map);
   }
 
   // A block's map values, map[code] for each of its n codes, into its array before the element
@@ -700,8 +700,8 @@ class PassEmitter {
     llvm::Value* m;
     const std::span<const float> values = ir::info(quant(buf)).map;
     if (ir::info(quant(buf)).kind == ir::QuantKind::fp8) {
-      m = f8_value(code);             // the map's value, computed: no gather
-    } else if (linear_map(values)) {  // q4u: map[c] = (c + 1) / 16 exactly, no gather
+      m = f8_value(code);                 // the map's value, computed: no gather
+    } else if (ir::linear_map(values)) {  // q4u: map[c] = (c + 1) / 16 exactly, no gather
       m = b_.CreateFMul(
           b_.CreateUIToFP(b_.CreateAdd(b_.CreateZExt(code, b_.getInt32Ty()), b_.getInt32(1)),
                           b_.getFloatTy()),
@@ -714,13 +714,6 @@ class PassEmitter {
                                {b_.getInt64(0), b_.CreateZExt(code, b_.getInt64Ty())}));
     }
     return convert(b_.CreateFMul(m, scale_.at(buf)), DType::f32, want);
-  }
-
-  // Whether map[c] == (c + 1) * map[0] exactly for every code (computed in f32 that way).
-  static bool linear_map(std::span<const float> map) {
-    for (size_t c = 0; c < map.size(); ++c)
-      if (map[c] != static_cast<float>(c + 1) * map[0]) return false;
-    return true;
   }
 
   // The e4m3fn value of a code (ir/quant.cpp's table, computed): normal codes by their bits,
@@ -1072,7 +1065,16 @@ class PassEmitter {
       auto splat = [&](int v) {
         return b_.CreateVectorSplat(32, b_.getInt32(static_cast<uint32_t>(v)));
       };
-      if (avx512bw_ && t.size() == 15) {
+      if (ir::linear_thresholds(ir::info(quant(buf)))) {  // ir::linear_code, no search
+        const ir::QuantInfo& qi = ir::info(quant(buf));
+        auto splat_f = [&](double v) { return llvm::ConstantFP::get(vf, v); };
+        llvm::Value* z = b_.CreateFSub(b_.CreateFMul(y, splat_f(1.0 / qi.map[0])), splat_f(0.5));
+        const auto top = static_cast<double>(qi.thresholds.size());
+        // Both compares are false for NaN: 0, as its count is.
+        llvm::Value* in = b_.CreateSelect(b_.CreateFCmpOGE(z, splat_f(0.0)), z, splat_f(0.0));
+        in = b_.CreateSelect(b_.CreateFCmpOGE(z, splat_f(top)), splat_f(top), in);
+        c = b_.CreateFPToUI(in, vi32);
+      } else if (avx512bw_ && t.size() == 15) {
         for (int step = 8; step >= 1; step /= 2) {
           // cand[m] = t[m + step - 1]: the search only asks where m + step - 1 <= 14.
           std::vector<float> table(16, 0.0f);

@@ -588,6 +588,23 @@ bool quantized_tensor(Quant q, int64_t numel) {
   return numel >= i.min_elements && (!i.whole_blocks || numel % i.block == 0);
 }
 
+bool linear_map(std::span<const float> map) {
+  for (size_t c = 0; c < map.size(); ++c)
+    if (map[c] != static_cast<float>(c + 1) * map[0]) return false;
+  return !map.empty();
+}
+
+bool linear_thresholds(const QuantInfo& q) {
+  if (q.kind != QuantKind::nearest || !linear_map(q.map)) return false;
+  const float m = q.map[0];
+  int e = 0;
+  if (!(m > 0.0f) || std::frexp(m, &e) != 0.5f) return false;  // a power of two
+  if (q.thresholds.size() + 1 != q.map.size()) return false;
+  for (size_t k = 0; k < q.thresholds.size(); ++k)
+    if (q.thresholds[k] != static_cast<float>((static_cast<double>(k) + 1.5) * m)) return false;
+  return true;
+}
+
 uint8_t nearest_code_exact(Quant q, double y) {
   const std::span<const float> map = info(q).map;
   const int top = static_cast<int>(map.size()) - 1;

@@ -102,6 +102,24 @@ std::optional<Quant> parse_quant(std::string_view s);
 /// Every format's name, for messages: "q8, q8u, f8, q4, q4u".
 std::string quant_names();
 
+/// Whether map[c] == (c + 1) * map[0] exactly for every code (the product in f32): the kernels
+/// compute such a map's values (torchao's unsigned 4-bit map, (c + 1) / 16) instead of reading
+/// them.
+bool linear_map(std::span<const float> map);
+/// Whether a nearest format's map is linear with a power-of-two step m and its thresholds are
+/// the midpoints (k + 1.5) * m. Then its code (nearest_code, the count of thresholds <= y) is
+/// linear_code(y, m, 2^bits - 1), which the kernels compute instead of searching the thresholds.
+bool linear_thresholds(const QuantInfo& q);
+/// The count of thresholds (k + 1.5) * m <= y, k < top: z = y / m - 0.5 is exact (m a power of
+/// two) wherever the clamps do not decide, and the count is trunc(z) clamped to [0, top]; NaN
+/// gives 0, as every compare with it is false.
+inline uint8_t linear_code(float y, float m, int top) {
+  const float z = y * (1.0f / m) - 0.5f;
+  return z >= static_cast<float>(top) ? static_cast<uint8_t>(top)
+         : z >= 0.0f                  ? static_cast<uint8_t>(z)
+                                      : 0;
+}
+
 /// Bytes a quantized buffer of format q takes per element (its code), and its scales.
 inline double code_bytes_per_element(Quant q);
 inline double scale_bytes_per_element(Quant q);

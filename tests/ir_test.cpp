@@ -69,8 +69,11 @@ TEST(IrText, StochasticRoundingRoundTrips) {
   EXPECT_EQ(ir::print(*back), text);
   EXPECT_EQ(ir::structural_hash(*back), ir::structural_hash(plan->program));
   EXPECT_TRUE(ir::verify(*back)) << text;
-  for (const auto& in : back->insts)
-    if (in.op == ir::Op::First) EXPECT_EQ(in.rank, Rank::tensor);
+  for (const auto& in : back->insts) {
+    if (in.op == ir::Op::First) {
+      EXPECT_EQ(in.rank, Rank::tensor);
+    }
+  }
   // A stream that names no buffer is refused.
   ir::Program bad = plan->program;
   for (auto& in : bad.insts)

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <random>
 #include <span>
 #include <vector>
 
@@ -131,6 +132,42 @@ TEST(Quant, FourBitThresholdsAreTorchaosRoundingExactly) {
 }
 
 // torch's float -> float8_e4m3fn conversion, against the exact rounding of the same value.
+// torchao's unsigned 4-bit map is linear ((c + 1) / 16) with its midpoints as thresholds, so
+// every backend counts them by arithmetic (ir::linear_code) instead of searching: the same code
+// as the count (ir::nearest_code) for every f32 within 4096 ulps of each threshold, of 0, of 1
+// and of the largest values, for NaN and the infinities, and for a million random bit patterns.
+// The other formats keep the search.
+TEST(Quant, LinearThresholdsAreCountedByArithmetic) {
+  const ir::QuantInfo& q4u = ir::info(Quant::q4u);
+  ASSERT_TRUE(ir::linear_thresholds(q4u));
+  EXPECT_FALSE(ir::linear_thresholds(ir::info(Quant::q4)));
+  EXPECT_FALSE(ir::linear_thresholds(ir::info(Quant::q8u)));
+  EXPECT_TRUE(ir::linear_map(q4u.map));
+  EXPECT_FALSE(ir::linear_map(ir::info(Quant::q4).map));
+  const int top = static_cast<int>(q4u.thresholds.size());
+  auto check = [&](float y) {
+    ASSERT_EQ(ir::linear_code(y, q4u.map[0], top), ir::nearest_code(Quant::q4u, y))
+        << y << " (bits " << std::hex << std::bit_cast<uint32_t>(y) << ")";
+  };
+  std::vector<float> centres(q4u.thresholds.begin(), q4u.thresholds.end());
+  for (float c : {0.0f, 1.0f, -1.0f, std::numeric_limits<float>::max(),
+                  -std::numeric_limits<float>::max(), std::numeric_limits<float>::min()})
+    centres.push_back(c);
+  for (float c : centres) {
+    float up = c, down = c;
+    for (int k = 0; k < 4096; ++k) {
+      check(up), check(down);
+      up = std::nextafter(up, std::numeric_limits<float>::infinity());
+      down = std::nextafter(down, -std::numeric_limits<float>::infinity());
+    }
+  }
+  for (float y : {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN(),
+                  std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()})
+    check(y);
+  std::mt19937 rng(12);
+  for (int k = 0; k < 1000000; ++k) check(std::bit_cast<float>(static_cast<uint32_t>(rng())));
+}
+
 TEST(Quant, Fp8CodesRoundToNearestEvenLikeTorch) {
   const auto map = ir::info(Quant::f8).map;
   EXPECT_EQ(map[0x7e], 448.0f);

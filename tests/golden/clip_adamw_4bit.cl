@@ -15,14 +15,6 @@ __constant uint optjit_thr_q4[15] = {
   0xbf466666u, 0xbf0ccccdu, 0xbea66666u, 0xbe147ae1u, 0xbd6147aeu, 0xbc9ba5e4u, 0xbb343958u, 0x3b343958u,
   0x3c9ba5e4u, 0x3d6147afu, 0x3e147ae1u, 0x3ea66667u, 0x3f0ccccdu, 0x3f466667u, 0x3f71999au,
 };
-__constant uint optjit_map_q4u[16] = {
-  0x3d800000u, 0x3e000000u, 0x3e400000u, 0x3e800000u, 0x3ea00000u, 0x3ec00000u, 0x3ee00000u, 0x3f000000u,
-  0x3f100000u, 0x3f200000u, 0x3f300000u, 0x3f400000u, 0x3f500000u, 0x3f600000u, 0x3f700000u, 0x3f800000u,
-};
-__constant uint optjit_thr_q4u[15] = {
-  0x3dc00000u, 0x3e200000u, 0x3e600000u, 0x3e900000u, 0x3eb00000u, 0x3ed00000u, 0x3ef00000u, 0x3f080000u,
-  0x3f180000u, 0x3f280000u, 0x3f380000u, 0x3f480000u, 0x3f580000u, 0x3f680000u, 0x3f780000u,
-};
 uint optjit_quantize_q4(float y) {
   uint c = 0u;
   c += y >= OPTJIT_BITS_F32(optjit_thr_q4[c + 7u]) ? 8u : 0u;
@@ -32,12 +24,8 @@ uint optjit_quantize_q4(float y) {
   return c;
 }
 uint optjit_quantize_q4u(float y) {
-  uint c = 0u;
-  c += y >= OPTJIT_BITS_F32(optjit_thr_q4u[c + 7u]) ? 8u : 0u;
-  c += y >= OPTJIT_BITS_F32(optjit_thr_q4u[c + 3u]) ? 4u : 0u;
-  c += y >= OPTJIT_BITS_F32(optjit_thr_q4u[c + 1u]) ? 2u : 0u;
-  c += y >= OPTJIT_BITS_F32(optjit_thr_q4u[c + 0u]) ? 1u : 0u;
-  return c;
+  const float z = y * 0x1p+4f - 0.5f;
+  return z >= 0x1.ep+3f ? 15u : (z >= 0.0f ? (uint)z : 0u);
 }
 
 __kernel void optjit_pass_0(__global float* restrict b0, __global float* restrict b1, __global float* restrict b2, __global float* restrict b3, __global float* restrict b4, __global float* restrict b5, __global const double* restrict uniforms, __global const long* restrict rows,
@@ -113,7 +101,7 @@ __kernel void optjit_pass_1(__global float* restrict b0, __global float* restric
           const float L0_0 = p0[i0];
           const float L1_0 = p1[i0];
           const float L2_0 = OPTJIT_BITS_F32(optjit_map_q4[((q2[i0 >> 1] >> ((i0 & 1) != 0 ? 0u : 4u)) & 15u)]) * sc2;
-          const float L4_0 = OPTJIT_BITS_F32(optjit_map_q4u[((q4[i0 >> 1] >> ((i0 & 1) != 0 ? 0u : 4u)) & 15u)]) * sc4;
+          const float L4_0 = (float)(((q4[i0 >> 1] >> ((i0 & 1) != 0 ? 0u : 4u)) & 15u) + 1u) * 0x1p-4f * sc4;
           {
             float S0;
             float S2;

@@ -18,14 +18,6 @@ __device__ const unsigned int optjit_thr_q4[15] = {
   0xbf466666u, 0xbf0ccccdu, 0xbea66666u, 0xbe147ae1u, 0xbd6147aeu, 0xbc9ba5e4u, 0xbb343958u, 0x3b343958u,
   0x3c9ba5e4u, 0x3d6147afu, 0x3e147ae1u, 0x3ea66667u, 0x3f0ccccdu, 0x3f466667u, 0x3f71999au,
 };
-__device__ const unsigned int optjit_map_q4u[16] = {
-  0x3d800000u, 0x3e000000u, 0x3e400000u, 0x3e800000u, 0x3ea00000u, 0x3ec00000u, 0x3ee00000u, 0x3f000000u,
-  0x3f100000u, 0x3f200000u, 0x3f300000u, 0x3f400000u, 0x3f500000u, 0x3f600000u, 0x3f700000u, 0x3f800000u,
-};
-__device__ const unsigned int optjit_thr_q4u[15] = {
-  0x3dc00000u, 0x3e200000u, 0x3e600000u, 0x3e900000u, 0x3eb00000u, 0x3ed00000u, 0x3ef00000u, 0x3f080000u,
-  0x3f180000u, 0x3f280000u, 0x3f380000u, 0x3f480000u, 0x3f580000u, 0x3f680000u, 0x3f780000u,
-};
 __device__ static unsigned int optjit_quantize_q4(float y) {
   unsigned int c = 0u;
   c += y >= OPTJIT_BITS_F32(optjit_thr_q4[c + 7u]) ? 8u : 0u;
@@ -35,12 +27,8 @@ __device__ static unsigned int optjit_quantize_q4(float y) {
   return c;
 }
 __device__ static unsigned int optjit_quantize_q4u(float y) {
-  unsigned int c = 0u;
-  c += y >= OPTJIT_BITS_F32(optjit_thr_q4u[c + 7u]) ? 8u : 0u;
-  c += y >= OPTJIT_BITS_F32(optjit_thr_q4u[c + 3u]) ? 4u : 0u;
-  c += y >= OPTJIT_BITS_F32(optjit_thr_q4u[c + 1u]) ? 2u : 0u;
-  c += y >= OPTJIT_BITS_F32(optjit_thr_q4u[c + 0u]) ? 1u : 0u;
-  return c;
+  const float z = y * 0x1p+4f - 0.5f;
+  return z >= 0x1.ep+3f ? 15u : (z >= 0.0f ? (unsigned int)z : 0u);
 }
 
 extern "C" __global__ void __launch_bounds__(256, 2) optjit_pass_0(const OptjitRow* __restrict__ rows,
@@ -116,7 +104,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) optjit_pass_1(const OptjitR
           L0_0 = p0[i0];
           L1_0 = p1[i0];
           L2_0 = OPTJIT_BITS_F32(optjit_map_q4[((q2[i0 >> 1] >> ((i0 & 1) != 0 ? 0u : 4u)) & 15u)]) * sc2;
-          L4_0 = OPTJIT_BITS_F32(optjit_map_q4u[((q4[i0 >> 1] >> ((i0 & 1) != 0 ? 0u : 4u)) & 15u)]) * sc4;
+          L4_0 = (float)(((q4[i0 >> 1] >> ((i0 & 1) != 0 ? 0u : 4u)) & 15u) + 1u) * 0x1p-4f * sc4;
         }
         const long long i1 = e0 + lane + 32;
         float L0_1;
@@ -127,7 +115,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) optjit_pass_1(const OptjitR
           L0_1 = p0[i1];
           L1_1 = p1[i1];
           L2_1 = OPTJIT_BITS_F32(optjit_map_q4[((q2[i1 >> 1] >> ((i1 & 1) != 0 ? 0u : 4u)) & 15u)]) * sc2;
-          L4_1 = OPTJIT_BITS_F32(optjit_map_q4u[((q4[i1 >> 1] >> ((i1 & 1) != 0 ? 0u : 4u)) & 15u)]) * sc4;
+          L4_1 = (float)(((q4[i1 >> 1] >> ((i1 & 1) != 0 ? 0u : 4u)) & 15u) + 1u) * 0x1p-4f * sc4;
         }
         const long long i2 = e0 + lane + 64;
         float L0_2;
@@ -138,7 +126,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) optjit_pass_1(const OptjitR
           L0_2 = p0[i2];
           L1_2 = p1[i2];
           L2_2 = OPTJIT_BITS_F32(optjit_map_q4[((q2[i2 >> 1] >> ((i2 & 1) != 0 ? 0u : 4u)) & 15u)]) * sc2;
-          L4_2 = OPTJIT_BITS_F32(optjit_map_q4u[((q4[i2 >> 1] >> ((i2 & 1) != 0 ? 0u : 4u)) & 15u)]) * sc4;
+          L4_2 = (float)(((q4[i2 >> 1] >> ((i2 & 1) != 0 ? 0u : 4u)) & 15u) + 1u) * 0x1p-4f * sc4;
         }
         const long long i3 = e0 + lane + 96;
         float L0_3;
@@ -149,7 +137,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) optjit_pass_1(const OptjitR
           L0_3 = p0[i3];
           L1_3 = p1[i3];
           L2_3 = OPTJIT_BITS_F32(optjit_map_q4[((q2[i3 >> 1] >> ((i3 & 1) != 0 ? 0u : 4u)) & 15u)]) * sc2;
-          L4_3 = OPTJIT_BITS_F32(optjit_map_q4u[((q4[i3 >> 1] >> ((i3 & 1) != 0 ? 0u : 4u)) & 15u)]) * sc4;
+          L4_3 = (float)(((q4[i3 >> 1] >> ((i3 & 1) != 0 ? 0u : 4u)) & 15u) + 1u) * 0x1p-4f * sc4;
         }
         unsigned int am2 = 0u;
         float Q2_0 = 0.0f;
