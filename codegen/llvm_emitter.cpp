@@ -608,7 +608,8 @@ class PassEmitter {
   }
 
   // Whether buffer buf's codes are dequantized a block at a time by byte permutes
-  // (dequantize_block): 8-bit codes of a tabled map, on a CPU with AVX-512 VBMI.
+  // (dequantize_block): codes of a map that is not linear (bitsandbytes' 8-bit maps, e4m3,
+  // torchao's signed 4-bit map), on a CPU with AVX-512 VBMI.
   bool byte_planes(uint32_t buf) const {
     const ir::QuantInfo& q = ir::info(quant(buf));
     return vbmi_ && block() % 64 == 0 && !ir::linear_map(q.map);
