@@ -11,7 +11,8 @@
 #   quick   for a short lease: a 20 s tune and the host and graph steps at 2e8 parameters, and the
 #           same against torch's fused AdamW at 2e8 and on resnet50 shapes
 #   quant   clip + AdamW with fp32, 8-bit, 4-bit and fp8 state at 268M parameters, code tables
-#           in global and in shared memory (#12)
+#           in global and in shared memory (#12); with a baseline in the bundle
+#           (tools/gpu/baseline.sh), each also with the baseline's build, just before
 #   profile Nsight Compute on the quantized update kernels (4-bit, 8-bit, fp8): where their time goes
 #   opencl  the emitter through NVIDIA's OpenCL, where the image has its ICD
 #   webgpu  #15 on NVIDIA: the WebGPU backend (the bundle's wgpu-native, the machine's Vulkan
@@ -157,12 +158,21 @@ quick() {
 # the roofline of its own bytes per parameter (optjit bench's "of copy"), with the code tables
 # in global memory and in shared memory (--launch tables=shared).
 quant() {
-  local f t n=268435456
+  local f t n=268435456 base=$root/baseline
   "$optjit" bench "$P" --backend cuda --numel $n --steps 5 --reps 5 --no-unfused --step graph
+  [ -x "$base/bin/optjit" ] && echo "baseline: $(cat "$base/REVISION")"
   for f in 8bit 4bit f8; do
     for t in global shared; do
-      "$optjit" bench "chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, weight_decay=0.01, state_format=\"$f\"))" \
-        --backend cuda --numel $n --steps 5 --reps 5 --no-unfused --step graph --launch tables=$t
+      local q="chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, weight_decay=0.01, state_format=\"$f\"))"
+      if [ -x "$base/bin/optjit" ]; then
+        echo "# baseline, $f, tables=$t"
+        OPTJIT_CACHE_DIR=/tmp/optjit-cache-baseline LD_LIBRARY_PATH="$base/lib:$LD_LIBRARY_PATH" \
+          "$base/bin/optjit" bench "$q" --backend cuda --numel $n --steps 5 --reps 5 --no-unfused \
+          --step graph --launch tables=$t
+        echo "# this build, $f, tables=$t"
+      fi
+      "$optjit" bench "$q" --backend cuda --numel $n --steps 5 --reps 5 --no-unfused --step graph \
+        --launch tables=$t
     done
   done
 }

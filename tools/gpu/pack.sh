@@ -3,6 +3,8 @@
 # libraries it needs that a GPU machine's image lacks (LLVM 15, SQLite, fmt, libsodium, xxHash,
 # OpenCL's loader, wgpu-native, ...) into .gpu/optjit-gpu.tar.xz (about 52 MB), and Debian's GL
 # loaders into .gpu/gl, for machines that can run CUDA but cannot install Debian's packages.
+# A baseline of another revision built by tools/gpu/baseline.sh goes in too (under 1 MB), for
+# device_run.sh's same-lease comparisons.
 # Then, on such a machine, with .gpu carried along:
 #   bash tools/gpu/lease.sh smoke:110 tests:160 python:170 webgpu:90   # stages, time limits, logs
 set -euo pipefail
@@ -49,6 +51,17 @@ if [ -n "$bnb" ] && [ -d "$bnb" ]; then
   find "$stage/pylib/bitsandbytes" -name 'libbitsandbytes_*.so' ! -name '*_cpu.so' \
     ! -name '*_cuda13*.so' -delete
   cp -r "$(dirname "$bnb")"/bitsandbytes-*.dist-info "$stage/pylib/" 2>/dev/null || true
+fi
+# A baseline build of another revision (tools/gpu/baseline.sh), for device_run.sh's same-lease
+# comparisons: its CLI and library only (the other libraries are the same packages').
+base=${OPTJIT_BASELINE_BUILD:-/tmp/optjit-baseline/build}
+if [ -x "$base/optjit" ] && [ -e "$base/liboptjit.so.0.1" ]; then
+  mkdir -p "$stage/baseline/bin" "$stage/baseline/lib"
+  cp "$base/optjit" "$stage/baseline/bin/"
+  cp -L "$base/liboptjit.so.0.1" "$stage/baseline/lib/"
+  cp "$base/REVISION" "$stage/baseline/" 2>/dev/null || echo unknown >"$stage/baseline/REVISION"
+  strip "$stage"/baseline/bin/* "$stage"/baseline/lib/* 2>/dev/null || true
+  echo "pack: with the baseline $(cut -c1-12 "$stage/baseline/REVISION")"
 fi
 strip "$stage"/bin/* "$stage"/lib/* 2>/dev/null || true
 tar -cJf .gpu/optjit-gpu.tar.xz -C "$stage" .
