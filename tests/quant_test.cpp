@@ -8,7 +8,6 @@
 #include <span>
 #include <vector>
 
-#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "api/optimizer.h"
