@@ -179,8 +179,8 @@ quant() {
 
 # Where the quantized steps' time goes: Nsight Compute on the update pass (optjit_pass_1) of
 # clip + AdamW with 4-bit, 8-bit (its tables global and shared) and fp8 state at 64M
-# parameters (speed of light, memory, warp stalls, issue slots, occupancy); the reports' text
-# in profile.log.
+# parameters (speed of light, memory, warp stalls, issue slots, occupancy, and the SASS lines
+# where warps stall most); the reports' text in profile.log.
 profile() {
   local f ncu
   ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
@@ -189,7 +189,7 @@ profile() {
     echo "### ${f%:*}, tables=${f#*:}"
     "$ncu" --clock-control none --kernel-name optjit_pass_1 --launch-count 1 \
       --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
-      --section SchedulerStats --section Occupancy --section LaunchStats \
+      --section SchedulerStats --section Occupancy --section LaunchStats --section SourceCounters \
       "$optjit" bench "chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, weight_decay=0.01, state_format=\"${f%:*}\"))" \
       --backend cuda --numel 67108864 --steps 1 --reps 1 --no-unfused --step host --launch tables=${f#*:}
   done
