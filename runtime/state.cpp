@@ -373,6 +373,13 @@ Status import_buffer(const plan::Plan& plan, TensorState& t, size_t b, const Hos
     if (!s || s->dtype != DType::f32 || s->numel() != blocks)
       return make_error("state file has no f32 '{}.absmax' with {} blocks for its codes", name,
                         blocks);
+    // A block's scale is its absmax (clipped, / 448 for fp8): never negative, which would
+    // silently flip the signs of the block's values. NaN and Inf are what a diverged run saves,
+    // and load as they are, as f32 state does.
+    for (int64_t k = 0; k < blocks; ++k)
+      if (const double v = s->get(k); v < 0)
+        return make_error("state '{}.absmax' is {} at block {}: a block's scale is never negative",
+                          name, v, k);
     std::memcpy(t.data(b), h.data.data(), static_cast<size_t>(want));
     std::memcpy(t.data(b + 1), s->data.data(), s->data.size());
     return Status::Ok();

@@ -505,6 +505,22 @@ TEST(Quant, CheckpointsHoldCodesAndScalesAndResumeExactly) {
       Optimizer::create(R"(adamw(lr=1e-2, weight_decay=0.1, state_format="8bit"))", q.params());
   ASSERT_TRUE(into);
   ASSERT_TRUE((*into)->import_state(*values)) << "f32 values quantize on import";
+  // A negative scale would flip a block's values: refused, naming the tensor and block. A NaN
+  // one (a diverged run's) loads.
+  for (auto [value, ok] : {std::pair{-0.5f, false}, {std::nanf(""), true}, {-0.0f, true}}) {
+    runtime::TensorFile bad = *file;
+    for (auto& t : bad.tensors)
+      if (t.name == "b.exp_avg_sq.absmax") t.set(7, value);
+    auto into_bad = Optimizer::create(pipeline, Model().params());
+    ASSERT_TRUE(into_bad);
+    auto status = (*into_bad)->import_state(bad);
+    EXPECT_EQ(static_cast<bool>(status), ok) << value;
+    if (!ok) {
+      EXPECT_EQ(status.error().message,
+                "state 'b.exp_avg_sq.absmax' is -0.5 at block 7: a block's scale is never "
+                "negative");
+    }
+  }
   auto swapped = Optimizer::create(R"(adamw(lr=1e-2, state_format="exp_avg:q8u,exp_avg_sq:q8"))",
                                    Model().params());
   ASSERT_TRUE(swapped);
