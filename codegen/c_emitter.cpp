@@ -82,7 +82,7 @@ std::string preamble(const Lang& L, const plan::Plan& plan, int vec, bool shared
   for (ir::Quant q : formats) {
     const ir::QuantInfo& qi = ir::info(q);
     const std::string name(ir::to_string(q));
-    if (qi.kind == ir::QuantKind::nearest && ir::linear_thresholds(qi)) {
+    if (ir::linear_thresholds(qi)) {
       // ir::linear_code: the midpoints of a linear map counted by arithmetic, no table.
       const int top = static_cast<int>(qi.thresholds.size());
       const std::string z = L.mul("y", literal(1.0 / static_cast<double>(qi.map[0]), DType::f32));

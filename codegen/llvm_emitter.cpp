@@ -1054,7 +1054,8 @@ class PassEmitter {
     auto* i32 = b_.getInt32Ty();
     auto* vf = llvm::FixedVectorType::get(f32, 32);
     auto* vi32 = llvm::FixedVectorType::get(i32, 32);
-    const std::span<const float> t = ir::info(quant(buf)).thresholds;
+    const ir::QuantInfo& qi = ir::info(quant(buf));
+    const std::span<const float> t = qi.thresholds;
     llvm::Function* permute =
         llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::x86_avx512_permvar_sf_512);
     counted_loop("nibbles", n, 32, [&](llvm::Value* k) {
@@ -1066,8 +1067,7 @@ class PassEmitter {
       auto splat = [&](int v) {
         return b_.CreateVectorSplat(32, b_.getInt32(static_cast<uint32_t>(v)));
       };
-      if (ir::linear_thresholds(ir::info(quant(buf)))) {  // ir::linear_code, no search
-        const ir::QuantInfo& qi = ir::info(quant(buf));
+      if (ir::linear_thresholds(qi)) {  // ir::linear_code, no search
         auto splat_f = [&](double v) { return llvm::ConstantFP::get(vf, v); };
         llvm::Value* z = b_.CreateFSub(b_.CreateFMul(y, splat_f(1.0 / qi.map[0])), splat_f(0.5));
         const auto top = static_cast<double>(qi.thresholds.size());

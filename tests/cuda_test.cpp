@@ -286,8 +286,9 @@ TEST(Cuda, QuantizedStateStepsTheCpusBits) {
   }
 }
 
-// Every code of every format through the CUDA kernels (e4m3 decoded by arithmetic, the maps read
-// from global memory or from shared copies), bit for bit as quant_test checks the CPU and OpenCL.
+// Every code of every format through the CUDA kernels (the maps, e4m3's too, read from global
+// memory or from shared copies; q4u's computed), bit for bit as quant_test checks the CPU and
+// OpenCL.
 TEST(Cuda, QuantizedStateDequantizesEveryCodeToItsMapValue) {
   testing::quant::check_every_code({.backend = Backend::cuda});
   testing::quant::check_every_code(
