@@ -1,7 +1,8 @@
-// On a machine with an NVIDIA GPU (label "gpu"; not part of the default suite): the CUDA
-// backend against PyTorch and the reference on every fixture, host-driven, as a device step and
-// as a replayed CUDA graph. Without a GPU every test fails
-// with the driver's message, by design: run it where there is one.
+// On a machine with an NVIDIA GPU (label "gpu"): the CUDA backend against PyTorch and the
+// reference on every fixture, host-driven, as a device step and as a replayed CUDA graph. The
+// default suite runs it all but NCCL on the CPU under the CUDA emulator (tests/cuda_emu, label
+// "emulator"): every kernel and the runtime's streams, graphs and memory, not a GPU's timing.
+// Without either, every test fails with the driver's message, by design.
 #include <cmath>
 #include <cstdio>
 #include <future>

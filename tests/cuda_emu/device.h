@@ -1,0 +1,297 @@
+// The CUDA emulator's device side (tests/cuda_emu/README.md): what a kernel source that optjit
+// emits for NVRTC needs in order to compile as host C++ and run on the CPU, one CUDA thread per
+// fiber. The emulator's NVRTC (nvrtc.cpp) includes this ahead of the source and appends
+// OPTJIT_EMU_KERNEL(name) for each kernel; its driver (driver.cpp) loads the result and calls
+// optjit_emu_run_<name>.
+//
+// Execution model, as the CUDA programming guide states it for what optjit's kernels use:
+//  - blocks run one after another; a block's threads are fibers on the calling thread, switched
+//    only where CUDA threads synchronise (__syncthreads, __shfl_xor_sync) or exit, so shared
+//    memory (`__shared__`, here `static`) belongs to the one block running;
+//  - __syncthreads waits for every thread of the block that has not exited (exited threads
+//    count as arrived, as on Volta and later);
+//  - __shfl_xor_sync waits for every lane of its warp that has not exited, and reads the lane
+//    `lane ^ mask`; a partial mask, or reading a lane that has exited, is an error (undefined on
+//    a GPU);
+//  - a block in which every live thread waits and none can go on is a deadlock: the launch
+//    fails with a message naming where its threads wait, instead of hanging.
+// Arithmetic is the host's IEEE f32/f64 with no contraction (NVRTC's --fmad=false,
+// --prec-div=true, --prec-sqrt=true); libm's transcendentals stand in for CUDA's.
+#pragma once
+
+#include <math.h>
+#include <ucontext.h>
+
+#include <bit>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace optjit_emu {
+
+struct Dim {
+  unsigned int x = 1, y = 1, z = 1;
+};
+
+struct Barrier {
+  unsigned int arrived = 0;
+  unsigned long long generation = 0;
+  std::vector<unsigned int> waiting;  // fibers
+};
+
+struct Fiber {
+  ucontext_t context;
+  Dim tid;
+  unsigned int lane = 0, warp = 0;
+  bool exited = false;
+  enum class Wait { none, block, warp } waits = Wait::none;  // for a deadlock's message
+};
+
+struct Block {
+  Dim bid, bdim, gdim;
+  std::vector<Fiber> fibers;
+  std::vector<std::vector<char>> stacks;
+  std::vector<unsigned int> runnable;
+  size_t next = 0;
+  unsigned int live = 0;
+  std::vector<unsigned int> warp_live;
+  Barrier block_barrier;
+  std::vector<Barrier> warp_barriers;
+  std::vector<unsigned long long> slots;  // [warp][parity][lane]: the value a lane gave
+  std::vector<unsigned long long> given;  // [warp][parity][lane]: the generation it gave it at
+  ucontext_t scheduler;
+  unsigned int current = 0;
+  char error[512] = {};
+  void (*body)(void*) = nullptr;
+  void* args = nullptr;
+};
+
+// One launch at a time per module (the driver holds a lock around every launch).
+static Block* block = nullptr;
+
+inline Fiber& self() { return block->fibers[block->current]; }
+
+inline void fail(const char* message) {
+  if (!block->error[0]) std::snprintf(block->error, sizeof(block->error), "%s", message);
+}
+
+// Leaves the CPU to the next runnable fiber; the caller has put itself on a wait list (or
+// exited).
+inline void suspend() { swapcontext(&self().context, &block->scheduler); }
+
+inline void release(Barrier& b) {
+  b.arrived = 0;
+  ++b.generation;
+  for (unsigned int f : b.waiting) {
+    block->fibers[f].waits = Fiber::Wait::none;
+    block->runnable.push_back(f);
+  }
+  b.waiting.clear();
+}
+
+// Arrive at b with `participants` fibers taking part; returns when all of them have.
+inline void arrive(Barrier& b, unsigned int participants, Fiber::Wait where) {
+  if (++b.arrived >= participants) {
+    release(b);
+    return;
+  }
+  b.waiting.push_back(block->current);
+  self().waits = where;
+  suspend();
+}
+
+inline void exit_fiber() {
+  Fiber& f = self();
+  f.exited = true;
+  --block->live;
+  --block->warp_live[f.warp];
+  // Those waiting may now be all that is left.
+  if (block->block_barrier.arrived > 0 && block->block_barrier.arrived >= block->live)
+    release(block->block_barrier);
+  Barrier& w = block->warp_barriers[f.warp];
+  if (w.arrived > 0 && w.arrived >= block->warp_live[f.warp]) release(w);
+}
+
+inline void fiber_main() {
+  block->body(block->args);
+  exit_fiber();
+  // Back to the scheduler for good (uc_link is the scheduler too; this keeps the stack tidy).
+}
+
+inline size_t slot(unsigned int warp, unsigned long long generation, unsigned int lane) {
+  return (static_cast<size_t>(warp) * 2 + (generation & 1)) * 32 + lane;
+}
+
+template <class T>
+T shfl_xor(unsigned int mask, T value, int lane_mask) {
+  static_assert(sizeof(T) <= 8 && std::is_trivially_copyable_v<T>);
+  Fiber& f = self();
+  if (mask != 0xffffffffu)
+    fail("__shfl_xor_sync with a partial mask (the emulator takes full warps only)");
+  Barrier& b = block->warp_barriers[f.warp];
+  const unsigned long long generation = b.generation;
+  unsigned long long bits = 0;
+  std::memcpy(&bits, &value, sizeof(T));
+  block->slots[slot(f.warp, generation, f.lane)] = bits;
+  block->given[slot(f.warp, generation, f.lane)] = generation + 1;
+  arrive(b, block->warp_live[f.warp], Fiber::Wait::warp);
+  // The lane read from must have taken part in this exchange (it may have exited since).
+  const size_t from = slot(f.warp, generation, f.lane ^ static_cast<unsigned int>(lane_mask & 31));
+  if (block->given[from] != generation + 1)
+    fail("__shfl_xor_sync read a lane that did not take part (it has exited or does not exist)");
+  T out;
+  bits = block->slots[from];
+  std::memcpy(&out, &bits, sizeof(T));
+  return out;
+}
+
+inline void syncthreads() { arrive(block->block_barrier, block->live, Fiber::Wait::block); }
+
+constexpr size_t kStackBytes = 256 * 1024;
+
+// Runs one block of `threads` fibers over body(args); false (with b.error) on a deadlock or an
+// error a fiber raised.
+inline bool run_block(Block& b) {
+  const unsigned int n = b.bdim.x * b.bdim.y * b.bdim.z;
+  const unsigned int warps = (n + 31) / 32;
+  b.fibers.assign(n, Fiber{});
+  if (b.stacks.size() < n) b.stacks.resize(n);
+  b.warp_live.assign(warps, 0);
+  b.warp_barriers.assign(warps, Barrier{});
+  b.block_barrier = Barrier{};
+  b.slots.assign(static_cast<size_t>(warps) * 64, 0);
+  b.given.assign(static_cast<size_t>(warps) * 64, 0);
+  b.runnable.clear();
+  b.next = 0;
+  b.live = n;
+  for (unsigned int t = 0; t < n; ++t) {
+    Fiber& f = b.fibers[t];
+    f.tid = {t % b.bdim.x, (t / b.bdim.x) % b.bdim.y, t / (b.bdim.x * b.bdim.y)};
+    f.lane = t % 32;
+    f.warp = t / 32;
+    ++b.warp_live[f.warp];
+    if (b.stacks[t].size() < kStackBytes) b.stacks[t].resize(kStackBytes);
+    getcontext(&f.context);
+    f.context.uc_stack.ss_sp = b.stacks[t].data();
+    f.context.uc_stack.ss_size = kStackBytes;
+    f.context.uc_link = &b.scheduler;
+    makecontext(&f.context, fiber_main, 0);
+    b.runnable.push_back(t);
+  }
+  while (b.next < b.runnable.size() && !b.error[0]) {
+    b.current = b.runnable[b.next++];
+    swapcontext(&b.scheduler, &b.fibers[b.current].context);
+    if (b.next > 4096 && b.next * 2 > b.runnable.size()) {  // keep the queue short
+      b.runnable.erase(b.runnable.begin(), b.runnable.begin() + static_cast<long>(b.next));
+      b.next = 0;
+    }
+  }
+  if (b.error[0]) return false;
+  if (b.live > 0) {
+    unsigned int at_block = 0, at_warp = 0;
+    for (const Fiber& f : b.fibers)
+      if (!f.exited)
+        (f.waits == Fiber::Wait::block ? at_block : at_warp) += f.waits != Fiber::Wait::none;
+    std::snprintf(b.error, sizeof(b.error),
+                  "deadlock in block (%u, %u, %u): %u threads wait at __syncthreads and %u at "
+                  "__shfl_xor_sync, and none can go on",
+                  b.bid.x, b.bid.y, b.bid.z, at_block, at_warp);
+    return false;
+  }
+  return true;
+}
+
+// A launch of kernel F over a grid: each block in turn, each thread a fiber calling F with the
+// packed arguments. Returns null, or what went wrong.
+inline const char* run_grid(void (*body)(void*), void* args, Dim grid, Dim threads) {
+  static Block b;  // its stacks are kept from launch to launch
+  block = &b;
+  b.error[0] = 0;
+  b.body = body;
+  b.args = args;
+  b.gdim = grid;
+  b.bdim = threads;
+  for (unsigned int z = 0; z < grid.z; ++z)
+    for (unsigned int y = 0; y < grid.y; ++y)
+      for (unsigned int x = 0; x < grid.x; ++x) {
+        b.bid = {x, y, z};
+        if (!run_block(b)) return b.error;
+      }
+  return nullptr;
+}
+
+// A kernel's arguments, copied from cuLaunchKernel's array of pointers when it is called (as the
+// driver does), in memory from malloc that the driver frees (they are pointers and numbers, so
+// nothing needs destroying, and a captured graph may outlive the module).
+template <class... A, size_t... I>
+void* pack_args(void (*)(A...), void** params, std::index_sequence<I...>) {
+  using Args = std::tuple<std::decay_t<A>...>;
+  static_assert(std::is_trivially_destructible_v<Args>);
+  void* memory = std::malloc(sizeof(Args));
+  if (!memory) return nullptr;
+  new (memory) Args(*static_cast<std::decay_t<A>*>(params[I])...);
+  return memory;
+}
+template <class... A>
+void* pack(void (*kernel)(A...), void** params) {
+  return pack_args(kernel, params, std::index_sequence_for<A...>{});
+}
+template <class... A>
+void apply_packed(void (*kernel)(A...), void* packed) {
+  std::apply(kernel, *static_cast<std::tuple<std::decay_t<A>...>*>(packed));
+}
+
+}  // namespace optjit_emu
+
+// CUDA C's keywords and built-ins, as host C++.
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __noinline__
+#define __launch_bounds__(...)
+#define __restrict__ __restrict
+#define __shared__ static
+#define __constant__
+#define __align__(n) alignas(n)
+#define threadIdx (::optjit_emu::self().tid)
+#define blockIdx (::optjit_emu::block->bid)
+#define blockDim (::optjit_emu::block->bdim)
+#define gridDim (::optjit_emu::block->gdim)
+
+inline void __syncthreads() { optjit_emu::syncthreads(); }
+inline void __threadfence() {}
+template <class T>
+T __shfl_xor_sync(unsigned int mask, T value, int lane_mask) {
+  return optjit_emu::shfl_xor(mask, value, lane_mask);
+}
+inline unsigned int __float_as_uint(float x) { return std::bit_cast<unsigned int>(x); }
+inline float __uint_as_float(unsigned int x) { return std::bit_cast<float>(x); }
+inline long long __double_as_longlong(double x) { return std::bit_cast<long long>(x); }
+inline double __longlong_as_double(long long x) { return std::bit_cast<double>(x); }
+// The PTX conversions optjit's preamble writes as inline asm (cvt.f32.f16, cvt.rn.f16.f32); the
+// emulator's NVRTC puts these calls in their place.
+inline float optjit_emu_f16_to_f32(unsigned short h) {
+  return static_cast<float>(std::bit_cast<_Float16>(h));
+}
+inline unsigned short optjit_emu_f32_to_f16(float f) {
+  return std::bit_cast<unsigned short>(static_cast<_Float16>(f));
+}
+
+// Appended by the emulator's NVRTC after the source, once per kernel.
+#define OPTJIT_EMU_KERNEL(name)                                                                 \
+  extern "C" void* optjit_emu_pack_##name(void** params) {                                      \
+    return ::optjit_emu::pack(name, params);                                                    \
+  }                                                                                             \
+  extern "C" const char* optjit_emu_run_##name(void* packed, unsigned gx, unsigned gy,          \
+                                               unsigned gz, unsigned bx, unsigned by,           \
+                                               unsigned bz) {                                   \
+    return ::optjit_emu::run_grid([](void* p) { ::optjit_emu::apply_packed(name, p); }, packed, \
+                                  {gx, gy, gz}, {bx, by, bz});                                  \
+  }

@@ -1,0 +1,191 @@
+// The CUDA emulator's NVRTC (tests/cuda_emu/README.md): the entry points optjit's
+// codegen/nvrtc.cpp loads, compiling a kernel source as host C++ (device.h ahead of it) into a
+// shared object that the emulator's driver loads as the "cubin". The log names each kernel as
+// ptxas -v does, with a nominal 32 registers and no spills, so the tuner's pruning reads it.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#ifndef OPTJIT_EMU_CXX
+#error "OPTJIT_EMU_CXX: the host C++ compiler kernels are built with"
+#endif
+#ifndef OPTJIT_EMU_DEVICE_H
+#error "OPTJIT_EMU_DEVICE_H: the path of tests/cuda_emu/device.h"
+#endif
+
+namespace {
+
+// Real NVRTC's codes, for the ones returned here.
+enum : int { kSuccess = 0, kInvalidInput = 3, kInvalidProgram = 4, kCompilation = 6 };
+
+struct Program {
+  std::string source, log, image;
+};
+
+// The "cubin": a tag, the shared object's size, then its bytes (cuModuleLoadData takes no
+// size). driver.cpp reads the same layout.
+constexpr char kTag[8] = {'O', 'P', 'T', 'J', 'E', 'M', 'U', '1'};
+
+std::string quoted(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// The two PTX conversions optjit's preamble writes as inline asm, as host calls; any other asm
+// is an error naming it.
+bool replace_asm(std::string& src, std::string& log) {
+  const std::pair<std::string, std::string> known[] = {
+      {R"(asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));)", "f = optjit_emu_f16_to_f32(h);"},
+      {R"(asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));)", "h = optjit_emu_f32_to_f16(f);"},
+  };
+  for (const auto& [from, to] : known)
+    for (size_t at; (at = src.find(from)) != std::string::npos;) src.replace(at, from.size(), to);
+  if (size_t at = src.find("asm("); at != std::string::npos) {
+    log +=
+        "the CUDA emulator cannot run this inline PTX: " + src.substr(at, src.find(';', at) - at) +
+        "\n";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+extern "C" {
+
+using nvrtcProgram = Program*;
+
+const char* nvrtcGetErrorString(int r) {
+  switch (r) {
+    case kSuccess:
+      return "NVRTC_SUCCESS";
+    case kInvalidInput:
+      return "NVRTC_ERROR_INVALID_INPUT";
+    case kInvalidProgram:
+      return "NVRTC_ERROR_INVALID_PROGRAM";
+    case kCompilation:
+      return "NVRTC_ERROR_COMPILATION";
+    default:
+      return "NVRTC_ERROR unknown";
+  }
+}
+
+// Version 0.<hash of device.h>: kernel caches key cubins by NVRTC's version, so the emulator's
+// never meet a GPU's, nor those built against another device.h.
+int nvrtcVersion(int* major, int* minor) {
+  std::stringstream text;
+  text << std::ifstream(OPTJIT_EMU_DEVICE_H).rdbuf();
+  uint32_t h = 2166136261u;  // FNV-1a
+  for (unsigned char c : text.str()) h = (h ^ c) * 16777619u;
+  *major = 0;
+  *minor = static_cast<int>(h % 1000000u);
+  return kSuccess;
+}
+
+int nvrtcCreateProgram(nvrtcProgram* prog, const char* src, const char*, int num_headers,
+                       const char* const*, const char* const*) {
+  if (!prog || !src) return kInvalidInput;
+  if (num_headers != 0) return kInvalidInput;  // optjit's sources include nothing
+  *prog = new Program{src, {}, {}};
+  return kSuccess;
+}
+
+int nvrtcDestroyProgram(nvrtcProgram* prog) {
+  if (!prog || !*prog) return kInvalidProgram;
+  delete *prog;
+  *prog = nullptr;
+  return kSuccess;
+}
+
+int nvrtcCompileProgram(nvrtcProgram p, int num_options, const char* const* options) {
+  if (!p) return kInvalidProgram;
+  std::string arch = "sm_90";
+  for (int i = 0; i < num_options; ++i)
+    if (std::strncmp(options[i], "--gpu-architecture=", 19) == 0) arch = options[i] + 19;
+  std::string src = p->source;
+  if (!replace_asm(src, p->log)) return kCompilation;
+  std::vector<std::string> kernels;
+  const std::regex entry(
+      R"(extern "C" __global__ void\s+(?:__launch_bounds__\([^)]*\)\s*)?(\w+)\s*\()");
+  for (auto it = std::sregex_iterator(src.begin(), src.end(), entry); it != std::sregex_iterator();
+       ++it)
+    kernels.push_back((*it)[1]);
+  src += "\n";
+  for (const auto& k : kernels) src += "OPTJIT_EMU_KERNEL(" + k + ")\n";
+
+  char dir_template[] = "/tmp/optjit-cuda-emu-XXXXXX";
+  const char* dir = ::mkdtemp(dir_template);
+  if (!dir) {
+    p->log += "the CUDA emulator could not make a temporary directory\n";
+    return kCompilation;
+  }
+  const std::string base = dir, cpp = base + "/kernel.cpp", so = base + "/kernel.so",
+                    out = base + "/compiler.log";
+  std::ofstream(cpp) << src;
+  // -ffp-contract=off: NVRTC's --fmad=false. -O1 keeps compiles short; the emulator is for
+  // correctness, not speed.
+  const std::string cmd = std::string(OPTJIT_EMU_CXX) +
+                          " -std=c++20 -O1 -fPIC -shared -ffp-contract=off -fno-fast-math -w "
+                          "-include " +
+                          quoted(OPTJIT_EMU_DEVICE_H) + " -o " + quoted(so) + " " + quoted(cpp) +
+                          " > " + quoted(out) + " 2>&1";
+  const int status = std::system(cmd.c_str());
+  std::stringstream compiler_log;
+  compiler_log << std::ifstream(out).rdbuf();
+  bool ok = status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  if (ok) {
+    std::stringstream bytes;
+    bytes << std::ifstream(so, std::ios::binary).rdbuf();
+    const std::string object = bytes.str();
+    const uint64_t size = object.size();
+    p->image.assign(kTag, sizeof(kTag));
+    p->image.append(reinterpret_cast<const char*>(&size), sizeof(size));
+    p->image += object;
+    for (const auto& k : kernels)
+      p->log += "ptxas info    : Compiling entry function '" + k + "' for '" + arch +
+                "'\nptxas info    : Used 32 registers, 0 bytes stack frame, 0 bytes spill "
+                "stores, 0 bytes spill loads\n";
+  } else {
+    p->log += "the CUDA emulator's host compile failed (" + cmd + "):\n" + compiler_log.str();
+  }
+  std::error_code ec;
+  if (!std::getenv("OPTJIT_EMU_KEEP")) std::filesystem::remove_all(base, ec);
+  return ok ? kSuccess : kCompilation;
+}
+
+int nvrtcGetCUBINSize(nvrtcProgram p, size_t* size) {
+  if (!p || !size) return kInvalidInput;
+  *size = p->image.size();
+  return kSuccess;
+}
+
+int nvrtcGetCUBIN(nvrtcProgram p, char* out) {
+  if (!p || !out) return kInvalidInput;
+  std::memcpy(out, p->image.data(), p->image.size());
+  return kSuccess;
+}
+
+int nvrtcGetProgramLogSize(nvrtcProgram p, size_t* size) {
+  if (!p || !size) return kInvalidInput;
+  *size = p->log.size() + 1;
+  return kSuccess;
+}
+
+int nvrtcGetProgramLog(nvrtcProgram p, char* out) {
+  if (!p || !out) return kInvalidInput;
+  std::memcpy(out, p->log.c_str(), p->log.size() + 1);
+  return kSuccess;
+}
+
+}  // extern "C"
