@@ -424,7 +424,8 @@ class KernelWriter {
         continue;
       }
       // The staged value, and the running absmax.
-      s += fmt::format("            {}[j] = S{};\n            {}\n", qv(b), b, absmax_update(b));
+      s += fmt::format("            {}[j] = S{};\n            {}\n", qv(b), b,
+                       absmax_update(b, fmt::format("am{}", b)));
     }
     s += "          }\n        }\n";
     for (uint32_t b : stores_) {
@@ -462,8 +463,7 @@ class KernelWriter {
   std::string max_u32(const std::string& a, const std::string& b) const {
     return L_.select(fmt::format("{} > {}", a, b), a, b);
   }
-  std::string absmax_update(uint32_t b) const {
-    const std::string am = fmt::format("am{}", b);
+  std::string absmax_update(uint32_t b, const std::string& am) const {
     return fmt::format("{} = {};", am,
                        max_u32(am, fmt::format("(OPTJIT_F32_BITS(S{}) & 0x7fffffffu)", b)));
   }
@@ -506,15 +506,17 @@ class KernelWriter {
         sc);
   }
 
-  // The block's scale sb<b> from its absmax ab<b> (ir::quant_scale: the absmax, or
-  // max(absmax, 1e-12), / 448 for fp8; NaN stays NaN).
+  // The block's scale `sb` (sb<b>) from its absmax `ab` (ab<b>) (ir::quant_scale: the absmax,
+  // or max(absmax, 1e-12), / 448 for fp8; NaN stays NaN).
   std::string scale_of(uint32_t b) const {
+    return scale_of(b, fmt::format("ab{}", b), fmt::format("sb{}", b));
+  }
+  std::string scale_of(uint32_t b, const std::string& ab, const std::string& sb) const {
     const ir::QuantKind kind = ir::info(plan_.buffers[b].quant).kind;
-    const std::string ab = fmt::format("ab{}", b);
     const std::string tiny = literal(static_cast<double>(1e-12f), DType::f32);
     const std::string clipped =
         "(" + L_.select(L_.compare("<=", ab, tiny, DType::f32), tiny, ab) + ")";
-    return L_.let(L_.value_type(DType::f32), fmt::format("sb{}", b),
+    return L_.let(L_.value_type(DType::f32), sb,
                   kind == ir::QuantKind::table ? ab
                   : kind == ir::QuantKind::fp8 ? L_.div(clipped, "448.0f")
                                                : clipped);
@@ -528,31 +530,57 @@ class KernelWriter {
            L_.code_unit() == 1;
   }
 
-  // A chunk of a quantized tensor with a quantization block per warp (warp_blocks()): each of
-  // the work-group's warps steps blocks of its own, lane l taking elements l, l + 32, ... of the
-  // block (every load and store a warp makes is contiguous); the block's values stay in
-  // registers, its absmax is reduced across the warp by exchanges, and no barrier is needed.
-  // A 4-bit byte's two codes are neighbouring lanes': the even lane stores it.
+  // A chunk of a quantized tensor with quantization blocks per warp (warp_blocks()): each of
+  // the work-group's warps steps blocks of its own, `items` blocks a trip (more loads in flight
+  // per warp), lane l taking elements l, l + 32, ... of each block (every load and store a warp
+  // makes is contiguous); the blocks' values stay in registers, each block's absmax is reduced
+  // across the warp by exchanges (the blocks' chains interleaved), and no barrier is needed. A
+  // 4-bit byte's two codes are neighbouring lanes': the even lane stores it.
   Expected<std::string> warp_block_loop() {
     const std::string I = L_.i64(), U = L_.u32(), F = L_.value_type(DType::f32),
                       lid = L_.local_id();
     const int64_t QB = ir::quant_block(plan_.buffers);
-    const int K = static_cast<int>(QB / 32), warps = block_ / 32;
+    const int K = static_cast<int>(QB / 32), warps = block_ / 32, G = std::max(1, items_);
+    // Per-block names carry the block's place in the trip when a trip has several (one block
+    // a trip emits what it always did).
+    auto at = [&](const char* base, int g) {
+      return G == 1 ? std::string(base) : fmt::format("{}_{}", base, g);
+    };
+    auto per = [&](const char* base, uint32_t b, int g) {
+      return G == 1 ? fmt::format("{}{}", base, b) : fmt::format("{}{}_{}", base, b, g);
+    };
     auto ix = [](int k) { return fmt::format("i{}", k); };
-    auto in_block = [](int k) { return fmt::format("lane + {} < n", 32 * k); };
+    // Item k is element lane + 32 (k % K) of the trip's block k / K.
+    auto in_block = [&](int k) {
+      return fmt::format("lane + {} < {}", 32 * (k % K), at("n", k / K));
+    };
     std::string s = "      " + L_.let(I, "lane", L_.cast(I, "(" + lid + " & 31u)")) + "\n";
     s += fmt::format(
-        "      {} {{\n        {}\n        {}\n",
-        L_.for_head(I, "e0", fmt::format("{} * {}", L_.cast(I, "(" + lid + " >> 5u)"), QB),
-                    "e0 < len", fmt::format("e0 += {}", warps * QB)),
-        L_.let(I, "n", L_.select(fmt::format("len - e0 < {}", QB), "len - e0", std::to_string(QB))),
-        L_.let(I, "blk", fmt::format("(off + e0) / {}", QB)));
+        "      {} {{\n",
+        L_.for_head(I, "e0", fmt::format("{} * {}", L_.cast(I, "(" + lid + " >> 5u)"), QB * G),
+                    "e0 < len", fmt::format("e0 += {}", warps * QB * G)));
+    for (int g = 0; g < G; ++g) {
+      // A later block of the trip may be past the chunk (n <= 0: none of its items is).
+      const std::string start = g == 0 ? "e0" : fmt::format("(e0 + {})", g * QB);
+      s += fmt::format("        {}\n        {}\n",
+                       L_.let(I, at("n", g),
+                              L_.select(fmt::format("len - {} < {}", start, QB),
+                                        fmt::format("len - {}", start), std::to_string(QB))),
+                       L_.let(I, at("blk", g), fmt::format("(off + {}) / {}", start, QB)));
+    }
     for (uint32_t b : loads_)
       if (quantized(b))
-        s += "        " + L_.let(F, fmt::format("sc{}", b), L_.scale_at(b, "blk")) + "\n";
-    // Every load of the block first, so that all of them are in flight at once.
-    for (int k = 0; k < K; ++k) {
-      s += "        " + L_.let(I, ix(k), fmt::format("e0 + lane + {}", 32 * k)) + "\n";
+        for (int g = 0; g < G; ++g)
+          s += "        " +
+               L_.let(F, per("sc", b, g),
+                      g == 0 ? L_.scale_at(b, at("blk", g))
+                             : L_.select(fmt::format("{} > 0", at("n", g)),
+                                         L_.scale_at(b, at("blk", g)), "0.0f")) +
+               "\n";
+    // Every load of the trip first, so that all of them are in flight at once.
+    for (int k = 0; k < K * G; ++k) {
+      s += "        " +
+           L_.let(I, ix(k), fmt::format("e0 + lane + {}", (k / K) * QB + 32 * (k % K))) + "\n";
       for (uint32_t b : loads_)
         s += "        " + L_.var(quantized(b) ? F : vec_type(b, 1), fmt::format("L{}_{}", b, k)) +
              "\n";
@@ -561,16 +589,16 @@ class KernelWriter {
       for (uint32_t b : loads_)
         s += fmt::format(
             "          L{}_{} = {};\n", b, k,
-            quantized(b) ? dequantized(b, ix(k), fmt::format("sc{}", b)) : load(b, 1, ix(k)));
+            quantized(b) ? dequantized(b, ix(k), per("sc", b, k / K)) : load(b, 1, ix(k)));
       s += "        }\n";
     }
     for (uint32_t b : stores_)
       if (quantized(b)) {
-        s += "        " + L_.var(U, fmt::format("am{}", b), "0u") + "\n";
-        for (int k = 0; k < K; ++k)
+        for (int g = 0; g < G; ++g) s += "        " + L_.var(U, per("am", b, g), "0u") + "\n";
+        for (int k = 0; k < K * G; ++k)
           s += "        " + L_.var(F, fmt::format("Q{}_{}", b, k), "0.0f") + "\n";
       }
-    for (int k = 0; k < K; ++k) {
+    for (int k = 0; k < K * G; ++k) {
       s += fmt::format("        if ({}) {{\n", in_block(k));
       for (uint32_t b : stores_)
         s += "          " + L_.var(vec_type(b, 1), fmt::format("S{}", b)) + "\n";
@@ -586,24 +614,30 @@ class KernelWriter {
           continue;
         }
         // The value to quantize, and the running absmax.
-        s += fmt::format("          Q{0}_{1} = S{0};\n          {2}\n", b, k, absmax_update(b));
+        s += fmt::format("          Q{0}_{1} = S{0};\n          {2}\n", b, k,
+                         absmax_update(b, per("am", b, k / K)));
       }
       s += "        }\n";
     }
     for (uint32_t b : stores_) {
       if (!quantized(b)) continue;
-      const std::string am = fmt::format("am{}", b), sb = fmt::format("sb{}", b);
-      for (int m = 16; m > 0; m >>= 1) {
-        const std::string x = fmt::format("x{}_{}", b, m);
-        s += "        " + L_.let(U, x, L_.warp_xor_u32(am, m)) + "\n        " +
-             fmt::format("{} = {};", am, max_u32(am, x)) + "\n";
+      for (int m = 16; m > 0; m >>= 1)
+        for (int g = 0; g < G; ++g) {
+          const std::string am = per("am", b, g), x = G == 1 ? fmt::format("x{}_{}", b, m)
+                                                             : fmt::format("x{}_{}_{}", b, g, m);
+          s += "        " + L_.let(U, x, L_.warp_xor_u32(am, m)) + "\n        " +
+               fmt::format("{} = {};", am, max_u32(am, x)) + "\n";
+        }
+      for (int g = 0; g < G; ++g) {
+        s += "        " +
+             L_.let(F, per("ab", b, g), fmt::format("OPTJIT_BITS_F32({})", per("am", b, g))) +
+             "\n        " + scale_of(b, per("ab", b, g), per("sb", b, g)) + "\n";
+        s += fmt::format("        if ({}) {{\n          {} = {};\n        }}\n",
+                         g == 0 ? "lane == 0" : fmt::format("lane == 0 && {} > 0", at("n", g)),
+                         L_.scale_at(b, at("blk", g)), per("sb", b, g));
       }
-      s += "        " + L_.let(F, fmt::format("ab{}", b), fmt::format("OPTJIT_BITS_F32({})", am)) +
-           "\n        " + scale_of(b) + "\n";
-      s += fmt::format("        if (lane == 0) {{\n          {} = {};\n        }}\n",
-                       L_.scale_at(b, "blk"), sb);
-      for (int k = 0; k < K; ++k) {
-        const std::string code = code_of(b, fmt::format("Q{}_{}", b, k), sb);
+      for (int k = 0; k < K * G; ++k) {
+        const std::string code = code_of(b, fmt::format("Q{}_{}", b, k), per("sb", b, k / K));
         if (bits(b) != 4) {
           s += fmt::format("        if ({}) {{\n          {}\n        }}\n", in_block(k),
                            L_.store_codes(b, ix(k), code));

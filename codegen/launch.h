@@ -13,7 +13,8 @@ namespace optjit::codegen {
 
 struct GpuLaunch {
   int block = 256;  // threads per block (work-items per work-group); a power of two, <= 1024
-  int items = 1;    // vectors each thread has in flight per loop trip (1..8)
+  int items = 1;    // vectors each thread has in flight per loop trip (1..8); CUDA's
+                    // quantized path: quantization blocks each warp steps per trip
   int vec = 1;      // elements per vector load and store (1, 2, 4 or 8)
   int groups_per_unit = 8;           // grid cap: at most this many blocks per SM / compute unit
   int64_t chunk_elements = 1 << 16;  // a tensor is cut into chunks of at most this many elements

@@ -163,6 +163,22 @@ extern "C" __global__ void lonely(float* x) {
       << err;
 }
 
+// A kernel that writes past the end of its allocation stops the process, naming the kernel (the
+// page after every allocation faults), instead of corrupting the heap for later.
+TEST(CudaEmulatorDeathTest, AKernelWritingPastAnAllocationStopsTheProcessNamingIt) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        Emu e(R"(
+extern "C" __global__ void overrun(float* x) { x[threadIdx.x + 64u] = 1.0f; }
+)");
+        CUdeviceptr dx = e.alloc(64 * 4);
+        e.launch("overrun", 1, 32, {&dx});
+        e.api->cuStreamSynchronize(e.stream);
+      },
+      "kernel overrun touched 0x[0-9a-f]+, outside every allocation");
+}
+
 // Copies must stay inside one allocation; allocations inside the device's memory.
 TEST(CudaEmulator, CopiesOutsideAnAllocationAndAllocationsPastTheDeviceAreRefused) {
   Emu e;

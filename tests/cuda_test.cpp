@@ -272,7 +272,7 @@ TEST(Cuda, QuantizedStateStepsTheCpusBits) {
       return a;
     };
     const std::vector<float> want = run({});
-    for (int mode = 0; mode < 5; ++mode) {
+    for (int mode = 0; mode < 7; ++mode) {
       OptimizerOptions o;
       o.backend = Backend::cuda;
       o.device_step = mode > 0;
@@ -282,6 +282,12 @@ TEST(Cuda, QuantizedStateStepsTheCpusBits) {
       if (mode == 3) o.gpu_launch = codegen::GpuLaunch{.block = 64, .chunk_elements = 512};
       // The code tables in shared memory.
       if (mode == 4) o.gpu_launch = codegen::GpuLaunch{.shared_tables = true};
+      // Several blocks a warp trip: two (a tensor's last trip may have one), and three in
+      // chunks of two 256-blocks (a trip with a block past the chunk; 4-bit: a full trip, then
+      // one of a single block).
+      if (mode == 5) o.gpu_launch = codegen::GpuLaunch{.items = 2};
+      if (mode == 6)
+        o.gpu_launch = codegen::GpuLaunch{.block = 64, .items = 3, .chunk_elements = 512};
       EXPECT_EQ(run(o), want) << pipeline << " mode " << mode;
     }
   }
@@ -294,6 +300,8 @@ TEST(Cuda, QuantizedStateDequantizesEveryCodeToItsMapValue) {
   testing::quant::check_every_code({.backend = Backend::cuda});
   testing::quant::check_every_code(
       {.backend = Backend::cuda, .gpu_launch = codegen::GpuLaunch{.shared_tables = true}});
+  testing::quant::check_every_code(
+      {.backend = Backend::cuda, .gpu_launch = codegen::GpuLaunch{.items = 2}});
 }
 
 // A communicator that synchronises with the host (one process: the sum is the data).

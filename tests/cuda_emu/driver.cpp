@@ -11,6 +11,8 @@
 //    a bad shuffle) makes every later call fail with CUDA_ERROR_LAUNCH_FAILED, as a GPU's
 //    sticky errors do, and prints what went wrong.
 #include <dlfcn.h>
+#include <signal.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -118,7 +120,12 @@ struct Stream {
 
 std::mutex state_mutex;  // allocations, streams
 std::vector<Stream*> streams;
-std::map<uintptr_t, size_t> allocations;
+struct Allocation {
+  size_t bytes;  // asked for
+  void* map;     // the mapping: the allocation, then a page that faults
+  size_t map_bytes;
+};
+std::map<uintptr_t, Allocation> allocations;
 size_t allocated = 0;
 std::atomic<int> sticky{kSuccess};
 std::mutex launch_mutex;  // one grid at a time (device.h keeps a module's blocks in statics)
@@ -145,7 +152,7 @@ bool device_range(uintptr_t p, size_t n) {
   auto it = allocations.upper_bound(p);
   if (it == allocations.begin()) return false;
   --it;
-  return p >= it->first && p + n <= it->first + it->second;
+  return p >= it->first && p + n <= it->first + it->second.bytes;
 }
 
 // Work for a stream, or for its capture.
@@ -164,6 +171,33 @@ CUresult enqueue(void* handle, Work w) {
 }
 
 thread_local std::vector<void*> context_stack;
+
+// The kernel running on this thread, for the fault handler.
+thread_local const char* running_kernel = nullptr;
+
+// A kernel that reads or writes past the end of an allocation touches the page after it, which
+// faults: the process stops with the kernel's name, not a corrupted heap later.
+void on_fault(int sig, siginfo_t* info, void*) {
+  if (running_kernel) {
+    char line[512];
+    const int n = std::snprintf(line, sizeof(line),
+                                "optjit CUDA emulator: kernel %s touched %p, outside every "
+                                "allocation (an illegal address on a GPU)\n",
+                                running_kernel, info->si_addr);
+    if (n > 0) (void)!::write(2, line, static_cast<size_t>(std::min(n, 511)));
+  }
+  ::signal(sig, SIG_DFL);  // the fault happens again, and ends the process as it would have
+}
+
+void catch_faults() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction sa = {};
+    sa.sa_sigaction = on_fault;
+    sa.sa_flags = SA_SIGINFO;
+    ::sigaction(SIGSEGV, &sa, nullptr);
+  });
+}
 
 }  // namespace
 
@@ -340,10 +374,17 @@ CUresult cuMemAlloc_v2(uintptr_t* p, size_t bytes) {
   if (sticky != kSuccess) return sticky;
   std::lock_guard lock(state_mutex);
   if (allocated + bytes > device_memory()) return kOutOfMemory;
-  void* m = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
-  if (!m) return kOutOfMemory;
-  *p = reinterpret_cast<uintptr_t>(m);
-  allocations[*p] = bytes;
+  // 256-byte aligned, as cuMemAlloc's, and ending where a page that faults begins (up to 255
+  // bytes of rounding past the end go unnoticed, as they would on a GPU).
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE)),
+               rounded = (bytes + 255) / 256 * 256, used = (rounded + page - 1) / page * page,
+               map_bytes = used + page;
+  void* map =
+      ::mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (map == MAP_FAILED) return kOutOfMemory;
+  ::mprotect(static_cast<char*>(map) + used, page, PROT_NONE);
+  *p = reinterpret_cast<uintptr_t>(map) + (used - rounded);
+  allocations[*p] = {bytes, map, map_bytes};
   allocated += bytes;
   return kSuccess;
 }
@@ -351,9 +392,9 @@ CUresult cuMemFree_v2(uintptr_t p) {
   std::lock_guard lock(state_mutex);
   auto it = allocations.find(p);
   if (it == allocations.end()) return kInvalidValue;
-  allocated -= it->second;
+  allocated -= it->second.bytes;
+  ::munmap(it->second.map, it->second.map_bytes);
   allocations.erase(it);
-  std::free(reinterpret_cast<void*>(p));
   return kSuccess;
 }
 
@@ -452,10 +493,14 @@ CUresult cuLaunchKernel(Function* f, unsigned gx, unsigned gy, unsigned gz, unsi
   // The arguments are copied when the launch is made, as the driver does.
   std::shared_ptr<void> packed(f->pack(params), std::free);
   if (!packed) return kOutOfMemory;
+  catch_faults();
   return enqueue(stream, [f, packed, gx, gy, gz, bx, by, bz] {
     if (sticky != kSuccess) return;
     std::lock_guard lock(launch_mutex);
-    if (const char* error = f->run(packed.get(), gx, gy, gz, bx, by, bz)) {
+    running_kernel = f->name.c_str();
+    const char* error = f->run(packed.get(), gx, gy, gz, bx, by, bz);
+    running_kernel = nullptr;
+    if (error) {
       std::fprintf(stderr, "optjit CUDA emulator: %s failed: %s\n", f->name.c_str(), error);
       sticky = kLaunchFailed;
     }

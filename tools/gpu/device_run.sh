@@ -11,8 +11,9 @@
 #   quick   for a short lease: a 20 s tune and the host and graph steps at 2e8 parameters, and the
 #           same against torch's fused AdamW at 2e8 and on resnet50 shapes
 #   quant   clip + AdamW with fp32, 8-bit, 4-bit and fp8 state at 268M parameters, code tables
-#           in global and in shared memory (#12); with a baseline in the bundle
-#           (tools/gpu/baseline.sh), each also with the baseline's build, just before
+#           in global and in shared memory, and 2 and 4 blocks a warp trip (#12); with a
+#           baseline in the bundle (tools/gpu/baseline.sh), each table placement also with the
+#           baseline's build, just before
 #   profile Nsight Compute on the quantized update kernels (4-bit, 8-bit, fp8): where their time goes
 #   opencl  the emitter through NVIDIA's OpenCL, where the image has its ICD
 #   webgpu  #15 on NVIDIA: the WebGPU backend (the bundle's wgpu-native, the machine's Vulkan
@@ -156,9 +157,10 @@ quick() {
 
 # #12 on the GPU: clip + AdamW with each state format at 268M parameters, as a graph, against
 # the roofline of its own bytes per parameter (optjit bench's "of copy"), with the code tables
-# in global memory and in shared memory (--launch tables=shared).
+# in global memory and in shared memory (--launch tables=shared), and with 2 and 4 blocks a
+# warp trip (--launch items=N).
 quant() {
-  local f t n=268435456 base=$root/baseline
+  local f t i n=268435456 base=$root/baseline
   "$optjit" bench "$P" --backend cuda --numel $n --steps 5 --reps 5 --no-unfused --step graph
   [ -x "$base/bin/optjit" ] && echo "baseline: $(cat "$base/REVISION")"
   for f in 8bit 4bit f8; do
@@ -173,6 +175,12 @@ quant() {
       fi
       "$optjit" bench "$q" --backend cuda --numel $n --steps 5 --reps 5 --no-unfused --step graph \
         --launch tables=$t
+    done
+    # Several quantization blocks a warp trip (more loads in flight per warp).
+    for i in 2 4; do
+      echo "# this build, $f, items=$i"
+      "$optjit" bench "$q" --backend cuda --numel $n --steps 5 --reps 5 --no-unfused --step graph \
+        --launch items=$i
     done
   done
 }
