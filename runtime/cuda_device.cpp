@@ -118,8 +118,14 @@ class CudaDevice final : public Device {
   Expected<DeviceMemory> allocate(size_t bytes, const char* what) override {
     cuda::ContextScope scope(*api_, ctx_);
     cuda::CUdeviceptr p = 0;
-    if (cuda::CUresult r = api_->cuMemAlloc(&p, std::max<size_t>(bytes, 8)); r != 0)
-      return cuda::fail(what, r);
+    if (cuda::CUresult r = api_->cuMemAlloc(&p, std::max<size_t>(bytes, 8)); r != 0) {
+      Error e = cuda::fail(what, r);
+      if (r == 2)  // CUDA_ERROR_OUT_OF_MEMORY: how much was asked for, of how much
+        e.message += fmt::format(": {:.1f} MiB asked for, and '{}' has {:.1f} MiB in all",
+                                 static_cast<double>(bytes) / 1048576.0, info_.name,
+                                 static_cast<double>(info_.memory) / 1048576.0);
+      return e;
+    }
     return DeviceMemory{p, 0};
   }
   void release(DeviceMemory m) override {

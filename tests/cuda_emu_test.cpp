@@ -4,11 +4,13 @@
 // past the device, synchronising a captured stream) is a clear error. Each test is its own
 // process: a failed launch is sticky for the whole process, as on a GPU.
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "api/optimizer.h"
 #include "codegen/nvrtc.h"
 #include "runtime/cuda_api.h"
 #include "runtime/cuda_driver.h"
@@ -177,6 +179,27 @@ extern "C" __global__ void overrun(float* x) { x[threadIdx.x + 64u] = 1.0f; }
         e.api->cuStreamSynchronize(e.stream);
       },
       "kernel overrun touched 0x[0-9a-f]+, outside every allocation");
+}
+
+// A device too small for the optimizer: creating it, or stepping it, is an error that says what
+// could not be allocated, how much, and of how much; the caller's parameters are as they were.
+TEST(CudaEmulator, AnOptimizerThatDoesNotFitTheDeviceIsAClearError) {
+  ::setenv("OPTJIT_EMU_MEMORY", "1000000", 1);  // 1 MB; AdamW on 1M parameters needs 12
+  std::vector<float> w(1 << 20, 0.5f), g(w.size(), 0.25f);
+  const std::vector<float> before = w;
+  OptimizerOptions o;
+  o.backend = Backend::cuda;
+  auto opt = Optimizer::create("adamw(lr=0.1)", {{"w", w.data(), DType::f32, {1 << 20}}}, o);
+  std::string message = opt ? "" : opt.error().message;
+  if (opt) {
+    auto r = (*opt)->step({g.data()});
+    ASSERT_FALSE(r) << "a step needing 12 MB on a 1 MB device succeeded";
+    message = r.error().message;
+  }
+  EXPECT_EQ(message,
+            "CUDA: allocating optimizer state on the device failed: out of memory (error 2): "
+            "4.0 MiB asked for, and 'optjit CUDA emulator' has 1.0 MiB in all");
+  EXPECT_EQ(w, before);
 }
 
 // Copies must stay inside one allocation; allocations inside the device's memory.
