@@ -202,6 +202,24 @@ TEST(CudaEmulator, AnOptimizerThatDoesNotFitTheDeviceIsAClearError) {
   EXPECT_EQ(w, before);
 }
 
+// A kernel given memory that was freed stops the process, saying so (on a GPU the memory may
+// already hold another buffer).
+TEST(CudaEmulatorDeathTest, AKernelReadingFreedMemoryStopsTheProcessSayingSo) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        Emu e(R"(
+extern "C" __global__ void stale(float* x) { x[threadIdx.x] += 1.0f; }
+)");
+        CUdeviceptr dx = e.alloc(32 * 4);
+        e.api->cuMemFree(dx);
+        e.launch("stale", 1, 32, {&dx});
+        e.api->cuStreamSynchronize(e.stream);
+      },
+      "kernel stale touched 0x[0-9a-f]+, in an allocation of 128 bytes at 0x[0-9a-f]+ that "
+      "was freed");
+}
+
 // Copies must stay inside one allocation; allocations inside the device's memory.
 TEST(CudaEmulator, CopiesOutsideAnAllocationAndAllocationsPastTheDeviceAreRefused) {
   Emu e;

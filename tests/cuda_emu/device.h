@@ -209,8 +209,12 @@ inline bool run_block(Block& b) {
 
 // A launch of kernel F over a grid: each block in turn, each thread a fiber calling F with the
 // packed arguments. Returns null, or what went wrong.
+// This module's own (internal linkage: a function-local static of an inline function would be a
+// GNU "unique" symbol, one object for every module loaded in the process).
+static Block the_block;  // its stacks are kept from launch to launch
+
 inline const char* run_grid(void (*body)(void*), void* args, Dim grid, Dim threads) {
-  static Block b;  // its stacks are kept from launch to launch
+  Block& b = the_block;
   block = &b;
   b.error[0] = 0;
   b.body = body;

@@ -175,15 +175,37 @@ thread_local std::vector<void*> context_stack;
 // The kernel running on this thread, for the fault handler.
 thread_local const char* running_kernel = nullptr;
 
+// Freed allocations, kept reserved and unreadable (cuMemFree_v2), for the fault handler.
+struct Freed {
+  uintptr_t map = 0;
+  size_t map_bytes = 0;
+  uintptr_t at = 0;
+  size_t bytes = 0;
+};
+constexpr size_t kFreedKept = 4096;
+Freed freed[kFreedKept];
+size_t freed_next = 0;
+
 // A kernel that reads or writes past the end of an allocation touches the page after it, which
 // faults: the process stops with the kernel's name, not a corrupted heap later.
 void on_fault(int sig, siginfo_t* info, void*) {
   if (running_kernel) {
+    const auto a = reinterpret_cast<uintptr_t>(info->si_addr);
+    const Freed* was = nullptr;
+    for (const Freed& f : freed)
+      if (f.map && a >= f.map && a < f.map + f.map_bytes) was = &f;
     char line[512];
-    const int n = std::snprintf(line, sizeof(line),
-                                "optjit CUDA emulator: kernel %s touched %p, outside every "
-                                "allocation (an illegal address on a GPU)\n",
-                                running_kernel, info->si_addr);
+    const int n =
+        was ? std::snprintf(line, sizeof(line),
+                            "optjit CUDA emulator: kernel %s touched %p, in an allocation of %zu "
+                            "bytes at %p that was freed (an illegal address on a GPU, or "
+                            "another buffer's data once the memory is reused)\n",
+                            running_kernel, info->si_addr, was->bytes,
+                            reinterpret_cast<void*>(was->at))
+            : std::snprintf(line, sizeof(line),
+                            "optjit CUDA emulator: kernel %s touched %p, outside every "
+                            "allocation (an illegal address on a GPU)\n",
+                            running_kernel, info->si_addr);
     if (n > 0) (void)!::write(2, line, static_cast<size_t>(std::min(n, 511)));
   }
   ::signal(sig, SIG_DFL);  // the fault happens again, and ends the process as it would have
@@ -389,11 +411,23 @@ CUresult cuMemAlloc_v2(uintptr_t* p, size_t bytes) {
   return kSuccess;
 }
 CUresult cuMemFree_v2(uintptr_t p) {
+  // cuMemFree waits for the device: work queued before it may still use the memory.
+  default_stream().drain();
   std::lock_guard lock(state_mutex);
+  for (Stream* s : streams) s->drain();
   auto it = allocations.find(p);
   if (it == allocations.end()) return kInvalidValue;
   allocated -= it->second.bytes;
-  ::munmap(it->second.map, it->second.map_bytes);
+  // The pages go back to the system but their addresses stay reserved, unreadable, so a kernel
+  // that uses the memory afterwards faults and is named (on_fault); the last kFreedKept frees
+  // are kept so.
+  Allocation& a = it->second;
+  ::madvise(a.map, a.map_bytes, MADV_DONTNEED);
+  ::mprotect(a.map, a.map_bytes, PROT_NONE);
+  Freed& f = freed[freed_next % kFreedKept];
+  if (f.map) ::munmap(reinterpret_cast<void*>(f.map), f.map_bytes);
+  f = {reinterpret_cast<uintptr_t>(a.map), a.map_bytes, p, a.bytes};
+  ++freed_next;
   allocations.erase(it);
   return kSuccess;
 }

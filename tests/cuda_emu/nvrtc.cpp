@@ -134,12 +134,14 @@ int nvrtcCompileProgram(nvrtcProgram p, int num_options, const char* const* opti
                     out = base + "/compiler.log";
   std::ofstream(cpp) << src;
   // -ffp-contract=off: NVRTC's --fmad=false. -O1 keeps compiles short; the emulator is for
-  // correctness, not speed.
-  const std::string cmd = std::string(OPTJIT_EMU_CXX) +
-                          " -std=c++20 -O1 -fPIC -shared -ffp-contract=off -fno-fast-math -w "
-                          "-include " +
-                          quoted(OPTJIT_EMU_DEVICE_H) + " -o " + quoted(so) + " " + quoted(cpp) +
-                          " > " + quoted(out) + " 2>&1";
+  // correctness, not speed. -fno-gnu-unique: each module keeps its own objects (GNU "unique"
+  // symbols are shared by every library loaded, RTLD_LOCAL or not).
+  const std::string cmd =
+      std::string(OPTJIT_EMU_CXX) +
+      " -std=c++20 -O1 -fPIC -shared -ffp-contract=off -fno-fast-math -fno-gnu-unique -w "
+      "-include " +
+      quoted(OPTJIT_EMU_DEVICE_H) + " -o " + quoted(so) + " " + quoted(cpp) + " > " + quoted(out) +
+      " 2>&1";
   const int status = std::system(cmd.c_str());
   std::stringstream compiler_log;
   compiler_log << std::ifstream(out).rdbuf();
