@@ -1,18 +1,13 @@
-// OpenCL (PoCL in CI) against the reference on random pipelines (built-ins and custom
-// transforms with nested reductions), storage types and launch shapes: block, items per
-// work-item, vector width, grid cap and chunk size all drawn at random, with the scalar
-// program on the host or on the device (the device step). Each case builds an
-// OpenCL program, so this property runs 15 cases unless RC_PARAMS says otherwise.
+// OpenCL (PoCL in CI) against the reference on random pipelines, storage types and launch shapes
+// (tests/gpu_property.h). Each case builds an OpenCL program, so this property runs 15 cases
+// unless RC_PARAMS says otherwise.
 #include <cstdlib>
 
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
 
-#include "codegen/launch.h"
-#include "ir/compile.h"
-#include "property_gens.h"
-#include "executors.h"
+#include "gpu_property.h"
 
 namespace optjit {
 namespace {
@@ -22,34 +17,7 @@ const int kCases = ::setenv("RC_PARAMS", "max_success=15", /*overwrite=*/0);
 
 RC_GTEST_PROP(OpenclProperty, EveryLaunchShapeMatchesTheReference, ()) {
   (void)kCases;
-  const bool custom = *rc::gen::arbitrary<bool>();
-  std::string text = custom ? *gen_custom_pipeline() : *gen_builtin_pipeline();
-  DType t = custom ? *rc::gen::elementOf(std::vector<DType>{DType::f32, DType::f64})
-                   : *rc::gen::elementOf(
-                         std::vector<DType>{DType::f32, DType::f64, DType::bf16, DType::f16});
-  RC_TAG(custom ? "custom" : "builtins", to_string(t));
-  auto plan = compile_pipeline(text, {t, t, t});
-  RC_ASSERT(plan.ok());
-  codegen::GpuLaunch launch;
-  launch.block = *rc::gen::elementOf(std::vector<int>{1, 2, 4, 8, 16, 64});
-  launch.items = *rc::gen::inRange(1, 5);
-  launch.vec = *rc::gen::elementOf(std::vector<int>{1, 2, 4, 8});
-  launch.groups_per_unit = *rc::gen::inRange(1, 9);
-  launch.chunk_elements = launch.vec * *rc::gen::inRange(1, 6);
-  const bool device_step = *rc::gen::arbitrary<bool>();
-  RC_TAG(device_step ? "device step" : "host step");
-  RC_LOG() << text << " on " << to_string(t) << ", " << launch.to_string()
-           << (device_step ? ", device step" : "") << "\n";
-  runtime::ExecutorOptions options;
-  options.launch = launch;
-  options.step = device_step ? runtime::StepMode::device : runtime::StepMode::host;
-  auto ocl = testing::executor(*plan, "opencl", options);
-  RC_ASSERT(ocl.ok());
-  check_backend_matches_reference(*plan, t, random_params(t, 40), [&](runtime::OptimizerState& s) {
-    auto r = (*ocl)->step(s);
-    RC_ASSERT(r.ok());
-    return r->skipped;
-  });
+  check_launch_shape_matches_reference("opencl");
 }
 
 }  // namespace
