@@ -111,6 +111,11 @@ tests() {
   for ((i = 0; i < shards; i++)); do wait -n || failed=1; done
   grep -h "tests ran\|PASSED\|FAILED" "$out"/tests/shard*.log | sort | uniq -c
   grep -h -B30 "^\[  FAILED  \]" "$out"/tests/shard*.log | head -400
+  # CUDA's launch-shape property (15 random pipelines, dtypes and launch shapes).
+  if [ -x "$root/bin/cuda_property_test" ]; then
+    "$root/bin/cuda_property_test" --gtest_brief=1 >"$out/tests/property.log" 2>&1 || failed=1
+    grep -E "OK, passed|Falsifiable|FAILED" "$out/tests/property.log"
+  fi
   return $failed
 }
 

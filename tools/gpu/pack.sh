@@ -20,6 +20,8 @@ mkdir -p "$stage/bin" "$stage/lib" .gpu
 cp "$build/optjit" "$build/tests/cuda_test" "$stage/bin/"
 # The WebGPU backend's parity tests, for NVIDIA's Vulkan driver (device_run.sh's webgpu stage).
 [ -x "$build/tests/webgpu_test" ] && cp "$build/tests/webgpu_test" "$stage/bin/"
+# CUDA's launch-shape property (device_run.sh's tests stage; built where rapidcheck is).
+[ -x "$build/tests/cuda_property_test" ] && cp "$build/tests/cuda_property_test" "$stage/bin/"
 # Everything the binaries load except the C runtime, libstdc++ (the GPU image's is newer) and
 # NVRTC (which must match the machine's CUDA).
 ldd "$stage"/bin/* | awk '/=>/ {print $3}' | sort -u |
