@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
@@ -112,6 +113,10 @@ struct Stream {
     std::unique_lock lock(m);
     cv.wait(lock, [&] { return queue.empty() && !busy; });
   }
+  bool drain_for(std::chrono::seconds limit) {
+    std::unique_lock lock(m);
+    return cv.wait_for(lock, limit, [&] { return queue.empty() && !busy; });
+  }
   bool idle() {
     std::lock_guard lock(m);
     return queue.empty() && !busy;
@@ -141,6 +146,24 @@ Stream& default_stream() {
   static Stream* s = new Stream;  // never destroyed: work may still be queued at exit
   return *s;
 }
+
+// At exit, before this library's statics go, the streams finish what is queued (a process
+// that never synchronises before returning from main), each within 10 s: a stream held by a
+// host function that never returns is left as it is.
+void finish_streams_at_exit() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    std::atexit([] {
+      default_stream().drain_for(std::chrono::seconds(10));
+      std::vector<Stream*> all;
+      {
+        std::lock_guard lock(state_mutex);
+        all = streams;
+      }
+      for (Stream* s : all) s->drain_for(std::chrono::seconds(10));
+    });
+  });
+}
 Stream* stream_of(void* handle) {
   const auto h = reinterpret_cast<uintptr_t>(handle);
   return h <= 2 ? &default_stream() : static_cast<Stream*>(handle);
@@ -158,6 +181,7 @@ bool device_range(uintptr_t p, size_t n) {
 // Work for a stream, or for its capture.
 CUresult enqueue(void* handle, Work w) {
   if (sticky != kSuccess) return sticky;
+  finish_streams_at_exit();
   Stream* s = stream_of(handle);
   {
     std::lock_guard lock(s->m);
@@ -480,6 +504,7 @@ CUresult cuMemcpyDtoHAsync_v2(void* dst, uintptr_t src, size_t n, void* stream) 
 
 CUresult cuStreamCreate(Stream** s, unsigned) {
   if (!s) return kInvalidValue;
+  finish_streams_at_exit();
   *s = new Stream;
   std::lock_guard lock(state_mutex);
   streams.push_back(*s);
