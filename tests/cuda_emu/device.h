@@ -11,8 +11,8 @@
 //  - __syncthreads waits for every thread of the block that has not exited (exited threads
 //    count as arrived, as on Volta and later);
 //  - __shfl_xor_sync waits for every lane of its warp that has not exited, and reads the lane
-//    `lane ^ mask`; a partial mask, or reading a lane that has exited, is an error (undefined on
-//    a GPU);
+//    `lane ^ mask`; a partial mask, or reading a lane that did not take part in that exchange
+//    (it exited before, or does not exist), is an error (undefined on a GPU);
 //  - a block in which every live thread waits and none can go on is a deadlock: the launch
 //    fails with a message naming where its threads wait, instead of hanging.
 // Arithmetic is the host's IEEE f32/f64 with no contraction (NVRTC's --fmad=false,
@@ -20,7 +20,9 @@
 #pragma once
 
 #include <math.h>
+#include <sys/mman.h>
 #include <ucontext.h>
+#include <unistd.h>
 
 #include <bit>
 #include <cstdint>
@@ -53,10 +55,37 @@ struct Fiber {
   enum class Wait { none, block, warp } waits = Wait::none;  // for a deadlock's message
 };
 
+// A fiber's stack, with an unreadable page below it: an overflow faults instead of writing over
+// whatever lies next to it.
+struct Stack {
+  static constexpr size_t kBytes = 256 * 1024;
+  void* map = nullptr;
+  size_t page = 0;
+  Stack() = default;
+  Stack(const Stack&) = delete;
+  Stack& operator=(const Stack&) = delete;
+  Stack(Stack&& o) noexcept : map(o.map), page(o.page) { o.map = nullptr; }
+  ~Stack() {
+    if (map) munmap(map, kBytes + page);
+  }
+  // The usable part (null if it cannot be mapped).
+  void* base() {
+    if (!map) {
+      page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+      void* m =
+          mmap(nullptr, kBytes + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (m == MAP_FAILED) return nullptr;
+      mprotect(m, page, PROT_NONE);
+      map = m;
+    }
+    return static_cast<char*>(map) + page;
+  }
+};
+
 struct Block {
   Dim bid, bdim, gdim;
   std::vector<Fiber> fibers;
-  std::vector<std::vector<char>> stacks;
+  std::vector<Stack> stacks;
   std::vector<unsigned int> runnable;
   size_t next = 0;
   unsigned int live = 0;
@@ -153,8 +182,6 @@ T shfl_xor(unsigned int mask, T value, int lane_mask) {
 
 inline void syncthreads() { arrive(block->block_barrier, block->live, Fiber::Wait::block); }
 
-constexpr size_t kStackBytes = 256 * 1024;
-
 // Runs one block of `threads` fibers over body(args); false (with b.error) on a deadlock or an
 // error a fiber raised.
 inline bool run_block(Block& b) {
@@ -176,10 +203,14 @@ inline bool run_block(Block& b) {
     f.lane = t % 32;
     f.warp = t / 32;
     ++b.warp_live[f.warp];
-    if (b.stacks[t].size() < kStackBytes) b.stacks[t].resize(kStackBytes);
+    void* stack = b.stacks[t].base();
+    if (!stack) {
+      fail("no memory for a thread's stack");
+      return false;
+    }
     getcontext(&f.context);
-    f.context.uc_stack.ss_sp = b.stacks[t].data();
-    f.context.uc_stack.ss_size = kStackBytes;
+    f.context.uc_stack.ss_sp = stack;
+    f.context.uc_stack.ss_size = Stack::kBytes;
     f.context.uc_link = &b.scheduler;
     makecontext(&f.context, fiber_main, 0);
     b.runnable.push_back(t);
