@@ -19,6 +19,7 @@
 #include "queued_steps.h"
 #include "runtime/cuda_api.h"
 #include "runtime/cuda_driver.h"
+#include "sround_check.h"
 
 namespace optjit {
 namespace {
@@ -302,6 +303,22 @@ TEST(Cuda, QuantizedStateDequantizesEveryCodeToItsMapValue) {
       {.backend = Backend::cuda, .gpu_launch = codegen::GpuLaunch{.shared_tables = true}});
   testing::quant::check_every_code(
       {.backend = Backend::cuda, .gpu_launch = codegen::GpuLaunch{.items = 2}});
+}
+
+// Stochastic rounding (bf16_sr state, bf16 parameters) draws the CPU backend's bits
+// (tests/sround_check.h): host-driven, as a device step, as a graph, and on small blocks with
+// vectors and tails.
+TEST(Cuda, StochasticRoundingDrawsTheCpusBits) {
+  for (int mode = 0; mode < 4; ++mode) {
+    SCOPED_TRACE(mode);
+    OptimizerOptions o;
+    o.backend = Backend::cuda;
+    o.device_step = mode == 1 || mode == 2;
+    o.cuda_graph = mode == 2;
+    if (mode == 3)
+      o.gpu_launch = codegen::GpuLaunch{.block = 64, .items = 2, .vec = 4, .chunk_elements = 40};
+    testing::check_stochastic_rounding_draws_the_cpus_bits(o);
+  }
 }
 
 // A communicator that synchronises with the host (one process: the sum is the data).

@@ -24,6 +24,7 @@
 #include "fixtures.h"
 #include "quant_model.h"
 #include "runtime/devices.h"
+#include "sround_check.h"
 #include "test_dir.h"
 #include "wgpu_app.h"
 
@@ -527,55 +528,13 @@ TEST(Webgpu, AProbeSaysWhetherTheAdapterRoundsDivisionAndRoots) {
   }
 }
 
-// Stochastic rounding in WGSL (SplitMix64 on pairs of u32, the key from its f64 bits): bf16_sr
-// state and stochastically rounded bf16 parameters draw the CPU backend's bits, over several
-// steps (the key moves with the step), two tensors (the tensor index enters the bits), keys
-// near 2^52 (the largest seed), and vector tails.
+// Stochastic rounding in WGSL (SplitMix64 on pairs of u32, the key from its f64 bits) draws the
+// CPU backend's bits (tests/sround_check.h), on small work-groups with vectors and tails.
 TEST(Webgpu, StochasticRoundingDrawsTheCpusBits) {
-  for (bool params_too : {false, true}) {
-    SCOPED_TRACE(params_too ? "bf16 parameters" : "bf16_sr state");
-    const DType pt = params_too ? DType::bf16 : DType::f32;
-    const size_t n[2] = {3001, 77};
-    std::vector<std::vector<uint8_t>> p[2], st[2];
-    for (int k = 0; k < 2; ++k) {
-      std::unique_ptr<Optimizer> opt;
-      for (size_t t = 0; t < 2; ++t) {
-        p[k].emplace_back(n[t] * size_bytes(pt));
-        for (size_t e = 0; e < n[t]; ++e)
-          runtime::store_element(p[k][t].data(), pt, static_cast<int64_t>(e),
-                                 std::sin(0.01 * e + t));
-      }
-      OptimizerOptions o;
-      o.backend = k == 0 ? Backend::webgpu : Backend::cpu;
-      o.gpu_launch = codegen::GpuLaunch{.block = 8, .items = 2, .vec = 4, .chunk_elements = 40};
-      o.stochastic_param_rounding = params_too;
-      o.cache.reset();
-      auto made = Optimizer::create(
-          "adamw(lr=1e-2, weight_decay=0.1, state_format=\"bf16_sr\")",
-          {{.name = "a", .data = p[k][0].data(), .dtype = pt, .shape = {int64_t(n[0])}},
-           {.name = "b", .data = p[k][1].data(), .dtype = pt, .shape = {int64_t(n[1])}}},
-          o);
-      ASSERT_TRUE(made) << made.error().message;
-      opt = std::move(*made);
-      ASSERT_TRUE(opt->set_hyper("state_seed", 1048575));  // the key near 2^52
-      for (int step = 0; step < 3; ++step) {
-        std::vector<std::vector<uint8_t>> g;
-        for (size_t t = 0; t < 2; ++t) {
-          g.emplace_back(n[t] * size_bytes(pt));
-          for (size_t e = 0; e < n[t]; ++e)
-            runtime::store_element(g[t].data(), pt, static_cast<int64_t>(e),
-                                   std::cos(0.37 * e + step) * 1e-3);
-        }
-        ASSERT_TRUE(opt->step({g[0].data(), g[1].data()}));
-      }
-      auto file = opt->export_state();
-      ASSERT_TRUE(file) << file.error().message;
-      for (const auto& tensor : file->tensors) st[k].push_back(tensor.data);
-    }
-    EXPECT_EQ(p[0], p[1]);
-    ASSERT_EQ(st[0].size(), st[1].size());
-    for (size_t i = 0; i < st[0].size(); ++i) EXPECT_EQ(st[0][i], st[1][i]) << i;
-  }
+  OptimizerOptions o;
+  o.backend = Backend::webgpu;
+  o.gpu_launch = codegen::GpuLaunch{.block = 8, .items = 2, .vec = 4, .chunk_elements = 40};
+  testing::check_stochastic_rounding_draws_the_cpus_bits(o);
 }
 
 TEST(Webgpu, RefusesWhatWgslCannotHoldWithTheReason) {
