@@ -202,16 +202,23 @@ SearchSpace device_space(const runtime::DeviceDescription& d) {
 SearchSpace cuda_space(const plan::Plan& plan, const runtime::DeviceDescription& d,
                        cache::KernelCache* cache) {
   SearchSpace space{codegen::GpuLaunch{}.to_string(), gpu_stages(1024), {}, valid_launch};
-  // Quantized state: its code tables read from global memory or from shared copies.
-  if (!codegen::constant_tables(plan).empty())
-    space.stages.push_back(vary([](codegen::GpuLaunch g) {
-      std::vector<codegen::GpuLaunch> out;
-      for (bool shared : {false, true}) {
-        g.shared_tables = shared;
-        out.push_back(g);
-      }
-      return out;
-    }));
+  // Quantized state: its code tables read from global memory or from shared copies, and each
+  // warp's next trip prefetched or not. These stages come first: they change its kernels the
+  // most, and the candidate cap (24 by default) would end the search before them.
+  if (!codegen::constant_tables(plan).empty()) {
+    auto both = [](bool codegen::GpuLaunch::*field) {
+      return vary([field](codegen::GpuLaunch g) {
+        std::vector<codegen::GpuLaunch> out;
+        for (bool on : {false, true}) {
+          g.*field = on;
+          out.push_back(g);
+        }
+        return out;
+      });
+    };
+    space.stages.insert(space.stages.begin(), {both(&codegen::GpuLaunch::shared_tables),
+                                               both(&codegen::GpuLaunch::prefetch)});
+  }
   space.prune = [&plan, arch = d.arch, cache](const std::string& config) {
     return cuda_prune(plan, arch, codegen::GpuLaunch::parse(config).value(), cache);
   };

@@ -172,7 +172,8 @@ class KernelWriter {
         items_(o.launch.items),
         vec_(o.launch.vec),
         device_step_(o.device_step),
-        shared_tables_(o.launch.shared_tables) {}
+        shared_tables_(o.launch.shared_tables),
+        prefetch_(o.launch.prefetch) {}
 
   Expected<std::string> write() {
     std::string s;
@@ -489,11 +490,16 @@ class KernelWriter {
 
   // Element `ix`'s value of quantized buffer b, from its code and its block's scale `sc`.
   std::string dequantized(uint32_t b, const std::string& ix, const std::string& sc) const {
-    // 4-bit: the even element's code is its byte's high nibble.
-    const std::string code =
-        bits(b) == 4 ? fmt::format("(({} >> ({})) & 15u)", L_.code_byte(b, ix + " >> 1"),
-                                   L_.select(fmt::format("({} & 1) != 0", ix), "0u", "4u"))
-                     : L_.code_byte(b, ix);
+    return value_of(b, code_at(b, ix), sc);
+  }
+  // Element `ix`'s code of quantized buffer b (4-bit: the even element's code is its byte's
+  // high nibble), and the value of code `code` with scale `sc`.
+  std::string code_at(uint32_t b, const std::string& ix) const {
+    return bits(b) == 4 ? fmt::format("(({} >> ({})) & 15u)", L_.code_byte(b, ix + " >> 1"),
+                                      L_.select(fmt::format("({} & 1) != 0", ix), "0u", "4u"))
+                        : L_.code_byte(b, ix);
+  }
+  std::string value_of(uint32_t b, const std::string& code, const std::string& sc) const {
     const ir::QuantInfo& qi = ir::info(plan_.buffers[b].quant);
     if (ir::linear_map(qi.map))  // (code + 1) * map[0]: the map's value, no table read
       return L_.mul(L_.mul(L_.cast(L_.value_type(DType::f32), "(" + code + " + 1u)"),
@@ -554,43 +560,130 @@ class KernelWriter {
     auto in_block = [&](int k) {
       return fmt::format("lane + {} < {}", 32 * (k % K), at("n", k / K));
     };
+    // A trip's geometry (n, blk per block) from its first element `base`, and its scales,
+    // indices and loads into `dst` (L: this trip's values; F: the next trip's, prefetched).
+    // Names carry `pre` ("f" for the next trip); `declare` declares the loaded values with them.
+    auto geometry = [&](const std::string& base, const std::string& pre, const char* in) {
+      std::string out;
+      for (int g = 0; g < G; ++g) {
+        // A later block of the trip may be past the chunk (n <= 0: none of its items is).
+        const std::string start = g == 0 ? base : fmt::format("({} + {})", base, g * QB);
+        out +=
+            fmt::format("{0}{1}\n{0}{2}\n", in,
+                        L_.let(I, pre + at("n", g),
+                               L_.select(fmt::format("len - {} < {}", start, QB),
+                                         fmt::format("len - {}", start), std::to_string(QB))),
+                        L_.let(I, pre + at("blk", g), fmt::format("(off + {}) / {}", start, QB)));
+      }
+      return out;
+    };
+    auto indices = [&](const std::string& base, const std::string& pre, int k) {
+      return L_.let(I, pre + ix(k),
+                    fmt::format("{} + lane + {}", base, (k / K) * QB + 32 * (k % K)));
+    };
+    auto loads = [&](const std::string& base, const std::string& pre, const char* dst, bool declare,
+                     const char* in) {
+      std::string out;
+      for (uint32_t b : loads_)
+        if (quantized(b))
+          for (int g = 0; g < G; ++g)
+            out += in +
+                   L_.let(F, pre + per("sc", b, g),
+                          g == 0 ? L_.scale_at(b, pre + at("blk", g))
+                                 : L_.select(fmt::format("{}{} > 0", pre, at("n", g)),
+                                             L_.scale_at(b, pre + at("blk", g)), "0.0f")) +
+                   "\n";
+      // Every load of the trip first, so that all of them are in flight at once.
+      for (int k = 0; k < K * G; ++k) {
+        out += in + indices(base, pre, k) + "\n";
+        if (declare)
+          for (uint32_t b : loads_)
+            out += in +
+                   L_.var(quantized(b) ? F : vec_type(b, 1), fmt::format("{}{}_{}", dst, b, k)) +
+                   "\n";
+        if (loads_.empty()) continue;
+        out += fmt::format("{}if (lane + {} < {}{}) {{\n", in, 32 * (k % K), pre, at("n", k / K));
+        for (uint32_t b : loads_)
+          out += fmt::format("{}  {}{}_{} = {};\n", in, dst, b, k,
+                             quantized(b) ? dequantized(b, pre + ix(k), pre + per("sc", b, k / K))
+                                          : load(b, 1, pre + ix(k)));
+        out += std::string(in) + "}\n";
+      }
+      return out;
+    };
+    // Prefetching (prefetch_): a trip's raw loads, into `dst` (C: this trip's, N: the next
+    // trip's): values of plain buffers, codes and scales of quantized ones, which are
+    // dequantized when the trip computes (a table read right after the load would wait for it).
+    auto raw_loads = [&](const std::string& base, const std::string& pre, const char* dst,
+                         const char* in) {
+      std::string out;
+      for (uint32_t b : loads_)
+        if (quantized(b))
+          for (int g = 0; g < G; ++g)
+            out += fmt::format("{}{}S{}_{} = {};\n", in, dst, b, g,
+                               g == 0 ? L_.scale_at(b, pre + at("blk", g))
+                                      : L_.select(fmt::format("{}{} > 0", pre, at("n", g)),
+                                                  L_.scale_at(b, pre + at("blk", g)), "0.0f"));
+      for (int k = 0; k < K * G; ++k) {
+        out += in + indices(base, pre, k) + "\n";
+        if (loads_.empty()) continue;
+        out += fmt::format("{}if (lane + {} < {}{}) {{\n", in, 32 * (k % K), pre, at("n", k / K));
+        for (uint32_t b : loads_)
+          out += fmt::format("{}  {}{}_{} = {};\n", in, dst, b, k,
+                             quantized(b) ? code_at(b, pre + ix(k)) : load(b, 1, pre + ix(k)));
+        out += std::string(in) + "}\n";
+      }
+      return out;
+    };
+    auto raw_vars = [&](const char* dst, const char* in) {
+      std::string out;
+      for (uint32_t b : loads_)
+        if (quantized(b))
+          for (int g = 0; g < G; ++g)
+            out += in + L_.var(F, fmt::format("{}S{}_{}", dst, b, g)) + "\n";
+      for (int k = 0; k < K * G; ++k)
+        for (uint32_t b : loads_)
+          out += in + L_.var(quantized(b) ? U : vec_type(b, 1), fmt::format("{}{}_{}", dst, b, k)) +
+                 "\n";
+      return out;
+    };
+    const std::string first = fmt::format("{} * {}", L_.cast(I, "(" + lid + " >> 5u)"), QB * G),
+                      stride = std::to_string(warps * QB * G);
     std::string s = "      " + L_.let(I, "lane", L_.cast(I, "(" + lid + " & 31u)")) + "\n";
-    s += fmt::format(
-        "      {} {{\n",
-        L_.for_head(I, "e0", fmt::format("{} * {}", L_.cast(I, "(" + lid + " >> 5u)"), QB * G),
-                    "e0 < len", fmt::format("e0 += {}", warps * QB * G)));
-    for (int g = 0; g < G; ++g) {
-      // A later block of the trip may be past the chunk (n <= 0: none of its items is).
-      const std::string start = g == 0 ? "e0" : fmt::format("(e0 + {})", g * QB);
-      s += fmt::format("        {}\n        {}\n",
-                       L_.let(I, at("n", g),
-                              L_.select(fmt::format("len - {} < {}", start, QB),
-                                        fmt::format("len - {}", start), std::to_string(QB))),
-                       L_.let(I, at("blk", g), fmt::format("(off + {}) / {}", start, QB)));
+    if (prefetch_) {
+      // Software pipelining: the next trip's loads are issued before this trip computes, so
+      // the memory's latency is spent computing (they wait in N, then move to C).
+      s += raw_vars("C", "      ");
+      s += fmt::format("      {{\n        {}\n        if (e0 < len) {{\n", L_.let(I, "e0", first));
+      s += geometry("e0", "", "          ") + raw_loads("e0", "", "C", "          ");
+      s += "        }\n      }\n";
     }
-    for (uint32_t b : loads_)
-      if (quantized(b))
-        for (int g = 0; g < G; ++g)
-          s += "        " +
-               L_.let(F, per("sc", b, g),
-                      g == 0 ? L_.scale_at(b, at("blk", g))
-                             : L_.select(fmt::format("{} > 0", at("n", g)),
-                                         L_.scale_at(b, at("blk", g)), "0.0f")) +
+    s += fmt::format("      {} {{\n",
+                     L_.for_head(I, "e0", first, "e0 < len", fmt::format("e0 += {}", stride)));
+    s += geometry("e0", "", "        ");
+    if (!prefetch_) {
+      s += loads("e0", "", "L", true, "        ");
+    } else {
+      for (int k = 0; k < K * G; ++k) s += "        " + indices("e0", "", k) + "\n";
+      s += raw_vars("N", "        ");
+      s += fmt::format("        {{\n          {}\n          if (e1 < len) {{\n",
+                       L_.let(I, "e1", "e0 + " + stride));
+      s += geometry("e1", "f", "            ") + raw_loads("e1", "f", "N", "            ");
+      s += "          }\n        }\n";
+      // This trip's values, from its codes and scales (loaded a trip ago).
+      for (int k = 0; k < K * G; ++k) {
+        for (uint32_t b : loads_)
+          s += "        " + L_.var(quantized(b) ? F : vec_type(b, 1), fmt::format("L{}_{}", b, k)) +
                "\n";
-    // Every load of the trip first, so that all of them are in flight at once.
-    for (int k = 0; k < K * G; ++k) {
-      s += "        " +
-           L_.let(I, ix(k), fmt::format("e0 + lane + {}", (k / K) * QB + 32 * (k % K))) + "\n";
-      for (uint32_t b : loads_)
-        s += "        " + L_.var(quantized(b) ? F : vec_type(b, 1), fmt::format("L{}_{}", b, k)) +
-             "\n";
-      if (loads_.empty()) continue;
-      s += fmt::format("        if ({}) {{\n", in_block(k));
-      for (uint32_t b : loads_)
-        s += fmt::format(
-            "          L{}_{} = {};\n", b, k,
-            quantized(b) ? dequantized(b, ix(k), per("sc", b, k / K)) : load(b, 1, ix(k)));
-      s += "        }\n";
+        if (loads_.empty()) continue;
+        s += fmt::format("        if ({}) {{\n", in_block(k));
+        for (uint32_t b : loads_)
+          s += fmt::format("          L{}_{} = {};\n", b, k,
+                           quantized(b) ? value_of(b, fmt::format("C{}_{}", b, k),
+                                                   fmt::format("CS{}_{}", b, k / K))
+                                        : fmt::format("C{}_{}", b, k));
+        s += "        }\n";
+      }
     }
     for (uint32_t b : stores_)
       if (quantized(b)) {
@@ -651,6 +744,13 @@ class KernelWriter {
                          in_block(k),
                          L_.store_codes(b, ix(k) + " >> 1", fmt::format("({} << 4u) | {}", c, d)));
       }
+    }
+    if (prefetch_) {  // the next trip's loads become this trip's
+      for (uint32_t b : loads_)
+        if (quantized(b))
+          for (int g = 0; g < G; ++g) s += fmt::format("        CS{0}_{1} = NS{0}_{1};\n", b, g);
+      for (int k = 0; k < K * G; ++k)
+        for (uint32_t b : loads_) s += fmt::format("        C{0}_{1} = N{0}_{1};\n", b, k);
     }
     s += "      }\n";
     return s;
@@ -838,6 +938,7 @@ class KernelWriter {
   int block_, items_, vec_;
   bool device_step_;
   bool shared_tables_;                    // GpuLaunch::shared_tables
+  bool prefetch_;                         // GpuLaunch::prefetch
   std::vector<uint32_t> loads_, stores_;  // buffers the pass loads / stores
   std::vector<uint32_t> quant_;           // the block-quantized buffers among them
   std::string module_scope_, shared_;     // shared arrays' declarations (see shared())
@@ -879,6 +980,11 @@ Expected<std::string> emit_c(const plan::Plan& plan, CEmitOptions o) {
   if (o.launch.shared_tables && L.module_shared_u32("t", 1).empty())
     return make_error(
         "the {} backend reads its code tables from constant memory: tables=shared is CUDA's",
+        L.name());
+  if (o.launch.prefetch && L.warp_xor_u32("x", 1).empty())
+    return make_error(
+        "the {} backend quantizes a block per work-group through local memory: prefetch=1 is "
+        "CUDA's (its warps' quantized path)",
         L.name());
   s += preamble(L, plan, o.launch.vec, o.launch.shared_tables);
   s += L.arithmetic_helpers(o.division);

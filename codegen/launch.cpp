@@ -11,16 +11,18 @@ namespace optjit::codegen {
 
 namespace {
 constexpr const char* kSharedTables = ",tables=shared";
-}
+constexpr const char* kPrefetch = ",prefetch=1";
+}  // namespace
 
 std::string GpuLaunch::to_string() const {
-  return fmt::format("block={},items={},vec={},grid={},chunk={}{}", block, items, vec,
-                     groups_per_unit, chunk_elements, shared_tables ? kSharedTables : "");
+  return fmt::format("block={},items={},vec={},grid={},chunk={}{}{}", block, items, vec,
+                     groups_per_unit, chunk_elements, shared_tables ? kSharedTables : "",
+                     prefetch ? kPrefetch : "");
 }
 
 std::string GpuLaunch::code_variant() const {
-  return fmt::format("block={},items={},vec={}{}", block, items, vec,
-                     shared_tables ? kSharedTables : "");
+  return fmt::format("block={},items={},vec={}{}{}", block, items, vec,
+                     shared_tables ? kSharedTables : "", prefetch ? kPrefetch : "");
 }
 
 std::optional<GpuLaunch> GpuLaunch::parse(const std::string& s) {
@@ -30,10 +32,15 @@ std::optional<GpuLaunch> GpuLaunch::parse(const std::string& s) {
   if (std::sscanf(s.c_str(), "block=%d,items=%d,vec=%d,grid=%d,chunk=%lld%n", &g.block, &g.items,
                   &g.vec, &g.groups_per_unit, &chunk, &used) != 5)
     return std::nullopt;
-  // Decisions stored before tables= existed end here, and mean global tables.
-  const std::string rest = s.substr(static_cast<size_t>(used));
-  if (rest == kSharedTables)
+  // Decisions stored before tables= and prefetch= existed end here, and mean global tables and
+  // no prefetching.
+  std::string rest = s.substr(static_cast<size_t>(used));
+  if (rest.starts_with(kSharedTables)) {
     g.shared_tables = true;
+    rest = rest.substr(std::string_view(kSharedTables).size());
+  }
+  if (rest == kPrefetch)
+    g.prefetch = true;
   else if (!rest.empty())
     return std::nullopt;
   g.chunk_elements = chunk;
@@ -59,18 +66,26 @@ Expected<GpuLaunch> GpuLaunch::from_text(const std::string& s, const GpuLaunch& 
     const size_t eq = item.find('=');
     if (eq == std::string::npos)
       return make_error(
-          "launch parameter '{}' is not name=value (block, items, vec, grid, chunk, tables)", item);
+          "launch parameter '{}' is not name=value (block, items, vec, grid, chunk, tables, "
+          "prefetch)",
+          item);
     const std::string name = item.substr(0, eq), value = item.substr(eq + 1);
-    static const std::set<std::string> kNames = {"block", "items", "vec",
-                                                 "grid",  "chunk", "tables"};
+    static const std::set<std::string> kNames = {"block", "items",  "vec",     "grid",
+                                                 "chunk", "tables", "prefetch"};
     if (!kNames.count(name))
-      return make_error("unknown launch parameter '{}' (block, items, vec, grid, chunk, tables)",
-                        name);
+      return make_error(
+          "unknown launch parameter '{}' (block, items, vec, grid, chunk, tables, prefetch)", name);
     if (!seen.insert(name).second) return make_error("launch parameter {} is given twice", name);
     if (name == "tables") {
       if (value != "global" && value != "shared")
         return make_error("launch parameter tables: '{}' is not global or shared", value);
       g.shared_tables = value == "shared";
+      continue;
+    }
+    if (name == "prefetch") {
+      if (value != "0" && value != "1")
+        return make_error("launch parameter prefetch: '{}' is not 0 or 1", value);
+      g.prefetch = value == "1";
       continue;
     }
     char* end = nullptr;

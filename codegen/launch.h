@@ -24,6 +24,10 @@ struct GpuLaunch {
   /// that costs a cache wavefront per line touched, from shared memory one cycle per bank
   /// conflict. "tables=shared" in text; absent means global.
   bool shared_tables = false;
+  /// CUDA's quantized path: each warp issues its next trip's loads before computing this one
+  /// (software pipelining, the next trip's values held in registers), so that memory latency
+  /// overlaps the computation. "prefetch=1" in text; absent means 0.
+  bool prefetch = false;
 
   /// The launch parameters used before any tuning. GPUs: blocks of 256 threads, one element per
   /// thread per trip. CPU devices (PoCL): one work-item per work-group, so each work-item
@@ -32,17 +36,17 @@ struct GpuLaunch {
   /// 0.13 with blocks of 256).
   static GpuLaunch device_default(bool gpu);
 
-  /// "block=256,items=1,vec=1,grid=8,chunk=65536" (",tables=shared" after it when set): the
-  /// cache's form of a decision.
+  /// "block=256,items=1,vec=1,grid=8,chunk=65536" (",tables=shared" and ",prefetch=1" after it
+  /// when set): the cache's form of a decision.
   std::string to_string() const;
   static std::optional<GpuLaunch> parse(const std::string& s);
-  /// What a user writes: any subset of block, items, vec, grid, chunk and tables (global or
-  /// shared) as "name=value" pairs separated by commas ("vec=4,items=2"); the rest keep their
-  /// defaults. Errors name the problem.
+  /// What a user writes: any subset of block, items, vec, grid, chunk, tables (global or
+  /// shared) and prefetch (0 or 1) as "name=value" pairs separated by commas ("vec=4,items=2");
+  /// the rest keep their defaults. Errors name the problem.
   static Expected<GpuLaunch> from_text(const std::string& s, const GpuLaunch& base);
   static Expected<GpuLaunch> from_text(const std::string& s) { return from_text(s, GpuLaunch{}); }
   /// The part that changes the emitted code, for kernel cache keys: "block=256,items=1,vec=1"
-  /// (",tables=shared" after it when set).
+  /// (",tables=shared" and ",prefetch=1" after it when set).
   std::string code_variant() const;
   /// A clear error for parameters no kernel can use.
   Status validate() const;

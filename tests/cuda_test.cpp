@@ -117,6 +117,56 @@ TEST(Cuda, TunesOnTheGpuAndTheWinnerComputesTheSameStep) {
   std::printf("[ copy     ] %.1f GB/s device to device\n", 2.0 * (1 << 28) / *copy / 1e9);
 }
 
+// Quantized state: the tuner tries shared code tables, then prefetching, before anything else
+// (a candidate that spills is pruned, not run), and its winner steps the CPU's bits.
+TEST(Cuda, TuningQuantizedStateTriesSharedTablesAndPrefetchingFirst) {
+  const char* pipeline =
+      R"(chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2, weight_decay=0.1, state_format="4bit")))";
+  auto plan = compile_pipeline(pipeline);
+  ASSERT_TRUE(plan) << plan.error().message;
+  std::vector<runtime::HostTensor> params = {
+      runtime::HostTensor::zeros("w", DType::f32, {1 << 16})};
+  for (int64_t i = 0; i < params[0].numel(); ++i)
+    params[0].set(i, 0.01 * std::sin(0.1 * static_cast<double>(i)));
+  auto state = runtime::init_state(*plan, params, {});
+  ASSERT_TRUE(state);
+  for (int64_t i = 0; i < state->tensors[0].numel; ++i)
+    runtime::store_element(state->tensors[0].data(plan->program.grad_buffer()), DType::f32, i,
+                           0.001 * std::cos(0.3 * static_cast<double>(i)));
+  autotune::TuneOptions opts;
+  opts.seconds_per_candidate = 0.02;
+  opts.max_candidates = 3;
+  opts.progress = false;
+  auto r = autotune::tune_cuda(*plan, *state, 0, nullptr, opts);
+  ASSERT_TRUE(r) << r.error().message;
+  std::vector<std::string> tried;
+  for (const auto& m : r->measured) tried.push_back(m.config);
+  for (const auto& k : r->skipped) tried.push_back(k.config);
+  ASSERT_GE(tried.size(), 3u);
+  EXPECT_EQ(tried[0], codegen::GpuLaunch{}.to_string());
+  auto second = codegen::GpuLaunch::parse(tried[1]), third = codegen::GpuLaunch::parse(tried[2]);
+  ASSERT_TRUE(second && third) << tried[1] << " " << tried[2];
+  EXPECT_EQ(second->to_string(), (codegen::GpuLaunch{.shared_tables = true}).to_string());
+  EXPECT_TRUE(third->prefetch) << tried[2];
+  // The winner, as an optimizer's launch, against the CPU.
+  auto winner = codegen::GpuLaunch::parse(r->winner);
+  ASSERT_TRUE(winner) << r->winner;
+  auto run = [&](OptimizerOptions o) {
+    std::vector<float> w(1 << 16), g(w.size());
+    for (size_t i = 0; i < w.size(); ++i)
+      w[i] = 0.01f * std::sin(0.1f * static_cast<float>(i)),
+      g[i] = 0.001f * std::cos(0.3f * static_cast<float>(i));
+    auto opt = Optimizer::create(pipeline, {{"w", w.data(), DType::f32, {1 << 16}}}, o);
+    EXPECT_TRUE(opt) << opt.error().message;
+    for (int s = 0; opt && s < 3; ++s) EXPECT_TRUE((*opt)->step({g.data()}));
+    return w;
+  };
+  OptimizerOptions o;
+  o.backend = Backend::cuda;
+  o.gpu_launch = *winner;
+  EXPECT_EQ(run(o), run({})) << r->winner;
+}
+
 class CudaParity : public ::testing::TestWithParam<int> {};
 
 // As on OpenCL: the f32 case of each pipeline one element per thread, the f64 case (the next
@@ -273,11 +323,11 @@ TEST(Cuda, QuantizedStateStepsTheCpusBits) {
       return a;
     };
     const std::vector<float> want = run({});
-    for (int mode = 0; mode < 7; ++mode) {
+    for (int mode = 0; mode < 9; ++mode) {
       OptimizerOptions o;
       o.backend = Backend::cuda;
       o.device_step = mode > 0;
-      o.cuda_graph = mode == 2;
+      o.cuda_graph = mode == 2 || mode == 7;
       // Chunks of two 256-blocks on 64-thread work-groups: several chunks per tensor, warps
       // that step blocks of different chunks, a work-group of two warps.
       if (mode == 3) o.gpu_launch = codegen::GpuLaunch{.block = 64, .chunk_elements = 512};
@@ -289,6 +339,16 @@ TEST(Cuda, QuantizedStateStepsTheCpusBits) {
       if (mode == 5) o.gpu_launch = codegen::GpuLaunch{.items = 2};
       if (mode == 6)
         o.gpu_launch = codegen::GpuLaunch{.block = 64, .items = 3, .chunk_elements = 512};
+      // The next trip's loads issued before this one computes: one block a trip, as a graph;
+      // two, in chunks of 2048 on 64-thread blocks (two trips a warp per chunk, the second with
+      // no next; 4-bit: four), with shared tables.
+      if (mode == 7) o.gpu_launch = codegen::GpuLaunch{.prefetch = true};
+      if (mode == 8)
+        o.gpu_launch = codegen::GpuLaunch{.block = 64,
+                                          .items = 2,
+                                          .chunk_elements = 2048,
+                                          .shared_tables = true,
+                                          .prefetch = true};
       EXPECT_EQ(run(o), want) << pipeline << " mode " << mode;
     }
   }
@@ -303,6 +363,8 @@ TEST(Cuda, QuantizedStateDequantizesEveryCodeToItsMapValue) {
       {.backend = Backend::cuda, .gpu_launch = codegen::GpuLaunch{.shared_tables = true}});
   testing::quant::check_every_code(
       {.backend = Backend::cuda, .gpu_launch = codegen::GpuLaunch{.items = 2}});
+  testing::quant::check_every_code(
+      {.backend = Backend::cuda, .gpu_launch = codegen::GpuLaunch{.prefetch = true}});
 }
 
 // Stochastic rounding (bf16_sr state, bf16 parameters) draws the CPU backend's bits

@@ -157,9 +157,29 @@ TEST(GpuLaunch, ParsesWhatUsersWriteAndWhatTheCacheStores) {
     return r ? std::string("no error") : r.error().message;
   };
   EXPECT_EQ(msg("warp=32"),
-            "unknown launch parameter 'warp' (block, items, vec, grid, chunk, tables)");
+            "unknown launch parameter 'warp' (block, items, vec, grid, chunk, tables, prefetch)");
   EXPECT_EQ(msg("vec"),
-            "launch parameter 'vec' is not name=value (block, items, vec, grid, chunk, tables)");
+            "launch parameter 'vec' is not name=value (block, items, vec, grid, chunk, tables, "
+            "prefetch)");
+  EXPECT_EQ(msg("prefetch=2"), "launch parameter prefetch: '2' is not 0 or 1");
+  EXPECT_EQ(msg("prefetch=1,prefetch=0"), "launch parameter prefetch is given twice");
+  // Prefetching: a code variant of its own, stored after tables=; decisions stored without it
+  // still parse, as no prefetching.
+  for (const char* text : {"prefetch=1,block=128", "tables=shared,prefetch=1,block=128"}) {
+    SCOPED_TRACE(text);
+    auto p = codegen::GpuLaunch::from_text(text);
+    ASSERT_TRUE(p) << p.error().message;
+    EXPECT_TRUE(p->prefetch);
+    const std::string tables = p->shared_tables ? ",tables=shared" : "";
+    EXPECT_EQ(p->to_string(),
+              "block=128,items=1,vec=1,grid=8,chunk=65536" + tables + ",prefetch=1");
+    EXPECT_EQ(codegen::GpuLaunch::parse(p->to_string()), *p);
+    EXPECT_EQ(p->code_variant(), "block=128,items=1,vec=1" + tables + ",prefetch=1");
+  }
+  EXPECT_FALSE(codegen::GpuLaunch::parse(l->to_string() + ",prefetch=1,tables=shared"));
+  EXPECT_FALSE(codegen::GpuLaunch::parse(l->to_string() + ",prefetch=0"));
+  EXPECT_EQ(codegen::GpuLaunch::from_text("prefetch=0")->to_string(),
+            codegen::GpuLaunch{}.to_string());
   EXPECT_EQ(msg("tables=local"), "launch parameter tables: 'local' is not global or shared");
   EXPECT_EQ(msg("tables=shared,tables=global"), "launch parameter tables is given twice");
   // Shared code tables: a code variant of their own, stored after the rest; decisions stored

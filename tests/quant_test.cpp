@@ -601,6 +601,14 @@ TEST(Quant, CudaKernelsCompileWithoutSpills) {
   EXPECT_EQ(src.error().message,
             "the opencl backend reads its code tables from constant memory: tables=shared is "
             "CUDA's");
+  // So is prefetching, which only CUDA's warp path does.
+  o.launch.shared_tables = false;
+  o.launch.prefetch = true;
+  src = codegen::emit_c(*plan, o);
+  ASSERT_FALSE(src);
+  EXPECT_EQ(src.error().message,
+            "the opencl backend quantizes a block per work-group through local memory: "
+            "prefetch=1 is CUDA's (its warps' quantized path)");
 }
 
 }  // namespace
