@@ -10,10 +10,10 @@
 #   torch   the same against torch's AdamW(fused=True) + clip_grad_norm_(foreach=True)
 #   quick   for a short lease: a 20 s tune and the host and graph steps at 2e8 parameters, and the
 #           same against torch's fused AdamW at 2e8 and on resnet50 shapes
-#   quant   clip + AdamW with fp32, 8-bit, 4-bit and fp8 state at 268M parameters, code tables
-#           in global and in shared memory, and 2 and 4 blocks a warp trip (#12); with a
-#           baseline in the bundle (tools/gpu/baseline.sh), each table placement also with the
-#           baseline's build, just before
+#   quant   clip + AdamW with fp32, 8-bit, 4-bit and fp8 state at 268M parameters: code tables
+#           in global and in shared memory, 2 blocks a warp trip, prefetching (#12); with a
+#           baseline in the bundle (tools/gpu/baseline.sh), the default also with the baseline's
+#           build, just before
 #   profile Nsight Compute on the quantized update kernels (4-bit, 8-bit, fp8): where their time goes
 #   opencl  the emitter through NVIDIA's OpenCL, where the image has its ICD
 #   webgpu  #15 on NVIDIA: the WebGPU backend (the bundle's wgpu-native, the machine's Vulkan
@@ -162,30 +162,26 @@ quick() {
 
 # #12 on the GPU: clip + AdamW with each state format at 268M parameters, as a graph, against
 # the roofline of its own bytes per parameter (optjit bench's "of copy"), with the code tables
-# in global memory and in shared memory (--launch tables=shared), and with 2 and 4 blocks a
-# warp trip (--launch items=N).
+# in global memory and in shared memory (--launch tables=shared), with 2 blocks a warp trip
+# (--launch items=2), and with each warp's next trip prefetched (--launch prefetch=1).
 quant() {
-  local f t i n=268435456 base=$root/baseline
+  local f t l n=268435456 base=$root/baseline
   "$optjit" bench "$P" --backend cuda --numel $n --steps 5 --reps 5 --no-unfused --step graph
   [ -x "$base/bin/optjit" ] && echo "baseline: $(cat "$base/REVISION")"
   for f in 8bit 4bit f8; do
-    for t in global shared; do
-      local q="chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, weight_decay=0.01, state_format=\"$f\"))"
-      if [ -x "$base/bin/optjit" ]; then
-        echo "# baseline, $f, tables=$t"
-        OPTJIT_CACHE_DIR=/tmp/optjit-cache-baseline LD_LIBRARY_PATH="$base/lib:$LD_LIBRARY_PATH" \
-          "$base/bin/optjit" bench "$q" --backend cuda --numel $n --steps 5 --reps 5 --no-unfused \
-          --step graph --launch tables=$t
-        echo "# this build, $f, tables=$t"
-      fi
+    local q="chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, weight_decay=0.01, state_format=\"$f\"))"
+    if [ -x "$base/bin/optjit" ]; then
+      echo "# baseline, $f, tables=global"
+      OPTJIT_CACHE_DIR=/tmp/optjit-cache-baseline LD_LIBRARY_PATH="$base/lib:$LD_LIBRARY_PATH" \
+        "$base/bin/optjit" bench "$q" --backend cuda --numel $n --steps 5 --reps 5 --no-unfused \
+        --step graph --launch tables=global
+    fi
+    # This build: the default, shared tables, two blocks a warp trip, prefetching the next trip
+    # (with global and shared tables).
+    for l in tables=global tables=shared items=2 prefetch=1 prefetch=1,tables=shared; do
+      echo "# this build, $f, $l"
       "$optjit" bench "$q" --backend cuda --numel $n --steps 5 --reps 5 --no-unfused --step graph \
-        --launch tables=$t
-    done
-    # Several quantization blocks a warp trip (more loads in flight per warp).
-    for i in 2 4; do
-      echo "# this build, $f, items=$i"
-      "$optjit" bench "$q" --backend cuda --numel $n --steps 5 --reps 5 --no-unfused --step graph \
-        --launch items=$i
+        --launch $l
     done
   done
 }
