@@ -187,15 +187,15 @@ quant() {
 }
 
 # Where the quantized steps' time goes: Nsight Compute on the update pass (optjit_pass_1) of
-# clip + AdamW with 4-bit, 8-bit (its tables global and shared) and fp8 state at 64M
+# clip + AdamW with 4-bit (also with prefetching), 8-bit and fp8 state at 64M
 # parameters (speed of light, memory, warp stalls, issue slots, occupancy, and the SASS lines
 # where warps stall most); the reports' text in profile.log.
 profile() {
   local f ncu
   ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
   [ -n "$ncu" ] || { echo "profile: no ncu here"; return 1; }
-  for f in 4bit:global 8bit:global 8bit:shared f8:global; do
-    echo "### ${f%:*}, tables=${f#*:}"
+  for f in 4bit:global 4bit:global,prefetch=1 8bit:global f8:global; do
+    echo "### ${f%%:*}, tables=${f#*:}"
     "$ncu" --clock-control none --kernel-name optjit_pass_1 --launch-count 1 \
       --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
       --section SchedulerStats --section Occupancy --section LaunchStats --section SourceCounters \
