@@ -19,8 +19,11 @@
 #ifndef OPTJIT_EMU_CXX
 #error "OPTJIT_EMU_CXX: the host C++ compiler kernels are built with"
 #endif
+#ifndef OPTJIT_EMU_FLAGS
+#error "OPTJIT_EMU_FLAGS: the flags kernels are built with"
+#endif
 #ifndef OPTJIT_EMU_DEVICE_H
-#error "OPTJIT_EMU_DEVICE_H: the path of tests/cuda_emu/device.h"
+#error "OPTJIT_EMU_DEVICE_H: the path of the build tree's copy of tests/cuda_emu/device.h"
 #endif
 
 namespace {
@@ -133,15 +136,13 @@ int nvrtcCompileProgram(nvrtcProgram p, int num_options, const char* const* opti
   const std::string base = dir, cpp = base + "/kernel.cpp", so = base + "/kernel.so",
                     out = base + "/compiler.log";
   std::ofstream(cpp) << src;
-  // -ffp-contract=off: NVRTC's --fmad=false. -O1 keeps compiles short; the emulator is for
-  // correctness, not speed. -fno-gnu-unique: each module keeps its own objects (GNU "unique"
+  // OPTJIT_EMU_FLAGS (tests/CMakeLists.txt, which precompiles device.h with them):
+  // -ffp-contract=off is NVRTC's --fmad=false; -O1 keeps compiles short (the emulator is for
+  // correctness, not speed); -fno-gnu-unique keeps each module's objects its own (GNU "unique"
   // symbols are shared by every library loaded, RTLD_LOCAL or not).
-  const std::string cmd =
-      std::string(OPTJIT_EMU_CXX) +
-      " -std=c++20 -O1 -fPIC -shared -ffp-contract=off -fno-fast-math -fno-gnu-unique -w "
-      "-include " +
-      quoted(OPTJIT_EMU_DEVICE_H) + " -o " + quoted(so) + " " + quoted(cpp) + " > " + quoted(out) +
-      " 2>&1";
+  const std::string cmd = std::string(OPTJIT_EMU_CXX) + " " + OPTJIT_EMU_FLAGS +
+                          " -shared -include " + quoted(OPTJIT_EMU_DEVICE_H) + " -o " + quoted(so) +
+                          " " + quoted(cpp) + " > " + quoted(out) + " 2>&1";
   const int status = std::system(cmd.c_str());
   std::stringstream compiler_log;
   compiler_log << std::ifstream(out).rdbuf();
