@@ -13,6 +13,17 @@
 
 namespace optjit {
 
+// A launch shape: block, items, vector width, grid cap, and a chunk of 1..5 vectors.
+inline codegen::GpuLaunch gen_gpu_launch() {
+  codegen::GpuLaunch launch;
+  launch.block = *rc::gen::elementOf(std::vector<int>{1, 2, 4, 8, 16, 64});
+  launch.items = *rc::gen::inRange(1, 5);
+  launch.vec = *rc::gen::elementOf(std::vector<int>{1, 2, 4, 8});
+  launch.groups_per_unit = *rc::gen::inRange(1, 9);
+  launch.chunk_elements = launch.vec * *rc::gen::inRange(1, 6);
+  return launch;
+}
+
 inline void check_launch_shape_matches_reference(const char* backend) {
   const bool custom = *rc::gen::arbitrary<bool>();
   std::string text = custom ? *gen_custom_pipeline() : *gen_builtin_pipeline();
@@ -22,12 +33,7 @@ inline void check_launch_shape_matches_reference(const char* backend) {
   RC_TAG(custom ? "custom" : "builtins", to_string(t));
   auto plan = compile_pipeline(text, {t, t, t});
   RC_ASSERT(plan.ok());
-  codegen::GpuLaunch launch;
-  launch.block = *rc::gen::elementOf(std::vector<int>{1, 2, 4, 8, 16, 64});
-  launch.items = *rc::gen::inRange(1, 5);
-  launch.vec = *rc::gen::elementOf(std::vector<int>{1, 2, 4, 8});
-  launch.groups_per_unit = *rc::gen::inRange(1, 9);
-  launch.chunk_elements = launch.vec * *rc::gen::inRange(1, 6);
+  const codegen::GpuLaunch launch = gen_gpu_launch();
   const bool device_step = *rc::gen::arbitrary<bool>();
   RC_TAG(device_step ? "device step" : "host step");
   RC_LOG() << text << " on " << to_string(t) << ", " << launch.to_string()

@@ -14,6 +14,7 @@
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
 
+#include "gpu_property.h"
 #include "property_gens.h"
 #endif
 
@@ -288,12 +289,7 @@ RC_GTEST_PROP(WebgpuProperty, EveryLaunchShapeMatchesTheReference, ()) {
   RC_TAG(custom ? "custom" : "builtins", to_string(t));
   auto plan = compile_pipeline(text, {t, t, t});
   RC_ASSERT(plan.ok());
-  codegen::GpuLaunch launch;
-  launch.block = *rc::gen::elementOf(std::vector<int>{1, 2, 4, 8, 16, 64});
-  launch.items = *rc::gen::inRange(1, 5);
-  launch.vec = *rc::gen::elementOf(std::vector<int>{1, 2, 4, 8});
-  launch.groups_per_unit = *rc::gen::inRange(1, 9);
-  launch.chunk_elements = launch.vec * *rc::gen::inRange(1, 6);
+  const codegen::GpuLaunch launch = gen_gpu_launch();
   RC_LOG() << text << ", " << launch.to_string() << "\n";
   runtime::ExecutorOptions options;
   options.launch = launch;
