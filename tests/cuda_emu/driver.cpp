@@ -123,8 +123,9 @@ struct Stream {
   }
 };
 
-std::mutex state_mutex;  // allocations, streams
+std::mutex streams_mutex;  // streams
 std::vector<Stream*> streams;
+std::mutex state_mutex;  // allocations
 struct Allocation {
   size_t bytes;  // asked for
   void* map;     // the mapping: the allocation, then a page that faults
@@ -155,15 +156,19 @@ void finish_streams_at_exit() {
   std::call_once(once, [] {
     std::atexit([] {
       default_stream().drain_for(std::chrono::seconds(10));
-      std::vector<Stream*> all;
-      {
-        std::lock_guard lock(state_mutex);
-        all = streams;
-      }
-      for (Stream* s : all) s->drain_for(std::chrono::seconds(10));
+      std::lock_guard lock(streams_mutex);
+      for (Stream* s : streams) s->drain_for(std::chrono::seconds(10));
     });
   });
 }
+// What cuMemFree and cuModuleUnload wait for: every stream's queued work. (Not under the
+// allocations' lock: a host function holding a stream may wait for a thread that copies.)
+void wait_for_device() {
+  default_stream().drain();
+  std::lock_guard lock(streams_mutex);
+  for (Stream* s : streams) s->drain();
+}
+
 Stream* stream_of(void* handle) {
   const auto h = reinterpret_cast<uintptr_t>(handle);
   return h <= 2 ? &default_stream() : static_cast<Stream*>(handle);
@@ -383,11 +388,7 @@ CUresult cuModuleLoadData(Module** module, const void* image) {
 CUresult cuModuleUnload(Module* module) {
   if (!module) return kInvalidHandle;
   // Work queued before the unload may still run this module's code.
-  default_stream().drain();
-  {
-    std::lock_guard lock(state_mutex);
-    for (Stream* s : streams) s->drain();
-  }
+  wait_for_device();
   ::dlclose(module->lib);
   delete module;
   return kSuccess;
@@ -436,9 +437,8 @@ CUresult cuMemAlloc_v2(uintptr_t* p, size_t bytes) {
 }
 CUresult cuMemFree_v2(uintptr_t p) {
   // cuMemFree waits for the device: work queued before it may still use the memory.
-  default_stream().drain();
+  wait_for_device();
   std::lock_guard lock(state_mutex);
-  for (Stream* s : streams) s->drain();
   auto it = allocations.find(p);
   if (it == allocations.end()) return kInvalidValue;
   allocated -= it->second.bytes;
@@ -506,14 +506,14 @@ CUresult cuStreamCreate(Stream** s, unsigned) {
   if (!s) return kInvalidValue;
   finish_streams_at_exit();
   *s = new Stream;
-  std::lock_guard lock(state_mutex);
+  std::lock_guard lock(streams_mutex);
   streams.push_back(*s);
   return kSuccess;
 }
 CUresult cuStreamDestroy_v2(Stream* s) {
   if (reinterpret_cast<uintptr_t>(s) <= 2) return kInvalidHandle;
   {
-    std::lock_guard lock(state_mutex);
+    std::lock_guard lock(streams_mutex);
     auto it = std::find(streams.begin(), streams.end(), s);
     if (it == streams.end()) return kInvalidHandle;
     streams.erase(it);
