@@ -556,13 +556,12 @@ class KernelWriter {
       return G == 1 ? fmt::format("{}{}", base, b) : fmt::format("{}{}_{}", base, b, g);
     };
     auto ix = [](int k) { return fmt::format("i{}", k); };
-    // Item k is element lane + 32 (k % K) of the trip's block k / K.
-    auto in_block = [&](int k) {
-      return fmt::format("lane + {} < {}", 32 * (k % K), at("n", k / K));
+    // Item k is element lane + 32 (k % K) of the trip's block k / K (names carry `pre`: "f" for
+    // the next trip's, when prefetching).
+    auto in_block = [&](int k, const std::string& pre = "") {
+      return fmt::format("lane + {} < {}{}", 32 * (k % K), pre, at("n", k / K));
     };
-    // A trip's geometry (n, blk per block) from its first element `base`, and its scales,
-    // indices and loads into `dst` (L: this trip's values; F: the next trip's, prefetched).
-    // Names carry `pre` ("f" for the next trip); `declare` declares the loaded values with them.
+    // A trip's geometry (n, blk per block) from its first element `base`.
     auto geometry = [&](const std::string& base, const std::string& pre, const char* in) {
       std::string out;
       for (int g = 0; g < G; ++g) {
@@ -581,56 +580,41 @@ class KernelWriter {
       return L_.let(I, pre + ix(k),
                     fmt::format("{} + lane + {}", base, (k / K) * QB + 32 * (k % K)));
     };
-    auto loads = [&](const std::string& base, const std::string& pre, const char* dst, bool declare,
+    // A trip's scales, indices and loads, every load first so that all are in flight at once.
+    // Into L, declared here: values, quantized ones dequantized. Raw (prefetching), into
+    // `dst` (C: this trip's, N: the next trip's, declared by raw_vars): values of plain buffers,
+    // codes and scales of quantized ones, dequantized when the trip computes (a table read
+    // right after its load would wait for it).
+    auto loads = [&](const std::string& base, const std::string& pre, const char* dst, bool raw,
                      const char* in) {
       std::string out;
       for (uint32_t b : loads_)
         if (quantized(b))
-          for (int g = 0; g < G; ++g)
+          for (int g = 0; g < G; ++g) {
+            // A block past the chunk has no scale to read.
+            const std::string scale = g == 0
+                                          ? L_.scale_at(b, pre + at("blk", g))
+                                          : L_.select(fmt::format("{}{} > 0", pre, at("n", g)),
+                                                      L_.scale_at(b, pre + at("blk", g)), "0.0f");
             out += in +
-                   L_.let(F, pre + per("sc", b, g),
-                          g == 0 ? L_.scale_at(b, pre + at("blk", g))
-                                 : L_.select(fmt::format("{}{} > 0", pre, at("n", g)),
-                                             L_.scale_at(b, pre + at("blk", g)), "0.0f")) +
+                   (raw ? fmt::format("{}S{}_{} = {};", dst, b, g, scale)
+                        : L_.let(F, pre + per("sc", b, g), scale)) +
                    "\n";
-      // Every load of the trip first, so that all of them are in flight at once.
+          }
       for (int k = 0; k < K * G; ++k) {
         out += in + indices(base, pre, k) + "\n";
-        if (declare)
+        if (!raw)
           for (uint32_t b : loads_)
             out += in +
                    L_.var(quantized(b) ? F : vec_type(b, 1), fmt::format("{}{}_{}", dst, b, k)) +
                    "\n";
         if (loads_.empty()) continue;
-        out += fmt::format("{}if (lane + {} < {}{}) {{\n", in, 32 * (k % K), pre, at("n", k / K));
+        out += fmt::format("{}if ({}) {{\n", in, in_block(k, pre));
         for (uint32_t b : loads_)
           out += fmt::format("{}  {}{}_{} = {};\n", in, dst, b, k,
-                             quantized(b) ? dequantized(b, pre + ix(k), pre + per("sc", b, k / K))
-                                          : load(b, 1, pre + ix(k)));
-        out += std::string(in) + "}\n";
-      }
-      return out;
-    };
-    // Prefetching (prefetch_): a trip's raw loads, into `dst` (C: this trip's, N: the next
-    // trip's): values of plain buffers, codes and scales of quantized ones, which are
-    // dequantized when the trip computes (a table read right after the load would wait for it).
-    auto raw_loads = [&](const std::string& base, const std::string& pre, const char* dst,
-                         const char* in) {
-      std::string out;
-      for (uint32_t b : loads_)
-        if (quantized(b))
-          for (int g = 0; g < G; ++g)
-            out += fmt::format("{}{}S{}_{} = {};\n", in, dst, b, g,
-                               g == 0 ? L_.scale_at(b, pre + at("blk", g))
-                                      : L_.select(fmt::format("{}{} > 0", pre, at("n", g)),
-                                                  L_.scale_at(b, pre + at("blk", g)), "0.0f"));
-      for (int k = 0; k < K * G; ++k) {
-        out += in + indices(base, pre, k) + "\n";
-        if (loads_.empty()) continue;
-        out += fmt::format("{}if (lane + {} < {}{}) {{\n", in, 32 * (k % K), pre, at("n", k / K));
-        for (uint32_t b : loads_)
-          out += fmt::format("{}  {}{}_{} = {};\n", in, dst, b, k,
-                             quantized(b) ? code_at(b, pre + ix(k)) : load(b, 1, pre + ix(k)));
+                             !quantized(b) ? load(b, 1, pre + ix(k))
+                             : raw         ? code_at(b, pre + ix(k))
+                                   : dequantized(b, pre + ix(k), pre + per("sc", b, k / K)));
         out += std::string(in) + "}\n";
       }
       return out;
@@ -655,20 +639,20 @@ class KernelWriter {
       // the memory's latency is spent computing (they wait in N, then move to C).
       s += raw_vars("C", "      ");
       s += fmt::format("      {{\n        {}\n        if (e0 < len) {{\n", L_.let(I, "e0", first));
-      s += geometry("e0", "", "          ") + raw_loads("e0", "", "C", "          ");
+      s += geometry("e0", "", "          ") + loads("e0", "", "C", true, "          ");
       s += "        }\n      }\n";
     }
     s += fmt::format("      {} {{\n",
                      L_.for_head(I, "e0", first, "e0 < len", fmt::format("e0 += {}", stride)));
     s += geometry("e0", "", "        ");
     if (!prefetch_) {
-      s += loads("e0", "", "L", true, "        ");
+      s += loads("e0", "", "L", false, "        ");
     } else {
       for (int k = 0; k < K * G; ++k) s += "        " + indices("e0", "", k) + "\n";
       s += raw_vars("N", "        ");
       s += fmt::format("        {{\n          {}\n          if (e1 < len) {{\n",
                        L_.let(I, "e1", "e0 + " + stride));
-      s += geometry("e1", "f", "            ") + raw_loads("e1", "f", "N", "            ");
+      s += geometry("e1", "f", "            ") + loads("e1", "f", "N", true, "            ");
       s += "          }\n        }\n";
       // This trip's values, from its codes and scales (loaded a trip ago).
       for (int k = 0; k < K * G; ++k) {
