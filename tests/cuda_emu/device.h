@@ -29,6 +29,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <new>
 #include <tuple>
 #include <type_traits>
@@ -86,8 +87,7 @@ struct Block {
   Dim bid, bdim, gdim;
   std::vector<Fiber> fibers;
   std::vector<Stack> stacks;
-  std::vector<unsigned int> runnable;
-  size_t next = 0;
+  std::deque<unsigned int> runnable;  // fibers ready to run, in turn
   unsigned int live = 0;
   std::vector<unsigned int> warp_live;
   Barrier block_barrier;
@@ -195,7 +195,6 @@ inline bool run_block(Block& b) {
   b.slots.assign(static_cast<size_t>(warps) * 64, 0);
   b.given.assign(static_cast<size_t>(warps) * 64, 0);
   b.runnable.clear();
-  b.next = 0;
   b.live = n;
   for (unsigned int t = 0; t < n; ++t) {
     Fiber& f = b.fibers[t];
@@ -215,13 +214,10 @@ inline bool run_block(Block& b) {
     makecontext(&f.context, fiber_main, 0);
     b.runnable.push_back(t);
   }
-  while (b.next < b.runnable.size() && !b.error[0]) {
-    b.current = b.runnable[b.next++];
+  while (!b.runnable.empty() && !b.error[0]) {
+    b.current = b.runnable.front();
+    b.runnable.pop_front();
     swapcontext(&b.scheduler, &b.fibers[b.current].context);
-    if (b.next > 4096 && b.next * 2 > b.runnable.size()) {  // keep the queue short
-      b.runnable.erase(b.runnable.begin(), b.runnable.begin() + static_cast<long>(b.next));
-      b.next = 0;
-    }
   }
   if (b.error[0]) return false;
   if (b.live > 0) {
