@@ -6,7 +6,8 @@
 # build's liboptjit (not instrumented: a crash there is still caught, a subtler memory error
 # is not). The pipeline parser is compiled whole.
 set -euo pipefail
-src=$1 build=$2 target=$3
+# Absolute paths: the fuzzer runs from its own work folder.
+src=$(cd "$1" && pwd) build=$(cd "$2" && pwd) target=$3
 shift 3
 run_args=("$@")
 [ ${#run_args[@]} -eq 0 ] && run_args=(20)
