@@ -421,6 +421,15 @@ TEST_F(Cli, BenchReportsRooflineAndUnfusedBaseline) {
   EXPECT_NEAR(j["effective_gbs"].get<double>(),
               32.0 * 100000 / j["step_seconds"].get<double>() / 1e9,
               1e-6 * j["effective_gbs"].get<double>());
+  // The in-cache step: 65536 parameters a thread, its time per parameter at this step's 100000.
+  EXPECT_EQ(j["in_cache_parameters"], 65536 * j["threads"].get<int>());
+  EXPECT_NEAR(
+      j["in_cache_scaled_step_seconds"].get<double>(),
+      j["in_cache_step_seconds"].get<double>() * 100000 / j["in_cache_parameters"].get<double>(),
+      1e-9 * j["in_cache_scaled_step_seconds"].get<double>());
+  EXPECT_NEAR(j["vs_in_cache"].get<double>(),
+              j["step_seconds"].get<double>() / j["in_cache_scaled_step_seconds"].get<double>(),
+              1e-9 * j["vs_in_cache"].get<double>());
   auto shapes =
       optjit_cli("bench 'sgd(lr=0.1)' --shapes resnet50 --steps 1 --reps 1 --json --no-unfused");
   ASSERT_EQ(shapes.code, 0) << shapes.output;
@@ -431,9 +440,12 @@ TEST_F(Cli, BenchReportsRooflineAndUnfusedBaseline) {
   for (auto [pipeline, line] :
        {std::pair{"sgd(lr=0.1)", "plan         1 pass, 12 bytes per parameter;"},
         {"chain(clip_grad_norm(max_norm=1.0), sgd(lr=0.1))",
-         "plan         2 passes, 16 bytes per parameter;"}}) {
-    auto text = optjit_cli(
-        fmt::format("bench '{}' --numel 4096 --steps 1 --reps 1 --no-unfused", pipeline));
+         "plan         2 passes, 16 bytes per parameter;"},
+        {"sgd(lr=0.1)",
+         " ms/step  (the step over 65536 parameters, staying in cache, scaled) -> "
+         "fused takes "}}) {
+    auto text = optjit_cli(fmt::format(
+        "bench '{}' --numel 4096 --steps 1 --reps 1 --no-unfused --threads 1", pipeline));
     ASSERT_EQ(text.code, 0) << text.output;
     EXPECT_NE(text.output.find(line), std::string::npos) << text.output;
   }
@@ -449,6 +461,7 @@ TEST_F(Cli, BenchReportsRooflineAndUnfusedBaseline) {
   EXPECT_EQ(m["overhead_other_step"], "host");
   EXPECT_GT(m["overhead_other_step_seconds"].get<double>(), 0);
   EXPECT_GT(m["fraction_of_copy_bandwidth"].get<double>(), 0);
+  EXPECT_FALSE(m.contains("in_cache_step_seconds"));  // a CPU measure
   auto bad = optjit_cli("bench 'adamw()' --shapes nosuch.json");
   EXPECT_EQ(bad.code, 1);
   EXPECT_EQ(bad.output,

@@ -486,9 +486,25 @@ int bench(const BenchOptions& o) {
     single = std::move(*r);
   }
 
+  // CPU: the same step over a tensor small enough to stay in cache (kInCache parameters a thread,
+  // two chunks each), so what the step costs when memory is not the limit is a ratio from this
+  // run: near 1, the arithmetic bounds the step, not the roofline.
+  constexpr int64_t kInCache = 65536;
+  std::unique_ptr<Runner> cached;
+  int64_t cached_numel = 0;
+  if (o.backend == "cpu") {
+    OptimizerOptions c = options;
+    c.cpu.chunk_elements = kInCache / 2;
+    cached_numel = kInCache * (*fused)->threads();
+    auto r = make_runner(*plan, Shapes{{"cached", {cached_numel}}}, *dt, c, gpu);
+    if (!r) return fail(r.error().message);
+    cached = std::move(*r);
+  }
+
   // Warm up everything, then interleave repetitions so drift on a shared machine hits all alike.
   // Every timed call is checked: a failing step is an error, not a fast time.
-  std::vector<double> t_fused, t_roof, t_unfused, t_overhead, t_other_overhead, t_single, t_copy;
+  std::vector<double> t_fused, t_roof, t_unfused, t_overhead, t_other_overhead, t_single, t_copy,
+      t_cached;
   std::vector<double> moved;      // bytes the fused step moved per step, each repetition
   bool versions_unknown = false;  // the device chose the versions: whole passes are counted
   const double plan_bytes =
@@ -507,6 +523,12 @@ int bench(const BenchOptions& o) {
     OPTJIT_TRY(timed((*overhead_runner)->step_seconds(20), nullptr));
     if (other_overhead) OPTJIT_TRY(timed(other_overhead->step_seconds(20), nullptr));
     if (single) OPTJIT_TRY(timed(single->step_seconds(2), nullptr));
+    // As many steps of the cached runner as move about the fused steps' elements (at least 20).
+    const int cached_steps =
+        cached ? static_cast<int>(std::clamp<int64_t>(
+                     numel * o.steps / std::max<int64_t>(cached_numel, 1), 20, 100000))
+               : 0;
+    if (cached) OPTJIT_TRY(timed(cached->step_seconds(cached_steps), nullptr));
     for (int rep = 0; rep < o.reps; ++rep) {
       const auto before = (*fused)->opt->version_elements();
       OPTJIT_TRY(timed((*fused)->step_seconds(o.steps), &t_fused));
@@ -550,6 +572,7 @@ int bench(const BenchOptions& o) {
       if (other_overhead)
         OPTJIT_TRY(timed(other_overhead->step_seconds(std::max(o.steps, 50)), &t_other_overhead));
       if (single) OPTJIT_TRY(timed(single->step_seconds(o.steps), &t_single));
+      if (cached) OPTJIT_TRY(timed(cached->step_seconds(cached_steps), &t_cached));
     }
     return Status::Ok();
   };
@@ -618,6 +641,16 @@ int bench(const BenchOptions& o) {
     j["single_tensor_step_seconds"] = median(t_single);
     j["vs_single_tensor"] = fused_s / median(t_single);
   }
+  // The in-cache step's time per parameter, at this step's parameters.
+  const double cached_s =
+      cached ? median(t_cached) / static_cast<double>(cached_numel) * static_cast<double>(numel)
+             : 0;
+  if (cached) {
+    j["in_cache_parameters"] = cached_numel;
+    j["in_cache_step_seconds"] = median(t_cached);
+    j["in_cache_scaled_step_seconds"] = cached_s;
+    j["vs_in_cache"] = fused_s / cached_s;
+  }
   if (o.json) {
     fmt::print("{}\n", j.dump(2));
     return 0;
@@ -652,6 +685,11 @@ int bench(const BenchOptions& o) {
       "roofline     {:9.3f} ms/step  {:7.2f} GB/s (streaming loop, same bytes)  -> {:.3f} of "
       "roofline\n",
       1e3 * roof_s, roof_gbs, roof_s / fused_s);
+  if (cached)
+    fmt::print(
+        "in cache     {:9.3f} ms/step  (the step over {} parameters, staying in cache, scaled) -> "
+        "fused takes {:.2f}x that\n",
+        1e3 * cached_s, cached_numel, fused_s / cached_s);
   if (device_copy)
     fmt::print(
         "device copy  {:9.3f} ms       {:7.2f} GB/s ({}, same bytes)  -> {:.3f} of copy "
