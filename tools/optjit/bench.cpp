@@ -488,14 +488,15 @@ int bench(const BenchOptions& o) {
 
   // CPU: the same step over a tensor small enough to stay in cache (kInCache parameters a thread,
   // two chunks each), so what the step costs when memory is not the limit is a ratio from this
-  // run: near 1, the arithmetic bounds the step, not the roofline.
+  // run: near 1, the arithmetic bounds the step, not the roofline. Only for a step larger than
+  // that tensor: a smaller one is in cache itself (and its tensors may be too small to quantize,
+  // where the one tensor is not).
   constexpr int64_t kInCache = 65536;
   std::unique_ptr<Runner> cached;
-  int64_t cached_numel = 0;
-  if (o.backend == "cpu") {
+  const int64_t cached_numel = kInCache * (*fused)->threads();
+  if (o.backend == "cpu" && numel > cached_numel) {
     OptimizerOptions c = options;
     c.cpu.chunk_elements = kInCache / 2;
-    cached_numel = kInCache * (*fused)->threads();
     auto r = make_runner(*plan, Shapes{{"cached", {cached_numel}}}, *dt, c, gpu);
     if (!r) return fail(r.error().message);
     cached = std::move(*r);
