@@ -526,8 +526,7 @@ int bench(const BenchOptions& o) {
     if (single) OPTJIT_TRY(timed(single->step_seconds(2), nullptr));
     // As many steps of the cached runner as move about the fused steps' elements (at least 20).
     const int cached_steps =
-        cached ? static_cast<int>(std::clamp<int64_t>(
-                     numel * o.steps / std::max<int64_t>(cached_numel, 1), 20, 100000))
+        cached ? static_cast<int>(std::clamp<int64_t>(numel * o.steps / cached_numel, 20, 100000))
                : 0;
     if (cached) OPTJIT_TRY(timed(cached->step_seconds(cached_steps), nullptr));
     for (int rep = 0; rep < o.reps; ++rep) {
