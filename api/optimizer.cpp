@@ -369,6 +369,17 @@ Status Optimizer::build(std::vector<Param> params, OptimizerOptions options) {
       const Param& p = m.params[part.params[t]];
       ts.owned[pb] = {};
       ts.owned[gb] = {};
+      ts.quantize = p.quantize;
+      if (p.quantize.value_or(false))
+        for (const ir::BufferDecl& d : part.plan.buffers) {
+          if (d.quant == ir::Quant::none || d.per_block) continue;
+          const ir::QuantInfo& q = ir::info(d.quant);
+          if (q.whole_blocks && ts.numel % q.block != 0)
+            return make_error(
+                "parameter '{}' ({} elements) cannot keep its state '{}' quantized: {} "
+                "quantizes whole blocks of {} elements only",
+                p.name, ts.numel, d.name, q.description, q.block);
+        }
       ts.external[pb] = static_cast<uint8_t*>(p.data);
       ts.device[pb] = p.device;
       m.where[part.params[t]] = {pi, t};
@@ -700,7 +711,7 @@ Status Optimizer::Impl::place_tensors() {
     const auto& [start, tensor] = g->second;
     ts.first = start + offset;
     ts.whole = tensor->numel;
-    ts.quantize = tensor->quantize;
+    if (!tensor->quantize) ts.quantize = false;
     // Quantized state follows the whole tensor (whether it is quantized, and its blocks): the
     // piece's state is made again now that `whole` is known.
     for (size_t b = 0; b < part.plan.buffers.size(); ++b) {

@@ -56,6 +56,13 @@ struct Param {
   int group = -1;
   /// Instead of `data`: the parameter in the device's memory, used in place (no copies).
   DeviceMemory device;
+  /// Whether its block-quantized states (state_format "8bit", "4bit", "fp8", ...) are stored
+  /// quantized. Unset: where the format quantizes a tensor of its size (bitsandbytes' rule, at
+  /// least 4096 elements; torchao's, also whole blocks). false: in f32 (bitsandbytes'
+  /// per-parameter optim_bits=32). true: quantized below the format's minimum too
+  /// (bitsandbytes' min_8bit_size); a format that quantizes whole blocks only refuses a tensor
+  /// that is not made of them.
+  std::optional<bool> quantize;
 };
 
 /// Where the steps run: a kind of device by name ("cpu", "opencl", "cuda", or any other kind a

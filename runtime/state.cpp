@@ -251,8 +251,8 @@ std::vector<int64_t> state_shape(const plan::Plan& plan, size_t b, const TensorS
 }
 
 bool holds_codes(const plan::Plan& plan, size_t b, const TensorState& t) {
-  return plan.buffers[b].quant != ir::Quant::none && t.quantize &&
-         ir::quantized_tensor(plan.buffers[b].quant, t.whole);
+  const ir::Quant q = plan.buffers[b].quant;
+  return q != ir::Quant::none && t.quantize.value_or(ir::quantized_tensor(q, t.whole));
 }
 
 size_t buffer_bytes(const plan::Plan& plan, size_t b, const TensorState& t) {

@@ -68,11 +68,11 @@ struct TensorState {
   /// several programs, pieces of a sharded step): init_state sets them so.
   int64_t whole = 0;
   int64_t first = 0;
-  /// Whether the plan's quantized state buffers hold this tensor's state as codes and scales:
-  /// where the format quantizes a tensor of `whole` elements (ir::quantized_tensor; a sharded
-  /// piece follows its whole tensor) and the caller has not kept the tensor unquantized
-  /// (GlobalTensor::quantize). Else that state is f32 and has no scales.
-  bool quantize = true;
+  /// Whether the plan's quantized state buffers hold this tensor's state as codes and scales
+  /// (else that state is f32 and has no scales): unset, where the format quantizes a tensor of
+  /// `whole` elements (ir::quantized_tensor; a sharded piece follows its whole tensor); set, as
+  /// the caller chose (Param::quantize, GlobalTensor::quantize).
+  std::optional<bool> quantize;
   /// One per Plan::buffers entry, in its storage type: memory the optimizer owns, or (where
   /// `external` is set) the caller's own memory, e.g. a framework's parameter and gradient.
   std::vector<std::vector<uint8_t>> owned;

@@ -384,6 +384,7 @@ class _Engine:
         if self.complex:
             self._check_complex(opt, params)
         self.arrays = [_array(p).detach() for p in params]
+        quantize = [opt._state_quantized(p) for p in params]
         self.engine = _optjit.Engine(
             pipeline or opt._pipeline,
             names,
@@ -398,6 +399,7 @@ class _Engine:
             cuda_graph=opt._cuda_graph,
             param_rounding=opt._param_rounding,
             shard=shard,
+            quantize=quantize if any(q is not None for q in quantize) else [],
         )
         self.params = params
         self.dtensors = any(_is_dtensor(p) for p in params)  # FSDP2's: their local shards
@@ -1134,7 +1136,8 @@ class Optimizer(torch.optim.Optimizer):
             pg = params[0].device_mesh.get_group()
         if all(dt):
             everything = self._params()
-            tensors = [(f"p{i}", int(p.numel()), _rows_hold_blocks(p))
+            tensors = [(f"p{i}", int(p.numel()),
+                        _rows_hold_blocks(p) and self._state_quantized(p) is not False)
                        for i, p in enumerate(everything)]
             offsets = [_flat_offset(p) for p in params]
         else:
@@ -1222,6 +1225,12 @@ class Optimizer(torch.optim.Optimizer):
 
     def _before_step(self) -> None:
         """What a subclass checks before each step."""
+
+    def _state_quantized(self, p: torch.Tensor) -> Optional[bool]:
+        """Whether parameter p keeps its quantized states (state_format "8bit", ...) quantized:
+        None as the format decides by p's size; the drop-ins for bitsandbytes and torchao
+        decide as those do (min_8bit_size, per-parameter overrides, whole blocks)."""
+        return None
 
     def _unfused_pipeline(self) -> Optional[str]:
         """The program without its reductions over all tensors (clip, grad scaler), which
@@ -1348,6 +1357,7 @@ class Optimizer(torch.optim.Optimizer):
     def tune(self, budget_seconds: float = 10.0, max_candidates: int = 24) -> Dict[str, Any]:
         """Tunes the launch on these very tensors (with their current gradients), as
         ``optjit tune`` does; parameters and state are as before afterwards."""
+        self._before_step()
         active = self._active()
         if not active:
             raise Error("tune() needs gradients: run backward() first")
@@ -1433,11 +1443,16 @@ class _Builtin(Optimizer):
             for k in self._built:
                 if k not in self._structural and k in first:
                     self._built[k] = first[k]
-            pipeline = self._builtin_pipeline()
-            _optjit.plan(pipeline, "f32")  # (an impossible combination is an error here)
-            self._pipeline = (f"chain(grad_scaler(scale=65536.0), {pipeline})" if self._scaled
-                              else pipeline)
-            self._forget()
+            self._rewrite()
+
+    def _rewrite(self) -> None:
+        """The program again from what it is written from (_built, _pipeline_args); the
+        engines are rebuilt at the next step and adopt the state."""
+        pipeline = self._builtin_pipeline()
+        _optjit.plan(pipeline, "f32")  # (an impossible combination is an error here)
+        self._pipeline = (f"chain(grad_scaler(scale=65536.0), {pipeline})" if self._scaled
+                          else pipeline)
+        self._forget()
 
     def _before_step(self) -> None:
         self._restructure()

@@ -318,8 +318,12 @@ class Engine {
          const std::vector<nb::object>& param_objects, const std::vector<int>& group_of,
          size_t groups, const std::string& backend, int device, uintptr_t queue,
          std::optional<std::string> grad_dtype, bool cache, std::optional<bool> device_step,
-         bool cuda_graph, const std::string& param_rounding, nb::object shard) {
+         bool cuda_graph, const std::string& param_rounding, nb::object shard,
+         const std::vector<std::optional<bool>>& quantize) {
     if (names.size() != param_objects.size()) throw Error("names and params differ in length");
+    if (!quantize.empty() && quantize.size() != names.size())
+      throw Error(fmt::format("quantize: {} entries for {} parameters", quantize.size(),
+                              names.size()));
     std::vector<Array> params;
     for (size_t i = 0; i < param_objects.size(); ++i)
       params.push_back(writable_array(param_objects[i],
@@ -336,7 +340,8 @@ class Engine {
                         names[i], names[0]));
       device_type = p.device_type;
       ps.push_back({names[i], p.host, dtype_of(params[i], what), shape_of(params[i]),
-                    i < group_of.size() ? group_of[i] : 0, p.device});
+                    i < group_of.size() ? group_of[i] : 0, p.device,
+                    quantize.empty() ? std::nullopt : quantize[i]});
     }
     specs_ = specs(ps, grad_dtype, &params);
     // CUDA arrays with no stream named: the legacy default stream (CU_STREAM_LEGACY), where
@@ -811,13 +816,17 @@ NB_MODULE(_optjit, m) {
       .def(nb::init<const std::string&, const std::vector<std::string>&,
                     const std::vector<nb::object>&, const std::vector<int>&, size_t,
                     const std::string&, int, uintptr_t, std::optional<std::string>, bool,
-                    std::optional<bool>, bool, const std::string&, nb::object>(),
+                    std::optional<bool>, bool, const std::string&, nb::object,
+                    const std::vector<std::optional<bool>>&>(),
            nb::arg("pipeline"), nb::arg("names"), nb::arg("params"),
            nb::arg("group_of") = std::vector<int>{}, nb::arg("groups") = 1,
            nb::arg("backend") = "auto", nb::arg("device") = -1, nb::arg("queue") = 0,
            nb::arg("grad_dtype") = nb::none(), nb::arg("cache") = true,
            nb::arg("device_step") = nb::none(), nb::arg("cuda_graph") = false,
-           nb::arg("param_rounding") = "nearest", nb::arg("shard") = nb::none())
+           nb::arg("param_rounding") = "nearest", nb::arg("shard") = nb::none(),
+           nb::arg("quantize") = std::vector<std::optional<bool>>{},
+           "quantize: per parameter, whether its quantized states are quantized (None: as the "
+           "format decides by its size; False: f32; True: also below the format's minimum)")
       .def_static("on_device", &Engine::on_device, nb::arg("pipeline"), nb::arg("names"),
                   nb::arg("memory"), nb::arg("dtypes"), nb::arg("shapes"),
                   nb::arg("group_of") = std::vector<int>{}, nb::arg("groups") = 1,

@@ -1,0 +1,388 @@
+"""bitsandbytes' optimizers (``bitsandbytes.optim``) as optjit's fused steps, by one import line::
+
+    import optjit.bitsandbytes as bnb                    # was: import bitsandbytes as bnb
+    opt = bnb.optim.AdamW8bit(model.parameters(), lr=1e-3)
+    # or: from optjit.bitsandbytes.optim import AdamW8bit
+
+The classes have bitsandbytes' names, signatures and defaults, and step as bitsandbytes does on
+the CPU: its blockwise 8-bit states (dynamic maps, 256-element blocks, f32 absmax), codes and
+scales bit for bit where its own step is deterministic (python/tests/test_bitsandbytes_dropin.py
+measures the rest), in one fused multi-tensor pass instead of a launch per tensor. What
+bitsandbytes decides per parameter, these decide the same way when the parameter first steps:
+
+- 8-bit state where the optimizer's ``optim_bits`` (8 for the ``*8bit`` classes) says so and
+  the parameter has at least ``min_8bit_size`` elements; 32-bit (f32) state otherwise;
+- ``GlobalOptimManager`` overrides of ``optim_bits`` and ``min_8bit_size`` per parameter, from
+  this module's manager and, where the program imported bitsandbytes, from bitsandbytes' own
+  (``bitsandbytes.nn.StableEmbedding`` registers its weight there for 32-bit state);
+- weight decay as bitsandbytes applies it: decoupled for Adam and AdamW alike (its ``Adam8bit``
+  is AdamW with ``weight_decay=0`` by default) and Lion; added to the gradient for SGD,
+  RMSprop and Adagrad.
+
+Where bitsandbytes raises, these raise the same exception. Where bitsandbytes silently ignores
+an argument (``amsgrad`` of its 32-bit Adam, SGD's ``dampening`` and ``nesterov``, RMSprop's
+``momentum``), these refuse it with an ``optjit.Error`` that says so, rather than step
+differently from what the argument asks. ``is_paged`` is accepted: optjit keeps state in the
+device's own memory (bitsandbytes pages it to the host under memory pressure; on the CPU it
+ignores the flag too). A state dict is optjit's (it loads bitsandbytes' state dicts as well).
+optjit's own keywords pass through: ``max_grad_norm=`` fuses gradient clipping into the step,
+``backend=``, ``cuda_graph=`` and the rest as in ``optjit.torch``.
+
+bitsandbytes' LAMB, LARS and AdEMAMix are not here: ``optjit.torch.LAMB`` is torch_optimizer's
+LAMB (``state_format="8bit"`` for 8-bit state).
+"""
+
+import sys
+import types
+from typing import Any, Dict, Iterator, Optional, Tuple
+
+import torch
+
+from . import torch as _ot
+from ._optjit import Error
+
+
+class GlobalOptimManager:
+    """bitsandbytes' per-parameter configuration overrides, with its interface::
+
+        mng = optjit.bitsandbytes.optim.GlobalOptimManager.get_instance()
+        mng.register_parameters(model.parameters())
+        mng.override_config(model.fc1.weight, "optim_bits", 32)
+
+    Read when a parameter first steps, as bitsandbytes reads it. optjit steps the
+    hyperparameters of param groups, so an override of ``lr``, ``betas``, ``eps`` or
+    ``weight_decay`` that differs from its group's is an error that says to give the parameter
+    a group of its own."""
+
+    _instance: Optional["GlobalOptimManager"] = None
+
+    def __init__(self):
+        raise RuntimeError("Call get_instance() instead")
+
+    def initialize(self) -> None:
+        self.pid2config: Dict[int, Dict[str, Any]] = {}
+        self.index2config: Dict[Tuple[int, int], Dict[str, Any]] = {}
+        self.optimizer = None
+        self.uses_config_override = False
+        self.module_weight_config_triple = []
+
+    @classmethod
+    def get_instance(cls) -> "GlobalOptimManager":
+        if cls._instance is None:
+            cls._instance = cls.__new__(cls)
+            cls._instance.initialize()
+        return cls._instance
+
+    def register_parameters(self, params) -> None:
+        """Keys the overrides given so far by (group, index) too, as bitsandbytes does."""
+        groups = list(params)
+        if groups and not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for g, group in enumerate(groups):
+            for i, p in enumerate(group["params"]):
+                if id(p) in self.pid2config:
+                    self.index2config[(g, i)] = self.pid2config[id(p)]
+
+    def override_config(self, parameters, key=None, value=None, key_value_dict=None) -> None:
+        self.uses_config_override = True
+        if isinstance(parameters, torch.Tensor):
+            parameters = [parameters]
+        if key is not None and value is not None:
+            if key_value_dict is not None:
+                raise ValueError("override_config takes key and value, or key_value_dict")
+            key_value_dict = {key: value}
+        for p in parameters if key_value_dict is not None else ():
+            self.pid2config.setdefault(id(p), {}).update(key_value_dict)
+
+    def register_module_override(self, module, param_name: str, config: Dict[str, Any]) -> None:
+        self.module_weight_config_triple.append((module, param_name, config))
+
+
+def _managers() -> Iterator[Any]:
+    """This module's manager, then bitsandbytes' own where the program imported bitsandbytes
+    (not imported here: it is slow to import, and its overrides exist only if it was)."""
+    yield GlobalOptimManager.get_instance()
+    theirs = sys.modules.get("bitsandbytes.optim")
+    if theirs is not None and hasattr(theirs, "GlobalOptimManager"):
+        yield theirs.GlobalOptimManager.get_instance()
+
+
+# Override keys that are hyperparameters of param groups, and the rest with the only values
+# optjit steps as bitsandbytes does.
+_HYPER_KEYS = ("lr", "betas", "eps", "weight_decay")
+_FIXED_KEYS = {"max_unorm": 0.0, "skip_zeros": False, "alpha": 0.0, "t_alpha": None,
+               "t_beta3": None}
+
+
+class _Bitsandbytes:
+    """What the classes below share: the state's bits per parameter, decided as bitsandbytes
+    decides them when the parameter first steps (see the module's text)."""
+
+    _pickled = _ot._Builtin._pickled + ("_optim_bits", "_min_8bit_size")
+
+    def _overrides(self, g: int, i: int, p: torch.Tensor) -> Dict[str, Any]:
+        config: Dict[str, Any] = {}
+        for mng in _managers():
+            for module, attr, c in mng.module_weight_config_triple:
+                if getattr(module, attr, None) is p:
+                    config.update(c)
+            config.update(mng.index2config.get((g, i), {}))
+            config.update(mng.pid2config.get(id(p), {}))
+        group = self.param_groups[g]
+        for k, v in config.items():
+            if k in ("optim_bits", "min_8bit_size"):
+                continue
+            if k in _HYPER_KEYS:
+                if k in group and _same(v, group[k]):
+                    continue
+                raise Error(f"GlobalOptimManager overrides {k}={v!r} for parameter {i} of param "
+                            f"group {g}: optjit steps the hyperparameters of param groups; give "
+                            f"the parameter a param group of its own with {k}={v!r}")
+            if k in _FIXED_KEYS and _same(v, _FIXED_KEYS[k]):
+                continue
+            raise Error(f"GlobalOptimManager overrides {k}={v!r} for parameter {i} of param group "
+                        f"{g}: optjit's {type(self).__name__} does not take {k}")
+        return config
+
+    def _decide(self, g: int, i: int, p: torch.Tensor) -> bool:
+        # State it already has (a loaded checkpoint, an earlier step): as it is, as bitsandbytes
+        # keeps loaded state.
+        st = self.state.get(p, {})
+        held = [st[n] for n in self._BNB_STATES[self._name] if isinstance(st.get(n), torch.Tensor)]
+        if held:
+            return held[0].dtype == torch.uint8
+        config = self._overrides(g, i, p)
+        bits = config.get("optim_bits", self._optim_bits)
+        if bits not in (8, 32):
+            raise NotImplementedError(f"Amount of optimizer bits not supported: {bits}")
+        return bits == 8 and p.numel() >= config.get("min_8bit_size", self._min_8bit_size)
+
+    def _state_quantized(self, p: torch.Tensor) -> Optional[bool]:
+        return self.__dict__.setdefault("_decided", {}).get(id(p))
+
+    def _before_step(self) -> None:
+        super()._before_step()
+        decided = self.__dict__.setdefault("_decided", {})
+        for g, group in enumerate(self.param_groups):
+            for i, p in enumerate(group["params"]):
+                if id(p) not in decided:
+                    decided[id(p)] = self._decide(g, i, p)
+        # One program steps them all: 8-bit where any parameter is (the others keep f32 state
+        # in it, as small tensors do), else plain f32 state.
+        fmt = "8bit" if any(decided.get(id(p)) for p in self._params()) else "f32"
+        if fmt != self._pipeline_args[0]:
+            self._pipeline_args = (fmt,) + tuple(self._pipeline_args[1:])
+            self._rewrite()
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, (tuple, list)) or isinstance(b, (tuple, list)):
+        a, b = tuple(a) if isinstance(a, (tuple, list)) else (a,), tuple(b) if isinstance(
+            b, (tuple, list)) else (b,)
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return float(a) == float(b) if a is not None and b is not None else a is b
+
+
+# optjit.torch's own keywords, which pass through.
+_OPTJIT_KEYWORDS = ("max_grad_norm", "norm_type", "backend", "cache", "device_step",
+                    "cuda_graph", "param_rounding", "process_group", "shard_order")
+
+
+def _adam(name: str, v: Dict[str, Any]) -> Dict[str, Any]:
+    if "8bit" in name and v["optim_bits"] != 32:
+        raise ValueError(f"{name} only supports optim_bits=32 (default value for compatibility)")
+    if v["amsgrad"]:
+        if "8bit" in name:
+            raise ValueError(f"{name} does not support amsgrad=True")
+        raise Error(f"{name}(amsgrad=True): bitsandbytes' {name} ignores amsgrad and steps Adam; "
+                    f"optjit refuses it rather than step otherwise than asked (optjit.torch."
+                    f"AdamW(amsgrad=True, state_format='8bit') is AMSGrad with 8-bit state)")
+    return dict(lr=v["lr"], betas=v["betas"], eps=v["eps"], weight_decay=v["weight_decay"])
+
+
+def _lion(name: str, v: Dict[str, Any]) -> Dict[str, Any]:
+    return dict(lr=v["lr"], betas=v["betas"], weight_decay=v["weight_decay"])
+
+
+def _rmsprop(name: str, v: Dict[str, Any]) -> Dict[str, Any]:
+    if v["alpha"] == 0:
+        raise NotImplementedError("RMSprop with alpha==0.0 is not supported!")
+    if v["centered"]:
+        raise NotImplementedError("Centered RMSprop is not supported!")
+    if v["momentum"] != 0:
+        raise Error(f"{name}(momentum={v['momentum']!r}): bitsandbytes' RMSprop ignores momentum; "
+                    f"optjit refuses it rather than step otherwise than asked (optjit.torch."
+                    f"RMSprop(momentum=..., state_format='8bit') is torch's with 8-bit state)")
+    return dict(lr=v["lr"], alpha=v["alpha"], eps=v["eps"], weight_decay=v["weight_decay"])
+
+
+def _sgd(name: str, v: Dict[str, Any]) -> Dict[str, Any]:
+    if v["momentum"] == 0:
+        raise NotImplementedError("SGD without momentum is not supported!")
+    for k in ("dampening", "nesterov"):
+        if v[k]:
+            raise Error(f"{name}({k}={v[k]!r}): bitsandbytes' SGD ignores {k}; optjit refuses it "
+                        f"rather than step otherwise than asked (optjit.torch.SGD({k}=..., "
+                        f"state_format='8bit') is torch's with 8-bit state)")
+    return dict(lr=v["lr"], momentum=v["momentum"], weight_decay=v["weight_decay"])
+
+
+def _adagrad(name: str, v: Dict[str, Any]) -> Dict[str, Any]:
+    if v["initial_accumulator_value"] != 0.0:
+        raise ValueError("Initial accumulator value != 0.0 not supported!")
+    if v["lr_decay"] != 0.0:
+        raise ValueError("Lr Decay != 0.0 not supported!")
+    if name == "Adagrad8bit" and v["optim_bits"] != 8:
+        raise ValueError("Adagrad8bit only supports optim_bits=8 (default value for compatibility)")
+    return dict(lr=v["lr"], eps=v["eps"], weight_decay=v["weight_decay"])
+
+
+_REQUIRED = object()  # a parameter without a default (SGD's lr)
+
+
+def _make(name: str, base: type, hypers, signature: Dict[str, Any], bits: Optional[int],
+          what: str) -> type:
+    """A bitsandbytes class: `signature` its parameters after `params`, in order, with their
+    defaults; `bits` the state's bits it fixes (None: its optim_bits argument's)."""
+
+    def __init__(self, params, *args, **kwargs):
+        if len(args) > len(signature):
+            raise TypeError(f"{name}() takes {len(signature) + 1} positional arguments but "
+                            f"{len(args) + 1} were given")
+        v = dict(zip(signature, args))
+        extra = {}
+        for k, x in kwargs.items():
+            if k in v:
+                raise TypeError(f"{name}() got multiple values for argument '{k}'")
+            if k in signature:
+                v[k] = x
+            elif k in _OPTJIT_KEYWORDS:
+                extra[k] = x
+            else:
+                raise TypeError(f"{name}() got an unexpected keyword argument '{k}'")
+        for k, d in signature.items():
+            if k not in v:
+                if d is _REQUIRED:
+                    raise TypeError(f"{name}() missing 1 required positional argument: '{k}'")
+                v[k] = d
+        optim_bits = bits if bits is not None else v.get("optim_bits", 32)
+        min_8bit_size = v["min_8bit_size"]
+        args_ = v.get("args")
+        if args_ is not None:  # bitsandbytes' args object takes precedence, as there
+            optim_bits = getattr(args_, "optim_bits", optim_bits)
+            min_8bit_size = getattr(args_, "min_8bit_size", min_8bit_size)
+            for k, d in _FIXED_KEYS.items():
+                if hasattr(args_, k) and not _same(getattr(args_, k), d):
+                    raise Error(f"{name}: args.{k}={getattr(args_, k)!r} is not supported")
+        if optim_bits not in (8, 32):
+            raise NotImplementedError(f"Amount of optimizer bits not supported: {optim_bits}")
+        self._optim_bits, self._min_8bit_size = optim_bits, min_8bit_size
+        self._decided = {}
+        base.__init__(self, params, **hypers(name, v),
+                      state_format="8bit" if optim_bits == 8 else "f32", **extra)
+
+    doc = (f"bitsandbytes.optim.{name} as optjit's fused step: {what} (bitsandbytes' signature "
+           f"and defaults; see optjit.bitsandbytes)")
+    return type(name, (_Bitsandbytes, base), {"__init__": __init__, "__doc__": doc,
+                                              "__module__": __name__})
+
+
+def _adam_signature(weight_decay: float, optim_bits: bool = True, is_paged: bool = True):
+    s = dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=weight_decay, amsgrad=False)
+    if optim_bits:
+        s["optim_bits"] = 32
+    s.update(args=None, min_8bit_size=4096)
+    if is_paged:
+        s["is_paged"] = False
+    return s
+
+
+def _lion_signature(optim_bits: bool, is_paged: bool = True):
+    s = dict(lr=1e-4, betas=(0.9, 0.99), weight_decay=0)
+    if optim_bits:
+        s["optim_bits"] = 32
+    s.update(args=None, min_8bit_size=4096)
+    if is_paged:
+        s["is_paged"] = False
+    return s
+
+
+def _one_state(first: Dict[str, Any], optim_bits: Optional[int]):
+    s = dict(first)
+    if optim_bits is not None:
+        s["optim_bits"] = optim_bits
+    s.update(args=None, min_8bit_size=4096)
+    return s
+
+
+_RMSPROP = dict(lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0, centered=False)
+_SGD = dict(lr=_REQUIRED, momentum=0, dampening=0, weight_decay=0, nesterov=False)
+_ADAGRAD = dict(lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0, eps=1e-10)
+
+_ADAM = "Adam with decoupled weight decay, as bitsandbytes' Adam"
+Adam = _make("Adam", _ot.AdamW, _adam, _adam_signature(0), None, _ADAM)
+Adam8bit = _make("Adam8bit", _ot.AdamW, _adam, _adam_signature(0), 8, _ADAM)
+Adam32bit = _make("Adam32bit", _ot.AdamW, _adam, _adam_signature(0), 32, _ADAM)
+PagedAdam = _make("PagedAdam", _ot.AdamW, _adam, _adam_signature(0), None, _ADAM)
+PagedAdam8bit = _make("PagedAdam8bit", _ot.AdamW, _adam, _adam_signature(0), 8, _ADAM)
+PagedAdam32bit = _make("PagedAdam32bit", _ot.AdamW, _adam, _adam_signature(0), 32, _ADAM)
+AdamW = _make("AdamW", _ot.AdamW, _adam, _adam_signature(1e-2), None, "AdamW")
+AdamW8bit = _make("AdamW8bit", _ot.AdamW, _adam, _adam_signature(1e-2), 8, "AdamW")
+AdamW32bit = _make("AdamW32bit", _ot.AdamW, _adam, _adam_signature(1e-2), 32, "AdamW")
+PagedAdamW = _make("PagedAdamW", _ot.AdamW, _adam, _adam_signature(1e-2, is_paged=False), None,
+                   "AdamW")
+PagedAdamW8bit = _make("PagedAdamW8bit", _ot.AdamW, _adam, _adam_signature(1e-2, is_paged=False),
+                       8, "AdamW")
+PagedAdamW32bit = _make("PagedAdamW32bit", _ot.AdamW, _adam,
+                        _adam_signature(1e-2, is_paged=False), 32, "AdamW")
+Lion = _make("Lion", _ot.Lion, _lion, _lion_signature(True), None, "Lion")
+Lion8bit = _make("Lion8bit", _ot.Lion, _lion, _lion_signature(False), 8, "Lion")
+Lion32bit = _make("Lion32bit", _ot.Lion, _lion, _lion_signature(False), 32, "Lion")
+PagedLion = _make("PagedLion", _ot.Lion, _lion, _lion_signature(True, False), None, "Lion")
+PagedLion8bit = _make("PagedLion8bit", _ot.Lion, _lion, _lion_signature(False, False), 8, "Lion")
+PagedLion32bit = _make("PagedLion32bit", _ot.Lion, _lion, _lion_signature(False, False), 32,
+                       "Lion")
+RMSprop = _make("RMSprop", _ot.RMSprop, _rmsprop, _one_state(_RMSPROP, 32), None, "RMSprop")
+RMSprop8bit = _make("RMSprop8bit", _ot.RMSprop, _rmsprop, _one_state(_RMSPROP, None), 8,
+                    "RMSprop")
+RMSprop32bit = _make("RMSprop32bit", _ot.RMSprop, _rmsprop, _one_state(_RMSPROP, None), 32,
+                     "RMSprop")
+SGD = _make("SGD", _ot.SGD, _sgd, _one_state(_SGD, 32), None, "SGD with momentum")
+SGD8bit = _make("SGD8bit", _ot.SGD, _sgd, _one_state(_SGD, None), 8, "SGD with momentum")
+SGD32bit = _make("SGD32bit", _ot.SGD, _sgd, _one_state(_SGD, None), 32, "SGD with momentum")
+Adagrad = _make("Adagrad", _ot.Adagrad, _adagrad, _one_state(_ADAGRAD, 32), None, "Adagrad")
+Adagrad8bit = _make("Adagrad8bit", _ot.Adagrad, _adagrad, _one_state(_ADAGRAD, 8), 8, "Adagrad")
+Adagrad32bit = _make("Adagrad32bit", _ot.Adagrad, _adagrad, _one_state(_ADAGRAD, 32), 32,
+                     "Adagrad")
+
+__all__ = ["GlobalOptimManager", "Adam", "Adam8bit", "Adam32bit", "PagedAdam", "PagedAdam8bit",
+           "PagedAdam32bit", "AdamW", "AdamW8bit", "AdamW32bit", "PagedAdamW", "PagedAdamW8bit",
+           "PagedAdamW32bit", "Lion", "Lion8bit", "Lion32bit", "PagedLion", "PagedLion8bit",
+           "PagedLion32bit", "RMSprop", "RMSprop8bit", "RMSprop32bit", "SGD", "SGD8bit",
+           "SGD32bit", "Adagrad", "Adagrad8bit", "Adagrad32bit"]
+
+_MISSING = ("LAMB", "LARS", "AdEMAMix", "PytorchLARS")
+
+
+def _missing(module: str):
+    def __getattr__(name: str):
+        if any(name.startswith(m) or name.startswith("Paged" + m) for m in _MISSING):
+            raise AttributeError(
+                f"{module} has no {name}: bitsandbytes' LAMB, LARS and AdEMAMix are not among "
+                f"optjit's built-ins (optjit.torch.LAMB is torch_optimizer's LAMB; with "
+                f"state_format='8bit' its state is 8-bit)")
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    return __getattr__
+
+
+__getattr__ = _missing(__name__)
+
+
+# `bnb.optim.AdamW8bit` and `from optjit.bitsandbytes.optim import AdamW8bit`, as bitsandbytes
+# spells them.
+optim = types.ModuleType(__name__ + ".optim", "bitsandbytes.optim's optimizers (optjit.bitsandbytes)")
+for _name in __all__:
+    setattr(optim, _name, globals()[_name])
+optim.__all__ = list(__all__)
+optim.__getattr__ = _missing(optim.__name__)
+sys.modules[optim.__name__] = optim

@@ -1,0 +1,120 @@
+"""torchao's low-bit optimizers (``torchao.optim``) as optjit's fused steps, by one import line::
+
+    from optjit.torchao.optim import AdamW8bit        # was: from torchao.optim import AdamW8bit
+    opt = AdamW8bit(model.parameters(), lr=1e-3)
+
+The classes have torchao's names, signatures and defaults: ``Adam8bit``, ``AdamW8bit``,
+``Adam4bit``, ``AdamW4bit``, ``AdamFp8``, ``AdamWFp8``. Where torchao compiles one kernel per
+parameter with torch.compile (and recompiles per shape), optjit steps every parameter in one
+fused pass, compiled once. As in torchao:
+
+- a parameter's state is quantized when it has at least 4096 elements and is a multiple of
+  the block (256; 128 for 4-bit); other parameters keep plain state;
+- Adam adds the weight decay to the gradient, AdamW decouples it; ``amsgrad`` keeps a
+  quantized maximum of the second moment;
+- ``param_groups[i]["lr"]`` is a float32 tensor, so ``group["lr"].fill_(x)`` sets it (a float
+  works too);
+- ``bf16_stochastic_round=True`` rounds bfloat16 parameters stochastically, here with
+  optjit's deterministic generator (the same bits for any thread count or backend, where
+  torchao draws from torch.rand).
+
+The results: 4-bit and fp8 state use torchao's maps, blocks, quantizers and packing; 8-bit
+state uses the same maps and blocks with bitsandbytes' CPU quantizer (a table that can pick a
+code a few entries from the nearest below |x| / absmax ~ 1e-4), and optjit updates the moments
+as torch's AdamW does where torchao uses lerp. Each is within one quantization step of
+torchao's state after a step from the same state (python/tests/test_quantized_state.py and
+test_torchao_dropin.py measure it). Plain state is f32, where torchao keeps it in the
+parameter's dtype (bfloat16 parameters: bfloat16 state). ``block_size`` must be the format's
+block: optjit's formats are torchao's defaults. optjit's own keywords pass through
+(``max_grad_norm=`` fuses gradient clipping into the step, ``backend=``, ...).
+"""
+
+import sys
+import types
+from typing import Any, Dict, Optional
+
+import torch
+
+from . import torch as _ot
+from ._optjit import Error
+
+# optjit.torch's own keywords, which pass through.
+_OPTJIT_KEYWORDS = ("max_grad_norm", "norm_type", "backend", "cache", "device_step",
+                    "cuda_graph", "param_rounding", "process_group", "shard_order")
+
+
+class _Torchao:
+    """What the classes below share: torchao's rule for which parameters' state is quantized,
+    and its learning rate as a tensor."""
+
+    _pickled = _ot._Builtin._pickled + ("_block",)
+
+    def add_param_group(self, param_group: Dict[str, Any]) -> None:
+        super().add_param_group(param_group)
+        group = self.param_groups[-1]
+        if not isinstance(group["lr"], torch.Tensor):  # torchao's: a tensor, set with fill_
+            group["lr"] = torch.tensor(group["lr"], dtype=torch.float32)
+
+    def _state_quantized(self, p: torch.Tensor) -> Optional[bool]:
+        st = self.state.get(p, {})
+        held = st.get("exp_avg")
+        if isinstance(held, torch.Tensor):  # state it has (loaded, stepped): as it is
+            return held.dtype == torch.uint8
+        n = _ot._local(p).numel()
+        return n >= 4096 and n % self._block == 0
+
+
+def _make(name: str, base: type, state_format: str, block: int, weight_decay: float) -> type:
+    signature = dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=weight_decay,
+                     amsgrad=False)
+
+    def __init__(self, params, *args, block_size=block, bf16_stochastic_round=False, **kwargs):
+        if len(args) > len(signature):
+            raise TypeError(f"{name}() takes {len(signature) + 1} positional arguments but "
+                            f"{len(args) + 1} were given")
+        v = dict(zip(signature, args))
+        extra = {}
+        for k, x in kwargs.items():
+            if k in v:
+                raise TypeError(f"{name}() got multiple values for argument '{k}'")
+            if k in signature:
+                v[k] = x
+            elif k in _OPTJIT_KEYWORDS:
+                extra[k] = x
+            else:
+                raise TypeError(f"{name}() got an unexpected keyword argument '{k}'")
+        for k, d in signature.items():
+            v.setdefault(k, d)
+        if block_size != block:
+            raise Error(f"{name}(block_size={block_size!r}): optjit's {state_format} state "
+                        f"quantizes blocks of {block} elements (torchao's default) only")
+        if bf16_stochastic_round:
+            if extra.get("param_rounding", "stochastic") != "stochastic":
+                raise Error(f"{name}: bf16_stochastic_round=True and param_rounding="
+                            f"{extra['param_rounding']!r} disagree")
+            extra["param_rounding"] = "stochastic"
+        self._block = block
+        base.__init__(self, params, **v, state_format=state_format, **extra)
+
+    what = "AdamW" if base is _ot.AdamW else "Adam"
+    doc = (f"torchao.optim.{name} as optjit's fused step: {what} with {state_format} state "
+           f"(torchao's signature and defaults; see optjit.torchao)")
+    return type(name, (_Torchao, base), {"__init__": __init__, "__doc__": doc,
+                                         "__module__": __name__})
+
+
+Adam8bit = _make("Adam8bit", _ot.Adam, "8bit", 256, 0.0)
+AdamW8bit = _make("AdamW8bit", _ot.AdamW, "8bit", 256, 1e-2)
+Adam4bit = _make("Adam4bit", _ot.Adam, "4bit", 128, 0.0)
+AdamW4bit = _make("AdamW4bit", _ot.AdamW, "4bit", 128, 1e-2)
+AdamFp8 = _make("AdamFp8", _ot.Adam, "f8", 256, 0.0)
+AdamWFp8 = _make("AdamWFp8", _ot.AdamW, "f8", 256, 1e-2)
+
+__all__ = ["Adam8bit", "AdamW8bit", "Adam4bit", "AdamW4bit", "AdamFp8", "AdamWFp8"]
+
+# `from optjit.torchao.optim import AdamW8bit`, as torchao spells it.
+optim = types.ModuleType(__name__ + ".optim", "torchao.optim's low-bit optimizers (optjit.torchao)")
+for _name in __all__:
+    setattr(optim, _name, globals()[_name])
+optim.__all__ = list(__all__)
+sys.modules[optim.__name__] = optim
