@@ -376,9 +376,9 @@ Status Optimizer::build(std::vector<Param> params, OptimizerOptions options) {
           const ir::QuantInfo& q = ir::info(d.quant);
           if (q.whole_blocks && ts.numel % q.block != 0)
             return make_error(
-                "parameter '{}' ({} elements) cannot keep its state '{}' quantized: {} "
-                "quantizes whole blocks of {} elements only",
-                p.name, ts.numel, d.name, q.description, q.block);
+                "parameter '{}' ({} elements) cannot keep its state '{}' quantized: format "
+                "{} ({}) quantizes whole blocks of {} elements only",
+                p.name, ts.numel, d.name, q.name, q.description, q.block);
         }
       ts.external[pb] = static_cast<uint8_t*>(p.data);
       ts.device[pb] = p.device;

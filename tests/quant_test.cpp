@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <random>
 #include <span>
 #include <vector>
@@ -466,6 +467,57 @@ TEST(Quant, CpuFollowsTheReference) {
     moved(got.a, want.a, start.a, "a");
     moved(got.b, want.b, start.b, "b");
   }
+}
+
+// Param::quantize overrides the format's size rule per parameter, both ways (bitsandbytes'
+// per-parameter optim_bits=32 and its min_8bit_size: optjit.bitsandbytes uses it).
+TEST(Quant, EachParameterMayKeepItsStateInF32OrQuantizeItBelowTheMinimum) {
+  const char* pipeline = kPipelines[0];
+  auto steps = [&](Model& m, const OptimizerOptions& o, std::optional<bool> qa,
+                   std::optional<bool> qc) {
+    std::vector<Param> ps = m.params();
+    ps[0].quantize = qa;  // a: 6400 elements, quantized by the rule
+    ps[2].quantize = qc;  // c: 300 elements, f32 by the rule
+    auto opt = Optimizer::create(pipeline, ps, o);
+    EXPECT_TRUE(opt) << opt.error().message;
+    for (int s = 0; opt && s < 8; ++s) {
+      m.grads(s);
+      EXPECT_TRUE((*opt)->step(m.grad_ptrs()));
+    }
+    return opt ? (*opt)->export_state() : Expected<runtime::TensorFile>(opt.error());
+  };
+  Model got, want, rule;
+  OptimizerOptions ref;
+  ref.backend = Backend::reference;
+  auto file = steps(got, {}, false, true);
+  ASSERT_TRUE(file) << file.error().message;
+  ASSERT_TRUE(steps(want, ref, false, true));
+  ASSERT_TRUE(steps(rule, {}, std::nullopt, std::nullopt));
+  EXPECT_EQ(file->find("a.exp_avg")->dtype, DType::f32);
+  EXPECT_FALSE(file->find("a.exp_avg.absmax"));
+  EXPECT_EQ(file->find("b.exp_avg")->dtype, DType::u8);  // unset: as the rule
+  EXPECT_EQ(file->find("c.exp_avg")->dtype, DType::u8);
+  EXPECT_EQ(file->find("c.exp_avg_sq.absmax")->shape, (std::vector<int64_t>{2}));  // 256 + 44
+  // The reference steps the same choice: f32 state within f32 noise of it, quantized state
+  // within the quantization's few steps of lr (as in CpuFollowsTheReference).
+  for (size_t i = 0; i < got.a.size(); ++i) ASSERT_NEAR(got.a[i], want.a[i], 1e-5) << i;
+  for (size_t i = 0; i < got.c.size(); ++i) ASSERT_NEAR(got.c[i], want.c[i], 8e-2) << i;
+  // Each choice changes the steps of its own parameter only (b's state is 8-bit either way),
+  // and quantizing c moves it (its 8-bit moments are not its f32 ones).
+  EXPECT_EQ(got.b, rule.b);
+  EXPECT_NE(got.c, rule.c);
+  EXPECT_NE(got.a, rule.a);
+
+  // A format of whole blocks refuses a parameter not made of them.
+  Model m;
+  std::vector<Param> ps = m.params();
+  ps[2].quantize = true;
+  auto four = Optimizer::create(kPipelines[5], ps);
+  ASSERT_FALSE(four);
+  EXPECT_EQ(four.error().message,
+            "parameter 'c' (300 elements) cannot keep its state 'exp_avg' quantized: format "
+            "q4 (4-bit blockwise (128), torchao's AdamW4bit signed dynamic map) quantizes whole "
+            "blocks of 128 elements only");
 }
 
 TEST(Quant, CheckpointsHoldCodesAndScalesAndResumeExactly) {

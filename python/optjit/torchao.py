@@ -11,7 +11,8 @@ fused pass, compiled once. As in torchao:
 - a parameter's state is quantized when it has at least 4096 elements and is a multiple of
   the block (256; 128 for 4-bit); other parameters keep plain state;
 - Adam adds the weight decay to the gradient, AdamW decouples it; ``amsgrad`` keeps a
-  quantized maximum of the second moment;
+  quantized maximum of the second moment (torchao 0.18's own step with it fails on the CPU:
+  torch.compile finds no ``aten.maximum`` for its state subclasses);
 - ``param_groups[i]["lr"]`` is a float32 tensor, so ``group["lr"].fill_(x)`` sets it (a float
   works too);
 - ``bf16_stochastic_round=True`` rounds bfloat16 parameters stochastically, here with
