@@ -322,8 +322,8 @@ class Engine {
          const std::vector<std::optional<bool>>& quantize) {
     if (names.size() != param_objects.size()) throw Error("names and params differ in length");
     if (!quantize.empty() && quantize.size() != names.size())
-      throw Error(fmt::format("quantize: {} entries for {} parameters", quantize.size(),
-                              names.size()));
+      throw Error(
+          fmt::format("quantize: {} entries for {} parameters", quantize.size(), names.size()));
     std::vector<Array> params;
     for (size_t i = 0; i < param_objects.size(); ++i)
       params.push_back(writable_array(param_objects[i],
