@@ -265,6 +265,8 @@ def _make(name: str, base: type, hypers, signature: Dict[str, Any], bits: Option
                 if d is _REQUIRED:
                     raise TypeError(f"{name}() missing 1 required positional argument: '{k}'")
                 v[k] = d
+        if isinstance(v.get("betas"), str):  # "(0.9, 0.999)", as bitsandbytes parses it
+            v["betas"] = tuple(float(b) for b in v["betas"].strip().strip("()").split(","))
         optim_bits = bits if bits is not None else v.get("optim_bits", 32)
         min_8bit_size = v["min_8bit_size"]
         args_ = v.get("args")

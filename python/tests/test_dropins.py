@@ -48,6 +48,9 @@ CASES = [
     ("Adagrad8bit", dict(lr=1e-2, weight_decay=0.01), "adagrad"),
     ("Adam", dict(lr=1e-2, optim_bits=8, min_8bit_size=0), "adam"),  # every tensor 8-bit
     ("SGD", dict(lr=1e-2, momentum=0.9, optim_bits=8, min_8bit_size=5000), "sgd"),
+    ("AdamW8bit", dict(lr=1e-2, betas="(0.8, 0.95)"), "adam"),  # betas as bitsandbytes parses
+    ("Adam", dict(lr=1e-2, args=bnb.optim.optimizer.MockArgs(dict(  # args overrides optim_bits
+        optim_bits=8, min_8bit_size=200, max_unorm=0.0, skip_zeros=False))), "adam"),
     ("AdamW32bit", dict(lr=1e-2), "adam"),
     ("RMSprop", dict(lr=1e-3), "rmsprop"),
     ("Lion32bit", dict(lr=1e-3, weight_decay=0.1), "lion"),
