@@ -7,7 +7,8 @@ AdamW with the clip fused (optjit.torch.AdamW(..., max_grad_norm=1.0)) on one te
 --numel parameters, with state_format="8bit" (bitsandbytes' blockwise), "f8" (torchao's fp8), "4bit" (torchao's
 AdamW4bit) and with f32 state; torch.optim.AdamW(fused=True)
 after clip_grad_norm_; bitsandbytes.optim.AdamW8bit and torchao.optim.AdamW8bit and AdamW4bit after
-clip_grad_norm_ (written in torch ops, compiled by torch.compile for torchao). With --numel, on one
+clip_grad_norm_ (written in torch ops, compiled by torch.compile for torchao), and the same
+bitsandbytes code with its import changed to optjit.bitsandbytes. With --numel, on one
 tensor, the peers timed at --bnb-numel, smaller, and scaled per parameter; with --shapes (a
 model's tensors, bench/shapes.py), every optimizer on the same tensors.
 Also the state memory each keeps per parameter.
@@ -50,6 +51,9 @@ def make(shapes, kind, seed=0, device="cpu"):
     elif kind == "torch fused":
         inner = torch.optim.AdamW(p, fused=True, **kw)
         opt = _Clipped(inner, p)
+    elif kind == "optjit.bitsandbytes AdamW8bit":  # bitsandbytes' class, one import changed
+        import optjit.bitsandbytes as obnb
+        opt = _Clipped(obnb.optim.AdamW8bit(p, **kw), p)
     elif kind == "torchao AdamW4bit":
         import torchao.optim as tao
         opt = _Clipped(tao.AdamW4bit(p, **kw), p)
@@ -112,6 +116,9 @@ def main():
              "optjit f32": model, "torch fused": model}
     if not a.no_bnb:
         kinds["bnb AdamW8bit"] = peer
+        # The same code with `import optjit.bitsandbytes as bnb`: bitsandbytes' class and
+        # torch's clip_grad_norm_, on the peer's tensors.
+        kinds["optjit.bitsandbytes AdamW8bit"] = peer
     if not a.no_torchao:
         kinds["torchao AdamW8bit"] = peer
         kinds["torchao AdamW4bit"] = peer
@@ -133,7 +140,7 @@ def main():
           f"median of {a.reps} x {a.steps} steps")
     for k, t in times.items():
         m = statistics.median(t)
-        print(f"{k:17s} {m * total * 1e3:9.2f} ms/step  state {runs[k][1]:5.2f} B/param  "
+        print(f"{k:30s} {m * total * 1e3:9.2f} ms/step  state {runs[k][1]:5.2f} B/param  "
               f"speed {base / m:5.2f}x optjit's f32 state, {torch_fused / m:5.2f}x torch fused")
 
 

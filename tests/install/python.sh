@@ -8,7 +8,7 @@ rm -rf "$work" && mkdir -p "$work"
 cmake --install "$build" --component python --prefix "$work/site" > "$work/install.log"
 # Exactly what a wheel holds, once each.
 ls "$work/site/optjit" | sed 's/\.cpython-.*\.so$/.EXT.so/' | sort > "$work/files"
-printf '%s\n' __init__.py _optjit.EXT.so liboptjit.so.0.1 torch.py webgpu.py | diff - "$work/files"
+printf '%s\n' __init__.py _optjit.EXT.so bitsandbytes.py liboptjit.so.0.1 torch.py torchao.py webgpu.py | diff - "$work/files"
 cd "$work"
 env -u PYTHONPATH -u LD_LIBRARY_PATH OPTJIT_CACHE_DIR="$work/cache" "$python" - "$work/site" <<'PY'
 import sys
