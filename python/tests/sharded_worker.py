@@ -308,10 +308,31 @@ def main(out):
         loss_of(m2, x, y).backward()
         o2.step()
     by_process = [p.full_tensor().detach().double() for p in m2.parameters()]
-    err = lambda a: max((u - v).abs().max().item() for u, v in zip(a, refs[torch.float64]))
+    # The attention's key bias (the middle third of in_proj_bias) is left out: softmax does not
+    # change when a constant is added to every key score, so its true gradient is 0 and the
+    # gradient any float32 run computes is rounding noise, which Adam normalizes into steps of
+    # up to lr. Its "error" says which noise a run drew, not how accurate it is: with torch 2.15
+    # it was 3.3e-4 for optjit and 1.6e-4 for torch in layer 0, 1.8e-4 and 2.1e-4 in layer 1,
+    # while every other parameter agreed with torch's to 2e-8. It is bounded separately.
+    names = [n for n, _ in make(torch.float32).named_parameters()]
+
+    def err(a, keys=False):
+        worst = 0.0
+        for n, u, v in zip(names, a, refs[torch.float64]):
+            d = (u - v).abs()
+            if n.endswith("in_proj_bias"):
+                third = d.numel() // 3
+                d = d[third:2 * third] if keys else torch.cat([d[:third], d[2 * third:]])
+            elif keys:
+                continue
+            worst = max(worst, d.max().item())
+        return worst
+
+    key_noise = {"key_bias_ours": err(ours, True), "key_bias_torch_f32": err(refs[torch.float32], True),
+                 "key_bias_bound": steps * kw["lr"]}
     result = {"ours": err(ours), "by_process": err(by_process), "torch_f32": err(refs[torch.float32]),
               "local_elements": sum(p.to_local().numel() for p in m.parameters()),
-              "elements": sum(p.numel() for p in m.parameters())}
+              "elements": sum(p.numel() for p in m.parameters()), **key_noise}
     # Different pipelines on the two processes: an error on both at the first step.
     w = torch.nn.Parameter(torch.randn(8, 4))
     from torch.distributed.tensor import distribute_tensor, Shard

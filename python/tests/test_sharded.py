@@ -37,9 +37,12 @@ def test_fsdp2_with_the_clip_fused_trains_as_torch_does(tmp_path):
         # Each process stepped only its shard...
         assert 0 < res["local_elements"] < res["elements"]
         # ...and the whole model is no less accurate against float64 than torch's float32 run
-        # (clip_grad_norm_ then AdamW, one process).
+        # (clip_grad_norm_ then AdamW, one process), but for the attention's key bias, whose
+        # gradient is rounding noise in any float32 run (sharded_worker.py): that moves by at
+        # most lr a step, as Adam's steps do.
         assert res["ours"] <= max(1.25 * res["torch_f32"], 1e-6), res
         assert res["by_process"] <= max(1.25 * res["torch_f32"], 1e-6), res
+        assert res["key_bias_ours"] <= res["key_bias_bound"], res
         # Different optimizers on the two processes: a clear error on each, at the first step.
         other = 1 - rank
         assert res["mismatch"].startswith(
