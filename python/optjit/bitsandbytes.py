@@ -157,7 +157,7 @@ class _Bitsandbytes:
             raise NotImplementedError(f"Amount of optimizer bits not supported: {bits}")
         return bits == 8 and p.numel() >= config.get("min_8bit_size", self._min_8bit_size)
 
-    def _state_quantized(self, p: torch.Tensor) -> Optional[bool]:
+    def _state_quantized(self, p: torch.Tensor, group: Dict[str, Any]) -> Optional[bool]:
         return self.__dict__.setdefault("_decided", {}).get(id(p))
 
     def _before_step(self) -> None:

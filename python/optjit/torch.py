@@ -384,7 +384,7 @@ class _Engine:
         if self.complex:
             self._check_complex(opt, params)
         self.arrays = [_array(p).detach() for p in params]
-        quantize = [opt._state_quantized(p) for p in params]
+        quantize = [opt._state_quantized(p, opt.param_groups[g]) for g, _, p in members]
         self.engine = _optjit.Engine(
             pipeline or opt._pipeline,
             names,
@@ -866,6 +866,9 @@ class Optimizer(torch.optim.Optimizer):
     or a scheduler sets is read at the next step. ``backend`` is ``"auto"`` (CPU tensors on the
     CPU, CUDA tensors on their GPU) or ``"cpu"``. ``param_rounding="stochastic"`` stores bf16
     parameters with deterministic stochastic rounding (torchao's ``bf16_stochastic_round``).
+    With quantized state (``state_format="8bit"``, ...), a param group's ``"quantize_state"``
+    chooses for its parameters: False keeps their state in f32 (embeddings, as bitsandbytes'
+    per-parameter ``optim_bits=32``), True quantizes it below the format's 4096 elements too.
     """
 
     _step_supports_amp_scaling = True
@@ -1135,10 +1138,10 @@ class Optimizer(torch.optim.Optimizer):
         if pg is None:
             pg = params[0].device_mesh.get_group()
         if all(dt):
-            everything = self._params()
+            everything = [(p, g) for g in self.param_groups for p in g["params"]]
             tensors = [(f"p{i}", int(p.numel()),
-                        _rows_hold_blocks(p) and self._state_quantized(p) is not False)
-                       for i, p in enumerate(everything)]
+                        _rows_hold_blocks(p) and self._state_quantized(p, g) is not False)
+                       for i, (p, g) in enumerate(everything)]
             offsets = [_flat_offset(p) for p in params]
         else:
             rank = dist.get_rank(pg)
@@ -1226,11 +1229,16 @@ class Optimizer(torch.optim.Optimizer):
     def _before_step(self) -> None:
         """What a subclass checks before each step."""
 
-    def _state_quantized(self, p: torch.Tensor) -> Optional[bool]:
-        """Whether parameter p keeps its quantized states (state_format "8bit", ...) quantized:
-        None as the format decides by p's size; the drop-ins for bitsandbytes and torchao
-        decide as those do (min_8bit_size, per-parameter overrides, whole blocks)."""
-        return None
+    def _state_quantized(self, p: torch.Tensor, group: Dict[str, Any]) -> Optional[bool]:
+        """Whether parameter p (of param group `group`) keeps its quantized states
+        (state_format "8bit", ...) quantized: its group's "quantize_state" (False: f32 state,
+        True: quantized below the format's minimum too), else None, as the format decides by
+        p's size. The drop-ins for bitsandbytes and torchao decide as those do (min_8bit_size,
+        per-parameter overrides, whole blocks). Read when the step's engines are built."""
+        q = group.get("quantize_state")
+        if q is not None and not isinstance(q, bool):
+            raise Error(f"a param group's 'quantize_state' is {q!r}: True, False or None")
+        return q
 
     def _unfused_pipeline(self) -> Optional[str]:
         """The program without its reductions over all tensors (clip, grad scaler), which

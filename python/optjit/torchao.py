@@ -56,7 +56,7 @@ class _Torchao:
         if not isinstance(group["lr"], torch.Tensor):  # torchao's: a tensor, set with fill_
             group["lr"] = torch.tensor(group["lr"], dtype=torch.float32)
 
-    def _state_quantized(self, p: torch.Tensor) -> Optional[bool]:
+    def _state_quantized(self, p: torch.Tensor, group: Dict[str, Any]) -> Optional[bool]:
         st = self.state.get(p, {})
         held = st.get("exp_avg")
         if isinstance(held, torch.Tensor):  # state it has (loaded, stepped): as it is

@@ -757,3 +757,52 @@ def test_8bit_codes_of_a_row_major_weight_load_into_a_channels_last_one_as_their
     for n, v in want.items():
         assert got[n].is_contiguous(memory_format=torch.channels_last), n
         assert torch.equal(got[n], v), n
+
+
+def test_a_param_groups_quantize_state_chooses_as_bitsandbytes_overrides_do():
+    """A param group's "quantize_state": False keeps a large tensor's state in f32, True
+    quantizes a small one; the same steps as bitsandbytes' AdamW8bit with those parameters
+    overridden in its GlobalOptimManager (optim_bits=32; min_8bit_size=0)."""
+    mng = bnb.optim.GlobalOptimManager.get_instance()
+    g = torch.Generator().manual_seed(3)
+    start = [torch.randn(s, generator=g) for s in ((64, 300), (10000,), (300,), (100,))]
+
+    def steps(make):
+        ps = [torch.nn.Parameter(t.clone()) for t in start]
+        opt = make(ps)
+        for k in range(10):
+            gg = torch.Generator().manual_seed(k)
+            for p in ps:
+                p.grad = torch.randn(p.shape, generator=gg) * 0.1
+            opt.step()
+        return ps, opt
+
+    def theirs_make(ps):
+        opt = bnb.optim.AdamW8bit(ps, lr=1e-2)
+        mng.override_config(ps[0], "optim_bits", 32)
+        mng.override_config(ps[2], "min_8bit_size", 0)
+        return opt
+
+    try:
+        theirs, tb = steps(theirs_make)
+    finally:
+        mng.initialize()
+    ours, to = steps(lambda ps: ot.AdamW(
+        [{"params": [ps[0]], "quantize_state": False}, {"params": [ps[1], ps[3]]},
+         {"params": [ps[2]], "quantize_state": True}], lr=1e-2, state_format="8bit"))
+    kinds = [to.state[p]["exp_avg"].dtype for p in ours]
+    assert kinds == [torch.uint8 if tb.state[p]["state1"].dtype == torch.uint8 else torch.float32
+                     for p in theirs]
+    assert kinds == [torch.float32, torch.uint8, torch.uint8, torch.float32]
+    for mine, their in (("exp_avg", "state1"), ("exp_avg_sq", "state2")):
+        for p, q in zip(theirs, ours):
+            a, b = tb.state[p][their], to.state[q][mine]
+            if a.dtype == torch.uint8:
+                assert (a == b).double().mean().item() >= 0.9995, (mine, q.shape)
+            else:
+                assert torch.allclose(a, b, rtol=1e-5, atol=1e-7), (mine, q.shape)
+    for p, q in zip(theirs, ours):
+        assert (p - q).abs().max().item() <= 1e-3, q.shape  # lr / 10
+    with pytest.raises(optjit.Error, match="a param group's 'quantize_state' is 'no': True, "
+                                           "False or None"):
+        steps(lambda ps: ot.AdamW([{"params": ps, "quantize_state": "no"}], state_format="8bit"))
