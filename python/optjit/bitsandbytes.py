@@ -183,11 +183,6 @@ def _same(a: Any, b: Any) -> bool:
     return float(a) == float(b) if a is not None and b is not None else a is b
 
 
-# optjit.torch's own keywords, which pass through.
-_OPTJIT_KEYWORDS = ("max_grad_norm", "norm_type", "backend", "cache", "device_step",
-                    "cuda_graph", "param_rounding", "process_group", "shard_order")
-
-
 def _adam(name: str, v: Dict[str, Any]) -> Dict[str, Any]:
     if "8bit" in name and v["optim_bits"] != 32:
         raise ValueError(f"{name} only supports optim_bits=32 (default value for compatibility)")
@@ -237,34 +232,13 @@ def _adagrad(name: str, v: Dict[str, Any]) -> Dict[str, Any]:
     return dict(lr=v["lr"], eps=v["eps"], weight_decay=v["weight_decay"])
 
 
-_REQUIRED = object()  # a parameter without a default (SGD's lr)
-
-
 def _make(name: str, base: type, hypers, signature: Dict[str, Any], bits: Optional[int],
           what: str) -> type:
     """A bitsandbytes class: `signature` its parameters after `params`, in order, with their
     defaults; `bits` the state's bits it fixes (None: its optim_bits argument's)."""
 
     def __init__(self, params, *args, **kwargs):
-        if len(args) > len(signature):
-            raise TypeError(f"{name}() takes {len(signature) + 1} positional arguments but "
-                            f"{len(args) + 1} were given")
-        v = dict(zip(signature, args))
-        extra = {}
-        for k, x in kwargs.items():
-            if k in v:
-                raise TypeError(f"{name}() got multiple values for argument '{k}'")
-            if k in signature:
-                v[k] = x
-            elif k in _OPTJIT_KEYWORDS:
-                extra[k] = x
-            else:
-                raise TypeError(f"{name}() got an unexpected keyword argument '{k}'")
-        for k, d in signature.items():
-            if k not in v:
-                if d is _REQUIRED:
-                    raise TypeError(f"{name}() missing 1 required positional argument: '{k}'")
-                v[k] = d
+        v, extra = _ot._peer_arguments(name, signature, args, kwargs)
         if isinstance(v.get("betas"), str):  # "(0.9, 0.999)", as bitsandbytes parses it
             v["betas"] = tuple(float(b) for b in v["betas"].strip().strip("()").split(","))
         optim_bits = bits if bits is not None else v.get("optim_bits", 32)
@@ -283,42 +257,37 @@ def _make(name: str, base: type, hypers, signature: Dict[str, Any], bits: Option
         base.__init__(self, params, **hypers(name, v),
                       state_format="8bit" if optim_bits == 8 else "f32", **extra)
 
+    __init__.__signature__ = _ot._peer_signature(signature)
     doc = (f"bitsandbytes.optim.{name} as optjit's fused step: {what} (bitsandbytes' signature "
            f"and defaults; see optjit.bitsandbytes)")
     return type(name, (_Bitsandbytes, base), {"__init__": __init__, "__doc__": doc,
                                               "__module__": __name__})
 
 
-def _adam_signature(weight_decay: float, optim_bits: bool = True, is_paged: bool = True):
-    s = dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=weight_decay, amsgrad=False)
-    if optim_bits:
-        s["optim_bits"] = 32
-    s.update(args=None, min_8bit_size=4096)
-    if is_paged:
-        s["is_paged"] = False
-    return s
-
-
-def _lion_signature(optim_bits: bool, is_paged: bool = True):
-    s = dict(lr=1e-4, betas=(0.9, 0.99), weight_decay=0)
-    if optim_bits:
-        s["optim_bits"] = 32
-    s.update(args=None, min_8bit_size=4096)
-    if is_paged:
-        s["is_paged"] = False
-    return s
-
-
-def _one_state(first: Dict[str, Any], optim_bits: Optional[int]):
+def _signature(first: Dict[str, Any], optim_bits: Optional[int], is_paged: bool = False):
+    """A class's parameters after `params`: its optimizer's own, then (where the class has
+    them) optim_bits, then args and min_8bit_size, then is_paged."""
     s = dict(first)
     if optim_bits is not None:
         s["optim_bits"] = optim_bits
     s.update(args=None, min_8bit_size=4096)
+    if is_paged:
+        s["is_paged"] = False
     return s
 
 
+def _adam_signature(weight_decay: float, is_paged: bool = True):
+    return _signature(dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=weight_decay,
+                           amsgrad=False), 32, is_paged)
+
+
+def _lion_signature(optim_bits: bool, is_paged: bool = True):
+    return _signature(dict(lr=1e-4, betas=(0.9, 0.99), weight_decay=0),
+                      32 if optim_bits else None, is_paged)
+
+
 _RMSPROP = dict(lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0, centered=False)
-_SGD = dict(lr=_REQUIRED, momentum=0, dampening=0, weight_decay=0, nesterov=False)
+_SGD = dict(lr=_ot._REQUIRED, momentum=0, dampening=0, weight_decay=0, nesterov=False)
 _ADAGRAD = dict(lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0, eps=1e-10)
 
 _ADAM = "Adam with decoupled weight decay, as bitsandbytes' Adam"
@@ -344,17 +313,17 @@ PagedLion = _make("PagedLion", _ot.Lion, _lion, _lion_signature(True, False), No
 PagedLion8bit = _make("PagedLion8bit", _ot.Lion, _lion, _lion_signature(False, False), 8, "Lion")
 PagedLion32bit = _make("PagedLion32bit", _ot.Lion, _lion, _lion_signature(False, False), 32,
                        "Lion")
-RMSprop = _make("RMSprop", _ot.RMSprop, _rmsprop, _one_state(_RMSPROP, 32), None, "RMSprop")
-RMSprop8bit = _make("RMSprop8bit", _ot.RMSprop, _rmsprop, _one_state(_RMSPROP, None), 8,
+RMSprop = _make("RMSprop", _ot.RMSprop, _rmsprop, _signature(_RMSPROP, 32), None, "RMSprop")
+RMSprop8bit = _make("RMSprop8bit", _ot.RMSprop, _rmsprop, _signature(_RMSPROP, None), 8,
                     "RMSprop")
-RMSprop32bit = _make("RMSprop32bit", _ot.RMSprop, _rmsprop, _one_state(_RMSPROP, None), 32,
+RMSprop32bit = _make("RMSprop32bit", _ot.RMSprop, _rmsprop, _signature(_RMSPROP, None), 32,
                      "RMSprop")
-SGD = _make("SGD", _ot.SGD, _sgd, _one_state(_SGD, 32), None, "SGD with momentum")
-SGD8bit = _make("SGD8bit", _ot.SGD, _sgd, _one_state(_SGD, None), 8, "SGD with momentum")
-SGD32bit = _make("SGD32bit", _ot.SGD, _sgd, _one_state(_SGD, None), 32, "SGD with momentum")
-Adagrad = _make("Adagrad", _ot.Adagrad, _adagrad, _one_state(_ADAGRAD, 32), None, "Adagrad")
-Adagrad8bit = _make("Adagrad8bit", _ot.Adagrad, _adagrad, _one_state(_ADAGRAD, 8), 8, "Adagrad")
-Adagrad32bit = _make("Adagrad32bit", _ot.Adagrad, _adagrad, _one_state(_ADAGRAD, 32), 32,
+SGD = _make("SGD", _ot.SGD, _sgd, _signature(_SGD, 32), None, "SGD with momentum")
+SGD8bit = _make("SGD8bit", _ot.SGD, _sgd, _signature(_SGD, None), 8, "SGD with momentum")
+SGD32bit = _make("SGD32bit", _ot.SGD, _sgd, _signature(_SGD, None), 32, "SGD with momentum")
+Adagrad = _make("Adagrad", _ot.Adagrad, _adagrad, _signature(_ADAGRAD, 32), None, "Adagrad")
+Adagrad8bit = _make("Adagrad8bit", _ot.Adagrad, _adagrad, _signature(_ADAGRAD, 8), 8, "Adagrad")
+Adagrad32bit = _make("Adagrad32bit", _ot.Adagrad, _adagrad, _signature(_ADAGRAD, 32), 32,
                      "Adagrad")
 
 __all__ = ["GlobalOptimManager", "Adam", "Adam8bit", "Adam32bit", "PagedAdam", "PagedAdam8bit",
@@ -382,7 +351,8 @@ __getattr__ = _missing(__name__)
 
 # `bnb.optim.AdamW8bit` and `from optjit.bitsandbytes.optim import AdamW8bit`, as bitsandbytes
 # spells them.
-optim = types.ModuleType(__name__ + ".optim", "bitsandbytes.optim's optimizers (optjit.bitsandbytes)")
+optim = types.ModuleType(__name__ + ".optim",
+                         "bitsandbytes.optim's optimizers (optjit.bitsandbytes)")
 for _name in __all__:
     setattr(optim, _name, globals()[_name])
 optim.__all__ = list(__all__)

@@ -20,6 +20,7 @@ on the current stream.
 from __future__ import annotations
 
 import collections
+import inspect
 import math
 import re
 import sys
@@ -1381,6 +1382,50 @@ _DTYPE_NAMES = {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f1
                 torch.float64: "f64"}
 _TORCH_DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16,
                  "f64": torch.float64, "u8": torch.uint8, "u16": torch.uint16}
+
+
+# optjit.torch's own keywords, which the drop-ins for other packages' classes pass through.
+_OPTJIT_KEYWORDS = ("max_grad_norm", "norm_type", "backend", "cache", "device_step",
+                    "cuda_graph", "param_rounding", "process_group", "shard_order")
+_REQUIRED = object()  # a parameter without a default
+
+
+def _peer_arguments(name: str, signature: Dict[str, Any], args: Tuple[Any, ...],
+                    kwargs: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """Another package's constructor arguments after `params` (`signature`: their names in
+    order, with defaults or _REQUIRED) bound as Python binds them, with Python's errors; and
+    optjit's own keywords among kwargs, apart."""
+    if len(args) > len(signature):
+        raise TypeError(f"{name}() takes {len(signature) + 1} positional arguments but "
+                        f"{len(args) + 1} were given")
+    v = dict(zip(signature, args))
+    extra = {}
+    for k, x in kwargs.items():
+        if k in v:
+            raise TypeError(f"{name}() got multiple values for argument '{k}'")
+        if k in signature:
+            v[k] = x
+        elif k in _OPTJIT_KEYWORDS:
+            extra[k] = x
+        else:
+            raise TypeError(f"{name}() got an unexpected keyword argument '{k}'")
+    for k, d in signature.items():
+        if k not in v:
+            if d is _REQUIRED:
+                raise TypeError(f"{name}() missing 1 required positional argument: '{k}'")
+            v[k] = d
+    return v, extra
+
+
+def _peer_signature(signature: Dict[str, Any], keyword_only: Dict[str, Any] = {}):
+    """The inspect.Signature of such a constructor (help(), IDEs): self, params, `signature`'s
+    parameters, then `keyword_only`'s."""
+    P = inspect.Parameter
+    return inspect.Signature(
+        [P("self", P.POSITIONAL_OR_KEYWORD), P("params", P.POSITIONAL_OR_KEYWORD)]
+        + [P(k, P.POSITIONAL_OR_KEYWORD, default=P.empty if d is _REQUIRED else d)
+           for k, d in signature.items()]
+        + [P(k, P.KEYWORD_ONLY, default=d) for k, d in keyword_only.items()])
 
 
 def _with_clip(transform: str, max_grad_norm: Optional[float], norm_type: float) -> str:

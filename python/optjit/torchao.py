@@ -39,11 +39,6 @@ import torch
 from . import torch as _ot
 from ._optjit import Error
 
-# optjit.torch's own keywords, which pass through.
-_OPTJIT_KEYWORDS = ("max_grad_norm", "norm_type", "backend", "cache", "device_step",
-                    "cuda_graph", "param_rounding", "process_group", "shard_order")
-
-
 class _Torchao:
     """What the classes below share: torchao's rule for which parameters' state is quantized,
     and its learning rate as a tensor."""
@@ -70,22 +65,7 @@ def _make(name: str, base: type, state_format: str, block: int, weight_decay: fl
                      amsgrad=False)
 
     def __init__(self, params, *args, block_size=block, bf16_stochastic_round=False, **kwargs):
-        if len(args) > len(signature):
-            raise TypeError(f"{name}() takes {len(signature) + 1} positional arguments but "
-                            f"{len(args) + 1} were given")
-        v = dict(zip(signature, args))
-        extra = {}
-        for k, x in kwargs.items():
-            if k in v:
-                raise TypeError(f"{name}() got multiple values for argument '{k}'")
-            if k in signature:
-                v[k] = x
-            elif k in _OPTJIT_KEYWORDS:
-                extra[k] = x
-            else:
-                raise TypeError(f"{name}() got an unexpected keyword argument '{k}'")
-        for k, d in signature.items():
-            v.setdefault(k, d)
+        v, extra = _ot._peer_arguments(name, signature, args, kwargs)
         if block_size != block:
             raise Error(f"{name}(block_size={block_size!r}): optjit's {state_format} state "
                         f"quantizes blocks of {block} elements (torchao's default) only")
@@ -97,6 +77,8 @@ def _make(name: str, base: type, state_format: str, block: int, weight_decay: fl
         self._block = block
         base.__init__(self, params, **v, state_format=state_format, **extra)
 
+    __init__.__signature__ = _ot._peer_signature(
+        signature, dict(block_size=block, bf16_stochastic_round=False))
     what = "AdamW" if base is _ot.AdamW else "Adam"
     doc = (f"torchao.optim.{name} as optjit's fused step: {what} with {state_format} state "
            f"(torchao's signature and defaults; see optjit.torchao)")

@@ -2,6 +2,7 @@
 optjit.torchao) against those packages themselves, on the CPU: the same classes and arguments
 give the same state formats per parameter, codes and scales, and parameters; what they refuse
 they refuse with the same exceptions."""
+import inspect
 import re
 import warnings
 
@@ -118,7 +119,8 @@ def test_overrides_and_stable_embedding_keep_parameters_in_32_bit_as_bitsandbyte
         def model():
             torch.manual_seed(0)
             return torch.nn.ModuleDict(dict(emb=bnb.nn.StableEmbedding(64, 128),
-                                            fc=torch.nn.Linear(128, 64), out=torch.nn.Linear(64, 80)))
+                                            fc=torch.nn.Linear(128, 64),
+                                            out=torch.nn.Linear(64, 80)))
 
         def steps(make, override):
             m = model()
@@ -222,6 +224,19 @@ def test_what_bitsandbytes_ignores_the_drop_in_refuses(name, kw, message):
         getattr(bnb.optim, name)(w, **kw)  # (accepted there)
     with pytest.raises(optjit.Error, match=re.escape(message)):
         getattr(obnb.optim, name)(w, **kw)
+
+
+def _parameters(cls):
+    return [(p.name, p.default, p.kind) for p in inspect.signature(cls.__init__).parameters.values()]
+
+
+def test_the_drop_ins_have_their_peers_signatures():
+    """Every class: the same parameters in the same order, with the same defaults and kinds, as
+    bitsandbytes' and torchao's own (help() and IDEs show them)."""
+    for name in obnb.__all__[1:]:
+        assert _parameters(getattr(obnb.optim, name)) == _parameters(getattr(bnb.optim, name)), name
+    for name in otao.__all__:
+        assert _parameters(getattr(otao.optim, name)) == _parameters(getattr(tao, name)), name
 
 
 def test_the_drop_in_names_what_it_lacks():
