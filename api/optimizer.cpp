@@ -369,17 +369,8 @@ Status Optimizer::build(std::vector<Param> params, OptimizerOptions options) {
       const Param& p = m.params[part.params[t]];
       ts.owned[pb] = {};
       ts.owned[gb] = {};
-      ts.quantize = p.quantize;
-      if (p.quantize.value_or(false))
-        for (const ir::BufferDecl& d : part.plan.buffers) {
-          if (d.quant == ir::Quant::none || d.per_block) continue;
-          const ir::QuantInfo& q = ir::info(d.quant);
-          if (q.whole_blocks && ts.numel % q.block != 0)
-            return make_error(
-                "parameter '{}' ({} elements) cannot keep its state '{}' quantized: format "
-                "{} ({}) quantizes whole blocks of {} elements only",
-                p.name, ts.numel, d.name, q.name, q.description, q.block);
-        }
+      if (p.quantize) ts.quantize = p.quantize;  // (else its group's quantize_state, if any)
+      OPTJIT_TRY(runtime::check_quantize(part.plan, ts));
       ts.external[pb] = static_cast<uint8_t*>(p.data);
       ts.device[pb] = p.device;
       m.where[part.params[t]] = {pi, t};

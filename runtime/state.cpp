@@ -169,6 +169,14 @@ Expected<OptimizerState> init_state(const plan::Plan& plan, const std::vector<Ho
   s.groups.assign(groups.size() + 1, defaults);
   for (size_t g = 0; g < groups.size(); ++g)
     for (const auto& [name, v] : groups[g].overrides) {
+      if (name == kQuantizeState) {
+        if (v != 0 && v != 1)
+          return make_error(
+              "parameter group {}: {} is {}: 1 quantizes its tensors' state, 0 "
+              "keeps it in f32",
+              g + 1, kQuantizeState, v);
+        continue;
+      }
       Status st = set_hyper(p, s, name, {v}, static_cast<uint32_t>(g + 1));
       if (!st) return make_error("parameter group {}: {}", g + 1, st.error().message);
     }
@@ -196,6 +204,11 @@ Expected<OptimizerState> init_state(const plan::Plan& plan, const std::vector<Ho
     for (size_t g = 0; g < groups.size() && ts.group == 0 && explicit_group < 0; ++g)
       for (const auto& pat : groups[g].patterns)
         if (glob_match(pat, t.name)) ts.group = static_cast<uint32_t>(g + 1);
+    if (ts.group > 0) {
+      const auto& o = groups[ts.group - 1].overrides;
+      if (auto q = o.find(std::string(kQuantizeState)); q != o.end()) ts.quantize = q->second != 0;
+    }
+    OPTJIT_TRY(check_quantize(plan, ts));
     for (size_t bi = 0; bi < plan.buffers.size(); ++bi) {
       const auto& b = plan.buffers[bi];
       // A parameter given without its bytes is the caller's memory (the Optimizer API): then
@@ -248,6 +261,20 @@ std::vector<int64_t> state_shape(const plan::Plan& plan, size_t b, const TensorS
   if (holds_codes(plan, b, t) && ir::info(plan.buffers[b].quant).bits != 8)
     return {ir::code_bytes(plan.buffers[b].quant, t.numel)};
   return t.shape;
+}
+
+Status check_quantize(const plan::Plan& plan, const TensorState& t) {
+  if (!t.quantize.value_or(false)) return Status::Ok();
+  for (const ir::BufferDecl& d : plan.buffers) {
+    if (d.quant == ir::Quant::none || d.per_block) continue;
+    const ir::QuantInfo& q = ir::info(d.quant);
+    if (q.whole_blocks && t.whole % q.block != 0)
+      return make_error(
+          "parameter '{}' ({} elements) cannot keep its state '{}' quantized: format {} ({}) "
+          "quantizes whole blocks of {} elements only",
+          t.name, t.whole, d.name, q.name, q.description, q.block);
+  }
+  return Status::Ok();
 }
 
 bool holds_codes(const plan::Plan& plan, size_t b, const TensorState& t) {

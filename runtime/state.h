@@ -119,6 +119,10 @@ struct OptimizerState {
 /// quantized buffer its codes (ir::code_bytes) and one f32 scale per block in the buffer after it;
 /// tensors a format does not quantize (ir::quantized_tensor) keep it in f32 and no scales.
 size_t buffer_bytes(const plan::Plan& plan, size_t b, const TensorState& t);
+/// Whether tensor t's choice to keep quantized state (TensorState::quantize) is one every
+/// quantized buffer's format can keep: a format of whole blocks refuses a tensor not made of
+/// them, naming it.
+Status check_quantize(const plan::Plan& plan, const TensorState& t);
 /// Whether buffer b of tensor t holds codes (else values in its storage).
 bool holds_codes(const plan::Plan& plan, size_t b, const TensorState& t);
 /// The element type buffer b of tensor t is stored as: u8 codes, or its storage.
@@ -129,6 +133,10 @@ std::vector<int64_t> state_shape(const plan::Plan& plan, size_t b, const TensorS
 
 /// A parameter group: the tensors whose names match any pattern ('*' and '?' globs), with
 /// hyperparameter overrides (names as in set_hyper). Tensors no group matches are in group 0.
+/// One override is not a hyperparameter: kQuantizeState (0 or 1) chooses whether the group's
+/// tensors keep their quantized states quantized (TensorState::quantize; Param::quantize, where
+/// set, wins).
+inline constexpr std::string_view kQuantizeState = "quantize_state";
 struct GroupSpec {
   std::vector<std::string> patterns;
   std::map<std::string, double> overrides;

@@ -508,16 +508,36 @@ TEST(Quant, EachParameterMayKeepItsStateInF32OrQuantizeItBelowTheMinimum) {
   EXPECT_NE(got.c, rule.c);
   EXPECT_NE(got.a, rule.a);
 
+  // The same choice by parameter group (runtime::kQuantizeState; the CLI's
+  // --group 'c:quantize_state=1'): the same steps, bit for bit.
+  Model by_group;
+  OptimizerOptions go;
+  go.groups = {{{"a"}, {{"quantize_state", 0}}}, {{"c"}, {{"quantize_state", 1}}}};
+  ASSERT_TRUE(steps(by_group, go, std::nullopt, std::nullopt));
+  EXPECT_EQ(by_group.a, got.a);
+  EXPECT_EQ(by_group.b, got.b);
+  EXPECT_EQ(by_group.c, got.c);
+  go.groups = {{{"c"}, {{"quantize_state", 2}}}};
+  auto two = Optimizer::create(pipeline, Model().params(), go);
+  ASSERT_FALSE(two);
+  EXPECT_EQ(two.error().message,
+            "parameter group 1: quantize_state is 2: 1 quantizes its tensors' state, 0 keeps it "
+            "in f32");
+
   // A format of whole blocks refuses a parameter not made of them.
   Model m;
   std::vector<Param> ps = m.params();
   ps[2].quantize = true;
-  auto four = Optimizer::create(kPipelines[5], ps);
-  ASSERT_FALSE(four);
-  EXPECT_EQ(four.error().message,
-            "parameter 'c' (300 elements) cannot keep its state 'exp_avg' quantized: format "
-            "q4 (4-bit blockwise (128), torchao's AdamW4bit signed dynamic map) quantizes whole "
-            "blocks of 128 elements only");
+  go.groups = {{{"c"}, {{"quantize_state", 1}}}};
+  for (bool by_group : {false, true}) {
+    auto four = by_group ? Optimizer::create(kPipelines[5], m.params(), go)
+                         : Optimizer::create(kPipelines[5], ps);
+    ASSERT_FALSE(four) << by_group;
+    EXPECT_EQ(four.error().message,
+              "parameter 'c' (300 elements) cannot keep its state 'exp_avg' quantized: format "
+              "q4 (4-bit blockwise (128), torchao's AdamW4bit signed dynamic map) quantizes "
+              "whole blocks of 128 elements only");
+  }
 }
 
 TEST(Quant, CheckpointsHoldCodesAndScalesAndResumeExactly) {
