@@ -132,7 +132,7 @@ class _Bitsandbytes:
         for k, v in config.items():
             if k in ("optim_bits", "min_8bit_size"):
                 continue
-            if k in _HYPER_KEYS:
+            if k in _HYPER_KEYS or k in group:  # (RMSprop's alpha is one of its group's)
                 if k in group and _same(v, group[k]):
                     continue
                 raise Error(f"GlobalOptimManager overrides {k}={v!r} for parameter {i} of param "
@@ -176,11 +176,19 @@ class _Bitsandbytes:
 
 
 def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, (tuple, list)) or isinstance(b, (tuple, list)):
-        a, b = tuple(a) if isinstance(a, (tuple, list)) else (a,), tuple(b) if isinstance(
-            b, (tuple, list)) else (b,)
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    return float(a) == float(b) if a is not None and b is not None else a is b
+    """Whether two configuration values are equal: numbers by value (0 == 0.0, a tensor's
+    value), tuples and lists item by item."""
+    seq = (tuple, list)
+    if isinstance(a, seq) or isinstance(b, seq):
+        a = tuple(a) if isinstance(a, seq) else (a,)
+        b = tuple(b) if isinstance(b, seq) else (b,)
+        return len(a) == len(b) and all(map(_same, a, b))
+    if a is None or b is None:
+        return a is b
+    try:
+        return float(a) == float(b)
+    except (TypeError, ValueError):
+        return a == b
 
 
 def _adam(name: str, v: Dict[str, Any]) -> Dict[str, Any]:
