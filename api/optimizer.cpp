@@ -344,20 +344,21 @@ Status Optimizer::build(std::vector<Param> params, OptimizerOptions options) {
         m.warnings.push_back(
             fmt::format("parameter group {}: pattern '{}' matches no parameter", g + 1, pat));
     }
-  std::vector<int> group_of;
   for (size_t pi = 0; pi < m.parts.size(); ++pi) {
     Part& part = m.parts[pi];
     // Parameters are referenced, not copied: init_state sees empty tensors for them.
     std::vector<runtime::HostTensor> empties;
     std::vector<int> groups;
+    std::vector<std::optional<bool>> quantize;
     for (size_t i : part.params) {
       const Param& p = m.params[i];
       empties.push_back({p.name, p.dtype, p.shape, {}});
       groups.push_back(p.group);
+      quantize.push_back(p.quantize);
     }
     // State is deferred: memory the caller binds (optjit.torch binds every state) needs none
     // of the optimizer's own; the rest is made at the first step that needs it.
-    auto state = runtime::init_state(part.plan, empties, m.options.groups, groups, true);
+    auto state = runtime::init_state(part.plan, empties, m.options.groups, groups, true, quantize);
     if (!state) return state.error();
     part.state = std::move(*state);
     const uint32_t pb = part.plan.program.param_buffer(), gb = part.plan.program.grad_buffer();
@@ -369,8 +370,6 @@ Status Optimizer::build(std::vector<Param> params, OptimizerOptions options) {
       const Param& p = m.params[part.params[t]];
       ts.owned[pb] = {};
       ts.owned[gb] = {};
-      if (p.quantize) ts.quantize = p.quantize;  // (else its group's quantize_state, if any)
-      OPTJIT_TRY(runtime::check_quantize(part.plan, ts));
       ts.external[pb] = static_cast<uint8_t*>(p.data);
       ts.device[pb] = p.device;
       m.where[part.params[t]] = {pi, t};
@@ -703,6 +702,7 @@ Status Optimizer::Impl::place_tensors() {
     ts.first = start + offset;
     ts.whole = tensor->numel;
     if (!tensor->quantize) ts.quantize = false;
+    OPTJIT_TRY(runtime::check_quantize(part.plan, ts));  // (now for the whole tensor)
     // Quantized state follows the whole tensor (whether it is quantized, and its blocks): the
     // piece's state is made again now that `whole` is known.
     for (size_t b = 0; b < part.plan.buffers.size(); ++b) {

@@ -161,7 +161,8 @@ void initial_scalar_states(const ir::Program& p, GroupState& group) {
 
 Expected<OptimizerState> init_state(const plan::Plan& plan, const std::vector<HostTensor>& params,
                                     const std::vector<GroupSpec>& groups,
-                                    const std::vector<int>& group_of, bool defer_state) {
+                                    const std::vector<int>& group_of, bool defer_state,
+                                    const std::vector<std::optional<bool>>& quantize_of) {
   const ir::Program& p = plan.program;
   OptimizerState s;
   GroupState defaults;
@@ -204,7 +205,9 @@ Expected<OptimizerState> init_state(const plan::Plan& plan, const std::vector<Ho
     for (size_t g = 0; g < groups.size() && ts.group == 0 && explicit_group < 0; ++g)
       for (const auto& pat : groups[g].patterns)
         if (glob_match(pat, t.name)) ts.group = static_cast<uint32_t>(g + 1);
-    if (ts.group > 0) {
+    if (const size_t i = s.tensors.size(); i < quantize_of.size() && quantize_of[i]) {
+      ts.quantize = quantize_of[i];
+    } else if (ts.group > 0) {
       const auto& o = groups[ts.group - 1].overrides;
       if (auto q = o.find(std::string(kQuantizeState)); q != o.end()) ts.quantize = q->second != 0;
     }

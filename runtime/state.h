@@ -167,10 +167,12 @@ void initial_scalar_states(const ir::Program& p, GroupState& group);
 /// `group_of`, when given, assigns each parameter's group explicitly (-1: by patterns).
 /// `defer_state`: state buffers get no memory yet (pending); the caller binds its own, or
 /// materialize() allocates them. A parameter given without its bytes is the caller's memory.
+/// `quantize_of`, when given, is each parameter's own TensorState::quantize (Param::quantize),
+/// which wins over its group's kQuantizeState.
 Expected<OptimizerState> init_state(const plan::Plan& plan, const std::vector<HostTensor>& params,
                                     const std::vector<GroupSpec>& groups,
-                                    const std::vector<int>& group_of = {},
-                                    bool defer_state = false);
+                                    const std::vector<int>& group_of = {}, bool defer_state = false,
+                                    const std::vector<std::optional<bool>>& quantize_of = {});
 /// Whether state buffer b of tensor t is pending: it has bytes but no memory yet.
 bool pending(const plan::Plan& plan, size_t b, const TensorState& t);
 /// Memory for every pending state buffer, at its initial value under s.init_groups; whether any

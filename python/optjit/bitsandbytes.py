@@ -158,15 +158,26 @@ class _Bitsandbytes:
         return bits == 8 and p.numel() >= config.get("min_8bit_size", self._min_8bit_size)
 
     def _state_quantized(self, p: torch.Tensor, group: Dict[str, Any]) -> Optional[bool]:
-        return self.__dict__.setdefault("_decided", {}).get(id(p))
+        decided = self.__dict__.setdefault("_decided", {})
+        if id(p) not in decided:  # (a parameter put in place of another in a group's list)
+            g = next(k for k, gr in enumerate(self.param_groups) if gr is group)
+            decided[id(p)] = self._decide(g, next(i for i, q in enumerate(group["params"])
+                                                  if q is p), p)
+        return decided[id(p)]
 
     def _before_step(self) -> None:
         super()._before_step()
+        # Only when the groups gained or lost parameters: this runs before every step, and a
+        # pass over 10,000 parameters took 2 ms.
+        sizes = [len(group["params"]) for group in self.param_groups]
+        if sizes == self.__dict__.get("_decided_sizes"):
+            return
         decided = self.__dict__.setdefault("_decided", {})
         for g, group in enumerate(self.param_groups):
             for i, p in enumerate(group["params"]):
                 if id(p) not in decided:
                     decided[id(p)] = self._decide(g, i, p)
+        self._decided_sizes = sizes
         # One program steps them all: 8-bit where any parameter is (the others keep f32 state
         # in it, as small tensors do), else plain f32 state.
         fmt = "8bit" if any(decided.get(id(p)) for p in self._params()) else "f32"
@@ -261,7 +272,6 @@ def _make(name: str, base: type, hypers, signature: Dict[str, Any], bits: Option
         if optim_bits not in (8, 32):
             raise NotImplementedError(f"Amount of optimizer bits not supported: {optim_bits}")
         self._optim_bits, self._min_8bit_size = optim_bits, min_8bit_size
-        self._decided = {}
         base.__init__(self, params, **hypers(name, v),
                       state_format="8bit" if optim_bits == 8 else "f32", **extra)
 

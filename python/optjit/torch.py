@@ -400,7 +400,7 @@ class _Engine:
             cuda_graph=opt._cuda_graph,
             param_rounding=opt._param_rounding,
             shard=shard,
-            quantize=quantize if any(q is not None for q in quantize) else [],
+            quantize=quantize,
         )
         self.params = params
         self.dtensors = any(_is_dtensor(p) for p in params)  # FSDP2's: their local shards
@@ -1384,9 +1384,6 @@ _TORCH_DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.floa
                  "f64": torch.float64, "u8": torch.uint8, "u16": torch.uint16}
 
 
-# optjit.torch's own keywords, which the drop-ins for other packages' classes pass through.
-_OPTJIT_KEYWORDS = ("max_grad_norm", "norm_type", "backend", "cache", "device_step",
-                    "cuda_graph", "param_rounding", "process_group", "shard_order")
 _REQUIRED = object()  # a parameter without a default
 
 
@@ -1600,6 +1597,11 @@ LAMB = _builtin("LAMB", "torch_optimizer.Lamb", {"lr": 1e-3, "betas": (0.9, 0.99
                                                  "weight_decay": 0.0, "clamp_value": 10.0,
                                                  "adam": False, "debias": False},
                 ("adam", "debias"))
+
+# The built-ins' own keywords (state_format aside), which the drop-ins for other packages'
+# classes pass through (_peer_arguments).
+_OPTJIT_KEYWORDS = tuple(k for k, p in inspect.signature(AdamW.__init__).parameters.items()
+                         if p.kind is p.KEYWORD_ONLY and k != "state_format")
 
 __all__ = ["Optimizer", "Error", "SGD", "Adam", "AdamW", "Adamax", "NAdam", "RAdam", "RMSprop",
            "Adagrad", "Adadelta", "Rprop", "ASGD", "Lion", "LAMB"]
