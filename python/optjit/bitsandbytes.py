@@ -6,8 +6,8 @@
 
 The classes have bitsandbytes' names, signatures and defaults, and step as bitsandbytes does on
 the CPU: its blockwise 8-bit states (dynamic maps, 256-element blocks, f32 absmax), codes and
-scales bit for bit where its own step is deterministic (python/tests/test_bitsandbytes_dropin.py
-measures the rest), in one fused multi-tensor pass instead of a launch per tensor. What
+scales bit for bit where its own step is deterministic (python/tests/test_dropins.py measures
+the rest), in one fused multi-tensor pass instead of a launch per tensor. What
 bitsandbytes decides per parameter, these decide the same way when the parameter first steps:
 
 - 8-bit state where the optimizer's ``optim_bits`` (8 for the ``*8bit`` classes) says so and
@@ -24,7 +24,16 @@ an argument (``amsgrad`` of its 32-bit Adam, SGD's ``dampening`` and ``nesterov`
 ``momentum``), these refuse it with an ``optjit.Error`` that says so, rather than step
 differently from what the argument asks. ``is_paged`` is accepted: optjit keeps state in the
 device's own memory (bitsandbytes pages it to the host under memory pressure; on the CPU it
-ignores the flag too). A state dict is optjit's (it loads bitsandbytes' state dicts as well).
+ignores the flag too).
+
+Checkpoints and param groups are bitsandbytes' own, so a run moves either way between the two
+by its checkpoint: ``param_groups`` hold bitsandbytes' keys and values (SGD's momentum and
+RMSprop's alpha are ``betas[0]`` there, and a scheduler or script that sets them there is
+followed); ``state_dict()`` is bitsandbytes' layout (per parameter an int ``step`` and, under
+``__bnb_optimizer_quant_state__``, ``state1``/``state2`` with ``absmax``/``qmap`` for 8-bit
+state), which bitsandbytes' class loads and steps on; ``load_state_dict`` takes bitsandbytes'
+and optjit.torch's. ``optimizer.state[p]`` keeps optjit's names (``exp_avg`` and its
+``exp_avg.absmax``, as ``optjit.torch``).
 optjit's own keywords pass through: ``max_grad_norm=`` fuses gradient clipping into the step,
 ``backend=``, ``cuda_graph=`` and the rest as in ``optjit.torch``.
 
@@ -132,14 +141,15 @@ class _Bitsandbytes:
         for k, v in config.items():
             if k in ("optim_bits", "min_8bit_size"):
                 continue
-            if k in _HYPER_KEYS or k in group:  # (RMSprop's alpha is one of its group's)
+            if k in _FIXED_KEYS:
+                if _same(v, _FIXED_KEYS[k]):
+                    continue
+            elif k in _HYPER_KEYS or k in group:
                 if k in group and _same(v, group[k]):
                     continue
                 raise Error(f"GlobalOptimManager overrides {k}={v!r} for parameter {i} of param "
                             f"group {g}: optjit steps the hyperparameters of param groups; give "
                             f"the parameter a param group of its own with {k}={v!r}")
-            if k in _FIXED_KEYS and _same(v, _FIXED_KEYS[k]):
-                continue
             raise Error(f"GlobalOptimManager overrides {k}={v!r} for parameter {i} of param group "
                         f"{g}: optjit's {type(self).__name__} does not take {k}")
         return config
@@ -184,6 +194,85 @@ class _Bitsandbytes:
         if fmt != self._pipeline_args[0]:
             self._pipeline_args = (fmt,) + tuple(self._pipeline_args[1:])
             self._rewrite()
+
+
+    # The param groups are bitsandbytes' (its keys and values: SGD's momentum and RMSprop's
+    # alpha are betas[0]), and so is the state dict; optimizer.state[p] keeps optjit's names.
+
+    def _group_defaults(self, defaults: Dict[str, Any]) -> Dict[str, Any]:
+        clip = {"max_norm": defaults["max_norm"]} if "max_norm" in defaults else {}
+        return dict(self._bnb_defaults, **clip)
+
+    def _hyper_groups(self):
+        names = _ot.Optimizer._BNB_BETAS.get(self._name)
+        if names is None:
+            return self.param_groups
+        out = []
+        for g, group in enumerate(self.param_groups):
+            betas = group.get("betas")
+            if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+                raise Error(f"param_groups[{g}]['betas'] is {betas!r}: {type(self).__name__} "
+                            f"takes ({names[0]}, {names[1]}) there, as bitsandbytes' does")
+            if not _same(betas[1], 0):
+                raise Error(f"param_groups[{g}]['betas'] is {tuple(betas)!r}: its second value "
+                            f"is {names[1]}, which bitsandbytes' {type(self).__name__} ignores; "
+                            f"optjit refuses it rather than step otherwise than asked")
+            out.append(dict(group, **{names[0]: betas[0], names[1]: 0.0}))
+        return out
+
+    def _own_group(self, group: Dict[str, Any]) -> Dict[str, Any]:
+        """A loaded group in bitsandbytes' keys: bitsandbytes' own as they are; optjit.torch's
+        (and this module's before its groups were bitsandbytes'), translated."""
+        names = _ot.Optimizer._BNB_BETAS.get(self._name)
+        if names is not None and "betas" not in group and names[0] in group:
+            group = dict(group)
+            group["betas"] = (group.pop(names[0]), group.pop(names[1], 0))
+        for k, v in self._bnb_defaults.items():
+            if k not in group and k != "betas":  # (adagrad's: what bitsandbytes keeps)
+                group = dict(group, **{k: v})
+        group.setdefault("betas", self._bnb_defaults["betas"])
+        return group
+
+    def state_dict(self) -> Dict[str, Any]:
+        """bitsandbytes' state dict: per parameter its step (an int) and, under
+        "__bnb_optimizer_quant_state__", state1 (and state2) as codes with absmax1 and qmap1
+        (8-bit) or as f32 values, so that bitsandbytes' class loads it and steps on."""
+        sd = super().state_dict()
+        names = self._BNB_STATES[self._name]
+        sd["state"] = {pid: _to_bitsandbytes(st, names) if isinstance(st, dict) else st
+                       for pid, st in sd["state"].items()}
+        return sd
+
+
+def _to_bitsandbytes(st: Dict[str, Any], names: Tuple[str, ...]) -> Dict[str, Any]:
+    """One parameter's state from optjit's names into bitsandbytes' (state1, absmax1, qmap1,
+    ...; the step as an int). The codes are bitsandbytes' as they are: the same maps and
+    256-element blocks."""
+    st = dict(st)
+    quant: Dict[str, Any] = {}
+    for j, name in enumerate(names, start=1):
+        t = st.pop(name, None)
+        absmax = st.pop(name + ".absmax", None)
+        fmt = st.pop(name + ".format", None)
+        st.pop(name + ".strides", None)  # (8-bit codes keep the parameter's shape and order)
+        if t is None:
+            continue
+        quant[f"state{j}"] = t
+        if t.dtype == torch.uint8:
+            if fmt not in ("q8", "q8u"):
+                raise Error(f"state '{name}' holds codes of format {fmt!r}, which bitsandbytes' "
+                            f"state dict cannot hold (its 8-bit maps are q8 and q8u)")
+            quant[f"absmax{j}"] = absmax
+            quant[f"qmap{j}"] = torch.tensor(_ot._optjit.quant_map(fmt), dtype=torch.float32,
+                                             device=t.device)
+    out: Dict[str, Any] = {}
+    if "step" in st:
+        step = st.pop("step")
+        out["step"] = int(step.item()) if isinstance(step, torch.Tensor) else int(step)
+    out.update(st)
+    if quant:
+        out["__bnb_optimizer_quant_state__"] = quant
+    return out
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -251,6 +340,22 @@ def _adagrad(name: str, v: Dict[str, Any]) -> Dict[str, Any]:
     return dict(lr=v["lr"], eps=v["eps"], weight_decay=v["weight_decay"])
 
 
+def _bnb_group(kind: str, v: Dict[str, Any]) -> Dict[str, Any]:
+    """The param group defaults bitsandbytes' class keeps for arguments `v` (its names: SGD's
+    momentum and RMSprop's alpha are betas[0]), by optjit built-in."""
+    lr, wd = v["lr"], v["weight_decay"]
+    if kind == "adamw":
+        return dict(lr=lr, betas=v["betas"], eps=v["eps"], weight_decay=wd, alpha=0.0,
+                    t_alpha=None, t_beta3=None)
+    if kind == "lion":
+        return dict(lr=lr, betas=v["betas"], eps=0.0, weight_decay=wd)
+    if kind == "sgd":
+        return dict(lr=lr, betas=(v["momentum"], v["dampening"]), eps=0.0, weight_decay=wd)
+    if kind == "rmsprop":
+        return dict(lr=lr, betas=(v["alpha"], v["momentum"]), eps=v["eps"], weight_decay=wd)
+    return dict(lr=lr, betas=(0.0, 0.0), eps=v["eps"], weight_decay=wd)  # adagrad
+
+
 def _make(name: str, base: type, hypers, signature: Dict[str, Any], bits: Optional[int],
           what: str) -> type:
     """A bitsandbytes class: `signature` its parameters after `params`, in order, with their
@@ -259,7 +364,8 @@ def _make(name: str, base: type, hypers, signature: Dict[str, Any], bits: Option
     def __init__(self, params, *args, **kwargs):
         v, extra = _ot._peer_arguments(name, signature, args, kwargs)
         if isinstance(v.get("betas"), str):  # "(0.9, 0.999)", as bitsandbytes parses it
-            v["betas"] = tuple(float(b) for b in v["betas"].strip().strip("()").split(","))
+            v["betas"] = [float(b) for b in v["betas"].replace("(", "").replace(")", "")
+                          .strip().split(",")]
         optim_bits = bits if bits is not None else v.get("optim_bits", 32)
         min_8bit_size = v["min_8bit_size"]
         args_ = v.get("args")
@@ -272,6 +378,7 @@ def _make(name: str, base: type, hypers, signature: Dict[str, Any], bits: Option
         if optim_bits not in (8, 32):
             raise NotImplementedError(f"Amount of optimizer bits not supported: {optim_bits}")
         self._optim_bits, self._min_8bit_size = optim_bits, min_8bit_size
+        self._bnb_defaults = _bnb_group(base._name, v)
         base.__init__(self, params, **hypers(name, v),
                       state_format="8bit" if optim_bits == 8 else "f32", **extra)
 

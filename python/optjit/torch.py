@@ -431,7 +431,7 @@ class _Engine:
             # State that starts here starts from the groups' hyperparameters as they are now (a
             # warmup scheduler's lr, a group's own lr: Rprop's step sizes, ASGD's eta), as
             # torch's optimizer makes it at its first step.
-            self.sync_hypers(opt.param_groups)
+            self.sync_hypers(opt._hyper_groups())
             self.engine.initialize_state()
             self.fresh = False
         step = None
@@ -970,6 +970,11 @@ class Optimizer(torch.optim.Optimizer):
         """Every parameter, in the order state_dict() numbers them."""
         return [p for g in self.param_groups for p in g["params"]]
 
+    def _hyper_groups(self) -> List[Dict[str, Any]]:
+        """The param groups as the program's hyperparameters name them (read before each
+        step): the groups themselves, but for a drop-in whose groups use its peer's names."""
+        return self.param_groups
+
     def add_param_group(self, param_group: Dict[str, Any]) -> None:
         # A parameter twice (in one group or two): refused now, not at the first step, where
         # the engine finds two parameters over the same memory (torch warns that it will refuse
@@ -1008,9 +1013,16 @@ class Optimizer(torch.optim.Optimizer):
                 for name in eng.engine.state_buffers:
                     if i in sd["state"] and eng.engine.state_storage(k, name) == "u8":
                         sd["state"][i][name + ".format"] = eng.engine.state_quant(name)
-                        order = self._code_orders.get((id(p), name))
-                        if order is not None:
-                            sd["state"][i][name + ".strides"] = order
+        # Codes loaded and not yet stepped (no engine holds them): the format they came with.
+        index = {id(p): i for i, p in enumerate(self._params())}
+        for (pid, name), fmt in self._code_maps.items():
+            st = sd["state"].get(index.get(pid))
+            if st is not None and name in st:
+                st.setdefault(name + ".format", fmt)
+        for (pid, name), order in self._code_orders.items():
+            st = sd["state"].get(index.get(pid))
+            if st is not None and name + ".format" in st:
+                st[name + ".strides"] = order
         return sd
 
     def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
@@ -1023,6 +1035,10 @@ class Optimizer(torch.optim.Optimizer):
             state_dict = dict(state_dict, state={
                 pid: self._own_state(pid, st, maps, orders) if isinstance(st, dict) else st
                 for pid, st in state_dict["state"].items()})
+        if isinstance(state_dict, dict) and isinstance(state_dict.get("param_groups"), list):
+            state_dict = dict(state_dict, param_groups=[
+                self._own_group(g) if isinstance(g, dict) else g
+                for g in state_dict["param_groups"]])
         # torch casts every state tensor to its parameter's dtype; 8-bit codes (uint8) and their
         # f32 per-block scales ("exp_avg.absmax") keep theirs, or they would be lost.
         kept = {}
@@ -1076,6 +1092,26 @@ class Optimizer(torch.optim.Optimizer):
                 elif hasattr(v, "dequantize"):
                     st[k] = v.dequantize()
         return st
+
+    # What bitsandbytes' SGD and RMSprop keep in a group's betas: (momentum, dampening) and
+    # (alpha, momentum); it steps without the second of each.
+    _BNB_BETAS = {"sgd": ("momentum", "dampening"), "rmsprop": ("alpha", "momentum")}
+
+    def _own_group(self, group: Dict[str, Any]) -> Dict[str, Any]:
+        """A loaded param group in this optimizer's names: bitsandbytes' SGD and RMSprop name
+        momentum and alpha betas[0] (torch's load_state_dict takes the saved groups as they are,
+        and a program hyperparameter that no group holds would silently keep the
+        constructor's value)."""
+        names = self._BNB_BETAS.get(getattr(self, "_name", None))
+        if names is None or "betas" not in group or names[0] in group:
+            return group
+        group = dict(group)
+        betas = group.pop("betas")
+        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+            raise Error(f"the state dict's param group has betas={betas!r}: a bitsandbytes "
+                        f"{self._name} group holds ({', '.join(names)})")
+        group[names[0]], group[names[1]] = betas[0], 0.0  # (as bitsandbytes stepped)
+        return group
 
     # bitsandbytes' 8-bit optimizers' states (state1, state2), by optjit built-in.
     _BNB_STATES = {"adam": ("exp_avg", "exp_avg_sq"), "adamw": ("exp_avg", "exp_avg_sq"),
@@ -1352,8 +1388,9 @@ class Optimizer(torch.optim.Optimizer):
             self._last_key, self._last, self._split = key, engines, split
         if self._split and self._unscale_and_clip(scale, found_inf):
             return loss  # an Inf or NaN gradient: skipped, as torch's scaler skips
+        hyper_groups = self._hyper_groups()
         for eng in self._last:
-            eng.sync_hypers(self.param_groups)
+            eng.sync_hypers(hyper_groups)
             if self._scaled and not self._split:
                 eng.set_scale(scale)
         if len(self._last) == 1:  # its members are `active`, in order
@@ -1458,6 +1495,7 @@ class _Builtin(Optimizer):
         group_defaults = {k: v for k, v in defaults.items() if k not in self._structural}
         if max_grad_norm is not None:
             group_defaults["max_norm"] = max_grad_norm
+        group_defaults = self._group_defaults(group_defaults)
         try:
             super().__init__(params, self._builtin_pipeline(), group_defaults, **options)
         except _optjit.InvalidValue as e:
@@ -1466,6 +1504,10 @@ class _Builtin(Optimizer):
             text = re.sub(r"^pipeline: line \d+, column \d+: ", "", str(e))
             raise _optjit.InvalidValue(f"{type(self).__name__}: {text}") from None
         self._restructure()
+
+    def _group_defaults(self, defaults: Dict[str, Any]) -> Dict[str, Any]:
+        """What a param group holds unless it says otherwise (a drop-in: its peer's keys)."""
+        return defaults
 
     def _builtin_pipeline(self) -> str:
         _, max_grad_norm, norm_type = self._pipeline_args

@@ -24,12 +24,19 @@ state uses the same maps and blocks with bitsandbytes' CPU quantizer (a table th
 code a few entries from the nearest below |x| / absmax ~ 1e-4), and optjit updates the moments
 as torch's AdamW does where torchao uses lerp. Each is within one quantization step of
 torchao's state after a step from the same state (python/tests/test_quantized_state.py and
-test_torchao_dropin.py measure it). Plain state is f32, where torchao keeps it in the
-parameter's dtype (bfloat16 parameters: bfloat16 state). ``block_size`` must be the format's
+test_dropins.py measure it). Plain state is f32, where torchao keeps it in the
+parameter's dtype (bfloat16 parameters: bfloat16 state).
+
+``state_dict()`` holds torchao's own state subclasses (``OptimState8bit``, ``OptimState4bit``,
+``OptimStateFp8``) over the same codes and scales where torchao is installed, so torchao's
+class loads the checkpoint and steps on (codes whose blocks follow a channels_last
+parameter's memory order are written as their values: torchao blocks row-major); without
+torchao, optjit's codes and scales. ``load_state_dict`` takes torchao's and optjit's. ``block_size`` must be the format's
 block: optjit's formats are torchao's defaults. optjit's own keywords pass through
 (``max_grad_norm=`` fuses gradient clipping into the step, ``backend=``, ...).
 """
 
+import importlib.util
 import sys
 import types
 from typing import Any, Dict, Optional
@@ -37,7 +44,7 @@ from typing import Any, Dict, Optional
 import torch
 
 from . import torch as _ot
-from ._optjit import Error
+from ._optjit import Error, quant_map
 
 class _Torchao:
     """What the classes below share: torchao's rule for which parameters' state is quantized,
@@ -51,6 +58,21 @@ class _Torchao:
         if not isinstance(group["lr"], torch.Tensor):  # torchao's: a tensor, set with fill_
             group["lr"] = torch.tensor(group["lr"], dtype=torch.float32)
 
+    def state_dict(self) -> Dict[str, Any]:
+        """torchao's state dict where torchao is installed: each quantized state as torchao's
+        own state subclass (OptimState8bit, OptimState4bit, OptimStateFp8) over the same codes
+        and scales, so that torchao's class loads it and steps on; without torchao, optjit's
+        codes and scales ("exp_avg", "exp_avg.absmax", "exp_avg.format"), which these classes
+        and optjit.torch load."""
+        sd = super().state_dict()
+        states = _torchao_states()
+        if states is not None:
+            params = self._params()
+            sd["state"] = {pid: _to_torchao(st, params[pid], states)
+                           if isinstance(st, dict) and isinstance(pid, int) else st
+                           for pid, st in sd["state"].items()}
+        return sd
+
     def _state_quantized(self, p: torch.Tensor, group: Dict[str, Any]) -> Optional[bool]:
         st = self.state.get(p, {})
         held = st.get("exp_avg")
@@ -58,6 +80,72 @@ class _Torchao:
             return held.dtype == torch.uint8
         n = _ot._local(p).numel()
         return n >= 4096 and n % self._block == 0
+
+
+def _torchao_states():
+    """torchao's three optimizer state subclasses, or None where torchao is not installed."""
+    if "torchao" not in sys.modules and importlib.util.find_spec("torchao") is None:
+        return None
+    from torchao.optim.subclass_4bit import OptimState4bit
+    from torchao.optim.subclass_8bit import OptimState8bit
+    from torchao.optim.subclass_fp8 import OptimStateFp8
+    return OptimState8bit, OptimState4bit, OptimStateFp8
+
+
+def _to_torchao(st: Dict[str, Any], p: torch.Tensor, states) -> Dict[str, Any]:
+    """One parameter's state with its quantized states as torchao's subclasses. Codes whose
+    blocks follow another memory order than torchao's row-major one (a channels_last
+    parameter's) are written as their values, which torchao steps as plain state."""
+    state8, state4, state_f8 = states
+    if _ot._is_dtensor(p):  # (torchao wraps its subclasses in DTensors: not written here)
+        return st
+    st = dict(st)
+    for name in ("exp_avg", "exp_avg_sq", "max_exp_avg_sq"):
+        t = st.get(name)
+        if isinstance(t, torch.Tensor) and t.dtype == torch.uint8 and name + ".format" not in st:
+            raise Error(f"state '{name}' holds codes of no known format: torchao's state dict "
+                        f"cannot hold them")
+    for key in [k for k in st if isinstance(k, str) and k.endswith(".format")]:
+        name, fmt = key[:-len(".format")], st[key]
+        codes, scale = st.get(name), st.get(name + ".absmax")
+        order = st.get(name + ".strides")
+        if not isinstance(codes, torch.Tensor) or not isinstance(scale, torch.Tensor):
+            continue
+        flat = fmt in ("q4", "q4u")  # (two codes to a byte, in the order `order` gives)
+        if flat:
+            row_major = order is None or all(
+                a == b for a, b, n in zip(order, _row_major_strides(p.shape), p.shape) if n > 1)
+        else:
+            row_major = codes.shape == p.shape and codes.is_contiguous()
+        if fmt in ("q8", "q8u", "q4", "q4u", "f8") and not row_major:
+            new = _ot._dequantize(fmt, codes, scale, p)
+        elif fmt in ("q8", "q8u"):
+            new = state8(codes, scale.float().flatten(), _qmap(fmt, codes.device), fmt == "q8",
+                         dtype=p.dtype)
+        elif flat:
+            new = state4(codes.flatten(), scale.float().flatten(), _qmap(fmt, codes.device),
+                         fmt == "q4", p.shape, dtype=p.dtype)
+        elif fmt == "f8":
+            new = state_f8(codes.view(torch.float8_e4m3fn), scale.float().flatten(),
+                           dtype=p.dtype)
+        else:
+            continue
+        st[name] = new
+        for k in (key, name + ".absmax", name + ".strides"):
+            st.pop(k, None)
+    return st
+
+
+def _row_major_strides(shape) -> list:
+    strides, n = [], 1
+    for d in reversed(shape):
+        strides.append(n)
+        n *= d
+    return strides[::-1]
+
+
+def _qmap(fmt: str, device) -> torch.Tensor:
+    return torch.tensor(quant_map(fmt), dtype=torch.float32, device=device)
 
 
 def _make(name: str, base: type, state_format: str, block: int, weight_decay: float) -> type:

@@ -3,6 +3,7 @@ optjit.torchao) against those packages themselves, on the CPU: the same classes 
 give the same state formats per parameter, codes and scales, and parameters; what they refuse
 they refuse with the same exceptions."""
 import inspect
+import io
 import re
 import warnings
 
@@ -15,6 +16,7 @@ import torchao.optim as tao
 import optjit
 import optjit.bitsandbytes as obnb
 import optjit.torchao as otao
+import optjit.torch as ot
 from optjit.bitsandbytes.optim import AdamW8bit as ImportedAdamW8bit  # bitsandbytes' spelling
 
 # Quantized tensors (one with a partial last block, one exactly at min_8bit_size) and two
@@ -161,23 +163,135 @@ def test_overrides_and_stable_embedding_keep_parameters_in_32_bit_as_bitsandbyte
         ours_mng.initialize()
 
 
-def test_a_bitsandbytes_run_continues_in_the_drop_in():
-    """bitsandbytes' state dict (8-bit and 32-bit states by parameter) into the drop-in: each
-    parameter keeps the format it has, and the next steps are bitsandbytes' own."""
-    kw = dict(lr=1e-2, min_8bit_size=5000)  # (4096,): 32-bit state
-    theirs, tb = run(lambda ps: bnb.optim.AdamW8bit(ps, **kw), steps=10)
-    ours = [torch.nn.Parameter(p.detach().clone()) for p in theirs]
-    to = obnb.optim.AdamW8bit(ours, lr=1e-2)  # (its own min_8bit_size would quantize (4096,))
-    to.load_state_dict(tb.state_dict())
-    for k in range(5):
-        g = torch.Generator().manual_seed(50 + k)
-        for p, q in zip(theirs, ours):
+def saved(opt):
+    """opt.state_dict() through torch.save and torch.load(weights_only=True), as a training
+    script's checkpoint goes."""
+    buf = io.BytesIO()
+    torch.save(opt.state_dict(), buf)
+    buf.seek(0)
+    return torch.load(buf, weights_only=True)
+
+
+def steps_on(opt, ps, first, count):
+    for k in range(first, first + count):
+        g = torch.Generator().manual_seed(1000 + k)
+        for p in ps:
             p.grad = torch.randn(p.shape, generator=g) * 0.1
-            q.grad = p.grad.clone()
-        tb.step()
-        to.step()
-    same_states_as_bitsandbytes("adam", theirs, tb, ours, to)
-    assert to.state[ours[2]]["exp_avg"].dtype == torch.float32
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            opt.step()
+
+
+def copies(ps):
+    return [torch.nn.Parameter(p.detach().clone()) for p in ps]
+
+
+ROUND_TRIPS = [("AdamW8bit", dict(lr=1e-2), "adam"),
+               ("Lion8bit", dict(lr=1e-3, weight_decay=0.1), "lion"),
+               ("SGD8bit", dict(lr=1e-2, momentum=0.9), "sgd"),
+               ("RMSprop8bit", dict(lr=1e-3), "rmsprop"),
+               ("Adagrad8bit", dict(lr=1e-2), "adagrad")]
+
+
+@pytest.mark.parametrize("name,kw,update", ROUND_TRIPS, ids=[c[0] for c in ROUND_TRIPS])
+@pytest.mark.parametrize("first", ["bitsandbytes", "drop-in"])
+def test_checkpoints_pass_between_bitsandbytes_and_the_drop_in(name, kw, update, first):
+    """10 steps in one (min_8bit_size 5000: (4096,) keeps 32-bit state), its state dict through
+    torch.save and torch.load(weights_only=True) into a fresh bitsandbytes optimizer and a
+    fresh drop-in: both hold the saved codes, scales, 32-bit values and step count exactly, and
+    5 more steps of each agree as two bitsandbytes runs' states do (same_states_as_bitsandbytes)."""
+    kw = dict(kw, min_8bit_size=5000)
+    make = {"bitsandbytes": lambda ps: getattr(bnb.optim, name)(ps, **kw),
+            "drop-in": lambda ps: getattr(obnb.optim, name)(ps, **kw)}
+    ps, opt = run(make[first], steps=10)
+    sd = saved(opt)
+    theirs, ours = copies(ps), copies(ps)
+    tb, to = make["bitsandbytes"](theirs), make["drop-in"](ours)
+    tb.load_state_dict(sd)
+    to.load_state_dict(saved(opt))  # (its own copy: a loaded state tensor is stepped in place)
+    for i, (p_t, p_o) in enumerate(zip(theirs, ours)):
+        assert tb.state[p_t]["step"] == 10
+        quant = sd["state"][i]["__bnb_optimizer_quant_state__"]
+        for j, state in enumerate(STATES[update], start=1):
+            assert torch.equal(tb.state[p_t][f"state{j}"], quant[f"state{j}"])
+            assert torch.equal(to.state[p_o][state], quant[f"state{j}"])
+            if quant[f"state{j}"].dtype == torch.uint8:
+                assert torch.equal(to.state[p_o][state + ".absmax"], quant[f"absmax{j}"])
+                assert torch.equal(tb.state[p_t][f"qmap{j}"], quant[f"qmap{j}"])
+    assert [tb.state[p]["state1"].dtype for p in theirs] == [torch.uint8] * 2 + [torch.float32] * 3
+    again = to.state_dict()  # (loaded, not yet stepped: as it was saved)
+    for i, st in sd["state"].items():
+        assert again["state"][i]["step"] == st["step"] == 10
+        mine = again["state"][i]["__bnb_optimizer_quant_state__"]
+        quant = st["__bnb_optimizer_quant_state__"]
+        assert sorted(mine) == sorted(quant) and all(torch.equal(mine[k], quant[k]) for k in quant)
+    steps_on(tb, theirs, 10, 5)
+    steps_on(to, ours, 10, 5)
+    same_states_as_bitsandbytes(update, theirs, tb, ours, to)
+    for p_t, p_o in zip(theirs, ours):
+        assert (p_o - p_t).abs().max().item() <= kw["lr"] / 10
+    assert to.state[ours[2]][STATES[update][0]].dtype == torch.float32  # kept as saved
+
+
+def _groups(opt):
+    return [{k: v for k, v in g.items() if k != "params"} for g in opt.param_groups]
+
+
+def test_param_groups_are_bitsandbytes_and_its_keys_set_the_step():
+    """Every class's defaults and param groups are bitsandbytes' own, keys and values (SGD's
+    momentum and RMSprop's alpha are betas[0] there); setting them there steps as bitsandbytes
+    does; what bitsandbytes ignores in them is refused."""
+    for name in obnb.__all__[1:]:
+        kw = dict(lr=0.1, momentum=0.9) if "SGD" in name else dict(lr=0.1)
+        theirs = getattr(bnb.optim, name)([torch.nn.Parameter(torch.zeros(10))], **kw)
+        ours = getattr(obnb.optim, name)([torch.nn.Parameter(torch.zeros(10))], **kw)
+        assert ours.defaults == theirs.defaults, name
+        assert _groups(ours) == _groups(theirs), name
+    ours = obnb.optim.AdamW8bit([torch.nn.Parameter(torch.zeros(10))], betas="(0.8, 0.95)")
+    assert ours.param_groups[0]["betas"] == [0.8, 0.95]  # parsed as bitsandbytes parses it
+    for name, kw, betas in [("SGD8bit", dict(lr=1e-2, momentum=0.9), (0.5, 0)),
+                            ("RMSprop8bit", dict(lr=1e-3), (0.9, 0))]:
+        def make(module):
+            def changed(ps):
+                opt = getattr(module.optim, name)(ps, **kw)
+                steps_on(opt, ps, 0, 3)
+                opt.param_groups[0]["betas"] = betas
+                return opt
+            return changed
+        theirs, tb = run(make(bnb), steps=5)
+        ours, to = run(make(obnb), steps=5)
+        same_states_as_bitsandbytes(name[:-4].lower(), theirs, tb, ours, to)
+    opt = obnb.optim.SGD8bit([torch.nn.Parameter(torch.zeros(10))], lr=0.1, momentum=0.9)
+    opt.param_groups[0]["betas"] = (0.9, 0.1)
+    opt.param_groups[0]["params"][0].grad = torch.ones(10)
+    with pytest.raises(optjit.Error, match=re.escape(
+            "param_groups[0]['betas'] is (0.9, 0.1): its second value is dampening, which "
+            "bitsandbytes' SGD8bit ignores")):
+        opt.step()
+
+
+def test_optjit_torch_and_the_drop_in_read_each_others_checkpoints():
+    """optjit.torch.SGD(state_format="8bit") names momentum as torch does, bitsandbytes' groups
+    as betas[0]: each loads the other's checkpoint with the momentum it was saved with (0.8),
+    not its constructor's (0.9), and continues as the run that saved it."""
+    kw = dict(lr=1e-2, min_8bit_size=5000)
+    for make_first, make_second in [
+            (lambda ps: ot.SGD(ps, lr=1e-2, momentum=0.8, state_format="8bit"),
+             lambda ps: obnb.optim.SGD8bit(ps, momentum=0.9, **kw)),
+            (lambda ps: obnb.optim.SGD8bit(ps, momentum=0.8, **kw),
+             lambda ps: ot.SGD(ps, lr=1e-2, momentum=0.9, state_format="8bit"))]:
+        ps, first = run(make_first, steps=10)
+        sd = saved(first)
+        second_ps = copies(ps)
+        second = make_second(second_ps)
+        second.load_state_dict(sd)
+        steps_on(first, ps, 10, 5)
+        steps_on(second, second_ps, 10, 5)
+        for p, q in zip(ps, second_ps):
+            if q.numel() >= 5000:  # (the small ones: 8-bit in optjit.torch, f32 in the drop-in)
+                assert torch.equal(first.state[p]["momentum_buffer"],
+                                   second.state[q]["momentum_buffer"])
+                assert torch.equal(p, q)
 
 
 def _raised(make):
@@ -303,3 +417,57 @@ def test_torchao_learning_rate_tensor_block_size_and_stochastic_rounding():
     ps, _ = run(lambda ps: otao.optim.AdamW4bit(ps, lr=1e-3, bf16_stochastic_round=True),
                 shapes=[(64, 256)], dtype=torch.bfloat16, steps=3)
     assert ps[0].dtype == torch.bfloat16 and torch.isfinite(ps[0]).all()
+
+
+@pytest.mark.parametrize("name,fmt,block", TORCHAO, ids=[t[0] for t in TORCHAO])
+@pytest.mark.parametrize("first", ["torchao", "drop-in"])
+def test_checkpoints_pass_between_torchao_and_the_drop_in(name, fmt, block, first):
+    """10 steps in one, its state dict through torch.save and torch.load(weights_only=True)
+    into a fresh torchao optimizer and a fresh drop-in: torchao's holds its own state
+    subclasses, and both hold the saved state's values exactly (codes and scales: the same
+    values, dequantized); 5 more steps of each leave parameters less than one step (lr) apart,
+    as test_torchao_classes_step_as_torchao_does bounds 20 steps."""
+    kw = dict(lr=1e-2, weight_decay=0.1)
+    shapes = [(64, 256), (8192,), (10000,), (300,)]
+    make = {"torchao": lambda ps: getattr(tao, name)(ps, **kw),
+            "drop-in": lambda ps: getattr(otao.optim, name)(ps, **kw)}
+    ps, opt = run(make[first], steps=10, shapes=shapes)
+    codes = {"8bit": ("q8", "q8u"), "4bit": ("q4", "q4u"), "f8": ("f8", "f8")}[fmt]
+    form = dict(zip(("exp_avg", "exp_avg_sq"), codes))  # (optjit's format of each state)
+    values = {(i, n): dequantized(opt.state[p][n], opt.state[p].get(n + ".absmax"), form[n], p)
+              for i, p in enumerate(ps) for n in form}
+    theirs, ours = copies(ps), copies(ps)
+    tt, to = make["torchao"](theirs), make["drop-in"](ours)
+    tt.load_state_dict(saved(opt))
+    to.load_state_dict(saved(opt))  # (its own copy: a loaded state tensor is stepped in place)
+    for i, (p_t, p_o) in enumerate(zip(theirs, ours)):
+        assert float(tt.state[p_t]["step"]) == float(to.state[p_o]["step"]) == 10
+        for n in ("exp_avg", "exp_avg_sq"):
+            s_t = tt.state[p_t][n]
+            quantized = p_t.numel() >= 4096 and p_t.numel() % block == 0
+            assert (type(s_t) is not torch.Tensor) == quantized, (n, p_t.shape)
+            assert torch.equal(dequantized(s_t, None, fmt, p_t), values[(i, n)]), (n, p_t.shape)
+            s_o = to.state[p_o][n]
+            assert (s_o.dtype == torch.uint8) == quantized
+            got = dequantized(s_o, to.state[p_o].get(n + ".absmax"), form[n], p_o)
+            assert torch.equal(got, values[(i, n)]), (n, p_o.shape)
+    again = to.state_dict()  # (loaded, not yet stepped: as it was saved)
+    for i, p in enumerate(ours):
+        for n in form:
+            assert type(again["state"][i][n]) is type(tt.state[theirs[i]][n]), (i, n)
+            assert torch.equal(dequantized(again["state"][i][n], None, form[n], p),
+                               values[(i, n)]), (i, n)
+    steps_on(tt, theirs, 10, 5)
+    steps_on(to, ours, 10, 5)
+    for p_t, p_o in zip(theirs, ours):
+        assert (p_t - p_o).abs().max().item() <= kw["lr"], p_o.shape
+
+
+def dequantized(state, absmax, fmt, p):
+    """A state's values as f32: torchao's subclass by its own dequantize(), optjit's codes by
+    optjit's, plain state as it is."""
+    if type(state) is not torch.Tensor:
+        return state.dequantize().float().reshape(p.shape)
+    if state.dtype == torch.uint8:
+        return ot._dequantize(fmt, state, absmax, p)
+    return state.float()
