@@ -457,6 +457,21 @@ __all__ = ["GlobalOptimManager", "Adam", "Adam8bit", "Adam32bit", "PagedAdam", "
            "PagedLion32bit", "RMSprop", "RMSprop8bit", "RMSprop32bit", "SGD", "SGD8bit",
            "SGD32bit", "Adagrad", "Adagrad8bit", "Adagrad32bit"]
 
+
+
+def install() -> "_ot.Installed":
+    """These classes in place of bitsandbytes' own in bitsandbytes' modules, for code that makes
+    the optimizer itself (a trainer given ``optim="adamw_bnb_8bit"`` imports
+    ``bitsandbytes.optim.AdamW``)::
+
+        optjit.bitsandbytes.install()       # or: with optjit.bitsandbytes.install(): ...
+
+    Code that found bitsandbytes' classes before (``from bitsandbytes.optim import AdamW8bit``
+    already run) keeps them. LAMB, LARS and AdEMAMix stay bitsandbytes'. The returned handle's
+    ``uninstall()`` (or leaving the ``with`` block) puts bitsandbytes' back."""
+    return _ot._install("bitsandbytes", {n: globals()[n] for n in __all__[1:]})
+
+
 _MISSING = ("LAMB", "LARS", "AdEMAMix", "PytorchLARS")
 
 

@@ -1462,6 +1462,54 @@ def _peer_signature(signature: Dict[str, Any], keyword_only: Dict[str, Any] = {}
         + [P(k, P.KEYWORD_ONLY, default=d) for k, d in keyword_only.items()])
 
 
+class Installed:
+    """What a drop-in's ``install()`` replaced in its peer's modules, put back by
+    ``uninstall()`` or by leaving a ``with`` block."""
+
+    def __init__(self, replaced: List[Tuple[Any, str, Any]]):
+        self._replaced = replaced
+
+    def uninstall(self) -> None:
+        for module, attr, original in reversed(self._replaced):
+            setattr(module, attr, original)
+        self._replaced = []
+
+    def __enter__(self) -> "Installed":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.uninstall()
+
+
+def _install(package: str, ours: Dict[str, type]) -> Installed:
+    """The drop-in classes `ours` in place of the peer's own of the same names, in every module
+    of `package` that holds them (package.optim, the module that defines each, ...): code that
+    finds them there after this (a trainer's `from bitsandbytes.optim import AdamW`) makes
+    optjit's. A class the drop-in does not have stays the peer's."""
+    import importlib
+    try:
+        root = importlib.import_module(package + ".optim")
+    except ImportError as e:
+        raise Error(f"optjit.{package}.install(): {package} is not installed ({e}); without it, "
+                    f"make optjit.{package}.optim's classes directly") from None
+    originals = {}
+    for name, cls in ours.items():
+        theirs = getattr(root, name, None)
+        if theirs is not None and theirs is not cls:  # (installed already: nothing to do)
+            originals[id(theirs)] = (theirs, cls)
+    replaced: List[Tuple[Any, str, Any]] = []
+    for module_name, module in list(sys.modules.items()):
+        if module is None or not (module_name == package or
+                                  module_name.startswith(package + ".")):
+            continue
+        for attr, value in list(vars(module).items()):
+            found = originals.get(id(value))
+            if found is not None and found[0] is value:
+                setattr(module, attr, found[1])
+                replaced.append((module, attr, value))
+    return Installed(replaced)
+
+
 def _with_clip(transform: str, max_grad_norm: Optional[float], norm_type: float) -> str:
     if max_grad_norm is None:
         return transform

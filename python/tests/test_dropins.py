@@ -471,3 +471,31 @@ def dequantized(state, absmax, fmt, p):
     if state.dtype == torch.uint8:
         return ot._dequantize(fmt, state, absmax, p)
     return state.float()
+
+
+def test_install_puts_the_drop_ins_where_code_finds_the_peers_classes():
+    """install(): bitsandbytes' and torchao's modules hold optjit's classes (a trainer's
+    `from bitsandbytes.optim import AdamW` with optim_bits=8, as transformers' Trainer makes
+    "adamw_bnb_8bit", steps as the drop-in does) until uninstalled; what the drop-in lacks
+    stays the peer's."""
+    import importlib
+    import bitsandbytes.optim.adamw
+    import torchao.optim.adam
+    bnb_adamw, bnb_lamb, tao_4bit = bnb.optim.AdamW, bnb.optim.LAMB8bit, tao.AdamW4bit
+    with obnb.install():
+        from bitsandbytes.optim import AdamW  # noqa: F811 (as a trainer imports it)
+        assert AdamW is obnb.AdamW and bitsandbytes.optim.adamw.AdamW is obnb.AdamW
+        assert bnb.optim.AdamW8bit is obnb.AdamW8bit and bnb.optim.LAMB8bit is bnb_lamb
+        kw = dict(lr=1e-2, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, optim_bits=8,
+                  is_paged=False)
+        made, opt = run(lambda ps: importlib.import_module("bitsandbytes.optim").AdamW(ps, **kw))
+        assert type(opt) is obnb.AdamW
+        again = obnb.install()  # (twice: nothing more to replace)
+        assert again._replaced == []
+    assert bnb.optim.AdamW is bnb_adamw and bitsandbytes.optim.adamw.AdamW is bnb_adamw
+    direct, _ = run(lambda ps: obnb.optim.AdamW(ps, **kw))
+    assert all(torch.equal(a, b) for a, b in zip(made, direct))
+    with otao.install():
+        from torchao.optim import AdamW4bit
+        assert AdamW4bit is otao.AdamW4bit and torchao.optim.adam.AdamW4bit is otao.AdamW4bit
+    assert tao.AdamW4bit is tao_4bit and torchao.optim.adam.AdamW4bit is tao_4bit
