@@ -235,7 +235,7 @@ static std::string closest(std::string_view want, const Def& d) {
 }
 
 std::string state_format_names() {
-  return "f32, bf16, f16, bf16_sr, " + ir::quant_names() + ", 8bit, 4bit";
+  return "f32, bf16, f16, bf16_sr, " + ir::quant_names() + ", 8bit, 4bit, 4bit_b256";
 }
 
 Expected<StateFormats> parse_state_formats(std::string_view text) {
@@ -246,6 +246,8 @@ Expected<StateFormats> parse_state_formats(std::string_view text) {
     if (f == "bf16_sr") return StateFormat{DType::bf16, true};
     if (f == "8bit") return StateFormat{DType::f32, false, ir::Quant::q8, ir::Quant::q8u};
     if (f == "4bit") return StateFormat{DType::f32, false, ir::Quant::q4, ir::Quant::q4u};
+    if (f == "4bit_b256")
+      return StateFormat{DType::f32, false, ir::Quant::q4_b256, ir::Quant::q4u_b256};
     if (auto q = ir::parse_quant(f)) return StateFormat{DType::f32, false, *q};
     return std::nullopt;
   };

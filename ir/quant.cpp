@@ -576,6 +576,25 @@ const QuantInfo kTable[] = {
      .block = 128,
      .min_elements = kQuantMinElements,
      .whole_blocks = true},
+    {.name = "q4_b256",
+     .description = "4-bit blockwise (256), torchao's AdamW4bit(block_size=256) signed dynamic map",
+     .kind = QuantKind::nearest,
+     .map = kFourBitSigned,
+     .thresholds = kThresholdsSigned,
+     .bits = 4,
+     .block = 256,
+     .min_elements = kQuantMinElements,
+     .whole_blocks = true},
+    {.name = "q4u_b256",
+     .description = "4-bit blockwise (256), torchao's AdamW4bit(block_size=256) unsigned linear map "
+                    "(values > 0)",
+     .kind = QuantKind::nearest,
+     .map = kFourBitUnsigned,
+     .thresholds = kThresholdsUnsigned,
+     .bits = 4,
+     .block = 256,
+     .min_elements = kQuantMinElements,
+     .whole_blocks = true},
 };
 
 }  // namespace

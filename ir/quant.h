@@ -43,6 +43,10 @@ enum class Quant : uint8_t {
   f8,   // fp8 e4m3fn codes scaled so the block's absmax is 448, as torchao's AdamWFp8
   q4,   // 4-bit, torchao's signed dynamic map (create_dynamic_map(True, 3, 4)), block 128
   q4u,  // 4-bit, torchao's unsigned linear map (1/16 .. 1, no zero), block 128
+  // The same two in blocks of 256: torchao's AdamW4bit(block_size=256), as transformers'
+  // Trainer makes "adamw_torch_4bit".
+  q4_b256,
+  q4u_b256,
 };
 
 /// The largest block: every format's block divides it, and chunks of quantized tensors start
@@ -99,7 +103,7 @@ struct QuantInfo {
 const QuantInfo& info(Quant q);
 std::string_view to_string(Quant q);
 std::optional<Quant> parse_quant(std::string_view s);
-/// Every format's name, for messages: "q8, q8u, f8, q4, q4u".
+/// Every format's name, for messages: "q8, q8u, f8, q4, q4u, q4_b256, q4u_b256".
 std::string quant_names();
 
 /// Whether map[c] == (c + 1) * map[0] exactly for every code (the product in f32): the kernels

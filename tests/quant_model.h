@@ -53,6 +53,9 @@ inline const char* const kPipelines[] = {
     R"(chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2, weight_decay=0.1, state_format="f8")))",
     R"(chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2, weight_decay=0.1, state_format="4bit")))",
     R"(lamb(lr=1e-2, state_format="4bit"))",
+    R"(chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2, weight_decay=0.1, state_format="4bit_b256")))",
+    // Formats of one block and rule mix: an fp8 first moment beside a 4-bit second moment.
+    R"(adamw(lr=1e-2, state_format="exp_avg:f8,exp_avg_sq:q4u_b256"))",
 };
 
 inline Model run(const char* pipeline, OptimizerOptions options, int steps) {
@@ -72,7 +75,7 @@ inline Model run(const char* pipeline, OptimizerOptions options, int steps) {
 // -(map[code] * its block's scale), bit for bit; a NaN code (e4m3's 0x7f and 0xff) gives NaN.
 inline void check_every_code(const OptimizerOptions& o) {
   constexpr int64_t n = 8192;
-  for (const char* format : {"q8", "q8u", "f8", "q4", "q4u"}) {
+  for (const char* format : {"q8", "q8u", "f8", "q4", "q4u", "q4_b256", "q4u_b256"}) {
     const ir::QuantInfo& info = ir::info(*ir::parse_quant(format));
     const int64_t codes = int64_t{1} << info.bits;
     auto code_of = [&](int64_t i) { return (i * 7 + i / codes) % codes; };  // all, in any order

@@ -241,7 +241,8 @@ buffer "grad" f32 grad
 buffer "s" f32 state init 0 quant q3
 )");
   ASSERT_FALSE(unknown);
-  EXPECT_NE(unknown.error().message.find("unknown quantized format 'q3' (q8, q8u, f8, q4, q4u)"),
+  EXPECT_NE(unknown.error().message.find(
+                "unknown quantized format 'q3' (q8, q8u, f8, q4, q4u, q4_b256, q4u_b256)"),
             std::string::npos)
       << unknown.error().message;
 }
@@ -259,6 +260,13 @@ TEST(Quant, ThePlanCountsCodesAndScalesAndNeverReadsAValueBackFromCodes) {
   ASSERT_TRUE(four) << four.error().message;
   EXPECT_EQ(four->bytes_per_param(), 4 + 12 + 4 * (0.5 + 4.0 / 128));
   EXPECT_EQ(four->buffers[*four->program.find_buffer("exp_avg_sq")].quant, Quant::q4u);
+  // In blocks of 256 (torchao's AdamW4bit(block_size=256)): half the scales.
+  auto four256 = compile_pipeline(
+      R"(chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, state_format="4bit_b256")))");
+  ASSERT_TRUE(four256) << four256.error().message;
+  EXPECT_EQ(four256->bytes_per_param(), 4 + 12 + 4 * (0.5 + 4.0 / 256));
+  EXPECT_EQ(four256->buffers[*four256->program.find_buffer("exp_avg")].quant, Quant::q4_b256);
+  EXPECT_EQ(four256->buffers[*four256->program.find_buffer("exp_avg_sq")].quant, Quant::q4u_b256);
   // One block size per pipeline: 8-bit (256) and 4-bit (128) formats do not mix.
   auto mixed = compile_pipeline(R"(adamw(lr=1e-3, state_format="exp_avg:q8,exp_avg_sq:q4u"))");
   ASSERT_FALSE(mixed);
@@ -332,7 +340,7 @@ TEST(Quant, CpuCodesAreTheScalarQuantizersAtEveryEdge) {
     for (float v : {std::nextafter(d1, -2.0f), d1, y, u1, std::nextafter(u1, 2.0f)})
       if (std::fabs(v) < 1.0f) out.push_back(v);
   };
-  for (Quant q : {Quant::q8, Quant::q8u, Quant::q4, Quant::q4u}) {
+  for (Quant q : {Quant::q8, Quant::q8u, Quant::q4, Quant::q4u, Quant::q4_b256, Quant::q4u_b256}) {
     const std::string format(ir::to_string(q));
     std::vector<float> values;
     if (ir::info(q).lut) {

@@ -31,9 +31,12 @@ parameter's dtype (bfloat16 parameters: bfloat16 state).
 ``OptimStateFp8``) over the same codes and scales where torchao is installed, so torchao's
 class loads the checkpoint and steps on (codes whose blocks follow a channels_last
 parameter's memory order are written as their values: torchao blocks row-major); without
-torchao, optjit's codes and scales. ``load_state_dict`` takes torchao's and optjit's. ``block_size`` must be the format's
-block: optjit's formats are torchao's defaults. optjit's own keywords pass through
-(``max_grad_norm=`` fuses gradient clipping into the step, ``backend=``, ...).
+torchao, optjit's codes and scales. ``load_state_dict`` takes torchao's and optjit's.
+
+``block_size`` is torchao's default (256; 128 for 4-bit), or 256 for 4-bit too (state_format
+``"4bit_b256"``: transformers' Trainer gives AdamW4bit that block); others are refused.
+optjit's own keywords pass through (``max_grad_norm=`` fuses gradient clipping into the step,
+``backend=``, ...).
 """
 
 import importlib.util
@@ -111,20 +114,20 @@ def _to_torchao(st: Dict[str, Any], p: torch.Tensor, states) -> Dict[str, Any]:
         order = st.get(name + ".strides")
         if not isinstance(codes, torch.Tensor) or not isinstance(scale, torch.Tensor):
             continue
-        flat = fmt in ("q4", "q4u")  # (two codes to a byte, in the order `order` gives)
+        flat = fmt in _SIGNED_4BIT or fmt in _UNSIGNED_4BIT  # (two codes a byte, in `order`)
         if flat:
             row_major = order is None or all(
                 a == b for a, b, n in zip(order, _row_major_strides(p.shape), p.shape) if n > 1)
         else:
             row_major = codes.shape == p.shape and codes.is_contiguous()
-        if fmt in ("q8", "q8u", "q4", "q4u", "f8") and not row_major:
+        if (fmt in ("q8", "q8u", "f8") or flat) and not row_major:
             new = _ot._dequantize(fmt, codes, scale, p)
         elif fmt in ("q8", "q8u"):
             new = state8(codes, scale.float().flatten(), _qmap(fmt, codes.device), fmt == "q8",
                          dtype=p.dtype)
         elif flat:
             new = state4(codes.flatten(), scale.float().flatten(), _qmap(fmt, codes.device),
-                         fmt == "q4", p.shape, dtype=p.dtype)
+                         fmt in _SIGNED_4BIT, p.shape, dtype=p.dtype)
         elif fmt == "f8":
             new = state_f8(codes.view(torch.float8_e4m3fn), scale.float().flatten(),
                            dtype=p.dtype)
@@ -134,6 +137,10 @@ def _to_torchao(st: Dict[str, Any], p: torch.Tensor, states) -> Dict[str, Any]:
         for k in (key, name + ".absmax", name + ".strides"):
             st.pop(k, None)
     return st
+
+
+_SIGNED_4BIT = ("q4", "q4_b256")
+_UNSIGNED_4BIT = ("q4u", "q4u_b256")
 
 
 def _row_major_strides(shape) -> list:
@@ -148,22 +155,29 @@ def _qmap(fmt: str, device) -> torch.Tensor:
     return torch.tensor(quant_map(fmt), dtype=torch.float32, device=device)
 
 
+# optjit's state format for each block size torchao's classes may be given, by their default
+# format: 4-bit in blocks of 256 too (transformers' Trainer makes "adamw_torch_4bit" so).
+_BLOCKS = {"8bit": {256: "8bit"}, "4bit": {128: "4bit", 256: "4bit_b256"}, "f8": {256: "f8"}}
+
+
 def _make(name: str, base: type, state_format: str, block: int, weight_decay: float) -> type:
     signature = dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=weight_decay,
                      amsgrad=False)
 
     def __init__(self, params, *args, block_size=block, bf16_stochastic_round=False, **kwargs):
         v, extra = _ot._peer_arguments(name, signature, args, kwargs)
-        if block_size != block:
+        blocks = _BLOCKS[state_format]
+        if block_size not in blocks:
             raise Error(f"{name}(block_size={block_size!r}): optjit's {state_format} state "
-                        f"quantizes blocks of {block} elements (torchao's default) only")
+                        f"quantizes blocks of {' or '.join(map(str, blocks))} elements only "
+                        f"(torchao's default is {block})")
         if bf16_stochastic_round:
             if extra.get("param_rounding", "stochastic") != "stochastic":
                 raise Error(f"{name}: bf16_stochastic_round=True and param_rounding="
                             f"{extra['param_rounding']!r} disagree")
             extra["param_rounding"] = "stochastic"
-        self._block = block
-        base.__init__(self, params, **v, state_format=state_format, **extra)
+        self._block = block_size
+        base.__init__(self, params, **v, state_format=blocks[block_size], **extra)
 
     __init__.__signature__ = _ot._peer_signature(
         signature, dict(block_size=block, bf16_stochastic_round=False))

@@ -370,10 +370,16 @@ def test_the_drop_in_names_what_it_lacks():
 
 # torchao's class, our state format, its block, Adam (weight decay added to the gradient)?
 TORCHAO = [("AdamW8bit", "8bit", 256), ("Adam8bit", "8bit", 256), ("AdamW4bit", "4bit", 128),
-           ("AdamWFp8", "f8", 256), ("AdamFp8", "f8", 256)]
+           ("AdamWFp8", "f8", 256), ("AdamFp8", "f8", 256),
+           ("AdamW4bit", "4bit_b256", 256)]  # (block_size=256, as transformers' Trainer gives)
+TORCHAO_IDS = [t[0] + ("_b256" if t[1] == "4bit_b256" else "") for t in TORCHAO]
 
 
-@pytest.mark.parametrize("name,fmt,block", TORCHAO, ids=[t[0] for t in TORCHAO])
+def torchao_kw(fmt, **kw):
+    return dict(kw, block_size=256) if fmt == "4bit_b256" else kw
+
+
+@pytest.mark.parametrize("name,fmt,block", TORCHAO, ids=TORCHAO_IDS)
 def test_torchao_classes_step_as_torchao_does(name, fmt, block):
     """20 steps of torchao.optim.<name> and optjit.torchao.optim.<name>: the same parameters'
     states quantized (at least 4096 elements and whole blocks: (10000,) is not, in either), and
@@ -381,8 +387,8 @@ def test_torchao_classes_step_as_torchao_does(name, fmt, block):
     are checked element by element in test_quantized_state.py. (Not amsgrad=True: torchao
     0.18's own step fails on the CPU, as torch.compile finds no aten.maximum for its state
     subclasses.)"""
-    kw = dict(lr=1e-2, weight_decay=0.1)
-    shapes = [(64, 256), (8192,), (10000,), (300,)]
+    kw = torchao_kw(fmt, lr=1e-2, weight_decay=0.1)
+    shapes = [(64, 256), (8192,), (10000,), (33, 128), (300,)]  # ((33, 128): blocks of 128 only)
     theirs, tt = run(lambda ps: getattr(tao, name)(ps, **kw), shapes=shapes)
     ours, to = run(lambda ps: getattr(otao.optim, name)(ps, **kw), shapes=shapes)
     for p, q in zip(theirs, ours):
@@ -408,9 +414,13 @@ def test_torchao_learning_rate_tensor_block_size_and_stochastic_rounding():
     opt.step()
     assert torch.equal(w[0], before)
     with pytest.raises(optjit.Error, match=re.escape(
-            "AdamW4bit(block_size=256): optjit's 4bit state quantizes blocks of 128 elements "
-            "(torchao's default) only")):
-        otao.optim.AdamW4bit(w, block_size=256)
+            "AdamW4bit(block_size=64): optjit's 4bit state quantizes blocks of 128 or 256 "
+            "elements only (torchao's default is 128)")):
+        otao.optim.AdamW4bit(w, block_size=64)
+    with pytest.raises(optjit.Error, match=re.escape(
+            "AdamW8bit(block_size=128): optjit's 8bit state quantizes blocks of 256 elements "
+            "only (torchao's default is 256)")):
+        otao.optim.AdamW8bit(w, block_size=128)
     b = [torch.nn.Parameter(torch.randn(64, 256).bfloat16())]
     sr = otao.optim.AdamW4bit(b, lr=1e-3, bf16_stochastic_round=True)
     assert sr._param_rounding == "stochastic"
@@ -419,7 +429,7 @@ def test_torchao_learning_rate_tensor_block_size_and_stochastic_rounding():
     assert ps[0].dtype == torch.bfloat16 and torch.isfinite(ps[0]).all()
 
 
-@pytest.mark.parametrize("name,fmt,block", TORCHAO, ids=[t[0] for t in TORCHAO])
+@pytest.mark.parametrize("name,fmt,block", TORCHAO, ids=TORCHAO_IDS)
 @pytest.mark.parametrize("first", ["torchao", "drop-in"])
 def test_checkpoints_pass_between_torchao_and_the_drop_in(name, fmt, block, first):
     """10 steps in one, its state dict through torch.save and torch.load(weights_only=True)
@@ -427,12 +437,13 @@ def test_checkpoints_pass_between_torchao_and_the_drop_in(name, fmt, block, firs
     subclasses, and both hold the saved state's values exactly (codes and scales: the same
     values, dequantized); 5 more steps of each leave parameters less than one step (lr) apart,
     as test_torchao_classes_step_as_torchao_does bounds 20 steps."""
-    kw = dict(lr=1e-2, weight_decay=0.1)
-    shapes = [(64, 256), (8192,), (10000,), (300,)]
+    kw = torchao_kw(fmt, lr=1e-2, weight_decay=0.1)
+    shapes = [(64, 256), (8192,), (10000,), (33, 128), (300,)]  # ((33, 128): blocks of 128 only)
     make = {"torchao": lambda ps: getattr(tao, name)(ps, **kw),
             "drop-in": lambda ps: getattr(otao.optim, name)(ps, **kw)}
     ps, opt = run(make[first], steps=10, shapes=shapes)
-    codes = {"8bit": ("q8", "q8u"), "4bit": ("q4", "q4u"), "f8": ("f8", "f8")}[fmt]
+    codes = {"8bit": ("q8", "q8u"), "4bit": ("q4", "q4u"), "f8": ("f8", "f8"),
+             "4bit_b256": ("q4_b256", "q4u_b256")}[fmt]
     form = dict(zip(("exp_avg", "exp_avg_sq"), codes))  # (optjit's format of each state)
     values = {(i, n): dequantized(opt.state[p][n], opt.state[p].get(n + ".absmax"), form[n], p)
               for i, p in enumerate(ps) for n in form}

@@ -520,12 +520,14 @@ def test_4bit_maps_are_torchaos_own():
     assert optjit._optjit.quant_map("q4u") == list(torch.tensor(get_qmap_unsigned()).tolist())
 
 
+@pytest.mark.parametrize("block", [128, 256])
 @pytest.mark.parametrize("backend", ["cpu", "reference", "opencl"])
-def test_4bit_codes_are_torchaos_quantize_4bit_bit_for_bit(backend):
+def test_4bit_codes_are_torchaos_quantize_4bit_bit_for_bit(backend, block):
     """state_format="q4" / "q4u" quantize as torchao's OptimState4bit: per block of 128,
     scale = max(absmax, 1e-12), codes = quantize_4bit_with_qmap(x / scale) packed two to a
     byte, bit for bit, over magnitudes from 1e-12 to 1e4, a block of zeros and values exactly
-    on the map's midpoints (where torchao's residual rule rounds up)."""
+    on the map's midpoints (where torchao's residual rule rounds up); "q4_b256" / "q4u_b256"
+    the same per block of 256 (torchao's AdamW4bit(block_size=256))."""
     from torchao.optim.quant_utils import quantize_4bit_with_qmap, scale_tensor
     from torchao.optim.subclass_4bit import get_qmap_signed, get_qmap_unsigned
     g = torch.Generator().manual_seed(5)
@@ -538,16 +540,17 @@ def test_4bit_codes_are_torchaos_quantize_4bit_bit_for_bit(backend):
         x[1024 + 128 * k:1024 + 128 * k + 15] = mids
         x[1024 + 128 * k + 15] = 1.0
     w = torch.nn.Parameter(torch.zeros(n))
-    opt = ot.Optimizer([w], KEEP4, backend=backend)
+    pipeline = KEEP4 if block == 128 else KEEP4.replace('"s:q4,u:q4u"', '"s:q4_b256,u:q4u_b256"')
+    opt = ot.Optimizer([w], pipeline, backend=backend)
     w.grad = x.clone()
     opt.step()
     st = opt.state_dict()["state"][0]
     assert st["s"].dtype == torch.uint8 and st["s"].shape == (n // 2,)
-    assert st["s.absmax"].shape == (n // 128,)
+    assert st["s.absmax"].shape == (n // block,)
     for name, values, qm in (("s", x, get_qmap_signed()), ("u", x * x, get_qmap_unsigned())):
         if backend == "reference" and name == "u":
             values = (x.double() * x.double())  # the reference squares in float64
-        scaled, scale = scale_tensor(values, 128)
+        scaled, scale = scale_tensor(values, block)
         codes = quantize_4bit_with_qmap(scaled, torch.tensor(qm, dtype=scaled.dtype))
         packed = (codes[::2] << 4) | codes[1::2]
         assert torch.equal(st[name], packed), (name, int((st[name] != packed).sum()))
