@@ -127,7 +127,7 @@ class _Bitsandbytes:
     """What the classes below share: the state's bits per parameter, decided as bitsandbytes
     decides them when the parameter first steps (see the module's text)."""
 
-    _pickled = _ot._Builtin._pickled + ("_optim_bits", "_min_8bit_size")
+    _pickled = _ot._Builtin._pickled + ("_optim_bits", "_min_8bit_size", "_bnb_defaults")
 
     def _overrides(self, g: int, i: int, p: torch.Tensor) -> Dict[str, Any]:
         config: Dict[str, Any] = {}

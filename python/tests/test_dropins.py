@@ -2,6 +2,7 @@
 optjit.torchao) against those packages themselves, on the CPU: the same classes and arguments
 give the same state formats per parameter, codes and scales, and parameters; what they refuse
 they refuse with the same exceptions."""
+import copy
 import inspect
 import io
 import re
@@ -510,3 +511,27 @@ def test_install_puts_the_drop_ins_where_code_finds_the_peers_classes():
         from torchao.optim import AdamW4bit
         assert AdamW4bit is otao.AdamW4bit and torchao.optim.adam.AdamW4bit is otao.AdamW4bit
     assert tao.AdamW4bit is tao_4bit and torchao.optim.adam.AdamW4bit is tao_4bit
+
+
+@pytest.mark.parametrize("make", [
+    lambda ps: obnb.optim.SGD8bit(ps, lr=1e-2, momentum=0.9),
+    lambda ps: otao.optim.AdamW4bit(ps, lr=1e-2, block_size=256)], ids=["SGD8bit", "AdamW4bit"])
+def test_a_drop_in_copied_or_pickled_steps_and_loads_as_the_original(make):
+    """copy.deepcopy and torch.save/torch.load of the optimizer itself keep what the drop-in
+    was made with (bitsandbytes' group defaults, torchao's block): the copy loads the
+    original's state dict and steps as the original does."""
+    ps, opt = run(make, steps=3)
+    buf = io.BytesIO()
+    torch.save(opt, buf)
+    for copied in (copy.deepcopy(opt), None):
+        if copied is None:
+            buf.seek(0)
+            copied = torch.load(buf, weights_only=False)
+        mine = [p for g in copied.param_groups for p in g["params"]]
+        copied.load_state_dict(saved(opt))  # (copies: a loaded tensor is stepped in place)
+        theirs = copies(ps)
+        fresh = make(theirs)
+        fresh.load_state_dict(saved(opt))
+        steps_on(copied, mine, 3, 2)
+        steps_on(fresh, theirs, 3, 2)
+        assert all(torch.equal(a, b) for a, b in zip(mine, theirs))
