@@ -446,9 +446,14 @@ class _Engine:
             had = bool(present)
             # A state that has some of the buffers but not others is a damaged checkpoint (torch
             # fails on it too); starting the missing ones afresh would silently change the run.
-            # (A quantized buffer's scales come with its values when they are converted.)
-            missing = [name for name in self.engine.state_buffers if name not in present
-                       and not (name.endswith(".absmax") and name[:-len(".absmax")] in present)]
+            # (A quantized buffer's scales come with its values when they are converted; codes
+            # without their scales are damage: they would be read as zeros.)
+            def converted(name):
+                codes = name[:-len(".absmax")] if name.endswith(".absmax") else None
+                return codes in present and st[codes].dtype != torch.uint8
+
+            missing = [name for name in self.engine.state_buffers
+                       if name not in present and not converted(name)]
             if had and missing:
                 raise Error(f"optimizer.state of parameter {i} has {', '.join(present)} but not "
                             f"{', '.join(missing)}: a damaged or mismatched checkpoint")
@@ -1150,7 +1155,8 @@ class Optimizer(torch.optim.Optimizer):
                 else:
                     new[names[j] + (".absmax" if k.startswith("absmax") else "")] = v
             elif k == "step":
-                new[k] = v if isinstance(v, torch.Tensor) else torch.tensor(float(v))
+                new[k] = v if isinstance(v, torch.Tensor) else torch.tensor(
+                    _number_of(v, f"the bitsandbytes checkpoint's step of parameter {pid}"))
             else:
                 new[k] = v
         return new

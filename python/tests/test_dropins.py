@@ -535,3 +535,41 @@ def test_a_drop_in_copied_or_pickled_steps_and_loads_as_the_original(make):
         steps_on(copied, mine, 3, 2)
         steps_on(fresh, theirs, 3, 2)
         assert all(torch.equal(a, b) for a, b in zip(mine, theirs))
+
+
+def _drop(key):
+    return lambda st: st["__bnb_optimizer_quant_state__"].pop(key)
+
+
+def _put(key, value):
+    return lambda st: st["__bnb_optimizer_quant_state__"].__setitem__(key, value)
+
+
+@pytest.mark.parametrize("damage,message", [
+    (_drop("absmax1"), "optimizer.state of parameter 0 has exp_avg, exp_avg_sq, "
+                       "exp_avg_sq.absmax but not exp_avg.absmax: a damaged or mismatched "
+                       "checkpoint"),
+    (_drop("state2"), "optimizer.state of parameter 0 has exp_avg, exp_avg.absmax, "
+                      "exp_avg_sq.absmax but not exp_avg_sq: a damaged or mismatched checkpoint"),
+    (_put("absmax1", torch.zeros(10)), "optimizer.state[p]['exp_avg.absmax'] of parameter 0 has "
+                                       "shape [10], but this optimizer keeps [75] for it"),
+    (_put("state1", torch.zeros(100, dtype=torch.uint8)),
+     "optimizer.state[p]['exp_avg'] of parameter 0 has shape [100], but this optimizer keeps "
+     "[64, 300] for it"),
+    (_put("qmap1", torch.linspace(-1, 1, 256)),
+     "the bitsandbytes checkpoint's qmap1 is not its dynamic map"),
+    (lambda st: st.__setitem__("step", "x"),
+     "the bitsandbytes checkpoint's step of parameter 0 is 'x', not a number"),
+], ids=["no absmax", "no state2", "short absmax", "codes of another shape", "another map",
+        "step not a number"])
+def test_a_damaged_bitsandbytes_checkpoint_is_refused_naming_the_damage(damage, message):
+    """Codes without their scales were read as zeros (the moments silently reset); the rest
+    were refused already, and stay so."""
+    ps, opt = run(lambda ps: bnb.optim.AdamW8bit(ps, lr=1e-2), steps=2, shapes=[(64, 300)])
+    sd = saved(opt)
+    damage(sd["state"][0])
+    ours = copies(ps)
+    to = obnb.optim.AdamW8bit(ours, lr=1e-2)
+    with pytest.raises(optjit.Error, match=re.escape(message)):
+        to.load_state_dict(sd)
+        steps_on(to, ours, 2, 1)
