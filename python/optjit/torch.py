@@ -1699,5 +1699,25 @@ LAMB = _builtin("LAMB", "torch_optimizer.Lamb", {"lr": 1e-3, "betas": (0.9, 0.99
 _OPTJIT_KEYWORDS = tuple(k for k, p in inspect.signature(AdamW.__init__).parameters.items()
                          if p.kind is p.KEYWORD_ONLY and k != "state_format")
 
+# torch.optim's optimizers that optjit's built-ins are.
+_TORCH_OPTIMIZERS = ("SGD", "Adam", "AdamW", "Adamax", "NAdam", "RAdam", "RMSprop", "Adagrad",
+                     "Adadelta", "Rprop", "ASGD")
+
+
+def install() -> Installed:
+    """optjit's built-ins in place of torch.optim's own (SGD, Adam, AdamW, Adamax, NAdam, RAdam,
+    RMSprop, Adagrad, Adadelta, Rprop, ASGD) in torch's modules, for code that makes the
+    optimizer itself (a trainer given ``optim="adamw_torch"`` makes ``torch.optim.AdamW``)::
+
+        optjit.torch.install()              # or: with optjit.torch.install(): ...
+
+    They take torch's arguments and give torch's results (``foreach``, ``fused`` and
+    ``capturable`` are accepted and mean nothing here: optjit's step is fused);
+    ``differentiable=True`` is refused. Code that found torch's classes before (``from
+    torch.optim import AdamW`` already run) keeps them. The returned handle's ``uninstall()``
+    (or leaving the ``with`` block) puts torch's back."""
+    return _install("torch", {n: globals()[n] for n in _TORCH_OPTIMIZERS})
+
+
 __all__ = ["Optimizer", "Error", "SGD", "Adam", "AdamW", "Adamax", "NAdam", "RAdam", "RMSprop",
-           "Adagrad", "Adadelta", "Rprop", "ASGD", "Lion", "LAMB"]
+           "Adagrad", "Adadelta", "Rprop", "ASGD", "Lion", "LAMB", "install"]

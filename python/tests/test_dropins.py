@@ -573,3 +573,42 @@ def test_a_damaged_bitsandbytes_checkpoint_is_refused_naming_the_damage(damage, 
     with pytest.raises(optjit.Error, match=re.escape(message)):
         to.load_state_dict(sd)
         steps_on(to, ours, 2, 1)
+
+
+def test_optjit_torch_install_puts_optjits_built_ins_in_torch_optim():
+    """optjit.torch.install(): torch.optim's classes are optjit's (as transformers' Trainer
+    makes "adamw_torch": torch.optim.AdamW with fused=True among its arguments), with a
+    scheduler, stepping as optjit.torch.AdamW does; uninstalled, torch's again."""
+    import importlib
+    import sys
+    adamw = importlib.import_module("torch.optim.adamw")  # (torch.optim hides its submodules)
+    theirs = torch.optim.AdamW, torch.optim.SGD
+    with ot.install() as handle:
+        assert torch.optim.AdamW is ot.AdamW and adamw.AdamW is ot.AdamW
+        assert sys.modules["torch.optim"].AdamW is ot.AdamW
+        assert torch.optim.SGD is ot.SGD and torch.optim.Optimizer is not ot.Optimizer
+
+        def made(ps):
+            opt = importlib.import_module("torch.optim").AdamW(ps, lr=1e-2, weight_decay=0.1,
+                                                               fused=True)
+            opt.scheduler = torch.optim.lr_scheduler.StepLR(opt, step_size=5, gamma=0.5)
+            return opt
+
+        ps, opt = run(made, steps=3)
+        assert type(opt) is ot.AdamW and len(handle._replaced) >= 11
+        for _ in range(10):
+            steps_on(opt, ps, 3, 1)
+            opt.scheduler.step()
+    assert (torch.optim.AdamW, torch.optim.SGD) == theirs and adamw.AdamW is theirs[0]
+
+    def direct(ps):
+        opt = ot.AdamW(ps, lr=1e-2, weight_decay=0.1)
+        opt.scheduler = torch.optim.lr_scheduler.StepLR(opt, step_size=5, gamma=0.5)
+        return opt
+
+    qs, o2 = run(direct, steps=3)
+    for _ in range(10):
+        steps_on(o2, qs, 3, 1)
+        o2.scheduler.step()
+    assert all(torch.equal(a, b) for a, b in zip(ps, qs))
+    assert opt.param_groups[0]["lr"] == o2.param_groups[0]["lr"] == 1e-2 / 4
