@@ -31,10 +31,11 @@ install_deps() {
 # optjit._optjit; torch, numpy and pytest test optjit.torch against PyTorch itself; scikit-learn
 # has the digits data set the training test uses; prodigyopt and schedulefree are the oracles of
 # the Prodigy and Schedule-Free examples written in the text form; bitsandbytes and torchao are
-# the oracles of 8-bit state;
+# the oracles of 8-bit state; transformers (with accelerate) is the Trainer that the install()
+# lines are tested under (python/tests/test_trainer.py);
 # wgpu carries wgpu-native (the webgpu backend's library and headers; Mesa's lavapipe is its device here).
-PY_PACKAGES=(nanobind numpy pytest torch expecttest scikit-learn lion-pytorch torch-optimizer prodigyopt schedulefree bitsandbytes torchao wgpu)
-PY_MODULES=(nanobind numpy pytest torch expecttest sklearn lion_pytorch torch_optimizer prodigyopt schedulefree bitsandbytes torchao wgpu)
+PY_PACKAGES=(nanobind numpy pytest torch expecttest scikit-learn lion-pytorch torch-optimizer prodigyopt schedulefree bitsandbytes torchao transformers accelerate wgpu)
+PY_MODULES=(nanobind numpy pytest torch expecttest sklearn lion_pytorch torch_optimizer prodigyopt schedulefree bitsandbytes torchao transformers accelerate wgpu)
 
 install_python_deps() {
   local missing=()
