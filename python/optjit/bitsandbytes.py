@@ -195,7 +195,6 @@ class _Bitsandbytes:
             self._pipeline_args = (fmt,) + tuple(self._pipeline_args[1:])
             self._rewrite()
 
-
     # The param groups are bitsandbytes' (its keys and values: SGD's momentum and RMSprop's
     # alpha are betas[0]), and so is the state dict; optimizer.state[p] keeps optjit's names.
 
@@ -259,6 +258,8 @@ def _to_bitsandbytes(st: Dict[str, Any], names: Tuple[str, ...]) -> Dict[str, An
             continue
         quant[f"state{j}"] = t
         if t.dtype == torch.uint8:
+            if not isinstance(absmax, torch.Tensor):
+                raise Error(f"state '{name}' holds codes without their scales ('{name}.absmax')")
             if fmt not in ("q8", "q8u"):
                 raise Error(f"state '{name}' holds codes of format {fmt!r}, which bitsandbytes' "
                             f"state dict cannot hold (its 8-bit maps are q8 and q8u)")
@@ -456,7 +457,6 @@ __all__ = ["GlobalOptimManager", "Adam", "Adam8bit", "Adam32bit", "PagedAdam", "
            "PagedAdamW32bit", "Lion", "Lion8bit", "Lion32bit", "PagedLion", "PagedLion8bit",
            "PagedLion32bit", "RMSprop", "RMSprop8bit", "RMSprop32bit", "SGD", "SGD8bit",
            "SGD32bit", "Adagrad", "Adagrad8bit", "Adagrad32bit"]
-
 
 
 def install() -> "_ot.Installed":

@@ -612,3 +612,21 @@ def test_optjit_torch_install_puts_optjits_built_ins_in_torch_optim():
         o2.scheduler.step()
     assert all(torch.equal(a, b) for a, b in zip(ps, qs))
     assert opt.param_groups[0]["lr"] == o2.param_groups[0]["lr"] == 1e-2 / 4
+
+
+@pytest.mark.parametrize("name,fmt,block", TORCHAO[2:4], ids=TORCHAO_IDS[2:4])
+def test_codes_in_a_channels_last_order_reach_torchao_as_their_values(name, fmt, block):
+    """A channels_last weight's codes hold blocks in its memory order, torchao's subclasses in
+    row-major order: such a state goes into torchao's state dict as its values (what torchao
+    steps as plain state), exactly; a row-major weight's as torchao's subclass."""
+    w = torch.nn.Parameter(torch.randn(64, 8, 4, 4).to(memory_format=torch.channels_last))
+    v = torch.nn.Parameter(torch.randn(64, 128))
+    opt = getattr(otao.optim, name)([w, v], lr=1e-2)
+    w.grad, v.grad = torch.randn_like(w), torch.randn_like(v)
+    opt.step()
+    sd = opt.state_dict()
+    codes = {"4bit": ("q4", "q4u"), "f8": ("f8", "f8")}[fmt]
+    for n, form in zip(("exp_avg", "exp_avg_sq"), codes):
+        mine = ot._dequantize(form, opt.state[w][n], opt.state[w][n + ".absmax"], w)
+        assert type(sd["state"][0][n]) is torch.Tensor and torch.equal(sd["state"][0][n], mine)
+        assert type(sd["state"][1][n]) is not torch.Tensor  # (torchao's own)
