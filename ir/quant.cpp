@@ -586,8 +586,9 @@ const QuantInfo kTable[] = {
      .min_elements = kQuantMinElements,
      .whole_blocks = true},
     {.name = "q4u_b256",
-     .description = "4-bit blockwise (256), torchao's AdamW4bit(block_size=256) unsigned linear map "
-                    "(values > 0)",
+     .description =
+         "4-bit blockwise (256), torchao's AdamW4bit(block_size=256) unsigned linear map "
+         "(values > 0)",
      .kind = QuantKind::nearest,
      .map = kFourBitUnsigned,
      .thresholds = kThresholdsUnsigned,
