@@ -21,6 +21,12 @@ CASES = {
     "adamw_torch": (ot, "AdamW", 1e-6),  # torch's formulas: f32 rounding only
     "adamw_torch_fused": (ot, "AdamW", 1e-6),
     "adamw_bnb_8bit": (obnb, "AdamW", 1e-6),  # bitsandbytes' codes bit for bit
+    "paged_adamw_8bit": (obnb, "AdamW", 1e-6),  # (is_paged=True: on the CPU, unpaged in both)
+    "lion_8bit": (obnb, "Lion", 1e-6),
+    # RMSprop divides by the root of a small second moment: bitsandbytes' fused multiply-adds
+    # and optjit's two roundings move a parameter apart by up to a few 1e-6 (measured 2.4e-6;
+    # test_dropins.py checks it is no less accurate against the float64 reference)
+    "rmsprop_bnb_8bit": (obnb, "RMSprop", 1e-5),
     "adamw_torch_4bit": (otao, "AdamW4bit", 1e-6),  # block_size=256 (transformers' default)
     # optjit's 8-bit codes are bitsandbytes' table's, a code from torchao's now and then: a
     # parameter that met one in its second moment moves by up to a step (lr 1e-3; measured
