@@ -20,6 +20,8 @@ STEPS = 4
 CASES = {
     "adamw_torch": (ot, "AdamW", 1e-6),  # torch's formulas: f32 rounding only
     "adamw_torch_fused": (ot, "AdamW", 1e-6),
+    "sgd": (ot, "SGD", 1e-6),
+    "rmsprop": (ot, "RMSprop", 1e-5),  # (as rmsprop_bnb_8bit below: measured 1.8e-6)
     "adamw_bnb_8bit": (obnb, "AdamW", 1e-6),  # bitsandbytes' codes bit for bit
     "paged_adamw_8bit": (obnb, "AdamW", 1e-6),  # (is_paged=True: on the CPU, unpaged in both)
     "lion_8bit": (obnb, "Lion", 1e-6),
