@@ -1090,12 +1090,12 @@ class Optimizer(torch.optim.Optimizer):
                                 f"optjit's quantized formats")
                 maps[(pid, k[:-len(".format")])] = fmt
             elif (isinstance(v, torch.Tensor) and type(v) not in (torch.Tensor, torch.nn.Parameter)
-                  and hasattr(v, "codes")):  # torchao's
-                taken = _torchao_codes(v)
+                  and hasattr(_local(v), "codes")):  # torchao's (under FSDP2: in a DTensor)
+                taken = _torchao_codes(_local(v))  # (a shard's: codes and scales of its blocks)
                 if taken is not None:
                     maps[(pid, k)], st[k], st[k + ".absmax"] = taken
-                elif hasattr(v, "dequantize"):
-                    st[k] = v.dequantize()
+                elif hasattr(_local(v), "dequantize"):
+                    st[k] = _local(v).dequantize()
         return st
 
     # What bitsandbytes' SGD and RMSprop keep in a group's betas: (momentum, dampening) and

@@ -29,9 +29,10 @@ parameter's dtype (bfloat16 parameters: bfloat16 state).
 
 ``state_dict()`` holds torchao's own state subclasses (``OptimState8bit``, ``OptimState4bit``,
 ``OptimStateFp8``) over the same codes and scales where torchao is installed, so torchao's
-class loads the checkpoint and steps on (codes whose blocks follow a channels_last
-parameter's memory order are written as their values: torchao blocks row-major); without
-torchao, optjit's codes and scales. ``load_state_dict`` takes torchao's and optjit's.
+class loads the checkpoint and steps on (under FSDP2, as torchao keeps them: DTensors over
+the subclass of each shard; codes whose blocks follow a channels_last parameter's memory order
+are written as their values: torchao blocks row-major); without torchao, optjit's codes and
+scales. ``load_state_dict`` takes torchao's (FSDP2's too) and optjit's.
 
 ``block_size`` is torchao's default (256; 128 for 4-bit), or 256 for 4-bit too (state_format
 ``"4bit_b256"``: transformers' Trainer gives AdamW4bit that block); others are refused.
@@ -96,12 +97,14 @@ def _torchao_states():
 
 
 def _to_torchao(st: Dict[str, Any], p: torch.Tensor, states) -> Dict[str, Any]:
-    """One parameter's state with its quantized states as torchao's subclasses. Codes whose
-    blocks follow another memory order than torchao's row-major one (a channels_last
-    parameter's) are written as their values, which torchao steps as plain state."""
+    """One parameter's state with its quantized states as torchao's subclasses (for an FSDP2
+    parameter, as torchao keeps them: a DTensor over the subclass of the local shard's codes
+    and scales). Codes whose blocks follow another memory order than torchao's row-major one
+    (a channels_last parameter's) are written as their values, which torchao steps as plain
+    state."""
     state8, state4, state_f8 = states
-    if _ot._is_dtensor(p):  # (torchao wraps its subclasses in DTensors: not written here)
-        return st
+    sharded = _ot._is_dtensor(p)  # FSDP2's: torchao wraps a subclass of the local shard
+    lp = _ot._local(p)
     st = dict(st)
     for name in ("exp_avg", "exp_avg_sq", "max_exp_avg_sq"):
         t = st.get(name)
@@ -114,25 +117,32 @@ def _to_torchao(st: Dict[str, Any], p: torch.Tensor, states) -> Dict[str, Any]:
         order = st.get(name + ".strides")
         if not isinstance(codes, torch.Tensor) or not isinstance(scale, torch.Tensor):
             continue
+        # (A shard's: by rows, flat.) Copies: optjit's are views of one array per engine, and
+        # torch.compile (torchao's step) mishandles subclass inputs that share memory.
+        codes, scale = _ot._local(codes).clone(), _ot._local(scale).clone()
         flat = fmt in _SIGNED_4BIT or fmt in _UNSIGNED_4BIT  # (two codes a byte, in `order`)
         if flat:
             row_major = order is None or all(
                 a == b for a, b, n in zip(order, _row_major_strides(p.shape), p.shape) if n > 1)
         else:
-            row_major = codes.shape == p.shape and codes.is_contiguous()
+            row_major = codes.shape == lp.shape and codes.is_contiguous()
         if (fmt in ("q8", "q8u", "f8") or flat) and not row_major:
-            new = _ot._dequantize(fmt, codes, scale, p)
+            new = _ot._dequantize(fmt, codes, scale, lp)
         elif fmt in ("q8", "q8u"):
             new = state8(codes, scale.float().flatten(), _qmap(fmt, codes.device), fmt == "q8",
                          dtype=p.dtype)
         elif flat:
             new = state4(codes.flatten(), scale.float().flatten(), _qmap(fmt, codes.device),
-                         fmt in _SIGNED_4BIT, p.shape, dtype=p.dtype)
+                         fmt in _SIGNED_4BIT, lp.shape, dtype=p.dtype)
         elif fmt == "f8":
             new = state_f8(codes.view(torch.float8_e4m3fn), scale.float().flatten(),
                            dtype=p.dtype)
         else:
             continue
+        if sharded:  # as torchao's _new_buffer wraps its own
+            from torch.distributed.tensor import DTensor
+            new = DTensor.from_local(new, p.device_mesh, p.placements, run_check=False,
+                                     shape=p.shape, stride=p.stride())
         st[name] = new
         for k in (key, name + ".absmax", name + ".strides"):
             st.pop(k, None)

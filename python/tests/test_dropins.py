@@ -5,7 +5,12 @@ they refuse with the same exceptions."""
 import copy
 import inspect
 import io
+import json
+import os
 import re
+import socket
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -630,3 +635,34 @@ def test_codes_in_a_channels_last_order_reach_torchao_as_their_values(name, fmt,
         mine = ot._dequantize(form, opt.state[w][n], opt.state[w][n + ".absmax"], w)
         assert type(sd["state"][0][n]) is torch.Tensor and torch.equal(sd["state"][0][n], mine)
         assert type(sd["state"][1][n]) is not torch.Tensor  # (torchao's own)
+
+
+def test_fsdp2_checkpoints_pass_between_torchao_and_the_drop_in(tmp_path):
+    """Under FSDP2 (2 processes, gloo; torchao_fsdp2_worker.py), AdamW8bit's state dict moves
+    both ways: torchao's holds DTensors over its OptimState8bit where the drop-in had codes
+    (the weights), plain state where it had plain state (the biases), with the same values on
+    each process, and 2 more steps of each leave parameters within lr. (The drop-in wrote
+    DTensors of uint8 codes, which torchao would have stepped as values, and kept torchao's
+    as f32 state.)"""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "result.json"
+    worker = os.path.join(os.path.dirname(__file__), "torchao_fsdp2_worker.py")
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+                        "--master_port", str(port), worker, str(out)],
+                       env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    for rank in range(2):
+        res = json.loads((tmp_path / f"result.json.rank{rank}").read_text())
+        assert set(res) == {"AdamW8bit drop-in -> torchao", "AdamW8bit torchao -> drop-in"}
+        for case, got in res.items():
+            assert got["quantized"] == [True, False] * 2, (rank, case, got)
+            assert got["same_values"] == [True] * 4, (rank, case, got)
+            assert got["apart"] <= 1e-2, (rank, case, got)  # (lr)
+        assert res["AdamW8bit drop-in -> torchao"]["kinds"] == ["OptimState8bit", "Tensor"] * 2
+        # torchao's codes and scales taken apart on load, and kept as codes once stepped (they
+        # were dequantized to f32 state: 4 bytes an element, silently)
+        assert res["AdamW8bit torchao -> drop-in"]["after"] == [
+            "Tensor/torch.uint8", "Tensor/torch.float32"] * 2, res
