@@ -117,9 +117,7 @@ def _to_torchao(st: Dict[str, Any], p: torch.Tensor, states) -> Dict[str, Any]:
         order = st.get(name + ".strides")
         if not isinstance(codes, torch.Tensor) or not isinstance(scale, torch.Tensor):
             continue
-        # (A shard's: by rows, flat.) Copies: optjit's are views of one array per engine, and
-        # torch.compile (torchao's step) mishandles subclass inputs that share memory.
-        codes, scale = _ot._local(codes).clone(), _ot._local(scale).clone()
+        codes, scale = _ot._local(codes), _ot._local(scale)  # (a shard's: by rows, flat)
         flat = fmt in _SIGNED_4BIT or fmt in _UNSIGNED_4BIT  # (two codes a byte, in `order`)
         if flat:
             row_major = order is None or all(
