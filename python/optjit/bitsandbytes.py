@@ -3,6 +3,8 @@
     import optjit.bitsandbytes as bnb                    # was: import bitsandbytes as bnb
     opt = bnb.optim.AdamW8bit(model.parameters(), lr=1e-3)
     # or: from optjit.bitsandbytes.optim import AdamW8bit
+    # or, where a library makes it (transformers' Trainer, optim="adamw_bnb_8bit"):
+    #     optjit.bitsandbytes.install()
 
 The classes have bitsandbytes' names, signatures and defaults, and step as bitsandbytes does on
 the CPU: its blockwise 8-bit states (dynamic maps, 256-element blocks, f32 absmax), codes and

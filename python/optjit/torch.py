@@ -16,6 +16,9 @@ the next step reads as runtime values (nothing recompiles). Clipping can be fuse
 The state lives in torch tensors that optjit updates in place; parameters, gradients and state
 are never copied. CPU tensors step on optjit's CPU backend (LLVM JIT), CUDA tensors on the GPU
 on the current stream.
+
+Where a library makes the optimizer itself (transformers' Trainer with ``optim="adamw_torch"``),
+``optjit.torch.install()`` first puts these classes in torch.optim's place (see ``install``).
 """
 from __future__ import annotations
 

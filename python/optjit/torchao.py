@@ -2,6 +2,8 @@
 
     from optjit.torchao.optim import AdamW8bit        # was: from torchao.optim import AdamW8bit
     opt = AdamW8bit(model.parameters(), lr=1e-3)
+    # or, where a library makes it (transformers' Trainer, optim="adamw_torch_4bit"):
+    #     optjit.torchao.install()
 
 The classes have torchao's names, signatures and defaults: ``Adam8bit``, ``AdamW8bit``,
 ``Adam4bit``, ``AdamW4bit``, ``AdamFp8``, ``AdamWFp8``. Where torchao compiles one kernel per
