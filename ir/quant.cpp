@@ -647,16 +647,21 @@ uint8_t f8_code_exact(double y) {
   return static_cast<uint8_t>(best | (std::signbit(y) ? 128 : 0));
 }
 
+std::vector<Quant> quant_formats() {
+  std::vector<Quant> out;
+  for (size_t i = 1; i < std::size(kTable); ++i) out.push_back(static_cast<Quant>(i));
+  return out;
+}
+
 std::string quant_names() {
   std::string out;
-  for (size_t i = 1; i < std::size(kTable); ++i)
-    out += std::string(i > 1 ? ", " : "") + std::string(kTable[i].name);
+  for (Quant q : quant_formats()) out += (out.empty() ? "" : ", ") + std::string(to_string(q));
   return out;
 }
 
 std::optional<Quant> parse_quant(std::string_view s) {
-  for (size_t i = 1; i < std::size(kTable); ++i)
-    if (kTable[i].name == s) return static_cast<Quant>(i);
+  for (Quant q : quant_formats())
+    if (to_string(q) == s) return q;
   return std::nullopt;
 }
 

@@ -103,6 +103,8 @@ struct QuantInfo {
 const QuantInfo& info(Quant q);
 std::string_view to_string(Quant q);
 std::optional<Quant> parse_quant(std::string_view s);
+/// Every quantized format (not none), in the table's order.
+std::vector<Quant> quant_formats();
 /// Every format's name, for messages: "q8, q8u, f8, q4, q4u, q4_b256, q4u_b256".
 std::string quant_names();
 

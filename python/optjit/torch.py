@@ -146,7 +146,7 @@ def _torchao_codes(t) -> Optional[Tuple[str, torch.Tensor, torch.Tensor]]:
         if codes.dtype != torch.uint8 or not isinstance(qmap, torch.Tensor):
             return None
         values = qmap.float().tolist()
-        fmt = next((f for f in ("q8", "q8u", "q4", "q4u", "q4_b256", "q4u_b256")
+        fmt = next((f for f in _optjit.quant_formats()
                     if _optjit.quant_block(f) == block and values == _optjit.quant_map(f)), None)
         if fmt is None:
             return None

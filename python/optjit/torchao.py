@@ -120,25 +120,23 @@ def _to_torchao(st: Dict[str, Any], p: torch.Tensor, states) -> Dict[str, Any]:
         if not isinstance(codes, torch.Tensor) or not isinstance(scale, torch.Tensor):
             continue
         codes, scale = _ot._local(codes), _ot._local(scale)  # (a shard's: by rows, flat)
-        flat = fmt in _SIGNED_4BIT or fmt in _UNSIGNED_4BIT  # (two codes a byte, in `order`)
+        qmap = torch.tensor(quant_map(fmt), dtype=torch.float32, device=codes.device)
+        flat = qmap.numel() == 16  # 4-bit: two codes a byte, in the order `order` gives
+        signed = bool(qmap[0] < 0)
         if flat:
             row_major = order is None or all(
                 a == b for a, b, n in zip(order, _row_major_strides(p.shape), p.shape) if n > 1)
         else:
             row_major = codes.shape == lp.shape and codes.is_contiguous()
-        if (fmt in ("q8", "q8u", "f8") or flat) and not row_major:
+        scale = scale.float().flatten()
+        if not row_major:
             new = _ot._dequantize(fmt, codes, scale, lp)
-        elif fmt in ("q8", "q8u"):
-            new = state8(codes, scale.float().flatten(), _qmap(fmt, codes.device), fmt == "q8",
-                         dtype=p.dtype)
-        elif flat:
-            new = state4(codes.flatten(), scale.float().flatten(), _qmap(fmt, codes.device),
-                         fmt in _SIGNED_4BIT, lp.shape, dtype=p.dtype)
         elif fmt == "f8":
-            new = state_f8(codes.view(torch.float8_e4m3fn), scale.float().flatten(),
-                           dtype=p.dtype)
+            new = state_f8(codes.view(torch.float8_e4m3fn), scale, dtype=p.dtype)
+        elif flat:
+            new = state4(codes.flatten(), scale, qmap, signed, lp.shape, dtype=p.dtype)
         else:
-            continue
+            new = state8(codes, scale, qmap, signed, dtype=p.dtype)
         if sharded:  # as torchao's _new_buffer wraps its own
             from torch.distributed.tensor import DTensor
             new = DTensor.from_local(new, p.device_mesh, p.placements, run_check=False,
@@ -149,20 +147,12 @@ def _to_torchao(st: Dict[str, Any], p: torch.Tensor, states) -> Dict[str, Any]:
     return st
 
 
-_SIGNED_4BIT = ("q4", "q4_b256")
-_UNSIGNED_4BIT = ("q4u", "q4u_b256")
-
-
 def _row_major_strides(shape) -> list:
     strides, n = [], 1
     for d in reversed(shape):
         strides.append(n)
         n *= d
     return strides[::-1]
-
-
-def _qmap(fmt: str, device) -> torch.Tensor:
-    return torch.tensor(quant_map(fmt), dtype=torch.float32, device=device)
 
 
 # optjit's state format for each block size torchao's classes may be given, by their default

@@ -748,6 +748,14 @@ NB_MODULE(_optjit, m) {
       "quant_block", [](const std::string& name) { return ir::info(quant_named(name)).block; },
       nb::arg("name"), "the elements per scale (block) of a quantized format");
   m.def(
+      "quant_formats",
+      [] {
+        std::vector<std::string> names;
+        for (ir::Quant q : ir::quant_formats()) names.emplace_back(ir::to_string(q));
+        return names;
+      },
+      "every quantized format's name, in the table's order");
+  m.def(
       "dequantize",
       [](const std::string& name, nb::ndarray<const uint8_t, nb::c_contig, nb::device::cpu> codes,
          nb::ndarray<const float, nb::c_contig, nb::device::cpu> scales, int64_t numel) {
