@@ -461,7 +461,7 @@ __all__ = ["GlobalOptimManager", "Adam", "Adam8bit", "Adam32bit", "PagedAdam", "
            "SGD32bit", "Adagrad", "Adagrad8bit", "Adagrad32bit"]
 
 
-def install() -> "_ot.Installed":
+def install(defer_clip: bool = True) -> "_ot.Installed":
     """These classes in place of bitsandbytes' own in bitsandbytes' modules, for code that makes
     the optimizer itself (a trainer given ``optim="adamw_bnb_8bit"`` imports
     ``bitsandbytes.optim.AdamW``)::
@@ -469,9 +469,12 @@ def install() -> "_ot.Installed":
         optjit.bitsandbytes.install()       # or: with optjit.bitsandbytes.install(): ...
 
     Code that found bitsandbytes' classes before (``from bitsandbytes.optim import AdamW8bit``
-    already run) keeps them. LAMB, LARS and AdEMAMix stay bitsandbytes'. The returned handle's
-    ``uninstall()`` (or leaving the ``with`` block) puts bitsandbytes' back."""
-    return _ot._install("bitsandbytes", {n: globals()[n] for n in __all__[1:]})
+    already run) keeps them. LAMB, LARS and AdEMAMix stay bitsandbytes'. With ``defer_clip``
+    (the default), ``torch.nn.utils.clip_grad_norm_`` is ``optjit.torch.clip_grad_norm_``: the
+    gradients are scaled inside the fused step (see ``optjit.torch.install``). The returned
+    handle's ``uninstall()`` (or leaving the ``with`` block) puts bitsandbytes' and torch's
+    back."""
+    return _ot._install("bitsandbytes", {n: globals()[n] for n in __all__[1:]}, defer_clip)
 
 
 _MISSING = ("LAMB", "LARS", "AdEMAMix", "PytorchLARS")

@@ -18,7 +18,9 @@ are never copied. CPU tensors step on optjit's CPU backend (LLVM JIT), CUDA tens
 on the current stream.
 
 Where a library makes the optimizer itself (transformers' Trainer with ``optim="adamw_torch"``),
-``optjit.torch.install()`` first puts these classes in torch.optim's place (see ``install``).
+``optjit.torch.install()`` first puts these classes in torch.optim's place (see ``install``),
+and torch's ``clip_grad_norm_`` defers its scaling of the gradients into the fused step (see
+``clip_grad_norm_``).
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ import inspect
 import math
 import re
 import sys
+import types
 import warnings
 import weakref
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
@@ -343,6 +346,208 @@ class _CudaArray:
                                          "data": (address, False), "version": 2}
 
 
+def _declarations_end(text: str) -> int:
+    """Where the pipeline text's expression starts: after its `transform NAME(...) { ... }`
+    declarations (and the comments and blanks around them), which the text form puts first."""
+    i, n = 0, len(text)
+
+    def skip_blanks(i: int) -> int:
+        while i < n:
+            if text[i].isspace():
+                i += 1
+            elif text[i] == "#":
+                while i < n and text[i] != "\n":
+                    i += 1
+            else:
+                break
+        return i
+
+    while True:
+        i = skip_blanks(i)
+        m = re.match(r"transform(?![A-Za-z0-9_])", text[i:])
+        if m is None:
+            return i
+        depth, j = 0, i + m.end()
+        while j < n:  # to the body's closing brace (comments and strings may hold braces)
+            c = text[j]
+            if c == "#":
+                while j < n and text[j] != "\n":
+                    j += 1
+                continue
+            if c == '"':
+                j = text.find('"', j + 1)
+                if j < 0:
+                    return i  # unterminated: the parser says where
+            elif c == "{":
+                depth += 1
+            elif c == "}":
+                depth -= 1
+                if depth == 0:
+                    break
+            j += 1
+        if j >= n:
+            return i
+        i = j + 1
+
+
+def _in_front(text: str, call: str, declaration: str = "") -> str:
+    """Pipeline text with `call` (a transform) chained in front of its expression, and
+    `declaration` (that transform's, if custom) among its declarations."""
+    k = _declarations_end(text)
+    return f"{declaration}{text[:k]}chain({call}, {text[k:].strip()})"
+
+
+# A clip_grad_norm_ deferred into the step (clip_grad_norm_ below): the gradients scaled by
+# torch's coefficient min(max_norm / (norm + 1e-6), 1) as they are read, in front of the rest.
+_DEFERRED_HYPER = "optjit_clip_coef"
+_DEFERRED_DECLARATION = (f"transform optjit_deferred_clip({_DEFERRED_HYPER}=1.0) {{\n"
+                         f"  grad = grad * {_DEFERRED_HYPER}\n}}\n")
+_DEFERRED_CALL = f"optjit_deferred_clip({_DEFERRED_HYPER}=1.0)"
+
+
+# The optjit optimizers alive, where clip_grad_norm_ looks for the one its parameters belong to.
+_OPTIMIZERS: "weakref.WeakSet[Optimizer]" = weakref.WeakSet()
+
+
+class _DeferredClip:
+    """torch.nn.utils.clip_grad_norm_'s scaling of the gradients, which clip_grad_norm_ below
+    leaves to the optimizer's next step: the parameters it clipped, their gradients and the
+    gradients' versions then, and torch's coefficient min(max_norm / (norm + 1e-6), 1) as
+    torch computes it (a tensor where the norm is: on a GPU, no host round trip)."""
+
+    __slots__ = ("params", "grads", "versions", "max_norm", "total_norm", "foreach", "coef",
+                 "ids")
+
+    def __init__(self, params, max_norm: float, total_norm: torch.Tensor, foreach):
+        self.params = params
+        self.grads = [p.grad for p in params]
+        self.versions = [g._version for g in self.grads]
+        self.ids = {id(p) for p in params}
+        self.max_norm, self.total_norm, self.foreach = max_norm, total_norm, foreach
+        clip_coef = max_norm / (total_norm + 1e-6)  # (torch's _clip_grads_with_norm_)
+        self.coef = torch.clamp(clip_coef, max=1.0)
+
+    def applies(self, opt: "Optimizer") -> bool:
+        """True: the gradients are the ones clipped, unchanged. False: every one was dropped
+        since (zeroed to None, a new backward made new ones), and the clip with them. A
+        gradient changed in place (accumulated, modified) or some kept and others replaced is
+        an error: the step cannot apply the clip to what was clipped."""
+        kept = [p.grad is g for p, g in zip(self.params, self.grads)]
+        if not any(kept):
+            return False
+        for p, g, v, k in zip(self.params, self.grads, self.versions, kept):
+            if not k or g._version != v:
+                index = next((i for i, q in enumerate(opt._params()) if q is p), None)
+                how = ("was changed in place" if k else
+                       "was replaced while other clipped gradients were kept")
+                raise Error(
+                    f"the gradient of parameter {index} {how} after clip_grad_norm_, which "
+                    f"optjit defers into the optimizer's step (optjit.torch.clip_grad_norm_, "
+                    f"or torch's after an install()): the step cannot scale what was clipped. "
+                    f"Clip right before step(), drop a clip with optimizer.zero_grad(), or "
+                    f"install(defer_clip=False) to clip as torch does")
+        return True
+
+    def covers(self, ids: List[int]) -> bool:
+        """Whether the step's parameters with gradients are exactly the clipped ones."""
+        return len(ids) == len(self.ids) and all(i in self.ids for i in ids)
+
+    def scale_gradients(self) -> None:
+        """torch's own scaling, in place, as clip_grad_norm_ would have done it."""
+        torch.nn.utils.clip_grads_with_norm_(self.params, self.max_norm, self.total_norm,
+                                             self.foreach)
+
+
+_torch_clip_grad_norm_ = torch.nn.utils.clip_grad_norm_
+_step_hook = None  # torch's global step pre-hook, once a clip was deferred
+
+
+def _before_any_step(optimizer, args, kwargs) -> None:
+    """Before any optimizer's step (torch's global pre-hook): where another optimizer than the
+    one a clip was deferred to steps clipped parameters, their gradients are scaled as torch's
+    clip did, first."""
+    for opt in list(_OPTIMIZERS):
+        clip = opt._clip
+        if clip is None or opt is optimizer:
+            continue
+        if any(id(q) in clip.ids for g in optimizer.param_groups for q in g["params"]):
+            taken = opt._take_clip()
+            if taken is not None:
+                taken.scale_gradients()
+
+
+def _clip_owner(params: List[torch.Tensor]) -> Optional["Optimizer"]:
+    """The optjit optimizer whose step can scale these parameters' gradients: the one
+    optimizer alive that holds them all, where the gradients are dense float32 or float64
+    tensors of one dtype on one device (other dtypes: torch rounds the scaled gradient to
+    them, which a deferred scaling would not)."""
+    if not params or not hasattr(torch.nn.utils, "get_total_norm"):
+        return None
+    g0 = params[0].grad
+    if g0.dtype not in (torch.float32, torch.float64):
+        return None
+    for p in params:
+        g = p.grad
+        if (g.dtype != g0.dtype or g.device != g0.device or g.layout != torch.strided or
+                _is_dtensor(g) or _is_dtensor(p)):
+            return None
+    owners = []
+    for opt in list(_OPTIMIZERS):
+        ids = {id(q) for q in opt._params()}
+        if all(id(p) in ids for p in params):
+            owners.append(opt)
+    return owners[0] if len(owners) == 1 else None
+
+
+@torch.no_grad()
+def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0,
+                    error_if_nonfinite: bool = False, foreach: Optional[bool] = None):
+    """``torch.nn.utils.clip_grad_norm_``, with the gradients' scaling left to the optjit
+    optimizer that steps them next, inside its fused step, instead of a pass over them of its
+    own (a read and a write of every gradient)::
+
+        norm = optjit.torch.clip_grad_norm_(model.parameters(), 1.0)   # torch's norm, now
+        opt.step()                                                     # scales as it reads
+
+    ``install()`` puts it in place of torch's (``defer_clip=True``), for a library that clips
+    (transformers' Trainer, through accelerate). The norm is torch's own, returned as torch
+    returns it, and the step scales by torch's coefficient: the same parameters, bit for bit,
+    as torch's clip followed by the step. The gradients themselves stay unscaled: code that
+    reads them between the clip and the step sees them so. Code that changes them there (in
+    place) gets an error at the step; ``optimizer.zero_grad()`` drops the clip with them.
+
+    Clipped as torch does, at once: gradients of parameters that no single optjit optimizer
+    holds, of other dtypes than float32 and float64, on several devices, sparse or DTensor
+    ones. Where the step's parameters with gradients are not exactly the clipped ones, the
+    step scales them with torch first."""
+    if isinstance(parameters, torch.Tensor):
+        parameters = [parameters]
+    elif isinstance(parameters, types.GeneratorType):
+        listed = list(parameters)
+        if not listed:  # (torch warns of an empty generator)
+            return _torch_clip_grad_norm_((p for p in listed), max_norm, norm_type,
+                                          error_if_nonfinite, foreach)
+        parameters = listed
+    else:
+        parameters = list(parameters)
+    clipped = [p for p in parameters if p.grad is not None]
+    owner = _clip_owner(clipped)
+    if owner is None:
+        return _torch_clip_grad_norm_(parameters, max_norm, norm_type, error_if_nonfinite,
+                                      foreach)
+    pending = owner._take_clip()
+    if pending is not None:  # clipped twice: the first clip's scaling is what this one sees
+        pending.scale_gradients()
+    total_norm = torch.nn.utils.get_total_norm([p.grad for p in clipped], norm_type,
+                                               error_if_nonfinite, foreach)
+    owner._clip = _DeferredClip(clipped, float(max_norm), total_norm, foreach)
+    global _step_hook
+    if _step_hook is None:
+        from torch.optim.optimizer import register_optimizer_step_pre_hook
+        _step_hook = register_optimizer_step_pre_hook(_before_any_step)
+    return total_norm
+
+
 class _Engine:
     """One optjit engine over a fixed set of tensors (same device, same step count)."""
 
@@ -362,6 +567,7 @@ class _Engine:
         self.device_counts = device.type == "cuda" and opt._scaled
         self.skip_flag = None  # the engine's skip flag (1.0 if its last step skipped), on the GPU
         self.scale64 = None  # the scale, as the engine reads it (float64, on the GPU)
+        self.clip64 = None  # a deferred clip's coefficient, as the engine reads it (GPU)
         # CUDA: scalar states (NAdam's mu_product) are copied on the stream from where the
         # device step keeps them, by (group, name): (address, a tensor there); None: the host
         # step keeps them (read after it, which waited anyway).
@@ -723,6 +929,20 @@ class _Engine:
         else:
             self.scale64.fill_(float(scale))
 
+    def set_clip_coef(self, coef: Optional[torch.Tensor]) -> None:
+        """A deferred clip_grad_norm_'s coefficient for the next step (None: 1, no clip). On a
+        GPU it is copied on the stream from where torch computed it: no host round trip."""
+        if self.stream is None:
+            self.set(_DEFERRED_HYPER, [float(coef) if coef is not None else 1.0])
+            return
+        if self.clip64 is None:
+            self.clip64 = torch.ones((), dtype=torch.float64, device=self.stream.device)
+            self.engine.set_hyper_source(_DEFERRED_HYPER, self.clip64)
+        if coef is None:
+            self.clip64.fill_(1.0)
+        else:
+            self.clip64.copy_(coef.detach().reshape(()))
+
     @staticmethod
     def _check_complex(opt: "Optimizer", params: List[torch.Tensor]) -> None:
         """Complex parameters step as their real views, which is torch's complex step for every
@@ -887,6 +1107,9 @@ class Optimizer(torch.optim.Optimizer):
                  cuda_graph: bool = False, param_rounding: str = "nearest", process_group=None,
                  shard_order: str = "by_tensor"):
         self._pipeline = pipeline
+        self._text = pipeline  # the caller's, without what _compose puts in front
+        self._clip_fused = False  # a deferred clip_grad_norm_ is in front of the pipeline
+        self._clip: Optional[_DeferredClip] = None  # one waiting for the next step
         self._process_group = process_group
         self._shard_order = shard_order
         self._scaled = False  # a GradScaler's grad_scaler is in front of the pipeline
@@ -918,6 +1141,7 @@ class Optimizer(torch.optim.Optimizer):
                      None)
         _optjit.plan(pipeline, _DTYPE_NAMES.get(getattr(first, "dtype", None), "f32"))
         super().__init__(params, dict(defaults or {}))
+        _OPTIMIZERS.add(self)  # (clip_grad_norm_ looks for the optimizer of its parameters)
 
     # Whether sparse gradients (nn.Embedding(sparse=True)) are stepped: by the built-ins whose
     # torch counterparts step them (SGD, Adagrad), as dense ones (_Engine.densify).
@@ -925,8 +1149,9 @@ class Optimizer(torch.optim.Optimizer):
 
     # What pickling keeps besides torch's own (defaults, state, param_groups): the
     # configuration. The engines are rebuilt from the state at the next step.
-    _pickled: Tuple[str, ...] = ("_pipeline", "_shard_order", "_scaled", "_backend", "_cache",
-                                 "_device_step", "_cuda_graph", "_param_rounding")
+    _pickled: Tuple[str, ...] = ("_pipeline", "_text", "_clip_fused", "_shard_order", "_scaled",
+                                 "_backend", "_cache", "_device_step", "_cuda_graph",
+                                 "_param_rounding")
 
     def __getstate__(self) -> Dict[str, Any]:
         """copy.deepcopy(optimizer), pickle, torch.save(optimizer): torch's state and this
@@ -962,6 +1187,13 @@ class Optimizer(torch.optim.Optimizer):
         self._changed = [False]
         self._split = False
         self._last_key, self._last = None, []
+        self._clip = None  # (a deferred clip belongs to the gradients of the original)
+        if "_text" not in self.__dict__:  # pickled before _text was kept: the unwrapped text
+            text, front = self._pipeline, "chain(grad_scaler(scale=65536.0), "
+            if self._scaled and text.startswith(front):
+                text = text[len(front):-1]
+            self._text, self._clip_fused = text, False
+        _OPTIMIZERS.add(self)
 
     def __setattr__(self, name: str, value: Any) -> None:
         # ``optimizer.state = defaultdict(dict)`` (a reset some training scripts do): the next
@@ -1233,6 +1465,32 @@ class Optimizer(torch.optim.Optimizer):
         self._engines.clear()
         self._last_key, self._last = None, []
 
+    def _source(self) -> str:
+        """The program before what steps in front of it (_compose)."""
+        return self._text
+
+    def _compose(self) -> None:
+        """The program: the source, behind a GradScaler's unscaling once a scaler has stepped
+        it, and behind a deferred clip_grad_norm_'s scaling once one was deferred (torch's
+        order: the clip scales what the scaler's step then unscales). The engines are rebuilt
+        at the next step and adopt the state."""
+        text = self._source()
+        if self._scaled:
+            text = _in_front(text, "grad_scaler(scale=65536.0)")
+        if self._clip_fused:
+            text = _in_front(text, _DEFERRED_CALL, _DEFERRED_DECLARATION)
+        self._pipeline = text
+        self._forget()
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self._clip = None  # a deferred clip of the gradients goes with them
+        super().zero_grad(set_to_none)
+
+    def _take_clip(self) -> Optional["_DeferredClip"]:
+        """The clip_grad_norm_ deferred to this step, if it still applies (see _DeferredClip)."""
+        clip, self._clip = self._clip, None
+        return clip if clip is not None and clip.applies(self) else None
+
     def plan(self) -> str:
         """The plan of the pipeline (passes, bytes per parameter), as ``optjit plan`` prints it."""
         return _optjit.plan(self._pipeline)
@@ -1343,14 +1601,19 @@ class Optimizer(torch.optim.Optimizer):
             with torch.enable_grad():
                 loss = closure()
         self._before_step()
+        clip = self._take_clip()
         scale = getattr(self, "grad_scale", None)
         found_inf = getattr(self, "found_inf", None)
         if scale is not None and not self._scaled:
             # The first step under a GradScaler: unscale and skip inside the fused step from now
             # on (the state is adopted by the new engines; nothing restarts).
-            self._pipeline = f"chain(grad_scaler(scale=65536.0), {self._pipeline})"
             self._scaled = True
-            self._forget()
+            self._compose()
+        if clip is not None and not self._clip_fused:
+            # The first deferred clip: the scaling is in the fused step from now on (by 1 at
+            # steps without one).
+            self._clip_fused = True
+            self._compose()
         # (On a GPU the fused step finds the Inf itself, with no host round trip.)
         on_gpu = isinstance(found_inf, torch.Tensor) and found_inf.device.type != "cpu"
         if found_inf is not None and not on_gpu and float(found_inf) != 0:
@@ -1395,6 +1658,12 @@ class Optimizer(torch.optim.Optimizer):
                 eng.bind(self)
             self._changed[0] = False  # (binding wrote the state it adopted)
             self._last_key, self._last, self._split = key, engines, split
+        coef = None
+        if clip is not None:
+            if not self._split and clip.covers(key):
+                coef = clip.coef
+            else:  # (other parameters step too, or several programs): torch's scaling, now
+                clip.scale_gradients()
         if self._split and self._unscale_and_clip(scale, found_inf):
             return loss  # an Inf or NaN gradient: skipped, as torch's scaler skips
         hyper_groups = self._hyper_groups()
@@ -1402,6 +1671,8 @@ class Optimizer(torch.optim.Optimizer):
             eng.sync_hypers(hyper_groups)
             if self._scaled and not self._split:
                 eng.set_scale(scale)
+            if self._clip_fused and not self._split:
+                eng.set_clip_coef(coef)
         if len(self._last) == 1:  # its members are `active`, in order
             self._last[0].step(grads)
         else:
@@ -1490,11 +1761,12 @@ class Installed:
         self.uninstall()
 
 
-def _install(package: str, ours: Dict[str, type]) -> Installed:
+def _install(package: str, ours: Dict[str, type], defer_clip: bool = True) -> Installed:
     """The drop-in classes `ours` in place of the peer's own of the same names, in every module
     of `package` that holds them (package.optim, the module that defines each, ...): code that
     finds them there after this (a trainer's `from bitsandbytes.optim import AdamW`) makes
-    optjit's. A class the drop-in does not have stays the peer's."""
+    optjit's. A class the drop-in does not have stays the peer's. With `defer_clip`,
+    clip_grad_norm_ (above) in place of torch's too."""
     import importlib
     try:
         root = importlib.import_module(package + ".optim")
@@ -1516,6 +1788,11 @@ def _install(package: str, ours: Dict[str, type]) -> Installed:
             if found is not None and found[0] is value:
                 setattr(module, attr, found[1])
                 replaced.append((module, attr, value))
+    if defer_clip:
+        for module in (torch.nn.utils, torch.nn.utils.clip_grad):
+            if getattr(module, "clip_grad_norm_", None) is _torch_clip_grad_norm_:
+                module.clip_grad_norm_ = clip_grad_norm_
+                replaced.append((module, "clip_grad_norm_", _torch_clip_grad_norm_))
     return Installed(replaced)
 
 
@@ -1597,11 +1874,11 @@ class _Builtin(Optimizer):
     def _rewrite(self) -> None:
         """The program again from what it is written from (_built, _pipeline_args); the
         engines are rebuilt at the next step and adopt the state."""
-        pipeline = self._builtin_pipeline()
-        _optjit.plan(pipeline, "f32")  # (an impossible combination is an error here)
-        self._pipeline = (f"chain(grad_scaler(scale=65536.0), {pipeline})" if self._scaled
-                          else pipeline)
-        self._forget()
+        _optjit.plan(self._builtin_pipeline(), "f32")  # (an impossible combination: an error)
+        self._compose()
+
+    def _source(self) -> str:
+        return self._builtin_pipeline()
 
     def _before_step(self) -> None:
         self._restructure()
@@ -1707,7 +1984,7 @@ _TORCH_OPTIMIZERS = ("SGD", "Adam", "AdamW", "Adamax", "NAdam", "RAdam", "RMSpro
                      "Adadelta", "Rprop", "ASGD")
 
 
-def install() -> Installed:
+def install(defer_clip: bool = True) -> Installed:
     """optjit's built-ins in place of torch.optim's own (SGD, Adam, AdamW, Adamax, NAdam, RAdam,
     RMSprop, Adagrad, Adadelta, Rprop, ASGD) in torch's modules, for code that makes the
     optimizer itself (a trainer given ``optim="adamw_torch"`` makes ``torch.optim.AdamW``)::
@@ -1716,11 +1993,14 @@ def install() -> Installed:
 
     They take torch's arguments and give torch's results (``foreach``, ``fused`` and
     ``capturable`` are accepted and mean nothing here: optjit's step is fused);
-    ``differentiable=True`` is refused. Code that found torch's classes before (``from
-    torch.optim import AdamW`` already run) keeps them. The returned handle's ``uninstall()``
-    (or leaving the ``with`` block) puts torch's back."""
-    return _install("torch", {n: globals()[n] for n in _TORCH_OPTIMIZERS})
+    ``differentiable=True`` is refused. With ``defer_clip`` (the default),
+    ``torch.nn.utils.clip_grad_norm_`` is :func:`clip_grad_norm_`: the norm is torch's, and the
+    gradients are scaled inside the optimizer's fused step instead of a pass of their own.
+    Code that found torch's classes before (``from torch.optim import AdamW`` already run)
+    keeps them. The returned handle's ``uninstall()`` (or leaving the ``with`` block) puts
+    torch's back."""
+    return _install("torch", {n: globals()[n] for n in _TORCH_OPTIMIZERS}, defer_clip)
 
 
 __all__ = ["Optimizer", "Error", "SGD", "Adam", "AdamW", "Adamax", "NAdam", "RAdam", "RMSprop",
-           "Adagrad", "Adadelta", "Rprop", "ASGD", "Lion", "LAMB", "install"]
+           "Adagrad", "Adadelta", "Rprop", "ASGD", "Lion", "LAMB", "install", "clip_grad_norm_"]

@@ -198,16 +198,18 @@ AdamWFp8 = _make("AdamWFp8", _ot.AdamW, "f8", 256, 1e-2)
 __all__ = ["Adam8bit", "AdamW8bit", "Adam4bit", "AdamW4bit", "AdamFp8", "AdamWFp8"]
 
 
-def install() -> "_ot.Installed":
+def install(defer_clip: bool = True) -> "_ot.Installed":
     """These classes in place of torchao's own in torchao's modules, for code that makes the
     optimizer itself (a trainer given ``optim="adamw_torch_4bit"`` imports
     ``torchao.optim.AdamW4bit``)::
 
         optjit.torchao.install()            # or: with optjit.torchao.install(): ...
 
-    Code that found torchao's classes before keeps them. The returned handle's ``uninstall()``
-    (or leaving the ``with`` block) puts torchao's back."""
-    return _ot._install("torchao", {n: globals()[n] for n in __all__})
+    Code that found torchao's classes before keeps them. With ``defer_clip`` (the default),
+    ``torch.nn.utils.clip_grad_norm_`` is ``optjit.torch.clip_grad_norm_``: the gradients are
+    scaled inside the fused step (see ``optjit.torch.install``). The returned handle's
+    ``uninstall()`` (or leaving the ``with`` block) puts torchao's and torch's back."""
+    return _ot._install("torchao", {n: globals()[n] for n in __all__}, defer_clip)
 
 # `from optjit.torchao.optim import AdamW8bit`, as torchao spells it.
 optim = types.ModuleType(__name__ + ".optim", "torchao.optim's low-bit optimizers (optjit.torchao)")

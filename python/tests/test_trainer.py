@@ -58,6 +58,7 @@ def train(tmp_path, optim, install, steps=STEPS, resume=None, out="out"):
             trainer.train(resume_from_checkpoint=resume)
     opt = getattr(trainer.optimizer, "optimizer", trainer.optimizer)  # (accelerate's wrapper)
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    opt.grad_norms = [h["grad_norm"] for h in trainer.state.log_history if "grad_norm" in h]
     return losses, [p.detach().clone() for p in model.parameters()], opt
 
 
@@ -72,7 +73,8 @@ class _nothing:
 @pytest.mark.parametrize("optim", list(CASES))
 def test_the_trainer_steps_with_optjit_after_one_install_line(tmp_path, optim):
     """The Trainer's own optimizer, then with the install line: optjit's class, the same
-    losses (to 1e-5) and parameters (within the case's bound); then the library's own
+    losses (to 1e-5) and parameters (within the case's bound); the Trainer's clip (max_grad_norm
+    1) deferred into optjit's step, with the same gradient norms logged; then the library's own
     Trainer resumes optjit's checkpoint after 2 steps, and optjit resumes the library's, each
     ending where the library's uninterrupted run ends."""
     install, name, bound = CASES[optim]
@@ -81,6 +83,10 @@ def test_the_trainer_steps_with_optjit_after_one_install_line(tmp_path, optim):
     assert type(our_opt) is getattr(install, name), type(our_opt)
     assert type(their_opt).__module__.split(".")[0] in ("torch", "bitsandbytes", "torchao")
     assert ours == pytest.approx(theirs, rel=1e-5)
+    assert "optjit_deferred_clip" in our_opt.pipeline
+    assert len(our_opt.grad_norms) == STEPS
+    assert our_opt.grad_norms == pytest.approx(their_opt.grad_norms, rel=1e-4)
+    assert our_opt.grad_norms[0] == their_opt.grad_norms[0]  # (the same model: torch's norm)
     for a, b in zip(got, want):
         assert (a - b).abs().max().item() <= bound
     for first, then, folder in ((install, None, "ours"), (None, install, "theirs")):

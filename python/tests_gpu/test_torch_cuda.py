@@ -627,3 +627,27 @@ def test_memory_that_moves_between_steps_on_the_gpu_steps_as_torch():
         torch.testing.assert_close(pa.detach(), pb.detach(), rtol=1e-12, atol=1e-13)
         torch.testing.assert_close(ao.state[pa]["exp_avg_sq"], bo.state[pb]["exp_avg_sq"],
                                    rtol=1e-12, atol=1e-16)
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(state_format="8bit"), dict(cuda_graph=True),
+                                dict(device_step=False)])
+def test_the_deferred_clip_on_the_gpu_steps_as_torchs_clip_then_the_step(kw):
+    """optjit.torch.clip_grad_norm_ on CUDA tensors: torch's norm (a GPU tensor, returned as
+    torch returns it) and the gradients scaled inside the step by the coefficient copied on the
+    stream (no host round trip), as a CUDA graph too and with the host step: the parameters
+    of torch's clip_grad_norm_ and the same step, bit for bit."""
+    if DEV.type != "cuda" and ("cuda_graph" in kw or "device_step" in kw):
+        pytest.skip("a CUDA step mode")
+    import test_deferred_clip as dc
+
+    def make(ps):
+        return ot.AdamW(ps, lr=1e-2, **kw)
+    theirs, their_norms, _ = dc.run(make, torch.nn.utils.clip_grad_norm_, device=DEV)
+    ours, our_norms, opt = dc.run(make, ot.clip_grad_norm_, device=DEV)
+    if DEV.type == "cuda":
+        torch.cuda.synchronize()
+        assert our_norms[0].device == DEV
+        assert all(eng.clip64 is not None for eng in opt._last)  # (read on the GPU)
+    assert "optjit_deferred_clip" in opt.pipeline
+    assert all(torch.equal(a, b) for a, b in zip(their_norms, our_norms))
+    assert dc.same(theirs, ours), dc.largest(theirs, ours)

@@ -23,7 +23,8 @@
 #   python  builds the Python module against the bundle's liboptjit with the machine's Python,
 #           nanobind and compiler (python/CMakeLists.txt alone), runs python/tests_gpu (optjit.torch
 #           on CUDA tensors against torch and bitsandbytes on the same GPU), bench/torch_bridge.py
-#           and bench/quantized_state.py (8-bit and 4-bit state against bitsandbytes) on CUDA
+#           and bench/quantized_state.py (8-bit and 4-bit state against bitsandbytes) on CUDA,
+#           bench/deferred_clip.py (torch's clip_grad_norm_ deferred into the step) on CUDA
 #   compile optjit.torch against torch.compile of torch's fused AdamW + clip on CUDA tensors
 #           (bench/torch_bridge.py with its compile column; builds the module unless the python
 #           stage did)
@@ -279,6 +280,7 @@ python_bridge() {
   python3 bench/torch_bridge.py --device cuda --no-compile || rc=1
   python3 bench/quantized_state.py --device cuda --numel 268435456 --no-torchao || rc=1
   python3 bench/quantized_state.py --device cuda --shapes gpt2-small --no-torchao || rc=1
+  python3 bench/deferred_clip.py --device cuda --shapes gpt2-small || rc=1
   return $rc
 }
 

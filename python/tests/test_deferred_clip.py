@@ -1,0 +1,298 @@
+"""clip_grad_norm_ deferred into the fused step (optjit.torch.clip_grad_norm_, and torch's after
+an install()): torch's norm, and the gradients scaled by torch's coefficient inside the
+optimizer's step instead of a pass of their own. Checked bit for bit against torch's
+clip_grad_norm_ followed by the same optjit step, and against torch's own optimizers where
+torch's rounding is the same; the fallbacks (torch's scaling, at once or at the step) and the
+errors where the gradients change after the clip."""
+import copy
+import pickle
+
+import pytest
+import torch
+
+import optjit.torch as ot
+
+DEV = torch.device("cpu")
+
+
+def model(seed=0, dtype=torch.float32, device=DEV):
+    torch.manual_seed(seed)
+    m = torch.nn.Sequential(torch.nn.Linear(48, 96), torch.nn.GELU(), torch.nn.Linear(96, 96),
+                            torch.nn.GELU(), torch.nn.Linear(96, 10))
+    return m.to(device=device, dtype=dtype)
+
+
+def batches(n, seed=1, dtype=torch.float32, device=DEV):
+    g = torch.Generator().manual_seed(seed)
+    return [(torch.randn(32, 48, generator=g).to(device=device, dtype=dtype),
+             torch.randint(0, 10, (32,), generator=g).to(device)) for _ in range(n)]
+
+
+def backward(m, x, y):
+    # (x 20: gradients whose norm is far above the clip, so every step clips)
+    torch.nn.functional.cross_entropy(m(x) * 20, y).backward()
+
+
+def same(a, b):
+    return all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+
+
+def largest(a, b):
+    return max((p - q).abs().max().item() for p, q in zip(a.parameters(), b.parameters()))
+
+
+def run(make_opt, clip, steps=5, dtype=torch.float32, max_norm=0.5, device=DEV):
+    """Steps of backward, clip, step; the model, the norms clip returned, the optimizer."""
+    m = model(dtype=dtype, device=device)
+    opt = make_opt(m.parameters())
+    norms = []
+    for x, y in batches(steps, dtype=dtype, device=device):
+        opt.zero_grad()
+        backward(m, x, y)
+        norms.append(clip(m.parameters(), max_norm))
+        opt.step()
+    return m, norms, opt
+
+
+@pytest.mark.parametrize("kind", ["adamw", "adamw_8bit", "sgd", "adamw_f64", "custom"])
+def test_the_deferred_clip_steps_as_torchs_clip_then_the_step(kind):
+    """The same parameters bit for bit, and the same norms, as torch's clip_grad_norm_ before
+    the same optjit step; and the clip was deferred (the pipeline scales in front, the
+    gradients stay as backward left them)."""
+    dtype = torch.float64 if kind == "adamw_f64" else torch.float32
+    signum = """transform signum(lr=1e-3, momentum=0.9) {
+  state momentum_buffer = 0
+  momentum_buffer = momentum * momentum_buffer + (1 - momentum) * grad
+  param = param - lr * sign(momentum_buffer)
+}
+signum(lr=3e-3)"""
+    make = {"adamw": lambda ps: ot.AdamW(ps, lr=1e-2),
+            "adamw_8bit": lambda ps: ot.AdamW(ps, lr=1e-2, state_format="8bit"),
+            "sgd": lambda ps: ot.SGD(ps, lr=0.1, momentum=0.9),
+            "adamw_f64": lambda ps: ot.AdamW(ps, lr=1e-2),
+            "custom": lambda ps: ot.Optimizer(ps, signum, {"lr": 3e-3})}[kind]
+    theirs, their_norms, _ = run(make, torch.nn.utils.clip_grad_norm_, dtype=dtype)
+    ours, our_norms, opt = run(make, ot.clip_grad_norm_, dtype=dtype)
+    assert same(theirs, ours), largest(theirs, ours)
+    assert all(torch.equal(a, b) for a, b in zip(their_norms, our_norms))
+    assert "optjit_deferred_clip" in opt.pipeline
+    # The clip scaled nothing in place: the gradients are backward's.
+    ours.zero_grad()
+    backward(ours, *batches(1, seed=7, dtype=dtype)[0])
+    before = [p.grad.clone() for p in ours.parameters()]
+    ot.clip_grad_norm_(ours.parameters(), 0.5)
+    assert all(torch.equal(g, p.grad) for g, p in zip(before, ours.parameters()))
+
+
+def test_torchs_clip_is_optjits_after_install_and_back_after_uninstall():
+    original = torch.nn.utils.clip_grad_norm_
+    with ot.install():
+        assert torch.nn.utils.clip_grad_norm_ is ot.clip_grad_norm_
+        assert torch.nn.utils.clip_grad.clip_grad_norm_ is ot.clip_grad_norm_
+        m, _, opt = run(lambda ps: torch.optim.AdamW(ps, lr=1e-2),
+                        lambda ps, c: torch.nn.utils.clip_grad_norm_(ps, c))
+        assert isinstance(opt, ot.AdamW) and "optjit_deferred_clip" in opt.pipeline
+    assert torch.nn.utils.clip_grad_norm_ is original
+    assert torch.nn.utils.clip_grad.clip_grad_norm_ is original
+    with ot.install(defer_clip=False):
+        assert torch.nn.utils.clip_grad_norm_ is original
+    ref, _, _ = run(lambda ps: ot.AdamW(ps, lr=1e-2), torch.nn.utils.clip_grad_norm_)
+    assert same(ref, m)
+
+
+def test_gradients_no_single_optjit_optimizer_steps_are_clipped_at_once_as_torch_does():
+    """Parameters of two optimizers, bf16 gradients, torch's own optimizer: torch's clip, at
+    once (the gradients are scaled when it returns)."""
+    m = model()
+    half = list(m.parameters())
+    a, b = ot.AdamW(half[:3], lr=1e-2), ot.AdamW(half[3:], lr=1e-2)
+    backward(m, *batches(1)[0])
+    ref = [_with_grad(p.grad.clone()) for p in m.parameters()]
+    expected = torch.nn.utils.clip_grad_norm_(ref, 0.5)
+    norm = ot.clip_grad_norm_(m.parameters(), 0.5)
+    assert torch.equal(norm, expected)
+    assert all(torch.equal(p.grad, r.grad) for p, r in zip(m.parameters(), ref))  # scaled now
+    assert a._clip is None and b._clip is None
+    del a, b
+
+    lo = model(dtype=torch.bfloat16)
+    opt = ot.AdamW(lo.parameters(), lr=1e-2)
+    x, y = batches(1, dtype=torch.bfloat16)[0]
+    backward(lo, x, y)
+    before = [p.grad.clone() for p in lo.parameters()]
+    ot.clip_grad_norm_(lo.parameters(), 0.5)
+    assert opt._clip is None and not all(torch.equal(g, p.grad)
+                                         for g, p in zip(before, lo.parameters()))
+
+
+def _with_grad(g):
+    p = torch.nn.Parameter(torch.zeros_like(g))
+    p.grad = g
+    return p
+
+
+def test_a_step_over_other_parameters_than_the_clipped_scales_with_torch_first():
+    """Clipping a part of the model and stepping all of it: the clipped part is scaled with
+    torch at the step (the coefficient is not the other parameters'), the rest not at all."""
+    def partial(clip):
+        def f(ps, c):
+            return clip(list(ps)[:2], c)
+        return f
+    theirs, _, _ = run(lambda ps: ot.AdamW(ps, lr=1e-2), partial(torch.nn.utils.clip_grad_norm_))
+    ours, _, opt = run(lambda ps: ot.AdamW(ps, lr=1e-2), partial(ot.clip_grad_norm_))
+    assert same(theirs, ours), largest(theirs, ours)
+
+
+def test_a_second_clip_sees_the_first_clips_gradients():
+    """clip to 0.5, then the norm again (max_norm=inf, as a trainer that logs it): torch's
+    second norm is of the clipped gradients, and so is this one."""
+    def twice(clip):
+        def f(ps, c):
+            ps = list(ps)
+            clip(ps, c)
+            return clip(ps, float("inf"))
+        return f
+    theirs, their_norms, _ = run(lambda ps: ot.AdamW(ps, lr=1e-2),
+                                 twice(torch.nn.utils.clip_grad_norm_))
+    ours, our_norms, _ = run(lambda ps: ot.AdamW(ps, lr=1e-2), twice(ot.clip_grad_norm_))
+    assert all(torch.equal(a, b) for a, b in zip(their_norms, our_norms))
+    assert float(our_norms[0]) == pytest.approx(0.5, rel=1e-5)
+    assert same(theirs, ours)
+
+
+def test_another_optimizer_stepping_clipped_parameters_sees_them_clipped():
+    """torch's own optimizer stepping parameters whose clip was deferred to an optjit one
+    (torch's global step pre-hook): their gradients are scaled first, as torch's clip left
+    them; then the optjit step scales nothing twice."""
+    def pair(clip):
+        m = model()
+        opt = ot.AdamW(m.parameters(), lr=1e-2)
+        other = torch.optim.SGD(m.parameters(), lr=0.05)
+        for x, y in batches(3):
+            opt.zero_grad()
+            backward(m, x, y)
+            clip(m.parameters(), 0.5)
+            other.step()
+            opt.step()
+        return m
+    theirs, ours = pair(torch.nn.utils.clip_grad_norm_), pair(ot.clip_grad_norm_)
+    assert same(theirs, ours), largest(theirs, ours)
+
+
+def test_gradients_changed_after_the_clip_are_an_error_and_zero_grad_drops_the_clip():
+    m = model()
+    opt = ot.AdamW(m.parameters(), lr=1e-2)
+    x, y = batches(1)[0]
+    backward(m, x, y)
+    ot.clip_grad_norm_(m.parameters(), 0.5)
+    backward(m, x, y)  # accumulated into the clipped gradients, in place
+    with pytest.raises(ot.Error, match=r"the gradient of parameter 0 was changed in place after "
+                                       r"clip_grad_norm_, which optjit defers into the "
+                                       r"optimizer's step"):
+        opt.step()
+
+    m2 = model()
+    opt2 = ot.AdamW(m2.parameters(), lr=1e-2)
+    backward(m2, x, y)
+    ot.clip_grad_norm_(m2.parameters(), 0.5)
+    next(m2.parameters()).grad = next(m2.parameters()).grad * 2  # one replaced, others kept
+    with pytest.raises(ot.Error, match="parameter 0 was replaced while other clipped gradients "
+                                       "were kept"):
+        opt2.step()
+
+    # A clip dropped with its gradients (zero_grad, in place or to None; a new backward) is
+    # torch's clip of gradients no step read: the step is the unclipped one.
+    for drop in ("zero_grad_in_place", "set_to_none_by_the_model"):
+        a, b = model(), model()
+        oa, ob = ot.AdamW(a.parameters(), lr=1e-2), ot.AdamW(b.parameters(), lr=1e-2)
+        backward(b, x, y)
+        ot.clip_grad_norm_(b.parameters(), 0.5)
+        if drop == "zero_grad_in_place":
+            ob.zero_grad(set_to_none=False)
+        else:
+            b.zero_grad()
+        backward(a, x, y), backward(b, x, y)
+        oa.step(), ob.step()
+        assert same(a, b), drop
+
+
+@pytest.mark.parametrize("unscale", [True, False])
+def test_a_grad_scaler_step_after_the_deferred_clip_is_torchs_flow(unscale):
+    """AMP's order (as accelerate's clip_grad_norm_ does it): scale the loss, backward,
+    unscale_, clip, scaler.step: the same parameters as with torch's clip. A step the scaler
+    skips (Inf) drops the clip; the next one steps as torch's flow. Without unscale_ (the clip
+    sees the scaled gradients), the step unscales inside, after the clip's scaling, as
+    torch's clip and the same step do."""
+    def amp(clip):
+        m = model()
+        opt = ot.AdamW(m.parameters(), lr=1e-2)
+        # (not a power of two: unscaling before or after the clip's scaling rounds apart)
+        scaler = torch.amp.GradScaler("cpu", init_scale=1000.0)
+        norms = []
+        for k, (x, y) in enumerate(batches(5)):
+            opt.zero_grad()
+            loss = torch.nn.functional.cross_entropy(m(x) * 20, y)
+            if k == 2:
+                loss = loss * float("inf")
+            scaler.scale(loss).backward()
+            if unscale:
+                scaler.unscale_(opt)
+            norms.append(clip(m.parameters(), 0.5 if unscale else 512.0))
+            scaler.step(opt)
+            scaler.update()
+        return m, norms, opt
+    theirs, their_norms, _ = amp(torch.nn.utils.clip_grad_norm_)
+    ours, our_norms, opt = amp(ot.clip_grad_norm_)
+    assert "optjit_deferred_clip" in opt.pipeline
+    # (unscaled by torch's unscale_, the scaler hands the step no scale)
+    assert ("grad_scaler" in opt.pipeline) == (not unscale)
+    if not unscale:
+        assert opt.pipeline.index("chain(optjit_deferred_clip") < opt.pipeline.index(
+            "chain(grad_scaler")
+    assert same(theirs, ours), largest(theirs, ours)
+    assert all(torch.equal(a, b) or (a.isnan() and b.isnan())
+               for a, b in zip(their_norms, our_norms))
+
+
+def test_custom_pipeline_text_steps_under_a_grad_scaler():
+    """A pipeline with its own transform declarations under a GradScaler: the unscaling goes in
+    front of its expression, after the declarations (it was put before them: a parse error at
+    the first step)."""
+    text = """# Signum, declared here
+transform signum(lr=1e-3, momentum=0.9) {
+  state momentum_buffer = 0   # { a brace in a comment }
+  momentum_buffer = momentum * momentum_buffer + (1 - momentum) * grad
+  param = param - lr * sign(momentum_buffer)
+}
+signum(lr=3e-3)"""
+    def amp(scaled):
+        m = model()
+        opt = ot.Optimizer(m.parameters(), text, {"lr": 3e-3})
+        scaler = torch.amp.GradScaler("cpu", init_scale=1024.0, enabled=scaled)
+        for x, y in batches(3):
+            opt.zero_grad()
+            scaler.scale(torch.nn.functional.cross_entropy(m(x) * 20, y)).backward()
+            scaler.step(opt)
+            scaler.update()
+        return m, opt
+    plain, _ = amp(False)
+    scaled, opt = amp(True)
+    assert opt.pipeline.startswith("# Signum") and "chain(grad_scaler(" in opt.pipeline
+    # (1024 and its inverse are powers of two: the unscaled gradients are the same bits)
+    assert same(plain, scaled), largest(plain, scaled)
+
+
+def test_an_optimizer_with_the_deferred_clip_copies_and_pickles():
+    """A copy keeps the program with the deferred clip in front (no recompile to a new
+    program, no clip of the original's gradients) and continues bit for bit."""
+    m, _, opt = run(lambda ps: ot.AdamW(ps, lr=1e-2, state_format="8bit"), ot.clip_grad_norm_)
+    assert pickle.loads(pickle.dumps(opt)).pipeline == opt.pipeline
+    m2, opt2 = copy.deepcopy((m, opt))
+    assert opt2.pipeline == opt.pipeline and opt2._clip is None
+    for mm, o in ((m, opt), (m2, opt2)):
+        for x, y in batches(2, seed=9):
+            o.zero_grad()
+            backward(mm, x, y)
+            ot.clip_grad_norm_(mm.parameters(), 0.5)
+            o.step()
+    assert same(m, m2)
