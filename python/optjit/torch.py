@@ -443,7 +443,8 @@ class _DeferredClip:
                 raise Error(
                     f"the gradient of parameter {index} {how} after clip_grad_norm_, which "
                     f"optjit defers into the optimizer's step (optjit.torch.clip_grad_norm_, "
-                    f"or torch's after an install()): the step cannot scale what was clipped. "
+                    f"or torch's after an install()): the clip's scaling cannot be applied to "
+                    f"what was clipped any more. "
                     f"Clip right before step(), drop a clip with optimizer.zero_grad(), or "
                     f"install(defer_clip=False) to clip as torch does")
         return True
@@ -483,6 +484,8 @@ def _clip_owner(params: List[torch.Tensor]) -> Optional["Optimizer"]:
     them, which a deferred scaling would not)."""
     if not params or not hasattr(torch.nn.utils, "get_total_norm"):
         return None
+    if len({id(p) for p in params}) != len(params):
+        return None  # (a parameter listed twice: torch scales its gradient twice)
     g0 = params[0].grad
     if g0.dtype not in (torch.float32, torch.float64):
         return None

@@ -101,8 +101,8 @@ def test_torchs_clip_is_optjits_after_install_and_back_after_uninstall():
 
 
 def test_gradients_no_single_optjit_optimizer_steps_are_clipped_at_once_as_torch_does():
-    """Parameters of two optimizers, bf16 gradients, torch's own optimizer: torch's clip, at
-    once (the gradients are scaled when it returns)."""
+    """Parameters of two optimizers, a parameter listed twice, bf16 gradients: torch's clip,
+    at once (the gradients are scaled when it returns)."""
     m = model()
     half = list(m.parameters())
     a, b = ot.AdamW(half[:3], lr=1e-2), ot.AdamW(half[3:], lr=1e-2)
@@ -114,6 +114,16 @@ def test_gradients_no_single_optjit_optimizer_steps_are_clipped_at_once_as_torch
     assert all(torch.equal(p.grad, r.grad) for p, r in zip(m.parameters(), ref))  # scaled now
     assert a._clip is None and b._clip is None
     del a, b
+
+    # A parameter listed twice: torch counts its gradient twice and scales it twice.
+    m = model()
+    opt = ot.AdamW(m.parameters(), lr=1e-2)
+    backward(m, *batches(1)[0])
+    ps = list(m.parameters())
+    ref = [_with_grad(p.grad.clone()) for p in ps]
+    expected = torch.nn.utils.clip_grad_norm_([ref[0]] + ref, 0.5)
+    assert torch.equal(ot.clip_grad_norm_([ps[0]] + ps, 0.5), expected)
+    assert all(torch.equal(p.grad, r.grad) for p, r in zip(ps, ref)) and opt._clip is None
 
     lo = model(dtype=torch.bfloat16)
     opt = ot.AdamW(lo.parameters(), lr=1e-2)
