@@ -24,6 +24,7 @@ and torch's ``clip_grad_norm_`` defers its scaling of the gradients into the fus
 """
 from __future__ import annotations
 
+import atexit
 import collections
 import inspect
 import math
@@ -407,6 +408,15 @@ _DEFERRED_CALL = f"optjit_deferred_clip({_DEFERRED_HYPER}=1.0)"
 
 # The optjit optimizers alive, where clip_grad_norm_ looks for the one its parameters belong to.
 _OPTIMIZERS: "weakref.WeakSet[Optimizer]" = weakref.WeakSet()
+
+
+@atexit.register
+def _release_engines() -> None:
+    """At exit, the engines of the optimizers still alive (a trainer's, which a library's
+    module globals hold until the interpreter tears them down) are freed while the interpreter
+    is whole: freed later, nanobind reported each as leaked, with its bindings."""
+    for opt in list(_OPTIMIZERS):
+        opt._forget()
 
 
 class _DeferredClip:

@@ -2133,3 +2133,29 @@ def test_scalar_states_continue_bit_for_bit_from_a_checkpoint(make):
     o2.load_state_dict(saved)
     steps(resumed, o2, 5)
     assert all(torch.equal(a, b) for a, b in zip(whole, resumed))
+
+
+def test_an_optimizer_alive_at_exit_is_not_reported_as_leaked():
+    """A program that ends with an optimizer still alive where the interpreter tears down
+    modules (a step hook registered with torch keeps the script's globals, and with them the
+    optimizer, until torch's module goes): its engines are freed at exit while the
+    interpreter is whole. Freed later, nanobind printed "leaked 1 instances!", "this is
+    likely caused by a reference counting issue in the binding code" and every binding's
+    name after each such run."""
+    import subprocess
+    import sys
+
+    code = """
+import torch, optjit.torch as ot
+from torch.optim.optimizer import register_optimizer_step_pre_hook
+register_optimizer_step_pre_hook(lambda o, a, k: None)
+m = torch.nn.Linear(8, 4)
+opt = ot.AdamW(m.parameters(), lr=1e-2)
+m(torch.randn(3, 8)).sum().backward()
+opt.step()
+print("stepped")
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0 and run.stdout.strip() == "stepped", run.stderr
+    assert "leaked" not in run.stderr, run.stderr
