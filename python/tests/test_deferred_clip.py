@@ -6,6 +6,7 @@ torch's rounding is the same; the fallbacks (torch's scaling, at once or at the 
 errors where the gradients change after the clip."""
 import copy
 import pickle
+from pathlib import Path
 
 import pytest
 import torch
@@ -270,7 +271,7 @@ def test_custom_pipeline_text_steps_under_a_grad_scaler():
     the first step)."""
     text = """# Signum, declared here
 transform signum(lr=1e-3, momentum=0.9) {
-  state momentum_buffer = 0   # { a brace in a comment }
+  state momentum_buffer = 0   # an unmatched { in a comment
   momentum_buffer = momentum * momentum_buffer + (1 - momentum) * grad
   param = param - lr * sign(momentum_buffer)
 }
@@ -290,6 +291,24 @@ signum(lr=3e-3)"""
     assert opt.pipeline.startswith("# Signum") and "chain(grad_scaler(" in opt.pipeline
     # (1024 and its inverse are powers of two: the unscaled gradients are the same bits)
     assert same(plain, scaled), largest(plain, scaled)
+
+
+@pytest.mark.parametrize("name", sorted(
+    p.name for p in (Path(__file__).resolve().parents[2] / "examples" / "pipelines").glob("*.opt")))
+def test_what_goes_in_front_of_an_example_pipeline_goes_after_its_declarations(name):
+    """Every example pipeline (declarations, comments, hyperparameter bounds) with a GradScaler
+    and the deferred clip in front: the text still plans, with their passes' bytes, and its
+    transforms are the example's behind the two."""
+    import optjit
+    text = (Path(__file__).resolve().parents[2] / "examples" / "pipelines" / name).read_text()
+    front = ot._in_front(ot._in_front(text, "grad_scaler(scale=65536.0)"), ot._DEFERRED_CALL,
+                         ot._DEFERRED_DECLARATION)
+    plain, wrapped = optjit.plan(text), optjit.plan(front)
+    assert 'hyper "optjit_deferred_clip.optjit_clip_coef"' in wrapped
+    assert 'hyper "grad_scaler.scale"' in wrapped
+    for line in plain.splitlines():  # (each of the example's hyperparameters is kept)
+        if line.startswith("hyper "):
+            assert line in wrapped, line
 
 
 def test_an_optimizer_with_the_deferred_clip_copies_and_pickles():
