@@ -435,7 +435,10 @@ class _DeferredClip:
         self.ids = {id(p) for p in params}
         self.max_norm, self.total_norm, self.foreach = max_norm, total_norm, foreach
         clip_coef = max_norm / (total_norm + 1e-6)  # (torch's _clip_grads_with_norm_)
-        self.coef = torch.clamp(clip_coef, max=1.0)
+        coef = torch.clamp(clip_coef, max=1.0)
+        # DTensor gradients (FSDP2): the norm is replicated, and torch scales each local shard
+        # by its local value, as the step will.
+        self.coef = coef.full_tensor() if _is_dtensor(coef) else coef
 
     def applies(self, opt: "Optimizer") -> bool:
         """True: the gradients are the ones clipped, unchanged. False: every one was dropped
@@ -497,12 +500,13 @@ def _clip_owner(params: List[torch.Tensor]) -> Optional["Optimizer"]:
     if len({id(p) for p in params}) != len(params):
         return None  # (a parameter listed twice: torch scales its gradient twice)
     g0 = params[0].grad
+    sharded = _is_dtensor(g0)  # FSDP2's: all DTensors (scaled as their local shards) or none
     if g0.dtype not in (torch.float32, torch.float64):
         return None
     for p in params:
         g = p.grad
         if (g.dtype != g0.dtype or g.device != g0.device or g.layout != torch.strided or
-                _is_dtensor(g) or _is_dtensor(p)):
+                _is_dtensor(g) != sharded or _is_dtensor(p) != sharded):
             return None
     owners = []
     for opt in list(_OPTIMIZERS):
@@ -529,10 +533,13 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0,
     reads them between the clip and the step sees them so. Code that changes them there (in
     place) gets an error at the step; ``optimizer.zero_grad()`` drops the clip with them.
 
+    FSDP2's DTensor gradients are deferred too: torch's norm is replicated over the mesh, and
+    each process's step scales its local shards by it, as torch's clip does.
+
     Clipped as torch does, at once: gradients of parameters that no single optjit optimizer
-    holds, of other dtypes than float32 and float64, on several devices, sparse or DTensor
-    ones. Where the step's parameters with gradients are not exactly the clipped ones, the
-    step scales them with torch first."""
+    holds, of other dtypes than float32 and float64, on several devices, sparse ones, and
+    DTensors beside plain tensors. Where the step's parameters with gradients are not exactly
+    the clipped ones, the step scales them with torch first."""
     if isinstance(parameters, torch.Tensor):
         parameters = [parameters]
     elif isinstance(parameters, types.GeneratorType):
