@@ -354,3 +354,27 @@ def test_fsdp2_gradients_defer_their_clip_as_each_process_scales_its_shards(tmp_
         for fmt, got in res.items():
             assert got["deferred"] and got["same_norms"] and got["clipped"], (rank, fmt, got)
             assert got["same_shards"] == [True] * 4, (rank, fmt, got)
+
+
+def test_a_compiled_training_step_defers_its_clip_with_the_eager_results():
+    """torch.compile over clip then step (the step is opaque to dynamo): the clip is still
+    deferred, and the parameters and norms are the eager ones, bit for bit."""
+    results = []
+    for compiled in (False, True):
+        m = model()
+        opt = ot.AdamW(m.parameters(), lr=1e-2)
+
+        def step():
+            norm = ot.clip_grad_norm_(m.parameters(), 0.5)
+            opt.step()
+            return norm
+        f = torch.compile(step) if compiled else step
+        norms = []
+        for x, y in batches(3):
+            opt.zero_grad()
+            backward(m, x, y)
+            norms.append(f())
+        assert "optjit_deferred_clip" in opt.pipeline, compiled
+        results.append((m, norms))
+    (a, na), (b, nb) = results
+    assert same(a, b) and all(torch.equal(p, q) for p, q in zip(na, nb))
