@@ -428,11 +428,9 @@ class _DeferredClip:
     __slots__ = ("params", "grads", "versions", "max_norm", "total_norm", "foreach", "coef",
                  "ids")
 
-    def __init__(self, params, max_norm: float, total_norm: torch.Tensor, foreach):
-        self.params = params
-        self.grads = [p.grad for p in params]
-        self.versions = [g._version for g in self.grads]
-        self.ids = {id(p) for p in params}
+    def __init__(self, params, grads, ids, max_norm: float, total_norm: torch.Tensor, foreach):
+        self.params, self.grads, self.ids = params, grads, set(ids)
+        self.versions = [g._version for g in grads]
         self.max_norm, self.total_norm, self.foreach = max_norm, total_norm, foreach
         clip_coef = max_norm / (total_norm + 1e-6)  # (torch's _clip_grads_with_norm_)
         coef = torch.clamp(clip_coef, max=1.0)
@@ -448,6 +446,8 @@ class _DeferredClip:
         kept = [p.grad is g for p, g in zip(self.params, self.grads)]
         if not any(kept):
             return False
+        if all(kept) and [g._version for g in self.grads] == self.versions:
+            return True
         for p, g, v, k in zip(self.params, self.grads, self.versions, kept):
             if not k or g._version != v:
                 index = next((i for i, q in enumerate(opt._params()) if q is p), None)
@@ -464,7 +464,7 @@ class _DeferredClip:
 
     def covers(self, ids: List[int]) -> bool:
         """Whether the step's parameters with gradients are exactly the clipped ones."""
-        return len(ids) == len(self.ids) and all(i in self.ids for i in ids)
+        return len(ids) == len(self.ids) and self.ids.issuperset(ids)
 
     def scale_gradients(self) -> None:
         """torch's own scaling, in place, as clip_grad_norm_ would have done it."""
@@ -490,29 +490,29 @@ def _before_any_step(optimizer, args, kwargs) -> None:
                 taken.scale_gradients()
 
 
-def _clip_owner(params: List[torch.Tensor]) -> Optional["Optimizer"]:
+def _clip_owner(params: List[torch.Tensor], grads: List[torch.Tensor],
+                ids: List[int]) -> Optional["Optimizer"]:
     """The optjit optimizer whose step can scale these parameters' gradients: the one
     optimizer alive that holds them all, where the gradients are dense float32 or float64
     tensors of one dtype on one device (other dtypes: torch rounds the scaled gradient to
     them, which a deferred scaling would not)."""
     if not params or not hasattr(torch.nn.utils, "get_total_norm"):
         return None
-    if len({id(p) for p in params}) != len(params):
+    if len(set(ids)) != len(ids):
         return None  # (a parameter listed twice: torch scales its gradient twice)
-    g0 = params[0].grad
+    g0 = grads[0]
     sharded = _is_dtensor(g0)  # FSDP2's: all DTensors (scaled as their local shards) or none
-    if g0.dtype not in (torch.float32, torch.float64):
+    dtype, device, plain = g0.dtype, g0.device, torch.Tensor
+    if dtype not in (torch.float32, torch.float64):
         return None
-    for p in params:
-        g = p.grad
-        if (g.dtype != g0.dtype or g.device != g0.device or g.layout != torch.strided or
-                _is_dtensor(g) != sharded or _is_dtensor(p) != sharded):
+    for g in grads:
+        # (a plain tensor's type is checked first: isinstance against DTensor costs a
+        # microsecond a gradient once DTensor is imported)
+        if (g.dtype != dtype or g.layout != torch.strided or g.device != device or
+                (sharded if type(g) is plain else _is_dtensor(g) != sharded)):
             return None
-    owners = []
-    for opt in list(_OPTIMIZERS):
-        ids = {id(q) for q in opt._params()}
-        if all(id(p) in ids for p in params):
-            owners.append(opt)
+    owners = [opt for opt in list(_OPTIMIZERS)
+              if set(map(id, opt._params())).issuperset(ids)]
     return owners[0] if len(owners) == 1 else None
 
 
@@ -551,16 +551,17 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0,
     else:
         parameters = list(parameters)
     clipped = [p for p in parameters if p.grad is not None]
-    owner = _clip_owner(clipped)
+    grads = [p.grad for p in clipped]
+    ids = list(map(id, clipped))
+    owner = _clip_owner(clipped, grads, ids)
     if owner is None:
         return _torch_clip_grad_norm_(parameters, max_norm, norm_type, error_if_nonfinite,
                                       foreach)
     pending = owner._take_clip()
     if pending is not None:  # clipped twice: the first clip's scaling is what this one sees
         pending.scale_gradients()
-    total_norm = torch.nn.utils.get_total_norm([p.grad for p in clipped], norm_type,
-                                               error_if_nonfinite, foreach)
-    owner._clip = _DeferredClip(clipped, float(max_norm), total_norm, foreach)
+    total_norm = torch.nn.utils.get_total_norm(grads, norm_type, error_if_nonfinite, foreach)
+    owner._clip = _DeferredClip(clipped, grads, ids, float(max_norm), total_norm, foreach)
     global _step_hook
     if _step_hook is None:
         from torch.optim.optimizer import register_optimizer_step_pre_hook
