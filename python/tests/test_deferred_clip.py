@@ -55,7 +55,8 @@ def run(make_opt, clip, steps=5, dtype=torch.float32, max_norm=0.5, device=DEV):
     return m, norms, opt
 
 
-@pytest.mark.parametrize("kind", ["adamw", "adamw_8bit", "sgd", "adamw_f64", "custom"])
+@pytest.mark.parametrize("kind", ["adamw", "adamw_8bit", "sgd", "adamw_f64", "custom",
+                                  "adamw_fused_clip_too"])
 def test_the_deferred_clip_steps_as_torchs_clip_then_the_step(kind):
     """The same parameters bit for bit, and the same norms, as torch's clip_grad_norm_ before
     the same optjit step; and the clip was deferred (the pipeline scales in front, the
@@ -71,7 +72,9 @@ signum(lr=3e-3)"""
             "adamw_8bit": lambda ps: ot.AdamW(ps, lr=1e-2, state_format="8bit"),
             "sgd": lambda ps: ot.SGD(ps, lr=0.1, momentum=0.9),
             "adamw_f64": lambda ps: ot.AdamW(ps, lr=1e-2),
-            "custom": lambda ps: ot.Optimizer(ps, signum, {"lr": 3e-3})}[kind]
+            "custom": lambda ps: ot.Optimizer(ps, signum, {"lr": 3e-3}),
+            # (a clip of its own in the step too: its norm is of the deferred clip's result)
+            "adamw_fused_clip_too": lambda ps: ot.AdamW(ps, lr=1e-2, max_grad_norm=0.3)}[kind]
     theirs, their_norms, _ = run(make, torch.nn.utils.clip_grad_norm_, dtype=dtype)
     ours, our_norms, opt = run(make, ot.clip_grad_norm_, dtype=dtype)
     assert same(theirs, ours), largest(theirs, ours)
