@@ -336,21 +336,10 @@ def test_fsdp2_gradients_defer_their_clip_as_each_process_scales_its_shards(tmp_
     same norms and the same shards, bit for bit, as torch's clip then the step, with f32 and
     8-bit state; and the clip was deferred (it was torch's, at once, for DTensors)."""
     import json
-    import os
-    import socket
-    import subprocess
-    import sys
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    out = tmp_path / "result.json"
-    worker = Path(__file__).resolve().parent / "fsdp2_clip_worker.py"
-    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-                        "--master_port", str(port), str(worker), str(out)],
-                       env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True,
-                       timeout=300)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    import distributed_run
+
+    distributed_run.run("fsdp2_clip_worker.py", tmp_path / "result.json")
     for rank in range(2):
         res = json.loads((tmp_path / f"result.json.rank{rank}").read_text())
         assert set(res) == {"None", "8bit"}

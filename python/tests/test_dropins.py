@@ -6,11 +6,7 @@ import copy
 import inspect
 import io
 import json
-import os
 import re
-import socket
-import subprocess
-import sys
 import warnings
 
 import pytest
@@ -19,6 +15,7 @@ import torch
 import bitsandbytes as bnb  # the oracles: ./dev.sh test installs them
 import torchao.optim as tao
 
+import distributed_run
 import optjit
 import optjit.bitsandbytes as obnb
 import optjit.torchao as otao
@@ -644,16 +641,7 @@ def test_fsdp2_checkpoints_pass_between_torchao_and_the_drop_in(tmp_path):
     each process, and 2 more steps of each leave parameters within lr. (The drop-in wrote
     DTensors of uint8 codes, which torchao would have stepped as values, and kept torchao's
     as f32 state.)"""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    out = tmp_path / "result.json"
-    worker = os.path.join(os.path.dirname(__file__), "torchao_fsdp2_worker.py")
-    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-                        "--master_port", str(port), worker, str(out)],
-                       env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True,
-                       timeout=300)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    distributed_run.run("torchao_fsdp2_worker.py", tmp_path / "result.json")
     for rank in range(2):
         res = json.loads((tmp_path / f"result.json.rank{rank}").read_text())
         assert set(res) == {"AdamW8bit drop-in -> torchao", "AdamW8bit torchao -> drop-in"}

@@ -4,33 +4,22 @@ clip_grad_norm_ (python/tests/sharded_worker.py does the training; this runs it)
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 
 import pytest
 import torch
 
+import distributed_run
+
 pytest.importorskip("torch.distributed.fsdp")
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_fsdp2_with_the_clip_fused_trains_as_torch_does(tmp_path):
     if not torch.distributed.is_available() or not torch.distributed.is_gloo_available():
         pytest.fail("this torch has no torch.distributed with gloo")
     out = tmp_path / "result.json"
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    worker = os.path.join(os.path.dirname(__file__), "sharded_worker.py")
-    r = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-         "--master_port", str(_free_port()), worker, str(out)],
-        env=env, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    distributed_run.run("sharded_worker.py", out)
     results = json.loads(out.read_text())
     assert len(results) == 2
     for rank, res in enumerate(results):
@@ -90,7 +79,7 @@ def test_a_dead_peer_fails_the_step_with_one_line_and_changes_nothing(tmp_path):
     its message (a page); now its type and message, after what optjit was doing."""
     out = tmp_path / "result.json"
     worker = os.path.join(os.path.dirname(__file__), "dead_peer_worker.py")
-    port = str(_free_port())
+    port = str(distributed_run.free_port())
     procs = [subprocess.Popen(
         [sys.executable, worker, str(out)],
         env=dict(os.environ, OMP_NUM_THREADS="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
