@@ -1,9 +1,10 @@
 """clip_grad_norm_ deferred into the fused step (optjit.torch.clip_grad_norm_, and torch's after
 an install()): torch's norm, and the gradients scaled by torch's coefficient inside the
 optimizer's step instead of a pass of their own. Checked bit for bit against torch's
-clip_grad_norm_ followed by the same optjit step, and against torch's own optimizers where
-torch's rounding is the same; the fallbacks (torch's scaling, at once or at the step) and the
-errors where the gradients change after the clip."""
+clip_grad_norm_ followed by the same optjit step (under a GradScaler, FSDP2 and torch.compile
+too); the fallbacks (torch's scaling, at once, at the step or before another optimizer's) and
+the errors where the gradients change after the clip. (optjit's step itself is checked against
+torch's optimizers and float64 in test_torch.py.)"""
 import copy
 import pickle
 from pathlib import Path
