@@ -33,7 +33,7 @@ import sys
 import types
 import warnings
 import weakref
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 import torch
 import torch.utils.dlpack
@@ -428,8 +428,9 @@ class _DeferredClip:
     __slots__ = ("params", "grads", "versions", "max_norm", "total_norm", "foreach", "coef",
                  "ids")
 
-    def __init__(self, params, grads, ids, max_norm: float, total_norm: torch.Tensor, foreach):
-        self.params, self.grads, self.ids = params, grads, set(ids)
+    def __init__(self, params, grads, ids: Set[int], max_norm: float, total_norm: torch.Tensor,
+                 foreach):
+        self.params, self.grads, self.ids = params, grads, ids
         self.versions = [g._version for g in grads]
         self.max_norm, self.total_norm, self.foreach = max_norm, total_norm, foreach
         clip_coef = max_norm / (total_norm + 1e-6)  # (torch's _clip_grads_with_norm_)
@@ -491,14 +492,14 @@ def _before_any_step(optimizer, args, kwargs) -> None:
 
 
 def _clip_owner(params: List[torch.Tensor], grads: List[torch.Tensor],
-                ids: List[int]) -> Optional["Optimizer"]:
+                ids: Set[int]) -> Optional["Optimizer"]:
     """The optjit optimizer whose step can scale these parameters' gradients: the one
     optimizer alive that holds them all, where the gradients are dense float32 or float64
     tensors of one dtype on one device (other dtypes: torch rounds the scaled gradient to
     them, which a deferred scaling would not)."""
     if not params or not hasattr(torch.nn.utils, "get_total_norm"):
         return None
-    if len(set(ids)) != len(ids):
+    if len(ids) != len(params):
         return None  # (a parameter listed twice: torch scales its gradient twice)
     g0 = grads[0]
     sharded = _is_dtensor(g0)  # FSDP2's: all DTensors (scaled as their local shards) or none
@@ -552,7 +553,7 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0,
         parameters = list(parameters)
     clipped = [p for p in parameters if p.grad is not None]
     grads = [p.grad for p in clipped]
-    ids = list(map(id, clipped))
+    ids = set(map(id, clipped))
     owner = _clip_owner(clipped, grads, ids)
     if owner is None:
         return _torch_clip_grad_norm_(parameters, max_norm, norm_type, error_if_nonfinite,
@@ -940,29 +941,30 @@ class _Engine:
         if not self.device_counts:
             self.set("scale", [float(scale) if scale is not None else 1.0])
             return
-        if self.scale64 is None:
-            self.scale64 = torch.ones((), dtype=torch.float64, device=self.stream.device)
-            self.engine.set_hyper_source("scale", self.scale64)
-        if scale is None:
-            self.scale64.fill_(1.0)
-        elif isinstance(scale, torch.Tensor):
-            self.scale64.copy_(scale.detach().reshape(()))  # on the stream: no host round trip
-        else:
-            self.scale64.fill_(float(scale))
+        self._on_device("scale64", "scale", scale)
 
     def set_clip_coef(self, coef: Optional[torch.Tensor]) -> None:
-        """A deferred clip_grad_norm_'s coefficient for the next step (None: 1, no clip). On a
-        GPU it is copied on the stream from where torch computed it: no host round trip."""
+        """A deferred clip_grad_norm_'s coefficient for the next step (None: 1, no clip)."""
         if self.stream is None:
             self.set(_DEFERRED_HYPER, [float(coef) if coef is not None else 1.0])
             return
-        if self.clip64 is None:
-            self.clip64 = torch.ones((), dtype=torch.float64, device=self.stream.device)
-            self.engine.set_hyper_source(_DEFERRED_HYPER, self.clip64)
-        if coef is None:
-            self.clip64.fill_(1.0)
+        self._on_device("clip64", _DEFERRED_HYPER, coef)
+
+    def _on_device(self, attr: str, name: str, value) -> None:
+        """Hyperparameter `name` for the next step, which the engine reads from one float64 on
+        the GPU (kept in self.<attr>): a tensor's value is copied on the stream, with no host
+        round trip; None is 1."""
+        source = getattr(self, attr)
+        if source is None:
+            source = torch.ones((), dtype=torch.float64, device=self.stream.device)
+            setattr(self, attr, source)
+            self.engine.set_hyper_source(name, source)
+        if value is None:
+            source.fill_(1.0)
+        elif isinstance(value, torch.Tensor):
+            source.copy_(value.detach().reshape(()))
         else:
-            self.clip64.copy_(coef.detach().reshape(()))
+            source.fill_(float(value))
 
     @staticmethod
     def _check_complex(opt: "Optimizer", params: List[torch.Tensor]) -> None:
