@@ -382,23 +382,32 @@ namespace {
 
 // One state buffer of one tensor from a checkpoint, converting values to this plan's format:
 // codes (u8) with their scales go into a quantized buffer of the same format as they are;
-// values of any float type are stored, quantized block by block where the buffer holds codes.
+// values of any float type are stored, quantized block by block where the buffer holds codes;
+// codes of another format (the file's metadata names it) are their values, map[code] times
+// their block's scale, as the Python bridge loads them.
 Status import_buffer(const plan::Plan& plan, TensorState& t, size_t b, const HostTensor& h,
                      const TensorFile& f) {
   const ir::BufferDecl& decl = plan.buffers[b];
   const std::string name = fmt::format("{}.{}", t.name, decl.name);
   const bool codes = holds_codes(plan, b, t);
+  std::vector<float> dequantized;  // codes of another format, as values
   if (h.dtype == DType::u8) {
     auto q = f.metadata.find(fmt::format("optjit.quant.{}", decl.name));
-    if (!codes || q == f.metadata.end() || q->second != to_string(decl.quant))
-      return make_error("state '{}' holds {} codes; this optimizer keeps it as {}", name,
-                        q == f.metadata.end() ? std::string("8-bit") : q->second,
-                        codes ? to_string(decl.quant) : to_string(decl.storage));
-    const int64_t want = ir::code_bytes(decl.quant, t.numel);
+    const std::optional<ir::Quant> saved =
+        q == f.metadata.end() ? std::nullopt : ir::parse_quant(q->second);
+    if (q == f.metadata.end())
+      return make_error(
+          "state '{}' holds codes, but the file does not say their format (no 'optjit.quant.{}' "
+          "metadata); this optimizer keeps it as {}",
+          name, decl.name, codes ? to_string(decl.quant) : to_string(decl.storage));
+    if (!saved)
+      return make_error("state '{}' holds codes of format '{}', which optjit does not know ({})",
+                        name, q->second, ir::quant_names());
+    const int64_t want = ir::code_bytes(*saved, t.numel);
     if (h.numel() != want)
       return make_error("state '{}' has {} codes, its parameter's {} elements need {}", name,
                         h.numel(), t.numel, want);
-    const int64_t blocks = ir::scale_count(decl.quant, t.numel);
+    const int64_t blocks = ir::scale_count(*saved, t.numel);
     const HostTensor* s = f.find(name + ".absmax");
     if (!s || s->dtype != DType::f32 || s->numel() != blocks)
       return make_error("state file has no f32 '{}.absmax' with {} blocks for its codes", name,
@@ -410,18 +419,28 @@ Status import_buffer(const plan::Plan& plan, TensorState& t, size_t b, const Hos
       if (const double v = s->get(k); v < 0)
         return make_error("state '{}.absmax' is {} at block {}: a block's scale is never negative",
                           name, v, k);
-    std::memcpy(t.data(b), h.data.data(), static_cast<size_t>(want));
-    std::memcpy(t.data(b + 1), s->data.data(), s->data.size());
-    return Status::Ok();
-  }
-  if (!is_float(h.dtype))
+    if (codes && *saved == decl.quant) {
+      std::memcpy(t.data(b), h.data.data(), static_cast<size_t>(want));
+      std::memcpy(t.data(b + 1), s->data.data(), s->data.size());
+      return Status::Ok();
+    }
+    const int64_t block = ir::info(*saved).block;
+    dequantized.resize(static_cast<size_t>(t.numel));
+    for (int64_t e = 0; e < t.numel; ++e)
+      dequantized[static_cast<size_t>(e)] = ir::dequantize(
+          *saved, ir::code_at(*saved, h.data.data(), e), static_cast<float>(s->get(e / block)));
+  } else if (!is_float(h.dtype)) {
     return make_error("state '{}' is {}, not a float type", name, to_string(h.dtype));
+  }
+  auto value = [&](int64_t e) {
+    return dequantized.empty() ? h.get(e) : static_cast<double>(dequantized[e]);
+  };
   if (!codes) {
-    for (int64_t e = 0; e < t.numel; ++e) store_element(t.data(b), decl.storage, e, h.get(e));
+    for (int64_t e = 0; e < t.numel; ++e) store_element(t.data(b), decl.storage, e, value(e));
     return Status::Ok();
   }
   std::vector<float> values(static_cast<size_t>(t.numel));
-  for (int64_t e = 0; e < t.numel; ++e) values[e] = static_cast<float>(h.get(e));
+  for (int64_t e = 0; e < t.numel; ++e) values[e] = static_cast<float>(value(e));
   std::vector<float> scales(static_cast<size_t>(ir::scale_count(decl.quant, t.numel)));
   ir::quantize(decl.quant, values.data(), t.numel, t.data(b), scales.data());
   std::memcpy(t.data(b + 1), scales.data(), scales.size() * 4);

@@ -775,6 +775,59 @@ TEST_F(Cli, StateFormatStoresStateInBf16OnEveryBackend) {
             "f64 (its per-element states: exp_avg, exp_avg_sq)\n");
 }
 
+// Quantized state through the command line: the state file holds 8-bit codes, their scales
+// and their format; 2 steps, then a resume from that file for 2 more, equal 4 steps; a resume
+// into another state format (4-bit, unquantized) takes the codes' values; codes whose file does
+// not say their format are refused, saying so.
+TEST_F(Cli, QuantizedStateResumesInItsOwnFormatAndConvertsToAnother) {
+  const auto adamw = [](const std::string& format) {
+    return "'chain(clip_grad_norm(max_norm=1.0), adamw(lr=0.01" +
+           (format.empty() ? std::string() : ", state_format=\"" + format + "\"") + "))'";
+  };
+  write("p.st", {filled("w", DType::f32, {40, 128}, 1), filled("b", DType::f32, {300}, -1)});
+  write("g.st", {filled("w", DType::f32, {40, 128}, 0.1), filled("b", DType::f32, {300}, 0.2)});
+  auto run = [&](const std::string& pipe, const std::string& params, const std::string& out,
+                 int steps, const std::string& state = "") {
+    return optjit_cli("run " + pipe + " --params " + p(params) + " --grads " + p("g.st") +
+                      " --steps " + std::to_string(steps) + " --quiet --out " + p(out) +
+                      (state.empty() ? "" : " --state " + p(state)));
+  };
+  for (auto [name, steps, params, state] : {std::tuple{"four.st", 4, "p.st", ""},
+                                            {"two.st", 2, "p.st", ""},
+                                            {"resumed.st", 2, "two.st", "two.st"}}) {
+    auto r = run(adamw("8bit"), params, name, steps, state);
+    ASSERT_EQ(r.code, 0) << name << ": " << r.output;
+  }
+  const TensorFile four = *runtime::read_safetensors(p("four.st"));
+  const TensorFile resumed = *runtime::read_safetensors(p("resumed.st"));
+  EXPECT_EQ(four.find("w.exp_avg")->dtype, DType::u8);
+  EXPECT_EQ(four.find("w.exp_avg.absmax")->numel(), 20);  // 5120 / 256
+  EXPECT_EQ(four.metadata.at("optjit.quant.exp_avg"), "q8");
+  EXPECT_EQ(four.find("b.exp_avg")->dtype, DType::f32);  // under 4096 elements
+  for (const auto& t : four.tensors) {
+    ASSERT_TRUE(resumed.find(t.name)) << t.name;
+    EXPECT_EQ(resumed.find(t.name)->data, t.data) << t.name;
+  }
+  for (auto [format, dtype, numel] :
+       {std::tuple{"4bit", DType::u8, 2560}, {"", DType::f32, 5120}}) {
+    auto r = run(adamw(format), "two.st", "other.st", 2, "two.st");
+    ASSERT_EQ(r.code, 0) << format << ": " << r.output;
+    const TensorFile other = *runtime::read_safetensors(p("other.st"));
+    EXPECT_EQ(other.find("w.exp_avg")->dtype, dtype) << format;
+    EXPECT_EQ(other.find("w.exp_avg")->numel(), numel) << format;
+  }
+  TensorFile unnamed = *runtime::read_safetensors(p("two.st"));
+  unnamed.metadata.erase("optjit.quant.exp_avg_sq");
+  ASSERT_TRUE(runtime::write_safetensors(p("unnamed.st"), unnamed));
+  auto r = run(adamw(""), "two.st", "x.st", 2, "unnamed.st");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.output, "optjit: " + p("unnamed.st") +
+                          ": state 'w.exp_avg_sq' holds codes, but the file does not say their "
+                          "format (no 'optjit.quant.exp_avg_sq' metadata); this optimizer keeps "
+                          "it as f32\n");
+  EXPECT_FALSE(fs::exists(p("x.st")));
+}
+
 // bf16_sr: the random bits depend on (state_seed, step, element, buffer) only: the
 // CPU with any thread count and chunk size and OpenCL with any launch shape give the same
 // bits, the reference (float64 math) the same state here, and 2 steps + resume + 2 steps equal

@@ -615,15 +615,132 @@ TEST(Quant, CheckpointsHoldCodesAndScalesAndResumeExactly) {
                 "negative");
     }
   }
-  auto swapped = Optimizer::create(R"(adamw(lr=1e-2, state_format="exp_avg:q8u,exp_avg_sq:q8"))",
-                                   Model().params());
-  ASSERT_TRUE(swapped);
-  auto st = (*swapped)->import_state(*file);
-  ASSERT_FALSE(st);
-  EXPECT_NE(
-      st.error().message.find("state 'a.exp_avg' holds q8 codes; this optimizer keeps it as q8u"),
-      std::string::npos)
-      << st.error().message;
+  // Codes whose format the file does not name, or names but optjit does not know: refused,
+  // saying so (conversions below).
+  for (const char* format : {"", "q9"}) {
+    runtime::TensorFile unnamed = *file;
+    if (*format == 0)
+      unnamed.metadata.erase("optjit.quant.exp_avg");
+    else
+      unnamed.metadata["optjit.quant.exp_avg"] = format;
+    auto into_unnamed = Optimizer::create(pipeline, Model().params());
+    ASSERT_TRUE(into_unnamed);
+    auto status = (*into_unnamed)->import_state(unnamed);
+    ASSERT_FALSE(status) << format;
+    EXPECT_EQ(status.error().message,
+              *format == 0 ? "state 'a.exp_avg' holds codes, but the file does not say their "
+                             "format (no 'optjit.quant.exp_avg' metadata); this optimizer keeps "
+                             "it as q8"
+                           : "state 'a.exp_avg' holds codes of format 'q9', which optjit does not "
+                             "know (" +
+                                 ir::quant_names() + ")");
+  }
+}
+
+namespace {
+
+// A state file's codes as their values, in f32 tensors of the parameters' shapes, computed here
+// from the formats' maps (map[code] times the block's scale; 4-bit codes two to a byte, the
+// first in the high nibble): what a checkpoint of those values in unquantized state holds.
+runtime::TensorFile as_values(const runtime::TensorFile& file, const std::vector<Param>& params) {
+  runtime::TensorFile out;
+  out.metadata = file.metadata;
+  for (const runtime::HostTensor& t : file.tensors) {
+    if (t.name.ends_with(".absmax")) continue;
+    if (t.dtype != DType::u8) {
+      out.tensors.push_back(t);
+      continue;
+    }
+    const std::string state = t.name.substr(t.name.find('.') + 1);
+    const ir::QuantInfo& q = ir::info(*ir::parse_quant(file.metadata.at("optjit.quant." + state)));
+    const runtime::HostTensor* scales = file.find(t.name + ".absmax");
+    const Param& param = *std::find_if(params.begin(), params.end(), [&](const Param& each) {
+      return t.name.starts_with(each.name + ".");
+    });
+    runtime::HostTensor v = runtime::HostTensor::zeros(t.name, DType::f32, param.shape);
+    for (int64_t e = 0; e < v.numel(); ++e) {
+      const uint8_t byte = t.data[static_cast<size_t>(q.bits == 8 ? e : e / 2)];
+      const int code = q.bits == 8 ? byte : e % 2 == 0 ? byte >> 4 : byte & 15;
+      v.set(e, q.map[static_cast<size_t>(code)] * static_cast<float>(scales->get(e / q.block)));
+    }
+    out.tensors.push_back(std::move(v));
+  }
+  return out;
+}
+
+}  // namespace
+
+// A checkpoint of one state format resumes in another (or in unquantized state) as its values,
+// as the Python bridge loads it: the same state, bit for bit, as a checkpoint of those values
+// in f32 gives, and the same steps after. What the CLI's --state does with a checkpoint of
+// another format.
+TEST(Quant, CheckpointsOfAnotherStateFormatLoadAsTheirValues) {
+  struct Case {
+    const char* saved;
+    const char* loaded;
+  };
+  // a: 6400 elements, whole blocks of 128 and 256; s: 300, too small to quantize.
+  std::vector<float> a0(6400), s0(300);
+  for (size_t i = 0; i < a0.size(); ++i) a0[i] = std::sin(0.01f * static_cast<float>(i));
+  for (size_t i = 0; i < s0.size(); ++i) s0[i] = 0.1f * static_cast<float>(i % 7);
+  auto params = [](std::vector<float>& a, std::vector<float>& s) {
+    return std::vector<Param>{{"a", a.data(), DType::f32, {64, 100}},
+                              {"s", s.data(), DType::f32, {300}}};
+  };
+  auto grads = [](int step) {
+    std::vector<float> ga(6400), gs(300);
+    for (size_t i = 0; i < ga.size(); ++i)
+      ga[i] = std::sin(0.13f * static_cast<float>(i) + static_cast<float>(step)) *
+              std::exp(-0.001f * static_cast<float>(i));
+    for (size_t i = 0; i < gs.size(); ++i) gs[i] = std::cos(0.3f * static_cast<float>(i + step));
+    return std::pair{ga, gs};
+  };
+  auto pipeline = [](std::string format) {
+    return "adamw(lr=1e-2, weight_decay=0.1" +
+           (format.empty() ? std::string() : ", state_format=\"" + format + "\"") + ")";
+  };
+  for (auto [saved, loaded] :
+       {Case{"8bit", "4bit"}, Case{"4bit", "8bit"}, Case{"f8", "8bit"}, Case{"8bit", ""},
+        Case{"4bit", "bf16"}, Case{"8bit", "exp_avg:q8u,exp_avg_sq:q8"}}) {
+    SCOPED_TRACE(std::string(saved) + " -> " + loaded);
+    std::vector<float> a = a0, s = s0;
+    auto opt = Optimizer::create(pipeline(saved), params(a, s));
+    ASSERT_TRUE(opt) << opt.error().message;
+    for (int k = 0; k < 3; ++k) {
+      auto [ga, gs] = grads(k);
+      ASSERT_TRUE((*opt)->step({ga.data(), gs.data()}));
+    }
+    auto file = (*opt)->export_state();
+    ASSERT_TRUE(file) << file.error().message;
+    ASSERT_EQ(file->find("a.exp_avg")->dtype, DType::u8);
+    const runtime::TensorFile values = as_values(*file, params(a, s));
+
+    std::vector<float> a1 = a, s1 = s, a2 = a, s2 = s;
+    auto from_codes = Optimizer::create(pipeline(loaded), params(a1, s1));
+    auto from_values = Optimizer::create(pipeline(loaded), params(a2, s2));
+    ASSERT_TRUE(from_codes && from_values);
+    ASSERT_TRUE((*from_codes)->import_state(*file));
+    ASSERT_TRUE((*from_values)->import_state(values));
+    auto got = (*from_codes)->export_state(), want = (*from_values)->export_state();
+    ASSERT_TRUE(got && want);
+    ASSERT_EQ(got->tensors.size(), want->tensors.size());
+    for (size_t k = 0; k < got->tensors.size(); ++k) {
+      EXPECT_EQ(got->tensors[k].name, want->tensors[k].name);
+      EXPECT_EQ(got->tensors[k].dtype, want->tensors[k].dtype) << got->tensors[k].name;
+      EXPECT_EQ(got->tensors[k].data, want->tensors[k].data) << got->tensors[k].name;
+    }
+    if (*loaded == 0) {  // unquantized: the values themselves
+      EXPECT_EQ(got->find("a.exp_avg_sq")->data, values.find("a.exp_avg_sq")->data);
+    }
+    for (int k = 3; k < 5; ++k) {
+      auto [ga, gs] = grads(k);
+      ASSERT_TRUE((*from_codes)->step({ga.data(), gs.data()}));
+      ASSERT_TRUE((*from_values)->step({ga.data(), gs.data()}));
+    }
+    EXPECT_EQ(a1, a2);
+    EXPECT_EQ(s1, s2);
+    EXPECT_NE(a1, a);  // the steps moved the parameters
+  }
 }
 
 // The CPU dequantizes by byte permutes where it has AVX-512 VBMI (8-bit, fp8 and q4 codes), by
