@@ -463,11 +463,11 @@ TEST(Quant, CpuFollowsTheReference) {
     // Every element the reference moved, the backend moved most of the way: the bounds above
     // allow an element left out (a block's tail) as one of the 1%.
     const Model start;
-    auto moved = [&](const std::vector<float>& x, const std::vector<float>& ref,
+    auto moved = [&](const std::vector<float>& x, const std::vector<float>& oracle,
                      const std::vector<float>& from, const char* name) {
       double least = 1;
       for (size_t i = 0; i < x.size(); ++i) {
-        const double theirs = std::fabs(double(ref[i]) - from[i]);
+        const double theirs = std::fabs(double(oracle[i]) - from[i]);
         if (theirs > 1e-4) least = std::min(least, std::fabs(double(x[i]) - from[i]) / theirs);
       }
       EXPECT_GE(least, 0.5) << pipeline << ", parameter " << name;  // 0.94 or more here
@@ -537,10 +537,10 @@ TEST(Quant, EachParameterMayKeepItsStateInF32OrQuantizeItBelowTheMinimum) {
   std::vector<Param> ps = m.params();
   ps[2].quantize = true;
   go.groups = {{{"c"}, {{"quantize_state", 1}}}};
-  for (bool by_group : {false, true}) {
-    auto four = by_group ? Optimizer::create(kPipelines[5], m.params(), go)
+  for (bool in_group : {false, true}) {
+    auto four = in_group ? Optimizer::create(kPipelines[5], m.params(), go)
                          : Optimizer::create(kPipelines[5], ps);
-    ASSERT_FALSE(four) << by_group;
+    ASSERT_FALSE(four) << in_group;
     EXPECT_EQ(four.error().message,
               "parameter 'c' (300 elements) cannot keep its state 'exp_avg' quantized: format "
               "q4 (4-bit blockwise (128), torchao's AdamW4bit signed dynamic map) quantizes "
