@@ -64,6 +64,19 @@ std::string table_name(const std::string& name, bool shared) { return shared ? n
 std::string preamble(const Lang& L, const plan::Plan& plan, int vec, bool shared_tables) {
   std::string s = L.preamble(plan, vec);
   s += L.bf16_helpers();
+  bool f64_odd = false, f16 = false;  // what Lang::rounded and f64 stores to halves need
+  for (const plan::Pass& pass : plan.passes)
+    for (const ir::Inst& in : pass.body.insts) {
+      const bool half = in.type == DType::f16 || in.type == DType::bf16;
+      if (in.op == Op::Cast && half) {
+        f16 = f16 || in.type == DType::f16;
+        f64_odd = f64_odd || pass.body.at(in.args[0]).type == DType::f64;
+      }
+      const DType st = in.op == Op::Store ? plan.buffers[in.attr].storage : DType::f32;
+      if ((st == DType::f16 || st == DType::bf16) && pass.body.at(in.args[0]).type == DType::f64)
+        f64_odd = true;
+    }
+  s += L.rounding_helpers(f64_odd, f16);
   // Block-quantized formats: the map, and the quantizer of ir/quant.h line for line: the
   // lookup table in its compact form (quant_lut_index, then CompactLut::code), f8_code, or the
   // thresholds of nearest_code.
@@ -832,14 +845,17 @@ class KernelWriter {
         if (in.op != Op::Store) break;
         DType st = plan_.buffers[in.attr].storage;
         std::string x = a(0), to = lane_of(fmt::format("S{}", in.attr), lane, w);
+        // An f64 into f16 or bf16: rounded once, as the reference's (Lang::rounded).
+        const bool odd = at(0) == DType::f64 && (st == DType::f16 || st == DType::bf16);
+        const std::string x32 =
+            odd ? fmt::format("optjit_f32_odd({})", x) : convert(x, at(0), DType::f32);
         if (st == DType::f16 && !L_.half_loads_convert())
-          return fmt::format("{} = OPTJIT_F32_TO_F16({});", to, convert(x, at(0), DType::f32));
-        if (st == DType::f16) return fmt::format("{} = {};", to, convert(x, at(0), DType::f32));
+          return fmt::format("{} = OPTJIT_F32_TO_F16({});", to, x32);
+        if (st == DType::f16) return fmt::format("{} = {};", to, x32);
         if (st == DType::bf16)
           return fmt::format(
               "{} = {};", to,
-              L_.cast(L_.storage_type(st),
-                      fmt::format("OPTJIT_BF16_BITS({})", convert(x, at(0), DType::f32))));
+              L_.cast(L_.storage_type(st), fmt::format("OPTJIT_BF16_BITS({})", x32)));
         return fmt::format("{} = {};", to, convert(x, at(0), st));
       }
       case OpKind::reduce: {
@@ -859,6 +875,13 @@ class KernelWriter {
       case OpKind::select:
         return def(L_.select(a(0), a(1), a(2)));
       case OpKind::cast:
+        // Casts to f16 and bf16 round there (their values live in f32 registers), and Inf and
+        // NaN cast to i64 are 0, as the reference's casts (ir::round_to).
+        if (is_float(at(0)) && (in.type == DType::f16 || in.type == DType::bf16))
+          return def(L_.rounded(in.type, at(0), a(0)));
+        if (is_float(at(0)) && in.type == DType::i64)
+          return def("(" + L_.select(fmt::format("isfinite({})", a(0)), L_.cast(T, a(0)), "0") +
+                     ")");
         return def(convert(a(0), at(0), in.type));
       case OpKind::logic:
         if (in.op == Op::Not) return def("!" + a(0));

@@ -78,6 +78,25 @@ std::string Lang::bf16_helpers() const {
              ": ({0})((OPTJIT_F32_BITS(v) + 0x7fffu + ((OPTJIT_F32_BITS(v) >> 16) & 1u)) >> 16))\n",
              u32());
 }
+std::string Lang::rounding_helpers(bool f64_odd, bool /*f16*/) const {
+  if (!f64_odd) return {};
+  // Toward zero, then the last bit set where that was inexact (NaN stays NaN): rounding it to
+  // nearest even at 8 or 11 bits is the f64's own rounding there (f32 keeps 13 bits more).
+  return fmt::format(
+      "{0}float optjit_f32_odd(double d) {{\n"
+      "  const float t = (float)d;\n"
+      "  const double back = (double)t;\n"
+      "  {1} b = OPTJIT_F32_BITS(t);\n"
+      "  if (fabs(back) > fabs(d)) b -= 1u;\n"
+      "  if (back != d) b |= 1u;\n"
+      "  return OPTJIT_BITS_F32(b);\n}}\n",
+      device_fn(), u32());
+}
+std::string Lang::rounded(DType to, DType from, const std::string& x) const {
+  const std::string f = from == DType::f64 ? fmt::format("optjit_f32_odd({})", x) : x;
+  if (to == DType::f16) return fmt::format("OPTJIT_F16_TO_F32(OPTJIT_F32_TO_F16({}))", f);
+  return fmt::format("OPTJIT_BF16_TO_F32(OPTJIT_BF16_BITS({}))", f);
+}
 std::string Lang::sround_helpers() const {
   // ir/stochastic_round.h, line for line.
   return fmt::format(
@@ -363,6 +382,19 @@ class Opencl final : public Lang {
     return w == 1 ? var : fmt::format("{}.s{}", var, l);
   }
   bool half_loads_convert() const override { return true; }
+  // OpenCL C converts to half only through memory without cl_khr_fp16: a private one.
+  std::string rounding_helpers(bool f64_odd, bool f16) const override {
+    std::string s = Lang::rounding_helpers(f64_odd, f16);
+    if (f16)
+      s += "float optjit_round_f16(float x) {\n  ushort h;\n  vstore_half_rte(x, 0, (half*)&h);\n"
+           "  return vload_half(0, (half*)&h);\n}\n";
+    return s;
+  }
+  std::string rounded(DType to, DType from, const std::string& x) const override {
+    if (to != DType::f16) return Lang::rounded(to, from, x);
+    return fmt::format("optjit_round_f16({})",
+                       from == DType::f64 ? fmt::format("optjit_f32_odd({})", x) : x);
+  }
 };
 
 // WGSL (WebGPU): no pointers, so each buffer is an arena (a storage buffer) and a tensor's row
@@ -720,6 +752,7 @@ fn optjit_sqrt(v: f32) -> f32 {
     for (uint32_t b : used) s += fmt::format("    let p{0}: i32 = rows[row + {0}].x + off;\n", b);
     return s;
   }
+  std::string rounding_helpers(bool, bool) const override { return {}; }  // no f64 here
   // bf16 as the C languages round it; f16 by hand too (WGSL's own conversions need the
   // shader-f16 feature, and pack2x16float need not round to nearest even): IEEE's
   // round-to-nearest-even, overflow to infinity, subnormals, quiet NaNs.

@@ -178,6 +178,15 @@ class Lang {
                                             uint32_t stream) const;
   /// OPTJIT_BF16_TO_F32(bits) and OPTJIT_BF16_BITS(f32), the latter rounding to nearest even.
   virtual std::string bf16_helpers() const;
+  /// What `rounded` and f64 stores to f16 and bf16 need beyond bf16_helpers, where a plan has
+  /// them: optjit_f32_odd, an f64 rounded to f32 by round-to-odd (`f64_odd`: an f64 value cast
+  /// or stored to f16 or bf16), and a register's rounding to f16 where the language has none
+  /// (`f16`: a cast to f16). Empty where nothing is needed.
+  virtual std::string rounding_helpers(bool f64_odd, bool f16) const;
+  /// Float value x (of type `from`) rounded to `to` (f16 or bf16), as an f32 value: the cast
+  /// op, which rounds where the reference's does. An f64 goes through optjit_f32_odd, so that
+  /// it rounds once, as the reference's.
+  virtual std::string rounded(DType to, DType from, const std::string& x) const;
   /// The functions mul(), div() and math("sqrt") call, if any, dividing as `division` says.
   virtual std::string arithmetic_helpers(F32Division /*division*/) const { return {}; }
   /// The local that holds pass uniform k ("u3"; WGSL's must not spell a type, as u32 does).

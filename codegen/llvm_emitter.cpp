@@ -1382,22 +1382,60 @@ class PassEmitter {
     return convert(x, have, want);
   }
 
+  // An f32's bf16 bits (in the low 16 of an i32): rounded to nearest even on the top 16 bits;
+  // NaN stays a quiet NaN.
+  llvm::Value* bf16_bits(llvm::Value* f) {
+    llvm::Value* bits = b_.CreateBitCast(f, b_.getInt32Ty());
+    llvm::Value* lsb = b_.CreateAnd(b_.CreateLShr(bits, 16), b_.getInt32(1));
+    llvm::Value* rounded =
+        b_.CreateLShr(b_.CreateAdd(b_.CreateAdd(bits, b_.getInt32(0x7fff)), lsb), 16);
+    llvm::Value* quiet = b_.CreateOr(b_.CreateLShr(bits, 16), b_.getInt32(0x40));
+    return b_.CreateSelect(b_.CreateFCmpUNO(f, f), quiet, rounded);
+  }
+
+  // An f64 as the f32 nearest it rounding to odd: toward zero, with the last bit set where
+  // that was inexact. Rounding that to bf16 or f16 (to nearest even) is the f64's own rounding
+  // to them, as the reference's; through the f32 nearest it, a value just past a halfway point
+  // of theirs could land on it and round to even the wrong way (1 + 2^-8 + 2^-30: bf16 1 +
+  // 2^-7, but its nearest f32 is 1 + 2^-8, whose bf16 is 1). NaN stays NaN.
+  llvm::Value* f32_odd(llvm::Value* d) {
+    llvm::Value* t = b_.CreateFPTrunc(d, b_.getFloatTy());
+    llvm::Value* back = b_.CreateFPExt(t, b_.getDoubleTy());
+    llvm::Value* bits = b_.CreateBitCast(t, b_.getInt32Ty());
+    llvm::Value* above =
+        b_.CreateFCmpOGT(call(llvm::Intrinsic::fabs, {back}), call(llvm::Intrinsic::fabs, {d}));
+    bits = b_.CreateSelect(above, b_.CreateSub(bits, b_.getInt32(1)), bits);
+    bits = b_.CreateSelect(b_.CreateFCmpUNE(back, d), b_.CreateOr(bits, b_.getInt32(1)), bits);
+    return b_.CreateBitCast(bits, b_.getFloatTy());
+  }
+
+  // The cast op: convert, where casts to bf16 and f16 round there (their values are computed
+  // in f32 registers; the reference rounds a cast, ir::round_to) and casts of Inf and NaN to
+  // i64 are 0, as the reference's (an LLVM fptosi of them is poison).
+  llvm::Value* cast(llvm::Value* x, DType from, DType to) {
+    if (is_float(from) && (to == DType::bf16 || to == DType::f16)) {
+      llvm::Value* f = from == DType::f64 ? f32_odd(x) : x;
+      if (to == DType::f16)
+        return b_.CreateFPExt(b_.CreateFPTrunc(f, b_.getHalfTy()), b_.getFloatTy());
+      return b_.CreateBitCast(b_.CreateShl(bf16_bits(f), 16), b_.getFloatTy());
+    }
+    if (is_float(from) && to == DType::i64) {
+      llvm::Value* finite = b_.CreateFCmpOLT(call(llvm::Intrinsic::fabs, {x}),
+                                             llvm::ConstantFP::getInfinity(x->getType()));
+      return b_.CreateSelect(finite, b_.CreateFPToSI(x, b_.getInt64Ty()), b_.getInt64(0));
+    }
+    return convert(x, from, to);
+  }
+
   void store(uint32_t buf, llvm::Value* i, llvm::Value* x, DType have) {
     DType st = plan_.buffers[buf].storage;
     llvm::Type* sty = storage_type(st);
+    // f64 values (f64 parameters' state) through f32_odd: one rounding, as the reference's.
+    auto as_f32 = [&] { return have == DType::f64 ? f32_odd(x) : convert(x, have, DType::f32); };
     if (st == DType::f16) {
-      x = b_.CreateBitCast(b_.CreateFPTrunc(convert(x, have, DType::f32), b_.getHalfTy()),
-                           b_.getInt16Ty());
+      x = b_.CreateBitCast(b_.CreateFPTrunc(as_f32(), b_.getHalfTy()), b_.getInt16Ty());
     } else if (st == DType::bf16) {
-      // Round to nearest even on the top 16 bits; NaN stays a quiet NaN.
-      llvm::Value* f = convert(x, have, DType::f32);
-      llvm::Value* bits = b_.CreateBitCast(f, b_.getInt32Ty());
-      llvm::Value* lsb = b_.CreateAnd(b_.CreateLShr(bits, 16), b_.getInt32(1));
-      llvm::Value* rounded =
-          b_.CreateLShr(b_.CreateAdd(b_.CreateAdd(bits, b_.getInt32(0x7fff)), lsb), 16);
-      llvm::Value* quiet = b_.CreateOr(b_.CreateLShr(bits, 16), b_.getInt32(0x40));
-      llvm::Value* nan = b_.CreateFCmpUNO(f, f);
-      x = b_.CreateTrunc(b_.CreateSelect(nan, quiet, rounded), b_.getInt16Ty());
+      x = b_.CreateTrunc(bf16_bits(as_f32()), b_.getInt16Ty());
     } else if (st == DType::u16) {  // an integer 0..65535 (the low half of an f32 master)
       x = b_.CreateFPToUI(convert(x, have, DType::f32), b_.getInt16Ty());
     } else if (st == DType::b1) {  // 0 or 1 in a byte: an i1 store leaves the other bits open
@@ -1425,7 +1463,7 @@ class PassEmitter {
   llvm::Value* arith(const ir::Inst& in, Arg arg, ArgType arg_type) {
     const OpKind kind = ir::info(in.op).kind;
     if (kind == OpKind::select) return b_.CreateSelect(arg(0), arg(1), arg(2));
-    if (kind == OpKind::cast) return convert(arg(0), arg_type(0), in.type);
+    if (kind == OpKind::cast) return cast(arg(0), arg_type(0), in.type);
     if (kind == OpKind::logic) {
       if (in.op == Op::Not) return b_.CreateNot(arg(0));
       return in.op == Op::And ? b_.CreateAnd(arg(0), arg(1)) : b_.CreateOr(arg(0), arg(1));

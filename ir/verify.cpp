@@ -30,6 +30,11 @@ Status check_inst(const Program& p, size_t n, const Inst& in) {
       if (arg(k).type != arg(0).type) return false;
     return true;
   };
+  // u8 and u16 hold codes and integers in memory; the backends compute in f32, f64, i64 and
+  // b1 only (a u16 state loads as f32), so no value has those types.
+  if (has_result(in.op) && (in.type == DType::u8 || in.type == DType::u16))
+    return fail(fmt::format("{} is a storage type: values are f64, f32, f16, bf16, i64 or b1",
+                            to_string(in.type)));
   switch (oi.kind) {
     case OpKind::leaf:
       switch (in.op) {

@@ -395,6 +395,110 @@ t()
     }
 }
 
+/// A cast to bf16 or f16 inside a pass rounds there, as the reference's casts do (backends keep
+/// such values in f32 registers, and a cast was a no-op: cast(cast(p, bf16), f32) came back
+/// unrounded); Inf and NaN cast to i64 are 0. A transform of the C++ DSL (the text form has no
+/// cast) keeps the casts of its parameter in three states, and the parameter itself in a bf16
+/// and an f16 state, for f32 parameters and, where the backend has f64 (`f64`), f64 ones, whose
+/// values round once, cast or stored, as the reference's: 1 + 2^-8 + 2^-30 is bf16 1 + 2^-7, but
+/// its nearest f32, 1 + 2^-8, is a halfway point that rounds to 1.
+/// The parameters go in unchanged, so every bit must be the reference's. Without `i64` (WGSL
+/// has none) the i64 state is left out. `make(plan)` builds the backend.
+inline void check_casts_round_as_the_reference(
+    const std::function<Expected<std::unique_ptr<runtime::Executor>>(const plan::Plan&)>& make,
+    bool f64 = true, bool i64 = true) {
+  auto def = std::make_shared<dsl::Def>();
+  def->name = "casts";
+  def->doc = "its parameter cast to bf16, f16 and i64";
+  def->apply = [i64](dsl::Ctx& c) {
+    const DType t = c.element_type();
+    dsl::Value p = c.param() + 0.0 * c.grad();
+    for (const char* name : {"bf16", "f16", "i64", "stored_bf16", "stored_f16"})
+      c.state(name);                // declared: zeros at first
+    c.set_state("stored_bf16", p);  // stored in bf16 and f16 (state_format below)
+    c.set_state("stored_f16", p);
+    c.set_state("bf16", dsl::cast(dsl::cast(p, DType::bf16), t));
+    c.set_state("f16", dsl::cast(dsl::cast(p, DType::f16), t));
+    if (i64) {
+      // Inf above 2, NaN for 0, else p itself, truncated.
+      dsl::Value odd =
+          dsl::select(p > 2.0, p / (p - p), dsl::select(p == 0.0, (p - p) / (p - p), p));
+      c.set_state("i64", dsl::cast(dsl::cast(odd, DType::i64), t));
+    }
+  };
+  auto bound = dsl::bind(def, {{"state_format", "stored_bf16:bf16,stored_f16:f16"}});
+  ASSERT_TRUE(bound) << bound.error().message;
+  std::vector<double> values = {1.0,
+                                -1.0,
+                                0.0,
+                                1.0 + 0x1p-8,
+                                1.0 + 3 * 0x1p-8,
+                                -(1.0 + 0x1p-8),  // bf16 halfway: to even
+                                1.0 + 0x1p-11,
+                                1.0 + 3 * 0x1p-11,  // f16 halfway
+                                65504.0,
+                                65519.0,
+                                65520.0,
+                                70000.0,
+                                1e-5,
+                                3e-8,
+                                6e-8,
+                                1e-9,  // f16 range's ends
+                                3.3895313892515355e38,
+                                3.39e38,
+                                1e-39,
+                                2.5,
+                                3.7,
+                                -2.5,
+                                2.75,
+                                100.3,
+                                0.1,
+                                1.0 / 3};
+  for (int i = 0; i < 40; ++i) values.push_back(std::ldexp(std::sin(1.3 * i + 0.4), i % 9 - 4));
+  std::vector<DType> dtypes = {DType::f32};
+  if (f64) dtypes.push_back(DType::f64);
+  for (DType dt : dtypes) {
+    SCOPED_TRACE(std::string(to_string(dt)));
+    auto program = dsl::lower(dsl::Pipeline{*bound}, {dt, dt, dt});
+    ASSERT_TRUE(program) << program.error().message;
+    auto plan = plan::make_plan(*program);
+    ASSERT_TRUE(plan) << plan.error().message;
+    std::vector<double> v = values;
+    if (dt == DType::f64)  // past a halfway point by less than an f32 ulp
+      for (double x : {1.0 + 0x1p-8 + 0x1p-30, 1.0 + 0x1p-11 + 0x1p-40, -(1.0 + 0x1p-8 + 0x1p-35),
+                       1.0 + 3 * 0x1p-8 - 0x1p-33})
+        v.push_back(x);
+    std::vector<runtime::HostTensor> params = {
+        runtime::HostTensor::zeros("w", dt, {static_cast<int64_t>(v.size())})};
+    for (size_t i = 0; i < v.size(); ++i) params[0].set(static_cast<int64_t>(i), v[i]);
+    auto s = runtime::init_state(*plan, params, {});
+    auto ref = runtime::init_state(*plan, params, {});
+    ASSERT_TRUE(s && ref);
+    ASSERT_TRUE(
+        set_grads_from(*plan, params, dt, [](size_t, int64_t) { return 0.0; }, {&*s, &*ref}));
+    auto b = make(*plan);
+    ASSERT_TRUE(b) << b.error().message;
+    auto r = (*b)->step(*s);
+    ASSERT_TRUE(r) << r.error().message;
+    runtime::ReferenceBackend(*plan).step(*ref);
+    for (const char* name : {"param", "bf16", "f16", "i64", "stored_bf16", "stored_f16"}) {
+      const auto buf = plan->program.find_buffer(name);
+      if (!buf) continue;
+      const auto n = static_cast<int64_t>(v.size());
+      const DType st = plan->buffers[*buf].storage;
+      const auto got = buffer_values(s->tensors[0].data(*buf), st, n);
+      const auto want = buffer_values(ref->tensors[0].data(*buf), st, n);
+      for (int64_t i = 0; i < n; ++i)  // bit for bit (EXPECT_EQ; no NaN is stored here)
+        EXPECT_EQ(got[i], want[i]) << name << " of " << v[i];
+    }
+    expect_same_state(*plan, params, *s, *ref);
+    // Not vacuous: the reference rounded (to even at the halfway points).
+    const uint32_t bf = *plan->program.find_buffer("bf16");
+    EXPECT_EQ(buffer_values(ref->tensors[0].data(bf), dt, 5)[3], 1.0);
+    EXPECT_EQ(buffer_values(ref->tensors[0].data(bf), dt, 5)[4], 1.0 + 0x1p-6);
+  }
+}
+
 inline std::string fixture_case_name(const ::testing::TestParamInfo<int>& info) {
   const auto& c = torch_fixtures()["cases"][info.param];
   return c["name"].get<std::string>() + "_" + c["dtype"].get<std::string>();

@@ -350,5 +350,11 @@ TEST(CpuBackend, ConditionsCarriedInScratchBuffersStepAsTheReference) {
   });
 }
 
+TEST(CpuBackend, CastsRoundAsTheReference) {
+  testing::check_casts_round_as_the_reference([](const plan::Plan& plan) {
+    return testing::cpu_executor(plan, {2, 64});
+  });
+}
+
 }  // namespace
 }  // namespace optjit

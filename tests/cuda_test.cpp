@@ -194,6 +194,11 @@ TEST_P(CudaDeviceStep, MatchesTorchAndTheReference) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaDeviceStep, testing::all_fixture_cases(),
                          testing::fixture_case_name);
 
+TEST(Cuda, CastsRoundAsTheReference) {
+  testing::check_casts_round_as_the_reference(
+      [](const plan::Plan& plan) { return testing::executor(plan, "cuda", {}); });
+}
+
 TEST(CudaDeviceStepOrder, CombinesManyChunksAndTensorsInTheHostsOrder) {
   testing::check_device_step_combines_like_the_host<runtime::Executor>(
       [](const plan::Plan& plan, bool device_step) {

@@ -455,6 +455,12 @@ TEST(OpenCL, ConditionsCarriedInScratchBuffersStepAsTheReference) {
   });
 }
 
+TEST(OpenCL, CastsRoundAsTheReference) {
+  testing::check_casts_round_as_the_reference([](const plan::Plan& plan) {
+    return testing::executor(plan, "opencl", testing::opencl_options());
+  });
+}
+
 TEST(OpenCL, PassVersionsStepAsTheWholeBody) {
   for (auto step : {runtime::StepMode::host, runtime::StepMode::device}) {
     SCOPED_TRACE(to_string(step));

@@ -84,6 +84,28 @@ TEST(IrText, StochasticRoundingRoundTrips) {
       << st.error().message;
 }
 
+// u8 and u16 are storage types (codes, a master's low half): no value has them, since the
+// backends compute in f32, f64, i64 and b1 (a cast to u8 was a no-op there, and truncated and
+// clamped in the reference).
+TEST(IrVerify, StorageTypesAreNoValueTypes) {
+  for (const char* t : {"u8", "u16"}) {
+    auto p = ir::parse_ir(fmt::format(R"(optjit-ir 1
+buffer "param" f32 param
+buffer "grad" f32 grad
+%0 = load "param" : f32
+%1 = cast %0 : {0}
+%2 = cast %1 : f32
+store "param", %2
+)",
+                                      t));
+    ASSERT_FALSE(p) << t;  // parse_ir verifies what it reads
+    EXPECT_EQ(p.error().message,
+              fmt::format("IR %1 (cast): {} is a storage type: values are f64, f32, f16, bf16, "
+                          "i64 or b1",
+                          t));
+  }
+}
+
 TEST(IrText, SpecialNumbersRoundTrip) {
   auto p = ir::parse_ir(R"(optjit-ir 1
 hyper "h" = -inf

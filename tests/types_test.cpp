@@ -86,6 +86,9 @@ TEST(Types, RoundToFloatAndIntegers) {
   EXPECT_EQ(round_to(DType::f32, 0.1), static_cast<double>(0.1f));
   EXPECT_EQ(round_to(DType::f64, 0.1), 0.1);
   EXPECT_EQ(round_to(DType::i64, -2.7), -2.0);
+  EXPECT_FALSE(std::signbit(round_to(DType::i64, -0.5)));  // an integer has no -0
+  EXPECT_EQ(round_to(DType::i64, std::nan("")), 0.0);
+  EXPECT_EQ(round_to(DType::i64, -HUGE_VAL), 0.0);
   EXPECT_EQ(round_to(DType::b1, 0.5), 1.0);
   EXPECT_TRUE(std::isnan(round_to(DType::f16, std::nan(""))));
   EXPECT_EQ(compute_type(DType::bf16), DType::f32);

@@ -37,6 +37,13 @@ TEST(Webgpu, ConditionsCarriedInScratchBuffersStepAsTheReference) {
       [](const plan::Plan& plan) { return testing::executor(plan, "webgpu", {}); });
 }
 
+// WGSL has neither f64 nor i64.
+TEST(Webgpu, CastsRoundAsTheReference) {
+  testing::check_casts_round_as_the_reference(
+      [](const plan::Plan& plan) { return testing::executor(plan, "webgpu", {}); },
+      /*f64=*/false, /*i64=*/false);
+}
+
 TEST(Webgpu, PassVersionsStepAsTheWholeBody) {
   testing::check_versions_step_as_the_whole_body([](const plan::Plan& plan) {
     runtime::ExecutorOptions options;
