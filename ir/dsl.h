@@ -280,6 +280,8 @@ class Ctx {
   // Used by Value's operators.
   ir::Builder& builder() { return b_; }
   DType element_type() const { return element_type_; }
+  /// The storage types of the parameters, gradients and state this program is lowered for.
+  DTypes dtypes() const { return dtypes_; }
   Value wrap(ir::ValueId id) { return Value(this, id); }
 
  private:

@@ -46,6 +46,13 @@ struct Function {
   std::function<Value(Ctx&, std::vector<Value>&)> fn;
 };
 
+// x rounded to storage type t and back, a value of x's type (a float; the element type for
+// others): a cast to bf16 or f16 rounds where it is, on every backend.
+Value rounded_to(Ctx& c, Value x, DType t) {
+  if (!is_float(x.type())) x = cast(x, c.element_type());
+  return cast(cast(x, t), x.type());
+}
+
 const std::map<std::string, Function, std::less<>>& functions() {
   using V = std::vector<Value>;
   using ir::Scope;
@@ -59,6 +66,15 @@ const std::map<std::string, Function, std::less<>>& functions() {
       {"floor", {1, "round down", [](Ctx&, V& a) { return floor(a[0]); }}},
       {"cos", {1, "cosine", [](Ctx&, V& a) { return cos(a[0]); }}},
       {"isfinite", {1, "not Inf or NaN", [](Ctx&, V& a) { return is_finite(a[0]); }}},
+      {"bf16",
+       {1, "rounded to bf16 (to nearest even), as a value",
+        [](Ctx& c, V& a) { return rounded_to(c, a[0], DType::bf16); }}},
+      {"f16",
+       {1, "rounded to f16 (to nearest even), as a value",
+        [](Ctx& c, V& a) { return rounded_to(c, a[0], DType::f16); }}},
+      {"like_grad",
+       {1, "rounded to the gradients' type, as torch's in-place ops on them round",
+        [](Ctx& c, V& a) { return rounded_to(c, a[0], c.dtypes().grad); }}},
       {"pow", {2, "x^y", [](Ctx&, V& a) { return pow(a[0], a[1]); }}},
       {"min", {2, "smaller (NaN-propagating)", [](Ctx&, V& a) { return min(a[0], a[1]); }}},
       {"max", {2, "larger (NaN-propagating)", [](Ctx&, V& a) { return max(a[0], a[1]); }}},

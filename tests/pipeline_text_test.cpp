@@ -408,9 +408,63 @@ TEST(PipelineText, CppStatesStartFromTheirFirstStepsValues) {
             "has a value per element)");
 }
 
+// bf16(x) and f16(x) round x there, to nearest even (the reference's casts, and every
+// backend's: cast_test's parity checks); like_grad(x) rounds to the gradients' type, as torch's
+// in-place ops on bf16 gradients round, and is x itself for f32 gradients (no cast at all).
+TEST(PipelineText, RoundingFunctionsRoundWhereTheyAre) {
+  const char* text = R"(
+    transform r() {
+      state b = 0
+      state h = 0
+      b = bf16(param)
+      h = f16(param)
+      param = like_grad(grad * 3)
+    }
+    r()
+  )";
+  auto casts = [](const plan::Plan& p, DType to) {
+    int n = 0;
+    for (const auto& pass : p.passes)
+      for (const auto& in : pass.body.insts) n += in.op == ir::Op::Cast && in.type == to;
+    return n;
+  };
+  auto f32 = compile_pipeline(text);
+  ASSERT_TRUE(f32) << f32.error().message;
+  EXPECT_EQ(casts(*f32, DType::bf16), 1);  // bf16(param); like_grad of f32 gradients: none
+  EXPECT_EQ(casts(*f32, DType::f16), 1);
+  auto bf = compile_pipeline(text, {DType::bf16, DType::bf16, DType::f32});
+  ASSERT_TRUE(bf) << bf.error().message;
+  EXPECT_EQ(casts(*bf, DType::bf16), 2);  // and like_grad's
+  // Values at bf16's and f16's halfway points round to even; 1/3 to the nearest of each.
+  const std::vector<double> start = {1.0 + 0x1p-8, 1.0 + 3 * 0x1p-8, 1.0 + 0x1p-11,
+                                     1.0 + 3 * 0x1p-11, 1.0 / 3};
+  runtime::HostTensor t = runtime::HostTensor::zeros("x", DType::f32, {5});
+  runtime::HostTensor g = runtime::HostTensor::zeros("x", DType::f32, {5});
+  for (int i = 0; i < 5; ++i) {
+    t.set(i, start[static_cast<size_t>(i)]);
+    g.set(i, start[static_cast<size_t>(i)]);
+  }
+  auto s = runtime::init_state(*f32, {t}, {});
+  ASSERT_TRUE(s);
+  ASSERT_TRUE(runtime::set_grads(*f32, *s, {&g}));
+  runtime::ReferenceBackend(*f32).step(*s);
+  const auto at = [&](const char* buffer, int i) {
+    return runtime::load_element(s->tensors[0].data(*f32->program.find_buffer(buffer)), DType::f32,
+                                 i);
+  };
+  const double want_b[] = {1.0, 1.0 + 0x1p-6, 1.0, 1.0, 0x1.56p-2};
+  const double want_h[] = {1.0 + 0x1p-8, 1.0 + 3 * 0x1p-8, 1.0, 1.0 + 0x1p-9, 0x1.554p-2};
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(at("b", i), want_b[i]) << i;
+    EXPECT_EQ(at("h", i), want_h[i]) << i;
+    EXPECT_EQ(at("param", i), static_cast<double>(static_cast<float>(3 * start[i]))) << i;
+  }
+}
+
 TEST(PipelineText, DescribesFunctions) {
   std::string d = dsl::describe_text_functions();
   EXPECT_NE(d.find("tensor_norm"), std::string::npos);
+  EXPECT_NE(d.find("like_grad"), std::string::npos);
   EXPECT_NE(d.find("lerp"), std::string::npos);
 }
 

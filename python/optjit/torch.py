@@ -401,8 +401,10 @@ def _in_front(text: str, call: str, declaration: str = "") -> str:
 # A clip_grad_norm_ deferred into the step (clip_grad_norm_ below): the gradients scaled by
 # torch's coefficient min(max_norm / (norm + 1e-6), 1) as they are read, in front of the rest.
 _DEFERRED_HYPER = "optjit_clip_coef"
+# (like_grad: rounded to the gradients' dtype, bf16 or f16, as torch's _foreach_mul_ on them
+# rounds; nothing for f32 and f64 ones)
 _DEFERRED_DECLARATION = (f"transform optjit_deferred_clip({_DEFERRED_HYPER}=1.0) {{\n"
-                         f"  grad = grad * {_DEFERRED_HYPER}\n}}\n")
+                         f"  grad = like_grad(grad * {_DEFERRED_HYPER})\n}}\n")
 _DEFERRED_CALL = f"optjit_deferred_clip({_DEFERRED_HYPER}=1.0)"
 
 
@@ -494,9 +496,9 @@ def _before_any_step(optimizer, args, kwargs) -> None:
 def _clip_owner(params: List[torch.Tensor], grads: List[torch.Tensor],
                 ids: Set[int]) -> Optional["Optimizer"]:
     """The optjit optimizer whose step can scale these parameters' gradients: the one
-    optimizer alive that holds them all, where the gradients are dense float32 or float64
-    tensors of one dtype on one device (other dtypes: torch rounds the scaled gradient to
-    them, which a deferred scaling would not)."""
+    optimizer alive that holds them all, where the gradients are dense floating-point tensors
+    of one dtype on one device (bf16 and f16 ones are rounded to their dtype after the
+    scaling, in the step, as torch's scaling rounds them)."""
     if not params or not hasattr(torch.nn.utils, "get_total_norm"):
         return None
     if len(ids) != len(params):
@@ -504,7 +506,7 @@ def _clip_owner(params: List[torch.Tensor], grads: List[torch.Tensor],
     g0 = grads[0]
     sharded = _is_dtensor(g0)  # FSDP2's: all DTensors (scaled as their local shards) or none
     dtype, device, plain = g0.dtype, g0.device, torch.Tensor
-    if dtype not in (torch.float32, torch.float64):
+    if dtype not in (torch.float32, torch.float64, torch.bfloat16, torch.float16):
         return None
     for g in grads:
         # (a plain tensor's type is checked first: isinstance against DTensor costs a
@@ -538,8 +540,8 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0,
     each process's step scales its local shards by it, as torch's clip does.
 
     Clipped as torch does, at once: gradients of parameters that no single optjit optimizer
-    holds, of other dtypes than float32 and float64, on several devices, sparse ones, and
-    DTensors beside plain tensors. Where the step's parameters with gradients are not exactly
+    holds, of dtypes other than float32, float64, bfloat16 and float16, on several devices,
+    sparse ones, and DTensors beside plain tensors. Where the step's parameters with gradients are not exactly
     the clipped ones, the step scales them with torch first."""
     if isinstance(parameters, torch.Tensor):
         parameters = [parameters]

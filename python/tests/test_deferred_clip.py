@@ -57,12 +57,14 @@ def run(make_opt, clip, steps=5, dtype=torch.float32, max_norm=0.5, device=DEV):
 
 
 @pytest.mark.parametrize("kind", ["adamw", "adamw_8bit", "sgd", "adamw_f64", "custom",
-                                  "adamw_fused_clip_too"])
+                                  "adamw_fused_clip_too", "adamw_bf16", "sgd_bf16", "adamw_f16"])
 def test_the_deferred_clip_steps_as_torchs_clip_then_the_step(kind):
     """The same parameters bit for bit, and the same norms, as torch's clip_grad_norm_ before
     the same optjit step; and the clip was deferred (the pipeline scales in front, the
-    gradients stay as backward left them)."""
-    dtype = torch.float64 if kind == "adamw_f64" else torch.float32
+    gradients stay as backward left them). bf16 and f16 models too: torch rounds the scaled
+    gradients to their dtype, and so does the step (like_grad)."""
+    dtype = {"adamw_f64": torch.float64, "adamw_bf16": torch.bfloat16,
+             "sgd_bf16": torch.bfloat16, "adamw_f16": torch.float16}.get(kind, torch.float32)
     signum = """transform signum(lr=1e-3, momentum=0.9) {
   state momentum_buffer = 0
   momentum_buffer = momentum * momentum_buffer + (1 - momentum) * grad
@@ -75,7 +77,10 @@ signum(lr=3e-3)"""
             "adamw_f64": lambda ps: ot.AdamW(ps, lr=1e-2),
             "custom": lambda ps: ot.Optimizer(ps, signum, {"lr": 3e-3}),
             # (a clip of its own in the step too: its norm is of the deferred clip's result)
-            "adamw_fused_clip_too": lambda ps: ot.AdamW(ps, lr=1e-2, max_grad_norm=0.3)}[kind]
+            "adamw_fused_clip_too": lambda ps: ot.AdamW(ps, lr=1e-2, max_grad_norm=0.3),
+            "adamw_bf16": lambda ps: ot.AdamW(ps, lr=1e-2),
+            "sgd_bf16": lambda ps: ot.SGD(ps, lr=0.1, momentum=0.9),
+            "adamw_f16": lambda ps: ot.AdamW(ps, lr=1e-3)}[kind]
     theirs, their_norms, _ = run(make, torch.nn.utils.clip_grad_norm_, dtype=dtype)
     ours, our_norms, opt = run(make, ot.clip_grad_norm_, dtype=dtype)
     assert same(theirs, ours), largest(theirs, ours)
@@ -106,8 +111,8 @@ def test_torchs_clip_is_optjits_after_install_and_back_after_uninstall():
 
 
 def test_gradients_no_single_optjit_optimizer_steps_are_clipped_at_once_as_torch_does():
-    """Parameters of two optimizers, a parameter listed twice, bf16 gradients: torch's clip,
-    at once (the gradients are scaled when it returns)."""
+    """Parameters of two optimizers, a parameter listed twice, complex gradients: torch's
+    clip, at once (the gradients are scaled when it returns)."""
     m = model()
     half = list(m.parameters())
     a, b = ot.AdamW(half[:3], lr=1e-2), ot.AdamW(half[3:], lr=1e-2)
@@ -130,14 +135,14 @@ def test_gradients_no_single_optjit_optimizer_steps_are_clipped_at_once_as_torch
     assert torch.equal(ot.clip_grad_norm_([ps[0]] + ps, 0.5), expected)
     assert all(torch.equal(p.grad, r.grad) for p, r in zip(ps, ref)) and opt._clip is None
 
-    lo = model(dtype=torch.bfloat16)
-    opt = ot.AdamW(lo.parameters(), lr=1e-2)
-    x, y = batches(1, dtype=torch.bfloat16)[0]
-    backward(lo, x, y)
-    before = [p.grad.clone() for p in lo.parameters()]
-    ot.clip_grad_norm_(lo.parameters(), 0.5)
-    assert opt._clip is None and not all(torch.equal(g, p.grad)
-                                         for g, p in zip(before, lo.parameters()))
+    # Complex gradients (optjit steps their real views; torch scales them as complex).
+    z = torch.nn.Parameter(torch.randn(64, 64, dtype=torch.complex64))
+    opt = ot.AdamW([z], lr=1e-2)
+    z.grad = torch.randn(64, 64, dtype=torch.complex64) * 10
+    ref = [_with_grad(z.grad.clone())]
+    expected = torch.nn.utils.clip_grad_norm_(ref, 0.5)
+    assert torch.equal(ot.clip_grad_norm_([z], 0.5), expected)
+    assert torch.equal(z.grad, ref[0].grad) and opt._clip is None
 
 
 def _with_grad(g):

@@ -630,20 +630,26 @@ def test_memory_that_moves_between_steps_on_the_gpu_steps_as_torch():
 
 
 @pytest.mark.parametrize("kw", [dict(), dict(state_format="8bit"), dict(cuda_graph=True),
-                                dict(device_step=False)])
+                                dict(device_step=False), dict(dtype=torch.bfloat16),
+                                dict(dtype=torch.float16, cuda_graph=True)],
+                         ids=lambda kw: "-".join(f"{k}={v}" for k, v in kw.items()) or "default")
 def test_the_deferred_clip_on_the_gpu_steps_as_torchs_clip_then_the_step(kw):
     """optjit.torch.clip_grad_norm_ on CUDA tensors: torch's norm (a GPU tensor, returned as
     torch returns it) and the gradients scaled inside the step by the coefficient copied on the
-    stream (no host round trip), as a CUDA graph too and with the host step: the parameters
-    of torch's clip_grad_norm_ and the same step, bit for bit."""
+    stream (no host round trip), as a CUDA graph too and with the host step, and bf16 and f16
+    models (each scaled gradient rounded to its dtype in the step, as torch's scaling rounds):
+    the parameters of torch's clip_grad_norm_ and the same step, bit for bit."""
+    kw = dict(kw)
+    dtype = kw.pop("dtype", torch.float32)
     if DEV.type != "cuda" and ("cuda_graph" in kw or "device_step" in kw):
         pytest.skip("a CUDA step mode")
     import test_deferred_clip as dc
 
     def make(ps):
         return ot.AdamW(ps, lr=1e-2, **kw)
-    theirs, their_norms, _ = dc.run(make, torch.nn.utils.clip_grad_norm_, device=DEV)
-    ours, our_norms, opt = dc.run(make, ot.clip_grad_norm_, device=DEV)
+    theirs, their_norms, _ = dc.run(make, torch.nn.utils.clip_grad_norm_, device=DEV,
+                                    dtype=dtype)
+    ours, our_norms, opt = dc.run(make, ot.clip_grad_norm_, device=DEV, dtype=dtype)
     if DEV.type == "cuda":
         torch.cuda.synchronize()
         assert our_norms[0].device == DEV
