@@ -1957,7 +1957,9 @@ SGD = _builtin("SGD", "torch.optim.SGD", {"lr": 1e-3, "momentum": 0.0, "dampenin
                sparse_grads=True)
 Adam = _builtin("Adam", "torch.optim.Adam", {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8,
                                              "weight_decay": 0.0, "amsgrad": False,
-                                             "maximize": False}, ("amsgrad", "maximize"))
+                                             "maximize": False,
+                                             "decoupled_weight_decay": False},
+                ("amsgrad", "maximize", "decoupled_weight_decay"))
 AdamW = _builtin("AdamW", "torch.optim.AdamW", {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8,
                                                 "weight_decay": 1e-2, "amsgrad": False,
                                                 "maximize": False}, ("amsgrad", "maximize"))

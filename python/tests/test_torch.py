@@ -21,7 +21,8 @@ BUILTINS = {
     "SGD": [dict(lr=0.1), dict(lr=0.05, momentum=0.9, dampening=0.1, weight_decay=0.01),
             dict(lr=0.05, momentum=0.9, nesterov=True, maximize=True)],
     "Adam": [dict(lr=1e-2), dict(lr=1e-2, amsgrad=True, weight_decay=0.1),
-             dict(lr=1e-2, betas=(0.8, 0.9), maximize=True)],
+             dict(lr=1e-2, betas=(0.8, 0.9), maximize=True),
+             dict(lr=1e-2, weight_decay=0.1, decoupled_weight_decay=True, amsgrad=True)],
     "AdamW": [dict(lr=1e-2), dict(lr=1e-2, amsgrad=True, weight_decay=0.2)],
     "Adamax": [dict(), dict(lr=1e-2, weight_decay=0.1)],
     "NAdam": [dict(), dict(lr=1e-2, weight_decay=0.1, decoupled_weight_decay=True,
@@ -81,6 +82,23 @@ def test_builtin_matches_torch(name, kw):
     t32, _ = run(lambda p: torch_cls(p, **tkw), torch.float32)
     o32, _ = run(lambda p: ours(p, **kw), torch.float32)
     assert max_err(o32, t64) <= 1.5 * max_err(t32, t64) + 1e-7 * scale
+
+
+@pytest.mark.parametrize("name", sorted(BUILTINS))
+def test_every_keyword_of_torchs_optimizer_is_taken(name):
+    """A drop-in takes every keyword the installed torch's optimizer takes, at torch's default
+    (Adam's decoupled_weight_decay, added to torch.optim.Adam after optjit.torch.Adam was
+    written, was a TypeError), and a group holds torch's keys but the step options."""
+    import inspect
+    p = [torch.nn.Parameter(torch.randn(4))]
+    given = {k: v.default for k, v in inspect.signature(getattr(torch.optim, name)).parameters.items()
+             if k != "params" and v.default is not inspect.Parameter.empty}
+    opt = getattr(ot, name)(p, **given)
+    p[0].grad = torch.randn(4)
+    opt.step()
+    options = {"foreach", "fused", "capturable", "differentiable"}
+    assert set(given) - options <= set(opt.param_groups[0]) | set(opt._structural), (
+        set(given) - options - set(opt.param_groups[0]))
 
 
 def test_state_dict_round_trips_with_torch_mid_training():
