@@ -541,8 +541,8 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0,
 
     Clipped as torch does, at once: gradients of parameters that no single optjit optimizer
     holds, of dtypes other than float32, float64, bfloat16 and float16, on several devices,
-    sparse ones, and DTensors beside plain tensors. Where the step's parameters with gradients are not exactly
-    the clipped ones, the step scales them with torch first."""
+    sparse ones, and DTensors beside plain tensors. Where the step's parameters with gradients
+    are not exactly the clipped ones, the step scales them with torch first."""
     if isinstance(parameters, torch.Tensor):
         parameters = [parameters]
     elif isinstance(parameters, types.GeneratorType):

@@ -91,7 +91,8 @@ def test_every_keyword_of_torchs_optimizer_is_taken(name):
     written, was a TypeError), and a group holds torch's keys but the step options."""
     import inspect
     p = [torch.nn.Parameter(torch.randn(4))]
-    given = {k: v.default for k, v in inspect.signature(getattr(torch.optim, name)).parameters.items()
+    signature = inspect.signature(getattr(torch.optim, name)).parameters
+    given = {k: v.default for k, v in signature.items()
              if k != "params" and v.default is not inspect.Parameter.empty}
     opt = getattr(ot, name)(p, **given)
     p[0].grad = torch.randn(4)
