@@ -1833,6 +1833,7 @@ class _Builtin(Optimizer):
     fuse ``torch.nn.utils.clip_grad_norm_`` into the step."""
     _name = ""
     _structural: Tuple[str, ...] = ()  # booleans that choose the program's structure
+    _group_constants: Dict[str, Any] = {}  # keys torch's groups hold beside its signature's
     _pickled = Optimizer._pickled + ("_built", "_given", "_pipeline_args")
 
     def __init__(self, params, defaults: Dict[str, Any], *, max_grad_norm=None, norm_type=2.0,
@@ -1851,7 +1852,7 @@ class _Builtin(Optimizer):
         self._built = dict(defaults)  # what the program was written from, structure included
         self._given = dict(defaults)  # the constructor's: a group without a key has its value
         self._pipeline_args = (state_format, max_grad_norm, norm_type)
-        group_defaults = {k: v for k, v in defaults.items() if k not in self._structural}
+        group_defaults = dict(defaults)
         if max_grad_norm is not None:
             group_defaults["max_norm"] = max_grad_norm
         group_defaults = self._group_defaults(group_defaults)
@@ -1866,7 +1867,7 @@ class _Builtin(Optimizer):
 
     def _group_defaults(self, defaults: Dict[str, Any]) -> Dict[str, Any]:
         """What a param group holds unless it says otherwise (a drop-in: its peer's keys)."""
-        return defaults
+        return {**self._group_constants, **defaults}
 
     def _builtin_pipeline(self) -> str:
         _, max_grad_norm, norm_type = self._pipeline_args
@@ -1925,7 +1926,7 @@ class _Builtin(Optimizer):
 
 
 def _builtin(name: str, torch_name: str, signature: Dict[str, Any], structural=(),
-             sparse_grads=False):
+             sparse_grads=False, group_constants: Optional[Dict[str, Any]] = None):
     def __init__(self, params, *args, max_grad_norm=None, norm_type=2.0, state_format=None,
                  backend="auto", cache=True, device_step=None, cuda_graph=False,
                  param_rounding="nearest", process_group=None, shard_order="by_tensor",
@@ -1946,9 +1947,12 @@ def _builtin(name: str, torch_name: str, signature: Dict[str, Any], structural=(
     doc = (f"optjit's fused {torch_name}: the same signature, defaults and results; "
            f"``max_grad_norm=`` fuses gradient clipping into the step; ``state_format=`` "
            f"stores the state in bf16 or f16 ('bf16', or per state: 'exp_avg_sq:f32').")
+    # (group_constants: keys torch's groups hold that the signature does not take, such as
+    # AdamW's decoupled_weight_decay=True, torch.optim.AdamW being an Adam)
     return type(name, (_Builtin,), {"__init__": __init__, "__doc__": doc, "_name": name.lower(),
                                      "_structural": tuple(structural),
-                                     "_sparse_grads": sparse_grads})
+                                     "_sparse_grads": sparse_grads,
+                                     "_group_constants": dict(group_constants or {})})
 
 
 SGD = _builtin("SGD", "torch.optim.SGD", {"lr": 1e-3, "momentum": 0.0, "dampening": 0.0,
@@ -1962,7 +1966,8 @@ Adam = _builtin("Adam", "torch.optim.Adam", {"lr": 1e-3, "betas": (0.9, 0.999), 
                 ("amsgrad", "maximize", "decoupled_weight_decay"))
 AdamW = _builtin("AdamW", "torch.optim.AdamW", {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8,
                                                 "weight_decay": 1e-2, "amsgrad": False,
-                                                "maximize": False}, ("amsgrad", "maximize"))
+                                                "maximize": False}, ("amsgrad", "maximize"),
+                 group_constants={"decoupled_weight_decay": True})
 Adamax = _builtin("Adamax", "torch.optim.Adamax", {"lr": 2e-3, "betas": (0.9, 0.999),
                                                    "eps": 1e-8, "weight_decay": 0.0,
                                                    "maximize": False}, ("maximize",))
