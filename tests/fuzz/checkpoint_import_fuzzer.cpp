@@ -1,9 +1,11 @@
 // libFuzzer target: any bytes as an optimizer checkpoint (`Optimizer::load`, `optjit run
 // --resume`) are imported or give a one-line error, never a crash, and a refused file leaves
 // the optimizer's state exactly as it was. What is accepted is a state the optimizer steps, and
-// saves and loads back to the same bytes. Two optimizers cover the state kinds: AdamW with
+// saves and loads back to the same bytes. Three optimizers cover the state kinds: AdamW with
 // 8-bit first moments (codes and absmax, on a tensor large enough to hold codes and one too
-// small to), bf16 second moments and two parameter groups; ASGD with per-group scalar states.
+// small to), bf16 second moments and two parameter groups; ASGD with per-group scalar states;
+// the same AdamW with the two 8-bit maps swapped, so that each AdamW's checkpoints hold codes
+// of other formats than the other keeps (loaded as values).
 //
 // The seeds (corpus/checkpoint_import) are these optimizers' own checkpoints after a few steps:
 // OPTJIT_FUZZ_WRITE_SEEDS=DIR writes them there and exits.
@@ -97,6 +99,13 @@ struct Subjects {
         std::vector<int64_t>{4100, 7}, two_groups));
     all.push_back(
         std::make_unique<Subject>("asgd(lr=0.01, t0=2)", std::vector<int64_t>{5, 3}, two_groups));
+    // The first one with its maps swapped (a family's formats share blocks; torchao's would
+    // keep f32 state here, 4100 not being whole blocks): codes of either load into the other
+    // as their values.
+    all.push_back(std::make_unique<Subject>(
+        "chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2, weight_decay=0.1, "
+        "state_format=\"exp_avg:q8u,exp_avg_sq:q8\"))",
+        std::vector<int64_t>{4100, 7}, two_groups));
     for (auto& s : all)
       for (int k = 0; k < 3; ++k)
         if (!s->step()) __builtin_trap();
