@@ -390,7 +390,7 @@ Status import_buffer(const plan::Plan& plan, TensorState& t, size_t b, const Hos
   const ir::BufferDecl& decl = plan.buffers[b];
   const std::string name = fmt::format("{}.{}", t.name, decl.name);
   const bool codes = holds_codes(plan, b, t);
-  std::vector<float> dequantized;  // codes of another format, as values
+  std::optional<std::vector<float>> dequantized;  // codes of another format, as values
   if (h.dtype == DType::u8) {
     auto q = f.metadata.find(fmt::format("optjit.quant.{}", decl.name));
     const std::optional<ir::Quant> saved =
@@ -425,15 +425,15 @@ Status import_buffer(const plan::Plan& plan, TensorState& t, size_t b, const Hos
       return Status::Ok();
     }
     const int64_t block = ir::info(*saved).block;
-    dequantized.resize(static_cast<size_t>(t.numel));
+    dequantized.emplace(static_cast<size_t>(t.numel));
     for (int64_t e = 0; e < t.numel; ++e)
-      dequantized[static_cast<size_t>(e)] = ir::dequantize(
+      (*dequantized)[static_cast<size_t>(e)] = ir::dequantize(
           *saved, ir::code_at(*saved, h.data.data(), e), static_cast<float>(s->get(e / block)));
   } else if (!is_float(h.dtype)) {
     return make_error("state '{}' is {}, not a float type", name, to_string(h.dtype));
   }
   auto value = [&](int64_t e) {
-    return dequantized.empty() ? h.get(e) : static_cast<double>(dequantized[e]);
+    return dequantized ? static_cast<double>((*dequantized)[static_cast<size_t>(e)]) : h.get(e);
   };
   if (!codes) {
     for (int64_t e = 0; e < t.numel; ++e) store_element(t.data(b), decl.storage, e, value(e));
