@@ -87,6 +87,9 @@ Value clamp(Value x, Value lo, Value hi);
 Value mod(Value x, Value y);
 /// torch.lerp: a + w * (b - a), evaluated the way torch does for |w| < 0.5 and otherwise.
 Value lerp(Value a, Value b, Value w);
+/// a as type t, rounded to it where the cast is, on every backend as in the reference:
+/// `cast(cast(x, DType::bf16), DType::f32)` is x rounded to bf16 (to nearest even), as a value
+/// (bf16 and f16 values are computed in f32 otherwise). Inf and NaN cast to i64 are 0.
 Value cast(Value a, DType t);
 
 /// Reductions: over every element of every tensor (a scalar) or of each tensor (per tensor).
