@@ -24,7 +24,8 @@
 #           nanobind and compiler (python/CMakeLists.txt alone), runs python/tests_gpu (optjit.torch
 #           on CUDA tensors against torch and bitsandbytes on the same GPU), bench/torch_bridge.py
 #           and bench/quantized_state.py (8-bit and 4-bit state against bitsandbytes) on CUDA,
-#           bench/deferred_clip.py (torch's clip_grad_norm_ deferred into the step) on CUDA
+#           bench/deferred_clip.py (torch's clip_grad_norm_ deferred into the step) on CUDA, with
+#           f32 and bf16 models
 #   compile optjit.torch against torch.compile of torch's fused AdamW + clip on CUDA tensors
 #           (bench/torch_bridge.py with its compile column; builds the module unless the python
 #           stage did)
@@ -281,6 +282,7 @@ python_bridge() {
   python3 bench/quantized_state.py --device cuda --numel 268435456 --no-torchao || rc=1
   python3 bench/quantized_state.py --device cuda --shapes gpt2-small --no-torchao || rc=1
   python3 bench/deferred_clip.py --device cuda --shapes gpt2-small || rc=1
+  python3 bench/deferred_clip.py --device cuda --shapes gpt2-small --dtype bfloat16 || rc=1
   return $rc
 }
 
