@@ -93,7 +93,9 @@ std::string Lang::rounding_helpers(bool f64_odd, bool /*f16*/) const {
       device_fn(), u32());
 }
 std::string Lang::rounded(DType to, DType from, const std::string& x) const {
-  const std::string f = from == DType::f64 ? fmt::format("optjit_f32_odd({})", x) : x;
+  return half_rounded(to, from == DType::f64 ? fmt::format("optjit_f32_odd({})", x) : x);
+}
+std::string Lang::half_rounded(DType to, const std::string& f) const {
   if (to == DType::f16) return fmt::format("OPTJIT_F16_TO_F32(OPTJIT_F32_TO_F16({}))", f);
   return fmt::format("OPTJIT_BF16_TO_F32(OPTJIT_BF16_BITS({}))", f);
 }
@@ -390,10 +392,8 @@ class Opencl final : public Lang {
            "  return vload_half(0, (half*)&h);\n}\n";
     return s;
   }
-  std::string rounded(DType to, DType from, const std::string& x) const override {
-    if (to != DType::f16) return Lang::rounded(to, from, x);
-    return fmt::format("optjit_round_f16({})",
-                       from == DType::f64 ? fmt::format("optjit_f32_odd({})", x) : x);
+  std::string half_rounded(DType to, const std::string& f) const override {
+    return to == DType::f16 ? fmt::format("optjit_round_f16({})", f) : Lang::half_rounded(to, f);
   }
 };
 

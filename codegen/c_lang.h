@@ -185,8 +185,10 @@ class Lang {
   virtual std::string rounding_helpers(bool f64_odd, bool f16) const;
   /// Float value x (of type `from`) rounded to `to` (f16 or bf16), as an f32 value: the cast
   /// op, which rounds where the reference's does. An f64 goes through optjit_f32_odd, so that
-  /// it rounds once, as the reference's.
-  virtual std::string rounded(DType to, DType from, const std::string& x) const;
+  /// it rounds once, as the reference's; then half_rounded.
+  std::string rounded(DType to, DType from, const std::string& x) const;
+  /// f32 value f rounded to `to` (f16 or bf16), as an f32 value.
+  virtual std::string half_rounded(DType to, const std::string& f) const;
   /// The functions mul(), div() and math("sqrt") call, if any, dividing as `division` says.
   virtual std::string arithmetic_helpers(F32Division /*division*/) const { return {}; }
   /// The local that holds pass uniform k ("u3"; WGSL's must not spell a type, as u32 does).

@@ -275,5 +275,11 @@ void quantize(Quant q, const T* x, int64_t n, uint8_t* codes, float* scales, int
 }
 
 inline float dequantize(Quant q, uint8_t code, float absmax) { return info(q).map[code] * absmax; }
+/// The values of a tensor's n elements from their codes (code_bytes) and scales (one per
+/// block): each code's map value times its block's scale.
+inline void dequantize(Quant q, const uint8_t* codes, const float* scales, int64_t n, float* out) {
+  const int64_t b = info(q).block;
+  for (int64_t e = 0; e < n; ++e) out[e] = dequantize(q, code_at(q, codes, e), scales[e / b]);
+}
 
 }  // namespace optjit::ir

@@ -393,13 +393,12 @@ Status import_buffer(const plan::Plan& plan, TensorState& t, size_t b, const Hos
   std::optional<std::vector<float>> dequantized;  // codes of another format, as values
   if (h.dtype == DType::u8) {
     auto q = f.metadata.find(fmt::format("optjit.quant.{}", decl.name));
-    const std::optional<ir::Quant> saved =
-        q == f.metadata.end() ? std::nullopt : ir::parse_quant(q->second);
     if (q == f.metadata.end())
       return make_error(
           "state '{}' holds codes, but the file does not say their format (no 'optjit.quant.{}' "
           "metadata); this optimizer keeps it as {}",
           name, decl.name, codes ? to_string(decl.quant) : to_string(decl.storage));
+    const std::optional<ir::Quant> saved = ir::parse_quant(q->second);
     if (!saved)
       return make_error("state '{}' holds codes of format '{}', which optjit does not know ({})",
                         name, q->second, ir::quant_names());
@@ -424,23 +423,26 @@ Status import_buffer(const plan::Plan& plan, TensorState& t, size_t b, const Hos
       std::memcpy(t.data(b + 1), s->data.data(), s->data.size());
       return Status::Ok();
     }
-    const int64_t block = ir::info(*saved).block;
+    std::vector<float> scales(static_cast<size_t>(blocks));
+    std::memcpy(scales.data(), s->data.data(), scales.size() * 4);
     dequantized.emplace(static_cast<size_t>(t.numel));
-    for (int64_t e = 0; e < t.numel; ++e)
-      (*dequantized)[static_cast<size_t>(e)] = ir::dequantize(
-          *saved, ir::code_at(*saved, h.data.data(), e), static_cast<float>(s->get(e / block)));
+    ir::dequantize(*saved, h.data.data(), scales.data(), t.numel, dequantized->data());
   } else if (!is_float(h.dtype)) {
     return make_error("state '{}' is {}, not a float type", name, to_string(h.dtype));
   }
-  auto value = [&](int64_t e) {
-    return dequantized ? static_cast<double>((*dequantized)[static_cast<size_t>(e)]) : h.get(e);
-  };
   if (!codes) {
-    for (int64_t e = 0; e < t.numel; ++e) store_element(t.data(b), decl.storage, e, value(e));
+    for (int64_t e = 0; e < t.numel; ++e)
+      store_element(t.data(b), decl.storage, e,
+                    dequantized ? (*dequantized)[static_cast<size_t>(e)] : h.get(e));
     return Status::Ok();
   }
-  std::vector<float> values(static_cast<size_t>(t.numel));
-  for (int64_t e = 0; e < t.numel; ++e) values[e] = static_cast<float>(value(e));
+  std::vector<float> values;
+  if (dequantized) {
+    values = std::move(*dequantized);
+  } else {
+    values.resize(static_cast<size_t>(t.numel));
+    for (int64_t e = 0; e < t.numel; ++e) values[e] = static_cast<float>(h.get(e));
+  }
   std::vector<float> scales(static_cast<size_t>(ir::scale_count(decl.quant, t.numel)));
   ir::quantize(decl.quant, values.data(), t.numel, t.data(b), scales.data());
   std::memcpy(t.data(b + 1), scales.data(), scales.size() * 4);

@@ -767,11 +767,8 @@ NB_MODULE(_optjit, m) {
               fmt::format("dequantize: {} codes and {} scales are not a '{}' state of {} "
                           "elements",
                           codes.size(), scales.size(), name, numel));
-        const std::span<const float> map = ir::info(q).map;
-        const int64_t block = ir::info(q).block;
         std::vector<float> out(static_cast<size_t>(numel));
-        for (int64_t e = 0; e < numel; ++e)
-          out[e] = map[ir::code_at(q, codes.data(), e)] * scales.data()[e / block];
+        ir::dequantize(q, codes.data(), scales.data(), numel, out.data());
         return nb::bytes(out.data(), out.size() * 4);
       },
       nb::arg("name"), nb::arg("codes"), nb::arg("scales"), nb::arg("numel"),
