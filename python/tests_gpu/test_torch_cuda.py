@@ -43,6 +43,26 @@ BUILTINS = {
 SHAPES = cpu_suite.SHAPES + [(1000, 257)]
 
 
+def codes_agree(a, b):
+    """How closely two tensors of bitsandbytes' signed 8-bit codes (first moments) agree: the
+    share of equal codes, and whether every code is equal to the other, a neighbour of it, or
+    stands for a value within two cells of bitsandbytes' CPU table (2^-14 of the block's absmax)
+    of the other's. optjit's codes are bitsandbytes' CPU codes: a table of 65536 cells over
+    [-1, 1] chooses the code, and a cell holds several codes near zero, where the map is densest.
+    Its CUDA kernel searches the map for the nearest code instead. So the two pick neighbouring
+    codes near a midpoint, and codes a few apart but within a cell of each other near zero."""
+    import optjit._optjit as oj
+    qmap = torch.tensor(oj.quant_map("q8"), dtype=torch.float64)
+    a, b = a.cpu().long().flatten(), b.cpu().long().flatten()
+    gap = (qmap[a] - qmap[b]).abs()
+    close = ((a - b).abs() <= 1) | (gap <= 2.0**-14)
+    far = (a - b).abs() > 1
+    if far.any():
+        print(f"codes {(a - b).abs().max().item()} apart at most; where more than one apart, "
+              f"values {gap[far].max().item() * 2**15:.3f} cells apart at most")
+    return (a == b).double().mean().item(), close.all().item()
+
+
 def tensors(dtype, seed=0, device=DEV):
     return cpu_suite.tensors(dtype, seed, device, SHAPES)
 
@@ -399,10 +419,12 @@ def test_8bit_state_on_the_gpu_is_no_less_accurate_than_bitsandbytes_on_the_gpu(
     codes, bit for bit (python/tests): its CPU quantizer places x / absmax on a grid of 65536
     steps before choosing the code, while its CUDA kernel searches the map for the nearest code
     (dividing with __fdividef), so near zero, where the map's codes are closer than the grid,
-    the two pick neighbouring codes. Measured on an H200: after one step 99.80-99.87% of the
-    first-moment codes equal, every other one a neighbour; that is asserted (99.5%, all within
-    one). Over 30 steps each difference feeds the next update and absmax (97.8% equal), which
-    is printed, not asserted."""
+    the two pick neighbouring codes, or codes a few apart within one cell of the CPU table.
+    Measured on an H200: after one step 99.80-99.87% of the first-moment codes equal, every
+    other one a neighbour; on an H100 (2026-11-27, after a checkpoint's 5 steps) 99.87%, some
+    codes further apart. Asserted (codes_agree): 99.5% equal, every other one a neighbour or
+    within two cells. Over 30 steps each difference feeds the next update and absmax (97.8%
+    equal), which is printed, not asserted."""
     bnb = pytest.importorskip("bitsandbytes")  # device_run.sh carries it (pack.sh)
     shapes = [(64, 300), (10000,), (4096,), (300,)]
     cls = {"Adam": bnb.optim.Adam8bit, "AdamW": bnb.optim.AdamW8bit}[name]
@@ -420,25 +442,25 @@ def test_8bit_state_on_the_gpu_is_no_less_accurate_than_bitsandbytes_on_the_gpu(
         return ps, opt
 
     def agreement(theirs, tb, ours, to, when):
-        """The smallest share of equal first-moment codes and of codes within one of each
-        other, over the quantized tensors."""
-        worst, worst_near = 1.0, 1.0
+        """The smallest share of equal first-moment codes over the quantized tensors, and
+        whether every code agrees (codes_agree)."""
+        worst, all_close = 1.0, True
         for p_t, p_o in zip(theirs, ours):
             if p_o.numel() < 4096:
                 continue
             a = to.state[p_o]["exp_avg"].cpu().int()
             b = tb.state[p_t]["state1"].cpu().int()
-            same = (a == b).double().mean().item()
+            same, close = codes_agree(a, b)
             near = ((a - b).abs() <= 1).double().mean().item()
             print(f"{name} {tuple(p_o.shape)} {when}: first-moment codes equal in {same:.5f}, "
-                  f"within one code in {near:.5f}")
-            worst, worst_near = min(worst, same), min(worst_near, near)
-        return worst, worst_near
+                  f"within one code in {near:.5f}, each neighbour or within two cells: {close}")
+            worst, all_close = min(worst, same), all_close and close
+        return worst, all_close
 
     one = [run8(lambda ps: cls(ps, **kw), DEV, 1),
            run8(lambda ps: getattr(ot, name)(ps, state_format="8bit", **kw), DEV, 1)]
-    same, near = agreement(*one[0], *one[1], "after one step")
-    assert same >= 0.995 and near == 1.0
+    same, close = agreement(*one[0], *one[1], "after one step")
+    assert same >= 0.995 and close
     theirs, tb = run8(lambda ps: cls(ps, **kw), DEV)
     ours, to = run8(lambda ps: getattr(ot, name)(ps, state_format="8bit", **kw), DEV)
     ref, _ = run8(lambda ps: getattr(ot, name)(ps, state_format="8bit", backend="reference", **kw),
@@ -456,7 +478,7 @@ def test_the_bitsandbytes_drop_in_on_the_gpu_decides_each_parameter_as_bitsandby
     """optjit.bitsandbytes.optim.Adam8bit (weight decay decoupled, as bitsandbytes' Adam) beside
     bitsandbytes' own on the GPU, with min_8bit_size=5000 and one parameter overridden to 32
     bits: the same format for every parameter's state, and after one step the first-moment
-    codes as close as the test above measured for optjit.torch (99.5% equal, all within one)."""
+    codes as close as the test above measured for optjit.torch (codes_agree)."""
     bnb = pytest.importorskip("bitsandbytes")
     import optjit.bitsandbytes as obnb
     shapes = [(64, 300), (10000,), (4096,), (300,)]
@@ -486,14 +508,15 @@ def test_the_bitsandbytes_drop_in_on_the_gpu_decides_each_parameter_as_bitsandby
     assert kinds == [torch.uint8, torch.float32, torch.float32, torch.float32]
     a = to.state[ours[0]]["exp_avg"].cpu().int()
     b = tb.state[theirs[0]]["state1"].cpu().int()
-    assert (a == b).double().mean().item() >= 0.995 and ((a - b).abs() <= 1).all()
+    same, close = codes_agree(a, b)
+    assert same >= 0.995 and close, same
 
 
 def test_checkpoints_pass_between_bitsandbytes_and_the_drop_in_on_the_gpu():
     """bitsandbytes' AdamW8bit on the GPU, 5 steps; its checkpoint (torch.save, torch.load)
     into the drop-in on the GPU, which holds the same codes, absmax and 32-bit values and saves
     them again in bitsandbytes' layout, which bitsandbytes loads; one more step of each from
-    there gives first-moment codes as close as the test above (99.5% equal, all within one)."""
+    there gives first-moment codes as close as the test above (codes_agree)."""
     bnb = pytest.importorskip("bitsandbytes")
     import io
     import optjit.bitsandbytes as obnb
@@ -537,8 +560,8 @@ def test_checkpoints_pass_between_bitsandbytes_and_the_drop_in_on_the_gpu():
         assert torch.equal(tb2.state[r]["state1"], tb.state[p]["state1"])  # bitsandbytes' own
         a, b = to.state[q]["exp_avg"].cpu(), tb.state[p]["state1"].cpu()
         if a.dtype == torch.uint8:
-            a, b = a.int(), b.int()
-            assert (a == b).double().mean().item() >= 0.995 and ((a - b).abs() <= 1).all()
+            same, close = codes_agree(a, b)
+            assert same >= 0.995 and close, same
         else:
             assert torch.allclose(a, b, rtol=1e-5, atol=1e-7)
 
@@ -645,8 +668,8 @@ def test_the_deferred_clip_on_the_gpu_steps_as_torchs_clip_then_the_step(kw):
         pytest.skip("a CUDA step mode")
     import test_deferred_clip as dc
 
-    def make(ps):
-        return ot.AdamW(ps, lr=1e-2, **kw)
+    def make(ps):  # (f16 at lr=1e-2: the model's loss overflows by the fourth step)
+        return ot.AdamW(ps, lr=1e-3 if dtype == torch.float16 else 1e-2, **kw)
     theirs, their_norms, _ = dc.run(make, torch.nn.utils.clip_grad_norm_, device=DEV,
                                     dtype=dtype)
     ours, our_norms, opt = dc.run(make, ot.clip_grad_norm_, device=DEV, dtype=dtype)
@@ -655,5 +678,6 @@ def test_the_deferred_clip_on_the_gpu_steps_as_torchs_clip_then_the_step(kw):
         assert our_norms[0].device == DEV
         assert all(eng.clip64 is not None for eng in opt._last)  # (read on the GPU)
     assert "optjit_deferred_clip" in opt.pipeline
+    assert all(torch.isfinite(n).all() for n in their_norms), their_norms  # (a test that trains)
     assert all(torch.equal(a, b) for a, b in zip(their_norms, our_norms))
     assert dc.same(theirs, ours), dc.largest(theirs, ours)

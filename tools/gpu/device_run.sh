@@ -26,6 +26,8 @@
 #           and bench/quantized_state.py (8-bit and 4-bit state against bitsandbytes) on CUDA,
 #           bench/deferred_clip.py (torch's clip_grad_norm_ deferred into the step) on CUDA, with
 #           f32 and bf16 models
+#   python_some  the python tests -k "$OPTJIT_GPU_K" selects (-s: their prints), then
+#           bench/deferred_clip.py as above: a short rerun after a fix
 #   compile optjit.torch against torch.compile of torch's fused AdamW + clip on CUDA tensors
 #           (bench/torch_bridge.py with its compile column; builds the module unless the python
 #           stage did)
@@ -280,7 +282,19 @@ python_bridge() {
   python3 tools/gpu/queue_waits.py || rc=1  # which layer of a NCCL-sharded step waits (#13)
   python3 bench/torch_bridge.py --device cuda --no-compile || rc=1
   python3 bench/quantized_state.py --device cuda --numel 268435456 --no-torchao || rc=1
+  python3 bench/deferred_clip.py --device cuda --shapes gpt2-small || rc=1
+  python3 bench/deferred_clip.py --device cuda --shapes gpt2-small --dtype bfloat16 || rc=1
   python3 bench/quantized_state.py --device cuda --shapes gpt2-small --no-torchao || rc=1
+  return $rc
+}
+
+# The Python tests that -k "$OPTJIT_GPU_K" selects (all when unset), then the deferred clip's
+# benches: a short rerun after a fix.
+python_some() {
+  local b=/tmp/optjit-py rc=0
+  build_module || return 1
+  export PYTHONPATH="$b/python:$root/pylib"
+  python3 -m pytest -q -s -p no:cacheprovider python/tests_gpu -k "${OPTJIT_GPU_K:-}" || rc=1
   python3 bench/deferred_clip.py --device cuda --shapes gpt2-small || rc=1
   python3 bench/deferred_clip.py --device cuda --shapes gpt2-small --dtype bfloat16 || rc=1
   return $rc
@@ -299,7 +313,7 @@ for stage in "${@:-smoke}"; do
   fn=$stage
   [ "$stage" = torch ] && fn=torch_cmp
   [ "$stage" = python ] && fn=python_bridge
-  case $stage in smoke | tests | bench | quick | quant | profile | torch | opencl | webgpu | webgpu_test | python | compile) ;; *)
+  case $stage in smoke | tests | bench | quick | quant | profile | torch | opencl | webgpu | webgpu_test | python | python_some | compile) ;; *)
     echo "device_run: unknown stage $stage"
     exit 2
     ;;
