@@ -202,9 +202,11 @@ SearchSpace device_space(const runtime::DeviceDescription& d) {
 SearchSpace cuda_space(const plan::Plan& plan, const runtime::DeviceDescription& d,
                        cache::KernelCache* cache) {
   SearchSpace space{codegen::GpuLaunch{}.to_string(), gpu_stages(1024), {}, valid_launch};
-  // Quantized state: its code tables read from global memory or from shared copies, and each
-  // warp's next trip prefetched or not. These stages come first: they change its kernels the
-  // most, and the candidate cap (24 by default) would end the search before them.
+  // Quantized state: its code tables read from global memory or from shared copies first, then
+  // vectors and items, then each warp's next trip prefetched or not (prefetching takes one
+  // element a lane at a time, so it is tried on the best vector shape, not before vectors are).
+  // These stages come before block, grid and chunk: they change its kernels the most, and the
+  // candidate cap (24 by default) would end the search before them.
   if (!codegen::constant_tables(plan).empty()) {
     auto both = [](bool codegen::GpuLaunch::*field) {
       return vary([field](codegen::GpuLaunch g) {
@@ -216,8 +218,8 @@ SearchSpace cuda_space(const plan::Plan& plan, const runtime::DeviceDescription&
         return out;
       });
     };
-    space.stages.insert(space.stages.begin(), {both(&codegen::GpuLaunch::shared_tables),
-                                               both(&codegen::GpuLaunch::prefetch)});
+    space.stages.insert(space.stages.begin(), both(&codegen::GpuLaunch::shared_tables));
+    space.stages.insert(space.stages.begin() + 2, both(&codegen::GpuLaunch::prefetch));
   }
   space.prune = [&plan, arch = d.arch, cache](const std::string& config) {
     return cuda_prune(plan, arch, codegen::GpuLaunch::parse(config).value(), cache);

@@ -324,7 +324,9 @@ class KernelWriter {
   Expected<std::string> body_loops() {
     std::string s;
     if (!quant_.empty()) {
-      auto blocks = warp_blocks() ? warp_block_loop() : block_loop();
+      auto blocks = !warp_blocks()       ? block_loop()
+                    : warp_vectors() > 1 ? warp_block_vector_loop()
+                                         : warp_block_loop();
       if (!blocks) return blocks.error();
       s += fmt::format("    if (!({})) {{\n", L_.no_scales(quant_[0])) + *blocks + "    } else {\n";
     }
@@ -753,6 +755,231 @@ class KernelWriter {
     return s;
   }
 
+  // The elements per vector of the warps' quantized path: the launch's vec where a block is
+  // whole vectors for every lane (V divides block / 32) and no prefetching; else 1.
+  int warp_vectors() const {
+    const int64_t QB = ir::quant_block(plan_.buffers);
+    return vec_ > 1 && !prefetch_ && QB % (32 * vec_) == 0 ? vec_ : 1;
+  }
+
+  // warp_block_loop in vectors of V = warp_vectors() elements: lane l takes the V contiguous
+  // elements from V l + 32 V j of each block, so each load and store of a warp moves V times
+  // the bytes (16 B a lane for f32 and V = 4), 8-bit codes move as V-byte words and 4-bit ones
+  // as V / 2 bytes (a lane packs its own nibbles: no exchange between lanes). Only a tensor's
+  // last block can be partial: a vector inside it moves whole, the vector across its end
+  // element by element (no code is written past the end; a 4-bit byte's half past it is 0).
+  Expected<std::string> warp_block_vector_loop() {
+    const std::string I = L_.i64(), U = L_.u32(), F = L_.value_type(DType::f32),
+                      lid = L_.local_id();
+    const int64_t QB = ir::quant_block(plan_.buffers);
+    const int V = warp_vectors(), K = static_cast<int>(QB / (32 * V)), warps = block_ / 32,
+              G = std::max(1, items_), shift = std::countr_zero(static_cast<unsigned>(V));
+    const std::string FV = L_.vec_type(DType::f32, V);
+    auto at = [&](const char* base, int g) {
+      return G == 1 ? std::string(base) : fmt::format("{}_{}", base, g);
+    };
+    auto per = [&](const char* base, uint32_t b, int g) {
+      return G == 1 ? fmt::format("{}{}", base, b) : fmt::format("{}{}_{}", base, b, g);
+    };
+    // Item k: the vector from element 32 V (k % K) + V lane of the trip's block k / K; i<k> its
+    // first element in the chunk, r<k> how many of its elements the block holds (<= 0: none).
+    auto ix = [](int k) { return fmt::format("i{}", k); };
+    auto rest = [](int k) { return fmt::format("r{}", k); };
+    auto vix = [&](int k) { return fmt::format("({} >> {})", ix(k), shift); };
+    // Code word w of item k's codes: 8-bit codes in words of up to 4 bytes, 4-bit ones in one
+    // word of V / 2 bytes; and where code e of the item sits (word, shift).
+    auto word_bytes = [&](uint32_t b) { return bits(b) == 4 ? V / 2 : std::min(V, 4); };
+    auto words = [&](uint32_t b) { return bits(b) == 4 ? 1 : (V + 3) / 4; };
+    auto code_place = [&](uint32_t b, int e) -> std::pair<int, int> {
+      if (bits(b) == 4) return {0, 8 * (e / 2) + (e % 2 == 0 ? 4 : 0)};
+      return {e / 4, 8 * (e % 4)};
+    };
+    auto word_at = [&](uint32_t b, int k, int w) {
+      const int bytes = word_bytes(b);
+      const std::string byte = bits(b) == 4 ? fmt::format("({} >> 1)", ix(k))
+                               : w == 0     ? ix(k)
+                                            : fmt::format("{} + {}", ix(k), 4 * w);
+      return L_.code_word(b, byte, bytes);
+    };
+    const std::string first = fmt::format("{} * {}", L_.cast(I, "(" + lid + " >> 5u)"), QB * G),
+                      stride = std::to_string(warps * QB * G);
+    std::string s = "      " + L_.let(I, "lane", L_.cast(I, "(" + lid + " & 31u)")) + "\n";
+    s += fmt::format("      {} {{\n",
+                     L_.for_head(I, "e0", first, "e0 < len", fmt::format("e0 += {}", stride)));
+    for (int g = 0; g < G; ++g) {
+      const std::string start = g == 0 ? "e0" : fmt::format("(e0 + {})", g * QB);
+      s += "        " +
+           L_.let(I, at("n", g),
+                  L_.select(fmt::format("len - {} < {}", start, QB), fmt::format("len - {}", start),
+                            std::to_string(QB))) +
+           "\n        " + L_.let(I, at("blk", g), fmt::format("(off + {}) / {}", start, QB)) + "\n";
+    }
+    for (uint32_t b : loads_)
+      if (quantized(b))
+        for (int g = 0; g < G; ++g)
+          s += "        " +
+               L_.let(F, per("sc", b, g),
+                      g == 0 ? L_.scale_at(b, at("blk", g))
+                             : L_.select(fmt::format("{} > 0", at("n", g)),
+                                         L_.scale_at(b, at("blk", g)), "0.0f")) +
+               "\n";
+    // Every load first, so that all are in flight at once.
+    for (int k = 0; k < K * G; ++k) {
+      const int g = k / K;
+      const std::string within = fmt::format("lane * {} + {}", V, 32 * V * (k % K));
+      s += "        " + L_.let(I, ix(k), fmt::format("e0 + {} + {}", g * QB, within)) + "\n";
+      s += "        " + L_.let(I, rest(k), fmt::format("{} - ({})", at("n", g), within)) + "\n";
+      if (loads_.empty()) continue;
+      for (uint32_t b : loads_)
+        s += "        " + L_.var(quantized(b) ? FV : vec_type(b, V), fmt::format("L{}_{}", b, k)) +
+             "\n";
+      s += fmt::format("        if ({} >= {}) {{\n", rest(k), V);
+      for (uint32_t b : loads_) {
+        const std::string Lb = fmt::format("L{}_{}", b, k);
+        if (!quantized(b)) {
+          s += fmt::format("          {} = {};\n", Lb, load(b, V, vix(k)));
+          continue;
+        }
+        for (int w = 0; w < words(b); ++w)
+          s += "          " + L_.let(U, fmt::format("W{}_{}_{}", b, k, w), word_at(b, k, w)) + "\n";
+        for (int e = 0; e < V; ++e) {
+          const auto [w, sh] = code_place(b, e);
+          const std::string code =
+              fmt::format("((W{}_{}_{} >> {}u) & {}u)", b, k, w, sh, bits(b) == 4 ? 15 : 255);
+          s += fmt::format("          {} = {};\n", L_.lane(Lb, e, V),
+                           value_of(b, code, per("sc", b, g)));
+        }
+      }
+      // The vector across the block's end: its elements inside, one by one (the others 0).
+      s += fmt::format("        }} else if ({} > 0) {{\n", rest(k));
+      for (uint32_t b : loads_)
+        for (int e = 0; e < V; ++e) {
+          const std::string lane = L_.lane(fmt::format("L{}_{}", b, k), e, V),
+                            el = e == 0 ? ix(k) : fmt::format("{} + {}", ix(k), e);
+          const std::string value =
+              quantized(b) ? dequantized(b, el, per("sc", b, g)) : load(b, 1, el);
+          s += e == 0 ? fmt::format("          {} = {};\n", lane, value)
+                      : fmt::format("          {} = {} > {} ? {} : {};\n", lane, rest(k), e, value,
+                                    quantized(b) ? "0.0f" : "0");
+        }
+      s += "        }\n";
+    }
+    for (uint32_t b : stores_)
+      if (quantized(b)) {
+        for (int g = 0; g < G; ++g) s += "        " + L_.var(U, per("am", b, g), "0u") + "\n";
+        for (int k = 0; k < K * G; ++k)
+          s += "        " + L_.var(FV, fmt::format("Q{}_{}", b, k)) + "\n";
+      }
+    element_indices_ = true;
+    for (int k = 0; k < K * G; ++k) {
+      s += fmt::format("        if ({} > 0) {{\n", rest(k));
+      for (uint32_t b : stores_)
+        s +=
+            "          " + L_.var(quantized(b) ? FV : vec_type(b, V), fmt::format("S{}", b)) + "\n";
+      for (int e = 0; e < V; ++e) {
+        s += "          {\n";
+        size_t r = 0;
+        for (size_t n = 0; n < body_->insts.size(); ++n) {
+          auto line = statement(n, r, k, e, V);
+          if (!line) {
+            element_indices_ = false;
+            return line.error();
+          }
+          if (!line->empty()) s += "            " + *line + "\n";
+        }
+        s += "          }\n";
+      }
+      for (uint32_t b : stores_) {
+        if (!quantized(b)) {
+          s += fmt::format("          if ({} >= {}) {{\n            {}\n          }} else {{\n",
+                           rest(k), V, store(b, V, vix(k)));
+          for (int e = 0; e < V; ++e)
+            s += fmt::format("            {}p{}[{}] = {};\n",
+                             e == 0 ? "" : fmt::format("if ({} > {}) ", rest(k), e), b,
+                             e == 0 ? ix(k) : fmt::format("{} + {}", ix(k), e),
+                             L_.lane(fmt::format("S{}", b), e, V));
+          s += "          }\n";
+          continue;
+        }
+        // The values to quantize, and the running absmax of those inside the block.
+        s += fmt::format("          Q{0}_{1} = S{0};\n", b, k);
+        const std::string am = per("am", b, k / K);
+        std::string whole, across;
+        for (int e = 0; e < V; ++e) {
+          const std::string x = fmt::format("(OPTJIT_F32_BITS({}) & 0x7fffffffu)",
+                                            L_.lane(fmt::format("S{}", b), e, V));
+          whole += fmt::format("            {} = {};\n", am, max_u32(am, x));
+          across += fmt::format("            {}{} = {};\n",
+                                e == 0 ? "" : fmt::format("if ({} > {}) ", rest(k), e), am,
+                                max_u32(am, x));
+        }
+        s += fmt::format("          if ({} >= {}) {{\n{}          }} else {{\n{}          }}\n",
+                         rest(k), V, whole, across);
+      }
+      s += "        }\n";
+    }
+    element_indices_ = false;
+    for (uint32_t b : stores_) {
+      if (!quantized(b)) continue;
+      for (int m = 16; m > 0; m >>= 1)
+        for (int g = 0; g < G; ++g) {
+          const std::string am = per("am", b, g), x = G == 1 ? fmt::format("x{}_{}", b, m)
+                                                             : fmt::format("x{}_{}_{}", b, g, m);
+          s += "        " + L_.let(U, x, L_.warp_xor_u32(am, m)) + "\n        " +
+               fmt::format("{} = {};", am, max_u32(am, x)) + "\n";
+        }
+      for (int g = 0; g < G; ++g) {
+        s += "        " +
+             L_.let(F, per("ab", b, g), fmt::format("OPTJIT_BITS_F32({})", per("am", b, g))) +
+             "\n        " + scale_of(b, per("ab", b, g), per("sb", b, g)) + "\n";
+        s += fmt::format("        if ({}) {{\n          {} = {};\n        }}\n",
+                         g == 0 ? "lane == 0" : fmt::format("lane == 0 && {} > 0", at("n", g)),
+                         L_.scale_at(b, at("blk", g)), per("sb", b, g));
+      }
+      for (int k = 0; k < K * G; ++k) {
+        s += fmt::format("        if ({} > 0) {{\n", rest(k));
+        for (int e = 0; e < V; ++e)
+          s += "          " +
+               L_.let(U, fmt::format("c{}_{}_{}", b, k, e),
+                      code_of(b, L_.lane(fmt::format("Q{}_{}", b, k), e, V), per("sb", b, k / K))) +
+               "\n";
+        // Whole: the codes as words. Across the end: 8-bit codes one by one; 4-bit ones a byte
+        // (two codes) at a time, the half past the end 0.
+        s += fmt::format("          if ({} >= {}) {{\n", rest(k), V);
+        for (int w = 0; w < words(b); ++w) {
+          std::string word;
+          for (int e = 0; e < V; ++e) {
+            const auto [we, sh] = code_place(b, e);
+            if (we != w) continue;
+            const std::string c = fmt::format("c{}_{}_{}", b, k, e);
+            word += (word.empty() ? "" : " | ") + (sh == 0 ? c : fmt::format("({} << {}u)", c, sh));
+          }
+          const std::string byte = bits(b) == 4 ? fmt::format("({} >> 1)", ix(k))
+                                   : w == 0     ? ix(k)
+                                                : fmt::format("{} + {}", ix(k), 4 * w);
+          s += "            " + L_.store_code_word(b, byte, word_bytes(b), word) + "\n";
+        }
+        s += "          } else {\n";
+        const int step = bits(b) == 4 ? 2 : 1;
+        for (int e = 0; e < V; e += step) {
+          const std::string c = fmt::format("c{}_{}_{}", b, k, e);
+          std::string unit = c;
+          if (bits(b) == 4)
+            unit = fmt::format("({} << 4u) | ({})", c,
+                               L_.select(fmt::format("{} > {}", rest(k), e + 1),
+                                         fmt::format("c{}_{}_{}", b, k, e + 1), "0u"));
+          const std::string el = e == 0 ? ix(k) : fmt::format("{} + {}", ix(k), e);
+          s += fmt::format("            {}{}\n",
+                           e == 0 ? "" : fmt::format("if ({} > {}) ", rest(k), e),
+                           L_.store_code_word(b, bits(b) == 4 ? "(" + el + ") >> 1" : el, 1, unit));
+        }
+        s += "          }\n        }\n";
+      }
+    }
+    s += "      }\n";
+    return s;
+  }
+
   // Work-group arrays of the block loop: a buffer's staged values, and the absmax reduction's.
   std::string shared_name(const char* base) const {
     return L_.shared_at_module_scope() ? fmt::format("{}_{}", base, k_) : base;
@@ -917,8 +1144,9 @@ class KernelWriter {
           // The element's index in its tensor: the chunk's offset plus the loop's index (in
           // vectors of w lanes in the vector loop, in elements otherwise).
           const std::string ix = item == 0 ? "i0" : fmt::format("i{}", item);
-          const std::string e =
-              w > 1 ? fmt::format("off + {} * {} + {}", ix, w, lane) : fmt::format("off + {}", ix);
+          const std::string e = element_indices_ ? fmt::format("off + {} + {}", ix, lane)
+                                : w > 1          ? fmt::format("off + {} * {} + {}", ix, w, lane)
+                                                 : fmt::format("off + {}", ix);
           auto f64 = [&](int k) {
             const ir::Inst& u = body_->at(in.args[k]);
             return Lang::F64Operand{a(k), u.op == Op::Uniform ? static_cast<int>(u.attr) : -1};
@@ -944,8 +1172,11 @@ class KernelWriter {
   const Lang& L_;
   int block_, items_, vec_;
   bool device_step_;
-  bool shared_tables_;                    // GpuLaunch::shared_tables
-  bool prefetch_;                         // GpuLaunch::prefetch
+  bool shared_tables_;  // GpuLaunch::shared_tables
+  bool prefetch_;       // GpuLaunch::prefetch
+  // Whether i<item> is the index of a vector's first element (warp_block_vector_loop), not of
+  // the vector: the element index of lane l is i<item> + l.
+  bool element_indices_ = false;
   std::vector<uint32_t> loads_, stores_;  // buffers the pass loads / stores
   std::vector<uint32_t> quant_;           // the block-quantized buffers among them
   std::string module_scope_, shared_;     // shared arrays' declarations (see shared())

@@ -122,6 +122,20 @@ Expected<std::string> Lang::sround_call(const std::string& x, const F64Operand& 
                      e, stream);
 }
 std::string Lang::uniform(uint32_t k) const { return fmt::format("u[{}]", k); }
+namespace {
+const char* word_type(int bytes) { return bytes == 2 ? "unsigned short" : "unsigned int"; }
+}  // namespace
+std::string Lang::code_word(uint32_t b, const std::string& ix, int bytes) const {
+  if (bytes == 1) return code_byte(b, ix);
+  return fmt::format("((unsigned int)*(const {}{}*)(q{} + ({})))", global(), word_type(bytes), b,
+                     ix);
+}
+std::string Lang::store_code_word(uint32_t b, const std::string& ix, int bytes,
+                                  const std::string& value) const {
+  if (bytes == 1) return store_codes(b, ix, fmt::format("(unsigned char)({})", value));
+  return fmt::format("*({0}{1}*)(q{2} + ({3})) = ({1})({4});", global(), word_type(bytes), b, ix,
+                     value);
+}
 std::string Lang::store_partial(const std::string& ix, const std::string& value) const {
   return fmt::format("partials[{}] = {};", ix, value);
 }
@@ -224,6 +238,13 @@ class Cuda final : public Lang {
         s += fmt::format("struct __align__({}) optjit_{}x{} {{ {} v[{}]; }};\n",
                          vec * size_bytes(buf.storage), tag, vec, storage_type(buf.storage), vec);
       }
+      // The quantized path keeps a vector's dequantized values and new values in f32 vectors
+      // whatever the plan's storage types.
+      const bool quantized = std::any_of(plan.buffers.begin(), plan.buffers.end(),
+                                         [](const auto& b) { return b.quant != ir::Quant::none; });
+      if (quantized && std::find(done.begin(), done.end(), "f32") == done.end())
+        s += fmt::format("struct __align__({}) optjit_f32x{} {{ float v[{}]; }};\n", 4 * vec, vec,
+                         vec);
     }
     return s;
   }

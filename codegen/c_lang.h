@@ -89,6 +89,12 @@ class Lang {
                                   const std::string& unit) const {
     return fmt::format("q{}[{}] = {};", b, ix, unit);
   }
+  /// `bytes` (1, 2 or 4) code bytes of buffer b from byte `ix` past q<b> (a multiple of
+  /// `bytes`) as one unsigned value, the first byte lowest, and a store of `value` there (the
+  /// vectorized quantized path of CUDA's warps).
+  virtual std::string code_word(uint32_t b, const std::string& ix, int bytes) const;
+  virtual std::string store_code_word(uint32_t b, const std::string& ix, int bytes,
+                                      const std::string& value) const;
   /// The qualifier of a constant table at program scope.
   virtual const char* constant() const = 0;
   /// Statements that leave the largest of every invocation's u32 `value` in `shared`[0] for

@@ -15,7 +15,8 @@ struct GpuLaunch {
   int block = 256;  // threads per block (work-items per work-group); a power of two, <= 1024
   int items = 1;    // vectors each thread has in flight per loop trip (1..8); CUDA's
                     // quantized path: quantization blocks each warp steps per trip
-  int vec = 1;      // elements per vector load and store (1, 2, 4 or 8)
+  int vec = 1;      // elements per vector load and store (1, 2, 4 or 8); CUDA's quantized
+                    // path: contiguous elements per lane (where vec divides block / 32)
   int groups_per_unit = 8;           // grid cap: at most this many blocks per SM / compute unit
   int64_t chunk_elements = 1 << 16;  // a tensor is cut into chunks of at most this many elements
   /// CUDA: the code tables of quantized state (ir/quant.h: maps, lookup tables, thresholds)
@@ -26,7 +27,8 @@ struct GpuLaunch {
   bool shared_tables = false;
   /// CUDA's quantized path: each warp issues its next trip's loads before computing this one
   /// (software pipelining, the next trip's values held in registers), so that memory latency
-  /// overlaps the computation. "prefetch=1" in text; absent means 0.
+  /// overlaps the computation, one element a lane at a time (vec does not apply to the
+  /// quantized path then). "prefetch=1" in text; absent means 0.
   bool prefetch = false;
 
   /// The launch parameters used before any tuning. GPUs: blocks of 256 threads, one element per

@@ -117,9 +117,9 @@ TEST(Cuda, TunesOnTheGpuAndTheWinnerComputesTheSameStep) {
   std::printf("[ copy     ] %.1f GB/s device to device\n", 2.0 * (1 << 28) / *copy / 1e9);
 }
 
-// Quantized state: the tuner tries shared code tables, then prefetching, before anything else
-// (a candidate that spills is pruned, not run), and its winner steps the CPU's bits.
-TEST(Cuda, TuningQuantizedStateTriesSharedTablesAndPrefetchingFirst) {
+// Quantized state: the tuner tries shared code tables first, then vectors and items (then
+// prefetching; a candidate that spills is pruned, not run), and its winner steps the CPU's bits.
+TEST(Cuda, TuningQuantizedStateTriesSharedTablesThenVectorsFirst) {
   const char* pipeline =
       R"(chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2, weight_decay=0.1, state_format="4bit")))";
   auto plan = compile_pipeline(pipeline);
@@ -147,7 +147,8 @@ TEST(Cuda, TuningQuantizedStateTriesSharedTablesAndPrefetchingFirst) {
   auto second = codegen::GpuLaunch::parse(tried[1]), third = codegen::GpuLaunch::parse(tried[2]);
   ASSERT_TRUE(second && third) << tried[1] << " " << tried[2];
   EXPECT_EQ(second->to_string(), (codegen::GpuLaunch{.shared_tables = true}).to_string());
-  EXPECT_TRUE(third->prefetch) << tried[2];
+  EXPECT_FALSE(third->prefetch) << tried[2];
+  EXPECT_TRUE(third->vec != 1 || third->items != 1) << tried[2];
   // The winner, as an optimizer's launch, against the CPU.
   auto winner = codegen::GpuLaunch::parse(r->winner);
   ASSERT_TRUE(winner) << r->winner;
@@ -308,27 +309,40 @@ TEST(Cuda, QuantizedStateStepsTheCpusBits) {
        R"(chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2, weight_decay=0.1, state_format="4bit")))"}) {
     auto run = [&](OptimizerOptions o) {
       // Whole blocks; a last block of 136 elements (8 for 4-bit's blocks of 128); one of a
-      // single element (a 4-bit byte with its even code only); and too few to quantize. Each
-      // warp steps several blocks of a tensor.
-      std::vector<float> a(64 * 100), b(5000), d(4097), c(300), ga(a.size()), gb(b.size()),
-          gd(d.size()), gc(c.size());
-      fill(a, 0.01f, 0), fill(b, 0.02f, 0), fill(d, 0.03f, 0), fill(c, 0.05f, 0);
+      // single element (a 4-bit byte with its even code only); one of 7 (vectors of 4: one
+      // whole, one of 3 across the end); and too few to quantize. Each warp steps several
+      // blocks of a tensor.
+      std::vector<float> a(64 * 100), b(5000), d(4097), e(4359), c(300), ga(a.size()), gb(b.size()),
+          gd(d.size()), ge(e.size()), gc(c.size());
+      fill(a, 0.01f, 0), fill(b, 0.02f, 0), fill(d, 0.03f, 0), fill(e, 0.04f, 0);
+      fill(c, 0.05f, 0);
       auto opt = Optimizer::create(pipeline,
                                    {{"a", a.data(), DType::f32, {64, 100}},
                                     {"b", b.data(), DType::f32, {5000}},
                                     {"d", d.data(), DType::f32, {4097}},
+                                    {"e", e.data(), DType::f32, {4359}},
                                     {"c", c.data(), DType::f32, {300}}},
                                    o);
       EXPECT_TRUE(opt) << opt.error().message;
       for (int s = 0; opt && s < 5; ++s) {
-        fill(ga, 0.13f, s), fill(gb, 0.07f, s), fill(gd, 0.11f, s), fill(gc, 0.3f, s);
-        EXPECT_TRUE((*opt)->step({ga.data(), gb.data(), gd.data(), gc.data()}));
+        fill(ga, 0.13f, s), fill(gb, 0.07f, s), fill(gd, 0.11f, s), fill(ge, 0.09f, s);
+        fill(gc, 0.3f, s);
+        EXPECT_TRUE((*opt)->step({ga.data(), gb.data(), gd.data(), ge.data(), gc.data()}));
       }
-      for (const auto* v : {&b, &d, &c}) a.insert(a.end(), v->begin(), v->end());
-      return a;
+      // The state as saved (codes and scales, as the CPU lays them out; before `a` grows: the
+      // optimizer reads the parameters from it), then the parameters.
+      std::vector<std::vector<uint8_t>> state;
+      if (opt) {
+        auto file = (*opt)->export_state();
+        EXPECT_TRUE(file) << file.error().message;
+        if (file)
+          for (const auto& tensor : file->tensors) state.push_back(tensor.data);
+      }
+      for (const auto* v : {&b, &d, &e, &c}) a.insert(a.end(), v->begin(), v->end());
+      return std::make_pair(a, state);
     };
-    const std::vector<float> want = run({});
-    for (int mode = 0; mode < 9; ++mode) {
+    const auto want = run({});
+    for (int mode = 0; mode < 12; ++mode) {
       OptimizerOptions o;
       o.backend = Backend::cuda;
       o.device_step = mode > 0;
@@ -354,7 +368,18 @@ TEST(Cuda, QuantizedStateStepsTheCpusBits) {
                                           .chunk_elements = 2048,
                                           .shared_tables = true,
                                           .prefetch = true};
-      EXPECT_EQ(run(o), want) << pipeline << " mode " << mode;
+      // Vectors: each lane takes 4 contiguous elements (8-bit codes as a word, 4-bit ones as 2
+      // bytes), the vector across a tensor's end element by element; 2 a lane, two blocks a
+      // trip on 64-thread blocks, in chunks of 512; 8 a lane with three blocks a trip (4-bit's
+      // blocks of 128 are too short for 32 lanes of 8: one element at a time).
+      if (mode == 9) o.gpu_launch = codegen::GpuLaunch{.vec = 4};
+      if (mode == 10)
+        o.gpu_launch = codegen::GpuLaunch{.block = 64, .items = 2, .vec = 2, .chunk_elements = 512};
+      if (mode == 11)
+        o.gpu_launch = codegen::GpuLaunch{.items = 3, .vec = 8, .shared_tables = true};
+      const auto got = run(o);
+      EXPECT_EQ(got.first, want.first) << pipeline << " mode " << mode;
+      EXPECT_TRUE(got.second == want.second) << pipeline << " mode " << mode << ": the state";
     }
   }
 }
@@ -370,6 +395,8 @@ TEST(Cuda, QuantizedStateDequantizesEveryCodeToItsMapValue) {
       {.backend = Backend::cuda, .gpu_launch = codegen::GpuLaunch{.items = 2}});
   testing::quant::check_every_code(
       {.backend = Backend::cuda, .gpu_launch = codegen::GpuLaunch{.prefetch = true}});
+  testing::quant::check_every_code(
+      {.backend = Backend::cuda, .gpu_launch = codegen::GpuLaunch{.vec = 4}});
 }
 
 // Stochastic rounding (bf16_sr state, bf16 parameters) draws the CPU backend's bits
@@ -385,6 +412,13 @@ TEST(Cuda, StochasticRoundingDrawsTheCpusBits) {
     if (mode == 3)
       o.gpu_launch = codegen::GpuLaunch{.block = 64, .items = 2, .vec = 4, .chunk_elements = 40};
     testing::check_stochastic_rounding_draws_the_cpus_bits(o);
+  }
+  // bf16 parameters rounded in the pass that quantizes 8-bit state, one element at a time and
+  // in vectors (each lane's element index is its vector's first plus its place).
+  for (int vec : {1, 4}) {
+    SCOPED_TRACE(vec);
+    testing::check_stochastic_rounding_draws_the_cpus_bits(
+        {.backend = Backend::cuda, .gpu_launch = codegen::GpuLaunch{.vec = vec}}, "8bit");
   }
 }
 

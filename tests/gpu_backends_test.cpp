@@ -111,6 +111,11 @@ INSTANTIATE_TEST_SUITE_P(
         GoldenCase{"clip_adamw_4bit_shared.cu",
                    R"(chain(clip_grad_norm(max_norm=1.0), adamw(state_format="4bit")))", DType::f32,
                    codegen::CLanguage::cuda, 256, 1, 1, false, true},
+        // Vectors of 4 a lane: 8-bit codes as words, bf16 parameters as 8-byte vectors (the
+        // values in f32 vectors), the vector across a tensor's end element by element.
+        GoldenCase{"clip_adamw_8bit_bf16_v4.cu",
+                   R"(chain(clip_grad_norm(max_norm=1.0), adamw(state_format="8bit")))",
+                   DType::bf16, codegen::CLanguage::cuda, 256, 1, 4},
         GoldenCase{"clip_adamw_4bit.cl",
                    R"(chain(clip_grad_norm(max_norm=1.0), adamw(state_format="4bit")))", DType::f32,
                    codegen::CLanguage::opencl},

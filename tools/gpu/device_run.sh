@@ -166,8 +166,8 @@ quick() {
 
 # #12 on the GPU: clip + AdamW with each state format at 268M parameters, as a graph, against
 # the roofline of its own bytes per parameter (optjit bench's "of copy"), with the code tables
-# in global memory and in shared memory (--launch tables=shared), with 2 blocks a warp trip
-# (--launch items=2), and with each warp's next trip prefetched (--launch prefetch=1).
+# in global memory and in shared memory (--launch tables=shared), and with vectors of 4 and 2 elements a lane (--launch vec=4, vec=2); 4-bit also with each
+# warp's next trip prefetched (--launch prefetch=1). Then bf16 clip + AdamW with vectors.
 quant() {
   local f t l n=268435456 base=$root/baseline
   "$optjit" bench "$P" --backend cuda --numel $n --steps 5 --reps 5 --no-unfused --step graph
@@ -180,25 +180,35 @@ quant() {
         "$base/bin/optjit" bench "$q" --backend cuda --numel $n --steps 5 --reps 5 --no-unfused \
         --step graph --launch tables=global
     fi
-    # This build: the default, shared tables, two blocks a warp trip, prefetching the next trip
-    # (with global and shared tables).
-    for l in tables=global tables=shared items=2 prefetch=1 prefetch=1,tables=shared; do
+    # This build: the default, shared tables, vectors of 4 and 2 a lane (codes as words), and
+    # for 4-bit prefetching the next trip (the one format it helped on the H100, 2026-11-27;
+    # two blocks a warp trip were slower for every format).
+    local ls="tables=global tables=shared vec=4 vec=4,tables=shared vec=2"
+    [ $f = 4bit ] && ls="$ls prefetch=1"
+    for l in $ls; do
       echo "# this build, $f, $l"
       "$optjit" bench "$q" --backend cuda --numel $n --steps 5 --reps 5 --no-unfused --step graph \
         --launch $l
     done
   done
+  # bf16 parameters and state (2 bytes an element): the default launch moves 2 bytes a thread
+  # a load; vectors move 8 or 16 (gpt2-small's size).
+  for l in vec=1 vec=4 vec=8 items=4; do
+    echo "# this build, bf16 parameters and state, $l"
+    "$optjit" bench "$P" --backend cuda --dtype bf16 --numel 124439808 --steps 5 --reps 5 \
+      --no-unfused --step graph --launch $l
+  done
 }
 
 # Where the quantized steps' time goes: Nsight Compute on the update pass (optjit_pass_1) of
-# clip + AdamW with 4-bit (also with prefetching), 8-bit and fp8 state at 64M
+# clip + AdamW with 4-bit and 8-bit (also with vectors of 4 a lane) and fp8 state at 64M
 # parameters (speed of light, memory, warp stalls, issue slots, occupancy, and the SASS lines
 # where warps stall most); the reports' text in profile.log.
 profile() {
   local f ncu
   ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
   [ -n "$ncu" ] || { echo "profile: no ncu here"; return 1; }
-  for f in 4bit:global 4bit:global,prefetch=1 8bit:global f8:global; do
+  for f in 4bit:global 4bit:global,vec=4 8bit:global 8bit:global,vec=4 f8:global; do
     echo "### ${f%%:*}, tables=${f#*:}"
     "$ncu" --clock-control none --kernel-name optjit_pass_1 --launch-count 1 \
       --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
