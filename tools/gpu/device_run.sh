@@ -192,11 +192,21 @@ quant() {
     done
   done
   # bf16 parameters and state (2 bytes an element): the default launch moves 2 bytes a thread
-  # a load; vectors move 8 or 16 (gpt2-small's size).
+  # a load; vectors move 8 or 16 (gpt2-small's size). Then AdamW after optjit.torch's deferred
+  # clip (the gradients scaled by a coefficient and rounded to bf16 in the step), which on the
+  # H100 (2026-11-27) made the bridge's bf16 step slower than torch's clip and the plain step.
+  local d
+  d=$(printf 'transform optjit_deferred_clip(optjit_clip_coef=1.0) {\n  grad = like_grad(grad * optjit_clip_coef)\n}\nchain(optjit_deferred_clip(optjit_clip_coef=0.5), adamw(lr=1e-3, weight_decay=0.01))')
   for l in vec=1 vec=4 vec=8 items=4; do
     echo "# this build, bf16 parameters and state, $l"
     "$optjit" bench "$P" --backend cuda --dtype bf16 --numel 124439808 --steps 5 --reps 5 \
       --no-unfused --step graph --launch $l
+    echo "# this build, bf16, AdamW after the deferred clip, $l"
+    "$optjit" bench "$d" --backend cuda --dtype bf16 --numel 124439808 --steps 5 --reps 5 \
+      --no-unfused --step graph --launch $l
+    echo "# this build, bf16, AdamW alone, $l"
+    "$optjit" bench "adamw(lr=1e-3, weight_decay=0.01)" --backend cuda --dtype bf16 \
+      --numel 124439808 --steps 5 --reps 5 --no-unfused --step graph --launch $l
   done
 }
 
