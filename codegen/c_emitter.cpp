@@ -551,6 +551,59 @@ class KernelWriter {
            L_.code_unit() == 1;
   }
 
+  // Names of the warps' quantized path, per block of a trip of G blocks: the block's place in
+  // the trip is in the name when a trip has several (one block a trip emits what it always did).
+  static std::string trip_name(const char* base, int g, int G) {
+    return G == 1 ? std::string(base) : fmt::format("{}_{}", base, g);
+  }
+  static std::string trip_name(const char* base, uint32_t b, int g, int G) {
+    return G == 1 ? fmt::format("{}{}", base, b) : fmt::format("{}{}_{}", base, b, g);
+  }
+  // A trip's geometry from its first element `base`: per block, n (its elements in the chunk;
+  // a later block of the trip may be past the chunk: n <= 0) and blk (its scale's index).
+  std::string trip_geometry(const std::string& base, const std::string& pre, const char* in,
+                            int G) const {
+    const std::string I = L_.i64();
+    const int64_t QB = ir::quant_block(plan_.buffers);
+    std::string out;
+    for (int g = 0; g < G; ++g) {
+      const std::string start = g == 0 ? base : fmt::format("({} + {})", base, g * QB);
+      out += fmt::format(
+          "{0}{1}\n{0}{2}\n", in,
+          L_.let(I, pre + trip_name("n", g, G),
+                 L_.select(fmt::format("len - {} < {}", start, QB), fmt::format("len - {}", start),
+                           std::to_string(QB))),
+          L_.let(I, pre + trip_name("blk", g, G), fmt::format("(off + {}) / {}", start, QB)));
+    }
+    return out;
+  }
+  // Quantized buffer b's absmax per block of the trip (am<b>, each lane's so far) reduced across
+  // the warp by exchanges (the blocks' chains interleaved), each block's scale sb<b> from it,
+  // written by lane 0 where the block is in the chunk.
+  std::string trip_scales(uint32_t b, int G) const {
+    const std::string U = L_.u32(), F = L_.value_type(DType::f32);
+    std::string s;
+    for (int m = 16; m > 0; m >>= 1)
+      for (int g = 0; g < G; ++g) {
+        const std::string am = trip_name("am", b, g, G),
+                          x = G == 1 ? fmt::format("x{}_{}", b, m)
+                                     : fmt::format("x{}_{}_{}", b, g, m);
+        s += "        " + L_.let(U, x, L_.warp_xor_u32(am, m)) + "\n        " +
+             fmt::format("{} = {};", am, max_u32(am, x)) + "\n";
+      }
+    for (int g = 0; g < G; ++g) {
+      s += "        " +
+           L_.let(F, trip_name("ab", b, g, G),
+                  fmt::format("OPTJIT_BITS_F32({})", trip_name("am", b, g, G))) +
+           "\n        " + scale_of(b, trip_name("ab", b, g, G), trip_name("sb", b, g, G)) + "\n";
+      s += fmt::format(
+          "        if ({}) {{\n          {} = {};\n        }}\n",
+          g == 0 ? "lane == 0" : fmt::format("lane == 0 && {} > 0", trip_name("n", g, G)),
+          L_.scale_at(b, trip_name("blk", g, G)), trip_name("sb", b, g, G));
+    }
+    return s;
+  }
+
   // A chunk of a quantized tensor with quantization blocks per warp (warp_blocks()): each of
   // the work-group's warps steps blocks of its own, `items` blocks a trip (more loads in flight
   // per warp), lane l taking elements l, l + 32, ... of each block (every load and store a warp
@@ -562,34 +615,16 @@ class KernelWriter {
                       lid = L_.local_id();
     const int64_t QB = ir::quant_block(plan_.buffers);
     const int K = static_cast<int>(QB / 32), warps = block_ / 32, G = std::max(1, items_);
-    // Per-block names carry the block's place in the trip when a trip has several (one block
-    // a trip emits what it always did).
-    auto at = [&](const char* base, int g) {
-      return G == 1 ? std::string(base) : fmt::format("{}_{}", base, g);
-    };
-    auto per = [&](const char* base, uint32_t b, int g) {
-      return G == 1 ? fmt::format("{}{}", base, b) : fmt::format("{}{}_{}", base, b, g);
-    };
+    auto at = [&](const char* base, int g) { return trip_name(base, g, G); };
+    auto per = [&](const char* base, uint32_t b, int g) { return trip_name(base, b, g, G); };
     auto ix = [](int k) { return fmt::format("i{}", k); };
     // Item k is element lane + 32 (k % K) of the trip's block k / K (names carry `pre`: "f" for
     // the next trip's, when prefetching).
     auto in_block = [&](int k, const std::string& pre = "") {
       return fmt::format("lane + {} < {}{}", 32 * (k % K), pre, at("n", k / K));
     };
-    // A trip's geometry (n, blk per block) from its first element `base`.
     auto geometry = [&](const std::string& base, const std::string& pre, const char* in) {
-      std::string out;
-      for (int g = 0; g < G; ++g) {
-        // A later block of the trip may be past the chunk (n <= 0: none of its items is).
-        const std::string start = g == 0 ? base : fmt::format("({} + {})", base, g * QB);
-        out +=
-            fmt::format("{0}{1}\n{0}{2}\n", in,
-                        L_.let(I, pre + at("n", g),
-                               L_.select(fmt::format("len - {} < {}", start, QB),
-                                         fmt::format("len - {}", start), std::to_string(QB))),
-                        L_.let(I, pre + at("blk", g), fmt::format("(off + {}) / {}", start, QB)));
-      }
-      return out;
+      return trip_geometry(base, pre, in, G);
     };
     auto indices = [&](const std::string& base, const std::string& pre, int k) {
       return L_.let(I, pre + ix(k),
@@ -713,21 +748,7 @@ class KernelWriter {
     }
     for (uint32_t b : stores_) {
       if (!quantized(b)) continue;
-      for (int m = 16; m > 0; m >>= 1)
-        for (int g = 0; g < G; ++g) {
-          const std::string am = per("am", b, g), x = G == 1 ? fmt::format("x{}_{}", b, m)
-                                                             : fmt::format("x{}_{}_{}", b, g, m);
-          s += "        " + L_.let(U, x, L_.warp_xor_u32(am, m)) + "\n        " +
-               fmt::format("{} = {};", am, max_u32(am, x)) + "\n";
-        }
-      for (int g = 0; g < G; ++g) {
-        s += "        " +
-             L_.let(F, per("ab", b, g), fmt::format("OPTJIT_BITS_F32({})", per("am", b, g))) +
-             "\n        " + scale_of(b, per("ab", b, g), per("sb", b, g)) + "\n";
-        s += fmt::format("        if ({}) {{\n          {} = {};\n        }}\n",
-                         g == 0 ? "lane == 0" : fmt::format("lane == 0 && {} > 0", at("n", g)),
-                         L_.scale_at(b, at("blk", g)), per("sb", b, g));
-      }
+      s += trip_scales(b, G);
       for (int k = 0; k < K * G; ++k) {
         const std::string code = code_of(b, fmt::format("Q{}_{}", b, k), per("sb", b, k / K));
         if (bits(b) != 4) {
@@ -775,12 +796,8 @@ class KernelWriter {
     const int V = warp_vectors(), K = static_cast<int>(QB / (32 * V)), warps = block_ / 32,
               G = std::max(1, items_), shift = std::countr_zero(static_cast<unsigned>(V));
     const std::string FV = L_.vec_type(DType::f32, V);
-    auto at = [&](const char* base, int g) {
-      return G == 1 ? std::string(base) : fmt::format("{}_{}", base, g);
-    };
-    auto per = [&](const char* base, uint32_t b, int g) {
-      return G == 1 ? fmt::format("{}{}", base, b) : fmt::format("{}{}_{}", base, b, g);
-    };
+    auto at = [&](const char* base, int g) { return trip_name(base, g, G); };
+    auto per = [&](const char* base, uint32_t b, int g) { return trip_name(base, b, g, G); };
     // Item k: the vector from element 32 V (k % K) + V lane of the trip's block k / K; i<k> its
     // first element in the chunk, r<k> how many of its elements the block holds (<= 0: none).
     auto ix = [](int k) { return fmt::format("i{}", k); };
@@ -806,14 +823,7 @@ class KernelWriter {
     std::string s = "      " + L_.let(I, "lane", L_.cast(I, "(" + lid + " & 31u)")) + "\n";
     s += fmt::format("      {} {{\n",
                      L_.for_head(I, "e0", first, "e0 < len", fmt::format("e0 += {}", stride)));
-    for (int g = 0; g < G; ++g) {
-      const std::string start = g == 0 ? "e0" : fmt::format("(e0 + {})", g * QB);
-      s += "        " +
-           L_.let(I, at("n", g),
-                  L_.select(fmt::format("len - {} < {}", start, QB), fmt::format("len - {}", start),
-                            std::to_string(QB))) +
-           "\n        " + L_.let(I, at("blk", g), fmt::format("(off + {}) / {}", start, QB)) + "\n";
-    }
+    s += trip_geometry("e0", "", "        ", G);
     for (uint32_t b : loads_)
       if (quantized(b))
         for (int g = 0; g < G; ++g)
@@ -921,21 +931,7 @@ class KernelWriter {
     element_indices_ = false;
     for (uint32_t b : stores_) {
       if (!quantized(b)) continue;
-      for (int m = 16; m > 0; m >>= 1)
-        for (int g = 0; g < G; ++g) {
-          const std::string am = per("am", b, g), x = G == 1 ? fmt::format("x{}_{}", b, m)
-                                                             : fmt::format("x{}_{}_{}", b, g, m);
-          s += "        " + L_.let(U, x, L_.warp_xor_u32(am, m)) + "\n        " +
-               fmt::format("{} = {};", am, max_u32(am, x)) + "\n";
-        }
-      for (int g = 0; g < G; ++g) {
-        s += "        " +
-             L_.let(F, per("ab", b, g), fmt::format("OPTJIT_BITS_F32({})", per("am", b, g))) +
-             "\n        " + scale_of(b, per("ab", b, g), per("sb", b, g)) + "\n";
-        s += fmt::format("        if ({}) {{\n          {} = {};\n        }}\n",
-                         g == 0 ? "lane == 0" : fmt::format("lane == 0 && {} > 0", at("n", g)),
-                         L_.scale_at(b, at("blk", g)), per("sb", b, g));
-      }
+      s += trip_scales(b, G);
       for (int k = 0; k < K * G; ++k) {
         s += fmt::format("        if ({} > 0) {{\n", rest(k));
         for (int e = 0; e < V; ++e)
