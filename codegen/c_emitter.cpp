@@ -181,6 +181,7 @@ class KernelWriter {
         pass_(plan.passes[k]),
         k_(k),
         L_(L),
+        launch_(o.launch),
         block_(o.launch.block),
         items_(o.launch.items),
         vec_(o.launch.vec),
@@ -193,7 +194,7 @@ class KernelWriter {
     auto used = buffers_of(pass_.body);
     if (!used) return used.error();
     const size_t R = pass_.reductions.size();
-    s += L_.pass_signature(plan_, k_, block_, device_step_);
+    s += L_.pass_signature(plan_, k_, launch_, device_step_);
     if (device_step_)
       s += "  if (ctl[1] != 0.0) return;  // a skip_if fired: the step writes nothing\n";
     for (size_t r = 0; r < R; ++r)
@@ -1166,6 +1167,7 @@ class KernelWriter {
   const ir::Program* body_ = &pass_.body;  // the body (or version of it) being written
   size_t k_;
   const Lang& L_;
+  const GpuLaunch& launch_;
   int block_, items_, vec_;
   bool device_step_;
   bool shared_tables_;  // GpuLaunch::shared_tables
@@ -1215,6 +1217,9 @@ Expected<std::string> emit_c(const plan::Plan& plan, CEmitOptions o) {
     return make_error(
         "the {} backend reads its code tables from constant memory: tables=shared is CUDA's",
         L.name());
+  if (o.launch.resident != GpuLaunch::kDefaultResident && o.language != CLanguage::cuda)
+    return make_error("the {} backend has no launch bounds: resident={} (threads per SM) is CUDA's",
+                      L.name(), o.launch.resident);
   if (o.launch.prefetch && L.warp_xor_u32("x", 1).empty())
     return make_error(
         "the {} backend quantizes a block per work-group through local memory: prefetch=1 is "

@@ -248,15 +248,17 @@ class Cuda final : public Lang {
     }
     return s;
   }
-  std::string pass_signature(const plan::Plan&, size_t k, int block, bool ctl) const override {
+  std::string pass_signature(const plan::Plan&, size_t k, const GpuLaunch& launch,
+                             bool ctl) const override {
     return fmt::format(
         "{} __launch_bounds__({}, {}) optjit_pass_{}(const OptjitRow* __restrict__ rows,\n"
         "    const long long* __restrict__ chunks, const long long nchunks, double* __restrict__ "
         "partials{}) {{\n",
-        // At least 512 threads resident per SM, the floor the tuner's occupancy pruning keeps
-        // (a quarter of sm_80's and sm_90's 2048). Without a minimum, ptxas capped clip+AdamW
-        // at 48 registers on sm_80 and spilled; with 1024, 8-wide vectors spilled at 64.
-        kernel(), block, std::max(1, 512 / block), k,
+        // By default at least 512 threads resident per SM, the floor the tuner's occupancy
+        // pruning keeps (a quarter of sm_80's and sm_90's 2048). Without a minimum, ptxas capped
+        // clip+AdamW at 48 registers on sm_80 and spilled; with 1024, 8-wide vectors spilled at
+        // 64. `resident` asks for more (or fewer).
+        kernel(), launch.block, std::max(1, launch.resident / launch.block), k,
         ctl ? ", const double* __restrict__ ctl" : "");
   }
   std::string buffer_pointers(const plan::Plan& plan,
@@ -352,7 +354,8 @@ class Opencl final : public Lang {
     s += "#define OPTJIT_BITS_F32(x) as_float(x)\n#define OPTJIT_BITS_F64(x) as_double(x)\n";
     return s;
   }
-  std::string pass_signature(const plan::Plan& plan, size_t k, int, bool ctl) const override {
+  std::string pass_signature(const plan::Plan& plan, size_t k, const GpuLaunch&,
+                             bool ctl) const override {
     std::string args;
     for (size_t b = 0; b < plan.buffers.size(); ++b)
       args += fmt::format("__global {}* restrict b{}, ", storage_type(plan.buffers[b].storage), b);
@@ -756,7 +759,9 @@ fn optjit_sqrt(v: f32) -> f32 {
 )";
   }
 
-  std::string pass_signature(const plan::Plan&, size_t k, int block, bool) const override {
+  std::string pass_signature(const plan::Plan&, size_t k, const GpuLaunch& launch,
+                             bool) const override {
+    const int block = launch.block;
     return fmt::format(
         "@compute @workgroup_size({})\n"
         "fn optjit_pass_{}(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: "

@@ -55,8 +55,9 @@ class Lang {
   /// conversions (OPTJIT_F16_TO_F32, OPTJIT_F32_TO_F16), vector types for `vec`.
   virtual std::string preamble(const plan::Plan& plan, int vec) const = 0;
   /// Pass k's signature up to and including its opening brace (codegen/c_emitter.h gives each
-  /// language's arguments), for blocks of `block`; `ctl` with the device step.
-  virtual std::string pass_signature(const plan::Plan& plan, size_t k, int block,
+  /// language's arguments), for the launch's blocks (CUDA: and its resident threads per SM);
+  /// `ctl` with the device step.
+  virtual std::string pass_signature(const plan::Plan& plan, size_t k, const GpuLaunch& launch,
                                      bool ctl) const = 0;
   /// Inside the chunk loop (tensor t, offset off): `u`, the tensor's uniform row, and p<b>, the
   /// chunk's first element of each buffer b in `used`.

@@ -12,17 +12,22 @@ namespace optjit::codegen {
 namespace {
 constexpr const char* kSharedTables = ",tables=shared";
 constexpr const char* kPrefetch = ",prefetch=1";
+constexpr const char* kResident = ",resident=";
 }  // namespace
 
+// The optional parameters' suffix, each only where it is not its default.
+std::string GpuLaunch::options_suffix() const {
+  return fmt::format("{}{}{}", shared_tables ? kSharedTables : "", prefetch ? kPrefetch : "",
+                     resident != kDefaultResident ? fmt::format("{}{}", kResident, resident) : "");
+}
+
 std::string GpuLaunch::to_string() const {
-  return fmt::format("block={},items={},vec={},grid={},chunk={}{}{}", block, items, vec,
-                     groups_per_unit, chunk_elements, shared_tables ? kSharedTables : "",
-                     prefetch ? kPrefetch : "");
+  return fmt::format("block={},items={},vec={},grid={},chunk={}{}", block, items, vec,
+                     groups_per_unit, chunk_elements, options_suffix());
 }
 
 std::string GpuLaunch::code_variant() const {
-  return fmt::format("block={},items={},vec={}{}{}", block, items, vec,
-                     shared_tables ? kSharedTables : "", prefetch ? kPrefetch : "");
+  return fmt::format("block={},items={},vec={}{}", block, items, vec, options_suffix());
 }
 
 std::optional<GpuLaunch> GpuLaunch::parse(const std::string& s) {
@@ -39,10 +44,18 @@ std::optional<GpuLaunch> GpuLaunch::parse(const std::string& s) {
     g.shared_tables = true;
     rest = rest.substr(std::string_view(kSharedTables).size());
   }
-  if (rest == kPrefetch)
+  if (rest.starts_with(kPrefetch)) {
     g.prefetch = true;
-  else if (!rest.empty())
-    return std::nullopt;
+    rest = rest.substr(std::string_view(kPrefetch).size());
+  }
+  if (rest.starts_with(kResident)) {
+    int n = 0;
+    if (std::sscanf(rest.c_str() + std::string_view(kResident).size(), "%d%n", &g.resident, &n) !=
+        1)
+      return std::nullopt;
+    rest = rest.substr(std::string_view(kResident).size() + static_cast<size_t>(n));
+  }
+  if (!rest.empty()) return std::nullopt;
   g.chunk_elements = chunk;
   if (!g.validate()) return std::nullopt;
   return g;
@@ -67,14 +80,16 @@ Expected<GpuLaunch> GpuLaunch::from_text(const std::string& s, const GpuLaunch& 
     if (eq == std::string::npos)
       return make_error(
           "launch parameter '{}' is not name=value (block, items, vec, grid, chunk, tables, "
-          "prefetch)",
+          "prefetch, resident)",
           item);
     const std::string name = item.substr(0, eq), value = item.substr(eq + 1);
-    static const std::set<std::string> kNames = {"block", "items",  "vec",     "grid",
-                                                 "chunk", "tables", "prefetch"};
+    static const std::set<std::string> kNames = {"block", "items",  "vec",      "grid",
+                                                 "chunk", "tables", "prefetch", "resident"};
     if (!kNames.count(name))
       return make_error(
-          "unknown launch parameter '{}' (block, items, vec, grid, chunk, tables, prefetch)", name);
+          "unknown launch parameter '{}' (block, items, vec, grid, chunk, tables, prefetch, "
+          "resident)",
+          name);
     if (!seen.insert(name).second) return make_error("launch parameter {} is given twice", name);
     if (name == "tables") {
       if (value != "global" && value != "shared")
@@ -99,11 +114,12 @@ Expected<GpuLaunch> GpuLaunch::from_text(const std::string& s, const GpuLaunch& 
         (name != "chunk" &&
          (v > std::numeric_limits<int>::max() || v < std::numeric_limits<int>::min())))
       return make_error("launch parameter {}={} is out of range ({})", name, value,
-                        name == "block"   ? "a power of two between 1 and 1024"
-                        : name == "items" ? "1..8"
-                        : name == "vec"   ? "1, 2, 4 or 8"
-                        : name == "grid"  ? "1..2147483647 blocks per unit"
-                                          : "1..2^40 elements");
+                        name == "block"      ? "a power of two between 1 and 1024"
+                        : name == "items"    ? "1..8"
+                        : name == "vec"      ? "1, 2, 4 or 8"
+                        : name == "grid"     ? "1..2147483647 blocks per unit"
+                        : name == "resident" ? "a multiple of 32 in 32..2048 threads per SM"
+                                             : "1..2^40 elements");
     if (name == "block")
       g.block = static_cast<int>(v);
     else if (name == "items")
@@ -112,6 +128,8 @@ Expected<GpuLaunch> GpuLaunch::from_text(const std::string& s, const GpuLaunch& 
       g.vec = static_cast<int>(v);
     else if (name == "grid")
       g.groups_per_unit = static_cast<int>(v);
+    else if (name == "resident")
+      g.resident = static_cast<int>(v);
     else
       g.chunk_elements = v;
   }
@@ -128,6 +146,8 @@ Status GpuLaunch::validate() const {
   if (groups_per_unit < 1)
     return make_error("grid cap {} blocks per unit is below 1", groups_per_unit);
   if (chunk_elements < 1) return make_error("chunk size must be at least 1 element");
+  if (resident < 32 || resident > 2048 || resident % 32 != 0)
+    return make_error("resident threads {} per SM is not a multiple of 32 in 32..2048", resident);
   if (chunk_elements % vec != 0)
     return make_error("chunk size {} is not a multiple of the vector width {}", chunk_elements,
                       vec);

@@ -30,6 +30,12 @@ struct GpuLaunch {
   /// overlaps the computation, one element a lane at a time (vec does not apply to the
   /// quantized path then). "prefetch=1" in text; absent means 0.
   bool prefetch = false;
+  /// CUDA: the threads per SM that each kernel's launch bound asks ptxas to fit
+  /// (__launch_bounds__(block, resident / block)), which caps its registers at 65536 / resident
+  /// a thread: 512 (128 registers) by default, 768 (80), 1024 (64). More resident threads hide
+  /// more latency, fewer registers may spill. "resident=768" in text; absent means 512.
+  int resident = kDefaultResident;
+  static constexpr int kDefaultResident = 512;
 
   /// The launch parameters used before any tuning. GPUs: blocks of 256 threads, one element per
   /// thread per trip. CPU devices (PoCL): one work-item per work-group, so each work-item
@@ -38,18 +44,21 @@ struct GpuLaunch {
   /// 0.13 with blocks of 256).
   static GpuLaunch device_default(bool gpu);
 
-  /// "block=256,items=1,vec=1,grid=8,chunk=65536" (",tables=shared" and ",prefetch=1" after it
-  /// when set): the cache's form of a decision.
+  /// "block=256,items=1,vec=1,grid=8,chunk=65536" (",tables=shared", ",prefetch=1" and
+  /// ",resident=N" after it when set): the cache's form of a decision.
   std::string to_string() const;
   static std::optional<GpuLaunch> parse(const std::string& s);
   /// What a user writes: any subset of block, items, vec, grid, chunk, tables (global or
-  /// shared) and prefetch (0 or 1) as "name=value" pairs separated by commas ("vec=4,items=2");
+  /// shared), prefetch (0 or 1) and resident as "name=value" pairs separated by commas
+  /// ("vec=4,items=2");
   /// the rest keep their defaults. Errors name the problem.
   static Expected<GpuLaunch> from_text(const std::string& s, const GpuLaunch& base);
   static Expected<GpuLaunch> from_text(const std::string& s) { return from_text(s, GpuLaunch{}); }
   /// The part that changes the emitted code, for kernel cache keys: "block=256,items=1,vec=1"
-  /// (",tables=shared" and ",prefetch=1" after it when set).
+  /// (",tables=shared", ",prefetch=1" and ",resident=N" after it when set).
   std::string code_variant() const;
+  /// ",tables=shared", ",prefetch=1" and ",resident=N", each where set (the end of both forms).
+  std::string options_suffix() const;
   /// A clear error for parameters no kernel can use.
   Status validate() const;
   /// Blocks to launch for `chunks` chunks on a device with `units` SMs or compute units.

@@ -162,10 +162,32 @@ TEST(GpuLaunch, ParsesWhatUsersWriteAndWhatTheCacheStores) {
     return r ? std::string("no error") : r.error().message;
   };
   EXPECT_EQ(msg("warp=32"),
-            "unknown launch parameter 'warp' (block, items, vec, grid, chunk, tables, prefetch)");
+            "unknown launch parameter 'warp' (block, items, vec, grid, chunk, tables, prefetch, "
+            "resident)");
   EXPECT_EQ(msg("vec"),
             "launch parameter 'vec' is not name=value (block, items, vec, grid, chunk, tables, "
-            "prefetch)");
+            "prefetch, resident)");
+  // Resident threads per SM: a code variant of its own (the launch bound), stored last;
+  // decisions stored without it still parse, as 512.
+  for (const char* text : {"resident=768", "tables=shared,prefetch=1,resident=1024"}) {
+    SCOPED_TRACE(text);
+    auto r = codegen::GpuLaunch::from_text(text);
+    ASSERT_TRUE(r) << r.error().message;
+    const std::string before = std::string(r->shared_tables ? ",tables=shared" : "") +
+                               (r->prefetch ? ",prefetch=1" : "") +
+                               fmt::format(",resident={}", r->resident);
+    EXPECT_EQ(r->to_string(), "block=256,items=1,vec=1,grid=8,chunk=65536" + before);
+    EXPECT_EQ(codegen::GpuLaunch::parse(r->to_string()), *r);
+    EXPECT_EQ(r->code_variant(), "block=256,items=1,vec=1" + before);
+  }
+  EXPECT_EQ(codegen::GpuLaunch::from_text("resident=512")->to_string(),
+            codegen::GpuLaunch{}.to_string());
+  EXPECT_FALSE(codegen::GpuLaunch::parse(l->to_string() + ",resident=768,prefetch=1"));
+  EXPECT_FALSE(codegen::GpuLaunch::parse(l->to_string() + ",resident=100"));
+  EXPECT_FALSE(codegen::GpuLaunch::parse(l->to_string() + ",resident=768x"));
+  EXPECT_EQ(msg("resident=100"), "resident threads 100 per SM is not a multiple of 32 in 32..2048");
+  EXPECT_EQ(msg("resident=4096"),
+            "resident threads 4096 per SM is not a multiple of 32 in 32..2048");
   EXPECT_EQ(msg("prefetch=2"), "launch parameter prefetch: '2' is not 0 or 1");
   EXPECT_EQ(msg("prefetch=1,prefetch=0"), "launch parameter prefetch is given twice");
   // Prefetching: a code variant of its own, stored after tables=; decisions stored without it
@@ -281,6 +303,43 @@ TEST(Nvrtc, EveryBuiltinCompilesForSm80AndSm90) {
       EXPECT_EQ(k.spill_stores + k.spill_loads, 0) << d->name << " " << k.name << " spills";
   }
   EXPECT_EQ(compiled, 34);
+}
+
+// `resident` is the launch bound's resident threads per SM, so it caps a kernel's registers at
+// 65536 / resident: the 8-bit AdamW update pass takes 126-128 by default and at most 80 with
+// resident=768 (where it spills, which the tuner's pruning sees).
+TEST(Nvrtc, ResidentThreadsCapRegisters) {
+  ASSERT_TRUE(codegen::have_nvrtc());
+  auto plan = compile_pipeline(
+      R"(chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, state_format="8bit")))");
+  ASSERT_TRUE(plan) << plan.error().message;
+  for (int resident : {512, 768, 1024}) {
+    SCOPED_TRACE(resident);
+    const codegen::CEmitOptions o{codegen::CLanguage::cuda, {.resident = resident}};
+    auto src = codegen::emit_c(*plan, o);
+    ASSERT_TRUE(src) << src.error().message;
+    EXPECT_NE(src->find(fmt::format("__launch_bounds__(256, {})", resident / 256)),
+              std::string::npos);
+    auto cubin = codegen::compile_cubin(*src, "sm_90");
+    ASSERT_TRUE(cubin) << cubin.error().message;
+    int most = 0;
+    for (const auto& k : cubin->kernels) most = std::max(most, k.registers);
+    EXPECT_LE(most, 65536 / resident);
+    // (OpenCL and WGSL have no launch bounds.)
+    for (auto language : {codegen::CLanguage::opencl, codegen::CLanguage::wgsl}) {
+      auto other = codegen::emit_c(*plan, {language, {.resident = resident}});
+      EXPECT_EQ(other ? std::string("no error") : other.error().message,
+                resident == 512
+                    ? "no error"
+                    : fmt::format("the {} backend has no launch bounds: resident={} "
+                                  "(threads per SM) is CUDA's",
+                                  language == codegen::CLanguage::opencl ? "opencl" : "wgsl",
+                                  resident));
+    }
+    if (resident == 512) {
+      EXPECT_GT(most, 80);  // (so the caps below bite)
+    }
+  }
 }
 
 TEST(Nvrtc, BadArchitectureIsAClearError) {

@@ -44,8 +44,9 @@ inline void check_stochastic_rounding_draws_the_cpus_bits(const OptimizerOptions
           o);
       ASSERT_TRUE(made) << made.error().message;
       std::unique_ptr<Optimizer> opt = std::move(*made);
-      if (state == "bf16_sr" || params_too)                  // (8-bit state alone rounds nothing)
+      if (state == "bf16_sr" || params_too) {                // (8-bit state alone rounds nothing)
         ASSERT_TRUE(opt->set_hyper("state_seed", 1048575));  // the key near 2^52
+      }
       for (int step = 0; step < 3; ++step) {
         std::vector<std::vector<uint8_t>> g;
         for (size_t t = 0; t < 2; ++t) {

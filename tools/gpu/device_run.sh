@@ -166,8 +166,10 @@ quick() {
 
 # #12 on the GPU: clip + AdamW with each state format at 268M parameters, as a graph, against
 # the roofline of its own bytes per parameter (optjit bench's "of copy"), with the code tables
-# in global memory and in shared memory (--launch tables=shared), and with vectors of 4 and 2 elements a lane (--launch vec=4, vec=2); 4-bit also with each
-# warp's next trip prefetched (--launch prefetch=1). Then bf16 clip + AdamW with vectors.
+# in global memory and in shared memory (--launch tables=shared), with vectors of 4 and 2
+# elements a lane (--launch vec=4, vec=2), and with vectors and 768 threads resident per SM
+# (--launch resident=768: 80 registers a thread, spills traded for occupancy); 4-bit also with
+# each warp's next trip prefetched (--launch prefetch=1). Then bf16 clip + AdamW with vectors.
 quant() {
   local f t l n=268435456 base=$root/baseline
   "$optjit" bench "$P" --backend cuda --numel $n --steps 5 --reps 5 --no-unfused --step graph
@@ -183,7 +185,7 @@ quant() {
     # This build: the default, shared tables, vectors of 4 and 2 a lane (codes as words), and
     # for 4-bit prefetching the next trip (the one format it helped on the H100, 2026-11-27;
     # two blocks a warp trip were slower for every format).
-    local ls="tables=global tables=shared vec=4 vec=4,tables=shared vec=2"
+    local ls="tables=global tables=shared vec=4 vec=4,tables=shared vec=2 vec=4,resident=768"
     [ $f = 4bit ] && ls="$ls prefetch=1"
     for l in $ls; do
       echo "# this build, $f, $l"
