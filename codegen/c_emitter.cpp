@@ -881,6 +881,8 @@ class KernelWriter {
         for (int k = 0; k < K * G; ++k)
           s += "        " + L_.var(FV, fmt::format("Q{}_{}", b, k)) + "\n";
       }
+    // Each element inside the block through the body (lanes past its end compute nothing: a
+    // reduction must not see them), its quantized values kept and their absmax taken.
     element_indices_ = true;
     for (int k = 0; k < K * G; ++k) {
       s += fmt::format("        if ({} > 0) {{\n", rest(k));
@@ -888,7 +890,7 @@ class KernelWriter {
         s +=
             "          " + L_.var(quantized(b) ? FV : vec_type(b, V), fmt::format("S{}", b)) + "\n";
       for (int e = 0; e < V; ++e) {
-        s += "          {\n";
+        s += e == 0 ? "          {\n" : fmt::format("          if ({} > {}) {{\n", rest(k), e);
         size_t r = 0;
         for (size_t n = 0; n < body_->insts.size(); ++n) {
           auto line = statement(n, r, k, e, V);
@@ -898,34 +900,26 @@ class KernelWriter {
           }
           if (!line->empty()) s += "            " + *line + "\n";
         }
+        for (uint32_t b : stores_)
+          if (quantized(b))
+            s += fmt::format(
+                "            {} = {};\n            {} = {};\n",
+                L_.lane(fmt::format("Q{}_{}", b, k), e, V), L_.lane(fmt::format("S{}", b), e, V),
+                per("am", b, k / K),
+                max_u32(per("am", b, k / K), fmt::format("(OPTJIT_F32_BITS({}) & 0x7fffffffu)",
+                                                         L_.lane(fmt::format("S{}", b), e, V))));
         s += "          }\n";
       }
       for (uint32_t b : stores_) {
-        if (!quantized(b)) {
-          s += fmt::format("          if ({} >= {}) {{\n            {}\n          }} else {{\n",
-                           rest(k), V, store(b, V, vix(k)));
-          for (int e = 0; e < V; ++e)
-            s += fmt::format("            {}p{}[{}] = {};\n",
-                             e == 0 ? "" : fmt::format("if ({} > {}) ", rest(k), e), b,
-                             e == 0 ? ix(k) : fmt::format("{} + {}", ix(k), e),
-                             L_.lane(fmt::format("S{}", b), e, V));
-          s += "          }\n";
-          continue;
-        }
-        // The values to quantize, and the running absmax of those inside the block.
-        s += fmt::format("          Q{0}_{1} = S{0};\n", b, k);
-        const std::string am = per("am", b, k / K);
-        std::string whole, across;
-        for (int e = 0; e < V; ++e) {
-          const std::string x = fmt::format("(OPTJIT_F32_BITS({}) & 0x7fffffffu)",
-                                            L_.lane(fmt::format("S{}", b), e, V));
-          whole += fmt::format("            {} = {};\n", am, max_u32(am, x));
-          across += fmt::format("            {}{} = {};\n",
-                                e == 0 ? "" : fmt::format("if ({} > {}) ", rest(k), e), am,
-                                max_u32(am, x));
-        }
-        s += fmt::format("          if ({} >= {}) {{\n{}          }} else {{\n{}          }}\n",
-                         rest(k), V, whole, across);
+        if (quantized(b)) continue;
+        s += fmt::format("          if ({} >= {}) {{\n            {}\n          }} else {{\n",
+                         rest(k), V, store(b, V, vix(k)));
+        for (int e = 0; e < V; ++e)
+          s += fmt::format("            {}p{}[{}] = {};\n",
+                           e == 0 ? "" : fmt::format("if ({} > {}) ", rest(k), e), b,
+                           e == 0 ? ix(k) : fmt::format("{} + {}", ix(k), e),
+                           L_.lane(fmt::format("S{}", b), e, V));
+        s += "          }\n";
       }
       s += "        }\n";
     }
@@ -934,15 +928,14 @@ class KernelWriter {
       if (!quantized(b)) continue;
       s += trip_scales(b, G);
       for (int k = 0; k < K * G; ++k) {
-        s += fmt::format("        if ({} > 0) {{\n", rest(k));
-        for (int e = 0; e < V; ++e)
-          s += "          " +
-               L_.let(U, fmt::format("c{}_{}_{}", b, k, e),
-                      code_of(b, L_.lane(fmt::format("Q{}_{}", b, k), e, V), per("sb", b, k / K))) +
-               "\n";
+        auto code = [&](int e) {
+          return code_of(b, L_.lane(fmt::format("Q{}_{}", b, k), e, V), per("sb", b, k / K));
+        };
         // Whole: the codes as words. Across the end: 8-bit codes one by one; 4-bit ones a byte
-        // (two codes) at a time, the half past the end 0.
-        s += fmt::format("          if ({} >= {}) {{\n", rest(k), V);
+        // (two codes) at a time, the half past the end 0 (codes only of elements inside).
+        s += fmt::format("        if ({} >= {}) {{\n", rest(k), V);
+        for (int e = 0; e < V; ++e)
+          s += "          " + L_.let(U, fmt::format("c{}_{}_{}", b, k, e), code(e)) + "\n";
         for (int w = 0; w < words(b); ++w) {
           std::string word;
           for (int e = 0; e < V; ++e) {
@@ -954,23 +947,22 @@ class KernelWriter {
           const std::string byte = bits(b) == 4 ? fmt::format("({} >> 1)", ix(k))
                                    : w == 0     ? ix(k)
                                                 : fmt::format("{} + {}", ix(k), 4 * w);
-          s += "            " + L_.store_code_word(b, byte, word_bytes(b), word) + "\n";
+          s += "          " + L_.store_code_word(b, byte, word_bytes(b), word) + "\n";
         }
-        s += "          } else {\n";
+        s += fmt::format("        }} else if ({} > 0) {{\n", rest(k));
         const int step = bits(b) == 4 ? 2 : 1;
         for (int e = 0; e < V; e += step) {
-          const std::string c = fmt::format("c{}_{}_{}", b, k, e);
-          std::string unit = c;
+          std::string unit = code(e);
           if (bits(b) == 4)
-            unit = fmt::format("({} << 4u) | ({})", c,
-                               L_.select(fmt::format("{} > {}", rest(k), e + 1),
-                                         fmt::format("c{}_{}_{}", b, k, e + 1), "0u"));
+            unit =
+                fmt::format("({} << 4u) | ({})", unit,
+                            L_.select(fmt::format("{} > {}", rest(k), e + 1), code(e + 1), "0u"));
           const std::string el = e == 0 ? ix(k) : fmt::format("{} + {}", ix(k), e);
-          s += fmt::format("            {}{}\n",
+          s += fmt::format("          {}{}\n",
                            e == 0 ? "" : fmt::format("if ({} > {}) ", rest(k), e),
                            L_.store_code_word(b, bits(b) == 4 ? "(" + el + ") >> 1" : el, 1, unit));
         }
-        s += "          }\n        }\n";
+        s += "        }\n";
       }
     }
     s += "      }\n";

@@ -306,6 +306,10 @@ TEST(Cuda, QuantizedStateStepsTheCpusBits) {
       {R"(chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2, weight_decay=0.1, state_format="8bit")))",
        R"(chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2, weight_decay=0.1, state_format="f8")))",
        R"(lamb(lr=1e-2, state_format="8bit"))",
+       // A pass that quantizes and reduces over elements whose value is not 0 for zero inputs:
+       // the elements past a tensor's end (a vector's lanes there) must not enter the norms.
+       "transform shift(c=0.01) {\n  grad = grad + c\n}\n"
+       R"(chain(shift(c=0.01), lamb(lr=1e-2, weight_decay=0.1, state_format="8bit")))",
        R"(chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2, weight_decay=0.1, state_format="4bit")))"}) {
     auto run = [&](OptimizerOptions o) {
       // Whole blocks; a last block of 136 elements (8 for 4-bit's blocks of 128); one of a

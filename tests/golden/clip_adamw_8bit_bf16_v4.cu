@@ -927,8 +927,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) optjit_pass_1(const OptjitR
             S2.v[0] = v18;
             S4.v[0] = v24;
             S0.v[0] = (unsigned short)OPTJIT_BF16_BITS(v33);
+            Q2_0.v[0] = S2.v[0];
+            am2 = am2 > (OPTJIT_F32_BITS(S2.v[0]) & 0x7fffffffu) ? am2 : (OPTJIT_F32_BITS(S2.v[0]) & 0x7fffffffu);
+            Q4_0.v[0] = S4.v[0];
+            am4 = am4 > (OPTJIT_F32_BITS(S4.v[0]) & 0x7fffffffu) ? am4 : (OPTJIT_F32_BITS(S4.v[0]) & 0x7fffffffu);
           }
-          {
+          if (r0 > 1) {
             const float v0 = OPTJIT_BF16_TO_F32(L0_0.v[1]);
             const float v1 = OPTJIT_BF16_TO_F32(L1_0.v[1]);
             const float v2 = L2_0.v[1];
@@ -955,8 +959,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) optjit_pass_1(const OptjitR
             S2.v[1] = v18;
             S4.v[1] = v24;
             S0.v[1] = (unsigned short)OPTJIT_BF16_BITS(v33);
+            Q2_0.v[1] = S2.v[1];
+            am2 = am2 > (OPTJIT_F32_BITS(S2.v[1]) & 0x7fffffffu) ? am2 : (OPTJIT_F32_BITS(S2.v[1]) & 0x7fffffffu);
+            Q4_0.v[1] = S4.v[1];
+            am4 = am4 > (OPTJIT_F32_BITS(S4.v[1]) & 0x7fffffffu) ? am4 : (OPTJIT_F32_BITS(S4.v[1]) & 0x7fffffffu);
           }
-          {
+          if (r0 > 2) {
             const float v0 = OPTJIT_BF16_TO_F32(L0_0.v[2]);
             const float v1 = OPTJIT_BF16_TO_F32(L1_0.v[2]);
             const float v2 = L2_0.v[2];
@@ -983,8 +991,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) optjit_pass_1(const OptjitR
             S2.v[2] = v18;
             S4.v[2] = v24;
             S0.v[2] = (unsigned short)OPTJIT_BF16_BITS(v33);
+            Q2_0.v[2] = S2.v[2];
+            am2 = am2 > (OPTJIT_F32_BITS(S2.v[2]) & 0x7fffffffu) ? am2 : (OPTJIT_F32_BITS(S2.v[2]) & 0x7fffffffu);
+            Q4_0.v[2] = S4.v[2];
+            am4 = am4 > (OPTJIT_F32_BITS(S4.v[2]) & 0x7fffffffu) ? am4 : (OPTJIT_F32_BITS(S4.v[2]) & 0x7fffffffu);
           }
-          {
+          if (r0 > 3) {
             const float v0 = OPTJIT_BF16_TO_F32(L0_0.v[3]);
             const float v1 = OPTJIT_BF16_TO_F32(L1_0.v[3]);
             const float v2 = L2_0.v[3];
@@ -1011,6 +1023,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) optjit_pass_1(const OptjitR
             S2.v[3] = v18;
             S4.v[3] = v24;
             S0.v[3] = (unsigned short)OPTJIT_BF16_BITS(v33);
+            Q2_0.v[3] = S2.v[3];
+            am2 = am2 > (OPTJIT_F32_BITS(S2.v[3]) & 0x7fffffffu) ? am2 : (OPTJIT_F32_BITS(S2.v[3]) & 0x7fffffffu);
+            Q4_0.v[3] = S4.v[3];
+            am4 = am4 > (OPTJIT_F32_BITS(S4.v[3]) & 0x7fffffffu) ? am4 : (OPTJIT_F32_BITS(S4.v[3]) & 0x7fffffffu);
           }
           if (r0 >= 4) {
             ((optjit_u16x4*)p0)[(i0 >> 2)] = S0;
@@ -1019,30 +1035,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) optjit_pass_1(const OptjitR
             if (r0 > 1) p0[i0 + 1] = S0.v[1];
             if (r0 > 2) p0[i0 + 2] = S0.v[2];
             if (r0 > 3) p0[i0 + 3] = S0.v[3];
-          }
-          Q2_0 = S2;
-          if (r0 >= 4) {
-            am2 = am2 > (OPTJIT_F32_BITS(S2.v[0]) & 0x7fffffffu) ? am2 : (OPTJIT_F32_BITS(S2.v[0]) & 0x7fffffffu);
-            am2 = am2 > (OPTJIT_F32_BITS(S2.v[1]) & 0x7fffffffu) ? am2 : (OPTJIT_F32_BITS(S2.v[1]) & 0x7fffffffu);
-            am2 = am2 > (OPTJIT_F32_BITS(S2.v[2]) & 0x7fffffffu) ? am2 : (OPTJIT_F32_BITS(S2.v[2]) & 0x7fffffffu);
-            am2 = am2 > (OPTJIT_F32_BITS(S2.v[3]) & 0x7fffffffu) ? am2 : (OPTJIT_F32_BITS(S2.v[3]) & 0x7fffffffu);
-          } else {
-            am2 = am2 > (OPTJIT_F32_BITS(S2.v[0]) & 0x7fffffffu) ? am2 : (OPTJIT_F32_BITS(S2.v[0]) & 0x7fffffffu);
-            if (r0 > 1) am2 = am2 > (OPTJIT_F32_BITS(S2.v[1]) & 0x7fffffffu) ? am2 : (OPTJIT_F32_BITS(S2.v[1]) & 0x7fffffffu);
-            if (r0 > 2) am2 = am2 > (OPTJIT_F32_BITS(S2.v[2]) & 0x7fffffffu) ? am2 : (OPTJIT_F32_BITS(S2.v[2]) & 0x7fffffffu);
-            if (r0 > 3) am2 = am2 > (OPTJIT_F32_BITS(S2.v[3]) & 0x7fffffffu) ? am2 : (OPTJIT_F32_BITS(S2.v[3]) & 0x7fffffffu);
-          }
-          Q4_0 = S4;
-          if (r0 >= 4) {
-            am4 = am4 > (OPTJIT_F32_BITS(S4.v[0]) & 0x7fffffffu) ? am4 : (OPTJIT_F32_BITS(S4.v[0]) & 0x7fffffffu);
-            am4 = am4 > (OPTJIT_F32_BITS(S4.v[1]) & 0x7fffffffu) ? am4 : (OPTJIT_F32_BITS(S4.v[1]) & 0x7fffffffu);
-            am4 = am4 > (OPTJIT_F32_BITS(S4.v[2]) & 0x7fffffffu) ? am4 : (OPTJIT_F32_BITS(S4.v[2]) & 0x7fffffffu);
-            am4 = am4 > (OPTJIT_F32_BITS(S4.v[3]) & 0x7fffffffu) ? am4 : (OPTJIT_F32_BITS(S4.v[3]) & 0x7fffffffu);
-          } else {
-            am4 = am4 > (OPTJIT_F32_BITS(S4.v[0]) & 0x7fffffffu) ? am4 : (OPTJIT_F32_BITS(S4.v[0]) & 0x7fffffffu);
-            if (r0 > 1) am4 = am4 > (OPTJIT_F32_BITS(S4.v[1]) & 0x7fffffffu) ? am4 : (OPTJIT_F32_BITS(S4.v[1]) & 0x7fffffffu);
-            if (r0 > 2) am4 = am4 > (OPTJIT_F32_BITS(S4.v[2]) & 0x7fffffffu) ? am4 : (OPTJIT_F32_BITS(S4.v[2]) & 0x7fffffffu);
-            if (r0 > 3) am4 = am4 > (OPTJIT_F32_BITS(S4.v[3]) & 0x7fffffffu) ? am4 : (OPTJIT_F32_BITS(S4.v[3]) & 0x7fffffffu);
           }
         }
         if (r1 > 0) {
@@ -1076,8 +1068,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) optjit_pass_1(const OptjitR
             S2.v[0] = v18;
             S4.v[0] = v24;
             S0.v[0] = (unsigned short)OPTJIT_BF16_BITS(v33);
+            Q2_1.v[0] = S2.v[0];
+            am2 = am2 > (OPTJIT_F32_BITS(S2.v[0]) & 0x7fffffffu) ? am2 : (OPTJIT_F32_BITS(S2.v[0]) & 0x7fffffffu);
+            Q4_1.v[0] = S4.v[0];
+            am4 = am4 > (OPTJIT_F32_BITS(S4.v[0]) & 0x7fffffffu) ? am4 : (OPTJIT_F32_BITS(S4.v[0]) & 0x7fffffffu);
           }
-          {
+          if (r1 > 1) {
             const float v0 = OPTJIT_BF16_TO_F32(L0_1.v[1]);
             const float v1 = OPTJIT_BF16_TO_F32(L1_1.v[1]);
             const float v2 = L2_1.v[1];
@@ -1104,8 +1100,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) optjit_pass_1(const OptjitR
             S2.v[1] = v18;
             S4.v[1] = v24;
             S0.v[1] = (unsigned short)OPTJIT_BF16_BITS(v33);
+            Q2_1.v[1] = S2.v[1];
+            am2 = am2 > (OPTJIT_F32_BITS(S2.v[1]) & 0x7fffffffu) ? am2 : (OPTJIT_F32_BITS(S2.v[1]) & 0x7fffffffu);
+            Q4_1.v[1] = S4.v[1];
+            am4 = am4 > (OPTJIT_F32_BITS(S4.v[1]) & 0x7fffffffu) ? am4 : (OPTJIT_F32_BITS(S4.v[1]) & 0x7fffffffu);
           }
-          {
+          if (r1 > 2) {
             const float v0 = OPTJIT_BF16_TO_F32(L0_1.v[2]);
             const float v1 = OPTJIT_BF16_TO_F32(L1_1.v[2]);
             const float v2 = L2_1.v[2];
@@ -1132,8 +1132,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) optjit_pass_1(const OptjitR
             S2.v[2] = v18;
             S4.v[2] = v24;
             S0.v[2] = (unsigned short)OPTJIT_BF16_BITS(v33);
+            Q2_1.v[2] = S2.v[2];
+            am2 = am2 > (OPTJIT_F32_BITS(S2.v[2]) & 0x7fffffffu) ? am2 : (OPTJIT_F32_BITS(S2.v[2]) & 0x7fffffffu);
+            Q4_1.v[2] = S4.v[2];
+            am4 = am4 > (OPTJIT_F32_BITS(S4.v[2]) & 0x7fffffffu) ? am4 : (OPTJIT_F32_BITS(S4.v[2]) & 0x7fffffffu);
           }
-          {
+          if (r1 > 3) {
             const float v0 = OPTJIT_BF16_TO_F32(L0_1.v[3]);
             const float v1 = OPTJIT_BF16_TO_F32(L1_1.v[3]);
             const float v2 = L2_1.v[3];
@@ -1160,6 +1164,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) optjit_pass_1(const OptjitR
             S2.v[3] = v18;
             S4.v[3] = v24;
             S0.v[3] = (unsigned short)OPTJIT_BF16_BITS(v33);
+            Q2_1.v[3] = S2.v[3];
+            am2 = am2 > (OPTJIT_F32_BITS(S2.v[3]) & 0x7fffffffu) ? am2 : (OPTJIT_F32_BITS(S2.v[3]) & 0x7fffffffu);
+            Q4_1.v[3] = S4.v[3];
+            am4 = am4 > (OPTJIT_F32_BITS(S4.v[3]) & 0x7fffffffu) ? am4 : (OPTJIT_F32_BITS(S4.v[3]) & 0x7fffffffu);
           }
           if (r1 >= 4) {
             ((optjit_u16x4*)p0)[(i1 >> 2)] = S0;
@@ -1168,30 +1176,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) optjit_pass_1(const OptjitR
             if (r1 > 1) p0[i1 + 1] = S0.v[1];
             if (r1 > 2) p0[i1 + 2] = S0.v[2];
             if (r1 > 3) p0[i1 + 3] = S0.v[3];
-          }
-          Q2_1 = S2;
-          if (r1 >= 4) {
-            am2 = am2 > (OPTJIT_F32_BITS(S2.v[0]) & 0x7fffffffu) ? am2 : (OPTJIT_F32_BITS(S2.v[0]) & 0x7fffffffu);
-            am2 = am2 > (OPTJIT_F32_BITS(S2.v[1]) & 0x7fffffffu) ? am2 : (OPTJIT_F32_BITS(S2.v[1]) & 0x7fffffffu);
-            am2 = am2 > (OPTJIT_F32_BITS(S2.v[2]) & 0x7fffffffu) ? am2 : (OPTJIT_F32_BITS(S2.v[2]) & 0x7fffffffu);
-            am2 = am2 > (OPTJIT_F32_BITS(S2.v[3]) & 0x7fffffffu) ? am2 : (OPTJIT_F32_BITS(S2.v[3]) & 0x7fffffffu);
-          } else {
-            am2 = am2 > (OPTJIT_F32_BITS(S2.v[0]) & 0x7fffffffu) ? am2 : (OPTJIT_F32_BITS(S2.v[0]) & 0x7fffffffu);
-            if (r1 > 1) am2 = am2 > (OPTJIT_F32_BITS(S2.v[1]) & 0x7fffffffu) ? am2 : (OPTJIT_F32_BITS(S2.v[1]) & 0x7fffffffu);
-            if (r1 > 2) am2 = am2 > (OPTJIT_F32_BITS(S2.v[2]) & 0x7fffffffu) ? am2 : (OPTJIT_F32_BITS(S2.v[2]) & 0x7fffffffu);
-            if (r1 > 3) am2 = am2 > (OPTJIT_F32_BITS(S2.v[3]) & 0x7fffffffu) ? am2 : (OPTJIT_F32_BITS(S2.v[3]) & 0x7fffffffu);
-          }
-          Q4_1 = S4;
-          if (r1 >= 4) {
-            am4 = am4 > (OPTJIT_F32_BITS(S4.v[0]) & 0x7fffffffu) ? am4 : (OPTJIT_F32_BITS(S4.v[0]) & 0x7fffffffu);
-            am4 = am4 > (OPTJIT_F32_BITS(S4.v[1]) & 0x7fffffffu) ? am4 : (OPTJIT_F32_BITS(S4.v[1]) & 0x7fffffffu);
-            am4 = am4 > (OPTJIT_F32_BITS(S4.v[2]) & 0x7fffffffu) ? am4 : (OPTJIT_F32_BITS(S4.v[2]) & 0x7fffffffu);
-            am4 = am4 > (OPTJIT_F32_BITS(S4.v[3]) & 0x7fffffffu) ? am4 : (OPTJIT_F32_BITS(S4.v[3]) & 0x7fffffffu);
-          } else {
-            am4 = am4 > (OPTJIT_F32_BITS(S4.v[0]) & 0x7fffffffu) ? am4 : (OPTJIT_F32_BITS(S4.v[0]) & 0x7fffffffu);
-            if (r1 > 1) am4 = am4 > (OPTJIT_F32_BITS(S4.v[1]) & 0x7fffffffu) ? am4 : (OPTJIT_F32_BITS(S4.v[1]) & 0x7fffffffu);
-            if (r1 > 2) am4 = am4 > (OPTJIT_F32_BITS(S4.v[2]) & 0x7fffffffu) ? am4 : (OPTJIT_F32_BITS(S4.v[2]) & 0x7fffffffu);
-            if (r1 > 3) am4 = am4 > (OPTJIT_F32_BITS(S4.v[3]) & 0x7fffffffu) ? am4 : (OPTJIT_F32_BITS(S4.v[3]) & 0x7fffffffu);
           }
         }
         const unsigned int x2_16 = __shfl_xor_sync(0xffffffffu, am2, 16);
@@ -1209,33 +1193,29 @@ extern "C" __global__ void __launch_bounds__(256, 2) optjit_pass_1(const OptjitR
         if (lane == 0) {
           s2[blk] = sb2;
         }
-        if (r0 > 0) {
+        if (r0 >= 4) {
           const unsigned int c2_0_0 = (sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_0.v[0] * (1.0f / sb2)));
           const unsigned int c2_0_1 = (sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_0.v[1] * (1.0f / sb2)));
           const unsigned int c2_0_2 = (sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_0.v[2] * (1.0f / sb2)));
           const unsigned int c2_0_3 = (sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_0.v[3] * (1.0f / sb2)));
-          if (r0 >= 4) {
-            *(unsigned int*)(q2 + (i0)) = (unsigned int)(c2_0_0 | (c2_0_1 << 8u) | (c2_0_2 << 16u) | (c2_0_3 << 24u));
-          } else {
-            q2[i0] = (unsigned char)(c2_0_0);
-            if (r0 > 1) q2[i0 + 1] = (unsigned char)(c2_0_1);
-            if (r0 > 2) q2[i0 + 2] = (unsigned char)(c2_0_2);
-            if (r0 > 3) q2[i0 + 3] = (unsigned char)(c2_0_3);
-          }
+          *(unsigned int*)(q2 + (i0)) = (unsigned int)(c2_0_0 | (c2_0_1 << 8u) | (c2_0_2 << 16u) | (c2_0_3 << 24u));
+        } else if (r0 > 0) {
+          q2[i0] = (unsigned char)((sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_0.v[0] * (1.0f / sb2))));
+          if (r0 > 1) q2[i0 + 1] = (unsigned char)((sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_0.v[1] * (1.0f / sb2))));
+          if (r0 > 2) q2[i0 + 2] = (unsigned char)((sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_0.v[2] * (1.0f / sb2))));
+          if (r0 > 3) q2[i0 + 3] = (unsigned char)((sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_0.v[3] * (1.0f / sb2))));
         }
-        if (r1 > 0) {
+        if (r1 >= 4) {
           const unsigned int c2_1_0 = (sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_1.v[0] * (1.0f / sb2)));
           const unsigned int c2_1_1 = (sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_1.v[1] * (1.0f / sb2)));
           const unsigned int c2_1_2 = (sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_1.v[2] * (1.0f / sb2)));
           const unsigned int c2_1_3 = (sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_1.v[3] * (1.0f / sb2)));
-          if (r1 >= 4) {
-            *(unsigned int*)(q2 + (i1)) = (unsigned int)(c2_1_0 | (c2_1_1 << 8u) | (c2_1_2 << 16u) | (c2_1_3 << 24u));
-          } else {
-            q2[i1] = (unsigned char)(c2_1_0);
-            if (r1 > 1) q2[i1 + 1] = (unsigned char)(c2_1_1);
-            if (r1 > 2) q2[i1 + 2] = (unsigned char)(c2_1_2);
-            if (r1 > 3) q2[i1 + 3] = (unsigned char)(c2_1_3);
-          }
+          *(unsigned int*)(q2 + (i1)) = (unsigned int)(c2_1_0 | (c2_1_1 << 8u) | (c2_1_2 << 16u) | (c2_1_3 << 24u));
+        } else if (r1 > 0) {
+          q2[i1] = (unsigned char)((sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_1.v[0] * (1.0f / sb2))));
+          if (r1 > 1) q2[i1 + 1] = (unsigned char)((sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_1.v[1] * (1.0f / sb2))));
+          if (r1 > 2) q2[i1 + 2] = (unsigned char)((sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_1.v[2] * (1.0f / sb2))));
+          if (r1 > 3) q2[i1 + 3] = (unsigned char)((sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_1.v[3] * (1.0f / sb2))));
         }
         const unsigned int x4_16 = __shfl_xor_sync(0xffffffffu, am4, 16);
         am4 = am4 > x4_16 ? am4 : x4_16;
@@ -1252,33 +1232,29 @@ extern "C" __global__ void __launch_bounds__(256, 2) optjit_pass_1(const OptjitR
         if (lane == 0) {
           s4[blk] = sb4;
         }
-        if (r0 > 0) {
+        if (r0 >= 4) {
           const unsigned int c4_0_0 = (sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_0.v[0] * (1.0f / sb4)));
           const unsigned int c4_0_1 = (sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_0.v[1] * (1.0f / sb4)));
           const unsigned int c4_0_2 = (sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_0.v[2] * (1.0f / sb4)));
           const unsigned int c4_0_3 = (sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_0.v[3] * (1.0f / sb4)));
-          if (r0 >= 4) {
-            *(unsigned int*)(q4 + (i0)) = (unsigned int)(c4_0_0 | (c4_0_1 << 8u) | (c4_0_2 << 16u) | (c4_0_3 << 24u));
-          } else {
-            q4[i0] = (unsigned char)(c4_0_0);
-            if (r0 > 1) q4[i0 + 1] = (unsigned char)(c4_0_1);
-            if (r0 > 2) q4[i0 + 2] = (unsigned char)(c4_0_2);
-            if (r0 > 3) q4[i0 + 3] = (unsigned char)(c4_0_3);
-          }
+          *(unsigned int*)(q4 + (i0)) = (unsigned int)(c4_0_0 | (c4_0_1 << 8u) | (c4_0_2 << 16u) | (c4_0_3 << 24u));
+        } else if (r0 > 0) {
+          q4[i0] = (unsigned char)((sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_0.v[0] * (1.0f / sb4))));
+          if (r0 > 1) q4[i0 + 1] = (unsigned char)((sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_0.v[1] * (1.0f / sb4))));
+          if (r0 > 2) q4[i0 + 2] = (unsigned char)((sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_0.v[2] * (1.0f / sb4))));
+          if (r0 > 3) q4[i0 + 3] = (unsigned char)((sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_0.v[3] * (1.0f / sb4))));
         }
-        if (r1 > 0) {
+        if (r1 >= 4) {
           const unsigned int c4_1_0 = (sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_1.v[0] * (1.0f / sb4)));
           const unsigned int c4_1_1 = (sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_1.v[1] * (1.0f / sb4)));
           const unsigned int c4_1_2 = (sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_1.v[2] * (1.0f / sb4)));
           const unsigned int c4_1_3 = (sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_1.v[3] * (1.0f / sb4)));
-          if (r1 >= 4) {
-            *(unsigned int*)(q4 + (i1)) = (unsigned int)(c4_1_0 | (c4_1_1 << 8u) | (c4_1_2 << 16u) | (c4_1_3 << 24u));
-          } else {
-            q4[i1] = (unsigned char)(c4_1_0);
-            if (r1 > 1) q4[i1 + 1] = (unsigned char)(c4_1_1);
-            if (r1 > 2) q4[i1 + 2] = (unsigned char)(c4_1_2);
-            if (r1 > 3) q4[i1 + 3] = (unsigned char)(c4_1_3);
-          }
+          *(unsigned int*)(q4 + (i1)) = (unsigned int)(c4_1_0 | (c4_1_1 << 8u) | (c4_1_2 << 16u) | (c4_1_3 << 24u));
+        } else if (r1 > 0) {
+          q4[i1] = (unsigned char)((sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_1.v[0] * (1.0f / sb4))));
+          if (r1 > 1) q4[i1 + 1] = (unsigned char)((sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_1.v[1] * (1.0f / sb4))));
+          if (r1 > 2) q4[i1 + 2] = (unsigned char)((sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_1.v[2] * (1.0f / sb4))));
+          if (r1 > 3) q4[i1 + 3] = (unsigned char)((sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_1.v[3] * (1.0f / sb4))));
         }
       }
     } else {
