@@ -804,6 +804,12 @@ class KernelWriter {
     auto ix = [](int k) { return fmt::format("i{}", k); };
     auto rest = [](int k) { return fmt::format("r{}", k); };
     auto vix = [&](int k) { return fmt::format("({} >> {})", ix(k), shift); };
+    // Element e of item k, and the guard of a statement about it (none for the first element,
+    // which an item with r > 0 always holds).
+    auto el = [&](int k, int e) { return e == 0 ? ix(k) : fmt::format("{} + {}", ix(k), e); };
+    auto inside = [&](int k, int e) {
+      return e == 0 ? std::string() : fmt::format("if ({} > {}) ", rest(k), e);
+    };
     // Code word w of item k's codes: 8-bit codes in words of up to 4 bytes, 4-bit ones in one
     // word of V / 2 bytes; and where code e of the item sits (word, shift).
     auto word_bytes = [&](uint32_t b) { return bits(b) == 4 ? V / 2 : std::min(V, 4); };
@@ -812,12 +818,8 @@ class KernelWriter {
       if (bits(b) == 4) return {0, 8 * (e / 2) + (e % 2 == 0 ? 4 : 0)};
       return {e / 4, 8 * (e % 4)};
     };
-    auto word_at = [&](uint32_t b, int k, int w) {
-      const int bytes = word_bytes(b);
-      const std::string byte = bits(b) == 4 ? fmt::format("({} >> 1)", ix(k))
-                               : w == 0     ? ix(k)
-                                            : fmt::format("{} + {}", ix(k), 4 * w);
-      return L_.code_word(b, byte, bytes);
+    auto word_byte = [&](uint32_t b, int k, int w) {
+      return bits(b) == 4 ? fmt::format("({} >> 1)", ix(k)) : el(k, 4 * w);
     };
     const std::string first = fmt::format("{} * {}", L_.cast(I, "(" + lid + " >> 5u)"), QB * G),
                       stride = std::to_string(warps * QB * G);
@@ -852,7 +854,10 @@ class KernelWriter {
           continue;
         }
         for (int w = 0; w < words(b); ++w)
-          s += "          " + L_.let(U, fmt::format("W{}_{}_{}", b, k, w), word_at(b, k, w)) + "\n";
+          s += "          " +
+               L_.let(U, fmt::format("W{}_{}_{}", b, k, w),
+                      L_.code_word(b, word_byte(b, k, w), word_bytes(b))) +
+               "\n";
         for (int e = 0; e < V; ++e) {
           const auto [w, sh] = code_place(b, e);
           const std::string code =
@@ -865,10 +870,9 @@ class KernelWriter {
       s += fmt::format("        }} else if ({} > 0) {{\n", rest(k));
       for (uint32_t b : loads_)
         for (int e = 0; e < V; ++e) {
-          const std::string lane = L_.lane(fmt::format("L{}_{}", b, k), e, V),
-                            el = e == 0 ? ix(k) : fmt::format("{} + {}", ix(k), e);
+          const std::string lane = L_.lane(fmt::format("L{}_{}", b, k), e, V);
           const std::string value =
-              quantized(b) ? dequantized(b, el, per("sc", b, g)) : load(b, 1, el);
+              quantized(b) ? dequantized(b, el(k, e), per("sc", b, g)) : load(b, 1, el(k, e));
           s += e == 0 ? fmt::format("          {} = {};\n", lane, value)
                       : fmt::format("          {} = {} > {} ? {} : {};\n", lane, rest(k), e, value,
                                     quantized(b) ? "0.0f" : "0");
@@ -890,7 +894,7 @@ class KernelWriter {
         s +=
             "          " + L_.var(quantized(b) ? FV : vec_type(b, V), fmt::format("S{}", b)) + "\n";
       for (int e = 0; e < V; ++e) {
-        s += e == 0 ? "          {\n" : fmt::format("          if ({} > {}) {{\n", rest(k), e);
+        s += fmt::format("          {}{{\n", inside(k, e));
         size_t r = 0;
         for (size_t n = 0; n < body_->insts.size(); ++n) {
           auto line = statement(n, r, k, e, V);
@@ -915,9 +919,7 @@ class KernelWriter {
         s += fmt::format("          if ({} >= {}) {{\n            {}\n          }} else {{\n",
                          rest(k), V, store(b, V, vix(k)));
         for (int e = 0; e < V; ++e)
-          s += fmt::format("            {}p{}[{}] = {};\n",
-                           e == 0 ? "" : fmt::format("if ({} > {}) ", rest(k), e), b,
-                           e == 0 ? ix(k) : fmt::format("{} + {}", ix(k), e),
+          s += fmt::format("            {}p{}[{}] = {};\n", inside(k, e), b, el(k, e),
                            L_.lane(fmt::format("S{}", b), e, V));
         s += "          }\n";
       }
@@ -944,10 +946,7 @@ class KernelWriter {
             const std::string c = fmt::format("c{}_{}_{}", b, k, e);
             word += (word.empty() ? "" : " | ") + (sh == 0 ? c : fmt::format("({} << {}u)", c, sh));
           }
-          const std::string byte = bits(b) == 4 ? fmt::format("({} >> 1)", ix(k))
-                                   : w == 0     ? ix(k)
-                                                : fmt::format("{} + {}", ix(k), 4 * w);
-          s += "          " + L_.store_code_word(b, byte, word_bytes(b), word) + "\n";
+          s += "          " + L_.store_code_word(b, word_byte(b, k, w), word_bytes(b), word) + "\n";
         }
         s += fmt::format("        }} else if ({} > 0) {{\n", rest(k));
         const int step = bits(b) == 4 ? 2 : 1;
@@ -957,10 +956,9 @@ class KernelWriter {
             unit =
                 fmt::format("({} << 4u) | ({})", unit,
                             L_.select(fmt::format("{} > {}", rest(k), e + 1), code(e + 1), "0u"));
-          const std::string el = e == 0 ? ix(k) : fmt::format("{} + {}", ix(k), e);
-          s += fmt::format("          {}{}\n",
-                           e == 0 ? "" : fmt::format("if ({} > {}) ", rest(k), e),
-                           L_.store_code_word(b, bits(b) == 4 ? "(" + el + ") >> 1" : el, 1, unit));
+          s += fmt::format(
+              "          {}{}\n", inside(k, e),
+              L_.store_codes(b, bits(b) == 4 ? "(" + el(k, e) + ") >> 1" : el(k, e), unit));
         }
         s += "        }\n";
       }

@@ -50,8 +50,7 @@ struct GpuLaunch {
   static std::optional<GpuLaunch> parse(const std::string& s);
   /// What a user writes: any subset of block, items, vec, grid, chunk, tables (global or
   /// shared), prefetch (0 or 1) and resident as "name=value" pairs separated by commas
-  /// ("vec=4,items=2");
-  /// the rest keep their defaults. Errors name the problem.
+  /// ("vec=4,items=2"); the rest keep their defaults. Errors name the problem.
   static Expected<GpuLaunch> from_text(const std::string& s, const GpuLaunch& base);
   static Expected<GpuLaunch> from_text(const std::string& s) { return from_text(s, GpuLaunch{}); }
   /// The part that changes the emitted code, for kernel cache keys: "block=256,items=1,vec=1"

@@ -328,13 +328,13 @@ TEST(Nvrtc, ResidentThreadsCapRegisters) {
     // (OpenCL and WGSL have no launch bounds.)
     for (auto language : {codegen::CLanguage::opencl, codegen::CLanguage::wgsl}) {
       auto other = codegen::emit_c(*plan, {language, {.resident = resident}});
-      EXPECT_EQ(other ? std::string("no error") : other.error().message,
-                resident == 512
-                    ? "no error"
-                    : fmt::format("the {} backend has no launch bounds: resident={} "
-                                  "(threads per SM) is CUDA's",
-                                  language == codegen::CLanguage::opencl ? "opencl" : "wgsl",
-                                  resident));
+      EXPECT_EQ(
+          other ? std::string("no error") : other.error().message,
+          resident == 512
+              ? "no error"
+              : fmt::format("the {} backend has no launch bounds: resident={} "
+                            "(threads per SM) is CUDA's",
+                            language == codegen::CLanguage::opencl ? "opencl" : "wgsl", resident));
     }
     if (resident == 512) {
       EXPECT_GT(most, 80);  // (so the caps below bite)

@@ -1200,10 +1200,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) optjit_pass_1(const OptjitR
           const unsigned int c2_0_3 = (sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_0.v[3] * (1.0f / sb2)));
           *(unsigned int*)(q2 + (i0)) = (unsigned int)(c2_0_0 | (c2_0_1 << 8u) | (c2_0_2 << 16u) | (c2_0_3 << 24u));
         } else if (r0 > 0) {
-          q2[i0] = (unsigned char)((sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_0.v[0] * (1.0f / sb2))));
-          if (r0 > 1) q2[i0 + 1] = (unsigned char)((sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_0.v[1] * (1.0f / sb2))));
-          if (r0 > 2) q2[i0 + 2] = (unsigned char)((sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_0.v[2] * (1.0f / sb2))));
-          if (r0 > 3) q2[i0 + 3] = (unsigned char)((sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_0.v[3] * (1.0f / sb2))));
+          q2[i0] = (sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_0.v[0] * (1.0f / sb2)));
+          if (r0 > 1) q2[i0 + 1] = (sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_0.v[1] * (1.0f / sb2)));
+          if (r0 > 2) q2[i0 + 2] = (sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_0.v[2] * (1.0f / sb2)));
+          if (r0 > 3) q2[i0 + 3] = (sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_0.v[3] * (1.0f / sb2)));
         }
         if (r1 >= 4) {
           const unsigned int c2_1_0 = (sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_1.v[0] * (1.0f / sb2)));
@@ -1212,10 +1212,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) optjit_pass_1(const OptjitR
           const unsigned int c2_1_3 = (sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_1.v[3] * (1.0f / sb2)));
           *(unsigned int*)(q2 + (i1)) = (unsigned int)(c2_1_0 | (c2_1_1 << 8u) | (c2_1_2 << 16u) | (c2_1_3 << 24u));
         } else if (r1 > 0) {
-          q2[i1] = (unsigned char)((sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_1.v[0] * (1.0f / sb2))));
-          if (r1 > 1) q2[i1 + 1] = (unsigned char)((sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_1.v[1] * (1.0f / sb2))));
-          if (r1 > 2) q2[i1 + 2] = (unsigned char)((sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_1.v[2] * (1.0f / sb2))));
-          if (r1 > 3) q2[i1 + 3] = (unsigned char)((sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_1.v[3] * (1.0f / sb2))));
+          q2[i1] = (sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_1.v[0] * (1.0f / sb2)));
+          if (r1 > 1) q2[i1 + 1] = (sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_1.v[1] * (1.0f / sb2)));
+          if (r1 > 2) q2[i1 + 2] = (sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_1.v[2] * (1.0f / sb2)));
+          if (r1 > 3) q2[i1 + 3] = (sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_1.v[3] * (1.0f / sb2)));
         }
         const unsigned int x4_16 = __shfl_xor_sync(0xffffffffu, am4, 16);
         am4 = am4 > x4_16 ? am4 : x4_16;
@@ -1239,10 +1239,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) optjit_pass_1(const OptjitR
           const unsigned int c4_0_3 = (sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_0.v[3] * (1.0f / sb4)));
           *(unsigned int*)(q4 + (i0)) = (unsigned int)(c4_0_0 | (c4_0_1 << 8u) | (c4_0_2 << 16u) | (c4_0_3 << 24u));
         } else if (r0 > 0) {
-          q4[i0] = (unsigned char)((sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_0.v[0] * (1.0f / sb4))));
-          if (r0 > 1) q4[i0 + 1] = (unsigned char)((sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_0.v[1] * (1.0f / sb4))));
-          if (r0 > 2) q4[i0 + 2] = (unsigned char)((sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_0.v[2] * (1.0f / sb4))));
-          if (r0 > 3) q4[i0 + 3] = (unsigned char)((sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_0.v[3] * (1.0f / sb4))));
+          q4[i0] = (sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_0.v[0] * (1.0f / sb4)));
+          if (r0 > 1) q4[i0 + 1] = (sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_0.v[1] * (1.0f / sb4)));
+          if (r0 > 2) q4[i0 + 2] = (sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_0.v[2] * (1.0f / sb4)));
+          if (r0 > 3) q4[i0 + 3] = (sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_0.v[3] * (1.0f / sb4)));
         }
         if (r1 >= 4) {
           const unsigned int c4_1_0 = (sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_1.v[0] * (1.0f / sb4)));
@@ -1251,10 +1251,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) optjit_pass_1(const OptjitR
           const unsigned int c4_1_3 = (sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_1.v[3] * (1.0f / sb4)));
           *(unsigned int*)(q4 + (i1)) = (unsigned int)(c4_1_0 | (c4_1_1 << 8u) | (c4_1_2 << 16u) | (c4_1_3 << 24u));
         } else if (r1 > 0) {
-          q4[i1] = (unsigned char)((sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_1.v[0] * (1.0f / sb4))));
-          if (r1 > 1) q4[i1 + 1] = (unsigned char)((sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_1.v[1] * (1.0f / sb4))));
-          if (r1 > 2) q4[i1 + 2] = (unsigned char)((sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_1.v[2] * (1.0f / sb4))));
-          if (r1 > 3) q4[i1 + 3] = (unsigned char)((sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_1.v[3] * (1.0f / sb4))));
+          q4[i1] = (sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_1.v[0] * (1.0f / sb4)));
+          if (r1 > 1) q4[i1 + 1] = (sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_1.v[1] * (1.0f / sb4)));
+          if (r1 > 2) q4[i1 + 2] = (sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_1.v[2] * (1.0f / sb4)));
+          if (r1 > 3) q4[i1 + 3] = (sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_1.v[3] * (1.0f / sb4)));
         }
       }
     } else {

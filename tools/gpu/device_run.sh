@@ -304,9 +304,16 @@ python_bridge() {
   python3 tools/gpu/queue_waits.py || rc=1  # which layer of a NCCL-sharded step waits (#13)
   python3 bench/torch_bridge.py --device cuda --no-compile || rc=1
   python3 bench/quantized_state.py --device cuda --numel 268435456 --no-torchao || rc=1
+  deferred_clip_benches || rc=1
+  python3 bench/quantized_state.py --device cuda --shapes gpt2-small --no-torchao || rc=1
+  return $rc
+}
+
+# torch's clip_grad_norm_ deferred into the step, on f32 and bf16 models.
+deferred_clip_benches() {
+  local rc=0
   python3 bench/deferred_clip.py --device cuda --shapes gpt2-small || rc=1
   python3 bench/deferred_clip.py --device cuda --shapes gpt2-small --dtype bfloat16 || rc=1
-  python3 bench/quantized_state.py --device cuda --shapes gpt2-small --no-torchao || rc=1
   return $rc
 }
 
@@ -317,8 +324,7 @@ python_some() {
   build_module || return 1
   export PYTHONPATH="$b/python:$root/pylib"
   python3 -m pytest -q -s -p no:cacheprovider python/tests_gpu -k "${OPTJIT_GPU_K:-}" || rc=1
-  python3 bench/deferred_clip.py --device cuda --shapes gpt2-small || rc=1
-  python3 bench/deferred_clip.py --device cuda --shapes gpt2-small --dtype bfloat16 || rc=1
+  deferred_clip_benches || rc=1
   return $rc
 }
 
