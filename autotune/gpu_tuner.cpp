@@ -204,7 +204,8 @@ SearchSpace cuda_space(const plan::Plan& plan, const runtime::DeviceDescription&
   SearchSpace space{codegen::GpuLaunch{}.to_string(), gpu_stages(1024), {}, valid_launch};
   // Quantized state: its code tables read from global memory or from shared copies first, then
   // vectors and items, then each warp's next trip prefetched or not (prefetching takes one
-  // element a lane at a time, so it is tried on the best vector shape, not before vectors are).
+  // element a lane at a time, so it is tried on the best vector shape, not before vectors are),
+  // then two sweeps a trip or one, then L2 prefetches 0, 1 or 2 trips ahead.
   // These stages come before block, grid and chunk: they change its kernels the most, and the
   // candidate cap (24 by default) would end the search before them.
   if (!codegen::constant_tables(plan).empty()) {
@@ -220,6 +221,17 @@ SearchSpace cuda_space(const plan::Plan& plan, const runtime::DeviceDescription&
     };
     space.stages.insert(space.stages.begin(), both(&codegen::GpuLaunch::shared_tables));
     space.stages.insert(space.stages.begin() + 2, both(&codegen::GpuLaunch::prefetch));
+    // Two sweeps a trip (valid on vectors only: vary drops it elsewhere), then the lines of
+    // trips ahead fetched into L2.
+    space.stages.insert(space.stages.begin() + 3, both(&codegen::GpuLaunch::recompute));
+    space.stages.insert(space.stages.begin() + 4, vary([](codegen::GpuLaunch g) {
+                          std::vector<codegen::GpuLaunch> out;
+                          for (int ahead : {0, 1, 2}) {
+                            g.ahead = ahead;
+                            out.push_back(g);
+                          }
+                          return out;
+                        }));
   }
   space.prune = [&plan, arch = d.arch, cache](const std::string& config) {
     return cuda_prune(plan, arch, codegen::GpuLaunch::parse(config).value(), cache);

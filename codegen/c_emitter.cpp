@@ -61,8 +61,11 @@ std::vector<ir::Quant> quant_formats(const plan::Plan& plan) {
 // GpuLaunch::shared_tables, or itself.
 std::string table_name(const std::string& name, bool shared) { return shared ? name + "_s" : name; }
 
-std::string preamble(const Lang& L, const plan::Plan& plan, int vec, bool shared_tables) {
+std::string preamble(const Lang& L, const plan::Plan& plan, const GpuLaunch& launch) {
+  const int vec = launch.vec;
+  const bool shared_tables = launch.shared_tables;
   std::string s = L.preamble(plan, vec);
+  if (launch.ahead > 0 && !quant_formats(plan).empty()) s += L.prefetch_l2_helper();
   s += L.bf16_helpers();
   bool f64_odd = false, f16 = false;  // what Lang::rounded and f64 stores to halves need
   for (const plan::Pass& pass : plan.passes)
@@ -187,7 +190,9 @@ class KernelWriter {
         vec_(o.launch.vec),
         device_step_(o.device_step),
         shared_tables_(o.launch.shared_tables),
-        prefetch_(o.launch.prefetch) {}
+        prefetch_(o.launch.prefetch),
+        recompute_(o.launch.recompute),
+        ahead_(o.launch.ahead) {}
 
   Expected<std::string> write() {
     std::string s;
@@ -201,6 +206,11 @@ class KernelWriter {
       shared(acc_type(pass_.body.at(red_inst(r)).op, red_arg_type(r)), red(r), block_);
     for (uint32_t b : *used)
       if (plan_.buffers[b].quant != ir::Quant::none) quant_.push_back(b);
+    if (!quant_.empty() && recompute_ && (!warp_blocks() || warp_vectors() == 1))
+      return make_error(
+          "recompute=1: vec={} does not divide the {} elements a lane of {}-element "
+          "quantization blocks, so the quantized path does not run in vectors",
+          vec_, ir::quant_block(plan_.buffers) / 32, ir::quant_block(plan_.buffers));
     if (!quant_.empty() && !warp_blocks()) {
       for (uint32_t b : stores_)
         if (quantized(b)) shared(L_.value_type(DType::f32), qv(b), ir::quant_block(plan_.buffers));
@@ -605,6 +615,53 @@ class KernelWriter {
     return s;
   }
 
+  // With ahead (GpuLaunch::ahead), at the top of a trip of G blocks from element `base`: the
+  // lines of the trip `ahead` trips later (`stride` elements a trip) of every buffer the trip
+  // loads, fetched into L2, a line a lane, each line whose first element is inside the chunk.
+  std::string l2_ahead(const std::string& base, int64_t stride, int G, const char* in) const {
+    if (ahead_ == 0 || loads_.empty()) return {};
+    const int64_t n = ir::quant_block(plan_.buffers) * G;
+    // Per buffer: elements per 128-byte line, the index of its first line among all, and the
+    // address of element x.
+    struct Part {
+      int64_t per_line, first;
+      std::string address;
+    };
+    std::vector<Part> parts;
+    int64_t lines = 0;
+    for (uint32_t b : loads_) {
+      const int64_t per_line =
+          quantized(b) ? 128 * 8 / bits(b)
+                       : 128 / static_cast<int64_t>(size_bytes(plan_.buffers[b].storage));
+      parts.push_back({per_line, lines,
+                       quantized(b)
+                           ? fmt::format("(const char*)(q{} + (x >> {}))", b, bits(b) == 4 ? 1 : 0)
+                           : fmt::format("(const char*)(p{} + x)", b)});
+      lines += (n + per_line - 1) / per_line;
+    }
+    std::string s;
+    for (int64_t t = 0; t * 32 < lines; ++t) {
+      const std::string l = t == 0 ? std::string("lane") : fmt::format("(lane + {})", 32 * t);
+      // Line l's first element and address: the last part's, then each earlier part's where l
+      // is below the next part's first line.
+      auto element = [&](const Part& p) {
+        return p.first == 0 ? fmt::format("{} * {}", p.per_line, l)
+                            : fmt::format("{} * ({} - {})", p.per_line, l, p.first);
+      };
+      std::string el = element(parts.back()), at = parts.back().address;
+      for (size_t j = parts.size() - 1; j-- > 0;) {
+        const std::string below = fmt::format("{} < {}", l, parts[j + 1].first);
+        el = L_.select(below, element(parts[j]), el);
+        at = L_.select(below, parts[j].address, at);
+      }
+      s += fmt::format(
+          "{0}{{\n{0}  {1}\n{0}  if ({2} < {3} && x < len) {{\n{0}    {4}\n{0}  }}\n{0}}}\n", in,
+          L_.let(L_.i64(), "x", fmt::format("{} + {} + ({})", base, ahead_ * stride, el)), l, lines,
+          L_.prefetch_l2(at));
+    }
+    return s;
+  }
+
   // A chunk of a quantized tensor with quantization blocks per warp (warp_blocks()): each of
   // the work-group's warps steps blocks of its own, `items` blocks a trip (more loads in flight
   // per warp), lane l taking elements l, l + 32, ... of each block (every load and store a warp
@@ -695,6 +752,7 @@ class KernelWriter {
     }
     s += fmt::format("      {} {{\n",
                      L_.for_head(I, "e0", first, "e0 < len", fmt::format("e0 += {}", stride)));
+    s += l2_ahead("e0", warps * QB * G, G, "        ");
     s += geometry("e0", "", "        ");
     if (!prefetch_) {
       s += loads("e0", "", "L", false, "        ");
@@ -790,6 +848,14 @@ class KernelWriter {
   // as V / 2 bytes (a lane packs its own nibbles: no exchange between lanes). Only a tensor's
   // last block can be partial: a vector inside it moves whole, the vector across its end
   // element by element (no code is written past the end; a 4-bit byte's half past it is 0).
+  //
+  // With recompute (GpuLaunch::recompute), a trip is two sweeps: the first computes the blocks'
+  // values only for their absmax (it stores nothing and adds to no reduction, so the compiler
+  // drops what the absmax does not need), the second loads the inputs again (from the cache),
+  // computes the values again, bit for bit the same, and stores each vector's values and codes
+  // at once. No lane holds a block's values across the absmax exchange, which in one sweep
+  // takes all of a thread's registers (8-bit AdamW, vec=4: 126 of 128) and so limits
+  // occupancy.
   Expected<std::string> warp_block_vector_loop() {
     const std::string I = L_.i64(), U = L_.u32(), F = L_.value_type(DType::f32),
                       lid = L_.local_id();
@@ -821,40 +887,22 @@ class KernelWriter {
     auto word_byte = [&](uint32_t b, int k, int w) {
       return bits(b) == 4 ? fmt::format("({} >> 1)", ix(k)) : el(k, 4 * w);
     };
-    const std::string first = fmt::format("{} * {}", L_.cast(I, "(" + lid + " >> 5u)"), QB * G),
-                      stride = std::to_string(warps * QB * G);
-    std::string s = "      " + L_.let(I, "lane", L_.cast(I, "(" + lid + " & 31u)")) + "\n";
-    s += fmt::format("      {} {{\n",
-                     L_.for_head(I, "e0", first, "e0 < len", fmt::format("e0 += {}", stride)));
-    s += trip_geometry("e0", "", "        ", G);
-    for (uint32_t b : loads_)
-      if (quantized(b))
-        for (int g = 0; g < G; ++g)
-          s += "        " +
-               L_.let(F, per("sc", b, g),
-                      g == 0 ? L_.scale_at(b, at("blk", g))
-                             : L_.select(fmt::format("{} > 0", at("n", g)),
-                                         L_.scale_at(b, at("blk", g)), "0.0f")) +
-               "\n";
-    // Every load first, so that all are in flight at once.
-    for (int k = 0; k < K * G; ++k) {
+    // Item k's loads into L<b>_<k>, quantized buffers dequantized.
+    auto loads = [&](int k, const std::string& in) {
+      std::string s;
+      if (loads_.empty()) return s;
       const int g = k / K;
-      const std::string within = fmt::format("lane * {} + {}", V, 32 * V * (k % K));
-      s += "        " + L_.let(I, ix(k), fmt::format("e0 + {} + {}", g * QB, within)) + "\n";
-      s += "        " + L_.let(I, rest(k), fmt::format("{} - ({})", at("n", g), within)) + "\n";
-      if (loads_.empty()) continue;
       for (uint32_t b : loads_)
-        s += "        " + L_.var(quantized(b) ? FV : vec_type(b, V), fmt::format("L{}_{}", b, k)) +
-             "\n";
-      s += fmt::format("        if ({} >= {}) {{\n", rest(k), V);
+        s += in + L_.var(quantized(b) ? FV : vec_type(b, V), fmt::format("L{}_{}", b, k)) + "\n";
+      s += fmt::format("{}if ({} >= {}) {{\n", in, rest(k), V);
       for (uint32_t b : loads_) {
         const std::string Lb = fmt::format("L{}_{}", b, k);
         if (!quantized(b)) {
-          s += fmt::format("          {} = {};\n", Lb, load(b, V, vix(k)));
+          s += fmt::format("{}  {} = {};\n", in, Lb, load(b, V, vix(k)));
           continue;
         }
         for (int w = 0; w < words(b); ++w)
-          s += "          " +
+          s += in + "  " +
                L_.let(U, fmt::format("W{}_{}_{}", b, k, w),
                       L_.code_word(b, word_byte(b, k, w), word_bytes(b))) +
                "\n";
@@ -862,105 +910,180 @@ class KernelWriter {
           const auto [w, sh] = code_place(b, e);
           const std::string code =
               fmt::format("((W{}_{}_{} >> {}u) & {}u)", b, k, w, sh, bits(b) == 4 ? 15 : 255);
-          s += fmt::format("          {} = {};\n", L_.lane(Lb, e, V),
+          s += fmt::format("{}  {} = {};\n", in, L_.lane(Lb, e, V),
                            value_of(b, code, per("sc", b, g)));
         }
       }
       // The vector across the block's end: its elements inside, one by one (the others 0).
-      s += fmt::format("        }} else if ({} > 0) {{\n", rest(k));
+      s += fmt::format("{}}} else if ({} > 0) {{\n", in, rest(k));
       for (uint32_t b : loads_)
         for (int e = 0; e < V; ++e) {
           const std::string lane = L_.lane(fmt::format("L{}_{}", b, k), e, V);
           const std::string value =
               quantized(b) ? dequantized(b, el(k, e), per("sc", b, g)) : load(b, 1, el(k, e));
-          s += e == 0 ? fmt::format("          {} = {};\n", lane, value)
-                      : fmt::format("          {} = {} > {} ? {} : {};\n", lane, rest(k), e, value,
+          s += e == 0 ? fmt::format("{}  {} = {};\n", in, lane, value)
+                      : fmt::format("{}  {} = {} > {} ? {} : {};\n", in, lane, rest(k), e, value,
                                     quantized(b) ? "0.0f" : "0");
         }
-      s += "        }\n";
-    }
-    for (uint32_t b : stores_)
-      if (quantized(b)) {
-        for (int g = 0; g < G; ++g) s += "        " + L_.var(U, per("am", b, g), "0u") + "\n";
-        for (int k = 0; k < K * G; ++k)
-          s += "        " + L_.var(FV, fmt::format("Q{}_{}", b, k)) + "\n";
-      }
-    // Each element inside the block through the body (lanes past its end compute nothing: a
-    // reduction must not see them), its quantized values kept and their absmax taken.
-    element_indices_ = true;
-    for (int k = 0; k < K * G; ++k) {
-      s += fmt::format("        if ({} > 0) {{\n", rest(k));
+      s += in + "}\n";
+      return s;
+    };
+    // Item k through the body, each element inside the block (lanes past its end compute
+    // nothing: a reduction must not see them): its quantized values kept in Q<b>_<k> and their
+    // absmax taken (one sweep); only their absmax (probe: no stores, no reductions); or its
+    // values stored, quantized ones kept for their codes (finish).
+    enum class Sweep { whole, probe, finish };
+    auto body = [&](int k, Sweep sweep, const std::string& in) -> Expected<std::string> {
+      std::string s = fmt::format("{}if ({} > 0) {{\n", in, rest(k));
       for (uint32_t b : stores_)
-        s +=
-            "          " + L_.var(quantized(b) ? FV : vec_type(b, V), fmt::format("S{}", b)) + "\n";
+        s += in + "  " + L_.var(quantized(b) ? FV : vec_type(b, V), fmt::format("S{}", b)) + "\n";
+      element_indices_ = true;
+      probe_ = sweep == Sweep::probe;
       for (int e = 0; e < V; ++e) {
-        s += fmt::format("          {}{{\n", inside(k, e));
+        s += fmt::format("{}  {}{{\n", in, inside(k, e));
         size_t r = 0;
         for (size_t n = 0; n < body_->insts.size(); ++n) {
           auto line = statement(n, r, k, e, V);
           if (!line) {
-            element_indices_ = false;
+            element_indices_ = probe_ = false;
             return line.error();
           }
-          if (!line->empty()) s += "            " + *line + "\n";
+          if (!line->empty()) s += in + "    " + *line + "\n";
         }
-        for (uint32_t b : stores_)
-          if (quantized(b))
-            s += fmt::format(
-                "            {} = {};\n            {} = {};\n",
-                L_.lane(fmt::format("Q{}_{}", b, k), e, V), L_.lane(fmt::format("S{}", b), e, V),
-                per("am", b, k / K),
-                max_u32(per("am", b, k / K), fmt::format("(OPTJIT_F32_BITS({}) & 0x7fffffffu)",
-                                                         L_.lane(fmt::format("S{}", b), e, V))));
-        s += "          }\n";
+        for (uint32_t b : stores_) {
+          if (!quantized(b)) continue;
+          const std::string value = L_.lane(fmt::format("S{}", b), e, V);
+          if (sweep != Sweep::probe)
+            s += fmt::format("{}    {} = {};\n", in, L_.lane(fmt::format("Q{}_{}", b, k), e, V),
+                             value);
+          if (sweep != Sweep::finish)
+            s += fmt::format("{}    {} = {};\n", in, per("am", b, k / K),
+                             max_u32(per("am", b, k / K),
+                                     fmt::format("(OPTJIT_F32_BITS({}) & 0x7fffffffu)", value)));
+        }
+        s += in + "  }\n";
+      }
+      element_indices_ = probe_ = false;
+      for (uint32_t b : stores_) {
+        if (quantized(b) || sweep == Sweep::probe) continue;
+        s += fmt::format("{0}  if ({1} >= {2}) {{\n{0}    {3}\n{0}  }} else {{\n", in, rest(k), V,
+                         store(b, V, vix(k)));
+        for (int e = 0; e < V; ++e)
+          s += fmt::format("{}    {}p{}[{}] = {};\n", in, inside(k, e), b, el(k, e),
+                           L_.lane(fmt::format("S{}", b), e, V));
+        s += in + "  }\n";
+      }
+      return s + in + "}\n";
+    };
+    // Item k's codes of quantized buffer b, from Q<b>_<k> and the block's new scale. Whole: the
+    // codes as words. Across the end: 8-bit codes one by one; 4-bit ones a byte (two codes) at
+    // a time, the half past the end 0 (codes only of elements inside).
+    auto codes = [&](uint32_t b, int k, const std::string& in) {
+      auto code = [&](int e) {
+        return code_of(b, L_.lane(fmt::format("Q{}_{}", b, k), e, V), per("sb", b, k / K));
+      };
+      std::string s = fmt::format("{}if ({} >= {}) {{\n", in, rest(k), V);
+      for (int e = 0; e < V; ++e)
+        s += in + "  " + L_.let(U, fmt::format("c{}_{}_{}", b, k, e), code(e)) + "\n";
+      for (int w = 0; w < words(b); ++w) {
+        std::string word;
+        for (int e = 0; e < V; ++e) {
+          const auto [we, sh] = code_place(b, e);
+          if (we != w) continue;
+          const std::string c = fmt::format("c{}_{}_{}", b, k, e);
+          word += (word.empty() ? "" : " | ") + (sh == 0 ? c : fmt::format("({} << {}u)", c, sh));
+        }
+        s += in + "  " + L_.store_code_word(b, word_byte(b, k, w), word_bytes(b), word) + "\n";
+      }
+      s += fmt::format("{}}} else if ({} > 0) {{\n", in, rest(k));
+      const int step = bits(b) == 4 ? 2 : 1;
+      for (int e = 0; e < V; e += step) {
+        std::string unit = code(e);
+        if (bits(b) == 4)
+          unit = fmt::format("({} << 4u) | ({})", unit,
+                             L_.select(fmt::format("{} > {}", rest(k), e + 1), code(e + 1), "0u"));
+        s += fmt::format(
+            "{}  {}{}\n", in, inside(k, e),
+            L_.store_codes(b, bits(b) == 4 ? "(" + el(k, e) + ") >> 1" : el(k, e), unit));
+      }
+      return s + in + "}\n";
+    };
+    auto quantized_values = [&](int k, const std::string& in) {
+      std::string s;
+      for (uint32_t b : stores_)
+        if (quantized(b)) s += in + L_.var(FV, fmt::format("Q{}_{}", b, k)) + "\n";
+      return s;
+    };
+
+    const std::string first = fmt::format("{} * {}", L_.cast(I, "(" + lid + " >> 5u)"), QB * G),
+                      stride = std::to_string(warps * QB * G);
+    const std::string in = "        ", in2 = "          ";
+    std::string s = "      " + L_.let(I, "lane", L_.cast(I, "(" + lid + " & 31u)")) + "\n";
+    s += fmt::format("      {} {{\n",
+                     L_.for_head(I, "e0", first, "e0 < len", fmt::format("e0 += {}", stride)));
+    s += l2_ahead("e0", warps * QB * G, G, in.c_str());
+    s += trip_geometry("e0", "", in.c_str(), G);
+    for (uint32_t b : loads_)
+      if (quantized(b))
+        for (int g = 0; g < G; ++g)
+          s += in +
+               L_.let(F, per("sc", b, g),
+                      g == 0 ? L_.scale_at(b, at("blk", g))
+                             : L_.select(fmt::format("{} > 0", at("n", g)),
+                                         L_.scale_at(b, at("blk", g)), "0.0f")) +
+               "\n";
+    auto place = [&](int k) {
+      const std::string within = fmt::format("lane * {} + {}", V, 32 * V * (k % K));
+      return in + L_.let(I, ix(k), fmt::format("e0 + {} + {}", (k / K) * QB, within)) + "\n" + in +
+             L_.let(I, rest(k), fmt::format("{} - ({})", at("n", k / K), within)) + "\n";
+    };
+    auto absmaxes = [&](uint32_t b) {
+      std::string out;
+      for (int g = 0; g < G; ++g) out += in + L_.var(U, per("am", b, g), "0u") + "\n";
+      return out;
+    };
+    if (!recompute_) {
+      // Every load first, so that all are in flight at once; the values kept for the codes.
+      for (int k = 0; k < K * G; ++k) s += place(k) + loads(k, in);
+      for (uint32_t b : stores_)
+        if (quantized(b)) {
+          s += absmaxes(b);
+          for (int k = 0; k < K * G; ++k) s += in + L_.var(FV, fmt::format("Q{}_{}", b, k)) + "\n";
+        }
+      for (int k = 0; k < K * G; ++k) {
+        auto b = body(k, Sweep::whole, in);
+        if (!b) return b.error();
+        s += *b;
       }
       for (uint32_t b : stores_) {
-        if (quantized(b)) continue;
-        s += fmt::format("          if ({} >= {}) {{\n            {}\n          }} else {{\n",
-                         rest(k), V, store(b, V, vix(k)));
-        for (int e = 0; e < V; ++e)
-          s += fmt::format("            {}p{}[{}] = {};\n", inside(k, e), b, el(k, e),
-                           L_.lane(fmt::format("S{}", b), e, V));
-        s += "          }\n";
+        if (!quantized(b)) continue;
+        s += trip_scales(b, G);
+        for (int k = 0; k < K * G; ++k) s += codes(b, k, in);
       }
-      s += "        }\n";
-    }
-    element_indices_ = false;
-    for (uint32_t b : stores_) {
-      if (!quantized(b)) continue;
-      s += trip_scales(b, G);
+    } else {
+      for (int k = 0; k < K * G; ++k) s += place(k);
+      for (uint32_t b : stores_)
+        if (quantized(b)) s += absmaxes(b);
+      // The absmax: every load first, then the values, in a scope of their own.
+      s += in + "{\n";
+      for (int k = 0; k < K * G; ++k) s += loads(k, in2);
       for (int k = 0; k < K * G; ++k) {
-        auto code = [&](int e) {
-          return code_of(b, L_.lane(fmt::format("Q{}_{}", b, k), e, V), per("sb", b, k / K));
-        };
-        // Whole: the codes as words. Across the end: 8-bit codes one by one; 4-bit ones a byte
-        // (two codes) at a time, the half past the end 0 (codes only of elements inside).
-        s += fmt::format("        if ({} >= {}) {{\n", rest(k), V);
-        for (int e = 0; e < V; ++e)
-          s += "          " + L_.let(U, fmt::format("c{}_{}_{}", b, k, e), code(e)) + "\n";
-        for (int w = 0; w < words(b); ++w) {
-          std::string word;
-          for (int e = 0; e < V; ++e) {
-            const auto [we, sh] = code_place(b, e);
-            if (we != w) continue;
-            const std::string c = fmt::format("c{}_{}_{}", b, k, e);
-            word += (word.empty() ? "" : " | ") + (sh == 0 ? c : fmt::format("({} << {}u)", c, sh));
-          }
-          s += "          " + L_.store_code_word(b, word_byte(b, k, w), word_bytes(b), word) + "\n";
-        }
-        s += fmt::format("        }} else if ({} > 0) {{\n", rest(k));
-        const int step = bits(b) == 4 ? 2 : 1;
-        for (int e = 0; e < V; e += step) {
-          std::string unit = code(e);
-          if (bits(b) == 4)
-            unit =
-                fmt::format("({} << 4u) | ({})", unit,
-                            L_.select(fmt::format("{} > {}", rest(k), e + 1), code(e + 1), "0u"));
-          s += fmt::format(
-              "          {}{}\n", inside(k, e),
-              L_.store_codes(b, bits(b) == 4 ? "(" + el(k, e) + ") >> 1" : el(k, e), unit));
-        }
-        s += "        }\n";
+        auto b = body(k, Sweep::probe, in2);
+        if (!b) return b.error();
+        s += *b;
+      }
+      s += in + "}\n";
+      for (uint32_t b : stores_)
+        if (quantized(b)) s += trip_scales(b, G);
+      // Each vector again: loaded, computed, stored and quantized.
+      for (int k = 0; k < K * G; ++k) {
+        s += in + "{\n" + loads(k, in2) + quantized_values(k, in2);
+        auto b = body(k, Sweep::finish, in2);
+        if (!b) return b.error();
+        s += *b;
+        for (uint32_t q : stores_)
+          if (quantized(q)) s += codes(q, k, in2);
+        s += in + "}\n";
       }
     }
     s += "      }\n";
@@ -1074,6 +1197,7 @@ class KernelWriter {
       }
       case OpKind::reduce: {
         size_t q = r++;
+        if (probe_) return std::string();
         DType t = at(0);
         std::string x = a(0);
         const std::string wx = L_.cast(L_.wide(), x);
@@ -1162,9 +1286,14 @@ class KernelWriter {
   bool device_step_;
   bool shared_tables_;  // GpuLaunch::shared_tables
   bool prefetch_;       // GpuLaunch::prefetch
+  bool recompute_;      // GpuLaunch::recompute
+  int ahead_;           // GpuLaunch::ahead
   // Whether i<item> is the index of a vector's first element (warp_block_vector_loop), not of
   // the vector: the element index of lane l is i<item> + l.
   bool element_indices_ = false;
+  // Whether statement() writes a sweep that only takes absmax (warp_block_vector_loop with
+  // recompute): reductions add nothing in it (the second sweep adds the same values).
+  bool probe_ = false;
   std::vector<uint32_t> loads_, stores_;  // buffers the pass loads / stores
   std::vector<uint32_t> quant_;           // the block-quantized buffers among them
   std::string module_scope_, shared_;     // shared arrays' declarations (see shared())
@@ -1210,12 +1339,20 @@ Expected<std::string> emit_c(const plan::Plan& plan, CEmitOptions o) {
   if (o.launch.resident != GpuLaunch::kDefaultResident && o.language != CLanguage::cuda)
     return make_error("the {} backend has no launch bounds: resident={} (threads per SM) is CUDA's",
                       L.name(), o.launch.resident);
+  if (o.launch.recompute && L.warp_xor_u32("x", 1).empty())
+    return make_error(
+        "the {} backend quantizes a block per work-group through local memory: recompute=1 is "
+        "CUDA's (its warps' quantized path)",
+        L.name());
+  if (o.launch.ahead > 0 && L.prefetch_l2("a").empty())
+    return make_error("the {} backend has no L2 prefetch: ahead={} is CUDA's", L.name(),
+                      o.launch.ahead);
   if (o.launch.prefetch && L.warp_xor_u32("x", 1).empty())
     return make_error(
         "the {} backend quantizes a block per work-group through local memory: prefetch=1 is "
         "CUDA's (its warps' quantized path)",
         L.name());
-  s += preamble(L, plan, o.launch.vec, o.launch.shared_tables);
+  s += preamble(L, plan, o.launch);
   s += L.arithmetic_helpers(o.division);
   for (size_t k = 0; k < plan.passes.size(); ++k) {
     auto kernel = KernelWriter(plan, k, L, o).write();

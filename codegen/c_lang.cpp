@@ -285,6 +285,14 @@ class Cuda final : public Lang {
   std::string warp_xor_u32(const std::string& value, int mask) const override {
     return fmt::format("__shfl_xor_sync(0xffffffffu, {}, {})", value, mask);
   }
+  std::string prefetch_l2(const std::string& address) const override {
+    return fmt::format("optjit_prefetch_l2({});", address);
+  }
+  std::string prefetch_l2_helper() const override {
+    return "__device__ __forceinline__ void optjit_prefetch_l2(const void* a) {\n"
+           "  asm volatile(\"prefetch.global.L2 [%0];\" : : \"l\"(a));\n"
+           "}\n";
+  }
   std::string group_max_u32(const std::string& shared, const std::string& value,
                             int group) const override {
     if (group % 32 != 0 || group > 1024) return Lang::group_max_u32(shared, value, group);

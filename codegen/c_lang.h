@@ -110,6 +110,11 @@ class Lang {
   /// quantization block of its own and reduces the block's absmax in registers, with no barrier
   /// (c_emitter.cpp's warp_block_loop); without it the work-group shares one block at a time.
   virtual std::string warp_xor_u32(const std::string& /*value*/, int /*mask*/) const { return {}; }
+  /// A statement asking the cache to fetch the line that holds the byte at `address` (a global
+  /// pointer) into L2, a hint with no result (GpuLaunch::ahead); empty where the language has
+  /// none. prefetch_l2_helper: what it calls, for the preamble.
+  virtual std::string prefetch_l2(const std::string& /*address*/) const { return {}; }
+  virtual std::string prefetch_l2_helper() const { return {}; }
   /// A u32 array of n entries in work-group-shared memory at program scope, which helper
   /// functions can read (GpuLaunch::shared_tables); empty where the language has none (OpenCL
   /// and WGSL: their shared arrays belong to one kernel).

@@ -12,12 +12,16 @@ namespace optjit::codegen {
 namespace {
 constexpr const char* kSharedTables = ",tables=shared";
 constexpr const char* kPrefetch = ",prefetch=1";
+constexpr const char* kRecompute = ",recompute=1";
+constexpr const char* kAhead = ",ahead=";
 constexpr const char* kResident = ",resident=";
 }  // namespace
 
 // The optional parameters' suffix, each only where it is not its default.
 std::string GpuLaunch::options_suffix() const {
-  return fmt::format("{}{}{}", shared_tables ? kSharedTables : "", prefetch ? kPrefetch : "",
+  return fmt::format("{}{}{}{}{}", shared_tables ? kSharedTables : "", prefetch ? kPrefetch : "",
+                     recompute ? kRecompute : "",
+                     ahead != 0 ? fmt::format("{}{}", kAhead, ahead) : "",
                      resident != kDefaultResident ? fmt::format("{}{}", kResident, resident) : "");
 }
 
@@ -47,6 +51,17 @@ std::optional<GpuLaunch> GpuLaunch::parse(const std::string& s) {
   if (rest.starts_with(kPrefetch)) {
     g.prefetch = true;
     rest = rest.substr(std::string_view(kPrefetch).size());
+  }
+  if (rest.starts_with(kRecompute)) {
+    g.recompute = true;
+    rest = rest.substr(std::string_view(kRecompute).size());
+  }
+  if (rest.starts_with(kAhead)) {
+    int n = 0;
+    if (std::sscanf(rest.c_str() + std::string_view(kAhead).size(), "%d%n", &g.ahead, &n) != 1 ||
+        g.ahead == 0)
+      return std::nullopt;
+    rest = rest.substr(std::string_view(kAhead).size() + static_cast<size_t>(n));
   }
   if (rest.starts_with(kResident)) {
     int n = 0;
@@ -80,15 +95,16 @@ Expected<GpuLaunch> GpuLaunch::from_text(const std::string& s, const GpuLaunch& 
     if (eq == std::string::npos)
       return make_error(
           "launch parameter '{}' is not name=value (block, items, vec, grid, chunk, tables, "
-          "prefetch, resident)",
+          "prefetch, recompute, ahead, resident)",
           item);
     const std::string name = item.substr(0, eq), value = item.substr(eq + 1);
-    static const std::set<std::string> kNames = {"block", "items",  "vec",      "grid",
-                                                 "chunk", "tables", "prefetch", "resident"};
+    static const std::set<std::string> kNames = {"block", "items",   "vec",      "grid",
+                                                 "chunk", "tables",  "prefetch", "recompute",
+                                                 "ahead", "resident"};
     if (!kNames.count(name))
       return make_error(
           "unknown launch parameter '{}' (block, items, vec, grid, chunk, tables, prefetch, "
-          "resident)",
+          "recompute, ahead, resident)",
           name);
     if (!seen.insert(name).second) return make_error("launch parameter {} is given twice", name);
     if (name == "tables") {
@@ -97,10 +113,10 @@ Expected<GpuLaunch> GpuLaunch::from_text(const std::string& s, const GpuLaunch& 
       g.shared_tables = value == "shared";
       continue;
     }
-    if (name == "prefetch") {
+    if (name == "prefetch" || name == "recompute") {
       if (value != "0" && value != "1")
-        return make_error("launch parameter prefetch: '{}' is not 0 or 1", value);
-      g.prefetch = value == "1";
+        return make_error("launch parameter {}: '{}' is not 0 or 1", name, value);
+      (name == "prefetch" ? g.prefetch : g.recompute) = value == "1";
       continue;
     }
     char* end = nullptr;
@@ -119,6 +135,7 @@ Expected<GpuLaunch> GpuLaunch::from_text(const std::string& s, const GpuLaunch& 
                         : name == "vec"      ? "1, 2, 4 or 8"
                         : name == "grid"     ? "1..2147483647 blocks per unit"
                         : name == "resident" ? "a multiple of 32 in 32..2048 threads per SM"
+                        : name == "ahead"    ? "0..8 trips"
                                              : "1..2^40 elements");
     if (name == "block")
       g.block = static_cast<int>(v);
@@ -130,6 +147,8 @@ Expected<GpuLaunch> GpuLaunch::from_text(const std::string& s, const GpuLaunch& 
       g.groups_per_unit = static_cast<int>(v);
     else if (name == "resident")
       g.resident = static_cast<int>(v);
+    else if (name == "ahead")
+      g.ahead = static_cast<int>(v);
     else
       g.chunk_elements = v;
   }
@@ -148,6 +167,13 @@ Status GpuLaunch::validate() const {
   if (chunk_elements < 1) return make_error("chunk size must be at least 1 element");
   if (resident < 32 || resident > 2048 || resident % 32 != 0)
     return make_error("resident threads {} per SM is not a multiple of 32 in 32..2048", resident);
+  if (ahead < 0 || ahead > 8) return make_error("trips ahead {} is not in 0..8", ahead);
+  if (recompute && prefetch)
+    return make_error(
+        "recompute=1 and prefetch=1 exclude each other: prefetching takes one element a lane, "
+        "recomputing works in vectors");
+  if (recompute && vec == 1)
+    return make_error("recompute=1 needs vec=2, 4 or 8 (CUDA's quantized path in vectors)");
   if (chunk_elements % vec != 0)
     return make_error("chunk size {} is not a multiple of the vector width {}", chunk_elements,
                       vec);

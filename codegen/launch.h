@@ -30,6 +30,16 @@ struct GpuLaunch {
   /// overlaps the computation, one element a lane at a time (vec does not apply to the
   /// quantized path then). "prefetch=1" in text; absent means 0.
   bool prefetch = false;
+  /// CUDA's quantized path in vectors (vec > 1): each warp computes a trip's values twice,
+  /// once for the blocks' absmax and once to store them and their codes, instead of holding
+  /// them in registers across the absmax exchange. The second sweep's loads come from the
+  /// cache; the registers saved buy occupancy. "recompute=1" in text; absent means 0.
+  bool recompute = false;
+  /// CUDA's quantized path: at each trip, the warp asks the L2 cache to fetch the bytes its
+  /// trip this many trips ahead will load (prefetch.global.L2, a line a lane: no registers
+  /// held, nothing waited for), so that more of the memory's latency is in flight than the
+  /// warp's registers hold. "ahead=N" (0..8) in text; absent means 0.
+  int ahead = 0;
   /// CUDA: the threads per SM that each kernel's launch bound asks ptxas to fit
   /// (__launch_bounds__(block, resident / block)), which caps its registers at 65536 / resident
   /// a thread: 512 (128 registers) by default, 768 (80), 1024 (64). More resident threads hide
@@ -44,19 +54,23 @@ struct GpuLaunch {
   /// 0.13 with blocks of 256).
   static GpuLaunch device_default(bool gpu);
 
-  /// "block=256,items=1,vec=1,grid=8,chunk=65536" (",tables=shared", ",prefetch=1" and
-  /// ",resident=N" after it when set): the cache's form of a decision.
+  /// "block=256,items=1,vec=1,grid=8,chunk=65536" (",tables=shared", ",prefetch=1",
+  /// ",recompute=1", ",ahead=N" and ",resident=N" after it when set): the cache's form of a
+  /// decision.
   std::string to_string() const;
   static std::optional<GpuLaunch> parse(const std::string& s);
   /// What a user writes: any subset of block, items, vec, grid, chunk, tables (global or
-  /// shared), prefetch (0 or 1) and resident as "name=value" pairs separated by commas
+  /// shared), prefetch (0 or 1), recompute (0 or 1), ahead and resident as "name=value" pairs
+  /// separated by commas
   /// ("vec=4,items=2"); the rest keep their defaults. Errors name the problem.
   static Expected<GpuLaunch> from_text(const std::string& s, const GpuLaunch& base);
   static Expected<GpuLaunch> from_text(const std::string& s) { return from_text(s, GpuLaunch{}); }
   /// The part that changes the emitted code, for kernel cache keys: "block=256,items=1,vec=1"
-  /// (",tables=shared", ",prefetch=1" and ",resident=N" after it when set).
+  /// (",tables=shared", ",prefetch=1", ",recompute=1", ",ahead=N" and ",resident=N" after it
+  /// when set).
   std::string code_variant() const;
-  /// ",tables=shared", ",prefetch=1" and ",resident=N", each where set (the end of both forms).
+  /// ",tables=shared", ",prefetch=1", ",recompute=1", ",ahead=N" and ",resident=N", each where
+  /// set (the end of both forms).
   std::string options_suffix() const;
   /// A clear error for parameters no kernel can use.
   Status validate() const;

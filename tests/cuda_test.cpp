@@ -310,7 +310,14 @@ TEST(Cuda, QuantizedStateStepsTheCpusBits) {
        // the elements past a tensor's end (a vector's lanes there) must not enter the norms.
        "transform shift(c=0.01) {\n  grad = grad + c\n}\n"
        R"(chain(shift(c=0.01), lamb(lr=1e-2, weight_decay=0.1, state_format="8bit")))",
-       R"(chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2, weight_decay=0.1, state_format="4bit")))"}) {
+       R"(chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2, weight_decay=0.1, state_format="4bit")))",
+       // A sum in the pass that quantizes (one pass: the next step uses it), exact in any order
+       // (it counts the elements), so the scalar state compares bit for bit: a sweep that only
+       // takes absmax (recompute) must not add to it.
+       "transform tally() {\n  scalar total = 0\n  state m = 0\n"
+       "  param = param - 0.01 * m / (1 + total)\n  m = 0.9 * m + grad\n"
+       "  total = sum(m * 0 + 1)\n}\n"
+       R"(tally(state_format="8bit"))"}) {
     auto run = [&](OptimizerOptions o) {
       // Whole blocks; a last block of 136 elements (8 for 4-bit's blocks of 128); one of a
       // single element (a 4-bit byte with its even code only); one of 7 (vectors of 4: one
@@ -346,7 +353,7 @@ TEST(Cuda, QuantizedStateStepsTheCpusBits) {
       return std::make_pair(a, state);
     };
     const auto want = run({});
-    for (int mode = 0; mode < 12; ++mode) {
+    for (int mode = 0; mode < 15; ++mode) {
       OptimizerOptions o;
       o.backend = Backend::cuda;
       o.device_step = mode > 0;
@@ -381,6 +388,24 @@ TEST(Cuda, QuantizedStateStepsTheCpusBits) {
         o.gpu_launch = codegen::GpuLaunch{.block = 64, .items = 2, .vec = 2, .chunk_elements = 512};
       if (mode == 11)
         o.gpu_launch = codegen::GpuLaunch{.items = 3, .vec = 8, .shared_tables = true};
+      // Two sweeps a trip (the first only for the absmax: it must add nothing to LAMB's
+      // norms), in vectors of 4; of 2 with two blocks a trip on 64-thread blocks in chunks of
+      // 512 and shared tables, the lines two trips ahead fetched into L2 (the emulator has no
+      // cache: this checks that the hint compiles and changes nothing); and one element a lane
+      // with the lines of the next trip fetched, as a graph.
+      if (mode == 12) o.gpu_launch = codegen::GpuLaunch{.vec = 4, .recompute = true};
+      if (mode == 13)
+        o.gpu_launch = codegen::GpuLaunch{.block = 64,
+                                          .items = 2,
+                                          .vec = 2,
+                                          .chunk_elements = 512,
+                                          .shared_tables = true,
+                                          .recompute = true,
+                                          .ahead = 2};
+      if (mode == 14) {
+        o.cuda_graph = true;
+        o.gpu_launch = codegen::GpuLaunch{.ahead = 1};
+      }
       const auto got = run(o);
       EXPECT_EQ(got.first, want.first) << pipeline << " mode " << mode;
       EXPECT_TRUE(got.second == want.second) << pipeline << " mode " << mode << ": the state";
@@ -401,6 +426,9 @@ TEST(Cuda, QuantizedStateDequantizesEveryCodeToItsMapValue) {
       {.backend = Backend::cuda, .gpu_launch = codegen::GpuLaunch{.prefetch = true}});
   testing::quant::check_every_code(
       {.backend = Backend::cuda, .gpu_launch = codegen::GpuLaunch{.vec = 4}});
+  testing::quant::check_every_code(
+      {.backend = Backend::cuda,
+       .gpu_launch = codegen::GpuLaunch{.vec = 4, .recompute = true, .ahead = 1}});
 }
 
 // Stochastic rounding (bf16_sr state, bf16 parameters) draws the CPU backend's bits
@@ -424,6 +452,10 @@ TEST(Cuda, StochasticRoundingDrawsTheCpusBits) {
     testing::check_stochastic_rounding_draws_the_cpus_bits(
         {.backend = Backend::cuda, .gpu_launch = codegen::GpuLaunch{.vec = vec}}, "8bit");
   }
+  // Recomputed: the second sweep rounds and stores (the first stores nothing).
+  testing::check_stochastic_rounding_draws_the_cpus_bits(
+      {.backend = Backend::cuda, .gpu_launch = codegen::GpuLaunch{.vec = 4, .recompute = true}},
+      "8bit");
 }
 
 // A communicator that synchronises with the host (one process: the sum is the data).

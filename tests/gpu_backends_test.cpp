@@ -163,10 +163,45 @@ TEST(GpuLaunch, ParsesWhatUsersWriteAndWhatTheCacheStores) {
   };
   EXPECT_EQ(msg("warp=32"),
             "unknown launch parameter 'warp' (block, items, vec, grid, chunk, tables, prefetch, "
-            "resident)");
+            "recompute, ahead, resident)");
   EXPECT_EQ(msg("vec"),
             "launch parameter 'vec' is not name=value (block, items, vec, grid, chunk, tables, "
-            "prefetch, resident)");
+            "prefetch, recompute, ahead, resident)");
+  // Recomputing and L2 prefetching trips ahead: code variants of their own, stored in the
+  // order tables, prefetch, recompute, ahead, resident; decisions stored without them still
+  // parse, as neither.
+  for (const char* text : {"vec=4,recompute=1", "ahead=2", "vec=2,recompute=1,ahead=8",
+                           "tables=shared,prefetch=1,ahead=1,resident=768"}) {
+    SCOPED_TRACE(text);
+    auto r = codegen::GpuLaunch::from_text(text);
+    ASSERT_TRUE(r) << r.error().message;
+    const std::string options = std::string(r->shared_tables ? ",tables=shared" : "") +
+                                (r->prefetch ? ",prefetch=1" : "") +
+                                (r->recompute ? ",recompute=1" : "") +
+                                (r->ahead ? fmt::format(",ahead={}", r->ahead) : "") +
+                                (r->resident != 512 ? ",resident=768" : "");
+    const std::string head = fmt::format("block=256,items=1,vec={}", r->vec);
+    EXPECT_EQ(r->to_string(), head + ",grid=8,chunk=65536" + options);
+    EXPECT_EQ(codegen::GpuLaunch::parse(r->to_string()), *r);
+    EXPECT_EQ(r->code_variant(), head + options);
+  }
+  EXPECT_TRUE(codegen::GpuLaunch::from_text("vec=4,recompute=1")->recompute);
+  EXPECT_EQ(codegen::GpuLaunch::from_text("ahead=3")->ahead, 3);
+  EXPECT_EQ(codegen::GpuLaunch::from_text("recompute=0,ahead=0")->to_string(),
+            codegen::GpuLaunch{}.to_string());
+  EXPECT_FALSE(codegen::GpuLaunch::parse(l->to_string() + ",ahead=0"));
+  EXPECT_FALSE(codegen::GpuLaunch::parse(l->to_string() + ",ahead=9"));
+  EXPECT_FALSE(codegen::GpuLaunch::parse(l->to_string() + ",ahead=1,recompute=1"));
+  EXPECT_FALSE(codegen::GpuLaunch::parse(l->to_string() + ",recompute=0"));
+  EXPECT_EQ(msg("recompute=2"), "launch parameter recompute: '2' is not 0 or 1");
+  EXPECT_EQ(msg("recompute=1"),
+            "recompute=1 needs vec=2, 4 or 8 (CUDA's quantized path in vectors)");
+  EXPECT_EQ(msg("vec=4,recompute=1,prefetch=1"),
+            "recompute=1 and prefetch=1 exclude each other: prefetching takes one element a "
+            "lane, recomputing works in vectors");
+  EXPECT_EQ(msg("ahead=9"), "trips ahead 9 is not in 0..8");
+  EXPECT_EQ(msg("ahead=-1"), "trips ahead -1 is not in 0..8");
+  EXPECT_EQ(msg("ahead=1,ahead=2"), "launch parameter ahead is given twice");
   // Resident threads per SM: a code variant of its own (the launch bound), stored last;
   // decisions stored without it still parse, as 512.
   for (const char* text : {"resident=768", "tables=shared,prefetch=1,resident=1024"}) {
@@ -340,6 +375,53 @@ TEST(Nvrtc, ResidentThreadsCapRegisters) {
       EXPECT_GT(most, 80);  // (so the caps below bite)
     }
   }
+}
+
+// recompute=1 (two sweeps a trip) and ahead=N (the lines N trips ahead into L2) compile for
+// every quantized format with no spills; where they cannot apply they are errors that say why.
+// (Their results: Cuda.QuantizedStateStepsTheCpusBits, under the emulator and on a GPU.)
+TEST(Nvrtc, RecomputeAndAheadCompileOrSayWhyNot) {
+  ASSERT_TRUE(codegen::have_nvrtc());
+  for (const char* format : {"8bit", "f8", "4bit"}) {
+    SCOPED_TRACE(format);
+    auto plan = compile_pipeline(fmt::format(
+        R"(chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, state_format="{}")))", format));
+    ASSERT_TRUE(plan) << plan.error().message;
+    const codegen::CEmitOptions o{codegen::CLanguage::cuda,
+                                  {.vec = 4, .recompute = true, .ahead = 2}};
+    auto src = codegen::emit_c(*plan, o);
+    ASSERT_TRUE(src) << src.error().message;
+    // The update pass loads param, grad and both moments: 8 + 8 lines of f32 a 256-element
+    // block, 2 + 2 of 8-bit codes (4-bit: 4 + 4 and 1 + 1 a 128-element block), 2 trips of 8
+    // warps (2048 or 1024 elements) ahead.
+    const bool four = std::string(format) == "4bit";
+    EXPECT_NE(src->find(fmt::format("if (lane < {} && x < len)", four ? 10 : 20)),
+              std::string::npos);
+    EXPECT_NE(src->find(fmt::format("x = e0 + {} +", four ? 2048 : 4096)), std::string::npos);
+    auto cubin = codegen::compile_cubin(*src, "sm_90");
+    ASSERT_TRUE(cubin) << cubin.error().message;
+    for (const auto& k : cubin->kernels)
+      EXPECT_EQ(k.spill_stores + k.spill_loads, 0) << k.name << " spills";
+    for (auto language : {codegen::CLanguage::opencl, codegen::CLanguage::wgsl}) {
+      const char* name = language == codegen::CLanguage::opencl ? "opencl" : "wgsl";
+      auto recompute = codegen::emit_c(*plan, {language, {.vec = 4, .recompute = true}});
+      EXPECT_EQ(recompute ? std::string("no error") : recompute.error().message,
+                fmt::format("the {} backend quantizes a block per work-group through local "
+                            "memory: recompute=1 is CUDA's (its warps' quantized path)",
+                            name));
+      auto ahead = codegen::emit_c(*plan, {language, {.ahead = 1}});
+      EXPECT_EQ(ahead ? std::string("no error") : ahead.error().message,
+                fmt::format("the {} backend has no L2 prefetch: ahead=1 is CUDA's", name));
+    }
+  }
+  // 4-bit blocks of 128 give a lane 4 elements: vectors of 8 do not fit, so neither does
+  // recomputing in them.
+  auto plan = compile_pipeline(R"(adamw(lr=1e-3, state_format="4bit"))");
+  ASSERT_TRUE(plan) << plan.error().message;
+  auto src = codegen::emit_c(*plan, {codegen::CLanguage::cuda, {.vec = 8, .recompute = true}});
+  EXPECT_EQ(src ? std::string("no error") : src.error().message,
+            "recompute=1: vec=8 does not divide the 4 elements a lane of 128-element "
+            "quantization blocks, so the quantized path does not run in vectors");
 }
 
 TEST(Nvrtc, BadArchitectureIsAClearError) {

@@ -314,6 +314,9 @@ inline float optjit_emu_f16_to_f32(unsigned short h) {
 inline unsigned short optjit_emu_f32_to_f16(float f) {
   return std::bit_cast<unsigned short>(static_cast<_Float16>(f));
 }
+// prefetch.global.L2, a hint with no result: there is no cache to fill, so it reads the byte,
+// and a kernel that asks for a line outside every allocation stops as one that touches it.
+inline void optjit_emu_prefetch(const void* a) { (void)*static_cast<const volatile char*>(a); }
 
 // Appended by the emulator's NVRTC after the source, once per kernel.
 #define OPTJIT_EMU_KERNEL(name)                                                                 \

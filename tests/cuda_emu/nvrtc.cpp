@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -45,16 +46,18 @@ std::string quoted(const std::string& s) {
   return out + "'";
 }
 
-// The two PTX conversions optjit's preamble writes as inline asm, as host calls; any other asm
-// is an error naming it.
+// The PTX optjit's preamble writes as inline asm, as host calls (the L2 prefetch as a read of
+// its byte); any other asm is an error naming it.
 bool replace_asm(std::string& src, std::string& log) {
   const std::pair<std::string, std::string> known[] = {
       {R"(asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));)", "f = optjit_emu_f16_to_f32(h);"},
       {R"(asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));)", "h = optjit_emu_f32_to_f16(f);"},
+      {R"(asm volatile("prefetch.global.L2 [%0];" : : "l"(a));)", "optjit_emu_prefetch(a);"},
   };
   for (const auto& [from, to] : known)
     for (size_t at; (at = src.find(from)) != std::string::npos;) src.replace(at, from.size(), to);
-  if (size_t at = src.find("asm("); at != std::string::npos) {
+  size_t at = std::min(src.find("asm("), src.find("asm volatile("));
+  if (at != std::string::npos) {
     log +=
         "the CUDA emulator cannot run this inline PTX: " + src.substr(at, src.find(';', at) - at) +
         "\n";
