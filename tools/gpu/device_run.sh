@@ -10,10 +10,12 @@
 #   torch   the same against torch's AdamW(fused=True) + clip_grad_norm_(foreach=True)
 #   quick   for a short lease: a 20 s tune and the host and graph steps at 2e8 parameters, and the
 #           same against torch's fused AdamW at 2e8 and on resnet50 shapes
-#   quant   clip + AdamW with fp32, 8-bit, 4-bit and fp8 state at 268M parameters: code tables
-#           in global and in shared memory, 2 blocks a warp trip, prefetching (#12); with a
-#           baseline in the bundle (tools/gpu/baseline.sh), the default also with the baseline's
-#           build, just before
+#   quant   clip + AdamW with fp32, 8-bit, 4-bit and fp8 state at 268M parameters: the default
+#           launch, vectors, resident=768, L2 prefetches trips ahead, two sweeps a trip,
+#           prefetching (#12); with a baseline in the bundle (tools/gpu/baseline.sh), the default
+#           also with the baseline's build, just before
+#   bf16    bf16 clip + AdamW, AdamW after the deferred clip, and AdamW alone at 124M, with
+#           vectors of 1, 4 and 8 and 4 items a thread
 #   profile Nsight Compute on the quantized update kernels (4-bit, 8-bit, fp8): where their time goes
 #   opencl  the emitter through NVIDIA's OpenCL, where the image has its ICD
 #   webgpu  #15 on NVIDIA: the WebGPU backend (the bundle's wgpu-native, the machine's Vulkan
@@ -166,12 +168,12 @@ quick() {
 
 # #12 on the GPU: clip + AdamW with each state format at 268M parameters, as a graph, against
 # the roofline of its own bytes per parameter (optjit bench's "of copy"): the default launch,
-# then vectors of 4 elements a lane (--launch vec=4) alone, with shared code tables, with 768
-# threads resident per SM (80 registers a thread, spills traded for occupancy), with the lines
-# of the trips 1 or 2 ahead fetched into L2 (ahead=N), and with two sweeps a trip
-# (recompute=1: fewer registers, the inputs loaded twice), alone, with ahead=2 and with
-# resident=768; 4-bit also with each warp's next trip prefetched (--launch prefetch=1), alone
-# and with ahead=1. Then bf16 clip + AdamW with vectors.
+# then vectors of 4 elements a lane (--launch vec=4) alone, with 768 threads resident per SM
+# (80 registers a thread, spills traded for occupancy), with the lines of the trips 1 or 2
+# ahead fetched into L2 (ahead=N), and with two sweeps a trip (recompute=1: fewer registers,
+# the inputs loaded twice), alone, with ahead=2 and with resident=768; 4-bit also with each
+# warp's next trip prefetched (--launch prefetch=1), alone and with ahead=1 (about 12 s a bench
+# on an H100: 30 benches).
 quant() {
   local f t l n=268435456 base=$root/baseline
   "$optjit" bench "$P" --backend cuda --numel $n --steps 5 --reps 5 --no-unfused --step graph
@@ -186,7 +188,7 @@ quant() {
     fi
     # This build (prefetching the next trip helped only 4-bit on the H100, 2026-11-27; two
     # blocks a warp trip were slower for every format).
-    local ls="tables=global vec=4 vec=4,tables=shared vec=4,resident=768 vec=4,ahead=1"
+    local ls="tables=global vec=4 vec=4,resident=768 vec=4,ahead=1"
     ls="$ls vec=4,ahead=2 vec=4,recompute=1 vec=4,recompute=1,ahead=2"
     ls="$ls vec=4,recompute=1,resident=768"
     [ $f = 4bit ] && ls="$ls prefetch=1 prefetch=1,ahead=1"
@@ -196,11 +198,15 @@ quant() {
         --launch $l
     done
   done
-  # bf16 parameters and state (2 bytes an element): the default launch moves 2 bytes a thread
-  # a load; vectors move 8 or 16 (gpt2-small's size). Then AdamW after optjit.torch's deferred
-  # clip (the gradients scaled by a coefficient and rounded to bf16 in the step), which on the
-  # H100 (2026-11-27) made the bridge's bf16 step slower than torch's clip and the plain step.
-  local d
+}
+
+# bf16 parameters and state (2 bytes an element), clip + AdamW at gpt2-small's size: the
+# default launch moves 2 bytes a thread a load; vectors move 8 or 16. Then AdamW after
+# optjit.torch's deferred clip (the gradients scaled by a coefficient and rounded to bf16 in the
+# step), which on the H100 (2026-11-27) made the bridge's bf16 step slower than torch's clip
+# and the plain step, and AdamW alone (12 benches).
+bf16() {
+  local d l
   d=$(printf 'transform optjit_deferred_clip(optjit_clip_coef=1.0) {\n  grad = like_grad(grad * optjit_clip_coef)\n}\nchain(optjit_deferred_clip(optjit_clip_coef=0.5), adamw(lr=1e-3, weight_decay=0.01))')
   for l in vec=1 vec=4 vec=8 items=4; do
     echo "# this build, bf16 parameters and state, $l"
@@ -217,9 +223,9 @@ quant() {
 
 # Where the quantized steps' time goes: Nsight Compute on the update pass (optjit_pass_1) of
 # clip + AdamW with 4-bit (vectors of 4 a lane), 8-bit (also with vectors, and with vectors,
-# two sweeps and L2 prefetches 2 trips ahead) and fp8 state at 64M
-# parameters (speed of light, memory, warp stalls, issue slots, occupancy, and the SASS lines
-# where warps stall most); the reports' text in profile.log.
+# two sweeps and L2 prefetches 2 trips ahead) and fp8 state at 64M parameters (speed of
+# light, memory, warp stalls, issue slots, occupancy, and the SASS lines where warps stall
+# most); the reports' text in profile.log.
 profile() {
   local f ncu
   ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
@@ -345,7 +351,7 @@ for stage in "${@:-smoke}"; do
   fn=$stage
   [ "$stage" = torch ] && fn=torch_cmp
   [ "$stage" = python ] && fn=python_bridge
-  case $stage in smoke | tests | bench | quick | quant | profile | torch | opencl | webgpu | webgpu_test | python | python_some | compile) ;; *)
+  case $stage in smoke | tests | bench | quick | quant | bf16 | profile | torch | opencl | webgpu | webgpu_test | python | python_some | compile) ;; *)
     echo "device_run: unknown stage $stage"
     exit 2
     ;;
