@@ -167,64 +167,54 @@ TEST(GpuLaunch, ParsesWhatUsersWriteAndWhatTheCacheStores) {
   EXPECT_EQ(msg("vec"),
             "launch parameter 'vec' is not name=value (block, items, vec, grid, chunk, tables, "
             "prefetch, recompute, ahead, resident)");
-  // Recomputing and L2 prefetching trips ahead: code variants of their own, stored in the
-  // order tables, prefetch, recompute, ahead, resident; decisions stored without them still
-  // parse, as neither.
-  for (const char* text : {"vec=4,recompute=1", "ahead=2", "vec=2,recompute=1,ahead=8",
-                           "tables=shared,prefetch=1,ahead=1,resident=768"}) {
-    SCOPED_TRACE(text);
-    auto r = codegen::GpuLaunch::from_text(text);
+  // Recomputing, L2 prefetching trips ahead and resident threads per SM (the launch bound):
+  // code variants of their own, stored after tables= and prefetch= in this order; decisions
+  // stored without them still parse, as none of them (512 resident threads).
+  struct Stored {
+    const char *text, *head, *options;
+  };
+  for (const Stored& c : {
+           Stored{"vec=4,recompute=1", "block=256,items=1,vec=4", ",recompute=1"},
+           Stored{"ahead=2", "block=256,items=1,vec=1", ",ahead=2"},
+           Stored{"ahead=8,recompute=1,vec=2", "block=256,items=1,vec=2", ",recompute=1,ahead=8"},
+           Stored{"resident=768", "block=256,items=1,vec=1", ",resident=768"},
+           Stored{"resident=1024,prefetch=1,tables=shared", "block=256,items=1,vec=1",
+                  ",tables=shared,prefetch=1,resident=1024"},
+           Stored{"tables=shared,prefetch=1,ahead=1,resident=768", "block=256,items=1,vec=1",
+                  ",tables=shared,prefetch=1,ahead=1,resident=768"},
+       }) {
+    SCOPED_TRACE(c.text);
+    auto r = codegen::GpuLaunch::from_text(c.text);
     ASSERT_TRUE(r) << r.error().message;
-    const std::string options = std::string(r->shared_tables ? ",tables=shared" : "") +
-                                (r->prefetch ? ",prefetch=1" : "") +
-                                (r->recompute ? ",recompute=1" : "") +
-                                (r->ahead ? fmt::format(",ahead={}", r->ahead) : "") +
-                                (r->resident != 512 ? ",resident=768" : "");
-    const std::string head = fmt::format("block=256,items=1,vec={}", r->vec);
-    EXPECT_EQ(r->to_string(), head + ",grid=8,chunk=65536" + options);
+    EXPECT_EQ(r->to_string(), std::string(c.head) + ",grid=8,chunk=65536" + c.options);
     EXPECT_EQ(codegen::GpuLaunch::parse(r->to_string()), *r);
-    EXPECT_EQ(r->code_variant(), head + options);
+    EXPECT_EQ(r->code_variant(), std::string(c.head) + c.options);
   }
   EXPECT_TRUE(codegen::GpuLaunch::from_text("vec=4,recompute=1")->recompute);
   EXPECT_EQ(codegen::GpuLaunch::from_text("ahead=3")->ahead, 3);
   EXPECT_EQ(codegen::GpuLaunch::from_text("recompute=0,ahead=0")->to_string(),
             codegen::GpuLaunch{}.to_string());
-  EXPECT_FALSE(codegen::GpuLaunch::parse(l->to_string() + ",ahead=0"));
-  EXPECT_FALSE(codegen::GpuLaunch::parse(l->to_string() + ",ahead=9"));
-  EXPECT_FALSE(codegen::GpuLaunch::parse(l->to_string() + ",ahead=1,recompute=1"));
-  EXPECT_FALSE(codegen::GpuLaunch::parse(l->to_string() + ",recompute=0"));
-  EXPECT_EQ(msg("recompute=2"), "launch parameter recompute: '2' is not 0 or 1");
-  EXPECT_EQ(msg("recompute=1"),
-            "recompute=1 needs vec=2, 4 or 8 (CUDA's quantized path in vectors)");
-  EXPECT_EQ(msg("vec=4,recompute=1,prefetch=1"),
-            "recompute=1 and prefetch=1 exclude each other: prefetching takes one element a "
-            "lane, recomputing works in vectors");
-  EXPECT_EQ(msg("ahead=9"), "trips ahead 9 is not in 0..8");
-  EXPECT_EQ(msg("ahead=-1"), "trips ahead -1 is not in 0..8");
-  EXPECT_EQ(msg("ahead=1,ahead=2"), "launch parameter ahead is given twice");
-  // Resident threads per SM: a code variant of its own (the launch bound), stored last;
-  // decisions stored without it still parse, as 512.
-  for (const char* text : {"resident=768", "tables=shared,prefetch=1,resident=1024"}) {
-    SCOPED_TRACE(text);
-    auto r = codegen::GpuLaunch::from_text(text);
-    ASSERT_TRUE(r) << r.error().message;
-    const std::string before = std::string(r->shared_tables ? ",tables=shared" : "") +
-                               (r->prefetch ? ",prefetch=1" : "") +
-                               fmt::format(",resident={}", r->resident);
-    EXPECT_EQ(r->to_string(), "block=256,items=1,vec=1,grid=8,chunk=65536" + before);
-    EXPECT_EQ(codegen::GpuLaunch::parse(r->to_string()), *r);
-    EXPECT_EQ(r->code_variant(), "block=256,items=1,vec=1" + before);
-  }
   EXPECT_EQ(codegen::GpuLaunch::from_text("resident=512")->to_string(),
             codegen::GpuLaunch{}.to_string());
-  EXPECT_FALSE(codegen::GpuLaunch::parse(l->to_string() + ",resident=768,prefetch=1"));
-  EXPECT_FALSE(codegen::GpuLaunch::parse(l->to_string() + ",resident=100"));
-  EXPECT_FALSE(codegen::GpuLaunch::parse(l->to_string() + ",resident=768x"));
-  EXPECT_EQ(msg("resident=100"), "resident threads 100 per SM is not a multiple of 32 in 32..2048");
-  EXPECT_EQ(msg("resident=4096"),
-            "resident threads 4096 per SM is not a multiple of 32 in 32..2048");
-  EXPECT_EQ(msg("prefetch=2"), "launch parameter prefetch: '2' is not 0 or 1");
-  EXPECT_EQ(msg("prefetch=1,prefetch=0"), "launch parameter prefetch is given twice");
+  // Stored decisions out of order, with a default written out, or out of range: refused.
+  for (const char* bad : {",ahead=0", ",ahead=9", ",ahead=1,recompute=1", ",recompute=0",
+                          ",resident=768,prefetch=1", ",resident=100", ",resident=768x"})
+    EXPECT_FALSE(codegen::GpuLaunch::parse(l->to_string() + bad)) << bad;
+  for (const auto& [text, error] : std::vector<std::pair<const char*, const char*>>{
+           {"recompute=2", "launch parameter recompute: '2' is not 0 or 1"},
+           {"recompute=1", "recompute=1 needs vec=2, 4 or 8 (CUDA's quantized path in vectors)"},
+           {"vec=4,recompute=1,prefetch=1",
+            "recompute=1 and prefetch=1 exclude each other: prefetching takes one element a "
+            "lane, recomputing works in vectors"},
+           {"ahead=9", "trips ahead 9 is not in 0..8"},
+           {"ahead=-1", "trips ahead -1 is not in 0..8"},
+           {"ahead=1,ahead=2", "launch parameter ahead is given twice"},
+           {"resident=100", "resident threads 100 per SM is not a multiple of 32 in 32..2048"},
+           {"resident=4096", "resident threads 4096 per SM is not a multiple of 32 in 32..2048"},
+           {"prefetch=2", "launch parameter prefetch: '2' is not 0 or 1"},
+           {"prefetch=1,prefetch=0", "launch parameter prefetch is given twice"},
+       })
+    EXPECT_EQ(msg(text), error) << text;
   // Prefetching: a code variant of its own, stored after tables=; decisions stored without it
   // still parse, as no prefetching.
   for (const char* text : {"prefetch=1,block=128", "tables=shared,prefetch=1,block=128"}) {
