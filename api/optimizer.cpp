@@ -108,6 +108,7 @@ struct Part {
   size_t grad_bytes = 0;  // per gradient element
   std::unique_ptr<runtime::Executor> executor;
   std::vector<size_t> params;  // this part's tensors, as indices into the optimizer's params
+  bool fallback_told = false;  // its executor's vector_fallback is in the warnings
 };
 
 struct Optimizer::Impl {
@@ -485,6 +486,9 @@ Expected<std::unique_ptr<runtime::Executor>> Optimizer::Impl::make_executor(
     // not wait for the device.
     o.queued_steps = options.queue != nullptr;
     o.defer_skips = options.defer_skips;
+    // A vector width the caller did not choose (the default, or tuned) gives way to vec=1 on
+    // unaligned memory.
+    o.vec_fallback = !options.gpu_launch || tuned;
   }
   o.step = mode;
   return runtime::Executor::create(plan, device, o, cache.get());
@@ -1089,11 +1093,12 @@ Expected<autotune::TuneResult> Optimizer::Impl::tune(const std::vector<const voi
   }
   auto sources = part.executor->hyper_sources();  // set_hyper_source's, kept
   part.executor.reset();
+  tuned = true;
   auto e = make_executor(part.plan);
   if (!e) return e.error();
   part.executor = std::move(*e);
+  part.fallback_told = false;
   part.executor->set_hyper_sources(std::move(sources));
-  tuned = true;
   return r;
 }
 
@@ -1332,6 +1337,12 @@ const std::vector<std::string>& Optimizer::warnings() const {
   if (m.cache)
     for (const auto& w = m.cache->warnings(); m.cache_warnings < w.size(); ++m.cache_warnings)
       m.warnings.push_back(w[m.cache_warnings]);
+  // So do the executors, once, when unaligned memory made one give up its vectors.
+  for (Part& p : m.parts)
+    if (p.executor && !p.fallback_told && !p.executor->vector_fallback().empty()) {
+      m.warnings.push_back(p.executor->vector_fallback());
+      p.fallback_told = true;
+    }
   return m.warnings;
 }
 

@@ -287,7 +287,8 @@ class Optimizer {
   /// Where the scalar program between passes runs: "host", "device" or "graph".
   std::string_view step_mode() const;
   /// What went wrong without stopping the optimizer (a cache that could not be opened, a
-  /// kernel it rejected or could not store), so far.
+  /// kernel it rejected or could not store, memory not aligned for a tuned or default vector
+  /// width, so the step runs with vec=1), so far.
   const std::vector<std::string>& warnings() const;
 
  private:

@@ -39,7 +39,13 @@ struct Executor::Impl {
   Device& dev;
   const DeviceDescription& desc;
   ExecutorOptions options;
+  cache::KernelCache* cache = nullptr;
   std::unique_ptr<Module> module;
+  // Kernels replaced by scalar ones (vec_fallback) and the graph that launched them, kept
+  // until the executor goes: a queued step may still run them.
+  std::vector<std::unique_ptr<Module>> retired;
+  std::vector<std::unique_ptr<Graph>> retired_graphs;
+  std::string fallback;  // why the kernels run with vec=1 (Executor::vector_fallback)
   size_t B = 0, P = 0, max_reductions = 0;
   std::vector<size_t> es;       // bytes per element of each buffer
   std::vector<bool> written;    // buffers a step writes that its caller sees
@@ -129,6 +135,24 @@ struct Executor::Impl {
     table = {};
   }
 
+  // The plan's kernels with vec=1 in place of the launch's vector width (vec_fallback): the
+  // same chunks, tables and arenas, every binding then aligned enough. A graph of the old
+  // kernels is captured again.
+  Status scalar_kernels() {
+    codegen::GpuLaunch launch = options.launch;
+    launch.vec = 1;
+    auto scalar = dev.load(
+        plan,
+        ModuleSpec{launch, options.step != StepMode::host, options.cpu_threads, options.cpu_unroll},
+        cache);
+    if (!scalar) return scalar.error();
+    retired.push_back(std::move(module));
+    module = std::move(*scalar);
+    if (graph) retired_graphs.push_back(std::move(graph));
+    options.launch = launch;
+    return Status::Ok();
+  }
+
   Status build(const OptimizerState& s);
   Status bind(OptimizerState& s);
   Status upload_rows();
@@ -204,9 +228,9 @@ Expected<std::unique_ptr<Executor>> Executor::create(const plan::Plan& plan,
                       codegen::kCombineLanes, d.name, d.max_group);
   std::unique_ptr<Executor> e(new Executor());
   e->device_ = std::move(device);
-  e->options_ = options;
   e->impl_ = std::make_unique<Impl>(plan, *e->device_, options);
   Impl& m = *e->impl_;
+  m.cache = cache;
   auto module = m.dev.load(plan,
                            ModuleSpec{options.launch, options.step != StepMode::host,
                                       options.cpu_threads, options.cpu_unroll},
@@ -229,6 +253,8 @@ Expected<std::unique_ptr<Executor>> Executor::create(const plan::Plan& plan,
   return e;
 }
 
+const ExecutorOptions& Executor::options() const { return impl_->options; }
+const std::string& Executor::vector_fallback() const { return impl_->fallback; }
 double Executor::compile_seconds() const { return impl_->module->compile_seconds(); }
 bool Executor::kernels_from_cache() const { return impl_->module->from_cache(); }
 
@@ -329,7 +355,7 @@ Status Executor::Impl::build(const OptimizerState& s) {
 // over the tensors into reused arrays: with 10,000 tensors this runs every step.
 Status Executor::Impl::bind(OptimizerState& s) {
   const size_t T = s.tensors.size();
-  const size_t vec = desc.vector_aligned ? static_cast<size_t>(options.launch.vec) : 1;
+  size_t vec = desc.vector_aligned ? static_cast<size_t>(options.launch.vec) : 1;
   const bool arenas_dev = arenas_model();
   // Arena devices: a buffer is used in place only when every tensor's is in one memory object
   // (a framework's flat buffer); else it goes through the executor's arena.
@@ -384,7 +410,15 @@ Status Executor::Impl::bind(OptimizerState& s) {
       values[i] = v;
       value_changed[b] = true;
       if (!in_place || ts.numel == 0 || no_scales) continue;
-      const size_t need = es[b] * (arenas_dev ? 1 : vec);
+      size_t need = es[b] * (arenas_dev ? 1 : vec);
+      if (v % need != 0 && need > es[b] && options.vec_fallback) {
+        fallback = fmt::format(
+            "tensor '{}': its {} at {:#x} is not aligned to {} bytes, which vec={} (tuned or "
+            "the device's default) needs: the step runs with vec=1 instead",
+            ts.name, plan.buffers[b].name, v, need, options.launch.vec);
+        OPTJIT_TRY(scalar_kernels());
+        vec = 1, need = es[b];
+      }
       if (v % need != 0)
         return make_error(
             "tensor '{}': its {} at {:#x} is not aligned to {} bytes, which {} needs; bind "

@@ -47,6 +47,11 @@ struct ExecutorOptions {
   /// returns with StepResult::queued, and its step count and whether it was skipped are read
   /// back by settle().
   bool defer_skips = false;
+  /// The launch's vector width is the tuner's or the device's default, not the caller's
+  /// choice: where a binding is not aligned for it (a view at an odd offset of a framework's
+  /// flat buffer), the executor loads the same kernels with vec=1 and goes on, rather than
+  /// refusing the step (which it does for a vector width the caller chose).
+  bool vec_fallback = false;
 
   /// The CPU's launch as executor options (the chunk size goes into `launch`).
   static ExecutorOptions of(const codegen::CpuLaunch& c) {
@@ -141,7 +146,10 @@ class Executor {
   uint64_t copied_bytes() const;
   Device& device() const { return *device_; }
   const std::shared_ptr<Device>& shared_device() const { return device_; }
-  const ExecutorOptions& options() const { return options_; }
+  /// The options it was made with, but for a vector width vec_fallback has set to 1.
+  const ExecutorOptions& options() const;
+  /// Empty, or (vec_fallback) which binding made the kernels run with vec=1.
+  const std::string& vector_fallback() const;
   double compile_seconds() const;
   bool kernels_from_cache() const;
 
@@ -149,7 +157,6 @@ class Executor {
   struct Impl;
   Executor() = default;
   std::shared_ptr<Device> device_;
-  ExecutorOptions options_;
   std::unique_ptr<Impl> impl_;
 };
 

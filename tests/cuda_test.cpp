@@ -3,9 +3,13 @@
 // default suite runs it all but NCCL on the CPU under the CUDA emulator (tests/cuda_emu, label
 // "emulator"): every kernel and the runtime's streams, graphs and memory, not a GPU's timing.
 // Without either, every test fails with the driver's message, by design.
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <future>
+#include <regex>
 
 #include <gtest/gtest.h>
 
@@ -221,6 +225,99 @@ TEST(Cuda, CallerOwnedDeviceMemory) {
     std::vector<runtime::DeviceAllocation> blocks;
     testing::check_caller_owned_memory(testing::device_memory(**dev, Backend::cuda, flat, blocks));
   }
+}
+
+// A vector width the caller did not choose gives way on memory not aligned for it: with a tuned
+// decision of vec=4 in the kernel cache, parameters and gradients 4 bytes past 16-byte alignment
+// (views into flat buffers, as a framework's) step with vec=1, bit for bit as an aligned run,
+// and a warning says so; the same vec=4 chosen by the caller is refused, the error naming the
+// tensor, the buffer and what to do.
+TEST(Cuda, UnalignedMemoryGivesUpATunedVectorWidthNotAChosenOne) {
+  auto dev = runtime::open_device({.kind = "cuda"});
+  ASSERT_TRUE(dev) << dev.error().message;
+  const char* pipeline = "chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2, weight_decay=0.1))";
+  constexpr int64_t n = 4099;
+  auto plan = compile_pipeline(pipeline);
+  ASSERT_TRUE(plan) << plan.error().message;
+  const std::string dir = ::testing::TempDir() + "/optjit-vec-fallback-" +
+                          std::to_string(static_cast<long>(::getpid()));
+  {
+    auto cache = cache::KernelCache::open({dir});
+    ASSERT_TRUE(cache) << cache.error().message;
+    ASSERT_TRUE((*cache)->put_decision(autotune::program_id(*plan), autotune::size_bucket(n),
+                                       (*dev)->description().performance,
+                                       codegen::GpuLaunch{.vec = 4}.to_string()));
+  }
+  std::vector<float> w(n), g(n);
+  for (int64_t i = 0; i < n; ++i)
+    w[i] = 0.5f * std::sin(0.3f * static_cast<float>(i)),
+    g[i] = 0.01f * std::cos(0.7f * static_cast<float>(i));
+  // Parameters and gradients `skew` bytes into their allocations (the gradients of steps 2 and
+  // 3 `later` bytes, in another allocation), 3 steps, host-driven or as a CUDA graph; the
+  // parameters.
+  auto run = [&](size_t skew, std::optional<codegen::GpuLaunch> launch,
+                 std::vector<std::string>* warnings, bool graph = false,
+                 size_t later = 0) -> Expected<std::vector<float>> {
+    std::vector<runtime::DeviceAllocation> blocks;
+    auto put = [&](const std::vector<float>& from, size_t at) -> Expected<DeviceMemory> {
+      auto a = runtime::allocate(**dev, n * 4 + 16, "test memory");
+      if (!a) return a.error();
+      blocks.push_back(std::move(*a));
+      const DeviceMemory d = blocks.back().memory().at(at);
+      OPTJIT_TRY((*dev)->write(d, from.data(), n * 4));
+      return d;
+    };
+    auto pw = put(w, skew), pg = put(g, skew), pg_later = put(g, later);
+    if (!pw || !pg || !pg_later) return make_error("test memory");
+    OptimizerOptions o;
+    o.backend = Backend::cuda;
+    o.queue = (*dev)->queue();
+    o.cache = cache::CacheOptions{dir};
+    o.gpu_launch = launch;
+    o.cuda_graph = graph;
+    auto opt = Optimizer::create(pipeline, {{"w", nullptr, DType::f32, {n}, -1, *pw}}, o);
+    if (!opt) return opt.error();
+    for (int s = 0; s < 3; ++s) OPTJIT_TRY((*opt)->step_device({s == 0 ? *pg : *pg_later}));
+    if (warnings) *warnings = (*opt)->warnings();
+    std::vector<float> out(n);
+    OPTJIT_TRY((*dev)->read(out.data(), *pw, n * 4));
+    return out;
+  };
+  std::vector<std::string> warnings;
+  auto aligned = run(0, codegen::GpuLaunch{}, nullptr);
+  ASSERT_TRUE(aligned) << aligned.error().message;
+  auto tuned = run(4, std::nullopt, &warnings);
+  ASSERT_TRUE(tuned) << tuned.error().message;
+  EXPECT_EQ(*tuned, *aligned);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_TRUE(std::regex_match(
+      warnings[0], std::regex("tensor 'w': its (param|grad) at 0x[0-9a-f]+ is not aligned to 16 "
+                              "bytes, which vec=4 \\(tuned or the device's default\\) needs: "
+                              "the step runs with vec=1 instead")))
+      << warnings[0];
+  // Aligned, the tuned vec=4 is kept (no warning), with the same bits.
+  auto tuned_aligned = run(0, std::nullopt, &warnings);
+  ASSERT_TRUE(tuned_aligned) << tuned_aligned.error().message;
+  EXPECT_EQ(*tuned_aligned, *aligned);
+  EXPECT_TRUE(warnings.empty());
+  // As a graph; and a graph captured with vec=4, then gradients at 4 bytes past alignment: the
+  // kernels with vec=1 and a new graph of them from the second step.
+  for (size_t skew : {4, 0}) {
+    SCOPED_TRACE(skew);
+    auto graphed = run(skew, std::nullopt, &warnings, true, 4);
+    ASSERT_TRUE(graphed) << graphed.error().message;
+    EXPECT_EQ(*graphed, *aligned);
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_NE(warnings[0].find("the step runs with vec=1 instead"), std::string::npos);
+  }
+  auto chosen = run(4, codegen::GpuLaunch{.vec = 4}, nullptr);
+  ASSERT_FALSE(chosen);
+  EXPECT_TRUE(std::regex_match(
+      chosen.error().message,
+      std::regex("tensor 'w': its (param|grad) at 0x[0-9a-f]+ is not aligned to 16 bytes, which "
+                 "vec=4 needs; bind aligned memory or use a launch with vec=1")))
+      << chosen.error().message;
+  std::filesystem::remove_all(dir);
 }
 
 // Queued steps on the caller's stream (tests/queued_steps.h, as on OpenCL), the stream held shut

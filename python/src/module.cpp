@@ -683,6 +683,7 @@ class Engine {
       if (!s) throw Error(s.error().message);
       r = *s;
     }
+    warn_new();  // a step can warn too (memory not aligned for a tuned vector width)
     if (r.queued) return std::nullopt;
     return r.skipped;
   }
@@ -723,7 +724,8 @@ class Engine {
 
   // The optimizer's warnings not yet given to Python, as Python warnings (RuntimeWarning,
   // "optjit: ..."): a kernel cache that could not be opened, or that rejected or could not
-  // store a kernel, is worth knowing where the kernels were meant to come from a warm cache.
+  // store a kernel, is worth knowing where the kernels were meant to come from a warm cache;
+  // a step that ran with vec=1 on unaligned memory, where the speed went.
   void warn_new() {
     const auto& w = opt_->warnings();
     while (warned_ < w.size())

@@ -240,6 +240,21 @@ void on_fault(int sig, siginfo_t* info, void*) {
   ::signal(sig, SIG_DFL);  // the fault happens again, and ends the process as it would have
 }
 
+// Kernels are built with -fsanitize=alignment, which traps on an access through a misaligned
+// pointer (a vector load at an odd offset): a "misaligned address" error on a GPU.
+void on_trap(int sig, siginfo_t* info, void*) {
+  if (running_kernel) {
+    char line[512];
+    const int n = std::snprintf(line, sizeof(line),
+                                "optjit CUDA emulator: kernel %s trapped at %p: a load or store "
+                                "through a pointer not aligned for its type (a misaligned "
+                                "address on a GPU)\n",
+                                running_kernel, info->si_addr);
+    if (n > 0) (void)!::write(2, line, static_cast<size_t>(std::min(n, 511)));
+  }
+  ::signal(sig, SIG_DFL);
+}
+
 void catch_faults() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -247,6 +262,10 @@ void catch_faults() {
     sa.sa_sigaction = on_fault;
     sa.sa_flags = SA_SIGINFO;
     ::sigaction(SIGSEGV, &sa, nullptr);
+    struct sigaction trap = {};
+    trap.sa_sigaction = on_trap;
+    trap.sa_flags = SA_SIGINFO;
+    ::sigaction(SIGILL, &trap, nullptr);
   });
 }
 

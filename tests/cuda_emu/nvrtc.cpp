@@ -87,11 +87,12 @@ const char* nvrtcGetErrorString(int r) {
   }
 }
 
-// Version 0.<hash of device.h>: kernel caches key cubins by NVRTC's version, so the emulator's
-// never meet a GPU's, nor those built against another device.h.
+// Version 0.<hash of device.h and the flags>: kernel caches key cubins by NVRTC's version, so
+// the emulator's never meet a GPU's, nor those built against another device.h or other flags
+// (a module built without the alignment checks).
 int nvrtcVersion(int* major, int* minor) {
   std::stringstream text;
-  text << std::ifstream(OPTJIT_EMU_DEVICE_H).rdbuf();
+  text << std::ifstream(OPTJIT_EMU_DEVICE_H).rdbuf() << OPTJIT_EMU_FLAGS;
   uint32_t h = 2166136261u;  // FNV-1a
   for (unsigned char c : text.str()) h = (h ^ c) * 16777619u;
   *major = 0;
