@@ -185,14 +185,7 @@ class KernelWriter {
         k_(k),
         L_(L),
         launch_(o.launch),
-        block_(o.launch.block),
-        items_(o.launch.items),
-        vec_(o.launch.vec),
-        device_step_(o.device_step),
-        shared_tables_(o.launch.shared_tables),
-        prefetch_(o.launch.prefetch),
-        recompute_(o.launch.recompute),
-        ahead_(o.launch.ahead) {}
+        device_step_(o.device_step) {}
 
   Expected<std::string> write() {
     std::string s;
@@ -203,28 +196,28 @@ class KernelWriter {
     if (device_step_)
       s += "  if (ctl[1] != 0.0) return;  // a skip_if fired: the step writes nothing\n";
     for (size_t r = 0; r < R; ++r)
-      shared(acc_type(pass_.body.at(red_inst(r)).op, red_arg_type(r)), red(r), block_);
+      shared(acc_type(pass_.body.at(red_inst(r)).op, red_arg_type(r)), red(r), launch_.block);
     for (uint32_t b : *used)
       if (plan_.buffers[b].quant != ir::Quant::none) quant_.push_back(b);
-    if (!quant_.empty() && recompute_ && (!warp_blocks() || warp_vectors() == 1))
+    if (!quant_.empty() && launch_.recompute && (!warp_blocks() || warp_vectors() == 1))
       return make_error(
           "recompute=1: vec={} does not divide the {} elements a lane of {}-element "
           "quantization blocks, so the quantized path does not run in vectors",
-          vec_, ir::quant_block(plan_.buffers) / 32, ir::quant_block(plan_.buffers));
+          launch_.vec, ir::quant_block(plan_.buffers) / 32, ir::quant_block(plan_.buffers));
     if (!quant_.empty() && !warp_blocks()) {
       for (uint32_t b : stores_)
         if (quantized(b)) shared(L_.value_type(DType::f32), qv(b), ir::quant_block(plan_.buffers));
-      shared(L_.u32(), shared_name("qm"), block_);
+      shared(L_.u32(), shared_name("qm"), launch_.block);
     }
     s += shared_;
-    if (!quant_.empty() && shared_tables_) {
+    if (!quant_.empty() && launch_.shared_tables) {
       // The code tables into this block's shared copies, before any thread reads them.
       for (const ConstantTable& t : constant_tables(plan_))
-        s += fmt::format(
-            "  {} {{\n    {}[k] = {}[k];\n  }}\n",
-            L_.for_head(L_.i32(), "k", L_.cast(L_.i32(), L_.local_id()),
-                        fmt::format("k < {}", t.values.size()), fmt::format("k += {}", block_)),
-            table_name(t.name, true), t.name);
+        s += fmt::format("  {} {{\n    {}[k] = {}[k];\n  }}\n",
+                         L_.for_head(L_.i32(), "k", L_.cast(L_.i32(), L_.local_id()),
+                                     fmt::format("k < {}", t.values.size()),
+                                     fmt::format("k += {}", launch_.block)),
+                         table_name(t.name, true), t.name);
       s += fmt::format("  {};\n", L_.barrier());
     }
     s += fmt::format("  {} {{\n", L_.for_head(L_.i64(), "c", L_.group_id(), "c < nchunks",
@@ -281,7 +274,7 @@ class KernelWriter {
       for (size_t q = 0; q < R; ++q) s += fmt::format("    {}[l] = acc{};\n", red(q), q);
       s += fmt::format("    {};\n", L_.barrier());
       s += fmt::format("    {} {{\n      if (l < w) {{\n",
-                       L_.for_head(I, "w", std::to_string(block_ / 2), "w > 0", "w >>= 1"));
+                       L_.for_head(I, "w", std::to_string(launch_.block / 2), "w > 0", "w >>= 1"));
       for (size_t q = 0; q < R; ++q) s += "        " + combine(q) + "\n";
       s += fmt::format("      }}\n      {};\n    }}\n", L_.barrier());
       s += "    if (l == 0) {\n";
@@ -341,17 +334,17 @@ class KernelWriter {
       if (!blocks) return blocks.error();
       s += fmt::format("    if (!({})) {{\n", L_.no_scales(quant_[0])) + *blocks + "    } else {\n";
     }
-    if (vec_ > 1) {
+    if (launch_.vec > 1) {
       // Whole vectors (chunks and tensors start aligned), then the tail element by element.
-      s += "    " + L_.let(L_.i64(), "nv", fmt::format("len / {}", vec_)) + "\n";
-      auto main = loop(vec_, items_, "0", "nv");
+      s += "    " + L_.let(L_.i64(), "nv", fmt::format("len / {}", launch_.vec)) + "\n";
+      auto main = loop(launch_.vec, launch_.items, "0", "nv");
       if (!main) return main.error();
       s += *main;
-      auto tail = loop(1, 1, fmt::format("nv * {}", vec_), "len");
+      auto tail = loop(1, 1, fmt::format("nv * {}", launch_.vec), "len");
       if (!tail) return tail.error();
       s += *tail;
     } else {
-      auto main = loop(1, items_, "0", "len");
+      auto main = loop(1, launch_.items, "0", "len");
       if (!main) return main.error();
       s += *main;
     }
@@ -366,12 +359,13 @@ class KernelWriter {
     std::string s = fmt::format(
         "    {} {{\n",
         L_.for_head(I, "i0", (first == "0" ? "" : first + " + ") + L_.local_id(),
-                    fmt::format("i0 < {}", end), fmt::format("i0 += {}", block_ * items)));
+                    fmt::format("i0 < {}", end), fmt::format("i0 += {}", launch_.block * items)));
     // Loads: the first vector is always in range; the others are guarded.
     for (uint32_t b : loads_)
       s += "      " + L_.let(vec_type(b, w), fmt::format("L{}_0", b), load(b, w, "i0")) + "\n";
     for (int j = 1; j < items; ++j) {
-      s += "      " + L_.let(I, fmt::format("i{}", j), fmt::format("i0 + {}", j * block_)) + "\n";
+      s += "      " + L_.let(I, fmt::format("i{}", j), fmt::format("i0 + {}", j * launch_.block)) +
+           "\n";
       for (uint32_t b : loads_)
         s += "      " + L_.var(vec_type(b, w), fmt::format("L{}_{}", b, j)) + "\n";
       if (loads_.empty()) continue;
@@ -425,7 +419,7 @@ class KernelWriter {
     for (uint32_t b : stores_)
       if (quantized(b)) s += "        " + L_.var(U, fmt::format("am{}", b), "0u") + "\n";
     s += fmt::format("        {} {{\n          {}\n",
-                     L_.for_head(I, "j", lid, "j < n", fmt::format("j += {}", block_)),
+                     L_.for_head(I, "j", lid, "j < n", fmt::format("j += {}", launch_.block)),
                      L_.let(I, "i0", "e0 + j"));
     for (uint32_t b : loads_) {
       if (!quantized(b)) {
@@ -458,7 +452,7 @@ class KernelWriter {
     for (uint32_t b : stores_) {
       if (!quantized(b)) continue;
       const std::string qm = shared_name("qm");
-      s += L_.group_max_u32(qm, fmt::format("am{}", b), block_) +
+      s += L_.group_max_u32(qm, fmt::format("am{}", b), launch_.block) +
            fmt::format("        {}\n        {};\n",
                        L_.let(F, fmt::format("ab{}", b), fmt::format("OPTJIT_BITS_F32({}[0])", qm)),
                        L_.barrier());
@@ -479,7 +473,7 @@ class KernelWriter {
       }
       s += fmt::format("        {} {{\n          {}\n        }}\n",
                        L_.for_head(I, "j", codes == 1 ? lid : fmt::format("{} * {}", codes, lid),
-                                   "j < n", fmt::format("j += {}", codes * block_)),
+                                   "j < n", fmt::format("j += {}", codes * launch_.block)),
                        L_.store_codes(b, per_byte == 2 ? "(e0 + j) >> 1" : "e0 + j", unit));
     }
     s += fmt::format("        {};\n      }}\n", L_.barrier());
@@ -531,11 +525,11 @@ class KernelWriter {
       return L_.mul(L_.mul(L_.cast(L_.value_type(DType::f32), "(" + code + " + 1u)"),
                            literal(qi.map[0], DType::f32)),
                     sc);
-    return L_.mul(
-        fmt::format(
-            "OPTJIT_BITS_F32({})",
-            L_.table_at(table_name(fmt::format("optjit_map_{}", qi.name), shared_tables_), code)),
-        sc);
+    return L_.mul(fmt::format("OPTJIT_BITS_F32({})",
+                              L_.table_at(table_name(fmt::format("optjit_map_{}", qi.name),
+                                                     launch_.shared_tables),
+                                          code)),
+                  sc);
   }
 
   // The block's scale `sb` (sb<b>) from its absmax `ab` (ab<b>) (ir::quant_scale: the absmax,
@@ -558,7 +552,7 @@ class KernelWriter {
   // within a warp, blocks are whole warps' worth of elements, and codes are stored by bytes.
   bool warp_blocks() const {
     const int64_t QB = ir::quant_block(plan_.buffers);
-    return !L_.warp_xor_u32("x", 1).empty() && QB % 32 == 0 && block_ % 32 == 0 &&
+    return !L_.warp_xor_u32("x", 1).empty() && QB % 32 == 0 && launch_.block % 32 == 0 &&
            L_.code_unit() == 1;
   }
 
@@ -619,7 +613,7 @@ class KernelWriter {
   // lines of the trip `ahead` trips later (`stride` elements a trip) of every buffer the trip
   // loads, fetched into L2, a line a lane, each line whose first element is inside the chunk.
   std::string l2_ahead(const std::string& base, int64_t stride, int G, const char* in) const {
-    if (ahead_ == 0 || loads_.empty()) return {};
+    if (launch_.ahead == 0 || loads_.empty()) return {};
     const int64_t n = ir::quant_block(plan_.buffers) * G;
     // Per buffer: elements per 128-byte line, the index of its first line among all, and the
     // address of element x.
@@ -656,8 +650,8 @@ class KernelWriter {
       }
       s += fmt::format(
           "{0}{{\n{0}  {1}\n{0}  if ({2} < {3} && x < len) {{\n{0}    {4}\n{0}  }}\n{0}}}\n", in,
-          L_.let(L_.i64(), "x", fmt::format("{} + {} + ({})", base, ahead_ * stride, el)), l, lines,
-          L_.prefetch_l2(at));
+          L_.let(L_.i64(), "x", fmt::format("{} + {} + ({})", base, launch_.ahead * stride, el)), l,
+          lines, L_.prefetch_l2(at));
     }
     return s;
   }
@@ -672,7 +666,8 @@ class KernelWriter {
     const std::string I = L_.i64(), U = L_.u32(), F = L_.value_type(DType::f32),
                       lid = L_.local_id();
     const int64_t QB = ir::quant_block(plan_.buffers);
-    const int K = static_cast<int>(QB / 32), warps = block_ / 32, G = std::max(1, items_);
+    const int K = static_cast<int>(QB / 32), warps = launch_.block / 32,
+              G = std::max(1, launch_.items);
     auto at = [&](const char* base, int g) { return trip_name(base, g, G); };
     auto per = [&](const char* base, uint32_t b, int g) { return trip_name(base, b, g, G); };
     auto ix = [](int k) { return fmt::format("i{}", k); };
@@ -742,7 +737,7 @@ class KernelWriter {
     const std::string first = fmt::format("{} * {}", L_.cast(I, "(" + lid + " >> 5u)"), QB * G),
                       stride = std::to_string(warps * QB * G);
     std::string s = "      " + L_.let(I, "lane", L_.cast(I, "(" + lid + " & 31u)")) + "\n";
-    if (prefetch_) {
+    if (launch_.prefetch) {
       // Software pipelining: the next trip's loads are issued before this trip computes, so
       // the memory's latency is spent computing (they wait in N, then move to C).
       s += raw_vars("C", "      ");
@@ -754,7 +749,7 @@ class KernelWriter {
                      L_.for_head(I, "e0", first, "e0 < len", fmt::format("e0 += {}", stride)));
     s += l2_ahead("e0", warps * QB * G, G, "        ");
     s += geometry("e0", "", "        ");
-    if (!prefetch_) {
+    if (!launch_.prefetch) {
       s += loads("e0", "", "L", false, "        ");
     } else {
       for (int k = 0; k < K * G; ++k) s += "        " + indices("e0", "", k) + "\n";
@@ -824,7 +819,7 @@ class KernelWriter {
                          L_.store_codes(b, ix(k) + " >> 1", fmt::format("({} << 4u) | {}", c, d)));
       }
     }
-    if (prefetch_) {  // the next trip's loads become this trip's
+    if (launch_.prefetch) {  // the next trip's loads become this trip's
       for (uint32_t b : loads_)
         if (quantized(b))
           for (int g = 0; g < G; ++g) s += fmt::format("        CS{0}_{1} = NS{0}_{1};\n", b, g);
@@ -839,7 +834,7 @@ class KernelWriter {
   // whole vectors for every lane (V divides block / 32) and no prefetching; else 1.
   int warp_vectors() const {
     const int64_t QB = ir::quant_block(plan_.buffers);
-    return vec_ > 1 && !prefetch_ && QB % (32 * vec_) == 0 ? vec_ : 1;
+    return launch_.vec > 1 && !launch_.prefetch && QB % (32 * launch_.vec) == 0 ? launch_.vec : 1;
   }
 
   // warp_block_loop in vectors of V = warp_vectors() elements: lane l takes the V contiguous
@@ -860,8 +855,8 @@ class KernelWriter {
     const std::string I = L_.i64(), U = L_.u32(), F = L_.value_type(DType::f32),
                       lid = L_.local_id();
     const int64_t QB = ir::quant_block(plan_.buffers);
-    const int V = warp_vectors(), K = static_cast<int>(QB / (32 * V)), warps = block_ / 32,
-              G = std::max(1, items_), shift = std::countr_zero(static_cast<unsigned>(V));
+    const int V = warp_vectors(), K = static_cast<int>(QB / (32 * V)), warps = launch_.block / 32,
+              G = std::max(1, launch_.items), shift = std::countr_zero(static_cast<unsigned>(V));
     const std::string FV = L_.vec_type(DType::f32, V);
     auto at = [&](const char* base, int g) { return trip_name(base, g, G); };
     auto per = [&](const char* base, uint32_t b, int g) { return trip_name(base, b, g, G); };
@@ -1042,7 +1037,7 @@ class KernelWriter {
       for (int g = 0; g < G; ++g) out += in + L_.var(U, per("am", b, g), "0u") + "\n";
       return out;
     };
-    if (!recompute_) {
+    if (!launch_.recompute) {
       // Every load first, so that all are in flight at once; the values kept for the codes.
       for (int k = 0; k < K * G; ++k) s += place(k) + loads(k, in);
       for (uint32_t b : stores_)
@@ -1281,13 +1276,8 @@ class KernelWriter {
   const ir::Program* body_ = &pass_.body;  // the body (or version of it) being written
   size_t k_;
   const Lang& L_;
-  const GpuLaunch& launch_;
-  int block_, items_, vec_;
+  const GpuLaunch& launch_;  // block, items, vec and the quantized path's options
   bool device_step_;
-  bool shared_tables_;  // GpuLaunch::shared_tables
-  bool prefetch_;       // GpuLaunch::prefetch
-  bool recompute_;      // GpuLaunch::recompute
-  int ahead_;           // GpuLaunch::ahead
   // Whether i<item> is the index of a vector's first element (warp_block_vector_loop), not of
   // the vector: the element index of lane l is i<item> + l.
   bool element_indices_ = false;
