@@ -40,7 +40,9 @@ cp -r /usr/include/fmt "$stage/include/"
 wgpu=$(python3 -c 'import os, wgpu; print(os.path.join(os.path.dirname(wgpu.__file__), "resources"))' \
   2>/dev/null) || true
 [ -n "$wgpu" ] && cp -L "$wgpu"/libwgpu_native*.so "$stage/lib/" 2>/dev/null || true
-vulkan=$(ldconfig -p | awk '/libvulkan.so.1 / {print $NF; exit}')
+# (awk reads all of ldconfig's list: one that exits at the first match can end ldconfig with
+# SIGPIPE, which pipefail and set -e turned into pack failing with status 141, now and then.)
+vulkan=$(ldconfig -p | awk '/libvulkan.so.1 / && !found {print $NF; found = 1}')
 [ -n "$vulkan" ] && cp -L "$vulkan" "$stage/lib/libvulkan.so.1"
 # bitsandbytes, the peer of #12's 8-bit state, is not in the GPU image: its package with only
 # the CUDA 13 libraries (4 MB of its 125), put on PYTHONPATH by device_run.sh's python stage.
