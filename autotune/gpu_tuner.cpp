@@ -30,6 +30,19 @@ Stage vary(std::function<std::vector<codegen::GpuLaunch>(codegen::GpuLaunch)> f)
   };
 }
 
+// A stage that tries each of `values` for one field of the best configuration so far.
+template <class T>
+Stage each(T codegen::GpuLaunch::*field, std::vector<T> values) {
+  return vary([field, values](codegen::GpuLaunch g) {
+    std::vector<codegen::GpuLaunch> out;
+    for (const T& v : values) {
+      g.*field = v;
+      out.push_back(g);
+    }
+    return out;
+  });
+}
+
 }  // namespace
 
 SmLimits sm_limits(const std::string& arch) {
@@ -209,29 +222,13 @@ SearchSpace cuda_space(const plan::Plan& plan, const runtime::DeviceDescription&
   // These stages come before block, grid and chunk: they change its kernels the most, and the
   // candidate cap (24 by default) would end the search before them.
   if (!codegen::constant_tables(plan).empty()) {
-    auto both = [](bool codegen::GpuLaunch::*field) {
-      return vary([field](codegen::GpuLaunch g) {
-        std::vector<codegen::GpuLaunch> out;
-        for (bool on : {false, true}) {
-          g.*field = on;
-          out.push_back(g);
-        }
-        return out;
-      });
-    };
+    auto both = [](bool codegen::GpuLaunch::*field) { return each(field, {false, true}); };
     space.stages.insert(space.stages.begin(), both(&codegen::GpuLaunch::shared_tables));
     space.stages.insert(space.stages.begin() + 2, both(&codegen::GpuLaunch::prefetch));
     // Two sweeps a trip (valid on vectors only: vary drops it elsewhere), then the lines of
     // trips ahead fetched into L2.
     space.stages.insert(space.stages.begin() + 3, both(&codegen::GpuLaunch::recompute));
-    space.stages.insert(space.stages.begin() + 4, vary([](codegen::GpuLaunch g) {
-                          std::vector<codegen::GpuLaunch> out;
-                          for (int ahead : {0, 1, 2}) {
-                            g.ahead = ahead;
-                            out.push_back(g);
-                          }
-                          return out;
-                        }));
+    space.stages.insert(space.stages.begin() + 4, each(&codegen::GpuLaunch::ahead, {0, 1, 2}));
   }
   space.prune = [&plan, arch = d.arch, cache](const std::string& config) {
     return cuda_prune(plan, arch, codegen::GpuLaunch::parse(config).value(), cache);

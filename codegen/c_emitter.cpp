@@ -199,7 +199,12 @@ class KernelWriter {
       shared(acc_type(pass_.body.at(red_inst(r)).op, red_arg_type(r)), red(r), launch_.block);
     for (uint32_t b : *used)
       if (plan_.buffers[b].quant != ir::Quant::none) quant_.push_back(b);
-    if (!quant_.empty() && launch_.recompute && (!warp_blocks() || warp_vectors() == 1))
+    if (!quant_.empty() && launch_.recompute && !warp_blocks())
+      return make_error(
+          "recompute=1: blocks of {} threads are not whole warps, so no warp quantizes blocks "
+          "of its own",
+          launch_.block);
+    if (!quant_.empty() && launch_.recompute && warp_vectors() == 1)
       return make_error(
           "recompute=1: vec={} does not divide the {} elements a lane of {}-element "
           "quantization blocks, so the quantized path does not run in vectors",
@@ -609,12 +614,24 @@ class KernelWriter {
     return s;
   }
 
-  // With ahead (GpuLaunch::ahead), at the top of a trip of G blocks from element `base`: the
-  // lines of the trip `ahead` trips later (`stride` elements a trip) of every buffer the trip
-  // loads, fetched into L2, a line a lane, each line whose first element is inside the chunk.
-  std::string l2_ahead(const std::string& base, int64_t stride, int G, const char* in) const {
+  // A warp's trip: `items` quantization blocks, the first at element (its warp) * trip_elements
+  // of the chunk, the next trip_stride elements later (the work-group's warps take one each).
+  int64_t trip_elements() const {
+    return ir::quant_block(plan_.buffers) * std::max(1, launch_.items);
+  }
+  int64_t trip_stride() const { return trip_elements() * (launch_.block / 32); }
+  std::string trip_first() const {
+    return fmt::format("{} * {}", L_.cast(L_.i64(), std::string("(") + L_.local_id() + " >> 5u)"),
+                       trip_elements());
+  }
+
+  // With ahead (GpuLaunch::ahead), at the top of a warp's trip (`items` blocks from element
+  // `base`; the work-group's warps take a trip each in turn): the lines of the trip `ahead`
+  // trips later of every buffer the trip loads, fetched into L2, a line a lane, each line whose
+  // first element is inside the chunk.
+  std::string l2_ahead(const std::string& base, const char* in) const {
     if (launch_.ahead == 0 || loads_.empty()) return {};
-    const int64_t n = ir::quant_block(plan_.buffers) * G;
+    const int64_t n = trip_elements();
     // Per buffer: elements per 128-byte line, the index of its first line among all, and the
     // address of element x.
     struct Part {
@@ -650,8 +667,9 @@ class KernelWriter {
       }
       s += fmt::format(
           "{0}{{\n{0}  {1}\n{0}  if ({2} < {3} && x < len) {{\n{0}    {4}\n{0}  }}\n{0}}}\n", in,
-          L_.let(L_.i64(), "x", fmt::format("{} + {} + ({})", base, launch_.ahead * stride, el)), l,
-          lines, L_.prefetch_l2(at));
+          L_.let(L_.i64(), "x",
+                 fmt::format("{} + {} + ({})", base, launch_.ahead * trip_stride(), el)),
+          l, lines, L_.prefetch_l2(at));
     }
     return s;
   }
@@ -666,8 +684,7 @@ class KernelWriter {
     const std::string I = L_.i64(), U = L_.u32(), F = L_.value_type(DType::f32),
                       lid = L_.local_id();
     const int64_t QB = ir::quant_block(plan_.buffers);
-    const int K = static_cast<int>(QB / 32), warps = launch_.block / 32,
-              G = std::max(1, launch_.items);
+    const int K = static_cast<int>(QB / 32), G = std::max(1, launch_.items);
     auto at = [&](const char* base, int g) { return trip_name(base, g, G); };
     auto per = [&](const char* base, uint32_t b, int g) { return trip_name(base, b, g, G); };
     auto ix = [](int k) { return fmt::format("i{}", k); };
@@ -734,8 +751,7 @@ class KernelWriter {
                  "\n";
       return out;
     };
-    const std::string first = fmt::format("{} * {}", L_.cast(I, "(" + lid + " >> 5u)"), QB * G),
-                      stride = std::to_string(warps * QB * G);
+    const std::string first = trip_first(), stride = std::to_string(trip_stride());
     std::string s = "      " + L_.let(I, "lane", L_.cast(I, "(" + lid + " & 31u)")) + "\n";
     if (launch_.prefetch) {
       // Software pipelining: the next trip's loads are issued before this trip computes, so
@@ -747,7 +763,7 @@ class KernelWriter {
     }
     s += fmt::format("      {} {{\n",
                      L_.for_head(I, "e0", first, "e0 < len", fmt::format("e0 += {}", stride)));
-    s += l2_ahead("e0", warps * QB * G, G, "        ");
+    s += l2_ahead("e0", "        ");
     s += geometry("e0", "", "        ");
     if (!launch_.prefetch) {
       s += loads("e0", "", "L", false, "        ");
@@ -855,7 +871,7 @@ class KernelWriter {
     const std::string I = L_.i64(), U = L_.u32(), F = L_.value_type(DType::f32),
                       lid = L_.local_id();
     const int64_t QB = ir::quant_block(plan_.buffers);
-    const int V = warp_vectors(), K = static_cast<int>(QB / (32 * V)), warps = launch_.block / 32,
+    const int V = warp_vectors(), K = static_cast<int>(QB / (32 * V)),
               G = std::max(1, launch_.items), shift = std::countr_zero(static_cast<unsigned>(V));
     const std::string FV = L_.vec_type(DType::f32, V);
     auto at = [&](const char* base, int g) { return trip_name(base, g, G); };
@@ -1003,20 +1019,17 @@ class KernelWriter {
       }
       return s + in + "}\n";
     };
-    auto quantized_values = [&](int k, const std::string& in) {
-      std::string s;
-      for (uint32_t b : stores_)
-        if (quantized(b)) s += in + L_.var(FV, fmt::format("Q{}_{}", b, k)) + "\n";
-      return s;
+    // Q<b>_<k>: item k's values of quantized buffer b, kept for their codes.
+    auto quantized_values = [&](uint32_t b, int k, const std::string& in) {
+      return in + L_.var(FV, fmt::format("Q{}_{}", b, k)) + "\n";
     };
 
-    const std::string first = fmt::format("{} * {}", L_.cast(I, "(" + lid + " >> 5u)"), QB * G),
-                      stride = std::to_string(warps * QB * G);
+    const std::string first = trip_first(), stride = std::to_string(trip_stride());
     const std::string in = "        ", in2 = "          ";
     std::string s = "      " + L_.let(I, "lane", L_.cast(I, "(" + lid + " & 31u)")) + "\n";
     s += fmt::format("      {} {{\n",
                      L_.for_head(I, "e0", first, "e0 < len", fmt::format("e0 += {}", stride)));
-    s += l2_ahead("e0", warps * QB * G, G, in.c_str());
+    s += l2_ahead("e0", in.c_str());
     s += trip_geometry("e0", "", in.c_str(), G);
     for (uint32_t b : loads_)
       if (quantized(b))
@@ -1043,7 +1056,7 @@ class KernelWriter {
       for (uint32_t b : stores_)
         if (quantized(b)) {
           s += absmaxes(b);
-          for (int k = 0; k < K * G; ++k) s += in + L_.var(FV, fmt::format("Q{}_{}", b, k)) + "\n";
+          for (int k = 0; k < K * G; ++k) s += quantized_values(b, k, in);
         }
       for (int k = 0; k < K * G; ++k) {
         auto b = body(k, Sweep::whole, in);
@@ -1072,7 +1085,9 @@ class KernelWriter {
         if (quantized(b)) s += trip_scales(b, G);
       // Each vector again: loaded, computed, stored and quantized.
       for (int k = 0; k < K * G; ++k) {
-        s += in + "{\n" + loads(k, in2) + quantized_values(k, in2);
+        s += in + "{\n" + loads(k, in2);
+        for (uint32_t b : stores_)
+          if (quantized(b)) s += quantized_values(b, k, in2);
         auto b = body(k, Sweep::finish, in2);
         if (!b) return b.error();
         s += *b;

@@ -15,6 +15,22 @@ constexpr const char* kPrefetch = ",prefetch=1";
 constexpr const char* kRecompute = ",recompute=1";
 constexpr const char* kAhead = ",ahead=";
 constexpr const char* kResident = ",resident=";
+
+// Whether a stored flag `key` starts `rest` (then `rest` is past it).
+bool take_flag(std::string& rest, std::string_view key) {
+  if (!rest.starts_with(key)) return false;
+  rest = rest.substr(key.size());
+  return true;
+}
+// A stored option "<key><integer>" at the start of `rest`: its value into `out` and `rest` past
+// it. False where `rest` starts with `key` but no integer follows.
+bool take_int(std::string& rest, std::string_view key, int& out) {
+  if (!rest.starts_with(key)) return true;
+  int n = 0;
+  if (std::sscanf(rest.c_str() + key.size(), "%d%n", &out, &n) != 1) return false;
+  rest = rest.substr(key.size() + static_cast<size_t>(n));
+  return true;
+}
 }  // namespace
 
 // The optional parameters' suffix, each only where it is not its default.
@@ -41,36 +57,16 @@ std::optional<GpuLaunch> GpuLaunch::parse(const std::string& s) {
   if (std::sscanf(s.c_str(), "block=%d,items=%d,vec=%d,grid=%d,chunk=%lld%n", &g.block, &g.items,
                   &g.vec, &g.groups_per_unit, &chunk, &used) != 5)
     return std::nullopt;
-  // Decisions stored before tables= and prefetch= existed end here, and mean global tables and
-  // no prefetching.
+  // The options, each where set, in options_suffix's order; decisions stored before an option
+  // existed lack it, and get its default.
   std::string rest = s.substr(static_cast<size_t>(used));
-  if (rest.starts_with(kSharedTables)) {
-    g.shared_tables = true;
-    rest = rest.substr(std::string_view(kSharedTables).size());
-  }
-  if (rest.starts_with(kPrefetch)) {
-    g.prefetch = true;
-    rest = rest.substr(std::string_view(kPrefetch).size());
-  }
-  if (rest.starts_with(kRecompute)) {
-    g.recompute = true;
-    rest = rest.substr(std::string_view(kRecompute).size());
-  }
-  if (rest.starts_with(kAhead)) {
-    int n = 0;
-    if (std::sscanf(rest.c_str() + std::string_view(kAhead).size(), "%d%n", &g.ahead, &n) != 1 ||
-        g.ahead == 0)
-      return std::nullopt;
-    rest = rest.substr(std::string_view(kAhead).size() + static_cast<size_t>(n));
-  }
-  if (rest.starts_with(kResident)) {
-    int n = 0;
-    if (std::sscanf(rest.c_str() + std::string_view(kResident).size(), "%d%n", &g.resident, &n) !=
-        1)
-      return std::nullopt;
-    rest = rest.substr(std::string_view(kResident).size() + static_cast<size_t>(n));
-  }
-  if (!rest.empty()) return std::nullopt;
+  g.shared_tables = take_flag(rest, kSharedTables);
+  g.prefetch = take_flag(rest, kPrefetch);
+  g.recompute = take_flag(rest, kRecompute);
+  // ",ahead=0" is never stored (0 is the default), so it is not a stored decision.
+  const bool ahead = rest.starts_with(kAhead);
+  if (!take_int(rest, kAhead, g.ahead) || (ahead && g.ahead == 0)) return std::nullopt;
+  if (!take_int(rest, kResident, g.resident) || !rest.empty()) return std::nullopt;
   g.chunk_elements = chunk;
   if (!g.validate()) return std::nullopt;
   return g;

@@ -139,18 +139,19 @@ struct Executor::Impl {
   // same chunks, tables and arenas, every binding then aligned enough. A graph of the old
   // kernels is captured again.
   Status scalar_kernels() {
-    codegen::GpuLaunch launch = options.launch;
-    launch.vec = 1;
-    auto scalar = dev.load(
-        plan,
-        ModuleSpec{launch, options.step != StepMode::host, options.cpu_threads, options.cpu_unroll},
-        cache);
-    if (!scalar) return scalar.error();
+    ExecutorOptions scalar = options;
+    scalar.launch.vec = 1;
+    auto m = dev.load(plan, module_spec(scalar), cache);
+    if (!m) return m.error();
     retired.push_back(std::move(module));
-    module = std::move(*scalar);
+    module = std::move(*m);
     if (graph) retired_graphs.push_back(std::move(graph));
-    options.launch = launch;
+    options = scalar;
     return Status::Ok();
+  }
+  // The kernels `o` asks for.
+  static ModuleSpec module_spec(const ExecutorOptions& o) {
+    return {o.launch, o.step != StepMode::host, o.cpu_threads, o.cpu_unroll};
   }
 
   Status build(const OptimizerState& s);
@@ -231,10 +232,7 @@ Expected<std::unique_ptr<Executor>> Executor::create(const plan::Plan& plan,
   e->impl_ = std::make_unique<Impl>(plan, *e->device_, options);
   Impl& m = *e->impl_;
   m.cache = cache;
-  auto module = m.dev.load(plan,
-                           ModuleSpec{options.launch, options.step != StepMode::host,
-                                      options.cpu_threads, options.cpu_unroll},
-                           cache);
+  auto module = m.dev.load(plan, Impl::module_spec(options), cache);
   if (!module) return module.error();
   m.module = std::move(*module);
   m.B = plan.buffers.size();
@@ -411,21 +409,24 @@ Status Executor::Impl::bind(OptimizerState& s) {
       value_changed[b] = true;
       if (!in_place || ts.numel == 0 || no_scales) continue;
       size_t need = es[b] * (arenas_dev ? 1 : vec);
-      if (v % need != 0 && need > es[b] && options.vec_fallback) {
+      if (v % need == 0) continue;
+      auto misaligned = [&] {
+        return fmt::format("tensor '{}': its {} at {:#x} is not aligned to {} bytes", ts.name,
+                           plan.buffers[b].name, v, need);
+      };
+      if (need > es[b] && options.vec_fallback) {
         fallback = fmt::format(
-            "tensor '{}': its {} at {:#x} is not aligned to {} bytes, which vec={} (tuned or "
-            "the device's default) needs: the step runs with vec=1 instead",
-            ts.name, plan.buffers[b].name, v, need, options.launch.vec);
+            "{}, which vec={} (tuned or the device's default) needs: the step runs with vec=1 "
+            "instead",
+            misaligned(), options.launch.vec);
         OPTJIT_TRY(scalar_kernels());
         vec = 1, need = es[b];
+        if (v % need == 0) continue;
       }
-      if (v % need != 0)
-        return make_error(
-            "tensor '{}': its {} at {:#x} is not aligned to {} bytes, which {} needs; bind "
-            "aligned memory{}",
-            ts.name, plan.buffers[b].name, v, need,
-            need > es[b] ? fmt::format("vec={}", options.launch.vec) : "its element type",
-            need > es[b] ? " or use a launch with vec=1" : "");
+      return make_error(
+          "{}, which {} needs; bind aligned memory{}", misaligned(),
+          need > es[b] ? fmt::format("vec={}", options.launch.vec) : "its element type",
+          need > es[b] ? " or use a launch with vec=1" : "");
     }
   }
   // Arenas for what is not in place; a buffer whose placement changed is uploaded again.

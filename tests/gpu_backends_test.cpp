@@ -412,6 +412,12 @@ TEST(Nvrtc, RecomputeAndAheadCompileOrSayWhyNot) {
   EXPECT_EQ(src ? std::string("no error") : src.error().message,
             "recompute=1: vec=8 does not divide the 4 elements a lane of 128-element "
             "quantization blocks, so the quantized path does not run in vectors");
+  // Nor in blocks of fewer threads than a warp (the work-group quantizes a block at a time).
+  auto small = codegen::emit_c(
+      *plan, {codegen::CLanguage::cuda, {.block = 16, .vec = 4, .recompute = true}});
+  EXPECT_EQ(small ? std::string("no error") : small.error().message,
+            "recompute=1: blocks of 16 threads are not whole warps, so no warp quantizes blocks "
+            "of its own");
 }
 
 TEST(Nvrtc, BadArchitectureIsAClearError) {
