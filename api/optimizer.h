@@ -280,7 +280,9 @@ class Optimizer {
   std::vector<std::vector<double>> version_elements(size_t program = 0) const;
   /// Whether the kernels came from the kernel cache (nothing was compiled).
   bool kernels_from_cache() const;
-  /// The launch in use, and whether it is a stored tuning decision.
+  /// The launch in use, and whether it is a stored tuning decision. On a GPU, a part whose
+  /// memory is not aligned for a tuned or default vec runs its kernels with vec=1 instead
+  /// (warnings() says which); gpu_launch() stays the launch chosen.
   const codegen::CpuLaunch& launch() const;
   const codegen::GpuLaunch& gpu_launch() const;
   bool launch_from_tuning() const;

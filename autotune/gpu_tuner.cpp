@@ -104,32 +104,14 @@ std::vector<Stage> gpu_stages(int max_block, bool gpu) {
       }
     return out;
   }));
-  stages.push_back(vary([max_block, gpu](codegen::GpuLaunch g) {
-    std::vector<codegen::GpuLaunch> out;
-    for (int block :
-         gpu ? std::vector<int>{128, 256, 512, 1024, 64} : std::vector<int>{1, 4, 16, 64, 256})
-      if (block <= max_block) {
-        g.block = block;
-        out.push_back(g);
-      }
-    return out;
-  }));
-  stages.push_back(vary([](codegen::GpuLaunch g) {
-    std::vector<codegen::GpuLaunch> out;
-    for (int grid : {2, 4, 8, 16, 32}) {
-      g.groups_per_unit = grid;
-      out.push_back(g);
-    }
-    return out;
-  }));
-  stages.push_back(vary([](codegen::GpuLaunch g) {
-    std::vector<codegen::GpuLaunch> out;
-    for (int64_t chunk : {int64_t{1} << 16, int64_t{1} << 14, int64_t{1} << 18, int64_t{1} << 20}) {
-      g.chunk_elements = chunk;
-      out.push_back(g);
-    }
-    return out;
-  }));
+  std::vector<int> blocks;
+  for (int block :
+       gpu ? std::vector<int>{128, 256, 512, 1024, 64} : std::vector<int>{1, 4, 16, 64, 256})
+    if (block <= max_block) blocks.push_back(block);
+  stages.push_back(each(&codegen::GpuLaunch::block, blocks));
+  stages.push_back(each(&codegen::GpuLaunch::groups_per_unit, {2, 4, 8, 16, 32}));
+  stages.push_back(each(&codegen::GpuLaunch::chunk_elements,
+                        {int64_t{1} << 16, int64_t{1} << 14, int64_t{1} << 18, int64_t{1} << 20}));
   return stages;
 }
 

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <span>
 
@@ -627,16 +628,19 @@ class KernelWriter {
 
   // With ahead (GpuLaunch::ahead), at the top of a warp's trip (`items` blocks from element
   // `base`; the work-group's warps take a trip each in turn): the lines of the trip `ahead`
-  // trips later of every buffer the trip loads, fetched into L2, a line a lane, each line whose
-  // first element is inside the chunk.
+  // trips later of every buffer the trip loads, fetched into L2, a line a lane. A trip that
+  // starts inside the chunk asks for its lines whose first element is inside the chunk; one
+  // past it, for the lines at the same place past the start of the chunk the work-group takes
+  // next (the warp's trip there when chunks are whole trips, as all but a tensor's last are),
+  // inside that chunk; so that a chunk's first trips are in flight too.
   std::string l2_ahead(const std::string& base, const char* in) const {
     if (launch_.ahead == 0 || loads_.empty()) return {};
     const int64_t n = trip_elements();
     // Per buffer: elements per 128-byte line, the index of its first line among all, and the
-    // address of element x.
+    // address of element x of the chunk (pre "n": of the next chunk).
     struct Part {
       int64_t per_line, first;
-      std::string address;
+      std::function<std::string(const std::string&)> address;
     };
     std::vector<Part> parts;
     int64_t lines = 0;
@@ -644,34 +648,47 @@ class KernelWriter {
       const int64_t per_line =
           quantized(b) ? 128 * 8 / bits(b)
                        : 128 / static_cast<int64_t>(size_bytes(plan_.buffers[b].storage));
-      parts.push_back({per_line, lines,
-                       quantized(b)
-                           ? fmt::format("(const char*)(q{} + (x >> {}))", b, bits(b) == 4 ? 1 : 0)
-                           : fmt::format("(const char*)(p{} + x)", b)});
+      parts.push_back({per_line, lines, [this, b](const std::string& pre) {
+                         return quantized(b) ? fmt::format("(const char*)({}q{} + (x >> {}))", pre,
+                                                           b, bits(b) == 4 ? 1 : 0)
+                                             : fmt::format("(const char*)({}p{} + x)", pre, b);
+                       }});
       lines += (n + per_line - 1) / per_line;
     }
-    std::string s;
-    for (int64_t t = 0; t * 32 < lines; ++t) {
-      const std::string l = t == 0 ? std::string("lane") : fmt::format("(lane + {})", 32 * t);
-      // Line l's first element and address: the last part's, then each earlier part's where l
-      // is below the next part's first line.
-      auto element = [&](const Part& p) {
-        return p.first == 0 ? fmt::format("{} * {}", p.per_line, l)
-                            : fmt::format("{} * ({} - {})", p.per_line, l, p.first);
-      };
-      std::string el = element(parts.back()), at = parts.back().address;
-      for (size_t j = parts.size() - 1; j-- > 0;) {
-        const std::string below = fmt::format("{} < {}", l, parts[j + 1].first);
-        el = L_.select(below, element(parts[j]), el);
-        at = L_.select(below, parts[j].address, at);
+    // The lines from element `from` of a chunk of `len` elements.
+    auto fetch = [&](const std::string& from, const std::string& len, const std::string& pre,
+                     const std::string& pad) {
+      std::string s;
+      for (int64_t t = 0; t * 32 < lines; ++t) {
+        const std::string l = t == 0 ? std::string("lane") : fmt::format("(lane + {})", 32 * t);
+        // Line l's first element and address: the last part's, then each earlier part's where
+        // l is below the next part's first line.
+        auto element = [&](const Part& p) {
+          return p.first == 0 ? fmt::format("{} * {}", p.per_line, l)
+                              : fmt::format("{} * ({} - {})", p.per_line, l, p.first);
+        };
+        std::string el = element(parts.back()), at = parts.back().address(pre);
+        for (size_t j = parts.size() - 1; j-- > 0;) {
+          const std::string below = fmt::format("{} < {}", l, parts[j + 1].first);
+          el = L_.select(below, element(parts[j]), el);
+          at = L_.select(below, parts[j].address(pre), at);
+        }
+        s += fmt::format(
+            "{0}{{\n{0}  {1}\n{0}  if ({2} < {3} && x < {4}) {{\n{0}    {5}\n{0}  }}\n{0}}}\n", pad,
+            L_.let(L_.i64(), "x", fmt::format("{} + ({})", from, el)), l, lines, len,
+            L_.prefetch_l2(at));
       }
-      s += fmt::format(
-          "{0}{{\n{0}  {1}\n{0}  if ({2} < {3} && x < len) {{\n{0}    {4}\n{0}  }}\n{0}}}\n", in,
-          L_.let(L_.i64(), "x",
-                 fmt::format("{} + {} + ({})", base, launch_.ahead * trip_stride(), el)),
-          l, lines, L_.prefetch_l2(at));
-    }
-    return s;
+      return s;
+    };
+    const std::string I = L_.i64(),
+                      ahead = fmt::format("{} + {}", base, launch_.ahead * trip_stride());
+    const std::string in2 = std::string(in) + "  ", in3 = in2 + "  ";
+    return fmt::format(
+        "{0}if ({1} < len) {{\n{2}{0}}} else {{\n{3}{4}\n{3}if (c2 < nchunks) "
+        "{{\n{5}{6}{3}}}\n{0}}}\n",
+        in, ahead, fetch(ahead, "len", "", in2), in2,
+        L_.let(I, "c2", fmt::format("c + {}", L_.groups())), L_.next_chunk(plan_, loads_, in3),
+        fetch(fmt::format("{} - len", ahead), "len2", "n", in3));
   }
 
   // A chunk of a quantized tensor with quantization blocks per warp (warp_blocks()): each of

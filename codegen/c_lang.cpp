@@ -142,10 +142,10 @@ std::string Lang::store_partial(const std::string& ix, const std::string& value)
 
 namespace {
 
-// Where a chunk's codes start in its tensor's codes: byte `off`, or off / 2 for 4-bit codes
-// (two to a byte; chunk offsets are even).
-std::string code_offset(const plan::Plan& plan, uint32_t b) {
-  return ir::info(plan.buffers[b].quant).bits == 4 ? "(off >> 1)" : "off";
+// Where a chunk's codes start in its tensor's codes: byte `off` (the chunk's first element),
+// or off / 2 for 4-bit codes (two to a byte; chunk offsets are even).
+std::string code_offset(const plan::Plan& plan, uint32_t b, const std::string& off = "off") {
+  return ir::info(plan.buffers[b].quant).bits == 4 ? fmt::format("({} >> 1)", off) : off;
 }
 
 // Short names for storage types in CUDA's vector structs.
@@ -287,6 +287,24 @@ class Cuda final : public Lang {
   }
   std::string prefetch_l2(const std::string& address) const override {
     return fmt::format("optjit_prefetch_l2({});", address);
+  }
+  std::string next_chunk(const plan::Plan& plan, const std::vector<uint32_t>& bufs,
+                         const std::string& in) const override {
+    std::string s = in +
+                    "const long long t2 = chunks[3 * c2], off2 = chunks[3 * c2 + 1], len2 = "
+                    "chunks[3 * c2 + 2];\n" +
+                    in + "void* const* nb = rows[t2].buffers;\n";
+    for (uint32_t b : bufs) {
+      const ir::Quant q = plan.buffers[b].quant;
+      s += in +
+           (q != ir::Quant::none
+                ? fmt::format("const unsigned char* nq{0} = (const unsigned char*)nb[{0}] + {1};",
+                              b, code_offset(plan, b, "off2"))
+                : fmt::format("const {0}* np{1} = (const {0}*)nb[{1}] + off2;",
+                              storage_type(plan.buffers[b].storage), b)) +
+           "\n";
+    }
+    return s;
   }
   std::string prefetch_l2_helper() const override {
     return "__device__ __forceinline__ void optjit_prefetch_l2(const void* a) {\n"

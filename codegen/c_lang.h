@@ -115,6 +115,14 @@ class Lang {
   /// none. prefetch_l2_helper: what it calls, for the preamble.
   virtual std::string prefetch_l2(const std::string& /*address*/) const { return {}; }
   virtual std::string prefetch_l2_helper() const { return {}; }
+  /// Inside the chunk loop, with c2 (< nchunks) the chunk this work-group takes next: its
+  /// fields t2, off2 and len2, and for each buffer b of `bufs` a pointer at its first element
+  /// (np<b>, or nq<b> at the first code of a quantized buffer), each statement after `in`; so
+  /// that the L2 prefetch can reach into the next chunk. Empty where prefetch_l2 is.
+  virtual std::string next_chunk(const plan::Plan& /*plan*/, const std::vector<uint32_t>& /*bufs*/,
+                                 const std::string& /*in*/) const {
+    return {};
+  }
   /// A u32 array of n entries in work-group-shared memory at program scope, which helper
   /// functions can read (GpuLaunch::shared_tables); empty where the language has none (OpenCL
   /// and WGSL: their shared arrays belong to one kernel).

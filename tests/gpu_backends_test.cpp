@@ -388,6 +388,15 @@ TEST(Nvrtc, RecomputeAndAheadCompileOrSayWhyNot) {
     EXPECT_NE(src->find(fmt::format("if (lane < {} && x < len)", four ? 10 : 20)),
               std::string::npos);
     EXPECT_NE(src->find(fmt::format("x = e0 + {} +", four ? 2048 : 4096)), std::string::npos);
+    // A trip past its chunk's end asks for the lines at the same place of the chunk the
+    // work-group takes next, inside that chunk (from its row: the codes at off2, or off2 / 2
+    // for 4-bit).
+    EXPECT_NE(src->find(fmt::format("x = e0 + {} - len +", four ? 2048 : 4096)), std::string::npos);
+    EXPECT_NE(src->find(fmt::format("if (lane < {} && x < len2)", four ? 10 : 20)),
+              std::string::npos);
+    EXPECT_NE(src->find(four ? "nq2 = (const unsigned char*)nb[2] + (off2 >> 1);"
+                             : "nq2 = (const unsigned char*)nb[2] + off2;"),
+              std::string::npos);
     auto cubin = codegen::compile_cubin(*src, "sm_90");
     ASSERT_TRUE(cubin) << cubin.error().message;
     for (const auto& k : cubin->kernels)
