@@ -225,7 +225,9 @@ bf16() {
 # clip + AdamW with 4-bit (vectors of 4 a lane), 8-bit (also with vectors, and with vectors,
 # two sweeps and L2 prefetches 2 trips ahead) and fp8 state at 64M parameters (speed of
 # light, memory, warp stalls, issue slots, occupancy, and the SASS lines where warps stall
-# most); the reports' text in profile.log.
+# most; each stall reason's cycles per issued instruction, which the sections name only the
+# largest of: long_scoreboard is memory, wait and short_scoreboard fixed and MUFU latencies);
+# the reports' text in profile.log.
 profile() {
   local f ncu
   ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
@@ -235,6 +237,7 @@ profile() {
     "$ncu" --clock-control none --kernel-name optjit_pass_1 --launch-count 1 \
       --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
       --section SchedulerStats --section Occupancy --section LaunchStats --section SourceCounters \
+      --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
       "$optjit" bench "chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, weight_decay=0.01, state_format=\"${f%:*}\"))" \
       --backend cuda --numel 67108864 --steps 1 --reps 1 --no-unfused --step host --launch tables=${f#*:}
   done
