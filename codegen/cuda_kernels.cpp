@@ -1,7 +1,14 @@
 #include "codegen/cuda_kernels.h"
 
+#include <cerrno>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
 
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "cache/kernel_cache.h"
@@ -9,6 +16,40 @@
 #include "ir/text.h"
 
 namespace optjit::codegen {
+
+Expected<std::string> edited_source(const std::string& path, const std::string& emitted) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return make_error("OPTJIT_CUDA_SOURCE: cannot read '{}': {}", path, std::strerror(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  std::string edited = text.str();
+  auto first = [](const std::string& s) { return s.substr(0, s.find('\n')); };
+  if (first(edited) != first(emitted))
+    return make_error(
+        "OPTJIT_CUDA_SOURCE: '{}' was not written by optjit emit for these kernels: its first "
+        "line is '{}', theirs '{}'",
+        path, first(edited), first(emitted));
+  // Every kernel the executor looks up must be there (a source emitted with another --step
+  // has other kernels).
+  auto kernels = [](const std::string& s) {
+    std::set<std::string> names;
+    for (size_t at = s.find("__global__"); at != std::string::npos;
+         at = s.find("__global__", at + 1)) {
+      const size_t open = s.find('(', at), name = s.rfind(' ', open) + 1;
+      if (open != std::string::npos && name > at) names.insert(s.substr(name, open - name));
+    }
+    return names;
+  };
+  std::vector<std::string> missing;
+  const std::set<std::string> have = kernels(edited);
+  for (const std::string& k : kernels(emitted))
+    if (!have.count(k)) missing.push_back(k);
+  if (!missing.empty())
+    return make_error("OPTJIT_CUDA_SOURCE: '{}' has no kernel {} (emitted with another --step?)",
+                      path, fmt::join(missing, ", "));
+  return edited;
+}
 
 Expected<CubinResult> plan_cubin(const plan::Plan& plan, const std::string& arch,
                                  const GpuLaunch& launch, cache::KernelCache* cache,
@@ -18,6 +59,11 @@ Expected<CubinResult> plan_cubin(const plan::Plan& plan, const std::string& arch
   // The source is cheap to write and keys the cubin, so an emitter change never loads a stale one.
   auto src = emit_c(plan, {CLanguage::cuda, launch, device_step});
   if (!src) return src.error();
+  if (const char* path = std::getenv("OPTJIT_CUDA_SOURCE"); path && *path) {
+    auto edited = edited_source(path, *src);
+    if (!edited) return edited.error();
+    src = std::move(*edited);
+  }
   cache::KernelKey key{cubin_fingerprint_id(arch),
                        fmt::format("{:016x}", ir::structural_hash(plan.program)),
                        source_variant(device_step ? "cuda-step" : "cuda", launch, *src)};

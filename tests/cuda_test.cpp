@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <regex>
 
@@ -18,6 +19,7 @@
 #include "autotune/gpu_tuner.h"
 #include "backend_parity.h"
 #include "caller_memory.h"
+#include "codegen/c_emitter.h"
 #include "executors.h"
 #include "quant_model.h"
 #include "queued_steps.h"
@@ -345,6 +347,74 @@ struct CudaGate {
             [this] { opened.set_value(); }};
   }
 };
+
+// $OPTJIT_CUDA_SOURCE: the kernels compile from a hand-edited copy of the emitted source
+// (an experiment timed before the emitter writes it), which the kernel cache keys apart from
+// the emitted one; a file emitted for other kernels, or none, is a clear error.
+TEST(Cuda, KernelsCompileFromAnEditedSourceWhenAsked) {
+  const char* pipeline = "chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2, weight_decay=0.1))";
+  auto plan = compile_pipeline(pipeline);
+  ASSERT_TRUE(plan) << plan.error().message;
+  auto emitted = codegen::emit_c(*plan, {codegen::CLanguage::cuda, codegen::GpuLaunch{}});
+  ASSERT_TRUE(emitted) << emitted.error().message;
+  const size_t eol = emitted->find('\n') + 1;
+  const std::string path = ::testing::TempDir() + "/optjit-edited-" +
+                           std::to_string(static_cast<long>(::getpid())) + ".cu";
+  auto run = [&](const std::string* source, bool device = false) -> Expected<std::vector<float>> {
+    if (source) {
+      std::ofstream(path, std::ios::binary) << *source;
+      ::setenv("OPTJIT_CUDA_SOURCE", path.c_str(), 1);
+    }
+    std::vector<float> w(3000), g(w.size());
+    for (size_t i = 0; i < w.size(); ++i)
+      w[i] = std::sin(0.1f * static_cast<float>(i)), g[i] = std::cos(0.3f * static_cast<float>(i));
+    OptimizerOptions o;
+    o.backend = Backend::cuda;
+    o.device_step = device;
+    auto opt = Optimizer::create(pipeline, {{"w", w.data(), DType::f32, {3000}}}, o);
+    ::unsetenv("OPTJIT_CUDA_SOURCE");
+    if (!opt) return opt.error();
+    for (int s = 0; s < 2; ++s) OPTJIT_TRY((*opt)->step({g.data()}));
+    return w;
+  };
+  auto want = run(nullptr);
+  ASSERT_TRUE(want) << want.error().message;
+  // The same source with a comment: the same bits.
+  const std::string same = *emitted + "// edited by hand\n";
+  auto got = run(&same);
+  ASSERT_TRUE(got) << got.error().message;
+  EXPECT_EQ(*got, *want);
+  // An edit that changes the arithmetic (no square root: AdamW divides by eps) is what runs.
+  const std::string edited =
+      emitted->substr(0, eol) + "#define sqrtf(x) 0.0f\n" + emitted->substr(eol);
+  auto changed = run(&edited);
+  ASSERT_TRUE(changed) << changed.error().message;
+  EXPECT_NE(*changed, *want);
+  // A source emitted for another launch, and no file.
+  auto other = codegen::emit_c(*plan, {codegen::CLanguage::cuda, codegen::GpuLaunch{.vec = 4}});
+  ASSERT_TRUE(other) << other.error().message;
+  auto refused = run(&*other);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().message,
+            fmt::format("OPTJIT_CUDA_SOURCE: '{}' was not written by optjit emit for these "
+                        "kernels: its first line is '{}', theirs '{}'",
+                        path, other->substr(0, other->find('\n')), emitted->substr(0, eol - 1)));
+  // The host step's source where the device step's kernels are wanted.
+  auto device = run(&same, true);
+  ASSERT_FALSE(device);
+  EXPECT_TRUE(std::regex_match(
+      device.error().message,
+      std::regex("OPTJIT_CUDA_SOURCE: '.*' has no kernel optjit_[a-z_0-9]+(, optjit_[a-z_0-9]+)* "
+                 "\\(emitted with another --step\\?\\)")))
+      << device.error().message;
+  std::filesystem::remove(path);
+  ::setenv("OPTJIT_CUDA_SOURCE", path.c_str(), 1);
+  auto missing = run(nullptr);
+  ::unsetenv("OPTJIT_CUDA_SOURCE");
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().message,
+            fmt::format("OPTJIT_CUDA_SOURCE: cannot read '{}': No such file or directory", path));
+}
 
 TEST(Cuda, QueuedStepsOnTheCallersStreamDoNotWaitForIt) {
   auto dev = runtime::open_device({.kind = "cuda"});  // the caller's stream
