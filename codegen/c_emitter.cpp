@@ -67,6 +67,7 @@ std::string preamble(const Lang& L, const plan::Plan& plan, const GpuLaunch& lau
   const bool shared_tables = launch.shared_tables;
   std::string s = L.preamble(plan, vec);
   if (launch.ahead > 0 && !quant_formats(plan).empty()) s += L.prefetch_l2_helper();
+  if (launch.interleave && !quant_formats(plan).empty()) s += L.branch_free_helpers();
   s += L.bf16_helpers();
   bool f64_odd = false, f16 = false;  // what Lang::rounded and f64 stores to halves need
   for (const plan::Pass& pass : plan.passes)
@@ -208,6 +209,16 @@ class KernelWriter {
     if (!quant_.empty() && launch_.recompute && warp_vectors() == 1)
       return make_error(
           "recompute=1: vec={} does not divide the {} elements a lane of {}-element "
+          "quantization blocks, so the quantized path does not run in vectors",
+          launch_.vec, ir::quant_block(plan_.buffers) / 32, ir::quant_block(plan_.buffers));
+    if (!quant_.empty() && launch_.interleave && !warp_blocks())
+      return make_error(
+          "interleave=1: blocks of {} threads are not whole warps, so no warp quantizes blocks "
+          "of its own",
+          launch_.block);
+    if (!quant_.empty() && launch_.interleave && warp_vectors() == 1)
+      return make_error(
+          "interleave=1: vec={} does not divide the {} elements a lane of {}-element "
           "quantization blocks, so the quantized path does not run in vectors",
           launch_.vec, ir::quant_block(plan_.buffers) / 32, ir::quant_block(plan_.buffers));
     if (!quant_.empty() && !warp_blocks()) {
@@ -967,31 +978,81 @@ class KernelWriter {
         s += in + "  " + L_.var(quantized(b) ? FV : vec_type(b, V), fmt::format("S{}", b)) + "\n";
       element_indices_ = true;
       probe_ = sweep == Sweep::probe;
-      for (int e = 0; e < V; ++e) {
-        s += fmt::format("{}  {}{{\n", in, inside(k, e));
-        size_t r = 0;
-        for (size_t n = 0; n < body_->insts.size(); ++n) {
-          auto line = statement(n, r, k, e, V);
-          if (!line) {
-            element_indices_ = probe_ = false;
-            return line.error();
-          }
-          if (!line->empty()) s += in + "    " + *line + "\n";
-        }
+      // Element e's quantized values into Q<b>_<k> (kept, unless probing) and into the block's
+      // absmax (taken, unless finishing), a buffer at a time.
+      auto kept_taken = [&](int e, const std::string& pad, bool keep, bool take) {
+        std::string out;
         for (uint32_t b : stores_) {
           if (!quantized(b)) continue;
           const std::string value = L_.lane(fmt::format("S{}", b), e, V);
-          if (sweep != Sweep::probe)
-            s += fmt::format("{}    {} = {};\n", in, L_.lane(fmt::format("Q{}_{}", b, k), e, V),
-                             value);
-          if (sweep != Sweep::finish)
-            s += fmt::format("{}    {} = {};\n", in, per("am", b, k / K),
-                             max_u32(per("am", b, k / K),
-                                     fmt::format("(OPTJIT_F32_BITS({}) & 0x7fffffffu)", value)));
+          if (keep && sweep != Sweep::probe)
+            out +=
+                fmt::format("{}{} = {};\n", pad, L_.lane(fmt::format("Q{}_{}", b, k), e, V), value);
+          if (take && sweep != Sweep::finish)
+            out += fmt::format("{}{} = {};\n", pad, per("am", b, k / K),
+                               max_u32(per("am", b, k / K),
+                                       fmt::format("(OPTJIT_F32_BITS({}) & 0x7fffffffu)", value)));
         }
+        return out;
+      };
+      // Element by element, each inside the block (`pad` before each element's braces).
+      auto one_by_one = [&](const std::string& pad) -> Status {
+        for (int e = 0; e < V; ++e) {
+          s += fmt::format("{}{}{{\n", pad, inside(k, e));
+          size_t r = 0;
+          for (size_t n = 0; n < body_->insts.size(); ++n) {
+            auto line = statement(n, r, k, e, V);
+            if (!line) return line.error();
+            if (!line->empty()) s += pad + "  " + *line + "\n";
+          }
+          s += kept_taken(e, pad + "  ", true, true) + pad + "}\n";
+        }
+        return Status::Ok();
+      };
+      // Interleaved (a whole vector): statement by statement, the vector's elements side by
+      // side, with branch-free divisions and square roots; the reductions and absmax only where
+      // all of those were exact (ok), in the elements' order, as one by one adds them.
+      // Otherwise, or across the block's end, one by one.
+      auto side_by_side = [&](const std::string& pad) -> Status {
+        std::vector<std::string> reduced(static_cast<size_t>(V));
+        size_t r = 0;
+        for (size_t n = 0; n < body_->insts.size(); ++n) {
+          const size_t r0 = r;
+          const bool reduction = ir::info(body_->insts[n].op).kind == OpKind::reduce;
+          for (int e = 0; e < V; ++e) {
+            r = r0;
+            suffix_ = fmt::format("_{}", e);
+            auto line = statement(n, r, k, e, V);
+            suffix_.clear();
+            if (!line) return line.error();
+            if (line->empty()) continue;
+            if (reduction)
+              reduced[static_cast<size_t>(e)] += pad + "    " + *line + "\n";
+            else
+              s += pad + "  " + *line + "\n";
+          }
+        }
+        for (int e = 0; e < V; ++e) s += kept_taken(e, pad + "  ", true, false);
+        s += pad + "  if (ok) {\n";
+        for (int e = 0; e < V; ++e)
+          s += reduced[static_cast<size_t>(e)] + kept_taken(e, pad + "    ", false, true);
+        s += pad + "    done = true;\n" + pad + "  }\n";
+        return Status::Ok();
+      };
+      Status made = Status::Ok();
+      if (launch_.interleave) {
+        s += fmt::format(
+            "{0}  bool done = false;\n{0}  if ({1} >= {2}) {{\n{0}    bool ok = true;\n", in,
+            rest(k), V);
+        made = side_by_side(in + "  ");
+        s += fmt::format("{0}  }}\n{0}  if (!done) {{\n", in);
+        if (made) made = one_by_one(in + "    ");
         s += in + "  }\n";
+      } else {
+        made = one_by_one(in + "  ");
       }
       element_indices_ = probe_ = false;
+      if (!made) return made.error();
       for (uint32_t b : stores_) {
         if (quantized(b) || sweep == Sweep::probe) continue;
         s += fmt::format("{0}  if ({1} >= {2}) {{\n{0}    {3}\n{0}  }} else {{\n", in, rest(k), V,
@@ -1176,7 +1237,7 @@ class KernelWriter {
     const ir::Inst& in = body_->at(id);
     if (in.op == Op::Uniform) return L_.uniform_name(in.attr);
     if (in.op == Op::Const) return literal(in.imm, in.type);
-    return fmt::format("v{}", index(id));
+    return fmt::format("v{}{}", index(id), suffix_);
   }
 
   std::string convert(const std::string& x, DType from, DType to) const {
@@ -1191,7 +1252,7 @@ class KernelWriter {
     auto a = [&](int k) { return v(in.args[k]); };
     auto at = [&](int k) { return body_->at(in.args[k]).type; };
     const std::string T = L_.value_type(in.type);
-    auto def = [&](const std::string& e) { return L_.let(T, fmt::format("v{}", n), e); };
+    auto def = [&](const std::string& e) { return L_.let(T, fmt::format("v{}{}", n, suffix_), e); };
     switch (ir::info(in.op).kind) {
       case OpKind::leaf: {
         if (in.op == Op::Uniform || in.op == Op::Const) return std::string();
@@ -1295,6 +1356,14 @@ class KernelWriter {
         }
         std::vector<std::string> args;
         for (int k = 0; k < ir::info(in.op).arity; ++k) args.push_back(a(k));
+        // Interleaved elements: f32 division and square root without branches (ok: whether
+        // they are exact; the vector is computed again where not).
+        if (!suffix_.empty() && t == DType::f32) {
+          if (in.op == Op::Div) return def(fmt::format("optjit_fdiv({}, {}, ok)", a(0), a(1)));
+          if (in.op == Op::Sqrt) return def(fmt::format("optjit_fsqrt({}, ok)", a(0)));
+          if (in.op == Op::Rsqrt)
+            return def(fmt::format("optjit_fdiv(1.0f, optjit_fsqrt({}, ok), ok)", a(0)));
+        }
         if (std::string e = detail::float_math(L_, in.op, t, args); !e.empty()) return def(e);
         break;
       }
@@ -1316,6 +1385,9 @@ class KernelWriter {
   // Whether statement() writes a sweep that only takes absmax (warp_block_vector_loop with
   // recompute): reductions add nothing in it (the second sweep adds the same values).
   bool probe_ = false;
+  // Interleaved elements (GpuLaunch::interleave): "_<lane>" after the names of the lane's
+  // values, whose f32 divisions and square roots are then branch-free; empty otherwise.
+  std::string suffix_;
   std::vector<uint32_t> loads_, stores_;  // buffers the pass loads / stores
   std::vector<uint32_t> quant_;           // the block-quantized buffers among them
   std::string module_scope_, shared_;     // shared arrays' declarations (see shared())
@@ -1365,6 +1437,11 @@ Expected<std::string> emit_c(const plan::Plan& plan, CEmitOptions o) {
     return make_error(
         "the {} backend quantizes a block per work-group through local memory: recompute=1 is "
         "CUDA's (its warps' quantized path)",
+        L.name());
+  if (o.launch.interleave && L.branch_free_helpers().empty())
+    return make_error(
+        "the {} backend quantizes a block per work-group through local memory: interleave=1 is "
+        "CUDA's (its warps' quantized path in vectors)",
         L.name());
   if (o.launch.ahead > 0 && L.prefetch_l2("a").empty())
     return make_error("the {} backend has no L2 prefetch: ahead={} is CUDA's", L.name(),

@@ -115,6 +115,10 @@ class Lang {
   /// none. prefetch_l2_helper: what it calls, for the preamble.
   virtual std::string prefetch_l2(const std::string& /*address*/) const { return {}; }
   virtual std::string prefetch_l2_helper() const { return {}; }
+  /// optjit_fdiv(a, b, ok) and optjit_fsqrt(x, ok): f32 a / b and sqrt(x) without a branch
+  /// (GpuLaunch::interleave), the same bits as the language's own where `ok` stays true; they
+  /// clear it where they may not be. Empty where the language has none.
+  virtual std::string branch_free_helpers() const { return {}; }
   /// Inside the chunk loop, with c2 (< nchunks) the chunk this work-group takes next: its
   /// fields t2, off2 and len2, and for each buffer b of `bufs` a pointer at its first element
   /// (np<b>, or nq<b> at the first code of a quantized buffer), each statement after `in`; so

@@ -13,6 +13,7 @@ namespace {
 constexpr const char* kSharedTables = ",tables=shared";
 constexpr const char* kPrefetch = ",prefetch=1";
 constexpr const char* kRecompute = ",recompute=1";
+constexpr const char* kInterleave = ",interleave=1";
 constexpr const char* kAhead = ",ahead=";
 constexpr const char* kResident = ",resident=";
 
@@ -35,8 +36,8 @@ bool take_int(std::string& rest, std::string_view key, int& out) {
 
 // The optional parameters' suffix, each only where it is not its default.
 std::string GpuLaunch::options_suffix() const {
-  return fmt::format("{}{}{}{}{}", shared_tables ? kSharedTables : "", prefetch ? kPrefetch : "",
-                     recompute ? kRecompute : "",
+  return fmt::format("{}{}{}{}{}{}", shared_tables ? kSharedTables : "", prefetch ? kPrefetch : "",
+                     recompute ? kRecompute : "", interleave ? kInterleave : "",
                      ahead != 0 ? fmt::format("{}{}", kAhead, ahead) : "",
                      resident != kDefaultResident ? fmt::format("{}{}", kResident, resident) : "");
 }
@@ -63,6 +64,7 @@ std::optional<GpuLaunch> GpuLaunch::parse(const std::string& s) {
   g.shared_tables = take_flag(rest, kSharedTables);
   g.prefetch = take_flag(rest, kPrefetch);
   g.recompute = take_flag(rest, kRecompute);
+  g.interleave = take_flag(rest, kInterleave);
   // ",ahead=0" is never stored (0 is the default), so it is not a stored decision.
   const bool ahead = rest.starts_with(kAhead);
   if (!take_int(rest, kAhead, g.ahead) || (ahead && g.ahead == 0)) return std::nullopt;
@@ -91,16 +93,16 @@ Expected<GpuLaunch> GpuLaunch::from_text(const std::string& s, const GpuLaunch& 
     if (eq == std::string::npos)
       return make_error(
           "launch parameter '{}' is not name=value (block, items, vec, grid, chunk, tables, "
-          "prefetch, recompute, ahead, resident)",
+          "prefetch, recompute, interleave, ahead, resident)",
           item);
     const std::string name = item.substr(0, eq), value = item.substr(eq + 1);
-    static const std::set<std::string> kNames = {"block", "items",   "vec",      "grid",
-                                                 "chunk", "tables",  "prefetch", "recompute",
-                                                 "ahead", "resident"};
+    static const std::set<std::string> kNames = {"block",      "items",  "vec",      "grid",
+                                                 "chunk",      "tables", "prefetch", "recompute",
+                                                 "interleave", "ahead",  "resident"};
     if (!kNames.count(name))
       return make_error(
           "unknown launch parameter '{}' (block, items, vec, grid, chunk, tables, prefetch, "
-          "recompute, ahead, resident)",
+          "recompute, interleave, ahead, resident)",
           name);
     if (!seen.insert(name).second) return make_error("launch parameter {} is given twice", name);
     if (name == "tables") {
@@ -109,10 +111,12 @@ Expected<GpuLaunch> GpuLaunch::from_text(const std::string& s, const GpuLaunch& 
       g.shared_tables = value == "shared";
       continue;
     }
-    if (name == "prefetch" || name == "recompute") {
+    if (name == "prefetch" || name == "recompute" || name == "interleave") {
       if (value != "0" && value != "1")
         return make_error("launch parameter {}: '{}' is not 0 or 1", name, value);
-      (name == "prefetch" ? g.prefetch : g.recompute) = value == "1";
+      (name == "prefetch"    ? g.prefetch
+       : name == "recompute" ? g.recompute
+                             : g.interleave) = value == "1";
       continue;
     }
     char* end = nullptr;
@@ -170,6 +174,12 @@ Status GpuLaunch::validate() const {
         "recomputing works in vectors");
   if (recompute && vec == 1)
     return make_error("recompute=1 needs vec=2, 4 or 8 (CUDA's quantized path in vectors)");
+  if (interleave && prefetch)
+    return make_error(
+        "interleave=1 and prefetch=1 exclude each other: prefetching takes one element a lane, "
+        "interleaving works in vectors");
+  if (interleave && vec == 1)
+    return make_error("interleave=1 needs vec=2, 4 or 8 (CUDA's quantized path in vectors)");
   if (chunk_elements % vec != 0)
     return make_error("chunk size {} is not a multiple of the vector width {}", chunk_elements,
                       vec);

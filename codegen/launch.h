@@ -35,6 +35,14 @@ struct GpuLaunch {
   /// them in registers across the absmax exchange. The second sweep's loads come from the
   /// cache; the registers saved buy occupancy. "recompute=1" in text; absent means 0.
   bool recompute = false;
+  /// CUDA's quantized path in vectors (vec > 1): each vector's elements computed side by side,
+  /// statement by statement, with f32 divisions and square roots as the instructions ptxas
+  /// writes for div.rn and sqrt.rn without their branches (the same bits where no operand is
+  /// near an exponent limit; elsewhere the vector is computed again as before), so that ptxas
+  /// can overlap the elements' latencies: without it each division and square root ends a
+  /// stretch of code that no other element's instructions enter. "interleave=1" in text; absent
+  /// means 0.
+  bool interleave = false;
   /// CUDA's quantized path: at each trip, the warp asks the L2 cache to fetch the bytes its
   /// trip this many trips ahead will load (prefetch.global.L2, a line a lane: no registers
   /// held, nothing waited for), so that more of the memory's latency is in flight than the
@@ -55,22 +63,23 @@ struct GpuLaunch {
   static GpuLaunch device_default(bool gpu);
 
   /// "block=256,items=1,vec=1,grid=8,chunk=65536" (",tables=shared", ",prefetch=1",
-  /// ",recompute=1", ",ahead=N" and ",resident=N" after it when set): the cache's form of a
-  /// decision.
+  /// ",recompute=1", ",interleave=1", ",ahead=N" and ",resident=N" after it when set): the
+  /// cache's form of a decision.
   std::string to_string() const;
   static std::optional<GpuLaunch> parse(const std::string& s);
   /// What a user writes: any subset of block, items, vec, grid, chunk, tables (global or
-  /// shared), prefetch (0 or 1), recompute (0 or 1), ahead and resident as "name=value" pairs
+  /// shared), prefetch (0 or 1), recompute (0 or 1), interleave (0 or 1), ahead and resident as
+  /// "name=value" pairs
   /// separated by commas
   /// ("vec=4,items=2"); the rest keep their defaults. Errors name the problem.
   static Expected<GpuLaunch> from_text(const std::string& s, const GpuLaunch& base);
   static Expected<GpuLaunch> from_text(const std::string& s) { return from_text(s, GpuLaunch{}); }
   /// The part that changes the emitted code, for kernel cache keys: "block=256,items=1,vec=1"
-  /// (",tables=shared", ",prefetch=1", ",recompute=1", ",ahead=N" and ",resident=N" after it
-  /// when set).
+  /// (",tables=shared", ",prefetch=1", ",recompute=1", ",interleave=1", ",ahead=N" and
+  /// ",resident=N" after it when set).
   std::string code_variant() const;
-  /// ",tables=shared", ",prefetch=1", ",recompute=1", ",ahead=N" and ",resident=N", each where
-  /// set (the end of both forms).
+  /// ",tables=shared", ",prefetch=1", ",recompute=1", ",interleave=1", ",ahead=N" and
+  /// ",resident=N", each where set (the end of both forms).
   std::string options_suffix() const;
   /// A clear error for parameters no kernel can use.
   Status validate() const;

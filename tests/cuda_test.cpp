@@ -5,11 +5,13 @@
 // Without either, every test fails with the driver's message, by design.
 #include <unistd.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <random>
 #include <regex>
 
 #include <gtest/gtest.h>
@@ -20,6 +22,8 @@
 #include "backend_parity.h"
 #include "caller_memory.h"
 #include "codegen/c_emitter.h"
+#include "codegen/c_lang.h"
+#include "codegen/nvrtc.h"
 #include "executors.h"
 #include "quant_model.h"
 #include "queued_steps.h"
@@ -348,6 +352,160 @@ struct CudaGate {
   }
 };
 
+// interleave=1's branch-free f32 division and square root (Lang::branch_free_helpers) give the
+// bits of / and sqrtf wherever they say so (ok), and say so throughout their ranges: every x
+// of the square root's range, and divisions of random pairs of either range and of pairs whose
+// quotient lies within k * 2^-48 (|k| <= 2000) of a rounding boundary, Markstein's hard cases;
+// outside the ranges (zeros, subnormals, huge, Inf, NaN) they say not. On a GPU this is the
+// check of ptxas's MUFU approximations; under the emulator (correctly rounded approximations)
+// of the sequences, on fewer values.
+TEST(Cuda, BranchFreeDivisionAndSquareRootRoundAsTheOperators) {
+  auto api_or = runtime::cuda::api();
+  ASSERT_TRUE(api_or) << api_or.error().message;
+  const runtime::cuda::Api* api = *api_or;
+  runtime::cuda::CUcontext ctx = nullptr;
+  ASSERT_EQ(api->cuDevicePrimaryCtxRetain(&ctx, 0), 0);
+  ASSERT_EQ(api->cuCtxPushCurrent(ctx), 0);
+  char name[64] = {};
+  ASSERT_EQ(api->cuDeviceGetName(name, sizeof(name), 0), 0);
+  const bool emulated = std::string(name) == "optjit CUDA emulator";
+  const std::string source =
+      codegen::detail::Lang::of(codegen::CLanguage::cuda).branch_free_helpers() + R"(
+// Per warp: mismatches and fast results, summed over the warp's lanes.
+__device__ void optjit_tally(unsigned int bad, unsigned int fast, unsigned int* out) {
+  for (int m = 16; m > 0; m >>= 1) {
+    bad += __shfl_xor_sync(0xffffffffu, bad, m);
+    fast += __shfl_xor_sync(0xffffffffu, fast, m);
+  }
+  const unsigned int w = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  if ((threadIdx.x & 31u) == 0u) out[2 * w] = bad, out[2 * w + 1] = fast;
+}
+extern "C" __global__ void divisions(const float* a, const float* b, unsigned int n,
+                                     unsigned int* out) {
+  unsigned int bad = 0, fast = 0;
+  for (unsigned int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    bool ok = true;
+    const float q = optjit_fdiv(a[i], b[i], ok);
+    if (ok) fast += 1u, bad += __float_as_uint(q) != __float_as_uint(a[i] / b[i]) ? 1u : 0u;
+  }
+  optjit_tally(bad, fast, out);
+}
+extern "C" __global__ void roots(unsigned int first, unsigned int step, unsigned int n,
+                                 unsigned int* out) {
+  unsigned int bad = 0, fast = 0;
+  for (unsigned int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    const float x = __uint_as_float(first + i * step);
+    bool ok = true;
+    const float s = optjit_fsqrt(x, ok);
+    if (ok) fast += 1u, bad += __float_as_uint(s) != __float_as_uint(sqrtf(x)) ? 1u : 0u;
+  }
+  optjit_tally(bad, fast, out);
+}
+)";
+  auto cubin = codegen::compile_cubin(source, "sm_90");
+  ASSERT_TRUE(cubin) << cubin.error().message;
+  runtime::cuda::CUmodule module = nullptr;
+  ASSERT_EQ(api->cuModuleLoadData(&module, cubin->image.data()), 0);
+  runtime::cuda::CUstream stream = nullptr;
+  ASSERT_EQ(api->cuStreamCreate(&stream, 1), 0);
+  const unsigned int blocks = emulated ? 2 : 1024, threads = 256, warps = blocks * threads / 32;
+  runtime::cuda::CUdeviceptr out = 0;
+  ASSERT_EQ(api->cuMemAlloc(&out, warps * 8), 0);
+  // Runs kernel `k` with `args` (then the tallies' pointer): total mismatches and fast results.
+  auto run = [&](const char* k, std::vector<void*> args) -> std::pair<uint64_t, uint64_t> {
+    runtime::cuda::CUfunction f = nullptr;
+    EXPECT_EQ(api->cuModuleGetFunction(&f, module, k), 0);
+    args.push_back(&out);
+    EXPECT_EQ(api->cuLaunchKernel(f, blocks, 1, 1, threads, 1, 1, 0, stream, args.data(), nullptr),
+              0);
+    std::vector<unsigned int> t(2 * warps);
+    EXPECT_EQ(api->cuMemcpyDtoHAsync(t.data(), out, t.size() * 4, stream), 0);
+    EXPECT_EQ(api->cuStreamSynchronize(stream), 0);
+    std::pair<uint64_t, uint64_t> sum{0, 0};
+    for (unsigned int w = 0; w < warps; ++w) sum.first += t[2 * w], sum.second += t[2 * w + 1];
+    return sum;
+  };
+  // Every x of the square root's range [2^-101, FLT_MAX] (under the emulator every 99,991st).
+  const unsigned int first = 0x0d000000u, last = 0x7f7fffffu, step = emulated ? 99991u : 1u;
+  unsigned int n = (last - first) / step + 1;
+  auto [bad, fast] =
+      run("roots", {const_cast<unsigned int*>(&first), const_cast<unsigned int*>(&step), &n});
+  EXPECT_EQ(bad, 0u);
+  EXPECT_EQ(fast, n);
+  // Below and above the range: zero, the largest x below it, Inf, NaN, negatives.
+  for (const unsigned int x :
+       {0u, 0x0cffffffu, 0x7f800000u, 0x7fc00000u, 0x80000000u, 0xbf800000u}) {
+    unsigned int one = 1, unit = 1, x0 = x;
+    EXPECT_EQ(run("roots", {&x0, &unit, &one}).second, 0u) << std::hex << x;
+  }
+  // Divisions: pairs inside the range (random; within k * 2^-48 of a midpoint), then outside.
+  std::mt19937_64 g(12);
+  std::vector<float> a, b;
+  auto in_range = [&](float lo, float hi) {
+    // A float with random mantissa and sign, magnitude in [lo, hi).
+    const int e = static_cast<int>(g() % static_cast<uint64_t>(std::ilogb(hi) - std::ilogb(lo)));
+    const float m = std::bit_cast<float>(0x3f800000u | static_cast<uint32_t>(g() & 0x7fffffu));
+    return (g() & 1 ? -1.0f : 1.0f) * std::ldexp(m, std::ilogb(lo) + e);
+  };
+  const size_t random = emulated ? 4096 : 1u << 25;
+  for (size_t i = 0; i < random; ++i)
+    a.push_back(in_range(0x1p-60f, 0x1p60f)), b.push_back(in_range(0x1p-60f, 0x1p60f));
+  const size_t hard = emulated ? 4096 : 1u << 22;
+  while (b.size() < random + hard) {
+    // B * M = j * 2^25 + k with M odd (a midpoint between floats of 25-bit magnitude): then
+    // (j * 2^25) / B = M - k / B.
+    const uint64_t M = (g() & 0xffffffu) | 0x1000001u;
+    uint64_t inv = 1;
+    for (int it = 0; it < 6; ++it) inv = (inv * (2 - M * inv)) & 0x1ffffffu;
+    const int64_t k = static_cast<int64_t>(g() % 4001) - 2000;
+    const uint64_t B = (static_cast<uint64_t>(k) * inv) & 0x1ffffffu;
+    if (k == 0 || B < (1u << 23) || B >= (1u << 24)) continue;
+    const uint64_t j = (B * M - static_cast<uint64_t>(k)) >> 25;
+    if (j == 0 || j >= (1u << 24)) continue;
+    // Scaled by 2^s, s in [-56, 33]: a and b stay in [2^-60, 2^60].
+    const int s = static_cast<int>(g() % 90) - 56;
+    a.push_back(std::ldexp(static_cast<float>(j), s));
+    b.push_back(std::ldexp(static_cast<float>(B), s - 25));
+  }
+  // Zeros divided (signed zeros: the fast path), then pairs outside the range.
+  const std::vector<std::pair<float, float>> zeros = {{0.0f, 3.0f}, {-0.0f, 3.0f}, {0.0f, -0.5f}};
+  for (const auto& [x, y] : zeros) a.push_back(x), b.push_back(y);
+  const size_t inside = a.size();
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  for (const auto& [x, y] : std::vector<std::pair<float, float>>{{1.0f, 0.0f},
+                                                                 {1.0f, 0x1p-61f},
+                                                                 {1.0f, 0x1p61f},
+                                                                 {0x1p-61f, 1.0f},
+                                                                 {0x1p61f, 1.0f},
+                                                                 {1.0f, inf},
+                                                                 {inf, 1.0f},
+                                                                 {nan, 1.0f},
+                                                                 {1.0f, nan},
+                                                                 {1e-40f, 1.0f},
+                                                                 {1.0f, 1e-40f},
+                                                                 {0.0f, 0.0f}})
+    a.push_back(x), b.push_back(y);
+  runtime::cuda::CUdeviceptr da = 0, db = 0;
+  ASSERT_EQ(api->cuMemAlloc(&da, a.size() * 4), 0);
+  ASSERT_EQ(api->cuMemAlloc(&db, b.size() * 4), 0);
+  ASSERT_EQ(api->cuMemcpyHtoDAsync(da, a.data(), a.size() * 4, stream), 0);
+  ASSERT_EQ(api->cuMemcpyHtoDAsync(db, b.data(), b.size() * 4, stream), 0);
+  unsigned int all = static_cast<unsigned int>(a.size()), in = static_cast<unsigned int>(inside);
+  auto [dbad, dfast] = run("divisions", {&da, &db, &in});
+  EXPECT_EQ(dbad, 0u);
+  EXPECT_EQ(dfast, inside);
+  auto [obad, ofast] = run("divisions", {&da, &db, &all});
+  EXPECT_EQ(obad, 0u);
+  EXPECT_EQ(ofast, inside) << "pairs outside the range said to be exact";
+  EXPECT_EQ(api->cuMemFree(da), 0);
+  EXPECT_EQ(api->cuMemFree(db), 0);
+  EXPECT_EQ(api->cuMemFree(out), 0);
+  EXPECT_EQ(api->cuModuleUnload(module), 0);
+  EXPECT_EQ(api->cuStreamDestroy(stream), 0);
+  runtime::cuda::CUcontext popped = nullptr;
+  EXPECT_EQ(api->cuCtxPopCurrent(&popped), 0);
+}
+
 // $OPTJIT_CUDA_SOURCE: the kernels compile from a hand-edited copy of the emitted source
 // (an experiment timed before the emitter writes it), which the kernel cache keys apart from
 // the emitted one; a file emitted for other kernels, or none, is a clear error.
@@ -463,10 +621,13 @@ TEST(CudaGraph, FollowsTheHostsHyperparametersAndRestoredCheckpoints) {
 // scales and parameters as the CPU backend, bit for bit, host-driven, as a device step and as
 // a graph (quant_test checks the CPU against the reference and OpenCL against the CPU).
 TEST(Cuda, QuantizedStateStepsTheCpusBits) {
+  // Every 997th element 0 (square roots of 0 and divisions of 0 in the step; interleaved
+  // elements compute those vectors again one by one).
   auto fill = [](std::vector<float>& v, float k, int step) {
     for (size_t i = 0; i < v.size(); ++i)
-      v[i] = std::sin(k * static_cast<float>(i) + static_cast<float>(step)) *
-             std::exp(-0.001f * static_cast<float>(i % 3000));
+      v[i] = i % 997 == 5 ? 0.0f
+                          : std::sin(k * static_cast<float>(i) + static_cast<float>(step)) *
+                                std::exp(-0.001f * static_cast<float>(i % 3000));
   };
   for (
       const char* pipeline :
@@ -520,7 +681,7 @@ TEST(Cuda, QuantizedStateStepsTheCpusBits) {
       return std::make_pair(a, state);
     };
     const auto want = run({});
-    for (int mode = 0; mode < 15; ++mode) {
+    for (int mode = 0; mode < 17; ++mode) {
       OptimizerOptions o;
       o.backend = Backend::cuda;
       o.device_step = mode > 0;
@@ -573,6 +734,22 @@ TEST(Cuda, QuantizedStateStepsTheCpusBits) {
         o.cuda_graph = true;
         o.gpu_launch = codegen::GpuLaunch{.ahead = 1};
       }
+      // A vector's elements side by side with branch-free divisions and square roots (what
+      // they cannot round exactly, zeros' square roots among them, computed again one by one;
+      // the reductions in the elements' order): vectors of 4; of 2 with two blocks a trip in
+      // chunks of 512, two sweeps and shared tables, as a graph.
+      if (mode == 15) o.gpu_launch = codegen::GpuLaunch{.vec = 4, .interleave = true};
+      if (mode == 16) {
+        o.cuda_graph = true;
+        o.gpu_launch = codegen::GpuLaunch{.block = 64,
+                                          .items = 2,
+                                          .vec = 2,
+                                          .chunk_elements = 512,
+                                          .shared_tables = true,
+                                          .recompute = true,
+                                          .interleave = true,
+                                          .ahead = 1};
+      }
       const auto got = run(o);
       EXPECT_EQ(got.first, want.first) << pipeline << " mode " << mode;
       EXPECT_TRUE(got.second == want.second) << pipeline << " mode " << mode << ": the state";
@@ -596,6 +773,8 @@ TEST(Cuda, QuantizedStateDequantizesEveryCodeToItsMapValue) {
   testing::quant::check_every_code(
       {.backend = Backend::cuda,
        .gpu_launch = codegen::GpuLaunch{.vec = 4, .recompute = true, .ahead = 1}});
+  testing::quant::check_every_code(
+      {.backend = Backend::cuda, .gpu_launch = codegen::GpuLaunch{.vec = 4, .interleave = true}});
 }
 
 // Stochastic rounding (bf16_sr state, bf16 parameters) draws the CPU backend's bits
@@ -622,6 +801,10 @@ TEST(Cuda, StochasticRoundingDrawsTheCpusBits) {
   // Recomputed: the second sweep rounds and stores (the first stores nothing).
   testing::check_stochastic_rounding_draws_the_cpus_bits(
       {.backend = Backend::cuda, .gpu_launch = codegen::GpuLaunch{.vec = 4, .recompute = true}},
+      "8bit");
+  // Interleaved: each element draws with its own index, side by side.
+  testing::check_stochastic_rounding_draws_the_cpus_bits(
+      {.backend = Backend::cuda, .gpu_launch = codegen::GpuLaunch{.vec = 4, .interleave = true}},
       "8bit");
 }
 

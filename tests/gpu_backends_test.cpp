@@ -163,10 +163,10 @@ TEST(GpuLaunch, ParsesWhatUsersWriteAndWhatTheCacheStores) {
   };
   EXPECT_EQ(msg("warp=32"),
             "unknown launch parameter 'warp' (block, items, vec, grid, chunk, tables, prefetch, "
-            "recompute, ahead, resident)");
+            "recompute, interleave, ahead, resident)");
   EXPECT_EQ(msg("vec"),
             "launch parameter 'vec' is not name=value (block, items, vec, grid, chunk, tables, "
-            "prefetch, recompute, ahead, resident)");
+            "prefetch, recompute, interleave, ahead, resident)");
   // Recomputing, L2 prefetching trips ahead and resident threads per SM (the launch bound):
   // code variants of their own, stored after tables= and prefetch= in this order; decisions
   // stored without them still parse, as none of them (512 resident threads).
@@ -177,6 +177,9 @@ TEST(GpuLaunch, ParsesWhatUsersWriteAndWhatTheCacheStores) {
            Stored{"vec=4,recompute=1", "block=256,items=1,vec=4", ",recompute=1"},
            Stored{"ahead=2", "block=256,items=1,vec=1", ",ahead=2"},
            Stored{"ahead=8,recompute=1,vec=2", "block=256,items=1,vec=2", ",recompute=1,ahead=8"},
+           Stored{"interleave=1,vec=4", "block=256,items=1,vec=4", ",interleave=1"},
+           Stored{"ahead=2,interleave=1,recompute=1,vec=4", "block=256,items=1,vec=4",
+                  ",recompute=1,interleave=1,ahead=2"},
            Stored{"resident=768", "block=256,items=1,vec=1", ",resident=768"},
            Stored{"resident=1024,prefetch=1,tables=shared", "block=256,items=1,vec=1",
                   ",tables=shared,prefetch=1,resident=1024"},
@@ -197,8 +200,9 @@ TEST(GpuLaunch, ParsesWhatUsersWriteAndWhatTheCacheStores) {
   EXPECT_EQ(codegen::GpuLaunch::from_text("resident=512")->to_string(),
             codegen::GpuLaunch{}.to_string());
   // Stored decisions out of order, with a default written out, or out of range: refused.
-  for (const char* bad : {",ahead=0", ",ahead=9", ",ahead=1,recompute=1", ",recompute=0",
-                          ",resident=768,prefetch=1", ",resident=100", ",resident=768x"})
+  for (const char* bad :
+       {",ahead=0", ",ahead=9", ",ahead=1,recompute=1", ",recompute=0", ",resident=768,prefetch=1",
+        ",resident=100", ",resident=768x", ",interleave=1,recompute=1", ",interleave=0"})
     EXPECT_FALSE(codegen::GpuLaunch::parse(l->to_string() + bad)) << bad;
   for (const auto& [text, error] : std::vector<std::pair<const char*, const char*>>{
            {"recompute=2", "launch parameter recompute: '2' is not 0 or 1"},
@@ -206,6 +210,11 @@ TEST(GpuLaunch, ParsesWhatUsersWriteAndWhatTheCacheStores) {
            {"vec=4,recompute=1,prefetch=1",
             "recompute=1 and prefetch=1 exclude each other: prefetching takes one element a "
             "lane, recomputing works in vectors"},
+           {"interleave=2", "launch parameter interleave: '2' is not 0 or 1"},
+           {"interleave=1", "interleave=1 needs vec=2, 4 or 8 (CUDA's quantized path in vectors)"},
+           {"vec=4,interleave=1,prefetch=1",
+            "interleave=1 and prefetch=1 exclude each other: prefetching takes one element a "
+            "lane, interleaving works in vectors"},
            {"ahead=9", "trips ahead 9 is not in 0..8"},
            {"ahead=-1", "trips ahead -1 is not in 0..8"},
            {"ahead=1,ahead=2", "launch parameter ahead is given twice"},
@@ -427,6 +436,56 @@ TEST(Nvrtc, RecomputeAndAheadCompileOrSayWhyNot) {
   EXPECT_EQ(small ? std::string("no error") : small.error().message,
             "recompute=1: blocks of 16 threads are not whole warps, so no warp quantizes blocks "
             "of its own");
+}
+
+// interleave=1 (a vector's elements side by side, branch-free f32 division and square root):
+// the helpers and the side-by-side statements are there, with the one-by-one path after them,
+// and each format compiles with no spills; OpenCL and WGSL refuse it, as do lanes that are not
+// vectors.
+TEST(Nvrtc, InterleavedElementsCompileOrSayWhyNot) {
+  ASSERT_TRUE(codegen::have_nvrtc());
+  for (const char* format : {"8bit", "f8", "4bit"}) {
+    SCOPED_TRACE(format);
+    auto plan = compile_pipeline(fmt::format(
+        R"(chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, state_format="{}")))", format));
+    ASSERT_TRUE(plan) << plan.error().message;
+    auto src = codegen::emit_c(*plan, {codegen::CLanguage::cuda, {.vec = 4, .interleave = true}});
+    ASSERT_TRUE(src) << src.error().message;
+    EXPECT_NE(src->find("__device__ __forceinline__ float optjit_fdiv(float a, float b, bool& ok)"),
+              std::string::npos);
+    EXPECT_NE(src->find("= optjit_fsqrt(v"), std::string::npos);
+    EXPECT_NE(src->find("_3 = optjit_fdiv(v"), std::string::npos);
+    EXPECT_NE(src->find("if (!done) {"), std::string::npos);
+    auto cubin = codegen::compile_cubin(*src, "sm_90");
+    ASSERT_TRUE(cubin) << cubin.error().message;
+    for (const auto& k : cubin->kernels)
+      EXPECT_EQ(k.spill_stores + k.spill_loads, 0) << k.name << " spills";
+    for (auto language : {codegen::CLanguage::opencl, codegen::CLanguage::wgsl}) {
+      auto other = codegen::emit_c(*plan, {language, {.vec = 4, .interleave = true}});
+      EXPECT_EQ(other ? std::string("no error") : other.error().message,
+                fmt::format("the {} backend quantizes a block per work-group through local "
+                            "memory: interleave=1 is CUDA's (its warps' quantized path in "
+                            "vectors)",
+                            language == codegen::CLanguage::opencl ? "opencl" : "wgsl"));
+    }
+  }
+  auto plan = compile_pipeline(R"(adamw(lr=1e-3, state_format="4bit"))");
+  ASSERT_TRUE(plan) << plan.error().message;
+  auto wide = codegen::emit_c(*plan, {codegen::CLanguage::cuda, {.vec = 8, .interleave = true}});
+  EXPECT_EQ(wide ? std::string("no error") : wide.error().message,
+            "interleave=1: vec=8 does not divide the 4 elements a lane of 128-element "
+            "quantization blocks, so the quantized path does not run in vectors");
+  auto small = codegen::emit_c(
+      *plan, {codegen::CLanguage::cuda, {.block = 16, .vec = 4, .interleave = true}});
+  EXPECT_EQ(small ? std::string("no error") : small.error().message,
+            "interleave=1: blocks of 16 threads are not whole warps, so no warp quantizes blocks "
+            "of its own");
+  // Without quantized state the option changes nothing.
+  auto plain = compile_pipeline("adamw(lr=1e-3)");
+  ASSERT_TRUE(plain) << plain.error().message;
+  EXPECT_EQ(
+      codegen::emit_c(*plain, {codegen::CLanguage::cuda, {.vec = 4, .interleave = true}}).value(),
+      codegen::emit_c(*plain, {codegen::CLanguage::cuda, {.vec = 4}}).value());
 }
 
 TEST(Nvrtc, BadArchitectureIsAClearError) {

@@ -314,6 +314,15 @@ inline float optjit_emu_f16_to_f32(unsigned short h) {
 inline unsigned short optjit_emu_f32_to_f16(float f) {
   return std::bit_cast<unsigned short>(static_cast<_Float16>(f));
 }
+// The arithmetic optjit's branch-free division and square root write (GpuLaunch::interleave),
+// and the approximations they start from (rcp.approx, rsqrt.approx), here correctly rounded:
+// with those, both sequences round correctly (ptxas's own on a GPU, with MUFU's approximations).
+inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float optjit_emu_rcp(float b) { return static_cast<float>(1.0 / static_cast<double>(b)); }
+inline float optjit_emu_rsqrt(float x) {
+  return static_cast<float>(1.0 / std::sqrt(static_cast<double>(x)));
+}
 // prefetch.global.L2, a hint with no result: there is no cache to fill, so it reads the byte,
 // and a kernel that asks for a line outside every allocation stops as one that touches it.
 inline void optjit_emu_prefetch(const void* a) { (void)*static_cast<const volatile char*>(a); }

@@ -53,6 +53,8 @@ bool replace_asm(std::string& src, std::string& log) {
       {R"(asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));)", "f = optjit_emu_f16_to_f32(h);"},
       {R"(asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));)", "h = optjit_emu_f32_to_f16(f);"},
       {R"(asm volatile("prefetch.global.L2 [%0];" : : "l"(a));)", "optjit_emu_prefetch(a);"},
+      {R"(asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(b));)", "y = optjit_emu_rcp(b);"},
+      {R"(asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));)", "r = optjit_emu_rsqrt(x);"},
   };
   for (const auto& [from, to] : known)
     for (size_t at; (at = src.find(from)) != std::string::npos;) src.replace(at, from.size(), to);

@@ -168,12 +168,12 @@ quick() {
 
 # #12 on the GPU: clip + AdamW with each state format at 268M parameters, as a graph, against
 # the roofline of its own bytes per parameter (optjit bench's "of copy"): the default launch,
-# then vectors of 4 elements a lane (--launch vec=4) alone, with 768 threads resident per SM
-# (80 registers a thread, spills traded for occupancy), with the lines of the trips 1 or 2
-# ahead fetched into L2 (ahead=N), and with two sweeps a trip (recompute=1: fewer registers,
-# the inputs loaded twice), alone, with ahead=2 and with resident=768; 4-bit also with each
-# warp's next trip prefetched (--launch prefetch=1), alone and with ahead=1 (about 12 s a bench
-# on an H100: 30 benches).
+# then vectors of 4 elements a lane (--launch vec=4) alone, with a vector's elements side by
+# side (interleave=1), alone and with the lines of the trip 2 ahead fetched into L2 (ahead=2),
+# with ahead=2 alone, with two sweeps a trip (recompute=1: fewer registers, the inputs loaded
+# twice), alone and with ahead=2, and with 768 threads resident per SM (80 registers a thread,
+# spills traded for occupancy); 4-bit also with each warp's next trip prefetched (--launch
+# prefetch=1), alone and with ahead=1 (about 12 s a bench on an H100: 30 benches).
 quant() {
   local f t l n=268435456 base=$root/baseline
   "$optjit" bench "$P" --backend cuda --numel $n --steps 5 --reps 5 --no-unfused --step graph
@@ -187,10 +187,11 @@ quant() {
         --step graph --launch tables=global
     fi
     # This build (prefetching the next trip helped only 4-bit on the H100, 2026-11-27; two
-    # blocks a warp trip were slower for every format).
-    local ls="tables=global vec=4 vec=4,resident=768 vec=4,ahead=1"
-    ls="$ls vec=4,ahead=2 vec=4,recompute=1 vec=4,recompute=1,ahead=2"
-    ls="$ls vec=4,recompute=1,resident=768"
+    # blocks a warp trip were slower for every format), the likeliest first: interleaved
+    # elements (ncu's largest stall for 8-bit and fp8 was fixed-latency dependencies), L2
+    # prefetches, two sweeps, more resident threads.
+    local ls="tables=global vec=4 vec=4,interleave=1 vec=4,interleave=1,ahead=2 vec=4,ahead=2"
+    ls="$ls vec=4,recompute=1 vec=4,recompute=1,ahead=2 vec=4,resident=768"
     [ $f = 4bit ] && ls="$ls prefetch=1 prefetch=1,ahead=1"
     for l in $ls; do
       echo "# this build, $f, $l"
@@ -222,17 +223,18 @@ bf16() {
 }
 
 # Where the quantized steps' time goes: Nsight Compute on the update pass (optjit_pass_1) of
-# clip + AdamW with 4-bit (vectors of 4 a lane), 8-bit (also with vectors, and with vectors,
-# two sweeps and L2 prefetches 2 trips ahead) and fp8 state at 64M parameters (speed of
-# light, memory, warp stalls, issue slots, occupancy, and the SASS lines where warps stall
-# most; each stall reason's cycles per issued instruction, which the sections name only the
-# largest of: long_scoreboard is memory, wait and short_scoreboard fixed and MUFU latencies);
-# the reports' text in profile.log.
+# clip + AdamW with 4-bit (vectors of 4 a lane), 8-bit (also with vectors, interleaved
+# vectors, and vectors with two sweeps and L2 prefetches 2 trips ahead) and fp8 state at 64M
+# parameters (speed of light, memory, warp stalls, issue slots, occupancy, and the SASS lines
+# where warps stall most; each stall reason's cycles per issued instruction, which the
+# sections name only the largest of: long_scoreboard is memory, wait and short_scoreboard
+# fixed and MUFU latencies); the reports' text in profile.log.
 profile() {
   local f ncu
   ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
   [ -n "$ncu" ] || { echo "profile: no ncu here"; return 1; }
-  for f in 4bit:global,vec=4 8bit:global 8bit:global,vec=4 8bit:global,vec=4,recompute=1,ahead=2 f8:global; do
+  for f in 4bit:global,vec=4 8bit:global 8bit:global,vec=4 8bit:global,vec=4,interleave=1 \
+    8bit:global,vec=4,recompute=1,ahead=2 f8:global; do
     echo "### ${f%%:*}, tables=${f#*:}"
     "$ncu" --clock-control none --kernel-name optjit_pass_1 --launch-count 1 \
       --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
