@@ -201,26 +201,22 @@ class KernelWriter {
       shared(acc_type(pass_.body.at(red_inst(r)).op, red_arg_type(r)), red(r), launch_.block);
     for (uint32_t b : *used)
       if (plan_.buffers[b].quant != ir::Quant::none) quant_.push_back(b);
-    if (!quant_.empty() && launch_.recompute && !warp_blocks())
-      return make_error(
-          "recompute=1: blocks of {} threads are not whole warps, so no warp quantizes blocks "
-          "of its own",
-          launch_.block);
-    if (!quant_.empty() && launch_.recompute && warp_vectors() == 1)
-      return make_error(
-          "recompute=1: vec={} does not divide the {} elements a lane of {}-element "
-          "quantization blocks, so the quantized path does not run in vectors",
-          launch_.vec, ir::quant_block(plan_.buffers) / 32, ir::quant_block(plan_.buffers));
-    if (!quant_.empty() && launch_.interleave && !warp_blocks())
-      return make_error(
-          "interleave=1: blocks of {} threads are not whole warps, so no warp quantizes blocks "
-          "of its own",
-          launch_.block);
-    if (!quant_.empty() && launch_.interleave && warp_vectors() == 1)
-      return make_error(
-          "interleave=1: vec={} does not divide the {} elements a lane of {}-element "
-          "quantization blocks, so the quantized path does not run in vectors",
-          launch_.vec, ir::quant_block(plan_.buffers) / 32, ir::quant_block(plan_.buffers));
+    // The options of the warps' quantized path in vectors.
+    for (const auto& [set, option] :
+         {std::pair{launch_.recompute, "recompute"}, std::pair{launch_.interleave, "interleave"}}) {
+      if (quant_.empty() || !set) continue;
+      if (!warp_blocks())
+        return make_error(
+            "{}=1: blocks of {} threads are not whole warps, so no warp quantizes blocks of its "
+            "own",
+            option, launch_.block);
+      if (warp_vectors() == 1)
+        return make_error(
+            "{}=1: vec={} does not divide the {} elements a lane of {}-element quantization "
+            "blocks, so the quantized path does not run in vectors",
+            option, launch_.vec, ir::quant_block(plan_.buffers) / 32,
+            ir::quant_block(plan_.buffers));
+    }
     if (!quant_.empty() && !warp_blocks()) {
       for (uint32_t b : stores_)
         if (quantized(b)) shared(L_.value_type(DType::f32), qv(b), ir::quant_block(plan_.buffers));

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <limits>
 #include <set>
+#include <tuple>
 
 namespace optjit::codegen {
 
@@ -168,18 +169,17 @@ Status GpuLaunch::validate() const {
   if (resident < 32 || resident > 2048 || resident % 32 != 0)
     return make_error("resident threads {} per SM is not a multiple of 32 in 32..2048", resident);
   if (ahead < 0 || ahead > 8) return make_error("trips ahead {} is not in 0..8", ahead);
-  if (recompute && prefetch)
-    return make_error(
-        "recompute=1 and prefetch=1 exclude each other: prefetching takes one element a lane, "
-        "recomputing works in vectors");
-  if (recompute && vec == 1)
-    return make_error("recompute=1 needs vec=2, 4 or 8 (CUDA's quantized path in vectors)");
-  if (interleave && prefetch)
-    return make_error(
-        "interleave=1 and prefetch=1 exclude each other: prefetching takes one element a lane, "
-        "interleaving works in vectors");
-  if (interleave && vec == 1)
-    return make_error("interleave=1 needs vec=2, 4 or 8 (CUDA's quantized path in vectors)");
+  // The options of CUDA's quantized path in vectors.
+  for (const auto& [set, option, doing] : {std::tuple{recompute, "recompute", "recomputing"},
+                                           std::tuple{interleave, "interleave", "interleaving"}}) {
+    if (set && prefetch)
+      return make_error(
+          "{}=1 and prefetch=1 exclude each other: prefetching takes one element a lane, {} "
+          "works in vectors",
+          option, doing);
+    if (set && vec == 1)
+      return make_error("{}=1 needs vec=2, 4 or 8 (CUDA's quantized path in vectors)", option);
+  }
   if (chunk_elements % vec != 0)
     return make_error("chunk size {} is not a multiple of the vector width {}", chunk_elements,
                       vec);

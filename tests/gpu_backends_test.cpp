@@ -423,25 +423,32 @@ TEST(Nvrtc, RecomputeAndAheadCompileOrSayWhyNot) {
     }
   }
   // 4-bit blocks of 128 give a lane 4 elements: vectors of 8 do not fit, so neither does
-  // recomputing in them.
+  // recomputing or interleaving in them; nor blocks of fewer threads than a warp (the
+  // work-group quantizes a block at a time).
   auto plan = compile_pipeline(R"(adamw(lr=1e-3, state_format="4bit"))");
   ASSERT_TRUE(plan) << plan.error().message;
-  auto src = codegen::emit_c(*plan, {codegen::CLanguage::cuda, {.vec = 8, .recompute = true}});
-  EXPECT_EQ(src ? std::string("no error") : src.error().message,
-            "recompute=1: vec=8 does not divide the 4 elements a lane of 128-element "
-            "quantization blocks, so the quantized path does not run in vectors");
-  // Nor in blocks of fewer threads than a warp (the work-group quantizes a block at a time).
-  auto small = codegen::emit_c(
-      *plan, {codegen::CLanguage::cuda, {.block = 16, .vec = 4, .recompute = true}});
-  EXPECT_EQ(small ? std::string("no error") : small.error().message,
-            "recompute=1: blocks of 16 threads are not whole warps, so no warp quantizes blocks "
-            "of its own");
+  for (const char* option : {"recompute", "interleave"}) {
+    const bool recompute = std::string(option) == "recompute";
+    auto wide = codegen::emit_c(
+        *plan,
+        {codegen::CLanguage::cuda, {.vec = 8, .recompute = recompute, .interleave = !recompute}});
+    EXPECT_EQ(wide ? std::string("no error") : wide.error().message,
+              fmt::format("{}=1: vec=8 does not divide the 4 elements a lane of 128-element "
+                          "quantization blocks, so the quantized path does not run in vectors",
+                          option));
+    auto small = codegen::emit_c(
+        *plan, {codegen::CLanguage::cuda,
+                {.block = 16, .vec = 4, .recompute = recompute, .interleave = !recompute}});
+    EXPECT_EQ(small ? std::string("no error") : small.error().message,
+              fmt::format("{}=1: blocks of 16 threads are not whole warps, so no warp "
+                          "quantizes blocks of its own",
+                          option));
+  }
 }
 
 // interleave=1 (a vector's elements side by side, branch-free f32 division and square root):
 // the helpers and the side-by-side statements are there, with the one-by-one path after them,
-// and each format compiles with no spills; OpenCL and WGSL refuse it, as do lanes that are not
-// vectors.
+// and each format compiles with no spills; OpenCL and WGSL refuse it.
 TEST(Nvrtc, InterleavedElementsCompileOrSayWhyNot) {
   ASSERT_TRUE(codegen::have_nvrtc());
   for (const char* format : {"8bit", "f8", "4bit"}) {
@@ -469,18 +476,8 @@ TEST(Nvrtc, InterleavedElementsCompileOrSayWhyNot) {
                             language == codegen::CLanguage::opencl ? "opencl" : "wgsl"));
     }
   }
-  auto plan = compile_pipeline(R"(adamw(lr=1e-3, state_format="4bit"))");
-  ASSERT_TRUE(plan) << plan.error().message;
-  auto wide = codegen::emit_c(*plan, {codegen::CLanguage::cuda, {.vec = 8, .interleave = true}});
-  EXPECT_EQ(wide ? std::string("no error") : wide.error().message,
-            "interleave=1: vec=8 does not divide the 4 elements a lane of 128-element "
-            "quantization blocks, so the quantized path does not run in vectors");
-  auto small = codegen::emit_c(
-      *plan, {codegen::CLanguage::cuda, {.block = 16, .vec = 4, .interleave = true}});
-  EXPECT_EQ(small ? std::string("no error") : small.error().message,
-            "interleave=1: blocks of 16 threads are not whole warps, so no warp quantizes blocks "
-            "of its own");
-  // Without quantized state the option changes nothing.
+  // (Lanes that are not vectors: Nvrtc.RecomputeAndAheadCompileOrSayWhyNot.) Without
+  // quantized state the option changes nothing.
   auto plain = compile_pipeline("adamw(lr=1e-3)");
   ASSERT_TRUE(plain) << plain.error().message;
   EXPECT_EQ(
