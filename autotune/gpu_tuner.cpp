@@ -200,19 +200,21 @@ SearchSpace cuda_space(const plan::Plan& plan, const runtime::DeviceDescription&
   // Quantized state: its code tables read from global memory or from shared copies first, then
   // vectors and items, then each warp's next trip prefetched or not (prefetching takes one
   // element a lane at a time, so it is tried on the best vector shape, not before vectors are),
-  // then two sweeps a trip or one, a vector's elements side by side or one by one, then L2
-  // prefetches 0, 1 or 2 trips ahead.
+  // then two sweeps a trip or one, then L2 prefetches 0, 1 or 2 trips ahead.
   // These stages come before block, grid and chunk: they change its kernels the most, and the
   // candidate cap (24 by default) would end the search before them.
   if (!codegen::constant_tables(plan).empty()) {
     auto both = [](bool codegen::GpuLaunch::*field) { return each(field, {false, true}); };
     space.stages.insert(space.stages.begin(), both(&codegen::GpuLaunch::shared_tables));
     space.stages.insert(space.stages.begin() + 2, both(&codegen::GpuLaunch::prefetch));
-    // Two sweeps a trip and interleaved elements (valid on vectors only: vary drops them
-    // elsewhere), then the lines of trips ahead fetched into L2.
+    // Two sweeps a trip (valid on vectors only: vary drops it elsewhere), then the lines of
+    // trips ahead fetched into L2.
+    // Not yet interleave=1: its branch-free division and root rest on MUFU's approximations
+    // being what ptxas's own fast paths assume, which only a GPU can check
+    // (Cuda.BranchFreeDivisionAndSquareRootRoundAsTheOperators); the tuner must not choose a
+    // kernel before that has passed.
     space.stages.insert(space.stages.begin() + 3, both(&codegen::GpuLaunch::recompute));
-    space.stages.insert(space.stages.begin() + 4, both(&codegen::GpuLaunch::interleave));
-    space.stages.insert(space.stages.begin() + 5, each(&codegen::GpuLaunch::ahead, {0, 1, 2}));
+    space.stages.insert(space.stages.begin() + 4, each(&codegen::GpuLaunch::ahead, {0, 1, 2}));
   }
   space.prune = [&plan, arch = d.arch, cache](const std::string& config) {
     return cuda_prune(plan, arch, codegen::GpuLaunch::parse(config).value(), cache);
