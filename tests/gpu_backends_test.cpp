@@ -53,6 +53,7 @@ struct GoldenCase {
   int block = 256, items = 1, vec = 1;
   bool device_step = false;
   bool shared_tables = false;
+  bool interleave = false;
 };
 
 class Golden : public ::testing::TestWithParam<GoldenCase> {};
@@ -61,10 +62,13 @@ TEST_P(Golden, EmittedSourceIsPinned) {
   const auto& g = GetParam();
   auto plan = compile_pipeline(g.pipeline, {g.dtype, g.dtype, g.dtype});
   ASSERT_TRUE(plan) << plan.error().message;
-  const codegen::CEmitOptions options{
-      g.language,
-      {.block = g.block, .items = g.items, .vec = g.vec, .shared_tables = g.shared_tables},
-      g.device_step};
+  const codegen::CEmitOptions options{g.language,
+                                      {.block = g.block,
+                                       .items = g.items,
+                                       .vec = g.vec,
+                                       .shared_tables = g.shared_tables,
+                                       .interleave = g.interleave},
+                                      g.device_step};
   auto src = codegen::emit_c(*plan, options);
   ASSERT_TRUE(src) << src.error().message;
   auto again = codegen::emit_c(*plan, options);
@@ -116,6 +120,11 @@ INSTANTIATE_TEST_SUITE_P(
         GoldenCase{"clip_adamw_8bit_bf16_v4.cu",
                    R"(chain(clip_grad_norm(max_norm=1.0), adamw(state_format="8bit")))",
                    DType::bf16, codegen::CLanguage::cuda, 256, 1, 4},
+        // A vector's elements side by side (interleave=1): branch-free division and square
+        // root, reductions and absmax where they were exact, the elements one by one otherwise.
+        GoldenCase{"clip_adamw_8bit_v4_interleave.cu",
+                   R"(chain(clip_grad_norm(max_norm=1.0), adamw(state_format="8bit")))", DType::f32,
+                   codegen::CLanguage::cuda, 256, 1, 4, false, false, true},
         GoldenCase{"clip_adamw_4bit.cl",
                    R"(chain(clip_grad_norm(max_norm=1.0), adamw(state_format="4bit")))", DType::f32,
                    codegen::CLanguage::opencl},
