@@ -598,27 +598,30 @@ class KernelWriter {
   // Quantized buffer b's absmax per block of the trip (am<b>, each lane's so far) reduced across
   // the warp by exchanges (the blocks' chains interleaved), each block's scale sb<b> from it,
   // written by lane 0 where the block is in the chunk.
-  std::string trip_scales(uint32_t b, int G) const {
+  std::string trip_scales(const std::vector<uint32_t>& bs, int G) const {
     const std::string U = L_.u32(), F = L_.value_type(DType::f32);
     std::string s;
+    // The buffers' exchanges side by side (several: GpuLaunch::interleave), mask by mask.
     for (int m = 16; m > 0; m >>= 1)
+      for (uint32_t b : bs)
+        for (int g = 0; g < G; ++g) {
+          const std::string am = trip_name("am", b, g, G),
+                            x = G == 1 ? fmt::format("x{}_{}", b, m)
+                                       : fmt::format("x{}_{}_{}", b, g, m);
+          s += "        " + L_.let(U, x, L_.warp_xor_u32(am, m)) + "\n        " +
+               fmt::format("{} = {};", am, max_u32(am, x)) + "\n";
+        }
+    for (uint32_t b : bs)
       for (int g = 0; g < G; ++g) {
-        const std::string am = trip_name("am", b, g, G),
-                          x = G == 1 ? fmt::format("x{}_{}", b, m)
-                                     : fmt::format("x{}_{}_{}", b, g, m);
-        s += "        " + L_.let(U, x, L_.warp_xor_u32(am, m)) + "\n        " +
-             fmt::format("{} = {};", am, max_u32(am, x)) + "\n";
+        s += "        " +
+             L_.let(F, trip_name("ab", b, g, G),
+                    fmt::format("OPTJIT_BITS_F32({})", trip_name("am", b, g, G))) +
+             "\n        " + scale_of(b, trip_name("ab", b, g, G), trip_name("sb", b, g, G)) + "\n";
+        s += fmt::format(
+            "        if ({}) {{\n          {} = {};\n        }}\n",
+            g == 0 ? "lane == 0" : fmt::format("lane == 0 && {} > 0", trip_name("n", g, G)),
+            L_.scale_at(b, trip_name("blk", g, G)), trip_name("sb", b, g, G));
       }
-    for (int g = 0; g < G; ++g) {
-      s += "        " +
-           L_.let(F, trip_name("ab", b, g, G),
-                  fmt::format("OPTJIT_BITS_F32({})", trip_name("am", b, g, G))) +
-           "\n        " + scale_of(b, trip_name("ab", b, g, G), trip_name("sb", b, g, G)) + "\n";
-      s += fmt::format(
-          "        if ({}) {{\n          {} = {};\n        }}\n",
-          g == 0 ? "lane == 0" : fmt::format("lane == 0 && {} > 0", trip_name("n", g, G)),
-          L_.scale_at(b, trip_name("blk", g, G)), trip_name("sb", b, g, G));
-    }
     return s;
   }
 
@@ -842,7 +845,7 @@ class KernelWriter {
     }
     for (uint32_t b : stores_) {
       if (!quantized(b)) continue;
-      s += trip_scales(b, G);
+      s += trip_scales({b}, G);
       for (int k = 0; k < K * G; ++k) {
         const std::string code = code_of(b, fmt::format("Q{}_{}", b, k), per("sb", b, k / K));
         if (bits(b) != 4) {
@@ -1137,9 +1140,13 @@ class KernelWriter {
         if (!b) return b.error();
         s += *b;
       }
-      for (uint32_t b : stores_) {
-        if (!quantized(b)) continue;
-        s += trip_scales(b, G);
+      // Each buffer's exchange then codes; interleaved, every exchange first, side by side.
+      std::vector<uint32_t> quantized_stores;
+      for (uint32_t b : stores_)
+        if (quantized(b)) quantized_stores.push_back(b);
+      if (launch_.interleave) s += trip_scales(quantized_stores, G);
+      for (uint32_t b : quantized_stores) {
+        if (!launch_.interleave) s += trip_scales({b}, G);
         for (int k = 0; k < K * G; ++k) s += codes(b, k, in);
       }
     } else {
@@ -1155,8 +1162,13 @@ class KernelWriter {
         s += *b;
       }
       s += in + "}\n";
+      std::vector<uint32_t> quantized_stores;
       for (uint32_t b : stores_)
-        if (quantized(b)) s += trip_scales(b, G);
+        if (quantized(b)) quantized_stores.push_back(b);
+      if (launch_.interleave)
+        s += trip_scales(quantized_stores, G);
+      else
+        for (uint32_t b : quantized_stores) s += trip_scales({b}, G);
       // Each vector again: loaded, computed, stored and quantized.
       for (int k = 0; k < K * G; ++k) {
         s += in + "{\n" + loads(k, in2);

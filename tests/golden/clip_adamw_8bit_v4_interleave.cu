@@ -1454,18 +1454,33 @@ extern "C" __global__ void __launch_bounds__(256, 2) optjit_pass_1(const OptjitR
         }
         const unsigned int x2_16 = __shfl_xor_sync(0xffffffffu, am2, 16);
         am2 = am2 > x2_16 ? am2 : x2_16;
+        const unsigned int x4_16 = __shfl_xor_sync(0xffffffffu, am4, 16);
+        am4 = am4 > x4_16 ? am4 : x4_16;
         const unsigned int x2_8 = __shfl_xor_sync(0xffffffffu, am2, 8);
         am2 = am2 > x2_8 ? am2 : x2_8;
+        const unsigned int x4_8 = __shfl_xor_sync(0xffffffffu, am4, 8);
+        am4 = am4 > x4_8 ? am4 : x4_8;
         const unsigned int x2_4 = __shfl_xor_sync(0xffffffffu, am2, 4);
         am2 = am2 > x2_4 ? am2 : x2_4;
+        const unsigned int x4_4 = __shfl_xor_sync(0xffffffffu, am4, 4);
+        am4 = am4 > x4_4 ? am4 : x4_4;
         const unsigned int x2_2 = __shfl_xor_sync(0xffffffffu, am2, 2);
         am2 = am2 > x2_2 ? am2 : x2_2;
+        const unsigned int x4_2 = __shfl_xor_sync(0xffffffffu, am4, 2);
+        am4 = am4 > x4_2 ? am4 : x4_2;
         const unsigned int x2_1 = __shfl_xor_sync(0xffffffffu, am2, 1);
         am2 = am2 > x2_1 ? am2 : x2_1;
+        const unsigned int x4_1 = __shfl_xor_sync(0xffffffffu, am4, 1);
+        am4 = am4 > x4_1 ? am4 : x4_1;
         const float ab2 = OPTJIT_BITS_F32(am2);
         const float sb2 = ab2;
         if (lane == 0) {
           s2[blk] = sb2;
+        }
+        const float ab4 = OPTJIT_BITS_F32(am4);
+        const float sb4 = ab4;
+        if (lane == 0) {
+          s4[blk] = sb4;
         }
         if (r0 >= 4) {
           const unsigned int c2_0_0 = (sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_0.v[0] * (1.0f / sb2)));
@@ -1490,21 +1505,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) optjit_pass_1(const OptjitR
           if (r1 > 1) q2[i1 + 1] = (sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_1.v[1] * (1.0f / sb2)));
           if (r1 > 2) q2[i1 + 2] = (sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_1.v[2] * (1.0f / sb2)));
           if (r1 > 3) q2[i1 + 3] = (sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_1.v[3] * (1.0f / sb2)));
-        }
-        const unsigned int x4_16 = __shfl_xor_sync(0xffffffffu, am4, 16);
-        am4 = am4 > x4_16 ? am4 : x4_16;
-        const unsigned int x4_8 = __shfl_xor_sync(0xffffffffu, am4, 8);
-        am4 = am4 > x4_8 ? am4 : x4_8;
-        const unsigned int x4_4 = __shfl_xor_sync(0xffffffffu, am4, 4);
-        am4 = am4 > x4_4 ? am4 : x4_4;
-        const unsigned int x4_2 = __shfl_xor_sync(0xffffffffu, am4, 2);
-        am4 = am4 > x4_2 ? am4 : x4_2;
-        const unsigned int x4_1 = __shfl_xor_sync(0xffffffffu, am4, 1);
-        am4 = am4 > x4_1 ? am4 : x4_1;
-        const float ab4 = OPTJIT_BITS_F32(am4);
-        const float sb4 = ab4;
-        if (lane == 0) {
-          s4[blk] = sb4;
         }
         if (r0 >= 4) {
           const unsigned int c4_0_0 = (sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_0.v[0] * (1.0f / sb4)));
