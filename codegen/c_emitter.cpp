@@ -18,9 +18,9 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
-#include <functional>
 #include <map>
 #include <span>
+#include <tuple>
 
 #include <fmt/ranges.h>
 #include <xxhash.h>
@@ -649,8 +649,8 @@ class KernelWriter {
     // Per buffer: elements per 128-byte line, the index of its first line among all, and the
     // address of element x of the chunk (pre "n": of the next chunk).
     struct Part {
+      uint32_t b;
       int64_t per_line, first;
-      std::function<std::string(const std::string&)> address;
     };
     std::vector<Part> parts;
     int64_t lines = 0;
@@ -658,13 +658,14 @@ class KernelWriter {
       const int64_t per_line =
           quantized(b) ? 128 * 8 / bits(b)
                        : 128 / static_cast<int64_t>(size_bytes(plan_.buffers[b].storage));
-      parts.push_back({per_line, lines, [this, b](const std::string& pre) {
-                         return quantized(b) ? fmt::format("(const char*)({}q{} + (x >> {}))", pre,
-                                                           b, bits(b) == 4 ? 1 : 0)
-                                             : fmt::format("(const char*)({}p{} + x)", pre, b);
-                       }});
+      parts.push_back({b, per_line, lines});
       lines += (n + per_line - 1) / per_line;
     }
+    auto address = [&](const Part& p, const std::string& pre) {
+      return quantized(p.b)
+                 ? fmt::format("(const char*)({}q{} + (x >> {}))", pre, p.b, bits(p.b) == 4 ? 1 : 0)
+                 : fmt::format("(const char*)({}p{} + x)", pre, p.b);
+    };
     // The lines from element `from` of a chunk of `len` elements.
     auto fetch = [&](const std::string& from, const std::string& len, const std::string& pre,
                      const std::string& pad) {
@@ -677,11 +678,11 @@ class KernelWriter {
           return p.first == 0 ? fmt::format("{} * {}", p.per_line, l)
                               : fmt::format("{} * ({} - {})", p.per_line, l, p.first);
         };
-        std::string el = element(parts.back()), at = parts.back().address(pre);
+        std::string el = element(parts.back()), at = address(parts.back(), pre);
         for (size_t j = parts.size() - 1; j-- > 0;) {
           const std::string below = fmt::format("{} < {}", l, parts[j + 1].first);
           el = L_.select(below, element(parts[j]), el);
-          at = L_.select(below, parts[j].address(pre), at);
+          at = L_.select(below, address(parts[j], pre), at);
         }
         s += fmt::format(
             "{0}{{\n{0}  {1}\n{0}  if ({2} < {3} && x < {4}) {{\n{0}    {5}\n{0}  }}\n{0}}}\n", pad,
@@ -1127,32 +1128,31 @@ class KernelWriter {
       for (int g = 0; g < G; ++g) out += in + L_.var(U, per("am", b, g), "0u") + "\n";
       return out;
     };
+    // The buffers this pass quantizes; their exchanges all side by side (interleave), else
+    // each buffer's by itself (before its codes, in one sweep).
+    std::vector<uint32_t> qs;
+    for (uint32_t b : stores_)
+      if (quantized(b)) qs.push_back(b);
     if (!launch_.recompute) {
       // Every load first, so that all are in flight at once; the values kept for the codes.
       for (int k = 0; k < K * G; ++k) s += place(k) + loads(k, in);
-      for (uint32_t b : stores_)
-        if (quantized(b)) {
-          s += absmaxes(b);
-          for (int k = 0; k < K * G; ++k) s += quantized_values(b, k, in);
-        }
+      for (uint32_t b : qs) {
+        s += absmaxes(b);
+        for (int k = 0; k < K * G; ++k) s += quantized_values(b, k, in);
+      }
       for (int k = 0; k < K * G; ++k) {
         auto b = body(k, Sweep::whole, in);
         if (!b) return b.error();
         s += *b;
       }
-      // Each buffer's exchange then codes; interleaved, every exchange first, side by side.
-      std::vector<uint32_t> quantized_stores;
-      for (uint32_t b : stores_)
-        if (quantized(b)) quantized_stores.push_back(b);
-      if (launch_.interleave) s += trip_scales(quantized_stores, G);
-      for (uint32_t b : quantized_stores) {
+      if (launch_.interleave) s += trip_scales(qs, G);
+      for (uint32_t b : qs) {
         if (!launch_.interleave) s += trip_scales({b}, G);
         for (int k = 0; k < K * G; ++k) s += codes(b, k, in);
       }
     } else {
       for (int k = 0; k < K * G; ++k) s += place(k);
-      for (uint32_t b : stores_)
-        if (quantized(b)) s += absmaxes(b);
+      for (uint32_t b : qs) s += absmaxes(b);
       // The absmax: every load first, then the values, in a scope of their own.
       s += in + "{\n";
       for (int k = 0; k < K * G; ++k) s += loads(k, in2);
@@ -1162,23 +1162,18 @@ class KernelWriter {
         s += *b;
       }
       s += in + "}\n";
-      std::vector<uint32_t> quantized_stores;
-      for (uint32_t b : stores_)
-        if (quantized(b)) quantized_stores.push_back(b);
       if (launch_.interleave)
-        s += trip_scales(quantized_stores, G);
+        s += trip_scales(qs, G);
       else
-        for (uint32_t b : quantized_stores) s += trip_scales({b}, G);
+        for (uint32_t b : qs) s += trip_scales({b}, G);
       // Each vector again: loaded, computed, stored and quantized.
       for (int k = 0; k < K * G; ++k) {
         s += in + "{\n" + loads(k, in2);
-        for (uint32_t b : stores_)
-          if (quantized(b)) s += quantized_values(b, k, in2);
-        auto b = body(k, Sweep::finish, in2);
-        if (!b) return b.error();
-        s += *b;
-        for (uint32_t q : stores_)
-          if (quantized(q)) s += codes(q, k, in2);
+        for (uint32_t b : qs) s += quantized_values(b, k, in2);
+        auto finish = body(k, Sweep::finish, in2);
+        if (!finish) return finish.error();
+        s += *finish;
+        for (uint32_t b : qs) s += codes(b, k, in2);
         s += in + "}\n";
       }
     }
@@ -1441,24 +1436,22 @@ Expected<std::string> emit_c(const plan::Plan& plan, CEmitOptions o) {
   if (o.launch.resident != GpuLaunch::kDefaultResident && o.language != CLanguage::cuda)
     return make_error("the {} backend has no launch bounds: resident={} (threads per SM) is CUDA's",
                       L.name(), o.launch.resident);
-  if (o.launch.recompute && L.warp_xor_u32("x", 1).empty())
-    return make_error(
-        "the {} backend quantizes a block per work-group through local memory: recompute=1 is "
-        "CUDA's (its warps' quantized path)",
-        L.name());
-  if (o.launch.interleave && L.branch_free_helpers().empty())
-    return make_error(
-        "the {} backend quantizes a block per work-group through local memory: interleave=1 is "
-        "CUDA's (its warps' quantized path in vectors)",
-        L.name());
+  // The options of CUDA's warps' quantized path, where a language quantizes a block per
+  // work-group instead.
+  const bool warps = !L.warp_xor_u32("x", 1).empty();
+  for (const auto& [set, there, option, path] :
+       {std::tuple{o.launch.recompute, warps, "recompute", "its warps' quantized path"},
+        std::tuple{o.launch.interleave, !L.branch_free_helpers().empty(), "interleave",
+                   "its warps' quantized path in vectors"},
+        std::tuple{o.launch.prefetch, warps, "prefetch", "its warps' quantized path"}})
+    if (set && !there)
+      return make_error(
+          "the {} backend quantizes a block per work-group through local memory: {}=1 is CUDA's "
+          "({})",
+          L.name(), option, path);
   if (o.launch.ahead > 0 && L.prefetch_l2("a").empty())
     return make_error("the {} backend has no L2 prefetch: ahead={} is CUDA's", L.name(),
                       o.launch.ahead);
-  if (o.launch.prefetch && L.warp_xor_u32("x", 1).empty())
-    return make_error(
-        "the {} backend quantizes a block per work-group through local memory: prefetch=1 is "
-        "CUDA's (its warps' quantized path)",
-        L.name());
   s += preamble(L, plan, o.launch);
   s += L.arithmetic_helpers(o.division);
   for (size_t k = 0; k < plan.passes.size(); ++k) {
