@@ -157,6 +157,13 @@ Expected<GpuLaunch> GpuLaunch::from_text(const std::string& s, const GpuLaunch& 
   return g;
 }
 
+GpuLaunch GpuLaunch::scalar() const {
+  GpuLaunch g = *this;
+  g.vec = 1;
+  g.recompute = g.interleave = false;
+  return g;
+}
+
 Status GpuLaunch::validate() const {
   if (block < 1 || block > 1024 || (block & (block - 1)) != 0)
     return make_error("block size {} is not a power of two between 1 and 1024", block);

@@ -81,6 +81,9 @@ struct GpuLaunch {
   /// ",tables=shared", ",prefetch=1", ",recompute=1", ",interleave=1", ",ahead=N" and
   /// ",resident=N", each where set (the end of both forms).
   std::string options_suffix() const;
+  /// This launch with vec=1 and without the options that need vectors (recompute, interleave):
+  /// what a step falls back to on memory not aligned for the vectors.
+  GpuLaunch scalar() const;
   /// A clear error for parameters no kernel can use.
   Status validate() const;
   /// Blocks to launch for `chunks` chunks on a device with `units` SMs or compute units.

@@ -135,12 +135,12 @@ struct Executor::Impl {
     table = {};
   }
 
-  // The plan's kernels with vec=1 in place of the launch's vector width (vec_fallback): the
-  // same chunks, tables and arenas, every binding then aligned enough. A graph of the old
-  // kernels is captured again.
+  // The plan's kernels with vec=1 in place of the launch's vector width and its vector-only
+  // options (vec_fallback): the same chunks, tables and arenas, every binding then aligned
+  // enough. A graph of the old kernels is captured again.
   Status scalar_kernels() {
     ExecutorOptions scalar = options;
-    scalar.launch.vec = 1;
+    scalar.launch = scalar.launch.scalar();
     auto m = dev.load(plan, module_spec(scalar), cache);
     if (!m) return m.error();
     retired.push_back(std::move(module));

@@ -316,6 +316,31 @@ TEST(Cuda, UnalignedMemoryGivesUpATunedVectorWidthNotAChosenOne) {
     ASSERT_EQ(warnings.size(), 1u);
     EXPECT_NE(warnings[0].find("the step runs with vec=1 instead"), std::string::npos);
   }
+  // A tuned launch with the vector-only options of quantized state (recompute, interleave)
+  // gives them up with its vector width: vec=1 with either is no launch at all.
+  {
+    pipeline =
+        "chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2, weight_decay=0.1, "
+        "state_format=\"8bit\"))";
+    auto plan8 = compile_pipeline(pipeline);
+    ASSERT_TRUE(plan8) << plan8.error().message;
+    {
+      auto cache = cache::KernelCache::open({dir});
+      ASSERT_TRUE(cache) << cache.error().message;
+      ASSERT_TRUE((*cache)->put_decision(
+          autotune::program_id(*plan8), autotune::size_bucket(n),
+          (*dev)->description().performance,
+          codegen::GpuLaunch{.vec = 4, .recompute = true, .interleave = true}.to_string()));
+    }
+    auto aligned8 = run(0, codegen::GpuLaunch{}, nullptr);
+    ASSERT_TRUE(aligned8) << aligned8.error().message;
+    auto vector_only = run(4, std::nullopt, &warnings);
+    ASSERT_TRUE(vector_only) << vector_only.error().message;
+    EXPECT_EQ(*vector_only, *aligned8);
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_NE(warnings[0].find("the step runs with vec=1 instead"), std::string::npos);
+    pipeline = "chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2, weight_decay=0.1))";
+  }
   auto chosen = run(4, codegen::GpuLaunch{.vec = 4}, nullptr);
   ASSERT_FALSE(chosen);
   EXPECT_TRUE(std::regex_match(
