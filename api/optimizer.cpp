@@ -442,7 +442,7 @@ Status Optimizer::build(std::vector<Param> params, OptimizerOptions options) {
 }
 
 // The launch: as given, else the kernel cache's tuning decision for this program on this device
-// at this size, else the device's default.
+// at this size, else the default for this plan on this device.
 Status Optimizer::Impl::resolve_launch() {
   int64_t elements = 0;
   for (const Part& p : parts) elements += p.state.elements();
@@ -465,7 +465,8 @@ Status Optimizer::Impl::resolve_launch() {
     return Status::Ok();
   }
   std::string from;
-  gpu_launch = autotune::gpu_launch_for(target, cache.get(), &from, desc.default_launch);
+  gpu_launch =
+      autotune::gpu_launch_for(target, cache.get(), &from, autotune::default_launch(plan, desc));
   tuned = !from.empty();
   return Status::Ok();
 }

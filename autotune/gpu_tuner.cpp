@@ -98,9 +98,11 @@ std::vector<Stage> gpu_stages(int max_block, bool gpu) {
     std::vector<codegen::GpuLaunch> out;
     for (int vec : {1, 4, 2, 8})
       for (int items : {1, 2, 4}) {
-        g.vec = vec;
-        g.items = items;
-        out.push_back(g);
+        // vec=1 without the options that need vectors.
+        codegen::GpuLaunch c = vec == 1 ? g.scalar() : g;
+        c.vec = vec;
+        c.items = items;
+        out.push_back(c);
       }
     return out;
   }));
@@ -135,6 +137,20 @@ Expected<runtime::OpenclDeviceInfo> opencl_device(int device) {
 }
 
 }  // namespace
+
+bool interleave_checked(const std::string& arch) {
+  // Passed on an H100 and an H200 (bench/results/h200-2026-11-27/SUMMARY.md).
+  return arch == "sm_90";
+}
+
+codegen::GpuLaunch default_launch(const plan::Plan& plan, const runtime::DeviceDescription& d) {
+  codegen::GpuLaunch g = d.default_launch;
+  if (d.kind != "cuda" || codegen::constant_tables(plan).empty()) return g;
+  g.vec = 4;
+  g.ahead = 2;
+  g.interleave = interleave_checked(d.arch);
+  return g;
+}
 
 codegen::GpuLaunch opencl_default_launch(int device) {
   auto d = opencl_device(device);
@@ -196,25 +212,25 @@ SearchSpace device_space(const runtime::DeviceDescription& d) {
 
 SearchSpace cuda_space(const plan::Plan& plan, const runtime::DeviceDescription& d,
                        cache::KernelCache* cache) {
-  SearchSpace space{codegen::GpuLaunch{}.to_string(), gpu_stages(1024), {}, valid_launch};
-  // Quantized state: its code tables read from global memory or from shared copies first, then
-  // vectors and items, then each warp's next trip prefetched or not (prefetching takes one
-  // element a lane at a time, so it is tried on the best vector shape, not before vectors are),
-  // then two sweeps a trip or one, then L2 prefetches 0, 1 or 2 trips ahead.
-  // These stages come before block, grid and chunk: they change its kernels the most, and the
-  // candidate cap (24 by default) would end the search before them.
+  SearchSpace space{default_launch(plan, d).to_string(), gpu_stages(1024), {}, valid_launch};
+  // Quantized state (from vectors of 4, interleaved where checked, 2 trips ahead): its code
+  // tables read from global memory or from shared copies first, then vectors and items, then
+  // each warp's next trip prefetched or not (prefetching takes one element a lane at a time, so
+  // it is tried on the best vector shape, not before vectors are), then two sweeps a trip or
+  // one, then (where checked) interleaved elements or not, then L2 prefetches 0, 1 or 2 trips
+  // ahead. These stages come before block, grid and chunk: they change its kernels the most,
+  // and the candidate cap (24 by default) would end the search before them.
   if (!codegen::constant_tables(plan).empty()) {
     auto both = [](bool codegen::GpuLaunch::*field) { return each(field, {false, true}); };
     space.stages.insert(space.stages.begin(), both(&codegen::GpuLaunch::shared_tables));
     space.stages.insert(space.stages.begin() + 2, both(&codegen::GpuLaunch::prefetch));
-    // Two sweeps a trip (valid on vectors only: vary drops it elsewhere), then the lines of
-    // trips ahead fetched into L2.
-    // Not yet interleave=1: its branch-free division and root rest on MUFU's approximations
-    // being what ptxas's own fast paths assume, which only a GPU can check
-    // (Cuda.BranchFreeDivisionAndSquareRootRoundAsTheOperators); the tuner must not choose a
-    // kernel before that has passed.
+    // Two sweeps a trip (valid on vectors only: vary drops it elsewhere), then interleaved
+    // elements (likewise), then the lines of trips ahead fetched into L2.
     space.stages.insert(space.stages.begin() + 3, both(&codegen::GpuLaunch::recompute));
-    space.stages.insert(space.stages.begin() + 4, each(&codegen::GpuLaunch::ahead, {0, 1, 2}));
+    int next = 4;
+    if (interleave_checked(d.arch))
+      space.stages.insert(space.stages.begin() + next++, both(&codegen::GpuLaunch::interleave));
+    space.stages.insert(space.stages.begin() + next, each(&codegen::GpuLaunch::ahead, {0, 1, 2}));
   }
   space.prune = [&plan, arch = d.arch, cache](const std::string& config) {
     return cuda_prune(plan, arch, codegen::GpuLaunch::parse(config).value(), cache);

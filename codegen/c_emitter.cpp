@@ -68,6 +68,7 @@ std::string preamble(const Lang& L, const plan::Plan& plan, const GpuLaunch& lau
   std::string s = L.preamble(plan, vec);
   if (launch.ahead > 0 && !quant_formats(plan).empty()) s += L.prefetch_l2_helper();
   if (launch.interleave && !quant_formats(plan).empty()) s += L.branch_free_helpers();
+  if (launch.stage > 0 && !quant_formats(plan).empty()) s += L.async_copy_helpers();
   s += L.bf16_helpers();
   bool f64_odd = false, f16 = false;  // what Lang::rounded and f64 stores to halves need
   for (const plan::Pass& pass : plan.passes)
@@ -203,16 +204,18 @@ class KernelWriter {
       if (plan_.buffers[b].quant != ir::Quant::none) quant_.push_back(b);
     // The options of the warps' quantized path in vectors.
     for (const auto& [set, option] :
-         {std::pair{launch_.recompute, "recompute"}, std::pair{launch_.interleave, "interleave"}}) {
+         {std::pair{launch_.recompute, std::string("recompute=1")},
+          std::pair{launch_.interleave, std::string("interleave=1")},
+          std::pair{launch_.stage > 0, fmt::format("stage={}", launch_.stage)}}) {
       if (quant_.empty() || !set) continue;
       if (!warp_blocks())
         return make_error(
-            "{}=1: blocks of {} threads are not whole warps, so no warp quantizes blocks of its "
+            "{}: blocks of {} threads are not whole warps, so no warp quantizes blocks of its "
             "own",
             option, launch_.block);
       if (warp_vectors() == 1)
         return make_error(
-            "{}=1: vec={} does not divide the {} elements a lane of {}-element quantization "
+            "{}: vec={} does not divide the {} elements a lane of {}-element quantization "
             "blocks, so the quantized path does not run in vectors",
             option, launch_.vec, ir::quant_block(plan_.buffers) / 32,
             ir::quant_block(plan_.buffers));
@@ -926,6 +929,27 @@ class KernelWriter {
     auto word_byte = [&](uint32_t b, int k, int w) {
       return bits(b) == 4 ? fmt::format("({} >> 1)", ix(k)) : el(k, 4 * w);
     };
+    // Staging (GpuLaunch::stage): a warp's trip of inputs in shared memory, at stage_at(b)
+    // bytes from the trip's start, then the scales of the quantized ones, each part padded to
+    // 16 bytes; staged: the trip is whole inside the chunk (and so was copied), sd: its copy.
+    const Staging st = staging();
+    if (const int64_t total = int64_t{st.trips} * st.bytes * (launch_.block / 32);
+        total > 48 * 1024)
+      return make_error(
+          "stage={}: {} trips of {} bytes for each of a block's {} warps take {} bytes of shared "
+          "memory, more than the 48 KiB a block declares; stage fewer trips, or take fewer "
+          "items or threads",
+          st.trips, st.trips, st.bytes, launch_.block / 32, total);
+    auto shared_word = [&](uint32_t b, const std::string& byte, int bytes) {
+      const std::string at = fmt::format("sd + {} + ({})", st.at.at(b), byte);
+      return bytes == 1 ? fmt::format("((unsigned int)*({}))", at)
+                        : fmt::format("((unsigned int)*(const {}*)({}))",
+                                      bytes == 2 ? "unsigned short" : "unsigned int", at);
+    };
+    auto staged_byte = [&](uint32_t b, int k, int w) {
+      return bits(b) == 4 ? fmt::format("({} - e0) >> 1", ix(k))
+                          : fmt::format("{} - e0", el(k, 4 * w));
+    };
     // Item k's loads into L<b>_<k>, quantized buffers dequantized.
     auto loads = [&](int k, const std::string& in) {
       std::string s;
@@ -933,7 +957,34 @@ class KernelWriter {
       const int g = k / K;
       for (uint32_t b : loads_)
         s += in + L_.var(quantized(b) ? FV : vec_type(b, V), fmt::format("L{}_{}", b, k)) + "\n";
-      s += fmt::format("{}if ({} >= {}) {{\n", in, rest(k), V);
+      if (st.trips > 0) {
+        // A staged trip's vectors from its copy in shared memory.
+        s += in + "if (staged) {\n";
+        for (uint32_t b : loads_) {
+          const std::string Lb = fmt::format("L{}_{}", b, k);
+          if (!quantized(b)) {
+            s += fmt::format("{}  {} = ((const {}*)(sd + {}))[({} - e0) >> {}];\n", in, Lb,
+                             vec_type(b, V), st.at.at(b), ix(k), shift);
+            continue;
+          }
+          for (int w = 0; w < words(b); ++w)
+            s += in + "  " +
+                 L_.let(U, fmt::format("W{}_{}_{}", b, k, w),
+                        shared_word(b, staged_byte(b, k, w), word_bytes(b))) +
+                 "\n";
+          for (int e = 0; e < V; ++e) {
+            const auto [w, sh] = code_place(b, e);
+            const std::string code =
+                fmt::format("((W{}_{}_{} >> {}u) & {}u)", b, k, w, sh, bits(b) == 4 ? 15 : 255);
+            s += fmt::format("{}  {} = {};\n", in, L_.lane(Lb, e, V),
+                             value_of(b, code, per("sc", b, g)));
+          }
+        }
+        s += in + "} else ";
+      } else {
+        s += in;
+      }
+      s += fmt::format("if ({} >= {}) {{\n", rest(k), V);
       for (uint32_t b : loads_) {
         const std::string Lb = fmt::format("L{}_{}", b, k);
         if (!quantized(b)) {
@@ -1105,19 +1156,42 @@ class KernelWriter {
     const std::string first = trip_first(), stride = std::to_string(trip_stride());
     const std::string in = "        ", in2 = "          ";
     std::string s = "      " + L_.let(I, "lane", L_.cast(I, "(" + lid + " & 31u)")) + "\n";
+    if (st.trips > 0) {
+      // The warp's ring of staged trips; the first `trips` trips' copies issued.
+      s += fmt::format(
+          "      __align__(16) {}unsigned char optjit_stage[{}];\n"
+          "      unsigned char* const stg = optjit_stage + {} * {};\n",
+          L_.local(), int64_t{st.trips} * st.bytes * (launch_.block / 32),
+          L_.cast(I, "(" + lid + " >> 5u)"), int64_t{st.trips} * st.bytes);
+      for (int j = 0; j < st.trips; ++j)
+        s += stage_copies(st, fmt::format("{} + {}", first, int64_t{j} * trip_stride()),
+                          std::to_string(j), "      ");
+      s += "      int sj = 0;\n";
+    }
     s += fmt::format("      {} {{\n",
                      L_.for_head(I, "e0", first, "e0 < len", fmt::format("e0 += {}", stride)));
     s += l2_ahead("e0", in.c_str());
     s += trip_geometry("e0", "", in.c_str(), G);
+    if (st.trips > 0)
+      // This trip's copies have arrived (all but the newest trips - 1 groups), and every
+      // lane's are visible to the warp.
+      s += fmt::format(
+          "{0}optjit_cp_wait<{1}>();\n{0}__syncwarp();\n{0}const bool staged = e0 + {2} <= "
+          "len;\n{0}const unsigned char* const sd = stg + sj * {3};\n",
+          in, st.trips - 1, trip_elements(), st.bytes);
+    int scale_index = 0;
     for (uint32_t b : loads_)
       if (quantized(b))
-        for (int g = 0; g < G; ++g)
-          s += in +
-               L_.let(F, per("sc", b, g),
-                      g == 0 ? L_.scale_at(b, at("blk", g))
-                             : L_.select(fmt::format("{} > 0", at("n", g)),
-                                         L_.scale_at(b, at("blk", g)), "0.0f")) +
-               "\n";
+        for (int g = 0; g < G; ++g, ++scale_index) {
+          std::string scale = g == 0 ? L_.scale_at(b, at("blk", g))
+                                     : L_.select(fmt::format("{} > 0", at("n", g)),
+                                                 L_.scale_at(b, at("blk", g)), "0.0f");
+          if (st.trips > 0)
+            scale = L_.select("staged",
+                              fmt::format("((const float*)(sd + {}))[{}]", st.scales, scale_index),
+                              scale);
+          s += in + L_.let(F, per("sc", b, g), scale) + "\n";
+        }
     auto place = [&](int k) {
       const std::string within = fmt::format("lane * {} + {}", V, 32 * V * (k % K));
       return in + L_.let(I, ix(k), fmt::format("e0 + {} + {}", (k / K) * QB, within)) + "\n" + in +
@@ -1177,8 +1251,77 @@ class KernelWriter {
         s += in + "}\n";
       }
     }
+    if (st.trips > 0) {
+      // Every lane is done with this trip's copy: the trip `trips` ahead into its place.
+      s += in + "__syncwarp();\n" +
+           stage_copies(st, fmt::format("e0 + {}", int64_t{st.trips} * trip_stride()), "sj", in);
+      s += fmt::format("{0}sj = sj == {1} ? 0 : sj + 1;\n", in, st.trips - 1);
+    }
     s += "      }\n";
     return s;
+  }
+
+  // The shared-memory layout of a warp's staged trip (GpuLaunch::stage): each loaded buffer's
+  // bytes of the trip at at[b] (codes for quantized ones), then the quantized ones' scales, a
+  // float per buffer and block, at `scales`; every part 16-byte aligned, `bytes` in all.
+  struct Staging {
+    int trips = 0;
+    std::map<uint32_t, int64_t> at;
+    int64_t scales = 0, bytes = 0;
+    int nscales = 0;
+  };
+  Staging staging() const {
+    Staging st;
+    if (launch_.stage == 0 || loads_.empty()) return st;
+    st.trips = launch_.stage;
+    auto pad = [](int64_t n) { return (n + 15) / 16 * 16; };
+    for (uint32_t b : loads_) {
+      st.at[b] = st.bytes;
+      st.bytes += pad(part_bytes(b));
+      if (quantized(b)) st.nscales += std::max(1, launch_.items);
+    }
+    st.scales = st.bytes;
+    st.bytes += pad(4 * int64_t{st.nscales});
+    return st;
+  }
+  // Bytes of buffer b a trip holds (codes of a quantized one).
+  int64_t part_bytes(uint32_t b) const {
+    return quantized(b) ? trip_elements() * bits(b) / 8
+                        : trip_elements() * static_cast<int64_t>(size_bytes(plan_.buffers[b].storage));
+  }
+  // The copies of the trip from element `e` of the chunk into slot `slot` of the warp's ring, in
+  // 16-byte pieces spread over the lanes (scales 4 bytes a lane), issued only where the trip is
+  // whole inside the chunk; and the group closed either way, so that every trip has one.
+  std::string stage_copies(const Staging& st, const std::string& e, const std::string& slot,
+                           const std::string& in) const {
+    const int64_t QB = ir::quant_block(plan_.buffers);
+    std::string s = fmt::format("{0}if ({1} + {2} <= len) {{\n{0}  unsigned char* const d = stg + "
+                                "({3}) * {4};\n",
+                                in, e, trip_elements(), slot, st.bytes);
+    for (uint32_t b : loads_) {
+      const int64_t pieces = part_bytes(b) / 16;
+      const std::string from =
+          quantized(b) ? fmt::format("(const unsigned char*)(q{} + (({}){}))", b, e,
+                                     bits(b) == 4 ? " >> 1" : "")
+                       : fmt::format("(const unsigned char*)(p{} + ({}))", b, e);
+      for (int64_t t = 0; t * 32 < pieces; ++t) {
+        const std::string piece = t == 0 ? "lane" : fmt::format("(lane + {})", 32 * t);
+        const std::string copy = fmt::format("optjit_cp_async16(d + {} + 16 * {}, {} + 16 * {});",
+                                             st.at.at(b), piece, from, piece);
+        s += pieces - 32 * t >= 32
+                 ? fmt::format("{}  {}\n", in, copy)
+                 : fmt::format("{0}  if ({1} < {2}) {{\n{0}    {3}\n{0}  }}\n", in, piece,
+                               pieces, copy);
+      }
+    }
+    int j = 0;
+    for (uint32_t b : loads_)
+      if (quantized(b))
+        for (int g = 0; g < std::max(1, launch_.items); ++g, ++j)
+          s += fmt::format("{0}  if (lane == {1}) {{\n{0}    optjit_cp_async4(d + {2}, &{3});\n{0}  }}\n",
+                           in, j, st.scales + 4 * j,
+                           L_.scale_at(b, fmt::format("(off + {} + {}) / {}", e, g * QB, QB)));
+    return s + in + "}\n" + in + "optjit_cp_commit();\n";
   }
 
   // Work-group arrays of the block loop: a buffer's staged values, and the absmax reduction's.
@@ -1449,6 +1592,10 @@ Expected<std::string> emit_c(const plan::Plan& plan, CEmitOptions o) {
           "the {} backend quantizes a block per work-group through local memory: {}=1 is CUDA's "
           "({})",
           L.name(), option, path);
+  if (o.launch.stage > 0 && L.async_copy_helpers().empty())
+    return make_error(
+        "the {} backend has no asynchronous copies into shared memory: stage={} is CUDA's",
+        L.name(), o.launch.stage);
   if (o.launch.ahead > 0 && L.prefetch_l2("a").empty())
     return make_error("the {} backend has no L2 prefetch: ahead={} is CUDA's", L.name(),
                       o.launch.ahead);

@@ -335,6 +335,35 @@ class Cuda final : public Lang {
            "  return __fmaf_rn(__fmaf_rn(-s, s, x), __fmul_rn(r, 0.5f), s);\n"
            "}\n";
   }
+  // cp.async from sm_80; before it, the same bytes copied at once (the wait then has nothing to
+  // wait for). The 16-byte copies bypass L1 (.cg): each byte is read once.
+  std::string async_copy_helpers() const override {
+    return "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800\n"
+           "__device__ __forceinline__ void optjit_cp_async16(void* s, const void* g) {\n"
+           "  for (int i = 0; i < 4; ++i) ((unsigned int*)s)[i] = ((const unsigned int*)g)[i];\n"
+           "}\n"
+           "__device__ __forceinline__ void optjit_cp_async4(void* s, const void* g) {\n"
+           "  *(unsigned int*)s = *(const unsigned int*)g;\n"
+           "}\n"
+           "__device__ __forceinline__ void optjit_cp_commit() {}\n"
+           "template <int N> __device__ __forceinline__ void optjit_cp_wait() {}\n"
+           "#else\n"
+           "__device__ __forceinline__ void optjit_cp_async16(void* s, const void* g) {\n"
+           "  asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16;\" : : "
+           "\"r\"((unsigned int)__cvta_generic_to_shared(s)), \"l\"(g) : \"memory\");\n"
+           "}\n"
+           "__device__ __forceinline__ void optjit_cp_async4(void* s, const void* g) {\n"
+           "  asm volatile(\"cp.async.ca.shared.global [%0], [%1], 4;\" : : "
+           "\"r\"((unsigned int)__cvta_generic_to_shared(s)), \"l\"(g) : \"memory\");\n"
+           "}\n"
+           "__device__ __forceinline__ void optjit_cp_commit() {\n"
+           "  asm volatile(\"cp.async.commit_group;\" : : : \"memory\");\n"
+           "}\n"
+           "template <int N> __device__ __forceinline__ void optjit_cp_wait() {\n"
+           "  asm volatile(\"cp.async.wait_group %0;\" : : \"n\"(N) : \"memory\");\n"
+           "}\n"
+           "#endif\n";
+  }
   std::string prefetch_l2_helper() const override {
     return "__device__ __forceinline__ void optjit_prefetch_l2(const void* a) {\n"
            "  asm volatile(\"prefetch.global.L2 [%0];\" : : \"l\"(a));\n"

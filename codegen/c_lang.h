@@ -119,6 +119,13 @@ class Lang {
   /// (GpuLaunch::interleave), the same bits as the language's own where `ok` stays true; they
   /// clear it where they may not be. Empty where the language has none.
   virtual std::string branch_free_helpers() const { return {}; }
+  /// Asynchronous copies from global into work-group-shared memory (GpuLaunch::stage), each
+  /// thread's in groups: optjit_cp_async16(dst, src) and optjit_cp_async4(dst, src) copy 16
+  /// and 4 bytes (both addresses aligned to that), optjit_cp_commit() closes the thread's
+  /// current group, optjit_cp_wait<N>() returns once all but its newest N groups have arrived,
+  /// visible to the thread itself (to the warp after a __syncwarp). Empty where the language
+  /// has none.
+  virtual std::string async_copy_helpers() const { return {}; }
   /// Inside the chunk loop, with c2 (< nchunks) the chunk this work-group takes next: its
   /// fields t2, off2 and len2, and for each buffer b of `bufs` a pointer at its first element
   /// (np<b>, or nq<b> at the first code of a quantized buffer), each statement after `in`; so

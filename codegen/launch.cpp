@@ -16,6 +16,7 @@ constexpr const char* kPrefetch = ",prefetch=1";
 constexpr const char* kRecompute = ",recompute=1";
 constexpr const char* kInterleave = ",interleave=1";
 constexpr const char* kAhead = ",ahead=";
+constexpr const char* kStage = ",stage=";
 constexpr const char* kResident = ",resident=";
 
 // Whether a stored flag `key` starts `rest` (then `rest` is past it).
@@ -37,9 +38,11 @@ bool take_int(std::string& rest, std::string_view key, int& out) {
 
 // The optional parameters' suffix, each only where it is not its default.
 std::string GpuLaunch::options_suffix() const {
-  return fmt::format("{}{}{}{}{}{}", shared_tables ? kSharedTables : "", prefetch ? kPrefetch : "",
-                     recompute ? kRecompute : "", interleave ? kInterleave : "",
+  return fmt::format("{}{}{}{}{}{}{}", shared_tables ? kSharedTables : "",
+                     prefetch ? kPrefetch : "", recompute ? kRecompute : "",
+                     interleave ? kInterleave : "",
                      ahead != 0 ? fmt::format("{}{}", kAhead, ahead) : "",
+                     stage != 0 ? fmt::format("{}{}", kStage, stage) : "",
                      resident != kDefaultResident ? fmt::format("{}{}", kResident, resident) : "");
 }
 
@@ -66,9 +69,11 @@ std::optional<GpuLaunch> GpuLaunch::parse(const std::string& s) {
   g.prefetch = take_flag(rest, kPrefetch);
   g.recompute = take_flag(rest, kRecompute);
   g.interleave = take_flag(rest, kInterleave);
-  // ",ahead=0" is never stored (0 is the default), so it is not a stored decision.
+  // ",ahead=0" and ",stage=0" are never stored (0 is the default), so they are no decision.
   const bool ahead = rest.starts_with(kAhead);
   if (!take_int(rest, kAhead, g.ahead) || (ahead && g.ahead == 0)) return std::nullopt;
+  const bool stage = rest.starts_with(kStage);
+  if (!take_int(rest, kStage, g.stage) || (stage && g.stage == 0)) return std::nullopt;
   if (!take_int(rest, kResident, g.resident) || !rest.empty()) return std::nullopt;
   g.chunk_elements = chunk;
   if (!g.validate()) return std::nullopt;
@@ -94,16 +99,17 @@ Expected<GpuLaunch> GpuLaunch::from_text(const std::string& s, const GpuLaunch& 
     if (eq == std::string::npos)
       return make_error(
           "launch parameter '{}' is not name=value (block, items, vec, grid, chunk, tables, "
-          "prefetch, recompute, interleave, ahead, resident)",
+          "prefetch, recompute, interleave, ahead, stage, resident)",
           item);
     const std::string name = item.substr(0, eq), value = item.substr(eq + 1);
     static const std::set<std::string> kNames = {"block",      "items",  "vec",      "grid",
                                                  "chunk",      "tables", "prefetch", "recompute",
-                                                 "interleave", "ahead",  "resident"};
+                                                 "interleave", "ahead",  "stage",
+                                                 "resident"};
     if (!kNames.count(name))
       return make_error(
           "unknown launch parameter '{}' (block, items, vec, grid, chunk, tables, prefetch, "
-          "recompute, interleave, ahead, resident)",
+          "recompute, interleave, ahead, stage, resident)",
           name);
     if (!seen.insert(name).second) return make_error("launch parameter {} is given twice", name);
     if (name == "tables") {
@@ -137,6 +143,7 @@ Expected<GpuLaunch> GpuLaunch::from_text(const std::string& s, const GpuLaunch& 
                         : name == "grid"     ? "1..2147483647 blocks per unit"
                         : name == "resident" ? "a multiple of 32 in 32..2048 threads per SM"
                         : name == "ahead"    ? "0..8 trips"
+                        : name == "stage"    ? "0..4 trips"
                                              : "1..2^40 elements");
     if (name == "block")
       g.block = static_cast<int>(v);
@@ -150,6 +157,8 @@ Expected<GpuLaunch> GpuLaunch::from_text(const std::string& s, const GpuLaunch& 
       g.resident = static_cast<int>(v);
     else if (name == "ahead")
       g.ahead = static_cast<int>(v);
+    else if (name == "stage")
+      g.stage = static_cast<int>(v);
     else
       g.chunk_elements = v;
   }
@@ -161,6 +170,7 @@ GpuLaunch GpuLaunch::scalar() const {
   GpuLaunch g = *this;
   g.vec = 1;
   g.recompute = g.interleave = false;
+  g.stage = 0;
   return g;
 }
 
@@ -176,16 +186,20 @@ Status GpuLaunch::validate() const {
   if (resident < 32 || resident > 2048 || resident % 32 != 0)
     return make_error("resident threads {} per SM is not a multiple of 32 in 32..2048", resident);
   if (ahead < 0 || ahead > 8) return make_error("trips ahead {} is not in 0..8", ahead);
+  if (stage < 0 || stage > 4) return make_error("trips staged {} is not in 0..4", stage);
   // The options of CUDA's quantized path in vectors.
-  for (const auto& [set, option, doing] : {std::tuple{recompute, "recompute", "recomputing"},
-                                           std::tuple{interleave, "interleave", "interleaving"}}) {
+  const std::string staged = fmt::format("stage={}", stage);
+  for (const auto& [set, option, doing] :
+       {std::tuple{recompute, std::string("recompute=1"), "recomputing"},
+        std::tuple{interleave, std::string("interleave=1"), "interleaving"},
+        std::tuple{stage > 0, staged, "staging"}}) {
     if (set && prefetch)
       return make_error(
-          "{}=1 and prefetch=1 exclude each other: prefetching takes one element a lane, {} "
+          "{} and prefetch=1 exclude each other: prefetching takes one element a lane, {} "
           "works in vectors",
           option, doing);
     if (set && vec == 1)
-      return make_error("{}=1 needs vec=2, 4 or 8 (CUDA's quantized path in vectors)", option);
+      return make_error("{} needs vec=2, 4 or 8 (CUDA's quantized path in vectors)", option);
   }
   if (chunk_elements % vec != 0)
     return make_error("chunk size {} is not a multiple of the vector width {}", chunk_elements,

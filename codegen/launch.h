@@ -48,6 +48,13 @@ struct GpuLaunch {
   /// held, nothing waited for), so that more of the memory's latency is in flight than the
   /// warp's registers hold. "ahead=N" (0..8) in text; absent means 0.
   int ahead = 0;
+  /// CUDA's quantized path in vectors (vec > 1): each warp copies the inputs of its trips this
+  /// many trips ahead into shared memory with asynchronous copies (cp.async, sm_80 and later;
+  /// plain copies before), a ring of that many trips a warp, and reads a trip's inputs from
+  /// there once they have arrived: the bytes in flight are no longer bounded by the registers
+  /// of the warps an SM holds. A trip past its chunk's end is read from global memory as
+  /// before. "stage=N" (0..4) in text; absent means 0.
+  int stage = 0;
   /// CUDA: the threads per SM that each kernel's launch bound asks ptxas to fit
   /// (__launch_bounds__(block, resident / block)), which caps its registers at 65536 / resident
   /// a thread: 512 (128 registers) by default, 768 (80), 1024 (64). More resident threads hide
@@ -63,26 +70,25 @@ struct GpuLaunch {
   static GpuLaunch device_default(bool gpu);
 
   /// "block=256,items=1,vec=1,grid=8,chunk=65536" (",tables=shared", ",prefetch=1",
-  /// ",recompute=1", ",interleave=1", ",ahead=N" and ",resident=N" after it when set): the
-  /// cache's form of a decision.
+  /// ",recompute=1", ",interleave=1", ",ahead=N", ",stage=N" and ",resident=N" after it when
+  /// set): the cache's form of a decision.
   std::string to_string() const;
   static std::optional<GpuLaunch> parse(const std::string& s);
   /// What a user writes: any subset of block, items, vec, grid, chunk, tables (global or
-  /// shared), prefetch (0 or 1), recompute (0 or 1), interleave (0 or 1), ahead and resident as
-  /// "name=value" pairs
-  /// separated by commas
-  /// ("vec=4,items=2"); the rest keep their defaults. Errors name the problem.
+  /// shared), prefetch (0 or 1), recompute (0 or 1), interleave (0 or 1), ahead, stage and
+  /// resident as "name=value" pairs separated by commas ("vec=4,items=2"); the rest keep their
+  /// defaults. Errors name the problem.
   static Expected<GpuLaunch> from_text(const std::string& s, const GpuLaunch& base);
   static Expected<GpuLaunch> from_text(const std::string& s) { return from_text(s, GpuLaunch{}); }
   /// The part that changes the emitted code, for kernel cache keys: "block=256,items=1,vec=1"
-  /// (",tables=shared", ",prefetch=1", ",recompute=1", ",interleave=1", ",ahead=N" and
-  /// ",resident=N" after it when set).
+  /// (",tables=shared", ",prefetch=1", ",recompute=1", ",interleave=1", ",ahead=N",
+  /// ",stage=N" and ",resident=N" after it when set).
   std::string code_variant() const;
-  /// ",tables=shared", ",prefetch=1", ",recompute=1", ",interleave=1", ",ahead=N" and
-  /// ",resident=N", each where set (the end of both forms).
+  /// ",tables=shared", ",prefetch=1", ",recompute=1", ",interleave=1", ",ahead=N",
+  /// ",stage=N" and ",resident=N", each where set (the end of both forms).
   std::string options_suffix() const;
-  /// This launch with vec=1 and without the options that need vectors (recompute, interleave):
-  /// what a step falls back to on memory not aligned for the vectors.
+  /// This launch with vec=1 and without the options that need vectors (recompute, interleave,
+  /// stage): what a step falls back to on memory not aligned for the vectors.
   GpuLaunch scalar() const;
   /// A clear error for parameters no kernel can use.
   Status validate() const;

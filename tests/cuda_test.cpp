@@ -127,8 +127,9 @@ TEST(Cuda, TunesOnTheGpuAndTheWinnerComputesTheSameStep) {
   std::printf("[ copy     ] %.1f GB/s device to device\n", 2.0 * (1 << 28) / *copy / 1e9);
 }
 
-// Quantized state: the tuner tries shared code tables first, then vectors and items (then
-// prefetching; a candidate that spills is pruned, not run), and its winner steps the CPU's bits.
+// Quantized state: the tuner starts from the quantized default, tries shared code tables first,
+// then vectors and items (then prefetching; a candidate that spills is pruned, not run), and its
+// winner steps the CPU's bits.
 TEST(Cuda, TuningQuantizedStateTriesSharedTablesThenVectorsFirst) {
   const char* pipeline =
       R"(chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2, weight_decay=0.1, state_format="4bit")))";
@@ -153,12 +154,22 @@ TEST(Cuda, TuningQuantizedStateTriesSharedTablesThenVectorsFirst) {
   for (const auto& m : r->measured) tried.push_back(m.config);
   for (const auto& k : r->skipped) tried.push_back(k.config);
   ASSERT_GE(tried.size(), 3u);
-  EXPECT_EQ(tried[0], codegen::GpuLaunch{}.to_string());
+  // From the quantized default: vectors of 4, two trips ahead, interleaved where the device
+  // check has passed (the emulator says sm_90).
+  auto dev = runtime::open_device({.kind = "cuda"});
+  ASSERT_TRUE(dev) << dev.error().message;
+  const codegen::GpuLaunch start = autotune::default_launch(*plan, (*dev)->description());
+  EXPECT_EQ(start.vec, 4);
+  EXPECT_EQ(start.ahead, 2);
+  EXPECT_EQ(start.interleave, autotune::interleave_checked((*dev)->description().arch));
+  EXPECT_EQ(tried[0], start.to_string());
   auto second = codegen::GpuLaunch::parse(tried[1]), third = codegen::GpuLaunch::parse(tried[2]);
   ASSERT_TRUE(second && third) << tried[1] << " " << tried[2];
-  EXPECT_EQ(second->to_string(), (codegen::GpuLaunch{.shared_tables = true}).to_string());
+  codegen::GpuLaunch shared = start;
+  shared.shared_tables = true;
+  EXPECT_EQ(second->to_string(), shared.to_string());
   EXPECT_FALSE(third->prefetch) << tried[2];
-  EXPECT_TRUE(third->vec != 1 || third->items != 1) << tried[2];
+  EXPECT_TRUE(third->vec != start.vec || third->items != start.items) << tried[2];
   // The winner, as an optimizer's launch, against the CPU.
   auto winner = codegen::GpuLaunch::parse(r->winner);
   ASSERT_TRUE(winner) << r->winner;
@@ -644,8 +655,13 @@ TEST(CudaGraph, FollowsTheHostsHyperparametersAndRestoredCheckpoints) {
 
 // Block-quantized state (8-bit as bitsandbytes, fp8 as torchao) on the GPU: the same codes,
 // scales and parameters as the CPU backend, bit for bit, host-driven, as a device step and as
-// a graph (quant_test checks the CPU against the reference and OpenCL against the CPU).
-TEST(Cuda, QuantizedStateStepsTheCpusBits) {
+// a graph (quant_test checks the CPU against the reference and OpenCL against the CPU); one
+// test per launch ("mode", below), so that one launch can be run by itself
+// (--gtest_filter='Fixtures/CudaQuantizedLaunch.*/17').
+class CudaQuantizedLaunch : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaQuantizedLaunch, StepsTheCpusBits) {
+  const int mode = GetParam();
   // Every 997th element 0 (square roots of 0 and divisions of 0 in the step; interleaved
   // elements compute those vectors again one by one).
   auto fill = [](std::vector<float>& v, float k, int step) {
@@ -706,7 +722,7 @@ TEST(Cuda, QuantizedStateStepsTheCpusBits) {
       return std::make_pair(a, state);
     };
     const auto want = run({});
-    for (int mode = 0; mode < 17; ++mode) {
+    {
       OptimizerOptions o;
       o.backend = Backend::cuda;
       o.device_step = mode > 0;
@@ -775,12 +791,32 @@ TEST(Cuda, QuantizedStateStepsTheCpusBits) {
                                           .interleave = true,
                                           .ahead = 1};
       }
+      // Trips staged in shared memory by asynchronous copies (the emulator makes a copy only
+      // when its group is waited for, and fills its place with 0xff when it is issued): two
+      // trips ahead in vectors of 4, interleaved; three in vectors of 2 (8-bit codes as 2-byte
+      // words, 4-bit ones as bytes) with two blocks a trip on 64-thread blocks in chunks of
+      // 4096 (four trips a warp per chunk: the ring wraps; a tensor's last trips are partial,
+      // read from global memory), two sweeps and shared tables, as a graph.
+      if (mode == 17)
+        o.gpu_launch = codegen::GpuLaunch{.vec = 4, .interleave = true, .ahead = 2, .stage = 2};
+      if (mode == 18) {
+        o.cuda_graph = true;
+        o.gpu_launch = codegen::GpuLaunch{.block = 64,
+                                          .items = 2,
+                                          .vec = 2,
+                                          .chunk_elements = 4096,
+                                          .shared_tables = true,
+                                          .recompute = true,
+                                          .stage = 3};
+      }
       const auto got = run(o);
       EXPECT_EQ(got.first, want.first) << pipeline << " mode " << mode;
       EXPECT_TRUE(got.second == want.second) << pipeline << " mode " << mode << ": the state";
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaQuantizedLaunch, ::testing::Range(0, 19));
 
 // Every code of every format through the CUDA kernels (the maps, e4m3's too, read from global
 // memory or from shared copies; q4u's computed), bit for bit as quant_test checks the CPU and

@@ -172,10 +172,10 @@ TEST(GpuLaunch, ParsesWhatUsersWriteAndWhatTheCacheStores) {
   };
   EXPECT_EQ(msg("warp=32"),
             "unknown launch parameter 'warp' (block, items, vec, grid, chunk, tables, prefetch, "
-            "recompute, interleave, ahead, resident)");
+            "recompute, interleave, ahead, stage, resident)");
   EXPECT_EQ(msg("vec"),
             "launch parameter 'vec' is not name=value (block, items, vec, grid, chunk, tables, "
-            "prefetch, recompute, interleave, ahead, resident)");
+            "prefetch, recompute, interleave, ahead, stage, resident)");
   // Recomputing, L2 prefetching trips ahead and resident threads per SM (the launch bound):
   // code variants of their own, stored after tables= and prefetch= in this order; decisions
   // stored without them still parse, as none of them (512 resident threads).
@@ -194,6 +194,8 @@ TEST(GpuLaunch, ParsesWhatUsersWriteAndWhatTheCacheStores) {
                   ",tables=shared,prefetch=1,resident=1024"},
            Stored{"tables=shared,prefetch=1,ahead=1,resident=768", "block=256,items=1,vec=1",
                   ",tables=shared,prefetch=1,ahead=1,resident=768"},
+           Stored{"resident=768,stage=2,ahead=1,interleave=1,vec=4", "block=256,items=1,vec=4",
+                  ",interleave=1,ahead=1,stage=2,resident=768"},
        }) {
     SCOPED_TRACE(c.text);
     auto r = codegen::GpuLaunch::from_text(c.text);
@@ -211,7 +213,8 @@ TEST(GpuLaunch, ParsesWhatUsersWriteAndWhatTheCacheStores) {
   // Stored decisions out of order, with a default written out, or out of range: refused.
   for (const char* bad :
        {",ahead=0", ",ahead=9", ",ahead=1,recompute=1", ",recompute=0", ",resident=768,prefetch=1",
-        ",resident=100", ",resident=768x", ",interleave=1,recompute=1", ",interleave=0"})
+        ",resident=100", ",resident=768x", ",interleave=1,recompute=1", ",interleave=0",
+        ",stage=0", ",stage=1,ahead=1", ",resident=768,stage=1"})
     EXPECT_FALSE(codegen::GpuLaunch::parse(l->to_string() + bad)) << bad;
   for (const auto& [text, error] : std::vector<std::pair<const char*, const char*>>{
            {"recompute=2", "launch parameter recompute: '2' is not 0 or 1"},
@@ -224,6 +227,9 @@ TEST(GpuLaunch, ParsesWhatUsersWriteAndWhatTheCacheStores) {
            {"vec=4,interleave=1,prefetch=1",
             "interleave=1 and prefetch=1 exclude each other: prefetching takes one element a "
             "lane, interleaving works in vectors"},
+           {"vec=4,stage=1,prefetch=1",
+            "stage=1 and prefetch=1 exclude each other: prefetching takes one element a lane, "
+            "staging works in vectors"},
            {"ahead=9", "trips ahead 9 is not in 0..8"},
            {"ahead=-1", "trips ahead -1 is not in 0..8"},
            {"ahead=1,ahead=2", "launch parameter ahead is given twice"},
@@ -387,7 +393,7 @@ TEST(Nvrtc, ResidentThreadsCapRegisters) {
 
 // recompute=1 (two sweeps a trip) and ahead=N (the lines N trips ahead into L2) compile for
 // every quantized format with no spills; where they cannot apply they are errors that say why.
-// (Their results: Cuda.QuantizedStateStepsTheCpusBits, under the emulator and on a GPU.)
+// (Their results: Fixtures/CudaQuantizedLaunch.StepsTheCpusBits, under the emulator and on a GPU.)
 TEST(Nvrtc, RecomputeAndAheadCompileOrSayWhyNot) {
   ASSERT_TRUE(codegen::have_nvrtc());
   for (const char* format : {"8bit", "f8", "4bit"}) {
@@ -492,6 +498,68 @@ TEST(Nvrtc, InterleavedElementsCompileOrSayWhyNot) {
   EXPECT_EQ(
       codegen::emit_c(*plain, {codegen::CLanguage::cuda, {.vec = 4, .interleave = true}}).value(),
       codegen::emit_c(*plain, {codegen::CLanguage::cuda, {.vec = 4}}).value());
+}
+
+// stage=N: each warp's ring of N trips in shared memory, filled by cp.async on sm_80 and later
+// (plain copies before: the same source compiles for sm_75); real NVRTC and ptxas for three
+// formats, with no spills and the ring's bytes as the kernel's shared memory. Too many bytes,
+// other languages and vec=1 are refused by name.
+TEST(Nvrtc, StagedTripsCompileOrSayWhyNot) {
+  ASSERT_TRUE(codegen::have_nvrtc());
+  // Bytes a warp's trip stages: f32 parameters and gradients (1 KiB each for a 256-block),
+  // the two moments' codes, their scales padded to 16 bytes.
+  for (const auto& [format, trip] : {std::pair{"8bit", 2 * 1024 + 2 * 256 + 16},
+                                     std::pair{"f8", 2 * 1024 + 2 * 256 + 16},
+                                     std::pair{"4bit", 2 * 512 + 2 * 64 + 16}}) {
+    SCOPED_TRACE(format);
+    auto plan = compile_pipeline(fmt::format(
+        R"(chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, state_format="{}")))", format));
+    ASSERT_TRUE(plan) << plan.error().message;
+    const codegen::GpuLaunch launch{.vec = 4, .interleave = true, .ahead = 2, .stage = 2};
+    auto src = codegen::emit_c(*plan, {codegen::CLanguage::cuda, launch});
+    ASSERT_TRUE(src) << src.error().message;
+    EXPECT_NE(src->find(fmt::format("__align__(16) __shared__ unsigned char optjit_stage[{}];",
+                                    2 * 8 * trip)),
+              std::string::npos);
+    EXPECT_NE(src->find("optjit_cp_wait<1>();"), std::string::npos);
+    EXPECT_NE(src->find("cp.async.cg.shared.global"), std::string::npos);
+    for (const char* arch : {"sm_90", "sm_80", "sm_75"}) {
+      SCOPED_TRACE(arch);
+      auto cubin = codegen::compile_cubin(*src, arch);
+      ASSERT_TRUE(cubin) << cubin.error().message;
+      bool staged = false;
+      for (const auto& k : cubin->kernels) {
+        EXPECT_EQ(k.spill_stores + k.spill_loads, 0) << k.name << " spills";
+        staged = staged || k.shared_bytes >= 2 * 8 * trip;
+      }
+      EXPECT_TRUE(staged) << "no kernel holds the ring in shared memory";
+    }
+    auto opencl = codegen::emit_c(*plan, {codegen::CLanguage::opencl, {.vec = 4, .stage = 1}});
+    EXPECT_EQ(opencl ? std::string("no error") : opencl.error().message,
+              "the opencl backend has no asynchronous copies into shared memory: stage=1 is "
+              "CUDA's");
+  }
+  auto plan = compile_pipeline(
+      R"(chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, state_format="8bit")))");
+  ASSERT_TRUE(plan) << plan.error().message;
+  auto big = codegen::emit_c(*plan, {codegen::CLanguage::cuda, {.items = 2, .vec = 4, .stage = 3}});
+  EXPECT_EQ(big ? std::string("no error") : big.error().message,
+            "stage=3: 3 trips of 5136 bytes for each of a block's 8 warps take 123264 bytes of "
+            "shared memory, more than the 48 KiB a block declares; stage fewer trips, or take "
+            "fewer items or threads");
+  EXPECT_EQ(codegen::GpuLaunch::from_text("stage=2").error().message,
+            "stage=2 needs vec=2, 4 or 8 (CUDA's quantized path in vectors)");
+  EXPECT_EQ(codegen::GpuLaunch::from_text("vec=4,stage=5").error().message,
+            "trips staged 5 is not in 0..4");
+  // The cache's form keeps it, and a plan without quantized state is unchanged by it.
+  EXPECT_EQ(codegen::GpuLaunch::parse("block=256,items=1,vec=4,grid=8,chunk=65536,stage=2")
+                .value()
+                .stage,
+            2);
+  auto plain = compile_pipeline("adamw(lr=1e-3)");
+  ASSERT_TRUE(plain) << plain.error().message;
+  EXPECT_EQ(codegen::emit_c(*plain, {codegen::CLanguage::cuda, {.vec = 4, .stage = 2}}).value(),
+            codegen::emit_c(*plain, {codegen::CLanguage::cuda, {.vec = 4}}).value());
 }
 
 TEST(Nvrtc, BadArchitectureIsAClearError) {

@@ -6,7 +6,7 @@
 //
 // Execution model, as the CUDA programming guide states it for what optjit's kernels use:
 //  - blocks run one after another; a block's threads are fibers on the calling thread, switched
-//    only where CUDA threads synchronise (__syncthreads, __shfl_xor_sync) or exit, so shared
+//    only where CUDA threads synchronise (__syncthreads, __syncwarp, __shfl_xor_sync) or exit, so shared
 //    memory (`__shared__`, here `static`) belongs to the one block running;
 //  - __syncthreads waits for every thread of the block that has not exited (exited threads
 //    count as arrived, as on Volta and later);
@@ -48,11 +48,21 @@ struct Barrier {
   std::vector<unsigned int> waiting;  // fibers
 };
 
+// An asynchronous copy (cp.async) not yet made.
+struct AsyncCopy {
+  void* to;
+  const void* from;
+  size_t bytes;
+};
+
 struct Fiber {
   ucontext_t context;
   Dim tid;
   unsigned int lane = 0, warp = 0;
   bool exited = false;
+  // The thread's asynchronous copies: its committed groups, oldest first, and the open one.
+  std::deque<std::vector<AsyncCopy>> copy_groups;
+  std::vector<AsyncCopy> open_copies;
   enum class Wait { none, block, warp } waits = Wait::none;  // for a deadlock's message
 };
 
@@ -182,6 +192,38 @@ T shfl_xor(unsigned int mask, T value, int lane_mask) {
 
 inline void syncthreads() { arrive(block->block_barrier, block->live, Fiber::Wait::block); }
 
+// __syncwarp: waits for every lane of the warp that has not exited (the barrier the exchanges
+// use; every lane reaches the same sequence of them).
+inline void syncwarp(unsigned int mask) {
+  if (mask != 0xffffffffu) fail("__syncwarp with a partial mask (the emulator takes full warps only)");
+  arrive(block->warp_barriers[self().warp], block->warp_live[self().warp], Fiber::Wait::warp);
+}
+
+// cp.async as late as CUDA lets it land: a copy is made when the thread waits for its group
+// (cp.async.wait_group), and its destination is filled with 0xff bytes (NaN for floats) when
+// it is issued. So a read of a copy before the wait for it, by this thread or by another lane
+// before a __syncwarp after that wait, and a copy issued over bytes a lane has yet to read,
+// both read the filling instead of the data, and the step's bits differ. Addresses must be
+// aligned to the copy's size, as cp.async requires.
+inline void cp_async(void* to, const void* from, size_t bytes) {
+  if (reinterpret_cast<uintptr_t>(to) % bytes != 0 || reinterpret_cast<uintptr_t>(from) % bytes != 0)
+    fail("cp.async with an address not aligned to its size");
+  std::memset(to, 0xff, bytes);
+  self().open_copies.push_back({to, from, bytes});
+}
+inline void cp_commit() {
+  Fiber& f = self();
+  f.copy_groups.push_back(std::move(f.open_copies));
+  f.open_copies.clear();
+}
+inline void cp_wait(int newest) {
+  Fiber& f = self();
+  while (f.copy_groups.size() > static_cast<size_t>(newest)) {
+    for (const AsyncCopy& c : f.copy_groups.front()) std::memcpy(c.to, c.from, c.bytes);
+    f.copy_groups.pop_front();
+  }
+}
+
 // Runs one block of `threads` fibers over body(args); false (with b.error) on a deadlock or an
 // error a fiber raised.
 inline bool run_block(Block& b) {
@@ -298,6 +340,14 @@ void apply_packed(void (*kernel)(A...), void* packed) {
 
 inline void __syncthreads() { optjit_emu::syncthreads(); }
 inline void __threadfence() {}
+inline void __syncwarp(unsigned int mask = 0xffffffffu) { optjit_emu::syncwarp(mask); }
+// The asynchronous copies optjit's preamble writes as inline asm (GpuLaunch::stage); the
+// emulator's NVRTC puts these calls in their place.
+inline void optjit_emu_cp_async(void* to, const void* from, size_t bytes) {
+  optjit_emu::cp_async(to, from, bytes);
+}
+inline void optjit_emu_cp_commit() { optjit_emu::cp_commit(); }
+inline void optjit_emu_cp_wait(int newest) { optjit_emu::cp_wait(newest); }
 template <class T>
 T __shfl_xor_sync(unsigned int mask, T value, int lane_mask) {
   return optjit_emu::shfl_xor(mask, value, lane_mask);

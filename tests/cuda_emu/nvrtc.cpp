@@ -47,7 +47,8 @@ std::string quoted(const std::string& s) {
 }
 
 // The PTX optjit's preamble writes as inline asm, as host calls (the L2 prefetch as a read of
-// its byte); any other asm is an error naming it.
+// its byte, the asynchronous copies as device.h's lazy ones); any other asm is an error naming
+// it.
 bool replace_asm(std::string& src, std::string& log) {
   const std::pair<std::string, std::string> known[] = {
       {R"(asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));)", "f = optjit_emu_f16_to_f32(h);"},
@@ -55,6 +56,13 @@ bool replace_asm(std::string& src, std::string& log) {
       {R"(asm volatile("prefetch.global.L2 [%0];" : : "l"(a));)", "optjit_emu_prefetch(a);"},
       {R"(asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(b));)", "y = optjit_emu_rcp(b);"},
       {R"(asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));)", "r = optjit_emu_rsqrt(x);"},
+      {R"(asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" : : "r"((unsigned int)__cvta_generic_to_shared(s)), "l"(g) : "memory");)",
+       "optjit_emu_cp_async(s, g, 16);"},
+      {R"(asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" : : "r"((unsigned int)__cvta_generic_to_shared(s)), "l"(g) : "memory");)",
+       "optjit_emu_cp_async(s, g, 4);"},
+      {R"(asm volatile("cp.async.commit_group;" : : : "memory");)", "optjit_emu_cp_commit();"},
+      {R"(asm volatile("cp.async.wait_group %0;" : : "n"(N) : "memory");)",
+       "optjit_emu_cp_wait(N);"},
   };
   for (const auto& [from, to] : known)
     for (size_t at; (at = src.find(from)) != std::string::npos;) src.replace(at, from.size(), to);

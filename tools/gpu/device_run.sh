@@ -14,6 +14,8 @@
 #           launch, vectors, resident=768, L2 prefetches trips ahead, two sweeps a trip,
 #           prefetching (#12); with a baseline in the bundle (tools/gpu/baseline.sh), the default
 #           also with the baseline's build, just before
+#   staged  the quantized launches with trips staged in shared memory (stage=N): their bits
+#           against the CPU, then their speed against the best unstaged launch (#12)
 #   bf16    bf16 clip + AdamW, AdamW after the deferred clip, and AdamW alone at 124M, with
 #           vectors of 1, 4 and 8 and 4 items a thread
 #   profile Nsight Compute on the quantized update kernels (4-bit, 8-bit, fp8): where their time goes
@@ -201,6 +203,36 @@ quant() {
   done
 }
 
+# Trips staged in shared memory by cp.async (--launch stage=N, #12): first the bits, against
+# the CPU, of the quantized default and of the two staged launches of
+# Fixtures/CudaQuantizedLaunch (6 pipelines each); then clip + AdamW at 268M parameters with
+# f32 state (default and vec=4, for the ratio) and, per format, the best launch of the H200's
+# 2026-11-27 run against it staged 1, 2 (4-bit: 4) trips ahead, with and without the L2
+# prefetch and interleaving, and in longer chunks (16 benches, about 10 s each there).
+staged() {
+  local f l n=268435456 rc=0
+  "$cuda_test" --gtest_brief=1 \
+    --gtest_filter='Fixtures/CudaQuantizedLaunch.*/0:Fixtures/CudaQuantizedLaunch.*/17:Fixtures/CudaQuantizedLaunch.*/18' ||
+    rc=1
+  for l in vec=1 vec=4; do
+    echo "# this build, f32, $l"
+    "$optjit" bench "$P" --backend cuda --numel $n --steps 5 --reps 5 --no-unfused --step graph \
+      --launch $l
+  done
+  for f in 8bit f8 4bit; do
+    local q="chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, weight_decay=0.01, state_format=\"$f\"))"
+    local ls="vec=4,interleave=1,ahead=2 vec=4,interleave=1,stage=2 vec=4,interleave=1,ahead=2,stage=2"
+    [ $f = 8bit ] && ls="$ls vec=4,interleave=1,stage=1 vec=4,stage=2 vec=4,interleave=1,stage=2,chunk=262144"
+    [ $f = 4bit ] && ls="$ls vec=4,interleave=1,stage=4"
+    for l in $ls; do
+      echo "# this build, $f, $l"
+      "$optjit" bench "$q" --backend cuda --numel $n --steps 5 --reps 5 --no-unfused --step graph \
+        --launch $l
+    done
+  done
+  return $rc
+}
+
 # bf16 parameters and state (2 bytes an element), clip + AdamW at gpt2-small's size: the
 # default launch moves 2 bytes a thread a load; vectors move 8 or 16. Then AdamW after
 # optjit.torch's deferred clip (the gradients scaled by a coefficient and rounded to bf16 in the
@@ -356,7 +388,7 @@ for stage in "${@:-smoke}"; do
   fn=$stage
   [ "$stage" = torch ] && fn=torch_cmp
   [ "$stage" = python ] && fn=python_bridge
-  case $stage in smoke | tests | bench | quick | quant | bf16 | profile | torch | opencl | webgpu | webgpu_test | python | python_some | compile) ;; *)
+  case $stage in smoke | tests | bench | quick | quant | staged | bf16 | profile | torch | opencl | webgpu | webgpu_test | python | python_some | compile) ;; *)
     echo "device_run: unknown stage $stage"
     exit 2
     ;;
