@@ -147,8 +147,14 @@ codegen::GpuLaunch default_launch(const plan::Plan& plan, const runtime::DeviceD
   codegen::GpuLaunch g = d.default_launch;
   if (d.kind != "cuda" || codegen::constant_tables(plan).empty()) return g;
   g.vec = 4;
-  g.ahead = 2;
   g.interleave = interleave_checked(d.arch);
+  // Two trips staged by cp.async where there is cp.async (sm_80 on); before it, the L2
+  // prefetch two trips ahead.
+  int sm = 0;
+  if (std::sscanf(d.arch.c_str(), "sm_%d", &sm) == 1 && sm >= 80)
+    g.stage = 2;
+  else
+    g.ahead = 2;
   return g;
 }
 
@@ -213,23 +219,27 @@ SearchSpace device_space(const runtime::DeviceDescription& d) {
 SearchSpace cuda_space(const plan::Plan& plan, const runtime::DeviceDescription& d,
                        cache::KernelCache* cache) {
   SearchSpace space{default_launch(plan, d).to_string(), gpu_stages(1024), {}, valid_launch};
-  // Quantized state (from vectors of 4, interleaved where checked, 2 trips ahead): its code
-  // tables read from global memory or from shared copies first, then vectors and items, then
-  // each warp's next trip prefetched or not (prefetching takes one element a lane at a time, so
-  // it is tried on the best vector shape, not before vectors are), then two sweeps a trip or
-  // one, then (where checked) interleaved elements or not, then L2 prefetches 0, 1 or 2 trips
-  // ahead. These stages come before block, grid and chunk: they change its kernels the most,
-  // and the candidate cap (24 by default) would end the search before them.
+  // Quantized state (from default_launch): its code tables read from global memory or from
+  // shared copies first, then vectors and items, then each warp's next trip prefetched or not
+  // (prefetching takes one element a lane at a time, so it is tried on the best vector shape,
+  // not before vectors are), then two sweeps a trip or one, then (where checked) interleaved
+  // elements or not, then 0, 1, 2 or 4 trips staged in shared memory, then L2 prefetches 0, 1
+  // or 2 trips ahead. These stages come before block, grid and chunk: they change its kernels
+  // the most, and the candidate cap (24 by default) would end the search before them. A
+  // candidate whose staged trips and shared tables exceed a block's shared memory is refused
+  // by the emitter, so pruned.
   if (!codegen::constant_tables(plan).empty()) {
     auto both = [](bool codegen::GpuLaunch::*field) { return each(field, {false, true}); };
     space.stages.insert(space.stages.begin(), both(&codegen::GpuLaunch::shared_tables));
     space.stages.insert(space.stages.begin() + 2, both(&codegen::GpuLaunch::prefetch));
     // Two sweeps a trip (valid on vectors only: vary drops it elsewhere), then interleaved
-    // elements (likewise), then the lines of trips ahead fetched into L2.
+    // elements and staged trips (likewise), then the lines of trips ahead fetched into L2.
     space.stages.insert(space.stages.begin() + 3, both(&codegen::GpuLaunch::recompute));
     int next = 4;
     if (interleave_checked(d.arch))
       space.stages.insert(space.stages.begin() + next++, both(&codegen::GpuLaunch::interleave));
+    space.stages.insert(space.stages.begin() + next++,
+                        each(&codegen::GpuLaunch::stage, {0, 1, 2, 4}));
     space.stages.insert(space.stages.begin() + next, each(&codegen::GpuLaunch::ahead, {0, 1, 2}));
   }
   space.prune = [&plan, arch = d.arch, cache](const std::string& config) {

@@ -77,9 +77,10 @@ codegen::GpuLaunch gpu_launch_for(const Expected<TuneTarget>& target, cache::Ker
 bool interleave_checked(const std::string& arch);
 
 /// The launch before any tuning for `plan` on a device described by `d`: its default, but on
-/// CUDA with quantized state vectors of 4 with the L2 prefetch 2 trips ahead, interleaved where
-/// checked. On an H200 (bench/results/h200-2026-11-27) that is 1.31x the plain default for
-/// 8-bit state, 1.08x for fp8 and 1.86x for 4-bit.
+/// CUDA with quantized state vectors of 4, interleaved where checked, with two trips staged in
+/// shared memory from sm_80 (before it, the L2 prefetch two trips ahead). On an H200
+/// (bench/results/h200-2026-11-27) that is 1.45x the plain default for 8-bit state, 1.22x for
+/// fp8 and 2.17x for 4-bit.
 codegen::GpuLaunch default_launch(const plan::Plan& plan, const runtime::DeviceDescription& d);
 
 /// GpuLaunch::device_default for OpenCL device `device` (-1: the first GPU, else the first).

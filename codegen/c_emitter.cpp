@@ -304,6 +304,9 @@ class KernelWriter {
 
   // Work-group-shared arrays: in the kernel, or at module scope under names of this kernel's.
   void shared(const std::string& type, const std::string& name, size_t n) {
+    const bool wide = type.find("double") != std::string::npos ||
+                      type.find("long") != std::string::npos;
+    shared_bytes_ += static_cast<int64_t>(n) * (wide ? 8 : 4);
     if (L_.shared_at_module_scope())
       module_scope_ += L_.shared(type, name, n) + "\n";
     else
@@ -933,13 +936,21 @@ class KernelWriter {
     // bytes from the trip's start, then the scales of the quantized ones, each part padded to
     // 16 bytes; staged: the trip is whole inside the chunk (and so was copied), sd: its copy.
     const Staging st = staging();
-    if (const int64_t total = int64_t{st.trips} * st.bytes * (launch_.block / 32);
-        total > 48 * 1024)
-      return make_error(
-          "stage={}: {} trips of {} bytes for each of a block's {} warps take {} bytes of shared "
-          "memory, more than the 48 KiB a block declares; stage fewer trips, or take fewer "
-          "items or threads",
-          st.trips, st.trips, st.bytes, launch_.block / 32, total);
+    if (st.trips > 0) {
+      // The kernel's other shared memory: its reductions' arrays and the code tables' copies.
+      int64_t other = shared_bytes_;
+      if (launch_.shared_tables)
+        for (const ConstantTable& t : constant_tables(plan_))
+          other += 4 * static_cast<int64_t>(t.values.size());
+      if (const int64_t ring = int64_t{st.trips} * st.bytes * (launch_.block / 32);
+          ring + other > 48 * 1024)
+        return make_error(
+            "stage={}: {} trips of {} bytes for each of a block's {} warps take {} bytes of "
+            "shared memory, and the kernel's other shared memory (code tables, reductions) {}: "
+            "more than the 48 KiB a block declares; stage fewer trips, or take fewer items or "
+            "threads",
+            st.trips, st.trips, st.bytes, launch_.block / 32, ring, other);
+    }
     auto shared_word = [&](uint32_t b, const std::string& byte, int bytes) {
       const std::string at = fmt::format("sd + {} + ({})", st.at.at(b), byte);
       return bytes == 1 ? fmt::format("((unsigned int)*({}))", at)
@@ -1537,6 +1548,7 @@ class KernelWriter {
   std::vector<uint32_t> loads_, stores_;  // buffers the pass loads / stores
   std::vector<uint32_t> quant_;           // the block-quantized buffers among them
   std::string module_scope_, shared_;     // shared arrays' declarations (see shared())
+  int64_t shared_bytes_ = 0;              // and their bytes
 };
 
 }  // namespace

@@ -154,13 +154,14 @@ TEST(Cuda, TuningQuantizedStateTriesSharedTablesThenVectorsFirst) {
   for (const auto& m : r->measured) tried.push_back(m.config);
   for (const auto& k : r->skipped) tried.push_back(k.config);
   ASSERT_GE(tried.size(), 3u);
-  // From the quantized default: vectors of 4, two trips ahead, interleaved where the device
-  // check has passed (the emulator says sm_90).
+  // From the quantized default: vectors of 4, two trips staged (the emulator says sm_90),
+  // interleaved where the device check has passed.
   auto dev = runtime::open_device({.kind = "cuda"});
   ASSERT_TRUE(dev) << dev.error().message;
   const codegen::GpuLaunch start = autotune::default_launch(*plan, (*dev)->description());
   EXPECT_EQ(start.vec, 4);
-  EXPECT_EQ(start.ahead, 2);
+  EXPECT_EQ(start.stage, 2);
+  EXPECT_EQ(start.ahead, 0);
   EXPECT_EQ(start.interleave, autotune::interleave_checked((*dev)->description().arch));
   EXPECT_EQ(tried[0], start.to_string());
   auto second = codegen::GpuLaunch::parse(tried[1]), third = codegen::GpuLaunch::parse(tried[2]);
@@ -793,7 +794,7 @@ TEST_P(CudaQuantizedLaunch, StepsTheCpusBits) {
       }
       // Trips staged in shared memory by asynchronous copies (the emulator makes a copy only
       // when its group is waited for, and fills its place with 0xff when it is issued): two
-      // trips ahead in vectors of 4, interleaved; three in vectors of 2 (8-bit codes as 2-byte
+      // trips ahead in vectors of 4, interleaved; two in vectors of 2 (8-bit codes as 2-byte
       // words, 4-bit ones as bytes) with two blocks a trip on 64-thread blocks in chunks of
       // 4096 (four trips a warp per chunk: the ring wraps; a tensor's last trips are partial,
       // read from global memory), two sweeps and shared tables, as a graph.
@@ -807,7 +808,7 @@ TEST_P(CudaQuantizedLaunch, StepsTheCpusBits) {
                                           .chunk_elements = 4096,
                                           .shared_tables = true,
                                           .recompute = true,
-                                          .stage = 3};
+                                          .stage = 2};
       }
       const auto got = run(o);
       EXPECT_EQ(got.first, want.first) << pipeline << " mode " << mode;

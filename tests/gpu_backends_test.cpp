@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <regex>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -16,10 +17,12 @@
 #include "codegen/c_emitter.h"
 #include "codegen/launch.h"
 #include "codegen/nvrtc.h"
+#include "autotune/gpu_tuner.h"
 #include "executors.h"
 #include "ir/builtins.h"
 #include "ir/compile.h"
 #include "runtime/cuda_api.h"
+#include "runtime/device.h"
 #include "runtime/opencl_device.h"
 
 namespace optjit {
@@ -545,8 +548,37 @@ TEST(Nvrtc, StagedTripsCompileOrSayWhyNot) {
   auto big = codegen::emit_c(*plan, {codegen::CLanguage::cuda, {.items = 2, .vec = 4, .stage = 3}});
   EXPECT_EQ(big ? std::string("no error") : big.error().message,
             "stage=3: 3 trips of 5136 bytes for each of a block's 8 warps take 123264 bytes of "
-            "shared memory, more than the 48 KiB a block declares; stage fewer trips, or take "
-            "fewer items or threads");
+            "shared memory, and the kernel's other shared memory (code tables, reductions) 0: "
+            "more than the 48 KiB a block declares; stage fewer trips, or take fewer items or "
+            "threads");
+  // A ring that fits by itself, but not beside the code tables' shared copies (ptxas said "uses
+  // too much shared data" on an H200 before the emitter counted them).
+  auto tables = codegen::emit_c(
+      *plan, {codegen::CLanguage::cuda, {.vec = 4, .shared_tables = true, .stage = 2}});
+  ASSERT_FALSE(tables);
+  EXPECT_TRUE(std::regex_match(
+      tables.error().message,
+      std::regex("stage=2: 2 trips of 2576 bytes for each of a block's 8 warps take 41216 bytes "
+                 "of shared memory, and the kernel's other shared memory \\(code tables, "
+                 "reductions\\) [0-9]+: more than the 48 KiB .*")))
+      << tables.error().message;
+  EXPECT_TRUE(codegen::emit_c(*plan, {codegen::CLanguage::cuda,
+                                      {.vec = 4, .shared_tables = true, .stage = 1}}));
+  // What the emitter accepts, ptxas takes: LAMB's two staged passes beside shared tables
+  // (Fixtures/CudaQuantizedLaunch's mode 18).
+  auto lamb = compile_pipeline(R"(lamb(lr=1e-2, state_format="8bit"))");
+  ASSERT_TRUE(lamb) << lamb.error().message;
+  auto lamb_src = codegen::emit_c(*lamb, {codegen::CLanguage::cuda,
+                                          {.block = 64,
+                                           .items = 2,
+                                           .vec = 2,
+                                           .chunk_elements = 4096,
+                                           .shared_tables = true,
+                                           .recompute = true,
+                                           .stage = 2}});
+  ASSERT_TRUE(lamb_src) << lamb_src.error().message;
+  auto lamb_cubin = codegen::compile_cubin(*lamb_src, "sm_90");
+  EXPECT_TRUE(lamb_cubin) << lamb_cubin.error().message;
   EXPECT_EQ(codegen::GpuLaunch::from_text("stage=2").error().message,
             "stage=2 needs vec=2, 4 or 8 (CUDA's quantized path in vectors)");
   EXPECT_EQ(codegen::GpuLaunch::from_text("vec=4,stage=5").error().message,
@@ -560,6 +592,32 @@ TEST(Nvrtc, StagedTripsCompileOrSayWhyNot) {
   ASSERT_TRUE(plain) << plain.error().message;
   EXPECT_EQ(codegen::emit_c(*plain, {codegen::CLanguage::cuda, {.vec = 4, .stage = 2}}).value(),
             codegen::emit_c(*plain, {codegen::CLanguage::cuda, {.vec = 4}}).value());
+}
+
+// The launch before tuning: with quantized state on CUDA, vectors of 4, two trips staged from
+// sm_80 (before it, L2 prefetches 2 trips ahead: cp.async would be plain copies), interleaved
+// only where the device check of the branch-free division has passed (sm_90); otherwise, and
+// on other devices, the device's default.
+TEST(GpuTuner, QuantizedStateHasADefaultOfItsOwnOnCuda) {
+  auto quantized = compile_pipeline(
+      R"(chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, state_format="8bit")))");
+  auto plain = compile_pipeline("chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3))");
+  ASSERT_TRUE(quantized && plain);
+  runtime::DeviceDescription d;
+  d.kind = "cuda";
+  d.default_launch = codegen::GpuLaunch{};
+  auto on = [&](const char* arch, const plan::Plan& p) {
+    d.arch = arch;
+    return autotune::default_launch(p, d).to_string();
+  };
+  EXPECT_EQ(on("sm_90", *quantized),
+            "block=256,items=1,vec=4,grid=8,chunk=65536,interleave=1,stage=2");
+  EXPECT_EQ(on("sm_80", *quantized), "block=256,items=1,vec=4,grid=8,chunk=65536,stage=2");
+  EXPECT_EQ(on("sm_75", *quantized), "block=256,items=1,vec=4,grid=8,chunk=65536,ahead=2");
+  EXPECT_EQ(on("sm_90", *plain), codegen::GpuLaunch{}.to_string());
+  d.kind = "opencl";
+  d.default_launch = codegen::GpuLaunch::device_default(false);
+  EXPECT_EQ(on("", *quantized), codegen::GpuLaunch::device_default(false).to_string());
 }
 
 TEST(Nvrtc, BadArchitectureIsAClearError) {
