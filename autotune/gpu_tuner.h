@@ -17,7 +17,7 @@
 namespace optjit::runtime {
 class Device;
 struct DeviceDescription;
-}
+}  // namespace optjit::runtime
 
 namespace optjit::autotune {
 

@@ -304,8 +304,8 @@ class KernelWriter {
 
   // Work-group-shared arrays: in the kernel, or at module scope under names of this kernel's.
   void shared(const std::string& type, const std::string& name, size_t n) {
-    const bool wide = type.find("double") != std::string::npos ||
-                      type.find("long") != std::string::npos;
+    const bool wide =
+        type.find("double") != std::string::npos || type.find("long") != std::string::npos;
     shared_bytes_ += static_cast<int64_t>(n) * (wide ? 8 : 4);
     if (L_.shared_at_module_scope())
       module_scope_ += L_.shared(type, name, n) + "\n";
@@ -1297,8 +1297,9 @@ class KernelWriter {
   }
   // Bytes of buffer b a trip holds (codes of a quantized one).
   int64_t part_bytes(uint32_t b) const {
-    return quantized(b) ? trip_elements() * bits(b) / 8
-                        : trip_elements() * static_cast<int64_t>(size_bytes(plan_.buffers[b].storage));
+    return quantized(b)
+               ? trip_elements() * bits(b) / 8
+               : trip_elements() * static_cast<int64_t>(size_bytes(plan_.buffers[b].storage));
   }
   // The copies of the trip from element `e` of the chunk into slot `slot` of the warp's ring, in
   // 16-byte pieces spread over the lanes (scales 4 bytes a lane), issued only where the trip is
@@ -1306,32 +1307,33 @@ class KernelWriter {
   std::string stage_copies(const Staging& st, const std::string& e, const std::string& slot,
                            const std::string& in) const {
     const int64_t QB = ir::quant_block(plan_.buffers);
-    std::string s = fmt::format("{0}if ({1} + {2} <= len) {{\n{0}  unsigned char* const d = stg + "
-                                "({3}) * {4};\n",
-                                in, e, trip_elements(), slot, st.bytes);
+    std::string s = fmt::format(
+        "{0}if ({1} + {2} <= len) {{\n{0}  unsigned char* const d = stg + "
+        "({3}) * {4};\n",
+        in, e, trip_elements(), slot, st.bytes);
     for (uint32_t b : loads_) {
       const int64_t pieces = part_bytes(b) / 16;
-      const std::string from =
-          quantized(b) ? fmt::format("(const unsigned char*)(q{} + (({}){}))", b, e,
-                                     bits(b) == 4 ? " >> 1" : "")
-                       : fmt::format("(const unsigned char*)(p{} + ({}))", b, e);
+      const std::string from = quantized(b)
+                                   ? fmt::format("(const unsigned char*)(q{} + (({}){}))", b, e,
+                                                 bits(b) == 4 ? " >> 1" : "")
+                                   : fmt::format("(const unsigned char*)(p{} + ({}))", b, e);
       for (int64_t t = 0; t * 32 < pieces; ++t) {
         const std::string piece = t == 0 ? "lane" : fmt::format("(lane + {})", 32 * t);
         const std::string copy = fmt::format("optjit_cp_async16(d + {} + 16 * {}, {} + 16 * {});",
                                              st.at.at(b), piece, from, piece);
-        s += pieces - 32 * t >= 32
-                 ? fmt::format("{}  {}\n", in, copy)
-                 : fmt::format("{0}  if ({1} < {2}) {{\n{0}    {3}\n{0}  }}\n", in, piece,
-                               pieces, copy);
+        s += pieces - 32 * t >= 32 ? fmt::format("{}  {}\n", in, copy)
+                                   : fmt::format("{0}  if ({1} < {2}) {{\n{0}    {3}\n{0}  }}\n",
+                                                 in, piece, pieces, copy);
       }
     }
     int j = 0;
     for (uint32_t b : loads_)
       if (quantized(b))
         for (int g = 0; g < std::max(1, launch_.items); ++g, ++j)
-          s += fmt::format("{0}  if (lane == {1}) {{\n{0}    optjit_cp_async4(d + {2}, &{3});\n{0}  }}\n",
-                           in, j, st.scales + 4 * j,
-                           L_.scale_at(b, fmt::format("(off + {} + {}) / {}", e, g * QB, QB)));
+          s += fmt::format(
+              "{0}  if (lane == {1}) {{\n{0}    optjit_cp_async4(d + {2}, &{3});\n{0}  }}\n", in, j,
+              st.scales + 4 * j,
+              L_.scale_at(b, fmt::format("(off + {} + {}) / {}", e, g * QB, QB)));
     return s + in + "}\n" + in + "optjit_cp_commit();\n";
   }
 

@@ -104,8 +104,7 @@ Expected<GpuLaunch> GpuLaunch::from_text(const std::string& s, const GpuLaunch& 
     const std::string name = item.substr(0, eq), value = item.substr(eq + 1);
     static const std::set<std::string> kNames = {"block",      "items",  "vec",      "grid",
                                                  "chunk",      "tables", "prefetch", "recompute",
-                                                 "interleave", "ahead",  "stage",
-                                                 "resident"};
+                                                 "interleave", "ahead",  "stage",    "resident"};
     if (!kNames.count(name))
       return make_error(
           "unknown launch parameter '{}' (block, items, vec, grid, chunk, tables, prefetch, "

@@ -340,8 +340,7 @@ TEST(Cuda, UnalignedMemoryGivesUpATunedVectorWidthNotAChosenOne) {
       auto cache = cache::KernelCache::open({dir});
       ASSERT_TRUE(cache) << cache.error().message;
       ASSERT_TRUE((*cache)->put_decision(
-          autotune::program_id(*plan8), autotune::size_bucket(n),
-          (*dev)->description().performance,
+          autotune::program_id(*plan8), autotune::size_bucket(n), (*dev)->description().performance,
           codegen::GpuLaunch{.vec = 4, .recompute = true, .interleave = true}.to_string()));
     }
     auto aligned8 = run(0, codegen::GpuLaunch{}, nullptr);

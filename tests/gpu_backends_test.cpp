@@ -12,12 +12,12 @@
 
 #include <gtest/gtest.h>
 
+#include "autotune/gpu_tuner.h"
 #include "backend_parity.h"
 #include "cache/kernel_cache.h"
 #include "codegen/c_emitter.h"
 #include "codegen/launch.h"
 #include "codegen/nvrtc.h"
-#include "autotune/gpu_tuner.h"
 #include "executors.h"
 #include "ir/builtins.h"
 #include "ir/compile.h"
@@ -216,8 +216,8 @@ TEST(GpuLaunch, ParsesWhatUsersWriteAndWhatTheCacheStores) {
   // Stored decisions out of order, with a default written out, or out of range: refused.
   for (const char* bad :
        {",ahead=0", ",ahead=9", ",ahead=1,recompute=1", ",recompute=0", ",resident=768,prefetch=1",
-        ",resident=100", ",resident=768x", ",interleave=1,recompute=1", ",interleave=0",
-        ",stage=0", ",stage=1,ahead=1", ",resident=768,stage=1"})
+        ",resident=100", ",resident=768x", ",interleave=1,recompute=1", ",interleave=0", ",stage=0",
+        ",stage=1,ahead=1", ",resident=768,stage=1"})
     EXPECT_FALSE(codegen::GpuLaunch::parse(l->to_string() + bad)) << bad;
   for (const auto& [text, error] : std::vector<std::pair<const char*, const char*>>{
            {"recompute=2", "launch parameter recompute: '2' is not 0 or 1"},
@@ -511,9 +511,9 @@ TEST(Nvrtc, StagedTripsCompileOrSayWhyNot) {
   ASSERT_TRUE(codegen::have_nvrtc());
   // Bytes a warp's trip stages: f32 parameters and gradients (1 KiB each for a 256-block),
   // the two moments' codes, their scales padded to 16 bytes.
-  for (const auto& [format, trip] : {std::pair{"8bit", 2 * 1024 + 2 * 256 + 16},
-                                     std::pair{"f8", 2 * 1024 + 2 * 256 + 16},
-                                     std::pair{"4bit", 2 * 512 + 2 * 64 + 16}}) {
+  for (const auto& [format, trip] :
+       {std::pair{"8bit", 2 * 1024 + 2 * 256 + 16}, std::pair{"f8", 2 * 1024 + 2 * 256 + 16},
+        std::pair{"4bit", 2 * 512 + 2 * 64 + 16}}) {
     SCOPED_TRACE(format);
     auto plan = compile_pipeline(fmt::format(
         R"(chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, state_format="{}")))", format));
@@ -562,8 +562,8 @@ TEST(Nvrtc, StagedTripsCompileOrSayWhyNot) {
                  "of shared memory, and the kernel's other shared memory \\(code tables, "
                  "reductions\\) [0-9]+: more than the 48 KiB .*")))
       << tables.error().message;
-  EXPECT_TRUE(codegen::emit_c(*plan, {codegen::CLanguage::cuda,
-                                      {.vec = 4, .shared_tables = true, .stage = 1}}));
+  EXPECT_TRUE(codegen::emit_c(
+      *plan, {codegen::CLanguage::cuda, {.vec = 4, .shared_tables = true, .stage = 1}}));
   // What the emitter accepts, ptxas takes: LAMB's two staged passes beside shared tables
   // (Fixtures/CudaQuantizedLaunch's mode 18).
   auto lamb = compile_pipeline(R"(lamb(lr=1e-2, state_format="8bit"))");
@@ -584,10 +584,9 @@ TEST(Nvrtc, StagedTripsCompileOrSayWhyNot) {
   EXPECT_EQ(codegen::GpuLaunch::from_text("vec=4,stage=5").error().message,
             "trips staged 5 is not in 0..4");
   // The cache's form keeps it, and a plan without quantized state is unchanged by it.
-  EXPECT_EQ(codegen::GpuLaunch::parse("block=256,items=1,vec=4,grid=8,chunk=65536,stage=2")
-                .value()
-                .stage,
-            2);
+  EXPECT_EQ(
+      codegen::GpuLaunch::parse("block=256,items=1,vec=4,grid=8,chunk=65536,stage=2").value().stage,
+      2);
   auto plain = compile_pipeline("adamw(lr=1e-3)");
   ASSERT_TRUE(plain) << plain.error().message;
   EXPECT_EQ(codegen::emit_c(*plain, {codegen::CLanguage::cuda, {.vec = 4, .stage = 2}}).value(),

@@ -6,8 +6,8 @@
 //
 // Execution model, as the CUDA programming guide states it for what optjit's kernels use:
 //  - blocks run one after another; a block's threads are fibers on the calling thread, switched
-//    only where CUDA threads synchronise (__syncthreads, __syncwarp, __shfl_xor_sync) or exit, so shared
-//    memory (`__shared__`, here `static`) belongs to the one block running;
+//    only where CUDA threads synchronise (__syncthreads, __syncwarp, __shfl_xor_sync) or exit, so
+//    shared memory (`__shared__`, here `static`) belongs to the one block running;
 //  - __syncthreads waits for every thread of the block that has not exited (exited threads
 //    count as arrived, as on Volta and later);
 //  - __shfl_xor_sync waits for every lane of its warp that has not exited, and reads the lane
@@ -195,7 +195,8 @@ inline void syncthreads() { arrive(block->block_barrier, block->live, Fiber::Wai
 // __syncwarp: waits for every lane of the warp that has not exited (the barrier the exchanges
 // use; every lane reaches the same sequence of them).
 inline void syncwarp(unsigned int mask) {
-  if (mask != 0xffffffffu) fail("__syncwarp with a partial mask (the emulator takes full warps only)");
+  if (mask != 0xffffffffu)
+    fail("__syncwarp with a partial mask (the emulator takes full warps only)");
   arrive(block->warp_barriers[self().warp], block->warp_live[self().warp], Fiber::Wait::warp);
 }
 
@@ -206,7 +207,8 @@ inline void syncwarp(unsigned int mask) {
 // both read the filling instead of the data, and the step's bits differ. Addresses must be
 // aligned to the copy's size, as cp.async requires.
 inline void cp_async(void* to, const void* from, size_t bytes) {
-  if (reinterpret_cast<uintptr_t>(to) % bytes != 0 || reinterpret_cast<uintptr_t>(from) % bytes != 0)
+  if (reinterpret_cast<uintptr_t>(to) % bytes != 0 ||
+      reinterpret_cast<uintptr_t>(from) % bytes != 0)
     fail("cp.async with an address not aligned to its size");
   std::memset(to, 0xff, bytes);
   self().open_copies.push_back({to, from, bytes});

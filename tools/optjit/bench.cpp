@@ -353,9 +353,8 @@ int bench(const BenchOptions& o) {
     gpu = std::move(*d);
     // GPU launch parameters: as given (over the device's defaults), the cache's tuning
     // decision ("tuned"), or, with none given, the defaults for this plan on this device.
-    codegen::GpuLaunch base = o.launch.empty()
-                                  ? autotune::default_launch(*plan, gpu->description())
-                                  : gpu->description().default_launch;
+    codegen::GpuLaunch base = o.launch.empty() ? autotune::default_launch(*plan, gpu->description())
+                                               : gpu->description().default_launch;
     base.chunk_elements = o.chunk;
     if (o.launch != "tuned") {
       auto l = codegen::GpuLaunch::from_text(o.launch, base);
