@@ -946,7 +946,7 @@ class KernelWriter {
           ring + other > 48 * 1024)
         return make_error(
             "stage={}: {} trips of {} bytes for each of a block's {} warps take {} bytes of "
-            "shared memory, and the kernel's other shared memory (code tables, reductions) {}: "
+            "shared memory, which with the kernel's other {} bytes (code tables, reductions) is "
             "more than the 48 KiB a block declares; stage fewer trips, or take fewer items or "
             "threads",
             st.trips, st.trips, st.bytes, launch_.block / 32, ring, other);
@@ -961,51 +961,25 @@ class KernelWriter {
       return bits(b) == 4 ? fmt::format("({} - e0) >> 1", ix(k))
                           : fmt::format("{} - e0", el(k, 4 * w));
     };
-    // Item k's loads into L<b>_<k>, quantized buffers dequantized.
-    auto loads = [&](int k, const std::string& in) {
+    // Item k's whole vectors into L<b>_<k>, quantized buffers dequantized: from global memory,
+    // or from the trip's copy in shared memory (staged).
+    auto whole = [&](int k, const std::string& in, bool from_stage) {
       std::string s;
-      if (loads_.empty()) return s;
       const int g = k / K;
-      for (uint32_t b : loads_)
-        s += in + L_.var(quantized(b) ? FV : vec_type(b, V), fmt::format("L{}_{}", b, k)) + "\n";
-      if (st.trips > 0) {
-        // A staged trip's vectors from its copy in shared memory.
-        s += in + "if (staged) {\n";
-        for (uint32_t b : loads_) {
-          const std::string Lb = fmt::format("L{}_{}", b, k);
-          if (!quantized(b)) {
-            s += fmt::format("{}  {} = ((const {}*)(sd + {}))[({} - e0) >> {}];\n", in, Lb,
-                             vec_type(b, V), st.at.at(b), ix(k), shift);
-            continue;
-          }
-          for (int w = 0; w < words(b); ++w)
-            s += in + "  " +
-                 L_.let(U, fmt::format("W{}_{}_{}", b, k, w),
-                        shared_word(b, staged_byte(b, k, w), word_bytes(b))) +
-                 "\n";
-          for (int e = 0; e < V; ++e) {
-            const auto [w, sh] = code_place(b, e);
-            const std::string code =
-                fmt::format("((W{}_{}_{} >> {}u) & {}u)", b, k, w, sh, bits(b) == 4 ? 15 : 255);
-            s += fmt::format("{}  {} = {};\n", in, L_.lane(Lb, e, V),
-                             value_of(b, code, per("sc", b, g)));
-          }
-        }
-        s += in + "} else ";
-      } else {
-        s += in;
-      }
-      s += fmt::format("if ({} >= {}) {{\n", rest(k), V);
       for (uint32_t b : loads_) {
         const std::string Lb = fmt::format("L{}_{}", b, k);
         if (!quantized(b)) {
-          s += fmt::format("{}  {} = {};\n", in, Lb, load(b, V, vix(k)));
+          s += fmt::format("{}  {} = {};\n", in, Lb,
+                           from_stage ? fmt::format("((const {}*)(sd + {}))[({} - e0) >> {}]",
+                                                    vec_type(b, V), st.at.at(b), ix(k), shift)
+                                      : load(b, V, vix(k)));
           continue;
         }
         for (int w = 0; w < words(b); ++w)
           s += in + "  " +
                L_.let(U, fmt::format("W{}_{}_{}", b, k, w),
-                      L_.code_word(b, word_byte(b, k, w), word_bytes(b))) +
+                      from_stage ? shared_word(b, staged_byte(b, k, w), word_bytes(b))
+                                 : L_.code_word(b, word_byte(b, k, w), word_bytes(b))) +
                "\n";
         for (int e = 0; e < V; ++e) {
           const auto [w, sh] = code_place(b, e);
@@ -1015,6 +989,19 @@ class KernelWriter {
                            value_of(b, code, per("sc", b, g)));
         }
       }
+      return s;
+    };
+    // Item k's loads into L<b>_<k>, quantized buffers dequantized.
+    auto loads = [&](int k, const std::string& in) {
+      std::string s;
+      if (loads_.empty()) return s;
+      const int g = k / K;
+      for (uint32_t b : loads_)
+        s += in + L_.var(quantized(b) ? FV : vec_type(b, V), fmt::format("L{}_{}", b, k)) + "\n";
+      // A staged trip's vectors from its copy in shared memory.
+      if (st.trips > 0) s += in + "if (staged) {\n" + whole(k, in, true) + in + "} else ";
+      s += fmt::format("{}if ({} >= {}) {{\n", st.trips > 0 ? "" : in, rest(k), V) +
+           whole(k, in, false);
       // The vector across the block's end: its elements inside, one by one (the others 0).
       s += fmt::format("{}}} else if ({} > 0) {{\n", in, rest(k));
       for (uint32_t b : loads_)

@@ -548,7 +548,7 @@ TEST(Nvrtc, StagedTripsCompileOrSayWhyNot) {
   auto big = codegen::emit_c(*plan, {codegen::CLanguage::cuda, {.items = 2, .vec = 4, .stage = 3}});
   EXPECT_EQ(big ? std::string("no error") : big.error().message,
             "stage=3: 3 trips of 5136 bytes for each of a block's 8 warps take 123264 bytes of "
-            "shared memory, and the kernel's other shared memory (code tables, reductions) 0: "
+            "shared memory, which with the kernel's other 0 bytes (code tables, reductions) is "
             "more than the 48 KiB a block declares; stage fewer trips, or take fewer items or "
             "threads");
   // A ring that fits by itself, but not beside the code tables' shared copies (ptxas said "uses
@@ -558,9 +558,9 @@ TEST(Nvrtc, StagedTripsCompileOrSayWhyNot) {
   ASSERT_FALSE(tables);
   EXPECT_TRUE(std::regex_match(
       tables.error().message,
-      std::regex("stage=2: 2 trips of 2576 bytes for each of a block's 8 warps take 41216 bytes "
-                 "of shared memory, and the kernel's other shared memory \\(code tables, "
-                 "reductions\\) [0-9]+: more than the 48 KiB .*")))
+      std::regex("stage=2: 2 trips of 2576 bytes for each of a block's 8 warps take 41216 "
+                 "bytes of shared memory, which with the kernel's other [0-9]+ bytes \\(code "
+                 "tables, reductions\\) is more than the 48 KiB .*")))
       << tables.error().message;
   EXPECT_TRUE(codegen::emit_c(
       *plan, {codegen::CLanguage::cuda, {.vec = 4, .shared_tables = true, .stage = 1}}));

@@ -176,8 +176,18 @@ quick() {
 # twice), alone and with ahead=2, and with 768 threads resident per SM (80 registers a thread,
 # spills traded for occupancy); 4-bit also with each warp's next trip prefetched (--launch
 # prefetch=1), alone and with ahead=1 (about 12 s a bench on an H100: 30 benches).
+# One bench of clip + AdamW at 268M parameters as a CUDA graph: state format $1 (f32, or a
+# state_format), launch $2 (empty: the default for the plan), after a "# this build" header.
+qbench() {
+  local q="chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, weight_decay=0.01, state_format=\"$1\"))"
+  [ "$1" = f32 ] && q=$P
+  echo "# this build, $1, ${2:-default}"
+  "$optjit" bench "$q" --backend cuda --numel 268435456 --steps 5 --reps 5 --no-unfused \
+    --step graph ${2:+--launch $2}
+}
+
 quant() {
-  local f t l n=268435456 base=$root/baseline
+  local f l n=268435456 base=$root/baseline
   "$optjit" bench "$P" --backend cuda --numel $n --steps 5 --reps 5 --no-unfused --step graph
   [ -x "$base/bin/optjit" ] && echo "baseline: $(cat "$base/REVISION")"
   for f in 8bit 4bit f8; do
@@ -195,40 +205,28 @@ quant() {
     local ls="tables=global vec=4 vec=4,interleave=1 vec=4,interleave=1,ahead=2 vec=4,ahead=2"
     ls="$ls vec=4,recompute=1 vec=4,recompute=1,ahead=2 vec=4,resident=768"
     [ $f = 4bit ] && ls="$ls prefetch=1 prefetch=1,ahead=1"
-    for l in $ls; do
-      echo "# this build, $f, $l"
-      "$optjit" bench "$q" --backend cuda --numel $n --steps 5 --reps 5 --no-unfused --step graph \
-        --launch $l
-    done
+    for l in $ls; do qbench $f $l; done
   done
 }
 
 # Trips staged in shared memory by cp.async (--launch stage=N, #12): first the bits, against
-# the CPU, of the quantized default and of the two staged launches of
+# the CPU, of the quantized default (staged) and of the two staged launches of
 # Fixtures/CudaQuantizedLaunch (6 pipelines each); then clip + AdamW at 268M parameters with
-# f32 state (default and vec=4, for the ratio) and, per format, the best launch of the H200's
-# 2026-11-27 run against it staged 1, 2 (4-bit: 4) trips ahead, with and without the L2
-# prefetch and interleaving, and in longer chunks (16 benches, about 10 s each there).
+# f32 state (vec=4, the best there, for the ratio) and, per format, the default (vec=4,
+# interleave=1, stage=2 on sm_90) against staging without interleaving, more resident threads,
+# smaller blocks, two blocks a trip with one trip staged, and (4-bit) four trips (14 benches,
+# about 10 s each on an H200).
 staged() {
-  local f l n=268435456 rc=0
+  local f l rc=0
   "$cuda_test" --gtest_brief=1 \
     --gtest_filter='Fixtures/CudaQuantizedLaunch.*/0:Fixtures/CudaQuantizedLaunch.*/17:Fixtures/CudaQuantizedLaunch.*/18' ||
     rc=1
-  for l in vec=1 vec=4; do
-    echo "# this build, f32, $l"
-    "$optjit" bench "$P" --backend cuda --numel $n --steps 5 --reps 5 --no-unfused --step graph \
-      --launch $l
-  done
+  qbench f32 vec=4
   for f in 8bit f8 4bit; do
-    local q="chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, weight_decay=0.01, state_format=\"$f\"))"
-    local ls="vec=4,interleave=1,ahead=2 vec=4,interleave=1,stage=2 vec=4,interleave=1,ahead=2,stage=2"
-    [ $f = 8bit ] && ls="$ls vec=4,interleave=1,stage=1 vec=4,stage=2 vec=4,interleave=1,stage=2,chunk=262144"
-    [ $f = 4bit ] && ls="$ls vec=4,interleave=1,stage=4"
-    for l in $ls; do
-      echo "# this build, $f, $l"
-      "$optjit" bench "$q" --backend cuda --numel $n --steps 5 --reps 5 --no-unfused --step graph \
-        --launch $l
-    done
+    local ls="default vec=4,stage=2"
+    [ $f = 8bit ] && ls="$ls vec=4,interleave=1,stage=2,resident=768 vec=4,interleave=1,stage=2,block=128 vec=4,items=2,stage=1"
+    [ $f = 4bit ] && ls="$ls vec=4,interleave=1,stage=4 vec=4,stage=4"
+    for l in $ls; do qbench $f "${l#default}"; done
   done
   return $rc
 }
