@@ -253,18 +253,19 @@ bf16() {
 }
 
 # Where the quantized steps' time goes: Nsight Compute on the update pass (optjit_pass_1) of
-# clip + AdamW with 4-bit (vectors of 4 a lane), 8-bit (also with vectors, interleaved
-# vectors, and vectors with two sweeps and L2 prefetches 2 trips ahead) and fp8 state at 64M
-# parameters (speed of light, memory, warp stalls, issue slots, occupancy, and the SASS lines
-# where warps stall most; each stall reason's cycles per issued instruction, which the
-# sections name only the largest of: long_scoreboard is memory, wait and short_scoreboard
-# fixed and MUFU latencies); the reports' text in profile.log.
+# clip + AdamW at 64M parameters: 8-bit with the best unstaged launch of the H200's 2026-11-27
+# run and with two trips staged (the default), interleaved and not; 4-bit with four staged, fp8
+# with two (speed of light, memory, warp stalls, issue slots, occupancy, and the SASS lines
+# where warps stall most; each stall reason's cycles per issued instruction, which the sections
+# name only the largest of: long_scoreboard is memory, wait and short_scoreboard fixed and MUFU
+# latencies; "Issued Warp Per Scheduler" near 1 would mean the step is bound by instructions,
+# not memory); the reports' text in profile.log.
 profile() {
   local f ncu
   ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
   [ -n "$ncu" ] || { echo "profile: no ncu here"; return 1; }
-  for f in 4bit:global,vec=4 8bit:global 8bit:global,vec=4 8bit:global,vec=4,interleave=1 \
-    8bit:global,vec=4,recompute=1,ahead=2 f8:global; do
+  for f in 4bit:global,vec=4,interleave=1,stage=4 8bit:global,vec=4,interleave=1,ahead=2 \
+    8bit:global,vec=4,interleave=1,stage=2 8bit:global,vec=4,stage=2 f8:global,vec=4,interleave=1,stage=2; do
     echo "### ${f%%:*}, tables=${f#*:}"
     "$ncu" --clock-control none --kernel-name optjit_pass_1 --launch-count 1 \
       --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
