@@ -354,6 +354,11 @@ Status Executor::Impl::build(const OptimizerState& s) {
 Status Executor::Impl::bind(OptimizerState& s) {
   const size_t T = s.tensors.size();
   size_t vec = desc.vector_aligned ? static_cast<size_t>(options.launch.vec) : 1;
+  // Staged trips (GpuLaunch::stage) copy a quantized pass's inputs 16 bytes at a time: every
+  // buffer but the scales (copied 4 bytes at a time, their element size) needs 16.
+  const bool quantized = std::any_of(plan.buffers.begin(), plan.buffers.end(),
+                                     [](const ir::BufferDecl& b) { return b.per_block; });
+  size_t staged = desc.vector_aligned && quantized && options.launch.stage > 0 ? 16 : 1;
   const bool arenas_dev = arenas_model();
   // Arena devices: a buffer is used in place only when every tensor's is in one memory object
   // (a framework's flat buffer); else it goes through the executor's arena.
@@ -408,25 +413,28 @@ Status Executor::Impl::bind(OptimizerState& s) {
       values[i] = v;
       value_changed[b] = true;
       if (!in_place || ts.numel == 0 || no_scales) continue;
-      size_t need = es[b] * (arenas_dev ? 1 : vec);
+      const size_t by_vec = es[b] * (arenas_dev ? 1 : vec);
+      size_t need = std::max(by_vec, arenas_dev || plan.buffers[b].per_block ? 1 : staged);
       if (v % need == 0) continue;
+      // What asks for the alignment: the vector width, or the staged copies beyond it.
+      const std::string who = need > by_vec ? fmt::format("stage={}", options.launch.stage)
+                                            : fmt::format("vec={}", options.launch.vec);
       auto misaligned = [&] {
         return fmt::format("tensor '{}': its {} at {:#x} is not aligned to {} bytes", ts.name,
                            plan.buffers[b].name, v, need);
       };
       if (need > es[b] && options.vec_fallback) {
         fallback = fmt::format(
-            "{}, which vec={} (tuned or the device's default) needs: the step runs with vec=1 "
+            "{}, which {} (tuned or the device's default) needs: the step runs with vec=1 "
             "instead",
-            misaligned(), options.launch.vec);
+            misaligned(), who);
         OPTJIT_TRY(scalar_kernels());
-        vec = 1, need = es[b];
+        vec = 1, staged = 1, need = es[b];
         if (v % need == 0) continue;
       }
-      return make_error(
-          "{}, which {} needs; bind aligned memory{}", misaligned(),
-          need > es[b] ? fmt::format("vec={}", options.launch.vec) : "its element type",
-          need > es[b] ? " or use a launch with vec=1" : "");
+      return make_error("{}, which {} needs; bind aligned memory{}", misaligned(),
+                        need > es[b] ? who : "its element type",
+                        need > es[b] ? " or use a launch with vec=1" : "");
     }
   }
   // Arenas for what is not in place; a buffer whose placement changed is uploaded again.

@@ -350,6 +350,38 @@ TEST(Cuda, UnalignedMemoryGivesUpATunedVectorWidthNotAChosenOne) {
     EXPECT_EQ(*vector_only, *aligned8);
     ASSERT_EQ(warnings.size(), 1u);
     EXPECT_NE(warnings[0].find("the step runs with vec=1 instead"), std::string::npos);
+    // Staged trips copy 16 bytes at a time: memory 8 bytes past alignment is enough for vec=2
+    // but not for stage=2, which a tuned launch gives up (with its vectors) and a chosen one
+    // names.
+    {
+      auto cache = cache::KernelCache::open({dir});
+      ASSERT_TRUE(cache) << cache.error().message;
+      ASSERT_TRUE((*cache)->put_decision(autotune::program_id(*plan8), autotune::size_bucket(n),
+                                         (*dev)->description().performance,
+                                         codegen::GpuLaunch{.vec = 2, .stage = 2}.to_string(),
+                                         /*replace=*/true));
+    }
+    auto staged = run(8, std::nullopt, &warnings);
+    ASSERT_TRUE(staged) << staged.error().message;
+    EXPECT_EQ(*staged, *aligned8);
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_TRUE(std::regex_match(
+        warnings[0],
+        std::regex("tensor 'w': its (param|grad) at 0x[0-9a-f]+ is not aligned to 16 bytes, "
+                   "which stage=2 \\(tuned or the device's default\\) needs: the step runs "
+                   "with vec=1 instead")))
+        << warnings[0];
+    auto staged_aligned = run(0, std::nullopt, &warnings);
+    ASSERT_TRUE(staged_aligned) << staged_aligned.error().message;
+    EXPECT_EQ(*staged_aligned, *aligned8);
+    EXPECT_TRUE(warnings.empty());
+    auto chosen_staged = run(8, codegen::GpuLaunch{.vec = 2, .stage = 2}, nullptr);
+    ASSERT_FALSE(chosen_staged);
+    EXPECT_TRUE(std::regex_match(
+        chosen_staged.error().message,
+        std::regex("tensor 'w': its (param|grad) at 0x[0-9a-f]+ is not aligned to 16 bytes, "
+                   "which stage=2 needs; bind aligned memory or use a launch with vec=1")))
+        << chosen_staged.error().message;
     pipeline = "chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2, weight_decay=0.1))";
   }
   auto chosen = run(4, codegen::GpuLaunch{.vec = 4}, nullptr);
