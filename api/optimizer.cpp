@@ -468,6 +468,12 @@ Status Optimizer::Impl::resolve_launch() {
   gpu_launch =
       autotune::gpu_launch_for(target, cache.get(), &from, autotune::default_launch(plan, desc));
   tuned = !from.empty();
+  if (options.gpu_chunk_elements != 0) {
+    // A vector width the caller did not choose gives way to vec=1 on chunks it does not divide.
+    if (options.gpu_chunk_elements % gpu_launch.vec != 0) gpu_launch = gpu_launch.scalar();
+    gpu_launch.chunk_elements = options.gpu_chunk_elements;
+    OPTJIT_TRY(gpu_launch.validate());
+  }
   return Status::Ok();
 }
 

@@ -91,9 +91,12 @@ struct OptimizerOptions {
   /// for this pipeline on this CPU at this size is used when there is one (`optjit tune`).
   codegen::CpuLaunch cpu;
   /// cuda/opencl: the launch shape. Unset: the kernel cache's tuning decision for this
-  /// pipeline on this device at this size (`optjit tune --backend ...`), else the device's
-  /// default.
+  /// pipeline on this device at this size (`optjit tune --backend ...`), else the default for
+  /// this pipeline on this device (autotune::default_launch).
   std::optional<codegen::GpuLaunch> gpu_launch;
+  /// cuda/opencl: with gpu_launch unset, the chunk size to use in the launch so chosen (0: its
+  /// own), so that a caller can set the chunk alone (`optjit run --chunk`).
+  int64_t gpu_chunk_elements = 0;
   /// cuda/opencl/webgpu: which device (an OpenCL or WebGPU index from `optjit devices`, a CUDA
   /// ordinal); -1: the first GPU, else the first device. With a caller's WGPUDevice (`queue`):
   /// the adapter it is on, for the fingerprints (wgpu-native cannot tell); -1: unnamed.

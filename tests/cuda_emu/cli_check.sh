@@ -43,6 +43,21 @@ for format in 8bit 4bit f8; do
   same_tensors "$format.cpu.safetensors" "$format.cuda.safetensors"
 done
 
+# --chunk alone keeps the rest of the default launch for the pipeline (quantized state: vectors
+# of 4, two trips staged, interleaved on the emulator's sm_90), and a chunk that vectors of 4 do
+# not divide gives them up; either way the CPU's bytes.
+p='chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2, weight_decay=0.1, state_format="8bit"))'
+for chunk in 4096:vec=4 1001:vec=1; do
+  "$optjit" run "$p" --params p.safetensors --grads g.safetensors --steps 3 --backend cuda \
+    --chunk "${chunk%%:*}" --out "chunk.cuda.safetensors" > run.log
+  grep -q "^launch parameters: block=256,items=1,${chunk#*:},grid=8,chunk=${chunk%%:*}" run.log ||
+    { echo "--chunk ${chunk%%:*} ran with another launch:"; cat run.log; exit 1; }
+  [ "${chunk#*:}" = vec=1 ] || grep -q ",interleave=1,stage=2$" run.log ||
+    { echo "--chunk ${chunk%%:*} dropped the default's options:"; cat run.log; exit 1; }
+  echo -n "8bit, --chunk ${chunk%%:*}: "
+  same_tensors 8bit.cpu.safetensors chunk.cuda.safetensors
+done
+
 # A tuning decision on the device, then a bench that takes it (without one, --launch tuned is an
 # error), with the winner's launch.
 p='chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, weight_decay=0.01, state_format="4bit"))'

@@ -159,7 +159,7 @@ Expected<OptimizerOptions> optimizer_options(const std::string& backend_name, in
   const bool gpu = opts.backend != Backend::cpu && opts.backend != Backend::reference;
   if (gpu) {
     // Launch parameters: as given (over the device's default), else the kernel cache's tuning
-    // decision (the optimizer looks), else the default with --chunk.
+    // decision or the default for the pipeline on the device (the optimizer looks), with --chunk.
     const codegen::GpuLaunch base = opts.backend == Backend::opencl
                                         ? autotune::opencl_default_launch(-1)
                                         : codegen::GpuLaunch{};
@@ -168,8 +168,7 @@ Expected<OptimizerOptions> optimizer_options(const std::string& backend_name, in
       if (!l) return make_error("--launch: {}", l.error().message);
       opts.gpu_launch = *l;
     } else if (chunk != (1 << 16)) {
-      opts.gpu_launch = base;
-      opts.gpu_launch->chunk_elements = chunk;
+      opts.gpu_chunk_elements = chunk;
     }
     if (step_text != "auto") opts.device_step = *step != StepMode::host;
     opts.cuda_graph = *step == StepMode::graph;
@@ -360,6 +359,8 @@ int run(const RunOptions& o) {
     if (opt.launch_from_tuning())
       fmt::print("launch parameters from the kernel cache's tuning: {}\n",
                  gpu ? opt.gpu_launch().to_string() : autotune::to_string(opt.launch()));
+    else if (gpu)
+      fmt::print("launch parameters: {}\n", opt.gpu_launch().to_string());
     fmt::print("wrote {}\n", o.out);
   }
   return 0;
