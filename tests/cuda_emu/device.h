@@ -60,8 +60,9 @@ struct Fiber {
   Dim tid;
   unsigned int lane = 0, warp = 0;
   bool exited = false;
-  // The thread's asynchronous copies: its committed groups, oldest first, and the open one.
-  std::deque<std::vector<AsyncCopy>> copy_groups;
+  // The thread's asynchronous copies: its committed groups, oldest first, and the open one
+  // (vectors: empty ones allocate nothing, and a block's fibers are made afresh each block).
+  std::vector<std::vector<AsyncCopy>> copy_groups;
   std::vector<AsyncCopy> open_copies;
   enum class Wait { none, block, warp } waits = Wait::none;  // for a deadlock's message
 };
@@ -220,10 +221,11 @@ inline void cp_commit() {
 }
 inline void cp_wait(int newest) {
   Fiber& f = self();
-  while (f.copy_groups.size() > static_cast<size_t>(newest)) {
-    for (const AsyncCopy& c : f.copy_groups.front()) std::memcpy(c.to, c.from, c.bytes);
-    f.copy_groups.pop_front();
-  }
+  if (f.copy_groups.size() <= static_cast<size_t>(newest)) return;
+  const auto done = f.copy_groups.end() - newest;
+  for (auto g = f.copy_groups.begin(); g != done; ++g)
+    for (const AsyncCopy& c : *g) std::memcpy(c.to, c.from, c.bytes);
+  f.copy_groups.erase(f.copy_groups.begin(), done);
 }
 
 // Runs one block of `threads` fibers over body(args); false (with b.error) on a deadlock or an
