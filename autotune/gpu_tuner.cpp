@@ -45,9 +45,16 @@ Stage each(T codegen::GpuLaunch::*field, std::vector<T> values) {
 
 }  // namespace
 
-SmLimits sm_limits(const std::string& arch) {
+namespace {
+// The number of an architecture ("sm_90": 90), 0 where `arch` names none.
+int sm_number(const std::string& arch) {
   int n = 0;
-  if (std::sscanf(arch.c_str(), "sm_%d", &n) != 1) n = 90;
+  return std::sscanf(arch.c_str(), "sm_%d", &n) == 1 ? n : 0;
+}
+}  // namespace
+
+SmLimits sm_limits(const std::string& arch) {
+  const int n = sm_number(arch) > 0 ? sm_number(arch) : 90;
   SmLimits l;
   if (n < 75) return {2048, 32, 65536, 96 * 1024, 0};
   if (n == 75) return {1024, 16, 65536, 64 * 1024, 0};
@@ -150,8 +157,7 @@ codegen::GpuLaunch default_launch(const plan::Plan& plan, const runtime::DeviceD
   g.interleave = interleave_checked(d.arch);
   // Two trips staged by cp.async where there is cp.async (sm_80 on); before it, the L2
   // prefetch two trips ahead.
-  int sm = 0;
-  if (std::sscanf(d.arch.c_str(), "sm_%d", &sm) == 1 && sm >= 80)
+  if (sm_number(d.arch) >= 80)
     g.stage = 2;
   else
     g.ahead = 2;

@@ -1177,17 +1177,17 @@ class KernelWriter {
           "{0}optjit_cp_wait<{1}>();\n{0}__syncwarp();\n{0}const bool staged = e0 + {2} <= "
           "len;\n{0}const unsigned char* const sd = stg + sj * {3};\n",
           in, st.trips - 1, trip_elements(), st.bytes);
-    int scale_index = 0;
     for (uint32_t b : loads_)
       if (quantized(b))
-        for (int g = 0; g < G; ++g, ++scale_index) {
+        for (int g = 0; g < G; ++g) {
           std::string scale = g == 0 ? L_.scale_at(b, at("blk", g))
                                      : L_.select(fmt::format("{} > 0", at("n", g)),
                                                  L_.scale_at(b, at("blk", g)), "0.0f");
           if (st.trips > 0)
-            scale = L_.select("staged",
-                              fmt::format("((const float*)(sd + {}))[{}]", st.scales, scale_index),
-                              scale);
+            scale = L_.select(
+                "staged",
+                fmt::format("((const float*)(sd + {}))[{}]", st.scales, st.first_scale.at(b) + g),
+                scale);
           s += in + L_.let(F, per("sc", b, g), scale) + "\n";
         }
     auto place = [&](int k) {
@@ -1260,13 +1260,14 @@ class KernelWriter {
   }
 
   // The shared-memory layout of a warp's staged trip (GpuLaunch::stage): each loaded buffer's
-  // bytes of the trip at at[b] (codes for quantized ones), then the quantized ones' scales, a
-  // float per buffer and block, at `scales`; every part 16-byte aligned, `bytes` in all.
+  // bytes of the trip at at[b] (codes for quantized ones), then the quantized ones' scales from
+  // `scales`, a float per block of the trip, buffer b's from index first_scale[b]; every part
+  // 16-byte aligned, `bytes` in all.
   struct Staging {
     int trips = 0;
     std::map<uint32_t, int64_t> at;
+    std::map<uint32_t, int> first_scale;
     int64_t scales = 0, bytes = 0;
-    int nscales = 0;
   };
   Staging staging() const {
     Staging st;
@@ -1276,10 +1277,15 @@ class KernelWriter {
     for (uint32_t b : loads_) {
       st.at[b] = st.bytes;
       st.bytes += pad(part_bytes(b));
-      if (quantized(b)) st.nscales += std::max(1, launch_.items);
     }
     st.scales = st.bytes;
-    st.bytes += pad(4 * int64_t{st.nscales});
+    int n = 0;
+    for (uint32_t b : loads_)
+      if (quantized(b)) {
+        st.first_scale[b] = n;
+        n += std::max(1, launch_.items);
+      }
+    st.bytes += pad(4 * int64_t{n});
     return st;
   }
   // Bytes of buffer b a trip holds (codes of a quantized one).
@@ -1313,14 +1319,16 @@ class KernelWriter {
                                                  in, piece, pieces, copy);
       }
     }
-    int j = 0;
+    // Scale j (block g of buffer b) by lane j.
     for (uint32_t b : loads_)
       if (quantized(b))
-        for (int g = 0; g < std::max(1, launch_.items); ++g, ++j)
+        for (int g = 0; g < std::max(1, launch_.items); ++g) {
+          const int j = st.first_scale.at(b) + g;
           s += fmt::format(
               "{0}  if (lane == {1}) {{\n{0}    optjit_cp_async4(d + {2}, &{3});\n{0}  }}\n", in, j,
               st.scales + 4 * j,
               L_.scale_at(b, fmt::format("(off + {} + {}) / {}", e, g * QB, QB)));
+        }
     return s + in + "}\n" + in + "optjit_cp_commit();\n";
   }
 

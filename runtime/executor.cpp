@@ -48,6 +48,7 @@ struct Executor::Impl {
   std::string fallback;  // why the kernels run with vec=1 (Executor::vector_fallback)
   size_t B = 0, P = 0, max_reductions = 0;
   std::vector<size_t> es;       // bytes per element of each buffer
+  bool quantized = false;       // the plan has block-quantized state
   std::vector<bool> written;    // buffers a step writes that its caller sees
   std::vector<bool> per_group;  // per pass: one uniform row per group (host step)
 
@@ -238,6 +239,8 @@ Expected<std::unique_ptr<Executor>> Executor::create(const plan::Plan& plan,
   m.B = plan.buffers.size();
   m.P = plan.passes.size();
   for (const auto& b : plan.buffers) m.es.push_back(size_bytes(b.storage));
+  m.quantized = std::any_of(plan.buffers.begin(), plan.buffers.end(),
+                            [](const ir::BufferDecl& b) { return b.quant != ir::Quant::none; });
   m.written = visible_writes(plan);
   for (const auto& pass : plan.passes) {
     m.max_reductions = std::max(m.max_reductions, pass.reductions.size());
@@ -278,9 +281,7 @@ Status Executor::Impl::build(const OptimizerState& s) {
     // A chunk of a quantized tensor starts on a quantization block (the kernels quantize whole
     // blocks), so chunks are whole blocks.
     int64_t chunk = options.launch.chunk_elements;
-    if (std::any_of(plan.buffers.begin(), plan.buffers.end(),
-                    [](const ir::BufferDecl& b) { return b.quant != ir::Quant::none; }))
-      chunk = (chunk + ir::kQuantBlock - 1) / ir::kQuantBlock * ir::kQuantBlock;
+    if (quantized) chunk = (chunk + ir::kQuantBlock - 1) / ir::kQuantBlock * ir::kQuantBlock;
     table = ChunkTable::build(tensors.numels, chunk,
                               desc.host_memory ? 1 : codegen::kArenaAlignElements);
     const size_t T = tensors.numels.size(), G = tensors.group_count;
@@ -356,8 +357,6 @@ Status Executor::Impl::bind(OptimizerState& s) {
   size_t vec = desc.vector_aligned ? static_cast<size_t>(options.launch.vec) : 1;
   // Staged trips (GpuLaunch::stage) copy a quantized pass's inputs 16 bytes at a time: every
   // buffer but the scales (copied 4 bytes at a time, their element size) needs 16.
-  const bool quantized = std::any_of(plan.buffers.begin(), plan.buffers.end(),
-                                     [](const ir::BufferDecl& b) { return b.per_block; });
   size_t staged = desc.vector_aligned && quantized && options.launch.stage > 0 ? 16 : 1;
   const bool arenas_dev = arenas_model();
   // Arena devices: a buffer is used in place only when every tensor's is in one memory object
