@@ -149,29 +149,23 @@ std::string preamble(const Lang& L, const plan::Plan& plan, const GpuLaunch& lau
                 L.var(U, "r")));
       continue;
     }
+    // quant_lut_index and CompactLut::code. (y + 1) * 0.5 * 65535 is (y + 1) * 32767.5: halving
+    // is exact (y + 1 is 0 or at least 2^-24).
     const ir::CompactLut& c = *qi.compact;
-    // NaN takes -1, as quant_lut_index's clamp does.
-    const std::string clamped = L.select(
-        ge("x", "-1.0f"),
-        "(" + L.select(L.compare(">", "x", "1.0f", DType::f32), "1.0f", "x") + ")", "-1.0f");
+    const std::string lo = fmt::format("{}u", c.lo()), hi = fmt::format("{}u", c.hi());
     s += L.function(
         U, "optjit_quantize_" + name, {{F, "x"}},
         fmt::format(
-            "  {}\n  {}\n  {}\n  {}\n  {}\n  return (e & 255u) + ({});\n", L.let(F, "y", clamped),
-            L.let(U, "i",
-                  L.cast(U, "(" + L.mul(L.mul("(y + 1.0f)", "0.5f"), "65535.0f") + " + 0.5f)")),
-            L.let(U, "b", "i >> 5u"),
+            "  {}\n  {}\n  {}\n  {}\n  {}\n  return ({} + i) >> 5u;\n",
+            L.let(F, "y", L.unit_clamp("x")),
+            L.let(U, "i", L.cast(U, "(" + L.mul("(y + 1.0f)", "32767.5f") + " + 0.5f)")),
+            L.let(U, "b", "i >> 5u"), L.let(U, "d", "i - b"),
             L.let(U, "j",
-                  L.select(
-                      fmt::format("b < {}u", c.near_lo), "b",
-                      "(" +
-                          L.select(fmt::format("b < {}u", c.near_hi),
-                                   fmt::format("i - {}u", 32 * c.near_lo - c.near_lo),
-                                   fmt::format("b + {}u", c.near_lo + 32 * (c.near_hi - c.near_lo) -
-                                                              c.near_hi)) +
-                          ")")),
-            L.let(U, "e", L.table_at(table("optjit_lut_" + name), "j")),
-            L.select("(i & 31u) >= (e >> 8u)", "1u", "0u")));
+                  "(" +
+                      L.select(fmt::format("d > {}", lo),
+                               "(" + L.select(fmt::format("d < {}", hi), "d", hi) + ")", lo) +
+                      ") + b - " + lo),
+            L.table_at(table("optjit_lut_" + name), "j")));
   }
   bool sround = false;
   for (const auto& pass : plan.passes)
@@ -983,8 +977,9 @@ class KernelWriter {
                "\n";
         for (int e = 0; e < V; ++e) {
           const auto [w, sh] = code_place(b, e);
-          const std::string code =
-              fmt::format("((W{}_{}_{} >> {}u) & {}u)", b, k, w, sh, bits(b) == 4 ? 15 : 255);
+          const std::string word = fmt::format("W{}_{}_{}", b, k, w);
+          const std::string code = bits(b) == 4 ? fmt::format("(({} >> {}u) & 15u)", word, sh)
+                                                : L_.byte_of(word, sh / 8);
           s += fmt::format("{}  {} = {};\n", in, L_.lane(Lb, e, V),
                            value_of(b, code, per("sc", b, g)));
         }
@@ -1512,11 +1507,20 @@ class KernelWriter {
         for (int k = 0; k < ir::info(in.op).arity; ++k) args.push_back(a(k));
         // Interleaved elements: f32 division and square root without branches (ok: whether
         // they are exact; the vector is computed again where not).
+        // A dividend that is a root computed so, or a constant, lies in the division's range
+        // where `ok` holds (or always): optjit_fdiv_by checks only the divisor.
         if (!suffix_.empty() && t == DType::f32) {
-          if (in.op == Op::Div) return def(fmt::format("optjit_fdiv({}, {}, ok)", a(0), a(1)));
+          if (in.op == Op::Div) {
+            const ir::Inst& n = body_->at(in.args[0]);
+            const bool ranged =
+                n.op == Op::Sqrt ||
+                (n.op == Op::Const && std::abs(n.imm) >= 0x1p-60 && std::abs(n.imm) < 0x1p61);
+            return def(fmt::format("{}({}, {}, ok)", ranged ? "optjit_fdiv_by" : "optjit_fdiv",
+                                   a(0), a(1)));
+          }
           if (in.op == Op::Sqrt) return def(fmt::format("optjit_fsqrt({}, ok)", a(0)));
           if (in.op == Op::Rsqrt)
-            return def(fmt::format("optjit_fdiv(1.0f, optjit_fsqrt({}, ok), ok)", a(0)));
+            return def(fmt::format("optjit_fdiv_by(1.0f, optjit_fsqrt({}, ok), ok)", a(0)));
         }
         if (std::string e = detail::float_math(L_, in.op, t, args); !e.empty()) return def(e);
         break;
@@ -1567,8 +1571,7 @@ std::vector<ConstantTable> constant_tables(const plan::Plan& plan) {
     if (qi.kind == ir::QuantKind::nearest && !ir::linear_thresholds(qi))
       tables.push_back({"optjit_thr_" + name, bits(qi.thresholds)});
     if (qi.kind == ir::QuantKind::table)
-      tables.push_back(
-          {"optjit_lut_" + name, {qi.compact->entries.begin(), qi.compact->entries.end()}});
+      tables.push_back({"optjit_lut_" + name, qi.compact->entries});
   }
   return tables;
 }

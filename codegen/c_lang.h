@@ -194,6 +194,13 @@ class Lang {
                               DType) const {
     return fmt::format("{} {} {}", a, op, b);
   }
+  /// f32 value x clamped to [-1, 1], NaN to -1 (ir::quant_lut_index's clamp). The default
+  /// compares; C's fmin and fmax give NaN's other operand, so CUDA and OpenCL use them.
+  virtual std::string unit_clamp(const std::string& x) const;
+  /// Byte k (0 lowest) of u32 value `word`, as an unsigned value.
+  virtual std::string byte_of(const std::string& word, int k) const {
+    return fmt::format("(({} >> {}u) & 255u)", word, 8 * k);
+  }
   /// An f64 operand that WGSL must read as its uniform's bits: the expression, and the index of
   /// its pass uniform (-1 when it is not one).
   struct F64Operand {

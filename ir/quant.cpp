@@ -435,14 +435,13 @@ CompactLut make_compact(const std::array<uint8_t, kQuantLutSize>& lut) {
     if (!simple(b)) c.near_lo = std::min(c.near_lo, b), c.near_hi = b + 1;
   if (c.near_lo > c.near_hi) c.near_lo = c.near_hi = 0;
   auto bucket_entry = [&](uint32_t b) {
-    uint32_t pos = 32;
+    uint32_t step = 32;
     for (uint32_t k = 1; k < 32; ++k)
-      if (lut[32 * b + k] != lut[32 * b + k - 1]) pos = k;
-    return static_cast<uint16_t>(lut[32 * b] | (pos << 8));
+      if (lut[32 * b + k] != lut[32 * b + k - 1]) step = k;
+    return 32u * lut[32 * b] + (32u - step) - 32u * b;
   };
   for (uint32_t b = 0; b < c.near_lo; ++b) c.entries.push_back(bucket_entry(b));
-  for (uint32_t i = 32 * c.near_lo; i < 32 * c.near_hi; ++i)
-    c.entries.push_back(static_cast<uint16_t>(lut[i] | (32u << 8)));
+  for (uint32_t i = 32 * c.near_lo; i < 32 * c.near_hi; ++i) c.entries.push_back(32u * lut[i] - i);
   for (uint32_t b = c.near_hi; b < kBuckets; ++b) c.entries.push_back(bucket_entry(b));
   for (uint32_t i = 0; i < kQuantLutSize; ++i)
     if (c.code(i) != lut[i]) std::abort();  // the construction above is wrong: never ship it

@@ -24,6 +24,7 @@
 // where t[c] is the least f32 that rounds to c + 1 or above (found once, from the rule itself).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstdint>
@@ -56,24 +57,25 @@ inline constexpr int64_t kQuantMinElements = 4096;  // smaller tensors keep f32 
 inline constexpr int kQuantLutSize = 65536;
 
 /// The lookup table in a form small enough for a GPU's constant memory: cells are taken 32 at
-/// a time ("buckets"), and a bucket in which the code steps at most once, by one, is one entry:
-/// base code | (cell of the step << 8), 32 meaning none. The buckets around 0, where the map is
-/// denser than the cells, keep one entry per cell. For cell i, with b = i / 32:
-///   j = b < near_lo ? b : b < near_hi ? near_lo + (i - 32 near_lo)
-///                                     : near_lo + 32 (near_hi - near_lo) + (b - near_hi)
-///   code = (entry[j] & 255) + ((i % 32) >= (entry[j] >> 8))
-/// and code == lut[i] for every cell (checked when the table is built).
+/// a time ("buckets"), and a bucket in which the code steps at most once, by one, is one entry;
+/// the buckets around 0, where the map is denser than the cells, keep one entry per cell. Each
+/// entry is an offset that the cell's index turns into its code with one add and one shift:
+///   b = i / 32;  j = b + clamp(i - b, 31 near_lo, 31 near_hi) - 31 near_lo;
+///   code = (entry[j] + i) / 32    (u32 arithmetic, wrapping)
+/// so that j = b below the dense buckets, i - 31 near_lo (one entry per cell) inside them, and
+/// b + 31 (near_hi - near_lo) above. A bucket's entry is 32 base + (32 - s) - 32 b, where base
+/// is its first cell's code and s its cell where the code steps (32: none); a dense cell's is
+/// 32 code - i. code(i) == lut[i] for every cell (checked when the table is built).
 struct CompactLut {
   uint32_t near_lo = 0, near_hi = 0;  // the bucket range kept cell by cell
-  std::vector<uint16_t> entries;
-  uint8_t code(uint32_t i) const {
+  std::vector<uint32_t> entries;
+  uint32_t lo() const { return 31 * near_lo; }  // the clamp's bounds
+  uint32_t hi() const { return 31 * near_hi; }
+  uint32_t index(uint32_t i) const {
     const uint32_t b = i >> 5;
-    const uint32_t j = b < near_lo   ? b
-                       : b < near_hi ? near_lo + (i - 32 * near_lo)
-                                     : near_lo + 32 * (near_hi - near_lo) + (b - near_hi);
-    const uint16_t e = entries[j];
-    return static_cast<uint8_t>((e & 255) + ((i & 31) >= (e >> 8u) ? 1 : 0));
+    return b + std::min(std::max(i - b, lo()), hi()) - lo();
   }
+  uint8_t code(uint32_t i) const { return static_cast<uint8_t>((entries[index(i)] + i) >> 5); }
 };
 
 /// How a format turns a block into codes. All dequantize as map[code] * scale.

@@ -458,6 +458,17 @@ extern "C" __global__ void divisions(const float* a, const float* b, unsigned in
   }
   optjit_tally(bad, fast, out);
 }
+// optjit_fdiv_by: the dividend is a checked root's (or in the division's range).
+extern "C" __global__ void divisions_by(const float* a, const float* b, unsigned int n,
+                                        unsigned int* out) {
+  unsigned int bad = 0, fast = 0;
+  for (unsigned int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    bool ok = true;
+    const float q = optjit_fdiv_by(a[i], b[i], ok);
+    if (ok) fast += 1u, bad += __float_as_uint(q) != __float_as_uint(a[i] / b[i]) ? 1u : 0u;
+  }
+  optjit_tally(bad, fast, out);
+}
 extern "C" __global__ void roots(unsigned int first, unsigned int step, unsigned int n,
                                  unsigned int* out) {
   unsigned int bad = 0, fast = 0;
@@ -465,7 +476,8 @@ extern "C" __global__ void roots(unsigned int first, unsigned int step, unsigned
     const float x = __uint_as_float(first + i * step);
     bool ok = true;
     const float s = optjit_fsqrt(x, ok);
-    if (ok) fast += 1u, bad += __float_as_uint(s) != __float_as_uint(sqrtf(x)) ? 1u : 0u;
+    // A fast root is the operator's, and lies in the division's range (optjit_fdiv_by).
+    if (ok) fast += 1u, bad += __float_as_uint(s) != __float_as_uint(sqrtf(x)) || !optjit_fdiv_range(s) ? 1u : 0u;
   }
   optjit_tally(bad, fast, out);
 }
@@ -493,16 +505,17 @@ extern "C" __global__ void roots(unsigned int first, unsigned int step, unsigned
     for (unsigned int w = 0; w < warps; ++w) sum.first += t[2 * w], sum.second += t[2 * w + 1];
     return sum;
   };
-  // Every x of the square root's range [2^-101, FLT_MAX] (under the emulator every 99,991st).
-  const unsigned int first = 0x0d000000u, last = 0x7f7fffffu, step = emulated ? 99991u : 1u;
+  // Every x of the square root's range [2^-101, 2^122) (under the emulator every 99,991st).
+  const unsigned int first = 0x0d000000u, last = 0x7c7fffffu, step = emulated ? 99991u : 1u;
   unsigned int n = (last - first) / step + 1;
   auto [bad, fast] =
       run("roots", {const_cast<unsigned int*>(&first), const_cast<unsigned int*>(&step), &n});
   EXPECT_EQ(bad, 0u);
   EXPECT_EQ(fast, n);
-  // Below and above the range: zero, the largest x below it, Inf, NaN, negatives.
-  for (const unsigned int x :
-       {0u, 0x0cffffffu, 0x7f800000u, 0x7fc00000u, 0x80000000u, 0xbf800000u}) {
+  // Below and above the range: zero, the largest x below it, 2^122, FLT_MAX, Inf, NaN,
+  // negatives.
+  for (const unsigned int x : {0u, 0x0cffffffu, 0x7c800000u, 0x7f7fffffu, 0x7f800000u, 0x7fc00000u,
+                               0x80000000u, 0xbf800000u}) {
     unsigned int one = 1, unit = 1, x0 = x;
     EXPECT_EQ(run("roots", {&x0, &unit, &one}).second, 0u) << std::hex << x;
   }
@@ -565,6 +578,19 @@ extern "C" __global__ void roots(unsigned int first, unsigned int step, unsigned
   auto [obad, ofast] = run("divisions", {&da, &db, &all});
   EXPECT_EQ(obad, 0u);
   EXPECT_EQ(ofast, inside) << "pairs outside the range said to be exact";
+  // optjit_fdiv_by on the same pairs but the zero dividends (which it is never given: it
+  // divides checked roots and constants); and for divisors outside the range it says not.
+  unsigned int nonzero = static_cast<unsigned int>(inside - zeros.size());
+  auto [bbad, bfast] = run("divisions_by", {&da, &db, &nonzero});
+  EXPECT_EQ(bbad, 0u);
+  EXPECT_EQ(bfast, nonzero);
+  std::vector<float> by_a, by_b;
+  for (const float y : {0.0f, -0.0f, 0x1p-61f, 0x1p61f, inf, -inf, nan, 1e-40f})
+    by_a.push_back(1.5f), by_b.push_back(y);
+  unsigned int nby = static_cast<unsigned int>(by_a.size());
+  ASSERT_EQ(api->cuMemcpyHtoDAsync(da, by_a.data(), by_a.size() * 4, stream), 0);
+  ASSERT_EQ(api->cuMemcpyHtoDAsync(db, by_b.data(), by_b.size() * 4, stream), 0);
+  EXPECT_EQ(run("divisions_by", {&da, &db, &nby}).second, 0u) << "divisors outside the range";
   EXPECT_EQ(api->cuMemFree(da), 0);
   EXPECT_EQ(api->cuMemFree(db), 0);
   EXPECT_EQ(api->cuMemFree(out), 0);

@@ -358,6 +358,14 @@ T __shfl_xor_sync(unsigned int mask, T value, int lane_mask) {
 }
 inline unsigned int __float_as_uint(float x) { return std::bit_cast<unsigned int>(x); }
 inline float __uint_as_float(unsigned int x) { return std::bit_cast<float>(x); }
+// PRMT: byte n of the result is byte (s >> 4n) & 7 of the eight bytes y:x (x lowest).
+inline unsigned int __byte_perm(unsigned int x, unsigned int y, unsigned int s) {
+  const unsigned long long xy = (static_cast<unsigned long long>(y) << 32) | x;
+  unsigned int r = 0;
+  for (int n = 0; n < 4; ++n)
+    r |= static_cast<unsigned int>((xy >> (8 * ((s >> (4 * n)) & 7u))) & 255u) << (8 * n);
+  return r;
+}
 inline long long __double_as_longlong(double x) { return std::bit_cast<long long>(x); }
 inline double __longlong_as_double(long long x) { return std::bit_cast<double>(x); }
 // The PTX conversions optjit's preamble writes as inline asm (cvt.f32.f16, cvt.rn.f16.f32); the
