@@ -16,6 +16,9 @@
 #           also with the baseline's build, just before
 #   staged  the quantized launches with trips staged in shared memory (stage=N): their bits
 #           against the CPU, then their speed against the best unstaged launch (#12)
+#   versus  this build against the bundle's baseline (tools/gpu/baseline.sh), in alternation:
+#           each quantized format at the staged launch both know, and the bits of this build's
+#           quantized default against the CPU (#12: fewer instructions for the same bits)
 #   bf16    bf16 clip + AdamW, AdamW after the deferred clip, and AdamW alone at 124M, with
 #           vectors of 1, 4 and 8 and 4 items a thread
 #   profile Nsight Compute on the quantized update kernels (4-bit, 8-bit, fp8): where their time goes
@@ -209,6 +212,37 @@ quant() {
   done
 }
 
+# The bench of qbench with the baseline's build (tools/gpu/baseline.sh), its own kernel cache.
+bbench() {
+  local base=$root/baseline
+  local q="chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, weight_decay=0.01, state_format=\"$1\"))"
+  [ "$1" = f32 ] && q=$P
+  echo "# baseline, $1, ${2:-default}"
+  OPTJIT_CACHE_DIR=/tmp/optjit-cache-baseline LD_LIBRARY_PATH="$base/lib:$LD_LIBRARY_PATH" \
+    "$base/bin/optjit" bench "$q" --backend cuda --numel 268435456 --steps 5 --reps 5 \
+    --no-unfused --step graph ${2:+--launch $2}
+}
+
+# This build against the baseline's, the same launch, one after the other, two rounds (about
+# 10 s a bench on an H200: 13 benches); f32 state at vec=4 once, for the ratio. First the bits
+# of the quantized default and of the staged launches against the CPU (3 tests of 6 pipelines).
+versus() {
+  local f r rc=0
+  [ -x "$root/baseline/bin/optjit" ] || { echo "versus: the bundle has no baseline"; return 1; }
+  echo "baseline: $(cat "$root/baseline/REVISION")"
+  "$cuda_test" --gtest_brief=1 \
+    --gtest_filter='Fixtures/CudaQuantizedLaunch.*/0:Fixtures/CudaQuantizedLaunch.*/17:Fixtures/CudaQuantizedLaunch.*/18' ||
+    rc=1
+  qbench f32 vec=4
+  for r in 1 2; do
+    for f in 8bit f8 4bit; do
+      bbench $f vec=4,interleave=1,stage=2
+      qbench $f vec=4,interleave=1,stage=2
+    done
+  done
+  return $rc
+}
+
 # Trips staged in shared memory by cp.async (--launch stage=N, #12): first the bits, against
 # the CPU, of the quantized default (staged) and of the two staged launches of
 # Fixtures/CudaQuantizedLaunch (6 pipelines each); then clip + AdamW at 268M parameters with
@@ -270,7 +304,7 @@ profile() {
     "$ncu" --clock-control none --kernel-name optjit_pass_1 --launch-count 1 \
       --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
       --section SchedulerStats --section Occupancy --section LaunchStats --section SourceCounters \
-      --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
+      --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,smsp__inst_executed.sum' \
       "$optjit" bench "chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, weight_decay=0.01, state_format=\"${f%:*}\"))" \
       --backend cuda --numel 67108864 --steps 1 --reps 1 --no-unfused --step host --launch tables=${f#*:}
   done
@@ -387,7 +421,7 @@ for stage in "${@:-smoke}"; do
   fn=$stage
   [ "$stage" = torch ] && fn=torch_cmp
   [ "$stage" = python ] && fn=python_bridge
-  case $stage in smoke | tests | bench | quick | quant | staged | bf16 | profile | torch | opencl | webgpu | webgpu_test | python | python_some | compile) ;; *)
+  case $stage in smoke | tests | bench | quick | quant | staged | versus | bf16 | profile | torch | opencl | webgpu | webgpu_test | python | python_some | compile) ;; *)
     echo "device_run: unknown stage $stage"
     exit 2
     ;;
