@@ -448,23 +448,13 @@ __device__ void optjit_tally(unsigned int bad, unsigned int fast, unsigned int* 
   const unsigned int w = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
   if ((threadIdx.x & 31u) == 0u) out[2 * w] = bad, out[2 * w + 1] = fast;
 }
+// by != 0: optjit_fdiv_by, whose dividend is a checked root's (or in the division's range).
 extern "C" __global__ void divisions(const float* a, const float* b, unsigned int n,
-                                     unsigned int* out) {
+                                     unsigned int by, unsigned int* out) {
   unsigned int bad = 0, fast = 0;
   for (unsigned int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
     bool ok = true;
-    const float q = optjit_fdiv(a[i], b[i], ok);
-    if (ok) fast += 1u, bad += __float_as_uint(q) != __float_as_uint(a[i] / b[i]) ? 1u : 0u;
-  }
-  optjit_tally(bad, fast, out);
-}
-// optjit_fdiv_by: the dividend is a checked root's (or in the division's range).
-extern "C" __global__ void divisions_by(const float* a, const float* b, unsigned int n,
-                                        unsigned int* out) {
-  unsigned int bad = 0, fast = 0;
-  for (unsigned int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-    bool ok = true;
-    const float q = optjit_fdiv_by(a[i], b[i], ok);
+    const float q = by ? optjit_fdiv_by(a[i], b[i], ok) : optjit_fdiv(a[i], b[i], ok);
     if (ok) fast += 1u, bad += __float_as_uint(q) != __float_as_uint(a[i] / b[i]) ? 1u : 0u;
   }
   optjit_tally(bad, fast, out);
@@ -572,16 +562,17 @@ extern "C" __global__ void roots(unsigned int first, unsigned int step, unsigned
   ASSERT_EQ(api->cuMemcpyHtoDAsync(da, a.data(), a.size() * 4, stream), 0);
   ASSERT_EQ(api->cuMemcpyHtoDAsync(db, b.data(), b.size() * 4, stream), 0);
   unsigned int all = static_cast<unsigned int>(a.size()), in = static_cast<unsigned int>(inside);
-  auto [dbad, dfast] = run("divisions", {&da, &db, &in});
+  unsigned int plain = 0, by = 1;
+  auto [dbad, dfast] = run("divisions", {&da, &db, &in, &plain});
   EXPECT_EQ(dbad, 0u);
   EXPECT_EQ(dfast, inside);
-  auto [obad, ofast] = run("divisions", {&da, &db, &all});
+  auto [obad, ofast] = run("divisions", {&da, &db, &all, &plain});
   EXPECT_EQ(obad, 0u);
   EXPECT_EQ(ofast, inside) << "pairs outside the range said to be exact";
   // optjit_fdiv_by on the same pairs but the zero dividends (which it is never given: it
   // divides checked roots and constants); and for divisors outside the range it says not.
   unsigned int nonzero = static_cast<unsigned int>(inside - zeros.size());
-  auto [bbad, bfast] = run("divisions_by", {&da, &db, &nonzero});
+  auto [bbad, bfast] = run("divisions", {&da, &db, &nonzero, &by});
   EXPECT_EQ(bbad, 0u);
   EXPECT_EQ(bfast, nonzero);
   std::vector<float> by_a, by_b;
@@ -590,7 +581,7 @@ extern "C" __global__ void roots(unsigned int first, unsigned int step, unsigned
   unsigned int nby = static_cast<unsigned int>(by_a.size());
   ASSERT_EQ(api->cuMemcpyHtoDAsync(da, by_a.data(), by_a.size() * 4, stream), 0);
   ASSERT_EQ(api->cuMemcpyHtoDAsync(db, by_b.data(), by_b.size() * 4, stream), 0);
-  EXPECT_EQ(run("divisions_by", {&da, &db, &nby}).second, 0u) << "divisors outside the range";
+  EXPECT_EQ(run("divisions", {&da, &db, &nby, &by}).second, 0u) << "divisors outside the range";
   EXPECT_EQ(api->cuMemFree(da), 0);
   EXPECT_EQ(api->cuMemFree(db), 0);
   EXPECT_EQ(api->cuMemFree(out), 0);
