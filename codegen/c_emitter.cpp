@@ -137,16 +137,21 @@ std::string preamble(const Lang& L, const plan::Plan& plan, const GpuLaunch& lau
       if (s.find("optjit_f8_code") == std::string::npos)  // once for every fp8 format
         s += L.function(
             U, "optjit_f8_code", {{F, "y"}},
+            // Without branches: both roundings, then the one for |y|'s range (the other's
+            // arithmetic is harmless: no traps).
             fmt::format(
-                "  {}\n  {}\n  bits ^= sign;\n  {}\n"
-                "  if (bits >= 0x43e80000u) {{\n    r = 0x7fu;\n"
-                "  }} else if (bits < 0x3c800000u) {{\n"
-                "    r = OPTJIT_F32_BITS(OPTJIT_BITS_F32(bits) + "
-                "OPTJIT_BITS_F32(0x46800000u)) - 0x46800000u;\n"
-                "  }} else {{\n    r = (bits + 0xc407ffffu + ((bits >> 20u) & 1u)) >> 20u;\n"
-                "  }}\n  return (r & 255u) | (sign >> 24u);\n",
-                L.var(U, "bits", "OPTJIT_F32_BITS(y)"), L.let(U, "sign", "bits & 0x80000000u"),
-                L.var(U, "r")));
+                "  {}\n  {}\n  {}\n  {}\n  {}\n"
+                "  return ({} & 255u) | (sign >> 24u);\n",
+                L.let(U, "sign", "OPTJIT_F32_BITS(y) & 0x80000000u"),
+                L.let(U, "bits", "OPTJIT_F32_BITS(y) ^ sign"),
+                L.let(U, "sub",
+                      "OPTJIT_F32_BITS(OPTJIT_BITS_F32(bits) + OPTJIT_BITS_F32(0x46800000u)) - "
+                      "0x46800000u"),
+                L.let(U, "nrm", "(bits + 0xc407ffffu + ((bits >> 20u) & 1u)) >> 20u"),
+                L.let(U, "r",
+                      L.select("bits >= 0x43e80000u", "0x7fu",
+                               "(" + L.select("bits < 0x3c800000u", "sub", "nrm") + ")")),
+                "r"));
       continue;
     }
     // quant_lut_index and CompactLut::code. (y + 1) * 0.5 * 65535 is (y + 1) * 32767.5: halving
