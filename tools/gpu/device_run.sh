@@ -224,14 +224,16 @@ bbench() {
 }
 
 # This build against the baseline's, the same launch, one after the other, two rounds (about
-# 10 s a bench on an H200: 13 benches); f32 state at vec=4 once, for the ratio. First the bits
-# of the quantized default and of the staged launches against the CPU (3 tests of 6 pipelines).
+# 10 s a bench on an H200: 13 benches); f32 state at vec=4 once, for the ratio. First the
+# device check of the branch-free division and root (optjit_fdiv_by, the root's narrower
+# range), and the bits of the quantized default and of the staged launches against the CPU
+# (3 tests of 6 pipelines).
 versus() {
   local f r rc=0
   [ -x "$root/baseline/bin/optjit" ] || { echo "versus: the bundle has no baseline"; return 1; }
   echo "baseline: $(cat "$root/baseline/REVISION")"
   "$cuda_test" --gtest_brief=1 \
-    --gtest_filter='Fixtures/CudaQuantizedLaunch.*/0:Fixtures/CudaQuantizedLaunch.*/17:Fixtures/CudaQuantizedLaunch.*/18' ||
+    --gtest_filter='Cuda.BranchFree*:Fixtures/CudaQuantizedLaunch.*/0:Fixtures/CudaQuantizedLaunch.*/17:Fixtures/CudaQuantizedLaunch.*/18' ||
     rc=1
   qbench f32 vec=4
   for r in 1 2; do
