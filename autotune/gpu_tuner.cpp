@@ -54,7 +54,8 @@ int sm_number(const std::string& arch) {
 }  // namespace
 
 SmLimits sm_limits(const std::string& arch) {
-  const int n = sm_number(arch) > 0 ? sm_number(arch) : 90;
+  int n = sm_number(arch);
+  if (n == 0) n = 90;
   SmLimits l;
   if (n < 75) return {2048, 32, 65536, 96 * 1024, 0};
   if (n == 75) return {1024, 16, 65536, 64 * 1024, 0};

@@ -180,13 +180,21 @@ quick() {
 # spills traded for occupancy); 4-bit also with each warp's next trip prefetched (--launch
 # prefetch=1), alone and with ahead=1 (about 12 s a bench on an H100: 30 benches).
 # One bench of clip + AdamW at 268M parameters as a CUDA graph: state format $1 (f32, or a
-# state_format), launch $2 (empty: the default for the plan), after a "# this build" header.
-qbench() {
-  local q="chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, weight_decay=0.01, state_format=\"$1\"))"
-  [ "$1" = f32 ] && q=$P
-  echo "# this build, $1, ${2:-default}"
-  "$optjit" bench "$q" --backend cuda --numel 268435456 --steps 5 --reps 5 --no-unfused \
-    --step graph ${2:+--launch $2}
+# state_format), launch $2 (empty: the default for the plan), after a "# this build" header;
+# bbench: the same with the baseline's build (tools/gpu/baseline.sh), its own kernel cache,
+# after a "# baseline" header.
+qbench() { bench_build "this build" "$@"; }
+bbench() { bench_build baseline "$@"; }
+bench_build() {
+  local q="chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, weight_decay=0.01, state_format=\"$2\"))"
+  local bin=$optjit base=$root/baseline
+  [ "$2" = f32 ] && q=$P
+  echo "# $1, $2, ${3:-default}"
+  [ "$1" = baseline ] && bin=$base/bin/optjit
+  ( [ "$1" = baseline ] && export OPTJIT_CACHE_DIR=/tmp/optjit-cache-baseline \
+      LD_LIBRARY_PATH="$base/lib:$LD_LIBRARY_PATH"
+    "$bin" bench "$q" --backend cuda --numel 268435456 --steps 5 --reps 5 --no-unfused \
+      --step graph ${3:+--launch $3} )
 }
 
 quant() {
@@ -194,13 +202,7 @@ quant() {
   "$optjit" bench "$P" --backend cuda --numel $n --steps 5 --reps 5 --no-unfused --step graph
   [ -x "$base/bin/optjit" ] && echo "baseline: $(cat "$base/REVISION")"
   for f in 8bit 4bit f8; do
-    local q="chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, weight_decay=0.01, state_format=\"$f\"))"
-    if [ -x "$base/bin/optjit" ]; then
-      echo "# baseline, $f, tables=global"
-      OPTJIT_CACHE_DIR=/tmp/optjit-cache-baseline LD_LIBRARY_PATH="$base/lib:$LD_LIBRARY_PATH" \
-        "$base/bin/optjit" bench "$q" --backend cuda --numel $n --steps 5 --reps 5 --no-unfused \
-        --step graph --launch tables=global
-    fi
+    [ -x "$base/bin/optjit" ] && bbench $f tables=global
     # This build (prefetching the next trip helped only 4-bit on the H100, 2026-11-27; two
     # blocks a warp trip were slower for every format), the likeliest first: interleaved
     # elements (ncu's largest stall for 8-bit and fp8 was fixed-latency dependencies), L2
@@ -210,17 +212,6 @@ quant() {
     [ $f = 4bit ] && ls="$ls prefetch=1 prefetch=1,ahead=1"
     for l in $ls; do qbench $f $l; done
   done
-}
-
-# The bench of qbench with the baseline's build (tools/gpu/baseline.sh), its own kernel cache.
-bbench() {
-  local base=$root/baseline
-  local q="chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, weight_decay=0.01, state_format=\"$1\"))"
-  [ "$1" = f32 ] && q=$P
-  echo "# baseline, $1, ${2:-default}"
-  OPTJIT_CACHE_DIR=/tmp/optjit-cache-baseline LD_LIBRARY_PATH="$base/lib:$LD_LIBRARY_PATH" \
-    "$base/bin/optjit" bench "$q" --backend cuda --numel 268435456 --steps 5 --reps 5 \
-    --no-unfused --step graph ${2:+--launch $2}
 }
 
 # This build against the baseline's, the same launch, one after the other, two rounds (about
