@@ -23,6 +23,9 @@
 #include <sys/mman.h>
 #include <ucontext.h>
 #include <unistd.h>
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
 
 #include <bit>
 #include <cstdint>
@@ -370,12 +373,20 @@ inline long long __double_as_longlong(double x) { return std::bit_cast<long long
 inline double __longlong_as_double(long long x) { return std::bit_cast<double>(x); }
 // The PTX conversions optjit's preamble writes as inline asm (cvt.f32.f16, cvt.rn.f16.f32); the
 // emulator's NVRTC puts these calls in their place.
+// clang 14 has no _Float16 on x86; F16C's conversions are the same (round to nearest even).
+#if defined(__F16C__)
+inline float optjit_emu_f16_to_f32(unsigned short h) { return _cvtsh_ss(h); }
+inline unsigned short optjit_emu_f32_to_f16(float f) {
+  return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
+}
+#else
 inline float optjit_emu_f16_to_f32(unsigned short h) {
   return static_cast<float>(std::bit_cast<_Float16>(h));
 }
 inline unsigned short optjit_emu_f32_to_f16(float f) {
   return std::bit_cast<unsigned short>(static_cast<_Float16>(f));
 }
+#endif
 // The arithmetic optjit's branch-free division and square root write (GpuLaunch::interleave),
 // and the approximations they start from (rcp.approx, rsqrt.approx), here correctly rounded:
 // with those, both sequences round correctly (ptxas's own on a GPU, with MUFU's approximations).

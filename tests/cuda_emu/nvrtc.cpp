@@ -97,12 +97,12 @@ const char* nvrtcGetErrorString(int r) {
   }
 }
 
-// Version 0.<hash of device.h and the flags>: kernel caches key cubins by NVRTC's version, so
-// the emulator's never meet a GPU's, nor those built against another device.h or other flags
-// (a module built without the alignment checks).
+// Version 0.<hash of device.h, the compiler and the flags>: kernel caches key cubins by NVRTC's
+// version, so the emulator's never meet a GPU's, nor those built against another device.h, by
+// another compiler or with other flags (a module built without the alignment checks).
 int nvrtcVersion(int* major, int* minor) {
   std::stringstream text;
-  text << std::ifstream(OPTJIT_EMU_DEVICE_H).rdbuf() << OPTJIT_EMU_FLAGS;
+  text << std::ifstream(OPTJIT_EMU_DEVICE_H).rdbuf() << OPTJIT_EMU_CXX << OPTJIT_EMU_FLAGS;
   uint32_t h = 2166136261u;  // FNV-1a
   for (unsigned char c : text.str()) h = (h ^ c) * 16777619u;
   *major = 0;
@@ -150,10 +150,11 @@ int nvrtcCompileProgram(nvrtcProgram p, int num_options, const char* const* opti
   const std::string base = dir, cpp = base + "/kernel.cpp", so = base + "/kernel.so",
                     out = base + "/compiler.log";
   std::ofstream(cpp) << src;
-  // OPTJIT_EMU_FLAGS (tests/CMakeLists.txt, which precompiles device.h with them):
-  // -ffp-contract=off is NVRTC's --fmad=false; -O1 keeps compiles short (the emulator is for
-  // correctness, not speed); -fno-gnu-unique keeps each module's objects its own (GNU "unique"
-  // symbols are shared by every library loaded, RTLD_LOCAL or not).
+  // OPTJIT_EMU_CXX and OPTJIT_EMU_FLAGS (tests/CMakeLists.txt, which precompiles device.h with
+  // them): -ffp-contract=off is NVRTC's --fmad=false; clang at -O0 (GCC at -O1 where there is
+  // no clang) keeps compiles short, the emulator being for correctness, not speed; GCC's
+  // -fno-gnu-unique keeps each module's objects its own (GNU "unique" symbols are shared by
+  // every library loaded, RTLD_LOCAL or not; clang makes none).
   const std::string cmd = std::string(OPTJIT_EMU_CXX) + " " + OPTJIT_EMU_FLAGS +
                           " -shared -include " + quoted(OPTJIT_EMU_DEVICE_H) + " -o " + quoted(so) +
                           " " + quoted(cpp) + " > " + quoted(out) + " 2>&1";

@@ -47,8 +47,12 @@ all=("${sources[@]/#/$src/}" "$src/tests/fuzz/${target}_fuzzer.cpp")
 # every struct's layout.
 stamp=$(cd "$src" && find api autotune cache codegen ir runtime support tools tests/fuzz \
           -name '*.h' -o -name '*.cpp' | sort | xargs cat "$0" | md5sum | cut -c1-16)
+# -O1: at -O0 the build is twice as quick, but the parser's fuzzer ran 857 inputs in 22 s (only
+# its corpus) against 85437 in 16 s. Line tables are all a report's stack needs (file:line);
+# full debug information made the build about 10% longer.
 if [ ! -x "$bin" ] || [ "$(cat "$bin.stamp" 2>/dev/null)" != "$stamp" ]; then
-  "$cxx" -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+  "$cxx" -std=c++20 -O1 -gline-tables-only -fsanitize=fuzzer,address,undefined \
+    -fno-sanitize-recover=undefined \
     -Wno-unknown-pragmas -DOPTJIT_CLI_NO_MAIN -I"$src" $(pkg-config --cflags libxxhash) \
     "${all[@]}" "${libs[@]}" -o "$bin"
   echo "$stamp" > "$bin.stamp"
