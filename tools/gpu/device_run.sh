@@ -187,14 +187,16 @@ qbench() { bench_build "this build" "$@"; }
 bbench() { bench_build baseline "$@"; }
 bench_build() {
   local q="chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, weight_decay=0.01, state_format=\"$2\"))"
-  local bin=$optjit base=$root/baseline
+  local bin=$optjit env=()
   [ "$2" = f32 ] && q=$P
+  if [ "$1" = baseline ]; then
+    bin=$root/baseline/bin/optjit
+    env=(OPTJIT_CACHE_DIR=/tmp/optjit-cache-baseline
+         LD_LIBRARY_PATH="$root/baseline/lib:$LD_LIBRARY_PATH")
+  fi
   echo "# $1, $2, ${3:-default}"
-  [ "$1" = baseline ] && bin=$base/bin/optjit
-  ( [ "$1" = baseline ] && export OPTJIT_CACHE_DIR=/tmp/optjit-cache-baseline \
-      LD_LIBRARY_PATH="$base/lib:$LD_LIBRARY_PATH"
-    "$bin" bench "$q" --backend cuda --numel 268435456 --steps 5 --reps 5 --no-unfused \
-      --step graph ${3:+--launch $3} )
+  env "${env[@]}" "$bin" bench "$q" --backend cuda --numel 268435456 --steps 5 --reps 5 \
+    --no-unfused --step graph ${3:+--launch $3}
 }
 
 quant() {
