@@ -21,6 +21,10 @@
 #           quantized default against the CPU (#12: fewer instructions for the same bits)
 #   bf16    bf16 clip + AdamW, AdamW after the deferred clip, and AdamW alone at 124M, with
 #           vectors of 1, 4 and 8 and 4 items a thread
+#   sweep   clip + AdamW at 268M parameters, each "format:launch" of $OPTJIT_GPU_SWEEP (format f32
+#           or a state_format; launch empty for the plan's default, or "tuned": tuned first, 60 s)
+#           in turn, ${OPTJIT_GPU_ROUNDS:-2} rounds: launches chosen after a lease, without a
+#           change to the kit
 #   profile Nsight Compute on the quantized update kernels (4-bit, 8-bit, fp8): where their time goes
 #   opencl  the emitter through NVIDIA's OpenCL, where the image has its ICD
 #   webgpu  #15 on NVIDIA: the WebGPU backend (the bundle's wgpu-native, the machine's Vulkan
@@ -260,6 +264,24 @@ staged() {
   return $rc
 }
 
+# Launches named in the environment, in alternation (see the header): e.g.
+#   OPTJIT_GPU_SWEEP="f32:vec=4 8bit: 8bit:vec=4,stage=2,block=128 8bit:tuned" lease.sh sweep:250
+sweep() {
+  local e f l r q tuned=" "
+  [ -n "${OPTJIT_GPU_SWEEP:-}" ] || { echo "sweep: set OPTJIT_GPU_SWEEP"; return 1; }
+  for e in $OPTJIT_GPU_SWEEP; do
+    f=${e%%:*} l=${e#*:}
+    [ "$l" = tuned ] && [ "${tuned#* $f }" = "$tuned" ] || continue
+    q="chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, weight_decay=0.01, state_format=\"$f\"))"
+    [ "$f" = f32 ] && q=$P
+    "$optjit" tune "$q" --backend cuda --numel 268435456 --budget-seconds 60 || return 1
+    tuned="$tuned$f "
+  done
+  for ((r = 1; r <= ${OPTJIT_GPU_ROUNDS:-2}; r++)); do
+    for e in $OPTJIT_GPU_SWEEP; do qbench "${e%%:*}" "${e#*:}"; done
+  done
+}
+
 # bf16 parameters and state (2 bytes an element), clip + AdamW at gpt2-small's size: the
 # default launch moves 2 bytes a thread a load; vectors move 8 or 16. Then AdamW after
 # optjit.torch's deferred clip (the gradients scaled by a coefficient and rounded to bf16 in the
@@ -416,7 +438,7 @@ for stage in "${@:-smoke}"; do
   fn=$stage
   [ "$stage" = torch ] && fn=torch_cmp
   [ "$stage" = python ] && fn=python_bridge
-  case $stage in smoke | tests | bench | quick | quant | staged | versus | bf16 | profile | torch | opencl | webgpu | webgpu_test | python | python_some | compile) ;; *)
+  case $stage in smoke | tests | bench | quick | quant | staged | versus | sweep | bf16 | profile | torch | opencl | webgpu | webgpu_test | python | python_some | compile) ;; *)
     echo "device_run: unknown stage $stage"
     exit 2
     ;;
