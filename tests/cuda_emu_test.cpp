@@ -3,8 +3,14 @@
 // GPU (a deadlock, reading a lane that took no part, a copy outside an allocation, allocating
 // past the device, synchronising a captured stream) is a clear error. Each test is its own
 // process: a failed launch is sticky for the whole process, as on a GPU.
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -264,6 +270,61 @@ extern "C" __global__ void add_one(float* x) { x[threadIdx.x] += 1.0f; }
   EXPECT_EQ(broken, nullptr);
   EXPECT_EQ(e.api->cuGraphExecDestroy(exec), 0);
   EXPECT_EQ(e.api->cuGraphDestroy(graph), 0);
+}
+
+// The emulator's module cache ($OPTJIT_EMU_CACHE, nvrtc.cpp) gives back a module only for the
+// text it was built from: two sources that differ in one constant each run their own, and a
+// record whose key holds another text's module (a hash collision, a stale entry) is rebuilt,
+// not taken.
+TEST(CudaEmulator, CachedModulesAreTakenOnlyForTheTextTheyWereBuiltFrom) {
+  namespace fs = std::filesystem;
+  const fs::path dir =
+      fs::temp_directory_path() / ("optjit-emu-cache-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  ASSERT_EQ(::setenv("OPTJIT_EMU_CACHE", dir.c_str(), 1), 0);
+  auto source = [](int value) {
+    return "extern \"C\" __global__ void put(float* x) { x[threadIdx.x] = " +
+           std::to_string(value) + ".0f; }\n";
+  };
+  // What `put` writes with the module built from source(value), and the cache's records.
+  auto run = [&](int value) {
+    Emu e(source(value));
+    if (!e.ok()) return -1.0f;
+    CUdeviceptr x = e.alloc(4 * 32);
+    EXPECT_EQ(e.launch("put", 1, 32, {&x}), 0);
+    return e.read<float>(x, 32)[31];
+  };
+  auto records = [&] {
+    std::vector<fs::path> out;
+    for (const auto& f : fs::directory_iterator(dir))
+      if (f.path().extension() == ".cpp") out.push_back(f.path());
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  auto read = [](const fs::path& p) {
+    std::stringstream s;
+    s << std::ifstream(p, std::ios::binary).rdbuf();
+    return s.str();
+  };
+  EXPECT_EQ(run(1), 1.0f);
+  EXPECT_EQ(run(2), 2.0f);
+  ASSERT_EQ(records().size(), 2u);
+  EXPECT_EQ(run(1), 1.0f);  // from the cache
+  EXPECT_EQ(run(2), 2.0f);
+  ASSERT_EQ(records().size(), 2u);
+  // Put 2's module and text under 1's key: 1 must be built afresh.
+  fs::path one, two;
+  for (const fs::path& r : records()) (read(r).find("= 1.0f") != std::string::npos ? one : two) = r;
+  ASSERT_FALSE(one.empty() || two.empty());
+  fs::copy_file(two, one, fs::copy_options::overwrite_existing);
+  fs::path so_one = one, so_two = two;
+  so_one.replace_extension(".so");
+  so_two.replace_extension(".so");
+  fs::copy_file(so_two, so_one, fs::copy_options::overwrite_existing);
+  EXPECT_EQ(run(1), 1.0f);
+  EXPECT_NE(read(one).find("= 1.0f"), std::string::npos) << "the record is 1's again";
+  ::unsetenv("OPTJIT_EMU_CACHE");
+  fs::remove_all(dir);
 }
 
 }  // namespace

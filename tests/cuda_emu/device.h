@@ -21,7 +21,9 @@
 
 #include <math.h>
 #include <sys/mman.h>
+#if !defined(__x86_64__) || defined(OPTJIT_EMU_UCONTEXT)
 #include <ucontext.h>
+#endif
 #include <unistd.h>
 #if defined(__F16C__)
 #include <immintrin.h>
@@ -51,6 +53,21 @@ struct Barrier {
   std::vector<unsigned int> waiting;  // fibers
 };
 
+// Where a fiber (or the scheduler) stopped. On x86-64 a switch saves the callee-saved registers
+// and the FP control words on its own stack and swaps stack pointers (optjit_emu_switch below):
+// swapcontext also saves and restores the signal mask, a system call each way, which was about
+// 30% of an emulated test's running time (perf, CudaQuantizedLaunch mode 17 with its modules
+// built). Elsewhere, or with -DOPTJIT_EMU_UCONTEXT, ucontext.
+#if defined(__x86_64__) && !defined(OPTJIT_EMU_UCONTEXT)
+struct Context {
+  void* sp = nullptr;  // the saved registers lie from here up
+};
+#else
+struct Context {
+  ucontext_t uc;
+};
+#endif
+
 // An asynchronous copy (cp.async) not yet made.
 struct AsyncCopy {
   void* to;
@@ -59,7 +76,7 @@ struct AsyncCopy {
 };
 
 struct Fiber {
-  ucontext_t context;
+  Context context;
   Dim tid;
   unsigned int lane = 0, warp = 0;
   bool exited = false;
@@ -108,7 +125,7 @@ struct Block {
   std::vector<Barrier> warp_barriers;
   std::vector<unsigned long long> slots;  // [warp][parity][lane]: the value a lane gave
   std::vector<unsigned long long> given;  // [warp][parity][lane]: the generation it gave it at
-  ucontext_t scheduler;
+  Context scheduler;
   unsigned int current = 0;
   char error[512] = {};
   void (*body)(void*) = nullptr;
@@ -120,13 +137,88 @@ static Block* block = nullptr;
 
 inline Fiber& self() { return block->fibers[block->current]; }
 
+inline void fiber_main();
+
+#if defined(__x86_64__) && !defined(OPTJIT_EMU_UCONTEXT)
+}  // namespace optjit_emu
+// optjit_emu_switch(from, to): pushes rbp, rbx, r12-r15 and MXCSR and the x87 control word,
+// stores the stack pointer in *from, takes `to` as the stack pointer and pops the same from
+// it, then returns to where that stack's owner switched away (or, for a new fiber, to the
+// entry that make_context put there). Hidden: each module keeps its own.
+asm(R"(
+  .text
+  .p2align 4
+  .globl optjit_emu_switch
+  .hidden optjit_emu_switch
+  .type optjit_emu_switch, @function
+optjit_emu_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  subq $8, %rsp
+  stmxcsr (%rsp)
+  fnstcw 4(%rsp)
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  ldmxcsr (%rsp)
+  fldcw 4(%rsp)
+  addq $8, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size optjit_emu_switch, .-optjit_emu_switch
+)");
+extern "C" __attribute__((visibility("hidden"))) void optjit_emu_switch(void** from, void* to);
+namespace optjit_emu {
+
+inline void switch_context(Context& from, Context& to) { optjit_emu_switch(&from.sp, to.sp); }
+
+// A new fiber starts in fiber_entry, which optjit_emu_switch "returns" to. Its first switch
+// pops seven words (the control words, then six registers, all but the control words zero)
+// and the entry's address; the word above is a return address of 0 that no one uses, so that
+// the entry finds the stack as a call leaves it (16-byte aligned below the return address).
+inline void fiber_entry() {
+  fiber_main();
+  __builtin_unreachable();
+}
+inline void make_context(Context& c, void* stack, size_t bytes) {
+  auto* top = reinterpret_cast<uint64_t*>((reinterpret_cast<uintptr_t>(stack) + bytes) &
+                                          ~static_cast<uintptr_t>(15));
+  uint64_t* sp = top - 9;
+  uint32_t words[2] = {0, 0};
+  asm volatile("stmxcsr %0\n\tfnstcw %1" : "=m"(words[0]), "=m"(words[1]));
+  std::memcpy(&sp[0], words, 8);
+  for (int r = 1; r <= 6; ++r) sp[r] = 0;  // r15, r14, r13, r12, rbx, rbp
+  sp[7] = reinterpret_cast<uint64_t>(&fiber_entry);
+  sp[8] = 0;  // fiber_entry's return address: it never returns
+  c.sp = sp;
+}
+#else
+inline void switch_context(Context& from, Context& to) { swapcontext(&from.uc, &to.uc); }
+inline void fiber_entry() { fiber_main(); }
+inline void make_context(Context& c, void* stack, size_t bytes) {
+  getcontext(&c.uc);
+  c.uc.uc_stack.ss_sp = stack;
+  c.uc.uc_stack.ss_size = bytes;
+  c.uc.uc_link = nullptr;  // fiber_main switches away for good before it could return
+  makecontext(&c.uc, fiber_entry, 0);
+}
+#endif
+
 inline void fail(const char* message) {
   if (!block->error[0]) std::snprintf(block->error, sizeof(block->error), "%s", message);
 }
 
 // Leaves the CPU to the next runnable fiber; the caller has put itself on a wait list (or
 // exited).
-inline void suspend() { swapcontext(&self().context, &block->scheduler); }
+inline void suspend() { switch_context(self().context, block->scheduler); }
 
 inline void release(Barrier& b) {
   b.arrived = 0;
@@ -164,7 +256,8 @@ inline void exit_fiber() {
 inline void fiber_main() {
   block->body(block->args);
   exit_fiber();
-  // Back to the scheduler for good (uc_link is the scheduler too; this keeps the stack tidy).
+  // Back to the scheduler for good: nothing switches to an exited fiber.
+  suspend();
 }
 
 inline size_t slot(unsigned int warp, unsigned long long generation, unsigned int lane) {
@@ -256,17 +349,13 @@ inline bool run_block(Block& b) {
       fail("no memory for a thread's stack");
       return false;
     }
-    getcontext(&f.context);
-    f.context.uc_stack.ss_sp = stack;
-    f.context.uc_stack.ss_size = Stack::kBytes;
-    f.context.uc_link = &b.scheduler;
-    makecontext(&f.context, fiber_main, 0);
+    make_context(f.context, stack, Stack::kBytes);
     b.runnable.push_back(t);
   }
   while (!b.runnable.empty() && !b.error[0]) {
     b.current = b.runnable.front();
     b.runnable.pop_front();
-    swapcontext(&b.scheduler, &b.fibers[b.current].context);
+    switch_context(b.scheduler, b.fibers[b.current].context);
   }
   if (b.error[0]) return false;
   if (b.live > 0) {

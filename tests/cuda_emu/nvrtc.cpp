@@ -76,6 +76,67 @@ bool replace_asm(std::string& src, std::string& log) {
   return true;
 }
 
+std::string read_file(const std::string& path) {
+  std::stringstream bytes;
+  bytes << std::ifstream(path, std::ios::binary).rdbuf();
+  return bytes.str();
+}
+
+// What a module's build depends on besides its source: device.h, the compiler and its flags.
+std::string build_inputs() {
+  return read_file(OPTJIT_EMU_DEVICE_H) + OPTJIT_EMU_CXX + OPTJIT_EMU_FLAGS;
+}
+
+uint64_t fnv1a(const std::string& text) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// Built modules by what they were built from, in $OPTJIT_EMU_CACHE (unset: none): <key>.cpp,
+// the source with the build's inputs after it, and <key>.so. A module is taken only when its
+// recorded text equals this compile's, so a hash collision is a miss, and a change to device.h,
+// the compiler or the flags misses too. The same kernel source is built over and over by the
+// emulated suites (56 compiles of 32 distinct sources in CudaParity and CudaDeviceStep's
+// Adam cases, whose executors pass no kernel cache), and by every later run. Files are written
+// under temporary names and renamed, so processes sharing the folder never read half of one.
+class ModuleCache {
+ public:
+  explicit ModuleCache(const std::string& source) {
+    const char* dir = std::getenv("OPTJIT_EMU_CACHE");
+    if (!dir || !*dir) return;
+    text_ = source + "\n// " + build_inputs();
+    char key[17];
+    std::snprintf(key, sizeof(key), "%016llx", static_cast<unsigned long long>(fnv1a(text_)));
+    base_ = std::string(dir) + "/" + key;
+  }
+  // The module built from this text before, or empty.
+  std::string find() const {
+    if (base_.empty() || read_file(base_ + ".cpp") != text_) return {};
+    return read_file(base_ + ".so");
+  }
+  void store(const std::string& object) const {
+    if (base_.empty()) return;
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(base_).parent_path(), ec);
+    const std::string tmp = base_ + "." + std::to_string(::getpid());
+    // The module first: a reader takes it only once the text that names it is in place.
+    if (!write(tmp + ".so", object) || !write(tmp + ".cpp", text_)) return;
+    std::filesystem::rename(tmp + ".so", base_ + ".so", ec);
+    if (!ec) std::filesystem::rename(tmp + ".cpp", base_ + ".cpp", ec);
+    std::filesystem::remove(tmp + ".so", ec);
+    std::filesystem::remove(tmp + ".cpp", ec);
+  }
+
+ private:
+  static bool write(const std::string& path, const std::string& bytes) {
+    std::ofstream f(path, std::ios::binary);
+    f << bytes;
+    return static_cast<bool>(f.flush());
+  }
+  std::string text_, base_;
+};
+
 }  // namespace
 
 extern "C" {
@@ -101,12 +162,8 @@ const char* nvrtcGetErrorString(int r) {
 // version, so the emulator's never meet a GPU's, nor those built against another device.h, by
 // another compiler or with other flags (a module built without the alignment checks).
 int nvrtcVersion(int* major, int* minor) {
-  std::stringstream text;
-  text << std::ifstream(OPTJIT_EMU_DEVICE_H).rdbuf() << OPTJIT_EMU_CXX << OPTJIT_EMU_FLAGS;
-  uint32_t h = 2166136261u;  // FNV-1a
-  for (unsigned char c : text.str()) h = (h ^ c) * 16777619u;
   *major = 0;
-  *minor = static_cast<int>(h % 1000000u);
+  *minor = static_cast<int>(fnv1a(build_inputs()) % 1000000u);
   return kSuccess;
 }
 
@@ -140,6 +197,22 @@ int nvrtcCompileProgram(nvrtcProgram p, int num_options, const char* const* opti
     kernels.push_back((*it)[1]);
   src += "\n";
   for (const auto& k : kernels) src += "OPTJIT_EMU_KERNEL(" + k + ")\n";
+  // The "cubin" and ptxas' lines for each kernel.
+  auto built = [&](const std::string& object) {
+    const uint64_t size = object.size();
+    p->image.assign(kTag, sizeof(kTag));
+    p->image.append(reinterpret_cast<const char*>(&size), sizeof(size));
+    p->image += object;
+    for (const auto& k : kernels)
+      p->log += "ptxas info    : Compiling entry function '" + k + "' for '" + arch +
+                "'\nptxas info    : Used 32 registers, 0 bytes stack frame, 0 bytes spill "
+                "stores, 0 bytes spill loads\n";
+  };
+  const ModuleCache cache(src);
+  if (std::string object = cache.find(); !object.empty()) {
+    built(object);
+    return kSuccess;
+  }
 
   char dir_template[] = "/tmp/optjit-cuda-emu-XXXXXX";
   const char* dir = ::mkdtemp(dir_template);
@@ -163,17 +236,9 @@ int nvrtcCompileProgram(nvrtcProgram p, int num_options, const char* const* opti
   compiler_log << std::ifstream(out).rdbuf();
   bool ok = status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
   if (ok) {
-    std::stringstream bytes;
-    bytes << std::ifstream(so, std::ios::binary).rdbuf();
-    const std::string object = bytes.str();
-    const uint64_t size = object.size();
-    p->image.assign(kTag, sizeof(kTag));
-    p->image.append(reinterpret_cast<const char*>(&size), sizeof(size));
-    p->image += object;
-    for (const auto& k : kernels)
-      p->log += "ptxas info    : Compiling entry function '" + k + "' for '" + arch +
-                "'\nptxas info    : Used 32 registers, 0 bytes stack frame, 0 bytes spill "
-                "stores, 0 bytes spill loads\n";
+    const std::string object = read_file(so);
+    built(object);
+    cache.store(object);
   } else {
     p->log += "the CUDA emulator's host compile failed (" + cmd + "):\n" + compiler_log.str();
   }
