@@ -21,10 +21,10 @@
 #           quantized default against the CPU (#12: fewer instructions for the same bits)
 #   bf16    bf16 clip + AdamW, AdamW after the deferred clip, and AdamW alone at 124M, with
 #           vectors of 1, 4 and 8 and 4 items a thread
-#   sweep   clip + AdamW at 268M parameters, each "format:launch" of $OPTJIT_GPU_SWEEP (format f32
-#           or a state_format; launch empty for the plan's default, or "tuned": tuned first, 60 s)
-#           in turn, ${OPTJIT_GPU_ROUNDS:-2} rounds: launches chosen after a lease, without a
-#           change to the kit
+#   sweep   clip + AdamW at 268M parameters, each "format:launch" of $OPTJIT_GPU_SWEEP (f32
+#           or a state_format; the launch empty for the plan's default, or "tuned": tuned
+#           first, 60 s) in turn, ${OPTJIT_GPU_ROUNDS:-2} rounds: launches chosen after a
+#           lease's first results, with no change to the kit
 #   profile Nsight Compute on the quantized update kernels (4-bit, 8-bit, fp8): where their time goes
 #   opencl  the emitter through NVIDIA's OpenCL, where the image has its ICD
 #   webgpu  #15 on NVIDIA: the WebGPU backend (the bundle's wgpu-native, the machine's Vulkan
@@ -269,6 +269,7 @@ staged() {
 sweep() {
   local e f l r q tuned=" "
   [ -n "${OPTJIT_GPU_SWEEP:-}" ] || { echo "sweep: set OPTJIT_GPU_SWEEP"; return 1; }
+  # Each format named with "tuned" is tuned once ($tuned lists those done, space-separated).
   for e in $OPTJIT_GPU_SWEEP; do
     f=${e%%:*} l=${e#*:}
     [ "$l" = tuned ] && [ "${tuned#* $f }" = "$tuned" ] || continue
