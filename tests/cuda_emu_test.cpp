@@ -275,7 +275,7 @@ extern "C" __global__ void add_one(float* x) { x[threadIdx.x] += 1.0f; }
 // The emulator's module cache ($OPTJIT_EMU_CACHE, nvrtc.cpp) gives back a module only for the
 // text it was built from: two sources that differ in one constant each run their own, and a
 // record whose key holds another text's module (a hash collision, a stale entry) is rebuilt,
-// not taken.
+// not taken. What other build inputs left behind is removed.
 TEST(CudaEmulator, CachedModulesAreTakenOnlyForTheTextTheyWereBuiltFrom) {
   namespace fs = std::filesystem;
   const fs::path dir =
@@ -296,7 +296,7 @@ TEST(CudaEmulator, CachedModulesAreTakenOnlyForTheTextTheyWereBuiltFrom) {
   };
   auto records = [&] {
     std::vector<fs::path> out;
-    for (const auto& f : fs::directory_iterator(dir))
+    for (const auto& f : fs::recursive_directory_iterator(dir))
       if (f.path().extension() == ".cpp") out.push_back(f.path());
     std::sort(out.begin(), out.end());
     return out;
@@ -306,7 +306,11 @@ TEST(CudaEmulator, CachedModulesAreTakenOnlyForTheTextTheyWereBuiltFrom) {
     s << std::ifstream(p, std::ios::binary).rdbuf();
     return s.str();
   };
+  // What another device.h, compiler or flags built: removed at the first store.
+  fs::create_directories(dir / "0123456789abcdef");
+  std::ofstream(dir / "0123456789abcdef" / "stale.so") << "stale";
   EXPECT_EQ(run(1), 1.0f);
+  EXPECT_FALSE(fs::exists(dir / "0123456789abcdef"));
   EXPECT_EQ(run(2), 2.0f);
   ASSERT_EQ(records().size(), 2u);
   EXPECT_EQ(run(1), 1.0f);  // from the cache

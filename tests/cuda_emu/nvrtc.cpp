@@ -12,7 +12,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -93,22 +95,26 @@ uint64_t fnv1a(const std::string& text) {
   return h;
 }
 
-// Built modules by what they were built from, in $OPTJIT_EMU_CACHE (unset: none): <key>.cpp,
-// the source with the build's inputs after it, and <key>.so. A module is taken only when its
-// recorded text equals this compile's, so a hash collision is a miss, and a change to device.h,
-// the compiler or the flags misses too. The same kernel source is built over and over by the
-// emulated suites (56 compiles of 32 distinct sources in CudaParity and CudaDeviceStep's
-// Adam cases, whose executors pass no kernel cache), and by every later run. Files are written
-// under temporary names and renamed, so processes sharing the folder never read half of one.
+// Built modules by what they were built from, in $OPTJIT_EMU_CACHE (unset: none), under a
+// folder named by the hash of the build's inputs (device.h, the compiler, its flags):
+// <key>.cpp, the source with those inputs after it, and <key>.so. A module is taken only when
+// its recorded text equals this compile's, so a hash collision is a miss. The first module a
+// process stores removes the other inputs' folders: no build of this NVRTC can take those, and
+// each is about 185 MB (the emulated suites' 389 modules). The same kernel source is built over
+// and over by the emulated suites (56 compiles of 32 distinct sources in CudaParity and
+// CudaDeviceStep's Adam cases, whose executors pass no kernel cache), and by every later run.
+// Files are written under temporary names and renamed, so processes sharing the folder never
+// read half of one.
 class ModuleCache {
  public:
   explicit ModuleCache(const std::string& source) {
     const char* dir = std::getenv("OPTJIT_EMU_CACHE");
     if (!dir || !*dir) return;
-    text_ = source + "\n// " + build_inputs();
-    char key[17];
-    std::snprintf(key, sizeof(key), "%016llx", static_cast<unsigned long long>(fnv1a(text_)));
-    base_ = std::string(dir) + "/" + key;
+    const std::string inputs = build_inputs();
+    text_ = source + "\n// " + inputs;
+    root_ = dir;
+    folder_ = hex(fnv1a(inputs));
+    base_ = root_ + "/" + folder_ + "/" + hex(fnv1a(text_));
   }
   // The module built from this text before, or empty.
   std::string find() const {
@@ -117,15 +123,24 @@ class ModuleCache {
   }
   void store(const std::string& object) const {
     if (base_.empty()) return;
+    namespace fs = std::filesystem;
     std::error_code ec;
-    std::filesystem::create_directories(std::filesystem::path(base_).parent_path(), ec);
+    {  // once per cache folder and process
+      static std::mutex mutex;
+      static std::set<std::string> pruned;
+      std::lock_guard<std::mutex> lock(mutex);
+      if (pruned.insert(root_).second)
+        for (const auto& e : fs::directory_iterator(root_, ec))
+          if (e.is_directory(ec) && e.path().filename() != folder_) fs::remove_all(e.path(), ec);
+    }
+    fs::create_directories(fs::path(base_).parent_path(), ec);
     const std::string tmp = base_ + "." + std::to_string(::getpid());
     // The module first: a reader takes it only once the text that names it is in place.
     if (!write(tmp + ".so", object) || !write(tmp + ".cpp", text_)) return;
-    std::filesystem::rename(tmp + ".so", base_ + ".so", ec);
-    if (!ec) std::filesystem::rename(tmp + ".cpp", base_ + ".cpp", ec);
-    std::filesystem::remove(tmp + ".so", ec);
-    std::filesystem::remove(tmp + ".cpp", ec);
+    fs::rename(tmp + ".so", base_ + ".so", ec);
+    if (!ec) fs::rename(tmp + ".cpp", base_ + ".cpp", ec);
+    fs::remove(tmp + ".so", ec);
+    fs::remove(tmp + ".cpp", ec);
   }
 
  private:
@@ -134,7 +149,12 @@ class ModuleCache {
     f << bytes;
     return static_cast<bool>(f.flush());
   }
-  std::string text_, base_;
+  static std::string hex(uint64_t h) {
+    char s[17];
+    std::snprintf(s, sizeof(s), "%016llx", static_cast<unsigned long long>(h));
+    return s;
+  }
+  std::string text_, root_, folder_, base_;
 };
 
 }  // namespace
