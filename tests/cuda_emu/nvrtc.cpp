@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -134,7 +135,9 @@ class ModuleCache {
           if (e.is_directory(ec) && e.path().filename() != folder_) fs::remove_all(e.path(), ec);
     }
     fs::create_directories(fs::path(base_).parent_path(), ec);
-    const std::string tmp = base_ + "." + std::to_string(::getpid());
+    static std::atomic<unsigned> stores{0};  // threads of one process storing at once
+    const std::string tmp =
+        base_ + "." + std::to_string(::getpid()) + "." + std::to_string(stores++);
     // The module first: a reader takes it only once the text that names it is in place.
     if (!write(tmp + ".so", object) || !write(tmp + ".cpp", text_)) return;
     fs::rename(tmp + ".so", base_ + ".so", ec);
