@@ -255,15 +255,13 @@ int nvrtcCompileProgram(nvrtcProgram p, int num_options, const char* const* opti
                           " -shared -include " + quoted(OPTJIT_EMU_DEVICE_H) + " -o " + quoted(so) +
                           " " + quoted(cpp) + " > " + quoted(out) + " 2>&1";
   const int status = std::system(cmd.c_str());
-  std::stringstream compiler_log;
-  compiler_log << std::ifstream(out).rdbuf();
   bool ok = status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
   if (ok) {
     const std::string object = read_file(so);
     built(object);
     cache.store(object);
   } else {
-    p->log += "the CUDA emulator's host compile failed (" + cmd + "):\n" + compiler_log.str();
+    p->log += "the CUDA emulator's host compile failed (" + cmd + "):\n" + read_file(out);
   }
   std::error_code ec;
   if (!std::getenv("OPTJIT_EMU_KEEP")) std::filesystem::remove_all(base, ec);

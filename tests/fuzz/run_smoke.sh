@@ -21,7 +21,7 @@ cp "$src/tests/fuzz/corpus/$target"/* "$work/corpus/"
 [ "$target" = safetensors ] && cp "$src"/tests/fixtures/safetensors/*.safetensors "$work/corpus/"
 
 lib=(-L"$build" -loptjit -Wl,-rpath,"$(cd "$build" && pwd)")
-plain=()  # sources behind the surface that the target never reaches: built without instrumentation
+plain=()  # sources behind the surface that the target never reaches: built uninstrumented
 max_len=512
 case $target in
   pipeline_parser)

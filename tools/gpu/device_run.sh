@@ -57,6 +57,14 @@ export LD_LIBRARY_PATH="$root/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 optjit=$root/bin/optjit
 cuda_test=$root/bin/cuda_test
 P='chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, weight_decay=0.01))'
+# Clip + AdamW with state format $1: f32 (the plain pipeline, $P) or a state_format.
+qpipeline() {
+  if [ "$1" = f32 ]; then
+    echo "$P"
+  else
+    echo "chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, weight_decay=0.01, state_format=\"$1\"))"
+  fi
+}
 
 unpack() {
   rm -rf "$root" && mkdir -p "$root" && tar -xJf .gpu/optjit-gpu.tar.xz -C "$root" || {
@@ -190,9 +198,8 @@ quick() {
 qbench() { bench_build "this build" "$@"; }
 bbench() { bench_build baseline "$@"; }
 bench_build() {
-  local q="chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, weight_decay=0.01, state_format=\"$2\"))"
-  local bin=$optjit env=()
-  [ "$2" = f32 ] && q=$P
+  local q bin=$optjit env=()
+  q=$(qpipeline "$2")
   if [ "$1" = baseline ]; then
     bin=$root/baseline/bin/optjit
     env=(OPTJIT_CACHE_DIR=/tmp/optjit-cache-baseline
@@ -267,16 +274,15 @@ staged() {
 # Launches named in the environment, in alternation (see the header): e.g.
 #   OPTJIT_GPU_SWEEP="f32:vec=4 8bit: 8bit:vec=4,stage=2,block=128 8bit:tuned" lease.sh sweep:250
 sweep() {
-  local e f l r q tuned=" "
+  local e f r
+  local -A tuned=()  # each format named with "tuned" is tuned once
   [ -n "${OPTJIT_GPU_SWEEP:-}" ] || { echo "sweep: set OPTJIT_GPU_SWEEP"; return 1; }
-  # Each format named with "tuned" is tuned once ($tuned lists those done, space-separated).
   for e in $OPTJIT_GPU_SWEEP; do
-    f=${e%%:*} l=${e#*:}
-    [ "$l" = tuned ] && [ "${tuned#* $f }" = "$tuned" ] || continue
-    q="chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, weight_decay=0.01, state_format=\"$f\"))"
-    [ "$f" = f32 ] && q=$P
-    "$optjit" tune "$q" --backend cuda --numel 268435456 --budget-seconds 60 || return 1
-    tuned="$tuned$f "
+    f=${e%%:*}
+    [ "${e#*:}" = tuned ] && [ -z "${tuned[$f]:-}" ] || continue
+    "$optjit" tune "$(qpipeline "$f")" --backend cuda --numel 268435456 --budget-seconds 60 ||
+      return 1
+    tuned[$f]=1
   done
   for ((r = 1; r <= ${OPTJIT_GPU_ROUNDS:-2}; r++)); do
     for e in $OPTJIT_GPU_SWEEP; do qbench "${e%%:*}" "${e#*:}"; done
@@ -323,7 +329,7 @@ profile() {
       --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
       --section SchedulerStats --section Occupancy --section LaunchStats --section SourceCounters \
       --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,smsp__inst_executed.sum' \
-      "$optjit" bench "chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, weight_decay=0.01, state_format=\"${f%:*}\"))" \
+      "$optjit" bench "$(qpipeline "${f%%:*}")" \
       --backend cuda --numel 67108864 --steps 1 --reps 1 --no-unfused --step host --launch tables=${f#*:}
   done
 }
