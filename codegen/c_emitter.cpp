@@ -154,16 +154,22 @@ std::string preamble(const Lang& L, const plan::Plan& plan, const GpuLaunch& lau
                 "r"));
       continue;
     }
-    // quant_lut_index and CompactLut::code. (y + 1) * 0.5 * 65535 is (y + 1) * 32767.5: halving
-    // is exact (y + 1 is 0 or at least 2^-24).
+    // quant_lut_index and CompactLut::code (or, GpuLaunch::full_lut, the table itself). (y + 1)
+    // * 0.5 * 65535 is (y + 1) * 32767.5: halving is exact (y + 1 is 0 or at least 2^-24).
+    if (launch.full_lut) {
+      const std::string lut = "optjit_lutb_" + name;
+      s += L.const_table_u8(lut, *qi.lut);
+      s += L.function(U, "optjit_quantize_" + name, {{F, "x"}},
+                      fmt::format("  {}\n  return {};\n", L.let(U, "i", L.lut_cell("x")),
+                                  L.cast(U, L.table_at(lut, "i"))));
+      continue;
+    }
     const ir::CompactLut& c = *qi.compact;
     const std::string lo = fmt::format("{}u", c.lo()), hi = fmt::format("{}u", c.hi());
     s += L.function(
         U, "optjit_quantize_" + name, {{F, "x"}},
         fmt::format(
-            "  {}\n  {}\n  {}\n  {}\n  {}\n  return ({} + i) >> 5u;\n",
-            L.let(F, "y", L.unit_clamp("x")),
-            L.let(U, "i", L.cast(U, "(" + L.mul("(y + 1.0f)", "32767.5f") + " + 0.5f)")),
+            "  {}\n  {}\n  {}\n  {}\n  return ({} + i) >> 5u;\n", L.let(U, "i", L.lut_cell("x")),
             L.let(U, "b", "i >> 5u"), L.let(U, "d", "i - b"),
             L.let(U, "j",
                   "(" +
@@ -430,7 +436,7 @@ class KernelWriter {
         "      {} {{\n        {}\n        {}\n",
         L_.for_head(I, "e0", "0", "e0 < len", fmt::format("e0 += {}", QB)),
         L_.let(I, "n", L_.select(fmt::format("len - e0 < {}", QB), "len - e0", std::to_string(QB))),
-        L_.let(I, "blk", fmt::format("(off + e0) / {}", QB)));
+        L_.let(I, "blk", block_index("off + e0")));
     for (uint32_t b : loads_)
       if (quantized(b))
         s += "        " + L_.let(F, fmt::format("sc{}", b), L_.scale_at(b, "blk")) + "\n";
@@ -518,12 +524,13 @@ class KernelWriter {
       case ir::QuantKind::table:
         break;
     }
-    // The table: lut[index(x / absmax)], 0 for a zero block.
-    return "(" +
-           L_.select(L_.compare("==", sb, "0.0f", DType::f32), "0u",
-                     fmt::format("optjit_quantize_{}({})", q,
-                                 L_.mul(x, "(" + L_.div("1.0f", sb) + ")"))) +
-           ")";
+    // The table: lut[index(x * (1 / absmax))], 0 for a zero block. Where division by zero
+    // gives IEEE's infinity, that needs no test: a zero block's values are all zeros, x * (1 /
+    // 0) is NaN, NaN's cell is 0 (as -1's: ir::quant_lut_index), and cell 0's code is 0 in
+    // every table (Quant.EveryTablesFirstCellIsCodeZero).
+    const std::string code = fmt::format("optjit_quantize_{}({})", q, L_.mul(x, "r" + sb));
+    if (L_.ieee_division_by_zero()) return code;
+    return "(" + L_.select(L_.compare("==", sb, "0.0f", DType::f32), "0u", code) + ")";
   }
 
   // Element `ix`'s value of quantized buffer b, from its code and its block's scale `sc`.
@@ -550,8 +557,18 @@ class KernelWriter {
                   sc);
   }
 
+  // The index of the block (its scale's) that holds element `element` (>= 0) of a tensor:
+  // blocks are powers of two, so a shift, not a signed 64-bit division (ptxas: 9 instructions
+  // a trip for the two scales' addresses of 8-bit AdamW).
+  std::string block_index(const std::string& element) const {
+    const auto QB = static_cast<uint64_t>(ir::quant_block(plan_.buffers));
+    if (!std::has_single_bit(QB)) return fmt::format("({}) / {}", element, QB);
+    return fmt::format("(({}) >> {}u)", element, std::countr_zero(QB));
+  }
+
   // The block's scale `sb` (sb<b>) from its absmax `ab` (ab<b>) (ir::quant_scale: the absmax,
-  // or max(absmax, 1e-12), / 448 for fp8; NaN stays NaN).
+  // or max(absmax, 1e-12), / 448 for fp8; NaN stays NaN). A table's quantizer multiplies by
+  // 1 / absmax (bitsandbytes' order): its reciprocal r<sb> once here, not at every code.
   std::string scale_of(uint32_t b) const {
     return scale_of(b, fmt::format("ab{}", b), fmt::format("sb{}", b));
   }
@@ -560,10 +577,10 @@ class KernelWriter {
     const std::string tiny = literal(static_cast<double>(1e-12f), DType::f32);
     const std::string clipped =
         "(" + L_.select(L_.compare("<=", ab, tiny, DType::f32), tiny, ab) + ")";
-    return L_.let(L_.value_type(DType::f32), sb,
-                  kind == ir::QuantKind::table ? ab
-                  : kind == ir::QuantKind::fp8 ? L_.div(clipped, "448.0f")
-                                               : clipped);
+    const std::string F = L_.value_type(DType::f32);
+    if (kind == ir::QuantKind::table)
+      return L_.let(F, sb, ab) + "\n        " + L_.let(F, "r" + sb, L_.div("1.0f", sb));
+    return L_.let(F, sb, kind == ir::QuantKind::fp8 ? L_.div(clipped, "448.0f") : clipped);
   }
 
   // Whether each warp can take quantization blocks of its own: the language exchanges values
@@ -591,12 +608,11 @@ class KernelWriter {
     std::string out;
     for (int g = 0; g < G; ++g) {
       const std::string start = g == 0 ? base : fmt::format("({} + {})", base, g * QB);
-      out += fmt::format(
-          "{0}{1}\n{0}{2}\n", in,
-          L_.let(I, pre + trip_name("n", g, G),
-                 L_.select(fmt::format("len - {} < {}", start, QB), fmt::format("len - {}", start),
-                           std::to_string(QB))),
-          L_.let(I, pre + trip_name("blk", g, G), fmt::format("(off + {}) / {}", start, QB)));
+      out += fmt::format("{0}{1}\n{0}{2}\n", in,
+                         L_.let(I, pre + trip_name("n", g, G),
+                                L_.select(fmt::format("len - {} < {}", start, QB),
+                                          fmt::format("len - {}", start), std::to_string(QB))),
+                         L_.let(I, pre + trip_name("blk", g, G), block_index("off + " + start)));
     }
     return out;
   }
@@ -1327,7 +1343,7 @@ class KernelWriter {
           s += fmt::format(
               "{0}  if (lane == {1}) {{\n{0}    optjit_cp_async4(d + {2}, &{3});\n{0}  }}\n", in, j,
               st.scales + 4 * j,
-              L_.scale_at(b, fmt::format("(off + {} + {}) / {}", e, g * QB, QB)));
+              L_.scale_at(b, block_index(fmt::format("off + {} + {}", e, g * QB))));
         }
     return s + in + "}\n" + in + "optjit_cp_commit();\n";
   }
@@ -1593,6 +1609,9 @@ Expected<std::string> emit_c(const plan::Plan& plan, CEmitOptions o) {
     return make_error(
         "the {} backend reads its code tables from constant memory: tables=shared is CUDA's",
         L.name());
+  if (o.launch.full_lut && o.language != CLanguage::cuda)
+    return make_error("the {} backend reads 8-bit state's compact lookup table: lut=full is CUDA's",
+                      L.name());
   if (o.launch.resident != GpuLaunch::kDefaultResident && o.language != CLanguage::cuda)
     return make_error("the {} backend has no launch bounds: resident={} (threads per SM) is CUDA's",
                       L.name(), o.launch.resident);

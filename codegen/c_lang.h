@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cmath>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -148,6 +149,8 @@ class Lang {
   virtual std::string table_at(const std::string& name, const std::string& ix) const {
     return fmt::format("{}[{}]", name, ix);
   }
+  /// A table of bytes (GpuLaunch::full_lut), in C.
+  std::string const_table_u8(const std::string& name, std::span<const uint8_t> values) const;
   /// A helper function: its return type, name, parameters as (type, name), and body.
   virtual std::string function(const std::string& ret, const std::string& name,
                                const std::vector<std::pair<std::string, std::string>>& params,
@@ -194,9 +197,15 @@ class Lang {
                               DType) const {
     return fmt::format("{} {} {}", a, op, b);
   }
+  /// Whether f32 division by zero gives IEEE's infinity (0 / 0 NaN). WGSL's is an
+  /// indeterminate value.
+  virtual bool ieee_division_by_zero() const { return true; }
   /// f32 value x clamped to [-1, 1], NaN to -1 (ir::quant_lut_index's clamp). The default
   /// compares; C's fmin and fmax give NaN's other operand, so CUDA and OpenCL use them.
   virtual std::string unit_clamp(const std::string& x) const;
+  /// The lookup table's cell of f32 value x (ir::quant_lut_index): (u32)((clamp(x) + 1) *
+  /// 32767.5 + 0.5), clamp as unit_clamp. The default clamps first; CUDA clamps the cell.
+  virtual std::string lut_cell(const std::string& x) const;
   /// Byte k (0 lowest) of u32 value `word`, as an unsigned value.
   virtual std::string byte_of(const std::string& word, int k) const {
     return fmt::format("(({} >> {}u) & 255u)", word, 8 * k);

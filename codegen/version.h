@@ -4,6 +4,6 @@
 
 namespace optjit::codegen {
 
-inline constexpr int kCodegenVersion = 8;
+inline constexpr int kCodegenVersion = 9;
 
 }  // namespace optjit::codegen

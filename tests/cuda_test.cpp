@@ -745,6 +745,12 @@ TEST_P(CudaQuantizedLaunch, StepsTheCpusBits) {
           gd(d.size()), ge(e.size()), gc(c.size());
       fill(a, 0.01f, 0), fill(b, 0.02f, 0), fill(d, 0.03f, 0), fill(e, 0.04f, 0);
       fill(c, 0.05f, 0);
+      // A block of b all zeros, gradients too: its absmax is 0, so all its codes are 0 (not
+      // the code of 0), in every format with a table.
+      auto zero_block = [](std::vector<float>& v) {
+        std::fill(v.begin() + 512, v.begin() + 768, 0.0f);
+      };
+      zero_block(b);
       auto opt = Optimizer::create(pipeline,
                                    {{"a", a.data(), DType::f32, {64, 100}},
                                     {"b", b.data(), DType::f32, {5000}},
@@ -756,6 +762,7 @@ TEST_P(CudaQuantizedLaunch, StepsTheCpusBits) {
       for (int s = 0; opt && s < 5; ++s) {
         fill(ga, 0.13f, s), fill(gb, 0.07f, s), fill(gd, 0.11f, s), fill(ge, 0.09f, s);
         fill(gc, 0.3f, s);
+        zero_block(gb);
         EXPECT_TRUE((*opt)->step({ga.data(), gb.data(), gd.data(), ge.data(), gc.data()}));
       }
       // The state as saved (codes and scales, as the CPU lays them out; before `a` grows: the
@@ -859,6 +866,20 @@ TEST_P(CudaQuantizedLaunch, StepsTheCpusBits) {
                                           .recompute = true,
                                           .stage = 2};
       }
+      // 8-bit codes read from the whole lookup table (lut=full; the other formats have no
+      // table): on the staged default of sm_90; one element a lane with shared code tables (the
+      // whole table stays in global memory) in chunks of 512, two blocks a trip, as a graph.
+      if (mode == 19)
+        o.gpu_launch =
+            codegen::GpuLaunch{.vec = 4, .interleave = true, .stage = 2, .full_lut = true};
+      if (mode == 20) {
+        o.cuda_graph = true;
+        o.gpu_launch = codegen::GpuLaunch{.block = 64,
+                                          .items = 2,
+                                          .chunk_elements = 512,
+                                          .shared_tables = true,
+                                          .full_lut = true};
+      }
       const auto got = run(o);
       EXPECT_EQ(got.first, want.first) << pipeline << " mode " << mode;
       EXPECT_TRUE(got.second == want.second) << pipeline << " mode " << mode << ": the state";
@@ -866,7 +887,7 @@ TEST_P(CudaQuantizedLaunch, StepsTheCpusBits) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, CudaQuantizedLaunch, ::testing::Range(0, 19));
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaQuantizedLaunch, ::testing::Range(0, 21));
 
 // Every code of every format through the CUDA kernels (the maps, e4m3's too, read from global
 // memory or from shared copies; q4u's computed), bit for bit as quant_test checks the CPU and
@@ -886,6 +907,8 @@ TEST(Cuda, QuantizedStateDequantizesEveryCodeToItsMapValue) {
        .gpu_launch = codegen::GpuLaunch{.vec = 4, .recompute = true, .ahead = 1}});
   testing::quant::check_every_code(
       {.backend = Backend::cuda, .gpu_launch = codegen::GpuLaunch{.vec = 4, .interleave = true}});
+  testing::quant::check_every_code(
+      {.backend = Backend::cuda, .gpu_launch = codegen::GpuLaunch{.vec = 4, .full_lut = true}});
 }
 
 // Stochastic rounding (bf16_sr state, bf16 parameters) draws the CPU backend's bits

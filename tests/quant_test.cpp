@@ -45,6 +45,19 @@ TEST(Quant, TheLookupTablePicksTheNearestCodeOfEachGridPoint) {
   }
 }
 
+// A block of zeros quantizes to codes 0 (bitsandbytes' rule, ir/quant.h). The CUDA and OpenCL
+// kernels take that from the table: x * (1 / 0) is NaN there, NaN's cell is -1's, cell 0, and
+// every table's cell 0 must be code 0 (c_emitter: code_of).
+TEST(Quant, EveryTablesFirstCellIsCodeZero) {
+  for (Quant q : ir::quant_formats()) {
+    if (ir::info(q).kind != ir::QuantKind::table) continue;
+    EXPECT_EQ(ir::quant_lut_index(std::numeric_limits<float>::quiet_NaN()), 0) << ir::to_string(q);
+    EXPECT_EQ(ir::quant_lut_index(-1.0f), 0) << ir::to_string(q);
+    EXPECT_EQ((*ir::info(q).lut)[0], 0) << ir::to_string(q);
+    EXPECT_EQ(ir::info(q).compact->code(0), 0) << ir::to_string(q);
+  }
+}
+
 TEST(Quant, BlocksRoundTripWithinTheirCodeSpacingAndKeepNaNVisible) {
   std::vector<float> x(ir::kQuantBlock);
   for (size_t j = 0; j < x.size(); ++j) x[j] = std::sin(0.37f * static_cast<float>(j)) * 3.0f;

@@ -458,6 +458,13 @@ inline unsigned int __byte_perm(unsigned int x, unsigned int y, unsigned int s) 
     r |= static_cast<unsigned int>((xy >> (8 * ((s >> (4 * n)) & 7u))) & 255u) << (8 * n);
   return r;
 }
+// cvt.rzi.u32.f32: toward zero, saturating (negative values and -inf to 0, +inf and beyond
+// to 0xffffffff), NaN to 0; and CUDA's min for unsigned operands.
+inline unsigned int __float2uint_rz(float x) {
+  if (!(x > 0.0f)) return 0u;  // NaN too
+  return x >= 4294967296.0f ? 0xffffffffu : static_cast<unsigned int>(x);
+}
+inline unsigned int min(unsigned int a, unsigned int b) { return a < b ? a : b; }
 inline long long __double_as_longlong(double x) { return std::bit_cast<long long>(x); }
 inline double __longlong_as_double(long long x) { return std::bit_cast<double>(x); }
 // The PTX conversions optjit's preamble writes as inline asm (cvt.f32.f16, cvt.rn.f16.f32); the

@@ -91,7 +91,7 @@ __kernel void optjit_pass_1(__global float* restrict b0, __global float* restric
     if (!(row[3] < 0)) {
       for (long e0 = 0; e0 < len; e0 += 128) {
         const long n = len - e0 < 128 ? len - e0 : 128;
-        const long blk = (off + e0) / 128;
+        const long blk = ((off + e0) >> 7u);
         const float sc2 = s2[blk];
         const float sc4 = s4[blk];
         uint am2 = 0u;

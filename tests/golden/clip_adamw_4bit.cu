@@ -92,7 +92,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) optjit_pass_1(const OptjitR
       const long long lane = (long long)(threadIdx.x & 31u);
       for (long long e0 = (long long)(threadIdx.x >> 5u) * 128; e0 < len; e0 += 1024) {
         const long long n = len - e0 < 128 ? len - e0 : 128;
-        const long long blk = (off + e0) / 128;
+        const long long blk = ((off + e0) >> 7u);
         const float sc2 = s2[blk];
         const float sc4 = s4[blk];
         const long long i0 = e0 + lane + 0;

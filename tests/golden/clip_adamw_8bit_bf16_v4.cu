@@ -714,16 +714,14 @@ __device__ const unsigned int optjit_lut_q8u[2358] = {
   0xffff2080u, 0xffff2060u, 0xffff2040u, 0xffff2020u, 0xffff201au, 0xffff2000u,
 };
 __device__ static unsigned int optjit_quantize_q8(float x) {
-  const float y = fminf(fmaxf(x, -1.0f), 1.0f);
-  const unsigned int i = (unsigned int)((y + 1.0f) * 32767.5f + 0.5f);
+  const unsigned int i = min(__float2uint_rz((x + 1.0f) * 32767.5f + 0.5f), 65535u);
   const unsigned int b = i >> 5u;
   const unsigned int d = i - b;
   const unsigned int j = (d > 31434u ? (d < 32054u ? d : 32054u) : 31434u) + b - 31434u;
   return (optjit_lut_q8[j] + i) >> 5u;
 }
 __device__ static unsigned int optjit_quantize_q8u(float x) {
-  const float y = fminf(fmaxf(x, -1.0f), 1.0f);
-  const unsigned int i = (unsigned int)((y + 1.0f) * 32767.5f + 0.5f);
+  const unsigned int i = min(__float2uint_rz((x + 1.0f) * 32767.5f + 0.5f), 65535u);
   const unsigned int b = i >> 5u;
   const unsigned int d = i - b;
   const unsigned int j = (d > 31744u ? (d < 32054u ? d : 32054u) : 31744u) + b - 31744u;
@@ -813,7 +811,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) optjit_pass_1(const OptjitR
       const long long lane = (long long)(threadIdx.x & 31u);
       for (long long e0 = (long long)(threadIdx.x >> 5u) * 256; e0 < len; e0 += 2048) {
         const long long n = len - e0 < 256 ? len - e0 : 256;
-        const long long blk = (off + e0) / 256;
+        const long long blk = ((off + e0) >> 8u);
         const float sc2 = s2[blk];
         const float sc4 = s4[blk];
         const long long i0 = e0 + 0 + lane * 4 + 0;
@@ -1190,32 +1188,33 @@ extern "C" __global__ void __launch_bounds__(256, 2) optjit_pass_1(const OptjitR
         am2 = am2 > x2_1 ? am2 : x2_1;
         const float ab2 = OPTJIT_BITS_F32(am2);
         const float sb2 = ab2;
+        const float rsb2 = 1.0f / sb2;
         if (lane == 0) {
           s2[blk] = sb2;
         }
         if (r0 >= 4) {
-          const unsigned int c2_0_0 = (sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_0.v[0] * (1.0f / sb2)));
-          const unsigned int c2_0_1 = (sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_0.v[1] * (1.0f / sb2)));
-          const unsigned int c2_0_2 = (sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_0.v[2] * (1.0f / sb2)));
-          const unsigned int c2_0_3 = (sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_0.v[3] * (1.0f / sb2)));
+          const unsigned int c2_0_0 = optjit_quantize_q8(Q2_0.v[0] * rsb2);
+          const unsigned int c2_0_1 = optjit_quantize_q8(Q2_0.v[1] * rsb2);
+          const unsigned int c2_0_2 = optjit_quantize_q8(Q2_0.v[2] * rsb2);
+          const unsigned int c2_0_3 = optjit_quantize_q8(Q2_0.v[3] * rsb2);
           *(unsigned int*)(q2 + (i0)) = (unsigned int)(c2_0_0 | (c2_0_1 << 8u) | (c2_0_2 << 16u) | (c2_0_3 << 24u));
         } else if (r0 > 0) {
-          q2[i0] = (sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_0.v[0] * (1.0f / sb2)));
-          if (r0 > 1) q2[i0 + 1] = (sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_0.v[1] * (1.0f / sb2)));
-          if (r0 > 2) q2[i0 + 2] = (sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_0.v[2] * (1.0f / sb2)));
-          if (r0 > 3) q2[i0 + 3] = (sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_0.v[3] * (1.0f / sb2)));
+          q2[i0] = optjit_quantize_q8(Q2_0.v[0] * rsb2);
+          if (r0 > 1) q2[i0 + 1] = optjit_quantize_q8(Q2_0.v[1] * rsb2);
+          if (r0 > 2) q2[i0 + 2] = optjit_quantize_q8(Q2_0.v[2] * rsb2);
+          if (r0 > 3) q2[i0 + 3] = optjit_quantize_q8(Q2_0.v[3] * rsb2);
         }
         if (r1 >= 4) {
-          const unsigned int c2_1_0 = (sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_1.v[0] * (1.0f / sb2)));
-          const unsigned int c2_1_1 = (sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_1.v[1] * (1.0f / sb2)));
-          const unsigned int c2_1_2 = (sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_1.v[2] * (1.0f / sb2)));
-          const unsigned int c2_1_3 = (sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_1.v[3] * (1.0f / sb2)));
+          const unsigned int c2_1_0 = optjit_quantize_q8(Q2_1.v[0] * rsb2);
+          const unsigned int c2_1_1 = optjit_quantize_q8(Q2_1.v[1] * rsb2);
+          const unsigned int c2_1_2 = optjit_quantize_q8(Q2_1.v[2] * rsb2);
+          const unsigned int c2_1_3 = optjit_quantize_q8(Q2_1.v[3] * rsb2);
           *(unsigned int*)(q2 + (i1)) = (unsigned int)(c2_1_0 | (c2_1_1 << 8u) | (c2_1_2 << 16u) | (c2_1_3 << 24u));
         } else if (r1 > 0) {
-          q2[i1] = (sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_1.v[0] * (1.0f / sb2)));
-          if (r1 > 1) q2[i1 + 1] = (sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_1.v[1] * (1.0f / sb2)));
-          if (r1 > 2) q2[i1 + 2] = (sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_1.v[2] * (1.0f / sb2)));
-          if (r1 > 3) q2[i1 + 3] = (sb2 == 0.0f ? 0u : optjit_quantize_q8(Q2_1.v[3] * (1.0f / sb2)));
+          q2[i1] = optjit_quantize_q8(Q2_1.v[0] * rsb2);
+          if (r1 > 1) q2[i1 + 1] = optjit_quantize_q8(Q2_1.v[1] * rsb2);
+          if (r1 > 2) q2[i1 + 2] = optjit_quantize_q8(Q2_1.v[2] * rsb2);
+          if (r1 > 3) q2[i1 + 3] = optjit_quantize_q8(Q2_1.v[3] * rsb2);
         }
         const unsigned int x4_16 = __shfl_xor_sync(0xffffffffu, am4, 16);
         am4 = am4 > x4_16 ? am4 : x4_16;
@@ -1229,32 +1228,33 @@ extern "C" __global__ void __launch_bounds__(256, 2) optjit_pass_1(const OptjitR
         am4 = am4 > x4_1 ? am4 : x4_1;
         const float ab4 = OPTJIT_BITS_F32(am4);
         const float sb4 = ab4;
+        const float rsb4 = 1.0f / sb4;
         if (lane == 0) {
           s4[blk] = sb4;
         }
         if (r0 >= 4) {
-          const unsigned int c4_0_0 = (sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_0.v[0] * (1.0f / sb4)));
-          const unsigned int c4_0_1 = (sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_0.v[1] * (1.0f / sb4)));
-          const unsigned int c4_0_2 = (sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_0.v[2] * (1.0f / sb4)));
-          const unsigned int c4_0_3 = (sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_0.v[3] * (1.0f / sb4)));
+          const unsigned int c4_0_0 = optjit_quantize_q8u(Q4_0.v[0] * rsb4);
+          const unsigned int c4_0_1 = optjit_quantize_q8u(Q4_0.v[1] * rsb4);
+          const unsigned int c4_0_2 = optjit_quantize_q8u(Q4_0.v[2] * rsb4);
+          const unsigned int c4_0_3 = optjit_quantize_q8u(Q4_0.v[3] * rsb4);
           *(unsigned int*)(q4 + (i0)) = (unsigned int)(c4_0_0 | (c4_0_1 << 8u) | (c4_0_2 << 16u) | (c4_0_3 << 24u));
         } else if (r0 > 0) {
-          q4[i0] = (sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_0.v[0] * (1.0f / sb4)));
-          if (r0 > 1) q4[i0 + 1] = (sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_0.v[1] * (1.0f / sb4)));
-          if (r0 > 2) q4[i0 + 2] = (sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_0.v[2] * (1.0f / sb4)));
-          if (r0 > 3) q4[i0 + 3] = (sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_0.v[3] * (1.0f / sb4)));
+          q4[i0] = optjit_quantize_q8u(Q4_0.v[0] * rsb4);
+          if (r0 > 1) q4[i0 + 1] = optjit_quantize_q8u(Q4_0.v[1] * rsb4);
+          if (r0 > 2) q4[i0 + 2] = optjit_quantize_q8u(Q4_0.v[2] * rsb4);
+          if (r0 > 3) q4[i0 + 3] = optjit_quantize_q8u(Q4_0.v[3] * rsb4);
         }
         if (r1 >= 4) {
-          const unsigned int c4_1_0 = (sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_1.v[0] * (1.0f / sb4)));
-          const unsigned int c4_1_1 = (sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_1.v[1] * (1.0f / sb4)));
-          const unsigned int c4_1_2 = (sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_1.v[2] * (1.0f / sb4)));
-          const unsigned int c4_1_3 = (sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_1.v[3] * (1.0f / sb4)));
+          const unsigned int c4_1_0 = optjit_quantize_q8u(Q4_1.v[0] * rsb4);
+          const unsigned int c4_1_1 = optjit_quantize_q8u(Q4_1.v[1] * rsb4);
+          const unsigned int c4_1_2 = optjit_quantize_q8u(Q4_1.v[2] * rsb4);
+          const unsigned int c4_1_3 = optjit_quantize_q8u(Q4_1.v[3] * rsb4);
           *(unsigned int*)(q4 + (i1)) = (unsigned int)(c4_1_0 | (c4_1_1 << 8u) | (c4_1_2 << 16u) | (c4_1_3 << 24u));
         } else if (r1 > 0) {
-          q4[i1] = (sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_1.v[0] * (1.0f / sb4)));
-          if (r1 > 1) q4[i1 + 1] = (sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_1.v[1] * (1.0f / sb4)));
-          if (r1 > 2) q4[i1 + 2] = (sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_1.v[2] * (1.0f / sb4)));
-          if (r1 > 3) q4[i1 + 3] = (sb4 == 0.0f ? 0u : optjit_quantize_q8u(Q4_1.v[3] * (1.0f / sb4)));
+          q4[i1] = optjit_quantize_q8u(Q4_1.v[0] * rsb4);
+          if (r1 > 1) q4[i1 + 1] = optjit_quantize_q8u(Q4_1.v[1] * rsb4);
+          if (r1 > 2) q4[i1 + 2] = optjit_quantize_q8u(Q4_1.v[2] * rsb4);
+          if (r1 > 3) q4[i1 + 3] = optjit_quantize_q8u(Q4_1.v[3] * rsb4);
         }
       }
     } else {

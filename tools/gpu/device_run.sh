@@ -23,8 +23,9 @@
 #           vectors of 1, 4 and 8 and 4 items a thread
 #   sweep   clip + AdamW at 268M parameters, each "format:launch" of $OPTJIT_GPU_SWEEP (f32
 #           or a state_format; the launch empty for the plan's default, or "tuned": tuned
-#           first, 60 s) in turn, ${OPTJIT_GPU_ROUNDS:-2} rounds: launches chosen after a
-#           lease's first results, with no change to the kit
+#           first, 60 s; "base/format:launch" with the bundle's baseline) in turn,
+#           ${OPTJIT_GPU_ROUNDS:-2} rounds: launches chosen after a lease's first results, with
+#           no change to the kit; first the cuda_test tests $OPTJIT_GPU_FILTER selects, if set
 #   profile Nsight Compute on the quantized update kernels (4-bit, 8-bit, fp8): where their time goes
 #   opencl  the emitter through NVIDIA's OpenCL, where the image has its ICD
 #   webgpu  #15 on NVIDIA: the WebGPU backend (the bundle's wgpu-native, the machine's Vulkan
@@ -274,9 +275,12 @@ staged() {
 # Launches named in the environment, in alternation (see the header): e.g.
 #   OPTJIT_GPU_SWEEP="f32:vec=4 8bit: 8bit:vec=4,stage=2,block=128 8bit:tuned" lease.sh sweep:250
 sweep() {
-  local e f r
+  local e f r rc=0
   local -A tuned=()  # each format named with "tuned" is tuned once
   [ -n "${OPTJIT_GPU_SWEEP:-}" ] || { echo "sweep: set OPTJIT_GPU_SWEEP"; return 1; }
+  if [ -n "${OPTJIT_GPU_FILTER:-}" ]; then
+    "$cuda_test" --gtest_brief=1 --gtest_filter="$OPTJIT_GPU_FILTER" || rc=1
+  fi
   for e in $OPTJIT_GPU_SWEEP; do
     f=${e%%:*}
     [ "${e#*:}" = tuned ] && [ -z "${tuned[$f]:-}" ] || continue
@@ -285,8 +289,14 @@ sweep() {
     tuned[$f]=1
   done
   for ((r = 1; r <= ${OPTJIT_GPU_ROUNDS:-2}; r++)); do
-    for e in $OPTJIT_GPU_SWEEP; do qbench "${e%%:*}" "${e#*:}"; done
+    for e in $OPTJIT_GPU_SWEEP; do
+      case $e in
+        base/*) e=${e#base/} && bbench "${e%%:*}" "${e#*:}" ;;
+        *) qbench "${e%%:*}" "${e#*:}" ;;
+      esac
+    done
   done
+  return $rc
 }
 
 # bf16 parameters and state (2 bytes an element), clip + AdamW at gpt2-small's size: the
