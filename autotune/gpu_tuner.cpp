@@ -6,7 +6,6 @@
 
 #include "codegen/c_emitter.h"
 #include "codegen/cuda_kernels.h"
-#include "ir/quant.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/device.h"
 #include "runtime/devices.h"
@@ -228,8 +227,7 @@ SearchSpace cuda_space(const plan::Plan& plan, const runtime::DeviceDescription&
                        cache::KernelCache* cache) {
   SearchSpace space{default_launch(plan, d).to_string(), gpu_stages(1024), {}, valid_launch};
   // Quantized state (from default_launch): its code tables read from global memory or from
-  // shared copies first, then (8-bit) the compact lookup table or the whole, then vectors and
-  // items, then each warp's next trip prefetched or not
+  // shared copies first, then vectors and items, then each warp's next trip prefetched or not
   // (prefetching takes one element a lane at a time, so it is tried on the best vector shape,
   // not before vectors are), then two sweeps a trip or one, then (where checked) interleaved
   // elements or not, then 0, 1, 2 or 4 trips staged in shared memory, then L2 prefetches 0, 1
@@ -250,12 +248,6 @@ SearchSpace cuda_space(const plan::Plan& plan, const runtime::DeviceDescription&
     space.stages.insert(space.stages.begin() + next++,
                         each(&codegen::GpuLaunch::stage, {0, 1, 2, 4}));
     space.stages.insert(space.stages.begin() + next, each(&codegen::GpuLaunch::ahead, {0, 1, 2}));
-    // 8-bit state's codes from the compact lookup table or the whole one (fewer instructions,
-    // more cache lines), right after the tables' place.
-    const bool table = std::any_of(plan.buffers.begin(), plan.buffers.end(), [](const auto& b) {
-      return b.quant != ir::Quant::none && ir::info(b.quant).kind == ir::QuantKind::table;
-    });
-    if (table) space.stages.insert(space.stages.begin() + 1, both(&codegen::GpuLaunch::full_lut));
   }
   space.prune = [&plan, arch = d.arch, cache](const std::string& config) {
     return cuda_prune(plan, arch, codegen::GpuLaunch::parse(config).value(), cache);

@@ -154,16 +154,8 @@ std::string preamble(const Lang& L, const plan::Plan& plan, const GpuLaunch& lau
                 "r"));
       continue;
     }
-    // quant_lut_index and CompactLut::code (or, GpuLaunch::full_lut, the table itself). (y + 1)
-    // * 0.5 * 65535 is (y + 1) * 32767.5: halving is exact (y + 1 is 0 or at least 2^-24).
-    if (launch.full_lut) {
-      const std::string lut = "optjit_lutb_" + name;
-      s += L.const_table_u8(lut, *qi.lut);
-      s += L.function(U, "optjit_quantize_" + name, {{F, "x"}},
-                      fmt::format("  {}\n  return {};\n", L.let(U, "i", L.lut_cell("x")),
-                                  L.cast(U, L.table_at(lut, "i"))));
-      continue;
-    }
+    // quant_lut_index and CompactLut::code. (y + 1) * 0.5 * 65535 is (y + 1) * 32767.5: halving
+    // is exact (y + 1 is 0 or at least 2^-24).
     const ir::CompactLut& c = *qi.compact;
     const std::string lo = fmt::format("{}u", c.lo()), hi = fmt::format("{}u", c.hi());
     s += L.function(
@@ -1609,9 +1601,6 @@ Expected<std::string> emit_c(const plan::Plan& plan, CEmitOptions o) {
     return make_error(
         "the {} backend reads its code tables from constant memory: tables=shared is CUDA's",
         L.name());
-  if (o.launch.full_lut && o.language != CLanguage::cuda)
-    return make_error("the {} backend reads 8-bit state's compact lookup table: lut=full is CUDA's",
-                      L.name());
   if (o.launch.resident != GpuLaunch::kDefaultResident && o.language != CLanguage::cuda)
     return make_error("the {} backend has no launch bounds: resident={} (threads per SM) is CUDA's",
                       L.name(), o.launch.resident);

@@ -48,12 +48,6 @@ std::string Lang::unit_clamp(const std::string& x) const {
 std::string Lang::lut_cell(const std::string& x) const {
   return cast(u32(), "(" + mul("(" + unit_clamp(x) + " + 1.0f)", "32767.5f") + " + 0.5f)");
 }
-std::string Lang::const_table_u8(const std::string& name, std::span<const uint8_t> values) const {
-  std::string v;
-  for (size_t k = 0; k < values.size(); ++k)
-    v += fmt::format("{}{},", k % 32 == 0 ? "\n" : "", values[k]);
-  return fmt::format("{}unsigned char {}[{}] = {{{}\n}};\n", constant(), name, values.size(), v);
-}
 std::string Lang::const_table(const std::string& name, const std::vector<uint32_t>& values,
                               size_t) const {
   std::string v;

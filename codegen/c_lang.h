@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cmath>
-#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -149,8 +148,6 @@ class Lang {
   virtual std::string table_at(const std::string& name, const std::string& ix) const {
     return fmt::format("{}[{}]", name, ix);
   }
-  /// A table of bytes (GpuLaunch::full_lut), in C.
-  std::string const_table_u8(const std::string& name, std::span<const uint8_t> values) const;
   /// A helper function: its return type, name, parameters as (type, name), and body.
   virtual std::string function(const std::string& ret, const std::string& name,
                                const std::vector<std::pair<std::string, std::string>>& params,

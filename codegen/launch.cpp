@@ -18,7 +18,6 @@ constexpr const char* kInterleave = ",interleave=1";
 constexpr const char* kAhead = ",ahead=";
 constexpr const char* kStage = ",stage=";
 constexpr const char* kResident = ",resident=";
-constexpr const char* kFullLut = ",lut=full";
 
 // Whether a stored flag `key` starts `rest` (then `rest` is past it).
 bool take_flag(std::string& rest, std::string_view key) {
@@ -39,13 +38,12 @@ bool take_int(std::string& rest, std::string_view key, int& out) {
 
 // The optional parameters' suffix, each only where it is not its default.
 std::string GpuLaunch::options_suffix() const {
-  return fmt::format("{}{}{}{}{}{}{}{}", shared_tables ? kSharedTables : "",
+  return fmt::format("{}{}{}{}{}{}{}", shared_tables ? kSharedTables : "",
                      prefetch ? kPrefetch : "", recompute ? kRecompute : "",
                      interleave ? kInterleave : "",
                      ahead != 0 ? fmt::format("{}{}", kAhead, ahead) : "",
                      stage != 0 ? fmt::format("{}{}", kStage, stage) : "",
-                     resident != kDefaultResident ? fmt::format("{}{}", kResident, resident) : "",
-                     full_lut ? kFullLut : "");
+                     resident != kDefaultResident ? fmt::format("{}{}", kResident, resident) : "");
 }
 
 std::string GpuLaunch::to_string() const {
@@ -76,9 +74,7 @@ std::optional<GpuLaunch> GpuLaunch::parse(const std::string& s) {
   if (!take_int(rest, kAhead, g.ahead) || (ahead && g.ahead == 0)) return std::nullopt;
   const bool stage = rest.starts_with(kStage);
   if (!take_int(rest, kStage, g.stage) || (stage && g.stage == 0)) return std::nullopt;
-  if (!take_int(rest, kResident, g.resident)) return std::nullopt;
-  g.full_lut = take_flag(rest, kFullLut);
-  if (!rest.empty()) return std::nullopt;
+  if (!take_int(rest, kResident, g.resident) || !rest.empty()) return std::nullopt;
   g.chunk_elements = chunk;
   if (!g.validate()) return std::nullopt;
   return g;
@@ -103,28 +99,22 @@ Expected<GpuLaunch> GpuLaunch::from_text(const std::string& s, const GpuLaunch& 
     if (eq == std::string::npos)
       return make_error(
           "launch parameter '{}' is not name=value (block, items, vec, grid, chunk, tables, "
-          "prefetch, recompute, interleave, ahead, stage, resident, lut)",
+          "prefetch, recompute, interleave, ahead, stage, resident)",
           item);
     const std::string name = item.substr(0, eq), value = item.substr(eq + 1);
-    static const std::set<std::string> kNames = {
-        "block",     "items",      "vec",   "grid",  "chunk",    "tables", "prefetch",
-        "recompute", "interleave", "ahead", "stage", "resident", "lut"};
+    static const std::set<std::string> kNames = {"block",      "items",  "vec",      "grid",
+                                                 "chunk",      "tables", "prefetch", "recompute",
+                                                 "interleave", "ahead",  "stage",    "resident"};
     if (!kNames.count(name))
       return make_error(
           "unknown launch parameter '{}' (block, items, vec, grid, chunk, tables, prefetch, "
-          "recompute, interleave, ahead, stage, resident, lut)",
+          "recompute, interleave, ahead, stage, resident)",
           name);
     if (!seen.insert(name).second) return make_error("launch parameter {} is given twice", name);
     if (name == "tables") {
       if (value != "global" && value != "shared")
         return make_error("launch parameter tables: '{}' is not global or shared", value);
       g.shared_tables = value == "shared";
-      continue;
-    }
-    if (name == "lut") {
-      if (value != "compact" && value != "full")
-        return make_error("launch parameter lut: '{}' is not compact or full", value);
-      g.full_lut = value == "full";
       continue;
     }
     if (name == "prefetch" || name == "recompute" || name == "interleave") {

@@ -61,12 +61,6 @@ struct GpuLaunch {
   /// more latency, fewer registers may spill. "resident=768" in text; absent means 512.
   int resident = kDefaultResident;
   static constexpr int kDefaultResident = 512;
-  /// CUDA: 8-bit state's quantizer (bitsandbytes' lookup table, ir/quant.h) reads the code
-  /// from the whole table, a byte for each of its 65536 cells (64 KiB a map, in global memory,
-  /// read through the cache), instead of from its compact form (2358-2668 words: 6 more
-  /// instructions a code to find the entry). Fewer instructions, more cache lines: which wins
-  /// depends on the GPU. "lut=full" in text; absent means compact.
-  bool full_lut = false;
 
   /// The launch parameters used before any tuning. GPUs: blocks of 256 threads, one element per
   /// thread per trip. CPU devices (PoCL): one work-item per work-group, so each work-item
@@ -76,22 +70,22 @@ struct GpuLaunch {
   static GpuLaunch device_default(bool gpu);
 
   /// "block=256,items=1,vec=1,grid=8,chunk=65536" (",tables=shared", ",prefetch=1",
-  /// ",recompute=1", ",interleave=1", ",ahead=N", ",stage=N", ",resident=N" and ",lut=full"
-  /// after it when set): the cache's form of a decision.
+  /// ",recompute=1", ",interleave=1", ",ahead=N", ",stage=N" and ",resident=N" after it when
+  /// set): the cache's form of a decision.
   std::string to_string() const;
   static std::optional<GpuLaunch> parse(const std::string& s);
   /// What a user writes: any subset of block, items, vec, grid, chunk, tables (global or
-  /// shared), prefetch (0 or 1), recompute (0 or 1), interleave (0 or 1), ahead, stage,
-  /// resident and lut (compact or full) as "name=value" pairs separated by commas
-  /// ("vec=4,items=2"); the rest keep their defaults. Errors name the problem.
+  /// shared), prefetch (0 or 1), recompute (0 or 1), interleave (0 or 1), ahead, stage and
+  /// resident as "name=value" pairs separated by commas ("vec=4,items=2"); the rest keep their
+  /// defaults. Errors name the problem.
   static Expected<GpuLaunch> from_text(const std::string& s, const GpuLaunch& base);
   static Expected<GpuLaunch> from_text(const std::string& s) { return from_text(s, GpuLaunch{}); }
   /// The part that changes the emitted code, for kernel cache keys: "block=256,items=1,vec=1"
   /// (",tables=shared", ",prefetch=1", ",recompute=1", ",interleave=1", ",ahead=N",
-  /// ",stage=N", ",resident=N" and ",lut=full" after it when set).
+  /// ",stage=N" and ",resident=N" after it when set).
   std::string code_variant() const;
   /// ",tables=shared", ",prefetch=1", ",recompute=1", ",interleave=1", ",ahead=N",
-  /// ",stage=N", ",resident=N" and ",lut=full", each where set (the end of both forms).
+  /// ",stage=N" and ",resident=N", each where set (the end of both forms).
   std::string options_suffix() const;
   /// This launch with vec=1 and without the options that need vectors (recompute, interleave,
   /// stage): what a step falls back to on memory not aligned for the vectors.

@@ -989,7 +989,7 @@ TEST_F(Cli, OpenclTuningAndLaunchParameters) {
       {"--backend opencl --launch vec=3", "optjit: --launch: vector width 3 is not 1, 2, 4 or 8\n"},
       {"--backend opencl --launch warp=32",
        "optjit: --launch: unknown launch parameter 'warp' (block, items, vec, grid, chunk, "
-       "tables, prefetch, recompute, interleave, ahead, stage, resident, lut)\n"},
+       "tables, prefetch, recompute, interleave, ahead, stage, resident)\n"},
       {"--backend opencl --launch block=8192",
        "optjit: --launch: block size 8192 is not a power of two between 1 and 1024\n"},
       {"--backend cpu --launch vec=4",

@@ -175,10 +175,10 @@ TEST(GpuLaunch, ParsesWhatUsersWriteAndWhatTheCacheStores) {
   };
   EXPECT_EQ(msg("warp=32"),
             "unknown launch parameter 'warp' (block, items, vec, grid, chunk, tables, prefetch, "
-            "recompute, interleave, ahead, stage, resident, lut)");
+            "recompute, interleave, ahead, stage, resident)");
   EXPECT_EQ(msg("vec"),
             "launch parameter 'vec' is not name=value (block, items, vec, grid, chunk, tables, "
-            "prefetch, recompute, interleave, ahead, stage, resident, lut)");
+            "prefetch, recompute, interleave, ahead, stage, resident)");
   // Recomputing, L2 prefetching trips ahead and resident threads per SM (the launch bound):
   // code variants of their own, stored after tables= and prefetch= in this order; decisions
   // stored without them still parse, as none of them (512 resident threads).
@@ -199,10 +199,6 @@ TEST(GpuLaunch, ParsesWhatUsersWriteAndWhatTheCacheStores) {
                   ",tables=shared,prefetch=1,ahead=1,resident=768"},
            Stored{"resident=768,stage=2,ahead=1,interleave=1,vec=4", "block=256,items=1,vec=4",
                   ",interleave=1,ahead=1,stage=2,resident=768"},
-           // The whole lookup table: last.
-           Stored{"lut=full", "block=256,items=1,vec=1", ",lut=full"},
-           Stored{"lut=full,resident=768,tables=shared,stage=2,vec=4", "block=256,items=1,vec=4",
-                  ",tables=shared,stage=2,resident=768,lut=full"},
        }) {
     SCOPED_TRACE(c.text);
     auto r = codegen::GpuLaunch::from_text(c.text);
@@ -217,15 +213,11 @@ TEST(GpuLaunch, ParsesWhatUsersWriteAndWhatTheCacheStores) {
             codegen::GpuLaunch{}.to_string());
   EXPECT_EQ(codegen::GpuLaunch::from_text("resident=512")->to_string(),
             codegen::GpuLaunch{}.to_string());
-  EXPECT_EQ(codegen::GpuLaunch::from_text("lut=compact")->to_string(),
-            codegen::GpuLaunch{}.to_string());
-  EXPECT_TRUE(codegen::GpuLaunch::from_text("lut=full")->full_lut);
   // Stored decisions out of order, with a default written out, or out of range: refused.
   for (const char* bad :
        {",ahead=0", ",ahead=9", ",ahead=1,recompute=1", ",recompute=0", ",resident=768,prefetch=1",
         ",resident=100", ",resident=768x", ",interleave=1,recompute=1", ",interleave=0", ",stage=0",
-        ",stage=1,ahead=1", ",resident=768,stage=1", ",lut=full,resident=768", ",lut=compact",
-        ",lut=fullx"})
+        ",stage=1,ahead=1", ",resident=768,stage=1"})
     EXPECT_FALSE(codegen::GpuLaunch::parse(l->to_string() + bad)) << bad;
   for (const auto& [text, error] : std::vector<std::pair<const char*, const char*>>{
            {"recompute=2", "launch parameter recompute: '2' is not 0 or 1"},
@@ -248,9 +240,6 @@ TEST(GpuLaunch, ParsesWhatUsersWriteAndWhatTheCacheStores) {
            {"resident=4096", "resident threads 4096 per SM is not a multiple of 32 in 32..2048"},
            {"prefetch=2", "launch parameter prefetch: '2' is not 0 or 1"},
            {"prefetch=1,prefetch=0", "launch parameter prefetch is given twice"},
-           {"lut=whole", "launch parameter lut: 'whole' is not compact or full"},
-           {"lut=full,lut=compact", "launch parameter lut is given twice"},
-           {"chunk=64,lut=fulll", "launch parameter lut: 'fulll' is not compact or full"},
        })
     EXPECT_EQ(msg(text), error) << text;
   // Prefetching: a code variant of its own, stored after tables=; decisions stored without it
