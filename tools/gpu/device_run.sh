@@ -278,6 +278,13 @@ sweep() {
   local e f r rc=0
   local -A tuned=()  # each format named with "tuned" is tuned once
   [ -n "${OPTJIT_GPU_SWEEP:-}" ] || { echo "sweep: set OPTJIT_GPU_SWEEP"; return 1; }
+  for e in $OPTJIT_GPU_SWEEP; do
+    case $e in base/*:tuned)
+      echo "sweep: $e: only this build is tuned here"
+      return 1
+      ;;
+    esac
+  done
   if [ -n "${OPTJIT_GPU_FILTER:-}" ]; then
     "$cuda_test" --gtest_brief=1 --gtest_filter="$OPTJIT_GPU_FILTER" || rc=1
   fi
