@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include <fmt/format.h>
@@ -17,14 +18,18 @@
 namespace optjit::testing::quant {
 
 // Parameters of three sizes: two quantized (one with a partial last block), one small enough
-// to keep f32 state (bitsandbytes' min_8bit_size).
+// to keep f32 state (bitsandbytes' min_8bit_size). Elements 512-767 of b, values and gradients,
+// are zeros: a block whose absmax is 0 (8-bit tables: codes 0, not the code of 0; 4-bit and
+// fp8: their scale's floor, 1e-12).
 struct Model {
   std::vector<float> a = std::vector<float>(64 * 100), b = std::vector<float>(5000),
                      c = std::vector<float>(300);
   std::vector<float> ga = a, gb = b, gc = c;
+  std::vector<std::vector<uint8_t>> state;  // run(): the optimizer's state as saved (codes, scales)
   Model() {
     for (size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.01f * static_cast<float>(i));
-    for (size_t i = 0; i < b.size(); ++i) b[i] = std::cos(0.02f * static_cast<float>(i));
+    for (size_t i = 0; i < b.size(); ++i)
+      b[i] = i >= 512 && i < 768 ? 0.0f : std::cos(0.02f * static_cast<float>(i));
     for (size_t i = 0; i < c.size(); ++i) c[i] = 0.1f * static_cast<float>(i % 7);
   }
   void grads(int step) {
@@ -35,6 +40,7 @@ struct Model {
     };
     fill(ga, 0.13f);
     fill(gb, 0.07f);
+    std::fill(gb.begin() + 512, gb.begin() + 768, 0.0f);
     fill(gc, 0.3f);
   }
   std::vector<Param> params() {
@@ -67,6 +73,10 @@ inline Model run(const char* pipeline, OptimizerOptions options, int steps) {
     m.grads(s);
     EXPECT_TRUE((*opt)->step(m.grad_ptrs()));
   }
+  auto file = (*opt)->export_state();
+  EXPECT_TRUE(file) << file.error().message;
+  if (file)
+    for (const auto& t : file->tensors) m.state.push_back(t.data);
   return m;
 }
 

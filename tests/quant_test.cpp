@@ -782,6 +782,8 @@ TEST(Quant, OpenclStepsTheSameBitsAsTheCpu) {
       EXPECT_EQ(got.a, want.a) << pipeline << " block " << block << " vec " << vec;
       EXPECT_EQ(got.b, want.b) << pipeline;
       EXPECT_EQ(got.c, want.c) << pipeline;
+      // The codes too: a zero block's (Model's b) dequantize to 0 whatever they are.
+      EXPECT_TRUE(got.state == want.state) << pipeline << " block " << block << ": the state";
     }
   }
 }
