@@ -745,12 +745,8 @@ TEST_P(CudaQuantizedLaunch, StepsTheCpusBits) {
           gd(d.size()), ge(e.size()), gc(c.size());
       fill(a, 0.01f, 0), fill(b, 0.02f, 0), fill(d, 0.03f, 0), fill(e, 0.04f, 0);
       fill(c, 0.05f, 0);
-      // A block of b all zeros, gradients too: its absmax is 0, so all its codes are 0 (not
-      // the code of 0), in every format with a table.
-      auto zero_block = [](std::vector<float>& v) {
-        std::fill(v.begin() + 512, v.begin() + 768, 0.0f);
-      };
-      zero_block(b);
+      // A block of b all zeros, gradients too (testing::quant::zero_block).
+      testing::quant::zero_block(b);
       auto opt = Optimizer::create(pipeline,
                                    {{"a", a.data(), DType::f32, {64, 100}},
                                     {"b", b.data(), DType::f32, {5000}},
@@ -762,7 +758,7 @@ TEST_P(CudaQuantizedLaunch, StepsTheCpusBits) {
       for (int s = 0; opt && s < 5; ++s) {
         fill(ga, 0.13f, s), fill(gb, 0.07f, s), fill(gd, 0.11f, s), fill(ge, 0.09f, s);
         fill(gc, 0.3f, s);
-        zero_block(gb);
+        testing::quant::zero_block(gb);
         EXPECT_TRUE((*opt)->step({ga.data(), gb.data(), gd.data(), ge.data(), gc.data()}));
       }
       // The state as saved (codes and scales, as the CPU lays them out; before `a` grows: the

@@ -17,10 +17,13 @@
 
 namespace optjit::testing::quant {
 
+// Zeros elements 512-767 of a tensor's values or gradients: a quantization block whose absmax
+// is 0 (8-bit tables: codes 0, not the code of 0; 4-bit and fp8: their scale's floor, 1e-12).
+inline void zero_block(std::vector<float>& v) { std::fill(v.begin() + 512, v.begin() + 768, 0.0f); }
+
 // Parameters of three sizes: two quantized (one with a partial last block), one small enough
-// to keep f32 state (bitsandbytes' min_8bit_size). Elements 512-767 of b, values and gradients,
-// are zeros: a block whose absmax is 0 (8-bit tables: codes 0, not the code of 0; 4-bit and
-// fp8: their scale's floor, 1e-12).
+// to keep f32 state (bitsandbytes' min_8bit_size). b has a block of zeros (zero_block), its
+// gradients too.
 struct Model {
   std::vector<float> a = std::vector<float>(64 * 100), b = std::vector<float>(5000),
                      c = std::vector<float>(300);
@@ -28,8 +31,8 @@ struct Model {
   std::vector<std::vector<uint8_t>> state;  // run(): the optimizer's state as saved (codes, scales)
   Model() {
     for (size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.01f * static_cast<float>(i));
-    for (size_t i = 0; i < b.size(); ++i)
-      b[i] = i >= 512 && i < 768 ? 0.0f : std::cos(0.02f * static_cast<float>(i));
+    for (size_t i = 0; i < b.size(); ++i) b[i] = std::cos(0.02f * static_cast<float>(i));
+    zero_block(b);
     for (size_t i = 0; i < c.size(); ++i) c[i] = 0.1f * static_cast<float>(i % 7);
   }
   void grads(int step) {
@@ -40,7 +43,7 @@ struct Model {
     };
     fill(ga, 0.13f);
     fill(gb, 0.07f);
-    std::fill(gb.begin() + 512, gb.begin() + 768, 0.0f);
+    zero_block(gb);
     fill(gc, 0.3f);
   }
   std::vector<Param> params() {

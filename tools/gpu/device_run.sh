@@ -63,7 +63,7 @@ qpipeline() {
   if [ "$1" = f32 ]; then
     echo "$P"
   else
-    echo "chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, weight_decay=0.01, state_format=\"$1\"))"
+    echo "${P%))}, state_format=\"$1\"))"
   fi
 }
 
