@@ -32,10 +32,11 @@ install_deps() {
 # has the digits data set the training test uses; prodigyopt and schedulefree are the oracles of
 # the Prodigy and Schedule-Free examples written in the text form; bitsandbytes and torchao are
 # the oracles of 8-bit state; transformers (with accelerate) is the Trainer that the install()
-# lines are tested under (python/tests/test_trainer.py);
-# wgpu carries wgpu-native (the webgpu backend's library and headers; Mesa's lavapipe is its device here).
-PY_PACKAGES=(nanobind numpy pytest torch expecttest scikit-learn lion-pytorch torch-optimizer prodigyopt schedulefree bitsandbytes torchao transformers accelerate wgpu)
-PY_MODULES=(nanobind numpy pytest torch expecttest sklearn lion_pytorch torch_optimizer prodigyopt schedulefree bitsandbytes torchao transformers accelerate wgpu)
+# lines are tested under (python/tests/test_trainer.py); jax, for JAX arrays over DLPack
+# (refused as parameters, read as gradients); wgpu carries wgpu-native (the webgpu backend's
+# library and headers; Mesa's lavapipe is its device here).
+PY_PACKAGES=(nanobind numpy pytest torch expecttest scikit-learn lion-pytorch torch-optimizer prodigyopt schedulefree bitsandbytes torchao transformers accelerate jax wgpu)
+PY_MODULES=(nanobind numpy pytest torch expecttest sklearn lion_pytorch torch_optimizer prodigyopt schedulefree bitsandbytes torchao transformers accelerate jax wgpu)
 
 install_python_deps() {
   local missing=()
