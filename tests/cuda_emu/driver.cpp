@@ -7,8 +7,8 @@
 //    host bytes when called and copies to the host return when done, as with pageable memory on
 //    a GPU. Synchronising or copying to the host while a stream is captured fails as on a GPU.
 //  - Modules are the emulator's NVRTC's shared objects; a launch runs the grid on the stream's
-//    thread (device.h), one launch at a time in the process. A launch that fails (a deadlock,
-//    a bad shuffle) makes every later call fail with CUDA_ERROR_LAUNCH_FAILED, as a GPU's
+//    thread (device_runtime.cpp), one launch at a time in the process. A launch that fails (a
+//    deadlock, a bad shuffle) makes every later call fail with CUDA_ERROR_LAUNCH_FAILED, as a GPU's
 //    sticky errors do, and prints what went wrong.
 #include <dlfcn.h>
 #include <signal.h>
@@ -134,7 +134,7 @@ struct Allocation {
 std::map<uintptr_t, Allocation> allocations;
 size_t allocated = 0;
 std::atomic<int> sticky{kSuccess};
-std::mutex launch_mutex;  // one grid at a time (device.h keeps a module's blocks in statics)
+std::mutex launch_mutex;  // one grid at a time (the device runtime keeps the block in statics)
 
 size_t device_memory() {
   if (const char* m = std::getenv("OPTJIT_EMU_MEMORY"); m && *m)

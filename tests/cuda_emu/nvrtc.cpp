@@ -29,6 +29,9 @@
 #ifndef OPTJIT_EMU_DEVICE_H
 #error "OPTJIT_EMU_DEVICE_H: the path of the build tree's copy of tests/cuda_emu/device.h"
 #endif
+#ifndef OPTJIT_EMU_LINK
+#error "OPTJIT_EMU_LINK: the linker flags that give a module the device runtime"
+#endif
 
 namespace {
 
@@ -85,9 +88,10 @@ std::string read_file(const std::string& path) {
   return bytes.str();
 }
 
-// What a module's build depends on besides its source: device.h, the compiler and its flags.
+// What a module's build depends on besides its source: device.h, the compiler and its flags
+// (the device runtime's code is not built into a module: it is linked, and loaded at its load).
 std::string build_inputs() {
-  return read_file(OPTJIT_EMU_DEVICE_H) + OPTJIT_EMU_CXX + OPTJIT_EMU_FLAGS;
+  return read_file(OPTJIT_EMU_DEVICE_H) + OPTJIT_EMU_CXX + OPTJIT_EMU_FLAGS + OPTJIT_EMU_LINK;
 }
 
 uint64_t fnv1a(const std::string& text) {
@@ -251,9 +255,10 @@ int nvrtcCompileProgram(nvrtcProgram p, int num_options, const char* const* opti
   // no clang) keeps compiles short, the emulator being for correctness, not speed; GCC's
   // -fno-gnu-unique keeps each module's objects its own (GNU "unique" symbols are shared by
   // every library loaded, RTLD_LOCAL or not; clang makes none).
+  // The module links the device runtime (device_runtime.cpp), which runs its threads.
   const std::string cmd = std::string(OPTJIT_EMU_CXX) + " " + OPTJIT_EMU_FLAGS +
                           " -shared -include " + quoted(OPTJIT_EMU_DEVICE_H) + " -o " + quoted(so) +
-                          " " + quoted(cpp) + " > " + quoted(out) + " 2>&1";
+                          " " + quoted(cpp) + " " + OPTJIT_EMU_LINK + " > " + quoted(out) + " 2>&1";
   const int status = std::system(cmd.c_str());
   bool ok = status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
   if (ok) {
