@@ -57,6 +57,9 @@ struct Stmt {
   sqlite3_stmt* s = nullptr;
   Stmt(sqlite3* db, const char* sql) { sqlite3_prepare_v2(db, sql, -1, &s, nullptr); }
   ~Stmt() { sqlite3_finalize(s); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+  void finalize() { sqlite3_finalize(s), s = nullptr; }
   explicit operator bool() const { return s != nullptr; }
   void text(int i, const std::string& v) {
     sqlite3_bind_text(s, i, v.c_str(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
@@ -228,7 +231,7 @@ namespace {
 
 // Only these mean the file is not a usable database; anything else (busy, locked, I/O,
 // permissions) says nothing about the file and must never cause it to be moved aside.
-bool damaged(int code) { return code == SQLITE_NOTADB || code == SQLITE_CORRUPT; }
+bool damaged(int code) { return (code & 0xff) == SQLITE_NOTADB || (code & 0xff) == SQLITE_CORRUPT; }
 bool contended(int code) { return (code & 0xff) == SQLITE_BUSY || (code & 0xff) == SQLITE_LOCKED; }
 
 // A database file that exists and that this process may read but not write, or whose directory
@@ -321,16 +324,12 @@ Status KernelCache::open_user() {
       // the database as empty as before: nothing could be stored in it.
       step("COMMIT;");
       if (sqlite3_get_autocommit(db_) == 0) (void)exec(db_, "ROLLBACK;");  // still open
+      // Damage that opening does not touch is found by the statement that meets it (survive):
+      // SQLite's quick_check here read the whole file at every open, 0.15 s for a 470 MB cache
+      // at each process's first optimizer.
       if (code == SQLITE_OK && version != std::to_string(kSchemaVersion)) {
         problem = fmt::format("schema version {} (this optjit uses {})", version, kSchemaVersion);
         bad_file = true;
-      } else if (code == SQLITE_OK) {
-        Stmt q(db_, "PRAGMA quick_check");
-        int qc = q ? sqlite3_step(q.s) : SQLITE_ERROR;
-        if (qc == SQLITE_ROW && q.col_text(0) != "ok")
-          problem = "it fails SQLite's quick_check", bad_file = true;
-        else if (qc != SQLITE_ROW)
-          code = sqlite3_errcode(db_), problem = sqlite3_errmsg(db_);
       }
       bad_file = bad_file || damaged(code);
     }
@@ -358,6 +357,25 @@ Status KernelCache::open_user() {
   return Status::Ok();
 }
 
+bool KernelCache::survive(int code) {
+  if (read_only_ || !damaged(code) || !db_) return false;
+  const std::string problem = sqlite3_errmsg(db_);
+  sqlite3_close_v2(db_);  // a statement still open (a caller's) closes it when finalized
+  db_ = nullptr;
+  std::string aside = fmt::format("{}.corrupt-{}-{}", path_, now(), ::getpid());
+  std::error_code ec;
+  fs::rename(path_, aside, ec);
+  for (const char* ext : {"-wal", "-shm"}) fs::remove(path_ + ext, ec);
+  warnings_.push_back(
+      fmt::format("kernel cache {} was damaged ({}); moved to {} and started a new one", path_,
+                  problem, aside));
+  if (Status s = open_user(); !s) {
+    warnings_.push_back(s.error().message + "; running on without storing kernels");
+    return false;
+  }
+  return true;
+}
+
 std::optional<KernelEntry> KernelCache::get_from(sqlite3* db, const KernelKey& key,
                                                  const std::string& layer) {
   Stmt q(db,
@@ -365,7 +383,13 @@ std::optional<KernelEntry> KernelCache::get_from(sqlite3* db, const KernelKey& k
          "fingerprint FROM kernels WHERE id = ?1");
   if (!q) return std::nullopt;
   q.text(1, key.id());
-  if (sqlite3_step(q.s) != SQLITE_ROW) return std::nullopt;
+  if (int rc = sqlite3_step(q.s); rc != SQLITE_ROW) {
+    if (db == db_) {
+      q.finalize();  // before survive closes the database
+      survive(rc);
+    }
+    return std::nullopt;
+  }
   std::vector<uint8_t> blob = q.col_blob(1);
   std::string why;
   auto e = unwrap(blob, key.fingerprint);
@@ -401,7 +425,9 @@ std::optional<KernelEntry> KernelCache::get(const KernelKey& key) {
     Stmt touch(db_, "UPDATE kernels SET last_used = ?1 WHERE id = ?2");
     touch.integer(1, now());
     touch.text(2, key.id());
-    sqlite3_step(touch.s);
+    const int rc = sqlite3_step(touch.s);
+    touch.finalize();
+    survive(rc);  // the kernel itself passed its checks
   }
   for (auto& [p, db] : shipped_) {
     if (e) break;
@@ -419,25 +445,32 @@ void KernelCache::warn(std::string line) {
 Status KernelCache::put(const KernelEntry& entry) {
   if (read_only_) return make_error("kernel cache {} is read-only", path_);
   std::vector<uint8_t> blob = wrap(entry);
-  Stmt ins(
-      db_,
-      "INSERT OR IGNORE INTO kernels(id, fingerprint, program, variant, format, blob, checksum, "
-      "resources, "
-      "compile_seconds, created, last_used) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10)");
-  if (!ins) return make_error("kernel cache {}: {}", path_, sqlite3_errmsg(db_));
-  ins.text(1, entry.key.id());
-  ins.text(2, entry.key.fingerprint);
-  ins.text(3, entry.key.program);
-  ins.text(4, entry.key.variant);
-  ins.text(5, entry.format);
-  ins.blob(6, blob);
-  ins.text(7, checksum(blob.data(), blob.size()));
-  ins.text(8, entry.resources.empty() ? "{}" : entry.resources);
-  ins.real(9, entry.compile_seconds);
-  ins.integer(10, now());
-  if (sqlite3_step(ins.s) != SQLITE_DONE)
-    return make_error("kernel cache {}: {}", path_, sqlite3_errmsg(db_));
-  return Status::Ok();
+  for (int attempt = 0;; ++attempt) {
+    Stmt ins(db_,
+             "INSERT OR IGNORE INTO kernels(id, fingerprint, program, variant, format, blob, "
+             "checksum, resources, compile_seconds, created, last_used) "
+             "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10)");
+    int rc = ins ? SQLITE_OK : sqlite3_errcode(db_);
+    if (ins) {
+      ins.text(1, entry.key.id());
+      ins.text(2, entry.key.fingerprint);
+      ins.text(3, entry.key.program);
+      ins.text(4, entry.key.variant);
+      ins.text(5, entry.format);
+      ins.blob(6, blob);
+      ins.text(7, checksum(blob.data(), blob.size()));
+      ins.text(8, entry.resources.empty() ? "{}" : entry.resources);
+      ins.real(9, entry.compile_seconds);
+      ins.integer(10, now());
+      rc = sqlite3_step(ins.s);
+      if (rc == SQLITE_DONE) return Status::Ok();
+    }
+    std::string why = db_ ? sqlite3_errmsg(db_) : "no database";
+    ins.finalize();
+    // A damaged file is moved aside and the kernel stored in a new one, once.
+    if (attempt == 0 && survive(rc)) continue;
+    return make_error("kernel cache {}: {}", path_, why);
+  }
 }
 
 std::string KernelCache::explain_miss(const KernelKey& key) {

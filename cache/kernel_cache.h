@@ -151,6 +151,9 @@ class KernelCache {
   KernelCache() = default;
   Status open_user();
   Status open_user_read_only();
+  /// A statement on the user database failed with `code`: where that says the file is damaged,
+  /// it is moved aside and a new database opened (true: try again there).
+  bool survive(int code);
   std::optional<KernelEntry> get_from(sqlite3* db, const KernelKey& key, const std::string& layer);
   CacheOptions options_;
   std::string path_;

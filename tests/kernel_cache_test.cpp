@@ -292,6 +292,62 @@ TEST_F(CacheTest, TruncatedAndBitFlippedFilesAreSurvivedAndNeverLoaded) {
   }
 }
 
+// Opening no longer reads the whole file (SQLite's quick_check did, at every open): damage
+// where opening does not look, here the kernels table's root page, is met by the first lookup.
+// The file is moved aside whole, and the kernel that follows is stored in a new one.
+TEST_F(CacheTest, DamageTheOpenDidNotSeeIsMovedAsideWhenALookupMeetsIt) {
+  const std::string db = dir() + "/kernels.sqlite";
+  {
+    auto c = KernelCache::open({dir()});
+    ASSERT_TRUE(c);
+    for (int i = 0; i < 200; ++i)
+      ASSERT_TRUE((*c)->put(entry("p" + std::to_string(i), "kernel " + std::to_string(i))));
+    ASSERT_TRUE((*c)->prune(-1, -1));  // checkpointed: all of it in the file
+  }
+  int64_t root = 0, page = 0;
+  {
+    sqlite3* h = nullptr;
+    ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+    sqlite3_stmt* q = nullptr;
+    sqlite3_prepare_v2(h, "SELECT rootpage FROM sqlite_master WHERE name = 'kernels'", -1, &q,
+                       nullptr);
+    ASSERT_EQ(sqlite3_step(q), SQLITE_ROW);
+    root = sqlite3_column_int64(q, 0);
+    sqlite3_finalize(q);
+    sqlite3_prepare_v2(h, "PRAGMA page_size", -1, &q, nullptr);
+    ASSERT_EQ(sqlite3_step(q), SQLITE_ROW);
+    page = sqlite3_column_int64(q, 0);
+    sqlite3_finalize(q);
+    sqlite3_close(h);
+  }
+  ASSERT_GT(root, 1);
+  {  // the root page's type byte: none of B-tree's four
+    std::fstream f(db, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp((root - 1) * page);
+    f.put(static_cast<char>(0x7f));
+  }
+  std::ifstream damaged_in(db, std::ios::binary);
+  const std::string damaged((std::istreambuf_iterator<char>(damaged_in)), {});
+  auto c = KernelCache::open({dir()});
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_FALSE((*c)->get(entry("p7", "").key));
+  ASSERT_TRUE((*c)->put(entry("fresh", "still works")));
+  EXPECT_EQ(text((*c)->get(entry("fresh", "").key)), "still works");
+  ASSERT_FALSE((*c)->warnings().empty());
+  const std::string& w = (*c)->warnings().back();
+  EXPECT_NE(w.find("database disk image is malformed"), std::string::npos) << w;
+  EXPECT_NE(w.find("moved to " + db + ".corrupt-"), std::string::npos) << w;
+  int aside = 0;
+  for (auto& f : fs::directory_iterator(dir()))
+    if (f.path().filename().string().find(".corrupt-") != std::string::npos) {
+      ++aside;
+      std::ifstream in(f.path(), std::ios::binary);
+      EXPECT_EQ(std::string((std::istreambuf_iterator<char>(in)), {}), damaged)
+          << "nothing on disk is lost";
+    }
+  EXPECT_EQ(aside, 1);
+}
+
 TEST_F(CacheTest, ABlobForAnotherDeviceInsertedByHandIsRejected) {
   auto c = KernelCache::open({dir()});
   ASSERT_TRUE(c);
