@@ -345,16 +345,19 @@ Status KernelCache::open_user() {
       return make_error("kernel cache {}: {}", path_, problem);
     }
     if (++attempt == 2) return make_error("kernel cache {}: {}", path_, problem);
-    // A cache can always be rebuilt: keep the bad file for inspection and start afresh.
-    std::string aside = fmt::format("{}.corrupt-{}-{}", path_, now(), ::getpid());
-    std::error_code ec;
-    fs::rename(path_, aside, ec);
-    for (const char* ext : {"-wal", "-shm"}) fs::remove(path_ + ext, ec);
-    warnings_.push_back(
-        fmt::format("kernel cache {} was unusable ({}); moved to {} and started a new one", path_,
-                    problem, aside));
+    set_aside("unusable", problem);
   }
   return Status::Ok();
+}
+
+void KernelCache::set_aside(const char* was, const std::string& problem) {
+  // A cache can always be rebuilt: keep the bad file for inspection and start afresh.
+  std::string aside = fmt::format("{}.corrupt-{}-{}", path_, now(), ::getpid());
+  std::error_code ec;
+  fs::rename(path_, aside, ec);
+  for (const char* ext : {"-wal", "-shm"}) fs::remove(path_ + ext, ec);
+  warnings_.push_back(fmt::format("kernel cache {} was {} ({}); moved to {} and started a new one",
+                                  path_, was, problem, aside));
 }
 
 bool KernelCache::survive(int code) {
@@ -362,13 +365,7 @@ bool KernelCache::survive(int code) {
   const std::string problem = sqlite3_errmsg(db_);
   sqlite3_close_v2(db_);  // a statement still open (a caller's) closes it when finalized
   db_ = nullptr;
-  std::string aside = fmt::format("{}.corrupt-{}-{}", path_, now(), ::getpid());
-  std::error_code ec;
-  fs::rename(path_, aside, ec);
-  for (const char* ext : {"-wal", "-shm"}) fs::remove(path_ + ext, ec);
-  warnings_.push_back(
-      fmt::format("kernel cache {} was damaged ({}); moved to {} and started a new one", path_,
-                  problem, aside));
+  set_aside("damaged", problem);
   if (Status s = open_user(); !s) {
     warnings_.push_back(s.error().message + "; running on without storing kernels");
     return false;

@@ -154,6 +154,8 @@ class KernelCache {
   /// A statement on the user database failed with `code`: where that says the file is damaged,
   /// it is moved aside and a new database opened (true: try again there).
   bool survive(int code);
+  /// Moves the user database (and its log and index) aside, saying it `was` so and why.
+  void set_aside(const char* was, const std::string& problem);
   std::optional<KernelEntry> get_from(sqlite3* db, const KernelKey& key, const std::string& layer);
   CacheOptions options_;
   std::string path_;
