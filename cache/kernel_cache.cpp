@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <thread>
@@ -439,35 +440,38 @@ void KernelCache::warn(std::string line) {
     warnings_.push_back(std::move(line));
 }
 
-Status KernelCache::put(const KernelEntry& entry) {
+Status KernelCache::write(const std::function<int(sqlite3*)>& run) {
   if (read_only_) return make_error("kernel cache {} is read-only", path_);
-  std::vector<uint8_t> blob = wrap(entry);
   for (int attempt = 0;; ++attempt) {
-    Stmt ins(db_,
-             "INSERT OR IGNORE INTO kernels(id, fingerprint, program, variant, format, blob, "
-             "checksum, resources, compile_seconds, created, last_used) "
-             "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10)");
-    int rc = ins ? SQLITE_OK : sqlite3_errcode(db_);
-    if (ins) {
-      ins.text(1, entry.key.id());
-      ins.text(2, entry.key.fingerprint);
-      ins.text(3, entry.key.program);
-      ins.text(4, entry.key.variant);
-      ins.text(5, entry.format);
-      ins.blob(6, blob);
-      ins.text(7, checksum(blob.data(), blob.size()));
-      ins.text(8, entry.resources.empty() ? "{}" : entry.resources);
-      ins.real(9, entry.compile_seconds);
-      ins.integer(10, now());
-      rc = sqlite3_step(ins.s);
-      if (rc == SQLITE_DONE) return Status::Ok();
-    }
+    const int rc = run(db_);  // its statement is finalized when it returns
+    if (rc == SQLITE_DONE) return Status::Ok();
     std::string why = db_ ? sqlite3_errmsg(db_) : "no database";
-    ins.finalize();
-    // A damaged file is moved aside and the kernel stored in a new one, once.
+    // A damaged file is moved aside and the statement run again in a new one, once.
     if (attempt == 0 && survive(rc)) continue;
     return make_error("kernel cache {}: {}", path_, why);
   }
+}
+
+Status KernelCache::put(const KernelEntry& entry) {
+  const std::vector<uint8_t> blob = wrap(entry);
+  return write([&](sqlite3* db) {
+    Stmt ins(db,
+             "INSERT OR IGNORE INTO kernels(id, fingerprint, program, variant, format, blob, "
+             "checksum, resources, compile_seconds, created, last_used) "
+             "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10)");
+    if (!ins) return sqlite3_errcode(db);
+    ins.text(1, entry.key.id());
+    ins.text(2, entry.key.fingerprint);
+    ins.text(3, entry.key.program);
+    ins.text(4, entry.key.variant);
+    ins.text(5, entry.format);
+    ins.blob(6, blob);
+    ins.text(7, checksum(blob.data(), blob.size()));
+    ins.text(8, entry.resources.empty() ? "{}" : entry.resources);
+    ins.real(9, entry.compile_seconds);
+    ins.integer(10, now());
+    return sqlite3_step(ins.s);
+  });
 }
 
 std::string KernelCache::explain_miss(const KernelKey& key) {
@@ -589,41 +593,38 @@ Expected<int64_t> KernelCache::prune(double max_age_days, int64_t max_bytes) {
 Status KernelCache::put_measurement(const std::string& program, int64_t bucket,
                                     const std::string& performance, const std::string& config,
                                     double seconds, int repetitions) {
-  if (read_only_) return make_error("kernel cache {} is read-only", path_);
-  Stmt ins(db_,
-           "INSERT OR REPLACE INTO tuning_measurements(program, size_bucket, performance, config, "
-           "seconds, repetitions, "
-           "created) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)");
-  if (!ins) return make_error("kernel cache {}: {}", path_, sqlite3_errmsg(db_));
-  ins.text(1, program);
-  ins.integer(2, bucket);
-  ins.text(3, performance);
-  ins.text(4, config);
-  ins.real(5, seconds);
-  ins.integer(6, repetitions);
-  ins.integer(7, now());
-  if (sqlite3_step(ins.s) != SQLITE_DONE)
-    return make_error("kernel cache {}: {}", path_, sqlite3_errmsg(db_));
-  return Status::Ok();
+  return write([&](sqlite3* db) {
+    Stmt ins(db,
+             "INSERT OR REPLACE INTO tuning_measurements(program, size_bucket, performance, "
+             "config, seconds, repetitions, created) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+    if (!ins) return sqlite3_errcode(db);
+    ins.text(1, program);
+    ins.integer(2, bucket);
+    ins.text(3, performance);
+    ins.text(4, config);
+    ins.real(5, seconds);
+    ins.integer(6, repetitions);
+    ins.integer(7, now());
+    return sqlite3_step(ins.s);
+  });
 }
 
 Status KernelCache::put_decision(const std::string& program, int64_t bucket,
                                  const std::string& performance, const std::string& config,
                                  bool replace) {
-  if (read_only_) return make_error("kernel cache {} is read-only", path_);
-  Stmt ins(db_, replace ? "INSERT OR REPLACE INTO tuning_decisions(program, size_bucket, "
-                          "performance, config, created) VALUES(?1, ?2, ?3, ?4, ?5)"
-                        : "INSERT OR IGNORE INTO tuning_decisions(program, size_bucket, "
-                          "performance, config, created) VALUES(?1, ?2, ?3, ?4, ?5)");
-  if (!ins) return make_error("kernel cache {}: {}", path_, sqlite3_errmsg(db_));
-  ins.text(1, program);
-  ins.integer(2, bucket);
-  ins.text(3, performance);
-  ins.text(4, config);
-  ins.integer(5, now());
-  if (sqlite3_step(ins.s) != SQLITE_DONE)
-    return make_error("kernel cache {}: {}", path_, sqlite3_errmsg(db_));
-  return Status::Ok();
+  return write([&](sqlite3* db) {
+    Stmt ins(db, replace ? "INSERT OR REPLACE INTO tuning_decisions(program, size_bucket, "
+                           "performance, config, created) VALUES(?1, ?2, ?3, ?4, ?5)"
+                         : "INSERT OR IGNORE INTO tuning_decisions(program, size_bucket, "
+                           "performance, config, created) VALUES(?1, ?2, ?3, ?4, ?5)");
+    if (!ins) return sqlite3_errcode(db);
+    ins.text(1, program);
+    ins.integer(2, bucket);
+    ins.text(3, performance);
+    ins.text(4, config);
+    ins.integer(5, now());
+    return sqlite3_step(ins.s);
+  });
 }
 
 std::optional<std::string> KernelCache::get_decision(const std::string& program, int64_t bucket,
@@ -638,7 +639,8 @@ std::optional<std::string> KernelCache::get_decision(const std::string& program,
     if (!q) return;
     q.text(1, program);
     q.integer(2, bucket);
-    while (sqlite3_step(q.s) == SQLITE_ROW) {
+    int rc;
+    while ((rc = sqlite3_step(q.s)) == SQLITE_ROW) {
       std::string perf = q.col_text(0);
       if (perf == performance) {
         if (!best || best_prefix != SIZE_MAX) best = q.col_text(1), best_prefix = SIZE_MAX;
@@ -651,6 +653,10 @@ std::optional<std::string> KernelCache::get_decision(const std::string& program,
              perf[common] == performance[common])
         ++common;
       if (!best || common > best_prefix) best = q.col_text(1), best_prefix = common;
+    }
+    if (db == db_) {
+      q.finalize();  // before survive closes the database
+      survive(rc);
     }
   };
   scan(db_);

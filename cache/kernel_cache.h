@@ -154,6 +154,9 @@ class KernelCache {
   /// A statement on the user database failed with `code`: where that says the file is damaged,
   /// it is moved aside and a new database opened (true: try again there).
   bool survive(int code);
+  /// Runs a statement that writes the user database (`run` prepares, binds and steps it, and
+  /// returns the step's code), surviving a damaged file: moved aside, the statement run again.
+  Status write(const std::function<int(sqlite3*)>& run);
   /// Moves the user database (and its log and index) aside, saying it `was` so and why.
   void set_aside(const char* was, const std::string& problem);
   std::optional<KernelEntry> get_from(sqlite3* db, const KernelKey& key, const std::string& layer);

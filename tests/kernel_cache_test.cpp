@@ -292,60 +292,74 @@ TEST_F(CacheTest, TruncatedAndBitFlippedFilesAreSurvivedAndNeverLoaded) {
   }
 }
 
-// Opening no longer reads the whole file (SQLite's quick_check did, at every open): damage
-// where opening does not look, here the kernels table's root page, is met by the first lookup.
-// The file is moved aside whole, and the kernel that follows is stored in a new one.
-TEST_F(CacheTest, DamageTheOpenDidNotSeeIsMovedAsideWhenALookupMeetsIt) {
-  const std::string db = dir() + "/kernels.sqlite";
-  {
-    auto c = KernelCache::open({dir()});
-    ASSERT_TRUE(c);
-    for (int i = 0; i < 200; ++i)
-      ASSERT_TRUE((*c)->put(entry("p" + std::to_string(i), "kernel " + std::to_string(i))));
-    ASSERT_TRUE((*c)->prune(-1, -1));  // checkpointed: all of it in the file
-  }
+// Damages `table`'s root page in the database at `db` (its type byte: none of B-tree's four) and
+// returns the file's bytes after.
+std::string damage_root_page(const std::string& db, const char* table) {
   int64_t root = 0, page = 0;
+  sqlite3* h = nullptr;
+  EXPECT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+  sqlite3_stmt* q = nullptr;
+  sqlite3_prepare_v2(h, "SELECT rootpage FROM sqlite_master WHERE name = ?1", -1, &q, nullptr);
+  sqlite3_bind_text(q, 1, table, -1, SQLITE_STATIC);
+  if (sqlite3_step(q) == SQLITE_ROW) root = sqlite3_column_int64(q, 0);
+  sqlite3_finalize(q);
+  sqlite3_prepare_v2(h, "PRAGMA page_size", -1, &q, nullptr);
+  if (sqlite3_step(q) == SQLITE_ROW) page = sqlite3_column_int64(q, 0);
+  sqlite3_finalize(q);
+  sqlite3_close(h);
+  EXPECT_GT(root, 1) << table;
   {
-    sqlite3* h = nullptr;
-    ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
-    sqlite3_stmt* q = nullptr;
-    sqlite3_prepare_v2(h, "SELECT rootpage FROM sqlite_master WHERE name = 'kernels'", -1, &q,
-                       nullptr);
-    ASSERT_EQ(sqlite3_step(q), SQLITE_ROW);
-    root = sqlite3_column_int64(q, 0);
-    sqlite3_finalize(q);
-    sqlite3_prepare_v2(h, "PRAGMA page_size", -1, &q, nullptr);
-    ASSERT_EQ(sqlite3_step(q), SQLITE_ROW);
-    page = sqlite3_column_int64(q, 0);
-    sqlite3_finalize(q);
-    sqlite3_close(h);
-  }
-  ASSERT_GT(root, 1);
-  {  // the root page's type byte: none of B-tree's four
     std::fstream f(db, std::ios::in | std::ios::out | std::ios::binary);
     f.seekp((root - 1) * page);
     f.put(static_cast<char>(0x7f));
   }
-  std::ifstream damaged_in(db, std::ios::binary);
-  const std::string damaged((std::istreambuf_iterator<char>(damaged_in)), {});
-  auto c = KernelCache::open({dir()});
-  ASSERT_TRUE(c) << c.error().message;
-  EXPECT_FALSE((*c)->get(entry("p7", "").key));
-  ASSERT_TRUE((*c)->put(entry("fresh", "still works")));
-  EXPECT_EQ(text((*c)->get(entry("fresh", "").key)), "still works");
-  ASSERT_FALSE((*c)->warnings().empty());
-  const std::string& w = (*c)->warnings().back();
-  EXPECT_NE(w.find("database disk image is malformed"), std::string::npos) << w;
-  EXPECT_NE(w.find("moved to " + db + ".corrupt-"), std::string::npos) << w;
-  int aside = 0;
-  for (auto& f : fs::directory_iterator(dir()))
-    if (f.path().filename().string().find(".corrupt-") != std::string::npos) {
-      ++aside;
-      std::ifstream in(f.path(), std::ios::binary);
-      EXPECT_EQ(std::string((std::istreambuf_iterator<char>(in)), {}), damaged)
-          << "nothing on disk is lost";
+  std::ifstream in(db, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+// Opening no longer reads the whole file (SQLite's quick_check did, at every open): damage
+// where opening does not look, a table's root page, is met by the first statement that reads
+// it. The file is moved aside whole, and what follows is stored in a new one.
+TEST_F(CacheTest, DamageTheOpenDidNotSeeIsMovedAsideWhenALookupMeetsIt) {
+  const std::string db = dir() + "/kernels.sqlite";
+  for (const char* table : {"kernels", "tuning_decisions"}) {
+    SCOPED_TRACE(table);
+    fs::remove_all(dir());
+    {
+      auto c = KernelCache::open({dir()});
+      ASSERT_TRUE(c);
+      for (int i = 0; i < 200; ++i) {
+        ASSERT_TRUE((*c)->put(entry("p" + std::to_string(i), "kernel " + std::to_string(i))));
+        ASSERT_TRUE((*c)->put_decision("p" + std::to_string(i), 1, "cpu|x", "threads=2", true));
+      }
+      ASSERT_TRUE((*c)->prune(-1, -1));  // checkpointed: all of it in the file
     }
-  EXPECT_EQ(aside, 1);
+    const std::string damaged = damage_root_page(db, table);
+    auto c = KernelCache::open({dir()});
+    ASSERT_TRUE(c) << c.error().message;
+    if (std::string(table) == "kernels") {
+      EXPECT_FALSE((*c)->get(entry("p7", "").key));
+      ASSERT_TRUE((*c)->put(entry("fresh", "still works")));
+      EXPECT_EQ(text((*c)->get(entry("fresh", "").key)), "still works");
+    } else {
+      EXPECT_FALSE((*c)->get_decision("p7", 1, "cpu|x", nullptr));
+      ASSERT_TRUE((*c)->put_decision("fresh", 1, "cpu|x", "threads=1", true));
+      EXPECT_EQ((*c)->get_decision("fresh", 1, "cpu|x", nullptr), "threads=1");
+    }
+    ASSERT_FALSE((*c)->warnings().empty());
+    const std::string& w = (*c)->warnings().back();
+    EXPECT_NE(w.find("database disk image is malformed"), std::string::npos) << w;
+    EXPECT_NE(w.find("moved to " + db + ".corrupt-"), std::string::npos) << w;
+    int aside = 0;
+    for (auto& f : fs::directory_iterator(dir()))
+      if (f.path().filename().string().find(".corrupt-") != std::string::npos) {
+        ++aside;
+        std::ifstream in(f.path(), std::ios::binary);
+        EXPECT_EQ(std::string((std::istreambuf_iterator<char>(in)), {}), damaged)
+            << "nothing on disk is lost";
+      }
+    EXPECT_EQ(aside, 1);
+  }
 }
 
 TEST_F(CacheTest, ABlobForAnotherDeviceInsertedByHandIsRejected) {
