@@ -590,6 +590,17 @@ Expected<int64_t> KernelCache::prune(double max_age_days, int64_t max_bytes) {
   return removed;
 }
 
+namespace {
+// The key and result both tuning tables start with (?1 to ?4).
+void bind_tuning(Stmt& s, const std::string& program, int64_t bucket,
+                 const std::string& performance, const std::string& config) {
+  s.text(1, program);
+  s.integer(2, bucket);
+  s.text(3, performance);
+  s.text(4, config);
+}
+}  // namespace
+
 Status KernelCache::put_measurement(const std::string& program, int64_t bucket,
                                     const std::string& performance, const std::string& config,
                                     double seconds, int repetitions) {
@@ -598,10 +609,7 @@ Status KernelCache::put_measurement(const std::string& program, int64_t bucket,
              "INSERT OR REPLACE INTO tuning_measurements(program, size_bucket, performance, "
              "config, seconds, repetitions, created) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)");
     if (!ins) return sqlite3_errcode(db);
-    ins.text(1, program);
-    ins.integer(2, bucket);
-    ins.text(3, performance);
-    ins.text(4, config);
+    bind_tuning(ins, program, bucket, performance, config);
     ins.real(5, seconds);
     ins.integer(6, repetitions);
     ins.integer(7, now());
@@ -618,10 +626,7 @@ Status KernelCache::put_decision(const std::string& program, int64_t bucket,
                          : "INSERT OR IGNORE INTO tuning_decisions(program, size_bucket, "
                            "performance, config, created) VALUES(?1, ?2, ?3, ?4, ?5)");
     if (!ins) return sqlite3_errcode(db);
-    ins.text(1, program);
-    ins.integer(2, bucket);
-    ins.text(3, performance);
-    ins.text(4, config);
+    bind_tuning(ins, program, bucket, performance, config);
     ins.integer(5, now());
     return sqlite3_step(ins.s);
   });
