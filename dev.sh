@@ -35,8 +35,10 @@ install_deps() {
 # lines are tested under (python/tests/test_trainer.py); jax, for JAX arrays over DLPack
 # (refused as parameters, read as gradients); wgpu carries wgpu-native (the webgpu backend's
 # library and headers; Mesa's lavapipe is its device here).
-PY_PACKAGES=(nanobind numpy pytest torch expecttest scikit-learn lion-pytorch torch-optimizer prodigyopt schedulefree bitsandbytes torchao transformers accelerate jax wgpu)
-PY_MODULES=(nanobind numpy pytest torch expecttest sklearn lion_pytorch torch_optimizer prodigyopt schedulefree bitsandbytes torchao transformers accelerate jax wgpu)
+PY_PACKAGES=(nanobind numpy pytest torch expecttest scikit-learn lion-pytorch torch-optimizer
+             prodigyopt schedulefree bitsandbytes torchao transformers accelerate jax wgpu)
+PY_MODULES=(nanobind numpy pytest torch expecttest sklearn lion_pytorch torch_optimizer
+            prodigyopt schedulefree bitsandbytes torchao transformers accelerate jax wgpu)
 
 install_python_deps() {
   local missing=()
