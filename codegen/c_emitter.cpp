@@ -959,10 +959,10 @@ class KernelWriter {
             st.trips, st.trips, st.bytes, launch_.block / 32, ring, other);
     }
     auto shared_word = [&](uint32_t b, const std::string& byte, int bytes) {
-      const std::string at = fmt::format("sd + {} + ({})", st.at.at(b), byte);
-      return bytes == 1 ? fmt::format("((unsigned int)*({}))", at)
+      const std::string address = fmt::format("sd + {} + ({})", st.at.at(b), byte);
+      return bytes == 1 ? fmt::format("((unsigned int)*({}))", address)
                         : fmt::format("((unsigned int)*(const {}*)({}))",
-                                      bytes == 2 ? "unsigned short" : "unsigned int", at);
+                                      bytes == 2 ? "unsigned short" : "unsigned int", address);
     };
     auto staged_byte = [&](uint32_t b, int k, int w) {
       return bits(b) == 4 ? fmt::format("({} - e0) >> 1", ix(k))
@@ -970,7 +970,7 @@ class KernelWriter {
     };
     // Item k's whole vectors into L<b>_<k>, quantized buffers dequantized: from global memory,
     // or from the trip's copy in shared memory (staged).
-    auto whole = [&](int k, const std::string& in, bool from_stage) {
+    auto whole_vectors = [&](int k, const std::string& in, bool from_stage) {
       std::string s;
       const int g = k / K;
       for (uint32_t b : loads_) {
@@ -1007,9 +1007,9 @@ class KernelWriter {
       for (uint32_t b : loads_)
         s += in + L_.var(quantized(b) ? FV : vec_type(b, V), fmt::format("L{}_{}", b, k)) + "\n";
       // A staged trip's vectors from its copy in shared memory.
-      if (st.trips > 0) s += in + "if (staged) {\n" + whole(k, in, true) + in + "} else ";
+      if (st.trips > 0) s += in + "if (staged) {\n" + whole_vectors(k, in, true) + in + "} else ";
       s += fmt::format("{}if ({} >= {}) {{\n", st.trips > 0 ? "" : in, rest(k), V) +
-           whole(k, in, false);
+           whole_vectors(k, in, false);
       // The vector across the block's end: its elements inside, one by one (the others 0).
       s += fmt::format("{}}} else if ({} > 0) {{\n", in, rest(k));
       for (uint32_t b : loads_)
@@ -1524,10 +1524,10 @@ class KernelWriter {
         // where `ok` holds (or always): optjit_fdiv_by checks only the divisor.
         if (!suffix_.empty() && t == DType::f32) {
           if (in.op == Op::Div) {
-            const ir::Inst& n = body_->at(in.args[0]);
-            const bool ranged =
-                n.op == Op::Sqrt ||
-                (n.op == Op::Const && std::abs(n.imm) >= 0x1p-60 && std::abs(n.imm) < 0x1p61);
+            const ir::Inst& dividend = body_->at(in.args[0]);
+            const bool ranged = dividend.op == Op::Sqrt ||
+                                (dividend.op == Op::Const && std::abs(dividend.imm) >= 0x1p-60 &&
+                                 std::abs(dividend.imm) < 0x1p61);
             return def(fmt::format("{}({}, {}, ok)", ranged ? "optjit_fdiv_by" : "optjit_fdiv",
                                    a(0), a(1)));
           }
