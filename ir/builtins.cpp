@@ -39,6 +39,14 @@ H betas(double b1, double b2, double hi_closed = false) {
   return bounded({"betas", {b1, b2}, "coefficients of the running averages", false, 2},
                  {{{{0, 1, false, !hi_closed}}, false, "each beta"}});
 }
+// AdEMAMix's: the fast average, the second moment, the slow average.
+H betas3(double b1, double b2, double b3) {
+  H h = betas(b1, b2);
+  h.defaults.push_back(b3);
+  h.arity = 3;
+  h.doc = "coefficients of the fast average, the second moment and the slow average";
+  return h;
+}
 H num(std::string name, double d, std::string doc) {
   return {std::move(name), {d}, std::move(doc)};
 }
@@ -275,6 +283,31 @@ void lion(Ctx& c) {
   c.set_state("exp_avg", m * beta2 + (1.0 - beta2) * g);
 }
 
+// AdEMAMix (Pagliardini et al., 2024) as bitsandbytes' CPU kernels step it, 32-bit and 8-bit
+// state alike: a fast (beta1) and a slow (beta3) average of the gradient mixed by alpha, over
+// Adam's bias-corrected second moment; weight decay decoupled (the authors' reference adds
+// weight_decay * param to the update instead: the same value, rounded otherwise). alpha and
+// beta3 warm up over t_alpha and t_beta3 steps, as bitsandbytes' update_step computes them in
+// Python floats; 0 (bitsandbytes' None) is no warmup.
+void ademamix(Ctx& c) {
+  Value g = c.grad(), t = c.step();
+  Value beta1 = c.hyper("betas", 0), beta2 = c.hyper("betas", 1), beta3 = c.hyper("betas", 2);
+  Value alpha = c.hyper("alpha"), t_alpha = c.hyper("t_alpha"), t_beta3 = c.hyper("t_beta3");
+  alpha = select(t_alpha > 0.0, min(t * alpha / t_alpha, alpha), alpha);
+  Value ln1 = log(beta1), ln3 = log(beta3), s = t / t_beta3;
+  beta3 = select(t_beta3 > 0.0, min(exp(ln1 * ln3 / ((1.0 - s) * ln3 + s * ln1)), beta3), beta3);
+  Value m1 = c.state("exp_avg") * beta1 + (1.0 - beta1) * g;
+  Value m2 = c.state("exp_avg_slow") * beta3 + (1.0 - beta3) * g;
+  Value nu = ema_sq(c.state("exp_avg_sq"), g, beta2);
+  c.set_state("exp_avg", m1);
+  c.set_state("exp_avg_slow", m2);
+  c.set_state("exp_avg_sq", nu);
+  Value bc1 = 1.0 - pow(beta1, t), bc2_sqrt = sqrt(1.0 - pow(beta2, t));
+  decoupled_decay(c);
+  Value update = (m1 / bc1 + alpha * m2) / (sqrt(nu) / bc2_sqrt + c.hyper("eps"));
+  c.set_param(c.param() + (-c.hyper("lr")) * update);
+}
+
 // torch-optimizer's Lamb.step: per-tensor trust ratio ||p|| / ||adam_step||.
 void lamb(Ctx& c) {
   Value g = c.grad(), t = c.step();
@@ -474,6 +507,17 @@ std::vector<DefPtr> make_builtins() {
                 {lr(1e-4, positive("the learning rate")), betas(0.9, 0.99, true),
                  num("weight_decay", 0, "decoupled weight decay")},
                 {}, lion),
+      transform(
+          "ademamix", "bitsandbytes.optim.AdEMAMix",
+          // bitsandbytes: lr >= 0, eps >= 0, 0 <= beta < 1, weight_decay >= 0
+          {lr(1e-3), betas3(0.9, 0.999, 0.9999), num("alpha", 5.0, "weight of the slow average"),
+           bounded(num("t_alpha", 0, "steps over which alpha warms up (0: none)"),
+                   {nonneg("t_alpha")}),
+           bounded(num("t_beta3", 0, "steps over which beta3 warms up (0: none)"),
+                   {nonneg("t_beta3")}),
+           eps8,
+           bounded(num("weight_decay", 1e-2, "decoupled weight decay"), {nonneg("weight_decay")})},
+          {}, ademamix),
       transform(
           "lamb", "torch_optimizer.Lamb",
           // torch_optimizer: lr > 0, eps >= 0, 0 <= beta < 1, weight_decay >= 0,

@@ -65,6 +65,8 @@ inline const char* const kPipelines[] = {
     R"(chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2, weight_decay=0.1, state_format="4bit_b256")))",
     // Formats of one block and rule mix: an fp8 first moment beside a 4-bit second moment.
     R"(adamw(lr=1e-2, state_format="exp_avg:f8,exp_avg_sq:q4u_b256"))",
+    // Three quantized states in one pass (two signed, one unsigned), alpha and beta3 warming up.
+    R"(ademamix(lr=1e-2, t_alpha=3, t_beta3=4, state_format="8bit"))",
 };
 
 inline Model run(const char* pipeline, OptimizerOptions options, int steps) {

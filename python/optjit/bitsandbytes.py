@@ -39,8 +39,16 @@ and optjit.torch's. ``optimizer.state[p]`` keeps optjit's names (``exp_avg`` and
 optjit's own keywords pass through: ``max_grad_norm=`` fuses gradient clipping into the step,
 ``backend=``, ``cuda_graph=`` and the rest as in ``optjit.torch``.
 
-bitsandbytes' LAMB, LARS and AdEMAMix are not here: ``optjit.torch.LAMB`` is torch_optimizer's
-LAMB (``state_format="8bit"`` for 8-bit state).
+``AdEMAMix`` (and its 8-bit, 32-bit and paged forms) steps as bitsandbytes' CPU kernels do:
+its fast and slow averages are ``exp_avg`` and ``exp_avg_slow`` in ``optimizer.state[p]``,
+stacked as bitsandbytes' ``state1`` (shape ``(2, *p.shape)``, ``absmax1`` ``(2, blocks)``) in
+``state_dict()``; ``t_alpha`` and ``t_beta3`` warm alpha and beta3 up as bitsandbytes' do.
+bitsandbytes' own ``AdEMAMix32bit`` (and ``PagedAdEMAMix32bit``) cannot step on the CPU (its
+state1 is not stacked: bitsandbytes 0.50.2 fails on a shape mismatch); these step as
+``AdEMAMix(optim_bits=32)``.
+
+bitsandbytes' LAMB and LARS are not here: ``optjit.torch.LAMB`` is torch_optimizer's LAMB
+(``state_format="8bit"`` for 8-bit state).
 """
 
 import sys
@@ -130,6 +138,8 @@ class _Bitsandbytes:
     decides them when the parameter first steps (see the module's text)."""
 
     _pickled = _ot._Builtin._pickled + ("_optim_bits", "_min_8bit_size", "_bnb_defaults")
+    # Keys of _FIXED_KEYS that are this optimizer's hyperparameters (AdEMAMix's alpha, ...).
+    _hypers_of_its_own: Tuple[str, ...] = ()
 
     def _overrides(self, g: int, i: int, p: torch.Tensor) -> Dict[str, Any]:
         config: Dict[str, Any] = {}
@@ -143,7 +153,7 @@ class _Bitsandbytes:
         for k, v in config.items():
             if k in ("optim_bits", "min_8bit_size"):
                 continue
-            if k in _FIXED_KEYS:
+            if k in _FIXED_KEYS and k not in self._hypers_of_its_own:
                 if _same(v, _FIXED_KEYS[k]):
                     continue
             elif k in _HYPER_KEYS or k in group:
@@ -160,7 +170,8 @@ class _Bitsandbytes:
         # State it already has (a loaded checkpoint, an earlier step): as it is, as bitsandbytes
         # keeps loaded state.
         st = self.state.get(p, {})
-        held = [st[n] for n in self._BNB_STATES[self._name] if isinstance(st.get(n), torch.Tensor)]
+        held = [st[n] for n in _flat(self._BNB_STATES[self._name])
+                if isinstance(st.get(n), torch.Tensor)]
         if held:
             return held[0].dtype == torch.uint8
         config = self._overrides(g, i, p)
@@ -207,7 +218,7 @@ class _Bitsandbytes:
     def _hyper_groups(self):
         names = _ot.Optimizer._BNB_BETAS.get(self._name)
         if names is None:
-            return self.param_groups
+            return super()._hyper_groups()
         out = []
         for g, group in enumerate(self.param_groups):
             betas = group.get("betas")
@@ -251,20 +262,30 @@ def _to_bitsandbytes(st: Dict[str, Any], names: Tuple[str, ...]) -> Dict[str, An
     256-element blocks."""
     st = dict(st)
     quant: Dict[str, Any] = {}
-    for j, name in enumerate(names, start=1):
-        t = st.pop(name, None)
-        absmax = st.pop(name + ".absmax", None)
-        fmt = st.pop(name + ".format", None)
-        st.pop(name + ".strides", None)  # (8-bit codes keep the parameter's shape and order)
-        if t is None:
+    for j, entry in enumerate(names, start=1):
+        stacked = entry if isinstance(entry, tuple) else (entry,)
+        parts = [(name, st.pop(name, None), st.pop(name + ".absmax", None),
+                  st.pop(name + ".format", None), st.pop(name + ".strides", None))
+                 for name in stacked]  # (8-bit codes keep the parameter's shape and order)
+        if any(t is None for _, t, _, _, _ in parts):
             continue
+        for name, t, absmax, fmt, _ in parts:
+            if t.dtype == torch.uint8:
+                if not isinstance(absmax, torch.Tensor):
+                    raise Error(f"state '{name}' holds codes without their scales "
+                                f"('{name}.absmax')")
+                if fmt not in ("q8", "q8u") or fmt != parts[0][3]:
+                    one = f", one for {' and '.join(stacked)}" if len(parts) > 1 else ""
+                    raise Error(f"state '{name}' holds codes of format {fmt!r}, which "
+                                f"bitsandbytes' state dict cannot hold (its 8-bit maps are q8 "
+                                f"and q8u{one})")
+        _, t, absmax, fmt, _ = parts[0]
+        if len(parts) > 1:  # (AdEMAMix's state1: its averages stacked, (2, *shape))
+            t = torch.stack([part[1] for part in parts])
+            absmax = (torch.stack([part[2] for part in parts]) if t.dtype == torch.uint8
+                      else None)
         quant[f"state{j}"] = t
         if t.dtype == torch.uint8:
-            if not isinstance(absmax, torch.Tensor):
-                raise Error(f"state '{name}' holds codes without their scales ('{name}.absmax')")
-            if fmt not in ("q8", "q8u"):
-                raise Error(f"state '{name}' holds codes of format {fmt!r}, which bitsandbytes' "
-                            f"state dict cannot hold (its 8-bit maps are q8 and q8u)")
             quant[f"absmax{j}"] = absmax
             quant[f"qmap{j}"] = torch.tensor(_ot._optjit.quant_map(fmt), dtype=torch.float32,
                                              device=t.device)
@@ -276,6 +297,11 @@ def _to_bitsandbytes(st: Dict[str, Any], names: Tuple[str, ...]) -> Dict[str, An
     if quant:
         out["__bnb_optimizer_quant_state__"] = quant
     return out
+
+
+def _flat(names: Tuple[Any, ...]) -> Tuple[str, ...]:
+    """bitsandbytes' states by optjit name, stacked ones (a tuple) unpacked."""
+    return tuple(n for entry in names for n in (entry if isinstance(entry, tuple) else (entry,)))
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -304,6 +330,11 @@ def _adam(name: str, v: Dict[str, Any]) -> Dict[str, Any]:
                     f"optjit refuses it rather than step otherwise than asked (optjit.torch."
                     f"AdamW(amsgrad=True, state_format='8bit') is AMSGrad with 8-bit state)")
     return dict(lr=v["lr"], betas=v["betas"], eps=v["eps"], weight_decay=v["weight_decay"])
+
+
+def _ademamix(name: str, v: Dict[str, Any]) -> Dict[str, Any]:
+    return {k: v[k] for k in ("lr", "betas", "alpha", "t_alpha", "t_beta3", "eps",
+                              "weight_decay")}
 
 
 def _lion(name: str, v: Dict[str, Any]) -> Dict[str, Any]:
@@ -350,6 +381,9 @@ def _bnb_group(kind: str, v: Dict[str, Any]) -> Dict[str, Any]:
     if kind == "adamw":
         return dict(lr=lr, betas=v["betas"], eps=v["eps"], weight_decay=wd, alpha=0.0,
                     t_alpha=None, t_beta3=None)
+    if kind == "ademamix":
+        return dict(lr=lr, betas=v["betas"], eps=v["eps"], weight_decay=wd, alpha=v["alpha"],
+                    t_alpha=v["t_alpha"], t_beta3=v["t_beta3"])
     if kind == "lion":
         return dict(lr=lr, betas=v["betas"], eps=0.0, weight_decay=wd)
     if kind == "sgd":
@@ -388,8 +422,10 @@ def _make(name: str, base: type, hypers, signature: Dict[str, Any], bits: Option
     __init__.__signature__ = _ot._peer_signature(signature)
     doc = (f"bitsandbytes.optim.{name} as optjit's fused step: {what} (bitsandbytes' signature "
            f"and defaults; see optjit.bitsandbytes)")
+    own = tuple(k for k in _FIXED_KEYS if k in signature)
     return type(name, (_Bitsandbytes, base), {"__init__": __init__, "__doc__": doc,
-                                              "__module__": __name__})
+                                              "__module__": __name__,
+                                              "_hypers_of_its_own": own})
 
 
 def _signature(first: Dict[str, Any], optim_bits: Optional[int], is_paged: bool = False):
@@ -412,6 +448,18 @@ def _adam_signature(weight_decay: float, is_paged: bool = True):
 def _lion_signature(optim_bits: bool, is_paged: bool = True):
     return _signature(dict(lr=1e-4, betas=(0.9, 0.99), weight_decay=0),
                       32 if optim_bits else None, is_paged)
+
+
+def _ademamix_signature(optim_bits: bool, is_paged: bool):
+    """AdEMAMix's classes take no args object, unlike bitsandbytes' others."""
+    s = dict(lr=1e-3, betas=(0.9, 0.999, 0.9999), alpha=5.0, t_alpha=None, t_beta3=None,
+             eps=1e-8, weight_decay=1e-2)
+    if optim_bits:
+        s["optim_bits"] = 32
+    s["min_8bit_size"] = 4096
+    if is_paged:
+        s["is_paged"] = False
+    return s
 
 
 _RMSPROP = dict(lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0, centered=False)
@@ -453,12 +501,26 @@ Adagrad = _make("Adagrad", _ot.Adagrad, _adagrad, _signature(_ADAGRAD, 32), None
 Adagrad8bit = _make("Adagrad8bit", _ot.Adagrad, _adagrad, _signature(_ADAGRAD, 8), 8, "Adagrad")
 Adagrad32bit = _make("Adagrad32bit", _ot.Adagrad, _adagrad, _signature(_ADAGRAD, 32), 32,
                      "Adagrad")
+_ADEMAMIX = "AdEMAMix"
+AdEMAMix = _make("AdEMAMix", _ot.AdEMAMix, _ademamix, _ademamix_signature(True, True), None,
+                 _ADEMAMIX)
+AdEMAMix8bit = _make("AdEMAMix8bit", _ot.AdEMAMix, _ademamix, _ademamix_signature(False, True),
+                     8, _ADEMAMIX)
+AdEMAMix32bit = _make("AdEMAMix32bit", _ot.AdEMAMix, _ademamix,
+                      _ademamix_signature(False, True), 32, _ADEMAMIX)
+PagedAdEMAMix = _make("PagedAdEMAMix", _ot.AdEMAMix, _ademamix,
+                      _ademamix_signature(True, False), None, _ADEMAMIX)
+PagedAdEMAMix8bit = _make("PagedAdEMAMix8bit", _ot.AdEMAMix, _ademamix,
+                          _ademamix_signature(False, False), 8, _ADEMAMIX)
+PagedAdEMAMix32bit = _make("PagedAdEMAMix32bit", _ot.AdEMAMix, _ademamix,
+                           _ademamix_signature(False, False), 32, _ADEMAMIX)
 
 __all__ = ["GlobalOptimManager", "Adam", "Adam8bit", "Adam32bit", "PagedAdam", "PagedAdam8bit",
            "PagedAdam32bit", "AdamW", "AdamW8bit", "AdamW32bit", "PagedAdamW", "PagedAdamW8bit",
            "PagedAdamW32bit", "Lion", "Lion8bit", "Lion32bit", "PagedLion", "PagedLion8bit",
            "PagedLion32bit", "RMSprop", "RMSprop8bit", "RMSprop32bit", "SGD", "SGD8bit",
-           "SGD32bit", "Adagrad", "Adagrad8bit", "Adagrad32bit"]
+           "SGD32bit", "Adagrad", "Adagrad8bit", "Adagrad32bit", "AdEMAMix", "AdEMAMix8bit",
+           "AdEMAMix32bit", "PagedAdEMAMix", "PagedAdEMAMix8bit", "PagedAdEMAMix32bit"]
 
 
 def install(defer_clip: bool = True) -> "_ot.Installed":
@@ -469,7 +531,7 @@ def install(defer_clip: bool = True) -> "_ot.Installed":
         optjit.bitsandbytes.install()       # or: with optjit.bitsandbytes.install(): ...
 
     Code that found bitsandbytes' classes before (``from bitsandbytes.optim import AdamW8bit``
-    already run) keeps them. LAMB, LARS and AdEMAMix stay bitsandbytes'. With ``defer_clip``
+    already run) keeps them. LAMB and LARS stay bitsandbytes'. With ``defer_clip``
     (the default), ``torch.nn.utils.clip_grad_norm_`` is ``optjit.torch.clip_grad_norm_``: the
     gradients are scaled inside the fused step (see ``optjit.torch.install``). The returned
     handle's ``uninstall()`` (or leaving the ``with`` block) puts bitsandbytes' and torch's
@@ -477,14 +539,14 @@ def install(defer_clip: bool = True) -> "_ot.Installed":
     return _ot._install("bitsandbytes", {n: globals()[n] for n in __all__[1:]}, defer_clip)
 
 
-_MISSING = ("LAMB", "LARS", "AdEMAMix", "PytorchLARS")
+_MISSING = ("LAMB", "LARS", "PytorchLARS")
 
 
 def _missing(module: str):
     def __getattr__(name: str):
         if any(name.startswith(m) or name.startswith("Paged" + m) for m in _MISSING):
             raise AttributeError(
-                f"{module} has no {name}: bitsandbytes' LAMB, LARS and AdEMAMix are not among "
+                f"{module} has no {name}: bitsandbytes' LAMB and LARS are not among "
                 f"optjit's built-ins (optjit.torch.LAMB is torch_optimizer's LAMB; with "
                 f"state_format='8bit' its state is 8-bit)")
         raise AttributeError(f"module {module!r} has no attribute {name!r}")

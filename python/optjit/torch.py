@@ -1378,16 +1378,19 @@ class Optimizer(torch.optim.Optimizer):
         group[names[0]], group[names[1]] = betas[0], 0.0  # (as bitsandbytes stepped)
         return group
 
-    # bitsandbytes' 8-bit optimizers' states (state1, state2), by optjit built-in.
+    # bitsandbytes' 8-bit optimizers' states (state1, state2), by optjit built-in; a tuple is
+    # states stacked in one (AdEMAMix's state1: its fast and slow averages, (2, *shape), and
+    # their absmax1, (2, blocks)).
     _BNB_STATES = {"adam": ("exp_avg", "exp_avg_sq"), "adamw": ("exp_avg", "exp_avg_sq"),
                    "lion": ("exp_avg",), "rmsprop": ("square_avg",),
-                   "sgd": ("momentum_buffer",), "adagrad": ("sum",)}
+                   "sgd": ("momentum_buffer",), "adagrad": ("sum",),
+                   "ademamix": (("exp_avg", "exp_avg_slow"), "exp_avg_sq")}
 
     def _from_bitsandbytes(self, pid, st: Dict[str, Any], maps: Dict[Tuple[Any, str], str]):
         """A bitsandbytes optimizer's state of one parameter (Adam8bit, AdamW8bit, Lion8bit,
-        RMSprop8bit, SGD8bit, Adagrad8bit, or their 32-bit forms) in optjit's names: its codes
-        and absmax are optjit's 8-bit state as they are (the same maps and blocks), so a
-        bitsandbytes run continues in optjit.torch.<name>(state_format="8bit")."""
+        RMSprop8bit, SGD8bit, Adagrad8bit, AdEMAMix8bit, or their 32-bit forms) in optjit's
+        names: its codes and absmax are optjit's 8-bit state as they are (the same maps and
+        blocks), so a bitsandbytes run continues in optjit.torch.<name>(state_format="8bit")."""
         names = self._BNB_STATES.get(getattr(self, "_name", None))
         if names is None:
             raise Error(f"a bitsandbytes checkpoint loads into optjit.torch's "
@@ -1405,15 +1408,27 @@ class Optimizer(torch.optim.Optimizer):
                 if j >= len(names):
                     raise Error(f"the bitsandbytes checkpoint has {k} for parameter {pid}, "
                                 f"which {type(self).__name__} does not keep")
+                stacked = names[j] if isinstance(names[j], tuple) else (names[j],)
                 if k.startswith("qmap"):
                     fmt = next((f for f in ("q8", "q8u")
                                 if v.tolist() == _optjit.quant_map(f)), None)
                     if fmt is None:
                         raise Error(f"the bitsandbytes checkpoint's {k} is not its dynamic "
                                     f"map, which optjit's 8-bit state uses")
-                    maps[(pid, names[j])] = fmt
-                else:
-                    new[names[j] + (".absmax" if k.startswith("absmax") else "")] = v
+                    for name in stacked:
+                        maps[(pid, name)] = fmt
+                    continue
+                suffix = ".absmax" if k.startswith("absmax") else ""
+                if len(stacked) == 1:
+                    new[stacked[0] + suffix] = v
+                    continue
+                if (not isinstance(v, torch.Tensor) or v.dim() == 0
+                        or v.shape[0] != len(stacked)):
+                    raise Error(f"the bitsandbytes checkpoint's {k} of parameter {pid} has "
+                                f"shape {tuple(getattr(v, 'shape', ()))}: {type(self).__name__} "
+                                f"keeps {', '.join(stacked)} stacked there, ({len(stacked)}, ...)")
+                for name, part in zip(stacked, v.unbind(0)):
+                    new[name + suffix] = part
             elif k == "step":
                 new[k] = v if isinstance(v, torch.Tensor) else torch.tensor(
                     _number_of(v, f"the bitsandbytes checkpoint's step of parameter {pid}"))
@@ -1833,6 +1848,7 @@ class _Builtin(Optimizer):
     fuse ``torch.nn.utils.clip_grad_norm_`` into the step."""
     _name = ""
     _structural: Tuple[str, ...] = ()  # booleans that choose the program's structure
+    _none_is_zero: Tuple[str, ...] = ()  # hyperparameters whose None (off) the program reads as 0
     _group_constants: Dict[str, Any] = {}  # keys torch's groups hold beside its signature's
     _pickled = Optimizer._pickled + ("_built", "_given", "_pipeline_args")
 
@@ -1909,11 +1925,19 @@ class _Builtin(Optimizer):
     def _before_step(self) -> None:
         self._restructure()
 
+    def _hyper_groups(self) -> List[Dict[str, Any]]:
+        groups = super()._hyper_groups()
+        if not self._none_is_zero:
+            return groups
+        return [dict(g, **{k: 0.0 for k in self._none_is_zero if k in g and g[k] is None})
+                for g in groups]
+
     def _unfused_pipeline(self) -> Optional[str]:
         state_format = self._pipeline_args[0]
         # (A structural flag given as 1 or 0, as torch takes it, is written true or false.)
-        args = ", ".join(f"{k}={_number(bool(v) if k in self._structural else v)}"
-                         for k, v in self._built.items())
+        args = ", ".join(
+            f"{k}={_number(bool(v) if k in self._structural else 0 if v is None else v)}"
+            for k, v in self._built.items())
         if state_format is not None:
             args += f', state_format="{state_format}"'
         return f"{self._name}({args})"
@@ -1926,7 +1950,8 @@ class _Builtin(Optimizer):
 
 
 def _builtin(name: str, torch_name: str, signature: Dict[str, Any], structural=(),
-             sparse_grads=False, group_constants: Optional[Dict[str, Any]] = None):
+             sparse_grads=False, group_constants: Optional[Dict[str, Any]] = None,
+             none_is_zero: Tuple[str, ...] = ()):
     def __init__(self, params, *args, max_grad_norm=None, norm_type=2.0, state_format=None,
                  backend="auto", cache=True, device_step=None, cuda_graph=False,
                  param_rounding="nearest", process_group=None, shard_order="by_tensor",
@@ -1951,6 +1976,7 @@ def _builtin(name: str, torch_name: str, signature: Dict[str, Any], structural=(
     # AdamW's decoupled_weight_decay=True, torch.optim.AdamW being an Adam)
     return type(name, (_Builtin,), {"__init__": __init__, "__doc__": doc, "_name": name.lower(),
                                      "_structural": tuple(structural),
+                                     "_none_is_zero": tuple(none_is_zero),
                                      "_sparse_grads": sparse_grads,
                                      "_group_constants": dict(group_constants or {})})
 
@@ -2005,6 +2031,10 @@ LAMB = _builtin("LAMB", "torch_optimizer.Lamb", {"lr": 1e-3, "betas": (0.9, 0.99
                                                  "weight_decay": 0.0, "clamp_value": 10.0,
                                                  "adam": False, "debias": False},
                 ("adam", "debias"))
+AdEMAMix = _builtin("AdEMAMix", "bitsandbytes.optim.AdEMAMix",
+                    {"lr": 1e-3, "betas": (0.9, 0.999, 0.9999), "alpha": 5.0, "t_alpha": None,
+                     "t_beta3": None, "eps": 1e-8, "weight_decay": 1e-2},
+                    none_is_zero=("t_alpha", "t_beta3"))
 
 # The built-ins' own keywords (state_format aside), which the drop-ins for other packages'
 # classes pass through (_peer_arguments).
@@ -2035,4 +2065,5 @@ def install(defer_clip: bool = True) -> Installed:
 
 
 __all__ = ["Optimizer", "Error", "SGD", "Adam", "AdamW", "Adamax", "NAdam", "RAdam", "RMSprop",
-           "Adagrad", "Adadelta", "Rprop", "ASGD", "Lion", "LAMB", "install", "clip_grad_norm_"]
+           "Adagrad", "Adadelta", "Rprop", "ASGD", "Lion", "LAMB", "AdEMAMix", "install",
+           "clip_grad_norm_"]

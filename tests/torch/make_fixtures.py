@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""Writes tests/fixtures/torch_fixtures.json: what PyTorch (and lion-pytorch, torch-optimizer)
-computes for each built-in, on small tensors over several steps, in float32 and float64.
+"""Writes tests/fixtures/torch_fixtures.json: what PyTorch (and lion-pytorch, torch-optimizer,
+bitsandbytes) computes for each built-in, on small tensors over several steps, in float32 and
+float64.
 
 The C++ tests compare the reference backend (and every other backend) against these numbers,
 so CI needs no PyTorch. Regenerate with:
-    pip install torch numpy torch-optimizer lion-pytorch
+    pip install torch numpy torch-optimizer lion-pytorch bitsandbytes
     python3 tests/torch/make_fixtures.py [--rewrite]
 (--rewrite: recompute the cases already in the file too; without it they keep their numbers)
 Each case names the optjit pipeline text and builds the same thing in torch.
@@ -17,6 +18,7 @@ import sys
 import torch
 import torch_optimizer
 import lion_pytorch
+from bitsandbytes.optim.ademamix import _ReferenceAdEMAMix
 
 OUT = os.path.join(os.path.dirname(__file__), "..", "fixtures", "torch_fixtures.json")
 
@@ -105,12 +107,13 @@ def run_case(case, dtype):
     state = {}
     for n, p in tparams.items():
         st = {}
-        for k, v in opt.state[p].items():
+        peer_state = case["state_map"](opt.state[p]) if "state_map" in case else opt.state[p]
+        for k, v in peer_state.items():
             if k in ("step", "weight_norm", "adam_norm", "trust_ratio"):
                 continue
             st[k] = flat(v) if (torch.is_tensor(v) and v.dim() > 0) else enc(float(v))
-        if "step" in opt.state[p]:
-            st["step"] = enc(float(opt.state[p]["step"]))
+        if "step" in peer_state:
+            st["step"] = enc(float(peer_state["step"]))
         state[n] = st
     return {
         "params": {n: {"shape": list(p.shape), "data": flat(p)} for n, p in params.items()},
@@ -193,6 +196,24 @@ CASES = [
     dict(name="lion_default", pipeline="lion()", torch=lambda g: lion_pytorch.Lion(g)),
     dict(name="lion_wd", pipeline="lion(lr=1e-3, betas=(0.95, 0.98), weight_decay=0.1)",
          torch=lambda g: lion_pytorch.Lion(g, lr=1e-3, betas=(0.95, 0.98), weight_decay=0.1)),
+    # bitsandbytes' AdEMAMix reference (pure torch, any dtype; its optimizer kernels take f32
+    # only on the CPU). It adds weight_decay * param to the update where bitsandbytes' kernels
+    # (and optjit) decay the parameter first: the same value, rounded otherwise. Its state,
+    # under optjit's names: m1_m2 stacks the fast and slow averages.
+    dict(name="ademamix_default", pipeline="ademamix()", state_map=lambda st: {
+        "exp_avg": st["m1_m2"][0], "exp_avg_slow": st["m1_m2"][1], "exp_avg_sq": st["nu"]},
+         torch=lambda g: _ReferenceAdEMAMix(g)),
+    # (One parameter a group: the reference warms alpha and beta3 up in place of the group's
+    # values inside its loop over parameters, so a group's second parameter would see them
+    # warmed up twice; bitsandbytes' optimizer computes them per parameter from the group's.)
+    dict(name="ademamix_warmup",
+         pipeline="ademamix(lr=0.01, betas=(0.8, 0.99, 0.999), alpha=3, t_alpha=4, t_beta3=5, "
+                  "eps=1e-6, weight_decay=0.1)", steps=8,
+         groups=[dict(patterns=["b"], overrides={"alpha": 2.0}, torch={"alpha": 2.0})],
+         state_map=lambda st: {
+             "exp_avg": st["m1_m2"][0], "exp_avg_slow": st["m1_m2"][1], "exp_avg_sq": st["nu"]},
+         torch=lambda g: _ReferenceAdEMAMix(g, lr=0.01, betas=(0.8, 0.99, 0.999), alpha=3,
+                                            t_alpha=4, t_beta3=5, eps=1e-6, weight_decay=0.1)),
     dict(name="lamb_default", pipeline="lamb()", torch=lambda g: torch_optimizer.Lamb(g)),
     dict(name="lamb_wd_debias", pipeline="lamb(lr=0.01, weight_decay=0.01, debias=true)",
          torch=lambda g: torch_optimizer.Lamb(g, lr=0.01, weight_decay=0.01, debias=True)),
