@@ -25,6 +25,10 @@ CASES = {
     "adamw_bnb_8bit": (obnb, "AdamW", 1e-6),  # bitsandbytes' codes bit for bit
     "paged_adamw_8bit": (obnb, "AdamW", 1e-6),  # (is_paged=True: on the CPU, unpaged in both)
     "lion_8bit": (obnb, "Lion", 1e-6),
+    # (as RMSprop below: bitsandbytes' fused multiply-adds in its three averages; measured
+    # 1.9e-6 with 8-bit state)
+    "ademamix_8bit": (obnb, "AdEMAMix", 1e-5),
+    "paged_ademamix_32bit": (obnb, "AdEMAMix", 1e-6),
     # RMSprop divides by the root of a small second moment: bitsandbytes' fused multiply-adds
     # and optjit's two roundings move a parameter apart by up to a few 1e-6 (measured 2.4e-6;
     # test_dropins.py checks it is no less accurate against the float64 reference)
