@@ -269,6 +269,10 @@ def _to_bitsandbytes(st: Dict[str, Any], names: Tuple[str, ...]) -> Dict[str, An
                  for name in stacked]  # (8-bit codes keep the parameter's shape and order)
         if any(t is None for _, t, _, _, _ in parts):
             continue
+        if len({t.dtype for _, t, _, _, _ in parts}) > 1:
+            raise Error(f"states {' and '.join(stacked)} are one tensor in bitsandbytes' state "
+                        f"dict, so they need one format; they hold "
+                        f"{' and '.join(str(t.dtype) for _, t, _, _, _ in parts)}")
         for name, t, absmax, fmt, _ in parts:
             if t.dtype == torch.uint8:
                 if not isinstance(absmax, torch.Tensor):

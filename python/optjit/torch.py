@@ -1393,9 +1393,10 @@ class Optimizer(torch.optim.Optimizer):
         blocks), so a bitsandbytes run continues in optjit.torch.<name>(state_format="8bit")."""
         names = self._BNB_STATES.get(getattr(self, "_name", None))
         if names is None:
+            # (this module's classes, as spelled: AdamW, RMSprop, SGD, AdEMAMix)
+            takers = [n for n in __all__ if getattr(globals()[n], "_name", "") in self._BNB_STATES]
             raise Error(f"a bitsandbytes checkpoint loads into optjit.torch's "
-                        f"{', '.join(n.capitalize() for n in self._BNB_STATES)}, not "
-                        f"{type(self).__name__}")
+                        f"{', '.join(takers)}, not {type(self).__name__}")
         st = dict(st)
         st.update(st.pop("__bnb_optimizer_quant_state__", {}))
         new = {}

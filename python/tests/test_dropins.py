@@ -274,6 +274,22 @@ def test_ademamix32bit_steps_as_ademamix_where_bitsandbytes_own_cannot():
     assert torch.equal(tb.state[theirs[0]]["state1"][1], to.state[ours[0]]["exp_avg_slow"])
 
 
+def test_ademamix_averages_of_two_formats_are_refused_in_bitsandbytes_layout():
+    """bitsandbytes keeps AdEMAMix's two averages in one tensor: an optjit state with exp_avg
+    in 8 bits and exp_avg_slow in f32 cannot be saved so (stacking would turn the codes into
+    floats); the error names both."""
+    p = torch.nn.Parameter(torch.randn(5000))
+    p.grad = torch.randn(5000)
+    mixed = ot.AdEMAMix([p], state_format="exp_avg:q8")
+    mixed.step()
+    drop_in = obnb.optim.AdEMAMix8bit([p])
+    drop_in.load_state_dict(mixed.state_dict())
+    with pytest.raises(optjit.Error, match="states exp_avg and exp_avg_slow are one tensor in "
+                                           "bitsandbytes' state dict, so they need one format; "
+                                           "they hold torch.uint8 and torch.float32"):
+        drop_in.state_dict()
+
+
 def test_ademamix_in_float64_is_bitsandbytes_reference_under_a_scheduler():
     """optjit.torch.AdEMAMix on float64 parameters against bitsandbytes' own float64 reference
     (_ReferenceAdEMAMix, which adds weight_decay * param to the update where the kernels decay

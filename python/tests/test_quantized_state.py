@@ -225,7 +225,8 @@ def test_checkpoints_in_another_format_convert_and_another_optimizers_are_errors
             assert torch.equal(got["exp_avg_sq"].flatten(),
                                torch.frombuffer(bytearray(codes), dtype=torch.uint8))
     with pytest.raises(optjit.Error, match=r"a bitsandbytes checkpoint loads into optjit.torch's "
-                                           r"Adam, Adamw, Lion, Rmsprop, Sgd, Adagrad, not Adadelta"):
+                                           r"SGD, Adam, AdamW, RMSprop, Adagrad, Lion, AdEMAMix, "
+                                           r"not Adadelta"):
         ot.Adadelta([torch.nn.Parameter(p.detach().clone()) for p in theirs]).load_state_dict(
             copy.deepcopy(tb.state_dict()))
     ps = [torch.nn.Parameter(torch.randn(5)) for _ in range(2)]
