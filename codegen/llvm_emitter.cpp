@@ -159,6 +159,7 @@ class PassEmitter {
       a = e + 1;
     }
     vbmi_ = vbmi_ && avx512bw_;
+    gathers_ = avx2_ && !avx512f_;
     for (unsigned a : {0u, 1u}) fn_->addParamAttr(a, llvm::Attribute::ReadOnly);
     for (unsigned a : {0u, 1u, 4u}) fn_->addParamAttr(a, llvm::Attribute::NoAlias);
     llvm::Value* rows = fn_->getArg(0);
@@ -238,7 +239,8 @@ class PassEmitter {
         return a;
       };
       if (in.op == Op::Store) tmp_[in.attr] = block_array(b_.getFloatTy(), ".block");
-      if (in.op == Op::Load && byte_planes(in.attr) && !dequantized_.count(in.attr))
+      if (in.op == Op::Load && (byte_planes(in.attr) || gathered(in.attr)) &&
+          !dequantized_.count(in.attr))
         dequantized_[in.attr] = block_array(b_.getFloatTy(), ".values");
       if (in.op == Op::Load && bits(in.attr) == 4 && !unpacked_.count(in.attr))
         unpacked_[in.attr] = block_array(b_.getInt8Ty(), ".unpacked");
@@ -533,7 +535,8 @@ class PassEmitter {
       for (const auto& [buf, arr] : unpacked_)
         if (loads(buf)) unpack_block(buf, b0, count);
       for (const auto& [buf, arr] : dequantized_)
-        if (loads(buf)) dequantize_block(buf, b0, count);
+        if (loads(buf))
+          byte_planes(buf) ? dequantize_block(buf, b0, count) : gather_block(buf, b0, count);
       std::map<uint32_t, llvm::Value*> amax;
       for (const auto& [buf, t] : tmp_) amax[buf] = b_.getInt32(0);
       OPTJIT_TRY(element_loop(count, b0, true, acc, amax));
@@ -634,6 +637,76 @@ class PassEmitter {
   bool byte_planes(uint32_t buf) const {
     const ir::QuantInfo& q = ir::info(quant(buf));
     return vbmi_ && block() % 64 == 0 && !ir::linear_map(q.map);
+  }
+
+  // Whether buffer buf's codes are dequantized a block at a time by gathers (gather_block), and
+  // quantized by them (gather_codes): bitsandbytes' 8-bit maps on a CPU with AVX2 but not
+  // AVX-512. LLVM 15 vectorizes a table lookup with gathers only where the target has AVX-512 or
+  // fast gathers (not Zen 2 or 3, nor Haswell); elsewhere it loads each element by itself. A
+  // gather of 8 lanes takes 4.3-5.0 ns on a Zen 3 (0.55-0.62 ns a lane), 8 scalar lookups 7.1
+  // ns; the 8-bit AdamW step is 15% faster at 16M parameters on 2 threads, 6% in cache
+  // (bench/results/cpu-2026-11-28-zen3.md). torchao's 16-value 4-bit map is left to LLVM:
+  // gathering it was 5% slower.
+  bool gathered(uint32_t buf) const {
+    const ir::QuantInfo& q = ir::info(quant(buf));
+    return gathers_ && q.map.size() == 256 && q.kind == ir::QuantKind::table;
+  }
+
+  // body() where cond holds, else nothing.
+  void when(llvm::Value* cond, const char* name, const std::function<void()>& body) {
+    auto* then = llvm::BasicBlock::Create(c_, name, fn_);
+    auto* done = llvm::BasicBlock::Create(c_, std::string(name) + ".done", fn_);
+    b_.CreateCondBr(cond, then, done);
+    b_.SetInsertPoint(then);
+    body();
+    b_.CreateBr(done);
+    b_.SetInsertPoint(done);
+  }
+
+  // A block's map values into its array before the element loop, as dequantize_block, on AVX2:
+  // eight at a time by vgatherdps from the map (1 KiB: it stays in L1), the rest (a partial
+  // block's last n % 8) one by one. The same bits as map[code]. 8-bit codes only (gathered).
+  void gather_block(uint32_t buf, llvm::Value* b0, llvm::Value* n) {
+    auto* v8i8 = llvm::FixedVectorType::get(b_.getInt8Ty(), 8);
+    auto* v8i32 = llvm::FixedVectorType::get(b_.getInt32Ty(), 8);
+    auto* v8f = llvm::FixedVectorType::get(b_.getFloatTy(), 8);
+    llvm::GlobalVariable* map = quant_table(quant(buf), false);
+    llvm::Function* gather =
+        llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::x86_avx2_gather_d_ps_256);
+    auto* arr = llvm::cast<llvm::AllocaInst>(dequantized_.at(buf));
+    auto value_at = [&](llvm::Value* k) {
+      return b_.CreateInBoundsGEP(arr->getAllocatedType(), arr, {b_.getInt64(0), k});
+    };
+    auto code_at = [&](llvm::Value* k) {
+      return b_.CreateInBoundsGEP(b_.getInt8Ty(), codes_.at(buf), b_.CreateAdd(b0, k));
+    };
+    llvm::Value* all = b_.CreateBitCast(llvm::Constant::getAllOnesValue(v8i32), v8f);
+    llvm::Value* n8 = b_.CreateAnd(n, b_.getInt64(~int64_t{7}));
+    when(b_.CreateICmpSGT(n8, b_.getInt64(0)), "dequantize.gather", [&] {
+      counted_loop("dequantize.gather.loop", n8, 8, [&](llvm::Value* k) {
+        auto* codes = b_.CreateAlignedLoad(v8i8, code_at(k), llvm::Align(1));
+        tag(codes, buf);
+        llvm::Value* values =
+            b_.CreateCall(gather, {llvm::ConstantAggregateZero::get(v8f), map,
+                                   b_.CreateZExt(codes, v8i32), all, b_.getInt8(4)});
+        b_.CreateAlignedStore(values, value_at(k), llvm::Align(32));
+      });
+    });
+    when(b_.CreateICmpSGT(n, n8), "dequantize.rest", [&] {
+      counted_loop(
+          "dequantize.rest.loop", b_.CreateSub(n, n8), 1,
+          [&](llvm::Value* r) {
+            llvm::Value* k = b_.CreateAdd(n8, r);
+            auto* code = b_.CreateLoad(b_.getInt8Ty(), code_at(k));
+            tag(code, buf);
+            llvm::Value* m = b_.CreateLoad(
+                b_.getFloatTy(),
+                b_.CreateInBoundsGEP(map->getValueType(), map,
+                                     {b_.getInt64(0), b_.CreateZExt(code, b_.getInt64Ty())}));
+            b_.CreateStore(m, value_at(k));
+          },
+          /*plain=*/true);
+    });
   }
 
   // A block's map values, map[code] for each of its n codes, into its array before the element
@@ -809,6 +882,8 @@ class PassEmitter {
       if (std::vector<uint16_t> bound = code_bounds(quant(buf)); !bound.empty())
         vector_codes = [=, this] { search_codes(buf, arr, bound, b0, n, inv); };
     }
+    if (!vector_codes && table && gathers_ && !nibble)
+      vector_codes = [=, this] { gather_codes(buf, arr, b0, n, inv); };
     llvm::BasicBlock* join = nullptr;
     if (vector_codes) {
       auto* fast = llvm::BasicBlock::Create(c_, "q.vector", fn_);
@@ -859,6 +934,57 @@ class PassEmitter {
       b_.CreateBr(join);
       b_.SetInsertPoint(join);
     }
+  }
+
+  // The table quantizer on AVX2 (see gathered): eight staged values at a time, each one's lut
+  // index as lut_index_in_range computes it (the block's absmax is in [2^-126, 2^126]), its code
+  // the low byte of a vpgatherdd at that byte of the lut (3 bytes of padding past its end); the
+  // rest (a partial block's last n % 8) by table_code. lut[index] bit for bit.
+  void gather_codes(uint32_t buf, llvm::AllocaInst* staged, llvm::Value* b0, llvm::Value* n,
+                    llvm::Value* inv) {
+    auto* f32 = b_.getFloatTy();
+    auto* v8f = llvm::FixedVectorType::get(f32, 8);
+    auto* v8i32 = llvm::FixedVectorType::get(b_.getInt32Ty(), 8);
+    auto* v8i8 = llvm::FixedVectorType::get(b_.getInt8Ty(), 8);
+    llvm::GlobalVariable* lut = quant_table(quant(buf), true);
+    llvm::Function* gather =
+        llvm::Intrinsic::getDeclaration(&m_, llvm::Intrinsic::x86_avx2_gather_d_d_256);
+    auto value_at = [&](llvm::Value* k) {
+      return b_.CreateInBoundsGEP(staged->getAllocatedType(), staged, {b_.getInt64(0), k});
+    };
+    auto code_at = [&](llvm::Value* k) {
+      return b_.CreateInBoundsGEP(b_.getInt8Ty(), codes_.at(buf), b_.CreateAdd(b0, k));
+    };
+    llvm::Value* n8 = b_.CreateAnd(n, b_.getInt64(~int64_t{7}));
+    when(b_.CreateICmpSGT(n8, b_.getInt64(0)), "q.gather", [&] {
+      llvm::Value* inv8 = b_.CreateVectorSplat(8, inv);
+      llvm::Value* all = llvm::Constant::getAllOnesValue(v8i32);
+      counted_loop("q.gather.loop", n8, 8, [&](llvm::Value* k) {
+        llvm::Value* x = b_.CreateAlignedLoad(v8f, value_at(k), llvm::Align(32));
+        // lut_index_in_range, converted signed: the index is below 2^16 (AVX2 has no unsigned
+        // conversion; fptoui would take several instructions a vector).
+        llvm::Value* t = b_.CreateFAdd(b_.CreateFMul(x, inv8), llvm::ConstantFP::get(v8f, 1.0));
+        llvm::Value* u = b_.CreateIntrinsic(
+            llvm::Intrinsic::fma, {v8f},
+            {t, llvm::ConstantFP::get(v8f, 32767.5), llvm::ConstantFP::get(v8f, 0.5)});
+        llvm::Value* cells = b_.CreateCall(gather, {llvm::ConstantAggregateZero::get(v8i32), lut,
+                                                    b_.CreateFPToSI(u, v8i32), all, b_.getInt8(1)});
+        auto* st = b_.CreateAlignedStore(b_.CreateTrunc(cells, v8i8), code_at(k), llvm::Align(1));
+        tag(st, buf);
+      });
+    });
+    when(b_.CreateICmpSGT(n, n8), "q.gather.rest", [&] {
+      counted_loop(
+          "q.gather.rest.loop", b_.CreateSub(n, n8), 1,
+          [&](llvm::Value* r) {
+            llvm::Value* k = b_.CreateAdd(n8, r);
+            llvm::Value* code =
+                table_code(quant(buf), b_.CreateLoad(f32, value_at(k)), inv, b_.getFalse());
+            auto* st = b_.CreateStore(code, code_at(k));
+            tag(st, buf);
+          },
+          /*plain=*/true);
+    });
   }
 
   // The table quantizer's lut as the cells where each code starts: bound[c] = the first cell i
@@ -1647,6 +1773,7 @@ class PassEmitter {
   bool vbmi_ = false;                             // AVX-512 VBMI: dequantize_block
   bool avx512bw_ = false;                         // AVX-512 BW: search_codes
   bool avx512f_ = false, avx2_ = false;           // f32 lanes of a vector register: 16, 8
+  bool gathers_ = false;                          // AVX2 without AVX-512: gather_block, ...
   bool prefer256_ = false;                        // LLVM's tuning: 256-bit vectors (8 lanes)
 };
 

@@ -4,6 +4,6 @@
 
 namespace optjit::codegen {
 
-inline constexpr int kCodegenVersion = 9;
+inline constexpr int kCodegenVersion = 10;
 
 }  // namespace optjit::codegen
