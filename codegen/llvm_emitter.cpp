@@ -652,6 +652,11 @@ class PassEmitter {
     return gathers_ && q.map.size() == 256 && q.kind == ir::QuantKind::table;
   }
 
+  // The byte of element k of the block at b0 among buffer buf's 8-bit codes in this chunk.
+  llvm::Value* code_byte(uint32_t buf, llvm::Value* b0, llvm::Value* k) {
+    return b_.CreateInBoundsGEP(b_.getInt8Ty(), codes_.at(buf), b_.CreateAdd(b0, k));
+  }
+
   // body() where cond holds, else nothing.
   void when(llvm::Value* cond, const char* name, const std::function<void()>& body) {
     auto* then = llvm::BasicBlock::Create(c_, name, fn_);
@@ -661,6 +666,22 @@ class PassEmitter {
     body();
     b_.CreateBr(done);
     b_.SetInsertPoint(done);
+  }
+
+  // A block's n elements as AVX2 takes them: eight(k) for each whole vector of 8 (k = 0, 8, ...),
+  // then one(k) for each of the last n % 8 (a partial block's); `name` labels the loops.
+  void by_eights(const std::string& name, llvm::Value* n,
+                 const std::function<void(llvm::Value*)>& eight,
+                 const std::function<void(llvm::Value*)>& one) {
+    llvm::Value* n8 = b_.CreateAnd(n, b_.getInt64(~int64_t{7}));
+    when(b_.CreateICmpSGT(n8, b_.getInt64(0)), name.c_str(),
+         [&] { counted_loop(name + ".loop", n8, 8, eight); });
+    const std::string rest = name + ".rest";
+    when(b_.CreateICmpSGT(n, n8), rest.c_str(), [&] {
+      counted_loop(
+          rest + ".loop", b_.CreateSub(n, n8), 1, [&](llvm::Value* r) { one(b_.CreateAdd(n8, r)); },
+          /*plain=*/true);
+    });
   }
 
   // A block's map values into its array before the element loop, as dequantize_block, on AVX2:
@@ -677,36 +698,26 @@ class PassEmitter {
     auto value_at = [&](llvm::Value* k) {
       return b_.CreateInBoundsGEP(arr->getAllocatedType(), arr, {b_.getInt64(0), k});
     };
-    auto code_at = [&](llvm::Value* k) {
-      return b_.CreateInBoundsGEP(b_.getInt8Ty(), codes_.at(buf), b_.CreateAdd(b0, k));
-    };
     llvm::Value* all = b_.CreateBitCast(llvm::Constant::getAllOnesValue(v8i32), v8f);
-    llvm::Value* n8 = b_.CreateAnd(n, b_.getInt64(~int64_t{7}));
-    when(b_.CreateICmpSGT(n8, b_.getInt64(0)), "dequantize.gather", [&] {
-      counted_loop("dequantize.gather.loop", n8, 8, [&](llvm::Value* k) {
-        auto* codes = b_.CreateAlignedLoad(v8i8, code_at(k), llvm::Align(1));
-        tag(codes, buf);
-        llvm::Value* values =
-            b_.CreateCall(gather, {llvm::ConstantAggregateZero::get(v8f), map,
-                                   b_.CreateZExt(codes, v8i32), all, b_.getInt8(4)});
-        b_.CreateAlignedStore(values, value_at(k), llvm::Align(32));
-      });
-    });
-    when(b_.CreateICmpSGT(n, n8), "dequantize.rest", [&] {
-      counted_loop(
-          "dequantize.rest.loop", b_.CreateSub(n, n8), 1,
-          [&](llvm::Value* r) {
-            llvm::Value* k = b_.CreateAdd(n8, r);
-            auto* code = b_.CreateLoad(b_.getInt8Ty(), code_at(k));
-            tag(code, buf);
-            llvm::Value* m = b_.CreateLoad(
-                b_.getFloatTy(),
-                b_.CreateInBoundsGEP(map->getValueType(), map,
-                                     {b_.getInt64(0), b_.CreateZExt(code, b_.getInt64Ty())}));
-            b_.CreateStore(m, value_at(k));
-          },
-          /*plain=*/true);
-    });
+    by_eights(
+        "dequantize.gather", n,
+        [&](llvm::Value* k) {
+          auto* codes = b_.CreateAlignedLoad(v8i8, code_byte(buf, b0, k), llvm::Align(1));
+          tag(codes, buf);
+          llvm::Value* values =
+              b_.CreateCall(gather, {llvm::ConstantAggregateZero::get(v8f), map,
+                                     b_.CreateZExt(codes, v8i32), all, b_.getInt8(4)});
+          b_.CreateAlignedStore(values, value_at(k), llvm::Align(32));
+        },
+        [&](llvm::Value* k) {
+          auto* code = b_.CreateLoad(b_.getInt8Ty(), code_byte(buf, b0, k));
+          tag(code, buf);
+          llvm::Value* m = b_.CreateLoad(
+              b_.getFloatTy(),
+              b_.CreateInBoundsGEP(map->getValueType(), map,
+                                   {b_.getInt64(0), b_.CreateZExt(code, b_.getInt64Ty())}));
+          b_.CreateStore(m, value_at(k));
+        });
   }
 
   // A block's map values, map[code] for each of its n codes, into its array before the element
@@ -743,7 +754,7 @@ class PassEmitter {
           bits(buf) == 4 ? b_.CreateInBoundsGEP(
                                llvm::cast<llvm::AllocaInst>(unpacked_.at(buf))->getAllocatedType(),
                                unpacked_.at(buf), {b_.getInt64(0), k})
-                         : b_.CreateInBoundsGEP(i8, codes_.at(buf), b_.CreateAdd(b0, k));
+                         : code_byte(buf, b0, k);
       auto* codes = b_.CreateMaskedLoad(v64, at, llvm::Align(1), tail_mask(n, k, 64),
                                         llvm::ConstantAggregateZero::get(v64), "codes64");
       if (bits(buf) == 8) tag(codes, buf);
@@ -882,7 +893,7 @@ class PassEmitter {
       if (std::vector<uint16_t> bound = code_bounds(quant(buf)); !bound.empty())
         vector_codes = [=, this] { search_codes(buf, arr, bound, b0, n, inv); };
     }
-    if (!vector_codes && table && gathers_ && !nibble)
+    if (!vector_codes && table && gathered(buf))
       vector_codes = [=, this] { gather_codes(buf, arr, b0, n, inv); };
     llvm::BasicBlock* join = nullptr;
     if (vector_codes) {
@@ -902,10 +913,9 @@ class PassEmitter {
       b_.SetInsertPoint(zeros);
       auto* i8x64 = llvm::FixedVectorType::get(b_.getInt8Ty(), 64);
       counted_loop("zeros", n, 64, [&](llvm::Value* k) {
-        auto* none = b_.CreateMaskedStore(
-            llvm::ConstantAggregateZero::get(i8x64),
-            b_.CreateInBoundsGEP(b_.getInt8Ty(), codes_.at(buf), b_.CreateAdd(b0, k)),
-            llvm::Align(1), tail_mask(n, k, 64));
+        auto* none =
+            b_.CreateMaskedStore(llvm::ConstantAggregateZero::get(i8x64), code_byte(buf, b0, k),
+                                 llvm::Align(1), tail_mask(n, k, 64));
         tag(none, buf);
       });
       b_.CreateBr(join);
@@ -952,39 +962,29 @@ class PassEmitter {
     auto value_at = [&](llvm::Value* k) {
       return b_.CreateInBoundsGEP(staged->getAllocatedType(), staged, {b_.getInt64(0), k});
     };
-    auto code_at = [&](llvm::Value* k) {
-      return b_.CreateInBoundsGEP(b_.getInt8Ty(), codes_.at(buf), b_.CreateAdd(b0, k));
-    };
-    llvm::Value* n8 = b_.CreateAnd(n, b_.getInt64(~int64_t{7}));
-    when(b_.CreateICmpSGT(n8, b_.getInt64(0)), "q.gather", [&] {
-      llvm::Value* inv8 = b_.CreateVectorSplat(8, inv);
-      llvm::Value* all = llvm::Constant::getAllOnesValue(v8i32);
-      counted_loop("q.gather.loop", n8, 8, [&](llvm::Value* k) {
-        llvm::Value* x = b_.CreateAlignedLoad(v8f, value_at(k), llvm::Align(32));
-        // lut_index_in_range, converted signed: the index is below 2^16 (AVX2 has no unsigned
-        // conversion; fptoui would take several instructions a vector).
-        llvm::Value* t = b_.CreateFAdd(b_.CreateFMul(x, inv8), llvm::ConstantFP::get(v8f, 1.0));
-        llvm::Value* u = b_.CreateIntrinsic(
-            llvm::Intrinsic::fma, {v8f},
-            {t, llvm::ConstantFP::get(v8f, 32767.5), llvm::ConstantFP::get(v8f, 0.5)});
-        llvm::Value* cells = b_.CreateCall(gather, {llvm::ConstantAggregateZero::get(v8i32), lut,
-                                                    b_.CreateFPToSI(u, v8i32), all, b_.getInt8(1)});
-        auto* st = b_.CreateAlignedStore(b_.CreateTrunc(cells, v8i8), code_at(k), llvm::Align(1));
-        tag(st, buf);
-      });
-    });
-    when(b_.CreateICmpSGT(n, n8), "q.gather.rest", [&] {
-      counted_loop(
-          "q.gather.rest.loop", b_.CreateSub(n, n8), 1,
-          [&](llvm::Value* r) {
-            llvm::Value* k = b_.CreateAdd(n8, r);
-            llvm::Value* code =
-                table_code(quant(buf), b_.CreateLoad(f32, value_at(k)), inv, b_.getFalse());
-            auto* st = b_.CreateStore(code, code_at(k));
-            tag(st, buf);
-          },
-          /*plain=*/true);
-    });
+    llvm::Value* inv8 = b_.CreateVectorSplat(8, inv);
+    by_eights(
+        "q.gather", n,
+        [&](llvm::Value* k) {
+          llvm::Value* x = b_.CreateAlignedLoad(v8f, value_at(k), llvm::Align(32));
+          // lut_index_in_range, converted signed: the index is below 2^16 (AVX2 has no unsigned
+          // conversion; fptoui would take several instructions a vector).
+          llvm::Value* t = b_.CreateFAdd(b_.CreateFMul(x, inv8), llvm::ConstantFP::get(v8f, 1.0));
+          llvm::Value* u = b_.CreateIntrinsic(
+              llvm::Intrinsic::fma, {v8f},
+              {t, llvm::ConstantFP::get(v8f, 32767.5), llvm::ConstantFP::get(v8f, 0.5)});
+          llvm::Value* cells = b_.CreateCall(
+              gather, {llvm::ConstantAggregateZero::get(v8i32), lut, b_.CreateFPToSI(u, v8i32),
+                       llvm::Constant::getAllOnesValue(v8i32), b_.getInt8(1)});
+          auto* st = b_.CreateAlignedStore(b_.CreateTrunc(cells, v8i8), code_byte(buf, b0, k),
+                                           llvm::Align(1));
+          tag(st, buf);
+        },
+        [&](llvm::Value* k) {
+          llvm::Value* code =
+              table_code(quant(buf), b_.CreateLoad(f32, value_at(k)), inv, b_.getFalse());
+          tag(b_.CreateStore(code, code_byte(buf, b0, k)), buf);
+        });
   }
 
   // The table quantizer's lut as the cells where each code starts: bound[c] = the first cell i
@@ -1072,9 +1072,8 @@ class PassEmitter {
                                llvm::ConstantAggregateZero::get(vi16)));
       }
       llvm::Value* codes = b_.CreateTrunc(c, vi8);
-      auto* st = b_.CreateMaskedStore(
-          codes, b_.CreateInBoundsGEP(b_.getInt8Ty(), codes_.at(buf), b_.CreateAdd(b0, k)),
-          llvm::Align(1), tail_mask(n, k, 32));
+      auto* st =
+          b_.CreateMaskedStore(codes, code_byte(buf, b0, k), llvm::Align(1), tail_mask(n, k, 32));
       tag(st, buf);
     });
   }
@@ -1184,8 +1183,7 @@ class PassEmitter {
                          b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin, code, splat8(254))),
             code);
       auto* st =
-          b_.CreateMaskedStore(code, b_.CreateInBoundsGEP(i8, codes_.at(buf), b_.CreateAdd(b0, k)),
-                               llvm::Align(1), tail_mask(n, k, 64));
+          b_.CreateMaskedStore(code, code_byte(buf, b0, k), llvm::Align(1), tail_mask(n, k, 64));
       tag(st, buf);
     });
   }

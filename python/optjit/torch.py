@@ -1935,10 +1935,13 @@ class _Builtin(Optimizer):
 
     def _unfused_pipeline(self) -> Optional[str]:
         state_format = self._pipeline_args[0]
-        # (A structural flag given as 1 or 0, as torch takes it, is written true or false.)
-        args = ", ".join(
-            f"{k}={_number(bool(v) if k in self._structural else 0 if v is None else v)}"
-            for k, v in self._built.items())
+        def value(k: str, v: Any) -> Any:
+            # (A structural flag given as 1 or 0, as torch takes it, is written true or false.)
+            if k in self._structural:
+                return bool(v)
+            return 0.0 if v is None and k in self._none_is_zero else v
+
+        args = ", ".join(f"{k}={_number(value(k, v))}" for k, v in self._built.items())
         if state_format is not None:
             args += f', state_format="{state_format}"'
         return f"{self._name}({args})"

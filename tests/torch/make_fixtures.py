@@ -132,6 +132,12 @@ def fnmatch(pat, name):
 O = torch.optim
 S = torch.optim.lr_scheduler
 
+
+def ademamix_state(st):
+    """bitsandbytes' AdEMAMix reference state under optjit's names (m1_m2 stacks the fast and
+    slow averages)."""
+    return {"exp_avg": st["m1_m2"][0], "exp_avg_slow": st["m1_m2"][1], "exp_avg_sq": st["nu"]}
+
 CASES = [
     # SGD
     dict(name="sgd_plain", pipeline="sgd(lr=0.1)", torch=lambda g: O.SGD(g, lr=0.1)),
@@ -198,10 +204,8 @@ CASES = [
          torch=lambda g: lion_pytorch.Lion(g, lr=1e-3, betas=(0.95, 0.98), weight_decay=0.1)),
     # bitsandbytes' AdEMAMix reference (pure torch, any dtype; its optimizer kernels take f32
     # only on the CPU). It adds weight_decay * param to the update where bitsandbytes' kernels
-    # (and optjit) decay the parameter first: the same value, rounded otherwise. Its state,
-    # under optjit's names: m1_m2 stacks the fast and slow averages.
-    dict(name="ademamix_default", pipeline="ademamix()", state_map=lambda st: {
-        "exp_avg": st["m1_m2"][0], "exp_avg_slow": st["m1_m2"][1], "exp_avg_sq": st["nu"]},
+    # (and optjit) decay the parameter first: the same value, rounded otherwise.
+    dict(name="ademamix_default", pipeline="ademamix()", state_map=ademamix_state,
          torch=lambda g: _ReferenceAdEMAMix(g)),
     # (One parameter a group: the reference warms alpha and beta3 up in place of the group's
     # values inside its loop over parameters, so a group's second parameter would see them
@@ -210,8 +214,7 @@ CASES = [
          pipeline="ademamix(lr=0.01, betas=(0.8, 0.99, 0.999), alpha=3, t_alpha=4, t_beta3=5, "
                   "eps=1e-6, weight_decay=0.1)", steps=8,
          groups=[dict(patterns=["b"], overrides={"alpha": 2.0}, torch={"alpha": 2.0})],
-         state_map=lambda st: {
-             "exp_avg": st["m1_m2"][0], "exp_avg_slow": st["m1_m2"][1], "exp_avg_sq": st["nu"]},
+         state_map=ademamix_state,
          torch=lambda g: _ReferenceAdEMAMix(g, lr=0.01, betas=(0.8, 0.99, 0.999), alpha=3,
                                             t_alpha=4, t_beta3=5, eps=1e-6, weight_decay=0.1)),
     dict(name="lamb_default", pipeline="lamb()", torch=lambda g: torch_optimizer.Lamb(g)),
