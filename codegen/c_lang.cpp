@@ -573,7 +573,7 @@ class Wgsl final : public Lang {
   const char* barrier() const override { return "workgroupBarrier()"; }
   std::string math(const char* fn, DType) const override {
     const std::string f = fn;
-    return f == "fabs" ? "abs" : f == "sqrt" ? "optjit_sqrt" : fn;
+    return f == "fabs" ? "abs" : f == "sqrt" ? "optjit_sqrt" : f == "fma" ? "optjit_fma" : fn;
   }
   std::string mul(const std::string& a, const std::string& b) const override {
     return fmt::format("optjit_mul({}, {})", a, b);
@@ -800,18 +800,66 @@ fn optjit_f32_to_f64(x: f32) -> vec2<u32> {
         "  return bitcast<f32>(bitcast<u32>(x) + {}u);\n}}\n",
         static_cast<uint32_t>(skew));
   }
+  // optjit_fma(a, b, c): a * b + c rounded once. The adapter's own `fma` where it is fused
+  // (F32Division::fma: the probe saw it fused); elsewhere built from what WGSL promises:
+  // Dekker's exact product p + e (Veltkamp's 12-bit halves), c + p summed exactly as s + t
+  // (Knuth's two-sum), t + e rounded to odd, and that added to s: correctly rounded (Boldo and
+  // Melquiond, "Emulation of FMA and correctly rounded sums", IEEE TC 57(4), 2008) where no step
+  // overflows or leaves the normal range. Outside it (zero, Inf or NaN operands, |a| or |b| at
+  // or above 2^114, products below 2^-78 or at 2^126 and above, |c| at 2^126 and above) it is
+  // the unfused c + a * b: the fused result where a product is zero, Inf or NaN, an ulp at most
+  // from it for tiny products, and Inf where only the product overflows (2 * FLT_MAX - FLT_MAX).
+  static std::string fma_helper(F32Division division) {
+    if (division == F32Division::fma)
+      return "fn optjit_fma(a: f32, b: f32, c: f32) -> f32 { return fma(a, b, c); }\n";
+    return R"(fn optjit_exponent(x: f32) -> u32 { return (bitcast<u32>(x) >> 23u) & 255u; }
+fn optjit_halves(a: f32) -> vec2<f32> {
+  let c = optjit_mul(4097.0f, a);
+  let hi = optjit_sub(c, optjit_sub(c, a));
+  return vec2<f32>(hi, optjit_sub(a, hi));
+}
+// The rounding error of s = a + b, exactly.
+fn optjit_sum_error(a: f32, b: f32, s: f32) -> f32 {
+  let bb = optjit_sub(s, a);
+  return optjit_add(optjit_sub(a, optjit_sub(s, bb)), optjit_sub(b, bb));
+}
+fn optjit_fma(a: f32, b: f32, c: f32) -> f32 {
+  let p = optjit_mul(a, b);
+  let s = optjit_add(c, p);
+  let ep = optjit_exponent(p);
+  let ea = optjit_exponent(a);
+  let eb = optjit_exponent(b);
+  if (ea == 0u || ea > 240u || eb == 0u || eb > 240u || ep < 49u || ep > 252u ||
+      optjit_exponent(c) > 252u || optjit_exponent(s) == 255u) { return s; }
+  let ah = optjit_halves(a);
+  let bh = optjit_halves(b);
+  let e = optjit_add(optjit_add(optjit_add(optjit_sub(optjit_mul(ah.x, bh.x), p),
+                                           optjit_mul(ah.x, bh.y)),
+                                optjit_mul(ah.y, bh.x)),
+                     optjit_mul(ah.y, bh.y));
+  let t = optjit_sum_error(c, p, s);
+  let v0 = optjit_add(t, e);
+  let ve = optjit_sum_error(t, e, v0);
+  var v = v0;
+  if (ve != 0.0f && (bitcast<u32>(v0) & 1u) == 0u) {
+    let up = (ve > 0.0f) == (v0 > 0.0f);
+    v = bitcast<f32>(select(bitcast<u32>(v0) - 1u, bitcast<u32>(v0) + 1u, up));
+  }
+  return optjit_add(s, v);
+}
+)";
+  }
   std::string arithmetic_helpers(F32Division division) const override {
     std::string s =
         hardware_hook() +
         R"(fn optjit_opaque(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) ^ u32(args.w)); }
 fn optjit_mul(a: f32, b: f32) -> f32 { return optjit_opaque(a * b); }
-)";
+fn optjit_sub(a: f32, b: f32) -> f32 { return optjit_opaque(a - b); }
+fn optjit_add(a: f32, b: f32) -> f32 { return optjit_opaque(a + b); }
+)" + fma_helper(division);
     if (division == F32Division::hardware)
       return s + R"(fn optjit_div(a: f32, b: f32) -> f32 { return optjit_hw(a / b); }
 fn optjit_sqrt(v: f32) -> f32 { return optjit_hw(sqrt(v)); }
-)";
-    s += R"(fn optjit_sub(a: f32, b: f32) -> f32 { return optjit_opaque(a - b); }
-fn optjit_add(a: f32, b: f32) -> f32 { return optjit_opaque(a + b); }
 )";
     // x - q * y, exactly where that is an f32 (q near x / y, all of them near 1): one fused
     // multiply-add, or Dekker's product of 12-bit halves (ys: y's, from optjit_split).
@@ -1161,6 +1209,8 @@ std::string float_math(const Lang& L, ir::Op op, DType t, const std::vector<std:
       return L.mul(a[0], a[1]);
     case Op::Div:
       return L.div(a[0], a[1]);
+    case Op::Fma:
+      return fmt::format("{}({}, {}, {})", L.math("fma", t), a[0], a[1], a[2]);
     case Op::Min:
     case Op::Max:
       // NaN wins (torch's minimum and maximum propagate it).

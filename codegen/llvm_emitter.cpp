@@ -1701,6 +1701,8 @@ class PassEmitter {
         return b_.CreateFDiv(arg(0), arg(1));
       case Op::Pow:
         return call(llvm::Intrinsic::pow, {arg(0), arg(1)});
+      case Op::Fma:  // one rounding (vfmadd where the CPU has FMA, else libm's fmaf)
+        return call(llvm::Intrinsic::fma, {arg(0), arg(1), arg(2)});
       case Op::Min:
         return float_minmax(false, arg(0), arg(1));
       case Op::Max:

@@ -1,7 +1,11 @@
 // Each optimizer follows torch.optim's _single_tensor_<name> line by line (torch 2.x), so the
 // order of floating-point operations matches PyTorch's CPU path: Python-float scalar math in
-// f64, tensor math in the element compute type. `if weight_decay != 0` and similar runtime
-// tests on hyperparameters become selects, so changing a value never needs a recompile.
+// f64, tensor math in the element compute type, and a fused multiply-add (fma) wherever
+// PyTorch's vectorized CPU kernels (AVX2, AVX-512, NEON) and its CUDA kernels fuse one:
+// `x.add(y, alpha=a)`, `x.addcmul(t1, t2, value=v)` and `x.lerp(y, w)` (add_alpha, addcmul and
+// dsl::lerp below). addcdiv divides, so it stays a product, a quotient and a sum.
+// `if weight_decay != 0` and similar runtime tests on hyperparameters become selects, so
+// changing a value never needs a recompile.
 #include "ir/builtins.h"
 
 #include <cmath>
@@ -77,13 +81,26 @@ DefPtr schedule(std::string name, std::string doc, std::vector<H> hypers, std::v
   return d;
 }
 
+// torch's `x.add(y, alpha=a)`: y * a + x, rounded once.
+Value add_alpha(Value x, Value y, Value a) { return fma(y, a, x); }
+
+// torch's `x.addcmul(t1, t2, value=v)`: (v * t1) * t2 + x, the last product and sum fused.
+Value addcmul(Value x, Value t1, Value t2, Value v) { return fma(v * t1, t2, x); }
+
+// A value torch keeps in a 0-dim tensor of its default scalar dtype (f64 where the default
+// dtype is, as for f64 parameters; f32 otherwise).
+Value torch_scalar(Ctx& c, Value x) {
+  if (c.element_type() == DType::f64) return x;
+  return cast(cast(x, DType::f32), DType::f64);
+}
+
 // grad, negated under maximize=True.
 Value signed_grad(Ctx& c) { return c.flag("maximize") ? -c.grad() : c.grad(); }
 
 // torch: `if weight_decay != 0: grad = grad.add(param, alpha=weight_decay)`.
 Value l2_decay(Ctx& c, Value g) {
   Value wd = c.hyper("weight_decay");
-  return select(wd != 0.0, g + wd * c.param(), g);
+  return select(wd != 0.0, add_alpha(g, c.param(), wd), g);
 }
 
 // torch: `if weight_decay != 0: param.mul_(1 - lr * weight_decay)`.
@@ -93,7 +110,11 @@ void decoupled_decay(Ctx& c) {
 }
 
 // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-Value ema_sq(Value v, Value g, Value beta) { return v * beta + (1.0 - beta) * g * g; }
+Value ema_sq(Value v, Value g, Value beta) { return addcmul(v * beta, g, g, 1.0 - beta); }
+
+// exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1) (torch-optimizer, lion-pytorch, bitsandbytes;
+// torch.optim's own lerps)
+Value ema(Value m, Value g, Value beta) { return add_alpha(m * beta, g, 1.0 - beta); }
 
 void sgd(Ctx& c) {
   Value g = l2_decay(c, signed_grad(c));
@@ -110,12 +131,32 @@ void sgd(Ctx& c) {
     Value momentum = c.hyper("momentum");
     Value buf = c.state("momentum_buffer");
     Value first = c.step() == 1.0;
-    Value next = select(first, g, buf * momentum + (1.0 - c.hyper("dampening")) * g);
+    Value next = select(first, g, add_alpha(buf * momentum, g, 1.0 - c.hyper("dampening")));
     Value on = momentum != 0.0;
     c.set_state("momentum_buffer", select(on, next, buf));
-    g = select(on, nesterov ? g + momentum * next : next, g);
+    g = select(on, nesterov ? add_alpha(g, next, momentum) : next, g);
   }
-  c.set_param(c.param() + (-c.hyper("lr")) * g);
+  c.set_param(add_alpha(c.param(), g, -c.hyper("lr")));
+}
+
+// peer="bitsandbytes_8bit" or "bitsandbytes_32bit": the floating-point operations of
+// bitsandbytes' CPU kernels for 8-bit and for 32-bit state (bitsandbytes/backends/cpu/ops.py),
+// which its drop-ins (optjit.bitsandbytes) step by. Both compute exp_avg as
+// `mul_(beta1).add_(grad, alpha=1 - beta1)`, not torch's lerp; the 32-bit one also divides by
+// `sqrt(v) + eps * sqrt(bc2)` and steps by `add_(update, alpha=-lr * sqrt(bc2) / bc1)`, and
+// RMSprop's and Adagrad's by `add_(grad / (sqrt(v) + eps), alpha=-lr)`.
+// `what` (a variant the transform is asked for) where bitsandbytes has none: an error.
+std::string peer(Ctx& c, const char* what = nullptr) {
+  std::string p = c.option("peer");
+  if (p != "torch" && what) c.fail(make_error("peer=\"{}\": bitsandbytes has no {}", p, what));
+  return p;
+}
+O peer_option() {
+  return {"peer",
+          std::string("torch"),
+          "whose floating-point operations to follow: torch.optim's, or bitsandbytes' CPU kernels "
+          "for 8-bit or 32-bit state",
+          {"torch", "bitsandbytes_8bit", "bitsandbytes_32bit"}};
 }
 
 void adam(Ctx& c, bool decoupled) {
@@ -124,13 +165,23 @@ void adam(Ctx& c, bool decoupled) {
     decoupled_decay(c);
   else
     g = l2_decay(c, g);
+  const std::string follow = peer(c, c.flag("amsgrad") ? "AMSGrad" : nullptr);
   Value beta1 = c.hyper("betas", 0), beta2 = c.hyper("betas", 1), t = c.step();
-  Value m = lerp(c.state("exp_avg"), g, 1.0 - beta1);
+  Value m = follow == "torch" ? lerp(c.state("exp_avg"), g, 1.0 - beta1)
+                              : ema(c.state("exp_avg"), g, beta1);
   Value v = ema_sq(c.state("exp_avg_sq"), g, beta2);
   c.set_state("exp_avg", m);
   c.set_state("exp_avg_sq", v);
   Value bc1 = 1.0 - pow(beta1, t), bc2 = 1.0 - pow(beta2, t);
   Value step_size = c.hyper("lr") / bc1;
+  if (follow != "torch") {  // math.sqrt(1 - beta2**step)
+    Value c2 = sqrt(bc2);
+    if (follow == "bitsandbytes_32bit") {
+      Value update = m / (sqrt(v) + c.hyper("eps") * c2);
+      return c.set_param(add_alpha(c.param(), update, -c.hyper("lr") * c2 / bc1));
+    }
+    return c.set_param(c.param() + (-c.hyper("lr") / bc1) * m / (sqrt(v) / c2 + c.hyper("eps")));
+  }
   Value bc2_sqrt = pow(bc2, 0.5);
   if (c.flag("amsgrad")) {
     v = max(c.state("max_exp_avg_sq"), v);
@@ -162,7 +213,9 @@ void nadam(Ctx& c) {
     g = l2_decay(c, g);
   Value mu = beta1 * (1.0 - 0.5 * pow(0.96, t * md));
   Value mu_next = beta1 * (1.0 - 0.5 * pow(0.96, (t + 1.0) * md));
-  Value mu_product = c.scalar_state("mu_product", 1.0) * mu;
+  // torch keeps mu_product in a 0-dim tensor of its scalar dtype (f64 where the default dtype
+  // is, else f32) and multiplies it there by mu rounded to that dtype.
+  Value mu_product = torch_scalar(c, c.scalar_state("mu_product", 1.0) * torch_scalar(c, mu));
   c.set_scalar_state("mu_product", mu_product);
   Value m = lerp(c.state("exp_avg"), g, 1.0 - beta1);
   Value v = ema_sq(c.state("exp_avg_sq"), g, beta2);
@@ -191,12 +244,16 @@ void radam(Ctx& c) {
   Value rho_t = rho_inf - 2.0 * t * pow(beta2, t) / bc2;
   Value rect = pow(
       (rho_t - 4.0) * (rho_t - 2.0) * rho_inf / ((rho_inf - 4.0) * (rho_inf - 2.0) * rho_t), 0.5);
-  Value adaptive = pow(bc2, 0.5) / (sqrt(v) + c.hyper("eps"));
+  // `bias_correction2**0.5 / t` is torch's t.reciprocal() * bias_correction2**0.5.
+  Value adaptive = (1.0 / (sqrt(v) + c.hyper("eps"))) * pow(bc2, 0.5);
   Value rectified = corrected * lr * adaptive * rect;
   c.set_param(c.param() + (-1.0) * select(rho_t > 5.0, rectified, corrected * lr));
 }
 
 void rmsprop(Ctx& c) {
+  const std::string follow = peer(c, c.flag("centered")          ? "centered RMSprop"
+                                     : c.initial("momentum") > 0 ? "RMSprop with momentum"
+                                                                 : nullptr);
   Value g = l2_decay(c, signed_grad(c));
   Value alpha = c.hyper("alpha"), lr = c.hyper("lr");
   Value sq = ema_sq(c.state("square_avg"), g, alpha);
@@ -205,18 +262,19 @@ void rmsprop(Ctx& c) {
   if (c.flag("centered")) {
     Value ga = lerp(c.state("grad_avg"), g, 1.0 - alpha);
     c.set_state("grad_avg", ga);
-    avg = sqrt(sq + (-1.0) * ga * ga);
+    avg = sqrt(addcmul(sq, ga, ga, c.constant(-1.0)));
   } else {
     avg = sqrt(sq);
   }
   avg = avg + c.hyper("eps");
-  Value plain = c.param() + (-lr) * g / avg;
+  Value plain = follow == "bitsandbytes_32bit" ? add_alpha(c.param(), g / avg, -lr)
+                                               : c.param() + (-lr) * g / avg;
   if (c.initial("momentum") > 0) {
     Value momentum = c.hyper("momentum"), buf = c.state("momentum_buffer");
     Value on = momentum > 0.0;
     Value next = buf * momentum + g / avg;
     c.set_state("momentum_buffer", select(on, next, buf));
-    c.set_param(select(on, c.param() + (-lr) * next, plain));
+    c.set_param(select(on, add_alpha(c.param(), next, -lr), plain));
   } else {
     c.set_param(plain);
   }
@@ -225,10 +283,12 @@ void rmsprop(Ctx& c) {
 void adagrad(Ctx& c) {
   Value g = l2_decay(c, signed_grad(c));
   Value clr = c.hyper("lr") / (1.0 + (c.step() - 1.0) * c.hyper("lr_decay"));
-  Value sum = c.state("sum", StateInit::from_hyper("initial_accumulator_value")) + 1.0 * g * g;
+  Value sum = addcmul(c.state("sum", StateInit::from_hyper("initial_accumulator_value")), g, g,
+                      c.constant(1.0));
   c.set_state("sum", sum);
   Value std = sqrt(sum) + c.hyper("eps");
-  c.set_param(c.param() + (-clr) * g / std);
+  c.set_param(peer(c) == "bitsandbytes_32bit" ? add_alpha(c.param(), g / std, -clr)
+                                              : c.param() + (-clr) * g / std);
 }
 
 void adadelta(Ctx& c) {
@@ -239,7 +299,7 @@ void adadelta(Ctx& c) {
   Value delta = sqrt(acc + eps) / sqrt(sq + eps) * g;
   c.set_state("square_avg", sq);
   c.set_state("acc_delta", ema_sq(acc, delta, rho));
-  c.set_param(c.param() + (-c.hyper("lr")) * delta);
+  c.set_param(add_alpha(c.param(), delta, -c.hyper("lr")));
 }
 
 void rprop(Ctx& c) {
@@ -265,7 +325,7 @@ void asgd(Ctx& c) {
   Value eta = c.scalar_state("eta", StateInit::from_hyper("lr"));
   Value mu = c.scalar_state("mu", 1.0);
   Value p = c.param() * (1.0 - lambd * eta);
-  p = p + (-eta) * g;
+  p = add_alpha(p, g, -eta);
   c.set_param(p);
   Value ax = c.state("ax");
   c.set_state("ax", select(mu != 1.0, ax + (p - ax) * mu, p));
@@ -278,9 +338,9 @@ void lion(Ctx& c) {
   Value lr = c.hyper("lr"), beta1 = c.hyper("betas", 0), beta2 = c.hyper("betas", 1);
   Value g = c.grad(), m = c.state("exp_avg");
   Value p = c.param() * (1.0 - lr * c.hyper("weight_decay"));
-  Value update = sign(m * beta1 + (1.0 - beta1) * g);
-  c.set_param(p + (-lr) * update);
-  c.set_state("exp_avg", m * beta2 + (1.0 - beta2) * g);
+  Value update = sign(ema(m, g, beta1));
+  c.set_param(add_alpha(p, update, -lr));
+  c.set_state("exp_avg", ema(m, g, beta2));
 }
 
 // AdEMAMix (Pagliardini et al., 2024) as bitsandbytes' CPU kernels step it, 32-bit and 8-bit
@@ -296,8 +356,8 @@ void ademamix(Ctx& c) {
   alpha = select(t_alpha > 0.0, min(t * alpha / t_alpha, alpha), alpha);
   Value ln1 = log(beta1), ln3 = log(beta3), s = t / t_beta3;
   beta3 = select(t_beta3 > 0.0, min(exp(ln1 * ln3 / ((1.0 - s) * ln3 + s * ln1)), beta3), beta3);
-  Value m1 = c.state("exp_avg") * beta1 + (1.0 - beta1) * g;
-  Value m2 = c.state("exp_avg_slow") * beta3 + (1.0 - beta3) * g;
+  Value m1 = ema(c.state("exp_avg"), g, beta1);
+  Value m2 = ema(c.state("exp_avg_slow"), g, beta3);
   Value nu = ema_sq(c.state("exp_avg_sq"), g, beta2);
   c.set_state("exp_avg", m1);
   c.set_state("exp_avg_slow", m2);
@@ -305,29 +365,37 @@ void ademamix(Ctx& c) {
   Value bc1 = 1.0 - pow(beta1, t), bc2_sqrt = sqrt(1.0 - pow(beta2, t));
   decoupled_decay(c);
   Value update = (m1 / bc1 + alpha * m2) / (sqrt(nu) / bc2_sqrt + c.hyper("eps"));
-  c.set_param(c.param() + (-c.hyper("lr")) * update);
+  c.set_param(add_alpha(c.param(), update, -c.hyper("lr")));
 }
 
 // torch-optimizer's Lamb.step: per-tensor trust ratio ||p|| / ||adam_step||.
 void lamb(Ctx& c) {
   Value g = c.grad(), t = c.step();
   Value beta1 = c.hyper("betas", 0), beta2 = c.hyper("betas", 1);
-  Value m = c.state("exp_avg") * beta1 + (1.0 - beta1) * g;
+  Value m = ema(c.state("exp_avg"), g, beta1);
   Value v = ema_sq(c.state("exp_avg_sq"), g, beta2);
   c.set_state("exp_avg", m);
   c.set_state("exp_avg_sq", v);
   Value step_size = c.hyper("lr");
   if (c.flag("debias")) step_size = step_size * (sqrt(1.0 - pow(beta2, t)) / (1.0 - pow(beta1, t)));
-  Value weight_norm =
-      clamp(sqrt(sumsq(c.param(), ir::Scope::tensor)), c.constant(0.0), c.hyper("clamp_value"));
+  // torch.norm's results, the trust ratio and the step's alpha are 0-dim tensors of the
+  // parameter's dtype: each rounded to it.
+  const DType dt = c.element_type();
+  auto rounded = [dt](Value x) { return cast(cast(x, dt), DType::f64); };
+  Value weight_norm = clamp(rounded(sqrt(sumsq(c.param(), ir::Scope::tensor))), c.constant(0.0),
+                            c.hyper("clamp_value"));
   Value adam_step = m / (sqrt(v) + c.hyper("eps"));
   Value wd = c.hyper("weight_decay");
-  adam_step = select(wd != 0.0, adam_step + wd * c.param(), adam_step);
-  Value adam_norm = sqrt(sumsq(adam_step, ir::Scope::tensor));
-  Value trust =
-      select((weight_norm == 0.0) || (adam_norm == 0.0), c.constant(1.0), weight_norm / adam_norm);
-  if (c.flag("adam")) trust = c.constant(1.0);
-  c.set_param(c.param() + (-step_size * trust) * adam_step);
+  adam_step = select(wd != 0.0, add_alpha(adam_step, c.param(), wd), adam_step);
+  Value adam_norm = rounded(sqrt(sumsq(adam_step, ir::Scope::tensor)));
+  Value trust = select((weight_norm == 0.0) || (adam_norm == 0.0), c.constant(1.0),
+                       rounded(weight_norm / adam_norm));
+  // With trust a Python 1 (adam=True, or a norm of 0), alpha is a Python float.
+  Value neg = dt == DType::f64 ? -step_size : cast(cast(-step_size, DType::f32), DType::f64);
+  Value alpha =
+      select((weight_norm == 0.0) || (adam_norm == 0.0), -step_size, rounded(neg * trust));
+  if (c.flag("adam")) alpha = -step_size;
+  c.set_param(add_alpha(c.param(), adam_step, alpha));
 }
 
 // torch.nn.utils.clip_grad_norm_: the norm of all gradients together; coef clamped at 1.
@@ -455,13 +523,14 @@ std::vector<DefPtr> make_builtins() {
                 {flag("nesterov", "Nesterov momentum"), maximize()}, sgd),
       transform("adam", "torch.optim.Adam", {lr(1e-3), betas(0.9, 0.999), eps8, wd0},
                 {flag("amsgrad", "the AMSGrad variant"), maximize(),
-                 flag("decoupled_weight_decay", "AdamW-style decay")},
+                 flag("decoupled_weight_decay", "AdamW-style decay"), peer_option()},
                 [](Ctx& c) { adam(c, c.flag("decoupled_weight_decay")); }),
       transform(
           "adamw", "torch.optim.AdamW",
           {lr(1e-3), betas(0.9, 0.999), eps8,
            bounded(num("weight_decay", 1e-2, "decoupled weight decay"), {nonneg("weight_decay")})},
-          {flag("amsgrad", "the AMSGrad variant"), maximize()}, [](Ctx& c) { adam(c, true); }),
+          {flag("amsgrad", "the AMSGrad variant"), maximize(), peer_option()},
+          [](Ctx& c) { adam(c, true); }),
       transform("adamax", "torch.optim.Adamax", {lr(2e-3), betas(0.9, 0.999), eps8, wd0},
                 {maximize()}, adamax),
       transform(
@@ -471,17 +540,19 @@ std::vector<DefPtr> make_builtins() {
           {flag("decoupled_weight_decay", "AdamW-style decay"), maximize()}, nadam),
       transform("radam", "torch.optim.RAdam", {lr(1e-3), betas(0.9, 0.999), eps8, wd0},
                 {flag("decoupled_weight_decay", "AdamW-style decay"), maximize()}, radam),
-      transform("rmsprop", "torch.optim.RMSprop",
-                {lr(1e-2), bounded(num("alpha", 0.99, "smoothing constant"), {nonneg("alpha")}),
-                 eps8, wd0, bounded(num("momentum", 0, "momentum factor"), {nonneg("momentum")})},
-                {flag("centered", "normalize by the estimated variance"), maximize()}, rmsprop),
+      transform(
+          "rmsprop", "torch.optim.RMSprop",
+          {lr(1e-2), bounded(num("alpha", 0.99, "smoothing constant"), {nonneg("alpha")}), eps8,
+           wd0, bounded(num("momentum", 0, "momentum factor"), {nonneg("momentum")})},
+          {flag("centered", "normalize by the estimated variance"), maximize(), peer_option()},
+          rmsprop),
       transform(
           "adagrad", "torch.optim.Adagrad",
           {lr(1e-2), bounded(num("lr_decay", 0, "learning rate decay"), {nonneg("lr_decay")}), wd0,
            bounded(num("initial_accumulator_value", 0, "initial value of the sum of squares"),
                    {nonneg("initial_accumulator_value")}),
            bounded(num("eps", 1e-10, "term added to the denominator"), {nonneg("epsilon")})},
-          {maximize()}, adagrad),
+          {maximize(), peer_option()}, adagrad),
       transform(
           "adadelta", "torch.optim.Adadelta",
           {lr(1.0),

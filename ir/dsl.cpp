@@ -41,16 +41,16 @@ int float_width(DType t) {
 // The type two operands meet in: the higher-rank operand's float type wins (a per-step
 // scalar joins per-element math in the element's compute type, as PyTorch's Python scalars
 // do); at equal rank the wider float; integers and bools become the other operand's type.
-DType meet(Value a, Value b) {
-  DType ta = a.type(), tb = b.type();
+DType meet(DType ta, Rank ra, DType tb, Rank rb) {
   if (ta == tb) return ta;
   bool fa = is_float(ta), fb = is_float(tb);
   if (fa && !fb) return ta;
   if (fb && !fa) return tb;
   if (!fa && !fb) return DType::i64;
-  if (a.rank() != b.rank()) return a.rank() > b.rank() ? ta : tb;
+  if (ra != rb) return ra > rb ? ta : tb;
   return float_width(ta) >= float_width(tb) ? ta : tb;
 }
+DType meet(Value a, Value b) { return meet(a.type(), a.rank(), b.type(), b.rank()); }
 
 Value emit(Ctx* c, Op op, DType t, Value a, Value b = {}, Value d = {}, uint32_t attr = 0) {
   return c->wrap(c->builder().emit(
@@ -133,6 +133,11 @@ Value is_finite(Value a) {
 Value pow(Value a, Value b) { return binary(Op::Pow, a, b); }
 Value pow(Value a, double b) { return pow(a, lit(a.ctx(), b, a.type())); }
 Value pow(double a, Value b) { return pow(lit(b.ctx(), a, b.type()), b); }
+Value fma(Value a, Value b, Value c) {
+  DType t = meet(meet(a, b), std::max(a.rank(), b.rank()), c.type(), c.rank());
+  if (!is_float(t)) t = DType::f64;
+  return emit(ctx_of(a, b), Op::Fma, t, cast(a, t), cast(b, t), cast(c, t));
+}
 Value min(Value a, Value b) { return binary(Op::Min, a, b); }
 Value max(Value a, Value b) { return binary(Op::Max, a, b); }
 Value min(Value a, double b) { return min(a, lit(a.ctx(), b, a.type())); }
@@ -165,7 +170,8 @@ Value lerp(Value a, Value b, Value w) {
   b = cast(b, t);
   w = cast(w, t);
   Value d = b - a;
-  return select(abs(w) < 0.5, a + w * d, b - d * (1.0 - w));
+  // PyTorch's vectorized CPU kernel (and its CUDA one): one fma, from whichever end w is nearer.
+  return select(abs(w) < 0.5, fma(w, d, a), fma(w - 1.0, d, b));
 }
 
 static Value reduce(Op op, Value a, ir::Scope scope) {

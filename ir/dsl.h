@@ -78,6 +78,10 @@ Value min(Value a, Value b);
 Value max(Value a, Value b);
 Value min(Value a, double b);
 Value max(Value a, double b);
+/// a * b + c rounded once (a fused multiply-add), in the type the three meet in (f64 for
+/// integers): how PyTorch's vectorized CPU kernels and its CUDA kernels compute `add(x, alpha)`,
+/// `addcmul` and `lerp`. Every backend gives the correctly rounded result.
+Value fma(Value a, Value b, Value c);
 /// cond ? a : b, elementwise.
 Value select(Value cond, Value a, Value b);
 Value select(Value cond, Value a, double b);
@@ -85,7 +89,8 @@ Value clamp(Value x, Value lo, Value hi);
 /// x mod y with the sign of y, as Python's %: x - y * floor(x / y), in the wider of their types.
 /// Exact for whole numbers below 2^53 (step counts: `mod(step - 1, k) == 0` every k-th step).
 Value mod(Value x, Value y);
-/// torch.lerp: a + w * (b - a), evaluated the way torch does for |w| < 0.5 and otherwise.
+/// torch.lerp: a + w * (b - a), evaluated the way torch does for |w| < 0.5 and otherwise
+/// (b + (w - 1) * (b - a)), each as one fused multiply-add.
 Value lerp(Value a, Value b, Value w);
 /// a as type t, rounded to it where the cast is, on every backend as in the reference:
 /// `cast(cast(x, DType::bf16), DType::f32)` is x rounded to bf16 (to nearest even), as a value

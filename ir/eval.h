@@ -65,6 +65,8 @@ inline double eval_op(Op op, DType type, double a, double b = 0, double c = 0) {
       return nan_aware_min(a, b);
     case Op::Max:
       return nan_aware_max(a, b);
+    case Op::Fma:
+      return std::fma(a, b, c);
     case Op::Not:
       return a == 0;
     case Op::And:

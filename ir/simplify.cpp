@@ -6,6 +6,7 @@
 #include "ir/simplify.h"
 
 #include <bit>
+#include <cmath>
 #include <functional>
 #include <vector>
 
@@ -120,7 +121,11 @@ Program simplify(const Program& p) {
         if (all_const) x[k] = b.program().at(i.args[k]).imm;
       }
       if (all_const) {
-        double r = eval_op(i.op, i.type, x[0], x[1], x[2]);
+        // An f32 (or half) fma rounds once in f32: f64's fma, rounded again, could differ.
+        double r = i.op == Op::Fma && i.type != DType::f64
+                       ? std::fma(static_cast<float>(x[0]), static_cast<float>(x[1]),
+                                  static_cast<float>(x[2]))
+                       : eval_op(i.op, i.type, x[0], x[1], x[2]);
         map[n] = b.constant(round_to(i.type, r), i.type);
         continue;
       }

@@ -499,6 +499,119 @@ inline void check_casts_round_as_the_reference(
   }
 }
 
+/// fma(a, b, c) rounds once, as std::fma does, bit for bit, in f32 and (where the backend has
+/// it, `f64`) f64: a DSL transform stores fma(param, grad, addend) in a state, with `addend`
+/// a state written here before the step. The cases: c = -(a * b rounded), whose fused result
+/// is the product's rounding error and whose unfused one is 0; c of a's and b's size with
+/// random significands; exponents from 2^-30 to 2^30 (products and their errors stay normal in
+/// f32, where WGSL's emulation is exact); and zeros, infinities, NaN, an overflowing product
+/// and one below the normal range (which WGSL's emulation leaves to the unfused sum: c
+/// dominates it here).
+inline void check_fma_rounds_once(
+    const std::function<Expected<std::unique_ptr<runtime::Executor>>(const plan::Plan&)>& make,
+    bool f64 = true) {
+  auto def = std::make_shared<dsl::Def>();
+  def->name = "fused";
+  def->doc = "fma(param, grad, addend)";
+  def->apply = [](dsl::Ctx& c) {
+    dsl::Value addend = c.state("addend");
+    c.state("fused");
+    c.set_state("addend", addend);
+    c.set_state("fused", dsl::fma(c.param(), c.grad(), addend));
+  };
+  auto bound = dsl::bind(def, {});
+  ASSERT_TRUE(bound) << bound.error().message;
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<DType> dtypes = {DType::f32};
+  if (f64) dtypes.push_back(DType::f64);
+  for (DType dt : dtypes) {
+    SCOPED_TRACE(std::string(to_string(dt)));
+    auto program = dsl::lower(dsl::Pipeline{*bound}, {dt, dt, dt});
+    ASSERT_TRUE(program) << program.error().message;
+    const bool wide = dt == DType::f64;
+    std::vector<std::array<double, 3>> cases = {
+        {0.0, 5.0, -0.0},       {-0.0, 5.0, 0.0},        {0.0, 5.0, 1.5},
+        {3.0, -0.0, -2.0},      {inf, 2.0, 1.0},         {inf, 0.0, 1.0},
+        {2.0, 3.0, -inf},       {nan, 1.0, 1.0},         {1.0, 1.0, nan},
+        {0x1p100, 0x1p30, 1.0}, {0x1p-70, 0x1p-70, 1.0}, {1.0 + 0x1p-12, 1.0 + 0x1p-12, -1.0}};
+    // Where the sum of the product's error and c + p's must round to odd (WGSL's emulation):
+    // (1 + u)^2 + 4 is 5 + 2u + u^2 (u = 2^-23), above the halfway point 5 + 2u that rounding
+    // 2u + u^2 to nearest would leave. Scaled by powers of two, and with other c.
+    const double u = wide ? 0x1p-52 : 0x1p-23;
+    for (double c : {4.0, -8.0 * (1 + 4 * u), -8.0 * (1 + 6 * u), 4.0 * (1 + 8 * u)}) {
+      cases.push_back({1 + u, 1 + u, c});
+      cases.push_back({-(1 + u) * 0x1p5, (1 + u) * 0x1p-9, -c * 0x1p-4});
+    }
+    uint64_t r = 0x9e3779b97f4a7c15ull;
+    auto next = [&] {
+      r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+      return r;
+    };
+    // A random significand of the type's width, the exponent in [-range, range].
+    auto random = [&](int range) {
+      const uint64_t b = next();
+      const double m = wide ? 1.0 + static_cast<double>(b & 0xfffffffffffffull) * 0x1p-52
+                            : 1.0 + static_cast<double>(b & 0x7fffffu) * 0x1p-23;
+      const int e = static_cast<int>((next() >> 32) % (2 * range + 1)) - range;
+      return std::ldexp((next() >> 63) ? -m : m, e);
+    };
+    for (int i = 0; i < 400; ++i) {
+      const double a = random(30), b = random(30);
+      const double p = wide ? a * b : static_cast<float>(a * b);
+      cases.push_back({a, b, -p});
+      cases.push_back({a, b, std::ldexp(random(2), std::ilogb(p))});
+    }
+    auto plan = plan::make_plan(*program);
+    ASSERT_TRUE(plan) << plan.error().message;
+    const auto n = static_cast<int64_t>(cases.size());
+    std::vector<runtime::HostTensor> params = {runtime::HostTensor::zeros("w", dt, {n})};
+    for (int64_t i = 0; i < n; ++i) params[0].set(i, cases[i][0]);
+    auto s = runtime::init_state(*plan, params, {});
+    ASSERT_TRUE(s);
+    ASSERT_TRUE(
+        set_grads_from(*plan, params, dt, [&](size_t, int64_t i) { return cases[i][1]; }, {&*s}));
+    const uint32_t addend = *plan->program.find_buffer("addend");
+    const uint32_t fused = *plan->program.find_buffer("fused");
+    for (int64_t i = 0; i < n; ++i) {
+      if (dt == DType::f32) {
+        const float c = static_cast<float>(cases[i][2]);
+        std::memcpy(s->tensors[0].data(addend) + 4 * i, &c, 4);
+      } else {
+        std::memcpy(s->tensors[0].data(addend) + 8 * i, &cases[i][2], 8);
+      }
+    }
+    auto b = make(*plan);
+    ASSERT_TRUE(b) << b.error().message;
+    auto step = (*b)->step(*s);
+    ASSERT_TRUE(step) << step.error().message;
+    const auto got = buffer_values(s->tensors[0].data(fused), dt, n);
+    int differs_from_unfused = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const auto& [a, bb, c] = cases[i];
+      double want, unfused;
+      if (dt == DType::f32) {
+        const float fa = static_cast<float>(a), fb = static_cast<float>(bb),
+                    fc = static_cast<float>(c);
+        want = std::fma(fa, fb, fc);
+        unfused = fa * fb + fc;
+      } else {
+        want = std::fma(a, bb, c);
+        unfused = a * bb + c;
+      }
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(got[i])) << "fma(" << a << ", " << bb << ", " << c << ")";
+        continue;
+      }
+      differs_from_unfused += want != unfused;
+      EXPECT_EQ(std::bit_cast<uint64_t>(got[i]), std::bit_cast<uint64_t>(want))
+          << "fma(" << a << ", " << bb << ", " << c << ") = " << want << ", got " << got[i];
+    }
+    // Not vacuous: most cancellations and some sums round otherwise unfused.
+    EXPECT_GT(differs_from_unfused, 400);
+  }
+}
+
 inline std::string fixture_case_name(const ::testing::TestParamInfo<int>& info) {
   const auto& c = torch_fixtures()["cases"][info.param];
   return c["name"].get<std::string>() + "_" + c["dtype"].get<std::string>();

@@ -1166,7 +1166,7 @@ TEST_F(Cli, PlanAndList) {
   auto list = optjit_cli("list");
   ASSERT_EQ(list.code, 0);
   EXPECT_NE(list.output.find("adamw(lr=0.001, betas=(0.9, 0.999), eps=1e-08, weight_decay=0.01, "
-                             "amsgrad=false, maximize=false)"),
+                             "amsgrad=false, maximize=false, peer=\"torch\")"),
             std::string::npos)
       << list.output;
   EXPECT_NE(list.output.find("state: exp_avg, exp_avg_sq"), std::string::npos);

@@ -350,6 +350,12 @@ TEST(CpuBackend, ConditionsCarriedInScratchBuffersStepAsTheReference) {
   });
 }
 
+TEST(CpuBackend, FmaRoundsOnce) {
+  testing::check_fma_rounds_once([](const plan::Plan& plan) {
+    return testing::cpu_executor(plan, {2, 64});
+  });
+}
+
 TEST(CpuBackend, CastsRoundAsTheReference) {
   testing::check_casts_round_as_the_reference([](const plan::Plan& plan) {
     return testing::cpu_executor(plan, {2, 64});

@@ -217,6 +217,11 @@ TEST_P(CudaDeviceStep, MatchesTorchAndTheReference) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaDeviceStep, testing::all_fixture_cases(),
                          testing::fixture_case_name);
 
+TEST(Cuda, FmaRoundsOnce) {
+  testing::check_fma_rounds_once(
+      [](const plan::Plan& plan) { return testing::executor(plan, "cuda", {}); });
+}
+
 TEST(Cuda, CastsRoundAsTheReference) {
   testing::check_casts_round_as_the_reference(
       [](const plan::Plan& plan) { return testing::executor(plan, "cuda", {}); });

@@ -796,6 +796,12 @@ TEST(OpenCL, ConditionsCarriedInScratchBuffersStepAsTheReference) {
   });
 }
 
+TEST(OpenCL, FmaRoundsOnce) {
+  testing::check_fma_rounds_once([](const plan::Plan& plan) {
+    return testing::executor(plan, "opencl", testing::opencl_options());
+  });
+}
+
 TEST(OpenCL, CastsRoundAsTheReference) {
   testing::check_casts_round_as_the_reference([](const plan::Plan& plan) {
     return testing::executor(plan, "opencl", testing::opencl_options());

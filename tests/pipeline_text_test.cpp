@@ -180,14 +180,16 @@ TEST(PipelineText, HyperparameterBoundsAreCheckedWhereValuesAreGiven) {
             "t.k = 3.5 is invalid: k must be a whole number in (0, 5] or [10, 10]");
 }
 
-// A text transform restating torch's SGD with momentum gives the built-in's numbers exactly.
+// A text transform restating torch's SGD with momentum gives the built-in's numbers exactly:
+// torch's `buf.mul_(momentum).add_(grad, alpha=1 - dampening)` and `param.add_(buf, alpha=-lr)`
+// are fused multiply-adds.
 TEST(PipelineText, CustomTransformMatchesTheBuiltinItRestates) {
   const char* custom = R"(
     transform my_sgd(lr=0.1, momentum=0.9, dampening=0.0) {
       state momentum_buffer = 0
       let first = step == 1
-      momentum_buffer = first ? grad : momentum_buffer * momentum + (1 - dampening) * grad
-      param = param + (-lr) * momentum_buffer
+      momentum_buffer = first ? grad : fma(grad, 1 - dampening, momentum_buffer * momentum)
+      param = fma(momentum_buffer, -lr, param)
     }
     my_sgd(lr=0.05, momentum=0.8, dampening=0.25)
   )";

@@ -44,6 +44,13 @@ TEST(Webgpu, CastsRoundAsTheReference) {
       /*f64=*/false, /*i64=*/false);
 }
 
+// lavapipe's own fma is a product and a sum, so the kernels' emulation is what this checks.
+TEST(Webgpu, FmaRoundsOnce) {
+  testing::check_fma_rounds_once(
+      [](const plan::Plan& plan) { return testing::executor(plan, "webgpu", {}); },
+      /*f64=*/false);
+}
+
 TEST(Webgpu, PassVersionsStepAsTheWholeBody) {
   testing::check_versions_step_as_the_whole_body([](const plan::Plan& plan) {
     runtime::ExecutorOptions options;

@@ -208,6 +208,20 @@ class _Bitsandbytes:
             self._pipeline_args = (fmt,) + tuple(self._pipeline_args[1:])
             self._rewrite()
 
+    # The built-ins with bitsandbytes' own floating-point operations (peer="bitsandbytes_8bit"
+    # or "_32bit"): its CPU kernels compute Adam's first moment as mul_ and add_, not torch's
+    # lerp, and its 32-bit kernels step Adam, RMSprop and Adagrad by another formula. One
+    # program steps every parameter, so in an 8-bit program the few small tensors that keep
+    # f32 state step by the 8-bit formula (bitsandbytes: its 32-bit one).
+    _PEER_FORMULAS = ("adamw", "rmsprop", "adagrad")
+
+    def _unfused_pipeline(self) -> Optional[str]:
+        text = super()._unfused_pipeline()
+        if self._name not in self._PEER_FORMULAS:
+            return text
+        bits = "8bit" if self._pipeline_args[0] == "8bit" else "32bit"
+        return f'{text[:-1]}, peer="bitsandbytes_{bits}")'
+
     # The param groups are bitsandbytes' (its keys and values: SGD's momentum and RMSprop's
     # alpha are betas[0]), and so is the state dict; optimizer.state[p] keeps optjit's names.
 

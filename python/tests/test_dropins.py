@@ -132,6 +132,48 @@ def test_bitsandbytes_classes_step_as_bitsandbytes_does(name, kw, update):
         assert err[0].max().item() <= 1.5 * err[1].max().item() + 1e-7 * scale
 
 
+BIT_FOR_BIT = [
+    ("AdamW8bit", dict(lr=1e-2), "adam"), ("Adam8bit", dict(lr=1e-2, weight_decay=0.1), "adam"),
+    ("AdamW32bit", dict(lr=1e-2, weight_decay=0.1), "adam"),
+    ("Lion8bit", dict(lr=1e-3, weight_decay=0.1), "lion"), ("Lion32bit", dict(lr=1e-3), "lion"),
+    ("RMSprop8bit", dict(lr=1e-3, weight_decay=0.01), "rmsprop"),
+    ("RMSprop32bit", dict(lr=1e-3, weight_decay=0.01), "rmsprop"),
+    ("SGD8bit", dict(lr=1e-2, momentum=0.9, weight_decay=0.01), "sgd"),
+    ("SGD32bit", dict(lr=1e-2, momentum=0.9), "sgd"),
+    ("Adagrad8bit", dict(lr=1e-2, weight_decay=0.01), "adagrad"),
+    ("Adagrad32bit", dict(lr=1e-2), "adagrad"),
+    ("AdEMAMix8bit", dict(lr=1e-2, t_alpha=5, t_beta3=8), "ademamix"),
+    ("AdEMAMix", dict(lr=1e-2, optim_bits=32, weight_decay=0.1), "ademamix")]
+
+
+@pytest.mark.parametrize("name,kw,update", BIT_FOR_BIT, ids=[c[0] for c in BIT_FOR_BIT])
+def test_bitsandbytes_classes_are_bitsandbytes_bit_for_bit(name, kw, update, monkeypatch):
+    """20 steps of each class: parameters, 8-bit codes and absmax, and 32-bit states equal to
+    bitsandbytes' own to the bit, once torch's float32 square roots (which bitsandbytes' CPU
+    kernels take) are rounded correctly, as optjit's are: the built-ins follow bitsandbytes'
+    CPU kernels operation by operation (peer="bitsandbytes_8bit" and "_32bit"; torch's fused
+    multiply-adds as fma). Tensors of at least 4,096 elements for the 8-bit classes: the few
+    small tensors of an 8-bit program step by its 8-bit formula, where bitsandbytes takes its
+    32-bit kernel (test_bitsandbytes_classes_step_as_bitsandbytes_does bounds them)."""
+    if torch.backends.cpu.get_cpu_capability() not in ("AVX2", "AVX512"):
+        pytest.skip(f"torch's {torch.backends.cpu.get_cpu_capability()} kernels do not fuse")
+    plain = torch.Tensor.sqrt
+    monkeypatch.setattr(torch.Tensor, "sqrt", lambda t: plain(t.double()).to(t.dtype))
+    monkeypatch.setattr(torch.Tensor, "sqrt_", lambda t: t.copy_(plain(t.double())))
+    shapes = [(64, 300), (10000,)] if "8bit" in name else SHAPES
+    theirs, tb = run(lambda ps: getattr(bnb.optim, name)(ps, **kw), shapes=shapes)
+    ours, to = run(lambda ps: getattr(obnb.optim, name)(ps, **kw), shapes=shapes)
+    for p_t, p_o in zip(theirs, ours):
+        assert torch.equal(p_o.detach().view(torch.int32), p_t.detach().view(torch.int32)), (
+            p_o.shape, (p_o != p_t).double().mean().item())
+        for j, entry in enumerate(STATES[update]):
+            s_t, s_o = tb.state[p_t][f"state{j + 1}"], packed(to.state[p_o], entry)
+            assert s_o.dtype == s_t.dtype and torch.equal(s_o, s_t), (entry, p_o.shape)
+            if s_t.dtype == torch.uint8:
+                a_o = packed(to.state[p_o], entry, ".absmax")
+                assert torch.equal(a_o, tb.state[p_t][f"absmax{j + 1}"]), (entry, p_o.shape)
+
+
 def test_overrides_and_stable_embedding_keep_parameters_in_32_bit_as_bitsandbytes_does():
     """bitsandbytes' GlobalOptimManager keeps chosen parameters' state in 32 bits: its
     StableEmbedding registers its weight there, and override_config names any parameter (here

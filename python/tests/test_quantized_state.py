@@ -95,7 +95,7 @@ def same_as_bitsandbytes(name, theirs, tb, ours, to):
                 continue
             assert s_o.dtype == s_t.dtype == torch.uint8
             same = (s_o == s_t).double().mean().item()
-            if exact_codes or mine == "exp_avg":
+            if exact_codes:
                 assert same == 1.0, (mine, p_o.shape, same)
             else:
                 assert same >= 0.9995, (mine, p_o.shape, same)
@@ -115,25 +115,30 @@ def same_as_bitsandbytes(name, theirs, tb, ours, to):
         else:
             far = diff > 4 * ulp
             assert far.double().mean().item() <= 0.0005, (p_o.shape, int(far.sum()))
-            assert diff.max().item() <= kw["lr"] / 10, (p_o.shape, diff.max().item())
+            # Less than half a step: a code a table cell off moves that element's m or v by the
+            # cell's width, and its trajectory from there (measured: 0.26 lr).
+            assert diff.max().item() <= kw["lr"] / 2, (p_o.shape, diff.max().item())
 
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_8bit_optimizers_step_as_bitsandbytes_does(name):
     """30 steps of bitsandbytes' 8-bit optimizer and of optjit.torch.<name>(state_format="8bit")
     from the same parameters and gradients. bitsandbytes' CPU optimizer is written in torch
-    ops, and torch's CPU kernels fuse multiply-adds (add_ with alpha, addcmul_) and use a
-    sqrt that is not correctly rounded (AVX-512 builds); optjit computes torch.optim's
-    formulas in IEEE f32 without fusion. So:
+    ops, whose sqrt is not correctly rounded (an ulp off for one input in five); optjit.torch
+    computes torch.optim's formulas, fused where torch's CPU kernels fuse (add_ with alpha,
+    addcmul_, lerp_), and Adam's first moment by torch.optim's lerp_ where bitsandbytes
+    multiplies and adds (optjit.bitsandbytes' drop-ins follow bitsandbytes' formulas: bit for
+    bit with a correctly rounded sqrt, test_dropins.py). So:
     - SGD8bit (m * momentum + g: nothing to fuse): codes and scales bit for bit, parameters
       within 2 f32 ulps.
     - Lion8bit, RMSprop8bit: codes bit for bit, scales to 1e-6 (the fused multiply-add moves
       the block's largest value by an ulp); parameters bit for bit (Lion: sign of the update)
       or within 2 ulps.
-    - Adam8bit, AdamW8bit: first-moment codes bit for bit; second-moment codes equal but for
-      at most 0.05% (a last-bit difference in v moving it across a table cell); scales to 1e-6;
+    - Adam8bit, AdamW8bit: codes equal but for at most 0.05% (a last-bit difference in m, from
+      lerp_ against mul_ and add_, or in v, from the sqrt, moving it across a table cell;
+      measured 0.005-0.01% of first-moment codes); scales to 1e-6;
       parameters within 4 ulps but for the elements such a code touched, which stay within
-      lr / 10.
+      half a step (lr / 2).
     Small tensors keep f32 state in both. Against optjit's f64 reference with the same
     quantizer the two are equally accurate: the mean error is dominated by the few codes that
     f64 puts in the neighbouring table cell, the same for both; in the bulk, a fused

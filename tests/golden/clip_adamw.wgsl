@@ -109,6 +109,41 @@ fn optjit_opaque(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) ^ u32(args
 fn optjit_mul(a: f32, b: f32) -> f32 { return optjit_opaque(a * b); }
 fn optjit_sub(a: f32, b: f32) -> f32 { return optjit_opaque(a - b); }
 fn optjit_add(a: f32, b: f32) -> f32 { return optjit_opaque(a + b); }
+fn optjit_exponent(x: f32) -> u32 { return (bitcast<u32>(x) >> 23u) & 255u; }
+fn optjit_halves(a: f32) -> vec2<f32> {
+  let c = optjit_mul(4097.0f, a);
+  let hi = optjit_sub(c, optjit_sub(c, a));
+  return vec2<f32>(hi, optjit_sub(a, hi));
+}
+// The rounding error of s = a + b, exactly.
+fn optjit_sum_error(a: f32, b: f32, s: f32) -> f32 {
+  let bb = optjit_sub(s, a);
+  return optjit_add(optjit_sub(a, optjit_sub(s, bb)), optjit_sub(b, bb));
+}
+fn optjit_fma(a: f32, b: f32, c: f32) -> f32 {
+  let p = optjit_mul(a, b);
+  let s = optjit_add(c, p);
+  let ep = optjit_exponent(p);
+  let ea = optjit_exponent(a);
+  let eb = optjit_exponent(b);
+  if (ea == 0u || ea > 240u || eb == 0u || eb > 240u || ep < 49u || ep > 252u ||
+      optjit_exponent(c) > 252u || optjit_exponent(s) == 255u) { return s; }
+  let ah = optjit_halves(a);
+  let bh = optjit_halves(b);
+  let e = optjit_add(optjit_add(optjit_add(optjit_sub(optjit_mul(ah.x, bh.x), p),
+                                           optjit_mul(ah.x, bh.y)),
+                                optjit_mul(ah.y, bh.x)),
+                     optjit_mul(ah.y, bh.y));
+  let t = optjit_sum_error(c, p, s);
+  let v0 = optjit_add(t, e);
+  let ve = optjit_sum_error(t, e, v0);
+  var v = v0;
+  if (ve != 0.0f && (bitcast<u32>(v0) & 1u) == 0u) {
+    let up = (ve > 0.0f) == (v0 > 0.0f);
+    v = bitcast<f32>(select(bitcast<u32>(v0) - 1u, bitcast<u32>(v0) + 1u, up));
+  }
+  return optjit_add(s, v);
+}
 fn optjit_split(a: f32) -> vec2<f32> {
   let c = optjit_mul(4097.0f, a);
   let hi = optjit_sub(c, optjit_sub(c, a));
@@ -246,24 +281,21 @@ fn optjit_pass_1(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) 
         let v7: f32 = optjit_mul(v0, u_1);
         let v9: f32 = select(v0, v7, u_2);
         let v10: f32 = v5 - v2;
-        let v12: f32 = optjit_mul(v10, u_3);
-        let v13: f32 = v5 - v12;
-        let v15: f32 = optjit_mul(u_4, v10);
-        let v16: f32 = v2 + v15;
-        let v18: f32 = select(v13, v16, u_5);
-        let v20: f32 = optjit_mul(u_6, v5);
-        let v21: f32 = optjit_mul(v20, v5);
-        let v23: f32 = optjit_mul(v3, u_7);
-        let v24: f32 = v23 + v21;
-        let v25: f32 = optjit_sqrt(v24);
-        let v27: f32 = optjit_div(v25, u_8);
-        let v29: f32 = v27 + u_9;
-        let v31: f32 = optjit_mul(u_10, v18);
-        let v32: f32 = optjit_div(v31, v29);
-        let v33: f32 = v9 + v32;
-        S2 = v18;
-        S3 = v24;
-        S0 = v33;
+        let v12: f32 = optjit_fma(u_3, v10, v5);
+        let v14: f32 = optjit_fma(u_4, v10, v2);
+        let v16: f32 = select(v12, v14, u_5);
+        let v18: f32 = optjit_mul(v3, u_6);
+        let v20: f32 = optjit_mul(u_7, v5);
+        let v21: f32 = optjit_fma(v20, v5, v18);
+        let v22: f32 = optjit_sqrt(v21);
+        let v24: f32 = optjit_div(v22, u_8);
+        let v26: f32 = v24 + u_9;
+        let v28: f32 = optjit_mul(u_10, v16);
+        let v29: f32 = optjit_div(v28, v26);
+        let v30: f32 = v9 + v29;
+        S2 = v16;
+        S3 = v21;
+        S0 = v30;
         b0[p0 + i0] = S0;
         b2[p2 + i0] = S2;
         b3[p3 + i0] = S3;

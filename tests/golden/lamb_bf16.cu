@@ -44,23 +44,20 @@ extern "C" __global__ void __launch_bounds__(256, 2) optjit_pass_0(const OptjitR
         const float v1 = OPTJIT_BF16_TO_F32(L1_0);
         const float v2 = OPTJIT_BF16_TO_F32(L2_0);
         const float v3 = OPTJIT_BF16_TO_F32(L3_0);
-        const float v5 = u0 * v1;
-        const float v7 = v2 * u1;
-        const float v8 = v7 + v5;
-        const float v10 = u2 * v1;
-        const float v11 = v10 * v1;
-        const float v13 = v3 * u3;
-        const float v14 = v13 + v11;
+        const float v5 = v2 * u0;
+        const float v7 = fmaf(v1, u1, v5);
+        const float v9 = v3 * u2;
+        const float v11 = u3 * v1;
+        const float v12 = fmaf(v11, v1, v9);
         acc0 += (double)v0 * (double)v0;
-        const float v16 = sqrtf(v14);
-        const float v18 = v16 + u4;
-        const float v19 = v8 / v18;
-        const float v21 = u5 * v0;
-        const float v22 = v19 + v21;
-        const float v24 = u6 ? v22 : v19;
-        acc1 += (double)v24 * (double)v24;
-        S2 = (unsigned short)OPTJIT_BF16_BITS(v8);
-        S3 = (unsigned short)OPTJIT_BF16_BITS(v14);
+        const float v14 = sqrtf(v12);
+        const float v16 = v14 + u4;
+        const float v17 = v7 / v16;
+        const float v19 = fmaf(v0, u5, v17);
+        const float v21 = u6 ? v19 : v17;
+        acc1 += (double)v21 * (double)v21;
+        S2 = (unsigned short)OPTJIT_BF16_BITS(v7);
+        S3 = (unsigned short)OPTJIT_BF16_BITS(v12);
         p2[i0] = S2;
         p3[i0] = S3;
       }
@@ -109,12 +106,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) optjit_pass_1(const OptjitR
         const float v3 = sqrtf(v1);
         const float v5 = v3 + u0;
         const float v6 = v0 / v5;
-        const float v8 = u1 * v2;
-        const float v9 = v6 + v8;
-        const float v11 = u2 ? v9 : v6;
-        const float v13 = u3 * v11;
-        const float v14 = v2 + v13;
-        S0 = (unsigned short)OPTJIT_BF16_BITS(v14);
+        const float v8 = fmaf(v2, u1, v6);
+        const float v10 = u2 ? v8 : v6;
+        const float v12 = fmaf(v10, u3, v2);
+        S0 = (unsigned short)OPTJIT_BF16_BITS(v12);
         p0[i0] = S0;
       }
     }

@@ -141,6 +141,41 @@ fn optjit_opaque(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) ^ u32(args
 fn optjit_mul(a: f32, b: f32) -> f32 { return optjit_opaque(a * b); }
 fn optjit_sub(a: f32, b: f32) -> f32 { return optjit_opaque(a - b); }
 fn optjit_add(a: f32, b: f32) -> f32 { return optjit_opaque(a + b); }
+fn optjit_exponent(x: f32) -> u32 { return (bitcast<u32>(x) >> 23u) & 255u; }
+fn optjit_halves(a: f32) -> vec2<f32> {
+  let c = optjit_mul(4097.0f, a);
+  let hi = optjit_sub(c, optjit_sub(c, a));
+  return vec2<f32>(hi, optjit_sub(a, hi));
+}
+// The rounding error of s = a + b, exactly.
+fn optjit_sum_error(a: f32, b: f32, s: f32) -> f32 {
+  let bb = optjit_sub(s, a);
+  return optjit_add(optjit_sub(a, optjit_sub(s, bb)), optjit_sub(b, bb));
+}
+fn optjit_fma(a: f32, b: f32, c: f32) -> f32 {
+  let p = optjit_mul(a, b);
+  let s = optjit_add(c, p);
+  let ep = optjit_exponent(p);
+  let ea = optjit_exponent(a);
+  let eb = optjit_exponent(b);
+  if (ea == 0u || ea > 240u || eb == 0u || eb > 240u || ep < 49u || ep > 252u ||
+      optjit_exponent(c) > 252u || optjit_exponent(s) == 255u) { return s; }
+  let ah = optjit_halves(a);
+  let bh = optjit_halves(b);
+  let e = optjit_add(optjit_add(optjit_add(optjit_sub(optjit_mul(ah.x, bh.x), p),
+                                           optjit_mul(ah.x, bh.y)),
+                                optjit_mul(ah.y, bh.x)),
+                     optjit_mul(ah.y, bh.y));
+  let t = optjit_sum_error(c, p, s);
+  let v0 = optjit_add(t, e);
+  let ve = optjit_sum_error(t, e, v0);
+  var v = v0;
+  if (ve != 0.0f && (bitcast<u32>(v0) & 1u) == 0u) {
+    let up = (ve > 0.0f) == (v0 > 0.0f);
+    v = bitcast<f32>(select(bitcast<u32>(v0) - 1u, bitcast<u32>(v0) + 1u, up));
+  }
+  return optjit_add(s, v);
+}
 fn optjit_split(a: f32) -> vec2<f32> {
   let c = optjit_mul(4097.0f, a);
   let hi = optjit_sub(c, optjit_sub(c, a));
@@ -252,46 +287,40 @@ fn optjit_pass_0(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) 
           let v1: f32 = OPTJIT_BF16_TO_F32(L1_0[0]);
           let v2: f32 = OPTJIT_BF16_TO_F32(L2_0[0]);
           let v3: f32 = OPTJIT_BF16_TO_F32(L3_0[0]);
-          let v5: f32 = optjit_mul(u_0, v1);
-          let v7: f32 = optjit_mul(v2, u_1);
-          let v8: f32 = v7 + v5;
-          let v10: f32 = optjit_mul(u_2, v1);
-          let v11: f32 = optjit_mul(v10, v1);
-          let v13: f32 = optjit_mul(v3, u_3);
-          let v14: f32 = v13 + v11;
+          let v5: f32 = optjit_mul(v2, u_0);
+          let v7: f32 = optjit_fma(v1, u_1, v5);
+          let v9: f32 = optjit_mul(v3, u_2);
+          let v11: f32 = optjit_mul(u_3, v1);
+          let v12: f32 = optjit_fma(v11, v1, v9);
           acc0 += f32(v0) * f32(v0);
-          let v16: f32 = optjit_sqrt(v14);
-          let v18: f32 = v16 + u_4;
-          let v19: f32 = optjit_div(v8, v18);
-          let v21: f32 = optjit_mul(u_5, v0);
-          let v22: f32 = v19 + v21;
-          let v24: f32 = select(v19, v22, u_6);
-          acc1 += f32(v24) * f32(v24);
-          S2[0] = u32(OPTJIT_BF16_BITS(v8));
-          S3[0] = u32(OPTJIT_BF16_BITS(v14));
+          let v14: f32 = optjit_sqrt(v12);
+          let v16: f32 = v14 + u_4;
+          let v17: f32 = optjit_div(v7, v16);
+          let v19: f32 = optjit_fma(v0, u_5, v17);
+          let v21: f32 = select(v17, v19, u_6);
+          acc1 += f32(v21) * f32(v21);
+          S2[0] = u32(OPTJIT_BF16_BITS(v7));
+          S3[0] = u32(OPTJIT_BF16_BITS(v12));
         }
         {
           let v0: f32 = OPTJIT_BF16_TO_F32(L0_0[1]);
           let v1: f32 = OPTJIT_BF16_TO_F32(L1_0[1]);
           let v2: f32 = OPTJIT_BF16_TO_F32(L2_0[1]);
           let v3: f32 = OPTJIT_BF16_TO_F32(L3_0[1]);
-          let v5: f32 = optjit_mul(u_0, v1);
-          let v7: f32 = optjit_mul(v2, u_1);
-          let v8: f32 = v7 + v5;
-          let v10: f32 = optjit_mul(u_2, v1);
-          let v11: f32 = optjit_mul(v10, v1);
-          let v13: f32 = optjit_mul(v3, u_3);
-          let v14: f32 = v13 + v11;
+          let v5: f32 = optjit_mul(v2, u_0);
+          let v7: f32 = optjit_fma(v1, u_1, v5);
+          let v9: f32 = optjit_mul(v3, u_2);
+          let v11: f32 = optjit_mul(u_3, v1);
+          let v12: f32 = optjit_fma(v11, v1, v9);
           acc0 += f32(v0) * f32(v0);
-          let v16: f32 = optjit_sqrt(v14);
-          let v18: f32 = v16 + u_4;
-          let v19: f32 = optjit_div(v8, v18);
-          let v21: f32 = optjit_mul(u_5, v0);
-          let v22: f32 = v19 + v21;
-          let v24: f32 = select(v19, v22, u_6);
-          acc1 += f32(v24) * f32(v24);
-          S2[1] = u32(OPTJIT_BF16_BITS(v8));
-          S3[1] = u32(OPTJIT_BF16_BITS(v14));
+          let v14: f32 = optjit_sqrt(v12);
+          let v16: f32 = v14 + u_4;
+          let v17: f32 = optjit_div(v7, v16);
+          let v19: f32 = optjit_fma(v0, u_5, v17);
+          let v21: f32 = select(v17, v19, u_6);
+          acc1 += f32(v21) * f32(v21);
+          S2[1] = u32(OPTJIT_BF16_BITS(v7));
+          S3[1] = u32(OPTJIT_BF16_BITS(v12));
         }
         if (((p2 + (i0) * 2 + 0) & 1) == 0) { atomicStore(&b2[(p2 + (i0) * 2 + 0) >> 1u], (S2[0] & 0xffffu) | (S2[1] << 16u)); } else { optjit_st_b2(p2 + (i0) * 2 + 0, S2[0]); optjit_st_b2(p2 + (i0) * 2 + 1, S2[1]); }
         if (((p3 + (i0) * 2 + 0) & 1) == 0) { atomicStore(&b3[(p3 + (i0) * 2 + 0) >> 1u], (S3[0] & 0xffffu) | (S3[1] << 16u)); } else { optjit_st_b3(p3 + (i0) * 2 + 0, S3[0]); optjit_st_b3(p3 + (i0) * 2 + 1, S3[1]); }
@@ -304,46 +333,40 @@ fn optjit_pass_0(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) 
           let v1: f32 = OPTJIT_BF16_TO_F32(L1_1[0]);
           let v2: f32 = OPTJIT_BF16_TO_F32(L2_1[0]);
           let v3: f32 = OPTJIT_BF16_TO_F32(L3_1[0]);
-          let v5: f32 = optjit_mul(u_0, v1);
-          let v7: f32 = optjit_mul(v2, u_1);
-          let v8: f32 = v7 + v5;
-          let v10: f32 = optjit_mul(u_2, v1);
-          let v11: f32 = optjit_mul(v10, v1);
-          let v13: f32 = optjit_mul(v3, u_3);
-          let v14: f32 = v13 + v11;
+          let v5: f32 = optjit_mul(v2, u_0);
+          let v7: f32 = optjit_fma(v1, u_1, v5);
+          let v9: f32 = optjit_mul(v3, u_2);
+          let v11: f32 = optjit_mul(u_3, v1);
+          let v12: f32 = optjit_fma(v11, v1, v9);
           acc0 += f32(v0) * f32(v0);
-          let v16: f32 = optjit_sqrt(v14);
-          let v18: f32 = v16 + u_4;
-          let v19: f32 = optjit_div(v8, v18);
-          let v21: f32 = optjit_mul(u_5, v0);
-          let v22: f32 = v19 + v21;
-          let v24: f32 = select(v19, v22, u_6);
-          acc1 += f32(v24) * f32(v24);
-          S2[0] = u32(OPTJIT_BF16_BITS(v8));
-          S3[0] = u32(OPTJIT_BF16_BITS(v14));
+          let v14: f32 = optjit_sqrt(v12);
+          let v16: f32 = v14 + u_4;
+          let v17: f32 = optjit_div(v7, v16);
+          let v19: f32 = optjit_fma(v0, u_5, v17);
+          let v21: f32 = select(v17, v19, u_6);
+          acc1 += f32(v21) * f32(v21);
+          S2[0] = u32(OPTJIT_BF16_BITS(v7));
+          S3[0] = u32(OPTJIT_BF16_BITS(v12));
         }
         {
           let v0: f32 = OPTJIT_BF16_TO_F32(L0_1[1]);
           let v1: f32 = OPTJIT_BF16_TO_F32(L1_1[1]);
           let v2: f32 = OPTJIT_BF16_TO_F32(L2_1[1]);
           let v3: f32 = OPTJIT_BF16_TO_F32(L3_1[1]);
-          let v5: f32 = optjit_mul(u_0, v1);
-          let v7: f32 = optjit_mul(v2, u_1);
-          let v8: f32 = v7 + v5;
-          let v10: f32 = optjit_mul(u_2, v1);
-          let v11: f32 = optjit_mul(v10, v1);
-          let v13: f32 = optjit_mul(v3, u_3);
-          let v14: f32 = v13 + v11;
+          let v5: f32 = optjit_mul(v2, u_0);
+          let v7: f32 = optjit_fma(v1, u_1, v5);
+          let v9: f32 = optjit_mul(v3, u_2);
+          let v11: f32 = optjit_mul(u_3, v1);
+          let v12: f32 = optjit_fma(v11, v1, v9);
           acc0 += f32(v0) * f32(v0);
-          let v16: f32 = optjit_sqrt(v14);
-          let v18: f32 = v16 + u_4;
-          let v19: f32 = optjit_div(v8, v18);
-          let v21: f32 = optjit_mul(u_5, v0);
-          let v22: f32 = v19 + v21;
-          let v24: f32 = select(v19, v22, u_6);
-          acc1 += f32(v24) * f32(v24);
-          S2[1] = u32(OPTJIT_BF16_BITS(v8));
-          S3[1] = u32(OPTJIT_BF16_BITS(v14));
+          let v14: f32 = optjit_sqrt(v12);
+          let v16: f32 = v14 + u_4;
+          let v17: f32 = optjit_div(v7, v16);
+          let v19: f32 = optjit_fma(v0, u_5, v17);
+          let v21: f32 = select(v17, v19, u_6);
+          acc1 += f32(v21) * f32(v21);
+          S2[1] = u32(OPTJIT_BF16_BITS(v7));
+          S3[1] = u32(OPTJIT_BF16_BITS(v12));
         }
         if (((p2 + (i1) * 2 + 0) & 1) == 0) { atomicStore(&b2[(p2 + (i1) * 2 + 0) >> 1u], (S2[0] & 0xffffu) | (S2[1] << 16u)); } else { optjit_st_b2(p2 + (i1) * 2 + 0, S2[0]); optjit_st_b2(p2 + (i1) * 2 + 1, S2[1]); }
         if (((p3 + (i1) * 2 + 0) & 1) == 0) { atomicStore(&b3[(p3 + (i1) * 2 + 0) >> 1u], (S3[0] & 0xffffu) | (S3[1] << 16u)); } else { optjit_st_b3(p3 + (i1) * 2 + 0, S3[0]); optjit_st_b3(p3 + (i1) * 2 + 1, S3[1]); }
@@ -361,23 +384,20 @@ fn optjit_pass_0(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) 
         let v1: f32 = OPTJIT_BF16_TO_F32(L1_0);
         let v2: f32 = OPTJIT_BF16_TO_F32(L2_0);
         let v3: f32 = OPTJIT_BF16_TO_F32(L3_0);
-        let v5: f32 = optjit_mul(u_0, v1);
-        let v7: f32 = optjit_mul(v2, u_1);
-        let v8: f32 = v7 + v5;
-        let v10: f32 = optjit_mul(u_2, v1);
-        let v11: f32 = optjit_mul(v10, v1);
-        let v13: f32 = optjit_mul(v3, u_3);
-        let v14: f32 = v13 + v11;
+        let v5: f32 = optjit_mul(v2, u_0);
+        let v7: f32 = optjit_fma(v1, u_1, v5);
+        let v9: f32 = optjit_mul(v3, u_2);
+        let v11: f32 = optjit_mul(u_3, v1);
+        let v12: f32 = optjit_fma(v11, v1, v9);
         acc0 += f32(v0) * f32(v0);
-        let v16: f32 = optjit_sqrt(v14);
-        let v18: f32 = v16 + u_4;
-        let v19: f32 = optjit_div(v8, v18);
-        let v21: f32 = optjit_mul(u_5, v0);
-        let v22: f32 = v19 + v21;
-        let v24: f32 = select(v19, v22, u_6);
-        acc1 += f32(v24) * f32(v24);
-        S2 = u32(OPTJIT_BF16_BITS(v8));
-        S3 = u32(OPTJIT_BF16_BITS(v14));
+        let v14: f32 = optjit_sqrt(v12);
+        let v16: f32 = v14 + u_4;
+        let v17: f32 = optjit_div(v7, v16);
+        let v19: f32 = optjit_fma(v0, u_5, v17);
+        let v21: f32 = select(v17, v19, u_6);
+        acc1 += f32(v21) * f32(v21);
+        S2 = u32(OPTJIT_BF16_BITS(v7));
+        S3 = u32(OPTJIT_BF16_BITS(v12));
         optjit_st_b2(p2 + i0, S2);
         optjit_st_b3(p3 + i0, S3);
       }
@@ -439,12 +459,10 @@ fn optjit_pass_1(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) 
           let v3: f32 = optjit_sqrt(v1);
           let v5: f32 = v3 + u_0;
           let v6: f32 = optjit_div(v0, v5);
-          let v8: f32 = optjit_mul(u_1, v2);
-          let v9: f32 = v6 + v8;
-          let v11: f32 = select(v6, v9, u_2);
-          let v13: f32 = optjit_mul(u_3, v11);
-          let v14: f32 = v2 + v13;
-          S0[0] = u32(OPTJIT_BF16_BITS(v14));
+          let v8: f32 = optjit_fma(v2, u_1, v6);
+          let v10: f32 = select(v6, v8, u_2);
+          let v12: f32 = optjit_fma(v10, u_3, v2);
+          S0[0] = u32(OPTJIT_BF16_BITS(v12));
         }
         {
           let v0: f32 = OPTJIT_BF16_TO_F32(L2_0[1]);
@@ -453,12 +471,10 @@ fn optjit_pass_1(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) 
           let v3: f32 = optjit_sqrt(v1);
           let v5: f32 = v3 + u_0;
           let v6: f32 = optjit_div(v0, v5);
-          let v8: f32 = optjit_mul(u_1, v2);
-          let v9: f32 = v6 + v8;
-          let v11: f32 = select(v6, v9, u_2);
-          let v13: f32 = optjit_mul(u_3, v11);
-          let v14: f32 = v2 + v13;
-          S0[1] = u32(OPTJIT_BF16_BITS(v14));
+          let v8: f32 = optjit_fma(v2, u_1, v6);
+          let v10: f32 = select(v6, v8, u_2);
+          let v12: f32 = optjit_fma(v10, u_3, v2);
+          S0[1] = u32(OPTJIT_BF16_BITS(v12));
         }
         if (((p0 + (i0) * 2 + 0) & 1) == 0) { atomicStore(&b0[(p0 + (i0) * 2 + 0) >> 1u], (S0[0] & 0xffffu) | (S0[1] << 16u)); } else { optjit_st_b0(p0 + (i0) * 2 + 0, S0[0]); optjit_st_b0(p0 + (i0) * 2 + 1, S0[1]); }
       }
@@ -471,12 +487,10 @@ fn optjit_pass_1(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) 
           let v3: f32 = optjit_sqrt(v1);
           let v5: f32 = v3 + u_0;
           let v6: f32 = optjit_div(v0, v5);
-          let v8: f32 = optjit_mul(u_1, v2);
-          let v9: f32 = v6 + v8;
-          let v11: f32 = select(v6, v9, u_2);
-          let v13: f32 = optjit_mul(u_3, v11);
-          let v14: f32 = v2 + v13;
-          S0[0] = u32(OPTJIT_BF16_BITS(v14));
+          let v8: f32 = optjit_fma(v2, u_1, v6);
+          let v10: f32 = select(v6, v8, u_2);
+          let v12: f32 = optjit_fma(v10, u_3, v2);
+          S0[0] = u32(OPTJIT_BF16_BITS(v12));
         }
         {
           let v0: f32 = OPTJIT_BF16_TO_F32(L2_1[1]);
@@ -485,12 +499,10 @@ fn optjit_pass_1(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) 
           let v3: f32 = optjit_sqrt(v1);
           let v5: f32 = v3 + u_0;
           let v6: f32 = optjit_div(v0, v5);
-          let v8: f32 = optjit_mul(u_1, v2);
-          let v9: f32 = v6 + v8;
-          let v11: f32 = select(v6, v9, u_2);
-          let v13: f32 = optjit_mul(u_3, v11);
-          let v14: f32 = v2 + v13;
-          S0[1] = u32(OPTJIT_BF16_BITS(v14));
+          let v8: f32 = optjit_fma(v2, u_1, v6);
+          let v10: f32 = select(v6, v8, u_2);
+          let v12: f32 = optjit_fma(v10, u_3, v2);
+          S0[1] = u32(OPTJIT_BF16_BITS(v12));
         }
         if (((p0 + (i1) * 2 + 0) & 1) == 0) { atomicStore(&b0[(p0 + (i1) * 2 + 0) >> 1u], (S0[0] & 0xffffu) | (S0[1] << 16u)); } else { optjit_st_b0(p0 + (i1) * 2 + 0, S0[0]); optjit_st_b0(p0 + (i1) * 2 + 1, S0[1]); }
       }
@@ -507,12 +519,10 @@ fn optjit_pass_1(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) 
         let v3: f32 = optjit_sqrt(v1);
         let v5: f32 = v3 + u_0;
         let v6: f32 = optjit_div(v0, v5);
-        let v8: f32 = optjit_mul(u_1, v2);
-        let v9: f32 = v6 + v8;
-        let v11: f32 = select(v6, v9, u_2);
-        let v13: f32 = optjit_mul(u_3, v11);
-        let v14: f32 = v2 + v13;
-        S0 = u32(OPTJIT_BF16_BITS(v14));
+        let v8: f32 = optjit_fma(v2, u_1, v6);
+        let v10: f32 = select(v6, v8, u_2);
+        let v12: f32 = optjit_fma(v10, u_3, v2);
+        S0 = u32(OPTJIT_BF16_BITS(v12));
         optjit_st_b0(p0 + i0, S0);
       }
     }

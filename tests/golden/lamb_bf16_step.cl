@@ -42,23 +42,20 @@ __kernel void optjit_pass_0(__global ushort* restrict b0, __global ushort* restr
         const float v1 = OPTJIT_BF16_TO_F32(L1_0);
         const float v2 = OPTJIT_BF16_TO_F32(L2_0);
         const float v3 = OPTJIT_BF16_TO_F32(L3_0);
-        const float v5 = u0 * v1;
-        const float v7 = v2 * u1;
-        const float v8 = v7 + v5;
-        const float v10 = u2 * v1;
-        const float v11 = v10 * v1;
-        const float v13 = v3 * u3;
-        const float v14 = v13 + v11;
+        const float v5 = v2 * u0;
+        const float v7 = fma(v1, u1, v5);
+        const float v9 = v3 * u2;
+        const float v11 = u3 * v1;
+        const float v12 = fma(v11, v1, v9);
         acc0 += (double)v0 * (double)v0;
-        const float v16 = sqrt(v14);
-        const float v18 = v16 + u4;
-        const float v19 = v8 / v18;
-        const float v21 = u5 * v0;
-        const float v22 = v19 + v21;
-        const float v24 = u6 ? v22 : v19;
-        acc1 += (double)v24 * (double)v24;
-        S2 = (ushort)OPTJIT_BF16_BITS(v8);
-        S3 = (ushort)OPTJIT_BF16_BITS(v14);
+        const float v14 = sqrt(v12);
+        const float v16 = v14 + u4;
+        const float v17 = v7 / v16;
+        const float v19 = fma(v0, u5, v17);
+        const float v21 = u6 ? v19 : v17;
+        acc1 += (double)v21 * (double)v21;
+        S2 = (ushort)OPTJIT_BF16_BITS(v7);
+        S3 = (ushort)OPTJIT_BF16_BITS(v12);
         p2[i0] = S2;
         p3[i0] = S3;
       }
@@ -108,12 +105,10 @@ __kernel void optjit_pass_1(__global ushort* restrict b0, __global ushort* restr
         const float v3 = sqrt(v1);
         const float v5 = v3 + u0;
         const float v6 = v0 / v5;
-        const float v8 = u1 * v2;
-        const float v9 = v6 + v8;
-        const float v11 = u2 ? v9 : v6;
-        const float v13 = u3 * v11;
-        const float v14 = v2 + v13;
-        S0 = (ushort)OPTJIT_BF16_BITS(v14);
+        const float v8 = fma(v2, u1, v6);
+        const float v10 = u2 ? v8 : v6;
+        const float v12 = fma(v10, u3, v2);
+        S0 = (ushort)OPTJIT_BF16_BITS(v12);
         p0[i0] = S0;
       }
     }
@@ -139,25 +134,28 @@ __kernel void optjit_segment_0(const __global double* hypers, __global double* c
     const long g = i;
     const double h2 = hypers[g * 6 + 0];
     const double h3 = hypers[g * 6 + 1];
-    const double h5 = 0x1p+0 - h2;
-    const double h6 = (double)(float)h5;
-    const double h9 = (double)(float)h2;
-    const double h13 = 0x1p+0 - h3;
-    const double h14 = (double)(float)h13;
-    const double h17 = (double)(float)h3;
-    const double h20 = hypers[g * 6 + 2];
-    const double h21 = hypers[g * 6 + 3];
-    vals[g * 18 + 10] = h21;
+    const double h6 = 0x1p+0 - h2;
+    const double h7 = (double)(float)h2;
+    const double h9 = (double)(float)h6;
+    const double h12 = 0x1p+0 - h3;
+    const double h13 = (double)(float)h3;
+    const double h15 = (double)(float)h12;
+    const double h18 = hypers[g * 6 + 2];
+    const double h19 = hypers[g * 6 + 3];
+    vals[g * 20 + 10] = h19;
     const double h27 = hypers[g * 6 + 4];
     const double h29 = (double)(float)h27;
-    vals[g * 18 + 13] = h29;
+    vals[g * 20 + 13] = h29;
     const double h32 = hypers[g * 6 + 5];
     const double h33 = (double)(float)h32;
-    vals[g * 18 + 15] = h33;
-    const double h36 = ((h32 != 0x0p+0) ? 1.0 : 0.0);
-    vals[g * 18 + 16] = h36;
-    const double h45 = -h20;
-    vals[g * 18 + 17] = h45;
+    vals[g * 20 + 15] = h33;
+    const double h35 = ((h32 != 0x0p+0) ? 1.0 : 0.0);
+    vals[g * 20 + 16] = h35;
+    const double h48 = -h18;
+    vals[g * 20 + 17] = h48;
+    const double h49 = (double)(float)h48;
+    const double h50 = h49;
+    vals[g * 20 + 19] = h50;
   }
   if (i < T) {
     const long t = i;
@@ -166,27 +164,29 @@ __kernel void optjit_segment_0(const __global double* hypers, __global double* c
     const double first = tinfo[3 * t + 2];
     const double h2 = hypers[g * 6 + 0];
     const double h3 = hypers[g * 6 + 1];
-    const double h5 = 0x1p+0 - h2;
-    const double h6 = (double)(float)h5;
-    const double h9 = (double)(float)h2;
-    const double h13 = 0x1p+0 - h3;
-    const double h14 = (double)(float)h13;
-    const double h17 = (double)(float)h3;
-    const double h20 = hypers[g * 6 + 2];
-    const double h21 = hypers[g * 6 + 3];
+    const double h6 = 0x1p+0 - h2;
+    const double h7 = (double)(float)h2;
+    const double h9 = (double)(float)h6;
+    const double h12 = 0x1p+0 - h3;
+    const double h13 = (double)(float)h3;
+    const double h15 = (double)(float)h12;
+    const double h18 = hypers[g * 6 + 2];
+    const double h19 = hypers[g * 6 + 3];
     const double h27 = hypers[g * 6 + 4];
     const double h29 = (double)(float)h27;
     const double h32 = hypers[g * 6 + 5];
     const double h33 = (double)(float)h32;
-    const double h36 = ((h32 != 0x0p+0) ? 1.0 : 0.0);
-    const double h45 = -h20;
-    uniforms[t * 7 + 0] = h6;
+    const double h35 = ((h32 != 0x0p+0) ? 1.0 : 0.0);
+    const double h48 = -h18;
+    const double h49 = (double)(float)h48;
+    const double h50 = h49;
+    uniforms[t * 7 + 0] = h7;
     uniforms[t * 7 + 1] = h9;
-    uniforms[t * 7 + 2] = h14;
-    uniforms[t * 7 + 3] = h17;
+    uniforms[t * 7 + 2] = h13;
+    uniforms[t * 7 + 3] = h15;
     uniforms[t * 7 + 4] = h29;
     uniforms[t * 7 + 5] = h33;
-    uniforms[t * 7 + 6] = h36;
+    uniforms[t * 7 + 6] = h35;
   }
 }
 
@@ -211,7 +211,7 @@ __kernel void optjit_combine_0(const __global double* partials, const __global l
         barrier(CLK_LOCAL_MEM_FENCE);
       }
     }
-  if (j0 == 0) vals[G * 18 + t * 13 + 0] = lane[0];
+  if (j0 == 0) vals[G * 20 + t * 22 + 0] = lane[0];
   barrier(CLK_LOCAL_MEM_FENCE);
     {
       const long run = n > 0 ? (n + 256 - 1) / 256 : 1;
@@ -229,7 +229,7 @@ __kernel void optjit_combine_0(const __global double* partials, const __global l
         barrier(CLK_LOCAL_MEM_FENCE);
       }
     }
-  if (j0 == 0) vals[G * 18 + t * 13 + 4] = lane[0];
+  if (j0 == 0) vals[G * 20 + t * 22 + 6] = lane[0];
   barrier(CLK_LOCAL_MEM_FENCE);
 }
 
@@ -237,8 +237,8 @@ __kernel void optjit_shard_out_0(const __global double* vals, const __global dou
   const long j0 = get_local_id(0), size = get_local_size(0), A = P > 0 ? P : S;
   for (long slot = j0; slot < S; slot += size) {
     const long t = owner[slot];
-    sbuf[(0 * A + 0 * S) + slot] = t < 0 ? 0.0 : vals[G * 18 + t * 13 + 0];
-    sbuf[(0 * A + 1 * S) + slot] = t < 0 ? 0.0 : vals[G * 18 + t * 13 + 4];
+    sbuf[(0 * A + 0 * S) + slot] = t < 0 ? 0.0 : vals[G * 20 + t * 22 + 0];
+    sbuf[(0 * A + 1 * S) + slot] = t < 0 ? 0.0 : vals[G * 20 + t * 22 + 6];
   }
   for (long slot = j0; P > 0 && slot < P; slot += size) {
     const long g = 0;
@@ -253,7 +253,7 @@ __kernel void optjit_shard_in_0(const __global double* sbuf, __global double* va
     if (P > 0 && a == b) continue;
     double v = a == b ? 0x0p+0 : sbuf[(0 * A + 0 * S) + a];
     for (long p = a + 1; p < b; ++p) v = v + sbuf[(0 * A + 0 * S) + p];
-    vals[G * 18 + t * 13 + 0] = v;
+    vals[G * 20 + t * 22 + 0] = v;
   }
   for (long t = j0; t < T; t += size) {
     const long tg = tensor_of[t];
@@ -261,7 +261,7 @@ __kernel void optjit_shard_in_0(const __global double* sbuf, __global double* va
     if (P > 0 && a == b) continue;
     double v = a == b ? 0x0p+0 : sbuf[(0 * A + 1 * S) + a];
     for (long p = a + 1; p < b; ++p) v = v + sbuf[(0 * A + 1 * S) + p];
-    vals[G * 18 + t * 13 + 4] = v;
+    vals[G * 20 + t * 22 + 6] = v;
   }
 }
 
@@ -275,21 +275,30 @@ __kernel void optjit_segment_1(const __global double* hypers, __global double* c
     const long g = (long)tinfo[3 * t];
     const double numel = tinfo[3 * t + 1];
     const double first = tinfo[3 * t + 2];
-    const double h24 = sqrt(vals[G * 18 + t * 13 + 0]);
+    const double h22 = sqrt(vals[G * 20 + t * 22 + 0]);
+    const double h23 = (double)(float)h22;
+    const double h24 = h23;
     const double h25 = (isnan(h24) || isnan(0x0p+0)) ? h24 + 0x0p+0 : (h24 > 0x0p+0 ? h24 : 0x0p+0);
-    const double h26 = (isnan(h25) || isnan(vals[g * 18 + 10])) ? h25 + vals[g * 18 + 10] : (h25 < vals[g * 18 + 10] ? h25 : vals[g * 18 + 10]);
-    const double h39 = sqrt(vals[G * 18 + t * 13 + 4]);
-    const double h40 = h26 / h39;
-    const double h41 = ((h26 == 0x0p+0) ? 1.0 : 0.0);
-    const double h42 = ((h39 == 0x0p+0) ? 1.0 : 0.0);
-    const double h43 = ((h41 != 0.0 || h42 != 0.0) ? 1.0 : 0.0);
-    const double h44 = (h43 != 0.0 ? 0x1p+0 : h40);
-    const double h46 = vals[g * 18 + 17] * h44;
-    const double h47 = (double)(float)h46;
-    uniforms[t * 4 + 0] = vals[g * 18 + 13];
-    uniforms[t * 4 + 1] = vals[g * 18 + 15];
-    uniforms[t * 4 + 2] = vals[g * 18 + 16];
-    uniforms[t * 4 + 3] = h47;
+    const double h26 = (isnan(h25) || isnan(vals[g * 20 + 10])) ? h25 + vals[g * 20 + 10] : (h25 < vals[g * 20 + 10] ? h25 : vals[g * 20 + 10]);
+    const double h38 = sqrt(vals[G * 20 + t * 22 + 6]);
+    const double h39 = (double)(float)h38;
+    const double h40 = h39;
+    const double h41 = h26 / h40;
+    const double h42 = (double)(float)h41;
+    const double h43 = h42;
+    const double h44 = ((h26 == 0x0p+0) ? 1.0 : 0.0);
+    const double h45 = ((h40 == 0x0p+0) ? 1.0 : 0.0);
+    const double h46 = ((h44 != 0.0 || h45 != 0.0) ? 1.0 : 0.0);
+    const double h47 = (h46 != 0.0 ? 0x1p+0 : h43);
+    const double h51 = vals[g * 20 + 19] * h47;
+    const double h52 = (double)(float)h51;
+    const double h53 = h52;
+    const double h54 = (h46 != 0.0 ? vals[g * 20 + 17] : h53);
+    const double h55 = (double)(float)h54;
+    uniforms[t * 4 + 0] = vals[g * 20 + 13];
+    uniforms[t * 4 + 1] = vals[g * 20 + 15];
+    uniforms[t * 4 + 2] = vals[g * 20 + 16];
+    uniforms[t * 4 + 3] = h55;
   }
 }
 

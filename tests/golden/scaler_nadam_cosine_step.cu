@@ -83,31 +83,27 @@ extern "C" __global__ void __launch_bounds__(256, 2) optjit_pass_1(const OptjitR
         const float v2 = OPTJIT_F16_TO_F32(L2_0);
         const float v3 = OPTJIT_F16_TO_F32(L3_0);
         const float v5 = v1 * u0;
-        const float v7 = u1 * v0;
-        const float v8 = v5 + v7;
-        const float v10 = u2 ? v8 : v5;
-        const float v11 = v10 - v2;
-        const float v13 = v11 * u3;
-        const float v14 = v10 - v13;
-        const float v16 = u4 * v11;
-        const float v17 = v2 + v16;
-        const float v19 = u5 ? v17 : v14;
-        const float v21 = u6 * v10;
-        const float v22 = v21 * v10;
-        const float v24 = v3 * u7;
-        const float v25 = v24 + v22;
-        const float v27 = v25 / u8;
-        const float v28 = sqrtf(v27);
-        const float v30 = v28 + u9;
-        const float v32 = u10 * v10;
-        const float v33 = v32 / v30;
-        const float v34 = v0 + v33;
-        const float v36 = u11 * v19;
-        const float v37 = v36 / v30;
-        const float v38 = v34 + v37;
-        S2 = OPTJIT_F32_TO_F16(v19);
-        S3 = OPTJIT_F32_TO_F16(v25);
-        S0 = OPTJIT_F32_TO_F16(v38);
+        const float v7 = fmaf(v0, u1, v5);
+        const float v9 = u2 ? v7 : v5;
+        const float v10 = v9 - v2;
+        const float v12 = fmaf(u3, v10, v9);
+        const float v14 = fmaf(u4, v10, v2);
+        const float v16 = u5 ? v14 : v12;
+        const float v18 = v3 * u6;
+        const float v20 = u7 * v9;
+        const float v21 = fmaf(v20, v9, v18);
+        const float v23 = v21 / u8;
+        const float v24 = sqrtf(v23);
+        const float v26 = v24 + u9;
+        const float v28 = u10 * v9;
+        const float v29 = v28 / v26;
+        const float v30 = v0 + v29;
+        const float v32 = u11 * v16;
+        const float v33 = v32 / v26;
+        const float v34 = v30 + v33;
+        S2 = OPTJIT_F32_TO_F16(v16);
+        S3 = OPTJIT_F32_TO_F16(v21);
+        S0 = OPTJIT_F32_TO_F16(v34);
         p0[i0] = S0;
         p2[i0] = S2;
         p3[i0] = S3;
@@ -139,7 +135,7 @@ extern "C" __global__ void optjit_segment_0(const double* hypers, double* ctl, c
     const double h5 = (double)(float)h4;
     const double h6 = h5;
     const double h7 = (double)(float)h6;
-    vals[g * 73 + 5] = h7;
+    vals[g * 77 + 5] = h7;
     const double h10 = (ctl[0] + 1.0);
     const double h11 = h10;
     const double h12 = hypers[g * 9 + 1];
@@ -161,54 +157,58 @@ extern "C" __global__ void optjit_segment_0(const double* hypers, double* ctl, c
     const double h30 = 0x1p+0 - h29;
     const double h31 = hypers[g * 9 + 7];
     const double h32 = (double)(float)h31;
-    vals[g * 73 + 29] = h32;
-    const double h36 = ((h31 != 0x0p+0) ? 1.0 : 0.0);
-    vals[g * 73 + 31] = h36;
-    const double h38 = h11 * h28;
-    const double h40 = pow(0x1.eb851eb851eb8p-1, h38);
-    const double h42 = 0x1p-1 * h40;
-    const double h43 = 0x1p+0 - h42;
-    const double h44 = h12 * h43;
-    const double h45 = h11 + 0x1p+0;
-    const double h46 = h45 * h28;
-    const double h47 = pow(0x1.eb851eb851eb8p-1, h46);
-    const double h48 = 0x1p-1 * h47;
-    const double h49 = 0x1p+0 - h48;
-    const double h50 = h12 * h49;
-    const double h51 = ctl[3 + g * 1 + 0];
-    const double h52 = h51 * h44;
-    vals[g * 73 + 46] = h52;
-    const double h53 = 0x1p+0 - h12;
-    const double h55 = (double)(float)h53;
-    vals[g * 73 + 48] = h55;
-    const double h58 = 0x1p+0 - h55;
-    vals[g * 73 + 50] = h58;
-    const double h63 = fabs(h55);
-    const double h65 = ((h63 < 0x1p-1) ? 1.0 : 0.0);
-    vals[g * 73 + 53] = h65;
-    const double h68 = 0x1p+0 - h13;
-    const double h69 = (double)(float)h68;
-    vals[g * 73 + 55] = h69;
-    const double h72 = (double)(float)h13;
-    vals[g * 73 + 56] = h72;
+    vals[g * 77 + 29] = h32;
+    const double h35 = ((h31 != 0x0p+0) ? 1.0 : 0.0);
+    vals[g * 77 + 31] = h35;
+    const double h37 = h11 * h28;
+    const double h39 = pow(0x1.eb851eb851eb8p-1, h37);
+    const double h41 = 0x1p-1 * h39;
+    const double h42 = 0x1p+0 - h41;
+    const double h43 = h12 * h42;
+    const double h44 = h11 + 0x1p+0;
+    const double h45 = h44 * h28;
+    const double h46 = pow(0x1.eb851eb851eb8p-1, h45);
+    const double h47 = 0x1p-1 * h46;
+    const double h48 = 0x1p+0 - h47;
+    const double h49 = h12 * h48;
+    const double h50 = (double)(float)h43;
+    const double h51 = h50;
+    const double h52 = ctl[3 + g * 1 + 0];
+    const double h53 = h52 * h51;
+    const double h54 = (double)(float)h53;
+    const double h55 = h54;
+    vals[g * 77 + 50] = h55;
+    const double h56 = 0x1p+0 - h12;
+    const double h58 = (double)(float)h56;
+    vals[g * 77 + 52] = h58;
+    const double h61 = h58 - 0x1p+0;
+    vals[g * 77 + 54] = h61;
+    const double h64 = fabs(h58);
+    const double h66 = ((h64 < 0x1p-1) ? 1.0 : 0.0);
+    vals[g * 77 + 57] = h66;
+    const double h69 = 0x1p+0 - h13;
+    const double h70 = (double)(float)h13;
+    vals[g * 77 + 59] = h70;
+    const double h72 = (double)(float)h69;
+    vals[g * 77 + 60] = h72;
     const double h75 = hypers[g * 9 + 8];
     const double h76 = (double)(float)h30;
-    vals[g * 73 + 58] = h76;
+    vals[g * 77 + 62] = h76;
     const double h79 = (double)(float)h75;
-    vals[g * 73 + 59] = h79;
-    const double h81 = h52 * h50;
-    const double h82 = 0x1p+0 - h52;
-    const double h83 = 0x1p+0 - h44;
+    vals[g * 77 + 63] = h79;
+    const double h81 = h55 * h49;
+    const double h82 = 0x1p+0 - h55;
+    const double h83 = 0x1p+0 - h43;
     const double h84 = -h27;
     const double h85 = h84 * h83;
     const double h86 = h85 / h82;
     const double h87 = (double)(float)h86;
-    vals[g * 73 + 66] = h87;
+    vals[g * 77 + 70] = h87;
     const double h91 = 0x1p+0 - h81;
-    const double h92 = h84 * h50;
+    const double h92 = h84 * h49;
     const double h93 = h92 / h91;
     const double h94 = (double)(float)h93;
-    vals[g * 73 + 70] = h94;
+    vals[g * 77 + 74] = h94;
   }
   if (i < T) {
     const long long t = i;
@@ -241,40 +241,44 @@ extern "C" __global__ void optjit_segment_0(const double* hypers, double* ctl, c
     const double h30 = 0x1p+0 - h29;
     const double h31 = hypers[g * 9 + 7];
     const double h32 = (double)(float)h31;
-    const double h36 = ((h31 != 0x0p+0) ? 1.0 : 0.0);
-    const double h38 = h11 * h28;
-    const double h40 = pow(0x1.eb851eb851eb8p-1, h38);
-    const double h42 = 0x1p-1 * h40;
-    const double h43 = 0x1p+0 - h42;
-    const double h44 = h12 * h43;
-    const double h45 = h11 + 0x1p+0;
-    const double h46 = h45 * h28;
-    const double h47 = pow(0x1.eb851eb851eb8p-1, h46);
-    const double h48 = 0x1p-1 * h47;
-    const double h49 = 0x1p+0 - h48;
-    const double h50 = h12 * h49;
-    const double h51 = ctl[3 + g * 1 + 0];
-    const double h52 = h51 * h44;
-    const double h53 = 0x1p+0 - h12;
-    const double h55 = (double)(float)h53;
-    const double h58 = 0x1p+0 - h55;
-    const double h63 = fabs(h55);
-    const double h65 = ((h63 < 0x1p-1) ? 1.0 : 0.0);
-    const double h68 = 0x1p+0 - h13;
-    const double h69 = (double)(float)h68;
-    const double h72 = (double)(float)h13;
+    const double h35 = ((h31 != 0x0p+0) ? 1.0 : 0.0);
+    const double h37 = h11 * h28;
+    const double h39 = pow(0x1.eb851eb851eb8p-1, h37);
+    const double h41 = 0x1p-1 * h39;
+    const double h42 = 0x1p+0 - h41;
+    const double h43 = h12 * h42;
+    const double h44 = h11 + 0x1p+0;
+    const double h45 = h44 * h28;
+    const double h46 = pow(0x1.eb851eb851eb8p-1, h45);
+    const double h47 = 0x1p-1 * h46;
+    const double h48 = 0x1p+0 - h47;
+    const double h49 = h12 * h48;
+    const double h50 = (double)(float)h43;
+    const double h51 = h50;
+    const double h52 = ctl[3 + g * 1 + 0];
+    const double h53 = h52 * h51;
+    const double h54 = (double)(float)h53;
+    const double h55 = h54;
+    const double h56 = 0x1p+0 - h12;
+    const double h58 = (double)(float)h56;
+    const double h61 = h58 - 0x1p+0;
+    const double h64 = fabs(h58);
+    const double h66 = ((h64 < 0x1p-1) ? 1.0 : 0.0);
+    const double h69 = 0x1p+0 - h13;
+    const double h70 = (double)(float)h13;
+    const double h72 = (double)(float)h69;
     const double h75 = hypers[g * 9 + 8];
     const double h76 = (double)(float)h30;
     const double h79 = (double)(float)h75;
-    const double h81 = h52 * h50;
-    const double h82 = 0x1p+0 - h52;
-    const double h83 = 0x1p+0 - h44;
+    const double h81 = h55 * h49;
+    const double h82 = 0x1p+0 - h55;
+    const double h83 = 0x1p+0 - h43;
     const double h84 = -h27;
     const double h85 = h84 * h83;
     const double h86 = h85 / h82;
     const double h87 = (double)(float)h86;
     const double h91 = 0x1p+0 - h81;
-    const double h92 = h84 * h50;
+    const double h92 = h84 * h49;
     const double h93 = h92 / h91;
     const double h94 = (double)(float)h93;
     uniforms[t * 1 + 0] = h7;
@@ -314,7 +318,7 @@ extern "C" __global__ void optjit_shard_out_0(const double* vals, const double* 
   }
   for (long long slot = j0; P > 0 && slot < P; slot += size) {
     const long long g = 0;
-    sbuf[(0 * A + 0 * S) + slot] = slot == rank ? vals[g * 73 + 6] : 0.0;
+    sbuf[(0 * A + 0 * S) + slot] = slot == rank ? vals[g * 77 + 6] : 0.0;
   }
 }
 
@@ -324,7 +328,7 @@ extern "C" __global__ void optjit_shard_in_0(const double* sbuf, double* vals, d
     if (j0 == 0) {
       double v = sbuf[(0 * A + 0 * S)];
       for (long long p = 1; p < P; ++p) v = ((v != 0.0 || sbuf[(0 * A + 0 * S) + p] != 0.0) ? 1.0 : 0.0);
-      for (long long g = 0; g < G; ++g) vals[g * 73 + 6] = v;
+      for (long long g = 0; g < G; ++g) vals[g * 77 + 6] = v;
     }
   } else {
     for (long long tg = j0; tg < Tg; tg += size) {
@@ -355,7 +359,7 @@ extern "C" __global__ void optjit_fold_0(const double* fold_rows, double* vals, 
         __syncthreads();
       }
     }
-  for (long long g = j0; g < G; g += size) vals[g * 73 + 6] = lane[0];
+  for (long long g = j0; g < G; g += size) vals[g * 77 + 6] = lane[0];
   __syncthreads();
 }
 
@@ -363,25 +367,25 @@ extern "C" __global__ void optjit_segment_1(const double* hypers, double* ctl, c
   const long long i = (blockIdx.x * (long long)blockDim.x + threadIdx.x);
   if (i < G) {
     const long long g = i;
-    if (vals[g * 73 + 6] != 0.0) ctl[1] = 1.0;
+    if (vals[g * 77 + 6] != 0.0) ctl[1] = 1.0;
   }
   if (i < T) {
     const long long t = i;
     const long long g = (long long)tinfo[3 * t];
     const double numel = tinfo[3 * t + 1];
     const double first = tinfo[3 * t + 2];
-    uniforms[t * 12 + 0] = vals[g * 73 + 5];
-    uniforms[t * 12 + 1] = vals[g * 73 + 29];
-    uniforms[t * 12 + 2] = vals[g * 73 + 31];
-    uniforms[t * 12 + 3] = vals[g * 73 + 50];
-    uniforms[t * 12 + 4] = vals[g * 73 + 48];
-    uniforms[t * 12 + 5] = vals[g * 73 + 53];
-    uniforms[t * 12 + 6] = vals[g * 73 + 55];
-    uniforms[t * 12 + 7] = vals[g * 73 + 56];
-    uniforms[t * 12 + 8] = vals[g * 73 + 58];
-    uniforms[t * 12 + 9] = vals[g * 73 + 59];
-    uniforms[t * 12 + 10] = vals[g * 73 + 66];
-    uniforms[t * 12 + 11] = vals[g * 73 + 70];
+    uniforms[t * 12 + 0] = vals[g * 77 + 5];
+    uniforms[t * 12 + 1] = vals[g * 77 + 29];
+    uniforms[t * 12 + 2] = vals[g * 77 + 31];
+    uniforms[t * 12 + 3] = vals[g * 77 + 54];
+    uniforms[t * 12 + 4] = vals[g * 77 + 52];
+    uniforms[t * 12 + 5] = vals[g * 77 + 57];
+    uniforms[t * 12 + 6] = vals[g * 77 + 59];
+    uniforms[t * 12 + 7] = vals[g * 77 + 60];
+    uniforms[t * 12 + 8] = vals[g * 77 + 62];
+    uniforms[t * 12 + 9] = vals[g * 77 + 63];
+    uniforms[t * 12 + 10] = vals[g * 77 + 70];
+    uniforms[t * 12 + 11] = vals[g * 77 + 74];
   }
 }
 
@@ -389,7 +393,7 @@ extern "C" __global__ void optjit_segment_2(const double* hypers, double* ctl, c
   const long long i = (blockIdx.x * (long long)blockDim.x + threadIdx.x);
   if (i < G) {
     const long long g = i;
-    ctl[3 + G * 1 + g * 1 + 0] = vals[g * 73 + 46];
+    ctl[3 + G * 1 + g * 1 + 0] = vals[g * 77 + 50];
   }
   if (i < T) {
     const long long t = i;

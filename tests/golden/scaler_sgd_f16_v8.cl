@@ -105,7 +105,7 @@ __kernel void optjit_pass_1(__global ushort* restrict b0, __global ushort* restr
     const bool u5 = (u[5] != 0);
     const bool u6 = (u[6] != 0);
     const float u7 = (float)u[7];
-    if (!u6) {  // when %30=0: 6 B/param
+    if (!u6) {  // when %28=0: 6 B/param
     const long nv = len / 8;
     for (long i0 = get_local_id(0); i0 < nv; i0 += 64) {
       const float8 L0_0 = vload_half8(i0, (__global const half*)p0);
@@ -116,89 +116,73 @@ __kernel void optjit_pass_1(__global ushort* restrict b0, __global ushort* restr
           const float v0 = L0_0.s0;
           const float v1 = L1_0.s0;
           const float v3 = v1 * u0;
-          const float v5 = u1 * v0;
-          const float v6 = v3 + v5;
-          const float v8 = u2 ? v6 : v3;
-          const float v10 = u7 * v8;
-          const float v11 = v0 + v10;
-          S0.s0 = v11;
+          const float v5 = fma(v0, u1, v3);
+          const float v7 = u2 ? v5 : v3;
+          const float v9 = fma(v7, u7, v0);
+          S0.s0 = v9;
         }
         {
           const float v0 = L0_0.s1;
           const float v1 = L1_0.s1;
           const float v3 = v1 * u0;
-          const float v5 = u1 * v0;
-          const float v6 = v3 + v5;
-          const float v8 = u2 ? v6 : v3;
-          const float v10 = u7 * v8;
-          const float v11 = v0 + v10;
-          S0.s1 = v11;
+          const float v5 = fma(v0, u1, v3);
+          const float v7 = u2 ? v5 : v3;
+          const float v9 = fma(v7, u7, v0);
+          S0.s1 = v9;
         }
         {
           const float v0 = L0_0.s2;
           const float v1 = L1_0.s2;
           const float v3 = v1 * u0;
-          const float v5 = u1 * v0;
-          const float v6 = v3 + v5;
-          const float v8 = u2 ? v6 : v3;
-          const float v10 = u7 * v8;
-          const float v11 = v0 + v10;
-          S0.s2 = v11;
+          const float v5 = fma(v0, u1, v3);
+          const float v7 = u2 ? v5 : v3;
+          const float v9 = fma(v7, u7, v0);
+          S0.s2 = v9;
         }
         {
           const float v0 = L0_0.s3;
           const float v1 = L1_0.s3;
           const float v3 = v1 * u0;
-          const float v5 = u1 * v0;
-          const float v6 = v3 + v5;
-          const float v8 = u2 ? v6 : v3;
-          const float v10 = u7 * v8;
-          const float v11 = v0 + v10;
-          S0.s3 = v11;
+          const float v5 = fma(v0, u1, v3);
+          const float v7 = u2 ? v5 : v3;
+          const float v9 = fma(v7, u7, v0);
+          S0.s3 = v9;
         }
         {
           const float v0 = L0_0.s4;
           const float v1 = L1_0.s4;
           const float v3 = v1 * u0;
-          const float v5 = u1 * v0;
-          const float v6 = v3 + v5;
-          const float v8 = u2 ? v6 : v3;
-          const float v10 = u7 * v8;
-          const float v11 = v0 + v10;
-          S0.s4 = v11;
+          const float v5 = fma(v0, u1, v3);
+          const float v7 = u2 ? v5 : v3;
+          const float v9 = fma(v7, u7, v0);
+          S0.s4 = v9;
         }
         {
           const float v0 = L0_0.s5;
           const float v1 = L1_0.s5;
           const float v3 = v1 * u0;
-          const float v5 = u1 * v0;
-          const float v6 = v3 + v5;
-          const float v8 = u2 ? v6 : v3;
-          const float v10 = u7 * v8;
-          const float v11 = v0 + v10;
-          S0.s5 = v11;
+          const float v5 = fma(v0, u1, v3);
+          const float v7 = u2 ? v5 : v3;
+          const float v9 = fma(v7, u7, v0);
+          S0.s5 = v9;
         }
         {
           const float v0 = L0_0.s6;
           const float v1 = L1_0.s6;
           const float v3 = v1 * u0;
-          const float v5 = u1 * v0;
-          const float v6 = v3 + v5;
-          const float v8 = u2 ? v6 : v3;
-          const float v10 = u7 * v8;
-          const float v11 = v0 + v10;
-          S0.s6 = v11;
+          const float v5 = fma(v0, u1, v3);
+          const float v7 = u2 ? v5 : v3;
+          const float v9 = fma(v7, u7, v0);
+          S0.s6 = v9;
         }
         {
           const float v0 = L0_0.s7;
           const float v1 = L1_0.s7;
           const float v3 = v1 * u0;
-          const float v5 = u1 * v0;
-          const float v6 = v3 + v5;
-          const float v8 = u2 ? v6 : v3;
-          const float v10 = u7 * v8;
-          const float v11 = v0 + v10;
-          S0.s7 = v11;
+          const float v5 = fma(v0, u1, v3);
+          const float v7 = u2 ? v5 : v3;
+          const float v9 = fma(v7, u7, v0);
+          S0.s7 = v9;
         }
         vstore_half8_rte(S0, i0, (__global half*)p0);
       }
@@ -211,16 +195,14 @@ __kernel void optjit_pass_1(__global ushort* restrict b0, __global ushort* restr
         const float v0 = L0_0;
         const float v1 = L1_0;
         const float v3 = v1 * u0;
-        const float v5 = u1 * v0;
-        const float v6 = v3 + v5;
-        const float v8 = u2 ? v6 : v3;
-        const float v10 = u7 * v8;
-        const float v11 = v0 + v10;
-        S0 = v11;
+        const float v5 = fma(v0, u1, v3);
+        const float v7 = u2 ? v5 : v3;
+        const float v9 = fma(v7, u7, v0);
+        S0 = v9;
         vstore_half_rte(S0, i0, (__global half*)p0);
       }
     }
-    } else {  // when %30=1: 10 B/param
+    } else {  // when %28=1: 10 B/param
     const long nv = len / 8;
     for (long i0 = get_local_id(0); i0 < nv; i0 += 64) {
       const float8 L0_0 = vload_half8(i0, (__global const half*)p0);
@@ -234,136 +216,112 @@ __kernel void optjit_pass_1(__global ushort* restrict b0, __global ushort* restr
           const float v1 = L1_0.s0;
           const float v2 = L2_0.s0;
           const float v4 = v1 * u0;
-          const float v6 = u1 * v0;
-          const float v7 = v4 + v6;
-          const float v9 = u2 ? v7 : v4;
-          const float v11 = u3 * v9;
-          const float v13 = v2 * u4;
-          const float v14 = v13 + v11;
-          const float v16 = u5 ? v9 : v14;
-          const float v18 = u7 * v16;
-          const float v19 = v0 + v18;
-          S2.s0 = v16;
-          S0.s0 = v19;
+          const float v6 = fma(v0, u1, v4);
+          const float v8 = u2 ? v6 : v4;
+          const float v10 = v2 * u3;
+          const float v12 = fma(v8, u4, v10);
+          const float v14 = u5 ? v8 : v12;
+          const float v16 = fma(v14, u7, v0);
+          S2.s0 = v14;
+          S0.s0 = v16;
         }
         {
           const float v0 = L0_0.s1;
           const float v1 = L1_0.s1;
           const float v2 = L2_0.s1;
           const float v4 = v1 * u0;
-          const float v6 = u1 * v0;
-          const float v7 = v4 + v6;
-          const float v9 = u2 ? v7 : v4;
-          const float v11 = u3 * v9;
-          const float v13 = v2 * u4;
-          const float v14 = v13 + v11;
-          const float v16 = u5 ? v9 : v14;
-          const float v18 = u7 * v16;
-          const float v19 = v0 + v18;
-          S2.s1 = v16;
-          S0.s1 = v19;
+          const float v6 = fma(v0, u1, v4);
+          const float v8 = u2 ? v6 : v4;
+          const float v10 = v2 * u3;
+          const float v12 = fma(v8, u4, v10);
+          const float v14 = u5 ? v8 : v12;
+          const float v16 = fma(v14, u7, v0);
+          S2.s1 = v14;
+          S0.s1 = v16;
         }
         {
           const float v0 = L0_0.s2;
           const float v1 = L1_0.s2;
           const float v2 = L2_0.s2;
           const float v4 = v1 * u0;
-          const float v6 = u1 * v0;
-          const float v7 = v4 + v6;
-          const float v9 = u2 ? v7 : v4;
-          const float v11 = u3 * v9;
-          const float v13 = v2 * u4;
-          const float v14 = v13 + v11;
-          const float v16 = u5 ? v9 : v14;
-          const float v18 = u7 * v16;
-          const float v19 = v0 + v18;
-          S2.s2 = v16;
-          S0.s2 = v19;
+          const float v6 = fma(v0, u1, v4);
+          const float v8 = u2 ? v6 : v4;
+          const float v10 = v2 * u3;
+          const float v12 = fma(v8, u4, v10);
+          const float v14 = u5 ? v8 : v12;
+          const float v16 = fma(v14, u7, v0);
+          S2.s2 = v14;
+          S0.s2 = v16;
         }
         {
           const float v0 = L0_0.s3;
           const float v1 = L1_0.s3;
           const float v2 = L2_0.s3;
           const float v4 = v1 * u0;
-          const float v6 = u1 * v0;
-          const float v7 = v4 + v6;
-          const float v9 = u2 ? v7 : v4;
-          const float v11 = u3 * v9;
-          const float v13 = v2 * u4;
-          const float v14 = v13 + v11;
-          const float v16 = u5 ? v9 : v14;
-          const float v18 = u7 * v16;
-          const float v19 = v0 + v18;
-          S2.s3 = v16;
-          S0.s3 = v19;
+          const float v6 = fma(v0, u1, v4);
+          const float v8 = u2 ? v6 : v4;
+          const float v10 = v2 * u3;
+          const float v12 = fma(v8, u4, v10);
+          const float v14 = u5 ? v8 : v12;
+          const float v16 = fma(v14, u7, v0);
+          S2.s3 = v14;
+          S0.s3 = v16;
         }
         {
           const float v0 = L0_0.s4;
           const float v1 = L1_0.s4;
           const float v2 = L2_0.s4;
           const float v4 = v1 * u0;
-          const float v6 = u1 * v0;
-          const float v7 = v4 + v6;
-          const float v9 = u2 ? v7 : v4;
-          const float v11 = u3 * v9;
-          const float v13 = v2 * u4;
-          const float v14 = v13 + v11;
-          const float v16 = u5 ? v9 : v14;
-          const float v18 = u7 * v16;
-          const float v19 = v0 + v18;
-          S2.s4 = v16;
-          S0.s4 = v19;
+          const float v6 = fma(v0, u1, v4);
+          const float v8 = u2 ? v6 : v4;
+          const float v10 = v2 * u3;
+          const float v12 = fma(v8, u4, v10);
+          const float v14 = u5 ? v8 : v12;
+          const float v16 = fma(v14, u7, v0);
+          S2.s4 = v14;
+          S0.s4 = v16;
         }
         {
           const float v0 = L0_0.s5;
           const float v1 = L1_0.s5;
           const float v2 = L2_0.s5;
           const float v4 = v1 * u0;
-          const float v6 = u1 * v0;
-          const float v7 = v4 + v6;
-          const float v9 = u2 ? v7 : v4;
-          const float v11 = u3 * v9;
-          const float v13 = v2 * u4;
-          const float v14 = v13 + v11;
-          const float v16 = u5 ? v9 : v14;
-          const float v18 = u7 * v16;
-          const float v19 = v0 + v18;
-          S2.s5 = v16;
-          S0.s5 = v19;
+          const float v6 = fma(v0, u1, v4);
+          const float v8 = u2 ? v6 : v4;
+          const float v10 = v2 * u3;
+          const float v12 = fma(v8, u4, v10);
+          const float v14 = u5 ? v8 : v12;
+          const float v16 = fma(v14, u7, v0);
+          S2.s5 = v14;
+          S0.s5 = v16;
         }
         {
           const float v0 = L0_0.s6;
           const float v1 = L1_0.s6;
           const float v2 = L2_0.s6;
           const float v4 = v1 * u0;
-          const float v6 = u1 * v0;
-          const float v7 = v4 + v6;
-          const float v9 = u2 ? v7 : v4;
-          const float v11 = u3 * v9;
-          const float v13 = v2 * u4;
-          const float v14 = v13 + v11;
-          const float v16 = u5 ? v9 : v14;
-          const float v18 = u7 * v16;
-          const float v19 = v0 + v18;
-          S2.s6 = v16;
-          S0.s6 = v19;
+          const float v6 = fma(v0, u1, v4);
+          const float v8 = u2 ? v6 : v4;
+          const float v10 = v2 * u3;
+          const float v12 = fma(v8, u4, v10);
+          const float v14 = u5 ? v8 : v12;
+          const float v16 = fma(v14, u7, v0);
+          S2.s6 = v14;
+          S0.s6 = v16;
         }
         {
           const float v0 = L0_0.s7;
           const float v1 = L1_0.s7;
           const float v2 = L2_0.s7;
           const float v4 = v1 * u0;
-          const float v6 = u1 * v0;
-          const float v7 = v4 + v6;
-          const float v9 = u2 ? v7 : v4;
-          const float v11 = u3 * v9;
-          const float v13 = v2 * u4;
-          const float v14 = v13 + v11;
-          const float v16 = u5 ? v9 : v14;
-          const float v18 = u7 * v16;
-          const float v19 = v0 + v18;
-          S2.s7 = v16;
-          S0.s7 = v19;
+          const float v6 = fma(v0, u1, v4);
+          const float v8 = u2 ? v6 : v4;
+          const float v10 = v2 * u3;
+          const float v12 = fma(v8, u4, v10);
+          const float v14 = u5 ? v8 : v12;
+          const float v16 = fma(v14, u7, v0);
+          S2.s7 = v14;
+          S0.s7 = v16;
         }
         vstore_half8_rte(S0, i0, (__global half*)p0);
         vstore_half8_rte(S2, i0, (__global half*)p2);
@@ -380,17 +338,14 @@ __kernel void optjit_pass_1(__global ushort* restrict b0, __global ushort* restr
         const float v1 = L1_0;
         const float v2 = L2_0;
         const float v4 = v1 * u0;
-        const float v6 = u1 * v0;
-        const float v7 = v4 + v6;
-        const float v9 = u2 ? v7 : v4;
-        const float v11 = u3 * v9;
-        const float v13 = v2 * u4;
-        const float v14 = v13 + v11;
-        const float v16 = u5 ? v9 : v14;
-        const float v18 = u7 * v16;
-        const float v19 = v0 + v18;
-        S2 = v16;
-        S0 = v19;
+        const float v6 = fma(v0, u1, v4);
+        const float v8 = u2 ? v6 : v4;
+        const float v10 = v2 * u3;
+        const float v12 = fma(v8, u4, v10);
+        const float v14 = u5 ? v8 : v12;
+        const float v16 = fma(v14, u7, v0);
+        S2 = v14;
+        S0 = v16;
         vstore_half_rte(S0, i0, (__global half*)p0);
         vstore_half_rte(S2, i0, (__global half*)p2);
       }
