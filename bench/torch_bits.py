@@ -153,7 +153,8 @@ def main():
         import bitsandbytes  # noqa: F401
     except ImportError:
         return
-    print(f"\n{'bitsandbytes':28s} {'bit-equal':>10s} {'max ulps':>9s} {'codes, absmax equal':>20s}")
+    print(f"\n{'bitsandbytes':28s} {'bit-equal':>10s} {'max ulps':>9s} "
+          f"{'codes, absmax equal':>20s}")
     for name, kw in BNB:
         eq, mu, codes = run_bnb(name, kw, args.steps, args.numel)
         c = "" if codes is None else f"{100 * codes:19.3f}%"
