@@ -174,15 +174,13 @@ void adam(Ctx& c, bool decoupled) {
   c.set_state("exp_avg_sq", v);
   Value bc1 = 1.0 - pow(beta1, t), bc2 = 1.0 - pow(beta2, t);
   Value step_size = c.hyper("lr") / bc1;
-  if (follow != "torch") {  // math.sqrt(1 - beta2**step)
-    Value c2 = sqrt(bc2);
-    if (follow == "bitsandbytes_32bit") {
-      Value update = m / (sqrt(v) + c.hyper("eps") * c2);
-      return c.set_param(add_alpha(c.param(), update, -c.hyper("lr") * c2 / bc1));
-    }
-    return c.set_param(c.param() + (-c.hyper("lr") / bc1) * m / (sqrt(v) / c2 + c.hyper("eps")));
+  // torch: bias_correction2**0.5; bitsandbytes: math.sqrt(1 - beta2**step).
+  Value bc2_sqrt = follow == "torch" ? pow(bc2, 0.5) : sqrt(bc2);
+  if (follow == "bitsandbytes_32bit") {
+    Value update = m / (sqrt(v) + c.hyper("eps") * bc2_sqrt);
+    return c.set_param(add_alpha(c.param(), update, -c.hyper("lr") * bc2_sqrt / bc1));
   }
-  Value bc2_sqrt = pow(bc2, 0.5);
+  // (bitsandbytes' 8-bit kernel: addcdiv_ by value=-lr / bc1, the same number as torch's.)
   if (c.flag("amsgrad")) {
     v = max(c.state("max_exp_avg_sq"), v);
     c.set_state("max_exp_avg_sq", v);

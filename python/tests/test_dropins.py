@@ -148,7 +148,8 @@ BIT_FOR_BIT = [
 
 
 @pytest.mark.parametrize("name,kw,update", BIT_FOR_BIT, ids=[c[0] for c in BIT_FOR_BIT])
-def test_bitsandbytes_classes_are_bitsandbytes_bit_for_bit(name, kw, update, monkeypatch):
+def test_bitsandbytes_classes_are_bitsandbytes_bit_for_bit(name, kw, update,
+                                                           correctly_rounded_sqrt):
     """20 steps of each class: parameters, 8-bit codes and absmax, and 32-bit states equal to
     bitsandbytes' own to the bit, once torch's float32 square roots (which bitsandbytes' CPU
     kernels take) are rounded correctly, as optjit's are: the built-ins follow bitsandbytes'
@@ -156,11 +157,6 @@ def test_bitsandbytes_classes_are_bitsandbytes_bit_for_bit(name, kw, update, mon
     multiply-adds as fma). Tensors of at least 4,096 elements for the 8-bit classes: the few
     small tensors of an 8-bit program step by its 8-bit formula, where bitsandbytes takes its
     32-bit kernel (test_bitsandbytes_classes_step_as_bitsandbytes_does bounds them)."""
-    if torch.backends.cpu.get_cpu_capability() not in ("AVX2", "AVX512"):
-        pytest.skip(f"torch's {torch.backends.cpu.get_cpu_capability()} kernels do not fuse")
-    plain = torch.Tensor.sqrt
-    monkeypatch.setattr(torch.Tensor, "sqrt", lambda t: plain(t.double()).to(t.dtype))
-    monkeypatch.setattr(torch.Tensor, "sqrt_", lambda t: t.copy_(plain(t.double())))
     shapes = [(64, 300), (10000,)] if "8bit" in name else SHAPES
     theirs, tb = run(lambda ps: getattr(bnb.optim, name)(ps, **kw), shapes=shapes)
     ours, to = run(lambda ps: getattr(obnb.optim, name)(ps, **kw), shapes=shapes)

@@ -84,28 +84,6 @@ def test_builtin_matches_torch(name, kw):
     assert max_err(o32, t64) <= 1.5 * max_err(t32, t64) + 1e-7 * scale
 
 
-# torch's float32 square root on the CPU is not rounded correctly (torch 2.15: one random input
-# in five is an ulp off); optjit's is, on every backend.
-@pytest.fixture
-def correctly_rounded_sqrt(monkeypatch):
-    plain, inplace = torch.Tensor.sqrt, torch.Tensor.sqrt_
-
-    def sqrt(self):
-        return plain(self.double()).to(self.dtype) if self.dtype == torch.float32 else plain(self)
-
-    def sqrt_(self):
-        return self.copy_(sqrt(self)) if self.dtype == torch.float32 else inplace(self)
-
-    monkeypatch.setattr(torch.Tensor, "sqrt", sqrt)
-    monkeypatch.setattr(torch.Tensor, "sqrt_", sqrt_)
-
-
-def fused_cpu_kernels():
-    # torch's vectorized kernels fuse add(alpha=), addcmul and lerp into fma: with AVX2 and
-    # AVX-512 (ATEN_CPU_CAPABILITY=default does not).
-    return torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512")
-
-
 @pytest.mark.parametrize("name,kw", [(n, k) for n, ks in BUILTINS.items() for k in ks],
                          ids=lambda v: v if isinstance(v, str) else ",".join(v))
 def test_builtin_is_torchs_float32_bit_for_bit(name, kw, correctly_rounded_sqrt):
@@ -113,9 +91,7 @@ def test_builtin_is_torchs_float32_bit_for_bit(name, kw, correctly_rounded_sqrt)
     a tail that is not a whole vector): the same operations in the same order, rounded where
     torch rounds, with a fused multiply-add where torch's CPU kernels fuse one (before: 53-96%
     of parameters equal, bench/torch_bits.py), once torch's square roots are rounded correctly
-    (the fixture above; the only difference left)."""
-    if not fused_cpu_kernels():
-        pytest.skip(f"torch's {torch.backends.cpu.get_cpu_capability()} kernels do not fuse")
+    (conftest.py's fixture; the only difference left)."""
     shapes = [(3000,), (37, 11), ()]
     theirs, to = run(lambda p: getattr(torch.optim, name)(p, **dict(kw, foreach=False)),
                      torch.float32, steps=8, shapes=shapes)
