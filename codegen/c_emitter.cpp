@@ -107,7 +107,7 @@ std::string preamble(const Lang& L, const plan::Plan& plan, const GpuLaunch& lau
       const std::string z = L.mul("y", literal(1.0 / static_cast<double>(qi.map[0]), DType::f32));
       s += L.function(
           U, "optjit_quantize_" + name, {{F, "y"}},
-          fmt::format("  {}\n  return {};\n", L.let(F, "z", z + " - 0.5f"),
+          fmt::format("  {}\n  return {};\n", L.let(F, "z", L.add(z, "-0.5f")),
                       L.select(ge("z", literal(top, DType::f32)), fmt::format("{}u", top),
                                "(" + L.select(ge("z", "0.0f"), L.cast(U, "z"), "0u") + ")")));
       continue;

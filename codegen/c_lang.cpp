@@ -46,7 +46,7 @@ std::string Lang::unit_clamp(const std::string& x) const {
   return select(compare(">=", x, "-1.0f", DType::f32), in_range, "-1.0f");
 }
 std::string Lang::lut_cell(const std::string& x) const {
-  return cast(u32(), "(" + mul("(" + unit_clamp(x) + " + 1.0f)", "32767.5f") + " + 0.5f)");
+  return cast(u32(), "(" + add(mul(add(unit_clamp(x), "1.0f"), "32767.5f"), "0.5f") + ")");
 }
 std::string Lang::const_table(const std::string& name, const std::vector<uint32_t>& values,
                               size_t) const {
@@ -580,6 +580,9 @@ class Wgsl final : public Lang {
   }
   std::string div(const std::string& a, const std::string& b) const override {
     return fmt::format("optjit_div({}, {})", a, b);
+  }
+  std::string add(const std::string& a, const std::string& b) const override {
+    return fmt::format("optjit_add({}, {})", a, b);
   }
   // Elements narrower than a word (16-bit floats, bools, bytes) share words in memory: two or
   // four to a word. 16-bit ones are held as their bits in u32 values, bools as bools.

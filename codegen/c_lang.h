@@ -50,6 +50,13 @@ class Lang {
   virtual std::string div(const std::string& a, const std::string& b) const {
     return a + " / " + b;
   }
+  /// f32 `a + b` rounded as written, not rewritten with what uses it: NVIDIA's Vulkan driver
+  /// compiles WGSL's (x + 1.0f) * 32767.5f as x * 32767.5f + 32767.5f rounded once (an H200,
+  /// 2026-11-28: 8-bit codes a cell off the CPU's where x + 1 rounds). C's compilers (no
+  /// contraction, no reassociation) keep it as written.
+  virtual std::string add(const std::string& a, const std::string& b) const {
+    return "(" + a + " + " + b + ")";
+  }
 
   /// What every kernel source starts with: extensions, bit casts (OPTJIT_F32_BITS, ...), f16
   /// conversions (OPTJIT_F16_TO_F32, OPTJIT_F32_TO_F16), vector types for `vec`.

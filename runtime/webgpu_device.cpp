@@ -769,13 +769,20 @@ class WebgpuDevice final : public Device {
     OPTJIT_TRY(lowered("OPTJIT_WEBGPU_MAX_BUFFER", info_.limits.maxBufferSize));
     dd.max_allocation = info_.limits.maxBufferSize;
     // The cheapest division that is exact here; Dekker's needs only what WGSL promises, so it
-    // is the one left, unprobed.
+    // is the one left, unprobed. OPTJIT_WGSL_DIVISION=dekker takes it without probing (and so
+    // the emulated fma too): to tell an adapter's own fma or division from the rest of the
+    // kernel when its bits part from the CPU's; never needed otherwise.
     division_ = codegen::F32Division::dekker;
-    for (auto d : {codegen::F32Division::hardware, codegen::F32Division::fma})
-      if (probe_rounding(d)) {
-        division_ = d;
-        break;
-      }
+    const char* forced = std::getenv("OPTJIT_WGSL_DIVISION");
+    if (forced && *forced && std::string_view(forced) != "dekker")
+      return make_error("OPTJIT_WGSL_DIVISION='{}': the only division one can force is 'dekker'",
+                        forced);
+    if (!forced || !*forced)
+      for (auto d : {codegen::F32Division::hardware, codegen::F32Division::fma})
+        if (probe_rounding(d)) {
+          division_ = d;
+          break;
+        }
     dd.division = codegen::to_string(division_);
     return Status::Ok();
   }

@@ -878,6 +878,14 @@ TEST_P(CudaQuantizedLaunch, StepsTheCpusBits) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaQuantizedLaunch, ::testing::Range(0, 19));
 
+// The 8-bit tables' cells' edges quantize as on the CPU (quant_model.h's lut_cell_edges), with
+// the default launch and the vectors' branch-free quantizer.
+TEST(Cuda, TableCellEdgesQuantizeAsOnTheCpu) {
+  testing::quant::check_lut_cell_edges({.backend = Backend::cuda});
+  testing::quant::check_lut_cell_edges(
+      {.backend = Backend::cuda, .gpu_launch = codegen::GpuLaunch{.vec = 4, .interleave = true}});
+}
+
 // Every code of every format through the CUDA kernels (the maps, e4m3's too, read from global
 // memory or from shared copies; q4u's computed), bit for bit as quant_test checks the CPU and
 // OpenCL.

@@ -7,6 +7,8 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
@@ -53,6 +55,20 @@ struct Model {
   }
   std::vector<const void*> grad_ptrs() const { return {ga.data(), gb.data(), gc.data()}; }
 };
+
+// "" where got and want hold the same bits; else how many elements part, and the first one's
+// index and both values (gtest prints only a vector's first 32 elements, and so would hide
+// where a difference is).
+template <typename T>
+std::string bit_difference(const std::vector<T>& got, const std::vector<T>& want) {
+  if (got.size() != want.size()) return fmt::format("{} elements, not {}", got.size(), want.size());
+  size_t n = 0, first = 0;
+  for (size_t i = got.size(); i-- > 0;)
+    if (std::memcmp(&got[i], &want[i], sizeof(T)) != 0) ++n, first = i;
+  if (n == 0) return "";
+  return fmt::format("{} of {} elements part, the first at {}: {} where {} was wanted", n,
+                     got.size(), first, +got[first], +want[first]);
+}
 
 inline const char* const kPipelines[] = {
     R"(chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2, weight_decay=0.1, state_format="8bit")))",
@@ -129,6 +145,100 @@ inline void check_every_code(const OptimizerOptions& o) {
             << ": " << got << ", not " << -value;
       }
     }
+  }
+}
+
+// Values on the edges of the 8-bit tables' cells, for each k where the table's code changes
+// between cells k and k + 1 (x >= 0 for the unsigned table), each block's first element 1 (so
+// its absmax is 1 and the quantizer's x is the value itself), of two kinds:
+// - ties: f32 x with (x + 1) * 32767.5 = k + 0.5 exactly, x + 1 exact. ir::quant_lut_index
+//   takes cell k + 1 there, as (u32)(u + 0.5) does; a conversion that rounds to nearest even
+//   would take k for even k.
+// - sums: x + 1 rounded, where the cell of (x + 1) * 32767.5 + 0.5 with x + 1 rounded first (the
+//   quantizer's order) is not the cell of x * 32767.5 + 32767.5 + 0.5 with the product exact.
+//   NVIDIA's Vulkan driver compiled WGSL's (x + 1.0f) * 32767.5f so, and its 8-bit codes parted
+//   from the CPU's at one element in 6400 of 8-bit AdamW's second moment (H200, 2026-11-28).
+struct CellEdges {
+  std::vector<float> ties, sums;
+};
+inline CellEdges lut_cell_edges(ir::Quant q) {
+  const ir::QuantInfo& info = ir::info(q);
+  const auto& lut = *info.lut;
+  auto cell = [](float u) { return static_cast<uint32_t>(u + 0.5f); };
+  CellEdges e;
+  for (uint32_t k = 0; k + 1 < 65536; ++k) {
+    if (lut[k] == lut[k + 1]) continue;
+    const float x0 = static_cast<float>((2.0 * k + 1.0) / 65535.0 - 1.0);
+    if (x0 < 0.0f && info.map[0] >= 0.0f) continue;
+    float x = x0;
+    for (int d = 0; d < 8; ++d) x = std::nextafter(x, -2.0f);
+    for (int d = 0; d < 16; ++d, x = std::nextafter(x, 2.0f))
+      if (static_cast<double>(x) + 1.0 == static_cast<double>(x + 1.0f) &&
+          (x + 1.0f) * 32767.5f == static_cast<float>(k) + 0.5f) {
+        e.ties.push_back(x);
+        break;
+      }
+    x = x0;
+    for (int d = 0; d < 2048; ++d) x = std::nextafter(x, -2.0f);
+    for (int d = 0; d < 4096; ++d, x = std::nextafter(x, 2.0f)) {
+      const float t = x + 1.0f;
+      const uint32_t quantizer = cell(t * 32767.5f), fused = cell(std::fma(x, 32767.5f, 32767.5f));
+      if (std::fabs(x) <= 1.0f && quantizer == ir::quant_lut_index(x) &&
+          lut[quantizer] != lut[fused]) {
+        e.sums.push_back(x);
+        break;
+      }
+    }
+  }
+  return e;
+}
+
+// The 8-bit tables' cell edges (lut_cell_edges) quantized by a backend (options o) as by the
+// CPU backend: SGD with momentum 0.5 stores its first step's gradient as the momentum.
+inline void check_lut_cell_edges(const OptimizerOptions& o) {
+  for (const char* format : {"q8", "q8u"}) {
+    const ir::Quant q = *ir::parse_quant(format);
+    const CellEdges edges = lut_cell_edges(q);
+    ASSERT_GT(edges.ties.size(), 100u) << format;
+    ASSERT_GT(edges.sums.size(), 50u) << format;
+    std::vector<float> values = edges.ties;
+    values.insert(values.end(), edges.sums.begin(), edges.sums.end());
+    std::vector<float> g;  // the values, over again up to the quantized tensors' least size
+    for (size_t i = 0; i < values.size() || g.size() < ir::kQuantMinElements; ++i) {
+      if (g.size() % 256 == 0) g.push_back(1.0f);
+      g.push_back(values[i % values.size()]);
+    }
+    const auto n = static_cast<int64_t>(g.size());
+    const std::string pipeline =
+        fmt::format(R"(sgd(lr=0, momentum=0.5, state_format="{}"))", format);
+    std::vector<std::vector<uint8_t>> codes;
+    for (const OptimizerOptions& options : {OptimizerOptions{}, o}) {
+      std::vector<float> w(g.size(), 0.0f);
+      auto opt = Optimizer::create(pipeline, {{"w", w.data(), DType::f32, {n}}}, options);
+      ASSERT_TRUE(opt) << opt.error().message;
+      ASSERT_TRUE((*opt)->step({g.data()}));
+      auto file = (*opt)->export_state();
+      ASSERT_TRUE(file) << file.error().message;
+      for (auto& t : file->tensors)
+        if (t.name == "w.momentum_buffer") {
+          ASSERT_EQ(t.dtype, DType::u8) << format;
+          codes.push_back(t.data);
+        }
+    }
+    ASSERT_EQ(codes.size(), 2u);
+    // Not vacuous: the CPU's codes are the table's at ir::quant_lut_index, which rounds the ties
+    // up, to codes a round to even would not give.
+    size_t even = 0;
+    for (size_t i = 0; i < g.size(); ++i) {
+      if (i % 256 == 0) continue;
+      const uint16_t cell = ir::quant_lut_index(g[i]);
+      EXPECT_EQ(codes[0][i], (*ir::info(q).lut)[cell]) << format << " element " << i;
+      even += std::fmod(static_cast<double>((g[i] + 1.0f) * 32767.5f), 2.0) == 0.5;
+    }
+    EXPECT_GT(even, 50u) << format;
+    EXPECT_EQ(bit_difference(codes[1], codes[0]), "")
+        << format << " codes of " << edges.ties.size() << " ties and " << edges.sums.size()
+        << " rounded sums at the table's cells' edges";
   }
 }
 

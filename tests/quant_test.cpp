@@ -767,6 +767,11 @@ TEST(Quant, OpenclDequantizesEveryCodeToItsMapValue) {
   check_every_code({.backend = Backend::opencl});
 }
 
+// The 8-bit tables' cells' edges quantize on OpenCL as on the CPU (quant_model.h).
+TEST(Quant, OpenclTableCellEdgesQuantizeAsOnTheCpu) {
+  testing::quant::check_lut_cell_edges({.backend = Backend::opencl});
+}
+
 // The OpenCL kernels (PoCL here) quantize a block per work-group iteration: the same codes,
 // scales and parameters as the CPU's, bit for bit, whatever the launch shape and step mode.
 TEST(Quant, OpenclStepsTheSameBitsAsTheCpu) {

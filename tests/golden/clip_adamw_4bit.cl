@@ -24,7 +24,7 @@ uint optjit_quantize_q4(float y) {
   return c;
 }
 uint optjit_quantize_q4u(float y) {
-  const float z = y * 0x1p+4f - 0.5f;
+  const float z = (y * 0x1p+4f + -0.5f);
   return z >= 0x1.ep+3f ? 15u : (z >= 0.0f ? (uint)z : 0u);
 }
 

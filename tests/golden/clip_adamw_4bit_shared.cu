@@ -29,7 +29,7 @@ __device__ static unsigned int optjit_quantize_q4(float y) {
   return c;
 }
 __device__ static unsigned int optjit_quantize_q4u(float y) {
-  const float z = y * 0x1p+4f - 0.5f;
+  const float z = (y * 0x1p+4f + -0.5f);
   return z >= 0x1.ep+3f ? 15u : (z >= 0.0f ? (unsigned int)z : 0u);
 }
 

@@ -57,7 +57,9 @@ export PYTHONUNBUFFERED=1
 export LD_LIBRARY_PATH="$root/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 optjit=$root/bin/optjit
 cuda_test=$root/bin/cuda_test
-P='chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, weight_decay=0.01))'
+# The pipeline the stages bench: clip + AdamW unless $OPTJIT_GPU_PIPELINE names another whose
+# last call takes state_format (sweep's formats are appended to it).
+P=${OPTJIT_GPU_PIPELINE:-'chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, weight_decay=0.01))'}
 # Clip + AdamW with state format $1: f32 (the plain pipeline, $P) or a state_format.
 qpipeline() {
   if [ "$1" = f32 ]; then
