@@ -111,6 +111,9 @@ class StepWriter {
         return std::string("numel");
       case Op::First:
         return std::string("first");
+      case Op::HoldsCodes:  // bit attr of `codes` (exact: an integer below 2^52)
+        return flag(fmt::format("fmod(floor(codes / {:.1f}), 2.0) != 0.0",
+                                std::ldexp(1.0, static_cast<int>(in.attr))));
       case Op::SLoad:
         return fmt::format("ctl[{} + g * {} + {}]", DeviceStepLayout::kCtlHeader, layout_.states,
                            in.attr);
@@ -204,8 +207,9 @@ class StepWriter {
     // The tensor role: its group's scalars again (as locals), its tensor values, its uniforms.
     local_.clear();
     s += fmt::format(
-        "  if (i < T) {{\n    const {0} t = i;\n    const {0} g = ({0})tinfo[3 * t];\n"
-        "    const double numel = tinfo[3 * t + 1];\n    const double first = tinfo[3 * t + 2];\n",
+        "  if (i < T) {{\n    const {0} t = i;\n    const {0} g = ({0})tinfo[4 * t];\n"
+        "    const double numel = tinfo[4 * t + 1];\n    const double first = tinfo[4 * t + 2];\n"
+        "    const double codes = tinfo[4 * t + 3];\n",
         I);
     for (ValueId v : plan_.host[k]) {
       const ir::Inst& in = p_.at(v);

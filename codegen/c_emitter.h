@@ -43,8 +43,9 @@ struct CEmitOptions {
 ///   optjit_segment_0, optjit_pass_0, [optjit_combine_0, [optjit_fold_0]], optjit_segment_1, ...,
 ///   optjit_segment_P, optjit_commit
 /// with arguments (all doubles unless said, G groups, T tensors, "long" is 64-bit):
-///   segment_k(hypers[G*H], ctl, tinfo[3T], vals, uniforms[T*U_k], long T, long G)
-///             tinfo: per tensor its group, numel and first (runtime::TensorState)
+///   segment_k(hypers[G*H], ctl, tinfo[4T], vals, uniforms[T*U_k], long T, long G)
+///             tinfo: per tensor its group, numel, first (runtime::TensorState) and which
+///             buffers hold codes (bits; runtime::holds_codes)
 ///             one thread per max(T, G): thread i evaluates group i's scalars (and its skip_if
 ///             and scalar-state stores), and tensor i's values and pass k's uniform row
 ///   combine_k(partials[nchunks*R], long first[T+1], vals, fold_rows, long T, long G)

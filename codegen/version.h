@@ -4,6 +4,6 @@
 
 namespace optjit::codegen {
 
-inline constexpr int kCodegenVersion = 10;
+inline constexpr int kCodegenVersion = 11;
 
 }  // namespace optjit::codegen

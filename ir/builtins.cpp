@@ -145,6 +145,9 @@ void sgd(Ctx& c) {
 // `mul_(beta1).add_(grad, alpha=1 - beta1)`, not torch's lerp; the 32-bit one also divides by
 // `sqrt(v) + eps * sqrt(bc2)` and steps by `add_(update, alpha=-lr * sqrt(bc2) / bc1)`, and
 // RMSprop's and Adagrad's by `add_(grad / (sqrt(v) + eps), alpha=-lr)`.
+// bitsandbytes steps a tensor that keeps 32-bit state (under min_8bit_size) with its 32-bit
+// kernel also in an 8-bit optimizer: "bitsandbytes_8bit" takes the 32-bit formula where the
+// tensor's state holds no codes (Ctx::holds_codes).
 // `what` (a variant the transform is asked for) where bitsandbytes has none: an error.
 std::string peer(Ctx& c, const char* what = nullptr) {
   std::string p = c.option("peer");
@@ -176,17 +179,19 @@ void adam(Ctx& c, bool decoupled) {
   Value step_size = c.hyper("lr") / bc1;
   // torch: bias_correction2**0.5; bitsandbytes: math.sqrt(1 - beta2**step).
   Value bc2_sqrt = follow == "torch" ? pow(bc2, 0.5) : sqrt(bc2);
-  if (follow == "bitsandbytes_32bit") {
+  auto update32 = [&] {
     Value update = m / (sqrt(v) + c.hyper("eps") * bc2_sqrt);
-    return c.set_param(add_alpha(c.param(), update, -c.hyper("lr") * bc2_sqrt / bc1));
-  }
+    return add_alpha(c.param(), update, -c.hyper("lr") * bc2_sqrt / bc1);
+  };
+  if (follow == "bitsandbytes_32bit") return c.set_param(update32());
   // (bitsandbytes' 8-bit kernel: addcdiv_ by value=-lr / bc1, the same number as torch's.)
   if (c.flag("amsgrad")) {
     v = max(c.state("max_exp_avg_sq"), v);
     c.set_state("max_exp_avg_sq", v);
   }
   Value denom = sqrt(v) / bc2_sqrt + c.hyper("eps");
-  c.set_param(c.param() + (-step_size) * m / denom);
+  Value p = c.param() + (-step_size) * m / denom;
+  c.set_param(follow == "bitsandbytes_8bit" ? select(c.holds_codes("exp_avg"), p, update32()) : p);
 }
 
 void adamax(Ctx& c) {
@@ -265,8 +270,11 @@ void rmsprop(Ctx& c) {
     avg = sqrt(sq);
   }
   avg = avg + c.hyper("eps");
-  Value plain = follow == "bitsandbytes_32bit" ? add_alpha(c.param(), g / avg, -lr)
-                                               : c.param() + (-lr) * g / avg;
+  Value plain = c.param() + (-lr) * g / avg;
+  if (follow == "bitsandbytes_32bit")
+    plain = add_alpha(c.param(), g / avg, -lr);
+  else if (follow == "bitsandbytes_8bit")
+    plain = select(c.holds_codes("square_avg"), plain, add_alpha(c.param(), g / avg, -lr));
   if (c.initial("momentum") > 0) {
     Value momentum = c.hyper("momentum"), buf = c.state("momentum_buffer");
     Value on = momentum > 0.0;
@@ -285,8 +293,11 @@ void adagrad(Ctx& c) {
                       c.constant(1.0));
   c.set_state("sum", sum);
   Value std = sqrt(sum) + c.hyper("eps");
-  c.set_param(peer(c) == "bitsandbytes_32bit" ? add_alpha(c.param(), g / std, -clr)
-                                              : c.param() + (-clr) * g / std);
+  const std::string follow = peer(c);
+  Value p8 = c.param() + (-clr) * g / std, p32 = add_alpha(c.param(), g / std, -clr);
+  c.set_param(follow == "bitsandbytes_32bit"  ? p32
+              : follow == "bitsandbytes_8bit" ? select(c.holds_codes("sum"), p8, p32)
+                                              : p8);
 }
 
 void adadelta(Ctx& c) {

@@ -420,6 +420,14 @@ void Ctx::use_master_weights(bool low16) {
 Value Ctx::constant(double v) { return wrap(b_.constant(v)); }
 Value Ctx::step() { return cast(wrap(b_.emit(Op::Step, DType::i64)), DType::f64); }
 Value Ctx::numel() { return cast(wrap(b_.emit(Op::Numel, DType::i64)), DType::f64); }
+Value Ctx::holds_codes(std::string_view name) {
+  auto it = states_.find(state_key(name));
+  if (it == states_.end() || it->second.scalar) {
+    fail(make_error("holds_codes: '{}' is not a declared per-element state", name));
+    return constant(0.0) != 0.0;
+  }
+  return wrap(b_.emit(Op::HoldsCodes, DType::b1, {}, it->second.index));
+}
 
 Value Ctx::hyper(std::string_view name, size_t k) {
   const Frame& f = frame();

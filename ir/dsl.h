@@ -265,6 +265,12 @@ class Ctx {
   Value step();
   /// Elements in the current tensor, as f64 (tensor rank).
   Value numel();
+  /// Whether the current tensor keeps this transform's per-element state `name` (declared
+  /// before) as block-quantized codes: b1, tensor rank; false where its format is not
+  /// quantized or the tensor is under the format's least size (bitsandbytes' min_8bit_size),
+  /// which then keeps it in its storage type. bitsandbytes steps such tensors with its 32-bit
+  /// kernel's formula.
+  Value holds_codes(std::string_view name);
   Value constant(double v);
   /// A per-element state buffer of this transform: its current value (as last set in this
   /// step, else as it was before the step). Declared on first use.

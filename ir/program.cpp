@@ -66,6 +66,7 @@ Rank result_rank(Op op, uint32_t attr, Rank max_operand_rank) {
       return Rank::scalar;
     case Op::Numel:
     case Op::First:
+    case Op::HoldsCodes:
     case Op::Uniform:
       return Rank::tensor;
     case Op::Load:

@@ -125,6 +125,9 @@ double element_bytes(const std::vector<BufferDecl>& buffers, size_t i);
 /// The block of a program's quantized buffers (the verifier makes them share one): the
 /// kernels' unit of work on a quantized tensor. kQuantBlock when nothing is quantized.
 int64_t quant_block(const std::vector<BufferDecl>& buffers);
+/// holds_codes (Op::HoldsCodes) names one of a program's first kHoldsCodesBuffers buffers: the
+/// device step's tensor table keeps each tensor's answers for them as the bits of an f64.
+inline constexpr uint32_t kHoldsCodesBuffers = 52;
 
 /// A value carried from step to step, one per parameter group (e.g. NAdam's mu_product).
 struct StateDecl {

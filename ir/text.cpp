@@ -64,6 +64,7 @@ std::string print(const Program& p, PrintOptions o) {
         break;
       case Op::Load:
       case Op::Store:
+      case Op::HoldsCodes:
       case Op::SRound:  // its random stream: the buffer it stores to
         line += " " + quoted(p.buffers[in.attr].name);
         break;
@@ -282,7 +283,7 @@ class IrParser {
       auto i = named([&](auto n) { return p.find_hyper(n); }, "hyperparameter");
       if (!i) return i.error();
       attr = *i;
-    } else if (*op == Op::Load || *op == Op::Store || *op == Op::SRound) {
+    } else if (*op == Op::Load || *op == Op::Store || *op == Op::SRound || *op == Op::HoldsCodes) {
       auto i = named([&](auto n) { return p.find_buffer(n); }, "buffer");
       if (!i) return i.error();
       attr = *i;

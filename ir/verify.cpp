@@ -59,6 +59,14 @@ Status check_inst(const Program& p, size_t n, const Inst& in) {
         case Op::First:
           if (in.type != DType::i64) return fail("counts are i64");
           break;
+        case Op::HoldsCodes:
+          if (in.attr >= p.buffers.size()) return fail("buffer index out of range");
+          // The device step's tensor table holds each tensor's answers as bits of an f64.
+          if (in.attr >= kHoldsCodesBuffers)
+            return fail(
+                fmt::format("holds_codes names a buffer past the first {}", kHoldsCodesBuffers));
+          if (in.type != DType::b1) return fail("holds_codes is a b1");
+          break;
         default:
           break;
       }

@@ -31,12 +31,17 @@ std::vector<double> DeviceStepHost::hypers(const OptimizerState& s) const {
   return out;
 }
 
-std::vector<double> DeviceStepHost::tensor_info(const OptimizerState& s) {
-  std::vector<double> info(3 * s.tensors.size());
+std::vector<double> DeviceStepHost::tensor_info(const plan::Plan& plan, const OptimizerState& s) {
+  std::vector<double> info(4 * s.tensors.size());
+  const size_t B = std::min<size_t>(plan.buffers.size(), ir::kHoldsCodesBuffers);
   for (size_t t = 0; t < s.tensors.size(); ++t) {
-    info[3 * t] = s.tensors[t].group;
-    info[3 * t + 1] = static_cast<double>(s.tensors[t].whole);
-    info[3 * t + 2] = static_cast<double>(s.tensors[t].first);
+    info[4 * t] = s.tensors[t].group;
+    info[4 * t + 1] = static_cast<double>(s.tensors[t].whole);
+    info[4 * t + 2] = static_cast<double>(s.tensors[t].first);
+    uint64_t codes = 0;  // bit b: buffer b holds codes (holds_codes)
+    for (size_t b = 0; b < B; ++b)
+      if (holds_codes(plan, b, s.tensors[t])) codes |= uint64_t{1} << b;
+    info[4 * t + 3] = static_cast<double>(codes);
   }
   return info;
 }

@@ -31,8 +31,9 @@ class DeviceStepHost {
   /// Every group's hyperparameters, group after group (written before every step).
   std::vector<double> hypers(const OptimizerState& s) const;
   /// Per tensor (group, the whole tensor's element count, its first element: TensorState::whole
-  /// and first), as the segment kernels read them.
-  static std::vector<double> tensor_info(const OptimizerState& s);
+  /// and first, and which of the first ir::kHoldsCodesBuffers buffers hold codes, as the bits
+  /// of an integer: holds_codes), as the segment kernels read them.
+  static std::vector<double> tensor_info(const plan::Plan& plan, const OptimizerState& s);
 
   /// Where to read the control block back into after a step, sized for `s`.
   double* read_back(const OptimizerState& s);

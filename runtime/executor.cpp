@@ -310,7 +310,7 @@ Status Executor::Impl::build(const OptimizerState& s) {
     }
     if (step_host) {
       const codegen::DeviceStepLayout& layout = step_host->layout();
-      const std::vector<double> info = DeviceStepHost::tensor_info(s);
+      const std::vector<double> info = DeviceStepHost::tensor_info(plan, s);
       std::vector<int64_t> firsts(table.first.begin(), table.first.end());
       OPTJIT_TRY(alloc(hypers, G * layout.hypers * 8, "allocating hyperparameters"));
       OPTJIT_TRY(alloc(ctl, layout.ctl_size(G) * 8, "allocating the step's control block"));

@@ -63,6 +63,8 @@ bool HostProgram::run_segment(size_t k) {
           return static_cast<double>(s_.tensors[t].whole);
         case Op::First:
           return static_cast<double>(s_.tensors[t].first);
+        case Op::HoldsCodes:
+          return holds_codes(plan_, in.attr, s_.tensors[t]) ? 1.0 : 0.0;
         case Op::SLoad:
           return s_.groups[g].states[in.attr];
         default:

@@ -731,6 +731,9 @@ TEST_P(CudaQuantizedLaunch, StepsTheCpusBits) {
        R"(lamb(lr=1e-2, state_format="8bit"))",
        // Three quantized states a block (staged trips carry three code arrays and scales).
        R"(ademamix(lr=1e-2, t_alpha=3, t_beta3=4, state_format="8bit"))",
+       // bitsandbytes' 8-bit formula where the state holds codes, its 32-bit one for c (300
+       // elements, f32 state): holds_codes, from the device step's tensor table too.
+       R"(adamw(lr=1e-2, weight_decay=0.1, state_format="8bit", peer="bitsandbytes_8bit"))",
        // A pass that quantizes and reduces over elements whose value is not 0 for zero inputs:
        // the elements past a tensor's end (a vector's lanes there) must not enter the norms.
        "transform shift(c=0.01) {\n  grad = grad + c\n}\n"

@@ -87,6 +87,37 @@ TEST(IrText, StochasticRoundingRoundTrips) {
 // u8 and u16 are storage types (codes, a master's low half): no value has them, since the
 // backends compute in f32, f64, i64 and b1 (a cast to u8 was a no-op there, and truncated and
 // clamped in the reference).
+// holds_codes names its buffer in the text form and parses back; it is a b1 tensor value; a
+// buffer past the device step's table or of another program is refused.
+TEST(IrText, HoldsCodesRoundTrips) {
+  auto plan = compile_pipeline(R"(adamw(lr=1e-3, state_format="8bit", peer="bitsandbytes_8bit"))");
+  ASSERT_TRUE(plan) << plan.error().message;
+  const std::string text = ir::print(plan->program);
+  EXPECT_NE(text.find(R"(holds_codes "exp_avg" : b1)"), std::string::npos) << text;
+  auto back = ir::parse_ir(text);
+  ASSERT_TRUE(back) << back.error().message << "\n" << text;
+  EXPECT_EQ(*back, plan->program);
+  EXPECT_EQ(ir::print(*back), text);
+  size_t seen = 0;
+  for (const auto& in : back->insts)
+    if (in.op == ir::Op::HoldsCodes) {
+      EXPECT_EQ(in.rank, Rank::tensor);
+      ++seen;
+    }
+  EXPECT_EQ(seen, 1u);
+  ir::Program bad = plan->program;
+  for (auto& in : bad.insts)
+    if (in.op == ir::Op::HoldsCodes) in.attr = static_cast<uint32_t>(bad.buffers.size());
+  Status st = ir::verify(bad);
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.error().message.find("buffer index out of range"), std::string::npos)
+      << st.error().message;
+  // torch's formula needs no such test.
+  auto torch = compile_pipeline(R"(adamw(lr=1e-3, state_format="8bit"))");
+  ASSERT_TRUE(torch);
+  EXPECT_EQ(ir::print(torch->program).find("holds_codes"), std::string::npos);
+}
+
 TEST(IrVerify, StorageTypesAreNoValueTypes) {
   for (const char* t : {"u8", "u16"}) {
     auto p = ir::parse_ir(fmt::format(R"(optjit-ir 1

@@ -104,6 +104,8 @@ NaiveResult naive_step(const ir::Program& p, const plan::Plan& plan, OptimizerSt
             return static_cast<double>(s.tensors[t].whole);
           case Op::First:
             return static_cast<double>(s.tensors[t].first);
+          case Op::HoldsCodes:
+            return runtime::holds_codes(plan, in.attr, s.tensors[t]) ? 1.0 : 0.0;
           case Op::SLoad:
             return s.groups[g].states[in.attr];
           default:

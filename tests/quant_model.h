@@ -83,6 +83,9 @@ inline const char* const kPipelines[] = {
     R"(adamw(lr=1e-2, state_format="exp_avg:f8,exp_avg_sq:q4u_b256"))",
     // Three quantized states in one pass (two signed, one unsigned), alpha and beta3 warming up.
     R"(ademamix(lr=1e-2, t_alpha=3, t_beta3=4, state_format="8bit"))",
+    // bitsandbytes' formulas: the 8-bit kernel's where the state holds codes (a, b), its
+    // 32-bit kernel's for the small tensor that keeps f32 state (c): holds_codes per tensor.
+    R"(adamw(lr=1e-2, weight_decay=0.1, state_format="8bit", peer="bitsandbytes_8bit"))",
 };
 
 inline Model run(const char* pipeline, OptimizerOptions options, int steps) {

@@ -154,12 +154,11 @@ def test_bitsandbytes_classes_are_bitsandbytes_bit_for_bit(name, kw, update,
     bitsandbytes' own to the bit, once torch's float32 square roots (which bitsandbytes' CPU
     kernels take) are rounded correctly, as optjit's are: the built-ins follow bitsandbytes'
     CPU kernels operation by operation (peer="bitsandbytes_8bit" and "_32bit"; torch's fused
-    multiply-adds as fma). Tensors of at least 4,096 elements for the 8-bit classes: the few
-    small tensors of an 8-bit program step by its 8-bit formula, where bitsandbytes takes its
-    32-bit kernel (test_bitsandbytes_classes_step_as_bitsandbytes_does bounds them)."""
-    shapes = [(64, 300), (10000,)] if "8bit" in name else SHAPES
-    theirs, tb = run(lambda ps: getattr(bnb.optim, name)(ps, **kw), shapes=shapes)
-    ours, to = run(lambda ps: getattr(obnb.optim, name)(ps, **kw), shapes=shapes)
+    multiply-adds as fma). In the 8-bit classes the tensors under min_8bit_size (300 and 100
+    elements here) keep 32-bit state and step by bitsandbytes' 32-bit kernel's formula, as
+    bitsandbytes' own do (holds_codes, per tensor, in one program)."""
+    theirs, tb = run(lambda ps: getattr(bnb.optim, name)(ps, **kw))
+    ours, to = run(lambda ps: getattr(obnb.optim, name)(ps, **kw))
     for p_t, p_o in zip(theirs, ours):
         assert torch.equal(p_o.detach().view(torch.int32), p_t.detach().view(torch.int32)), (
             p_o.shape, (p_o != p_t).double().mean().item())

@@ -167,9 +167,10 @@ extern "C" __global__ void optjit_segment_0(const double* hypers, double* ctl, c
   }
   if (i < T) {
     const long long t = i;
-    const long long g = (long long)tinfo[3 * t];
-    const double numel = tinfo[3 * t + 1];
-    const double first = tinfo[3 * t + 2];
+    const long long g = (long long)tinfo[4 * t];
+    const double numel = tinfo[4 * t + 1];
+    const double first = tinfo[4 * t + 2];
+    const double codes = tinfo[4 * t + 3];
     const double h6 = hypers[g * 6 + 0];
     const double h12 = hypers[g * 6 + 1];
     const double h13 = hypers[g * 6 + 2];
@@ -293,9 +294,10 @@ extern "C" __global__ void optjit_segment_1(const double* hypers, double* ctl, c
   }
   if (i < T) {
     const long long t = i;
-    const long long g = (long long)tinfo[3 * t];
-    const double numel = tinfo[3 * t + 1];
-    const double first = tinfo[3 * t + 2];
+    const long long g = (long long)tinfo[4 * t];
+    const double numel = tinfo[4 * t + 1];
+    const double first = tinfo[4 * t + 2];
+    const double codes = tinfo[4 * t + 3];
     const double h3 = sqrt(vals[g * 42 + 0]);
     const double h5 = h3 + 0x1.0c6f7a0b5ed8dp-20;
     const double h7 = vals[g * 42 + 4] / h5;
@@ -322,9 +324,10 @@ extern "C" __global__ void optjit_segment_2(const double* hypers, double* ctl, c
   }
   if (i < T) {
     const long long t = i;
-    const long long g = (long long)tinfo[3 * t];
-    const double numel = tinfo[3 * t + 1];
-    const double first = tinfo[3 * t + 2];
+    const long long g = (long long)tinfo[4 * t];
+    const double numel = tinfo[4 * t + 1];
+    const double first = tinfo[4 * t + 2];
+    const double codes = tinfo[4 * t + 3];
   }
 }
 

@@ -159,9 +159,10 @@ __kernel void optjit_segment_0(const __global double* hypers, __global double* c
   }
   if (i < T) {
     const long t = i;
-    const long g = (long)tinfo[3 * t];
-    const double numel = tinfo[3 * t + 1];
-    const double first = tinfo[3 * t + 2];
+    const long g = (long)tinfo[4 * t];
+    const double numel = tinfo[4 * t + 1];
+    const double first = tinfo[4 * t + 2];
+    const double codes = tinfo[4 * t + 3];
     const double h2 = hypers[g * 6 + 0];
     const double h3 = hypers[g * 6 + 1];
     const double h6 = 0x1p+0 - h2;
@@ -272,9 +273,10 @@ __kernel void optjit_segment_1(const __global double* hypers, __global double* c
   }
   if (i < T) {
     const long t = i;
-    const long g = (long)tinfo[3 * t];
-    const double numel = tinfo[3 * t + 1];
-    const double first = tinfo[3 * t + 2];
+    const long g = (long)tinfo[4 * t];
+    const double numel = tinfo[4 * t + 1];
+    const double first = tinfo[4 * t + 2];
+    const double codes = tinfo[4 * t + 3];
     const double h22 = sqrt(vals[G * 20 + t * 22 + 0]);
     const double h23 = (double)(float)h22;
     const double h24 = h23;
@@ -309,9 +311,10 @@ __kernel void optjit_segment_2(const __global double* hypers, __global double* c
   }
   if (i < T) {
     const long t = i;
-    const long g = (long)tinfo[3 * t];
-    const double numel = tinfo[3 * t + 1];
-    const double first = tinfo[3 * t + 2];
+    const long g = (long)tinfo[4 * t];
+    const double numel = tinfo[4 * t + 1];
+    const double first = tinfo[4 * t + 2];
+    const double codes = tinfo[4 * t + 3];
   }
 }
 

@@ -212,9 +212,10 @@ extern "C" __global__ void optjit_segment_0(const double* hypers, double* ctl, c
   }
   if (i < T) {
     const long long t = i;
-    const long long g = (long long)tinfo[3 * t];
-    const double numel = tinfo[3 * t + 1];
-    const double first = tinfo[3 * t + 2];
+    const long long g = (long long)tinfo[4 * t];
+    const double numel = tinfo[4 * t + 1];
+    const double first = tinfo[4 * t + 2];
+    const double codes = tinfo[4 * t + 3];
     const double h2 = hypers[g * 9 + 0];
     const double h4 = 0x1p+0 / h2;
     const double h5 = (double)(float)h4;
@@ -371,9 +372,10 @@ extern "C" __global__ void optjit_segment_1(const double* hypers, double* ctl, c
   }
   if (i < T) {
     const long long t = i;
-    const long long g = (long long)tinfo[3 * t];
-    const double numel = tinfo[3 * t + 1];
-    const double first = tinfo[3 * t + 2];
+    const long long g = (long long)tinfo[4 * t];
+    const double numel = tinfo[4 * t + 1];
+    const double first = tinfo[4 * t + 2];
+    const double codes = tinfo[4 * t + 3];
     uniforms[t * 12 + 0] = vals[g * 77 + 5];
     uniforms[t * 12 + 1] = vals[g * 77 + 29];
     uniforms[t * 12 + 2] = vals[g * 77 + 31];
@@ -397,9 +399,10 @@ extern "C" __global__ void optjit_segment_2(const double* hypers, double* ctl, c
   }
   if (i < T) {
     const long long t = i;
-    const long long g = (long long)tinfo[3 * t];
-    const double numel = tinfo[3 * t + 1];
-    const double first = tinfo[3 * t + 2];
+    const long long g = (long long)tinfo[4 * t];
+    const double numel = tinfo[4 * t + 1];
+    const double first = tinfo[4 * t + 2];
+    const double codes = tinfo[4 * t + 3];
   }
 }
 
