@@ -210,9 +210,9 @@ class _Bitsandbytes:
 
     # The built-ins with bitsandbytes' own floating-point operations (peer="bitsandbytes_8bit"
     # or "_32bit"): its CPU kernels compute Adam's first moment as mul_ and add_, not torch's
-    # lerp, and its 32-bit kernels step Adam, RMSprop and Adagrad by another formula. One
-    # program steps every parameter, so in an 8-bit program the few small tensors that keep
-    # f32 state step by the 8-bit formula (bitsandbytes: its 32-bit one).
+    # lerp, and its 32-bit kernels step Adam, RMSprop and Adagrad by another formula, also the
+    # small tensors of an 8-bit optimizer (under min_8bit_size, 32-bit state). One program
+    # steps every parameter: "bitsandbytes_8bit" picks the formula per tensor (holds_codes).
     _PEER_FORMULAS = ("adamw", "rmsprop", "adagrad")
 
     def _unfused_pipeline(self) -> Optional[str]:
