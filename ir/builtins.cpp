@@ -162,6 +162,18 @@ O peer_option() {
           {"torch", "bitsandbytes_8bit", "bitsandbytes_32bit"}};
 }
 
+// The parameter as `follow` steps it, from `own` (torch's formula, which bitsandbytes' 8-bit
+// kernels share) and `kernel32` (bitsandbytes' 32-bit kernel's): "bitsandbytes_32bit" takes
+// kernel32, "bitsandbytes_8bit" takes it for the tensors whose `state` holds no codes, "torch"
+// takes `own`. Each is built only where it is taken.
+template <typename Own, typename Kernel32>
+Value peer_param(Ctx& c, const std::string& follow, std::string_view state, Own own,
+                 Kernel32 kernel32) {
+  if (follow == "bitsandbytes_32bit") return kernel32();
+  Value p = own();
+  return follow == "bitsandbytes_8bit" ? select(c.holds_codes(state), p, kernel32()) : p;
+}
+
 void adam(Ctx& c, bool decoupled) {
   Value g = signed_grad(c);
   if (decoupled)
@@ -183,15 +195,16 @@ void adam(Ctx& c, bool decoupled) {
     Value update = m / (sqrt(v) + c.hyper("eps") * bc2_sqrt);
     return add_alpha(c.param(), update, -c.hyper("lr") * bc2_sqrt / bc1);
   };
-  if (follow == "bitsandbytes_32bit") return c.set_param(update32());
   // (bitsandbytes' 8-bit kernel: addcdiv_ by value=-lr / bc1, the same number as torch's.)
-  if (c.flag("amsgrad")) {
-    v = max(c.state("max_exp_avg_sq"), v);
-    c.set_state("max_exp_avg_sq", v);
-  }
-  Value denom = sqrt(v) / bc2_sqrt + c.hyper("eps");
-  Value p = c.param() + (-step_size) * m / denom;
-  c.set_param(follow == "bitsandbytes_8bit" ? select(c.holds_codes("exp_avg"), p, update32()) : p);
+  auto own = [&] {
+    if (c.flag("amsgrad")) {  // torch's alone: peer() refuses it for bitsandbytes
+      v = max(c.state("max_exp_avg_sq"), v);
+      c.set_state("max_exp_avg_sq", v);
+    }
+    Value denom = sqrt(v) / bc2_sqrt + c.hyper("eps");
+    return c.param() + (-step_size) * m / denom;
+  };
+  c.set_param(peer_param(c, follow, "exp_avg", own, update32));
 }
 
 void adamax(Ctx& c) {
@@ -270,11 +283,9 @@ void rmsprop(Ctx& c) {
     avg = sqrt(sq);
   }
   avg = avg + c.hyper("eps");
-  Value plain = c.param() + (-lr) * g / avg;
-  if (follow == "bitsandbytes_32bit")
-    plain = add_alpha(c.param(), g / avg, -lr);
-  else if (follow == "bitsandbytes_8bit")
-    plain = select(c.holds_codes("square_avg"), plain, add_alpha(c.param(), g / avg, -lr));
+  Value plain = peer_param(
+      c, follow, "square_avg", [&] { return c.param() + (-lr) * g / avg; },
+      [&] { return add_alpha(c.param(), g / avg, -lr); });
   if (c.initial("momentum") > 0) {
     Value momentum = c.hyper("momentum"), buf = c.state("momentum_buffer");
     Value on = momentum > 0.0;
@@ -293,11 +304,9 @@ void adagrad(Ctx& c) {
                       c.constant(1.0));
   c.set_state("sum", sum);
   Value std = sqrt(sum) + c.hyper("eps");
-  const std::string follow = peer(c);
-  Value p8 = c.param() + (-clr) * g / std, p32 = add_alpha(c.param(), g / std, -clr);
-  c.set_param(follow == "bitsandbytes_32bit"  ? p32
-              : follow == "bitsandbytes_8bit" ? select(c.holds_codes("sum"), p8, p32)
-                                              : p8);
+  c.set_param(peer_param(
+      c, peer(c), "sum", [&] { return c.param() + (-clr) * g / std; },
+      [&] { return add_alpha(c.param(), g / std, -clr); }));
 }
 
 void adadelta(Ctx& c) {

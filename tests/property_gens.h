@@ -198,7 +198,7 @@ inline void check_backend_matches_reference(
         // and Adam's bf16 exp_avg, -0.190 after 2 steps, rounded a step apart (f32 then bf16
         // against once from f64, as torch rounds its f32 lerp), then -0.0166 against -0.0175
         // after a third gradient of the other sign: 7 steps of the final value, 1 of -0.190).
-        const double peak16 = std::max(peak[i][k][static_cast<size_t>(e)], std::fabs(y));
+        const double peak16 = peak[i][k][static_cast<size_t>(e)];  // |y| among them
         const double steps16 = st == DType::bf16 || st == DType::f16
                                    ? 3 * std::ldexp(1.0, std::ilogb(std::max(peak16, 1e-30)) -
                                                              (st == DType::bf16 ? 7 : 10))
