@@ -7,6 +7,7 @@
 
 #include <fmt/ranges.h>
 
+#include "ir/sign.h"
 #include "ir/verify.h"
 
 namespace optjit::dsl {
@@ -730,6 +731,8 @@ Expected<ir::Program> lower(const Pipeline& pipeline, DTypes dtypes) {
     c.b_.emit(Op::Store, DType::b1, {v.id()}, pb);
   }
   ir::Program p = std::move(c.b_).finish();
+  if (Status s = ir::check_nonnegative_states(p); !s)
+    return Error{"state_format: " + s.error().message};
   if (Status s = ir::verify(p); !s)
     return Error{"internal: lowered IR does not verify: " + s.error().message};
   return p;

@@ -181,7 +181,8 @@ struct Bound {
 /// is stored. One format for all of its states ("bf16"), per state ("exp_avg_sq:f32"), or both
 /// ("bf16,exp_avg_sq:f32"). Formats: f32, bf16, f16 (rounded to nearest even when stored;
 /// computed in the parameters' compute type), bf16_sr (bf16, rounded stochastically), q8 and
-/// q8u (8-bit blockwise with bitsandbytes' signed / unsigned dynamic map, ir/quant.h), 8bit
+/// q8u (8-bit blockwise with bitsandbytes' signed / unsigned dynamic map, ir/quant.h; an
+/// unsigned format only for a state the compiler proves never negative, ir/sign.h), 8bit
 /// (bitsandbytes' choice for its 8-bit optimizers: q8u for the Adam family's second moments
 /// exp_avg_sq and max_exp_avg_sq, q8 for every other state), f8 (torchao's fp8), q4 and q4u
 /// (torchao's 4-bit maps, block 128), and 4bit (torchao's choice for AdamW4bit: q4u for the

@@ -4,6 +4,8 @@
 
 #include <vector>
 
+#include "ir/sign.h"
+
 namespace optjit::ir {
 
 namespace {
@@ -202,6 +204,7 @@ Status verify(const Program& p) {
     if (in.op == Op::SStore && ++state_stores[in.attr] > 1)
       return make_error("IR %{}: state '{}' is stored twice", n, p.states[in.attr].name);
   }
+  if (Status s = check_nonnegative_states(p); !s) return make_error("IR: {}", s.error().message);
   return Status::Ok();
 }
 

@@ -200,6 +200,64 @@ RC_GTEST_PROP(Property, CpuBackendMatchesTheReference, ()) {
   });
 }
 
+// The sign analysis (ir/sign.h) against the arithmetic: a state v in an unsigned format (q8u)
+// set to a random expression in one of the forms below, some always >= 0, some not, some only
+// for beta in its bounds. Where the compiler accepts v as q8u, the reference steps the same
+// transform with v in f64 (beta anywhere in [0, 1)) and v is never stored negative; where it
+// refuses, the message says why.
+RC_GTEST_PROP(Property, StatesAnUnsignedFormatAcceptsAreNeverNegative, ()) {
+  const std::string e = "(" + *gen_expr(2) + ")";
+  const std::vector<std::string> forms = {"@",
+                                          "@ * @",
+                                          "beta * v + (1 - beta) * @ * @",
+                                          "(beta - 1) * @ * (@ * -0.5)",
+                                          "lerp(v, @ * @, 1 - beta)",
+                                          "max(v * beta, @)",
+                                          "max(v, abs(@)) - v * beta",
+                                          "pow(@, 2) + pow(abs(@), 1.5) * v",
+                                          "exp(@) - 1",
+                                          "clamp(@, 0, 1) + sqrt(v) * @ * (0.5 * @)",
+                                          "v * @ / @",
+                                          "@ / (@ * @)",
+                                          "select(@ > 0, @, 0)",
+                                          "sign(@) * @ + 1 / (1 + exp(@))",
+                                          "m * @ + v"};
+  std::string form = *rc::gen::elementOf(forms);
+  for (size_t at; (at = form.find('@')) != std::string::npos;) form.replace(at, 1, e);
+  const double beta = *rc::gen::inRange(0, 1000) / 1000.0;
+  const std::string body =
+      "transform t(lr=0.01, beta=0.9 in [0, 1)) {\n  state m = 0.25\n"
+      "  state v = 0\n  m = 0.9 * m + grad * 0.1\n"
+      "  v = select(isfinite(grad), " +  // a per-element value
+      form +
+      ", v)\n  param = param - lr * m * 0.001\n}\n";
+  const std::string call = "t(beta=" + std::to_string(beta);
+  auto quantized = compile_pipeline(body + call + ", state_format=\"v:q8u\")");
+  RC_CLASSIFY(quantized.ok(), "accepted");
+  if (!quantized.ok()) {
+    RC_ASSERT(quantized.error().message.find("state 'v' may become negative") != std::string::npos);
+    return;
+  }
+  auto plan = compile_pipeline(body + call + ")", {DType::f64, DType::f64, DType::f64});
+  RC_ASSERT(plan.ok());
+  const auto params = random_params(DType::f64);
+  auto state = runtime::init_state(*plan, params, {});
+  RC_ASSERT(state.ok());
+  runtime::ReferenceBackend ref(*plan);
+  const uint32_t v = *plan->program.find_buffer("v");
+  for (int k = 0; k < 3; ++k) {
+    const RandomGrads g = random_grads(params, DType::f64);
+    RC_ASSERT(runtime::set_grads(*plan, *state, g.ptrs).ok());
+    ref.step(*state);
+    for (const auto& t : state->tensors)
+      for (int64_t i = 0; i < t.numel; ++i) {
+        const double x = runtime::load_element(t.data(v), DType::f64, i);
+        if (x < 0) RC_LOG() << "v = " << form << " is " << x << " at step " << k + 1 << "\n";
+        RC_ASSERT(!(x < 0));
+      }
+  }
+}
+
 // Pass versions (plan::Pass::versions) against the whole pass: random transforms whose state,
 // slow copy and parameters change only when conditions hold (on the step, a hyperparameter
 // that differs by group, a scalar state, per-tensor and global reductions, joined with &&, ||

@@ -104,9 +104,28 @@ inline Model run(const char* pipeline, OptimizerOptions options, int steps) {
   return m;
 }
 
+// SGD with learning rate lr and momentum k, its momentum stored in `format`; for a format that
+// holds no negative values (q8u, q4u: it refuses a state that may be negative), a transform that
+// stores |k * m + grad| instead, the same numbers for the values >= 0 the tests give it. The
+// state's tensor is "w." + state.
+struct MomentumPipeline {
+  std::string text, state;
+};
+inline MomentumPipeline momentum_pipeline(const char* format, double lr, double k) {
+  const auto map = ir::info(*ir::parse_quant(format)).map;
+  if (std::any_of(map.begin(), map.end(), [](float v) { return v < 0; }))
+    return {fmt::format(R"(sgd(lr={}, momentum={}, state_format="{}"))", lr, k, format),
+            "momentum_buffer"};
+  return {fmt::format("transform hold(lr=1, k=1) {{\n  state m = 0\n  m = abs(k * m + grad)\n"
+                      "  param = param - lr * m\n}}\nhold(lr={}, k={}, state_format=\"{}\")",
+                      lr, k, format),
+          "m"};
+}
+
 // Every code of every format, dequantized by a backend's kernels (options o: the backend, its
-// launch): SGD with momentum 1 from loaded codes and a zero gradient, so each parameter becomes
-// -(map[code] * its block's scale), bit for bit; a NaN code (e4m3's 0x7f and 0xff) gives NaN.
+// launch): momentum 1 (momentum_pipeline) from loaded codes and a zero gradient, so each
+// parameter becomes -(map[code] * its block's scale), bit for bit; a NaN code (e4m3's 0x7f and
+// 0xff) gives NaN.
 inline void check_every_code(const OptimizerOptions& o) {
   constexpr int64_t n = 8192;
   for (const char* format : {"q8", "q8u", "f8", "q4", "q4u", "q4_b256", "q4u_b256"}) {
@@ -114,22 +133,22 @@ inline void check_every_code(const OptimizerOptions& o) {
     const int64_t codes = int64_t{1} << info.bits;
     auto code_of = [&](int64_t i) { return (i * 7 + i / codes) % codes; };  // all, in any order
     auto scale_of = [&](int64_t blk) { return 0.37f + 0.25f * static_cast<float>(blk % 5); };
-    const std::string pipeline = fmt::format(R"(sgd(lr=1, momentum=1, state_format="{}"))", format);
+    const MomentumPipeline pipeline = momentum_pipeline(format, 1, 1);
     std::vector<float> w(n, 0.5f), g(n, 0.0f);
-    auto opt = Optimizer::create(pipeline, {{"w", w.data(), DType::f32, {n}}}, o);
+    auto opt = Optimizer::create(pipeline.text, {{"w", w.data(), DType::f32, {n}}}, o);
     ASSERT_TRUE(opt) << opt.error().message;
     ASSERT_TRUE((*opt)->step({g.data()}));  // makes the momentum buffer
     auto file = (*opt)->export_state();
     ASSERT_TRUE(file) << file.error().message;
     for (auto& t : file->tensors) {
-      if (t.name == "w.momentum_buffer") {
+      if (t.name == "w." + pipeline.state) {
         ASSERT_EQ(t.dtype, DType::u8) << format;
         ASSERT_EQ(static_cast<int64_t>(t.data.size()), n * info.bits / 8) << format;
         for (int64_t b = 0; b < static_cast<int64_t>(t.data.size()); ++b)
           t.data[static_cast<size_t>(b)] =
               info.bits == 8 ? static_cast<uint8_t>(code_of(b))
                              : static_cast<uint8_t>(code_of(2 * b) << 4 | code_of(2 * b + 1));
-      } else if (t.name == "w.momentum_buffer.absmax") {
+      } else if (t.name == "w." + pipeline.state + ".absmax") {
         ASSERT_EQ(t.numel(), n / info.block) << format;
         for (int64_t blk = 0; blk < t.numel(); ++blk) t.set(blk, scale_of(blk));
       }
@@ -197,7 +216,7 @@ inline CellEdges lut_cell_edges(ir::Quant q) {
 }
 
 // The 8-bit tables' cell edges (lut_cell_edges) quantized by a backend (options o) as by the
-// CPU backend: SGD with momentum 0.5 stores its first step's gradient as the momentum.
+// CPU backend: momentum 0.5 (momentum_pipeline) stores its first step's gradient as the momentum.
 inline void check_lut_cell_edges(const OptimizerOptions& o) {
   for (const char* format : {"q8", "q8u"}) {
     const ir::Quant q = *ir::parse_quant(format);
@@ -212,18 +231,17 @@ inline void check_lut_cell_edges(const OptimizerOptions& o) {
       g.push_back(values[i % values.size()]);
     }
     const auto n = static_cast<int64_t>(g.size());
-    const std::string pipeline =
-        fmt::format(R"(sgd(lr=0, momentum=0.5, state_format="{}"))", format);
+    const MomentumPipeline pipeline = momentum_pipeline(format, 0, 0.5);
     std::vector<std::vector<uint8_t>> codes;
     for (const OptimizerOptions& options : {OptimizerOptions{}, o}) {
       std::vector<float> w(g.size(), 0.0f);
-      auto opt = Optimizer::create(pipeline, {{"w", w.data(), DType::f32, {n}}}, options);
+      auto opt = Optimizer::create(pipeline.text, {{"w", w.data(), DType::f32, {n}}}, options);
       ASSERT_TRUE(opt) << opt.error().message;
       ASSERT_TRUE((*opt)->step({g.data()}));
       auto file = (*opt)->export_state();
       ASSERT_TRUE(file) << file.error().message;
       for (auto& t : file->tensors)
-        if (t.name == "w.momentum_buffer") {
+        if (t.name == "w." + pipeline.state) {
           ASSERT_EQ(t.dtype, DType::u8) << format;
           codes.push_back(t.data);
         }

@@ -99,12 +99,12 @@ struct Subjects {
         std::vector<int64_t>{4100, 7}, two_groups));
     all.push_back(
         std::make_unique<Subject>("asgd(lr=0.01, t0=2)", std::vector<int64_t>{5, 3}, two_groups));
-    // The first one with its maps swapped (a family's formats share blocks; torchao's would
-    // keep f32 state here, 4100 not being whole blocks): codes of either load into the other
-    // as their values.
+    // The first one with its formats swapped (the unsigned map for exp_avg_sq, which is never
+    // negative; torchao's formats would keep f32 state here, 4100 not being whole blocks):
+    // codes and bf16 of either load into the other as their values.
     all.push_back(std::make_unique<Subject>(
         "chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-2, weight_decay=0.1, "
-        "state_format=\"exp_avg:q8u,exp_avg_sq:q8\"))",
+        "state_format=\"exp_avg:bf16,exp_avg_sq:q8u\"))",
         std::vector<int64_t>{4100, 7}, two_groups));
     for (auto& s : all)
       for (int k = 0; k < 3; ++k)
