@@ -443,6 +443,16 @@ Status import_buffer(const plan::Plan& plan, TensorState& t, size_t b, const Hos
     values.resize(static_cast<size_t>(t.numel));
     for (int64_t e = 0; e < t.numel; ++e) values[e] = static_cast<float>(h.get(e));
   }
+  // An unsigned map holds no negative value (the compiler proved this state never negative):
+  // one in the file is not this optimizer's state, and quantizing it would change it silently.
+  if (const auto map = ir::info(decl.quant).map;
+      std::none_of(map.begin(), map.end(), [](float v) { return v < 0; }))
+    for (int64_t e = 0; e < t.numel; ++e)
+      if (const float v = values[static_cast<size_t>(e)]; v < 0)
+        return make_error(
+            "state '{}' is {} at element {}, and this optimizer keeps it as {}, which holds only "
+            "values >= 0: the file does not hold this optimizer's state (it is never negative)",
+            name, v, e, to_string(decl.quant));
   std::vector<float> scales(static_cast<size_t>(ir::scale_count(decl.quant, t.numel)));
   ir::quantize(decl.quant, values.data(), t.numel, t.data(b), scales.data());
   std::memcpy(t.data(b + 1), scales.data(), scales.size() * 4);

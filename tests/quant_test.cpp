@@ -702,6 +702,26 @@ TEST(Quant, CheckpointsHoldCodesAndScalesAndResumeExactly) {
       Optimizer::create(R"(adamw(lr=1e-2, weight_decay=0.1, state_format="8bit"))", q.params());
   ASSERT_TRUE(into);
   ASSERT_TRUE((*into)->import_state(*values)) << "f32 values quantize on import";
+  // A negative second moment cannot be this optimizer's (it is never negative), and q8u would
+  // quantize it to 0: refused, naming the element. f32 state loads it as it is.
+  {
+    runtime::TensorFile negative = *values;
+    for (auto& t : negative.tensors)
+      if (t.name == "a.exp_avg_sq") t.set(9, -0.25);
+    auto into_q8u =
+        Optimizer::create(R"(adamw(lr=1e-2, weight_decay=0.1, state_format="8bit"))", q.params());
+    ASSERT_TRUE(into_q8u);
+    auto status = (*into_q8u)->import_state(negative);
+    ASSERT_FALSE(status);
+    EXPECT_EQ(status.error().message,
+              "state 'a.exp_avg_sq' is -0.25 at element 9, and this optimizer keeps it as q8u, "
+              "which holds only values >= 0: the file does not hold this optimizer's state (it "
+              "is never negative)");
+    Model g = f;
+    auto into_f32 = Optimizer::create("adamw(lr=1e-2, weight_decay=0.1)", g.params());
+    ASSERT_TRUE(into_f32);
+    EXPECT_TRUE((*into_f32)->import_state(negative));
+  }
   // A negative scale would flip a block's values: refused, naming the tensor and block. A NaN
   // one (a diverged run's) loads.
   for (auto [value, ok] : {std::pair{-0.5f, false}, {std::nanf(""), true}, {-0.0f, true}}) {

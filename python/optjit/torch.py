@@ -831,8 +831,17 @@ class _Engine:
             # quantized here as the cpu backend would store them, in the parameter's memory
             # order (blocks of 256 elements as the step meets them).
             values = torch.empty_like(lp, dtype=torch.float32, device="cpu").copy_(t.detach())
-            codes, scales = _optjit.quantize(self.engine.state_quant(name),
-                                             _memory_order(values))
+            fmt = self.engine.state_quant(name)
+            # An unsigned map (q8u, q4u) holds no negative value, and optjit proved this state
+            # never negative: one here is not this optimizer's state (quantized, it would be 0).
+            negative = (values.flatten() < 0).nonzero()
+            if min(_optjit.quant_map(fmt)) >= 0 and len(negative):
+                k = int(negative[0])
+                raise Error(f"optimizer.state[p]['{name}'] of parameter {i} is "
+                            f"{values.flatten()[k].item()} at element {k}, and this optimizer "
+                            f"keeps it as {fmt}, which holds only values >= 0: the state dict "
+                            f"does not hold this optimizer's state (it is never negative)")
+            codes, scales = _optjit.quantize(fmt, _memory_order(values))
             c = new(torch.uint8, "cpu")
             _memory_order(c).copy_(torch.frombuffer(bytearray(codes), dtype=torch.uint8))
             st[name] = t = c.to(p.device)

@@ -836,3 +836,25 @@ def test_unsigned_formats_refuse_a_state_that_may_become_negative():
         oracle.step()
     # 8-bit state: within a few steps of lr of torch's f32 state (q4u on exp_avg was 0.95 off).
     assert (w - ref).abs().max().item() < 0.01
+
+
+def test_a_negative_second_moment_in_a_checkpoint_is_refused_by_unsigned_state():
+    """A checkpoint whose exp_avg_sq has a negative value is not AdamW's (it never is one), and
+    q8u would quantize it to 0: loading it into 8-bit state raises, naming the element; f32
+    state takes it as it is."""
+    w = torch.nn.Parameter(torch.randn(256 * 20))
+    ref = torch.optim.AdamW([w], lr=1e-2)
+    w.grad = torch.randn_like(w)
+    ref.step()
+    saved = copy.deepcopy(ref.state_dict())
+    saved["state"][0]["exp_avg_sq"][77] = -0.25
+    mine = torch.nn.Parameter(w.detach().clone())
+    opt = ot.AdamW([mine], lr=1e-2, state_format="8bit")
+    with pytest.raises(optjit.Error, match=r"optimizer.state\[p\]\['exp_avg_sq'\] of parameter 0 "
+                       r"is -0.25 at element 77, and this optimizer keeps it as q8u"):
+        opt.load_state_dict(copy.deepcopy(saved))
+        mine.grad = torch.randn_like(mine)
+        opt.step()
+    f32 = ot.AdamW([mine], lr=1e-2)
+    f32.load_state_dict(copy.deepcopy(saved))
+    assert f32.state[mine]["exp_avg_sq"][77].item() == -0.25
