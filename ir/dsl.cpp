@@ -731,10 +731,12 @@ Expected<ir::Program> lower(const Pipeline& pipeline, DTypes dtypes) {
     c.b_.emit(Op::Store, DType::b1, {v.id()}, pb);
   }
   ir::Program p = std::move(c.b_).finish();
-  if (Status s = ir::check_nonnegative_states(p); !s)
-    return Error{"state_format: " + s.error().message};
-  if (Status s = ir::verify(p); !s)
+  // verify() includes check_nonnegative_states; a state_format it refuses is the user's.
+  if (Status s = ir::verify(p); !s) {
+    if (Status n = ir::check_nonnegative_states(p); !n)
+      return Error{"state_format: " + n.error().message};
     return Error{"internal: lowered IR does not verify: " + s.error().message};
+  }
   return p;
 }
 

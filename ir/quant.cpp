@@ -602,6 +602,11 @@ const QuantInfo kTable[] = {
 const QuantInfo& info(Quant q) { return kTable[static_cast<size_t>(q)]; }
 std::string_view to_string(Quant q) { return info(q).name; }
 
+bool unsigned_map(Quant q) {
+  const auto map = info(q).map;
+  return q != Quant::none && std::none_of(map.begin(), map.end(), [](float v) { return v < 0; });
+}
+
 bool quantized_tensor(Quant q, int64_t numel) {
   const QuantInfo& i = info(q);
   return numel >= i.min_elements && (!i.whole_blocks || numel % i.block == 0);

@@ -132,6 +132,9 @@ inline uint8_t linear_code(float y, float m, int top) {
 inline double code_bytes_per_element(Quant q);
 inline double scale_bytes_per_element(Quant q);
 
+/// Whether q's map holds no negative value (q8u, q4u, q4u_b256): a state stored in it must never
+/// be negative (ir/sign.h proves it; a checkpoint's negative value is refused).
+bool unsigned_map(Quant q);
 /// Whether a tensor of `numel` elements stores its buffers of format q quantized (else in f32).
 /// The formats of one program share this rule (the verifier checks it).
 bool quantized_tensor(Quant q, int64_t numel);

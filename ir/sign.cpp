@@ -200,10 +200,7 @@ Status check_nonnegative_states(const Program& p) {
   std::vector<bool> unsigned_buffer(p.buffers.size());
   bool any = false;
   for (size_t b = 0; b < p.buffers.size(); ++b) {
-    const BufferDecl& d = p.buffers[b];
-    if (d.quant == Quant::none) continue;
-    const auto map = info(d.quant).map;
-    unsigned_buffer[b] = std::none_of(map.begin(), map.end(), [](float v) { return v < 0; });
+    unsigned_buffer[b] = unsigned_map(p.buffers[b].quant);
     any |= unsigned_buffer[b];
   }
   if (!any) return Status::Ok();

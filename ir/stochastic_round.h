@@ -55,4 +55,11 @@ inline float sround_bf16(float f, uint32_t random16) {
   return out;
 }
 
+/// sround(x, key, element, stream) as above, from the values the IR carries: the key, the
+/// tensor's first element (f64) and the element's index in its tensor.
+inline float sround_element(double x, double key, double first, uint32_t stream, int64_t index) {
+  return sround_bf16(static_cast<float>(x), sr_bits(sr_stream(sr_key(key), stream),
+                                                    sr_key(first) + static_cast<uint64_t>(index)));
+}
+
 }  // namespace optjit::ir

@@ -198,12 +198,8 @@ std::vector<std::vector<double>> ReferenceBackend::run_pass(size_t k, OptimizerS
             const double* x = column(in.args[0]);
             const double* key = column(in.args[1]);
             const double* first = column(in.args[2]);
-            for (int64_t j = 0; j < n; ++j) {
-              const uint64_t stream = ir::sr_stream(ir::sr_key(key[j]), in.attr);
-              const uint32_t bits =
-                  ir::sr_bits(stream, ir::sr_key(first[j]) + static_cast<uint64_t>(e0 + j));
-              out[j] = ir::sround_bf16(static_cast<float>(x[j]), bits);
-            }
+            for (int64_t j = 0; j < n; ++j)
+              out[j] = ir::sround_element(x[j], key[j], first[j], in.attr, e0 + j);
             break;
           }
           default:

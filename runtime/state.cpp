@@ -445,8 +445,7 @@ Status import_buffer(const plan::Plan& plan, TensorState& t, size_t b, const Hos
   }
   // An unsigned map holds no negative value (the compiler proved this state never negative):
   // one in the file is not this optimizer's state, and quantizing it would change it silently.
-  if (const auto map = ir::info(decl.quant).map;
-      std::none_of(map.begin(), map.end(), [](float v) { return v < 0; }))
+  if (ir::unsigned_map(decl.quant))
     for (int64_t e = 0; e < t.numel; ++e)
       if (const float v = values[static_cast<size_t>(e)]; v < 0)
         return make_error(

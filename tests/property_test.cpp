@@ -85,11 +85,8 @@ NaiveResult naive_step(const ir::Program& p, const plan::Plan& plan, OptimizerSt
           } else if (in.op == Op::Const) {
             x = in.imm;
           } else if (in.op == Op::SRound) {  // keyed by the element's place (ir/stochastic_round.h)
-            const uint64_t stream =
-                ir::sr_stream(ir::sr_key(element_of(in.args[1], t, e)), in.attr);
-            const uint64_t at = ir::sr_key(element_of(in.args[2], t, e)) + static_cast<uint64_t>(e);
-            x = ir::sround_bf16(static_cast<float>(element_of(in.args[0], t, e)),
-                                ir::sr_bits(stream, at));
+            x = ir::sround_element(element_of(in.args[0], t, e), element_of(in.args[1], t, e),
+                                   element_of(in.args[2], t, e), in.attr, e);
           } else {
             double a[3] = {0, 0, 0};
             for (int k = 0; k < ir::info(in.op).arity; ++k) a[k] = element_of(in.args[k], t, e);

@@ -112,8 +112,7 @@ struct MomentumPipeline {
   std::string text, state;
 };
 inline MomentumPipeline momentum_pipeline(const char* format, double lr, double k) {
-  const auto map = ir::info(*ir::parse_quant(format)).map;
-  if (std::any_of(map.begin(), map.end(), [](float v) { return v < 0; }))
+  if (!ir::unsigned_map(*ir::parse_quant(format)))
     return {fmt::format(R"(sgd(lr={}, momentum={}, state_format="{}"))", lr, k, format),
             "momentum_buffer"};
   return {fmt::format("transform hold(lr=1, k=1) {{\n  state m = 0\n  m = abs(k * m + grad)\n"

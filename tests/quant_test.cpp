@@ -415,8 +415,7 @@ struct KeptCodes {
 void keep_codes(Quant q, std::vector<float>& grad, KeptCodes* out) {
   const std::string format(ir::to_string(q));
   const auto n = static_cast<int64_t>(grad.size());
-  const auto map = ir::info(q).map;
-  const bool unsigned_map = std::none_of(map.begin(), map.end(), [](float v) { return v < 0; });
+  const bool unsigned_map = ir::unsigned_map(q);
   if (unsigned_map)
     for (float& g : grad) g = std::fabs(g);
   std::vector<float> param(grad.size(), 0.0f);
