@@ -7,10 +7,10 @@
 //    later pass still needs the buffer's old value, the store moves to that pass (repeat to a
 //    fixpoint). The pass count is one past the last store or reduction.
 // 3. Carries: an element value needed in a pass after its own level is read back from a
-//    buffer that already holds it (forward: e.g. LAMB's exp_avg), or recomputed there from
-//    its operands. Recomputing can cost more bytes than a round trip through memory; each
-//    such value is tried as a scratch buffer (written where first computed, read later) and
-//    kept when it lowers the total bytes moved.
+//    buffer that already holds it exactly (forward: e.g. LAMB's f32 exp_avg), or recomputed
+//    there from its operands. Recomputing can cost more bytes than a round trip through
+//    memory; each such value is tried as a scratch buffer (written where first computed,
+//    read later) and kept when it lowers the total bytes moved.
 // 4. Reduction placement: a reduction may run in any pass from its operand's level up to the
 //    pass before its first consumer. Each is tried later (replanning 1-3), and a later pass is
 //    kept when the pass count stays and fewer bytes move (e.g. LAMB's ||p|| moves to the pass
@@ -115,7 +115,7 @@ class Planner {
     for (const auto& [buf, st] : store_of_) {
       ValueId v = at(st).args[0];
       store_pass_[buf] = std::max(level(v), guard_);
-      if (forwardable(buf)) forward_.emplace(v, buf);  // the first store of a value wins
+      if (forwardable(buf, v)) forward_.emplace(v, buf);  // the first store of a value wins
     }
   }
 
@@ -206,10 +206,21 @@ class Planner {
                                  : static_cast<double>(size_bytes(scratch_types_.at(b)));
   }
 
-  // Whether a later pass may read a value back from buffer b instead of computing it: not from
-  // a quantized buffer, whose codes are far from it (it is recomputed or carried in scratch).
-  // Float storage narrower than the value (bf16 state) is read back rounded, as it always was.
-  bool forwardable(uint32_t b) const { return p_.buffers[b].quant == ir::Quant::none; }
+  // Whether a later pass may read value v back from buffer b, which stores it, instead of
+  // computing it: only where b holds v exactly. A quantized buffer holds codes; a narrower
+  // float (bf16 state, or f32 state of a value computed in f64) holds v rounded, and the pass
+  // that stored it used v itself, so reading it back would make the numbers depend on the plan
+  // (LAMB's update norm from v, its update from v rounded). Such a value is recomputed (its
+  // store moving to the last pass that needs it, as bitsandbytes' two-kernel 8-bit LAMB does)
+  // or carried in f32 scratch, whichever moves fewer bytes.
+  bool forwardable(uint32_t b, ValueId v) const {
+    const ir::BufferDecl& buf = p_.buffers[b];
+    return buf.quant == ir::Quant::none && holds_exactly(buf.storage, at(v).type);
+  }
+  static bool holds_exactly(DType storage, DType value) {
+    return storage == value || storage == DType::f64 ||
+           (storage == DType::f32 && (value == DType::bf16 || value == DType::f16));
+  }
 
   void choose_scratch() {
     // The demand of every pass for the scratch set so far: a trial changes only the passes

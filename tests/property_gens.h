@@ -17,10 +17,10 @@
 
 namespace optjit {
 
-// A random pipeline: 1-3 built-in transforms with random options, peers, state formats (unless
-// `state_formats` is false) and (for lr) schedules.
-inline rc::Gen<std::string> gen_builtin_pipeline(bool state_formats = true) {
-  return rc::gen::exec([state_formats] {
+// A random pipeline: 1-3 built-in transforms with random options, peers, state formats and
+// (for lr) schedules.
+inline rc::Gen<std::string> gen_builtin_pipeline() {
+  return rc::gen::exec([] {
     std::vector<std::string> transforms, schedules;
     for (const auto& d : dsl::builtins())
       if (d->name != "master_weights")  // first or nowhere; placed below
@@ -70,7 +70,7 @@ inline rc::Gen<std::string> gen_builtin_pipeline(bool state_formats = true) {
         if (o.default_value.index() == 0 && o.name != "nesterov" && !other_peer &&
             *rc::gen::arbitrary<bool>())
           args.push_back(o.name + "=true");
-      if (state_formats && *rc::gen::inRange(0, 3) == 0)
+      if (*rc::gen::inRange(0, 3) == 0)
         args.push_back("state_format=\"" + *rc::gen::elementOf(formats) + "\"");
       std::string joined;
       for (size_t k = 0; k < args.size(); ++k) joined += (k ? ", " : "") + args[k];
@@ -106,14 +106,23 @@ inline rc::Gen<std::string> gen_expr(int depth) {
       }));
 }
 
+// A custom transform whose state m, new or old, feeds reductions, a scalar state and the
+// update, so the planner carries m across passes; m in a random state format half the time
+// (signed ones: m may be negative; quantized formats keep f32 in the small tensors used here).
 inline rc::Gen<std::string> gen_custom_pipeline() {
   return rc::gen::exec([] {
     std::string e1 = *gen_expr(3), e2 = *gen_expr(3);
     std::string skip =
         *rc::gen::arbitrary<bool>() ? "  skip_if any_nonfinite(grad) || sum(grad) > 1e30\n" : "";
+    std::string format;
+    if (*rc::gen::arbitrary<bool>())
+      format = "state_format=\"" +
+               *rc::gen::elementOf(
+                   std::vector<std::string>{"f32", "bf16", "f16", "bf16_sr", "q8", "q4", "f8"}) +
+               "\"";
     return "transform t(lr=0.01) {\n  state m = 0.25\n  scalar k = 1\n" + skip +
            "  m = 0.9 * m + " + e1 + " * 0.001\n  k = k * 0.5 + norm(m)\n  param = param - lr * (" +
-           e2 + ") * 0.001\n}\nt()";
+           e2 + ") * 0.001\n}\nt(" + format + ")";
   });
 }
 

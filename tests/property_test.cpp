@@ -181,9 +181,9 @@ void check_plan_matches_naive(const std::string& text) {
 }
 
 RC_GTEST_PROP(Property, BuiltinChainsPlanLikeTheWholeProgram, ()) {
-  // No state formats: a later pass reads a state narrower than the values (bf16, or f32 here)
-  // back rounded, by design (plan.cpp's forwardable), where the whole program has the value.
-  check_plan_matches_naive(*gen_builtin_pipeline(false));
+  // With state formats: a later pass never reads a state back rounded where the whole program
+  // has its value (plan.cpp's forwardable).
+  check_plan_matches_naive(*gen_builtin_pipeline());
 }
 
 RC_GTEST_PROP(Property, CustomTransformsPlanLikeTheWholeProgram, ()) {

@@ -1,4 +1,4 @@
-// optjit: 2 passes, 20 bytes per parameter, block 256, items 1, vector 1
+// optjit: 2 passes, 22 bytes per parameter, block 256, items 1, vector 1
 #define OPTJIT_F32_BITS(x) __float_as_uint(x)
 #define OPTJIT_F64_BITS(x) ((unsigned long long)__double_as_longlong(x))
 #define OPTJIT_BITS_F32(x) __uint_as_float(x)
@@ -38,8 +38,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) optjit_pass_0(const OptjitR
       const unsigned short L2_0 = p2[i0];
       const unsigned short L3_0 = p3[i0];
       {
-        unsigned short S2;
-        unsigned short S3;
         const float v0 = OPTJIT_BF16_TO_F32(L0_0);
         const float v1 = OPTJIT_BF16_TO_F32(L1_0);
         const float v2 = OPTJIT_BF16_TO_F32(L2_0);
@@ -56,10 +54,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) optjit_pass_0(const OptjitR
         const float v19 = fmaf(v0, u5, v17);
         const float v21 = u6 ? v19 : v17;
         acc1 += (double)v21 * (double)v21;
-        S2 = (unsigned short)OPTJIT_BF16_BITS(v7);
-        S3 = (unsigned short)OPTJIT_BF16_BITS(v12);
-        p2[i0] = S2;
-        p3[i0] = S3;
       }
     }
     const int l = (int)threadIdx.x;
@@ -88,29 +82,47 @@ extern "C" __global__ void __launch_bounds__(256, 2) optjit_pass_1(const OptjitR
     const OptjitRow row = rows[t];
     const double* u = row.uniforms;
     unsigned short* p0 = (unsigned short*)row.buffers[0] + off;
+    unsigned short* p1 = (unsigned short*)row.buffers[1] + off;
     unsigned short* p2 = (unsigned short*)row.buffers[2] + off;
     unsigned short* p3 = (unsigned short*)row.buffers[3] + off;
     const float u0 = (float)u[0];
     const float u1 = (float)u[1];
-    const bool u2 = (u[2] != 0);
+    const float u2 = (float)u[2];
     const float u3 = (float)u[3];
+    const float u4 = (float)u[4];
+    const float u5 = (float)u[5];
+    const bool u6 = (u[6] != 0);
+    const float u7 = (float)u[7];
     for (long long i0 = threadIdx.x; i0 < len; i0 += 256) {
       const unsigned short L0_0 = p0[i0];
+      const unsigned short L1_0 = p1[i0];
       const unsigned short L2_0 = p2[i0];
       const unsigned short L3_0 = p3[i0];
       {
         unsigned short S0;
-        const float v0 = OPTJIT_BF16_TO_F32(L2_0);
-        const float v1 = OPTJIT_BF16_TO_F32(L3_0);
-        const float v2 = OPTJIT_BF16_TO_F32(L0_0);
-        const float v3 = sqrtf(v1);
-        const float v5 = v3 + u0;
-        const float v6 = v0 / v5;
-        const float v8 = fmaf(v2, u1, v6);
-        const float v10 = u2 ? v8 : v6;
-        const float v12 = fmaf(v10, u3, v2);
-        S0 = (unsigned short)OPTJIT_BF16_BITS(v12);
+        unsigned short S2;
+        unsigned short S3;
+        const float v0 = OPTJIT_BF16_TO_F32(L0_0);
+        const float v1 = OPTJIT_BF16_TO_F32(L1_0);
+        const float v2 = OPTJIT_BF16_TO_F32(L2_0);
+        const float v3 = OPTJIT_BF16_TO_F32(L3_0);
+        const float v5 = v2 * u0;
+        const float v7 = fmaf(v1, u1, v5);
+        const float v9 = v3 * u2;
+        const float v11 = u3 * v1;
+        const float v12 = fmaf(v11, v1, v9);
+        const float v13 = sqrtf(v12);
+        const float v15 = v13 + u4;
+        const float v16 = v7 / v15;
+        const float v18 = fmaf(v0, u5, v16);
+        const float v20 = u6 ? v18 : v16;
+        const float v22 = fmaf(v20, u7, v0);
+        S2 = (unsigned short)OPTJIT_BF16_BITS(v7);
+        S3 = (unsigned short)OPTJIT_BF16_BITS(v12);
+        S0 = (unsigned short)OPTJIT_BF16_BITS(v22);
         p0[i0] = S0;
+        p2[i0] = S2;
+        p3[i0] = S3;
       }
     }
   }

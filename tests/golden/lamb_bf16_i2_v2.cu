@@ -1,4 +1,4 @@
-// optjit: 2 passes, 20 bytes per parameter, block 256, items 2, vector 2
+// optjit: 2 passes, 22 bytes per parameter, block 256, items 2, vector 2
 #define OPTJIT_F32_BITS(x) __float_as_uint(x)
 #define OPTJIT_F64_BITS(x) ((unsigned long long)__double_as_longlong(x))
 #define OPTJIT_BITS_F32(x) __uint_as_float(x)
@@ -51,8 +51,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) optjit_pass_0(const OptjitR
         L3_1 = ((const optjit_u16x2*)p3)[i1];
       }
       {
-        optjit_u16x2 S2;
-        optjit_u16x2 S3;
         {
           const float v0 = OPTJIT_BF16_TO_F32(L0_0.v[0]);
           const float v1 = OPTJIT_BF16_TO_F32(L1_0.v[0]);
@@ -70,8 +68,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) optjit_pass_0(const OptjitR
           const float v19 = fmaf(v0, u5, v17);
           const float v21 = u6 ? v19 : v17;
           acc1 += (double)v21 * (double)v21;
-          S2.v[0] = (unsigned short)OPTJIT_BF16_BITS(v7);
-          S3.v[0] = (unsigned short)OPTJIT_BF16_BITS(v12);
         }
         {
           const float v0 = OPTJIT_BF16_TO_F32(L0_0.v[1]);
@@ -90,15 +86,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) optjit_pass_0(const OptjitR
           const float v19 = fmaf(v0, u5, v17);
           const float v21 = u6 ? v19 : v17;
           acc1 += (double)v21 * (double)v21;
-          S2.v[1] = (unsigned short)OPTJIT_BF16_BITS(v7);
-          S3.v[1] = (unsigned short)OPTJIT_BF16_BITS(v12);
         }
-        ((optjit_u16x2*)p2)[i0] = S2;
-        ((optjit_u16x2*)p3)[i0] = S3;
       }
       if (i1 < nv) {
-        optjit_u16x2 S2;
-        optjit_u16x2 S3;
         {
           const float v0 = OPTJIT_BF16_TO_F32(L0_1.v[0]);
           const float v1 = OPTJIT_BF16_TO_F32(L1_1.v[0]);
@@ -116,8 +106,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) optjit_pass_0(const OptjitR
           const float v19 = fmaf(v0, u5, v17);
           const float v21 = u6 ? v19 : v17;
           acc1 += (double)v21 * (double)v21;
-          S2.v[0] = (unsigned short)OPTJIT_BF16_BITS(v7);
-          S3.v[0] = (unsigned short)OPTJIT_BF16_BITS(v12);
         }
         {
           const float v0 = OPTJIT_BF16_TO_F32(L0_1.v[1]);
@@ -136,11 +124,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) optjit_pass_0(const OptjitR
           const float v19 = fmaf(v0, u5, v17);
           const float v21 = u6 ? v19 : v17;
           acc1 += (double)v21 * (double)v21;
-          S2.v[1] = (unsigned short)OPTJIT_BF16_BITS(v7);
-          S3.v[1] = (unsigned short)OPTJIT_BF16_BITS(v12);
         }
-        ((optjit_u16x2*)p2)[i1] = S2;
-        ((optjit_u16x2*)p3)[i1] = S3;
       }
     }
     for (long long i0 = nv * 2 + threadIdx.x; i0 < len; i0 += 256) {
@@ -149,8 +133,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) optjit_pass_0(const OptjitR
       const unsigned short L2_0 = p2[i0];
       const unsigned short L3_0 = p3[i0];
       {
-        unsigned short S2;
-        unsigned short S3;
         const float v0 = OPTJIT_BF16_TO_F32(L0_0);
         const float v1 = OPTJIT_BF16_TO_F32(L1_0);
         const float v2 = OPTJIT_BF16_TO_F32(L2_0);
@@ -167,10 +149,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) optjit_pass_0(const OptjitR
         const float v19 = fmaf(v0, u5, v17);
         const float v21 = u6 ? v19 : v17;
         acc1 += (double)v21 * (double)v21;
-        S2 = (unsigned short)OPTJIT_BF16_BITS(v7);
-        S3 = (unsigned short)OPTJIT_BF16_BITS(v12);
-        p2[i0] = S2;
-        p3[i0] = S3;
       }
     }
     const int l = (int)threadIdx.x;
@@ -199,100 +177,161 @@ extern "C" __global__ void __launch_bounds__(256, 2) optjit_pass_1(const OptjitR
     const OptjitRow row = rows[t];
     const double* u = row.uniforms;
     unsigned short* p0 = (unsigned short*)row.buffers[0] + off;
+    unsigned short* p1 = (unsigned short*)row.buffers[1] + off;
     unsigned short* p2 = (unsigned short*)row.buffers[2] + off;
     unsigned short* p3 = (unsigned short*)row.buffers[3] + off;
     const float u0 = (float)u[0];
     const float u1 = (float)u[1];
-    const bool u2 = (u[2] != 0);
+    const float u2 = (float)u[2];
     const float u3 = (float)u[3];
+    const float u4 = (float)u[4];
+    const float u5 = (float)u[5];
+    const bool u6 = (u[6] != 0);
+    const float u7 = (float)u[7];
     const long long nv = len / 2;
     for (long long i0 = threadIdx.x; i0 < nv; i0 += 512) {
       const optjit_u16x2 L0_0 = ((const optjit_u16x2*)p0)[i0];
+      const optjit_u16x2 L1_0 = ((const optjit_u16x2*)p1)[i0];
       const optjit_u16x2 L2_0 = ((const optjit_u16x2*)p2)[i0];
       const optjit_u16x2 L3_0 = ((const optjit_u16x2*)p3)[i0];
       const long long i1 = i0 + 256;
       optjit_u16x2 L0_1;
+      optjit_u16x2 L1_1;
       optjit_u16x2 L2_1;
       optjit_u16x2 L3_1;
       if (i1 < nv) {
         L0_1 = ((const optjit_u16x2*)p0)[i1];
+        L1_1 = ((const optjit_u16x2*)p1)[i1];
         L2_1 = ((const optjit_u16x2*)p2)[i1];
         L3_1 = ((const optjit_u16x2*)p3)[i1];
       }
       {
         optjit_u16x2 S0;
+        optjit_u16x2 S2;
+        optjit_u16x2 S3;
         {
-          const float v0 = OPTJIT_BF16_TO_F32(L2_0.v[0]);
-          const float v1 = OPTJIT_BF16_TO_F32(L3_0.v[0]);
-          const float v2 = OPTJIT_BF16_TO_F32(L0_0.v[0]);
-          const float v3 = sqrtf(v1);
-          const float v5 = v3 + u0;
-          const float v6 = v0 / v5;
-          const float v8 = fmaf(v2, u1, v6);
-          const float v10 = u2 ? v8 : v6;
-          const float v12 = fmaf(v10, u3, v2);
-          S0.v[0] = (unsigned short)OPTJIT_BF16_BITS(v12);
+          const float v0 = OPTJIT_BF16_TO_F32(L0_0.v[0]);
+          const float v1 = OPTJIT_BF16_TO_F32(L1_0.v[0]);
+          const float v2 = OPTJIT_BF16_TO_F32(L2_0.v[0]);
+          const float v3 = OPTJIT_BF16_TO_F32(L3_0.v[0]);
+          const float v5 = v2 * u0;
+          const float v7 = fmaf(v1, u1, v5);
+          const float v9 = v3 * u2;
+          const float v11 = u3 * v1;
+          const float v12 = fmaf(v11, v1, v9);
+          const float v13 = sqrtf(v12);
+          const float v15 = v13 + u4;
+          const float v16 = v7 / v15;
+          const float v18 = fmaf(v0, u5, v16);
+          const float v20 = u6 ? v18 : v16;
+          const float v22 = fmaf(v20, u7, v0);
+          S2.v[0] = (unsigned short)OPTJIT_BF16_BITS(v7);
+          S3.v[0] = (unsigned short)OPTJIT_BF16_BITS(v12);
+          S0.v[0] = (unsigned short)OPTJIT_BF16_BITS(v22);
         }
         {
-          const float v0 = OPTJIT_BF16_TO_F32(L2_0.v[1]);
-          const float v1 = OPTJIT_BF16_TO_F32(L3_0.v[1]);
-          const float v2 = OPTJIT_BF16_TO_F32(L0_0.v[1]);
-          const float v3 = sqrtf(v1);
-          const float v5 = v3 + u0;
-          const float v6 = v0 / v5;
-          const float v8 = fmaf(v2, u1, v6);
-          const float v10 = u2 ? v8 : v6;
-          const float v12 = fmaf(v10, u3, v2);
-          S0.v[1] = (unsigned short)OPTJIT_BF16_BITS(v12);
+          const float v0 = OPTJIT_BF16_TO_F32(L0_0.v[1]);
+          const float v1 = OPTJIT_BF16_TO_F32(L1_0.v[1]);
+          const float v2 = OPTJIT_BF16_TO_F32(L2_0.v[1]);
+          const float v3 = OPTJIT_BF16_TO_F32(L3_0.v[1]);
+          const float v5 = v2 * u0;
+          const float v7 = fmaf(v1, u1, v5);
+          const float v9 = v3 * u2;
+          const float v11 = u3 * v1;
+          const float v12 = fmaf(v11, v1, v9);
+          const float v13 = sqrtf(v12);
+          const float v15 = v13 + u4;
+          const float v16 = v7 / v15;
+          const float v18 = fmaf(v0, u5, v16);
+          const float v20 = u6 ? v18 : v16;
+          const float v22 = fmaf(v20, u7, v0);
+          S2.v[1] = (unsigned short)OPTJIT_BF16_BITS(v7);
+          S3.v[1] = (unsigned short)OPTJIT_BF16_BITS(v12);
+          S0.v[1] = (unsigned short)OPTJIT_BF16_BITS(v22);
         }
         ((optjit_u16x2*)p0)[i0] = S0;
+        ((optjit_u16x2*)p2)[i0] = S2;
+        ((optjit_u16x2*)p3)[i0] = S3;
       }
       if (i1 < nv) {
         optjit_u16x2 S0;
+        optjit_u16x2 S2;
+        optjit_u16x2 S3;
         {
-          const float v0 = OPTJIT_BF16_TO_F32(L2_1.v[0]);
-          const float v1 = OPTJIT_BF16_TO_F32(L3_1.v[0]);
-          const float v2 = OPTJIT_BF16_TO_F32(L0_1.v[0]);
-          const float v3 = sqrtf(v1);
-          const float v5 = v3 + u0;
-          const float v6 = v0 / v5;
-          const float v8 = fmaf(v2, u1, v6);
-          const float v10 = u2 ? v8 : v6;
-          const float v12 = fmaf(v10, u3, v2);
-          S0.v[0] = (unsigned short)OPTJIT_BF16_BITS(v12);
+          const float v0 = OPTJIT_BF16_TO_F32(L0_1.v[0]);
+          const float v1 = OPTJIT_BF16_TO_F32(L1_1.v[0]);
+          const float v2 = OPTJIT_BF16_TO_F32(L2_1.v[0]);
+          const float v3 = OPTJIT_BF16_TO_F32(L3_1.v[0]);
+          const float v5 = v2 * u0;
+          const float v7 = fmaf(v1, u1, v5);
+          const float v9 = v3 * u2;
+          const float v11 = u3 * v1;
+          const float v12 = fmaf(v11, v1, v9);
+          const float v13 = sqrtf(v12);
+          const float v15 = v13 + u4;
+          const float v16 = v7 / v15;
+          const float v18 = fmaf(v0, u5, v16);
+          const float v20 = u6 ? v18 : v16;
+          const float v22 = fmaf(v20, u7, v0);
+          S2.v[0] = (unsigned short)OPTJIT_BF16_BITS(v7);
+          S3.v[0] = (unsigned short)OPTJIT_BF16_BITS(v12);
+          S0.v[0] = (unsigned short)OPTJIT_BF16_BITS(v22);
         }
         {
-          const float v0 = OPTJIT_BF16_TO_F32(L2_1.v[1]);
-          const float v1 = OPTJIT_BF16_TO_F32(L3_1.v[1]);
-          const float v2 = OPTJIT_BF16_TO_F32(L0_1.v[1]);
-          const float v3 = sqrtf(v1);
-          const float v5 = v3 + u0;
-          const float v6 = v0 / v5;
-          const float v8 = fmaf(v2, u1, v6);
-          const float v10 = u2 ? v8 : v6;
-          const float v12 = fmaf(v10, u3, v2);
-          S0.v[1] = (unsigned short)OPTJIT_BF16_BITS(v12);
+          const float v0 = OPTJIT_BF16_TO_F32(L0_1.v[1]);
+          const float v1 = OPTJIT_BF16_TO_F32(L1_1.v[1]);
+          const float v2 = OPTJIT_BF16_TO_F32(L2_1.v[1]);
+          const float v3 = OPTJIT_BF16_TO_F32(L3_1.v[1]);
+          const float v5 = v2 * u0;
+          const float v7 = fmaf(v1, u1, v5);
+          const float v9 = v3 * u2;
+          const float v11 = u3 * v1;
+          const float v12 = fmaf(v11, v1, v9);
+          const float v13 = sqrtf(v12);
+          const float v15 = v13 + u4;
+          const float v16 = v7 / v15;
+          const float v18 = fmaf(v0, u5, v16);
+          const float v20 = u6 ? v18 : v16;
+          const float v22 = fmaf(v20, u7, v0);
+          S2.v[1] = (unsigned short)OPTJIT_BF16_BITS(v7);
+          S3.v[1] = (unsigned short)OPTJIT_BF16_BITS(v12);
+          S0.v[1] = (unsigned short)OPTJIT_BF16_BITS(v22);
         }
         ((optjit_u16x2*)p0)[i1] = S0;
+        ((optjit_u16x2*)p2)[i1] = S2;
+        ((optjit_u16x2*)p3)[i1] = S3;
       }
     }
     for (long long i0 = nv * 2 + threadIdx.x; i0 < len; i0 += 256) {
       const unsigned short L0_0 = p0[i0];
+      const unsigned short L1_0 = p1[i0];
       const unsigned short L2_0 = p2[i0];
       const unsigned short L3_0 = p3[i0];
       {
         unsigned short S0;
-        const float v0 = OPTJIT_BF16_TO_F32(L2_0);
-        const float v1 = OPTJIT_BF16_TO_F32(L3_0);
-        const float v2 = OPTJIT_BF16_TO_F32(L0_0);
-        const float v3 = sqrtf(v1);
-        const float v5 = v3 + u0;
-        const float v6 = v0 / v5;
-        const float v8 = fmaf(v2, u1, v6);
-        const float v10 = u2 ? v8 : v6;
-        const float v12 = fmaf(v10, u3, v2);
-        S0 = (unsigned short)OPTJIT_BF16_BITS(v12);
+        unsigned short S2;
+        unsigned short S3;
+        const float v0 = OPTJIT_BF16_TO_F32(L0_0);
+        const float v1 = OPTJIT_BF16_TO_F32(L1_0);
+        const float v2 = OPTJIT_BF16_TO_F32(L2_0);
+        const float v3 = OPTJIT_BF16_TO_F32(L3_0);
+        const float v5 = v2 * u0;
+        const float v7 = fmaf(v1, u1, v5);
+        const float v9 = v3 * u2;
+        const float v11 = u3 * v1;
+        const float v12 = fmaf(v11, v1, v9);
+        const float v13 = sqrtf(v12);
+        const float v15 = v13 + u4;
+        const float v16 = v7 / v15;
+        const float v18 = fmaf(v0, u5, v16);
+        const float v20 = u6 ? v18 : v16;
+        const float v22 = fmaf(v20, u7, v0);
+        S2 = (unsigned short)OPTJIT_BF16_BITS(v7);
+        S3 = (unsigned short)OPTJIT_BF16_BITS(v12);
+        S0 = (unsigned short)OPTJIT_BF16_BITS(v22);
         p0[i0] = S0;
+        p2[i0] = S2;
+        p3[i0] = S3;
       }
     }
   }

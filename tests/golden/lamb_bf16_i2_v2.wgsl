@@ -1,4 +1,4 @@
-// optjit: 2 passes, 20 bytes per parameter, block 256, items 2, vector 2
+// optjit: 2 passes, 22 bytes per parameter, block 256, items 2, vector 2
 @group(0) @binding(0) var<storage, read_write> b0: array<atomic<u32>>;
 fn optjit_ld_b0(e: i32) -> u32 {
   return (atomicLoad(&b0[e >> 1u]) >> (16u * u32(e & 1))) & 0xffffu;
@@ -280,8 +280,6 @@ fn optjit_pass_0(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) 
         L3_1 = vec2<u32>(optjit_ld_b3(p3 + (i1) * 2 + 0), optjit_ld_b3(p3 + (i1) * 2 + 1));
       }
       {
-        var S2: vec2<u32>;
-        var S3: vec2<u32>;
         {
           let v0: f32 = OPTJIT_BF16_TO_F32(L0_0[0]);
           let v1: f32 = OPTJIT_BF16_TO_F32(L1_0[0]);
@@ -299,8 +297,6 @@ fn optjit_pass_0(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) 
           let v19: f32 = optjit_fma(v0, u_5, v17);
           let v21: f32 = select(v17, v19, u_6);
           acc1 += f32(v21) * f32(v21);
-          S2[0] = u32(OPTJIT_BF16_BITS(v7));
-          S3[0] = u32(OPTJIT_BF16_BITS(v12));
         }
         {
           let v0: f32 = OPTJIT_BF16_TO_F32(L0_0[1]);
@@ -319,15 +315,9 @@ fn optjit_pass_0(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) 
           let v19: f32 = optjit_fma(v0, u_5, v17);
           let v21: f32 = select(v17, v19, u_6);
           acc1 += f32(v21) * f32(v21);
-          S2[1] = u32(OPTJIT_BF16_BITS(v7));
-          S3[1] = u32(OPTJIT_BF16_BITS(v12));
         }
-        if (((p2 + (i0) * 2 + 0) & 1) == 0) { atomicStore(&b2[(p2 + (i0) * 2 + 0) >> 1u], (S2[0] & 0xffffu) | (S2[1] << 16u)); } else { optjit_st_b2(p2 + (i0) * 2 + 0, S2[0]); optjit_st_b2(p2 + (i0) * 2 + 1, S2[1]); }
-        if (((p3 + (i0) * 2 + 0) & 1) == 0) { atomicStore(&b3[(p3 + (i0) * 2 + 0) >> 1u], (S3[0] & 0xffffu) | (S3[1] << 16u)); } else { optjit_st_b3(p3 + (i0) * 2 + 0, S3[0]); optjit_st_b3(p3 + (i0) * 2 + 1, S3[1]); }
       }
       if (i1 < nv) {
-        var S2: vec2<u32>;
-        var S3: vec2<u32>;
         {
           let v0: f32 = OPTJIT_BF16_TO_F32(L0_1[0]);
           let v1: f32 = OPTJIT_BF16_TO_F32(L1_1[0]);
@@ -345,8 +335,6 @@ fn optjit_pass_0(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) 
           let v19: f32 = optjit_fma(v0, u_5, v17);
           let v21: f32 = select(v17, v19, u_6);
           acc1 += f32(v21) * f32(v21);
-          S2[0] = u32(OPTJIT_BF16_BITS(v7));
-          S3[0] = u32(OPTJIT_BF16_BITS(v12));
         }
         {
           let v0: f32 = OPTJIT_BF16_TO_F32(L0_1[1]);
@@ -365,11 +353,7 @@ fn optjit_pass_0(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) 
           let v19: f32 = optjit_fma(v0, u_5, v17);
           let v21: f32 = select(v17, v19, u_6);
           acc1 += f32(v21) * f32(v21);
-          S2[1] = u32(OPTJIT_BF16_BITS(v7));
-          S3[1] = u32(OPTJIT_BF16_BITS(v12));
         }
-        if (((p2 + (i1) * 2 + 0) & 1) == 0) { atomicStore(&b2[(p2 + (i1) * 2 + 0) >> 1u], (S2[0] & 0xffffu) | (S2[1] << 16u)); } else { optjit_st_b2(p2 + (i1) * 2 + 0, S2[0]); optjit_st_b2(p2 + (i1) * 2 + 1, S2[1]); }
-        if (((p3 + (i1) * 2 + 0) & 1) == 0) { atomicStore(&b3[(p3 + (i1) * 2 + 0) >> 1u], (S3[0] & 0xffffu) | (S3[1] << 16u)); } else { optjit_st_b3(p3 + (i1) * 2 + 0, S3[0]); optjit_st_b3(p3 + (i1) * 2 + 1, S3[1]); }
       }
     }
     for (var i0: i32 = nv * 2 + i32(lid.x); i0 < len; i0 += 256) {
@@ -378,8 +362,6 @@ fn optjit_pass_0(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) 
       let L2_0: u32 = optjit_ld_b2(p2 + i0);
       let L3_0: u32 = optjit_ld_b3(p3 + i0);
       {
-        var S2: u32;
-        var S3: u32;
         let v0: f32 = OPTJIT_BF16_TO_F32(L0_0);
         let v1: f32 = OPTJIT_BF16_TO_F32(L1_0);
         let v2: f32 = OPTJIT_BF16_TO_F32(L2_0);
@@ -396,10 +378,6 @@ fn optjit_pass_0(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) 
         let v19: f32 = optjit_fma(v0, u_5, v17);
         let v21: f32 = select(v17, v19, u_6);
         acc1 += f32(v21) * f32(v21);
-        S2 = u32(OPTJIT_BF16_BITS(v7));
-        S3 = u32(OPTJIT_BF16_BITS(v12));
-        optjit_st_b2(p2 + i0, S2);
-        optjit_st_b3(p3 + i0, S3);
       }
     }
     let l: i32 = i32(i32(lid.x));
@@ -430,100 +408,161 @@ fn optjit_pass_1(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) 
     let row: i32 = 5 * t;
     let ub: i32 = rows[row + 4].x;
     let p0: i32 = rows[row + 0].x + off;
+    let p1: i32 = rows[row + 1].x + off;
     let p2: i32 = rows[row + 2].x + off;
     let p3: i32 = rows[row + 3].x + off;
     let u_0: f32 = optjit_f64_to_f32(uniforms[ub + 0]);
     let u_1: f32 = optjit_f64_to_f32(uniforms[ub + 1]);
-    let u_2: bool = (optjit_f64_to_f32(uniforms[ub + 2]) != 0);
+    let u_2: f32 = optjit_f64_to_f32(uniforms[ub + 2]);
     let u_3: f32 = optjit_f64_to_f32(uniforms[ub + 3]);
+    let u_4: f32 = optjit_f64_to_f32(uniforms[ub + 4]);
+    let u_5: f32 = optjit_f64_to_f32(uniforms[ub + 5]);
+    let u_6: bool = (optjit_f64_to_f32(uniforms[ub + 6]) != 0);
+    let u_7: f32 = optjit_f64_to_f32(uniforms[ub + 7]);
     let nv: i32 = len / 2;
     for (var i0: i32 = i32(lid.x); i0 < nv; i0 += 512) {
       let L0_0: vec2<u32> = vec2<u32>(optjit_ld_b0(p0 + (i0) * 2 + 0), optjit_ld_b0(p0 + (i0) * 2 + 1));
+      let L1_0: vec2<u32> = vec2<u32>(optjit_ld_b1(p1 + (i0) * 2 + 0), optjit_ld_b1(p1 + (i0) * 2 + 1));
       let L2_0: vec2<u32> = vec2<u32>(optjit_ld_b2(p2 + (i0) * 2 + 0), optjit_ld_b2(p2 + (i0) * 2 + 1));
       let L3_0: vec2<u32> = vec2<u32>(optjit_ld_b3(p3 + (i0) * 2 + 0), optjit_ld_b3(p3 + (i0) * 2 + 1));
       let i1: i32 = i0 + 256;
       var L0_1: vec2<u32>;
+      var L1_1: vec2<u32>;
       var L2_1: vec2<u32>;
       var L3_1: vec2<u32>;
       if (i1 < nv) {
         L0_1 = vec2<u32>(optjit_ld_b0(p0 + (i1) * 2 + 0), optjit_ld_b0(p0 + (i1) * 2 + 1));
+        L1_1 = vec2<u32>(optjit_ld_b1(p1 + (i1) * 2 + 0), optjit_ld_b1(p1 + (i1) * 2 + 1));
         L2_1 = vec2<u32>(optjit_ld_b2(p2 + (i1) * 2 + 0), optjit_ld_b2(p2 + (i1) * 2 + 1));
         L3_1 = vec2<u32>(optjit_ld_b3(p3 + (i1) * 2 + 0), optjit_ld_b3(p3 + (i1) * 2 + 1));
       }
       {
         var S0: vec2<u32>;
+        var S2: vec2<u32>;
+        var S3: vec2<u32>;
         {
-          let v0: f32 = OPTJIT_BF16_TO_F32(L2_0[0]);
-          let v1: f32 = OPTJIT_BF16_TO_F32(L3_0[0]);
-          let v2: f32 = OPTJIT_BF16_TO_F32(L0_0[0]);
-          let v3: f32 = optjit_sqrt(v1);
-          let v5: f32 = v3 + u_0;
-          let v6: f32 = optjit_div(v0, v5);
-          let v8: f32 = optjit_fma(v2, u_1, v6);
-          let v10: f32 = select(v6, v8, u_2);
-          let v12: f32 = optjit_fma(v10, u_3, v2);
-          S0[0] = u32(OPTJIT_BF16_BITS(v12));
+          let v0: f32 = OPTJIT_BF16_TO_F32(L0_0[0]);
+          let v1: f32 = OPTJIT_BF16_TO_F32(L1_0[0]);
+          let v2: f32 = OPTJIT_BF16_TO_F32(L2_0[0]);
+          let v3: f32 = OPTJIT_BF16_TO_F32(L3_0[0]);
+          let v5: f32 = optjit_mul(v2, u_0);
+          let v7: f32 = optjit_fma(v1, u_1, v5);
+          let v9: f32 = optjit_mul(v3, u_2);
+          let v11: f32 = optjit_mul(u_3, v1);
+          let v12: f32 = optjit_fma(v11, v1, v9);
+          let v13: f32 = optjit_sqrt(v12);
+          let v15: f32 = v13 + u_4;
+          let v16: f32 = optjit_div(v7, v15);
+          let v18: f32 = optjit_fma(v0, u_5, v16);
+          let v20: f32 = select(v16, v18, u_6);
+          let v22: f32 = optjit_fma(v20, u_7, v0);
+          S2[0] = u32(OPTJIT_BF16_BITS(v7));
+          S3[0] = u32(OPTJIT_BF16_BITS(v12));
+          S0[0] = u32(OPTJIT_BF16_BITS(v22));
         }
         {
-          let v0: f32 = OPTJIT_BF16_TO_F32(L2_0[1]);
-          let v1: f32 = OPTJIT_BF16_TO_F32(L3_0[1]);
-          let v2: f32 = OPTJIT_BF16_TO_F32(L0_0[1]);
-          let v3: f32 = optjit_sqrt(v1);
-          let v5: f32 = v3 + u_0;
-          let v6: f32 = optjit_div(v0, v5);
-          let v8: f32 = optjit_fma(v2, u_1, v6);
-          let v10: f32 = select(v6, v8, u_2);
-          let v12: f32 = optjit_fma(v10, u_3, v2);
-          S0[1] = u32(OPTJIT_BF16_BITS(v12));
+          let v0: f32 = OPTJIT_BF16_TO_F32(L0_0[1]);
+          let v1: f32 = OPTJIT_BF16_TO_F32(L1_0[1]);
+          let v2: f32 = OPTJIT_BF16_TO_F32(L2_0[1]);
+          let v3: f32 = OPTJIT_BF16_TO_F32(L3_0[1]);
+          let v5: f32 = optjit_mul(v2, u_0);
+          let v7: f32 = optjit_fma(v1, u_1, v5);
+          let v9: f32 = optjit_mul(v3, u_2);
+          let v11: f32 = optjit_mul(u_3, v1);
+          let v12: f32 = optjit_fma(v11, v1, v9);
+          let v13: f32 = optjit_sqrt(v12);
+          let v15: f32 = v13 + u_4;
+          let v16: f32 = optjit_div(v7, v15);
+          let v18: f32 = optjit_fma(v0, u_5, v16);
+          let v20: f32 = select(v16, v18, u_6);
+          let v22: f32 = optjit_fma(v20, u_7, v0);
+          S2[1] = u32(OPTJIT_BF16_BITS(v7));
+          S3[1] = u32(OPTJIT_BF16_BITS(v12));
+          S0[1] = u32(OPTJIT_BF16_BITS(v22));
         }
         if (((p0 + (i0) * 2 + 0) & 1) == 0) { atomicStore(&b0[(p0 + (i0) * 2 + 0) >> 1u], (S0[0] & 0xffffu) | (S0[1] << 16u)); } else { optjit_st_b0(p0 + (i0) * 2 + 0, S0[0]); optjit_st_b0(p0 + (i0) * 2 + 1, S0[1]); }
+        if (((p2 + (i0) * 2 + 0) & 1) == 0) { atomicStore(&b2[(p2 + (i0) * 2 + 0) >> 1u], (S2[0] & 0xffffu) | (S2[1] << 16u)); } else { optjit_st_b2(p2 + (i0) * 2 + 0, S2[0]); optjit_st_b2(p2 + (i0) * 2 + 1, S2[1]); }
+        if (((p3 + (i0) * 2 + 0) & 1) == 0) { atomicStore(&b3[(p3 + (i0) * 2 + 0) >> 1u], (S3[0] & 0xffffu) | (S3[1] << 16u)); } else { optjit_st_b3(p3 + (i0) * 2 + 0, S3[0]); optjit_st_b3(p3 + (i0) * 2 + 1, S3[1]); }
       }
       if (i1 < nv) {
         var S0: vec2<u32>;
+        var S2: vec2<u32>;
+        var S3: vec2<u32>;
         {
-          let v0: f32 = OPTJIT_BF16_TO_F32(L2_1[0]);
-          let v1: f32 = OPTJIT_BF16_TO_F32(L3_1[0]);
-          let v2: f32 = OPTJIT_BF16_TO_F32(L0_1[0]);
-          let v3: f32 = optjit_sqrt(v1);
-          let v5: f32 = v3 + u_0;
-          let v6: f32 = optjit_div(v0, v5);
-          let v8: f32 = optjit_fma(v2, u_1, v6);
-          let v10: f32 = select(v6, v8, u_2);
-          let v12: f32 = optjit_fma(v10, u_3, v2);
-          S0[0] = u32(OPTJIT_BF16_BITS(v12));
+          let v0: f32 = OPTJIT_BF16_TO_F32(L0_1[0]);
+          let v1: f32 = OPTJIT_BF16_TO_F32(L1_1[0]);
+          let v2: f32 = OPTJIT_BF16_TO_F32(L2_1[0]);
+          let v3: f32 = OPTJIT_BF16_TO_F32(L3_1[0]);
+          let v5: f32 = optjit_mul(v2, u_0);
+          let v7: f32 = optjit_fma(v1, u_1, v5);
+          let v9: f32 = optjit_mul(v3, u_2);
+          let v11: f32 = optjit_mul(u_3, v1);
+          let v12: f32 = optjit_fma(v11, v1, v9);
+          let v13: f32 = optjit_sqrt(v12);
+          let v15: f32 = v13 + u_4;
+          let v16: f32 = optjit_div(v7, v15);
+          let v18: f32 = optjit_fma(v0, u_5, v16);
+          let v20: f32 = select(v16, v18, u_6);
+          let v22: f32 = optjit_fma(v20, u_7, v0);
+          S2[0] = u32(OPTJIT_BF16_BITS(v7));
+          S3[0] = u32(OPTJIT_BF16_BITS(v12));
+          S0[0] = u32(OPTJIT_BF16_BITS(v22));
         }
         {
-          let v0: f32 = OPTJIT_BF16_TO_F32(L2_1[1]);
-          let v1: f32 = OPTJIT_BF16_TO_F32(L3_1[1]);
-          let v2: f32 = OPTJIT_BF16_TO_F32(L0_1[1]);
-          let v3: f32 = optjit_sqrt(v1);
-          let v5: f32 = v3 + u_0;
-          let v6: f32 = optjit_div(v0, v5);
-          let v8: f32 = optjit_fma(v2, u_1, v6);
-          let v10: f32 = select(v6, v8, u_2);
-          let v12: f32 = optjit_fma(v10, u_3, v2);
-          S0[1] = u32(OPTJIT_BF16_BITS(v12));
+          let v0: f32 = OPTJIT_BF16_TO_F32(L0_1[1]);
+          let v1: f32 = OPTJIT_BF16_TO_F32(L1_1[1]);
+          let v2: f32 = OPTJIT_BF16_TO_F32(L2_1[1]);
+          let v3: f32 = OPTJIT_BF16_TO_F32(L3_1[1]);
+          let v5: f32 = optjit_mul(v2, u_0);
+          let v7: f32 = optjit_fma(v1, u_1, v5);
+          let v9: f32 = optjit_mul(v3, u_2);
+          let v11: f32 = optjit_mul(u_3, v1);
+          let v12: f32 = optjit_fma(v11, v1, v9);
+          let v13: f32 = optjit_sqrt(v12);
+          let v15: f32 = v13 + u_4;
+          let v16: f32 = optjit_div(v7, v15);
+          let v18: f32 = optjit_fma(v0, u_5, v16);
+          let v20: f32 = select(v16, v18, u_6);
+          let v22: f32 = optjit_fma(v20, u_7, v0);
+          S2[1] = u32(OPTJIT_BF16_BITS(v7));
+          S3[1] = u32(OPTJIT_BF16_BITS(v12));
+          S0[1] = u32(OPTJIT_BF16_BITS(v22));
         }
         if (((p0 + (i1) * 2 + 0) & 1) == 0) { atomicStore(&b0[(p0 + (i1) * 2 + 0) >> 1u], (S0[0] & 0xffffu) | (S0[1] << 16u)); } else { optjit_st_b0(p0 + (i1) * 2 + 0, S0[0]); optjit_st_b0(p0 + (i1) * 2 + 1, S0[1]); }
+        if (((p2 + (i1) * 2 + 0) & 1) == 0) { atomicStore(&b2[(p2 + (i1) * 2 + 0) >> 1u], (S2[0] & 0xffffu) | (S2[1] << 16u)); } else { optjit_st_b2(p2 + (i1) * 2 + 0, S2[0]); optjit_st_b2(p2 + (i1) * 2 + 1, S2[1]); }
+        if (((p3 + (i1) * 2 + 0) & 1) == 0) { atomicStore(&b3[(p3 + (i1) * 2 + 0) >> 1u], (S3[0] & 0xffffu) | (S3[1] << 16u)); } else { optjit_st_b3(p3 + (i1) * 2 + 0, S3[0]); optjit_st_b3(p3 + (i1) * 2 + 1, S3[1]); }
       }
     }
     for (var i0: i32 = nv * 2 + i32(lid.x); i0 < len; i0 += 256) {
       let L0_0: u32 = optjit_ld_b0(p0 + i0);
+      let L1_0: u32 = optjit_ld_b1(p1 + i0);
       let L2_0: u32 = optjit_ld_b2(p2 + i0);
       let L3_0: u32 = optjit_ld_b3(p3 + i0);
       {
         var S0: u32;
-        let v0: f32 = OPTJIT_BF16_TO_F32(L2_0);
-        let v1: f32 = OPTJIT_BF16_TO_F32(L3_0);
-        let v2: f32 = OPTJIT_BF16_TO_F32(L0_0);
-        let v3: f32 = optjit_sqrt(v1);
-        let v5: f32 = v3 + u_0;
-        let v6: f32 = optjit_div(v0, v5);
-        let v8: f32 = optjit_fma(v2, u_1, v6);
-        let v10: f32 = select(v6, v8, u_2);
-        let v12: f32 = optjit_fma(v10, u_3, v2);
-        S0 = u32(OPTJIT_BF16_BITS(v12));
+        var S2: u32;
+        var S3: u32;
+        let v0: f32 = OPTJIT_BF16_TO_F32(L0_0);
+        let v1: f32 = OPTJIT_BF16_TO_F32(L1_0);
+        let v2: f32 = OPTJIT_BF16_TO_F32(L2_0);
+        let v3: f32 = OPTJIT_BF16_TO_F32(L3_0);
+        let v5: f32 = optjit_mul(v2, u_0);
+        let v7: f32 = optjit_fma(v1, u_1, v5);
+        let v9: f32 = optjit_mul(v3, u_2);
+        let v11: f32 = optjit_mul(u_3, v1);
+        let v12: f32 = optjit_fma(v11, v1, v9);
+        let v13: f32 = optjit_sqrt(v12);
+        let v15: f32 = v13 + u_4;
+        let v16: f32 = optjit_div(v7, v15);
+        let v18: f32 = optjit_fma(v0, u_5, v16);
+        let v20: f32 = select(v16, v18, u_6);
+        let v22: f32 = optjit_fma(v20, u_7, v0);
+        S2 = u32(OPTJIT_BF16_BITS(v7));
+        S3 = u32(OPTJIT_BF16_BITS(v12));
+        S0 = u32(OPTJIT_BF16_BITS(v22));
         optjit_st_b0(p0 + i0, S0);
+        optjit_st_b2(p2 + i0, S2);
+        optjit_st_b3(p3 + i0, S3);
       }
     }
   }

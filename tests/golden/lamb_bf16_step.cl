@@ -1,4 +1,4 @@
-// optjit: 2 passes, 20 bytes per parameter, block 256, items 1, vector 1
+// optjit: 2 passes, 22 bytes per parameter, block 256, items 1, vector 1
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 #pragma OPENCL FP_CONTRACT OFF
 #define OPTJIT_F32_BITS(x) as_uint(x)
@@ -36,8 +36,6 @@ __kernel void optjit_pass_0(__global ushort* restrict b0, __global ushort* restr
       const ushort L2_0 = p2[i0];
       const ushort L3_0 = p3[i0];
       {
-        ushort S2;
-        ushort S3;
         const float v0 = OPTJIT_BF16_TO_F32(L0_0);
         const float v1 = OPTJIT_BF16_TO_F32(L1_0);
         const float v2 = OPTJIT_BF16_TO_F32(L2_0);
@@ -54,10 +52,6 @@ __kernel void optjit_pass_0(__global ushort* restrict b0, __global ushort* restr
         const float v19 = fma(v0, u5, v17);
         const float v21 = u6 ? v19 : v17;
         acc1 += (double)v21 * (double)v21;
-        S2 = (ushort)OPTJIT_BF16_BITS(v7);
-        S3 = (ushort)OPTJIT_BF16_BITS(v12);
-        p2[i0] = S2;
-        p3[i0] = S3;
       }
     }
     const int l = (int)get_local_id(0);
@@ -87,29 +81,47 @@ __kernel void optjit_pass_1(__global ushort* restrict b0, __global ushort* restr
     __global const long* row = rows + 5 * t;
     __global const double* u = uniforms + row[4];
     __global ushort* p0 = b0 + row[0] + off;
+    __global ushort* p1 = b1 + row[1] + off;
     __global ushort* p2 = b2 + row[2] + off;
     __global ushort* p3 = b3 + row[3] + off;
     const float u0 = (float)u[0];
     const float u1 = (float)u[1];
-    const bool u2 = (u[2] != 0);
+    const float u2 = (float)u[2];
     const float u3 = (float)u[3];
+    const float u4 = (float)u[4];
+    const float u5 = (float)u[5];
+    const bool u6 = (u[6] != 0);
+    const float u7 = (float)u[7];
     for (long i0 = get_local_id(0); i0 < len; i0 += 256) {
       const ushort L0_0 = p0[i0];
+      const ushort L1_0 = p1[i0];
       const ushort L2_0 = p2[i0];
       const ushort L3_0 = p3[i0];
       {
         ushort S0;
-        const float v0 = OPTJIT_BF16_TO_F32(L2_0);
-        const float v1 = OPTJIT_BF16_TO_F32(L3_0);
-        const float v2 = OPTJIT_BF16_TO_F32(L0_0);
-        const float v3 = sqrt(v1);
-        const float v5 = v3 + u0;
-        const float v6 = v0 / v5;
-        const float v8 = fma(v2, u1, v6);
-        const float v10 = u2 ? v8 : v6;
-        const float v12 = fma(v10, u3, v2);
-        S0 = (ushort)OPTJIT_BF16_BITS(v12);
+        ushort S2;
+        ushort S3;
+        const float v0 = OPTJIT_BF16_TO_F32(L0_0);
+        const float v1 = OPTJIT_BF16_TO_F32(L1_0);
+        const float v2 = OPTJIT_BF16_TO_F32(L2_0);
+        const float v3 = OPTJIT_BF16_TO_F32(L3_0);
+        const float v5 = v2 * u0;
+        const float v7 = fma(v1, u1, v5);
+        const float v9 = v3 * u2;
+        const float v11 = u3 * v1;
+        const float v12 = fma(v11, v1, v9);
+        const float v13 = sqrt(v12);
+        const float v15 = v13 + u4;
+        const float v16 = v7 / v15;
+        const float v18 = fma(v0, u5, v16);
+        const float v20 = u6 ? v18 : v16;
+        const float v22 = fma(v20, u7, v0);
+        S2 = (ushort)OPTJIT_BF16_BITS(v7);
+        S3 = (ushort)OPTJIT_BF16_BITS(v12);
+        S0 = (ushort)OPTJIT_BF16_BITS(v22);
         p0[i0] = S0;
+        p2[i0] = S2;
+        p3[i0] = S3;
       }
     }
   }
@@ -136,10 +148,14 @@ __kernel void optjit_segment_0(const __global double* hypers, __global double* c
     const double h3 = hypers[g * 6 + 1];
     const double h6 = 0x1p+0 - h2;
     const double h7 = (double)(float)h2;
+    vals[g * 20 + 4] = h7;
     const double h9 = (double)(float)h6;
+    vals[g * 20 + 5] = h9;
     const double h12 = 0x1p+0 - h3;
     const double h13 = (double)(float)h3;
+    vals[g * 20 + 7] = h13;
     const double h15 = (double)(float)h12;
+    vals[g * 20 + 8] = h15;
     const double h18 = hypers[g * 6 + 2];
     const double h19 = hypers[g * 6 + 3];
     vals[g * 20 + 10] = h19;
@@ -297,10 +313,14 @@ __kernel void optjit_segment_1(const __global double* hypers, __global double* c
     const double h53 = h52;
     const double h54 = (h46 != 0.0 ? vals[g * 20 + 17] : h53);
     const double h55 = (double)(float)h54;
-    uniforms[t * 4 + 0] = vals[g * 20 + 13];
-    uniforms[t * 4 + 1] = vals[g * 20 + 15];
-    uniforms[t * 4 + 2] = vals[g * 20 + 16];
-    uniforms[t * 4 + 3] = h55;
+    uniforms[t * 8 + 0] = vals[g * 20 + 4];
+    uniforms[t * 8 + 1] = vals[g * 20 + 5];
+    uniforms[t * 8 + 2] = vals[g * 20 + 7];
+    uniforms[t * 8 + 3] = vals[g * 20 + 8];
+    uniforms[t * 8 + 4] = vals[g * 20 + 13];
+    uniforms[t * 8 + 5] = vals[g * 20 + 15];
+    uniforms[t * 8 + 6] = vals[g * 20 + 16];
+    uniforms[t * 8 + 7] = h55;
   }
 }
 
