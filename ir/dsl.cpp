@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <set>
 #include <utility>
 
 #include <fmt/ranges.h>
 
+#include "ir/builtins.h"
 #include "ir/sign.h"
 #include "ir/verify.h"
 
@@ -731,10 +734,29 @@ Expected<ir::Program> lower(const Pipeline& pipeline, DTypes dtypes) {
     c.b_.emit(Op::Store, DType::b1, {v.id()}, pb);
   }
   ir::Program p = std::move(c.b_).finish();
-  // verify() includes check_nonnegative_states; a state_format it refuses is the user's.
+  // verify() includes check_nonnegative_states; a state_format it refuses is the user's. The
+  // hyperparameters the user may bound are a custom transform's own (a built-in's bounds are
+  // its peer's).
   if (Status s = ir::verify(p); !s) {
-    if (Status n = ir::check_nonnegative_states(p); !n)
-      return Error{"state_format: " + n.error().message};
+    if (auto n = ir::find_negative_state(p)) {
+      std::set<std::string, std::less<>> custom;
+      std::map<std::string, int> seen;
+      for (const auto& t : pipeline) {
+        const int k = ++seen[t->def->name];
+        if (find_builtin(t->def->name)) continue;
+        const std::string prefix = k == 1 ? t->def->name : fmt::format("{}#{}", t->def->name, k);
+        for (const HyperSpec& h : t->def->hypers) custom.insert(prefix + "." + h.name);
+      }
+      const auto boundable = [&](const ir::HyperDecl& h) {
+        std::string_view name = h.name;  // a tuple's element: "t.betas.0"
+        const size_t dot = name.find_last_of('.');
+        if (dot != std::string_view::npos && dot + 1 < name.size() &&
+            name.find_first_not_of("0123456789", dot + 1) == std::string_view::npos)
+          name = name.substr(0, dot);
+        return custom.count(name) > 0;
+      };
+      return Error{"state_format: " + ir::negative_state_error(p, *n, boundable).message};
+    }
     return Error{"internal: lowered IR does not verify: " + s.error().message};
   }
   return p;

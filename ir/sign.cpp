@@ -3,6 +3,8 @@
 // product of two values with one base (a square) is known to have the sign of their k's.
 #include "ir/sign.h"
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -92,14 +94,14 @@ bool even_whole(const Program& p, ValueId b) {
 }
 
 ValueFacts facts(const Program& p, const std::vector<ValueFacts>& f, const Inst& in,
-                 const std::vector<bool>& nonnegative_loads) {
+                 const std::vector<bool>& nonnegative_loads, const std::vector<Range>& hypers) {
   auto arg = [&](int k) -> const ValueFacts& { return f[index(in.args[k])]; };
   auto r = [&](int k) -> const Range& { return arg(k).range; };
   switch (in.op) {
     case Op::Const:
       return only(std::isnan(in.imm) ? kAll : Range{in.imm, in.imm});
     case Op::Hyper:
-      return only(hyper_range(p.hypers[in.attr]));
+      return only(hypers[in.attr]);
     case Op::Step:
       return only({1, kInf});
     case Op::Numel:
@@ -181,12 +183,18 @@ ValueFacts facts(const Program& p, const std::vector<ValueFacts>& f, const Inst&
 
 }  // namespace
 
-std::vector<ValueFacts> value_facts(const Program& p, const std::vector<bool>& nonnegative_loads) {
+std::vector<ValueFacts> value_facts(const Program& p, const std::vector<bool>& nonnegative_loads,
+                                    const std::vector<Range>* hyper_ranges) {
+  std::vector<Range> declared;
+  if (!hyper_ranges) {
+    for (const HyperDecl& h : p.hypers) declared.push_back(hyper_range(h));
+    hyper_ranges = &declared;
+  }
   std::vector<ValueFacts> f(p.insts.size());
   for (size_t n = 0; n < p.insts.size(); ++n) {
     const Inst& in = p.insts[n];
     if (!has_result(in.op)) continue;
-    ValueFacts v = facts(p, f, in, nonnegative_loads);
+    ValueFacts v = facts(p, f, in, nonnegative_loads, *hyper_ranges);
     // A factor is kept only where it says more than the range: for a value of either sign,
     // with a k of one sign. Else the value is its own base.
     if (v.base == kNoValue || crosses_zero(v.k) || !crosses_zero(v.range))
@@ -196,34 +204,126 @@ std::vector<ValueFacts> value_facts(const Program& p, const std::vector<bool>& n
   return f;
 }
 
-Status check_nonnegative_states(const Program& p) {
-  std::vector<bool> unsigned_buffer(p.buffers.size());
-  bool any = false;
-  for (size_t b = 0; b < p.buffers.size(); ++b) {
-    unsigned_buffer[b] = unsigned_map(p.buffers[b].quant);
-    any |= unsigned_buffer[b];
+namespace {
+
+std::vector<bool> unsigned_buffers(const Program& p) {
+  std::vector<bool> u(p.buffers.size());
+  for (size_t b = 0; b < p.buffers.size(); ++b) u[b] = unsigned_map(p.buffers[b].quant);
+  return u;
+}
+
+// The hyperparameters value v is made of.
+std::vector<uint32_t> hypers_of(const Program& p, ValueId v) {
+  std::vector<char> seen(p.insts.size(), 0);
+  std::vector<ValueId> todo{v};
+  std::vector<uint32_t> out;
+  while (!todo.empty()) {
+    const ValueId x = todo.back();
+    todo.pop_back();
+    if (seen[index(x)]) continue;
+    seen[index(x)] = 1;
+    const Inst& in = p.at(x);
+    if (in.op == Op::Hyper) out.push_back(in.attr);
+    for (int a = 0; a < info(in.op).arity; ++a) todo.push_back(in.args[a]);
   }
-  if (!any) return Status::Ok();
-  const auto refuse = [](const BufferDecl& d, const std::string& why) {
-    return make_error(
-        "state '{}' {}, and {} holds only values >= 0 (a second moment's format): store it in "
-        "a signed format (q8, q4, f8); where a custom transform's state cannot be negative, "
-        "bound the hyperparameters it is made of (beta=0.9 in [0, 1))",
-        d.name, why, to_string(d.quant));
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+// Which hyperparameters make a stored value possibly negative: the fewest of those it is made
+// of that, held at their defaults, let the proof through (one at a time first, then all of
+// them, dropping each that is not needed). Empty where even all of them at their defaults do
+// not (the value has the sign of its data).
+std::vector<uint32_t> blame(const Program& p, const std::vector<bool>& nonnegative_loads,
+                            ValueId stored) {
+  std::vector<Range> ranges;
+  for (const HyperDecl& h : p.hypers) ranges.push_back(hyper_range(h));
+  auto proved_with = [&](const std::vector<uint32_t>& held) {
+    std::vector<Range> r = ranges;
+    for (uint32_t h : held) r[h] = {p.hypers[h].value, p.hypers[h].value};
+    return value_facts(p, nonnegative_loads, &r)[index(stored)].range.lo >= 0;
   };
+  std::vector<uint32_t> free;  // the value's hyperparameters whose allowed values are wider
+  for (uint32_t h : hypers_of(p, stored))
+    if (!(ranges[h] == Range{p.hypers[h].value, p.hypers[h].value})) free.push_back(h);
+  for (uint32_t h : free)
+    if (proved_with({h})) return {h};
+  if (free.empty() || !proved_with(free)) return {};
+  std::vector<uint32_t> held = free;
+  for (size_t i = held.size(); i-- > 0;) {
+    std::vector<uint32_t> fewer = held;
+    fewer.erase(fewer.begin() + static_cast<std::ptrdiff_t>(i));
+    if (proved_with(fewer)) held = std::move(fewer);
+  }
+  return held;
+}
+
+}  // namespace
+
+std::optional<NegativeState> find_negative_state(const Program& p) {
+  const std::vector<bool> unsigned_buffer = unsigned_buffers(p);
+  if (std::find(unsigned_buffer.begin(), unsigned_buffer.end(), true) == unsigned_buffer.end())
+    return std::nullopt;
   for (size_t b = 0; b < p.buffers.size(); ++b) {
     if (!unsigned_buffer[b]) continue;
     const BufferDecl& d = p.buffers[b];
-    if (d.init.hyper ? hyper_range(p.hypers[*d.init.hyper]).lo < 0 : d.init.value < 0)
-      return refuse(d, d.init.hyper ? fmt::format("may start negative (from '{}')",
-                                                  p.hypers[*d.init.hyper].name)
-                                    : fmt::format("starts negative ({})", d.init.value));
+    if (d.init.hyper ? hyper_range(p.hypers[*d.init.hyper]).lo < 0 : d.init.value < 0) {
+      NegativeState n{static_cast<uint32_t>(b), kNoValue, {}};
+      if (d.init.hyper) n.hypers.push_back(*d.init.hyper);
+      return n;
+    }
   }
   const std::vector<ValueFacts> f = value_facts(p, unsigned_buffer);
   for (const Inst& in : p.insts)
     if (in.op == Op::Store && unsigned_buffer[in.attr] && f[index(in.args[0])].range.lo < 0)
-      return refuse(p.buffers[in.attr],
-                    fmt::format("may become negative (its new value, %{})", index(in.args[0])));
+      return NegativeState{in.attr, in.args[0], blame(p, unsigned_buffer, in.args[0])};
+  return std::nullopt;
+}
+
+Error negative_state_error(const Program& p, const NegativeState& n,
+                           const std::function<bool(const HyperDecl&)>& boundable) {
+  const BufferDecl& d = p.buffers[n.buffer];
+  std::vector<std::string> names, where, defaults;
+  bool can_bound = !n.hypers.empty();
+  for (uint32_t h : n.hypers) {
+    const HyperDecl& hd = p.hypers[h];
+    names.push_back(fmt::format("'{}'", hd.name));
+    where.push_back(hd.allowed.empty() ? fmt::format("'{}' (declared without bounds)", hd.name)
+                                       : fmt::format("'{}' in {}", hd.name, to_string(hd.allowed)));
+    defaults.push_back(fmt::format("{}", hd.value));
+    can_bound &= boundable(hd);
+  }
+  std::string why;
+  if (n.value == kNoValue)
+    why = d.init.hyper ? fmt::format("may start negative (from {})", where[0])
+                       : fmt::format("starts negative ({})", d.init.value);
+  else if (n.hypers.empty())
+    why = fmt::format(
+        "may become negative (its new value, %{}) whatever the hyperparameters (as a first "
+        "moment or a momentum may)",
+        index(n.value));
+  else
+    why = fmt::format(
+        "may become negative (its new value, %{}) for some allowed values of {} (at {}, {}, it "
+        "cannot)",
+        index(n.value), fmt::join(where, " and "),
+        names.size() == 1 ? "its default" : "their defaults", fmt::join(defaults, " and "));
+  std::string fix = "store it in a signed format (q8, q4, f8)";
+  if (can_bound)
+    fix += fmt::format(
+        ", or narrow what {} may be where {} declared (name=default in [lo, hi], as "
+        "beta=0.9 in [0, 1))",
+        fmt::join(names, " and "), names.size() == 1 ? "it is" : "they are");
+  return Error{
+      fmt::format("state '{}' {}, and {} holds only values >= 0 (a second moment's "
+                  "format): {}",
+                  d.name, why, to_string(d.quant), fix)};
+}
+
+Status check_nonnegative_states(const Program& p) {
+  if (auto n = find_negative_state(p))
+    return negative_state_error(p, *n, [](const HyperDecl&) { return true; });
   return Status::Ok();
 }
 

@@ -269,14 +269,20 @@ buffer "s" f32 state init 0 quant q3
 // after 5 steps of lr 0.01; "q8u" 0.027, "q8" 0.0016): it is refused, naming the state, while
 // every built-in's second moments are accepted (ir/sign.h proves them >= 0 by induction).
 TEST(Quant, UnsignedFormatsRefuseAStateThatMayBecomeNegative) {
+  // Why: the hyperparameters that let the state be negative (those held at their defaults that
+  // let the proof through), or none (it is made of values of either sign); and whether the
+  // message says to bound them (a custom transform's own, not a built-in's).
+  const std::string data = "whatever the hyperparameters (as a first moment or a momentum may)";
+  const std::string bound = ", or narrow what ";
   struct Case {
     std::string pipeline;
     const char* refused;  // the state named in the error; nullptr where the pipeline compiles
-    const char* because = "may become negative (its new value, %";
+    std::string because = "";
+    bool hint = false;  // the message says to bound the hyperparameters named
   };
   const Case cases[] = {
-      {R"(adam(state_format="q8u"))", "exp_avg"},
-      {R"(adamw(state_format="exp_avg:q4u"))", "exp_avg"},
+      {R"(adam(state_format="q8u"))", "exp_avg", "(its new value, %24) " + data},
+      {R"(adamw(state_format="exp_avg:q4u"))", "exp_avg", data},
       {R"(adam(amsgrad=true, maximize=true, weight_decay=0.1,
                state_format="exp_avg_sq:q8u,max_exp_avg_sq:q8u"))",
        nullptr},
@@ -285,33 +291,57 @@ TEST(Quant, UnsignedFormatsRefuseAStateThatMayBecomeNegative) {
       {R"(radam(decoupled_weight_decay=true, weight_decay=0.1, state_format="exp_avg_sq:q4u"))",
        nullptr},
       {R"(adamax(state_format="exp_inf:q8u"))", nullptr},
-      {R"(adamax(state_format="q8u"))", "exp_avg"},
+      {R"(adamax(state_format="q8u"))", "exp_avg", data},
       {R"(adagrad(initial_accumulator_value=0.5, lr_decay=0.1, state_format="q8u"))", nullptr},
       {R"(adadelta(state_format="q8u"))", nullptr},
       {R"(lamb(state_format="4bit"))", nullptr},
       {R"(ademamix(state_format="8bit"))", nullptr},
-      {R"(ademamix(state_format="exp_avg_slow:q8u"))", "exp_avg_slow"},
-      {R"(sgd(momentum=0.9, state_format="q8u"))", "momentum_buffer"},
-      {R"(lion(state_format="q4u"))", "exp_avg"},
-      {R"(rmsprop(centered=true, state_format="grad_avg:q8u"))", "grad_avg"},
-      // torch.optim.RMSprop allows alpha > 1, where alpha * v + (1 - alpha) * g^2 can be < 0.
-      {R"(rmsprop(state_format="square_avg:q8u"))", "square_avg"},
+      {R"(ademamix(state_format="exp_avg_slow:q8u"))", "exp_avg_slow", data},
+      {R"(sgd(momentum=0.9, state_format="q8u"))", "momentum_buffer", data},
+      {R"(lion(state_format="q4u"))", "exp_avg", data},
+      {R"(rmsprop(centered=true, state_format="grad_avg:q8u"))", "grad_avg", data},
+      // torch.optim.RMSprop allows alpha > 1, where alpha * v + (1 - alpha) * g^2 can be < 0;
+      // its bounds are torch's, not the user's to narrow.
+      {R"(rmsprop(state_format="square_avg:q8u"))", "square_avg",
+       "may become negative (its new value, %17) for some allowed values of 'rmsprop.alpha' in "
+       "[0, inf] (at its default, 0.99, it cannot)"},
       {R"(chain(master_weights(), grad_scaler(), clip_grad_norm(max_norm=1),
                 adamw(lr=cosine_annealing_lr(base_lr=0.1, T_max=5), state_format="8bit",
                       peer="bitsandbytes_8bit")))",
        nullptr},
-      // A custom transform's hyperparameter without bounds may make 1 - beta negative.
+      // A custom transform's hyperparameter without bounds may make 1 - beta negative: the
+      // message names the transform's second instance's and says to bound it.
       {"transform ema(lr=0.01, beta=0.9) {\n  state v = 0\n"
        "  v = beta * v + (1 - beta) * grad * grad\n  param = param - lr * grad / (sqrt(v) + 1)\n}"
-       "\nema(state_format=\"v:q8u\")",
-       "v"},
+       "\nchain(ema(), ema(state_format=\"v:q8u\"))",
+       "ema#2.v",
+       "for some allowed values of 'ema#2.beta' (declared without bounds) (at its default, 0.9, "
+       "it cannot)",
+       true},
       {"transform ema(lr=0.01, beta=0.9 in [0, 1)) {\n  state v = 0\n"
        "  v = beta * v + (1 - beta) * grad * grad\n  param = param - lr * grad / (sqrt(v) + 1)\n}"
        "\nema(state_format=\"v:q8u\")",
        nullptr},
+      // Neither alone: both named (a tuple's element among them), the learning rate not.
+      {"transform t(lr=0.01, a=0.9, b=(0.9, 0.1)) {\n  state v = 0\n"
+       "  v = a * v + b[1] * grad * grad\n  param = param - lr * v\n}\nt(state_format=\"q8u\")",
+       "v",
+       "for some allowed values of 't.a' (declared without bounds) and 't.b.1' (declared without "
+       "bounds) (at their defaults, 0.9 and 0.1, it cannot)",
+       true},
+      // A schedule's hyperparameters are the schedule's: bounded by it, not the user.
+      {"transform t(lr=0.01) {\n  state v = 0\n  v = (1 - lr) * v + lr * grad * grad\n"
+       "  param = param - 0.1 * v\n}\nt(lr=step_lr(base_lr=0.1, step_size=2), "
+       "state_format=\"q8u\")",
+       "v",
+       "for some allowed values of 't.lr.gamma' (declared without bounds) and 't.lr.base_lr' "
+       "(declared without bounds) (at their defaults, 0.1 and 0.1, it cannot)"},
       {"transform t(lr=0.01) {\n  state v = -1\n  v = abs(v)\n  param = param - lr * v\n}\n"
        "t(state_format=\"v:q4u\")",
        "v", "starts negative (-1)"},
+      {"transform t(lr=0.01, init=0.5) {\n  state v = init\n  v = v * v\n"
+       "  param = param - lr * v\n}\nt(state_format=\"q8u\")",
+       "v", "may start negative (from 't.init' (declared without bounds))", true},
   };
   for (const Case& c : cases) {
     auto plan = compile_pipeline(c.pipeline);
@@ -323,8 +353,12 @@ TEST(Quant, UnsignedFormatsRefuseAStateThatMayBecomeNegative) {
     const std::string& m = plan.error().message;
     EXPECT_NE(m.find(fmt::format("state_format: state '{}' ", c.refused)), std::string::npos)
         << c.pipeline << ": " << m;
-    EXPECT_NE(m.find("holds only values >= 0"), std::string::npos) << m;
-    EXPECT_NE(m.find(c.because), std::string::npos) << m;
+    EXPECT_NE(m.find("holds only values >= 0 (a second moment's format): store it in a signed "
+                     "format (q8, q4, f8)"),
+              std::string::npos)
+        << m;
+    EXPECT_NE(m.find(c.because), std::string::npos) << c.because << "\n" << m;
+    EXPECT_EQ(m.find(bound) != std::string::npos, c.hint) << m;
   }
   // The verifier refuses it in IR text too.
   auto text = ir::parse_ir(R"(optjit-ir 1
@@ -339,9 +373,34 @@ store "s", %2
 )");
   ASSERT_FALSE(text);
   EXPECT_NE(text.error().message.find(
-                "IR: state 's' may become negative (its new value, %2), and q8u holds only"),
+                "IR: state 's' may become negative (its new value, %2) whatever the "
+                "hyperparameters (as a first moment or a momentum may), and q8u holds only"),
             std::string::npos)
       << text.error().message;
+  // In IR text every hyperparameter's bounds are the text's: the message says to narrow them.
+  auto unbounded = ir::parse_ir(R"(optjit-ir 1
+hyper "b" = 0.5 "b"
+buffer "param" f32 param
+buffer "grad" f32 grad
+buffer "s" f32 state init 0 quant q8u
+buffer "s.absmax" f32 state per_block
+%0 = load "grad" : f32
+%1 = mul %0, %0 : f32
+%2 = hyper "b" : f64
+%3 = const 1 : f64
+%4 = sub %3, %2 : f64
+%5 = cast %4 : f32
+%6 = mul %5, %1 : f32
+store "s", %6
+)");
+  ASSERT_FALSE(unbounded);
+  EXPECT_NE(unbounded.error().message.find(
+                "IR: state 's' may become negative (its new value, %6) for some allowed values of "
+                "'b' (declared without bounds) (at its default, 0.5, it cannot), and q8u holds "
+                "only values >= 0 (a second moment's format): store it in a signed format (q8, "
+                "q4, f8), or narrow what 'b' may be where it is declared"),
+            std::string::npos)
+      << unbounded.error().message;
 }
 
 TEST(Quant, ThePlanCountsCodesAndScalesAndNeverReadsAValueBackFromCodes) {

@@ -824,8 +824,15 @@ def test_unsigned_formats_refuse_a_state_that_may_become_negative():
     w = torch.nn.Parameter(torch.randn(8192, generator=torch.Generator().manual_seed(0)))
     for fmt in ("q8u", "exp_avg:q4u", "exp_avg:q8u,exp_avg_sq:q8u"):
         with pytest.raises(optjit.Error,
-                           match=r"state 'exp_avg' may become negative .* holds only values >= 0"):
+                           match=r"state 'exp_avg' may become negative \(its new value, %\d+\) "
+                                 r"whatever the hyperparameters .* holds only values >= 0"):
             ot.AdamW([w], lr=0.01, state_format=fmt)
+    # torch.optim.RMSprop allows alpha > 1, where alpha * v + (1 - alpha) * g^2 may be < 0: the
+    # message names alpha, and does not ask to bound it (its bounds are torch's).
+    with pytest.raises(optjit.Error, match=r"for some allowed values of 'rmsprop.alpha' in "
+                                           r"\[0, inf\] \(at its default, 0.99, it cannot\)") as e:
+        ot.RMSprop([w], state_format="q8u")
+    assert "narrow" not in str(e.value)
     ref = torch.nn.Parameter(w.detach().clone())
     opt = ot.AdamW([w], lr=0.01, state_format="exp_avg:q8,exp_avg_sq:q8u")
     oracle = torch.optim.AdamW([ref], lr=0.01)
