@@ -7,11 +7,14 @@
 #include <functional>
 #include <optional>
 
+#include "cache/kernel_cache.h"
 #include "examples.h"
 #include "executors.h"
 #include "fixtures.h"
 #include "ir/compile.h"
+#include "ir/text.h"
 #include "runtime/reference.h"
+#include "test_dir.h"
 
 namespace optjit::testing {
 
@@ -632,6 +635,50 @@ inline void check_fma_rounds_once(
     // Not vacuous: most cancellations and some sums round otherwise unfused.
     EXPECT_GT(differs_from_unfused, 400);
   }
+}
+
+/// A compiled kernel is reused only for the code it was built from: the kernel cache's key
+/// carries a hash of the emitted code (LLVM IR, OpenCL C, WGSL, CUDA C), not only the program
+/// and kCodegenVersion, so a changed emitter never loads another's kernels, whether or not the
+/// version was bumped (a product ships warm caches). Plan B is plan A with one instruction of
+/// its pass changed, as an emitter change changes the code while the program (and so its
+/// structural hash) stays A's: on a device of `kind`, A compiles, then comes from the cache;
+/// B misses it and steps as the reference steps B, bit for bit (all values exact).
+inline void check_kernels_are_keyed_by_their_code(const std::string& kind,
+                                                  runtime::ExecutorOptions options) {
+  const auto dir = test::fresh_test_dir("code_key_" + kind);
+  auto cache = cache::KernelCache::open({dir.string()});
+  ASSERT_TRUE(cache) << cache.error().message;
+  auto a = compile_pipeline("transform t(lr=0.25) {\n  param = param - lr * (grad + 0.5)\n}\nt()");
+  ASSERT_TRUE(a) << a.error().message;
+  ASSERT_EQ(a->passes.size(), 1u);
+  plan::Plan b = *a;
+  int changed = 0;
+  for (ir::Inst& in : b.passes[0].body.insts)
+    if (in.op == ir::Op::Add) in.op = ir::Op::Sub, ++changed;
+  ASSERT_EQ(changed, 1) << plan::describe(b);
+  ASSERT_EQ(ir::structural_hash(a->program), ir::structural_hash(b.program));
+  const std::vector<runtime::HostTensor> params = {
+      fixture_tensor("w", DType::f32, {6}, {1, 2, 3, 4, 5, -6})};
+  const runtime::HostTensor g = fixture_tensor("w", DType::f32, {6}, {0.5, -1, 2, 0, 3, 1.5});
+  const uint32_t pb = a->program.param_buffer();
+  for (int round = 0; round < 3; ++round) {
+    const plan::Plan& p = round < 2 ? *a : b;
+    auto e = executor(p, kind, options, cache->get());
+    ASSERT_TRUE(e) << e.error().message;
+    EXPECT_EQ((*e)->kernels_from_cache(), round == 1) << kind << ", round " << round;
+    auto s = runtime::init_state(p, params, {});
+    auto r = runtime::init_state(p, params, {});
+    ASSERT_TRUE(s && r && runtime::set_grads(p, *s, {&g}) && runtime::set_grads(p, *r, {&g}));
+    ASSERT_TRUE((*e)->step(*s));
+    runtime::ReferenceBackend ref(p);
+    ref.step(*r);
+    EXPECT_EQ(buffer_values(s->tensors[0].data(pb), DType::f32, 6),
+              buffer_values(r->tensors[0].data(pb), DType::f32, 6))
+        << kind << ", round " << round;
+  }
+  (*cache).reset();
+  test::remove_test_dir(dir);
 }
 
 inline std::string fixture_case_name(const ::testing::TestParamInfo<int>& info) {

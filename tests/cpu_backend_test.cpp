@@ -173,6 +173,10 @@ TEST(CpuCodegen, UnoptimizedIrIsOneFunctionPerPass) {
   EXPECT_EQ(ir->find("define void @optjit_pass_3"), std::string::npos);
 }
 
+TEST(CpuCodegen, KernelsAreKeyedByTheirCode) {
+  testing::check_kernels_are_keyed_by_their_code("cpu", {});
+}
+
 // OPTJIT_PERF_MAP=1: each JIT'd pass is a line of /tmp/perf-<pid>.map, where `perf report`
 // looks for names of JIT code: its address (the function the executor calls), its size and
 // "optjit_pass_<k> <program hash>". Unset, nothing is written.

@@ -677,6 +677,10 @@ TEST(OpenCL, ProgramBinariesComeFromTheKernelCache) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(OpenCL, KernelsAreKeyedByTheirCode) {
+  testing::check_kernels_are_keyed_by_their_code("opencl", testing::opencl_options());
+}
+
 // Every launch shape computes the same steps: bit for bit when no pass reduces (nothing's
 // order can differ), within rounding of the float64 reference otherwise. f16, bf16, f32 and f64
 // storage; tensor sizes that leave tails of every length, and an empty tensor.

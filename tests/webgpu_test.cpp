@@ -949,6 +949,10 @@ TEST(Webgpu, AutoPicksAWebgpuGpuAfterCudaAndOpencl) {
   EXPECT_EQ(runtime::pick_auto(l).backend, "cuda");
 }
 
+TEST(Webgpu, KernelsAreKeyedByTheirCode) {
+  testing::check_kernels_are_keyed_by_their_code("webgpu", {});
+}
+
 // A second optimizer on the same device loads its kernels from the cache (the WGSL under its
 // hash; wgpu-native compiles it again, having no pipeline binaries to offer through its API).
 TEST(Webgpu, KernelsComeFromTheKernelCache) {
