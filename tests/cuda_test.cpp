@@ -227,6 +227,10 @@ TEST(Cuda, CastsRoundAsTheReference) {
       [](const plan::Plan& plan) { return testing::executor(plan, "cuda", {}); });
 }
 
+TEST(Cuda, KernelsAreKeyedByTheirCode) {
+  testing::check_kernels_are_keyed_by_their_code("cuda", {});
+}
+
 TEST(CudaDeviceStepOrder, CombinesManyChunksAndTensorsInTheHostsOrder) {
   testing::check_device_step_combines_like_the_host<runtime::Executor>(
       [](const plan::Plan& plan, bool device_step) {
