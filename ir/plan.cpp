@@ -53,6 +53,12 @@ namespace {
 
 void add_versions(Pass& pass, const std::vector<ir::BufferDecl>& buffers);
 
+// Whether storage of type `storage` holds every value of type `value` exactly.
+bool holds_exactly(DType storage, DType value) {
+  return storage == value || storage == DType::f64 ||
+         (storage == DType::f32 && (value == DType::bf16 || value == DType::f16));
+}
+
 struct Demand {
   std::vector<char> computed;             // program value computed in the body
   std::map<ValueId, uint32_t> read_from;  // value read from a buffer (forward / scratch)
@@ -217,10 +223,6 @@ class Planner {
     const ir::BufferDecl& buf = p_.buffers[b];
     return buf.quant == ir::Quant::none && holds_exactly(buf.storage, at(v).type);
   }
-  static bool holds_exactly(DType storage, DType value) {
-    return storage == value || storage == DType::f64 ||
-           (storage == DType::f32 && (value == DType::bf16 || value == DType::f16));
-  }
 
   void choose_scratch() {
     // The demand of every pass for the scratch set so far: a trial changes only the passes
@@ -318,6 +320,11 @@ Plan Planner::build() const {
       else if (d.computed[i])
         plan.carries.push_back({v, level(v), k, Carry::recompute, 0});
     }
+  }
+  for (const auto& [buf, st] : store_of_) {
+    const int earliest = std::max(level(at(st).args[0]), guard_);
+    if (store_pass_.at(buf) > earliest)
+      plan.delayed_stores.push_back({buf, earliest, store_pass_.at(buf)});
   }
   plan.program = p_;
   return plan;
@@ -621,6 +628,28 @@ std::string describe(const Plan& plan, bool with_bodies) {
       }
       out += indented;
     }
+  }
+  for (const auto& d : plan.delayed_stores) {
+    const ir::BufferDecl& b = plan.buffers[d.buffer];
+    const auto store =
+        std::find_if(plan.program.insts.begin(), plan.program.insts.end(),
+                     [&](const Inst& in) { return in.op == Op::Store && in.attr == d.buffer; });
+    const ValueId v = store->args[0];
+    // Where the later pass computes the new value again (instead of reading it back), say why.
+    const bool recomputed = std::any_of(plan.carries.begin(), plan.carries.end(), [&](auto& c) {
+      return c.value == v && c.to_pass == d.pass && c.how == Carry::recompute;
+    });
+    std::string why;
+    if (recomputed && b.quant != ir::Quant::none)
+      why = fmt::format(
+          " ({} codes would give its new value back quantized: pass {} computes it "
+          "again)",
+          to_string(b.quant), d.pass);
+    else if (recomputed && !holds_exactly(b.storage, plan.program.at(v).type))
+      why = fmt::format(" ({} would give its new {} value back rounded: pass {} computes it again)",
+                        to_string(b.storage), to_string(plan.program.at(v).type), d.pass);
+    out += fmt::format("  store {}: in pass {}, not {}: pass {} reads its old value{}\n", b.name,
+                       d.pass, d.earliest, d.pass, why);
   }
   for (const auto& c : plan.carries) {
     const char* how = c.how == Carry::recompute ? "recomputed"

@@ -50,6 +50,14 @@ struct CarryNote {
   uint32_t buffer;  // forward / scratch: the buffer carrying it
 };
 
+/// A store placed in a later pass than the first that has its value: `pass` reads the
+/// buffer's old value (for instance to compute the new one again, where the buffer would give
+/// it back rounded or as codes; see the planner's step 3).
+struct StoreNote {
+  uint32_t buffer;
+  int earliest, pass;
+};
+
 struct Plan {
   ir::Program program;                  // the (simplified) program this plan runs
   std::vector<ir::BufferDecl> buffers;  // program buffers, then scratch buffers
@@ -58,6 +66,7 @@ struct Plan {
   std::vector<std::vector<ir::ValueId>> host;
   std::vector<Pass> passes;
   std::vector<CarryNote> carries;
+  std::vector<StoreNote> delayed_stores;
 
   double bytes_per_param() const;
 };

@@ -46,7 +46,53 @@ INSTANTIATE_TEST_SUITE_P(
         Expect{"chain(grad_scaler(), clip_grad_norm(max_norm=1), adamw())", 2, 32},
         // LAMB: ||p|| and ||adam_step|| per tensor, then the update reads m and v back.
         Expect{"lamb()", 2, 40}, Expect{"chain(clip_grad_norm(max_norm=1.0), lamb())", 3, 44},
-        Expect{"rprop()", 1, 28}, Expect{"asgd()", 1, 20}, Expect{"nadam()", 1, 28}));
+        // bf16 state: the update pass computes m and v again from the old state (8 B read,
+        // 4 written) rather than read them back rounded.
+        Expect{"lamb(state_format=\"bf16\")", 2, 32}, Expect{"rprop()", 1, 28},
+        Expect{"asgd()", 1, 20}, Expect{"nadam()", 1, 28}));
+
+// A later pass reads a state's new value back only from storage that holds it exactly; else
+// the store waits for that pass, which computes it again, and the description says so.
+TEST(Plan, ANarrowStateIsComputedAgainNotReadBackRounded) {
+  struct Case {
+    const char* pipeline;
+    DType dt;
+    const char* state;  // computed again, or (says == nullptr) read back
+    const char* says;   // nullptr: read back, no delayed store
+  };
+  const Case cases[] = {
+      {"lamb()", DType::f32, "exp_avg", nullptr},
+      {"lamb(state_format=\"bf16\")", DType::f32, "exp_avg",
+       "  store exp_avg: in pass 1, not 0: pass 1 reads its old value (bf16 would give its new "
+       "f32 value back rounded: pass 1 computes it again)\n"},
+      {"chain(clip_grad_norm(max_norm=1), lamb(state_format=\"exp_avg_sq:f16\"))", DType::f32,
+       "exp_avg_sq",
+       "  store exp_avg_sq: in pass 2, not 1: pass 2 reads its old value (f16 would give its new "
+       "f32 value back rounded: pass 2 computes it again)\n"},
+      {"lamb(state_format=\"f32\")", DType::f64, "exp_avg",
+       "  store exp_avg: in pass 1, not 0: pass 1 reads its old value (f32 would give its new "
+       "f64 value back rounded: pass 1 computes it again)\n"},
+      {"lamb(state_format=\"8bit\")", DType::f32, "exp_avg_sq",
+       "  store exp_avg_sq: in pass 1, not 0: pass 1 reads its old value (q8u codes would give "
+       "its new value back quantized: pass 1 computes it again)\n"},
+  };
+  for (const Case& c : cases) {
+    auto p = compile_pipeline(c.pipeline, {c.dt, c.dt, c.dt});
+    ASSERT_TRUE(p) << p.error().message;
+    const std::string d = plan::describe(*p, false);
+    const uint32_t m = *p->program.find_buffer(c.state);
+    const bool read_back = std::any_of(p->carries.begin(), p->carries.end(), [&](auto& k) {
+      return k.how == plan::Carry::forward && k.buffer == m;
+    });
+    if (!c.says) {
+      EXPECT_TRUE(read_back) << d;
+      EXPECT_TRUE(p->delayed_stores.empty()) << d;
+      continue;
+    }
+    EXPECT_FALSE(read_back) << d;
+    EXPECT_NE(d.find(c.says), std::string::npos) << c.says << d;
+  }
+}
 
 TEST(Plan, Bf16StorageHalvesTheBytes) {
   auto p = compile_pipeline("chain(clip_grad_norm(max_norm=1.0), adamw())",
