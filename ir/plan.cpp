@@ -322,9 +322,10 @@ Plan Planner::build() const {
     }
   }
   for (const auto& [buf, st] : store_of_) {
-    const int earliest = std::max(level(at(st).args[0]), guard_);
+    const ValueId v = at(st).args[0];
+    const int earliest = std::max(level(v), guard_);
     if (store_pass_.at(buf) > earliest)
-      plan.delayed_stores.push_back({buf, earliest, store_pass_.at(buf)});
+      plan.delayed_stores.push_back({buf, v, earliest, store_pass_.at(buf)});
   }
   plan.program = p_;
   return plan;
@@ -631,10 +632,7 @@ std::string describe(const Plan& plan, bool with_bodies) {
   }
   for (const auto& d : plan.delayed_stores) {
     const ir::BufferDecl& b = plan.buffers[d.buffer];
-    const auto store =
-        std::find_if(plan.program.insts.begin(), plan.program.insts.end(),
-                     [&](const Inst& in) { return in.op == Op::Store && in.attr == d.buffer; });
-    const ValueId v = store->args[0];
+    const ValueId v = d.value;
     // Where the later pass computes the new value again (instead of reading it back), say why.
     const bool recomputed = std::any_of(plan.carries.begin(), plan.carries.end(), [&](auto& c) {
       return c.value == v && c.to_pass == d.pass && c.how == Carry::recompute;
@@ -642,8 +640,8 @@ std::string describe(const Plan& plan, bool with_bodies) {
     std::string why;
     if (recomputed && b.quant != ir::Quant::none)
       why = fmt::format(
-          " ({} codes would give its new value back quantized: pass {} computes it "
-          "again)",
+          " ({} codes would give its new value back quantized: pass {} computes "
+          "it again)",
           to_string(b.quant), d.pass);
     else if (recomputed && !holds_exactly(b.storage, plan.program.at(v).type))
       why = fmt::format(" ({} would give its new {} value back rounded: pass {} computes it again)",

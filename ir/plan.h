@@ -55,6 +55,7 @@ struct CarryNote {
 /// it back rounded or as codes; see the planner's step 3).
 struct StoreNote {
   uint32_t buffer;
+  ir::ValueId value;  // the value stored
   int earliest, pass;
 };
 
