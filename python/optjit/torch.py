@@ -1151,6 +1151,9 @@ class Optimizer(torch.optim.Optimizer):
         self._cache = cache
         self._device_step = device_step
         self._cuda_graph = cuda_graph
+        if backend not in _optjit.backends():  # checked here, not at the first step
+            raise ValueError(f"backend: {backend!r} is not one of "
+                             + ", ".join(repr(b) for b in _optjit.backends()))
         if param_rounding not in ("nearest", "stochastic"):
             raise ValueError(f"param_rounding: {param_rounding!r} is not 'nearest' or 'stochastic'")
         self._param_rounding = param_rounding

@@ -947,6 +947,15 @@ NB_MODULE(_optjit, m) {
       "the wgpu package's at build time, else the loader's): a caller's device must come from "
       "the same one.");
   m.def(
+      "backends",
+      [] {
+        std::vector<std::string> names = {"auto", "reference"};
+        for (const auto& k : runtime::device_kinds()) names.push_back(k.name);
+        return names;
+      },
+      "The backends an optimizer may name: 'auto', 'reference' (the float64 interpreter) and "
+      "each kind of device (cpu, opencl, cuda, webgpu).");
+  m.def(
       "plan",
       [](const std::string& pipeline, const std::string& dtype) {
         DType t = dtype_named(dtype);

@@ -398,6 +398,12 @@ def test_errors_are_clear():
         ot.AdamW([w], betaz=(0.9, 0.9))
     with pytest.raises(optjit.Error, match="line 1, column 10: expected a number"):
         ot.Optimizer([w], "adamw(lr=")  # checked when it is built, not at the first step
+    # So is the backend's name (it was taken, and refused only at the first step).
+    with pytest.raises(ValueError, match=r"^backend: 'tpu' is not one of 'auto', 'reference', "
+                                         r"'cpu', .*'webgpu'"):
+        ot.AdamW([w], backend="tpu")
+    assert set(optjit._optjit.backends()) >= {"auto", "reference", "cpu", "opencl", "cuda",
+                                              "webgpu"}
     # torch's for-loop step can be differentiated through; optjit's (as torch's fused) cannot:
     # refused, where ignoring it would silently cut the gradients of a meta-learning loop.
     with pytest.raises(optjit.Error, match=r"^AdamW\(differentiable=True\): optjit's fused step "
