@@ -1154,6 +1154,15 @@ class Optimizer(torch.optim.Optimizer):
         if backend not in _optjit.backends():  # checked here, not at the first step
             raise ValueError(f"backend: {backend!r} is not one of "
                              + ", ".join(repr(b) for b in _optjit.backends()))
+        if not isinstance(cache, bool):
+            raise TypeError(f"cache takes True or False, not {cache!r}")
+        if shard_order not in ("by_tensor", "by_process"):
+            raise ValueError(f"shard_order: {shard_order!r} is not 'by_tensor' or 'by_process'")
+        if process_group is not None and not (
+                torch.distributed.is_available()
+                and isinstance(process_group, torch.distributed.ProcessGroup)):
+            raise TypeError(f"process_group takes a torch.distributed ProcessGroup, not "
+                            f"{type(process_group).__name__}")
         if param_rounding not in ("nearest", "stochastic"):
             raise ValueError(f"param_rounding: {param_rounding!r} is not 'nearest' or 'stochastic'")
         self._param_rounding = param_rounding

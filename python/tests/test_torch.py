@@ -404,6 +404,16 @@ def test_errors_are_clear():
         ot.AdamW([w], backend="tpu")
     assert set(optjit._optjit.backends()) >= {"auto", "reference", "cpu", "opencl", "cuda",
                                               "webgpu"}
+    # The other options too, each by name (a shard order was checked only when sharding; a
+    # cache flag that is not a bool failed inside the binding with its whole signature).
+    with pytest.raises(ValueError, match=r"^shard_order: 'zigzag' is not 'by_tensor' or "
+                                         r"'by_process'$"):
+        ot.AdamW([w], shard_order="zigzag")
+    with pytest.raises(TypeError, match=r"^cache takes True or False, not 'no'$"):
+        ot.AdamW([w], cache="no")
+    with pytest.raises(TypeError, match=r"^process_group takes a torch.distributed ProcessGroup, "
+                                        r"not str$"):
+        ot.AdamW([w], process_group="abc")
     # torch's for-loop step can be differentiated through; optjit's (as torch's fused) cannot:
     # refused, where ignoring it would silently cut the gradients of a meta-learning loop.
     with pytest.raises(optjit.Error, match=r"^AdamW\(differentiable=True\): optjit's fused step "
