@@ -266,6 +266,11 @@ TEST_F(Cli, BadCountsAndArgumentsAreOneLineErrors) {
        "optjit: --chunk: '0' is not a whole number from 1 to "
        "281474976710656\n"},
       {"run x --params a --grads b", "optjit: --steps is required\n"},
+      {"run x --params a --grads b --out c --steps 1 --backend tpu",
+       "optjit: --backend: 'tpu' is not a backend (cpu, opencl, cuda, webgpu, reference or "
+       "auto)\n"},
+      {"bench 'sgd()' --backend tpu",
+       "optjit: --backend: 'tpu' is not a backend (cpu, opencl, cuda or webgpu)\n"},
       {"rnu x",
        "optjit: 'rnu' is not a command (run, cache, emit, plan, compile, tune, bench, "
        "devices, list, inspect, synth; --help explains each)\n"},

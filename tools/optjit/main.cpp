@@ -25,9 +25,13 @@ CLI::Validator device_kinds_and(std::vector<std::string> extra) {
         if (optjit::runtime::find_device_kind(v)) return "";
         for (const auto& e : extra)
           if (v == e) return "";
-        std::string names = optjit::runtime::device_kind_names();
-        for (const auto& e : extra) names += ", " + e;
-        return "'" + v + "' is not a backend (" + names + ")";
+        std::vector<std::string> names;
+        for (const auto& k : optjit::runtime::device_kinds()) names.push_back(k.name);
+        names.insert(names.end(), extra.begin(), extra.end());
+        std::string list;  // "cpu, opencl, cuda, webgpu, reference or auto"
+        for (size_t i = 0; i < names.size(); ++i)
+          list += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+        return "'" + v + "' is not a backend (" + list + ")";
       },
       "BACKEND");
 }
