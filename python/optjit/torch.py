@@ -1127,7 +1127,10 @@ class Optimizer(torch.optim.Optimizer):
     transforms are declared in the same text). ``defaults`` are the hyperparameters param
     groups may set, by torch's names (``lr``, ``betas``, ``weight_decay``, ...); whatever a group
     or a scheduler sets is read at the next step. ``backend`` is ``"auto"`` (CPU tensors on the
-    CPU, CUDA tensors on their GPU) or ``"cpu"``. ``param_rounding="stochastic"`` stores bf16
+    CPU, CUDA tensors on their GPU), ``"cpu"``, ``"reference"`` (the float64 interpreter, for
+    checking) or a device that steps CPU tensors and keeps their state between steps
+    (``"opencl"``, ``"webgpu"``); ``optjit._optjit.backends()`` lists them, and another name is
+    refused here. ``param_rounding="stochastic"`` stores bf16
     parameters with deterministic stochastic rounding (torchao's ``bf16_stochastic_round``).
     With quantized state (``state_format="8bit"``, ...), a param group's ``"quantize_state"``
     chooses for its parameters: False keeps their state in f32 (embeddings, as bitsandbytes'
