@@ -1130,8 +1130,8 @@ class Optimizer(torch.optim.Optimizer):
     CPU, CUDA tensors on their GPU), ``"cpu"``, ``"reference"`` (the float64 interpreter, for
     checking) or a device that steps CPU tensors and keeps their state between steps
     (``"opencl"``, ``"webgpu"``); ``optjit._optjit.backends()`` lists them, and another name is
-    refused here. ``param_rounding="stochastic"`` stores bf16
-    parameters with deterministic stochastic rounding (torchao's ``bf16_stochastic_round``).
+    refused here. ``param_rounding="stochastic"`` stores bf16 parameters with deterministic
+    stochastic rounding (torchao's ``bf16_stochastic_round``).
     With quantized state (``state_format="8bit"``, ...), a param group's ``"quantize_state"``
     chooses for its parameters: False keeps their state in f32 (embeddings, as bitsandbytes'
     per-parameter ``optim_bits=32``), True quantizes it below the format's 4096 elements too.
