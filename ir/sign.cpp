@@ -232,9 +232,9 @@ std::vector<uint32_t> hypers_of(const Program& p, ValueId v) {
 }
 
 // Which hyperparameters make a stored value possibly negative: the fewest of those it is made
-// of that, held at their defaults, let the proof through (one at a time first, then all of
-// them, dropping each that is not needed). Empty where even all of them at their defaults do
-// not (the value has the sign of its data).
+// of that, held at their given values, let the proof through (one at a time first, then all
+// of them, dropping each that is not needed). Empty where even all of them so held do not
+// (the value has the sign of its data).
 std::vector<uint32_t> blame(const Program& p, const std::vector<bool>& nonnegative_loads,
                             ValueId stored) {
   std::vector<Range> ranges;
@@ -308,7 +308,7 @@ Error negative_state_error(const Program& p, const NegativeState& n,
         "may become negative (its new value, %{}) for some allowed values of {} (at {}, {}, it "
         "cannot)",
         index(n.value), fmt::join(where, " and "),
-        names.size() == 1 ? "its default" : "their defaults", fmt::join(defaults, " and "));
+        names.size() == 1 ? "its given value" : "their given values", fmt::join(defaults, " and "));
   std::string fix = "store it in a signed format (q8, q4, f8)";
   if (can_bound)
     fix += fmt::format(

@@ -42,7 +42,7 @@ std::vector<ValueFacts> value_facts(const Program& p, const std::vector<bool>& n
 struct NegativeState {
   uint32_t buffer = 0;
   ValueId value = kNoValue;  // its new value that may be negative; kNoValue: its start
-  /// Hyperparameters whose allowed values let it be negative: with these at their defaults
+  /// Hyperparameters whose allowed values let it be negative: with these at their given values
   /// (and the others anywhere allowed) it is proved >= 0. Empty where the hyperparameters
   /// do not matter (it is made of values of either sign: the gradients, a first moment).
   std::vector<uint32_t> hypers;

@@ -209,9 +209,9 @@ RC_GTEST_PROP(Property, CpuBackendMatchesTheReference, ()) {
 
 // The sign analysis (ir/sign.h) against the arithmetic: a state v in an unsigned format (q8u)
 // set to a random expression in one of the forms below, some always >= 0, some not, some only
-// for beta in its bounds. Where the compiler accepts v as q8u, the reference steps the same
-// transform with v in f64 (beta anywhere in [0, 1)) and v is never stored negative; where it
-// refuses, the message says why.
+// for beta in its bounds (declared in [0, 1) or without bounds). Where the compiler accepts v as
+// q8u, the reference steps the same transform with v in f64 (beta anywhere in [0, 1)) and v is
+// never stored negative; where it refuses, the message says why, and the reason holds.
 RC_GTEST_PROP(Property, StatesAnUnsignedFormatAcceptsAreNeverNegative, ()) {
   const std::string e = "(" + *gen_expr(2) + ")";
   const std::vector<std::string> forms = {"@",
@@ -232,20 +232,41 @@ RC_GTEST_PROP(Property, StatesAnUnsignedFormatAcceptsAreNeverNegative, ()) {
   std::string form = *rc::gen::elementOf(forms);
   for (size_t at; (at = form.find('@')) != std::string::npos;) form.replace(at, 1, e);
   const double beta = *rc::gen::inRange(0, 1000) / 1000.0;
-  const std::string body =
-      "transform t(lr=0.01, beta=0.9 in [0, 1)) {\n  state m = 0.25\n"
-      "  state v = 0\n  m = 0.9 * m + grad * 0.1\n"
-      "  v = select(isfinite(grad), " +  // a per-element value
-      form +
-      ", v)\n  param = param - lr * m * 0.001\n}\n";
-  const std::string call = "t(beta=" + std::to_string(beta);
-  auto quantized = compile_pipeline(body + call + ", state_format=\"v:q8u\")");
+  const std::string b = std::to_string(beta);
+  // beta declared in [0, 1) or without bounds, lr without; either may be pinned (declared in
+  // [x, x], its value here) below.
+  auto body = [&](bool pin_lr, const std::string& beta_bounds) {
+    return "transform t(lr=0.01" + std::string(pin_lr ? " in [0.01, 0.01]" : "") + ", beta=" + b +
+           beta_bounds +
+           ") {\n  state m = 0.25\n"
+           "  state v = 0\n  m = 0.9 * m + grad * 0.1\n"
+           "  v = select(isfinite(grad), " +  // a per-element value
+           form +
+           ", v)\n  param = param - lr * m * 0.001\n}\n";
+  };
+  const std::string beta_bounds = *rc::gen::arbitrary<bool>() ? " in [0, 1)" : "";
+  std::string text = body(false, beta_bounds);
+  const std::string call = "t(beta=" + b;
+  auto quantized = compile_pipeline(text + call + ", state_format=\"v:q8u\")");
   RC_CLASSIFY(quantized.ok(), "accepted");
   if (!quantized.ok()) {
-    RC_ASSERT(quantized.error().message.find("state 'v' may become negative") != std::string::npos);
-    return;
+    const std::string& m = quantized.error().message;
+    RC_ASSERT(m.find("state 'v' may become negative") != std::string::npos);
+    // The message's reason holds: where it names hyperparameters ("at its given value it
+    // cannot"), v is accepted with them pinned there (and the steps below check it); where it
+    // blames the data, pinning both changes nothing.
+    const bool lr = m.find("'t.lr'") != std::string::npos;
+    const bool bt = m.find("'t.beta'") != std::string::npos;
+    const bool named = m.find("for some allowed values of ") != std::string::npos;
+    RC_ASSERT(named == (lr || bt));
+    RC_ASSERT(named || m.find("whatever the hyperparameters") != std::string::npos);
+    RC_CLASSIFY(named, "refused for a hyperparameter");
+    text = body(named ? lr : true, named && !bt ? beta_bounds : " in [" + b + ", " + b + "]");
+    auto again = compile_pipeline(text + call + ", state_format=\"v:q8u\")");
+    RC_ASSERT(again.ok() == named);
+    if (!named) return;
   }
-  auto plan = compile_pipeline(body + call + ")", {DType::f64, DType::f64, DType::f64});
+  auto plan = compile_pipeline(text + call + ")", {DType::f64, DType::f64, DType::f64});
   RC_ASSERT(plan.ok());
   const auto params = random_params(DType::f64);
   auto state = runtime::init_state(*plan, params, {});

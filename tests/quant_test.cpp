@@ -269,7 +269,7 @@ buffer "s" f32 state init 0 quant q3
 // after 5 steps of lr 0.01; "q8u" 0.027, "q8" 0.0016): it is refused, naming the state, while
 // every built-in's second moments are accepted (ir/sign.h proves them >= 0 by induction).
 TEST(Quant, UnsignedFormatsRefuseAStateThatMayBecomeNegative) {
-  // Why: the hyperparameters that let the state be negative (those held at their defaults that
+  // Why: the hyperparameters that let the state be negative (those held at their given values that
   // let the proof through), or none (it is made of values of either sign); and whether the
   // message says to bound them (a custom transform's own, not a built-in's).
   const std::string data = "whatever the hyperparameters (as a first moment or a momentum may)";
@@ -304,7 +304,7 @@ TEST(Quant, UnsignedFormatsRefuseAStateThatMayBecomeNegative) {
       // its bounds are torch's, not the user's to narrow.
       {R"(rmsprop(state_format="square_avg:q8u"))", "square_avg",
        "may become negative (its new value, %17) for some allowed values of 'rmsprop.alpha' in "
-       "[0, inf] (at its default, 0.99, it cannot)"},
+       "[0, inf] (at its given value, 0.99, it cannot)"},
       {R"(chain(master_weights(), grad_scaler(), clip_grad_norm(max_norm=1),
                 adamw(lr=cosine_annealing_lr(base_lr=0.1, T_max=5), state_format="8bit",
                       peer="bitsandbytes_8bit")))",
@@ -315,7 +315,8 @@ TEST(Quant, UnsignedFormatsRefuseAStateThatMayBecomeNegative) {
        "  v = beta * v + (1 - beta) * grad * grad\n  param = param - lr * grad / (sqrt(v) + 1)\n}"
        "\nchain(ema(), ema(state_format=\"v:q8u\"))",
        "ema#2.v",
-       "for some allowed values of 'ema#2.beta' (declared without bounds) (at its default, 0.9, "
+       "for some allowed values of 'ema#2.beta' (declared without bounds) (at its given value, "
+       "0.9, "
        "it cannot)",
        true},
       {"transform ema(lr=0.01, beta=0.9 in [0, 1)) {\n  state v = 0\n"
@@ -327,7 +328,7 @@ TEST(Quant, UnsignedFormatsRefuseAStateThatMayBecomeNegative) {
        "  v = a * v + b[1] * grad * grad\n  param = param - lr * v\n}\nt(state_format=\"q8u\")",
        "v",
        "for some allowed values of 't.a' (declared without bounds) and 't.b.1' (declared without "
-       "bounds) (at their defaults, 0.9 and 0.1, it cannot)",
+       "bounds) (at their given values, 0.9 and 0.1, it cannot)",
        true},
       // A schedule's hyperparameters are the schedule's: bounded by it, not the user.
       {"transform t(lr=0.01) {\n  state v = 0\n  v = (1 - lr) * v + lr * grad * grad\n"
@@ -335,7 +336,7 @@ TEST(Quant, UnsignedFormatsRefuseAStateThatMayBecomeNegative) {
        "state_format=\"q8u\")",
        "v",
        "for some allowed values of 't.lr.gamma' (declared without bounds) and 't.lr.base_lr' "
-       "(declared without bounds) (at their defaults, 0.1 and 0.1, it cannot)"},
+       "(declared without bounds) (at their given values, 0.1 and 0.1, it cannot)"},
       {"transform t(lr=0.01) {\n  state v = -1\n  v = abs(v)\n  param = param - lr * v\n}\n"
        "t(state_format=\"v:q4u\")",
        "v", "starts negative (-1)"},
@@ -396,7 +397,7 @@ store "s", %6
   ASSERT_FALSE(unbounded);
   EXPECT_NE(unbounded.error().message.find(
                 "IR: state 's' may become negative (its new value, %6) for some allowed values of "
-                "'b' (declared without bounds) (at its default, 0.5, it cannot), and q8u holds "
+                "'b' (declared without bounds) (at its given value, 0.5, it cannot), and q8u holds "
                 "only values >= 0 (a second moment's format): store it in a signed format (q8, "
                 "q4, f8), or narrow what 'b' may be where it is declared"),
             std::string::npos)

@@ -830,7 +830,8 @@ def test_unsigned_formats_refuse_a_state_that_may_become_negative():
     # torch.optim.RMSprop allows alpha > 1, where alpha * v + (1 - alpha) * g^2 may be < 0: the
     # message names alpha, and does not ask to bound it (its bounds are torch's).
     with pytest.raises(optjit.Error, match=r"for some allowed values of 'rmsprop.alpha' in "
-                                           r"\[0, inf\] \(at its default, 0.99, it cannot\)") as e:
+                                           r"\[0, inf\] \(at its given value, 0.99, it "
+                                           r"cannot\)") as e:
         ot.RMSprop([w], state_format="q8u")
     assert "narrow" not in str(e.value)
     ref = torch.nn.Parameter(w.detach().clone())
