@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <map>
 #include <set>
 #include <utility>
 
@@ -695,12 +694,17 @@ Expected<ir::Program> lower(const Pipeline& pipeline, DTypes dtypes) {
   if (pipeline.empty()) return make_error("the pipeline has no transforms");
   Ctx c(dtypes);
   ValueId param0 = c.param_.id();
+  std::set<std::string, std::less<>> custom_hypers;
   for (const auto& t : pipeline) {
     if (t->def->kind != DefKind::transform)
       return make_error("'{}' is a schedule; use it as a hyperparameter, e.g. lr={}(...)",
                         t->def->name, t->def->name);
     int n = ++c.instance_count_[t->def->name];
     std::string prefix = n == 1 ? t->def->name : fmt::format("{}#{}", t->def->name, n);
+    // A custom transform's own hyperparameters, which its user may bound (a built-in's bounds
+    // are its peer's): named in a refused state_format's advice.
+    if (!find_builtin(t->def->name))
+      for (const HyperSpec& h : t->def->hypers) custom_hypers.insert(prefix + "." + h.name);
     c.frames_.push_back({t.get(), prefix});
     t->def->apply(c);
     if (!c.error_) c.check_state_formats();
@@ -734,26 +738,16 @@ Expected<ir::Program> lower(const Pipeline& pipeline, DTypes dtypes) {
     c.b_.emit(Op::Store, DType::b1, {v.id()}, pb);
   }
   ir::Program p = std::move(c.b_).finish();
-  // verify() includes check_nonnegative_states; a state_format it refuses is the user's. The
-  // hyperparameters the user may bound are a custom transform's own (a built-in's bounds are
-  // its peer's).
+  // verify() includes check_nonnegative_states; a state_format it refuses is the user's.
   if (Status s = ir::verify(p); !s) {
     if (auto n = ir::find_negative_state(p)) {
-      std::set<std::string, std::less<>> custom;
-      std::map<std::string, int> seen;
-      for (const auto& t : pipeline) {
-        const int k = ++seen[t->def->name];
-        if (find_builtin(t->def->name)) continue;
-        const std::string prefix = k == 1 ? t->def->name : fmt::format("{}#{}", t->def->name, k);
-        for (const HyperSpec& h : t->def->hypers) custom.insert(prefix + "." + h.name);
-      }
       const auto boundable = [&](const ir::HyperDecl& h) {
         std::string_view name = h.name;  // a tuple's element: "t.betas.0"
         const size_t dot = name.find_last_of('.');
         if (dot != std::string_view::npos && dot + 1 < name.size() &&
             name.find_first_not_of("0123456789", dot + 1) == std::string_view::npos)
           name = name.substr(0, dot);
-        return custom.count(name) > 0;
+        return custom_hypers.count(name) > 0;
       };
       return Error{"state_format: " + ir::negative_state_error(p, *n, boundable).message};
     }

@@ -53,7 +53,8 @@ namespace {
 
 void add_versions(Pass& pass, const std::vector<ir::BufferDecl>& buffers);
 
-// Whether storage of type `storage` holds every value of type `value` exactly.
+// Whether storage of type `storage` holds every value of type `value` exactly (a state's new
+// value read back by a later pass; a loaded value stored back unchanged).
 bool holds_exactly(DType storage, DType value) {
   return storage == value || storage == DType::f64 ||
          (storage == DType::f32 && (value == DType::bf16 || value == DType::f16));
@@ -379,12 +380,6 @@ Pass Planner::make_pass(int k, const Plan& plan) const {
   return pass;
 }
 
-// Whether storing a value loaded as `loaded` from storage `storage` writes the same bits back.
-bool round_trips(DType storage, DType loaded) {
-  return loaded == storage || loaded == DType::f64 ||
-         (loaded == DType::f32 && (storage == DType::bf16 || storage == DType::f16));
-}
-
 // `body` with the uniform slots in `fixed` as constants: selects, not/and/or on known values
 // folded, stores of a buffer's own loaded value dropped (not for quantized buffers, whose
 // store requantizes the block), then everything no store or reduction needs removed.
@@ -440,8 +435,9 @@ Program fix_uniforms(const Program& body, const std::map<uint32_t, bool>& fixed)
       case Op::Store: {
         const Inst& v = insts[index(in.args[0])];
         const ir::BufferDecl& buf = body.buffers[in.attr];
+        // Its own loaded value, holding the stored bits exactly: storing it writes them back.
         dropped[i] = v.op == Op::Load && v.attr == in.attr && buf.quant == ir::Quant::none &&
-                     !buf.per_block && round_trips(buf.storage, v.type);
+                     !buf.per_block && holds_exactly(v.type, buf.storage);
         break;
       }
       default:

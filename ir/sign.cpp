@@ -215,16 +215,16 @@ std::vector<bool> unsigned_buffers(const Program& p) {
 // The hyperparameters value v is made of.
 std::vector<uint32_t> hypers_of(const Program& p, ValueId v) {
   std::vector<char> seen(p.insts.size(), 0);
-  std::vector<ValueId> todo{v};
+  std::vector<ValueId> pending{v};
   std::vector<uint32_t> out;
-  while (!todo.empty()) {
-    const ValueId x = todo.back();
-    todo.pop_back();
+  while (!pending.empty()) {
+    const ValueId x = pending.back();
+    pending.pop_back();
     if (seen[index(x)]) continue;
     seen[index(x)] = 1;
     const Inst& in = p.at(x);
     if (in.op == Op::Hyper) out.push_back(in.attr);
-    for (int a = 0; a < info(in.op).arity; ++a) todo.push_back(in.args[a]);
+    for (int a = 0; a < info(in.op).arity; ++a) pending.push_back(in.args[a]);
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());

@@ -834,7 +834,7 @@ class _Engine:
             fmt = self.engine.state_quant(name)
             # An unsigned map (q8u, q4u) holds no negative value, and optjit proved this state
             # never negative: one here is not this optimizer's state (quantized, it would be 0).
-            negative = (values.flatten() < 0).nonzero() if min(_optjit.quant_map(fmt)) >= 0 else []
+            negative = (values.flatten() < 0).nonzero() if _optjit.quant_unsigned(fmt) else []
             if len(negative):
                 k = int(negative[0])
                 raise Error(f"optimizer.state[p]['{name}'] of parameter {i} is "

@@ -747,6 +747,11 @@ NB_MODULE(_optjit, m) {
       nb::arg("name"),
       "the values a quantized format's codes stand for (before scaling): 256, or 16 for 4-bit");
   m.def(
+      "quant_unsigned", [](const std::string& name) { return ir::unsigned_map(quant_named(name)); },
+      nb::arg("name"),
+      "whether a quantized format's map holds no negative value (q8u, q4u): its states are "
+      "proved never negative");
+  m.def(
       "quant_block", [](const std::string& name) { return ir::info(quant_named(name)).block; },
       nb::arg("name"), "the elements per scale (block) of a quantized format");
   m.def(
