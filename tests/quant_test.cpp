@@ -269,9 +269,9 @@ buffer "s" f32 state init 0 quant q3
 // after 5 steps of lr 0.01; "q8u" 0.027, "q8" 0.0016): it is refused, naming the state, while
 // every built-in's second moments are accepted (ir/sign.h proves them >= 0 by induction).
 TEST(Quant, UnsignedFormatsRefuseAStateThatMayBecomeNegative) {
-  // Why: the hyperparameters that let the state be negative (those held at their given values that
-  // let the proof through), or none (it is made of values of either sign); and whether the
-  // message says to bound them (a custom transform's own, not a built-in's).
+  // Why: the hyperparameters that let the state be negative (those that, held at their given
+  // values, let the proof through), or none (its data may be negative); and whether the message
+  // says to bound them (a custom transform's own, not a built-in's).
   const std::string data = "whatever the hyperparameters (as a first moment or a momentum may)";
   const std::string bound = ", or narrow what ";
   struct Case {
