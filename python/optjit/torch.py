@@ -12,6 +12,9 @@ and ``add_param_group``; ``step(closure)``; parameters whose ``.grad`` is None a
 tensors in ``optimizer.state[p]``; learning-rate schedulers, which write ``param_groups`` that
 the next step reads as runtime values (nothing recompiles). Clipping can be fused into the step
 (``max_grad_norm=``), and any pipeline text works through :class:`Optimizer`.
+``import optjit.torch as optim`` in place of ``import torch.optim as optim`` keeps the rest
+working: ``optim.lr_scheduler`` is torch's, and torch.optim's optimizers that optjit has no
+fused step for (Adafactor, LBFGS, SparseAdam, Muon) are torch's own, with a warning.
 
 The state lives in torch tensors that optjit updates in place; parameters, gradients and state
 are never copied. CPU tensors step on optjit's CPU backend (LLVM JIT), CUDA tensors on the GPU
@@ -2090,6 +2093,32 @@ def install(defer_clip: bool = True) -> Installed:
     keeps them. The returned handle's ``uninstall()`` (or leaving the ``with`` block) puts
     torch's back."""
     return _install("torch", {n: globals()[n] for n in _TORCH_OPTIMIZERS}, defer_clip)
+
+
+# torch.optim's optimizers that optjit has no fused step for, and why: `optjit.torch.X` is
+# torch's own (with a warning), so code whose one changed line is `import optjit.torch as optim`
+# keeps running.
+_TORCH_ONLY = {
+    "Adafactor": "its factored second moment is a mean over each row and each column of a "
+                 "matrix, a reduction optjit's IR does not have",
+    "LBFGS": "its step is a line search that evaluates the closure many times, not one pass "
+             "over memory",
+    "SparseAdam": "it steps only the rows a sparse gradient holds",
+    "Muon": "its update orthogonalizes each matrix by Newton-Schulz iterations (matrix "
+            "products), not an elementwise step",
+}
+
+
+def __getattr__(name: str) -> Any:
+    # torch.optim's submodules and its optimizers that optjit leaves to torch (PEP 562: also
+    # what `from optjit.torch import X` finds).
+    if name in ("lr_scheduler", "swa_utils"):
+        return getattr(torch.optim, name)
+    if name in _TORCH_ONLY and hasattr(torch.optim, name):
+        warnings.warn(f"optjit.torch.{name} is torch.optim.{name} itself, unfused: "
+                      f"{_TORCH_ONLY[name]}", stacklevel=2)
+        return getattr(torch.optim, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["Optimizer", "Error", "SGD", "Adam", "AdamW", "Adamax", "NAdam", "RAdam", "RMSprop",

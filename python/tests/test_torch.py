@@ -107,6 +107,37 @@ def test_builtin_is_torchs_float32_bit_for_bit(name, kw, correctly_rounded_sqrt)
                 assert torch.equal(oo.state[p_o][k].view(torch.int32), v.view(torch.int32)), k
 
 
+def test_every_optimizer_of_torch_optim_is_found_under_optjit_torch():
+    """`import optjit.torch as optim` in place of `import torch.optim as optim` keeps code
+    running: each of torch.optim's optimizers is optjit's built-in or, where optjit has no fused
+    step for it (Adafactor, LBFGS, ...), torch's own with a warning that says why; the
+    schedulers are torch's. (Before, `from optjit.torch import Adafactor` was an ImportError
+    and `optim.lr_scheduler` an AttributeError.)"""
+    optimizers = [n for n in dir(torch.optim) if isinstance(getattr(torch.optim, n), type)
+                  and issubclass(getattr(torch.optim, n), torch.optim.Optimizer)
+                  and n != "Optimizer"]
+    assert {"Adafactor", "LBFGS", "SparseAdam"} <= set(optimizers) - set(BUILTINS)
+    for name in optimizers:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            found = getattr(ot, name)
+        if name in BUILTINS:
+            assert issubclass(found, ot.Optimizer) and not caught, name
+        else:
+            assert found is getattr(torch.optim, name), name
+            assert [str(w.message).split(": ")[0] for w in caught] == [
+                f"optjit.torch.{name} is torch.optim.{name} itself, unfused"], name
+            assert caught[0].filename == __file__  # the warning points at the caller
+    scope = {}
+    with pytest.warns(UserWarning, match="Adafactor is torch.optim.Adafactor itself, unfused: "
+                                         "its factored second moment"):
+        exec("from optjit.torch import Adafactor, lr_scheduler", scope)
+    assert scope["lr_scheduler"] is torch.optim.lr_scheduler
+    assert ot.swa_utils is torch.optim.swa_utils
+    with pytest.raises(AttributeError, match="module 'optjit.torch' has no attribute 'Adafactr'"):
+        ot.Adafactr
+
+
 @pytest.mark.parametrize("name", sorted(BUILTINS))
 def test_every_keyword_of_torchs_optimizer_is_taken(name):
     """A drop-in takes every keyword the installed torch's optimizer takes, at torch's default
