@@ -80,4 +80,26 @@ std::vector<bool> visible_writes(const plan::Plan& plan) {
   return written;
 }
 
+std::vector<int64_t> thread_ranges(const codegen::Chunk* chunks, int64_t n, int threads,
+                                   bool fixed) {
+  constexpr int64_t kChunkCost = 64;
+  int64_t total = 0;
+  for (int64_t c = 0; c < n; ++c) total += chunks[c].length + kChunkCost;
+  int64_t used = std::max<int64_t>(1, std::min<int64_t>(threads, n));
+  if (!fixed) used = std::min(used, std::max<int64_t>(1, total / kMinWorkPerThread));
+  // Range k starts at the first chunk whose middle lies past k shares of the work.
+  const double share = static_cast<double>(total) / static_cast<double>(used);
+  std::vector<int64_t> starts{0};
+  double before = 0;
+  for (int64_t c = 0; c < n; ++c) {
+    const double w = static_cast<double>(chunks[c].length + kChunkCost);
+    if (c > starts.back() && static_cast<int64_t>(starts.size()) < used &&
+        before + w / 2 >= share * static_cast<double>(starts.size()))
+      starts.push_back(c);
+    before += w;
+  }
+  starts.push_back(n);
+  return starts;
+}
+
 }  // namespace optjit::runtime

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "codegen/cpu_jit.h"
+#include "runtime/chunks.h"
 #include "runtime/device.h"
 #include "runtime/devices.h"
 
@@ -57,8 +58,12 @@ void run_on_threads(int n, const Body& body) {
 
 class CpuModule final : public Module {
  public:
+  // threads: as many as asked for; 0: up to every core, as many as the work pays for
+  // (runtime::thread_ranges).
   CpuModule(std::unique_ptr<codegen::CpuKernels> kernels, int threads)
-      : kernels_(std::move(kernels)), threads_(threads > 0 ? threads : omp_get_max_threads()) {}
+      : kernels_(std::move(kernels)),
+        threads_(threads > 0 ? threads : omp_get_max_threads()),
+        fixed_(threads > 0) {}
 
   Status launch(KernelId kernel, size_t, size_t, std::span<const KernelArg> args) override {
     if (kernel.kind != KernelId::pass || args.size() != 4)
@@ -80,28 +85,16 @@ class CpuModule final : public Module {
 
  private:
   static uint64_t address(const KernelArg& a) { return a.memory.handle + a.memory.offset; }
-  // Contiguous chunk ranges with about equal elements per thread (plus a small per-chunk cost),
-  // recomputed only when the chunk table changes.
+  // The threads' chunk ranges, recomputed only when the chunk table changes.
   void balance(const codegen::Chunk* chunks, int64_t n) {
     if (chunks == seen_ && n == seen_n_) return;
     seen_ = chunks, seen_n_ = n;
-    double total = 0;
-    for (int64_t c = 0; c < n; ++c) total += static_cast<double>(chunks[c].length + 64);
-    const double per_thread = total / threads_;
-    start_.assign(1, 0);
-    double acc = 0;
-    for (int64_t c = 0; c < n; ++c) {
-      acc += static_cast<double>(chunks[c].length + 64);
-      if (acc >= per_thread * static_cast<double>(start_.size()) &&
-          static_cast<int>(start_.size()) < threads_)
-        start_.push_back(c + 1);
-    }
-    while (static_cast<int>(start_.size()) <= threads_) start_.push_back(n);
-    start_.back() = n;
+    start_ = thread_ranges(chunks, n, threads_, fixed_);
   }
 
   std::unique_ptr<codegen::CpuKernels> kernels_;
   int threads_;
+  bool fixed_;  // threads_ was asked for: as many, whatever the work (up to one a chunk)
   const codegen::Chunk* seen_ = nullptr;
   int64_t seen_n_ = -1;
   std::vector<int64_t> start_;

@@ -18,6 +18,7 @@
 #include "executors.h"
 #include "ir/compile.h"
 #include "ir/text.h"
+#include "runtime/chunks.h"
 #include "runtime/reference.h"
 
 namespace optjit {
@@ -292,6 +293,49 @@ TEST(CpuBackend, BitwiseIdenticalForAnyThreadCount) {
     if (first.empty()) first = now;
     EXPECT_EQ(now, first) << threads << " threads";
   }
+}
+
+// How a pass's chunks are spread over threads: an automatic count uses a thread only where it
+// has kMinWorkPerThread of work (a small step runs on the caller's thread alone, instead of
+// waking a thread that costs more than it saves); a count asked for is used; never more
+// threads than chunks; the ranges cover every chunk once, in order, with about equal work.
+TEST(CpuBackend, ChunksAreSpreadOverAsManyThreadsAsTheWorkPays) {
+  auto table = [](std::vector<int64_t> numels, int64_t chunk) {
+    return runtime::ChunkTable::build(numels, chunk).chunks;
+  };
+  auto ranges = [](const std::vector<codegen::Chunk>& c, int threads, bool fixed) {
+    return runtime::thread_ranges(c.data(), static_cast<int64_t>(c.size()), threads, fixed);
+  };
+  using V = std::vector<int64_t>;
+  const int64_t min_work = runtime::kMinWorkPerThread;
+  // 10 tensors of 16 elements (a small model's biases): one thread, whatever the cores; 8 where
+  // 8 are asked for, 1 or 2 chunks each.
+  EXPECT_EQ(ranges(table(V(10, 16), 1 << 16), 8, false), (V{0, 10}));
+  EXPECT_EQ(ranges(table(V(10, 16), 1 << 16), 8, true), (V{0, 1, 2, 4, 5, 6, 7, 9, 10}));
+  // Two chunks with just under two threads' work, then with just that (a chunk counts 64
+  // elements more than it holds).
+  EXPECT_EQ(ranges(table({16000, 2 * min_work - 16000 - 129}, 1 << 16), 2, false), (V{0, 2}));
+  EXPECT_EQ(ranges(table({16000, 2 * min_work - 16000 - 128}, 1 << 16), 2, false), (V{0, 1, 2}));
+  EXPECT_EQ(ranges(table({2 * min_work}, 1024), 2, false), (V{0, 16, 32}));
+  // One chunk: one thread, even where more are asked for.
+  EXPECT_EQ(ranges(table({1 << 20}, 1 << 20), 4, true), (V{0, 1}));
+  // Large steps: every thread, each with about its share of the work.
+  const auto big = table({1000003, 17, 0, 4096, 300000}, 1 << 14);
+  for (bool fixed : {false, true}) {
+    const V r = ranges(big, 3, fixed);
+    ASSERT_EQ(r.size(), 4u) << fixed;
+    EXPECT_EQ(r.front(), 0);
+    EXPECT_EQ(r.back(), static_cast<int64_t>(big.size()));
+    for (size_t t = 0; t + 1 < r.size(); ++t) {
+      int64_t work = 0;
+      for (int64_t c = r[t]; c < r[t + 1]; ++c) work += big[c].length;
+      EXPECT_NEAR(static_cast<double>(work), 1304116 / 3.0, (1 << 14) + 1024) << t;  // a chunk
+    }
+  }
+  // A heavy chunk first: the ranges after it still share the rest, none is empty.
+  EXPECT_EQ(ranges(table({1 << 16, 100, 100, 100}, 1 << 16), 4, true), (V{0, 1, 2, 3, 4}));
+  // No chunks (every tensor empty has one of length 0; a table of none still gives a range).
+  EXPECT_EQ(runtime::thread_ranges(nullptr, 0, 4, false), (V{0, 0}));
 }
 
 // Gradients in other memory every step (a framework's new gradient tensors): an executor that
