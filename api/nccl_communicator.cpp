@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -104,11 +105,33 @@ Error nccl_fail(const Nccl& n, const char* what, ncclResult_t r) {
   return make_error("NCCL: {} failed: {} ({})", what, n.ncclGetErrorString(r), r);
 }
 
+// $OPTJIT_NCCL_TIMEOUT: the seconds an all-reduce may make no progress before the
+// communicator is aborted (default 300). Read when a communicator is made, so a bad value is an
+// error there rather than an all-reduce that gives up at once (it was read with atof: "5min"
+// waited 5 s, "abc" aborted the communicator at the first poll).
+Expected<double> nccl_timeout() {
+  const char* t = std::getenv("OPTJIT_NCCL_TIMEOUT");
+  if (!t || !*t) return 300.0;
+  char* end = nullptr;
+  const double seconds = std::strtod(t, &end);
+  if (end == t || *end != '\0' || !(seconds > 0) || !std::isfinite(seconds))
+    return make_error("OPTJIT_NCCL_TIMEOUT='{}' is not a number of seconds greater than 0 (how "
+                      "long an all-reduce may make no progress; unset, 300)",
+                      t);
+  return seconds;
+}
+
 class NcclCommunicator final : public Communicator {
  public:
   NcclCommunicator(const Nccl& n, const runtime::cuda::Api& cu, ncclComm_t comm, bool owned,
-                   void* stream, int device)
-      : n_(n), cu_(cu), comm_(comm), owned_(owned), stream_(stream), device_(device) {
+                   void* stream, int device, double timeout)
+      : n_(n),
+        cu_(cu),
+        comm_(comm),
+        owned_(owned),
+        stream_(stream),
+        device_(device),
+        timeout_(timeout) {
     n_.ncclCommCount(comm_, &size_);
     n_.ncclCommUserRank(comm_, &rank_);
   }
@@ -175,8 +198,7 @@ class NcclCommunicator final : public Communicator {
 
  private:
   Status wait() {
-    double limit = 300;
-    if (const char* t = std::getenv("OPTJIT_NCCL_TIMEOUT"); t && *t) limit = std::atof(t);
+    const double limit = timeout_;
     const auto t0 = std::chrono::steady_clock::now();
     auto stream = static_cast<runtime::cuda::CUstream>(stream_);
     for (;;) {
@@ -208,15 +230,26 @@ class NcclCommunicator final : public Communicator {
   bool owned_;
   void* stream_;
   int device_;
+  double timeout_;  // seconds without progress (nccl_timeout)
   int rank_ = 0, size_ = 1;
 };
 
-Expected<std::pair<const Nccl*, const runtime::cuda::Api*>> libraries() {
+// NCCL and the CUDA driver, and the timeout every communicator takes (checked first: a bad
+// value is refused on a machine without a GPU too).
+struct Libraries {
+  const Nccl* nccl;
+  const runtime::cuda::Api* cuda;
+  double timeout;
+};
+
+Expected<Libraries> libraries() {
+  auto timeout = nccl_timeout();
+  if (!timeout) return timeout.error();
   auto n = nccl();
   if (!n) return n.error();
   auto cu = runtime::cuda::api();
   if (!cu) return cu.error();
-  return std::make_pair(*n, *cu);
+  return Libraries{*n, *cu, *timeout};
 }
 
 }  // namespace
@@ -229,10 +262,10 @@ Expected<std::shared_ptr<Communicator>> nccl_communicator(void* nccl_comm, void*
   if (!nccl_comm) return make_error("nccl_communicator: no ncclComm_t given");
   auto comm = static_cast<ncclComm_t>(nccl_comm);
   int device = 0;
-  if (auto r = libs->first->ncclCommCuDevice(comm, &device); r != kNcclSuccess)
-    return nccl_fail(*libs->first, "ncclCommCuDevice", r);
+  if (auto r = libs->nccl->ncclCommCuDevice(comm, &device); r != kNcclSuccess)
+    return nccl_fail(*libs->nccl, "ncclCommCuDevice", r);
   return std::shared_ptr<Communicator>(std::make_shared<NcclCommunicator>(
-      *libs->first, *libs->second, comm, false, cuda_stream, device));
+      *libs->nccl, *libs->cuda, comm, false, cuda_stream, device, libs->timeout));
 }
 
 Expected<NcclId> nccl_unique_id() {
@@ -255,14 +288,14 @@ Expected<std::shared_ptr<Communicator>> nccl_communicator_init(int ranks, int ra
     return make_error("nccl_communicator_init: rank {} of {}", rank, ranks);
   auto ctx = runtime::cuda::primary_context(device);
   if (!ctx) return ctx.error();
-  runtime::cuda::ContextScope scope(*libs->second, *ctx);
+  runtime::cuda::ContextScope scope(*libs->cuda, *ctx);
   ncclUniqueId uid;
   std::memcpy(uid.internal, id.data(), id.size());
   ncclComm_t comm = nullptr;
-  if (auto r = libs->first->ncclCommInitRank(&comm, ranks, uid, rank); r != kNcclSuccess)
-    return nccl_fail(*libs->first, "ncclCommInitRank", r);
+  if (auto r = libs->nccl->ncclCommInitRank(&comm, ranks, uid, rank); r != kNcclSuccess)
+    return nccl_fail(*libs->nccl, "ncclCommInitRank", r);
   return std::shared_ptr<Communicator>(std::make_shared<NcclCommunicator>(
-      *libs->first, *libs->second, comm, true, cuda_stream, device));
+      *libs->nccl, *libs->cuda, comm, true, cuda_stream, device, libs->timeout));
 }
 
 Expected<std::shared_ptr<Communicator>> nccl_communicator_mpi(int device, void* cuda_stream) {

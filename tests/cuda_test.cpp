@@ -953,6 +953,33 @@ class HostOnlyComm final : public Communicator {
   Status allreduce_sum(std::span<double>) override { return Status::Ok(); }
 };
 
+// $OPTJIT_NCCL_TIMEOUT is read when a communicator is made: a value that is not a number of
+// seconds > 0 is refused there, on any machine, naming the variable (it was read with atof at
+// the first all-reduce: "abc" aborted the communicator at once, "5min" waited 5 s).
+TEST(NcclTimeout, ABadValueIsRefusedWhenTheCommunicatorIsMade) {
+  for (const char* bad : {"abc", "5min", "0", "-1", "nan", "inf", " "}) {
+    ASSERT_EQ(::setenv("OPTJIT_NCCL_TIMEOUT", bad, 1), 0);
+    NcclId id{};
+    for (auto made : {nccl_communicator_init(1, 0, id, 0, nullptr),
+                      nccl_communicator(reinterpret_cast<void*>(1), nullptr)}) {
+      ASSERT_FALSE(made) << bad;
+      EXPECT_EQ(made.error().message,
+                fmt::format("OPTJIT_NCCL_TIMEOUT='{}' is not a number of seconds greater than 0 "
+                            "(how long an all-reduce may make no progress; unset, 300)",
+                            bad));
+    }
+  }
+  // A good value, or none, gets past the check (to NCCL and the driver, absent or not).
+  for (const char* good : {"", "2.5", "600"}) {
+    ASSERT_EQ(::setenv("OPTJIT_NCCL_TIMEOUT", good, 1), 0);
+    auto made = nccl_communicator(nullptr, nullptr);
+    ASSERT_FALSE(made);
+    EXPECT_EQ(made.error().message.find("OPTJIT_NCCL_TIMEOUT"), std::string::npos)
+        << made.error().message;
+  }
+  ::unsetenv("OPTJIT_NCCL_TIMEOUT");
+}
+
 // NCCL, one rank on this GPU: a sharded device step all-reduces each pass's partials on the
 // optimizer's own stream (the communicator refuses any other), with no host synchronisation,
 // so a CUDA graph captures it; whole tensors give the unsharded device step's bits (every slot
