@@ -115,9 +115,10 @@ Expected<double> nccl_timeout() {
   char* end = nullptr;
   const double seconds = std::strtod(t, &end);
   if (end == t || *end != '\0' || !(seconds > 0) || !std::isfinite(seconds))
-    return make_error("OPTJIT_NCCL_TIMEOUT='{}' is not a number of seconds greater than 0 (how "
-                      "long an all-reduce may make no progress; unset, 300)",
-                      t);
+    return make_error(
+        "OPTJIT_NCCL_TIMEOUT='{}' is not a number of seconds greater than 0 (how "
+        "long an all-reduce may make no progress; unset, 300)",
+        t);
   return seconds;
 }
 
