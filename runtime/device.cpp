@@ -182,6 +182,7 @@ Expected<double> Device::copy_seconds(size_t bytes, int repetitions) {
 Expected<std::string> webgpu_library() {
   return make_error("optjit was built without the webgpu backend (no wgpu headers at build time)");
 }
+Expected<std::map<std::string, size_t>> webgpu_live_objects() { return webgpu_library().error(); }
 #endif
 
 }  // namespace optjit::runtime

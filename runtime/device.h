@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -236,5 +237,10 @@ Expected<std::shared_ptr<Device>> open_device(const DeviceSpec& spec);
 /// The wgpu-native library the webgpu backend loads (its path), or why there is none: a
 /// caller's WGPUDevice and buffers must come from the same one.
 Expected<std::string> webgpu_library();
+
+/// wgpu-native's count of the objects optjit's WebGPU instance holds, by kind ("adapters",
+/// "devices", "buffers", "bind groups", "compute pipelines", ...): made and not yet freed, for
+/// leak checks. An error where the library does not count them (not wgpu-native).
+Expected<std::map<std::string, size_t>> webgpu_live_objects();
 
 }  // namespace optjit::runtime

@@ -21,6 +21,7 @@
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <utility>
 
 #include <webgpu.h>
 #include <wgpu.h>
@@ -96,6 +97,8 @@ struct Api {
   // wgpu-native's own: a shader module without the bounds checks WebGPU inserts at every
   // storage access (they keep the element loops from vectorizing). Optional.
   decltype(&::wgpuDeviceCreateShaderModuleTrusted) wgpuDeviceCreateShaderModuleTrusted = nullptr;
+  // wgpu-native's count of the objects alive, for leak checks. Optional.
+  decltype(&::wgpuGenerateReport) wgpuGenerateReport = nullptr;
   std::string path;
 };
 
@@ -142,6 +145,8 @@ Expected<const Api*> api() {
     a.wgpuDeviceCreateShaderModuleTrusted =
         reinterpret_cast<decltype(a.wgpuDeviceCreateShaderModuleTrusted)>(
             ::dlsym(lib, "wgpuDeviceCreateShaderModuleTrusted"));
+    a.wgpuGenerateReport =
+        reinterpret_cast<decltype(a.wgpuGenerateReport)>(::dlsym(lib, "wgpuGenerateReport"));
   });
   if (!why.empty()) return make_error("{}", why);
   return &a;
@@ -193,9 +198,20 @@ Expected<WGPUInstance> instance() {
   return inst;
 }
 
+// An adapter the library enumerated, released with this unless taken (an adapter is a
+// reference the caller owns; every enumeration, `optjit devices` and each device opened leaked
+// theirs, LeakSanitizer found).
 struct Found {
-  WGPUAdapter adapter;
+  WGPUAdapter adapter = nullptr;
   AdapterInfo info;
+
+  Found(WGPUAdapter a, AdapterInfo i) : adapter(a), info(std::move(i)) {}
+  Found(Found&& o) noexcept : adapter(std::exchange(o.adapter, nullptr)), info(std::move(o.info)) {}
+  Found& operator=(Found&&) = delete;
+  ~Found() {
+    if (adapter) (*api())->wgpuAdapterRelease(adapter);
+  }
+  WGPUAdapter take() { return std::exchange(adapter, nullptr); }
 };
 
 // What optjit keeps of an adapter's info (freeing the library's strings).
@@ -224,14 +240,15 @@ Expected<std::vector<Found>> find_adapters() {
   if (n) w.wgpuInstanceEnumerateAdapters(*inst, nullptr, adapters.data());
   std::vector<Found> out;
   for (WGPUAdapter ad : adapters) {
+    Found f(ad, {});
     WGPUAdapterInfo ai = WGPU_ADAPTER_INFO_INIT;
     if (w.wgpuAdapterGetInfo(ad, &ai) != WGPUStatus_Success) continue;
-    AdapterInfo i = adapter_info(w, ai);
-    w.wgpuAdapterGetLimits(ad, &i.limits);
+    f.info = adapter_info(w, ai);
+    w.wgpuAdapterGetLimits(ad, &f.info.limits);
     // Compute needs storage buffers; the GL backend's adapters lack what the kernels use.
-    if (i.limits.maxStorageBuffersPerShaderStage < 8) continue;
-    i.index = static_cast<int>(out.size());
-    out.push_back({ad, i});
+    if (f.info.limits.maxStorageBuffersPerShaderStage < 8) continue;
+    f.info.index = static_cast<int>(out.size());
+    out.push_back(std::move(f));
   }
   if (out.empty())
     return make_error(
@@ -318,7 +335,7 @@ class WebgpuDevice final : public Device {
     auto d = std::shared_ptr<WebgpuDevice>(new WebgpuDevice());
     d->w_ = *api();
     d->info_ = (*found)[index].info;
-    d->adapter_ = (*found)[index].adapter;
+    d->adapter_ = (*found)[index].take();
     // The adapter's own limits (storage buffers per stage, buffer sizes) rather than WebGPU's
     // portable defaults, which cap a storage binding at 128 MiB and a stage at 8 of them.
     WGPULimits limits = d->info_.limits;
@@ -410,6 +427,7 @@ class WebgpuDevice final : public Device {
     if (staging_) w_->wgpuBufferRelease(staging_);
     if (queue_) w_->wgpuQueueRelease(queue_);
     if (device_) w_->wgpuDeviceRelease(device_);
+    if (adapter_) w_->wgpuAdapterRelease(adapter_);
   }
 
   const DeviceDescription& description() const override { return desc_; }
@@ -1118,6 +1136,33 @@ const DeviceKindRegistration registration({
 });
 
 }  // namespace
+
+Expected<std::map<std::string, size_t>> webgpu_live_objects() {
+  auto a = api();
+  if (!a) return a.error();
+  auto inst = instance();
+  if (!inst) return inst.error();
+  if (!(*a)->wgpuGenerateReport)
+    return make_error("WebGPU: {} does not report its objects (not wgpu-native)", (*a)->path);
+  WGPUGlobalReport r{};
+  (*a)->wgpuGenerateReport(*inst, &r);
+  const WGPUHubReport& h = r.hub;
+  std::map<std::string, size_t> live;
+  for (const auto& [name, reg] : std::initializer_list<std::pair<const char*, WGPURegistryReport>>{
+           {"adapters", h.adapters},
+           {"devices", h.devices},
+           {"queues", h.queues},
+           {"pipeline layouts", h.pipelineLayouts},
+           {"shader modules", h.shaderModules},
+           {"bind group layouts", h.bindGroupLayouts},
+           {"bind groups", h.bindGroups},
+           {"command buffers", h.commandBuffers},
+           {"compute pipelines", h.computePipelines},
+           {"query sets", h.querySets},
+           {"buffers", h.buffers}})
+    live[name] = reg.numAllocated;
+  return live;
+}
 
 Expected<std::string> webgpu_library() {
   auto a = api();
