@@ -854,6 +854,9 @@ TEST(Webgpu, BindsOnlyWhatTheStepUsesOfTheCallersLargeBuffers) {
   std::vector<float> got(377);
   ASSERT_TRUE((*dev)->read(got.data(), webgpu_memory(params, 40960), 377 * 4));
   for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], t.want[i], 2e-6) << i;
+  opt->reset();
+  app.release(params);
+  app.release(grads);
 }
 
 TEST(Webgpu, StepsOnTheCallersOwnDeviceAndBuffers) {

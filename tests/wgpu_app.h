@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include <webgpu.h>
 #include <wgpu.h>
@@ -32,15 +33,18 @@ class WgpuApp {
     }
     instance_ = fn<decltype(&wgpuCreateInstance)>("wgpuCreateInstance")(nullptr);
     auto enumerate = fn<decltype(&wgpuInstanceEnumerateAdapters)>("wgpuInstanceEnumerateAdapters");
-    WGPUAdapter adapters[16];
-    const size_t n = enumerate(instance_, nullptr, nullptr);
-    enumerate(instance_, nullptr, adapters);
+    std::vector<WGPUAdapter> adapters(enumerate(instance_, nullptr, nullptr));
+    if (!adapters.empty()) enumerate(instance_, nullptr, adapters.data());
     auto get_limits = fn<decltype(&wgpuAdapterGetLimits)>("wgpuAdapterGetLimits");
     WGPULimits limits = WGPU_LIMITS_INIT;
-    for (size_t i = 0; i < n && i < 16 && !adapter_; ++i) {
+    auto release = fn<decltype(&wgpuAdapterRelease)>("wgpuAdapterRelease");
+    for (size_t i = 0; i < adapters.size(); ++i) {
       WGPULimits l = WGPU_LIMITS_INIT;
       get_limits(adapters[i], &l);
-      if (l.maxStorageBuffersPerShaderStage >= 8) adapter_ = adapters[i], limits = l;
+      if (!adapter_ && l.maxStorageBuffersPerShaderStage >= 8)
+        adapter_ = adapters[i], limits = l;
+      else
+        release(adapters[i]);  // the adapters not taken
     }
     if (!adapter_) {
       why = "no adapter with compute";
