@@ -31,10 +31,11 @@ std::vector<int64_t> thread_ranges(const codegen::Chunk* chunks, int64_t n, int 
                                    bool fixed);
 
 /// The work each thread of an automatic count gets at least. Waking a thread and joining it
-/// costs about 2 us on an idle 2-core machine, and far more where the cores run other work (a
-/// thread the scheduler has not run yet holds up the pass); AdamW in cache takes 0.42 ns an
-/// element on one core, so a second thread pays from about 12K elements on (`optjit bench
-/// 'adamw()' --numel 4096 --chunk 1024 --threads 1`: 2 us, `--threads 2`: 3 us).
+/// costs 1-2 us on an idle 2-core machine (`optjit bench 'adamw()' --numel 4096 --threads 2`,
+/// the second thread with no chunk: 3 us, one thread 2 us), and more where the cores run other
+/// work (a thread the scheduler has not run yet holds up the pass: 8192 elements in chunks of
+/// 1024 took 8 us on two threads with a core busy, 5 on one; idle, 4 on two). AdamW in cache
+/// takes 0.42 ns an element on a core; torch's grain for elementwise loops is 32768.
 inline constexpr int64_t kMinWorkPerThread = 16384;
 
 /// The tensors a device backend's buffers were built for: element counts, each tensor's group,
