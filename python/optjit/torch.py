@@ -1902,11 +1902,12 @@ class _Builtin(Optimizer):
         group_defaults = self._group_defaults(group_defaults)
         try:
             super().__init__(params, self._builtin_pipeline(), group_defaults, **options)
-        except _optjit.InvalidValue as e:
+        except _optjit.Error as e:
             # The pipeline is this class's own text: its place in that text means nothing to
-            # the caller, who gave keyword arguments.
+            # the caller, who gave keyword arguments (a value out of range, betas of three
+            # numbers, an unknown state_format).
             text = re.sub(r"^pipeline: line \d+, column \d+: ", "", str(e))
-            raise _optjit.InvalidValue(f"{type(self).__name__}: {text}") from None
+            raise type(e)(f"{type(self).__name__}: {text}") from None
         self._restructure()
 
     def _group_defaults(self, defaults: Dict[str, Any]) -> Dict[str, Any]:

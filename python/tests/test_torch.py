@@ -455,6 +455,14 @@ def test_errors_are_clear():
     with pytest.raises(optjit.InvalidValue, match=r"^AdamW: transform 'adamw': lr = -1 is "
                                                   r"invalid: the learning rate must be in"):
         ot.AdamW([w], lr=-1.0)
+    # So are other arguments that make bad pipeline text: betas of three numbers (which torch
+    # takes, ignoring the third), an unknown state format.
+    with pytest.raises(optjit.Error, match=r"^AdamW: transform 'adamw': 'betas' takes a tuple "
+                                           r"of 2 numbers, got 3$"):
+        ot.AdamW([w], betas=(0.9, 0.99, 0.9))
+    with pytest.raises(optjit.Error, match=r"^Adam: transform 'adam': state_format: 'q9' is not "
+                                           r"a format \(f32, bf16"):
+        ot.Adam([w], state_format="q9")
 
 
 PROBES = [-1.0, 0.0, 1.0, 2.0, math.inf, math.nan]
