@@ -199,7 +199,6 @@ class NcclCommunicator final : public Communicator {
 
  private:
   Status wait() {
-    const double limit = timeout_;
     const auto t0 = std::chrono::steady_clock::now();
     auto stream = static_cast<runtime::cuda::CUstream>(stream_);
     for (;;) {
@@ -211,7 +210,7 @@ class NcclCommunicator final : public Communicator {
       n_.ncclCommGetAsyncError(comm_, &async);
       const double waited =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if ((async != kNcclSuccess && async != kNcclInProgress) || waited > limit) {
+      if ((async != kNcclSuccess && async != kNcclInProgress) || waited > timeout_) {
         n_.ncclCommAbort(comm_);
         owned_ = false;
         return async != kNcclSuccess && async != kNcclInProgress
@@ -219,7 +218,7 @@ class NcclCommunicator final : public Communicator {
                    : make_error(
                          "NCCL: an all-reduce made no progress for {} s (a peer died or "
                          "did not take part); the communicator was aborted",
-                         limit);
+                         timeout_);
       }
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
