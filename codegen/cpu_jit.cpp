@@ -1,5 +1,7 @@
 #include "codegen/cpu_jit.h"
 
+#include <fmt/format.h>
+#include <llvm/ADT/STLExtras.h>
 #include <llvm/ADT/StringMap.h>
 #include <llvm/Analysis/TargetLibraryInfo.h>
 #include <llvm/Config/llvm-config.h>
@@ -30,6 +32,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <string_view>
 
 #include "cache/kernel_cache.h"
 #include "codegen/llvm_emitter.h"
@@ -115,15 +118,20 @@ Expected<std::unique_ptr<llvm::Module>> build_module(const plan::Plan& plan, llv
   return m;
 }
 
+// The features the LLVM emitter chooses its paths by (byte permutes, gathers, vector widths).
+constexpr std::string_view kEmitterFeatures[] = {"avx2", "avx512bw", "avx512f", "avx512vbmi",
+                                                 "prefer-256-bit"};
+
 // LLVM's model of `cpu` (its features and tunings), null for a CPU LLVM does not know.
 std::unique_ptr<llvm::MCSubtargetInfo> subtarget(const std::string& triple,
                                                  const std::string& cpu) {
   std::string err;
   const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, err);
   if (!target) return nullptr;
-  std::unique_ptr<llvm::MCSubtargetInfo> sti(target->createMCSubtargetInfo(triple, cpu, ""));
-  if (!sti || !sti->isCPUStringValid(cpu)) return nullptr;
-  return sti;
+  // Asked of the generic CPU first: making an unknown one's prints a warning.
+  std::unique_ptr<llvm::MCSubtargetInfo> generic(target->createMCSubtargetInfo(triple, "", ""));
+  if (!generic || !generic->isCPUStringValid(cpu)) return nullptr;
+  return std::unique_ptr<llvm::MCSubtargetInfo>(target->createMCSubtargetInfo(triple, cpu, ""));
 }
 
 }  // namespace
@@ -153,6 +161,43 @@ CpuTarget CpuTarget::host() {
   return t;
 }
 
+Status check_cpu_feature_changes() {
+  const char* env = std::getenv("OPTJIT_CPU_FEATURES");
+  if (!env || !*env) return Status::Ok();
+  init_llvm();
+  // The host reports every instruction set LLVM detects on this architecture, had or lacked.
+  // (LLVM 15 has no list of all a target's features that would not print a warning for a name
+  // it lacks; tunings other than the emitter's own are not taken.)
+  llvm::StringMap<bool> host;
+  llvm::sys::getHostCPUFeatures(host);
+  std::string_view rest = env;
+  while (true) {
+    const size_t comma = rest.find(',');
+    const std::string_view entry = rest.substr(0, comma);
+    const std::string_view name = entry.empty() ? entry : entry.substr(1);
+    const auto it = host.find(llvm::StringRef(name.data(), name.size()));
+    const bool known = it != host.end() || llvm::is_contained(kEmitterFeatures, name);
+    if (entry.empty() || (entry[0] != '+' && entry[0] != '-') || !known) {
+      std::vector<std::string_view> tunings;
+      for (std::string_view f : kEmitterFeatures)
+        if (!host.count(llvm::StringRef(f.data(), f.size()))) tunings.push_back(f);
+      return make_error(
+          "OPTJIT_CPU_FEATURES='{}': '{}' is not '+' or '-' and an instruction set LLVM {} "
+          "detects on {} (or {}); entries are separated by commas, e.g. '-avx512bw,-avx512vbmi'",
+          env, entry, llvm_version(), llvm::sys::getProcessTriple(), fmt::join(tunings, ", "));
+    }
+    if (entry[0] == '+' && it != host.end() && !it->second)
+      return make_error(
+          "OPTJIT_CPU_FEATURES='{}': this CPU ({}) has no '{}', and code using it would stop the "
+          "process with an illegal instruction; only what it has can be added (anything can be "
+          "taken away)",
+          env, llvm::sys::getHostCPUName().str(), name);
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  return Status::Ok();
+}
+
 std::string CpuTarget::exact() const {
   // Kernels may call libmvec where it was loaded: a machine without it needs its own.
   return fmt::format("cpu|{}|{}|{}|llvm {}|codegen {}{}", triple, cpu, features, llvm_version(),
@@ -164,17 +209,21 @@ std::string CpuTarget::exact_id() const {
   return fmt::format("{:016x}", XXH3_64bits(e.data(), e.size()));
 }
 
-CpuTarget CpuTarget::named(const std::string& cpu) {
+Expected<CpuTarget> CpuTarget::named(const std::string& cpu) {
   init_llvm();
   CpuTarget t{llvm::sys::getProcessTriple(), cpu, ""};
   // The features the emitter chooses its paths by (byte permutes, vector widths) spelled out
   // as the host's are, that CPU's: `optjit emit --cpu icelake-server` shows the code that CPU
   // runs (the target-cpu attribute brings the rest).
   const auto sti = subtarget(t.triple, cpu);
-  if (!sti) return t;
-  for (const char* f : {"avx2", "avx512bw", "avx512f", "avx512vbmi", "prefer-256-bit"})
+  if (!sti)
+    return make_error(
+        "'{}' is not a CPU LLVM {} knows for {} (e.g. haswell, skylake-avx512, "
+        "znver3; this machine's is '{}')",
+        cpu, llvm_version(), t.triple, llvm::sys::getHostCPUName().str());
+  for (std::string_view f : kEmitterFeatures)
     t.features += fmt::format("{}{}{}", t.features.empty() ? "" : ",",
-                              sti->checkFeatures(std::string("+") + f) ? "+" : "-", f);
+                              sti->checkFeatures(std::string("+").append(f)) ? "+" : "-", f);
   return t;
 }
 
@@ -270,6 +319,7 @@ Expected<std::unique_ptr<CpuKernels>> CpuKernels::compile(const plan::Plan& plan
                                                           cache::KernelCache* cache,
                                                           int interleave) {
   auto t0 = std::chrono::steady_clock::now();
+  OPTJIT_TRY(check_cpu_feature_changes());
   CpuTarget target = CpuTarget::host();
   // The key carries a hash of the module as emitted (before optimization), as the CUDA and
   // OpenCL keys carry their source's, so an emitter change never loads stale object code.

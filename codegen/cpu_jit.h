@@ -23,12 +23,21 @@ namespace optjit::codegen {
 /// A CPU to compile for: the host by default; tests pin one (e.g. "haswell") to check the code.
 struct CpuTarget {
   std::string triple, cpu, features;
+  /// This machine's CPU and features, with OPTJIT_CPU_FEATURES's changes after them (see
+  /// check_cpu_feature_changes: code for the host is compiled only once that passes).
   static CpuTarget host();
-  static CpuTarget named(const std::string& cpu);  // host triple, that CPU's own features
+  /// The host's triple and that CPU's own features; an error for a CPU LLVM does not know.
+  static Expected<CpuTarget> named(const std::string& cpu);
   /// The exact fingerprint: what must match for compiled code to be reused.
   std::string exact() const;
   std::string exact_id() const;  // XXH3 of exact(), 16 hex digits
 };
+
+/// OPTJIT_CPU_FEATURES (e.g. "-avx512bw,-avx512vbmi": compile for a CPU without them),
+/// checked: comma-separated entries, each '+' or '-' and a feature LLVM knows for the host's
+/// triple, and no '+' of an instruction set this CPU lacks (its kernels would stop the process
+/// with an illegal instruction). Ok when unset.
+Status check_cpu_feature_changes();
 
 /// The LLVM IR of a plan, as built (optimized = false) or after O3 for the target.
 Expected<std::string> emit_cpu_ir(const plan::Plan& plan, bool optimized,

@@ -164,9 +164,13 @@ const DeviceKindRegistration registration({
     .list_order = 0,
     .open = [](int, void* queue) -> Expected<std::shared_ptr<Device>> {
       if (queue) return make_error("the cpu device takes no queue");
+      OPTJIT_TRY(codegen::check_cpu_feature_changes());
       return std::shared_ptr<Device>(std::make_shared<CpuDevice>());
     },
-    .list = []() -> Expected<std::vector<DeviceRecord>> { return std::vector{cpu_device()}; },
+    .list = []() -> Expected<std::vector<DeviceRecord>> {
+      OPTJIT_TRY(codegen::check_cpu_feature_changes());
+      return std::vector{cpu_device()};
+    },
 });
 
 }  // namespace

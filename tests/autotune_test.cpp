@@ -122,7 +122,8 @@ TEST(Autotune, CpuUnrollIsTheVectorizersInterleaveCount) {
   auto plan = compile_pipeline("adamw()");
   ASSERT_TRUE(plan);
   auto loads = [&](int unroll) {
-    auto ir = codegen::emit_cpu_ir(*plan, true, codegen::CpuTarget::named("haswell"), unroll);
+    auto ir =
+        codegen::emit_cpu_ir(*plan, true, codegen::CpuTarget::named("haswell").value(), unroll);
     EXPECT_TRUE(ir) << ir.error().message;
     size_t n = 0;
     for (size_t at = 0; (at = ir->find("load <8 x float>", at)) != std::string::npos; ++at) ++n;
@@ -132,7 +133,7 @@ TEST(Autotune, CpuUnrollIsTheVectorizersInterleaveCount) {
   EXPECT_EQ(one, 4u);  // param, grad, exp_avg, exp_avg_sq
   EXPECT_EQ(loads(2), 2 * one);
   EXPECT_EQ(loads(4), 4 * one);
-  auto bad = codegen::emit_cpu_ir(*plan, true, codegen::CpuTarget::named("haswell"), 17);
+  auto bad = codegen::emit_cpu_ir(*plan, true, codegen::CpuTarget::named("haswell").value(), 17);
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().message, "unroll (interleave count) 17 is not in 0..16");
 }

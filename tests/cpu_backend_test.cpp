@@ -5,8 +5,10 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -82,7 +84,7 @@ TEST(CombineOrder, SkippingEmptyLanesGivesTheWholeTreesBits) {
 TEST(CpuCodegen, AdamWVectorizesForAvx2) {
   auto plan = compile_pipeline("adamw()");
   ASSERT_TRUE(plan);
-  auto ir = codegen::emit_cpu_ir(*plan, true, codegen::CpuTarget::named("haswell"));
+  auto ir = codegen::emit_cpu_ir(*plan, true, codegen::CpuTarget::named("haswell").value());
   ASSERT_TRUE(ir) << ir.error().message;
   EXPECT_NE(ir->find("load <8 x float>"), std::string::npos) << *ir;
   EXPECT_NE(ir->find("@llvm.sqrt.v8f32(<8 x float>"), std::string::npos);
@@ -97,7 +99,7 @@ TEST(CpuCodegen, ReductionsVectorizeAndHalfTypesConvertInVectors) {
   auto plan = compile_pipeline("chain(clip_grad_norm(max_norm=1.0), adamw())",
                                {DType::bf16, DType::f16, DType::bf16});
   ASSERT_TRUE(plan);
-  auto ir = codegen::emit_cpu_ir(*plan, true, codegen::CpuTarget::named("haswell"));
+  auto ir = codegen::emit_cpu_ir(*plan, true, codegen::CpuTarget::named("haswell").value());
   ASSERT_TRUE(ir) << ir.error().message;
   auto has = [&](const char* re) { return std::regex_search(*ir, std::regex(re)); };
   EXPECT_TRUE(has(R"(fadd reassoc <\d+ x double>)"))
@@ -117,7 +119,7 @@ TEST(CpuCodegen, F16StepsComputeAtTheVectorWidthOfF32) {
   ASSERT_TRUE(plan);
   for (auto [cpu, lanes] : {std::pair{"haswell", 8}, {"skylake-avx512", 8}, {"knl", 16}}) {
     SCOPED_TRACE(cpu);
-    auto ir = codegen::emit_cpu_ir(*plan, true, codegen::CpuTarget::named(cpu));
+    auto ir = codegen::emit_cpu_ir(*plan, true, codegen::CpuTarget::named(cpu).value());
     ASSERT_TRUE(ir) << ir.error().message;
     auto has = [&](const std::string& re) { return std::regex_search(*ir, std::regex(re)); };
     EXPECT_TRUE(has(fmt::format(R"(@llvm\.sqrt\.v{0}f32\(<{0} x float>)", lanes)));
@@ -142,7 +144,7 @@ t()
 )";
   auto plan = compile_pipeline(text);
   ASSERT_TRUE(plan) << plan.error().message;
-  auto ir = codegen::emit_cpu_ir(*plan, true, codegen::CpuTarget::named("haswell"));
+  auto ir = codegen::emit_cpu_ir(*plan, true, codegen::CpuTarget::named("haswell").value());
   ASSERT_TRUE(ir) << ir.error().message;
   for (const char* fn : {"_ZGVdN8vv_powf", "_ZGVdN8v_expf", "_ZGVdN8v_logf", "_ZGVdN8v_cosf"})
     EXPECT_NE(ir->find(std::string("call <8 x float> @") + fn), std::string::npos) << fn;
@@ -176,6 +178,95 @@ TEST(CpuCodegen, UnoptimizedIrIsOneFunctionPerPass) {
 
 TEST(CpuCodegen, KernelsAreKeyedByTheirCode) {
   testing::check_kernels_are_keyed_by_their_code("cpu", {});
+}
+
+// The flags of /proc/cpuinfo: what the kernel found the CPU to have, an oracle apart from LLVM's
+// own detection.
+std::set<std::string> cpuinfo_flags() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("flags", 0) == 0) {
+      std::istringstream words(line.substr(line.find(':') + 1));
+      return {std::istream_iterator<std::string>(words), std::istream_iterator<std::string>()};
+    }
+  return {};
+}
+
+// OPTJIT_CPU_FEATURES may take away anything and add only what the CPU has: a '+' of an
+// instruction set it lacks compiled kernels that stopped the process with SIGILL (an f16 state
+// with +avx512fp16 on a Zen 4), and a misspelt name had LLVM print a warning for every module
+// and go on. Both are errors before any code is made, from every door to the host's code.
+TEST(CpuCodegen, FeatureChangesAreCheckedBeforeAnyCodeIsMade) {
+#if !defined(__x86_64__)
+  GTEST_SKIP() << "the instruction sets below are x86's";
+#endif
+  const auto flags = cpuinfo_flags();
+  ASSERT_TRUE(flags.count("sse2")) << "no flags read from /proc/cpuinfo";
+  // LLVM's name and the kernel's of instruction sets some x86 CPUs have and others lack (AMD
+  // has no AMX or AVX512-FP16, Intel no SSE4a or XOP).
+  std::string lacked;
+  for (auto [llvm_name, flag] : {std::pair{"avx512fp16", "avx512_fp16"},
+                                 {"amx-tile", "amx_tile"},
+                                 {"sse4a", "sse4a"},
+                                 {"xop", "xop"}})
+    if (!flags.count(flag)) {
+      lacked = llvm_name;
+      break;
+    }
+  ASSERT_FALSE(lacked.empty()) << "this CPU has every candidate";
+  auto plan = compile_pipeline("adamw(lr=1e-3, state_format=\"f16\")");
+  ASSERT_TRUE(plan);
+  struct Case {
+    std::string env, error;  // error empty: accepted
+  };
+  const std::string known = "is not '+' or '-' and an instruction set LLVM ";
+  const std::vector<Case> cases = {
+      {"-avx512bw,-avx512vbmi", ""},
+      {"+sse2", ""},            // every x86-64 has it
+      {"+prefer-256-bit", ""},  // a tuning, which any CPU runs
+      {"+" + lacked, "this CPU (" + codegen::CpuTarget::host().cpu + ") has no '" + lacked +
+                         "', and code using it would stop the process with an illegal instruction"},
+      {"-avx512bw,+" + lacked, "has no '" + lacked + "'"},
+      {"garbage", "'garbage' " + known},
+      {"+avx512bww", "'+avx512bww' " + known},
+      {"avx2", "'avx2' " + known},
+      {"-avx512bw,", "'' " + known},
+      {"+", "'+' " + known},
+  };
+  for (const auto& c : cases) {
+    ASSERT_EQ(::setenv("OPTJIT_CPU_FEATURES", c.env.c_str(), 1), 0);
+    auto checked = codegen::check_cpu_feature_changes();
+    auto kernels = codegen::CpuKernels::compile(*plan);
+    std::vector<float> w(64, 1.0f), g(64, 0.5f);
+    auto opt = Optimizer::create("adamw(lr=1e-3, state_format=\"f16\")",
+                                 {{"w", w.data(), DType::f32, {64}}},
+                                 OptimizerOptions{.cache = std::nullopt});
+    ::unsetenv("OPTJIT_CPU_FEATURES");
+    if (c.error.empty()) {
+      EXPECT_TRUE(checked) << c.env << ": " << checked.error().message;
+      EXPECT_TRUE(kernels) << c.env << ": " << kernels.error().message;
+      ASSERT_TRUE(opt) << c.env << ": " << opt.error().message;
+      ASSERT_TRUE((*opt)->step({g.data()}));
+      EXPECT_FLOAT_EQ(w[0], 1.0f - 1e-3f * (1.0f + 0.01f));  // Adam's first step: lr * sign
+      continue;
+    }
+    const std::string head = "OPTJIT_CPU_FEATURES='" + c.env + "': ";
+    ASSERT_FALSE(checked) << c.env;
+    EXPECT_EQ(checked.error().message.rfind(head, 0), 0u) << checked.error().message;
+    EXPECT_NE(checked.error().message.find(c.error), std::string::npos) << checked.error().message;
+    ASSERT_FALSE(kernels) << c.env;
+    EXPECT_EQ(kernels.error().message, checked.error().message);
+    ASSERT_FALSE(opt) << c.env;
+    EXPECT_NE(opt.error().message.find(checked.error().message), std::string::npos)
+        << opt.error().message;
+  }
+  // A CPU to show the code of (`optjit emit --cpu`) is one LLVM knows.
+  auto bogus = codegen::CpuTarget::named("bogus");
+  ASSERT_FALSE(bogus);
+  EXPECT_EQ(bogus.error().message.rfind("'bogus' is not a CPU LLVM ", 0), 0u)
+      << bogus.error().message;
+  EXPECT_TRUE(codegen::CpuTarget::named("znver3"));
 }
 
 // OPTJIT_PERF_MAP=1: each JIT'd pass is a line of /tmp/perf-<pid>.map, where `perf report`

@@ -483,9 +483,13 @@ int emit(const EmitOptions& o) {
     fmt::print("{}", *src);
     return 0;
   }
-  const auto target = o.cpu.empty() ? codegen::CpuTarget::host() : codegen::CpuTarget::named(o.cpu);
-  auto ir = o.assembly ? codegen::emit_cpu_asm(*p, target, o.unroll)
-                       : codegen::emit_cpu_ir(*p, o.optimized, target, o.unroll);
+  if (o.cpu.empty())
+    if (auto ok = codegen::check_cpu_feature_changes(); !ok) return fail(ok.error().message);
+  auto target = o.cpu.empty() ? Expected<codegen::CpuTarget>(codegen::CpuTarget::host())
+                              : codegen::CpuTarget::named(o.cpu);
+  if (!target) return fail("--cpu: " + target.error().message);
+  auto ir = o.assembly ? codegen::emit_cpu_asm(*p, *target, o.unroll)
+                       : codegen::emit_cpu_ir(*p, o.optimized, *target, o.unroll);
   if (!ir) return fail(ir.error().message);
   fmt::print("{}", *ir);
   return 0;
