@@ -119,6 +119,19 @@ TEST_F(Cli, SynthRunAndResumeEqualsOneLongRun) {
   auto r2 = optjit_cli("run " + pipe + " --params " + p("half.st") + " --state " + p("half.st") +
                        " --grads " + p("g2.st") + " --steps 2 --out " + p("resumed.st"));
   ASSERT_EQ(r2.code, 0) << r2.output;
+  EXPECT_EQ(r2.output.find("warning"), std::string::npos) << r2.output;
+  // An earlier run's OUT as --params alone gives its parameters and fresh state, and says so.
+  auto fresh = optjit_cli("run " + pipe + " --params " + p("half.st") + " --grads " + p("g2.st") +
+                          " --steps 2 --out " + p("fresh.st"));
+  ASSERT_EQ(fresh.code, 0) << fresh.output;
+  EXPECT_NE(fresh.output.find("optjit: warning: " + p("half.st") +
+                              " also holds an earlier run's optimizer state (step 2), which "
+                              "--params does not resume: this run starts from fresh state "
+                              "(--state " +
+                              p("half.st") + " resumes it)\n"),
+            std::string::npos)
+      << fresh.output;
+  EXPECT_EQ(runtime::read_safetensors(p("fresh.st"))->find("step")->get(0), 2.0);
   auto a = *runtime::read_safetensors(p("all.st"));
   auto b = *runtime::read_safetensors(p("resumed.st"));
   ASSERT_EQ(a.tensors.size(), b.tensors.size());
@@ -679,6 +692,19 @@ TEST_F(Cli, FailedCommandsLeaveNoFilesAndOutputsAreRegularFiles) {
   auto missing = optjit_cli(run + p("nodir/o.st"));
   EXPECT_EQ(missing.output, "optjit: --out " + p("nodir/o.st") + ": the directory " + p("nodir") +
                                 " does not exist\n");
+  // The output never replaces the gradients, by their name or another link to them.
+  std::ifstream gin(p("g.st"), std::ios::binary);
+  const std::string gradients((std::istreambuf_iterator<char>(gin)), {});
+  fs::create_hard_link(p("g.st"), p("g2.st"));
+  for (const std::string out : {"g.st", "g2.st"}) {
+    auto over = optjit_cli(run + p(out));
+    EXPECT_EQ(over.code, 1);
+    EXPECT_EQ(over.output, "optjit: --out " + p(out) + " is the gradients file (--grads " +
+                               p("g.st") + "): the output would replace the gradients\n");
+  }
+  fs::remove(p("g2.st"));
+  std::ifstream gafter(p("g.st"), std::ios::binary);
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(gafter)), {}), gradients);
   const auto before = entries();
   EXPECT_EQ(before, (std::vector<std::string>{"fifo", "g.st", "link.st", "p.st"}));
 

@@ -186,8 +186,22 @@ int run(const RunOptions& o) {
   if (!text) return fail(text.error().message);
   // Before any work: an output that cannot be written is known now, not after K steps.
   if (Status st = support::check_target(o.out); !st) return fail("--out " + st.error().message);
+  // The output replaces an input it names only where it holds what that input held: the
+  // parameters (updated, with the state beside them) or the state (resumed in place).
+  if (std::error_code ec; std::filesystem::equivalent(o.out, o.grads, ec))
+    return fail(fmt::format(
+        "--out {} is the gradients file (--grads {}): the output would replace the gradients",
+        o.out, o.grads));
   auto params = runtime::read_safetensors(o.params);
   if (!params) return fail(params.error().message);
+  // An earlier run's OUT as --params gives its parameters; its state is resumed by --state.
+  if (const HostTensor* step = params->find("step");
+      o.state.empty() && step && params->metadata.count("optjit.params"))
+    std::fprintf(stderr,
+                 "optjit: warning: %s also holds an earlier run's optimizer state (step %lld), "
+                 "which --params does not resume: this run starts from fresh state (--state %s "
+                 "resumes it)\n",
+                 o.params.c_str(), static_cast<long long>(step->get(0)), o.params.c_str());
   params->tensors = runtime::parameters_of(std::move(*params));
   auto grads = runtime::read_safetensors(o.grads);
   if (!grads) return fail(grads.error().message);
