@@ -98,8 +98,9 @@ struct OptimizerOptions {
   /// own), so that a caller can set the chunk alone (`optjit run --chunk`).
   int64_t gpu_chunk_elements = 0;
   /// cuda/opencl/webgpu: which device (an OpenCL or WebGPU index from `optjit devices`, a CUDA
-  /// ordinal); -1: the first GPU, else the first device. With a caller's WGPUDevice (`queue`):
-  /// the adapter it is on, for the fingerprints (wgpu-native cannot tell); -1: unnamed.
+  /// ordinal; the CPU is 0); -1: the first GPU, else the first device; below -1, an error. With a
+  /// caller's WGPUDevice (`queue`): the adapter it is on, for the fingerprints (wgpu-native cannot
+  /// tell); -1: unnamed.
   int device = -1;
   /// cuda: the caller's CUstream; opencl: the caller's cl_command_queue; webgpu: the caller's
   /// WGPUDevice, from the wgpu-native library optjit loads (the application's, wgpu-py's).

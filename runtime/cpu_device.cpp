@@ -162,8 +162,9 @@ const DeviceKindRegistration registration({
     .name = "cpu",
     .auto_label = "the CPU",
     .list_order = 0,
-    .open = [](int, void* queue) -> Expected<std::shared_ptr<Device>> {
+    .open = [](int index, void* queue) -> Expected<std::shared_ptr<Device>> {
       if (queue) return make_error("the cpu device takes no queue");
+      if (index > 0) return make_error("no cpu device {} (there is one, 0)", index);
       OPTJIT_TRY(codegen::check_cpu_feature_changes());
       return std::shared_ptr<Device>(std::make_shared<CpuDevice>());
     },

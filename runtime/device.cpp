@@ -69,9 +69,21 @@ void after_fork_in_child() {
 
 }  // namespace
 
+Status check_queue_address(const void* queue, const char* what) {
+  const auto a = reinterpret_cast<uintptr_t>(queue);
+  if (a < 65536 || a % alignof(void*) != 0)
+    return make_error("queue {:#x} is not the address of a {}", a, what);
+  return Status::Ok();
+}
+
 Expected<std::shared_ptr<Device>> open_device(const DeviceSpec& spec) {
   const DeviceKind* kind = find_device_kind(spec.kind);
   if (!kind) return make_error("no device kind '{}' ({})", spec.kind, device_kind_names());
+  if (spec.index < -1)
+    return make_error(
+        "device index {}: an index from `optjit devices` (0, 1, ...), or -1 for the first GPU "
+        "(else the first device)",
+        spec.index);
   static const int registered =
       pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child);
   (void)registered;

@@ -170,6 +170,7 @@ class OpenclModule final : public Module {
 class OpenclDevice final : public Device {
  public:
   static Expected<std::shared_ptr<OpenclDevice>> open(int index, void* queue) {
+    if (queue) OPTJIT_TRY(check_queue_address(queue, "cl_command_queue"));
     auto found = find_devices();
     if (!found) return found.error();
     auto d = std::shared_ptr<OpenclDevice>(new OpenclDevice());

@@ -1111,6 +1111,7 @@ const DeviceKindRegistration registration({
       static std::map<void*, std::weak_ptr<WebgpuDevice>> live;
       std::lock_guard lock(mu);
       if (queue) {  // a WGPUDevice: one optjit opened (queue()), or the caller's
+        OPTJIT_TRY(check_queue_address(queue, "WGPUDevice"));
         auto it = live.find(queue);
         if (it != live.end())
           if (auto d = it->second.lock()) return std::shared_ptr<Device>(std::move(d));

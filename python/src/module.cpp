@@ -356,34 +356,7 @@ class Engine {
     // step() returns None, and the step count and skip flag stay on the device.
     o.defer_skips = queue != 0;
     o.cuda_graph = cuda_graph;
-    if (!shard.is_none()) {
-      // (all_reduce, rank, size, name, [(tensor, numel[, quantize])...], [offset per
-      //  parameter][, order[, all_reduce_device]])
-      auto t = nb::cast<nb::tuple>(shard);
-      if (t.size() < 6 || t.size() > 8)
-        throw Error(
-            "shard: expected (all_reduce, rank, size, name, tensors, offsets[, order[, "
-            "all_reduce_device]])");
-      ShardOptions sh;
-      sh.comm = std::make_shared<PyCommunicator>(
-          nb::borrow(t[0]), t.size() == 8 ? nb::borrow(t[7]) : nb::none(), nb::cast<int>(t[1]),
-          nb::cast<int>(t[2]), nb::cast<std::string>(t[3]));
-      for (nb::handle e : nb::cast<nb::sequence>(t[4])) {
-        auto entry = nb::cast<nb::tuple>(e);
-        if (entry.size() != 2 && entry.size() != 3)
-          throw Error("shard: each tensor is (name, numel) or (name, numel, quantize)");
-        sh.tensors.push_back({nb::cast<std::string>(entry[0]), nb::cast<int64_t>(entry[1]),
-                              entry.size() == 3 ? nb::cast<bool>(entry[2]) : true});
-      }
-      sh.offsets = nb::cast<std::vector<int64_t>>(t[5]);
-      if (t.size() >= 7) {
-        const auto order = nb::cast<std::string>(t[6]);
-        if (order != "by_tensor" && order != "by_process")
-          throw Error(fmt::format("shard_order: '{}' is not by_tensor or by_process", order));
-        sh.order = order == "by_process" ? ShardOrder::by_process : ShardOrder::by_tensor;
-      }
-      o.shard = std::move(sh);
-    }
+    if (!shard.is_none()) o.shard = shard_options(shard);
     // Pipeline text, or the path of a file that holds it (as the CLI takes it).
     opt_ = take(Optimizer::create(take(read_pipeline_text(pipeline)), std::move(ps), std::move(o)));
     params_ = std::move(params);
@@ -694,6 +667,40 @@ class Engine {
     if (!m.first) throw Error(what() + ": a null device handle");
     return {m.first, m.second};
   }
+  // shard=(all_reduce, rank, size, name, [(name, numel[, quantize])...], [offset per
+  // parameter][, order[, all_reduce_device]]), as optjit.torch builds it.
+  static ShardOptions shard_options(nb::handle shard) {
+    try {
+      auto t = nb::cast<nb::tuple>(shard);
+      if (t.size() < 6 || t.size() > 8)
+        throw Error(
+            "shard: expected (all_reduce, rank, size, name, tensors, offsets[, order[, "
+            "all_reduce_device]])");
+      ShardOptions sh;
+      sh.comm = std::make_shared<PyCommunicator>(
+          nb::borrow(t[0]), t.size() == 8 ? nb::borrow(t[7]) : nb::none(), nb::cast<int>(t[1]),
+          nb::cast<int>(t[2]), nb::cast<std::string>(t[3]));
+      for (nb::handle e : nb::cast<nb::sequence>(t[4])) {
+        auto entry = nb::cast<nb::tuple>(e);
+        if (entry.size() != 2 && entry.size() != 3)
+          throw Error("shard: each tensor is (name, numel) or (name, numel, quantize)");
+        sh.tensors.push_back({nb::cast<std::string>(entry[0]), nb::cast<int64_t>(entry[1]),
+                              entry.size() == 3 ? nb::cast<bool>(entry[2]) : true});
+      }
+      sh.offsets = nb::cast<std::vector<int64_t>>(t[5]);
+      if (t.size() >= 7) {
+        const auto order = nb::cast<std::string>(t[6]);
+        if (order != "by_tensor" && order != "by_process")
+          throw Error(fmt::format("shard_order: '{}' is not by_tensor or by_process", order));
+        sh.order = order == "by_process" ? ShardOrder::by_process : ShardOrder::by_tensor;
+      }
+      return sh;
+    } catch (const nb::cast_error&) {  // was "RuntimeError: std::bad_cast"
+      throw Error(
+          "shard: expected (all_reduce, rank: int, size: int, name: str, [(name, numel[, "
+          "quantize]), ...], [offset, ...][, order: str[, all_reduce_device]])");
+    }
+  }
   static OptimizerOptions options(const std::string& backend, int device, uintptr_t queue,
                                   const std::optional<std::string>& grad_dtype, bool cache,
                                   const std::string& param_rounding, size_t groups) {
@@ -706,7 +713,8 @@ class Engine {
     if (param_rounding != "nearest" && param_rounding != "stochastic")
       throw Error(fmt::format("param_rounding: '{}' is not nearest or stochastic", param_rounding));
     o.stochastic_param_rounding = param_rounding == "stochastic";
-    o.groups.resize(groups > 0 ? groups - 1 : 0);
+    if (groups == 0) throw Error("groups: 0; the default group is one, so at least 1");
+    o.groups.resize(groups - 1);
     return o;
   }
   // The arrays the optimizer reads and writes between calls: the parameters and the bound

@@ -727,6 +727,28 @@ def test_low_level_engine_refuses_arrays_that_are_not_what_they_stand_for():
         # One value for both betas was taken for both, silently.
         (lambda: e.set_hyper("betas", [0.5]),
          "hyperparameter 'betas' has 2 elements (adamw.betas.0, adamw.betas.1): give 2 values"),
+        # A queue is an address: queue=1 on OpenCL was dereferenced (a segmentation fault).
+        (lambda: optjit.Engine("sgd(lr=0.1)", ["v"], [np.zeros(4, np.float32)],
+                               backend="opencl", queue=1),
+         "queue 0x1 is not the address of a cl_command_queue"),
+        (lambda: optjit.Engine("sgd(lr=0.1)", ["v"], [np.zeros(4, np.float32)],
+                               backend="webgpu", queue=0x10004),
+         "queue 0x10004 is not the address of a WGPUDevice"),
+        (lambda: optjit.Engine("sgd(lr=0.1)", ["v"], [np.zeros(4, np.float32)],
+                               backend="cuda", queue=3),
+         "queue 0x3 is not the address of a CUstream (or 0x1, 0x2: the default streams)"),
+        # Device indices below -1 were taken for -1, and the CPU's index was never read.
+        (lambda: optjit.Engine("sgd(lr=0.1)", ["v"], [np.zeros(4, np.float32)],
+                               backend="opencl", device=-5),
+         "device index -5: an index from `optjit devices` (0, 1, ...), or -1 for the first GPU"),
+        (lambda: optjit.Engine("sgd(lr=0.1)", ["v"], [np.zeros(4, np.float32)], device=7),
+         "no cpu device 7 (there is one, 0)"),
+        (lambda: optjit.Engine("sgd(lr=0.1)", ["v"], [np.zeros(4, np.float32)], groups=0),
+         "groups: 0; the default group is one, so at least 1"),
+        # A shard that is not the tuple it must be was "RuntimeError: std::bad_cast".
+        (lambda: optjit.Engine("sgd(lr=0.1)", ["v"], [np.zeros(4, np.float32)], shard=5),
+         "shard: expected (all_reduce, rank: int, size: int, name: str, [(name, numel[, "
+         "quantize]), ...], [offset, ...][, order: str[, all_reduce_device]])"),
     ]
     for call, message in cases:
         with pytest.raises(optjit.Error, match=re.escape(message)):
