@@ -10,8 +10,8 @@
 #include <fstream>
 #include <optional>
 #include <set>
-#include <sstream>
 
+#include "support/input_file.h"
 #include "support/output_file.h"
 
 namespace optjit::cache {
@@ -20,13 +20,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-Expected<std::string> read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error("{}: cannot read", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+// Keys and signatures are a few dozen bytes: a file far larger is none.
+constexpr uintmax_t kMaxKeyBytes = 1 << 16;
 
 Status sodium() {
   if (sodium_init() < 0) return make_error("libsodium failed to start");
@@ -34,7 +29,7 @@ Status sodium() {
 }
 
 Expected<std::string> read_secret_key(const std::string& path) {
-  auto sk = read_all(path);
+  auto sk = support::read_file(path, kMaxKeyBytes);
   if (!sk) return sk.error();
   if (sk->size() != crypto_sign_SECRETKEYBYTES)
     return make_error("{}: not an optjit signing key", path);
@@ -98,7 +93,7 @@ Expected<BundleCounts> export_bundle(KernelCache& cache, const std::string& path
   std::error_code ec;
   for (const char* ext : {"-wal", "-shm"}) fs::remove(tmp + ext, ec);
   if (sig) {
-    auto data = read_all(tmp);
+    auto data = support::read_file(tmp);
     if (!data) return data.error();
     OPTJIT_TRY(sig->write(signature(*data, key)));
     OPTJIT_TRY(support::commit_all({&*file, &*sig}));
@@ -113,7 +108,8 @@ Expected<BundleCounts> import_bundle(KernelCache& cache, const std::string& path
   const fs::file_status st = fs::status(path, ec);  // (not the throwing overload: EACCES)
   if (ec && ec != std::errc::no_such_file_or_directory)
     return make_error("{}: cannot be examined ({})", path, ec.message());
-  if (!fs::is_regular_file(st)) return make_error("{}: no such bundle", path);
+  if (!fs::exists(st)) return make_error("{}: no such bundle", path);
+  OPTJIT_TRY(support::check_input_file(path));
   {
     // SQLite opens an empty file, or any file with the magic, as an empty database: a
     // truncated download would import nothing and say nothing.
@@ -215,21 +211,25 @@ Status sign_file(const std::string& file, const std::string& secret_key) {
   OPTJIT_TRY(sodium());
   auto sk = read_secret_key(secret_key);
   if (!sk) return sk.error();
-  auto data = read_all(file);
+  auto data = support::read_file(file);
   if (!data) return data.error();
   return support::write_file(file + ".sig", signature(*data, *sk));
 }
 
 Status verify_file(const std::string& file, const std::string& public_key) {
   OPTJIT_TRY(sodium());
-  auto data = read_all(file);
+  auto data = support::read_file(file);
   if (!data) return data.error();
-  auto pk = read_all(public_key);
+  auto pk = support::read_file(public_key, kMaxKeyBytes);
   if (!pk) return pk.error();
   if (pk->size() != crypto_sign_PUBLICKEYBYTES)
     return make_error("{}: not an optjit public key", public_key);
-  auto sig = read_all(file + ".sig");
-  if (!sig) return make_error("{}: no signature ({}.sig)", file, file);
+  auto sig = support::read_file(file + ".sig", kMaxKeyBytes);
+  if (!sig) {
+    std::error_code ec;
+    if (!fs::exists(file + ".sig", ec)) return make_error("{}: no signature ({}.sig)", file, file);
+    return sig.error();
+  }
   if (sig->size() != crypto_sign_BYTES ||
       crypto_sign_verify_detached(reinterpret_cast<const unsigned char*>(sig->data()),
                                   reinterpret_cast<const unsigned char*>(data->data()),

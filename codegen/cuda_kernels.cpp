@@ -1,12 +1,9 @@
 #include "codegen/cuda_kernels.h"
 
-#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
@@ -14,16 +11,19 @@
 #include "cache/kernel_cache.h"
 #include "codegen/c_emitter.h"
 #include "ir/text.h"
+#include "support/input_file.h"
 
 namespace optjit::codegen {
 
+namespace {
+// An edited source is the emitted one with changes: a few hundred KiB at most.
+constexpr uintmax_t kMaxSourceBytes = 64 << 20;
+}  // namespace
+
 Expected<std::string> edited_source(const std::string& path, const std::string& emitted) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return make_error("OPTJIT_CUDA_SOURCE: cannot read '{}': {}", path, std::strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
-  std::string edited = text.str();
+  auto text = support::read_file(path, kMaxSourceBytes);
+  if (!text) return make_error("OPTJIT_CUDA_SOURCE: {}", text.error().message);
+  const std::string& edited = *text;
   auto first = [](const std::string& s) { return s.substr(0, s.find('\n')); };
   if (first(edited) != first(emitted))
     return make_error(

@@ -752,6 +752,36 @@ TEST_F(Cli, FailedCommandsLeaveNoFilesAndOutputsAreRegularFiles) {
             fs::perms::owner_read | fs::perms::owner_write);
 }
 
+// Every file a command reads whole is read only when it is a regular file: a FIFO as a signing
+// key, a public key or a --shapes list was waited on forever, /dev/zero read until memory ran
+// out, a directory of shapes was "unexpected error: basic_filebuf::underflow ...".
+TEST_F(Cli, InputsThatAreNotRegularFilesAreRefusedNotWaitedOn) {
+  ASSERT_EQ(::mkfifo(p("fifo").c_str(), 0644), 0);
+  const std::string env = "OPTJIT_CACHE_DIR=" + p("kc") + " ";
+  ASSERT_EQ(optjit_cli_prefixed(env, "cache export " + p("b.bundle")).code, 0);
+  const std::string fifo = p("fifo") + ": is a FIFO; optjit reads only regular files\n";
+  const std::string zero = "/dev/zero: is a character device; optjit reads only regular files\n";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"cache export " + p("c.bundle") + " --sign " + p("fifo"), fifo},
+      {"cache export " + p("c.bundle") + " --sign /dev/zero", zero},
+      {"cache import " + p("b.bundle") + " --verify " + p("fifo"), fifo},
+      {"cache import " + p("b.bundle") + " --verify /dev/zero", zero},
+      {"cache import " + p("fifo"), fifo},
+      {"cache import /dev/zero", zero},
+      {"cache import " + p("kc"), p("kc") + ": is a directory; optjit reads only regular files\n"},
+      {"tune 'adamw()' --shapes " + p("fifo"), "--shapes " + fifo},
+      {"bench 'adamw()' --shapes " + p("kc"),
+       "--shapes " + p("kc") + ": is a directory; optjit reads only regular files\n"},
+  };
+  for (const auto& [args, message] : cases) {
+    // (timeout: a command that waits on the FIFO fails the test instead of hanging it)
+    auto r = optjit_cli_prefixed(env + "timeout 60 ", args);
+    EXPECT_EQ(r.code, 1) << args;
+    EXPECT_EQ(r.output, "optjit: " + message) << args;
+  }
+  EXPECT_FALSE(fs::exists(p("c.bundle")));
+}
+
 // state_format: every transform's per-element state stored in bf16 or f16. The plan counts
 // its bytes; the reference, the CPU and OpenCL agree (CPU and OpenCL bit for bit, the
 // reference within f32 rounding: it computes in float64); the file holds bf16 state.

@@ -3,6 +3,7 @@
 // default suite runs it all but NCCL on the CPU under the CUDA emulator (tests/cuda_emu, label
 // "emulator"): every kernel and the runtime's streams, graphs and memory, not a GPU's timing.
 // Without either, every test fails with the driver's message, by design.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <bit>
@@ -665,7 +666,17 @@ TEST(Cuda, KernelsCompileFromAnEditedSourceWhenAsked) {
   ::unsetenv("OPTJIT_CUDA_SOURCE");
   ASSERT_FALSE(missing);
   EXPECT_EQ(missing.error().message,
-            fmt::format("OPTJIT_CUDA_SOURCE: cannot read '{}': No such file or directory", path));
+            fmt::format("OPTJIT_CUDA_SOURCE: {}: cannot open (No such file or directory)", path));
+  // A FIFO is not waited on (it was, forever, for a writer).
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  ::setenv("OPTJIT_CUDA_SOURCE", path.c_str(), 1);
+  auto fifo = run(nullptr);
+  ::unsetenv("OPTJIT_CUDA_SOURCE");
+  std::filesystem::remove(path);
+  ASSERT_FALSE(fifo);
+  EXPECT_EQ(
+      fifo.error().message,
+      fmt::format("OPTJIT_CUDA_SOURCE: {}: is a FIFO; optjit reads only regular files", path));
 }
 
 TEST(Cuda, QueuedStepsOnTheCallersStreamDoNotWaitForIt) {

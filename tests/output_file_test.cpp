@@ -1,6 +1,8 @@
 // Files optjit writes: whole or not at all, never over something that is not a regular file,
 // and no temporaries left behind by failures, signals or (on the next write) a killed process.
+// Files it reads whole: only regular ones, never waited on or read without end.
 #include "support/output_file.h"
+#include "support/input_file.h"
 
 #include <signal.h>
 #include <sys/resource.h>
@@ -227,6 +229,50 @@ TEST_F(OutputFileTest, AHostsOwnSignalHandlerIsKept) {
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+// A FIFO was waited on forever (a signing key, a public key, a --shapes list, an edited CUDA
+// source given as one), /dev/zero read until memory ran out, a directory failed with a stream
+// library's message.
+TEST_F(OutputFileTest, InputsAreReadOnlyWhenTheyAreRegularFiles) {
+  put(p("key"), std::string("k\0y", 3));
+  auto key = read_file(p("key"));
+  ASSERT_TRUE(key) << key.error().message;
+  EXPECT_EQ(*key, std::string("k\0y", 3));
+  EXPECT_TRUE(check_input_file(p("key")));
+  auto empty = (put(p("empty"), ""), read_file(p("empty")));
+  ASSERT_TRUE(empty);
+  EXPECT_EQ(*empty, "");
+  ASSERT_EQ(::mkfifo(p("fifo").c_str(), 0600), 0);
+  fs::create_directory(p("dir"));
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {p("fifo"), p("fifo") + ": is a FIFO; optjit reads only regular files"},
+      {"/dev/zero", "/dev/zero: is a character device; optjit reads only regular files"},
+      {p("dir"), p("dir") + ": is a directory; optjit reads only regular files"},
+      {p("none"), p("none") + ": cannot open (No such file or directory)"},
+  };
+  for (const auto& [path, message] : refused) {
+    auto r = read_file(path);
+    ASSERT_FALSE(r) << path;
+    EXPECT_EQ(r.error().message, message);
+    auto c = check_input_file(path);
+    ASSERT_FALSE(c) << path;
+    EXPECT_EQ(c.error().message, message);
+  }
+  // At most max_bytes: what is larger is refused by its size, unread.
+  put(p("big"), std::string(1000, 'x'));
+  EXPECT_TRUE(read_file(p("big"), 1000));
+  auto big = read_file(p("big"), 999);
+  ASSERT_FALSE(big);
+  EXPECT_EQ(big.error().message, p("big") + ": is 1000 bytes, more than the 999 read here");
+  // A file whose size says 0 but that holds text (/proc) is read whole.
+  auto status = read_file("/proc/self/status");
+  ASSERT_TRUE(status) << status.error().message;
+  EXPECT_NE(status->find("Pid:"), std::string::npos);
+  auto capped = read_file("/proc/self/status", 16);
+  ASSERT_FALSE(capped);
+  EXPECT_EQ(capped.error().message,
+            "/proc/self/status: grew past the 16 bytes read here while it was read");
 }
 
 }  // namespace

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <fstream>
+#include <filesystem>
 #include <map>
 
 #include <fmt/core.h>
@@ -18,6 +18,7 @@
 #include "ir/compile.h"
 #include "ir/pipeline_text.h"
 #include "runtime/device.h"
+#include "support/input_file.h"
 #include "tools/optjit/commands.h"
 
 namespace optjit::cli {
@@ -111,12 +112,14 @@ Expected<Shapes> preset_shapes(const BenchOptions& o) {
     return s;
   }
   // A JSON file: {"name": [dims], ...}
-  std::ifstream in(o.shapes);
-  if (!in)
+  std::error_code ec;
+  if (!std::filesystem::exists(o.shapes, ec))
     return make_error(
         "--shapes '{}' is not a preset (gpt2-small, resnet50, many-small) or a readable file",
         o.shapes);
-  auto j = nlohmann::json::parse(in, nullptr, false);
+  auto text = support::read_file(o.shapes, 64 << 20);
+  if (!text) return make_error("--shapes {}", text.error().message);
+  auto j = nlohmann::json::parse(*text, nullptr, false);
   if (j.is_discarded() || !j.is_object())
     return make_error("{}: expected a JSON object of name: [dims]", o.shapes);
   Shapes s;
