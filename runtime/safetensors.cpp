@@ -1,7 +1,6 @@
 #include "runtime/safetensors.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -13,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "support/input_file.h"
 #include "support/output_file.h"
 
 namespace optjit::runtime {
@@ -193,14 +193,8 @@ std::string json_type(const nlohmann::json& j) {
 }  // namespace
 
 Expected<TensorFile> read_safetensors(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0)
-    return make_error("{}: cannot open ({})", path, std::strerror(errno));
-  if (S_ISDIR(st.st_mode)) return make_error("{}: is a directory, not a safetensors file", path);
   // Opening a FIFO waits for a writer (forever), and a device has no size to check against.
-  if (!S_ISREG(st.st_mode))
-    return make_error("{}: is not a regular file (a FIFO or a device), not a safetensors file",
-                      path);
+  OPTJIT_TRY(support::check_input_file(path));
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return make_error("{}: cannot open ({})", path, std::strerror(errno));
   auto file_size = static_cast<uint64_t>(in.tellg());
