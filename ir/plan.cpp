@@ -545,6 +545,11 @@ Expected<Plan> make_plan(const Program& program) {
         "the pipeline has {} buffers (parameter, gradient and one per state); optjit plans at "
         "most {}",
         simple.buffers.size(), kMaxBuffers);
+  if (simple.insts.size() > kMaxInstructions)
+    return make_error(
+        "the pipeline is {} instructions (simplified); optjit plans at most {} (the largest "
+        "chains of built-ins are a few hundred): step the parameters with several optimizers",
+        simple.insts.size(), kMaxInstructions);
   Planner best(simple, {});
   if (int p = best.passes_at_least(); p > kMaxPasses)
     return make_error(

@@ -91,6 +91,11 @@ ShardSlots shard_slots_before(const Plan& plan, size_t k, size_t r);
 /// level of global reductions, e.g. a chain of two clips has 3) and a handful of buffers.
 inline constexpr int kMaxPasses = 64;
 inline constexpr size_t kMaxBuffers = 256;  // parameters, gradients and state
+// Instructions of the simplified program: the largest chains of built-ins are a few hundred
+// (grad_scaler, clip and six optimizers: 320). Planning and compiling grow faster than the
+// program (1,000 chained SGDs, 10,000 instructions, took 17 s to compile; 20,000, over 5
+// minutes), so a pipeline past this is refused rather than compiled for minutes.
+inline constexpr size_t kMaxInstructions = 8192;
 
 /// Plans a verified program (it is simplified first).
 Expected<Plan> make_plan(const ir::Program& program);
