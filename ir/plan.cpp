@@ -513,6 +513,7 @@ void add_versions(Pass& pass, const std::vector<ir::BufferDecl>& buffers) {
   std::vector<uint32_t> candidates;
   for (const Inst& in : pass.body.insts)
     if (in.op == Op::Uniform && in.type == DType::b1) candidates.push_back(in.attr);
+  if (candidates.size() > kMaxGuardCandidates) return;
   std::vector<uint32_t> guards;
   double fewest = pass.bytes_read + pass.bytes_written;
   while (guards.size() < kMaxGuards) {
@@ -548,7 +549,7 @@ Expected<Plan> make_plan(const Program& program) {
   if (simple.insts.size() > kMaxInstructions)
     return make_error(
         "the pipeline is {} instructions (simplified); optjit plans at most {} (the largest "
-        "chains of built-ins are a few hundred): step the parameters with several optimizers",
+        "chains of built-ins are a few hundred)",
         simple.insts.size(), kMaxInstructions);
   Planner best(simple, {});
   if (int p = best.passes_at_least(); p > kMaxPasses)
@@ -572,7 +573,15 @@ Expected<Plan> make_plan(const Program& program) {
       if (trial.passes() == best.passes() && trial.total() < best.total()) best = trial;
     }
   }
-  return best.build();
+  Plan plan = best.build();
+  for (size_t k = 0; k < plan.passes.size(); ++k)
+    if (plan.passes[k].uniforms.size() > kMaxUniforms)
+      return make_error(
+          "pass {} takes {} values from the host (hyperparameters and what the host computes "
+          "from them); optjit compiles at most {} (the largest chains of built-ins take under "
+          "a hundred)",
+          k, plan.passes[k].uniforms.size(), kMaxUniforms);
+  return plan;
 }
 
 std::string describe(const Plan& plan, bool with_bodies) {

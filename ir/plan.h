@@ -39,6 +39,9 @@ struct Pass {
 
 /// Versions double per guard; the kernels hold all of them.
 inline constexpr size_t kMaxGuards = 3;
+/// A pass with more boolean uniforms than this gets no versions: choosing guards costs a
+/// rewrite of the pass per candidate and guard (real passes have a handful of candidates).
+inline constexpr size_t kMaxGuardCandidates = 64;
 
 /// How a value needed after the pass that can first compute it gets there.
 enum class Carry { recompute, forward, scratch };
@@ -91,11 +94,12 @@ ShardSlots shard_slots_before(const Plan& plan, size_t k, size_t r);
 /// level of global reductions, e.g. a chain of two clips has 3) and a handful of buffers.
 inline constexpr int kMaxPasses = 64;
 inline constexpr size_t kMaxBuffers = 256;  // parameters, gradients and state
-// Instructions of the simplified program: the largest chains of built-ins are a few hundred
-// (grad_scaler, clip and six optimizers: 320). Planning and compiling grow faster than the
-// program (1,000 chained SGDs, 10,000 instructions, took 17 s to compile; 20,000, over 5
-// minutes), so a pipeline past this is refused rather than compiled for minutes.
-inline constexpr size_t kMaxInstructions = 8192;
+// Instructions of the simplified program (20,000 one-line statements compile in 1.8 s) and
+// values a pass takes from the host, each live through its loop (1,200 of them, 400 chained
+// SGDs, took 2.9 s to compile; 2,700 took 16 s, 60,000 over 5 minutes). The largest chains of
+// built-ins have a few hundred instructions and under a hundred such values.
+inline constexpr size_t kMaxInstructions = 32768;
+inline constexpr size_t kMaxUniforms = 1024;
 
 /// Plans a verified program (it is simplified first).
 Expected<Plan> make_plan(const ir::Program& program);
