@@ -64,7 +64,7 @@ class CudaDevice final : public Device {
  public:
   static Expected<std::shared_ptr<CudaDevice>> open(int ordinal, void* stream) {
     if (stream && stream != cuda::kStreamLegacy && stream != cuda::kStreamPerThread)
-      OPTJIT_TRY(check_queue_address(stream, "CUstream (or 0x1, 0x2: the default streams)"));
+      OPTJIT_TRY(check_handle(stream, "queue", "CUstream (or 0x1, 0x2: the default streams)"));
     auto devices = cuda_devices();
     if (!devices) return devices.error();
     if (ordinal < 0) ordinal = 0;

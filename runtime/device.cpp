@@ -69,10 +69,10 @@ void after_fork_in_child() {
 
 }  // namespace
 
-Status check_queue_address(const void* queue, const char* what) {
-  const auto a = reinterpret_cast<uintptr_t>(queue);
+Status check_handle(const void* handle, const char* role, const char* what) {
+  const auto a = reinterpret_cast<uintptr_t>(handle);
   if (a < 65536 || a % alignof(void*) != 0)
-    return make_error("queue {:#x} is not the address of a {}", a, what);
+    return make_error("{} {:#x} is not the address of a {}", role, a, what);
   return Status::Ok();
 }
 

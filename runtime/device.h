@@ -231,11 +231,12 @@ struct DeviceSpec {
 /// `what` is "OpenCL device").
 Expected<int> choose_device(int index, const std::vector<bool>& gpu, const char* what);
 
-/// A caller's queue handed over as a number (Python's `queue=`, a C caller's cast): an
-/// address, so never below Linux's lowest mappable one (64 KiB) nor misaligned, or an error
-/// naming `what` ("cl_command_queue"). Only that can be known without using it: a plausible
-/// address that holds no queue is the caller's to answer for, as with any pointer.
-Status check_queue_address(const void* queue, const char* what);
+/// A driver object's handle handed over as a number (Python's `queue=`, a buffer handle of
+/// Engine.on_device, a C caller's cast): an address, so never below Linux's lowest mappable
+/// one (64 KiB) nor misaligned, or an error: "{role} 0x1 is not the address of a {what}"
+/// ("queue", "cl_command_queue"). Only that can be known without using it: a plausible
+/// address that holds no such object is the caller's to answer for, as with any pointer.
+Status check_handle(const void* handle, const char* role, const char* what);
 
 /// Opens a device, or says why there is none ("no CUDA driver on this machine ...").
 Expected<std::shared_ptr<Device>> open_device(const DeviceSpec& spec);

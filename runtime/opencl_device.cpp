@@ -170,7 +170,7 @@ class OpenclModule final : public Module {
 class OpenclDevice final : public Device {
  public:
   static Expected<std::shared_ptr<OpenclDevice>> open(int index, void* queue) {
-    if (queue) OPTJIT_TRY(check_queue_address(queue, "cl_command_queue"));
+    if (queue) OPTJIT_TRY(check_handle(queue, "queue", "cl_command_queue"));
     auto found = find_devices();
     if (!found) return found.error();
     auto d = std::shared_ptr<OpenclDevice>(new OpenclDevice());
@@ -235,6 +235,26 @@ class OpenclDevice final : public Device {
     return DeviceMemory{reinterpret_cast<uint64_t>(m), 0};
   }
   void release(DeviceMemory m) override { clReleaseMemObject(mem(m)); }
+  // A caller's buffer: an OpenCL memory object of this queue's context, large enough. Kernels
+  // index what the tensor table says, unchecked: a buffer that was too small was written past.
+  Status check_memory(DeviceMemory m, size_t bytes) const override {
+    if (!m || bytes == 0) return Status::Ok();
+    OPTJIT_TRY(check_handle(reinterpret_cast<void*>(m.handle), "buffer", "cl_mem"));
+    cl_context ctx = nullptr;
+    size_t size = 0;
+    cl_int e = clGetMemObjectInfo(mem(m), CL_MEM_CONTEXT, sizeof(ctx), &ctx, nullptr);
+    if (e == CL_SUCCESS) e = clGetMemObjectInfo(mem(m), CL_MEM_SIZE, sizeof(size), &size, nullptr);
+    if (e != CL_SUCCESS)
+      return make_error("{:#x} is not an OpenCL buffer ({})", m.handle, cl_error(e));
+    if (ctx != ctx_)
+      return make_error(
+          "the OpenCL buffer belongs to another context than the optimizer's queue (give the "
+          "optimizer that context's queue)");
+    if (m.offset + bytes > size)
+      return make_error("{} bytes at offset {} pass the end of its OpenCL buffer of {} bytes",
+                        bytes, m.offset, size);
+    return Status::Ok();
+  }
   Status write(DeviceMemory dst, const void* src, size_t bytes) override {
     return enqueue_write(dst, src, bytes, CL_TRUE);
   }

@@ -479,6 +479,7 @@ class WebgpuDevice final : public Device {
   }
   Status check_memory(DeviceMemory m, size_t bytes) const override {
     if (!m || bytes == 0) return Status::Ok();
+    OPTJIT_TRY(check_handle(reinterpret_cast<void*>(m.handle), "buffer", "WGPUBuffer"));
     const WGPUBufferUsage need =
         WGPUBufferUsage_Storage | WGPUBufferUsage_CopySrc | WGPUBufferUsage_CopyDst;
     if ((w_->wgpuBufferGetUsage(buf(m)) & need) != need)
@@ -1111,7 +1112,7 @@ const DeviceKindRegistration registration({
       static std::map<void*, std::weak_ptr<WebgpuDevice>> live;
       std::lock_guard lock(mu);
       if (queue) {  // a WGPUDevice: one optjit opened (queue()), or the caller's
-        OPTJIT_TRY(check_queue_address(queue, "WGPUDevice"));
+        OPTJIT_TRY(check_handle(queue, "queue", "WGPUDevice"));
         auto it = live.find(queue);
         if (it != live.end())
           if (auto d = it->second.lock()) return std::shared_ptr<Device>(std::move(d));

@@ -882,6 +882,56 @@ TEST(Optimizer, CallerOwnedMemoryOnOpencl) {
   }
 }
 
+// The caller's OpenCL buffers are what they must be before anything runs: kernels index what
+// the tensor table says, unchecked, so a buffer that was too small was written past its end,
+// and a handle that was no buffer (Engine.on_device's numbers) was a segmentation fault.
+TEST(Optimizer, TheCallersOpenclBuffersAreCheckedBeforeUse) {
+  auto dev = runtime::open_device({.kind = "opencl"});  // the caller's context and queue
+  ASSERT_TRUE(dev) << dev.error().message;
+  auto other = runtime::open_device({.kind = "opencl"});  // another context
+  ASSERT_TRUE(other) << other.error().message;
+  std::vector<runtime::DeviceAllocation> blocks;
+  auto buffer = [&](runtime::Device& d, size_t bytes) {
+    auto a = runtime::allocate(d, bytes, "test memory");
+    EXPECT_TRUE(a) << a.error().message;
+    blocks.push_back(std::move(*a));
+    return blocks.back().memory();
+  };
+  OptimizerOptions o;
+  o.backend = Backend::opencl;
+  o.queue = (*dev)->queue();
+  o.cache.reset();
+  auto make = [&](DeviceMemory w) {
+    return Optimizer::create("sgd(lr=0.1)",
+                             {{.name = "w", .dtype = DType::f32, .shape = {300}, .device = w}}, o);
+  };
+  const DeviceMemory fits = buffer(**dev, 1200), grad = buffer(**dev, 1200);
+  const std::vector<std::pair<DeviceMemory, std::string>> refused = {
+      {buffer(**dev, 64), "1200 bytes at offset 0 pass the end of its OpenCL buffer of 64 bytes"},
+      {DeviceMemory{fits.handle, 4},
+       "1200 bytes at offset 4 pass the end of its OpenCL buffer of 1200 bytes"},
+      {buffer(**other, 1200),
+       "the OpenCL buffer belongs to another context than the optimizer's queue (give the "
+       "optimizer that context's queue)"},
+      {DeviceMemory{8, 0}, "buffer 0x8 is not the address of a cl_mem"},
+  };
+  for (const auto& [memory, message] : refused) {
+    auto opt = make(memory);
+    ASSERT_FALSE(opt) << message;
+    EXPECT_EQ(opt.error().message, "parameter 'w': " + message);
+  }
+  auto opt = make(fits);
+  ASSERT_TRUE(opt) << opt.error().message;
+  ASSERT_TRUE((*opt)->step_device({grad}));
+  for (const auto& [memory, message] : refused) {
+    auto r = (*opt)->step_device({memory});
+    ASSERT_FALSE(r) << message;
+    EXPECT_EQ(r.error().message, "the gradient of 'w': " + message);
+  }
+  ASSERT_TRUE((*opt)->step_device({grad}));
+  EXPECT_EQ((*opt)->step_count(), 2);
+}
+
 // Queued steps on the caller's OpenCL queue, held shut by a user event (tests/queued_steps.h).
 struct OpenclGate {
   runtime::Device& dev;

@@ -909,6 +909,10 @@ TEST(Webgpu, StepsOnTheCallersOwnDeviceAndBuffers) {
     EXPECT_EQ(r.error().message,
               "the gradient of 'a': 1200 bytes at offset 0 pass the end of its WebGPU buffer of 64 "
               "bytes");
+    r = (*opt)->step_device({webgpu_memory(reinterpret_cast<WGPUBuffer>(uintptr_t{8})), gb});
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().message,
+              "the gradient of 'a': buffer 0x8 is not the address of a WGPUBuffer");
     r = (*opt)->step_device({webgpu_memory(unbindable), gb});
     ASSERT_FALSE(r);
     EXPECT_EQ(r.error().message,
