@@ -115,7 +115,10 @@ std::string KernelKey::id() const { return fmt::format("{}/{}/{}", fingerprint, 
 
 std::string default_cache_dir() {
   if (const char* d = std::getenv("OPTJIT_CACHE_DIR"); d && *d) return d;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/optjit";
+  // A relative XDG_CACHE_HOME is invalid and to be ignored (the XDG Base Directory spec): it
+  // would put the cache wherever the process happens to start.
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x == '/')
+    return std::string(x) + "/optjit";
   if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/optjit";
   std::error_code ec;  // (temp_directory_path throws where TMPDIR names no directory)
   const fs::path tmp = fs::temp_directory_path(ec);

@@ -601,6 +601,18 @@ TEST_F(Cli, KernelsAndDecisionsACacheCannotStoreAreSaidNotStored) {
       "env -u HOME -u XDG_CACHE_HOME -u OPTJIT_CACHE_DIR TMPDIR=" + p("gone") + " ", "cache path");
   EXPECT_EQ(where.code, 0) << where.output;
   EXPECT_EQ(where.output, fmt::format("/tmp/optjit-cache-{}/kernels.sqlite\n", ::geteuid()));
+  // XDG_CACHE_HOME when it is absolute; a relative one is ignored, as the XDG spec says (the
+  // cache went wherever the command was started).
+  for (const auto& [xdg, want] :
+       {std::pair{p("xdg"), p("xdg") + "/optjit"}, {"relative", p("home") + "/.cache/optjit"}}) {
+    auto at = optjit_cli_prefixed("cd " + dir_.string() +
+                                      " && env -u OPTJIT_CACHE_DIR XDG_CACHE_HOME=" + xdg +
+                                      " HOME=" + p("home") + " ",
+                                  "cache path");
+    EXPECT_EQ(at.code, 0) << at.output;
+    EXPECT_EQ(at.output, want + "/kernels.sqlite\n") << xdg;
+  }
+  EXPECT_FALSE(fs::exists(p("relative"))) << "a cache made in the working directory";
 }
 
 // Shipping a warm cache: build cubins ahead of time (no GPU), export them signed, import them
