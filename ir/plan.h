@@ -94,10 +94,10 @@ ShardSlots shard_slots_before(const Plan& plan, size_t k, size_t r);
 /// level of global reductions, e.g. a chain of two clips has 3) and a handful of buffers.
 inline constexpr int kMaxPasses = 64;
 inline constexpr size_t kMaxBuffers = 256;  // parameters, gradients and state
-// Instructions of the simplified program (20,000 one-line statements compile in 1.8 s) and
-// values a pass takes from the host, each live through its loop (1,200 of them, 400 chained
-// SGDs, took 2.9 s to compile; 2,700 took 16 s, 60,000 over 5 minutes). The largest chains of
-// built-ins have a few hundred instructions and under a hundred such values.
+/// Instructions of the simplified program (20,000 one-line statements compile in 1.8 s) and
+/// values a pass takes from the host, each live through its loop (1,200 of them, 400 chained
+/// SGDs, took 2.9 s to compile; 2,700 took 16 s, 60,000 over 5 minutes). The largest chains of
+/// built-ins have a few hundred instructions and under a hundred such values.
 inline constexpr size_t kMaxInstructions = 32768;
 inline constexpr size_t kMaxUniforms = 1024;
 
