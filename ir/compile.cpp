@@ -4,12 +4,32 @@
 #include <filesystem>
 #include <fstream>
 
+#include <fmt/format.h>
+
 #include "ir/builtins.h"
 #include "ir/pipeline_text.h"
 
 namespace optjit {
 
+namespace {
+
+// `s` as an error message shows it: control bytes as \xNN, and past 200 characters cut, with
+// its length ("aaa... (2000000 bytes)"). A string of text without '(' is taken for a path, and
+// its echo was the whole of it, a megabyte of message.
+std::string shown(const std::string& s) {
+  constexpr size_t kMost = 200;
+  std::string out;
+  for (unsigned char c : s) {
+    if (out.size() >= kMost) return out + fmt::format("... ({} bytes)", s.size());
+    out += c < 0x20 || c == 0x7f ? fmt::format("\\x{:02x}", c) : std::string(1, char(c));
+  }
+  return out;
+}
+
+}  // namespace
+
 Expected<std::string> read_pipeline_text(const std::string& s) {
+  const std::string q = shown(s);  // (at most 200 characters looked at)
   // Pipeline text always has '('; a path to a file never needs one. Only a regular file of
   // text-like size is read: /dev/zero filled memory until the machine ran out, a FIFO (or
   // /dev/stdin) waited forever, and a directory read as empty text.
@@ -20,31 +40,31 @@ Expected<std::string> read_pipeline_text(const std::string& s) {
   if (!file) {
     if (std::filesystem::exists(s, ec))
       return make_error("'{}' is not a regular file (a pipeline is text, or a file that holds it)",
-                        s);
+                        q);
     // A transform's bare name ("adamw") is a call without its parentheses, not a file.
     if (dsl::find_builtin(s))
       return make_error("'{}' is neither pipeline text nor a readable file (did you mean '{}()'?)",
-                        s, s);
-    return make_error("'{}' is neither pipeline text nor a readable file", s);
+                        q, q);
+    return make_error("'{}' is neither pipeline text nor a readable file", q);
   }
   const std::uintmax_t size = std::filesystem::file_size(s, ec);
   if (!ec && size > kMaxBytes)
-    return make_error("'{}' is {} bytes: a pipeline file holds at most {} bytes of text", s, size,
+    return make_error("'{}' is {} bytes: a pipeline file holds at most {} bytes of text", q, size,
                       kMaxBytes);
   std::ifstream in(s, std::ios::binary);
-  if (!in) return make_error("'{}' is neither pipeline text nor a readable file", s);
+  if (!in) return make_error("'{}' is neither pipeline text nor a readable file", q);
   std::string text(kMaxBytes + 1, '\0');
   in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  if (in.bad()) return make_error("'{}': reading it failed", s);
+  if (in.bad()) return make_error("'{}': reading it failed", q);
   text.resize(static_cast<size_t>(in.gcount()));
   if (text.size() > kMaxBytes)  // it grew since its size was taken
-    return make_error("'{}' is over {} bytes: a pipeline file holds at most {} bytes of text", s,
+    return make_error("'{}' is over {} bytes: a pipeline file holds at most {} bytes of text", q,
                       kMaxBytes, kMaxBytes);
   // Editors on Windows start UTF-8 with a byte order mark, which is no text; PowerShell's
   // redirection writes UTF-16, which the parser would meet as "unexpected byte 0xff".
   if (text.starts_with("\xEF\xBB\xBF")) text.erase(0, 3);
   if (text.starts_with("\xFF\xFE") || text.starts_with("\xFE\xFF"))
-    return make_error("'{}' is UTF-16 text: a pipeline file is UTF-8 (or ASCII)", s);
+    return make_error("'{}' is UTF-16 text: a pipeline file is UTF-8 (or ASCII)", q);
   return text;
 }
 

@@ -1236,6 +1236,15 @@ TEST_F(Cli, PlanAndList) {
     EXPECT_EQ(r.code, 1) << path;
     EXPECT_EQ(r.output, message);
   }
+  // Text without '(' is taken for a path and echoed: 100 KB of it was 100 KB of message, and
+  // control bytes went out raw.
+  auto long_text = optjit_cli("plan " + std::string(100000, 'a'));
+  EXPECT_EQ(long_text.output, "optjit: '" + std::string(200, 'a') +
+                                  "... (100000 bytes)' is neither pipeline text nor a readable "
+                                  "file\n");
+  auto control = optjit_cli("plan \"$(printf 'sgd\\001\\177')\"");  // (popen's sh is dash)
+  EXPECT_EQ(control.output,
+            "optjit: 'sgd\\x01\\x7f' is neither pipeline text nor a readable file\n");
   auto list = optjit_cli("list");
   ASSERT_EQ(list.code, 0);
   EXPECT_NE(list.output.find("adamw(lr=0.001, betas=(0.9, 0.999), eps=1e-08, weight_decay=0.01, "
