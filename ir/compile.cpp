@@ -13,14 +13,16 @@ namespace optjit {
 
 namespace {
 
-// `s` as an error message shows it: control bytes as \xNN, and past 200 characters cut, with
-// its length ("aaa... (2000000 bytes)"). A string of text without '(' is taken for a path, and
-// its echo was the whole of it, a megabyte of message.
+// `s` as an error message shows it: control bytes as \xNN, and past 200 bytes cut (between
+// UTF-8 characters: Python decodes the message), with its length ("aaa... (2000000 bytes)").
+// A string of text without '(' is taken for a path, and its echo was the whole of it, a
+// megabyte of message.
 std::string shown(const std::string& s) {
   constexpr size_t kMost = 200;
   std::string out;
   for (unsigned char c : s) {
-    if (out.size() >= kMost) return out + fmt::format("... ({} bytes)", s.size());
+    if (out.size() >= kMost && (c & 0xC0) != 0x80)  // not inside a character
+      return out + fmt::format("... ({} bytes)", s.size());
     out += c < 0x20 || c == 0x7f ? fmt::format("\\x{:02x}", c) : std::string(1, char(c));
   }
   return out;
@@ -29,7 +31,7 @@ std::string shown(const std::string& s) {
 }  // namespace
 
 Expected<std::string> read_pipeline_text(const std::string& s) {
-  const std::string q = shown(s);  // (at most 200 characters looked at)
+  const std::string q = shown(s);  // (about 200 bytes of it looked at)
   // Pipeline text always has '('; a path to a file never needs one. Only a regular file of
   // text-like size is read: /dev/zero filled memory until the machine ran out, a FIFO (or
   // /dev/stdin) waited forever, and a directory read as empty text.

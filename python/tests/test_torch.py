@@ -773,6 +773,18 @@ def test_low_level_engine_refuses_arrays_that_are_not_what_they_stand_for():
     q.bind_state(0, "exp_avg", np.zeros(4096, np.uint8), adopt=False)
 
 
+def test_text_taken_for_a_path_is_shown_short_and_whole_characters():
+    """Text without '(' is taken for a pipeline file's path and echoed in the error: 2 MB of it
+    was 2 MB of message, and a cut inside a UTF-8 character was a UnicodeDecodeError."""
+    for text, shown in [("a" + "\u00e9" * 300, "a" + "\u00e9" * 100),
+                        ("\u00e9" * 300, "\u00e9" * 100), ("a" * 2_000_000, "a" * 200)]:
+        size = len(text.encode())
+        with pytest.raises(optjit.Error) as e:
+            optjit.plan(text)
+        assert str(e.value) == (f"'{shown}... ({size} bytes)' is neither pipeline text nor a "
+                                "readable file")
+
+
 def test_a_checkpoint_that_does_not_fit_is_an_error_not_a_fresh_start():
     """torch fails on a damaged checkpoint (a state of another shape, a missing moment); optjit
     used to start such state afresh, silently. A torch.optim.AdamW checkpoint still loads."""
