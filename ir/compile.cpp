@@ -2,12 +2,12 @@
 
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 
 #include <fmt/format.h>
 
 #include "ir/builtins.h"
 #include "ir/pipeline_text.h"
+#include "support/input_file.h"
 
 namespace optjit {
 
@@ -53,15 +53,10 @@ Expected<std::string> read_pipeline_text(const std::string& s) {
   if (!ec && size > kMaxBytes)
     return make_error("'{}' is {} bytes: a pipeline file holds at most {} bytes of text", q, size,
                       kMaxBytes);
-  std::ifstream in(s, std::ios::binary);
-  if (!in) return make_error("'{}' is neither pipeline text nor a readable file", q);
-  std::string text(kMaxBytes + 1, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  if (in.bad()) return make_error("'{}': reading it failed", q);
-  text.resize(static_cast<size_t>(in.gcount()));
-  if (text.size() > kMaxBytes)  // it grew since its size was taken
-    return make_error("'{}' is over {} bytes: a pipeline file holds at most {} bytes of text", q,
-                      kMaxBytes, kMaxBytes);
+  // Read through its descriptor, capped (a file swapped for a FIFO or grown since is refused).
+  auto read = support::read_file(s, kMaxBytes);
+  if (!read) return read.error();
+  std::string text = std::move(*read);
   // Editors on Windows start UTF-8 with a byte order mark, which is no text; PowerShell's
   // redirection writes UTF-16, which the parser would meet as "unexpected byte 0xff".
   if (text.starts_with("\xEF\xBB\xBF")) text.erase(0, 3);

@@ -1,11 +1,11 @@
-// Small files optjit reads whole (signing keys, signatures, bundles to sign or verify, a
-// --shapes list, an edited kernel source): read only when they are regular files.
+// Small files optjit reads whole (pipeline files, signing keys, signatures, bundles to sign or
+// verify, a --shapes list, an edited kernel source): read only when they are regular files.
 //
 // A FIFO (or /dev/stdin) waited forever for a writer, /dev/zero filled memory, and a
 // directory failed half-way with a stream library's message. The file is opened without
 // blocking and examined through the open descriptor, so one swapped for a FIFO between a
-// check and the read is still caught. (Safetensors files and pipeline text have readers of
-// their own, with the same rule.)
+// check and the read is still caught. (Safetensors files, read in parts, have a reader of their
+// own, with the same rule.)
 #pragma once
 
 #include <cstdint>
