@@ -200,6 +200,7 @@ class IrParser {
     auto t = dtype();
     if (!t) return t.error();
     BufferDecl d{*n, BufferRole::state, *t, {}};
+    const Token role_at = ts_.peek();
     auto role = ts_.expect_ident("a role (param, grad, state)");
     if (!role) return role.error();
     if (*role == "param")
@@ -218,15 +219,19 @@ class IrParser {
         d.init = *i;
         if (ts_.peek().kind == Tok::ident && ts_.peek().text == "quant") {
           ts_.next();
+          const Token format_at = ts_.peek();
           auto q = ts_.expect_ident(fmt::format("a quantized format ({})", quant_names()));
           if (!q) return q.error();
           auto f = parse_quant(*q);
-          if (!f) return make_error("unknown quantized format '{}' ({})", *q, quant_names());
+          if (!f)
+            return TokenStream::error_at(
+                format_at, fmt::format("unknown quantized format '{}' ({})", *q, quant_names()));
           d.quant = *f;
         }
       }
     } else
-      return make_error("unknown buffer role '{}'", *role);
+      return TokenStream::error_at(
+          role_at, fmt::format("unknown buffer role '{}' (param, grad, state, scratch)", *role));
     b_.add_buffer(std::move(d));
     return Status::Ok();
   }

@@ -174,6 +174,18 @@ TEST(IrText, ParseErrorsNameLineAndProblem) {
       "f32\n");
   ASSERT_FALSE(e4);
   EXPECT_EQ(e4.error().message, "line 4, column 11: unknown buffer \"gradient\"");
+  // A buffer's role and quantized format are words like the rest: named with their place.
+  auto e5 = ir::parse_ir("optjit-ir 1\nbuffer \"param\" f32 param\nbuffer \"grad\" f32 st\n");
+  ASSERT_FALSE(e5);
+  EXPECT_EQ(e5.error().message,
+            "line 3, column 19: unknown buffer role 'st' (param, grad, state, scratch)");
+  auto e6 = ir::parse_ir(
+      "optjit-ir 1\nbuffer \"param\" f32 param\nbuffer \"grad\" f32 grad\nbuffer \"m\" f32 "
+      "state init 0 quant q3\n");
+  ASSERT_FALSE(e6);
+  EXPECT_EQ(e6.error().message,
+            "line 4, column 35: unknown quantized format 'q3' (q8, q8u, f8, q4, q4u, q4_b256, "
+            "q4u_b256)");
 }
 
 TEST(Verify, RejectsTypeAndRankErrorsWithMessages) {
