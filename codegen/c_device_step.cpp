@@ -146,7 +146,9 @@ class StepWriter {
             return fmt::format("optjit_round_binary({}, 7, -126, {})", a(0),
                                literal(3.3895313892515355e38, DType::f64));
           case DType::i64:
-            return fmt::format("(isfinite({0}) ? trunc({0}) : 0.0)", a(0));
+            // ir::round_to: saturated at 2^63 (INT64_MAX's value), Inf and NaN 0, no -0.
+            return fmt::format(
+                "(isfinite({0}) ? fmin(fmax(trunc({0}), -0x1p63), 0x1p63) + 0.0 : 0.0)", a(0));
           case DType::b1:
           case DType::u8:  // never a value type
           case DType::u16:

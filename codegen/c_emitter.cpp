@@ -1443,6 +1443,8 @@ class KernelWriter {
           return fmt::format(
               "{} = {};", to,
               L_.cast(L_.storage_type(st), fmt::format("OPTJIT_BF16_BITS({})", x32)));
+        if (st == DType::u16)
+          return fmt::format("{} = {};", to, L_.cast(L_.storage_type(st), L_.u16_of(x, at(0))));
         return fmt::format("{} = {};", to, convert(x, at(0), st));
       }
       case OpKind::reduce: {
@@ -1463,13 +1465,11 @@ class KernelWriter {
       case OpKind::select:
         return def(L_.select(a(0), a(1), a(2)));
       case OpKind::cast:
-        // Casts to f16 and bf16 round there (their values live in f32 registers), and Inf and
-        // NaN cast to i64 are 0, as the reference's casts (ir::round_to).
+        // Casts to f16 and bf16 round there (their values live in f32 registers), and casts to
+        // i64 saturate (Inf and NaN are 0), as the reference's casts (ir::round_to).
         if (is_float(at(0)) && (in.type == DType::f16 || in.type == DType::bf16))
           return def(L_.rounded(in.type, at(0), a(0)));
-        if (is_float(at(0)) && in.type == DType::i64)
-          return def("(" + L_.select(fmt::format("isfinite({})", a(0)), L_.cast(T, a(0)), "0") +
-                     ")");
+        if (is_float(at(0)) && in.type == DType::i64) return def(L_.i64_of(a(0), at(0)));
         return def(convert(a(0), at(0), in.type));
       case OpKind::logic:
         if (in.op == Op::Not) return def("!" + a(0));

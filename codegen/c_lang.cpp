@@ -45,6 +45,18 @@ std::string Lang::unit_clamp(const std::string& x) const {
   const std::string in_range = "(" + select(compare(">", x, "1.0f", DType::f32), "1.0f", x) + ")";
   return select(compare(">=", x, "-1.0f", DType::f32), in_range, "-1.0f");
 }
+std::string Lang::u16_of(const std::string& x, DType t) const {
+  const std::string zero = literal(0.0, t), top = literal(65535.0, t);
+  const std::string in_range = "(" + select(compare(">", x, top, t), top, x) + ")";
+  return cast(u32(), "(" + select(compare(">=", x, zero, t), in_range, zero) + ")");
+}
+std::string Lang::i64_of(const std::string& x, DType t) const {
+  const std::string two63 = literal(0x1p63, t), max = cast(i64(), "0x7fffffffffffffff");
+  const std::string min = "(-" + max + " - 1)";  // INT64_MIN, without overflow
+  const std::string low = "(" + select(compare("<", x, "-" + two63, t), min, cast(i64(), x)) + ")";
+  const std::string in_range = "(" + select(compare(">=", x, two63, t), max, low) + ")";
+  return "(" + select(fmt::format("isfinite({})", x), in_range, cast(i64(), "0")) + ")";
+}
 std::string Lang::lut_cell(const std::string& x) const {
   return cast(u32(), "(" + add(mul(add(unit_clamp(x), "1.0f"), "32767.5f"), "0.5f") + ")");
 }
@@ -1201,7 +1213,7 @@ std::string float_math(const Lang& L, ir::Op op, DType t, const std::vector<std:
       return L.cast(L.value_type(DType::f32), fmt::format("(OPTJIT_F32_BITS({}) & 0xffffu)", a[0]));
     case Op::Join16:
       return fmt::format("OPTJIT_BITS_F32((OPTJIT_F32_BITS({}) & 0xffff0000u) | {})", a[0],
-                         L.cast(L.u32(), a[1]));
+                         L.u16_of(a[1], DType::f32));
     case Op::Pow:
       return fmt::format("{}({}, {})", L.math("pow", t), a[0], a[1]);
     case Op::Add:

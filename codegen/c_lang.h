@@ -207,6 +207,13 @@ class Lang {
   /// f32 value x clamped to [-1, 1], NaN to -1 (ir::quant_lut_index's clamp). The default
   /// compares; C's fmin and fmax give NaN's other operand, so CUDA and OpenCL use them.
   virtual std::string unit_clamp(const std::string& x) const;
+  /// Value x of type t (a float type or i64) as a u16's value, an unsigned 32-bit integer:
+  /// truncated, saturated at 0 and 65535, NaN 0, as ir::round_to (a C conversion out of range
+  /// is undefined). The comparisons keep NaN out, as compare() does.
+  std::string u16_of(const std::string& x, DType t) const;
+  /// Float value x of type t as an i64: truncated, saturated at INT64_MIN and INT64_MAX, Inf and
+  /// NaN 0, as ir::round_to. (WGSL has no i64.)
+  std::string i64_of(const std::string& x, DType t) const;
   /// The lookup table's cell of f32 value x (ir::quant_lut_index): (u32)((clamp(x) + 1) *
   /// 32767.5 + 0.5), clamp as unit_clamp. The default clamps first; CUDA clamps the cell.
   virtual std::string lut_cell(const std::string& x) const;

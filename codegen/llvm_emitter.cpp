@@ -1476,7 +1476,12 @@ class PassEmitter {
                             : b_.CreateICmpNE(x, llvm::ConstantInt::get(from_ty, 0));
     if (from == DType::b1)
       return is_float(to) ? b_.CreateUIToFP(x, to_ty) : b_.CreateZExt(x, to_ty);
-    if (to == DType::i64) return b_.CreateFPToSI(x, to_ty);
+    if (to == DType::i64) {  // truncated and saturated, Inf and NaN 0 (ir::round_to)
+      llvm::Value* finite = b_.CreateFCmpOLT(call(llvm::Intrinsic::fabs, {x}),
+                                             llvm::ConstantFP::getInfinity(from_ty));
+      llvm::Value* sat = b_.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {to_ty, from_ty}, {x});
+      return b_.CreateSelect(finite, sat, b_.getInt64(0));
+    }
     if (from == DType::i64) return b_.CreateSIToFP(x, to_ty);
     return from_ty->getPrimitiveSizeInBits() < to_ty->getPrimitiveSizeInBits()
                ? b_.CreateFPExt(x, to_ty)
@@ -1536,17 +1541,19 @@ class PassEmitter {
   // The cast op: convert, where casts to bf16 and f16 round there (their values are computed
   // in f32 registers; the reference rounds a cast, ir::round_to) and casts of Inf and NaN to
   // i64 are 0, as the reference's (an LLVM fptosi of them is poison).
+  // Value x of type `have` as a u16 (i16): truncated, saturated at 0 and 65535, NaN 0, as
+  // ir::round_to (fptoui.sat; fptoui is poison out of range).
+  llvm::Value* to_u16(llvm::Value* x, DType have) {
+    if (!is_float(have)) x = convert(x, have, DType::f64);
+    return b_.CreateIntrinsic(llvm::Intrinsic::fptoui_sat, {b_.getInt16Ty(), x->getType()}, {x});
+  }
+
   llvm::Value* cast(llvm::Value* x, DType from, DType to) {
     if (is_float(from) && (to == DType::bf16 || to == DType::f16)) {
       llvm::Value* f = from == DType::f64 ? f32_odd(x) : x;
       if (to == DType::f16)
         return b_.CreateFPExt(b_.CreateFPTrunc(f, b_.getHalfTy()), b_.getFloatTy());
       return b_.CreateBitCast(b_.CreateShl(bf16_bits(f), 16), b_.getFloatTy());
-    }
-    if (is_float(from) && to == DType::i64) {
-      llvm::Value* finite = b_.CreateFCmpOLT(call(llvm::Intrinsic::fabs, {x}),
-                                             llvm::ConstantFP::getInfinity(x->getType()));
-      return b_.CreateSelect(finite, b_.CreateFPToSI(x, b_.getInt64Ty()), b_.getInt64(0));
     }
     return convert(x, from, to);
   }
@@ -1561,7 +1568,7 @@ class PassEmitter {
     } else if (st == DType::bf16) {
       x = b_.CreateTrunc(bf16_bits(as_f32()), b_.getInt16Ty());
     } else if (st == DType::u16) {  // an integer 0..65535 (the low half of an f32 master)
-      x = b_.CreateFPToUI(convert(x, have, DType::f32), b_.getInt16Ty());
+      x = to_u16(x, have);
     } else if (st == DType::b1) {  // 0 or 1 in a byte: an i1 store leaves the other bits open
       x = b_.CreateZExt(convert(x, have, DType::b1), b_.getInt8Ty());
     } else {
@@ -1688,7 +1695,7 @@ class PassEmitter {
         if (in.op == Op::Lo16) return b_.CreateUIToFP(b_.CreateAnd(bits, b_.getInt32(0xffff)), t);
         bits = b_.CreateAnd(bits, b_.getInt32(0xffff0000u));
         if (in.op == Op::Join16)
-          bits = b_.CreateOr(bits, b_.CreateAnd(b_.CreateFPToUI(arg(1), i32), b_.getInt32(0xffff)));
+          bits = b_.CreateOr(bits, b_.CreateZExt(to_u16(arg(1), arg_type(1)), i32));
         return b_.CreateBitCast(bits, t);
       }
       case Op::Add:

@@ -4,6 +4,6 @@
 
 namespace optjit::codegen {
 
-inline constexpr int kCodegenVersion = 11;
+inline constexpr int kCodegenVersion = 12;
 
 }  // namespace optjit::codegen

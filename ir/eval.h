@@ -48,7 +48,8 @@ inline double eval_op(Op op, DType type, double a, double b = 0, double c = 0) {
       uint32_t bits = std::bit_cast<uint32_t>(static_cast<float>(a));
       if (op == Op::Lo16) return static_cast<double>(bits & 0xffffu);
       bits &= 0xffff0000u;
-      if (op == Op::Join16) bits |= static_cast<uint32_t>(b) & 0xffffu;
+      // b's low half as a u16's value (round_to: truncated, saturated, NaN 0).
+      if (op == Op::Join16) bits |= static_cast<uint32_t>(round_to(DType::u16, b));
       return std::bit_cast<float>(bits);
     }
     case Op::Add:

@@ -148,13 +148,13 @@ double round_to(DType t, double x) {
     case DType::bf16:
       return round_binary(x, 7, -126, kBF16Max);
     case DType::i64:  // an integer has no -0: trunc(-0.5) is -0.0, and + 0.0 makes it 0
-      return std::isfinite(x) ? std::trunc(x) + 0.0 : 0.0;
+      return std::isfinite(x) ? std::clamp(std::trunc(x), -0x1p63, 0x1p63) + 0.0 : 0.0;
     case DType::b1:
       return x != 0 ? 1.0 : 0.0;
     case DType::u8:
-      return std::isfinite(x) ? std::clamp(std::trunc(x), 0.0, 255.0) : 0.0;
+      return std::isnan(x) ? 0.0 : std::clamp(std::trunc(x), 0.0, 255.0);
     case DType::u16:
-      return std::isfinite(x) ? std::clamp(std::trunc(x), 0.0, 65535.0) : 0.0;
+      return std::isnan(x) ? 0.0 : std::clamp(std::trunc(x), 0.0, 65535.0);
   }
   return x;
 }

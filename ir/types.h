@@ -38,7 +38,10 @@ bool is_float(DType t);
 DType compute_type(DType storage);
 
 /// `x` rounded (to nearest, ties to even) to the nearest value of type `t`, returned as a double.
-/// Integers round toward zero like a C cast; b1 is x != 0.
+/// Integers round toward zero like a C cast and saturate where C's cast is undefined: i64 at
+/// -2^63 and 2^63 (INT64_MAX's value as a double), Inf and NaN to 0; u8 and u16 at 0 and their
+/// largest value, Inf too, NaN to 0 (LLVM's fptoui.sat). b1 is x != 0. Every backend's
+/// conversions give these values.
 double round_to(DType t, double x);
 
 // Bit conversions for half formats (round to nearest even, NaN preserved).

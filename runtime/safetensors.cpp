@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -102,7 +103,9 @@ void store_element(uint8_t* base, DType t, int64_t i, double v) {
       break;
     }
     case DType::i64: {
-      auto x = static_cast<int64_t>(round_to(DType::i64, v));
+      // round_to saturates at 2^63, one past INT64_MAX.
+      const double r = round_to(DType::i64, v);
+      const int64_t x = r >= 0x1p63 ? INT64_MAX : static_cast<int64_t>(r);
       std::memcpy(base + 8 * i, &x, 8);
       break;
     }

@@ -2,6 +2,8 @@
 // every step against torch and against the reference, and the final state against the reference.
 #pragma once
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -521,6 +523,112 @@ inline void check_casts_round_as_the_reference(
     const uint32_t bf = *plan->program.find_buffer("bf16");
     EXPECT_EQ(buffer_values(ref->tensors[0].data(bf), dt, 5)[3], 1.0);
     EXPECT_EQ(buffer_values(ref->tensors[0].data(bf), dt, 5)[4], 1.0 + 0x1p-6);
+  }
+}
+
+/// Conversions to integers that C leaves undefined out of range are defined, and the same on
+/// every backend (ir::round_to): a store to a u16 buffer and join16's low half truncate and
+/// saturate at 0 and 65535, NaN 0; a cast to i64 truncates and saturates at -2^63 and 2^63
+/// (INT64_MAX), Inf and NaN 0. Written as IR (the text form has no u16 and no join16), on
+/// parameters from NaN, the infinities and +-1e30 to the u16 range's edges: element-rank i64
+/// casts in a pass, and scalar-rank ones of hyperparameters (the host's or the device step's
+/// scalar program). The reference's values are checked against the rule first, then the
+/// backend's bit for bit. Found by tests/fuzz's ir_text target: the reference's join16 was
+/// undefined behaviour for NaN, LLVM's fptoui gave poison, C's casts were undefined.
+/// `f64`: also f64 parameters; `i64`: the backend has i64 (WGSL has none).
+inline void check_integer_conversions_saturate(
+    const std::function<Expected<std::unique_ptr<runtime::Executor>>(const plan::Plan&)>& make,
+    bool f64 = true, bool i64 = true) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> v = {0.0,     -0.0,   3.7,   1234.9, 65535.0, 65535.9, 65536.0, 7e4,
+                                 -3.0,    -0.5,   1e30,  -1e30,  inf,     -inf,    nan,     9.3e18,
+                                 -9.3e18, 9.2e18, 1e-30, -1e-30, 4.2e9,   -65535.0};
+  // The scalar casts' operands, one hyperparameter each.
+  const std::vector<double> h = {1e30, -1e30, -0.5, 9.3e18, 2.5, -9.2e18};
+  std::vector<DType> dtypes = {DType::f32};
+  if (f64) dtypes.push_back(DType::f64);
+  for (DType dt : dtypes) {
+    SCOPED_TRACE(std::string(to_string(dt)));
+    const std::string T(to_string(dt));
+    std::string text = "optjit-ir 1\n";
+    for (size_t k = 0; k < h.size(); ++k) text += fmt::format("hyper \"h{}\" = {}\n", k, h[k]);
+    text += fmt::format(
+        "buffer \"param\" {0} param\nbuffer \"grad\" {0} grad\nbuffer \"u16\" u16 state init "
+        "0\nbuffer \"joined\" f32 state init 0\n",
+        T);
+    if (i64) {
+      text += fmt::format("buffer \"i64\" {} state init 0\n", T);
+      for (size_t k = 0; k < h.size(); ++k)
+        text += fmt::format("buffer \"s{}\" {} state init 0\n", k, T);
+    }
+    text += fmt::format("%p = load \"param\" : {0}\n%g = load \"grad\" : {0}\n", T);
+    if (dt != DType::f32) text += "%pf = cast %p : f32\n";  // join16 is on f32 patterns
+    text += fmt::format(
+        "%c = const 1.5 : f32\n%j = join16 %c, {} : f32\nstore \"u16\", %p\nstore \"joined\", "
+        "%j\n",
+        dt == DType::f32 ? "%p" : "%pf");
+    if (i64) {
+      text += fmt::format("%pi = cast %p : i64\n%pb = cast %pi : {}\nstore \"i64\", %pb\n", T);
+      text += fmt::format("%zero = const 0 : {}\n%g0 = mul %g, %zero : {}\n", T, T);
+      for (size_t k = 0; k < h.size(); ++k)
+        text += fmt::format(
+            "%h{0} = hyper \"h{0}\" : f64\n%hi{0} = cast %h{0} : i64\n%hb{0} = cast %hi{0} : "
+            "{1}\n%e{0} = add %g0, %hb{0} : {1}\nstore \"s{0}\", %e{0}\n",
+            k, T);
+    }
+    auto program = ir::parse_ir(text);
+    ASSERT_TRUE(program) << program.error().message << "\n" << text;
+    auto plan = plan::make_plan(*program);
+    ASSERT_TRUE(plan) << plan.error().message;
+    std::vector<runtime::HostTensor> params = {
+        fixture_tensor("w", dt, {static_cast<int64_t>(v.size())}, v)};
+    auto s = runtime::init_state(*plan, params, {});
+    auto ref = runtime::init_state(*plan, params, {});
+    ASSERT_TRUE(s && ref);
+    ASSERT_TRUE(
+        set_grads_from(*plan, params, dt, [](size_t, int64_t) { return 0.0; }, {&*s, &*ref}));
+    auto b = make(*plan);
+    ASSERT_TRUE(b) << b.error().message;
+    auto r = (*b)->step(*s);
+    ASSERT_TRUE(r) << r.error().message;
+    runtime::ReferenceBackend(*plan).step(*ref);
+    const auto n = static_cast<int64_t>(v.size());
+    auto values = [&](const runtime::OptimizerState& st, const char* name) {
+      const uint32_t buf = *plan->program.find_buffer(name);
+      return buffer_values(st.tensors[0].data(buf), plan->buffers[buf].storage, n);
+    };
+    // The reference against the rule.
+    auto u16 = [](double x) { return x != x ? 0.0 : std::clamp(std::trunc(x), 0.0, 65535.0); };
+    auto i64_of = [](double x) {
+      return std::isfinite(x) ? std::clamp(std::trunc(x), -0x1p63, 0x1p63) + 0.0 : 0.0;
+    };
+    for (int64_t i = 0; i < n; ++i) {
+      const double p = params[0].get(i);  // the parameter as stored (f32: rounded)
+      const double pf = static_cast<float>(p);
+      EXPECT_EQ(values(*ref, "u16")[i], u16(p)) << p;
+      const uint32_t joined =
+          (std::bit_cast<uint32_t>(1.5f) & 0xffff0000u) | static_cast<uint32_t>(u16(pf));
+      EXPECT_EQ(values(*ref, "joined")[i], std::bit_cast<float>(joined)) << p;
+      if (i64) {
+        EXPECT_EQ(values(*ref, "i64")[i], round_to(dt, i64_of(p))) << p;
+        for (size_t k = 0; k < h.size(); ++k)
+          EXPECT_EQ(values(*ref, fmt::format("s{}", k).c_str())[i], round_to(dt, i64_of(h[k])))
+              << h[k];
+      }
+    }
+    // The backend against the reference, bit for bit (no NaN is stored: NaN converts to 0).
+    std::vector<std::string> names = {"u16", "joined"};
+    if (i64) {
+      names.push_back("i64");
+      for (size_t k = 0; k < h.size(); ++k) names.push_back(fmt::format("s{}", k));
+    }
+    for (const auto& name : names) {
+      const auto got = values(*s, name.c_str()), want = values(*ref, name.c_str());
+      for (int64_t i = 0; i < n; ++i)
+        EXPECT_EQ(std::bit_cast<uint64_t>(got[i]), std::bit_cast<uint64_t>(want[i]))
+            << name << " of " << v[i] << ": " << got[i] << " for " << want[i];
+    }
   }
 }
 

@@ -495,6 +495,12 @@ TEST(CpuBackend, FmaRoundsOnce) {
   });
 }
 
+TEST(CpuBackend, IntegerConversionsSaturateAsTheReference) {
+  testing::check_integer_conversions_saturate([](const plan::Plan& plan) {
+    return testing::cpu_executor(plan, {2, 64});
+  });
+}
+
 TEST(CpuBackend, CastsRoundAsTheReference) {
   testing::check_casts_round_as_the_reference([](const plan::Plan& plan) {
     return testing::cpu_executor(plan, {2, 64});

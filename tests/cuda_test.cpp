@@ -228,6 +228,16 @@ TEST(Cuda, CastsRoundAsTheReference) {
       [](const plan::Plan& plan) { return testing::executor(plan, "cuda", {}); });
 }
 
+TEST(Cuda, IntegerConversionsSaturateAsTheReference) {
+  for (auto step : {runtime::StepMode::host, runtime::StepMode::device}) {
+    SCOPED_TRACE(to_string(step));
+    runtime::ExecutorOptions options;
+    options.step = step;
+    testing::check_integer_conversions_saturate(
+        [options](const plan::Plan& plan) { return testing::executor(plan, "cuda", options); });
+  }
+}
+
 TEST(Cuda, KernelsAreKeyedByTheirCode) {
   testing::check_kernels_are_keyed_by_their_code("cuda", {});
 }

@@ -806,6 +806,17 @@ TEST(OpenCL, FmaRoundsOnce) {
   });
 }
 
+TEST(OpenCL, IntegerConversionsSaturateAsTheReference) {
+  for (auto step : {runtime::StepMode::host, runtime::StepMode::device}) {
+    SCOPED_TRACE(to_string(step));
+    testing::check_integer_conversions_saturate([step](const plan::Plan& plan) {
+      auto options = testing::opencl_options();
+      options.step = step;
+      return testing::executor(plan, "opencl", options);
+    });
+  }
+}
+
 TEST(OpenCL, CastsRoundAsTheReference) {
   testing::check_casts_round_as_the_reference([](const plan::Plan& plan) {
     return testing::executor(plan, "opencl", testing::opencl_options());

@@ -44,6 +44,12 @@ TEST(Webgpu, CastsRoundAsTheReference) {
       /*f64=*/false, /*i64=*/false, /*may_flush=*/true);
 }
 
+TEST(Webgpu, IntegerConversionsSaturateAsTheReference) {
+  testing::check_integer_conversions_saturate(
+      [](const plan::Plan& plan) { return testing::executor(plan, "webgpu", {}); },
+      /*f64=*/false, /*i64=*/false);
+}
+
 // lavapipe's own fma is a product and a sum, so the kernels' emulation is what this checks.
 TEST(Webgpu, FmaRoundsOnce) {
   testing::check_fma_rounds_once(
