@@ -125,7 +125,8 @@ std::string Lang::sround_helpers() const {
       "  z = (z ^ (z >> 30)) * 0x{3:x}ul;\n"
       "  z = (z ^ (z >> 27)) * 0x{4:x}ul;\n"
       "  return z ^ (z >> 31);\n}}\n"
-      "{0} {1} optjit_sr_key(double v) {{ return v >= 0.0 ? ({1})v : ({1})0; }}\n"
+      "{0} {1} optjit_sr_key(double v) {{\n"
+      "  return v >= 0.0 && v < 0x1p53 ? ({1})v : ({1})0;\n}}\n"
       "{0} float optjit_sround(float f, double key, double first, {5} e, {2} stream) {{\n"
       "  const {1} s = optjit_sr_mix(optjit_sr_key(key) ^ (({1})stream << 56));\n"
       "  const {2} r = ({2})optjit_sr_mix(s + optjit_sr_key(first) + ({1})e) & 0xffffu;\n"
@@ -1044,13 +1045,14 @@ fn optjit_sr_mix(z0: vec2<u32>) -> vec2<u32> {{
   z = optjit_mul64(z ^ optjit_shr64(z, 27u), {1});
   return z ^ optjit_shr64(z, 31u);
 }}
-// sr_key: a whole number below 2^53 from its f64 bits (negative: 0).
+// sr_key: a whole number below 2^53 from its f64 bits, truncated (negative, 2^53 and above,
+// Inf and NaN: 0).
 fn optjit_sr_key(v: vec2<u32>) -> vec2<u32> {{
   if ((v.y & 0x80000000u) != 0u) {{ return vec2<u32>(0u, 0u); }}
   let e = i32((v.y >> 20u) & 0x7ffu) - 1075;
-  if (e <= -53) {{ return vec2<u32>(0u, 0u); }}
+  if (e <= -53 || e > 0) {{ return vec2<u32>(0u, 0u); }}
   let m = vec2<u32>(v.x, (v.y & 0xfffffu) | 0x100000u);
-  if (e >= 0) {{ return m; }}  // 2^52 and above: not a key the host makes
+  if (e == 0) {{ return m; }}  // 2^52 up to 2^53
   let s = u32(-e);
   if (s >= 32u) {{ return vec2<u32>(m.y >> (s - 32u), 0u); }}
   return optjit_shr64(m, s);

@@ -1402,10 +1402,13 @@ class PassEmitter {
     z = b_.CreateMul(b_.CreateXor(z, b_.CreateLShr(z, 27)), b_.getInt64(ir::kSrMul2));
     return b_.CreateXor(z, b_.CreateLShr(z, 31));
   }
-  // A whole f64 below 2^53 (a key, a first element) as the integer; negative: 0.
+  // A whole f64 below 2^53 (a key, a first element) as the integer, truncated; anything else
+  // 0 (ir::sr_key). The select keeps fptoui's poison out of range from being chosen.
   llvm::Value* sr_key(llvm::Value* d) {
-    return b_.CreateSelect(b_.CreateFCmpOGE(d, llvm::ConstantFP::get(b_.getDoubleTy(), 0.0)),
-                           b_.CreateFPToUI(d, b_.getInt64Ty()), b_.getInt64(0));
+    llvm::Value* in_range =
+        b_.CreateAnd(b_.CreateFCmpOGE(d, llvm::ConstantFP::get(b_.getDoubleTy(), 0.0)),
+                     b_.CreateFCmpOLT(d, llvm::ConstantFP::get(b_.getDoubleTy(), 0x1p53)));
+    return b_.CreateSelect(in_range, b_.CreateFPToUI(d, b_.getInt64Ty()), b_.getInt64(0));
   }
   llvm::Value* sround(const ir::Inst& in, llvm::Value* x, DType have, llvm::Value* key_f64,
                       llvm::Value* first_f64, llvm::Value* element) {

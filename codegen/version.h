@@ -4,6 +4,6 @@
 
 namespace optjit::codegen {
 
-inline constexpr int kCodegenVersion = 12;
+inline constexpr int kCodegenVersion = 13;
 
 }  // namespace optjit::codegen

@@ -42,8 +42,11 @@ constexpr uint32_t sr_bits(uint64_t stream_state, uint64_t element) {
 }
 
 /// The key or a tensor's first element as the IR carries it (an f64, a whole number below
-/// 2^53).
-inline uint64_t sr_key(double key) { return key >= 0 ? static_cast<uint64_t>(key) : 0; }
+/// 2^53), truncated; anything else (negative, 2^53 and above, Inf, NaN) is 0, on every
+/// backend (a C or LLVM conversion past 2^64 is undefined).
+inline uint64_t sr_key(double key) {
+  return key >= 0 && key < 0x1p53 ? static_cast<uint64_t>(key) : 0;
+}
 
 inline float sround_bf16(float f, uint32_t random16) {
   if (!std::isfinite(f)) return f;

@@ -535,6 +535,8 @@ inline void check_casts_round_as_the_reference(
 /// scalar program). The reference's values are checked against the rule first, then the
 /// backend's bit for bit. Found by tests/fuzz's ir_text target: the reference's join16 was
 /// undefined behaviour for NaN, LLVM's fptoui gave poison, C's casts were undefined.
+/// Stochastic rounding's key and first element are whole numbers below 2^53 (truncated), else
+/// 0 (ir::sr_key): a key of 1e30 or Inf was a conversion past 2^64, undefined in C and LLVM.
 /// `f64`: also f64 parameters; `i64`: the backend has i64 (WGSL has none).
 inline void check_integer_conversions_saturate(
     const std::function<Expected<std::unique_ptr<runtime::Executor>>(const plan::Plan&)>& make,
@@ -546,6 +548,15 @@ inline void check_integer_conversions_saturate(
                                  -9.3e18, 9.2e18, 1e-30, -1e-30, 4.2e9,   -65535.0};
   // The scalar casts' operands, one hyperparameter each.
   const std::vector<double> h = {1e30, -1e30, -0.5, 9.3e18, 2.5, -9.2e18};
+  // Stochastic rounding's keys (ir::sr_key: whole numbers below 2^53, truncated, else 0), a
+  // hyperparameter each: the first two are the controls the others must equal.
+  const std::vector<double> keys = {0,    2,   2.5, 0x1p52 + 1, 0x1p53, 0x1p53 + 2,
+                                    1e30, inf, -1,  -inf,       nan};
+  auto same_key_as = [&](size_t k) -> std::optional<size_t> {
+    if (keys[k] == 2.5) return 1;
+    if (k > 0 && (!(keys[k] >= 0) || keys[k] >= 0x1p53)) return 0;
+    return std::nullopt;
+  };
   std::vector<DType> dtypes = {DType::f32};
   if (f64) dtypes.push_back(DType::f64);
   for (DType dt : dtypes) {
@@ -553,10 +564,14 @@ inline void check_integer_conversions_saturate(
     const std::string T(to_string(dt));
     std::string text = "optjit-ir 1\n";
     for (size_t k = 0; k < h.size(); ++k) text += fmt::format("hyper \"h{}\" = {}\n", k, h[k]);
+    for (size_t k = 0; k < keys.size(); ++k)
+      text += fmt::format("hyper \"k{}\" = {}\n", k, keys[k]);
     text += fmt::format(
         "buffer \"param\" {0} param\nbuffer \"grad\" {0} grad\nbuffer \"u16\" u16 state init "
         "0\nbuffer \"joined\" f32 state init 0\n",
         T);
+    for (size_t k = 0; k < keys.size(); ++k)
+      text += fmt::format("buffer \"sr{}\" f32 state init 0\n", k);
     if (i64) {
       text += fmt::format("buffer \"i64\" {} state init 0\n", T);
       for (size_t k = 0; k < h.size(); ++k)
@@ -568,6 +583,14 @@ inline void check_integer_conversions_saturate(
         "%c = const 1.5 : f32\n%j = join16 %c, {} : f32\nstore \"u16\", %p\nstore \"joined\", "
         "%j\n",
         dt == DType::f32 ? "%p" : "%pf");
+    // Stochastic rounding of the parameter (in f32) under each key, in one stream (the first
+    // buffer's: the stream is part of what the bits depend on).
+    text += "%first = first : i64\n%firstf = cast %first : f64\n";
+    for (size_t k = 0; k < keys.size(); ++k)
+      text += fmt::format(
+          "%k{0} = hyper \"k{0}\" : f64\n%sr{0} = sround \"sr0\", {1}, %k{0}, %firstf : "
+          "f32\nstore \"sr{0}\", %sr{0}\n",
+          k, dt == DType::f32 ? "%p" : "%pf");
     if (i64) {
       text += fmt::format("%pi = cast %p : i64\n%pb = cast %pi : {}\nstore \"i64\", %pb\n", T);
       text += fmt::format("%zero = const 0 : {}\n%g0 = mul %g, %zero : {}\n", T, T);
@@ -617,7 +640,28 @@ inline void check_integer_conversions_saturate(
               << h[k];
       }
     }
-    // The backend against the reference, bit for bit (no NaN is stored: NaN converts to 0).
+    // Out-of-range keys draw key 0's bits, 2.5 draws 2's (and the controls differ).
+    auto sr = [&](const runtime::OptimizerState& st, size_t k) {
+      return values(st, fmt::format("sr{}", k).c_str());
+    };
+    EXPECT_NE(sr(*ref, 0), sr(*ref, 1));
+    for (size_t k = 0; k < keys.size(); ++k)
+      if (auto like = same_key_as(k)) {
+        const auto a = sr(*ref, k), b = sr(*ref, *like);
+        for (int64_t i = 0; i < n; ++i)
+          EXPECT_TRUE(std::bit_cast<uint64_t>(a[i]) == std::bit_cast<uint64_t>(b[i]) ||
+                      (a[i] != a[i] && b[i] != b[i]))
+              << "key " << keys[k] << " of " << v[i];
+      }
+    // The backend against the reference, bit for bit (NaN converts to 0; sround keeps NaN).
+    for (size_t k = 0; k < keys.size(); ++k) {
+      const auto got = sr(*s, k), want = sr(*ref, k);
+      for (int64_t i = 0; i < n; ++i)
+        EXPECT_TRUE(std::bit_cast<uint64_t>(got[i]) == std::bit_cast<uint64_t>(want[i]) ||
+                    (got[i] != got[i] && want[i] != want[i]))
+            << "sround of " << v[i] << " with key " << keys[k] << ": " << got[i] << " for "
+            << want[i];
+    }
     std::vector<std::string> names = {"u16", "joined"};
     if (i64) {
       names.push_back("i64");
