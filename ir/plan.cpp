@@ -155,48 +155,57 @@ class Planner {
     Demand d;
     d.computed.assign(n_, 0);
     std::vector<char> seen(n_, 0);
-    auto visit = [&](auto&& self, ValueId v) -> void {
-      if (!element(v)) {
-        d.uniforms.insert(v);
-        return;
-      }
-      if (seen[index(v)]) return;
-      seen[index(v)] = 1;
-      const Inst& in = at(v);
-      if (auto s = scratch.find(v); s != scratch.end() && level(v) < k) {
-        d.read_from[v] = s->second;
-        d.loads.insert(s->second);
-        return;
-      }
-      if (in.op == Op::Load) {
-        auto sp = store_pass_.find(in.attr);
-        if (sp != store_pass_.end() && sp->second < k && !d.conflict) d.conflict = in.attr;
+    // Depth first from v, operands in order (the first conflicting load found is the one
+    // reported), with a stack of its own: a chain of dependent values is as deep as the
+    // program is long (thousands), too deep to recurse on a small thread stack.
+    std::vector<ValueId> todo;
+    auto visit = [&](ValueId root) {
+      todo.push_back(root);
+      while (!todo.empty()) {
+        const ValueId v = todo.back();
+        todo.pop_back();
+        if (!element(v)) {
+          d.uniforms.insert(v);
+          continue;
+        }
+        if (seen[index(v)]) continue;
+        seen[index(v)] = 1;
+        const Inst& in = at(v);
+        if (auto s = scratch.find(v); s != scratch.end() && level(v) < k) {
+          d.read_from[v] = s->second;
+          d.loads.insert(s->second);
+          continue;
+        }
+        if (in.op == Op::Load) {
+          auto sp = store_pass_.find(in.attr);
+          if (sp != store_pass_.end() && sp->second < k && !d.conflict) d.conflict = in.attr;
+          d.computed[index(v)] = 1;
+          d.loads.insert(in.attr);
+          continue;
+        }
+        if (auto f = forward_.find(v);
+            f != forward_.end() && level(v) < k && store_pass_.at(f->second) < k) {
+          d.read_from[v] = f->second;
+          d.loads.insert(f->second);
+          continue;
+        }
         d.computed[index(v)] = 1;
-        d.loads.insert(in.attr);
-        return;
+        for (int a = ir::info(in.op).arity - 1; a >= 0; --a) todo.push_back(in.args[a]);
       }
-      if (auto f = forward_.find(v);
-          f != forward_.end() && level(v) < k && store_pass_.at(f->second) < k) {
-        d.read_from[v] = f->second;
-        d.loads.insert(f->second);
-        return;
-      }
-      d.computed[index(v)] = 1;
-      for (int a = 0; a < ir::info(in.op).arity; ++a) self(self, in.args[a]);
     };
     for (size_t i = 0; i < n_; ++i) {
       const Inst& in = p_.insts[i];
       if (in.op == Op::Store && store_pass_.at(in.attr) == k) {
-        visit(visit, in.args[0]);
+        visit(in.args[0]);
         d.stores.insert(in.attr);
       } else if (ir::info(in.op).kind == OpKind::reduce && level_[i] - 1 == k) {
-        visit(visit, in.args[0]);
+        visit(in.args[0]);
         d.reductions.push_back(static_cast<ValueId>(i));
       }
     }
     for (const auto& [v, buf] : scratch)
       if (level(v) == k) {
-        visit(visit, v);
+        visit(v);
         d.stores.insert(buf);
       }
     // A quantized buffer's scales (the buffer after it) move with it.

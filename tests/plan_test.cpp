@@ -2,7 +2,10 @@
 
 #include "api/communicator.h"
 
+#include <pthread.h>
+
 #include <algorithm>
+#include <optional>
 #include <regex>
 
 #include <fmt/format.h>
@@ -12,6 +15,8 @@
 #include "examples.h"
 #include "ir/builtins.h"
 #include "ir/compile.h"
+#include "ir/dsl.h"
+#include "ir/pipeline_text.h"
 #include "ir/text.h"
 #include "ir/verify.h"
 #include "runtime/reference.h"
@@ -316,6 +321,40 @@ TEST(Plan, PassAndBufferLimitsAreOneLineErrors) {
       std::regex("the pipeline is [0-9]+ instructions \\(simplified\\); optjit plans at most "
                  "32768 \\(the largest chains of built-ins are a few hundred\\)")))
       << too_long.error().message;
+}
+
+// A chain of dependent values as long as the limits allow plans on a small thread stack. The
+// planner walked a pass's values by recursion, once per value of a chain: 20,000 statements
+// overflowed the main thread's 8 MiB under ASan, and a host program's worker threads may have
+// far less (musl's default is 128 KiB, Python's threading.stack_size may set 32 KiB).
+TEST(Plan, LongChainsPlanOnASmallThreadStack) {
+  std::string text = "transform big(lr=0.001) {\n  state x = 0\n";
+  for (int i = 0; i < 20000; ++i) text += fmt::format("  x = x + {} * grad\n", i % 7 + 1);
+  text += "  param = param - lr * x\n}\nbig()";
+  auto program = dsl::lower(*dsl::parse_pipeline(text));  // the parser's own depth is bounded
+  ASSERT_TRUE(program) << program.error().message;
+  struct Job {
+    const ir::Program* program;
+    std::optional<Expected<plan::Plan>> plan;
+  } job{&*program, std::nullopt};
+  pthread_attr_t attr;
+  ASSERT_EQ(pthread_attr_init(&attr), 0);
+  ASSERT_EQ(pthread_attr_setstacksize(&attr, 256 * 1024), 0);
+  pthread_t thread;
+  ASSERT_EQ(pthread_create(
+                &thread, &attr,
+                [](void* p) -> void* {
+                  auto* j = static_cast<Job*>(p);
+                  j->plan = plan::make_plan(*j->program);
+                  return nullptr;
+                },
+                &job),
+            0);
+  ASSERT_EQ(pthread_join(thread, nullptr), 0);
+  pthread_attr_destroy(&attr);
+  ASSERT_TRUE(job.plan.has_value());
+  ASSERT_TRUE(*job.plan) << job.plan->error().message;
+  EXPECT_EQ((*job.plan)->passes.size(), 1u);
 }
 
 TEST(Plan, RejectsAnInvalidProgram) {
