@@ -88,8 +88,8 @@ Range hyper_range(const HyperDecl& h) {
 
 // Whether an exponent is an even whole number, so that a^b >= 0 for any a.
 bool even_whole(const Program& p, ValueId b) {
+  while (p.at(b).op == Op::Cast) b = p.at(b).args[0];  // a loop: chains of casts may be long
   const Inst& e = p.at(b);
-  if (e.op == Op::Cast) return even_whole(p, e.args[0]);
   return e.op == Op::Const && std::fmod(e.imm, 2.0) == 0.0;
 }
 
