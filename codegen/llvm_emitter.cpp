@@ -1541,9 +1541,6 @@ class PassEmitter {
     return b_.CreateBitCast(bits, b_.getFloatTy());
   }
 
-  // The cast op: convert, where casts to bf16 and f16 round there (their values are computed
-  // in f32 registers; the reference rounds a cast, ir::round_to) and casts of Inf and NaN to
-  // i64 are 0, as the reference's (an LLVM fptosi of them is poison).
   // Value x of type `have` as a u16 (i16): truncated, saturated at 0 and 65535, NaN 0, as
   // ir::round_to (fptoui.sat; fptoui is poison out of range).
   llvm::Value* to_u16(llvm::Value* x, DType have) {
@@ -1551,6 +1548,9 @@ class PassEmitter {
     return b_.CreateIntrinsic(llvm::Intrinsic::fptoui_sat, {b_.getInt16Ty(), x->getType()}, {x});
   }
 
+  // The cast op: convert (which saturates to i64, as the reference's casts), where casts to
+  // bf16 and f16 round there (their values are computed in f32 registers; the reference rounds
+  // a cast, ir::round_to).
   llvm::Value* cast(llvm::Value* x, DType from, DType to) {
     if (is_float(from) && (to == DType::bf16 || to == DType::f16)) {
       llvm::Value* f = from == DType::f64 ? f32_odd(x) : x;

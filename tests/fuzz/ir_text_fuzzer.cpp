@@ -64,6 +64,10 @@ bool mutate_as_ir(std::vector<std::string>& lines, std::minstd_rand& rng) {
   std::string& line = lines[at];
   static const std::regex value_line(R"(^(%\d+) = ([a-z0-9_]+)(.*?)( : )([a-z0-9]+)(.*)$)");
   static const std::regex operand(R"(%\d+)");
+  // The values defined above line `at` (the seeds number them %0, %1, ... in order).
+  size_t defined = 0;
+  for (size_t i = 0; i < at; ++i)
+    if (lines[i].rfind('%', 0) == 0) ++defined;
   std::smatch m;
   switch (pick(10)) {
     case 0:  // an op for another of the same arity
@@ -95,9 +99,9 @@ bool mutate_as_ir(std::vector<std::string>& lines, std::minstd_rand& rng) {
            it != std::sregex_iterator(); ++it)
         refs.emplace_back(from + static_cast<size_t>(it->position()),
                           static_cast<size_t>(it->length()));
-      if (refs.empty()) return false;
+      if (refs.empty() || defined == 0) return false;
       const auto [pos, len] = refs[pick(refs.size())];
-      line.replace(pos, len, "%" + std::to_string(pick(at + 1)));
+      line.replace(pos, len, "%" + std::to_string(pick(defined)));
       return true;
     }
     case 3: {  // a reduction's scope
@@ -152,9 +156,6 @@ bool mutate_as_ir(std::vector<std::string>& lines, std::minstd_rand& rng) {
       return true;
     }
     default: {  // a new instruction over values defined before it
-      size_t defined = 0;
-      for (size_t i = 0; i < at; ++i)
-        if (lines[i].rfind('%', 0) == 0) ++defined;
       if (defined == 0) return false;
       const OpWord& op = kOps[pick(std::size(kOps))];
       std::string args;
