@@ -647,10 +647,10 @@ inline void check_integer_conversions_saturate(
     EXPECT_NE(sr(*ref, 0), sr(*ref, 1));
     for (size_t k = 0; k < keys.size(); ++k)
       if (auto like = same_key_as(k)) {
-        const auto a = sr(*ref, k), b = sr(*ref, *like);
+        const auto drawn = sr(*ref, k), expected = sr(*ref, *like);
         for (int64_t i = 0; i < n; ++i)
-          EXPECT_TRUE(std::bit_cast<uint64_t>(a[i]) == std::bit_cast<uint64_t>(b[i]) ||
-                      (a[i] != a[i] && b[i] != b[i]))
+          EXPECT_TRUE(std::bit_cast<uint64_t>(drawn[i]) == std::bit_cast<uint64_t>(expected[i]) ||
+                      (drawn[i] != drawn[i] && expected[i] != expected[i]))
               << "key " << keys[k] << " of " << v[i];
       }
     // The backend against the reference, bit for bit (NaN converts to 0; sround keeps NaN).
