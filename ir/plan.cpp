@@ -158,12 +158,12 @@ class Planner {
     // Depth first from v, operands in order (the first conflicting load found is the one
     // reported), with a stack of its own: a chain of dependent values is as deep as the
     // program is long (thousands), too deep to recurse on a small thread stack.
-    std::vector<ValueId> todo;
+    std::vector<ValueId> stack;
     auto visit = [&](ValueId root) {
-      todo.push_back(root);
-      while (!todo.empty()) {
-        const ValueId v = todo.back();
-        todo.pop_back();
+      stack.push_back(root);
+      while (!stack.empty()) {
+        const ValueId v = stack.back();
+        stack.pop_back();
         if (!element(v)) {
           d.uniforms.insert(v);
           continue;
@@ -190,7 +190,7 @@ class Planner {
           continue;
         }
         d.computed[index(v)] = 1;
-        for (int a = ir::info(in.op).arity - 1; a >= 0; --a) todo.push_back(in.args[a]);
+        for (int a = ir::info(in.op).arity - 1; a >= 0; --a) stack.push_back(in.args[a]);
       }
     };
     for (size_t i = 0; i < n_; ++i) {

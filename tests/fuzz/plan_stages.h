@@ -14,7 +14,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -22,6 +21,7 @@
 #include "codegen/c_emitter.h"
 #include "codegen/cpu_jit.h"
 #include "ir/plan.h"
+#include "runtime/safetensors.h"
 
 namespace optjit::fuzz {
 
@@ -40,39 +40,13 @@ inline void check_message(const char* where, const Error& e) {
     __builtin_trap();
 }
 
-/// `x` stored as `t` at `p` (a float type; other types keep their zero bytes).
-inline void put(DType t, unsigned char* p, double x) {
-  switch (t) {
-    case DType::f64:
-      std::memcpy(p, &x, 8);
-      break;
-    case DType::f32: {
-      const auto f = static_cast<float>(x);
-      std::memcpy(p, &f, 4);
-      break;
-    }
-    case DType::f16: {
-      const uint16_t h = f16_bits(x);
-      std::memcpy(p, &h, 2);
-      break;
-    }
-    case DType::bf16: {
-      const uint16_t h = bf16_bits(x);
-      std::memcpy(p, &h, 2);
-      break;
-    }
-    default:
-      break;
-  }
-}
-
 /// Two steps on `backend`, with the plan's parameter and gradient dtypes: values of both signs
 /// from 1e-3 to 1e3, and some zeros.
 inline void step_on(plan::Plan plan, const Backend& backend) {
   const DType dtype = plan.program.buffers[plan.program.param_buffer()].storage;
   const DType gtype = plan.program.buffers[plan.program.grad_buffer()].storage;
   const std::vector<int64_t> sizes = {3, 4096 + 256};
-  std::vector<std::vector<unsigned char>> params, grads;
+  std::vector<std::vector<uint8_t>> params, grads;
   std::vector<Param> ps;
   for (size_t t = 0; t < sizes.size(); ++t) {
     const auto n = static_cast<size_t>(sizes[t]);
@@ -80,8 +54,10 @@ inline void step_on(plan::Plan plan, const Backend& backend) {
     grads.emplace_back(n * size_bytes(gtype));
     for (size_t i = 0; i < n; ++i) {
       const double scale = i % 11 == 0 ? 0.0 : std::pow(10.0, static_cast<double>(i % 7) - 3);
-      put(dtype, &params.back()[i * size_bytes(dtype)], std::sin(0.37 * i + t) * scale);
-      put(gtype, &grads.back()[i * size_bytes(gtype)], std::cos(0.53 * i + t) * scale);
+      runtime::store_element(params.back().data(), dtype, static_cast<int64_t>(i),
+                             std::sin(0.37 * i + t) * scale);
+      runtime::store_element(grads.back().data(), gtype, static_cast<int64_t>(i),
+                             std::cos(0.53 * i + t) * scale);
     }
     ps.push_back({"w" + std::to_string(t), params.back().data(), dtype, {sizes[t]}});
   }
