@@ -49,15 +49,16 @@ Error = _optjit.Error
 _IGNORED = {"foreach", "fused", "capturable", "differentiable"}
 
 
-def _number(x: Any) -> str:
-    """A hyperparameter value as pipeline text (exact: Python's repr round-trips)."""
-    if isinstance(x, torch.Tensor):
+def _number(x: Any, what: str = "a hyperparameter") -> str:
+    """A hyperparameter value as pipeline text (exact: Python's repr round-trips); else an
+    error naming `what`."""
+    if isinstance(x, torch.Tensor) and x.numel() == 1:
         x = x.item()
     if isinstance(x, bool):
         return "true" if x else "false"
     if isinstance(x, (tuple, list)):
-        return "(" + ", ".join(_number(v) for v in x) + ")"
-    x = float(x)
+        return "(" + ", ".join(_number(v, what) for v in x) + ")"
+    x = _number_of(x, what)
     if math.isnan(x):
         return "nan"  # refused where torch refuses it, with a message naming it
     if math.isinf(x):
@@ -71,6 +72,9 @@ def _scalar_dtype() -> torch.dtype:
 
 
 def _values(x: Any) -> List[float]:
+    if isinstance(x, (str, bytes)) or (isinstance(x, (tuple, list))
+                                       and any(isinstance(v, (str, bytes)) for v in x)):
+        raise TypeError("a string, not a number")  # (float() reads "0.1"; torch's steps fail)
     if isinstance(x, torch.Tensor):
         return [float(v) for v in x.reshape(-1).tolist()]
     if isinstance(x, (tuple, list)):
@@ -102,8 +106,11 @@ def _same_layout(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def _number_of(value: Any, what: str) -> float:
-    """A one-element tensor or a number as a float; else an error naming `what`."""
+    """A one-element tensor or a number as a float; else an error naming `what` (a string
+    too, which float() would read: torch's steps fail on one)."""
     try:
+        if isinstance(value, (str, bytes)):
+            raise TypeError
         return float(value)
     except (TypeError, ValueError, RuntimeError):
         text = repr(value)
@@ -691,8 +698,11 @@ class _Engine:
             missing = [name for name in self.engine.state_buffers
                        if name not in present and not converted(name)]
             if had and missing:
+                odd = [f"{name} is {type(st[name]).__name__}" for name in missing if name in st]
                 raise Error(f"optimizer.state of parameter {i} has {', '.join(present)} but not "
-                            f"{', '.join(missing)}: a damaged or mismatched checkpoint")
+                            f"{', '.join(missing)}" + (f" as a tensor ({'; '.join(odd)})"
+                                                        if odd else "")
+                            + ": a damaged or mismatched checkpoint")
             foreign = [k for k, v in st.items() if isinstance(v, torch.Tensor) and v.dim() > 0
                        and k not in self.engine.scalar_states]
             if not had and missing and foreign:
@@ -1335,6 +1345,9 @@ class Optimizer(torch.optim.Optimizer):
         # f32 per-block scales ("exp_avg.absmax") keep theirs, or they would be lost.
         kept = {}
         for pid, st in state_dict.get("state", {}).items():
+            if not isinstance(st, dict):  # (torch would keep it, and fail at the step)
+                raise Error(f"the state dict's state of parameter {pid} is {st!r:.60}, not a "
+                            f"dict of state tensors")
             for k, v in st.items():
                 if isinstance(v, torch.Tensor) and k != "step" and (
                         v.dtype == torch.uint8 or k.endswith(".absmax")):
@@ -1867,8 +1880,8 @@ def _install(package: str, ours: Dict[str, type], defer_clip: bool = True) -> In
 def _with_clip(transform: str, max_grad_norm: Optional[float], norm_type: float) -> str:
     if max_grad_norm is None:
         return transform
-    return (f"chain(clip_grad_norm(max_norm={_number(max_grad_norm)}, norm_type="
-            f"{_number(norm_type)}), {transform})")
+    return (f"chain(clip_grad_norm(max_norm={_number(max_grad_norm, 'max_grad_norm')}, "
+            f"norm_type={_number(norm_type, 'norm_type')}), {transform})")
 
 
 class _Builtin(Optimizer):
@@ -1969,7 +1982,7 @@ class _Builtin(Optimizer):
                 return bool(v)
             return 0.0 if v is None and k in self._none_is_zero else v
 
-        args = ", ".join(f"{k}={_number(value(k, v))}" for k, v in self._built.items())
+        args = ", ".join(f"{k}={_number(value(k, v), k)}" for k, v in self._built.items())
         if state_format is not None:
             args += f', state_format="{state_format}"'
         return f"{self._name}({args})"

@@ -463,6 +463,16 @@ def test_errors_are_clear():
     with pytest.raises(optjit.Error, match=r"^Adam: transform 'adam': state_format: 'q9' is not "
                                            r"a format \(f32, bf16"):
         ot.Adam([w], state_format="q9")
+    # A value that is not a number is named (float() reads the string "0.1", a TypeError from
+    # deep inside named nothing); torch refuses both, as a TypeError from its comparisons.
+    with pytest.raises(optjit.Error, match=r"^AdamW: lr is '0.1', not a number$"):
+        ot.AdamW([w], lr="0.1")
+    with pytest.raises(optjit.Error, match=r"^AdamW: lr is None, not a number$"):
+        ot.AdamW([w], lr=None)
+    with pytest.raises(optjit.Error, match=r"^AdamW: betas is '0.9', not a number$"):
+        ot.AdamW([w], betas=("0.9", 0.999))
+    with pytest.raises(optjit.Error, match=r"^AdamW: max_grad_norm is '1', not a number$"):
+        ot.AdamW([w], max_grad_norm="1")
 
 
 PROBES = [-1.0, 0.0, 1.0, 2.0, math.inf, math.nan]
@@ -831,6 +841,18 @@ def test_a_checkpoint_that_does_not_fit_is_an_error_not_a_fresh_start():
          r"param_groups\[0\]\['betas'\] has 1 value\(s\); 'betas' takes 2"),
         (lambda s: s["param_groups"][0].__setitem__("lr", None),
          r"param_groups\[0\]\['lr'\] is None, not a number"),
+        # (float() reads "0.01"; torch's step fails on it, and so does this)
+        (lambda s: s["param_groups"][0].__setitem__("lr", "0.01"),
+         r"param_groups\[0\]\['lr'\] is '0.01', not a number"),
+        (lambda s: s["param_groups"][0].__setitem__("betas", ("0.9", 0.999)),
+         r"param_groups\[0\]\['betas'\] is \('0.9', 0.999\), not a number"),
+        # (an AttributeError from inside load_state_dict before)
+        (lambda s: s["state"].__setitem__(0, None),
+         "the state dict's state of parameter 0 is None, not a dict of state tensors"),
+        # (said to be missing before: it is there, but not a tensor)
+        (lambda s: s["state"][0].__setitem__("exp_avg", "x"),
+         "optimizer.state of parameter 0 has exp_avg_sq but not exp_avg as a tensor "
+         r"\(exp_avg is str\): a damaged or mismatched checkpoint"),
     ]
     for change, message in bad:
         with pytest.raises(optjit.Error, match=message):
