@@ -92,6 +92,12 @@ class StepWriter {
                        slot_[index(v)]);
   }
   // A value as an operand: a literal, a local of this segment, or from vals.
+  // Double x as an i64 value (ir::round_to): truncated, saturated at 2^53, Inf and NaN 0, no -0.
+  static std::string i64_of(const std::string& x) {
+    return fmt::format("(isfinite({0}) ? fmin(fmax(trunc({0}), -{1}), {1}) + 0.0 : 0.0)", x,
+                       literal(kI64Limit, DType::f64));
+  }
+
   std::string ref(ValueId v) const {
     const ir::Inst& in = p_.at(v);
     if (in.op == Op::Const) return literal(in.imm, DType::f64);
@@ -114,9 +120,11 @@ class StepWriter {
       case Op::HoldsCodes:  // bit attr of `codes` (exact: an integer below 2^52)
         return flag(fmt::format("fmod(floor(codes / {:.1f}), 2.0) != 0.0",
                                 std::ldexp(1.0, static_cast<int>(in.attr))));
-      case Op::SLoad:
-        return fmt::format("ctl[{} + g * {} + {}]", DeviceStepLayout::kCtlHeader, layout_.states,
-                           in.attr);
+      case Op::SLoad: {
+        const std::string s = fmt::format("ctl[{} + g * {} + {}]", DeviceStepLayout::kCtlHeader,
+                                          layout_.states, in.attr);
+        return in.type == DType::i64 ? i64_of(s) : s;  // (as the host's: saturated)
+      }
       case Op::Not:
         return flag(a(0) + " == 0.0");
       case Op::And:
@@ -146,15 +154,22 @@ class StepWriter {
             return fmt::format("optjit_round_binary({}, 7, -126, {})", a(0),
                                literal(3.3895313892515355e38, DType::f64));
           case DType::i64:
-            // ir::round_to: saturated at 2^63 (INT64_MAX's value), Inf and NaN 0, no -0.
-            return fmt::format(
-                "(isfinite({0}) ? fmin(fmax(trunc({0}), -0x1p63), 0x1p63) + 0.0 : 0.0)", a(0));
+            return i64_of(a(0));
           case DType::b1:
           case DType::u8:  // never a value type
           case DType::u16:
             return flag(a(0) + " != 0.0");
         }
         break;
+      case Op::Add:
+      case Op::Sub:
+      case Op::Mul:
+        if (in.type != DType::i64) return detail::float_math(L_, in.op, DType::f64, {a(0), a(1)});
+        return i64_of(fmt::format("({} {} {})", a(0),
+                                  in.op == Op::Add   ? "+"
+                                  : in.op == Op::Sub ? "-"
+                                                     : "*",
+                                  a(1)));
       default: {
         // The math every emitter shares (c_lang.h), in double.
         std::vector<std::string> args;

@@ -1487,11 +1487,11 @@ class KernelWriter {
             case Op::Abs:
               return def("(" + L_.select(a(0) + " < 0", "-" + a(0), a(0)) + ")");
             case Op::Add:
-              return def(a(0) + " + " + a(1));
+              return def(L_.i64_arithmetic(a(0), '+', a(1)));
             case Op::Sub:
-              return def(a(0) + " - " + a(1));
+              return def(L_.i64_arithmetic(a(0), '-', a(1)));
             case Op::Mul:
-              return def(a(0) + " * " + a(1));
+              return def(L_.i64_arithmetic(a(0), '*', a(1)));
             case Op::Min:
               return def("(" + L_.select(a(0) + " < " + a(1), a(0), a(1)) + ")");
             case Op::Max:

@@ -51,11 +51,16 @@ std::string Lang::u16_of(const std::string& x, DType t) const {
   return cast(u32(), "(" + select(compare(">=", x, zero, t), in_range, zero) + ")");
 }
 std::string Lang::i64_of(const std::string& x, DType t) const {
-  const std::string two63 = literal(0x1p63, t), max = cast(i64(), "0x7fffffffffffffff");
-  const std::string min = "(-" + max + " - 1)";  // INT64_MIN, without overflow
-  const std::string low = "(" + select(compare("<", x, "-" + two63, t), min, cast(i64(), x)) + ")";
-  const std::string in_range = "(" + select(compare(">=", x, two63, t), max, low) + ")";
+  const std::string limit = literal(kI64Limit, t), top = literal(kI64Limit, DType::i64);
+  const std::string low =
+      "(" + select(compare("<", x, "-" + limit, t), "-" + top, cast(i64(), x)) + ")";
+  const std::string in_range = "(" + select(compare(">", x, limit, t), top, low) + ")";
   return "(" + select(fmt::format("isfinite({})", x), in_range, cast(i64(), "0")) + ")";
+}
+std::string Lang::i64_arithmetic(const std::string& a, char op, const std::string& b) const {
+  const std::string d = value_type(DType::f64), limit = literal(kI64Limit, DType::f64);
+  return cast(i64(), fmt::format("fmin(fmax({} {} {}, -{}), {})", cast(d, a), op, cast(d, b), limit,
+                                 limit));
 }
 std::string Lang::lut_cell(const std::string& x) const {
   return cast(u32(), "(" + add(mul(add(unit_clamp(x), "1.0f"), "32767.5f"), "0.5f") + ")");

@@ -211,9 +211,12 @@ class Lang {
   /// truncated, saturated at 0 and 65535, NaN 0, as ir::round_to (a C conversion out of range
   /// is undefined). The comparisons keep NaN out, as compare() does.
   std::string u16_of(const std::string& x, DType t) const;
-  /// Float value x of type t as an i64: truncated, saturated at INT64_MIN and INT64_MAX, Inf and
+  /// Float value x of type t as an i64: truncated, saturated at kI64Limit (2^53), Inf and
   /// NaN 0, as ir::round_to. (WGSL has no i64.)
   std::string i64_of(const std::string& x, DType t) const;
+  /// i64 values a op b (+, - or *) saturated at kI64Limit, as the reference's doubles: in
+  /// f64, exact up to the limit and at or past it where the exact result is, then clamped.
+  std::string i64_arithmetic(const std::string& a, char op, const std::string& b) const;
   /// The lookup table's cell of f32 value x (ir::quant_lut_index): (u32)((clamp(x) + 1) *
   /// 32767.5 + 0.5), clamp as unit_clamp. The default clamps first; CUDA clamps the cell.
   virtual std::string lut_cell(const std::string& x) const;

@@ -1479,11 +1479,11 @@ class PassEmitter {
                             : b_.CreateICmpNE(x, llvm::ConstantInt::get(from_ty, 0));
     if (from == DType::b1)
       return is_float(to) ? b_.CreateUIToFP(x, to_ty) : b_.CreateZExt(x, to_ty);
-    if (to == DType::i64) {  // truncated and saturated, Inf and NaN 0 (ir::round_to)
+    if (to == DType::i64) {  // truncated and saturated at 2^53, Inf and NaN 0 (ir::round_to)
       llvm::Value* finite = b_.CreateFCmpOLT(call(llvm::Intrinsic::fabs, {x}),
                                              llvm::ConstantFP::getInfinity(from_ty));
       llvm::Value* sat = b_.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {to_ty, from_ty}, {x});
-      return b_.CreateSelect(finite, sat, b_.getInt64(0));
+      return b_.CreateSelect(finite, i64_saturated(sat), b_.getInt64(0));
     }
     if (from == DType::i64) return b_.CreateSIToFP(x, to_ty);
     return from_ty->getPrimitiveSizeInBits() < to_ty->getPrimitiveSizeInBits()
@@ -1546,6 +1546,13 @@ class PassEmitter {
   llvm::Value* to_u16(llvm::Value* x, DType have) {
     if (!is_float(have)) x = convert(x, have, DType::f64);
     return b_.CreateIntrinsic(llvm::Intrinsic::fptoui_sat, {b_.getInt16Ty(), x->getType()}, {x});
+  }
+
+  // i64 value x held within kI64Limit.
+  llvm::Value* i64_saturated(llvm::Value* x) {
+    const auto limit = static_cast<int64_t>(kI64Limit);
+    x = call(llvm::Intrinsic::smax, {x, b_.getInt64(-limit)});
+    return call(llvm::Intrinsic::smin, {x, b_.getInt64(limit)});
   }
 
   // The cast op: convert (which saturates to i64, as the reference's casts), where casts to
@@ -1649,12 +1656,21 @@ class PassEmitter {
           return b_.CreateNeg(arg(0));
         case Op::Abs:
           return call(llvm::Intrinsic::abs, {arg(0), b_.getFalse()});
+        // Saturated at kI64Limit, as the reference's doubles: a sum of two values within
+        // it cannot overflow; a product is taken in f64 (exact up to the limit, and at or past
+        // it where the exact one is) and clamped there.
         case Op::Add:
-          return b_.CreateAdd(arg(0), arg(1));
+          return i64_saturated(b_.CreateAdd(arg(0), arg(1)));
         case Op::Sub:
-          return b_.CreateSub(arg(0), arg(1));
-        case Op::Mul:
-          return b_.CreateMul(arg(0), arg(1));
+          return i64_saturated(b_.CreateSub(arg(0), arg(1)));
+        case Op::Mul: {
+          auto* f64 = b_.getDoubleTy();
+          llvm::Value* p =
+              b_.CreateFMul(b_.CreateSIToFP(arg(0), f64), b_.CreateSIToFP(arg(1), f64));
+          p = call(llvm::Intrinsic::maxnum, {p, llvm::ConstantFP::get(f64, -kI64Limit)});
+          p = call(llvm::Intrinsic::minnum, {p, llvm::ConstantFP::get(f64, kI64Limit)});
+          return b_.CreateFPToSI(p, b_.getInt64Ty());
+        }
         case Op::Min:
           return call(llvm::Intrinsic::smin, {arg(0), arg(1)});
         case Op::Max:

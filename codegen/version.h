@@ -4,6 +4,6 @@
 
 namespace optjit::codegen {
 
-inline constexpr int kCodegenVersion = 13;
+inline constexpr int kCodegenVersion = 14;
 
 }  // namespace optjit::codegen

@@ -20,8 +20,11 @@ inline double nan_aware_max(double a, double b) {
 }
 
 /// Evaluates a pure non-leaf, non-reduce op in float64 (bools are 0/1). Only Cast rounds:
-/// the reference backend is the exact oracle, so other ops do not round to their type.
+/// the reference backend is the exact oracle, so other ops do not round to their type. i64's
+/// add, sub and mul saturate at kI64Limit (round_to): exact below it, where a double is.
 inline double eval_op(Op op, DType type, double a, double b = 0, double c = 0) {
+  if (type == DType::i64 && (op == Op::Add || op == Op::Sub || op == Op::Mul))
+    return round_to(DType::i64, op == Op::Add ? a + b : op == Op::Sub ? a - b : a * b);
   switch (op) {
     case Op::Neg:
       return -a;

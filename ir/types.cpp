@@ -148,7 +148,7 @@ double round_to(DType t, double x) {
     case DType::bf16:
       return round_binary(x, 7, -126, kBF16Max);
     case DType::i64:  // an integer has no -0: trunc(-0.5) is -0.0, and + 0.0 makes it 0
-      return std::isfinite(x) ? std::clamp(std::trunc(x), -0x1p63, 0x1p63) + 0.0 : 0.0;
+      return std::isfinite(x) ? std::clamp(std::trunc(x), -kI64Limit, kI64Limit) + 0.0 : 0.0;
     case DType::b1:
       return x != 0 ? 1.0 : 0.0;
     case DType::u8:

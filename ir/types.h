@@ -37,11 +37,18 @@ bool is_float(DType t);
 /// The arithmetic type for a storage type, like PyTorch's opmath_t: f64 stays f64, others f32.
 DType compute_type(DType storage);
 
+/// The i64 values: whole numbers from -2^53 to 2^53, each exact in the double that the reference
+/// and the scalar programs compute with (every count optjit makes is one: steps below 2^53,
+/// elements at most 2^48). Conversions to i64 and i64 add, sub and mul saturate here, on every
+/// backend (a kernel's int64 arithmetic past 2^53 would part from the doubles, and past 2^63
+/// wrap, or be undefined in C).
+inline constexpr double kI64Limit = 0x1p53;
+
 /// `x` rounded (to nearest, ties to even) to the nearest value of type `t`, returned as a double.
 /// Integers round toward zero like a C cast and saturate where C's cast is undefined: i64 at
-/// -2^63 and 2^63 (INT64_MAX's value as a double), Inf and NaN to 0; u8 and u16 at 0 and their
-/// largest value, Inf too, NaN to 0 (LLVM's fptoui.sat). b1 is x != 0. Every backend's
-/// conversions give these values.
+/// -kI64Limit and kI64Limit (2^53), Inf and NaN to 0; u8 and u16 at 0 and their largest value,
+/// Inf too, NaN to 0 (LLVM's fptoui.sat). b1 is x != 0. Every backend's conversions give these
+/// values.
 double round_to(DType t, double x);
 
 // Bit conversions for half formats (round to nearest even, NaN preserved).

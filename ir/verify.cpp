@@ -2,6 +2,7 @@
 // against the op's kind (ops.def); its rank must equal the rank derived from its operands.
 #include "ir/verify.h"
 
+#include <cmath>
 #include <vector>
 
 #include "ir/sign.h"
@@ -49,6 +50,19 @@ Status check_inst(const Program& p, size_t n, const Inst& in) {
           if (!is_float(in.type)) return fail("loads produce a float type");
           if (p.buffers[in.attr].per_block)
             return fail("a per_block buffer is read by its quantized buffer's loads");
+          break;
+        case Op::Const:
+          // A value of its type, as the backends' literals are: the reference keeps an f32
+          // constant's digits (it is the exact oracle), but one past f32's range is Inf there.
+          if (in.type == DType::i64 &&
+              !(std::fabs(in.imm) <= kI64Limit && in.imm == std::trunc(in.imm)))
+            return fail(fmt::format("an i64 constant is a whole number from -2^53 to 2^53, not {}",
+                                    in.imm));
+          if (in.type == DType::b1 && in.imm != 0 && in.imm != 1)
+            return fail(fmt::format("a b1 constant is 0 or 1, not {}", in.imm));
+          if (is_float(in.type) && std::isfinite(in.imm) &&
+              !std::isfinite(round_to(in.type, in.imm)))
+            return fail(fmt::format("{} is past {}'s largest value", in.imm, to_string(in.type)));
           break;
         case Op::SLoad:
           if (in.attr >= p.states.size()) return fail("state index out of range");
@@ -192,9 +206,15 @@ Status verify(const Program& p) {
   if (params != 1 || grads != 1)
     return make_error("IR: needs exactly one param and one grad buffer (has {} and {})", params,
                       grads);
-  for (const auto& s : p.states)
+  for (const auto& s : p.states) {
     if (s.init.hyper && *s.init.hyper >= p.hypers.size())
       return make_error("IR: state '{}' is initialised from an unknown hyperparameter", s.name);
+    // (From a hyperparameter, any value: the state's loads saturate it, as a cast does.)
+    const double v = s.init.value;
+    if (!s.init.hyper && s.type == DType::i64 && !(std::fabs(v) <= kI64Limit && v == std::trunc(v)))
+      return make_error("IR: i64 state '{}' starts at {}, not a whole number from -2^53 to 2^53",
+                        s.name, v);
+  }
   std::vector<int> buffer_stores(p.buffers.size()), state_stores(p.states.size());
   for (size_t n = 0; n < p.insts.size(); ++n) {
     const Inst& in = p.insts[n];

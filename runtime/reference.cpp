@@ -65,8 +65,9 @@ bool HostProgram::run_segment(size_t k) {
           return static_cast<double>(s_.tensors[t].first);
         case Op::HoldsCodes:
           return holds_codes(plan_, in.attr, s_.tensors[t]) ? 1.0 : 0.0;
-        case Op::SLoad:
-          return s_.groups[g].states[in.attr];
+        case Op::SLoad:  // (an i64 state set from outside, as a checkpoint's double: saturated)
+          return in.type == DType::i64 ? round_to(DType::i64, s_.groups[g].states[in.attr])
+                                       : s_.groups[g].states[in.attr];
         default:
           break;
       }

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -103,9 +104,10 @@ void store_element(uint8_t* base, DType t, int64_t i, double v) {
       break;
     }
     case DType::i64: {
-      // round_to saturates at 2^63, one past INT64_MAX.
-      const double r = round_to(DType::i64, v);
-      const int64_t x = r >= 0x1p63 ? INT64_MAX : static_cast<int64_t>(r);
+      // A file's integers: truncated, saturated at INT64_MIN and INT64_MAX, Inf and NaN 0
+      // (the IR's i64 values, round_to's, stop at 2^53; a file's need not).
+      const double r = std::isfinite(v) ? std::trunc(v) : 0.0;
+      const int64_t x = r >= 0x1p63 ? INT64_MAX : r < -0x1p63 ? INT64_MIN : static_cast<int64_t>(r);
       std::memcpy(base + 8 * i, &x, 8);
       break;
     }

@@ -528,8 +528,11 @@ inline void check_casts_round_as_the_reference(
 
 /// Conversions to integers that C leaves undefined out of range are defined, and the same on
 /// every backend (ir::round_to): a store to a u16 buffer and join16's low half truncate and
-/// saturate at 0 and 65535, NaN 0; a cast to i64 truncates and saturates at -2^63 and 2^63
-/// (INT64_MAX), Inf and NaN 0. Written as IR (the text form has no u16 and no join16), on
+/// saturate at 0 and 65535, NaN 0; a cast to i64 truncates and saturates at -2^53 and 2^53
+/// (kI64Limit), Inf and NaN 0, and so do i64 add, sub and mul (a kernel's int64 arithmetic
+/// wrapped past 2^63, or was undefined in C, where the reference's doubles went on; its int64
+/// values past 2^53 parted from theirs), and the load of an i64 scalar state that starts at a
+/// hyperparameter's value. Written as IR (the text form has no u16 and no join16), on
 /// parameters from NaN, the infinities and +-1e30 to the u16 range's edges: element-rank i64
 /// casts in a pass, and scalar-rank ones of hyperparameters (the host's or the device step's
 /// scalar program). The reference's values are checked against the rule first, then the
@@ -543,11 +546,15 @@ inline void check_integer_conversions_saturate(
     bool f64 = true, bool i64 = true) {
   const double inf = std::numeric_limits<double>::infinity();
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  const std::vector<double> v = {0.0,     -0.0,   3.7,   1234.9, 65535.0, 65535.9, 65536.0, 7e4,
-                                 -3.0,    -0.5,   1e30,  -1e30,  inf,     -inf,    nan,     9.3e18,
-                                 -9.3e18, 9.2e18, 1e-30, -1e-30, 4.2e9,   -65535.0};
+  // (5e15, 8e15: their sums pass 2^53, -5e15 and 8e15 saturate; 9.4e7's square does not
+  // reach 2^53, 9.5e7's does; 0x1p53 - 2 is the largest whole f32 below 2^53 whose sum with
+  // 2 does not pass it.)
+  const std::vector<double> v = {0.0,     -0.0,   3.7,   1234.9, 65535.0, 65535.9,  65536.0, 7e4,
+                                 -3.0,    -0.5,   1e30,  -1e30,  inf,     -inf,     nan,     9.3e18,
+                                 -9.3e18, 9.2e18, 1e-30, -1e-30, 4.2e9,   -65535.0, 5e15,    -5e15,
+                                 8e15,    9.4e7,  9.5e7, -9.5e7, 0x1p53,  -0x1p53,  0x1p52};
   // The scalar casts' operands, one hyperparameter each.
-  const std::vector<double> h = {1e30, -1e30, -0.5, 9.3e18, 2.5, -9.2e18};
+  const std::vector<double> h = {1e30, -1e30, -0.5, 9.3e18, 2.5, -9.2e18, 5e15, 9.5e7, 0x1p52};
   // Stochastic rounding's keys (ir::sr_key: whole numbers below 2^53, truncated, else 0), a
   // hyperparameter each: the first two are the controls the others must equal.
   const std::vector<double> keys = {0,    2,   2.5, 0x1p52 + 1, 0x1p53, 0x1p53 + 2,
@@ -572,10 +579,17 @@ inline void check_integer_conversions_saturate(
         T);
     for (size_t k = 0; k < keys.size(); ++k)
       text += fmt::format("buffer \"sr{}\" f32 state init 0\n", k);
+    const std::vector<std::string> element_ops = {"isum", "idif", "isq", "inegsq"};
     if (i64) {
       text += fmt::format("buffer \"i64\" {} state init 0\n", T);
+      for (const auto& name : element_ops)
+        text += fmt::format("buffer \"{}\" {} state init 0\n", name, T);
       for (size_t k = 0; k < h.size(); ++k)
-        text += fmt::format("buffer \"s{}\" {} state init 0\n", k, T);
+        text += fmt::format(
+            "buffer \"s{0}\" {1} state init 0\nbuffer \"ssum{0}\" {1} state init 0\n"
+            "buffer \"ssq{0}\" {1} state init 0\nbuffer \"sload{0}\" {1} state init 0\n"
+            "state \"count{0}\" i64 init hyper \"h{0}\"\n",
+            k, T);
     }
     text += fmt::format("%p = load \"param\" : {0}\n%g = load \"grad\" : {0}\n", T);
     if (dt != DType::f32) text += "%pf = cast %p : f32\n";  // join16 is on f32 patterns
@@ -593,12 +607,28 @@ inline void check_integer_conversions_saturate(
           k, dt == DType::f32 ? "%p" : "%pf");
     if (i64) {
       text += fmt::format("%pi = cast %p : i64\n%pb = cast %pi : {}\nstore \"i64\", %pb\n", T);
+      // Element-rank arithmetic: p + p, -p - p, p * p, p * -p.
+      text +=
+          "%pn = neg %pi : i64\n%isum = add %pi, %pi : i64\n%idif = sub %pn, %pi : i64\n"
+          "%isq = mul %pi, %pi : i64\n%inegsq = mul %pi, %pn : i64\n";
+      for (const auto& name : element_ops)
+        text += fmt::format("%{0}b = cast %{0} : {1}\nstore \"{0}\", %{0}b\n", name, T);
       text += fmt::format("%zero = const 0 : {}\n%g0 = mul %g, %zero : {}\n", T, T);
-      for (size_t k = 0; k < h.size(); ++k)
+      // Scalar-rank: each hyperparameter's cast, its sum and square, and the i64 state that
+      // starts at it, each added to a zero element to store it.
+      for (size_t k = 0; k < h.size(); ++k) {
         text += fmt::format(
-            "%h{0} = hyper \"h{0}\" : f64\n%hi{0} = cast %h{0} : i64\n%hb{0} = cast %hi{0} : "
-            "{1}\n%e{0} = add %g0, %hb{0} : {1}\nstore \"s{0}\", %e{0}\n",
-            k, T);
+            "%h{0} = hyper \"h{0}\" : f64\n%hi{0} = cast %h{0} : i64\n%hs{0} = add %hi{0}, "
+            "%hi{0} : i64\n%hq{0} = mul %hi{0}, %hi{0} : i64\n%hl{0} = sload \"count{0}\" : "
+            "i64\n",
+            k);
+        for (auto [value, buffer] :
+             {std::pair{"hi", "s"}, {"hs", "ssum"}, {"hq", "ssq"}, {"hl", "sload"}})
+          text += fmt::format(
+              "%{0}b{2} = cast %{0}{2} : {3}\n%{0}e{2} = add %g0, %{0}b{2} : {3}\nstore "
+              "\"{1}{2}\", %{0}e{2}\n",
+              value, buffer, k, T);
+      }
     }
     auto program = ir::parse_ir(text);
     ASSERT_TRUE(program) << program.error().message << "\n" << text;
@@ -624,7 +654,7 @@ inline void check_integer_conversions_saturate(
     // The reference against the rule.
     auto u16 = [](double x) { return x != x ? 0.0 : std::clamp(std::trunc(x), 0.0, 65535.0); };
     auto i64_of = [](double x) {
-      return std::isfinite(x) ? std::clamp(std::trunc(x), -0x1p63, 0x1p63) + 0.0 : 0.0;
+      return std::isfinite(x) ? std::clamp(std::trunc(x), -0x1p53, 0x1p53) + 0.0 : 0.0;
     };
     for (int64_t i = 0; i < n; ++i) {
       const double p = params[0].get(i);  // the parameter as stored (f32: rounded)
@@ -634,10 +664,24 @@ inline void check_integer_conversions_saturate(
           (std::bit_cast<uint32_t>(1.5f) & 0xffff0000u) | static_cast<uint32_t>(u16(pf));
       EXPECT_EQ(values(*ref, "joined")[i], std::bit_cast<float>(joined)) << p;
       if (i64) {
-        EXPECT_EQ(values(*ref, "i64")[i], round_to(dt, i64_of(p))) << p;
-        for (size_t k = 0; k < h.size(); ++k)
-          EXPECT_EQ(values(*ref, fmt::format("s{}", k).c_str())[i], round_to(dt, i64_of(h[k])))
-              << h[k];
+        const double pi = i64_of(p);
+        EXPECT_EQ(values(*ref, "i64")[i], round_to(dt, pi)) << p;
+        // (i64_of of the exact result: a long double holds these products exactly.)
+        auto exact = [&](long double x) { return round_to(dt, i64_of(static_cast<double>(x))); };
+        EXPECT_EQ(values(*ref, "isum")[i], exact(2.0L * pi)) << p;
+        EXPECT_EQ(values(*ref, "idif")[i], exact(-2.0L * pi)) << p;
+        EXPECT_EQ(values(*ref, "isq")[i], exact(static_cast<long double>(pi) * pi)) << p;
+        EXPECT_EQ(values(*ref, "inegsq")[i], exact(-static_cast<long double>(pi) * pi)) << p;
+        for (size_t k = 0; k < h.size(); ++k) {
+          const double hi = i64_of(h[k]);
+          auto at = [&](const char* name) {
+            return values(*ref, fmt::format("{}{}", name, k).c_str())[i];
+          };
+          EXPECT_EQ(at("s"), round_to(dt, hi)) << h[k];
+          EXPECT_EQ(at("ssum"), exact(2.0L * hi)) << h[k];
+          EXPECT_EQ(at("ssq"), exact(static_cast<long double>(hi) * hi)) << h[k];
+          EXPECT_EQ(at("sload"), round_to(dt, hi)) << h[k];
+        }
       }
     }
     // Out-of-range keys draw key 0's bits, 2.5 draws 2's (and the controls differ).
@@ -665,7 +709,10 @@ inline void check_integer_conversions_saturate(
     std::vector<std::string> names = {"u16", "joined"};
     if (i64) {
       names.push_back("i64");
-      for (size_t k = 0; k < h.size(); ++k) names.push_back(fmt::format("s{}", k));
+      names.insert(names.end(), element_ops.begin(), element_ops.end());
+      for (size_t k = 0; k < h.size(); ++k)
+        for (const char* name : {"s", "ssum", "ssq", "sload"})
+          names.push_back(fmt::format("{}{}", name, k));
     }
     for (const auto& name : names) {
       const auto got = values(*s, name.c_str()), want = values(*ref, name.c_str());

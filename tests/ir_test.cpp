@@ -216,6 +216,45 @@ TEST(Verify, RejectsTypeAndRankErrorsWithMessages) {
         "IR %1 (anynonfinite): sum/sumsq/maxabs give f64, anynonfinite gives b1");
 }
 
+// A constant is a value of its type, as the backends' literals are: an i64 one a whole number
+// within 2^53 (a C or LLVM literal of 1e30 or 0.5 as an integer was undefined or another value
+// than the reference's), a b1 one 0 or 1, a float one within its type's range (1e300 as f32 is
+// Inf in a kernel, 1e300 in the reference). So is an i64 state's starting value.
+TEST(Verify, ConstantsAndI64StatesAreValuesOfTheirType) {
+  auto check = [](const std::string& body, const std::string& message) {
+    auto p =
+        ir::parse_ir("optjit-ir 1\nbuffer \"param\" f32 param\nbuffer \"grad\" f32 grad\n" + body);
+    if (message.empty()) {
+      EXPECT_TRUE(p) << body << ": " << p.error().message;
+      return;
+    }
+    ASSERT_FALSE(p) << body;
+    EXPECT_EQ(p.error().message, message);
+  };
+  check("%0 = const 1e30 : i64\n",
+        "IR %0 (const): an i64 constant is a whole number from -2^53 to 2^53, not 1e+30");
+  check("%0 = const 0.5 : i64\n",
+        "IR %0 (const): an i64 constant is a whole number from -2^53 to 2^53, not 0.5");
+  check("%0 = const nan : i64\n",
+        "IR %0 (const): an i64 constant is a whole number from -2^53 to 2^53, not nan");
+  check("%0 = const 9007199254740994 : i64\n",
+        "IR %0 (const): an i64 constant is a whole number from -2^53 to 2^53, not "
+        "9007199254740994");
+  check("%0 = const 2 : b1\n", "IR %0 (const): a b1 constant is 0 or 1, not 2");
+  check("%0 = const 1e300 : f32\n", "IR %0 (const): 1e+300 is past f32's largest value");
+  check("%0 = const -70000 : f16\n", "IR %0 (const): -70000 is past f16's largest value");
+  check("state \"n\" i64 init 0.5\n",
+        "IR: i64 state 'n' starts at 0.5, not a whole number from -2^53 to 2^53");
+  // The edges, and what a float type's literal holds: its Inf, NaN, values that round to its
+  // largest (3.4028235e38 is FLT_MAX's shortest spelling) and to 0.
+  check(
+      "state \"n\" i64 init -7\n%0 = const -9007199254740992 : i64\n%1 = const 9007199254740992 : "
+      "i64\n%2 = const 1 : "
+      "b1\n%3 = const inf : f32\n%4 = const nan : f16\n%5 = const 3.4028235e38 : f32\n%6 = "
+      "const 1e-300 : f32\n%7 = const 1e300 : f64\n",
+      "");
+}
+
 TEST(Verify, NeedsOneParamAndOneGrad) {
   auto p = ir::parse_ir("optjit-ir 1\nbuffer \"param\" f32 param\n");
   ASSERT_FALSE(p);
