@@ -546,6 +546,34 @@ class Engine {
     std::lock_guard<std::mutex> lock_;
   };
 
+  /// What the typed step() and tune() refused (nanobind tries this overload second, so the
+  /// step itself pays nothing for it): an error naming the gradient that is not an array, for
+  /// nanobind's list of signatures.
+  [[noreturn]] void refuse_gradients(nb::handle grads, const char* who) const {
+    if (!nb::isinstance<nb::sequence>(grads) || nb::isinstance<nb::str>(grads))
+      throw Error(
+          fmt::format("{}() takes a list of gradient arrays (one per parameter, in "
+                      "order), not {}",
+                      who, nb::type_name(grads.type()).c_str()));
+    const size_t n = nb::len(grads);
+    if (n != specs_.size())
+      throw Error(
+          fmt::format("{}() got {} gradients for {} parameters (a list of arrays, one "
+                      "per parameter in order)",
+                      who, n, specs_.size()));
+    for (size_t i = 0; i < n; ++i) {
+      nb::object g = grads[i];
+      if (Array a; !nb::try_cast(g, a, /*convert=*/false))
+        throw Error(
+            fmt::format("the gradient of parameter '{}' is not an array (NumPy, PyTorch, "
+                        "CuPy, ... : DLPack or the buffer protocol), but {}",
+                        specs_[i].name,
+                        g.is_none() ? std::string("None")
+                                    : "a " + std::string(nb::type_name(g.type()).c_str())));
+    }
+    throw Error(fmt::format("{}() could not read its gradients", who));
+  }
+
  private:
   // What each parameter's arrays must be: the parameter's dtype and shape, its gradient's dtype.
   struct Spec {
@@ -856,6 +884,9 @@ NB_MODULE(_optjit, m) {
                   "An optimizer over parameters in device memory given as (handle, byte offset) "
                   "pairs (wgpu-py buffers: optjit.webgpu)")
       .def("step", &Engine::step, nb::arg("grads"))
+      .def(
+          "step", [](Engine& e, nb::handle grads) { e.refuse_gradients(grads, "step"); },
+          nb::arg("grads"))
       .def("step_device", &Engine::step_device, nb::arg("grads"),
            "One step with gradients in device memory, (handle, byte offset) pairs")
       .def("bind_state", &Engine::bind_state, nb::arg("param"), nb::arg("buffer"), nb::arg("array"),
@@ -911,6 +942,12 @@ NB_MODULE(_optjit, m) {
           "step committed it (written on the queue: copy it on the stream, no host round trip)")
       .def("tune", &Engine::tune, nb::arg("grads"), nb::arg("budget_seconds") = 10.0,
            nb::arg("max_candidates") = 24)
+      .def(
+          "tune",
+          [](Engine& e, nb::handle grads, nb::handle, nb::handle) {
+            e.refuse_gradients(grads, "tune");
+          },
+          nb::arg("grads"), nb::arg("budget_seconds") = 10.0, nb::arg("max_candidates") = 24)
       .def("sync_state", [](Engine& e) { check(e.opt()->sync_state()); })
       .def("save", [](const Engine& e, const std::string& p) { check(e.opt()->save(p)); })
       .def("load", [](Engine& e, const std::string& p) { check(e.opt()->load(p)); })

@@ -530,6 +530,20 @@ def test_low_level_engine_steps_numpy_arrays_in_place():
     assert np.allclose(before - w, 0.01, atol=1e-6)
     with pytest.raises(optjit.Error, match="got 2 gradients for 1 parameters"):
         e.step([g, g])
+    # What is not a list of arrays is named (it was nanobind's TypeError listing signatures).
+    with pytest.raises(optjit.Error, match=r"^the gradient of parameter 'w' is not an array "
+                                           r"\(NumPy, PyTorch, CuPy, ... : DLPack or the buffer "
+                                           r"protocol\), but None$"):
+        e.step([None])
+    with pytest.raises(optjit.Error, match=r"^the gradient of parameter 'w' is not an array .*"
+                                           r"but a list$"):
+        e.tune([[0.5] * 100], 0.1)
+    with pytest.raises(optjit.Error, match=r"^step\(\) takes a list of gradient arrays \(one per "
+                                           r"parameter, in order\), not int$"):
+        e.step(5)
+    with pytest.raises(optjit.Error, match="got 2 gradients for 1 parameters"):
+        e.step([None, g])
+    assert np.allclose(before - w, 0.01, atol=1e-6)  # (none of these stepped)
 
 
 def test_an_engine_allocates_no_memory_the_caller_gives_it():
