@@ -123,7 +123,8 @@ class StepWriter {
       case Op::SLoad: {
         const std::string s = fmt::format("ctl[{} + g * {} + {}]", DeviceStepLayout::kCtlHeader,
                                           layout_.states, in.attr);
-        return in.type == DType::i64 ? i64_of(s) : s;  // (as the host's: saturated)
+        // (As the host's: an i64 saturated, a b1 0 or 1.)
+        return in.type == DType::i64 ? i64_of(s) : in.type == DType::b1 ? flag(s + " != 0.0") : s;
       }
       case Op::Not:
         return flag(a(0) + " == 0.0");

@@ -209,11 +209,13 @@ Status verify(const Program& p) {
   for (const auto& s : p.states) {
     if (s.init.hyper && *s.init.hyper >= p.hypers.size())
       return make_error("IR: state '{}' is initialised from an unknown hyperparameter", s.name);
-    // (From a hyperparameter, any value: the state's loads saturate it, as a cast does.)
+    // (From a hyperparameter, any value: the state's loads convert it, as a cast does.)
     const double v = s.init.value;
     if (!s.init.hyper && s.type == DType::i64 && !(std::fabs(v) <= kI64Limit && v == std::trunc(v)))
       return make_error("IR: i64 state '{}' starts at {}, not a whole number from -2^53 to 2^53",
                         s.name, v);
+    if (!s.init.hyper && s.type == DType::b1 && v != 0 && v != 1)
+      return make_error("IR: b1 state '{}' starts at {}, not 0 or 1", s.name, v);
   }
   std::vector<int> buffer_stores(p.buffers.size()), state_stores(p.states.size());
   for (size_t n = 0; n < p.insts.size(); ++n) {

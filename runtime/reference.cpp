@@ -65,9 +65,12 @@ bool HostProgram::run_segment(size_t k) {
           return static_cast<double>(s_.tensors[t].first);
         case Op::HoldsCodes:
           return holds_codes(plan_, in.attr, s_.tensors[t]) ? 1.0 : 0.0;
-        case Op::SLoad:  // (an i64 state set from outside, as a checkpoint's double: saturated)
-          return in.type == DType::i64 ? round_to(DType::i64, s_.groups[g].states[in.attr])
-                                       : s_.groups[g].states[in.attr];
+        case Op::SLoad: {
+          // An i64 or b1 state set from outside (a checkpoint's double, an init hyper) as a
+          // value of its type: saturated, or 0 and 1, as a kernel's conversion of it is.
+          const double x = s_.groups[g].states[in.attr];
+          return in.type == DType::i64 || in.type == DType::b1 ? round_to(in.type, x) : x;
+        }
         default:
           break;
       }

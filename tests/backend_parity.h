@@ -532,11 +532,11 @@ inline void check_casts_round_as_the_reference(
 /// (kI64Limit), Inf and NaN 0, and so do i64 add, sub and mul (a kernel's int64 arithmetic
 /// wrapped past 2^63, or was undefined in C, where the reference's doubles went on; its int64
 /// values past 2^53 parted from theirs), and the load of an i64 scalar state that starts at a
-/// hyperparameter's value. Written as IR (the text form has no u16 and no join16), on
-/// parameters from NaN, the infinities and +-1e30 to the u16 range's edges: element-rank i64
-/// casts in a pass, and scalar-rank ones of hyperparameters (the host's or the device step's
-/// scalar program). The reference's values are checked against the rule first, then the
-/// backend's bit for bit. Found by tests/fuzz's ir_text target: the reference's join16 was
+/// hyperparameter's value (a b1 one's is 0 or 1). Written as IR (the text form has no u16 and no
+/// join16), on parameters from NaN, the infinities and +-1e30 to the u16 range's edges:
+/// element-rank i64 casts in a pass, and scalar-rank ones of hyperparameters (the host's or the
+/// device step's scalar program). The reference's values are checked against the rule first, then
+/// the backend's bit for bit. Found by tests/fuzz's ir_text target: the reference's join16 was
 /// undefined behaviour for NaN, LLVM's fptoui gave poison, C's casts were undefined.
 /// Stochastic rounding's key and first element are whole numbers below 2^53 (truncated), else
 /// 0 (ir::sr_key): a key of 1e30 or Inf was a conversion past 2^64, undefined in C and LLVM.
@@ -554,7 +554,7 @@ inline void check_integer_conversions_saturate(
                                  -9.3e18, 9.2e18, 1e-30, -1e-30, 4.2e9,   -65535.0, 5e15,    -5e15,
                                  8e15,    9.4e7,  9.5e7, -9.5e7, 0x1p53,  -0x1p53,  0x1p52};
   // The scalar casts' operands, one hyperparameter each.
-  const std::vector<double> h = {1e30, -1e30, -0.5, 9.3e18, 2.5, -9.2e18, 5e15, 9.5e7, 0x1p52};
+  const std::vector<double> h = {1e30, -1e30, -0.5, 9.3e18, 2.5, -9.2e18, 5e15, 9.5e7, 0x1p52, 0};
   // Stochastic rounding's keys (ir::sr_key: whole numbers below 2^53, truncated, else 0), a
   // hyperparameter each: the first two are the controls the others must equal.
   const std::vector<double> keys = {0,    2,   2.5, 0x1p52 + 1, 0x1p53, 0x1p53 + 2,
@@ -588,7 +588,8 @@ inline void check_integer_conversions_saturate(
         text += fmt::format(
             "buffer \"s{0}\" {1} state init 0\nbuffer \"ssum{0}\" {1} state init 0\n"
             "buffer \"ssq{0}\" {1} state init 0\nbuffer \"sload{0}\" {1} state init 0\n"
-            "state \"count{0}\" i64 init hyper \"h{0}\"\n",
+            "buffer \"sflag{0}\" {1} state init 0\nstate \"count{0}\" i64 init hyper \"h{0}\"\n"
+            "state \"flag{0}\" b1 init hyper \"h{0}\"\n",
             k, T);
     }
     text += fmt::format("%p = load \"param\" : {0}\n%g = load \"grad\" : {0}\n", T);
@@ -620,10 +621,13 @@ inline void check_integer_conversions_saturate(
         text += fmt::format(
             "%h{0} = hyper \"h{0}\" : f64\n%hi{0} = cast %h{0} : i64\n%hs{0} = add %hi{0}, "
             "%hi{0} : i64\n%hq{0} = mul %hi{0}, %hi{0} : i64\n%hl{0} = sload \"count{0}\" : "
-            "i64\n",
+            "i64\n%hf{0} = sload \"flag{0}\" : b1\n",
             k);
-        for (auto [value, buffer] :
-             {std::pair{"hi", "s"}, {"hs", "ssum"}, {"hq", "ssq"}, {"hl", "sload"}})
+        for (auto [value, buffer] : {std::pair{"hi", "s"},
+                                     {"hs", "ssum"},
+                                     {"hq", "ssq"},
+                                     {"hl", "sload"},
+                                     {"hf", "sflag"}})
           text += fmt::format(
               "%{0}b{2} = cast %{0}{2} : {3}\n%{0}e{2} = add %g0, %{0}b{2} : {3}\nstore "
               "\"{1}{2}\", %{0}e{2}\n",
@@ -681,6 +685,7 @@ inline void check_integer_conversions_saturate(
           EXPECT_EQ(at("ssum"), exact(2.0L * hi)) << h[k];
           EXPECT_EQ(at("ssq"), exact(static_cast<long double>(hi) * hi)) << h[k];
           EXPECT_EQ(at("sload"), round_to(dt, hi)) << h[k];
+          EXPECT_EQ(at("sflag"), h[k] != 0 ? 1.0 : 0.0) << h[k];
         }
       }
     }
@@ -711,7 +716,7 @@ inline void check_integer_conversions_saturate(
       names.push_back("i64");
       names.insert(names.end(), element_ops.begin(), element_ops.end());
       for (size_t k = 0; k < h.size(); ++k)
-        for (const char* name : {"s", "ssum", "ssq", "sload"})
+        for (const char* name : {"s", "ssum", "ssq", "sload", "sflag"})
           names.push_back(fmt::format("{}{}", name, k));
     }
     for (const auto& name : names) {

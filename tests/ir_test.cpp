@@ -245,10 +245,12 @@ TEST(Verify, ConstantsAndI64StatesAreValuesOfTheirType) {
   check("%0 = const -70000 : f16\n", "IR %0 (const): -70000 is past f16's largest value");
   check("state \"n\" i64 init 0.5\n",
         "IR: i64 state 'n' starts at 0.5, not a whole number from -2^53 to 2^53");
+  check("state \"b\" b1 init -0.5\n", "IR: b1 state 'b' starts at -0.5, not 0 or 1");
   // The edges, and what a float type's literal holds: its Inf, NaN, values that round to its
   // largest (3.4028235e38 is FLT_MAX's shortest spelling) and to 0.
   check(
-      "state \"n\" i64 init -7\n%0 = const -9007199254740992 : i64\n%1 = const 9007199254740992 : "
+      "state \"n\" i64 init -7\nstate \"b\" b1 init 1\n%0 = const -9007199254740992 : i64\n%1 = "
+      "const 9007199254740992 : "
       "i64\n%2 = const 1 : "
       "b1\n%3 = const inf : f32\n%4 = const nan : f16\n%5 = const 3.4028235e38 : f32\n%6 = "
       "const 1e-300 : f32\n%7 = const 1e300 : f64\n",
