@@ -91,13 +91,13 @@ class StepWriter {
     return fmt::format("vals[G * {} + t * {} + {}]", layout_.scalar_slots, layout_.tensor_slots,
                        slot_[index(v)]);
   }
-  // A value as an operand: a literal, a local of this segment, or from vals.
   // Double x as an i64 value (ir::round_to): truncated, saturated at 2^53, Inf and NaN 0, no -0.
   static std::string i64_of(const std::string& x) {
     return fmt::format("(isfinite({0}) ? fmin(fmax(trunc({0}), -{1}), {1}) + 0.0 : 0.0)", x,
                        literal(kI64Limit, DType::f64));
   }
 
+  // A value as an operand: a literal, a local of this segment, or from vals.
   std::string ref(ValueId v) const {
     const ir::Inst& in = p_.at(v);
     if (in.op == Op::Const) return literal(in.imm, DType::f64);
@@ -162,20 +162,13 @@ class StepWriter {
             return flag(a(0) + " != 0.0");
         }
         break;
-      case Op::Add:
-      case Op::Sub:
-      case Op::Mul:
-        if (in.type != DType::i64) return detail::float_math(L_, in.op, DType::f64, {a(0), a(1)});
-        return i64_of(fmt::format("({} {} {})", a(0),
-                                  in.op == Op::Add   ? "+"
-                                  : in.op == Op::Sub ? "-"
-                                                     : "*",
-                                  a(1)));
       default: {
-        // The math every emitter shares (c_lang.h), in double.
+        // The math every emitter shares (c_lang.h), in double; an i64 result saturates, as the
+        // host's (add, sub and mul may pass 2^53; neg, abs, min and max stay within it).
         std::vector<std::string> args;
         for (int k = 0; k < ir::info(in.op).arity; ++k) args.push_back(a(k));
-        if (std::string e = detail::float_math(L_, in.op, DType::f64, args); !e.empty()) return e;
+        if (std::string e = detail::float_math(L_, in.op, DType::f64, args); !e.empty())
+          return in.type == DType::i64 ? i64_of(e) : e;
         break;
       }
     }

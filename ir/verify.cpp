@@ -13,6 +13,13 @@ namespace {
 
 bool is_numeric(DType t) { return t != DType::b1; }
 
+// Whether x is a value of type t, as a literal in a backend's code holds it: an i64 a whole
+// number within kI64Limit, a b1 0 or 1, a float type's finite values within its range.
+bool is_value_of(DType t, double x) {
+  if (t == DType::i64 || t == DType::b1) return round_to(t, x) == x;
+  return !std::isfinite(x) || std::isfinite(round_to(t, x));
+}
+
 Status check_inst(const Program& p, size_t n, const Inst& in) {
   const OpInfo& oi = info(in.op);
   auto fail = [&](std::string what) { return make_error("IR %{} ({}): {}", n, oi.text, what); };
@@ -52,18 +59,15 @@ Status check_inst(const Program& p, size_t n, const Inst& in) {
             return fail("a per_block buffer is read by its quantized buffer's loads");
           break;
         case Op::Const:
-          // A value of its type, as the backends' literals are: the reference keeps an f32
-          // constant's digits (it is the exact oracle), but one past f32's range is Inf there.
-          if (in.type == DType::i64 &&
-              !(std::fabs(in.imm) <= kI64Limit && in.imm == std::trunc(in.imm)))
+          // (The reference keeps an f32 constant's digits, as the exact oracle, but one past
+          // f32's range is Inf in a kernel.)
+          if (is_value_of(in.type, in.imm)) break;
+          if (in.type == DType::i64)
             return fail(fmt::format("an i64 constant is a whole number from -2^53 to 2^53, not {}",
                                     in.imm));
-          if (in.type == DType::b1 && in.imm != 0 && in.imm != 1)
+          if (in.type == DType::b1)
             return fail(fmt::format("a b1 constant is 0 or 1, not {}", in.imm));
-          if (is_float(in.type) && std::isfinite(in.imm) &&
-              !std::isfinite(round_to(in.type, in.imm)))
-            return fail(fmt::format("{} is past {}'s largest value", in.imm, to_string(in.type)));
-          break;
+          return fail(fmt::format("{} is past {}'s largest value", in.imm, to_string(in.type)));
         case Op::SLoad:
           if (in.attr >= p.states.size()) return fail("state index out of range");
           if (in.type != p.states[in.attr].type) return fail("type differs from the state's");
@@ -209,13 +213,11 @@ Status verify(const Program& p) {
   for (const auto& s : p.states) {
     if (s.init.hyper && *s.init.hyper >= p.hypers.size())
       return make_error("IR: state '{}' is initialised from an unknown hyperparameter", s.name);
-    // (From a hyperparameter, any value: the state's loads convert it, as a cast does.)
-    const double v = s.init.value;
-    if (!s.init.hyper && s.type == DType::i64 && !(std::fabs(v) <= kI64Limit && v == std::trunc(v)))
-      return make_error("IR: i64 state '{}' starts at {}, not a whole number from -2^53 to 2^53",
-                        s.name, v);
-    if (!s.init.hyper && s.type == DType::b1 && v != 0 && v != 1)
-      return make_error("IR: b1 state '{}' starts at {}, not 0 or 1", s.name, v);
+    // (From a hyperparameter, any value: an i64 or b1 state's loads convert it, as a cast.)
+    if (s.init.hyper || is_value_of(s.type, s.init.value) || is_float(s.type)) continue;
+    return make_error("IR: {} state '{}' starts at {}, not {}", to_string(s.type), s.name,
+                      s.init.value,
+                      s.type == DType::b1 ? "0 or 1" : "a whole number from -2^53 to 2^53");
   }
   std::vector<int> buffer_stores(p.buffers.size()), state_stores(p.states.size());
   for (size_t n = 0; n < p.insts.size(); ++n) {
