@@ -111,6 +111,27 @@ std::string shape_text(const std::vector<int64_t>& s) {
   return fmt::format("[{}]", fmt::join(s, ", "));
 }
 
+// An array optjit reads (a gradient); else an error naming `what` and why.
+template <class What>
+Array readable_array(nb::handle obj, const What& what) {
+  Array a;
+  if (nb::try_cast(obj, a, /*convert=*/false)) return a;
+  // An array that cannot be exported says why (NumPy: "DLPack only supports native byte
+  // order"); its own words name the problem better than "not an array".
+  if (nb::hasattr(obj, "__dlpack__")) {
+    try {
+      obj.attr("__dlpack__")();
+    } catch (nb::python_error& e) {
+      throw Error(
+          fmt::format("{} cannot be read as an array: {}", what(), nb::str(e.value()).c_str()));
+    }
+  }
+  throw Error(
+      fmt::format("{} is not an array (NumPy, PyTorch, CuPy, ... : DLPack or the buffer "
+                  "protocol), but a {}",
+                  what(), nb::type_name(obj.type()).c_str()));
+}
+
 // An array optjit writes in place (a parameter, a state): any array, but not a read-only one
 // (np.frombuffer over bytes, a broadcast view), whose memory optjit must not change.
 template <class What>
@@ -128,23 +149,7 @@ Array writable_array(nb::handle obj, const What& what) {
   // microseconds, which a model of many tensors pays per tensor); the read-only import only to
   // tell a read-only array from what is not an array at all.
   if (nb::ndarray<> w; nb::try_cast(obj, w, /*convert=*/false)) return Array(w);
-  Array a;
-  if (!nb::try_cast(obj, a, /*convert=*/false)) {
-    // An array that cannot be exported says why (NumPy: "DLPack only supports native byte
-    // order"); its own words name the problem better than "not an array".
-    if (nb::hasattr(obj, "__dlpack__")) {
-      try {
-        obj.attr("__dlpack__")();
-      } catch (nb::python_error& e) {
-        throw Error(
-            fmt::format("{} cannot be read as an array: {}", what(), nb::str(e.value()).c_str()));
-      }
-    }
-    throw Error(
-        fmt::format("{} is not an array (NumPy, PyTorch, CuPy, ... : DLPack or the buffer "
-                    "protocol), but a {}",
-                    what(), nb::type_name(obj.type()).c_str()));
-  }
+  readable_array(obj, what);  // (throws if it is no array at all)
   throw Error(fmt::format("{} is read-only: optjit updates it in place", what()));
 }
 
@@ -546,32 +551,20 @@ class Engine {
     std::lock_guard<std::mutex> lock_;
   };
 
-  /// What the typed step() and tune() refused (nanobind tries this overload second, so the
-  /// step itself pays nothing for it): an error naming the gradient that is not an array, for
-  /// nanobind's list of signatures.
-  [[noreturn]] void refuse_gradients(nb::handle grads, const char* who) const {
+  /// Why the typed step() or tune() refused `grads` (nanobind tries the overload that calls
+  /// this second, so the step itself pays nothing for it), in place of nanobind's list of
+  /// signatures: not a list, a count that is not the parameters', or the first gradient that is
+  /// not an array. Returns if they are all arrays (another argument was refused).
+  void check_gradients(nb::handle grads, const char* who) const {
     if (!nb::isinstance<nb::sequence>(grads) || nb::isinstance<nb::str>(grads))
       throw Error(
           fmt::format("{}() takes a list of gradient arrays (one per parameter, in "
                       "order), not {}",
                       who, nb::type_name(grads.type()).c_str()));
-    const size_t n = nb::len(grads);
-    if (n != specs_.size())
-      throw Error(
-          fmt::format("{}() got {} gradients for {} parameters (a list of arrays, one "
-                      "per parameter in order)",
-                      who, n, specs_.size()));
-    for (size_t i = 0; i < n; ++i) {
-      nb::object g = grads[i];
-      if (Array a; !nb::try_cast(g, a, /*convert=*/false))
-        throw Error(
-            fmt::format("the gradient of parameter '{}' is not an array (NumPy, PyTorch, "
-                        "CuPy, ... : DLPack or the buffer protocol), but {}",
-                        specs_[i].name,
-                        g.is_none() ? std::string("None")
-                                    : "a " + std::string(nb::type_name(g.type()).c_str())));
-    }
-    throw Error(fmt::format("{}() could not read its gradients", who));
+    check_count(nb::len(grads), who);
+    for (size_t i = 0; i < specs_.size(); ++i)
+      readable_array(grads[i],
+                     [&] { return fmt::format("the gradient of parameter '{}'", specs_[i].name); });
   }
 
  private:
@@ -636,12 +629,15 @@ class Engine {
   // Each gradient's dtype and shape are its parameter's (or grad_dtype's): anything else would
   // be read past its end or as other numbers. The count first: one array where a list of them
   // was meant is a sequence of its rows to nanobind.
-  Gradients gradients(const std::vector<Array>& grads, const char* who) const {
-    if (grads.size() != specs_.size())
+  void check_count(size_t n, const char* who) const {
+    if (n != specs_.size())
       throw Error(
           fmt::format("{}() got {} gradients for {} parameters (a list of arrays, one per "
                       "parameter in order)",
-                      who, grads.size(), specs_.size()));
+                      who, n, specs_.size()));
+  }
+  Gradients gradients(const std::vector<Array>& grads, const char* who) const {
+    check_count(grads.size(), who);
     Gradients g;
     g.host.reserve(grads.size());
     g.device.reserve(grads.size());
@@ -885,7 +881,11 @@ NB_MODULE(_optjit, m) {
                   "pairs (wgpu-py buffers: optjit.webgpu)")
       .def("step", &Engine::step, nb::arg("grads"))
       .def(
-          "step", [](Engine& e, nb::handle grads) { e.refuse_gradients(grads, "step"); },
+          "step",
+          [](Engine& e, nb::handle grads) {
+            e.check_gradients(grads, "step");
+            throw Error("step() could not read its gradients");
+          },
           nb::arg("grads"))
       .def("step_device", &Engine::step_device, nb::arg("grads"),
            "One step with gradients in device memory, (handle, byte offset) pairs")
@@ -945,7 +945,10 @@ NB_MODULE(_optjit, m) {
       .def(
           "tune",
           [](Engine& e, nb::handle grads, nb::handle, nb::handle) {
-            e.refuse_gradients(grads, "tune");
+            e.check_gradients(grads, "tune");
+            throw Error(
+                "tune() takes budget_seconds as a number of seconds and max_candidates as a "
+                "whole number");
           },
           nb::arg("grads"), nb::arg("budget_seconds") = 10.0, nb::arg("max_candidates") = 24)
       .def("sync_state", [](Engine& e) { check(e.opt()->sync_state()); })

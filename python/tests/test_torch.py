@@ -533,16 +533,23 @@ def test_low_level_engine_steps_numpy_arrays_in_place():
     # What is not a list of arrays is named (it was nanobind's TypeError listing signatures).
     with pytest.raises(optjit.Error, match=r"^the gradient of parameter 'w' is not an array "
                                            r"\(NumPy, PyTorch, CuPy, ... : DLPack or the buffer "
-                                           r"protocol\), but None$"):
+                                           r"protocol\), but a NoneType$"):
         e.step([None])
     with pytest.raises(optjit.Error, match=r"^the gradient of parameter 'w' is not an array .*"
                                            r"but a list$"):
         e.tune([[0.5] * 100], 0.1)
+    # (NumPy's own words for an array it cannot export)
+    with pytest.raises(optjit.Error, match=r"^the gradient of parameter 'w' cannot be read as an "
+                                           r"array: .*byte order"):
+        e.step([np.full(100, 0.5, ">f4")])
     with pytest.raises(optjit.Error, match=r"^step\(\) takes a list of gradient arrays \(one per "
                                            r"parameter, in order\), not int$"):
         e.step(5)
     with pytest.raises(optjit.Error, match="got 2 gradients for 1 parameters"):
         e.step([None, g])
+    with pytest.raises(optjit.Error, match=r"^tune\(\) takes budget_seconds as a number of "
+                                           r"seconds"):
+        e.tune([g], "10")
     assert np.allclose(before - w, 0.01, atol=1e-6)  # (none of these stepped)
 
 
