@@ -466,7 +466,7 @@ Status import_state(const plan::Plan& plan, OptimizerState& s, const TensorFile&
   if (!step || step->numel() != 1) return make_error("state file has no 0-d 'step' tensor");
   // A count of steps: a whole number, exact in the f64 the scalar program computes with. NaN
   // or 1e300 became an undefined integer, 2.5 silently 2.
-  if (const double n = step->get(0); !(n >= 0 && n <= 0x1p53 && n == std::floor(n)))
+  if (const double n = step->get(0); !(n >= 0 && n < kI64Limit && n == std::floor(n)))
     return make_error("state file's 'step' is {}, not a whole number of steps from 0 to 2^53", n);
   std::vector<std::vector<bool>> seen(s.groups.size(), std::vector<bool>(p.states.size(), false));
   for (auto& t : s.tensors) {

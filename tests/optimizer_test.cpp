@@ -535,7 +535,7 @@ TEST(Optimizer, LoadRefusesAStepCountThatIsNotAWholeNumber) {
   auto saved = (*x)->export_state();
   ASSERT_TRUE(saved);
   for (double bad :
-       {std::nan(""), 2.5, -1.0, 1e300, 0x1p60, std::numeric_limits<double>::infinity()}) {
+       {std::nan(""), 2.5, -1.0, 1e300, 0x1p60, 0x1p53, std::numeric_limits<double>::infinity()}) {
     runtime::TensorFile f = *saved;
     runtime::HostTensor* step = nullptr;
     for (auto& t : f.tensors)
@@ -557,6 +557,17 @@ TEST(Optimizer, LoadRefusesAStepCountThatIsNotAWholeNumber) {
     if (t.name == "step") t = runtime::HostTensor::zeros("step", DType::f64, {}), t.set(0, 7.0);
   ASSERT_TRUE((*x)->import_state(f));
   EXPECT_EQ((*x)->step_count(), 7);
+  // So is one set directly: below 2^53, so that the next step's number (an i64 value of the
+  // scalar program, within kI64Limit) is exact. 2^60 was taken.
+  for (int64_t bad : {int64_t{1} << 53, int64_t{1} << 60}) {
+    auto r = (*x)->set_step_count(bad);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_EQ(r.error().message,
+              fmt::format("a step count is a whole number from 0 to 2^53, not {}", bad));
+    EXPECT_EQ((*x)->step_count(), 7);
+  }
+  ASSERT_TRUE((*x)->set_step_count((int64_t{1} << 53) - 1));
+  EXPECT_EQ((*x)->step_count(), (int64_t{1} << 53) - 1);
 }
 
 // The same optimizer on an OpenCL device (PoCL here), with the scalar program on the host and

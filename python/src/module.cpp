@@ -897,6 +897,17 @@ NB_MODULE(_optjit, m) {
            "(parameters may trade memory).")
       .def("set_hyper", &Engine::set_hyper, nb::arg("name"), nb::arg("values"),
            nb::arg("group") = nb::none())
+      .def(
+          "set_hyper",  // (tried second: one number for a one-value hyperparameter, or why not)
+          [](Engine& e, const std::string& name, nb::handle values, std::optional<uint32_t> group) {
+            if (nb::isinstance<nb::float_>(values) || nb::isinstance<nb::int_>(values))
+              return e.set_hyper(name, {nb::cast<double>(values)}, group);
+            throw Error(
+                fmt::format("set_hyper('{}'): values is a number or a list of numbers "
+                            "(betas: two), not {}",
+                            name, nb::repr(values).c_str()));
+          },
+          nb::arg("name"), nb::arg("values"), nb::arg("group") = nb::none())
       .def("hyper", &Engine::hyper, nb::arg("name"), nb::arg("group") = 0)
       .def("scalar_state", &Engine::scalar_state, nb::arg("name"), nb::arg("group") = 0)
       .def("set_scalar_state", &Engine::set_scalar_state, nb::arg("name"), nb::arg("value"),

@@ -551,6 +551,14 @@ def test_low_level_engine_steps_numpy_arrays_in_place():
                                            r"seconds"):
         e.tune([g], "10")
     assert np.allclose(before - w, 0.01, atol=1e-6)  # (none of these stepped)
+    # A one-value hyperparameter takes a number as it is (it took only a list of one); what is
+    # not a number is named.
+    e.set_hyper("sgd.lr", 0.25)
+    assert e.hyper("sgd.lr") == 0.25
+    with pytest.raises(optjit.Error, match=r"^set_hyper\('sgd.lr'\): values is a number or a list "
+                                           r"of numbers \(betas: two\), not 'x'$"):
+        e.set_hyper("sgd.lr", "x")
+    assert e.hyper("sgd.lr") == 0.25
 
 
 def test_an_engine_allocates_no_memory_the_caller_gives_it():
