@@ -198,9 +198,8 @@ Expected<OptimizerState> init_state(const plan::Plan& plan, const std::vector<Ho
     elements += t.numel();
     const int explicit_group = s.tensors.size() < group_of.size() ? group_of[s.tensors.size()] : -1;
     if (explicit_group > static_cast<int>(groups.size()))
-      return make_error(
-          "parameter '{}' is in group {}, but there are only {} groups besides the default", t.name,
-          explicit_group, groups.size());
+      return make_error("parameter '{}' is in group {}, but the groups are 0 (the default) to {}",
+                        t.name, explicit_group, groups.size());
     if (explicit_group >= 0) ts.group = static_cast<uint32_t>(explicit_group);
     for (size_t g = 0; g < groups.size() && ts.group == 0 && explicit_group < 0; ++g)
       for (const auto& pat : groups[g].patterns)

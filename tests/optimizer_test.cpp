@@ -389,7 +389,7 @@ TEST(Optimizer, ExplicitGroupsHaveTheirOwnHyperparameters) {
   auto bad = Optimizer::create(kPipeline, m.params(/*bias_group=*/3), options);
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().message,
-            "parameter 'b' is in group 3, but there are only 1 groups besides the default");
+            "parameter 'b' is in group 3, but the groups are 0 (the default) to 1");
 }
 
 // initialize_state(): the state a framework's optimizer makes at its first step, under the

@@ -317,6 +317,21 @@ class PyCommunicator final : public Communicator {
 // The CUDA driver's handle of the legacy default stream, as a queue (runtime/cuda_api.h).
 const uintptr_t kCuStreamLegacy = reinterpret_cast<uintptr_t>(runtime::cuda::kStreamLegacy);
 
+// group_of as the Python API takes it: empty (every parameter in group 0) or one group index
+// per parameter (a shorter list left the rest in group 0, silently; a negative index made the
+// optimizer match groups by name patterns that the Python API has none of).
+void check_group_of(const std::vector<int>& group_of, size_t params) {
+  if (!group_of.empty() && group_of.size() != params)
+    throw Error(
+        fmt::format("group_of: {} entries for {} parameters (one group index each, or "
+                    "none: all in group 0)",
+                    group_of.size(), params));
+  for (size_t i = 0; i < group_of.size(); ++i)
+    if (group_of[i] < 0)
+      throw Error(fmt::format("group_of[{}] is {}: a group index is 0 (the default) or more", i,
+                              group_of[i]));
+}
+
 class Engine {
  public:
   Engine(const std::string& pipeline, const std::vector<std::string>& names,
@@ -326,6 +341,7 @@ class Engine {
          bool cuda_graph, const std::string& param_rounding, nb::object shard,
          const std::vector<std::optional<bool>>& quantize) {
     if (names.size() != param_objects.size()) throw Error("names and params differ in length");
+    check_group_of(group_of, names.size());
     if (!quantize.empty() && quantize.size() != names.size())
       throw Error(
           fmt::format("quantize: {} entries for {} parameters", quantize.size(), names.size()));
@@ -345,7 +361,7 @@ class Engine {
                         names[i], names[0]));
       device_type = p.device_type;
       ps.push_back({names[i], p.host, dtype_of(params[i], what), shape_of(params[i]),
-                    i < group_of.size() ? group_of[i] : 0, p.device,
+                    group_of.empty() ? 0 : group_of[i], p.device,
                     quantize.empty() ? std::nullopt : quantize[i]});
     }
     specs_ = specs(ps, grad_dtype, &params);
@@ -382,12 +398,13 @@ class Engine {
     if (names.size() != memory.size() || names.size() != dtypes.size() ||
         names.size() != shapes.size())
       throw Error("names, memory, dtypes and shapes differ in length");
+    check_group_of(group_of, names.size());
     std::vector<Param> ps;
     for (size_t i = 0; i < names.size(); ++i)
       ps.push_back({.name = names[i],
                     .dtype = dtype_named(dtypes[i]),
                     .shape = shapes[i],
-                    .group = i < group_of.size() ? group_of[i] : 0,
+                    .group = group_of.empty() ? 0 : group_of[i],
                     .device = device_memory(
                         memory[i], [&] { return fmt::format("parameter '{}'", names[i]); })});
     OptimizerOptions o = options(backend, device, queue, grad_dtype, cache, param_rounding, groups);

@@ -561,6 +561,26 @@ def test_low_level_engine_steps_numpy_arrays_in_place():
     assert e.hyper("sgd.lr") == 0.25
 
 
+def test_an_engines_groups_are_one_index_per_parameter():
+    """group_of gives every parameter its group, or is empty: a shorter list left the rest in
+    group 0 and a negative index matched by name patterns, both silently."""
+    np = pytest.importorskip("numpy")
+    ws = [np.ones(4, np.float32), np.ones(3, np.float32)]
+    with pytest.raises(optjit.Error, match=r"^group_of: 1 entries for 2 parameters \(one group "
+                                           r"index each, or none: all in group 0\)$"):
+        optjit.Engine("sgd(lr=0.1)", ["a", "b"], ws, group_of=[1], groups=2)
+    with pytest.raises(optjit.Error, match=r"^group_of\[1\] is -1: a group index is 0 \(the "
+                                           r"default\) or more$"):
+        optjit.Engine("sgd(lr=0.1)", ["a", "b"], ws, group_of=[0, -1], groups=2)
+    with pytest.raises(optjit.Error, match=r"^parameter 'b' is in group 2, but the groups are 0 "
+                                           r"\(the default\) to 1$"):
+        optjit.Engine("sgd(lr=0.1)", ["a", "b"], ws, group_of=[0, 2], groups=2)
+    e = optjit.Engine("sgd(lr=0.1)", ["a", "b"], ws, group_of=[0, 1], groups=2)
+    e.set_hyper("sgd.lr", 0.0, group=1)  # group 1 frozen
+    e.step([np.ones(4, np.float32), np.ones(3, np.float32)])
+    assert np.allclose(ws[0], 0.9) and np.array_equal(ws[1], np.ones(3, np.float32))
+
+
 def test_an_engine_allocates_no_memory_the_caller_gives_it():
     """An engine steps the caller's parameters in place, and state the caller binds: creating
     one allocated and zeroed the parameters' size twice and the gradients' once, and its own
