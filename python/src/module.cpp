@@ -897,13 +897,18 @@ NB_MODULE(_optjit, m) {
                   "An optimizer over parameters in device memory given as (handle, byte offset) "
                   "pairs (wgpu-py buffers: optjit.webgpu)")
       .def("step", &Engine::step, nb::arg("grads"))
+      // Each typed method with a second overload that takes anything: nanobind tries every
+      // overload without implicit conversions before any with them, so the second converts what
+      // the first would have (an int for a float), and says what it cannot, where nanobind
+      // would list the signatures.
       .def(
           "step",
           [](Engine& e, nb::handle grads) {
+            if (std::vector<Array> g; nb::try_cast(grads, g)) return e.step(g);
             e.check_gradients(grads, "step");
             throw Error("step() could not read its gradients");
           },
-          nb::arg("grads"))
+          nb::arg("grads").none())
       .def("step_device", &Engine::step_device, nb::arg("grads"),
            "One step with gradients in device memory, (handle, byte offset) pairs")
       .def("bind_state", &Engine::bind_state, nb::arg("param"), nb::arg("buffer"), nb::arg("array"),
@@ -915,16 +920,17 @@ NB_MODULE(_optjit, m) {
       .def("set_hyper", &Engine::set_hyper, nb::arg("name"), nb::arg("values"),
            nb::arg("group") = nb::none())
       .def(
-          "set_hyper",  // (tried second: one number for a one-value hyperparameter, or why not)
+          "set_hyper",  // (and one number for a one-value hyperparameter)
           [](Engine& e, const std::string& name, nb::handle values, std::optional<uint32_t> group) {
-            if (nb::isinstance<nb::float_>(values) || nb::isinstance<nb::int_>(values))
-              return e.set_hyper(name, {nb::cast<double>(values)}, group);
+            if (std::vector<double> v; nb::try_cast(values, v)) return e.set_hyper(name, v, group);
+            if (double v; !nb::isinstance<nb::str>(values) && nb::try_cast(values, v))
+              return e.set_hyper(name, {v}, group);
             throw Error(
                 fmt::format("set_hyper('{}'): values is a number or a list of numbers "
                             "(betas: two), not {}",
                             name, nb::repr(values).c_str()));
           },
-          nb::arg("name"), nb::arg("values"), nb::arg("group") = nb::none())
+          nb::arg("name"), nb::arg("values").none(), nb::arg("group") = nb::none())
       .def("hyper", &Engine::hyper, nb::arg("name"), nb::arg("group") = 0)
       .def("scalar_state", &Engine::scalar_state, nb::arg("name"), nb::arg("group") = 0)
       .def("set_scalar_state", &Engine::set_scalar_state, nb::arg("name"), nb::arg("value"),
@@ -972,13 +978,18 @@ NB_MODULE(_optjit, m) {
            nb::arg("max_candidates") = 24)
       .def(
           "tune",
-          [](Engine& e, nb::handle grads, nb::handle, nb::handle) {
+          [](Engine& e, nb::handle grads, nb::handle budget, nb::handle candidates) {
+            std::vector<Array> g;
+            double b;
+            int c;
+            if (nb::try_cast(grads, g) && nb::try_cast(budget, b) && nb::try_cast(candidates, c))
+              return e.tune(g, b, c);
             e.check_gradients(grads, "tune");
             throw Error(
                 "tune() takes budget_seconds as a number of seconds and max_candidates as a "
                 "whole number");
           },
-          nb::arg("grads"), nb::arg("budget_seconds") = 10.0, nb::arg("max_candidates") = 24)
+          nb::arg("grads").none(), nb::arg("budget_seconds") = 10.0, nb::arg("max_candidates") = 24)
       .def("sync_state", [](Engine& e) { check(e.opt()->sync_state()); })
       .def("save", [](const Engine& e, const std::string& p) { check(e.opt()->save(p)); })
       .def("load", [](Engine& e, const std::string& p) { check(e.opt()->load(p)); })

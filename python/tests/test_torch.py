@@ -555,9 +555,23 @@ def test_low_level_engine_steps_numpy_arrays_in_place():
     # not a number is named.
     e.set_hyper("sgd.lr", 0.25)
     assert e.hyper("sgd.lr") == 0.25
+    # What nanobind converts for the typed method, the second overload converts too (it is
+    # tried before conversions: it took [1] and tune's budget of 1, to refuse them, at first).
+    for value, want in [([1], 1.0), ([np.float32(0.5)], 0.5), (np.array([0.75]), 0.75),
+                        (np.float64(0.125), 0.125), (2, 2.0)]:
+        e.set_hyper("sgd.lr", value)
+        assert e.hyper("sgd.lr") == want, value
+    assert isinstance(e.tune([g], 1, 2), dict)
+    e.set_hyper("sgd.lr", 0.25)
     with pytest.raises(optjit.Error, match=r"^set_hyper\('sgd.lr'\): values is a number or a list "
                                            r"of numbers \(betas: two\), not 'x'$"):
         e.set_hyper("sgd.lr", "x")
+    with pytest.raises(optjit.Error, match=r"values is a number or a list of numbers \(betas: "
+                                           r"two\), not None$"):
+        e.set_hyper("sgd.lr", None)
+    with pytest.raises(optjit.Error, match=r"^step\(\) takes a list of gradient arrays \(one per "
+                                           r"parameter, in order\), not NoneType$"):
+        e.step(None)
     assert e.hyper("sgd.lr") == 0.25
 
 
