@@ -188,16 +188,21 @@ TEST(IrText, ParseErrorsNameLineAndProblem) {
             "q4u_b256)");
 }
 
+// IR with a hyperparameter "lr" and the two buffers every program has, then `body`.
+std::string with_declarations(const std::string& body) {
+  return "optjit-ir 1\nhyper \"lr\" = 1\nbuffer \"param\" f32 param\nbuffer \"grad\" f32 grad\n" +
+         body;
+}
+
+// parse_ir (which verifies) refuses `body` with exactly `message`.
+void expect_refused(const std::string& body, const std::string& message) {
+  auto p = ir::parse_ir(with_declarations(body));
+  ASSERT_FALSE(p) << body;
+  EXPECT_EQ(p.error().message, message);
+}
+
 TEST(Verify, RejectsTypeAndRankErrorsWithMessages) {
-  auto check = [](const char* body, const char* message) {
-    std::string text = std::string(
-                           "optjit-ir 1\nhyper \"lr\" = 1\nbuffer \"param\" f32 param\nbuffer "
-                           "\"grad\" f32 grad\n") +
-                       body;
-    auto p = ir::parse_ir(text);
-    ASSERT_FALSE(p) << body;
-    EXPECT_EQ(p.error().message, message);
-  };
+  const auto check = expect_refused;
   check("%0 = load \"param\" : f32\n%1 = hyper \"lr\" : f64\n%2 = add %0, %1 : f32\n",
         "IR %2 (add): operand types differ (insert a cast)");
   check("%0 = hyper \"lr\" : f64\nstore \"param\", %0\n",
@@ -221,16 +226,7 @@ TEST(Verify, RejectsTypeAndRankErrorsWithMessages) {
 // than the reference's), a b1 one 0 or 1, a float one within its type's range (1e300 as f32 is
 // Inf in a kernel, 1e300 in the reference). So is an i64 state's starting value.
 TEST(Verify, ConstantsAndI64StatesAreValuesOfTheirType) {
-  auto check = [](const std::string& body, const std::string& message) {
-    auto p =
-        ir::parse_ir("optjit-ir 1\nbuffer \"param\" f32 param\nbuffer \"grad\" f32 grad\n" + body);
-    if (message.empty()) {
-      EXPECT_TRUE(p) << body << ": " << p.error().message;
-      return;
-    }
-    ASSERT_FALSE(p) << body;
-    EXPECT_EQ(p.error().message, message);
-  };
+  const auto check = expect_refused;
   check("%0 = const 1e30 : i64\n",
         "IR %0 (const): an i64 constant is a whole number from -2^53 to 2^53, not 1e+30");
   check("%0 = const 0.5 : i64\n",
@@ -248,13 +244,12 @@ TEST(Verify, ConstantsAndI64StatesAreValuesOfTheirType) {
   check("state \"b\" b1 init -0.5\n", "IR: b1 state 'b' starts at -0.5, not 0 or 1");
   // The edges, and what a float type's literal holds: its Inf, NaN, values that round to its
   // largest (3.4028235e38 is FLT_MAX's shortest spelling) and to 0.
-  check(
-      "state \"n\" i64 init -7\nstate \"b\" b1 init 1\n%0 = const -9007199254740992 : i64\n%1 = "
-      "const 9007199254740992 : "
-      "i64\n%2 = const 1 : "
-      "b1\n%3 = const inf : f32\n%4 = const nan : f16\n%5 = const 3.4028235e38 : f32\n%6 = "
-      "const 1e-300 : f32\n%7 = const 1e300 : f64\n",
-      "");
+  auto edges = ir::parse_ir(with_declarations(
+      "state \"n\" i64 init -7\nstate \"b\" b1 init 1\n%0 = const -9007199254740992 : i64\n"
+      "%1 = const 9007199254740992 : i64\n%2 = const 1 : b1\n%3 = const inf : f32\n%4 = const "
+      "nan : f16\n%5 = const 3.4028235e38 : f32\n%6 = const 1e-300 : f32\n%7 = const 1e300 : "
+      "f64\n"));
+  EXPECT_TRUE(edges) << edges.error().message;
 }
 
 TEST(Verify, NeedsOneParamAndOneGrad) {

@@ -45,7 +45,7 @@ constexpr const char* kTypes[] = {"f64", "f32", "f16", "bf16", "i64", "b1"};
 constexpr const char* kNumbers[] = {"0", "-0", "1", "-1", "nan", "inf", "-inf", "0.5", "2",
                                     "1e-300", "5e-324", "1e308", "-1e308", "65504", "1e-08",
                                     "0.999", "4096", "3",
-                                    // i64's edges (kI64Limit; 94906266 squared passes it), and f32's
+                                    // i64's edges (kI64Limit; 94906266^2 passes it), f32's
                                     "9007199254740992", "-9007199254740992", "9007199254740994",
                                     "94906266", "3.4028235e38", "3.5e38"};
 constexpr const char* kFormats[] = {"q8", "q8u", "f8", "q4", "q4u", "q4_b256", "q4u_b256"};
