@@ -38,7 +38,10 @@ Expected<std::string> read_pipeline_text(const std::string& s) {
   constexpr std::uintmax_t kMaxBytes = 1 << 20;
   std::error_code ec;
   const bool file = std::filesystem::is_regular_file(s, ec);
-  if (s.find('(') != std::string::npos && !file) return s;
+  // Text with a UTF-8 byte order mark, as Windows editors start a file with: no text (Python's
+  // open(path).read() keeps it, and gave it here to fail as "unexpected byte 0xef").
+  if (s.find('(') != std::string::npos && !file)
+    return s.starts_with("\xEF\xBB\xBF") ? s.substr(3) : s;
   if (!file) {
     if (std::filesystem::exists(s, ec))
       return make_error("'{}' is not a regular file (a pipeline is text, or a file that holds it)",
@@ -57,8 +60,8 @@ Expected<std::string> read_pipeline_text(const std::string& s) {
   auto read = support::read_file(s, kMaxBytes);
   if (!read) return read.error();
   std::string text = std::move(*read);
-  // Editors on Windows start UTF-8 with a byte order mark, which is no text; PowerShell's
-  // redirection writes UTF-16, which the parser would meet as "unexpected byte 0xff".
+  // The byte order mark, as above; PowerShell's redirection writes UTF-16, which the parser
+  // would meet as "unexpected byte 0xff".
   if (text.starts_with("\xEF\xBB\xBF")) text.erase(0, 3);
   if (text.starts_with("\xFF\xFE") || text.starts_with("\xFE\xFF"))
     return make_error("'{}' is UTF-16 text: a pipeline file is UTF-8 (or ASCII)", q);

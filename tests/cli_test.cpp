@@ -1206,6 +1206,11 @@ TEST_F(Cli, PlanAndList) {
   EXPECT_EQ(bom.code, 0) << bom.output;
   EXPECT_NE(bom.output.find("plan: 1 pass, 12 bytes per parameter"), std::string::npos)
       << bom.output;
+  // So is the text itself with the mark (Python's open(path).read() keeps it).
+  auto inline_bom = optjit_cli("plan '\xEF\xBB\xBFsgd(lr=0.1)' --no-bodies");
+  EXPECT_EQ(inline_bom.code, 0) << inline_bom.output;
+  EXPECT_NE(inline_bom.output.find("plan: 1 pass, 12 bytes per parameter"), std::string::npos)
+      << inline_bom.output;
   std::ofstream(p("utf16.opt"), std::ios::binary) << std::string("\xFF\xFEs\0g\0d\0(\0)\0", 12);
   // A pipeline file is a regular file of text: /dev/zero filled memory until the machine ran
   // out, a FIFO waited forever, a directory read as empty text.

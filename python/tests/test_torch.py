@@ -575,6 +575,24 @@ def test_low_level_engine_steps_numpy_arrays_in_place():
     assert e.hyper("sgd.lr") == 0.25
 
 
+def test_pipeline_text_read_from_a_windows_file_steps(tmp_path):
+    """A file a Windows editor saved starts with a UTF-8 byte order mark, which Python's
+    open(path).read() keeps: that text was "unexpected byte 0xef"; given by its path, it read."""
+    np = pytest.importorskip("numpy")
+    path = tmp_path / "pipeline.txt"
+    path.write_bytes(b"\xef\xbb\xbfchain(\r\n  clip_grad_norm(max_norm=1.0),\r\n"
+                     b"  sgd(lr=0.1)\r\n)\r\n")
+    text = open(path, encoding="utf-8").read()
+    assert text.startswith("\ufeff")
+    runs = []
+    for pipeline in (text, str(path)):
+        w = np.linspace(-1, 1, 100).astype(np.float32)
+        optjit.Engine(pipeline, ["w"], [w]).step([np.full(100, 0.5, np.float32)])
+        runs.append(w)
+    assert np.array_equal(runs[0], runs[1])
+    assert np.allclose(np.linspace(-1, 1, 100) - runs[0], 0.01, atol=1e-6)
+
+
 def test_an_engines_groups_are_one_index_per_parameter():
     """group_of gives every parameter its group, or is empty: a shorter list left the rest in
     group 0 and a negative index matched by name patterns, both silently."""
