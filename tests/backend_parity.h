@@ -670,7 +670,8 @@ inline void check_integer_conversions_saturate(
       if (i64) {
         const double pi = i64_of(p);
         EXPECT_EQ(values(*ref, "i64")[i], round_to(dt, pi)) << p;
-        // (i64_of of the exact result: a long double holds these products exactly.)
+        // (i64_of of the result in long double: exact within 2^53, and past it wherever the
+        // exact result is, which i64_of makes 2^53 either way.)
         auto exact = [&](long double x) { return round_to(dt, i64_of(static_cast<double>(x))); };
         EXPECT_EQ(values(*ref, "isum")[i], exact(2.0L * pi)) << p;
         EXPECT_EQ(values(*ref, "idif")[i], exact(-2.0L * pi)) << p;
