@@ -568,11 +568,11 @@ class Engine {
     std::lock_guard<std::mutex> lock_;
   };
 
-  /// Why the typed step() or tune() refused `grads` (nanobind tries the overload that calls
-  /// this second, so the step itself pays nothing for it), in place of nanobind's list of
-  /// signatures: not a list, a count that is not the parameters', or the first gradient that is
-  /// not an array. Returns if they are all arrays (another argument was refused).
-  void check_gradients(nb::handle grads, const char* who) const {
+  /// step()'s and tune()'s gradients as arrays (nanobind's conversion); else an error saying
+  /// why, where nanobind would list the signatures: not a list, a count that is not the
+  /// parameters', or the first gradient that is not an array.
+  std::vector<Array> gradient_arrays(nb::handle grads, const char* who) const {
+    if (std::vector<Array> g; nb::try_cast(grads, g)) return g;
     if (!nb::isinstance<nb::sequence>(grads) || nb::isinstance<nb::str>(grads))
       throw Error(
           fmt::format("{}() takes a list of gradient arrays (one per parameter, in "
@@ -582,6 +582,7 @@ class Engine {
     for (size_t i = 0; i < specs_.size(); ++i)
       readable_array(grads[i],
                      [&] { return fmt::format("the gradient of parameter '{}'", specs_[i].name); });
+    throw Error(fmt::format("{}() could not read its gradients", who));
   }
 
  private:
@@ -896,18 +897,12 @@ NB_MODULE(_optjit, m) {
                   nb::arg("param_rounding") = "nearest",
                   "An optimizer over parameters in device memory given as (handle, byte offset) "
                   "pairs (wgpu-py buffers: optjit.webgpu)")
-      .def("step", &Engine::step, nb::arg("grads"))
-      // Each typed method with a second overload that takes anything: nanobind tries every
-      // overload without implicit conversions before any with them, so the second converts what
-      // the first would have (an int for a float), and says what it cannot, where nanobind
-      // would list the signatures.
+      // step, set_hyper and tune take any object and convert it themselves (nanobind's
+      // conversions, as a typed argument's), so that what they cannot convert is named, where
+      // nanobind would list the signatures.
       .def(
           "step",
-          [](Engine& e, nb::handle grads) {
-            if (std::vector<Array> g; nb::try_cast(grads, g)) return e.step(g);
-            e.check_gradients(grads, "step");
-            throw Error("step() could not read its gradients");
-          },
+          [](Engine& e, nb::handle grads) { return e.step(e.gradient_arrays(grads, "step")); },
           nb::arg("grads").none())
       .def("step_device", &Engine::step_device, nb::arg("grads"),
            "One step with gradients in device memory, (handle, byte offset) pairs")
@@ -917,10 +912,8 @@ NB_MODULE(_optjit, m) {
       .def("rebind_params", &Engine::rebind_params, nb::arg("changes"),
            "Rebinds several parameters at once: a list of (index, array), checked as a whole "
            "(parameters may trade memory).")
-      .def("set_hyper", &Engine::set_hyper, nb::arg("name"), nb::arg("values"),
-           nb::arg("group") = nb::none())
       .def(
-          "set_hyper",  // (and one number for a one-value hyperparameter)
+          "set_hyper",  // (a list of numbers, or one number for a one-value hyperparameter)
           [](Engine& e, const std::string& name, nb::handle values, std::optional<uint32_t> group) {
             if (std::vector<double> v; nb::try_cast(values, v)) return e.set_hyper(name, v, group);
             if (double v; !nb::isinstance<nb::str>(values) && nb::try_cast(values, v))
@@ -974,17 +967,13 @@ NB_MODULE(_optjit, m) {
           nb::arg("name"), nb::arg("group") = 0,
           "The CUDA address of one float64: scalar state `name` of `group` as the last device "
           "step committed it (written on the queue: copy it on the stream, no host round trip)")
-      .def("tune", &Engine::tune, nb::arg("grads"), nb::arg("budget_seconds") = 10.0,
-           nb::arg("max_candidates") = 24)
       .def(
           "tune",
           [](Engine& e, nb::handle grads, nb::handle budget, nb::handle candidates) {
-            std::vector<Array> g;
+            std::vector<Array> g = e.gradient_arrays(grads, "tune");
             double b;
             int c;
-            if (nb::try_cast(grads, g) && nb::try_cast(budget, b) && nb::try_cast(candidates, c))
-              return e.tune(g, b, c);
-            e.check_gradients(grads, "tune");
+            if (nb::try_cast(budget, b) && nb::try_cast(candidates, c)) return e.tune(g, b, c);
             throw Error(
                 "tune() takes budget_seconds as a number of seconds and max_candidates as a "
                 "whole number");
