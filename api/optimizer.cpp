@@ -1223,7 +1223,7 @@ Status Optimizer::set_scalar_state(std::string_view name, double value,
 Status Optimizer::set_step_count(int64_t step) {
   if (step < 0) return make_error("a step count cannot be negative ({})", step);
   // The next step's number (step + 1) is an i64 value of the scalar program, exact in a double.
-  if (step >= int64_t{1} << 53)
+  if (static_cast<double>(step) >= kI64Limit)
     return make_error("a step count is a whole number from 0 to 2^53, not {}", step);
   OPTJIT_TRY(impl_->settle());
   for (Part& part : impl_->parts) part.state.step = step;

@@ -28,6 +28,13 @@ std::string shown(const std::string& s) {
   return out;
 }
 
+// `text` without a UTF-8 byte order mark, as Windows editors start a file with: no text (Python's
+// open(path).read() keeps it, and the parser met it as "unexpected byte 0xef").
+std::string without_byte_order_mark(std::string text) {
+  if (text.starts_with("\xEF\xBB\xBF")) text.erase(0, 3);
+  return text;
+}
+
 }  // namespace
 
 Expected<std::string> read_pipeline_text(const std::string& s) {
@@ -38,10 +45,7 @@ Expected<std::string> read_pipeline_text(const std::string& s) {
   constexpr std::uintmax_t kMaxBytes = 1 << 20;
   std::error_code ec;
   const bool file = std::filesystem::is_regular_file(s, ec);
-  // Text with a UTF-8 byte order mark, as Windows editors start a file with: no text (Python's
-  // open(path).read() keeps it, and gave it here to fail as "unexpected byte 0xef").
-  if (s.find('(') != std::string::npos && !file)
-    return s.starts_with("\xEF\xBB\xBF") ? s.substr(3) : s;
+  if (s.find('(') != std::string::npos && !file) return without_byte_order_mark(s);
   if (!file) {
     if (std::filesystem::exists(s, ec))
       return make_error("'{}' is not a regular file (a pipeline is text, or a file that holds it)",
@@ -59,10 +63,9 @@ Expected<std::string> read_pipeline_text(const std::string& s) {
   // Read through its descriptor, capped (a file swapped for a FIFO or grown since is refused).
   auto read = support::read_file(s, kMaxBytes);
   if (!read) return read.error();
-  std::string text = std::move(*read);
-  // The byte order mark, as above; PowerShell's redirection writes UTF-16, which the parser
-  // would meet as "unexpected byte 0xff".
-  if (text.starts_with("\xEF\xBB\xBF")) text.erase(0, 3);
+  std::string text = without_byte_order_mark(std::move(*read));
+  // PowerShell's redirection writes UTF-16, which the parser would meet as "unexpected byte
+  // 0xff".
   if (text.starts_with("\xFF\xFE") || text.starts_with("\xFE\xFF"))
     return make_error("'{}' is UTF-16 text: a pipeline file is UTF-8 (or ASCII)", q);
   return text;

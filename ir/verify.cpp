@@ -19,6 +19,10 @@ bool is_value_of(DType t, double x) {
   if (t == DType::i64 || t == DType::b1) return round_to(t, x) == x;
   return !std::isfinite(x) || std::isfinite(round_to(t, x));
 }
+// The values of i64 or b1, for the errors that is_value_of answers.
+const char* integer_values(DType t) {
+  return t == DType::b1 ? "0 or 1" : "a whole number from -2^53 to 2^53";
+}
 
 Status check_inst(const Program& p, size_t n, const Inst& in) {
   const OpInfo& oi = info(in.op);
@@ -62,11 +66,10 @@ Status check_inst(const Program& p, size_t n, const Inst& in) {
           // (The reference keeps an f32 constant's digits, as the exact oracle, but one past
           // f32's range is Inf in a kernel.)
           if (is_value_of(in.type, in.imm)) break;
-          if (in.type == DType::i64)
-            return fail(fmt::format("an i64 constant is a whole number from -2^53 to 2^53, not {}",
-                                    in.imm));
-          if (in.type == DType::b1)
-            return fail(fmt::format("a b1 constant is 0 or 1, not {}", in.imm));
+          if (in.type == DType::i64 || in.type == DType::b1)
+            return fail(fmt::format("{} {} constant is {}, not {}",
+                                    in.type == DType::i64 ? "an" : "a", to_string(in.type),
+                                    integer_values(in.type), in.imm));
           return fail(fmt::format("{} is past {}'s largest value", in.imm, to_string(in.type)));
         case Op::SLoad:
           if (in.attr >= p.states.size()) return fail("state index out of range");
@@ -216,8 +219,7 @@ Status verify(const Program& p) {
     // (From a hyperparameter, any value: an i64 or b1 state's loads convert it, as a cast.)
     if (s.init.hyper || is_value_of(s.type, s.init.value) || is_float(s.type)) continue;
     return make_error("IR: {} state '{}' starts at {}, not {}", to_string(s.type), s.name,
-                      s.init.value,
-                      s.type == DType::b1 ? "0 or 1" : "a whole number from -2^53 to 2^53");
+                      s.init.value, integer_values(s.type));
   }
   std::vector<int> buffer_stores(p.buffers.size()), state_stores(p.states.size());
   for (size_t n = 0; n < p.insts.size(); ++n) {
