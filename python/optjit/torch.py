@@ -71,15 +71,19 @@ def _scalar_dtype() -> torch.dtype:
     return torch.float64 if torch.get_default_dtype() == torch.float64 else torch.float32
 
 
+def _float(x: Any) -> float:
+    """float(x), but not of a string: float() reads "0.1", where torch's steps fail."""
+    if isinstance(x, (str, bytes)):
+        raise TypeError(f"{x!r} is a string, not a number")
+    return float(x)
+
+
 def _values(x: Any) -> List[float]:
-    if isinstance(x, (str, bytes)) or (isinstance(x, (tuple, list))
-                                       and any(isinstance(v, (str, bytes)) for v in x)):
-        raise TypeError("a string, not a number")  # (float() reads "0.1"; torch's steps fail)
     if isinstance(x, torch.Tensor):
         return [float(v) for v in x.reshape(-1).tolist()]
     if isinstance(x, (tuple, list)):
-        return [float(v.item() if isinstance(v, torch.Tensor) else v) for v in x]
-    return [float(x)]
+        return [_float(v.item() if isinstance(v, torch.Tensor) else v) for v in x]
+    return [_float(x)]
 
 
 def _memory_order(t: torch.Tensor) -> torch.Tensor:
@@ -106,12 +110,10 @@ def _same_layout(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def _number_of(value: Any, what: str) -> float:
-    """A one-element tensor or a number as a float; else an error naming `what` (a string
-    too, which float() would read: torch's steps fail on one)."""
+    """A one-element tensor or a number as a float; else (a string too) an error naming
+    `what`."""
     try:
-        if isinstance(value, (str, bytes)):
-            raise TypeError
-        return float(value)
+        return _float(value)
     except (TypeError, ValueError, RuntimeError):
         text = repr(value)
         raise Error(f"{what} is {text if len(text) < 60 else text[:57] + '...'}, not a "
