@@ -546,9 +546,8 @@ inline void check_integer_conversions_saturate(
     bool f64 = true, bool i64 = true) {
   const double inf = std::numeric_limits<double>::infinity();
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  // (5e15, 8e15: their sums pass 2^53, -5e15 and 8e15 saturate; 9.4e7's square does not
-  // reach 2^53, 9.5e7's does; 0x1p53 - 2 is the largest whole f32 below 2^53 whose sum with
-  // 2 does not pass it.)
+  // (5e15, -5e15, 8e15: their sums pass 2^53; 9.4e7's square does not reach 2^53, 9.5e7's
+  // does; +-2^53 at the edge, 2^52 whose sum reaches it.)
   const std::vector<double> v = {0.0,     -0.0,   3.7,   1234.9, 65535.0, 65535.9,  65536.0, 7e4,
                                  -3.0,    -0.5,   1e30,  -1e30,  inf,     -inf,     nan,     9.3e18,
                                  -9.3e18, 9.2e18, 1e-30, -1e-30, 4.2e9,   -65535.0, 5e15,    -5e15,
@@ -580,17 +579,21 @@ inline void check_integer_conversions_saturate(
     for (size_t k = 0; k < keys.size(); ++k)
       text += fmt::format("buffer \"sr{}\" f32 state init 0\n", k);
     const std::vector<std::string> element_ops = {"isum", "idif", "isq", "inegsq"};
+    // Each hyperparameter's scalar-rank i64 values (below) and the buffers that store them.
+    const std::vector<std::pair<std::string, std::string>> scalar_ops = {
+        {"hi", "s"}, {"hs", "ssum"}, {"hq", "ssq"}, {"hl", "sload"}, {"hf", "sflag"}};
     if (i64) {
       text += fmt::format("buffer \"i64\" {} state init 0\n", T);
       for (const auto& name : element_ops)
         text += fmt::format("buffer \"{}\" {} state init 0\n", name, T);
-      for (size_t k = 0; k < h.size(); ++k)
+      for (size_t k = 0; k < h.size(); ++k) {
+        for (const auto& [value, buffer] : scalar_ops)
+          text += fmt::format("buffer \"{}{}\" {} state init 0\n", buffer, k, T);
         text += fmt::format(
-            "buffer \"s{0}\" {1} state init 0\nbuffer \"ssum{0}\" {1} state init 0\n"
-            "buffer \"ssq{0}\" {1} state init 0\nbuffer \"sload{0}\" {1} state init 0\n"
-            "buffer \"sflag{0}\" {1} state init 0\nstate \"count{0}\" i64 init hyper \"h{0}\"\n"
-            "state \"flag{0}\" b1 init hyper \"h{0}\"\n",
-            k, T);
+            "state \"count{0}\" i64 init hyper \"h{0}\"\nstate \"flag{0}\" b1 init hyper "
+            "\"h{0}\"\n",
+            k);
+      }
     }
     text += fmt::format("%p = load \"param\" : {0}\n%g = load \"grad\" : {0}\n", T);
     if (dt != DType::f32) text += "%pf = cast %p : f32\n";  // join16 is on f32 patterns
@@ -623,11 +626,7 @@ inline void check_integer_conversions_saturate(
             "%hi{0} : i64\n%hq{0} = mul %hi{0}, %hi{0} : i64\n%hl{0} = sload \"count{0}\" : "
             "i64\n%hf{0} = sload \"flag{0}\" : b1\n",
             k);
-        for (auto [value, buffer] : {std::pair{"hi", "s"},
-                                     {"hs", "ssum"},
-                                     {"hq", "ssq"},
-                                     {"hl", "sload"},
-                                     {"hf", "sflag"}})
+        for (const auto& [value, buffer] : scalar_ops)
           text += fmt::format(
               "%{0}b{2} = cast %{0}{2} : {3}\n%{0}e{2} = add %g0, %{0}b{2} : {3}\nstore "
               "\"{1}{2}\", %{0}e{2}\n",
@@ -717,8 +716,7 @@ inline void check_integer_conversions_saturate(
       names.push_back("i64");
       names.insert(names.end(), element_ops.begin(), element_ops.end());
       for (size_t k = 0; k < h.size(); ++k)
-        for (const char* name : {"s", "ssum", "ssq", "sload", "sflag"})
-          names.push_back(fmt::format("{}{}", name, k));
+        for (const auto& [value, buffer] : scalar_ops) names.push_back(buffer + std::to_string(k));
     }
     for (const auto& name : names) {
       const auto got = values(*s, name.c_str()), want = values(*ref, name.c_str());
