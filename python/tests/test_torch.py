@@ -555,8 +555,8 @@ def test_low_level_engine_steps_numpy_arrays_in_place():
     # not a number is named.
     e.set_hyper("sgd.lr", 0.25)
     assert e.hyper("sgd.lr") == 0.25
-    # What nanobind converts for the typed method, the second overload converts too (it is
-    # tried before conversions: it took [1] and tune's budget of 1, to refuse them, at first).
+    # What nanobind converts to numbers is taken (a first version of these bindings took [1]
+    # and tune's budget of 1 from the typed ones, only to refuse them).
     for value, want in [([1], 1.0), ([np.float32(0.5)], 0.5), (np.array([0.75]), 0.75),
                         (np.float64(0.125), 0.125), (2, 2.0)]:
         e.set_hyper("sgd.lr", value)
