@@ -1,7 +1,7 @@
 """Runs a worker script of this directory under torch.distributed.run (gloo, on the CPU), as the
 tests of sharded steps do: `run(worker, out)` gives the worker `out` as its argument (each
 worker writes its results there, for the test to read) and fails the test with the end of the
-processes' output if any of them fails."""
+processes' output if any of them fails; a worker ends with `finish()`."""
 import os
 import socket
 import subprocess
@@ -23,3 +23,18 @@ def run(worker: str, out: Path, processes: int = 2, timeout: int = 300) -> None:
                        env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True,
                        timeout=timeout)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+
+
+def finish() -> None:
+    """Ends a worker once it has written its results and left its process group, without
+    Python's finalisation. With this torch, a gloo worker thread that drops the last reference
+    to a finished collective's tensors takes the GIL to release their Python objects; when that
+    is still pending as Python finalises (the collective completed within a few milliseconds of
+    the end: FSDP2's last all-gather, clip_grad_norm_'s all-reduce before a fast step), the
+    thread is ended inside a C++ destructor and the process aborts with "terminate called
+    without an active exception" (pytorch/pytorch#190489; 4 runs in 26 of
+    fsdp2_clip_worker.py here, seen in gdb: the gloo thread in take_gil from
+    ~AsyncAllreduceWork while the main thread was in Py_FinalizeEx)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

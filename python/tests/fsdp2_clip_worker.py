@@ -13,6 +13,8 @@ from torch.distributed.fsdp import fully_shard
 
 import optjit.torch as ot
 
+import distributed_run
+
 warnings.simplefilter("ignore")
 
 
@@ -53,3 +55,4 @@ def main():
 
 if __name__ == "__main__":
     main()
+    distributed_run.finish()

@@ -14,6 +14,8 @@ from torch.distributed.fsdp import fully_shard
 import optjit
 import optjit.torch as ot
 
+import distributed_run
+
 
 class Tiny(torch.nn.Module):
     def __init__(self, vocab=50, d=32):
@@ -386,10 +388,4 @@ def main(out):
 
 if __name__ == "__main__":
     main(sys.argv[1])
-    # Skip the interpreter's finalisation: with this torch, a gloo worker thread still releasing
-    # an FSDP2 all-gather's tensors can need the GIL while Python finalises, and then aborts
-    # ("terminate called without an active exception", about 1 run in 8 here; the results
-    # were already written).
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    distributed_run.finish()

@@ -17,6 +17,8 @@ import torchao.optim as tao
 import optjit.torch as ot
 import optjit.torchao as otao
 
+import distributed_run
+
 warnings.simplefilter("ignore")
 # 8-bit only: torchao 0.18's own AdamW4bit and AdamWFp8 fail under FSDP2 on the CPU (its
 # compiled 4-bit step: "wrong number of dimensions"; fp8: no attribute 'qmap').
@@ -103,3 +105,4 @@ def main():
 
 if __name__ == "__main__":
     main()
+    distributed_run.finish()
