@@ -244,7 +244,7 @@ static std::string closest(std::string_view want, const Def& d) {
 }
 
 std::string state_format_names() {
-  return "f32, bf16, f16, bf16_sr, " + ir::quant_names() + ", 8bit, 4bit, 4bit_b256";
+  return "f32, bf16, f16, bf16_sr, " + ir::quant_names() + ", 8bit, 4bit, 4bit_b256, fp8";
 }
 
 Expected<StateFormats> parse_state_formats(std::string_view text) {
@@ -257,6 +257,7 @@ Expected<StateFormats> parse_state_formats(std::string_view text) {
     if (f == "4bit") return StateFormat{DType::f32, false, ir::Quant::q4, ir::Quant::q4u};
     if (f == "4bit_b256")
       return StateFormat{DType::f32, false, ir::Quant::q4_b256, ir::Quant::q4u_b256};
+    if (f == "fp8") f = "f8";  // (torchao's AdamWFp8, as "8bit" and "4bit" name theirs)
     if (auto q = ir::parse_quant(f)) return StateFormat{DType::f32, false, *q};
     return std::nullopt;
   };

@@ -184,9 +184,10 @@ struct Bound {
 /// q8u (8-bit blockwise with bitsandbytes' signed / unsigned dynamic map, ir/quant.h; an
 /// unsigned format only for a state the compiler proves never negative, ir/sign.h), 8bit
 /// (bitsandbytes' choice for its 8-bit optimizers: q8u for the Adam family's second moments
-/// exp_avg_sq and max_exp_avg_sq, q8 for every other state), f8 (torchao's fp8), q4 and q4u
-/// (torchao's 4-bit maps, block 128), and 4bit (torchao's choice for AdamW4bit: q4u for the
-/// second moments, q4 elsewhere). Without it, state is stored as the parameters are.
+/// exp_avg_sq and max_exp_avg_sq, q8 for every other state), f8 (torchao's fp8; also named
+/// fp8, as torchao's AdamWFp8), q4 and q4u (torchao's 4-bit maps, block 128), and 4bit
+/// (torchao's choice for AdamW4bit: q4u for the second moments, q4 elsewhere). Without it,
+/// state is stored as the parameters are.
 inline constexpr std::string_view kStateFormat = "state_format";
 struct StateFormat {
   DType storage = DType::f32;

@@ -424,6 +424,12 @@ TEST(Quant, ThePlanCountsCodesAndScalesAndNeverReadsAValueBackFromCodes) {
   EXPECT_EQ(four256->bytes_per_param(), 4 + 12 + 4 * (0.5 + 4.0 / 256));
   EXPECT_EQ(four256->buffers[*four256->program.find_buffer("exp_avg")].quant, Quant::q4_b256);
   EXPECT_EQ(four256->buffers[*four256->program.find_buffer("exp_avg_sq")].quant, Quant::q4u_b256);
+  // "fp8" (torchao's AdamWFp8) names f8 for every state: the same program.
+  auto f8 = compile_pipeline(R"(adamw(lr=1e-3, state_format="f8"))");
+  auto fp8 = compile_pipeline(R"(adamw(lr=1e-3, state_format="fp8"))");
+  ASSERT_TRUE(f8 && fp8) << (f8 ? fp8.error() : f8.error()).message;
+  EXPECT_EQ(fp8->buffers[*fp8->program.find_buffer("exp_avg_sq")].quant, Quant::f8);
+  EXPECT_EQ(ir::print(fp8->program), ir::print(f8->program));
   // One block size per pipeline: 8-bit (256) and 4-bit (128) formats do not mix.
   auto mixed = compile_pipeline(R"(adamw(lr=1e-3, state_format="exp_avg:q8,exp_avg_sq:q4u"))");
   ASSERT_FALSE(mixed);

@@ -409,16 +409,17 @@ def test_8bit_state_is_within_one_quantization_step_of_torchaos_adamw8bit():
 
 
 def test_f8_codes_are_torchaos_quantize_fp8_bit_for_bit():
-    """state_format="f8" quantizes as torchao's OptimStateFp8: per block of 256, scale =
-    max(absmax, 1e-12) / 448 and codes = (x / scale).to(float8_e4m3fn), bit for bit, on the
-    cpu backend, over magnitudes from 1e-12 to 1e4 and a block of zeros."""
+    """state_format="f8" (also named "fp8", as "s" here) quantizes as torchao's OptimStateFp8:
+    per block of 256, scale = max(absmax, 1e-12) / 448 and codes = (x / scale).to(
+    float8_e4m3fn), bit for bit, on the cpu backend, over magnitudes from 1e-12 to 1e4 and a
+    block of zeros."""
     from torchao.optim.subclass_fp8 import quantize_fp8
     g = torch.Generator().manual_seed(5)
     n = 256 * 40
     x = torch.randn(n, generator=g) ** 3 * torch.logspace(-12, 4, n)
     x[256:512] = 0
     w = torch.nn.Parameter(torch.zeros(n))
-    opt = ot.Optimizer([w], KEEP.replace('"s:q8,u:q8u"', '"s:f8,u:f8"'), backend="cpu")
+    opt = ot.Optimizer([w], KEEP.replace('"s:q8,u:q8u"', '"s:fp8,u:f8"'), backend="cpu")
     w.grad = x.clone()
     opt.step()
     st = opt.state[w]
