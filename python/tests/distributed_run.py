@@ -25,16 +25,23 @@ def run(worker: str, out: Path, processes: int = 2, timeout: int = 300) -> None:
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
 
 
-def finish() -> None:
-    """Ends a worker once it has written its results and left its process group, without
-    Python's finalisation. With this torch, a gloo worker thread that drops the last reference
-    to a finished collective's tensors takes the GIL to release their Python objects; when that
-    is still pending as Python finalises (the collective completed within a few milliseconds of
-    the end: FSDP2's last all-gather, clip_grad_norm_'s all-reduce before a fast step), the
-    thread is ended inside a C++ destructor and the process aborts with "terminate called
-    without an active exception" (pytorch/pytorch#190489; 4 runs in 26 of
-    fsdp2_clip_worker.py here, seen in gdb: the gloo thread in take_gil from
-    ~AsyncAllreduceWork while the main thread was in Py_FinalizeEx)."""
+def finish(results=None) -> None:
+    """Ends a worker: writes its results (where given: JSON, to argv[1] + ".rank<r>", as the
+    tests read them), leaves the process group, and exits without Python's finalisation. With
+    this torch, a gloo worker thread that drops the last reference to a finished collective's
+    tensors takes the GIL to release their Python objects; when that is still pending as Python
+    finalises (the collective completed within a few milliseconds of the end: FSDP2's last
+    all-gather, clip_grad_norm_'s all-reduce before a fast step), the thread is ended inside a
+    C++ destructor and the process aborts with "terminate called without an active exception"
+    (pytorch/pytorch#190489; 4 runs in 26 of fsdp2_clip_worker.py here, seen in gdb: the gloo
+    thread in take_gil from ~AsyncAllreduceWork while the main thread was in Py_FinalizeEx)."""
+    import json
+
+    import torch.distributed as dist
+    if results is not None:
+        with open(f"{sys.argv[1]}.rank{dist.get_rank()}", "w") as f:
+            json.dump(results, f)
+    dist.destroy_process_group()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)

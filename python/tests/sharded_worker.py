@@ -383,7 +383,6 @@ def main(out):
     if dist.get_rank() == 0:
         with open(out, "w") as f:
             json.dump(results, f)
-    dist.destroy_process_group()
 
 
 if __name__ == "__main__":
