@@ -471,6 +471,8 @@ class WebgpuDevice final : public Device {
   }
   /// How many buffers this device has released: a bind group made before may name one.
   uint64_t releases() const { return releases_; }
+  /// Whether this device allocated the buffer (else it is the caller's).
+  bool owns(DeviceMemory m) const { return sizes_.count(m.handle) != 0; }
   /// The size of a buffer: one this device allocated, or the caller's.
   uint64_t size_of(DeviceMemory m) const {
     if (!m) return 0;
@@ -501,6 +503,7 @@ class WebgpuDevice final : public Device {
     if (lo == dst.offset && hi == dst.offset + bytes) {
       return watched("writing a buffer", [&] {
         w_->wgpuQueueWriteBuffer(queue_, buf(dst), dst.offset, src, bytes);  // copied at once
+        return Status::Ok();
       });
     }
     std::vector<uint8_t> words(hi - lo);
@@ -509,6 +512,7 @@ class WebgpuDevice final : public Device {
     std::memcpy(words.data() + (dst.offset - lo), src, bytes);
     return watched("writing a buffer", [&] {
       w_->wgpuQueueWriteBuffer(queue_, buf(dst), lo, words.data(), words.size());
+      return Status::Ok();
     });
   }
   Status write_async(DeviceMemory dst, const void* src, size_t bytes) override {
@@ -532,7 +536,8 @@ class WebgpuDevice final : public Device {
     WGPUBuffer staging = staging_;
     WGPUCommandEncoder enc = w_->wgpuDeviceCreateCommandEncoder(device_, nullptr);
     w_->wgpuCommandEncoderCopyBufferToBuffer(enc, buf(src), lo, staging, 0, size);
-    OPTJIT_TRY(watched("reading a buffer back", [&] { submit(enc); }));
+    OPTJIT_TRY(
+        watched("reading a buffer back", [&] { return submit(enc, "reading a buffer back"); }));
     struct Mapped {
       bool done = false;
       WGPUMapAsyncStatus status = WGPUMapAsyncStatus_Error;
@@ -575,7 +580,7 @@ class WebgpuDevice final : public Device {
     WGPUCommandEncoder enc = w_->wgpuDeviceCreateCommandEncoder(device_, nullptr);
     w_->wgpuCommandEncoderCopyBufferToBuffer(enc, buf(src), src.offset, buf(dst), dst.offset,
                                              bytes);
-    return watched("copying a buffer", [&] { submit(enc); });
+    return watched("copying a buffer", [&] { return submit(enc, "copying a buffer"); });
   }
   Status finish() override {
     w_->wgpuDevicePoll(device_, true, nullptr);
@@ -587,11 +592,18 @@ class WebgpuDevice final : public Device {
   static WGPUBuffer buf(DeviceMemory m) { return reinterpret_cast<WGPUBuffer>(m.handle); }
   static uint64_t round4(uint64_t n) { return (n + 3) & ~uint64_t{3}; }
 
-  void submit(WGPUCommandEncoder enc) {
+  // Finishes `enc` and submits it, unless its encoding failed: wgpu-native takes an invalid
+  // command buffer at wgpuQueueSubmit as fatal (it panics, and the process aborts), so an
+  // encoding error (a copy from a caller's buffer that was destroyed or is another device's) is
+  // caught in a scope around the finish, and returned.
+  Status submit(WGPUCommandEncoder enc, const char* what) {
+    push_scope();
     WGPUCommandBuffer cmd = w_->wgpuCommandEncoderFinish(enc, nullptr);
-    w_->wgpuQueueSubmit(queue_, 1, &cmd);
-    w_->wgpuCommandBufferRelease(cmd);
+    Status encoded = pop_scope(what);
+    if (encoded.ok()) w_->wgpuQueueSubmit(queue_, 1, &cmd);
+    if (cmd) w_->wgpuCommandBufferRelease(cmd);
     w_->wgpuCommandEncoderRelease(enc);
+    return encoded;
   }
   void push_scope(WGPUErrorFilter filter = WGPUErrorFilter_Validation) {
     w_->wgpuDevicePushErrorScope(device_, filter);
@@ -616,20 +628,22 @@ class WebgpuDevice final : public Device {
       return make_error("WebGPU: {} failed on '{}': {}", what, info_.name, r.message);
     return Status::Ok();
   }
-  // Runs `enqueue` (a submission or a queue write) and returns the error the library reported
-  // for it: on optjit's own device through its uncaptured-error callback, on the caller's
-  // (whose callback is the caller's) through error scopes around it.
+  // Runs `enqueue` (a submission or a queue write) and returns its error, or the one the
+  // library reported for it: on optjit's own device through its uncaptured-error callback, on
+  // the caller's (whose callback is the caller's) through error scopes around it.
   template <class Enqueue>
   Status watched(const char* what, Enqueue enqueue) {
     if (!adopted_) {
-      enqueue();
-      return check(what);
+      Status done = enqueue();
+      Status reported = check(what);
+      return done.ok() ? reported : done;
     }
     push_scope(WGPUErrorFilter_OutOfMemory);
     push_scope();
-    enqueue();
+    Status done = enqueue();
     Status invalid = pop_scope(what);
     Status oom = pop_scope(what);  // the library's message says it is out of memory
+    if (!done.ok()) return done;
     return invalid.ok() ? oom : invalid;
   }
   // An error the library reported outside any scope (a launch, a copy, a lost device).
@@ -722,7 +736,10 @@ class WebgpuDevice final : public Device {
       w_->wgpuComputePassEncoderDispatchWorkgroups(pass, kPairs / 64, 1, 1);
       w_->wgpuComputePassEncoderEnd(pass);
       w_->wgpuComputePassEncoderRelease(pass);
-      ok = watched("running the rounding probe", [&] { submit(enc); }).ok() && finish().ok();
+      ok = watched("running the rounding probe",
+                   [&] { return submit(enc, "running the rounding probe"); })
+               .ok() &&
+           finish().ok();
     }
     std::vector<float> got(io.size());
     ok = ok && read(got.data(), *mem, got.size() * sizeof(float)).ok();
@@ -1020,7 +1037,13 @@ Status WebgpuModule::launch(KernelId kernel, size_t groups, size_t group_size,
   }
   // A step launches the same kernels with the same buffers every time: bind groups (one layout
   // for every kernel of the module) and the integer arguments' buffers are made once and kept,
-  // until the device releases a buffer a kept group might name.
+  // until the device releases a buffer a kept group might name. Not a group that names a
+  // caller's buffer: the caller may destroy it, and a kept group's destroyed buffer is found
+  // only when the launch is submitted, which wgpu-native takes as fatal (the process aborts);
+  // making the group validates it.
+  bool keep = true;
+  for (const KernelArg& a : args)
+    if (a.is_memory && a.memory && !dev_.owns(a.memory)) keep = false;
   if (releases_seen_ != dev_.releases()) {
     forget_bind_groups();
     releases_seen_ = dev_.releases();
@@ -1058,8 +1081,10 @@ Status WebgpuModule::launch(KernelId kernel, size_t groups, size_t group_size,
       if (group) w.wgpuBindGroupRelease(group);
       return bound;
     }
-    if (bind_groups_.size() >= kKeptBindGroups) forget_bind_groups();
-    bind_groups_.emplace(std::move(key), group);
+    if (keep) {
+      if (bind_groups_.size() >= kKeptBindGroups) forget_bind_groups();
+      bind_groups_.emplace(std::move(key), group);
+    }
   }
   WGPUCommandEncoder enc = w.wgpuDeviceCreateCommandEncoder(dev_.device(), nullptr);
   WGPUComputePassEncoder pass = w.wgpuCommandEncoderBeginComputePass(enc, nullptr);
@@ -1068,7 +1093,10 @@ Status WebgpuModule::launch(KernelId kernel, size_t groups, size_t group_size,
   w.wgpuComputePassEncoderDispatchWorkgroups(pass, static_cast<uint32_t>(groups), 1, 1);
   w.wgpuComputePassEncoderEnd(pass);
   w.wgpuComputePassEncoderRelease(pass);
-  return dev_.watched("launching a kernel", [&] { dev_.submit(enc); });
+  Status launched =
+      dev_.watched("launching a kernel", [&] { return dev_.submit(enc, "launching a kernel"); });
+  if (!keep) w.wgpuBindGroupRelease(group);  // (the submitted work holds its own reference)
+  return launched;
 }
 
 // The buffer of integer arguments `ints`, made once per distinct value (a step's are the chunk

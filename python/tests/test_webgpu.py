@@ -152,6 +152,70 @@ def test_wgpu_py_buffers_given_only_to_the_optimizer_stay_alive_with_it():
     assert held() is None
 
 
+# Run in a child process (test_a_destroyed_or_foreign_buffer_is_an_error_not_an_abort): before
+# the fix each of these aborted the process from inside wgpu-native.
+_BAD_BUFFERS = """
+import json, os
+import numpy as np, wgpu
+import optjit, optjit.webgpu as ow
+os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
+usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
+device, other = (wgpu.gpu.request_adapter_sync().request_device_sync() for _ in range(2))
+def ones(n, d=device):
+    return d.create_buffer_with_data(data=np.ones(n, np.float32), usage=usage)
+def params(b):
+    return np.frombuffer(device.queue.read_buffer(b), np.float32)[:110].tolist()
+out = {}
+def attempt(case, f):
+    try:
+        f()
+        out[case] = "stepped"
+    except optjit.Error as e:
+        out[case] = str(e)
+P, G = ones(1000), ones(1000)
+opt = ow.Optimizer("sgd(lr=0.25)", device, {"w": (P, 0, (10,)), "b": (P, 400, (10,))},
+                   cache=False)
+attempt("foreign gradient", lambda: opt.step([(ones(100, other), 0), (G, 0)]))
+out["untouched"] = params(P)
+opt.step([(G, 0), (G, 40)])
+out["then"] = params(P)
+Q = ones(100)
+opt2 = ow.Optimizer("sgd(lr=0.25)", device, {"w": (Q, 0, (10,))}, cache=False)
+opt2.step([(G, 0)])
+Q.destroy()
+attempt("destroyed parameter", lambda: opt2.step([(G, 0)]))
+R, H = ones(100), ones(100)
+opt3 = ow.Optimizer("adamw(lr=0.25)", device, {"w": (R, 0, (10,))}, cache=False)
+opt3.step([(H, 0)])
+H.destroy()
+attempt("destroyed gradient", lambda: opt3.step([(H, 0)]))
+print(json.dumps(out))
+"""
+
+
+def test_a_destroyed_or_foreign_buffer_is_an_error_not_an_abort():
+    """A gradient in another device's buffer (copied into optjit's arena), and a parameter or
+    gradient buffer the caller destroyed after a step (named by a kept bind group): wgpu-native
+    takes an invalid submission as fatal, so these aborted the process; each is an error now,
+    and a failed step leaves the parameters as they were."""
+    import json
+    import subprocess
+    import sys
+
+    _wgpu_device()
+    r = subprocess.run([sys.executable, "-c", _BAD_BUFFERS], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["foreign gradient"].startswith("WebGPU: copying a buffer failed"), got
+    assert "doesn't match Device" in got["foreign gradient"], got
+    for case in ("destroyed parameter", "destroyed gradient"):
+        assert got[case].startswith("WebGPU: binding the arguments of optjit_pass_0 failed"), got
+        assert got[case].endswith("has been destroyed"), got
+    assert got["untouched"] == [1.0] * 110
+    assert got["then"] == [0.75] * 10 + [1.0] * 90 + [0.75] * 10
+
+
 def test_wgpu_py_and_optjit_on_different_libraries_is_an_error(monkeypatch):
     import optjit.webgpu
 
