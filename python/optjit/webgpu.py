@@ -15,6 +15,7 @@ Parameters are (buffer, byte offset, shape[, dtype]) with dtype "f32" (default),
 COPY_SRC | COPY_DST. wgpu-py and optjit must use the same wgpu-native library (both take the
 `wgpu` package's by default); a different one is an error here, not a crash.
 """
+import operator
 import os
 
 from ._optjit import Engine, Error, webgpu_library
@@ -40,6 +41,17 @@ def handle(obj):
     return int(_ffi().ffi.cast("uintptr_t", internal))
 
 
+def _offset(value, what):
+    """A byte offset: a whole number (an int, a NumPy integer), 0 or more."""
+    try:
+        n = operator.index(value)
+    except TypeError:
+        n = -1
+    if isinstance(value, bool) or n < 0:
+        raise Error(f"{what}: a byte offset is a whole number, 0 or more, not {value!r}")
+    return n
+
+
 def _same_library():
     ours = os.path.realpath(webgpu_library())
     theirs = os.path.realpath(_ffi().lib_path)
@@ -61,13 +73,16 @@ class Optimizer:
     def __init__(self, pipeline, device, params, *, adapter=-1, group_of=(), groups=1,
                  grad_dtype=None, cache=True, param_rounding="nearest"):
         _same_library()
+        if not isinstance(params, dict):
+            raise Error(f"params is a dict {{name: (buffer, byte_offset, shape[, dtype])}}, not "
+                        f"a {type(params).__name__}")
         names, memory, dtypes, shapes = [], [], [], []
         for name, spec in params.items():
-            if len(spec) not in (3, 4):
+            if not isinstance(spec, (tuple, list)) or len(spec) not in (3, 4):
                 raise Error(f"parameter '{name}': expected (buffer, byte_offset, shape[, dtype])")
             buf, offset, shape = spec[:3]
             names.append(name)
-            memory.append((handle(buf), int(offset)))
+            memory.append((handle(buf), _offset(offset, f"parameter '{name}'")))
             shapes.append([int(d) for d in shape])
             dtypes.append(spec[3] if len(spec) == 4 else "f32")
         # Kept alive as long as the optimizer uses them: wgpu-py releases a buffer (and a device)
@@ -81,7 +96,12 @@ class Optimizer:
 
     def step(self, grads):
         """One step; grads: [(buffer, byte_offset)] in parameter order. True if it skipped."""
-        return self.engine.step_device([(handle(b), int(o)) for b, o in grads])
+        memory = []
+        for i, g in enumerate(grads):
+            if not isinstance(g, (tuple, list)) or len(g) != 2:
+                raise Error(f"gradient {i}: expected (buffer, byte_offset), not {g!r}")
+            memory.append((handle(g[0]), _offset(g[1], f"gradient {i}")))
+        return self.engine.step_device(memory)
 
     def __getattr__(self, name):  # set_hyper, hyper, plan, save, load, step_count, ...
         return getattr(self.engine, name)

@@ -123,6 +123,20 @@ def test_wgpu_py_buffers_are_stepped_in_place_on_the_applications_device():
     with pytest.raises(optjit.Error, match="parameters 'a' and 'b' overlap in device memory"):
         optjit.webgpu.Optimizer("sgd(lr=0.1)", device,
                                 {"a": (params, 0, (300,)), "b": (params, 1196, (77,))})
+    # So are arguments of the wrong kind (a negative offset was nanobind's TypeError, a list of
+    # parameters an AttributeError).
+    with pytest.raises(optjit.Error, match=r"^parameter 'a': a byte offset is a whole number, "
+                                           r"0 or more, not -4$"):
+        optjit.webgpu.Optimizer("sgd(lr=0.1)", device, {"a": (params, -4, (300,))})
+    with pytest.raises(optjit.Error, match=r"^params is a dict \{name: \(buffer, byte_offset, "
+                                           r"shape\[, dtype\]\)\}, not a list$"):
+        optjit.webgpu.Optimizer("sgd(lr=0.1)", device, [("a", (params, 0, (300,)))])
+    with pytest.raises(optjit.Error, match=r"^gradient 1: a byte offset is a whole number, 0 or "
+                                           r"more, not '1200'$"):
+        opt.step([(gbuf, np.int64(0)), (gbuf, "1200")])
+    with pytest.raises(optjit.Error, match=r"^gradient 0: expected \(buffer, byte_offset\), not "):
+        opt.step([gbuf, (gbuf, 1200)])
+    assert opt.step_count == 3
 
 
 def test_wgpu_py_buffers_given_only_to_the_optimizer_stay_alive_with_it():
