@@ -36,7 +36,7 @@ import sys
 import types
 import warnings
 import weakref
-from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple, Union
 
 import torch
 import torch.utils.dlpack
@@ -1139,7 +1139,8 @@ class Optimizer(torch.optim.Optimizer):
     leaves parameters, state and step counts bit-identical.
 
     ``pipeline`` is optjit's pipeline text (``optjit list`` shows the built-ins; custom
-    transforms are declared in the same text). ``defaults`` are the hyperparameters param
+    transforms are declared in the same text), or a file that holds it (a str or an
+    ``os.PathLike``; read once, here). ``defaults`` are the hyperparameters param
     groups may set, by torch's names (``lr``, ``betas``, ``weight_decay``, ...); whatever a group
     or a scheduler sets is read at the next step. ``backend`` is ``"auto"`` (CPU tensors on the
     CPU, CUDA tensors on their GPU), ``"cpu"``, ``"reference"`` (the float64 interpreter, for
@@ -1154,10 +1155,14 @@ class Optimizer(torch.optim.Optimizer):
 
     _step_supports_amp_scaling = True
 
-    def __init__(self, params: Iterable, pipeline: str, defaults: Optional[Dict[str, Any]] = None,
-                 *, backend: str = "auto", cache: bool = True, device_step: Optional[bool] = None,
+    def __init__(self, params: Iterable, pipeline: Union[str, "os.PathLike[str]"],
+                 defaults: Optional[Dict[str, Any]] = None, *, backend: str = "auto",
+                 cache: bool = True, device_step: Optional[bool] = None,
                  cuda_graph: bool = False, param_rounding: str = "nearest", process_group=None,
                  shard_order: str = "by_tensor"):
+        # The text (of the file, where it names one): what steps in front of it (a deferred
+        # clip, a GradScaler's unscaling) is chained to the text, not to a file name.
+        pipeline = _optjit.pipeline_text(pipeline)
         self._pipeline = pipeline
         self._text = pipeline  # the caller's, without what _compose puts in front
         self._clip_fused = False  # a deferred clip_grad_norm_ is in front of the pipeline

@@ -332,9 +332,24 @@ void check_group_of(const std::vector<int>& group_of, size_t params) {
                               group_of[i]));
 }
 
+// A str, or a path as open() takes one (os.PathLike, bytes), as a str; anything else is an
+// error naming `what`.
+std::string str_or_path(nb::handle h, const char* what) {
+  if (nb::isinstance<nb::str>(h)) return nb::cast<std::string>(h);
+  if (nb::isinstance<nb::bytes>(h) || nb::hasattr(h, "__fspath__"))
+    return nb::cast<std::string>(nb::module_::import_("os").attr("fsdecode")(h));
+  throw Error(
+      fmt::format("{} is a str or an os.PathLike, not {}", what, nb::type_name(h.type()).c_str()));
+}
+
+// A pipeline argument: its text, or the path of a file that holds it (as the CLI takes it).
+std::string pipeline_text(nb::handle pipeline) {
+  return take(read_pipeline_text(str_or_path(pipeline, "pipeline")));
+}
+
 class Engine {
  public:
-  Engine(const std::string& pipeline, const std::vector<std::string>& names,
+  Engine(nb::handle pipeline, const std::vector<std::string>& names,
          const std::vector<nb::object>& param_objects, const std::vector<int>& group_of,
          size_t groups, const std::string& backend, int device, uintptr_t queue,
          std::optional<std::string> grad_dtype, bool cache, std::optional<bool> device_step,
@@ -378,8 +393,7 @@ class Engine {
     o.defer_skips = queue != 0;
     o.cuda_graph = cuda_graph;
     if (!shard.is_none()) o.shard = shard_options(shard);
-    // Pipeline text, or the path of a file that holds it (as the CLI takes it).
-    opt_ = take(Optimizer::create(take(read_pipeline_text(pipeline)), std::move(ps), std::move(o)));
+    opt_ = take(Optimizer::create(pipeline_text(pipeline), std::move(ps), std::move(o)));
     params_ = std::move(params);
     warn_new();
   }
@@ -387,7 +401,7 @@ class Engine {
   /// Parameters in device memory that speaks no DLPack (wgpu-py's buffers; any WGPUBuffer,
   /// cl_mem or CUDA address), each a (handle, byte offset) with its dtype and shape, on the
   /// caller's device or queue `queue` (a WGPUDevice, a cl_command_queue, a CUstream).
-  static Engine on_device(const std::string& pipeline, const std::vector<std::string>& names,
+  static Engine on_device(nb::handle pipeline, const std::vector<std::string>& names,
                           const std::vector<std::pair<uint64_t, uint64_t>>& memory,
                           const std::vector<std::string>& dtypes,
                           const std::vector<std::vector<int64_t>>& shapes,
@@ -409,9 +423,8 @@ class Engine {
                         memory[i], [&] { return fmt::format("parameter '{}'", names[i]); })});
     OptimizerOptions o = options(backend, device, queue, grad_dtype, cache, param_rounding, groups);
     std::vector<Spec> s = specs(ps, grad_dtype);
-    Engine e(
-        take(Optimizer::create(take(read_pipeline_text(pipeline)), std::move(ps), std::move(o))),
-        std::move(s));
+    Engine e(take(Optimizer::create(pipeline_text(pipeline), std::move(ps), std::move(o))),
+             std::move(s));
     e.warn_new();
     return e;
   }
@@ -875,12 +888,11 @@ NB_MODULE(_optjit, m) {
       invalid);
 
   nb::class_<Engine>(m, "Engine")
-      .def(nb::init<const std::string&, const std::vector<std::string>&,
-                    const std::vector<nb::object>&, const std::vector<int>&, size_t,
-                    const std::string&, int, uintptr_t, std::optional<std::string>, bool,
-                    std::optional<bool>, bool, const std::string&, nb::object,
-                    const std::vector<std::optional<bool>>&>(),
-           nb::arg("pipeline"), nb::arg("names"), nb::arg("params"),
+      .def(nb::init<nb::handle, const std::vector<std::string>&, const std::vector<nb::object>&,
+                    const std::vector<int>&, size_t, const std::string&, int, uintptr_t,
+                    std::optional<std::string>, bool, std::optional<bool>, bool, const std::string&,
+                    nb::object, const std::vector<std::optional<bool>>&>(),
+           nb::arg("pipeline").none(), nb::arg("names"), nb::arg("params"),
            nb::arg("group_of") = std::vector<int>{}, nb::arg("groups") = 1,
            nb::arg("backend") = "auto", nb::arg("device") = -1, nb::arg("queue") = 0,
            nb::arg("grad_dtype") = nb::none(), nb::arg("cache") = true,
@@ -889,7 +901,7 @@ NB_MODULE(_optjit, m) {
            nb::arg("quantize") = std::vector<std::optional<bool>>{},
            "quantize: per parameter, whether its quantized states are quantized (None: as the "
            "format decides by its size; False: f32; True: also below the format's minimum)")
-      .def_static("on_device", &Engine::on_device, nb::arg("pipeline"), nb::arg("names"),
+      .def_static("on_device", &Engine::on_device, nb::arg("pipeline").none(), nb::arg("names"),
                   nb::arg("memory"), nb::arg("dtypes"), nb::arg("shapes"),
                   nb::arg("group_of") = std::vector<int>{}, nb::arg("groups") = 1,
                   nb::arg("backend") = "webgpu", nb::arg("device") = -1, nb::arg("queue") = 0,
@@ -980,8 +992,16 @@ NB_MODULE(_optjit, m) {
           },
           nb::arg("grads").none(), nb::arg("budget_seconds") = 10.0, nb::arg("max_candidates") = 24)
       .def("sync_state", [](Engine& e) { check(e.opt()->sync_state()); })
-      .def("save", [](const Engine& e, const std::string& p) { check(e.opt()->save(p)); })
-      .def("load", [](Engine& e, const std::string& p) { check(e.opt()->load(p)); })
+      .def(
+          "save",
+          [](const Engine& e, nb::handle p) {
+            check(e.opt()->save(str_or_path(p, "save(): path")));
+          },
+          nb::arg("path").none())
+      .def(
+          "load",
+          [](Engine& e, nb::handle p) { check(e.opt()->load(str_or_path(p, "load(): path"))); },
+          nb::arg("path").none())
       .def_prop_ro("step_count", [](const Engine& e) { return e.opt()->step_count(); })
       .def_prop_ro("state_buffers", [](const Engine& e) { return e.opt()->state_buffers(); })
       .def(
@@ -1038,13 +1058,15 @@ NB_MODULE(_optjit, m) {
       "each kind of device (cpu, opencl, cuda, webgpu).");
   m.def(
       "plan",
-      [](const std::string& pipeline, const std::string& dtype) {
+      [](nb::handle pipeline, const std::string& dtype) {
         DType t = dtype_named(dtype);
-        return plan::describe(take(compile_pipeline(take(read_pipeline_text(pipeline)), {t, t, t})),
-                              true);
+        return plan::describe(take(compile_pipeline(pipeline_text(pipeline), {t, t, t})), true);
       },
-      nb::arg("pipeline"), nb::arg("dtype") = "f32",
-      "The plan of a pipeline, as `optjit plan` prints it.");
+      nb::arg("pipeline").none(), nb::arg("dtype") = "f32",
+      "The plan of a pipeline (its text, or a file that holds it), as `optjit plan` prints it.");
+  m.def("pipeline_text", &pipeline_text, nb::arg("pipeline").none(),
+        "A pipeline's text: the text itself, or the text of the file it names (str or "
+        "os.PathLike), read as optjit reads pipeline files.");
 }
 
 }  // namespace optjit::python

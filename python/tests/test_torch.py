@@ -593,6 +593,48 @@ def test_pipeline_text_read_from_a_windows_file_steps(tmp_path):
     assert np.allclose(np.linspace(-1, 1, 100) - runs[0], 0.01, atol=1e-6)
 
 
+def test_a_pipeline_file_given_by_its_path_steps_as_its_text(tmp_path):
+    """optjit.torch.Optimizer given a pipeline file's path stepped its first step, but a
+    deferred clip or a GradScaler chained their transforms to the file's *name* ("line 4,
+    column 57: unexpected character '.'"): the text is read once, at construction. A
+    pathlib.Path is taken wherever a path is (the pipeline, Engine.save and load: nanobind's
+    TypeError before), and anything else is an error naming the argument."""
+    import pathlib
+
+    np = pytest.importorskip("numpy")
+    path = tmp_path / "pipeline.txt"
+    path.write_text("adamw(lr=0.1, weight_decay=0.01)\n")
+    runs = []
+    for pipeline in ("adamw(lr=0.1, weight_decay=0.01)", str(path), path):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(6, 3)
+        opt = ot.Optimizer(model.parameters(), pipeline)
+        scaler = torch.amp.GradScaler("cpu", init_scale=4.0)
+        for k in range(3):
+            opt.zero_grad()
+            scaler.scale(model(torch.randn(5, 6)).square().sum()).backward()
+            if k == 2:  # (unscaled first, as before a clip of the true gradients)
+                scaler.unscale_(opt)
+            ot.clip_grad_norm_(model.parameters(), 0.5)
+            scaler.step(opt)
+            scaler.update()
+        runs.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
+    assert torch.equal(runs[0], runs[1]) and torch.equal(runs[0], runs[2])
+    w = np.ones(4, np.float32)
+    eng = optjit.Engine(path, ["w"], [w])
+    eng.step([np.ones(4, np.float32)])
+    eng.save(tmp_path / "state.safetensors")
+    again = optjit.Engine(str(path), ["w"], [np.ones(4, np.float32)])
+    again.load(pathlib.PurePath(tmp_path / "state.safetensors").as_posix().encode())
+    assert again.step_count == 1
+    assert optjit.plan(path) == optjit.plan(path.read_text())
+    with pytest.raises(optjit.Error, match=r"^pipeline is a str or an os.PathLike, not int$"):
+        ot.Optimizer(model.parameters(), 5)
+    with pytest.raises(optjit.Error, match=r"^save\(\): path is a str or an os.PathLike, not "
+                                           r"NoneType$"):
+        eng.save(None)
+
+
 def test_an_engines_groups_are_one_index_per_parameter():
     """group_of gives every parameter its group, or is empty: a shorter list left the rest in
     group 0 and a negative index matched by name patterns, both silently."""
