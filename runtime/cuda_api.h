@@ -49,6 +49,9 @@ struct Api {
   CUresult (*cuLaunchHostFunc)(CUstream, void (*)(void*), void*);  // optional (tests gate with it)
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                              unsigned, CUstream, void**, void**);
+  // What the driver knows of an address (optional: where absent, the caller's memory is not
+  // checked). An address it does not know reads as zeros, CUDA_SUCCESS.
+  CUresult (*cuPointerGetAttributes)(unsigned, int*, void**, CUdeviceptr);
   // CUDA graphs (optional: null where the driver lacks them; CudaOptions::graph says so).
   CUresult (*cuStreamBeginCapture)(CUstream, int /* CUstreamCaptureMode */);
   CUresult (*cuStreamEndCapture)(CUstream, CUgraph*);
@@ -59,6 +62,10 @@ struct Api {
 };
 
 inline constexpr int kCaptureModeThreadLocal = 1;  // CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+// CUpointer_attribute values, and the CUmemorytype of device memory.
+inline constexpr int kPointerMemoryType = 2, kPointerIsManaged = 8, kPointerDeviceOrdinal = 9,
+                     kPointerRangeStart = 11, kPointerRangeSize = 12;
+inline constexpr unsigned kMemoryTypeDevice = 2;
 /// The default streams' handles (CU_STREAM_LEGACY, CU_STREAM_PER_THREAD): a framework's default
 /// stream is named to optjit as the first, since a null queue means a stream of optjit's own.
 inline const CUstream kStreamLegacy = reinterpret_cast<CUstream>(uintptr_t{0x1});

@@ -3,7 +3,9 @@
 // caller's (a framework's current stream). Kernels are NVRTC cubins for the device's sm_XX,
 // from the kernel cache where it has them. Launches are recorded as CUDA graphs on request.
 #include <cstring>
+#include <iterator>
 #include <map>
+#include <mutex>
 
 #include "codegen/c_emitter.h"
 #include "codegen/cuda_kernels.h"
@@ -116,6 +118,52 @@ class CudaDevice final : public Device {
   cuda::CUcontext context() const { return ctx_; }
   cuda::CUstream stream() const { return stream_; }
   void* queue() const override { return stream_; }
+
+  // The caller's memory, as far as the driver can tell: memory CUDA allocated (device, managed
+  // or pinned host memory), device memory of this GPU, holding `bytes` within its allocation.
+  // A kernel given an address the driver does not know (a host pointer, freed memory, a wrong
+  // number) faults on the GPU, and the fault ends the context: every later CUDA call of the
+  // process, the framework's too, fails. Allocations found good are remembered, so gradients
+  // that are new tensors in the same allocations every step (a framework's caching allocator)
+  // cost no driver call after the first.
+  Status check_memory(DeviceMemory m, size_t bytes) const override {
+    if (!m || bytes == 0 || !api_->cuPointerGetAttributes) return Status::Ok();
+    const uint64_t at = m.handle + m.offset, end = at + bytes;
+    std::lock_guard lock(checked_mutex_);
+    if (auto it = checked_.upper_bound(at); it != checked_.begin() && std::prev(it)->second >= end)
+      return Status::Ok();
+    // Each attribute read into 8 zeroed bytes (the driver writes 4 or 8 of them).
+    int attributes[] = {cuda::kPointerMemoryType, cuda::kPointerIsManaged,
+                        cuda::kPointerDeviceOrdinal, cuda::kPointerRangeStart,
+                        cuda::kPointerRangeSize};
+    uint64_t values[5] = {};
+    void* data[5] = {&values[0], &values[1], &values[2], &values[3], &values[4]};
+    cuda::ContextScope scope(*api_, ctx_);
+    if (cuda::CUresult r = api_->cuPointerGetAttributes(5, attributes, data, at); r != 0)
+      return cuda::fail("cuPointerGetAttributes", r);
+    const auto type = static_cast<uint32_t>(values[0]);
+    const bool managed = static_cast<uint32_t>(values[1]) != 0;
+    const auto ordinal = static_cast<int32_t>(static_cast<uint32_t>(values[2]));
+    const uint64_t start = values[3], size = values[4];
+    if (type == 0)
+      return make_error(
+          "address {:#x} is not memory CUDA allocated (device, managed or pinned host memory): "
+          "a host pointer, freed memory or a wrong number",
+          at);
+    if (type == cuda::kMemoryTypeDevice && !managed && ordinal != desc_.index)
+      return make_error(
+          "address {:#x} is memory of CUDA device {}, and the optimizer is on device {}", at,
+          ordinal, desc_.index);
+    if (size > 0 && (at < start || end > start + size))
+      return make_error(
+          "{} bytes at {:#x} pass the end of its CUDA allocation ({} bytes from {:#x})", bytes, at,
+          size, start);
+    if (size > 0) {
+      if (checked_.size() >= 4096) checked_.clear();
+      checked_[start] = start + size;
+    }
+    return Status::Ok();
+  }
 
   Expected<DeviceMemory> allocate(size_t bytes, const char* what) override {
     cuda::ContextScope scope(*api_, ctx_);
@@ -240,6 +288,9 @@ class CudaDevice final : public Device {
   cuda::CUstream stream_ = nullptr;
   bool own_stream_ = false;
   cuda::CUstream capture_stream_ = nullptr;  // where graphs of a default stream's steps are made
+  // Allocations of the caller's that check_memory found good: start -> end.
+  mutable std::mutex checked_mutex_;
+  mutable std::map<uint64_t, uint64_t> checked_;
 
   static bool default_stream(cuda::CUstream s) {
     return s == cuda::kStreamLegacy || s == cuda::kStreamPerThread;

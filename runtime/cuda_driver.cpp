@@ -61,6 +61,7 @@ Expected<const Api*> api() {
       sym(a.cuStreamQuery, "cuStreamQuery", false);
       sym(a.cuLaunchHostFunc, "cuLaunchHostFunc", false);
       sym(a.cuLaunchKernel, "cuLaunchKernel");
+      sym(a.cuPointerGetAttributes, "cuPointerGetAttributes", false);
       sym(a.cuStreamBeginCapture, "cuStreamBeginCapture_v2", false);
       sym(a.cuStreamEndCapture, "cuStreamEndCapture", false);
       sym(a.cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", false);

@@ -265,6 +265,63 @@ TEST(Cuda, CallerOwnedDeviceMemory) {
   }
 }
 
+// The caller's addresses are what the driver says they are: a host pointer, freed memory, or a
+// tensor that runs past its allocation is an error naming it (a kernel given one faults on the
+// GPU, which ends the context for the whole process), where device memory that holds it steps.
+TEST(Cuda, CallersAddressesTheDriverDoesNotVouchForAreRefused) {
+  auto dev = runtime::open_device({.kind = "cuda"});
+  ASSERT_TRUE(dev) << dev.error().message;
+  auto param = runtime::allocate(**dev, 1024, "param");
+  auto grad = runtime::allocate(**dev, 1024, "grad");
+  ASSERT_TRUE(param && grad);
+  std::vector<float> ones(256, 1.0f);
+  ASSERT_TRUE((*dev)->write(param->memory(), ones.data(), 1024));
+  ASSERT_TRUE((*dev)->write(grad->memory(), ones.data(), 1024));
+  OptimizerOptions o;
+  o.backend = Backend::cuda;
+  o.queue = (*dev)->queue();
+  o.cache.reset();
+  auto make = [&](DeviceMemory at, int64_t n) {
+    return Optimizer::create("sgd(lr=0.5)", {{"w", nullptr, DType::f32, {n}, 0, at}}, o);
+  };
+  // Host memory is no device address.
+  std::vector<float> host(256, 1.0f);
+  auto on_host = make({reinterpret_cast<uint64_t>(host.data()), 0}, 256);
+  ASSERT_FALSE(on_host);
+  EXPECT_EQ(on_host.error().message,
+            fmt::format("parameter 'w': address {:#x} is not memory CUDA allocated (device, "
+                        "managed or pinned host memory): a host pointer, freed memory or a wrong "
+                        "number",
+                        reinterpret_cast<uint64_t>(host.data())));
+  // 257 floats from the start of 1024 bytes, or 256 from 4 bytes in.
+  for (auto [at, n] : {std::pair<uint64_t, int64_t>{0, 257}, {4, 256}}) {
+    auto past = make(param->memory().at(at), n);
+    ASSERT_FALSE(past);
+    EXPECT_EQ(past.error().message,
+              fmt::format("parameter 'w': {} bytes at {:#x} pass the end of its CUDA allocation "
+                          "(1024 bytes from {:#x})",
+                          n * 4, param->memory().handle + at, param->memory().handle));
+  }
+  // What fits steps; a gradient in freed memory is refused at the step, nothing stepped.
+  auto opt = make(param->memory(), 256);
+  ASSERT_TRUE(opt) << opt.error().message;
+  ASSERT_TRUE((*opt)->step_device({grad->memory()}));
+  auto gone = runtime::allocate(**dev, 1024, "freed");
+  ASSERT_TRUE(gone);
+  const DeviceMemory freed = gone->memory();
+  gone->reset();
+  auto r = (*opt)->step_device({freed});
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find(
+                fmt::format("address {:#x} is not memory CUDA allocated", freed.handle)),
+            std::string::npos)
+      << r.error().message;
+  std::vector<float> got(256);
+  ASSERT_TRUE((*dev)->read(got.data(), param->memory(), 1024));
+  EXPECT_EQ(got, std::vector<float>(256, 0.5f));  // one step of 1 - 0.5 * 1
+  EXPECT_EQ((*opt)->step_count(), 1);
+}
+
 // A vector width the caller did not choose gives way on memory not aligned for it: with a tuned
 // decision of vec=4 in the kernel cache, parameters and gradients 4 bytes past 16-byte alignment
 // (views into flat buffers, as a framework's) step with vec=1, bit for bit as an aligned run,

@@ -475,6 +475,42 @@ CUresult cuMemFree_v2(uintptr_t p) {
   return kSuccess;
 }
 
+// The attributes optjit asks for, of an allocation of this emulated device 0 (device memory
+// of ordinal 0, its start and size); an address of none reads as zeros, as on a GPU.
+CUresult cuPointerGetAttributes(unsigned n, int* attributes, void** data, uintptr_t p) {
+  if (!attributes || !data) return kInvalidValue;
+  uintptr_t start = 0;
+  size_t size = 0;
+  {
+    std::lock_guard lock(state_mutex);
+    auto it = allocations.upper_bound(p);
+    if (it != allocations.begin() && p < std::prev(it)->first + std::prev(it)->second.bytes)
+      start = std::prev(it)->first, size = std::prev(it)->second.bytes;
+  }
+  for (unsigned i = 0; i < n; ++i) {
+    switch (attributes[i]) {
+      case 2:  // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+        *static_cast<unsigned*>(data[i]) = size ? 2u /* CU_MEMORYTYPE_DEVICE */ : 0u;
+        break;
+      case 8:  // CU_POINTER_ATTRIBUTE_IS_MANAGED
+        *static_cast<unsigned*>(data[i]) = 0;
+        break;
+      case 9:  // CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+        *static_cast<int*>(data[i]) = size ? 0 : -2;
+        break;
+      case 11:  // CU_POINTER_ATTRIBUTE_RANGE_START_ADDR
+        *static_cast<uintptr_t*>(data[i]) = start;
+        break;
+      case 12:  // CU_POINTER_ATTRIBUTE_RANGE_SIZE
+        *static_cast<size_t*>(data[i]) = size;
+        break;
+      default:
+        return kInvalidValue;
+    }
+  }
+  return kSuccess;
+}
+
 CUresult cuMemcpyHtoDAsync_v2(uintptr_t dst, const void* src, size_t n, void* stream) {
   if (!device_range(dst, n) || (!src && n)) return kInvalidValue;
   // Pageable host memory: the bytes are taken now.
