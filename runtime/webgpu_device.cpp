@@ -536,8 +536,7 @@ class WebgpuDevice final : public Device {
     WGPUBuffer staging = staging_;
     WGPUCommandEncoder enc = w_->wgpuDeviceCreateCommandEncoder(device_, nullptr);
     w_->wgpuCommandEncoderCopyBufferToBuffer(enc, buf(src), lo, staging, 0, size);
-    OPTJIT_TRY(
-        watched("reading a buffer back", [&] { return submit(enc, "reading a buffer back"); }));
+    OPTJIT_TRY(submit(enc, "reading a buffer back"));
     struct Mapped {
       bool done = false;
       WGPUMapAsyncStatus status = WGPUMapAsyncStatus_Error;
@@ -580,7 +579,7 @@ class WebgpuDevice final : public Device {
     WGPUCommandEncoder enc = w_->wgpuDeviceCreateCommandEncoder(device_, nullptr);
     w_->wgpuCommandEncoderCopyBufferToBuffer(enc, buf(src), src.offset, buf(dst), dst.offset,
                                              bytes);
-    return watched("copying a buffer", [&] { return submit(enc, "copying a buffer"); });
+    return submit(enc, "copying a buffer");
   }
   Status finish() override {
     w_->wgpuDevicePoll(device_, true, nullptr);
@@ -592,18 +591,20 @@ class WebgpuDevice final : public Device {
   static WGPUBuffer buf(DeviceMemory m) { return reinterpret_cast<WGPUBuffer>(m.handle); }
   static uint64_t round4(uint64_t n) { return (n + 3) & ~uint64_t{3}; }
 
-  // Finishes `enc` and submits it, unless its encoding failed: wgpu-native takes an invalid
-  // command buffer at wgpuQueueSubmit as fatal (it panics, and the process aborts), so an
-  // encoding error (a copy from a caller's buffer that was destroyed or is another device's) is
-  // caught in a scope around the finish, and returned.
+  // Finishes `enc` and submits it (watched), unless its encoding failed: wgpu-native takes an
+  // invalid command buffer at wgpuQueueSubmit as fatal (it panics, and the process aborts), so
+  // an encoding error (a copy from a caller's buffer that was destroyed or is another device's)
+  // is caught in a scope around the finish, and returned.
   Status submit(WGPUCommandEncoder enc, const char* what) {
-    push_scope();
-    WGPUCommandBuffer cmd = w_->wgpuCommandEncoderFinish(enc, nullptr);
-    Status encoded = pop_scope(what);
-    if (encoded.ok()) w_->wgpuQueueSubmit(queue_, 1, &cmd);
-    if (cmd) w_->wgpuCommandBufferRelease(cmd);
-    w_->wgpuCommandEncoderRelease(enc);
-    return encoded;
+    return watched(what, [&] {
+      push_scope();
+      WGPUCommandBuffer cmd = w_->wgpuCommandEncoderFinish(enc, nullptr);
+      Status encoded = pop_scope(what);
+      if (encoded.ok()) w_->wgpuQueueSubmit(queue_, 1, &cmd);
+      if (cmd) w_->wgpuCommandBufferRelease(cmd);
+      w_->wgpuCommandEncoderRelease(enc);
+      return encoded;
+    });
   }
   void push_scope(WGPUErrorFilter filter = WGPUErrorFilter_Validation) {
     w_->wgpuDevicePushErrorScope(device_, filter);
@@ -736,10 +737,7 @@ class WebgpuDevice final : public Device {
       w_->wgpuComputePassEncoderDispatchWorkgroups(pass, kPairs / 64, 1, 1);
       w_->wgpuComputePassEncoderEnd(pass);
       w_->wgpuComputePassEncoderRelease(pass);
-      ok = watched("running the rounding probe",
-                   [&] { return submit(enc, "running the rounding probe"); })
-               .ok() &&
-           finish().ok();
+      ok = submit(enc, "running the rounding probe").ok() && finish().ok();
     }
     std::vector<float> got(io.size());
     ok = ok && read(got.data(), *mem, got.size() * sizeof(float)).ok();
@@ -1093,8 +1091,7 @@ Status WebgpuModule::launch(KernelId kernel, size_t groups, size_t group_size,
   w.wgpuComputePassEncoderDispatchWorkgroups(pass, static_cast<uint32_t>(groups), 1, 1);
   w.wgpuComputePassEncoderEnd(pass);
   w.wgpuComputePassEncoderRelease(pass);
-  Status launched =
-      dev_.watched("launching a kernel", [&] { return dev_.submit(enc, "launching a kernel"); });
+  Status launched = dev_.submit(enc, "launching a kernel");
   if (!keep) w.wgpuBindGroupRelease(group);  // (the submitted work holds its own reference)
   return launched;
 }
