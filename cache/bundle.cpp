@@ -55,6 +55,16 @@ Expected<BundleCounts> export_bundle(KernelCache& cache, const std::string& path
     if (!k) return k.error();
     key = std::move(*k);
   }
+  // The bundle replaces `path`: never a database the cache reads (the bundle would replace
+  // the cache, keeping only what the bundle took of it).
+  if (support::same_file(path, cache.path()))
+    return make_error(
+        "{} is the kernel cache's own database (optjit cache path): a bundle written there "
+        "would replace the cache; give another file",
+        path);
+  for (const std::string& shipped : cache.shipped_paths())
+    if (support::same_file(path, shipped))
+      return make_error("{} is a shipped kernel database the cache reads; give another file", path);
   auto file = support::OutputFile::create(path);
   if (!file) return file.error();
   std::optional<support::OutputFile> sig;

@@ -438,6 +438,12 @@ std::optional<KernelEntry> KernelCache::get(const KernelKey& key) {
   return e;
 }
 
+std::vector<std::string> KernelCache::shipped_paths() const {
+  std::vector<std::string> out;
+  for (const auto& [p, db] : shipped_) out.push_back(p);
+  return out;
+}
+
 void KernelCache::warn(std::string line) {
   if (std::find(warnings_.begin(), warnings_.end(), line) == warnings_.end())
     warnings_.push_back(std::move(line));

@@ -141,6 +141,8 @@ class KernelCache {
   /// cache of another user's): its kernels and decisions are used, nothing new is stored.
   bool read_only() const { return read_only_; }
   const std::string& path() const { return path_; }
+  /// The shipped databases it reads.
+  std::vector<std::string> shipped_paths() const;
   /// What went wrong with the cache, from opening it on (a rejected kernel, a kernel that
   /// could not be stored): one line each.
   const std::vector<std::string>& warnings() const { return warnings_; }

@@ -122,6 +122,14 @@ struct OutputFile::State {
   bool flushed = false, committed = false;
 };
 
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  if (fs::equivalent(a, b, ec)) return true;
+  if (fs::exists(a, ec) && fs::exists(b, ec)) return false;
+  const fs::path x = fs::weakly_canonical(a, ec), y = fs::weakly_canonical(b, ec);
+  return !ec && x == y;
+}
+
 Status check_target(const std::string& path) {
   if (path.empty()) return make_error("an output path is empty");
   struct stat st {};

@@ -71,4 +71,8 @@ Status commit_all(std::vector<OutputFile*> files);
 /// Whether `path` may be written: it does not exist, or is a regular file (not a link).
 Status check_target(const std::string& path);
 
+/// Whether two paths name one file: the same existing file (through links, "./a" and "a"), or,
+/// where one does not exist yet, the same path once made absolute and normal.
+bool same_file(const std::string& a, const std::string& b);
+
 }  // namespace optjit::support

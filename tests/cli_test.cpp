@@ -764,6 +764,29 @@ TEST_F(Cli, FailedCommandsLeaveNoFilesAndOutputsAreRegularFiles) {
             fs::perms::owner_read | fs::perms::owner_write);
 }
 
+// An output is never a file the command reads by another name: `cache export` onto the cache's
+// own database replaced the cache with the bundle (with --device, every other device's kernels
+// were gone), and synth's two outputs were compared as strings ("./p" and "p" differ).
+TEST_F(Cli, OutputsAreNeverTheFilesTheCommandReads) {
+  const std::string env = "OPTJIT_CACHE_DIR=" + p("kc") + " ";
+  ASSERT_EQ(optjit_cli_prefixed(env, "compile 'adamw()' --arch sm_80").code, 0);
+  ASSERT_EQ(optjit_cli_prefixed(env, "compile 'sgd(lr=0.1)' --arch sm_90").code, 0);
+  const std::string before = optjit_cli_prefixed(env, "cache ls").output;
+  ASSERT_EQ(std::count(before.begin(), before.end(), '\n'), 2) << before;  // (one a device)
+  const std::string db = p("kc") + "/../kc/kernels.sqlite";
+  auto onto = optjit_cli_prefixed(env, "cache export " + db + " --device sm_90");
+  EXPECT_EQ(onto.code, 1);
+  EXPECT_EQ(onto.output, "optjit: " + db +
+                             " is the kernel cache's own database (optjit cache path): a bundle "
+                             "written there would replace the cache; give another file\n");
+  EXPECT_EQ(optjit_cli_prefixed(env, "cache ls").output, before);
+  auto same = optjit_cli("synth --preset one --numel 8 --params " + p("s.st") + " --grads " +
+                         p("kc") + "/../s.st");
+  EXPECT_EQ(same.code, 1);
+  EXPECT_EQ(same.output, "optjit: --params and --grads are the same file\n");
+  EXPECT_FALSE(fs::exists(p("s.st")));
+}
+
 // Every file a command reads whole is read only when it is a regular file: a FIFO as a signing
 // key, a public key or a --shapes list was waited on forever, /dev/zero read until memory ran
 // out, a directory of shapes was "unexpected error: basic_filebuf::underflow ...".

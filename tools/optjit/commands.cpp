@@ -188,7 +188,7 @@ int run(const RunOptions& o) {
   if (Status st = support::check_target(o.out); !st) return fail("--out " + st.error().message);
   // The output replaces an input it names only where it holds what that input held: the
   // parameters (updated, with the state beside them) or the state (resumed in place).
-  if (std::error_code ec; std::filesystem::equivalent(o.out, o.grads, ec))
+  if (support::same_file(o.out, o.grads))
     return fail(fmt::format(
         "--out {} is the gradients file (--grads {}): the output would replace the gradients",
         o.out, o.grads));
@@ -815,7 +815,7 @@ int inspect(const std::string& path, const std::string& match) {
 int synth(const SynthOptions& o) {
   auto dt = float_dtype(o.dtype);
   if (!dt) return fail(dt.error().message);
-  if (o.params == o.grads) return fail("--params and --grads are the same file");
+  if (support::same_file(o.params, o.grads)) return fail("--params and --grads are the same file");
   for (const auto& [flag, path] : {std::pair{"--params", &o.params}, {"--grads", &o.grads}})
     if (Status st = support::check_target(*path); !st)
       return fail(fmt::format("{} {}", flag, st.error().message));
