@@ -206,6 +206,16 @@ Expected<BundleCounts> import_bundle(KernelCache& cache, const std::string& path
 
 Status make_signing_key(const std::string& prefix) {
   OPTJIT_TRY(sodium());
+  // A signing key is not replaced: bundles signed with it, and the public key users were given,
+  // would be orphaned (a second keygen with the same prefix did that silently).
+  for (const char* ext : {".key", ".pub"}) {
+    std::error_code ec;
+    if (fs::exists(fs::symlink_status(prefix + ext, ec)))
+      return make_error(
+          "{}{} exists: keygen does not replace a signing key (move it away first, or give "
+          "another prefix)",
+          prefix, ext);
+  }
   unsigned char pk[crypto_sign_PUBLICKEYBYTES], sk[crypto_sign_SECRETKEYBYTES];
   crypto_sign_keypair(pk, sk);
   auto secret = support::OutputFile::create(prefix + ".key", 0600);

@@ -762,6 +762,16 @@ TEST_F(Cli, FailedCommandsLeaveNoFilesAndOutputsAreRegularFiles) {
   EXPECT_EQ(fs::file_size(p("b.bundle.key")), 64u);
   EXPECT_EQ(fs::status(p("b.bundle.key")).permissions() & fs::perms::all,
             fs::perms::owner_read | fs::perms::owner_write);
+  // A second keygen with the prefix replaced the key silently; now it is kept.
+  std::ifstream first_key(p("b.bundle.key"), std::ios::binary);
+  const std::string secret((std::istreambuf_iterator<char>(first_key)), {});
+  auto again_key = optjit_cli_prefixed(env, "cache keygen " + p("b.bundle"));
+  EXPECT_EQ(again_key.code, 1);
+  EXPECT_EQ(again_key.output, "optjit: " + p("b.bundle") +
+                                  ".key exists: keygen does not replace a signing key (move it "
+                                  "away first, or give another prefix)\n");
+  std::ifstream kept_key(p("b.bundle.key"), std::ios::binary);
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(kept_key)), {}), secret);
 }
 
 // An output is never a file the command reads by another name: `cache export` onto the cache's
