@@ -64,7 +64,7 @@ struct Api {
 inline constexpr int kCaptureModeThreadLocal = 1;  // CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
 // CUpointer_attribute values, and the CUmemorytype of device memory.
 inline constexpr int kPointerMemoryType = 2, kPointerIsManaged = 8, kPointerDeviceOrdinal = 9,
-                     kPointerRangeStart = 11, kPointerRangeSize = 12;
+                     kPointerLegacyIpc = 10, kPointerRangeStart = 11, kPointerRangeSize = 12;
 inline constexpr unsigned kMemoryTypeDevice = 2;
 /// The default streams' handles (CU_STREAM_LEGACY, CU_STREAM_PER_THREAD): a framework's default
 /// stream is named to optjit as the first, since a null queue means a stream of optjit's own.

@@ -123,9 +123,12 @@ class CudaDevice final : public Device {
   // or pinned host memory), device memory of this GPU, holding `bytes` within its allocation.
   // A kernel given an address the driver does not know (a host pointer, freed memory, a wrong
   // number) faults on the GPU, and the fault ends the context: every later CUDA call of the
-  // process, the framework's too, fails. Allocations found good are remembered, so gradients
-  // that are new tensors in the same allocations every step (a framework's caching allocator)
-  // cost no driver call after the first.
+  // process, the framework's too, fails. The allocation's range is checked only for cuMemAlloc's
+  // allocations (those that can be shared by legacy IPC): memory mapped through the virtual
+  // memory API (PyTorch's expandable segments) or from a pool may be one range mapped in
+  // pieces, and a tensor may span two. What was found good is remembered (an allocation, or
+  // else the tensor's bytes), so gradients that are new tensors in the same memory every step
+  // (a framework's caching allocator) cost no driver call after the first.
   Status check_memory(DeviceMemory m, size_t bytes) const override {
     if (!m || bytes == 0 || !api_->cuPointerGetAttributes) return Status::Ok();
     const uint64_t at = m.handle + m.offset, end = at + bytes;
@@ -133,18 +136,19 @@ class CudaDevice final : public Device {
     if (auto it = checked_.upper_bound(at); it != checked_.begin() && std::prev(it)->second >= end)
       return Status::Ok();
     // Each attribute read into 8 zeroed bytes (the driver writes 4 or 8 of them).
-    int attributes[] = {cuda::kPointerMemoryType, cuda::kPointerIsManaged,
-                        cuda::kPointerDeviceOrdinal, cuda::kPointerRangeStart,
-                        cuda::kPointerRangeSize};
-    uint64_t values[5] = {};
-    void* data[5] = {&values[0], &values[1], &values[2], &values[3], &values[4]};
+    int attributes[] = {cuda::kPointerMemoryType,    cuda::kPointerIsManaged,
+                        cuda::kPointerDeviceOrdinal, cuda::kPointerLegacyIpc,
+                        cuda::kPointerRangeStart,    cuda::kPointerRangeSize};
+    uint64_t values[6] = {};
+    void* data[6] = {&values[0], &values[1], &values[2], &values[3], &values[4], &values[5]};
     cuda::ContextScope scope(*api_, ctx_);
-    if (cuda::CUresult r = api_->cuPointerGetAttributes(5, attributes, data, at); r != 0)
+    if (cuda::CUresult r = api_->cuPointerGetAttributes(6, attributes, data, at); r != 0)
       return cuda::fail("cuPointerGetAttributes", r);
     const auto type = static_cast<uint32_t>(values[0]);
     const bool managed = static_cast<uint32_t>(values[1]) != 0;
     const auto ordinal = static_cast<int32_t>(static_cast<uint32_t>(values[2]));
-    const uint64_t start = values[3], size = values[4];
+    const bool allocation = static_cast<uint32_t>(values[3]) != 0;  // one cuMemAlloc
+    const uint64_t start = allocation ? values[4] : at, size = allocation ? values[5] : bytes;
     if (type == 0)
       return make_error(
           "address {:#x} is not memory CUDA allocated (device, managed or pinned host memory): "

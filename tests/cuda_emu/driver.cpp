@@ -498,6 +498,9 @@ CUresult cuPointerGetAttributes(unsigned n, int* attributes, void** data, uintpt
       case 9:  // CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
         *static_cast<int*>(data[i]) = size ? 0 : -2;
         break;
+      case 10:  // CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE (a cuMemAlloc allocation)
+        *static_cast<unsigned*>(data[i]) = size ? 1u : 0u;
+        break;
       case 11:  // CU_POINTER_ATTRIBUTE_RANGE_START_ADDR
         *static_cast<uintptr_t*>(data[i]) = start;
         break;
