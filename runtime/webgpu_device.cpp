@@ -424,6 +424,7 @@ class WebgpuDevice final : public Device {
   }
 
   ~WebgpuDevice() override {
+    if (probe_layout_) w_->wgpuBindGroupLayoutRelease(probe_layout_);
     if (staging_) w_->wgpuBufferRelease(staging_);
     if (queue_) w_->wgpuQueueRelease(queue_);
     if (device_) w_->wgpuDeviceRelease(device_);
@@ -497,6 +498,7 @@ class WebgpuDevice final : public Device {
   }
   Status write(DeviceMemory dst, const void* src, size_t bytes) override {
     if (bytes == 0) return Status::Ok();
+    OPTJIT_TRY(usable(dst, "writing a buffer"));
     // WebGPU writes whole 4-byte words: a range of 16-bit elements that starts or ends inside a
     // word keeps the word's other bytes (read back first).
     const uint64_t lo = dst.offset & ~uint64_t{3}, hi = round4(dst.offset + bytes);
@@ -520,6 +522,7 @@ class WebgpuDevice final : public Device {
   }
   Status read(void* dst, DeviceMemory src, size_t bytes) override {
     if (bytes == 0) return Status::Ok();
+    OPTJIT_TRY(usable(src, "reading a buffer back"));
     // Whole words (buffers are allocated in whole words, so they hold them).
     const uint64_t lo = src.offset & ~uint64_t{3}, size = round4(src.offset + bytes) - lo;
     // One mapped read-back buffer, kept and grown (the host step reads partials every pass).
@@ -576,6 +579,8 @@ class WebgpuDevice final : public Device {
     if (dst.offset % 4 || src.offset % 4 || bytes % 4)
       return make_error("WebGPU copies whole 4-byte words (offsets {} and {}, {} bytes)",
                         src.offset, dst.offset, bytes);
+    OPTJIT_TRY(usable(src, "copying a buffer"));
+    OPTJIT_TRY(usable(dst, "copying a buffer"));
     WGPUCommandEncoder enc = w_->wgpuDeviceCreateCommandEncoder(device_, nullptr);
     w_->wgpuCommandEncoderCopyBufferToBuffer(enc, buf(src), src.offset, buf(dst), dst.offset,
                                              bytes);
@@ -591,6 +596,36 @@ class WebgpuDevice final : public Device {
   static WGPUBuffer buf(DeviceMemory m) { return reinterpret_cast<WGPUBuffer>(m.handle); }
   static uint64_t round4(uint64_t n) { return (n + 3) & ~uint64_t{3}; }
 
+  // Whether a caller's buffer can still be used: one the caller destroyed is found by
+  // wgpu-native only when work naming it is submitted, which it takes as fatal (the process
+  // aborts), where making a bind group that names it is checked at once (optjit's own buffers
+  // are never destroyed under it; kernels' bind groups are checked as they are made).
+  Status usable(DeviceMemory m, const char* what) {
+    if (!m || owns(m)) return Status::Ok();
+    if (!probe_layout_) {
+      WGPUBindGroupLayoutEntry le = WGPU_BIND_GROUP_LAYOUT_ENTRY_INIT;
+      le.binding = 0;
+      le.visibility = WGPUShaderStage_Compute;
+      le.buffer.type = WGPUBufferBindingType_ReadOnlyStorage;
+      WGPUBindGroupLayoutDescriptor ld = WGPU_BIND_GROUP_LAYOUT_DESCRIPTOR_INIT;
+      ld.entryCount = 1;
+      ld.entries = &le;
+      probe_layout_ = w_->wgpuDeviceCreateBindGroupLayout(device_, &ld);
+    }
+    WGPUBindGroupEntry e = WGPU_BIND_GROUP_ENTRY_INIT;
+    e.binding = 0;
+    e.buffer = buf(m);
+    e.size = 4;  // (a buffer optjit uses holds at least a word)
+    WGPUBindGroupDescriptor d = WGPU_BIND_GROUP_DESCRIPTOR_INIT;
+    d.layout = probe_layout_;
+    d.entryCount = 1;
+    d.entries = &e;
+    push_scope();
+    WGPUBindGroup group = w_->wgpuDeviceCreateBindGroup(device_, &d);
+    Status st = pop_scope(what);
+    if (group) w_->wgpuBindGroupRelease(group);
+    return st;
+  }
   // Finishes `enc` and submits it (watched), unless its encoding failed: wgpu-native takes an
   // invalid command buffer at wgpuQueueSubmit as fatal (it panics, and the process aborts), so
   // an encoding error (a copy from a caller's buffer that was destroyed or is another device's)
@@ -830,6 +865,7 @@ class WebgpuDevice final : public Device {
   bool adopted_ = false;                                          // the caller's device (adopt())
   DeviceDescription desc_;
   std::string uncaptured_;
+  WGPUBindGroupLayout probe_layout_ = nullptr;  // for usable()
   std::map<uint64_t, uint64_t> sizes_;
   uint64_t releases_ = 0;
   WGPUBuffer staging_ = nullptr;

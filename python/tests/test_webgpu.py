@@ -198,6 +198,7 @@ opt2 = ow.Optimizer("sgd(lr=0.25)", device, {"w": (Q, 0, (10,))}, cache=False)
 opt2.step([(G, 0)])
 Q.destroy()
 attempt("destroyed parameter", lambda: opt2.step([(G, 0)]))
+attempt("saved after", lambda: opt2.save(os.path.join(os.environ["OUT"], "s.safetensors")))
 R, H = ones(100), ones(100)
 opt3 = ow.Optimizer("adamw(lr=0.25)", device, {"w": (R, 0, (10,))}, cache=False)
 opt3.step([(H, 0)])
@@ -207,18 +208,20 @@ print(json.dumps(out))
 """
 
 
-def test_a_destroyed_or_foreign_buffer_is_an_error_not_an_abort():
-    """A gradient in another device's buffer (copied into optjit's arena), and a parameter or
-    gradient buffer the caller destroyed after a step (named by a kept bind group): wgpu-native
-    takes an invalid submission as fatal, so these aborted the process; each is an error now,
-    and a failed step leaves the parameters as they were."""
+def test_a_destroyed_or_foreign_buffer_is_an_error_not_an_abort(tmp_path):
+    """A gradient in another device's buffer (copied into optjit's arena), a parameter or
+    gradient buffer the caller destroyed after a step (named by a kept bind group), and a save
+    reading a destroyed parameter buffer back: wgpu-native takes an invalid submission as fatal,
+    so these aborted the process; each is an error now, and a failed step leaves the parameters
+    as they were."""
     import json
+    import os
     import subprocess
     import sys
 
     _wgpu_device()
     r = subprocess.run([sys.executable, "-c", _BAD_BUFFERS], capture_output=True, text=True,
-                       timeout=300)
+                       timeout=300, env=dict(os.environ, OUT=str(tmp_path)))
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     got = json.loads(r.stdout.strip().splitlines()[-1])
     assert got["foreign gradient"].startswith("WebGPU: copying a buffer failed"), got
@@ -226,6 +229,8 @@ def test_a_destroyed_or_foreign_buffer_is_an_error_not_an_abort():
     for case in ("destroyed parameter", "destroyed gradient"):
         assert got[case].startswith("WebGPU: binding the arguments of optjit_pass_0 failed"), got
         assert got[case].endswith("has been destroyed"), got
+    assert got["saved after"].startswith("WebGPU: reading a buffer back failed"), got
+    assert got["saved after"].endswith("has been destroyed"), got
     assert got["untouched"] == [1.0] * 110
     assert got["then"] == [0.75] * 10 + [1.0] * 90 + [0.75] * 10
 
