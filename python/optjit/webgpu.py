@@ -14,8 +14,9 @@ Parameters are (buffer, byte offset, shape[, dtype]) with dtype "f32" (default),
 "f16"; gradients (buffer, byte offset) of the gradient dtype. Buffers need usage STORAGE |
 COPY_SRC | COPY_DST, and must not be mapped while optjit uses them: wgpu-native aborts the
 process on a submission that names a mapped buffer, and its wgpuBufferGetMapState is not
-implemented, so optjit cannot ask (a destroyed buffer, or one of another device, is an error). wgpu-py and optjit must use the same wgpu-native library (both take the
-`wgpu` package's by default); a different one is an error here, not a crash.
+implemented, so optjit cannot ask (a destroyed buffer, or one of another device, is an
+error). wgpu-py and optjit must use the same wgpu-native library (both take the `wgpu`
+package's by default); a different one is an error here, not a crash.
 """
 import operator
 import os
