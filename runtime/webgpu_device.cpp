@@ -1082,12 +1082,14 @@ Status WebgpuModule::launch(KernelId kernel, size_t groups, size_t group_size,
     forget_bind_groups();
     releases_seen_ = dev_.releases();
   }
-  std::vector<uint64_t> key;
-  for (const WGPUBindGroupEntry& e : entries)
-    key.insert(key.end(), {reinterpret_cast<uint64_t>(e.buffer), e.offset, e.size});
-  for (int32_t v : ints) key.push_back(static_cast<uint32_t>(v));
+  std::vector<uint64_t> key;  // (only a group that may be kept is looked for)
+  if (keep) {
+    for (const WGPUBindGroupEntry& e : entries)
+      key.insert(key.end(), {reinterpret_cast<uint64_t>(e.buffer), e.offset, e.size});
+    for (int32_t v : ints) key.push_back(static_cast<uint32_t>(v));
+  }
   WGPUBindGroup group = nullptr;
-  if (auto kept = bind_groups_.find(key); kept != bind_groups_.end()) {
+  if (auto kept = keep ? bind_groups_.find(key) : bind_groups_.end(); kept != bind_groups_.end()) {
     group = kept->second;
   } else {
     auto ubuf = int_buffer(ints);
