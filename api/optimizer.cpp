@@ -162,6 +162,9 @@ struct Optimizer::Impl {
   Expected<runtime::StepResult> lockstep();
   Status agree_layout();
   Status place_tensors();
+  Status checkpoint_names_are_distinct(
+      const std::vector<Param>& params,
+      const std::unordered_map<std::string_view, size_t>& named) const;
   Status to_host(Part& part, std::vector<std::pair<size_t, size_t>>* borrowed,
                  bool materialize = true);
   // Memory for the part's pending state buffers (runtime::materialize), the executor told.
@@ -305,6 +308,43 @@ Expected<std::unique_ptr<Optimizer>> Optimizer::create(plan::Plan plan, std::vec
   return o;
 }
 
+// A checkpoint (export_state) names a parameter's tensor by the parameter's name, each of its
+// states "<name>.<state>" (a quantized one's scales "<name>.<state>.absmax") and the step count
+// "step": a name that is another's key would make save() write one tensor twice, or (a
+// parameter named "step") drop the step count, so that load() refuses the file. Refused here,
+// before any training, not at the first save.
+Status Optimizer::Impl::checkpoint_names_are_distinct(
+    const std::vector<Param>& params,
+    const std::unordered_map<std::string_view, size_t>& named) const {
+  for (const Param& p : params)
+    if (p.name == "step")
+      return make_error(
+          "a parameter is named 'step', the name checkpoints give the step count: give it "
+          "another name");
+  std::vector<std::string_view> keys;  // every part's state keys, once each
+  for (const Part& part : parts) {
+    for (const auto& b : part.plan.program.buffers)
+      if (b.role == ir::BufferRole::state) keys.push_back(b.name);
+    for (const auto& s : part.plan.program.states) keys.push_back(s.name);
+  }
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  for (const Param& p : params)
+    for (std::string_view key : keys) {
+      // Only a name ending in ".<key>" can be another's state key: look up its stem.
+      if (p.name.size() <= key.size() || !p.name.ends_with(key) ||
+          p.name[p.name.size() - key.size() - 1] != '.')
+        continue;
+      const std::string_view stem(p.name.data(), p.name.size() - key.size() - 1);
+      if (auto owner = named.find(stem); owner != named.end())
+        return make_error(
+            "parameter '{}' has the name checkpoints give the state '{}' of parameter '{}': "
+            "give one of them another name",
+            p.name, key, stem);
+    }
+  return Status::Ok();
+}
+
 Status Optimizer::build(std::vector<Param> params, OptimizerOptions options) {
   Impl& m = *impl_;
   int64_t elements = 0;
@@ -328,6 +368,7 @@ Status Optimizer::build(std::vector<Param> params, OptimizerOptions options) {
       return make_error("parameter '{}' has both host data and device memory", p.name);
     if (!p.data && !p.device && n > 0) return make_error("parameter '{}' has no data", p.name);
   }
+  OPTJIT_TRY(m.checkpoint_names_are_distinct(params, named));
   if (auto pair = overlapping(params))
     return make_error("parameters '{}' and '{}' overlap in {}memory", params[pair->first].name,
                       params[pair->second].name, params[pair->first].device ? "device " : "");
