@@ -1204,6 +1204,9 @@ class Optimizer(torch.optim.Optimizer):
         def listed(ps):  # (a set stays a set: torch refuses it, with its reason)
             return [ps] if isinstance(ps, torch.Tensor) else ps if isinstance(ps, set) else list(ps)
 
+        if isinstance(params, torch.Tensor):  # (iterated, its rows were "non-leaf tensors")
+            raise TypeError("params argument given to the optimizer should be an iterable of "
+                            "Tensors or dicts, but got " + torch.typename(params))
         params = [dict(p, params=listed(p["params"])) if isinstance(p, dict) else p
                   for p in params]
         first = next((q for p in params for q in (p["params"] if isinstance(p, dict) else [p])),

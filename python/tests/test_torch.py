@@ -473,6 +473,14 @@ def test_errors_are_clear():
         ot.AdamW([w], betas=("0.9", 0.999))
     with pytest.raises(optjit.Error, match=r"^AdamW: max_grad_norm is '1', not a number$"):
         ot.AdamW([w], max_grad_norm="1")
+    # A tensor for the parameters is torch's TypeError (iterated, its rows were refused as
+    # non-leaf tensors); a group's single tensor is a group of one, as in torch.
+    for cls in (torch.optim.AdamW, ot.AdamW):
+        with pytest.raises(TypeError, match=r"^params argument given to the optimizer should be "
+                                            r"an iterable of Tensors or dicts, but got "
+                                            r"torch.FloatTensor$"):
+            cls(w)
+    assert len(ot.AdamW([{"params": w}]).param_groups[0]["params"]) == 1
 
 
 PROBES = [-1.0, 0.0, 1.0, 2.0, math.inf, math.nan]
