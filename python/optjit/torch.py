@@ -29,10 +29,12 @@ from __future__ import annotations
 
 import atexit
 import collections
+import functools
 import inspect
 import math
 import re
 import sys
+import threading
 import types
 import warnings
 import weakref
@@ -1130,6 +1132,18 @@ class _Engine:
         return known[1]
 
 
+def _one_at_a_time(method: Callable) -> Callable:
+    """The method holding the optimizer's lock: steps (their engines release the GIL), state
+    dicts and new groups from several threads run one after another. Unserialized, a second
+    thread's first step bound state the first was still making ("has exp_avg but not
+    exp_avg_sq: a damaged ... checkpoint") and steps were lost."""
+    @functools.wraps(method)
+    def locked(self, *args, **kwargs):
+        with self._lock:
+            return method(self, *args, **kwargs)
+    return locked
+
+
 class Optimizer(torch.optim.Optimizer):
     """A ``torch.optim.Optimizer`` that steps an optjit pipeline.
 
@@ -1163,6 +1177,7 @@ class Optimizer(torch.optim.Optimizer):
         # The text (of the file, where it names one): what steps in front of it (a deferred
         # clip, a GradScaler's unscaling) is chained to the text, not to a file name.
         pipeline = _optjit.pipeline_text(pipeline)
+        self._lock = threading.RLock()  # (_one_at_a_time; torch's __init__ adds the groups)
         self._pipeline = pipeline
         self._text = pipeline  # the caller's, without what _compose puts in front
         self._clip_fused = False  # a deferred clip_grad_norm_ is in front of the pipeline
@@ -1249,6 +1264,7 @@ class Optimizer(torch.optim.Optimizer):
     def __setstate__(self, state: Dict[str, Any]) -> None:
         config = dict(state.pop("optjit", {}))
         codes = {attr: config.pop(attr, {}) for attr in ("_code_maps", "_code_orders")}
+        self._lock = threading.RLock()
         super().__setstate__(state)
         self.__dict__.update(config)
         params = self._params()
@@ -1287,6 +1303,7 @@ class Optimizer(torch.optim.Optimizer):
         step): the groups themselves, but for a drop-in whose groups use its peer's names."""
         return self.param_groups
 
+    @_one_at_a_time
     def add_param_group(self, param_group: Dict[str, Any]) -> None:
         # A parameter twice (in one group or two): refused now, not at the first step, where
         # the engine finds two parameters over the same memory (torch warns that it will refuse
@@ -1308,6 +1325,7 @@ class Optimizer(torch.optim.Optimizer):
         if hasattr(self, "_engines"):
             self._forget()  # the groups changed: engines are rebuilt at the next step
 
+    @_one_at_a_time
     def state_dict(self) -> Dict[str, Any]:
         # A device backend over CPU tensors keeps the state on the device between steps.
         for _, eng in getattr(self, "_engines", {}).items():
@@ -1337,6 +1355,7 @@ class Optimizer(torch.optim.Optimizer):
                 st[name + ".strides"] = order
         return sd
 
+    @_one_at_a_time
     def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
         # Other optimizers' quantized states in optjit's names, and the format of every set of
         # codes loaded (bitsandbytes', torchao's, optjit's own ".format"), which the next step
@@ -1686,6 +1705,7 @@ class Optimizer(torch.optim.Optimizer):
     # already): dynamo skips it instead of tracing into it and breaking the graph there.
     @torch.compiler.disable
     @torch.no_grad()
+    @_one_at_a_time
     def step(self, closure: Optional[Callable[[], float]] = None):
         loss = None
         if closure is not None:
@@ -1771,6 +1791,7 @@ class Optimizer(torch.optim.Optimizer):
                 eng.step()
         return loss
 
+    @_one_at_a_time
     def tune(self, budget_seconds: float = 10.0, max_candidates: int = 24) -> Dict[str, Any]:
         """Tunes the launch on these very tensors (with their current gradients), as
         ``optjit tune`` does; parameters and state are as before afterwards."""

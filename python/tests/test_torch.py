@@ -2450,3 +2450,56 @@ print("stepped")
                          timeout=300)
     assert run.returncode == 0 and run.stdout.strip() == "stepped", run.stderr
     assert "leaked" not in run.stderr, run.stderr
+
+
+@pytest.mark.parametrize("state_format", [None, "8bit"])
+def test_steps_from_several_threads_run_one_after_another(state_format):
+    """An optimizer stepped from four threads at once (its engines release the GIL) while a
+    fifth takes state dicts: every step is taken, as the same steps taken one by one. The first
+    steps raced before: a thread bound state another was still making ("has exp_avg but not
+    exp_avg_sq: a damaged or mismatched checkpoint") and half the steps were lost."""
+    import threading
+
+    def model():
+        torch.manual_seed(0)
+        ps = [torch.nn.Parameter(torch.randn(70000)), torch.nn.Parameter(torch.randn(300, 7))]
+        for p in ps:
+            p.grad = torch.randn(p.shape)
+        return ps
+
+    kw = {} if state_format is None else {"state_format": state_format}
+    serial = model()
+    o = ot.AdamW(serial, lr=1e-2, **kw)
+    for _ in range(80):
+        o.step()
+    ps = model()
+    shared = ot.AdamW(ps, lr=1e-2, **kw)
+    errors, go = [], threading.Barrier(5)
+
+    def stepper():
+        go.wait()
+        try:
+            for _ in range(20):
+                shared.step()
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errors.append(e)
+
+    def saver():
+        go.wait()
+        try:
+            for _ in range(20):
+                shared.state_dict()
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=f) for f in (stepper,) * 4 + (saver,)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert shared.state_dict()["state"][0]["step"].item() == 80
+    for a, b in zip(serial, ps):
+        assert torch.equal(a, b)
+    assert torch.equal(o.state_dict()["state"][1]["exp_avg"],
+                       shared.state_dict()["state"][1]["exp_avg"])
