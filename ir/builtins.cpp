@@ -87,11 +87,21 @@ Value add_alpha(Value x, Value y, Value a) { return fma(y, a, x); }
 // torch's `x.addcmul(t1, t2, value=v)`: (v * t1) * t2 + x, the last product and sum fused.
 Value addcmul(Value x, Value t1, Value t2, Value v) { return fma(v * t1, t2, x); }
 
-// A value torch keeps in a 0-dim tensor of its default scalar dtype (f64 where the default
-// dtype is, as for f64 parameters; f32 otherwise).
+// A value torch keeps in a 0-dim tensor of its scalar dtype (torch.optim's _get_scalar_dtype:
+// f64 where torch's default dtype is f64, else f32), as the transform's scalar_dtype option
+// says; "auto" guesses it from the parameters (f64 for f64 parameters). optjit.torch says
+// which, from torch's default dtype.
 Value torch_scalar(Ctx& c, Value x) {
-  if (c.element_type() == DType::f64) return x;
+  const std::string dtype = c.option("scalar_dtype");
+  if (dtype == "f64" || (dtype == "auto" && c.element_type() == DType::f64)) return x;
   return cast(cast(x, DType::f32), DType::f64);
+}
+O scalar_dtype_option() {
+  return {"scalar_dtype",
+          std::string("auto"),
+          "the dtype torch keeps this optimizer's 0-dim states in (torch.optim's scalar dtype: f64 "
+          "where torch's default dtype is f64, else f32); auto: f64 for f64 parameters, else f32",
+          {"auto", "f32", "f64"}};
 }
 
 // grad, negated under maximize=True.
@@ -340,15 +350,16 @@ void rprop(Ctx& c) {
 void asgd(Ctx& c) {
   Value g = l2_decay(c, signed_grad(c));
   Value lr = c.hyper("lr"), lambd = c.hyper("lambd"), t = c.step();
-  Value eta = c.scalar_state("eta", StateInit::from_hyper("lr"));
+  // torch keeps eta and mu in 0-dim tensors of its scalar dtype, eta starting from lr.
+  Value eta = torch_scalar(c, c.scalar_state("eta", StateInit::from_hyper("lr")));
   Value mu = c.scalar_state("mu", 1.0);
   Value p = c.param() * (1.0 - lambd * eta);
   p = add_alpha(p, g, -eta);
   c.set_param(p);
   Value ax = c.state("ax");
   c.set_state("ax", select(mu != 1.0, ax + (p - ax) * mu, p));
-  c.set_scalar_state("eta", lr / pow(1.0 + lambd * lr * t, c.hyper("alpha")));
-  c.set_scalar_state("mu", 1.0 / max(c.constant(1.0), t - c.hyper("t0")));
+  c.set_scalar_state("eta", torch_scalar(c, lr / pow(1.0 + lambd * lr * t, c.hyper("alpha"))));
+  c.set_scalar_state("mu", torch_scalar(c, 1.0 / max(c.constant(1.0), t - c.hyper("t0"))));
 }
 
 // lion-pytorch's update_fn.
@@ -555,7 +566,8 @@ std::vector<DefPtr> make_builtins() {
           "nadam", "torch.optim.NAdam",
           {lr(2e-3), betas(0.9, 0.999), eps8, wd0,
            bounded(num("momentum_decay", 4e-3, "momentum decay"), {nonneg("momentum_decay")})},
-          {flag("decoupled_weight_decay", "AdamW-style decay"), maximize()}, nadam),
+          {flag("decoupled_weight_decay", "AdamW-style decay"), maximize(), scalar_dtype_option()},
+          nadam),
       transform("radam", "torch.optim.RAdam", {lr(1e-3), betas(0.9, 0.999), eps8, wd0},
                 {flag("decoupled_weight_decay", "AdamW-style decay"), maximize()}, radam),
       transform(
@@ -590,7 +602,7 @@ std::vector<DefPtr> make_builtins() {
                 {lr(1e-2), bounded(num("lambd", 1e-4, "decay term"), {nonneg("lambd")}),
                  bounded(num("alpha", 0.75, "power for eta update"), {nonneg("alpha")}),
                  num("t0", 1e6, "point at which to start averaging"), wd0},
-                {maximize()}, asgd),
+                {maximize(), scalar_dtype_option()}, asgd),
       transform("lion", "lion_pytorch.Lion",
                 // lion_pytorch: lr > 0, 0 <= beta <= 1
                 {lr(1e-4, positive("the learning rate")), betas(0.9, 0.99, true),

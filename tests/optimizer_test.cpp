@@ -17,6 +17,7 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <map>
 #include <optional>
 #include <random>
 
@@ -1321,6 +1322,53 @@ TEST(StateFormat, StochasticRoundingKeysElementsByTheirPlaceInTheModel) {
     EXPECT_EQ(run({{DType::f32, 300}, {DType::bf16, 40}, {DType::f32, 700}}, backend), all_f32);
   }
   EXPECT_NE(run({{DType::f32, 700}}, Backend::cpu), all_f32);
+}
+
+}  // namespace
+}  // namespace optjit
+
+namespace optjit {
+namespace {
+
+// torch keeps NAdam's mu_product and ASGD's eta and mu in 0-dim tensors of its scalar dtype
+// (f32 unless torch's default dtype is f64), float64 parameters or not: scalar_dtype says
+// which, "auto" guessing it from the parameters. On every backend that steps on the host's
+// scalar program (the CPU, the reference), an f32 one holds only f32 values.
+TEST(Optimizer, ScalarStatesAreKeptInTheScalarDtypeTorchKeepsThemIn) {
+  for (Backend backend : {Backend::cpu, Backend::reference})
+    for (const char* transform : {"nadam(lr=0.02", "asgd(lr=0.02, t0=1"}) {
+      std::map<std::string, std::vector<double>> seen;  // per scalar_dtype: every state's value
+      for (const char* dtype : {"f32", "f64", "auto"}) {
+        std::vector<double> w(300, 0.5), g(300);
+        auto o = Optimizer::create(fmt::format("{}, scalar_dtype=\"{}\")", transform, dtype),
+                                   {{"w", w.data(), DType::f64, {300}}}, uncached(backend));
+        ASSERT_TRUE(o) << o.error().message;
+        for (int step = 1; step <= 5; ++step) {
+          for (size_t i = 0; i < g.size(); ++i) g[i] = std::sin(0.37 * i + step);
+          ASSERT_TRUE((*o)->step({g.data()}));
+          for (const std::string& name : (*o)->scalar_states()) {
+            auto v = (*o)->scalar_state(name);
+            ASSERT_TRUE(v);
+            seen[dtype].push_back(*v);
+          }
+        }
+        seen[dtype].push_back(w[7]);
+      }
+      SCOPED_TRACE(std::string(transform) + " on " + std::string(to_string(backend)));
+      size_t wide = 0;  // f64 values no f32 holds
+      for (size_t k = 0; k + 1 < seen["f32"].size(); ++k) {
+        EXPECT_EQ(seen["f32"][k], static_cast<double>(static_cast<float>(seen["f32"][k])));
+        wide += seen["f64"][k] != static_cast<double>(static_cast<float>(seen["f64"][k]));
+      }
+      EXPECT_GT(wide, 3u);                                // (f64 keeps them unrounded)
+      EXPECT_EQ(seen["auto"], seen["f64"]);               // f64 parameters: auto is f64
+      EXPECT_NE(seen["f32"].back(), seen["f64"].back());  // and the steps follow them
+    }
+  auto bad = Optimizer::create("asgd(scalar_dtype=\"f16\")", {{"w", nullptr, DType::f32, {0}}});
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().message,
+            "pipeline: line 1, column 1: transform 'asgd': 'scalar_dtype' must be one of "
+            "\"auto\", \"f32\", \"f64\", got \"f16\"");
 }
 
 }  // namespace

@@ -1922,7 +1922,8 @@ class _Builtin(Optimizer):
     _structural: Tuple[str, ...] = ()  # booleans that choose the program's structure
     _none_is_zero: Tuple[str, ...] = ()  # hyperparameters whose None (off) the program reads as 0
     _group_constants: Dict[str, Any] = {}  # keys torch's groups hold beside its signature's
-    _pickled = Optimizer._pickled + ("_built", "_given", "_pipeline_args")
+    _torch_scalars = False  # it keeps 0-dim states in torch's scalar dtype (scalar_dtype=)
+    _pickled = Optimizer._pickled + ("_built", "_given", "_pipeline_args", "_scalars")
 
     def __init__(self, params, defaults: Dict[str, Any], *, max_grad_norm=None, norm_type=2.0,
                  state_format=None, **options):
@@ -1940,6 +1941,10 @@ class _Builtin(Optimizer):
         self._built = dict(defaults)  # what the program was written from, structure included
         self._given = dict(defaults)  # the constructor's: a group without a key has its value
         self._pipeline_args = (state_format, max_grad_norm, norm_type)
+        # torch keeps such states (NAdam's mu_product, ASGD's eta and mu) in the scalar dtype
+        # of its default dtype when the state starts: f32 for float64 parameters too, unless
+        # the default dtype is float64.
+        self._scalars = "f64" if _scalar_dtype() == torch.float64 else "f32"
         group_defaults = dict(defaults)
         if max_grad_norm is not None:
             group_defaults["max_norm"] = max_grad_norm
@@ -2016,6 +2021,8 @@ class _Builtin(Optimizer):
         args = ", ".join(f"{k}={_number(value(k, v), k)}" for k, v in self._built.items())
         if state_format is not None:
             args += f', state_format="{state_format}"'
+        if self._torch_scalars and hasattr(self, "_scalars"):  # (pickled before it was kept)
+            args += f', scalar_dtype="{self._scalars}"'
         return f"{self._name}({args})"
 
     def _unfused_clip(self) -> Optional[Tuple[float, float]]:
@@ -2027,7 +2034,7 @@ class _Builtin(Optimizer):
 
 def _builtin(name: str, torch_name: str, signature: Dict[str, Any], structural=(),
              sparse_grads=False, group_constants: Optional[Dict[str, Any]] = None,
-             none_is_zero: Tuple[str, ...] = ()):
+             none_is_zero: Tuple[str, ...] = (), torch_scalars: bool = False):
     def __init__(self, params, *args, max_grad_norm=None, norm_type=2.0, state_format=None,
                  backend="auto", cache=True, device_step=None, cuda_graph=False,
                  param_rounding="nearest", process_group=None, shard_order="by_tensor",
@@ -2054,6 +2061,7 @@ def _builtin(name: str, torch_name: str, signature: Dict[str, Any], structural=(
                                      "_structural": tuple(structural),
                                      "_none_is_zero": tuple(none_is_zero),
                                      "_sparse_grads": sparse_grads,
+                                     "_torch_scalars": torch_scalars,
                                      "_group_constants": dict(group_constants or {})})
 
 
@@ -2077,7 +2085,7 @@ NAdam = _builtin("NAdam", "torch.optim.NAdam", {"lr": 2e-3, "betas": (0.9, 0.999
                                                 "weight_decay": 0.0, "momentum_decay": 4e-3,
                                                 "decoupled_weight_decay": False,
                                                 "maximize": False},
-                 ("decoupled_weight_decay", "maximize"))
+                 ("decoupled_weight_decay", "maximize"), torch_scalars=True)
 RAdam = _builtin("RAdam", "torch.optim.RAdam", {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8,
                                                 "weight_decay": 0.0,
                                                 "decoupled_weight_decay": False,
@@ -2100,7 +2108,7 @@ Rprop = _builtin("Rprop", "torch.optim.Rprop", {"lr": 1e-2, "etas": (0.5, 1.2),
                  ("maximize",))
 ASGD = _builtin("ASGD", "torch.optim.ASGD", {"lr": 1e-2, "lambd": 1e-4, "alpha": 0.75,
                                              "t0": 1e6, "weight_decay": 0.0, "maximize": False},
-                ("maximize",))
+                ("maximize",), torch_scalars=True)
 Lion = _builtin("Lion", "lion_pytorch.Lion", {"lr": 1e-4, "betas": (0.9, 0.99),
                                               "weight_decay": 0.0})
 LAMB = _builtin("LAMB", "torch_optimizer.Lamb", {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-6,
