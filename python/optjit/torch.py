@@ -1631,14 +1631,37 @@ class Optimizer(torch.optim.Optimizer):
 
     def _partitions(self, active):
         """Tensors that step together: same device and same step count (a parameter whose grad
-        was None for a while has fewer steps, as in torch)."""
+        was None for a while has fewer steps, as in torch), and in each param group the same
+        scalar states. torch keeps those per parameter (ASGD's eta follows the lr of the
+        parameter's last step; NAdam's mu_product the betas then), an engine one per group:
+        parameters of a group whose scalars differ step apart. (Read only when the set of
+        parameters with gradients changes, not at every step.)"""
         parts: Dict[Tuple, List] = {}
         for m in active:
             p = m[2]
             st = self.state.get(p, {})
             step = _step_count(st["step"], m[1]) if "step" in st else 0
             parts.setdefault((str(p.device), step), []).append(m)
-        return list(parts.values())
+        out = []
+        for members in parts.values():
+            # Per group, its members by their scalar states' values; the k-th kind of every
+            # group steps in the k-th engine (one engine where they all agree).
+            kinds: Dict[int, Dict[Tuple, List]] = {}
+            for m in members:
+                st = self.state.get(m[2], {})
+                scalars = tuple(sorted(
+                    (k, x if (x := float(v)) == x else "nan") for k, v in st.items()
+                    if k != "step" and isinstance(v, torch.Tensor) and v.dim() == 0
+                    and v.is_floating_point()))
+                kinds.setdefault(m[0], {}).setdefault(scalars, []).append(m)
+            split: List[List] = []  # (each in the parameters' order, as the groups are)
+            for by_value in kinds.values():
+                for k, ms in enumerate(by_value.values()):
+                    if k == len(split):
+                        split.append([])
+                    split[k].extend(ms)
+            out += split
+        return out
 
     def _before_step(self) -> None:
         """What a subclass checks before each step."""

@@ -2539,3 +2539,35 @@ def test_scalar_states_are_kept_in_torchs_scalar_dtype(name, kw, default):
                 assert ours.state[ours.param_groups[0]["params"][0]][k].item() == v.item(), k
     finally:
         torch.set_default_dtype(torch.float32)
+
+
+@pytest.mark.parametrize("clip", [False, True])
+def test_parameters_whose_scalar_states_differ_step_apart(clip):
+    """torch keeps ASGD's eta per parameter: a parameter without a gradient at the step where
+    the lr changed keeps the old one. Stepped later beside parameters of the same step count
+    and another eta, optjit's engine (one eta per group) stepped it with theirs: the 0-d
+    parameter below parted from torch by 1.5e-3."""
+    shapes = [(3,), (), (4,), (2,)]
+    has_grad = [[0, 1, 0, 1], [1, 0, 1, 1], [1, 1, 1, 1], [1, 1, 1, 1]]
+
+    def run(cls, **kw):
+        g = torch.Generator().manual_seed(3)
+        ps = [torch.nn.Parameter(torch.randn(s, dtype=torch.float64, generator=g))
+              for s in shapes]
+        o = cls(ps, t0=100, **kw)
+        for k, on in enumerate(has_grad):
+            for p, a in zip(ps, on):
+                p.grad = torch.randn(p.shape, dtype=torch.float64, generator=g) if a else None
+            if k == 1:
+                o.param_groups[0]["lr"] *= 2
+            if clip and cls is torch.optim.ASGD:
+                torch.nn.utils.clip_grad_norm_([p for p in ps if p.grad is not None], 0.5)
+            o.step()
+        return ps, o
+
+    want, theirs = run(torch.optim.ASGD, foreach=False)
+    got, ours = run(ot.ASGD, **({"max_grad_norm": 0.5} if clip else {}))
+    for a, b in zip(want, got):
+        assert (a - b).abs().max().item() <= 1e-15 * max(1.0, a.abs().max().item())
+    for a, b in zip(want, got):
+        assert ours.state[b]["eta"].item() == theirs.state[a]["eta"].item()
