@@ -432,7 +432,7 @@ def _release_engines() -> None:
     module globals hold until the interpreter tears them down) are freed while the interpreter
     is whole: freed later, nanobind reported each as leaked, with its bindings."""
     for opt in list(_OPTIMIZERS):
-        opt._forget()
+        opt._forget(sync=False)
 
 
 class _DeferredClip:
@@ -667,6 +667,11 @@ class _Engine:
         self.fresh = True  # its state is not yet initialized from the groups' hyperparameters
         self.warned_layout: set = set()  # members whose gradient's layout was warned of
 
+    def keeps_state(self) -> bool:
+        """Whether the engine steps copies of the state on its device (opencl, webgpu over CPU
+        tensors), which the torch tensors get only from sync_state()."""
+        return self.engine.backend in ("opencl", "webgpu")
+
     def bind(self, opt: "Optimizer") -> None:
         """The state tensors in optimizer.state[p], created (with optjit's initial values) where
         torch has none yet, adopted where it has them (a loaded checkpoint). The step count and
@@ -721,7 +726,9 @@ class _Engine:
                 rows = self._state_rows(k, p, name)
                 t, adopt = self._state_tensor(k, i, p, name, st, rows)
                 held = self.state_arrays.get((k, name))
-                if held is None or held.data_ptr() != t.data_ptr():
+                # (An engine that keeps copies takes the values anew: other engines may have
+                # stepped these parameters since it last did.)
+                if held is None or held.data_ptr() != t.data_ptr() or self.keeps_state():
                     flat = t.detach() if t.shape == self.arrays[k].shape else t.detach().view(-1)
                     # (a DLPack capsule: a fifth of __dlpack__'s cost, paid per state tensor)
                     self.engine.bind_state(k, name, _to_dlpack(flat), adopt=adopt)
@@ -1246,8 +1253,7 @@ class Optimizer(torch.optim.Optimizer):
         if getattr(self, "_process_group", None) is not None:
             raise TypeError("optjit.torch: an optimizer sharded over a process group cannot be "
                             "pickled or deep-copied; save its state_dict() instead")
-        for eng in getattr(self, "_engines", {}).values():
-            eng.engine.sync_state()  # (a device backend over CPU tensors keeps it there)
+        self._sync_kept_state()
         st = super().__getstate__()
         st["state"] = _plain_states((k, dict(v)) for k, v in st["state"].items())
         st["optjit"] = {k: getattr(self, k) for k in self._pickled if hasattr(self, k)}
@@ -1327,9 +1333,7 @@ class Optimizer(torch.optim.Optimizer):
 
     @_one_at_a_time
     def state_dict(self) -> Dict[str, Any]:
-        # A device backend over CPU tensors keeps the state on the device between steps.
-        for _, eng in getattr(self, "_engines", {}).items():
-            eng.engine.sync_state()
+        self._sync_kept_state()
         sd = super().state_dict()
         # Plain dicts (the same tensors), as torch's: torch.load(weights_only=True) takes them.
         sd["state"] = {k: dict(v) if isinstance(v, _TrackedState) else v
@@ -1571,7 +1575,22 @@ class Optimizer(torch.optim.Optimizer):
             dict.__setitem__(self.state, p, st)
         return st
 
-    def _forget(self) -> None:
+    def _sync_kept_state(self) -> None:
+        """Into the torch tensors, the state the last step's engines keep on their device
+        (opencl, webgpu over CPU tensors). Only theirs can be newer than the tensors: an engine
+        of an earlier step's set of parameters holds copies that others may have stepped since
+        (synced, they overwrote the newer values: the state of a parameter that lost its
+        gradient for a step went back a step), and it takes the tensors' values anew when it
+        binds again."""
+        for eng in getattr(self, "_last", ()):
+            if eng.keeps_state():
+                eng.engine.sync_state()
+
+    def _forget(self, sync: bool = True) -> None:
+        """Drops the engines (the next step builds them afresh from the state), the state a
+        device kept first put in the torch tensors."""
+        if sync:
+            self._sync_kept_state()
         self._engines.clear()
         self._last_key, self._last = None, []
 
@@ -1693,8 +1712,9 @@ class Optimizer(torch.optim.Optimizer):
             ekey = (pipeline, tuple((g, i, id(p)) for g, i, p in members))
             eng = self._engines.get(ekey)
             if eng is not None and eng.relaid():
-                eng.engine.sync_state()  # (what a device backend kept) into the torch state
-                eng = None  # a new one adopts the state in the parameters' new layout
+                # A new one adopts the state in the parameters' new layout (what a device kept
+                # is in the torch tensors: the step synced the last step's engines).
+                eng = None
             if eng is None:
                 eng = _Engine(self, members, pipeline)
                 self._engines[ekey] = eng
@@ -1760,12 +1780,13 @@ class Optimizer(torch.optim.Optimizer):
             # parameter's state dict emptied): new engines adopt what it holds now and start
             # what it lacks afresh, as torch would. (The old ones first give back state a
             # device backend kept.)
-            for eng in self._engines.values():
-                eng.engine.sync_state()
             self._forget()
         if key == self._last_key and not all(eng.check_params() for eng in self._last):
             self._last_key = None  # _engines_for replaces the engines whose parameters moved
         if key != self._last_key:
+            # The state the last step's engines keep on their device goes to the torch
+            # tensors, which the engines for this set of parameters read.
+            self._sync_kept_state()
             active = self._active()
             # Another set of parameters has gradients than last step: find (or build) the
             # engines for it and bind their state afresh.

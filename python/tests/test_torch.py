@@ -2571,3 +2571,38 @@ def test_parameters_whose_scalar_states_differ_step_apart(clip):
         assert (a - b).abs().max().item() <= 1e-15 * max(1.0, a.abs().max().item())
     for a, b in zip(want, got):
         assert ours.state[b]["eta"].item() == theirs.state[a]["eta"].item()
+
+
+@pytest.mark.parametrize("backend", ["opencl", "webgpu"])
+def test_device_kept_state_follows_parameters_that_lose_their_gradients(backend):
+    """OpenCL and WebGPU step CPU tensors on their device and keep the state there between
+    steps. When the set of parameters with gradients changed, the next step's engines read the
+    torch tensors, which still held the state of before the last engines' steps; and an
+    engine used again stepped its old copies: Adam's parameters parted from torch by 0.07
+    after a parameter had no gradient for one step. state_dict() and copies synced every engine
+    ever made, older ones over newer values."""
+    has_grad = [[1, 1, 1], [1, 0, 1], [0, 1, 1], [1, 1, 1], [1, 1, 0], [1, 1, 1]]
+
+    def run(**kw):
+        g = torch.Generator().manual_seed(0)
+        ps = [torch.nn.Parameter(torch.randn(s, generator=g)) for s in [(5, 3), (7,), (2, 2)]]
+        o = ot.Adam(ps, lr=0.1, **kw)
+        dicts = []
+        for on in has_grad:
+            for p, a in zip(ps, on):
+                p.grad = torch.randn(p.shape, generator=g) if a else None
+            o.step()
+            dicts.append(copy.deepcopy(o.state_dict()["state"]))
+        return ps, dicts, copy.deepcopy(o)
+
+    want, want_dicts, _ = run(backend="cpu")
+    got, got_dicts, got_copy = run(backend=backend)
+    for a, b in zip(want, got):
+        assert torch.equal(a, b)
+    for wd, gd in zip(want_dicts, got_dicts):
+        for i in wd:
+            for k in ("exp_avg", "exp_avg_sq", "step"):
+                assert torch.equal(wd[i][k], gd[i][k]), (i, k)
+    copied = got_copy.state_dict()["state"]
+    for i in want_dicts[-1]:
+        assert torch.equal(copied[i]["exp_avg"], want_dicts[-1][i]["exp_avg"])
