@@ -432,7 +432,7 @@ def _release_engines() -> None:
     module globals hold until the interpreter tears them down) are freed while the interpreter
     is whole: freed later, nanobind reported each as leaked, with its bindings."""
     for opt in list(_OPTIMIZERS):
-        opt._forget(sync=False)
+        opt._forget()
 
 
 class _DeferredClip:
@@ -664,13 +664,26 @@ class _Engine:
         # The state tensors bound to the engine, by (member, buffer): kept alive, as it holds
         # their addresses; a tensor at another address is bound afresh.
         self.state_arrays: Dict[Tuple[int, str], torch.Tensor] = {}
+        # keeps_state(): each state tensor's version (torch's count of in-place changes) when
+        # the engine last gave it its values: another means the user changed it since.
+        self.versions: Dict[Tuple[int, str], int] = {}
         self.fresh = True  # its state is not yet initialized from the groups' hyperparameters
         self.warned_layout: set = set()  # members whose gradient's layout was warned of
 
     def keeps_state(self) -> bool:
         """Whether the engine steps copies of the state on its device (opencl, webgpu over CPU
-        tensors), which the torch tensors get only from sync_state()."""
+        tensors). The torch tensors in optimizer.state are what counts between steps, as in
+        torch: each step gives them the device's values (sync_state), and the device takes
+        theirs again where the user changed one in place (its version moved) and whenever the
+        engine binds (another engine may have stepped them since this one last did)."""
         return self.engine.backend in ("opencl", "webgpu")
+
+    def _bind_state(self, k: int, name: str, t: torch.Tensor, adopt: bool) -> None:
+        flat = t.detach() if t.shape == self.arrays[k].shape else t.detach().view(-1)
+        # (a DLPack capsule: a fifth of __dlpack__'s cost, paid per state tensor)
+        self.engine.bind_state(k, name, _to_dlpack(flat), adopt=adopt)
+        self.state_arrays[(k, name)] = t  # (kept alive: the engine writes it)
+        self.versions[(k, name)] = t._version
 
     def bind(self, opt: "Optimizer") -> None:
         """The state tensors in optimizer.state[p], created (with optjit's initial values) where
@@ -729,10 +742,7 @@ class _Engine:
                 # (An engine that keeps copies takes the values anew: other engines may have
                 # stepped these parameters since it last did.)
                 if held is None or held.data_ptr() != t.data_ptr() or self.keeps_state():
-                    flat = t.detach() if t.shape == self.arrays[k].shape else t.detach().view(-1)
-                    # (a DLPack capsule: a fifth of __dlpack__'s cost, paid per state tensor)
-                    self.engine.bind_state(k, name, _to_dlpack(flat), adopt=adopt)
-                    self.state_arrays[(k, name)] = t  # (kept alive: the engine writes it)
+                    self._bind_state(k, name, t, adopt)
                 if (self.engine.state_storage(k, name) == "u8" and not self.dtensors
                         and t.shape != lp.shape):
                     # Flat codes (4-bit) hold no layout of their own: the parameter's memory
@@ -1055,6 +1065,12 @@ class _Engine:
             grads = [torch.view_as_real(g) if g.is_complex() and not g.is_sparse else g
                      for g in grads]
         tensors = grads
+        if self.keeps_state():
+            # The state as the user left it: one changed in place since the last step goes to
+            # the device again (torch's optimizers read what optimizer.state holds).
+            for key, t in self.state_arrays.items():
+                if t._version != self.versions.get(key):
+                    self._bind_state(*key, t, True)
         try:
             grads = [_to_dlpack(g) for g in grads]  # (one that requires grad is read as it is)
         except RuntimeError:  # a sparse gradient has no DLPack form
@@ -1073,6 +1089,11 @@ class _Engine:
             if conformed is None:
                 raise
             skipped = self._step_on_stream([_to_dlpack(g) for g in conformed])
+        if self.keeps_state():
+            # optimizer.state as torch's optimizers leave it after a step, for whoever reads it
+            # (it held the values of before the steps the device kept to itself).
+            self.engine.sync_state()
+            self.versions = {key: t._version for key, t in self.state_arrays.items()}
         if skipped is None:  # queued, and it may have been skipped: the device counts it
             if self.skip_flag is None:
                 self.skip_flag = torch.as_tensor(_CudaArray(self.engine.skip_flag(), 1),
@@ -1165,8 +1186,10 @@ class Optimizer(torch.optim.Optimizer):
     groups may set, by torch's names (``lr``, ``betas``, ``weight_decay``, ...); whatever a group
     or a scheduler sets is read at the next step. ``backend`` is ``"auto"`` (CPU tensors on the
     CPU, CUDA tensors on their GPU), ``"cpu"``, ``"reference"`` (the float64 interpreter, for
-    checking) or a device that steps CPU tensors and keeps their state between steps
-    (``"opencl"``, ``"webgpu"``); ``optjit._optjit.backends()`` lists them, and another name is
+    checking) or a device that steps CPU tensors on copies it keeps (``"opencl"``,
+    ``"webgpu"``: optimizer.state gets the device's values after each step, and a state the
+    user changed in place goes to the device at the next); ``optjit._optjit.backends()`` lists
+    them, and another name is
     refused here. ``param_rounding="stochastic"`` stores bf16 parameters with deterministic
     stochastic rounding (torchao's ``bf16_stochastic_round``).
     With quantized state (``state_format="8bit"``, ...), a param group's ``"quantize_state"``
@@ -1253,7 +1276,6 @@ class Optimizer(torch.optim.Optimizer):
         if getattr(self, "_process_group", None) is not None:
             raise TypeError("optjit.torch: an optimizer sharded over a process group cannot be "
                             "pickled or deep-copied; save its state_dict() instead")
-        self._sync_kept_state()
         st = super().__getstate__()
         st["state"] = _plain_states((k, dict(v)) for k, v in st["state"].items())
         st["optjit"] = {k: getattr(self, k) for k in self._pickled if hasattr(self, k)}
@@ -1333,7 +1355,6 @@ class Optimizer(torch.optim.Optimizer):
 
     @_one_at_a_time
     def state_dict(self) -> Dict[str, Any]:
-        self._sync_kept_state()
         sd = super().state_dict()
         # Plain dicts (the same tensors), as torch's: torch.load(weights_only=True) takes them.
         sd["state"] = {k: dict(v) if isinstance(v, _TrackedState) else v
@@ -1575,22 +1596,8 @@ class Optimizer(torch.optim.Optimizer):
             dict.__setitem__(self.state, p, st)
         return st
 
-    def _sync_kept_state(self) -> None:
-        """Into the torch tensors, the state the last step's engines keep on their device
-        (opencl, webgpu over CPU tensors). Only theirs can be newer than the tensors: an engine
-        of an earlier step's set of parameters holds copies that others may have stepped since
-        (synced, they overwrote the newer values: the state of a parameter that lost its
-        gradient for a step went back a step), and it takes the tensors' values anew when it
-        binds again."""
-        for eng in getattr(self, "_last", ()):
-            if eng.keeps_state():
-                eng.engine.sync_state()
-
-    def _forget(self, sync: bool = True) -> None:
-        """Drops the engines (the next step builds them afresh from the state), the state a
-        device kept first put in the torch tensors."""
-        if sync:
-            self._sync_kept_state()
+    def _forget(self) -> None:
+        """Drops the engines: the next step builds them afresh from the state."""
         self._engines.clear()
         self._last_key, self._last = None, []
 
@@ -1712,9 +1719,7 @@ class Optimizer(torch.optim.Optimizer):
             ekey = (pipeline, tuple((g, i, id(p)) for g, i, p in members))
             eng = self._engines.get(ekey)
             if eng is not None and eng.relaid():
-                # A new one adopts the state in the parameters' new layout (what a device kept
-                # is in the torch tensors: the step synced the last step's engines).
-                eng = None
+                eng = None  # a new one adopts the state in the parameters' new layout
             if eng is None:
                 eng = _Engine(self, members, pipeline)
                 self._engines[ekey] = eng
@@ -1784,9 +1789,6 @@ class Optimizer(torch.optim.Optimizer):
         if key == self._last_key and not all(eng.check_params() for eng in self._last):
             self._last_key = None  # _engines_for replaces the engines whose parameters moved
         if key != self._last_key:
-            # The state the last step's engines keep on their device goes to the torch
-            # tensors, which the engines for this set of parameters read.
-            self._sync_kept_state()
             active = self._active()
             # Another set of parameters has gradients than last step: find (or build) the
             # engines for it and bind their state afresh.

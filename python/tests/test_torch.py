@@ -2580,25 +2580,31 @@ def test_device_kept_state_follows_parameters_that_lose_their_gradients(backend)
     torch tensors, which still held the state of before the last engines' steps; and an
     engine used again stepped its old copies: Adam's parameters parted from torch by 0.07
     after a parameter had no gradient for one step. state_dict() and copies synced every engine
-    ever made, older ones over newer values."""
+    ever made, older ones over newer values. And optimizer.state itself held the values of
+    before the first step (0.22 off), and what the user changed there in place was not seen."""
     has_grad = [[1, 1, 1], [1, 0, 1], [0, 1, 1], [1, 1, 1], [1, 1, 0], [1, 1, 1]]
 
     def run(**kw):
         g = torch.Generator().manual_seed(0)
         ps = [torch.nn.Parameter(torch.randn(s, generator=g)) for s in [(5, 3), (7,), (2, 2)]]
         o = ot.Adam(ps, lr=0.1, **kw)
-        dicts = []
-        for on in has_grad:
+        dicts, seen = [], []
+        for k, on in enumerate(has_grad):
             for p, a in zip(ps, on):
                 p.grad = torch.randn(p.shape, generator=g) if a else None
             o.step()
+            seen.append([o.state[p]["exp_avg_sq"].clone() for p in ps if p in o.state])
+            if k == 3:
+                o.state[ps[0]]["exp_avg"].mul_(-1.0)  # (torch's step reads it as it is now)
             dicts.append(copy.deepcopy(o.state_dict()["state"]))
-        return ps, dicts, copy.deepcopy(o)
+        return ps, dicts, copy.deepcopy(o), seen
 
-    want, want_dicts, _ = run(backend="cpu")
-    got, got_dicts, got_copy = run(backend=backend)
+    want, want_dicts, _, want_seen = run(backend="cpu")
+    got, got_dicts, got_copy, got_seen = run(backend=backend)
     for a, b in zip(want, got):
         assert torch.equal(a, b)
+    for a, b in zip(want_seen, got_seen):
+        assert all(torch.equal(x, y) for x, y in zip(a, b))
     for wd, gd in zip(want_dicts, got_dicts):
         for i in wd:
             for k in ("exp_avg", "exp_avg_sq", "step"):
