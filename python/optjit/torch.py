@@ -783,6 +783,18 @@ class _Engine:
             for j, k in enumerate(ks):
                 opt.state[self.members[k][2]][name] = t[j]
             self.scalars[(g, name)] = t
+        self.marks = self._marks()
+
+    def _marks(self) -> Tuple[int, ...]:
+        """The versions (torch's count of in-place changes) of the step counts and scalar
+        states optimizer.state shows, which the engine keeps its own copies of."""
+        return (self.counts._version, *(t._version for t in self.scalars.values()))
+
+    def changed_in_place(self) -> bool:
+        """Whether a step count or scalar state was changed in place since the engine last set
+        them (``state["step"].fill_(0)`` to restart Adam's bias correction): torch's next step
+        reads it, so the engine must take it (it kept stepping its own count)."""
+        return self._marks() != self.marks
 
     def _codes_to_values(self, opt: "Optimizer", k: int, i: int, p: torch.Tensor,
                          lp: torch.Tensor, name: str, st: Dict[str, Any]) -> None:
@@ -1109,6 +1121,7 @@ class _Engine:
                 t.copy_(src.expand_as(t))  # on the stream, after the step
             else:
                 t.fill_(self.engine.scalar_state(name, group=g))
+        self.marks = self._marks()
         return False
 
     def _step_on_stream(self, grads: List[Any]) -> Optional[bool]:
@@ -1780,6 +1793,8 @@ class Optimizer(torch.optim.Optimizer):
         grads, key = self._gradients()
         if not key:
             return loss
+        if any(eng.changed_in_place() for eng in self._last):
+            self._changed[0] = True  # (the engines take the counts and scalars anew)
         if self._changed[0]:
             # optimizer.state was changed since the last step (a state tensor replaced, a
             # parameter's state dict emptied): new engines adopt what it holds now and start

@@ -2612,3 +2612,31 @@ def test_device_kept_state_follows_parameters_that_lose_their_gradients(backend)
     copied = got_copy.state_dict()["state"]
     for i in want_dicts[-1]:
         assert torch.equal(copied[i]["exp_avg"], want_dicts[-1][i]["exp_avg"])
+
+
+@pytest.mark.parametrize("backend", ["cpu", "opencl"])
+@pytest.mark.parametrize("name,key", [("Adam", "step"), ("NAdam", "mu_product"), ("ASGD", "eta")])
+def test_step_counts_and_scalar_states_changed_in_place_are_what_the_next_step_uses(
+        name, key, backend):
+    """``optimizer.state[p]["step"].fill_(0)`` (restarting Adam's bias correction) or a scalar
+    state changed in place: torch's next step reads it; optjit's engine kept stepping its own
+    count (0.1 off torch after two more Adam steps). Here for one parameter of two, which then
+    step apart."""
+    res = []
+    for cls, kw in ((getattr(torch.optim, name), {"foreach": False}),
+                    (getattr(ot, name), {"backend": backend})):
+        g = torch.Generator().manual_seed(0)
+        ps = [torch.nn.Parameter(torch.randn(5, dtype=torch.float64, generator=g))
+              for _ in range(2)]
+        o = cls(ps, lr=0.05, **kw)
+        for k in range(4):
+            for p in ps:
+                p.grad = torch.randn(5, dtype=torch.float64, generator=g)
+            o.step()
+            if k == 1:
+                o.state[ps[0]][key].mul_(0.5)
+        res.append((ps, [o.state[p][key].item() for p in ps]))
+    (want, want_state), (got, got_state) = res
+    for a, b in zip(want, got):
+        assert (a - b).abs().max().item() <= 1e-15
+    assert want_state == got_state
