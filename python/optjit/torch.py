@@ -668,15 +668,18 @@ class _Engine:
         # the engine last gave it its values: another means the user changed it since.
         self.versions: Dict[Tuple[int, str], int] = {}
         self.fresh = True  # its state is not yet initialized from the groups' hyperparameters
+        self._keeps: Optional[bool] = None  # keeps_state()
         self.warned_layout: set = set()  # members whose gradient's layout was warned of
 
-    def keeps_state(self) -> bool:
+    def keeps_state(self) -> bool:  # (asked twice a step: the answer is kept)
         """Whether the engine steps copies of the state on its device (opencl, webgpu over CPU
         tensors). The torch tensors in optimizer.state are what counts between steps, as in
         torch: each step gives them the device's values (sync_state), and the device takes
         theirs again where the user changed one in place (its version moved) and whenever the
         engine binds (another engine may have stepped them since this one last did)."""
-        return self.engine.backend in ("opencl", "webgpu")
+        if self._keeps is None:
+            self._keeps = self.engine.backend in ("opencl", "webgpu")
+        return self._keeps
 
     def _bind_state(self, k: int, name: str, t: torch.Tensor, adopt: bool) -> None:
         flat = t.detach() if t.shape == self.arrays[k].shape else t.detach().view(-1)
@@ -794,7 +797,9 @@ class _Engine:
         """Whether a step count or scalar state was changed in place since the engine last set
         them (``state["step"].fill_(0)`` to restart Adam's bias correction): torch's next step
         reads it, so the engine must take it (it kept stepping its own count)."""
-        return self._marks() != self.marks
+        if self.counts._version != self.marks[0]:
+            return True
+        return bool(self.scalars) and self._marks() != self.marks
 
     def _codes_to_values(self, opt: "Optimizer", k: int, i: int, p: torch.Tensor,
                          lp: torch.Tensor, name: str, st: Dict[str, Any]) -> None:
@@ -1793,8 +1798,9 @@ class Optimizer(torch.optim.Optimizer):
         grads, key = self._gradients()
         if not key:
             return loss
-        if any(eng.changed_in_place() for eng in self._last):
-            self._changed[0] = True  # (the engines take the counts and scalars anew)
+        for eng in self._last:
+            if eng.changed_in_place():
+                self._changed[0] = True  # (the engines take the counts and scalars anew)
         if self._changed[0]:
             # optimizer.state was changed since the last step (a state tensor replaced, a
             # parameter's state dict emptied): new engines adopt what it holds now and start
