@@ -1207,9 +1207,8 @@ class Optimizer(torch.optim.Optimizer):
     checking) or a device that steps CPU tensors on copies it keeps (``"opencl"``,
     ``"webgpu"``: optimizer.state gets the device's values after each step, and a state the
     user changed in place goes to the device at the next); ``optjit._optjit.backends()`` lists
-    them, and another name is
-    refused here. ``param_rounding="stochastic"`` stores bf16 parameters with deterministic
-    stochastic rounding (torchao's ``bf16_stochastic_round``).
+    them, and another name is refused here. ``param_rounding="stochastic"`` stores bf16
+    parameters with deterministic stochastic rounding (torchao's ``bf16_stochastic_round``).
     With quantized state (``state_format="8bit"``, ...), a param group's ``"quantize_state"``
     chooses for its parameters: False keeps their state in f32 (embeddings, as bitsandbytes'
     per-parameter ``optim_bits=32``), True quantizes it below the format's 4096 elements too.
@@ -1803,9 +1802,9 @@ class Optimizer(torch.optim.Optimizer):
                 self._changed[0] = True  # (the engines take the counts and scalars anew)
         if self._changed[0]:
             # optimizer.state was changed since the last step (a state tensor replaced, a
-            # parameter's state dict emptied): new engines adopt what it holds now and start
-            # what it lacks afresh, as torch would. (The old ones first give back state a
-            # device backend kept.)
+            # parameter's state dict emptied, a step count changed in place): new engines adopt
+            # what it holds now and start what it lacks afresh, as torch would. (A device
+            # backend's state is in it: each step synced it.)
             self._forget()
         if key == self._last_key and not all(eng.check_params() for eng in self._last):
             self._last_key = None  # _engines_for replaces the engines whose parameters moved
