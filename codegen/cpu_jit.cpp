@@ -26,11 +26,13 @@
 
 #include <xxhash.h>
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <string_view>
 
@@ -306,6 +308,106 @@ void write_perf_map(const std::vector<uint8_t>& object, const std::vector<PassFn
   std::fclose(f);
 }
 
+// The process's JIT'd kernels: one LLJIT per target, and in it one JITDylib per distinct object
+// (by its bytes), loaded by the first CpuKernels that runs it and kept for the life of the
+// process, shared by every optimizer that runs the same program. LLVM 15's JITLink leaves an
+// object's pages mapped when it is removed (its resource tracker removed, or its LLJIT
+// destroyed: two mappings of 4 KiB stayed per object, measured), so an LLJIT per optimizer
+// mapped pages at every optimizer made (optjit.torch makes one per set of parameters with
+// gradients: with layers dropped at random, nearly every step) until the process reached its
+// limit of mappings (vm.max_map_count, 65530), where every mmap fails. Kept objects are
+// bounded by the distinct programs a process runs (hyperparameters are not in the code).
+class Loader {
+ public:
+  static Loader& get() {
+    // Never destroyed: an LLJIT destroyed among the process's static destructors can outlive
+    // the LLVM objects it uses.
+    static Loader* loader = new Loader();
+    return *loader;
+  }
+
+  Expected<std::vector<PassFn>> load(const std::vector<uint8_t>& object, const CpuTarget& target,
+                                     size_t passes) {
+    const XXH128_hash_t h = XXH3_128bits(object.data(), object.size());
+    const std::string name =
+        fmt::format("optjit-{:016x}{:016x}-{}", h.high64, h.low64, object.size());
+    const std::string where = target.triple + "|" + target.cpu + "|" + target.features;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = loaded_.find({where, name}); it != loaded_.end()) return it->second;
+    auto jit = this->jit(where, target);
+    if (!jit) return jit.error();
+    auto jd = (*jit)->createJITDylib(name);
+    if (!jd) return make_error("the LLVM JIT: {}", to_string(jd.takeError()));
+    jd->addToLinkOrder((*jit)->getMainJITDylib());  // (libm, libmvec)
+    auto buffer = llvm::MemoryBuffer::getMemBufferCopy(
+        llvm::StringRef(reinterpret_cast<const char*>(object.data()), object.size()),
+        "optjit-kernels");
+    if (auto e = (*jit)->addObjectFile(*jd, std::move(buffer)))
+      return make_error("the LLVM JIT rejected the kernels' object code: {}",
+                        to_string(std::move(e)));
+    std::vector<PassFn> fns;
+    for (size_t p = 0; p < passes; ++p) {
+      auto sym = (*jit)->lookup(*jd, pass_symbol(p));
+      if (!sym)
+        return make_error("JIT linking of pass {} failed: {}", p, to_string(sym.takeError()));
+      fns.push_back(sym->toPtr<void(const TensorRow*, const Chunk*, int64_t, int64_t, double*)>());
+    }
+    loaded_[{where, name}] = fns;
+    return fns;
+  }
+
+ private:
+  Loader() {
+    // A fork taken while another thread loads would leave the child's lock held: forks wait.
+    pthread_atfork([] { get().mu_.lock(); }, [] { get().mu_.unlock(); },
+                   [] { get().mu_.unlock(); });
+  }
+
+  Expected<llvm::orc::LLJIT*> jit(const std::string& where, const CpuTarget& target) {
+    if (auto it = jits_.find(where); it != jits_.end()) return it->second.get();
+    auto jtmb = llvm::orc::JITTargetMachineBuilder(llvm::Triple(target.triple));
+    jtmb.setCPU(target.cpu);
+    jtmb.setCodeGenOptLevel(llvm::CodeGenOpt::Aggressive);
+    jtmb.getOptions().AllowFPOpFusion = llvm::FPOpFusion::Strict;
+    if (!target.features.empty()) jtmb.getFeatures().AddFeature(target.features);
+    // JITLink with one in-process slab per object: code, constants and tables are allocated
+    // together, so the small code model's 32-bit PC-relative references always reach. (The
+    // default RuntimeDyld maps each section on its own; in a process with a big address space,
+    // such as Python with torch loaded, a constant table could land more than 2 GiB from the
+    // code and its loads read wild addresses.)
+    auto jit =
+        llvm::orc::LLJITBuilder()
+            .setJITTargetMachineBuilder(std::move(jtmb))
+            .setObjectLinkingLayerCreator(
+                [](llvm::orc::ExecutionSession& es,
+                   const llvm::Triple&) -> llvm::Expected<std::unique_ptr<llvm::orc::ObjectLayer>> {
+                  auto mm = llvm::jitlink::InProcessMemoryManager::Create();
+                  if (!mm) return mm.takeError();
+                  return std::make_unique<llvm::orc::ObjectLinkingLayer>(es, std::move(*mm));
+                })
+            .create();
+    if (!jit) return make_error("cannot start the LLVM JIT: {}", to_string(jit.takeError()));
+    // libm (expf, powf, ...) and libmvec (their vector forms) for the few ops LLVM lowers to
+    // calls; every object's JITDylib links against the main one, which finds them.
+    (void)have_libmvec();
+    auto gen = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+        (*jit)->getDataLayout().getGlobalPrefix());
+    if (!gen)
+      return make_error("cannot search this process's symbols: {}", to_string(gen.takeError()));
+    (*jit)->getMainJITDylib().addGenerator(std::move(*gen));
+    return (jits_[where] = std::move(*jit)).get();
+  }
+
+  std::mutex mu_;
+  std::map<std::string, std::unique_ptr<llvm::orc::LLJIT>> jits_;              // by target
+  std::map<std::pair<std::string, std::string>, std::vector<PassFn>> loaded_;  // (target, object)
+};
+
+Expected<std::vector<PassFn>> load_object(const std::vector<uint8_t>& object,
+                                          const CpuTarget& target, size_t passes) {
+  return Loader::get().load(object, target, passes);
+}
+
 }  // namespace
 
 Expected<std::string> emit_cpu_asm(const plan::Plan& plan, const CpuTarget& target,
@@ -339,52 +441,11 @@ Expected<std::unique_ptr<CpuKernels>> CpuKernels::compile(const plan::Plan& plan
   const bool hit = built->from_cache;
   const std::vector<uint8_t>& object = built->payload;
 
-  auto jtmb = llvm::orc::JITTargetMachineBuilder(llvm::Triple(target.triple));
-  jtmb.setCPU(target.cpu);
-  jtmb.setCodeGenOptLevel(llvm::CodeGenOpt::Aggressive);
-  jtmb.getOptions().AllowFPOpFusion = llvm::FPOpFusion::Strict;
-  if (!target.features.empty()) jtmb.getFeatures().AddFeature(target.features);
-  // JITLink with one in-process slab per object: code, constants and tables are allocated
-  // together, so the small code model's 32-bit PC-relative references always reach. (The
-  // default RuntimeDyld maps each section on its own; in a process with a big address space,
-  // such as Python with torch loaded, a constant table could land more than 2 GiB from the
-  // code and its loads read wild addresses.)
-  auto jit =
-      llvm::orc::LLJITBuilder()
-          .setJITTargetMachineBuilder(std::move(jtmb))
-          .setObjectLinkingLayerCreator(
-              [](llvm::orc::ExecutionSession& es,
-                 const llvm::Triple&) -> llvm::Expected<std::unique_ptr<llvm::orc::ObjectLayer>> {
-                auto mm = llvm::jitlink::InProcessMemoryManager::Create();
-                if (!mm) return mm.takeError();
-                return std::make_unique<llvm::orc::ObjectLinkingLayer>(es, std::move(*mm));
-              })
-          .create();
-  if (!jit) return make_error("cannot start the LLVM JIT: {}", to_string(jit.takeError()));
-  // libm (expf, powf, ...) and libmvec (their vector forms) for the few ops LLVM lowers to
-  // calls.
-  (void)have_libmvec();
-  auto gen = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
-      (*jit)->getDataLayout().getGlobalPrefix());
-  if (!gen)
-    return make_error("cannot search this process's symbols: {}", to_string(gen.takeError()));
-  (*jit)->getMainJITDylib().addGenerator(std::move(*gen));
-  auto buffer = llvm::MemoryBuffer::getMemBufferCopy(
-      llvm::StringRef(reinterpret_cast<const char*>(object.data()), object.size()),
-      "optjit-kernels");
-  if (auto e = (*jit)->addObjectFile(std::move(buffer)))
-    return make_error("the LLVM JIT rejected the kernels' object code: {}",
-                      to_string(std::move(e)));
-
+  auto passes = load_object(object, target, plan.passes.size());
+  if (!passes) return passes.error();
+  write_perf_map(object, *passes, key.program);
   std::unique_ptr<CpuKernels> k(new CpuKernels());
-  for (size_t p = 0; p < plan.passes.size(); ++p) {
-    auto sym = (*jit)->lookup(pass_symbol(p));
-    if (!sym) return make_error("JIT linking of pass {} failed: {}", p, to_string(sym.takeError()));
-    k->passes_.push_back(
-        sym->toPtr<void(const TensorRow*, const Chunk*, int64_t, int64_t, double*)>());
-  }
-  write_perf_map(object, k->passes_, key.program);
-  k->jit_ = std::move(*jit);
+  k->passes_ = std::move(*passes);
   k->from_cache_ = hit;
   k->seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return k;

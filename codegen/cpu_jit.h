@@ -10,10 +10,6 @@
 #include "ir/error.h"
 #include "ir/plan.h"
 
-namespace llvm::orc {
-class LLJIT;
-}
-
 namespace optjit::cache {
 class KernelCache;
 }
@@ -63,7 +59,6 @@ class CpuKernels {
 
  private:
   CpuKernels() = default;
-  std::unique_ptr<llvm::orc::LLJIT> jit_;
   std::vector<PassFn> passes_;
   double seconds_ = 0;
   bool from_cache_ = false;

@@ -1,6 +1,7 @@
 // The CPU backend against the float64 reference and PyTorch, and the code it generates.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -267,6 +268,37 @@ TEST(CpuCodegen, FeatureChangesAreCheckedBeforeAnyCodeIsMade) {
   EXPECT_EQ(bogus.error().message.rfind("'bogus' is not a CPU LLVM ", 0), 0u)
       << bogus.error().message;
   EXPECT_TRUE(codegen::CpuTarget::named("znver3"));
+}
+
+// The number of memory mappings this process has (/proc/self/maps), of which Linux allows
+// vm.max_map_count (65530 by default).
+size_t mappings() {
+  std::ifstream maps("/proc/self/maps");
+  return static_cast<size_t>(
+      std::count(std::istreambuf_iterator<char>(maps), std::istreambuf_iterator<char>(), '\n'));
+}
+
+// Each optimizer had an LLJIT of its own, whose object LLVM 15's JITLink left mapped when it
+// went (two mappings per optimizer made): a process that made optimizers again and again
+// (optjit.torch makes one per set of parameters with gradients) ran out of mappings, where
+// every mmap fails. A program's code is loaded once and shared now.
+TEST(CpuCodegen, OptimizersMadeAgainAndAgainMapNoNewMemory) {
+  std::vector<float> w(1000, 1.0f), g(1000, 0.5f);
+  const std::vector<std::string> pipelines = {
+      "adamw(lr=1e-3)", "chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3))", "sgd(lr=0.1)",
+      "chain(clip_grad_norm(max_norm=2.0, norm_type=1.0), sgd(lr=0.1))", "lion(lr=1e-4)"};
+  auto make_and_step = [&](const std::string& pipeline) {
+    OptimizerOptions options;
+    options.backend = Backend::cpu;
+    auto o = Optimizer::create(pipeline, {{"w", w.data(), DType::f32, {1000}}}, options);
+    ASSERT_TRUE(o) << o.error().message;
+    ASSERT_TRUE((*o)->step({g.data()}));
+  };
+  for (const auto& p : pipelines) make_and_step(p);  // (each program loaded once)
+  const size_t before = mappings();
+  for (int round = 0; round < 100; ++round)
+    for (const auto& p : pipelines) make_and_step(p);
+  EXPECT_LT(mappings(), before + 20) << "500 optimizers made: " << before << " mappings before";
 }
 
 // OPTJIT_PERF_MAP=1: each JIT'd pass is a line of /tmp/perf-<pid>.map, where `perf report`

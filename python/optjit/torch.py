@@ -422,6 +422,10 @@ _DEFERRED_DECLARATION = (f"transform optjit_deferred_clip({_DEFERRED_HYPER}=1.0)
 _DEFERRED_CALL = f"optjit_deferred_clip({_DEFERRED_HYPER}=1.0)"
 
 
+# The engines an optimizer keeps for the sets of parameters it stepped last (a set's engine is
+# made again, from the state, when it steps after being dropped).
+_KEPT_ENGINES = 32
+
 # The optjit optimizers alive, where clip_grad_norm_ looks for the one its parameters belong to.
 _OPTIMIZERS: "weakref.WeakSet[Optimizer]" = weakref.WeakSet()
 
@@ -1251,7 +1255,8 @@ class Optimizer(torch.optim.Optimizer):
         if param_rounding not in ("nearest", "stochastic"):
             raise ValueError(f"param_rounding: {param_rounding!r} is not 'nearest' or 'stochastic'")
         self._param_rounding = param_rounding
-        self._engines: Dict[Tuple, _Engine] = {}
+        # by (pipeline, members), least recently stepped first (_engines_for keeps _KEPT_ENGINES)
+        self._engines: "collections.OrderedDict[Tuple, _Engine]" = collections.OrderedDict()
         # Set when optimizer.state changes outside a step (a replaced state tensor): the next
         # step binds the state afresh (shared with the tracked state dicts).
         self._changed = [False]
@@ -1316,7 +1321,7 @@ class Optimizer(torch.optim.Optimizer):
         for attr, by_index in codes.items():
             setattr(self, attr, {(id(params[i]), name): v for (i, name), v in by_index.items()})
         self._process_group = None
-        self._engines = {}
+        self._engines = collections.OrderedDict()
         self._changed = [False]
         self._split = False
         self._last_key, self._last = None, []
@@ -1615,8 +1620,21 @@ class Optimizer(torch.optim.Optimizer):
 
     def _forget(self) -> None:
         """Drops the engines: the next step builds them afresh from the state."""
+        self._let_go(self._engines.values())
         self._engines.clear()
         self._last_key, self._last = None, []
+
+    def _let_go(self, engines) -> None:
+        """Engines dropped: the format of the codes their quantized states hold stays known, as
+        for codes loaded and not yet stepped (_code_maps), for state_dict() to write and the
+        next engine to read them by. (Dropped after add_param_group, state_dict() wrote codes
+        without their format until the next step: a checkpoint that no other state_format could
+        load.)"""
+        for eng in engines:
+            for k, (_, _, p) in enumerate(eng.members):
+                for name in eng.engine.state_buffers:
+                    if eng.engine.state_storage(k, name) == "u8":
+                        self._code_maps[(id(p), name)] = eng.engine.state_quant(name)
 
     def _source(self) -> str:
         """The program before what steps in front of it (_compose)."""
@@ -1740,7 +1758,15 @@ class Optimizer(torch.optim.Optimizer):
             if eng is None:
                 eng = _Engine(self, members, pipeline)
                 self._engines[ekey] = eng
+            else:
+                self._engines.move_to_end(ekey)
             engines.append(eng)
+        # The engines of sets of parameters that have not stepped for longest go: layers dropped
+        # at random make another set nearly every step, and each set's engine was kept for good
+        # (memory, and, before the JIT shared its code, mappings, grew with every step).
+        while len(self._engines) > max(_KEPT_ENGINES, len(engines)):
+            _, old = self._engines.popitem(last=False)
+            self._let_go([old])
         return engines
 
     def _unscale_and_clip(self, scale, found_inf) -> bool:

@@ -2640,3 +2640,49 @@ def test_step_counts_and_scalar_states_changed_in_place_are_what_the_next_step_u
     for a, b in zip(want, got):
         assert (a - b).abs().max().item() <= 1e-15
     assert want_state == got_state
+
+
+def test_layers_dropped_at_random_keep_a_bounded_set_of_engines():
+    """Layers dropped at random (LayerDrop, stochastic depth) give another set of parameters
+    gradients nearly every step, and the optimizer made an engine for each set and kept it for
+    good: memory grew with every step (and, while each engine had a JIT of its own, mappings,
+    up to the process's limit). The engines of sets not stepped for longest go now; the steps
+    stay torch's."""
+    def run(cls, **kw):
+        g = torch.Generator().manual_seed(0)
+        ps = [torch.nn.Parameter(torch.randn(6, generator=g, dtype=torch.float64))
+              for _ in range(14)]
+        o = cls(ps, lr=1e-2, **kw)
+        rng = torch.Generator().manual_seed(1)
+        for _ in range(120):
+            keep = torch.rand(len(ps), generator=rng) < 0.7
+            for p, k in zip(ps, keep.tolist()):
+                p.grad = torch.randn(6, generator=g, dtype=torch.float64) if k else None
+            o.step()
+        return ps, o
+
+    want, _ = run(torch.optim.AdamW, foreach=False)
+    got, o = run(ot.AdamW)
+    assert len(o._engines) <= 32
+    for a, b in zip(want, got):
+        assert (a - b).abs().max().item() <= 1e-15
+
+
+def test_dropped_engines_leave_their_codes_format_in_state_dict():
+    """add_param_group drops the engines; state_dict() then wrote 8-bit codes without their
+    format until the next step, a checkpoint that another state_format refused ("holds
+    quantized codes ... but this optimizer keeps it as f32")."""
+    p, q = (torch.nn.Parameter(torch.randn(5000)) for _ in range(2))
+    o = ot.AdamW([p], lr=1e-3, state_format="8bit")
+    p.grad = torch.randn(5000)
+    o.step()
+    o.add_param_group({"params": [q]})
+    sd = o.state_dict()
+    assert sd["state"][0]["exp_avg.format"] == "q8"
+    assert sd["state"][0]["exp_avg_sq.format"] == "q8u"
+    r = torch.nn.Parameter(p.detach().clone())
+    o2 = ot.AdamW([r], lr=1e-3, state_format="bf16")
+    o2.load_state_dict({"state": {0: sd["state"][0]}, "param_groups": sd["param_groups"][:1]})
+    r.grad = p.grad.clone()
+    o2.step()
+    assert o2.state[r]["exp_avg"].dtype == torch.bfloat16
