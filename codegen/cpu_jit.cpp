@@ -339,17 +339,23 @@ class Loader {
     auto jd = (*jit)->createJITDylib(name);
     if (!jd) return make_error("the LLVM JIT: {}", to_string(jd.takeError()));
     jd->addToLinkOrder((*jit)->getMainJITDylib());  // (libm, libmvec)
+    // An object that fails takes its JITDylib with it: the next try makes the name again.
+    auto failed = [&](Error e) {
+      llvm::consumeError((*jit)->getExecutionSession().removeJITDylib(*jd));
+      return e;
+    };
     auto buffer = llvm::MemoryBuffer::getMemBufferCopy(
         llvm::StringRef(reinterpret_cast<const char*>(object.data()), object.size()),
         "optjit-kernels");
     if (auto e = (*jit)->addObjectFile(*jd, std::move(buffer)))
-      return make_error("the LLVM JIT rejected the kernels' object code: {}",
-                        to_string(std::move(e)));
+      return failed(make_error("the LLVM JIT rejected the kernels' object code: {}",
+                               to_string(std::move(e))));
     std::vector<PassFn> fns;
     for (size_t p = 0; p < passes; ++p) {
       auto sym = (*jit)->lookup(*jd, pass_symbol(p));
       if (!sym)
-        return make_error("JIT linking of pass {} failed: {}", p, to_string(sym.takeError()));
+        return failed(
+            make_error("JIT linking of pass {} failed: {}", p, to_string(sym.takeError())));
       fns.push_back(sym->toPtr<void(const TensorRow*, const Chunk*, int64_t, int64_t, double*)>());
     }
     loaded_[{where, name}] = fns;
