@@ -57,6 +57,11 @@ H num(std::string name, double d, std::string doc) {
 H required(std::string name, std::string doc) { return {std::move(name), {}, std::move(doc)}; }
 O flag(std::string name, std::string doc) { return {std::move(name), false, std::move(doc), {}}; }
 O maximize() { return flag("maximize", "maximize the objective instead of minimizing"); }
+// A string option: one of `values`, `values[0]` by default.
+O choice(std::string name, std::string doc, std::vector<std::string> values) {
+  std::string first = values.front();
+  return {std::move(name), std::move(first), std::move(doc), std::move(values)};
+}
 
 DefPtr transform(std::string name, std::string doc, std::vector<H> hypers, std::vector<O> options,
                  std::function<void(Ctx&)> apply) {
@@ -97,11 +102,11 @@ Value torch_scalar(Ctx& c, Value x) {
   return cast(cast(x, DType::f32), DType::f64);
 }
 O scalar_dtype_option() {
-  return {"scalar_dtype",
-          std::string("auto"),
-          "the dtype torch keeps this optimizer's 0-dim states in (torch.optim's scalar dtype: f64 "
-          "where torch's default dtype is f64, else f32); auto: f64 for f64 parameters, else f32",
-          {"auto", "f32", "f64"}};
+  return choice("scalar_dtype",
+                "the dtype torch keeps this optimizer's 0-dim states in (torch.optim's scalar "
+                "dtype: f64 where torch's default dtype is f64, else f32); auto: f64 for f64 "
+                "parameters, else f32",
+                {"auto", "f32", "f64"});
 }
 
 // grad, negated under maximize=True.
@@ -165,11 +170,10 @@ std::string peer(Ctx& c, const char* what = nullptr) {
   return p;
 }
 O peer_option() {
-  return {"peer",
-          std::string("torch"),
-          "whose floating-point operations to follow: torch.optim's, or bitsandbytes' CPU kernels "
-          "for 8-bit or 32-bit state",
-          {"torch", "bitsandbytes_8bit", "bitsandbytes_32bit"}};
+  return choice("peer",
+                "whose floating-point operations to follow: torch.optim's, or bitsandbytes' CPU "
+                "kernels for 8-bit or 32-bit state",
+                {"torch", "bitsandbytes_8bit", "bitsandbytes_32bit"});
 }
 
 // The parameter as `follow` steps it, from `own` (torch's formula, which bitsandbytes' 8-bit
