@@ -1156,14 +1156,14 @@ Status Optimizer::set_hyper(std::string_view name, double value, std::optional<u
 
 Status Optimizer::set_hyper(std::string_view name, const std::vector<double>& values,
                             std::optional<uint32_t> group) {
-  // Every part or none.
-  std::vector<runtime::OptimizerState> copies;
-  for (Part& part : impl_->parts) {
-    copies.push_back(part.state);
-    OPTJIT_TRY(runtime::set_hyper(part.plan.program, copies.back(), name, values, group));
-  }
-  for (size_t p = 0; p < impl_->parts.size(); ++p)
-    impl_->parts[p].state.groups = std::move(copies[p].groups);
+  // Every part or none: each checked before any is set. (Each part's whole state was copied
+  // to be set and its groups kept: the optimizer's own state memory with it, 78 ms a call for
+  // 16M AdamW parameters, seven steps' time, for a scheduler's lr set at every step.)
+  for (const Part& part : impl_->parts)
+    if (auto ok = runtime::check_set_hyper(part.plan.program, part.state, name, values, group); !ok)
+      return ok.error();
+  for (Part& part : impl_->parts)
+    OPTJIT_TRY(runtime::set_hyper(part.plan.program, part.state, name, values, group));
   return Status::Ok();
 }
 

@@ -102,8 +102,10 @@ Expected<std::vector<uint32_t>> match_hyper(const ir::Program& p, std::string_vi
   return suffix;
 }
 
-Status set_hyper(const ir::Program& p, OptimizerState& s, std::string_view name,
-                 const std::vector<double>& values, std::optional<uint32_t> group) {
+Expected<std::vector<uint32_t>> check_set_hyper(const ir::Program& p, const OptimizerState& s,
+                                                std::string_view name,
+                                                const std::vector<double>& values,
+                                                std::optional<uint32_t> group) {
   auto idx = match_hyper(p, name);
   if (!idx) return idx.error();
   // Every element of a tuple, each its own value: one value for all of them (betas = 0.95 both
@@ -122,6 +124,13 @@ Status set_hyper(const ir::Program& p, OptimizerState& s, std::string_view name,
   for (size_t k = 0; k < idx->size(); ++k)  // all checked before any is set
     if (std::string why = ir::check_hyper(p.hypers[(*idx)[k]], values[k]); !why.empty())
       return Error{why};
+  return idx;
+}
+
+Status set_hyper(const ir::Program& p, OptimizerState& s, std::string_view name,
+                 const std::vector<double>& values, std::optional<uint32_t> group) {
+  auto idx = check_set_hyper(p, s, name, values, group);
+  if (!idx) return idx.error();
   for (uint32_t g = 0; g < s.groups.size(); ++g) {
     if (group && g != *group) continue;
     for (size_t k = 0; k < idx->size(); ++k) s.groups[g].hypers[(*idx)[k]] = values[k];

@@ -149,9 +149,15 @@ bool glob_match(std::string_view pattern, std::string_view name);
 Expected<std::vector<uint32_t>> match_hyper(const ir::Program& p, std::string_view name);
 
 /// Sets a hyperparameter (every element of a tuple gets `values` in order, or one value for all)
-/// in one group or, without `group`, in every group.
+/// in one group or, without `group`, in every group. Nothing is set unless all of it can be.
 Status set_hyper(const ir::Program& p, OptimizerState& s, std::string_view name,
                  const std::vector<double>& values, std::optional<uint32_t> group = {});
+/// What set_hyper would set, every check passed: the hyperparameters' indices, or why not.
+/// Changes nothing (an optimizer checks each of its programs before it sets any).
+Expected<std::vector<uint32_t>> check_set_hyper(const ir::Program& p, const OptimizerState& s,
+                                                std::string_view name,
+                                                const std::vector<double>& values,
+                                                std::optional<uint32_t> group = {});
 
 /// State buffer `b` of tensor t at its initial value under `group`'s hyperparameters (Rprop's
 /// step sizes from lr; codes and scales of a quantized buffer), into `out` (buffer_bytes(plan, b,
