@@ -1159,11 +1159,14 @@ Status Optimizer::set_hyper(std::string_view name, const std::vector<double>& va
   // Every part or none: each checked before any is set. (Each part's whole state was copied
   // to be set and its groups kept: the optimizer's own state memory with it, 78 ms a call for
   // 16M AdamW parameters, seven steps' time, for a scheduler's lr set at every step.)
-  for (const Part& part : impl_->parts)
-    if (auto ok = runtime::check_set_hyper(part.plan.program, part.state, name, values, group); !ok)
-      return ok.error();
-  for (Part& part : impl_->parts)
-    OPTJIT_TRY(runtime::set_hyper(part.plan.program, part.state, name, values, group));
+  std::vector<std::vector<uint32_t>> hypers;  // per part
+  for (const Part& part : impl_->parts) {
+    auto idx = runtime::check_set_hyper(part.plan.program, part.state, name, values, group);
+    if (!idx) return idx.error();
+    hypers.push_back(std::move(*idx));
+  }
+  for (size_t p = 0; p < impl_->parts.size(); ++p)
+    runtime::apply_hyper(impl_->parts[p].state, hypers[p], values, group);
   return Status::Ok();
 }
 

@@ -127,14 +127,19 @@ Expected<std::vector<uint32_t>> check_set_hyper(const ir::Program& p, const Opti
   return idx;
 }
 
+void apply_hyper(OptimizerState& s, const std::vector<uint32_t>& hypers,
+                 const std::vector<double>& values, std::optional<uint32_t> group) {
+  for (uint32_t g = 0; g < s.groups.size(); ++g) {
+    if (group && g != *group) continue;
+    for (size_t k = 0; k < hypers.size(); ++k) s.groups[g].hypers[hypers[k]] = values[k];
+  }
+}
+
 Status set_hyper(const ir::Program& p, OptimizerState& s, std::string_view name,
                  const std::vector<double>& values, std::optional<uint32_t> group) {
   auto idx = check_set_hyper(p, s, name, values, group);
   if (!idx) return idx.error();
-  for (uint32_t g = 0; g < s.groups.size(); ++g) {
-    if (group && g != *group) continue;
-    for (size_t k = 0; k < idx->size(); ++k) s.groups[g].hypers[(*idx)[k]] = values[k];
-  }
+  apply_hyper(s, *idx, values, group);
   return Status::Ok();
 }
 

@@ -153,11 +153,15 @@ Expected<std::vector<uint32_t>> match_hyper(const ir::Program& p, std::string_vi
 Status set_hyper(const ir::Program& p, OptimizerState& s, std::string_view name,
                  const std::vector<double>& values, std::optional<uint32_t> group = {});
 /// What set_hyper would set, every check passed: the hyperparameters' indices, or why not.
-/// Changes nothing (an optimizer checks each of its programs before it sets any).
+/// Changes nothing (an optimizer checks each of its programs before it sets any, then sets
+/// them with apply_hyper).
 Expected<std::vector<uint32_t>> check_set_hyper(const ir::Program& p, const OptimizerState& s,
                                                 std::string_view name,
                                                 const std::vector<double>& values,
                                                 std::optional<uint32_t> group = {});
+/// Sets the hyperparameters check_set_hyper returned to `values`, in `group` or every group.
+void apply_hyper(OptimizerState& s, const std::vector<uint32_t>& hypers,
+                 const std::vector<double>& values, std::optional<uint32_t> group = {});
 
 /// State buffer `b` of tensor t at its initial value under `group`'s hyperparameters (Rprop's
 /// step sizes from lr; codes and scales of a quantized buffer), into `out` (buffer_bytes(plan, b,

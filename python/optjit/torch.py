@@ -668,22 +668,17 @@ class _Engine:
         # The state tensors bound to the engine, by (member, buffer): kept alive, as it holds
         # their addresses; a tensor at another address is bound afresh.
         self.state_arrays: Dict[Tuple[int, str], torch.Tensor] = {}
-        # keeps_state(): each state tensor's version (torch's count of in-place changes) when
-        # the engine last gave it its values: another means the user changed it since.
+        # Whether the engine steps copies of the state on its device (opencl, webgpu over CPU
+        # tensors). The torch tensors in optimizer.state are what counts between steps, as in
+        # torch: each step gives them the device's values (sync_state), and the device takes
+        # theirs again where the user changed one in place (its version moved) and whenever
+        # the engine binds (another engine may have stepped them since this one last did).
+        self.keeps_state = self.engine.backend in ("opencl", "webgpu")
+        # With keeps_state, each state tensor's version (torch's count of in-place changes)
+        # when the engine last gave it its values: another means the user changed it since.
         self.versions: Dict[Tuple[int, str], int] = {}
         self.fresh = True  # its state is not yet initialized from the groups' hyperparameters
-        self._keeps: Optional[bool] = None  # keeps_state()
         self.warned_layout: set = set()  # members whose gradient's layout was warned of
-
-    def keeps_state(self) -> bool:  # (asked twice a step: the answer is kept)
-        """Whether the engine steps copies of the state on its device (opencl, webgpu over CPU
-        tensors). The torch tensors in optimizer.state are what counts between steps, as in
-        torch: each step gives them the device's values (sync_state), and the device takes
-        theirs again where the user changed one in place (its version moved) and whenever the
-        engine binds (another engine may have stepped them since this one last did)."""
-        if self._keeps is None:
-            self._keeps = self.engine.backend in ("opencl", "webgpu")
-        return self._keeps
 
     def _bind_state(self, k: int, name: str, t: torch.Tensor, adopt: bool) -> None:
         flat = t.detach() if t.shape == self.arrays[k].shape else t.detach().view(-1)
@@ -748,7 +743,7 @@ class _Engine:
                 held = self.state_arrays.get((k, name))
                 # (An engine that keeps copies takes the values anew: other engines may have
                 # stepped these parameters since it last did.)
-                if held is None or held.data_ptr() != t.data_ptr() or self.keeps_state():
+                if held is None or held.data_ptr() != t.data_ptr() or self.keeps_state:
                     self._bind_state(k, name, t, adopt)
                 if (self.engine.state_storage(k, name) == "u8" and not self.dtensors
                         and t.shape != lp.shape):
@@ -1086,7 +1081,7 @@ class _Engine:
             grads = [torch.view_as_real(g) if g.is_complex() and not g.is_sparse else g
                      for g in grads]
         tensors = grads
-        if self.keeps_state():
+        if self.keeps_state:
             # The state as the user left it: one changed in place since the last step goes to
             # the device again (torch's optimizers read what optimizer.state holds).
             for key, t in self.state_arrays.items():
@@ -1110,7 +1105,7 @@ class _Engine:
             if conformed is None:
                 raise
             skipped = self._step_on_stream([_to_dlpack(g) for g in conformed])
-        if self.keeps_state():
+        if self.keeps_state:
             # optimizer.state as torch's optimizers leave it after a step, for whoever reads it
             # (it held the values of before the steps the device kept to itself).
             self.engine.sync_state()
@@ -1429,6 +1424,9 @@ class Optimizer(torch.optim.Optimizer):
                         v.dtype == torch.uint8 or k.endswith(".absmax")):
                     kept[(pid, k)] = v
         super().load_state_dict(state_dict)
+        # New state tensors: the next step's engines adopt them. (Dropped first: what dropped
+        # engines leave in _code_maps is replaced by the loaded codes' formats below.)
+        self._forget()
         saved_ids = [i for g in state_dict["param_groups"] for i in g["params"]]
         by_id = dict(zip(saved_ids, self._params()))
         for (pid, k), v in kept.items():
@@ -1441,7 +1439,6 @@ class Optimizer(torch.optim.Optimizer):
             # from (torch's, torchao's, which cannot be deep-copied), which steps on.
             if isinstance(st.get("step"), torch.Tensor):
                 dict.__setitem__(st, "step", st["step"].detach().clone())
-        self._forget()  # new state tensors: adopt them at the next step
 
     def _own_state(self, pid, st: Dict[str, Any], maps: Dict[Tuple[Any, str], str],
                    orders: Dict[Tuple[Any, str], List[int]]):
