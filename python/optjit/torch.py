@@ -122,6 +122,14 @@ def _number_of(value: Any, what: str) -> float:
                     f"number") from None
 
 
+@functools.lru_cache(maxsize=64)
+def _scalar_state_names(pipeline: str) -> frozenset:
+    """The program's scalar states (NAdam's mu_product, ASGD's eta and mu): only these of a
+    parameter's 0-d states are one value per group in an engine. A 0-d parameter's moments are
+    0-d too, and differ from parameter to parameter."""
+    return frozenset(_optjit.scalar_states(pipeline))
+
+
 def _step_count(value: Any, i: int) -> int:
     """A state's 'step' (a tensor or a number) as the whole number of steps it counts."""
     v = _number_of(value, f"optimizer.state[p]['step'] of parameter {i}")
@@ -1694,6 +1702,7 @@ class Optimizer(torch.optim.Optimizer):
         parameter's last step; NAdam's mu_product the betas then), an engine one per group:
         parameters of a group whose scalars differ step apart. (Read only when the set of
         parameters with gradients changes, not at every step.)"""
+        names = _scalar_state_names(self._pipeline)
         parts: Dict[Tuple, List] = {}
         for m in active:
             p = m[2]
@@ -1709,7 +1718,7 @@ class Optimizer(torch.optim.Optimizer):
                 st = self.state.get(m[2], {})
                 scalars = tuple(sorted(
                     (k, x if (x := float(v)) == x else "nan") for k, v in st.items()
-                    if k != "step" and isinstance(v, torch.Tensor) and v.dim() == 0
+                    if k in names and isinstance(v, torch.Tensor) and v.dim() == 0
                     and v.is_floating_point()))
                 kinds.setdefault(m[0], {}).setdefault(scalars, []).append(m)
             split: List[List] = []  # (each in the parameters' order, as the groups are)

@@ -1064,6 +1064,17 @@ NB_MODULE(_optjit, m) {
       },
       nb::arg("pipeline").none(), nb::arg("dtype") = "f32",
       "The plan of a pipeline (its text, or a file that holds it), as `optjit plan` prints it.");
+  m.def(
+      "scalar_states",
+      [](nb::handle pipeline) {
+        std::vector<std::string> names;
+        for (const auto& st : take(compile_pipeline(pipeline_text(pipeline))).program.states)
+          names.push_back(st.name);
+        return names;
+      },
+      nb::arg("pipeline").none(),
+      "The names of a pipeline's scalar states (one value per param group, as NAdam's "
+      "mu_product or ASGD's eta), as Engine.scalar_states, without building an engine.");
   m.def("pipeline_text", &pipeline_text, nb::arg("pipeline").none(),
         "A pipeline's text: the text itself, or the text of the file it names (str or "
         "os.PathLike), read as optjit reads pipeline files.");

@@ -1854,7 +1854,13 @@ def check_complex_parameters(device, name, kw, clip):
         torch.manual_seed(0)
         w = torch.nn.Parameter(torch.randn(4, 3, dtype=torch.complex128).to(device))
         b = torch.nn.Parameter(torch.randn(3, dtype=torch.float64).to(device))
-        extra = {"max_grad_norm": 0.5} if clip and mod is ot else {}
+        # torch's for-loop step, the default on CPU tensors. Its foreach step (the default on
+        # CUDA tensors) computes ASGD's eta from the float32 step count in float32, not in
+        # float64 then rounded: an ulp of eta apart, 2.47e-10 in these parameters after four
+        # steps (on the GPU, 2026-11-29; and so on the CPU with foreach=True).
+        extra = {"foreach": False} if mod is torch.optim else {}
+        if clip and mod is ot:
+            extra = {"max_grad_norm": 0.5}
         return [w, b], getattr(mod, name)([w, b], **kw, **extra)
 
     x = torch.randn(5, 4, dtype=torch.complex128,
@@ -2686,3 +2692,43 @@ def test_dropped_engines_leave_their_codes_format_in_state_dict():
     r.grad = p.grad.clone()
     o2.step()
     assert o2.state[r]["exp_avg"].dtype == torch.bfloat16
+
+
+def test_zero_dim_parameters_moments_are_not_scalar_states():
+    """A 0-d parameter (a learned temperature, a gate) has 0-d moments. Taken for scalar
+    states (one value per group in an engine, like ASGD's eta), every such parameter stepped
+    in an engine of its own once the engines were rebuilt: tune() refused ("one device with one
+    step count"), the built-ins' fused clip fell back to torch's, and a pipeline text that
+    clips refused to step at all (first seen on CUDA tensors, 2026-11-29)."""
+    text = "chain(clip_grad_norm(max_norm=0.5), adamw(lr=0.01, weight_decay=0.1))"
+
+    def params():
+        g = torch.Generator().manual_seed(7)
+        return [torch.nn.Parameter(torch.randn(s, dtype=torch.float64, generator=g))
+                for s in [(3, 4), (), (5,), ()]]
+
+    def grads(k, ps):
+        g = torch.Generator().manual_seed(100 + k)
+        return [torch.randn(p.shape, dtype=torch.float64, generator=g) for p in ps]
+
+    want = params()
+    theirs = torch.optim.AdamW(want, lr=0.01, weight_decay=0.1, foreach=False)
+    fused, given = params(), params()
+    ours = [ot.AdamW(fused, lr=0.01, weight_decay=0.1, max_grad_norm=0.5),
+            ot.Optimizer(given, text)]
+    for k in range(4):
+        for ps in (want, fused, given):
+            for p, g in zip(ps, grads(k, ps)):
+                p.grad = g
+        torch.nn.utils.clip_grad_norm_(want, 0.5)
+        theirs.step()
+        for o in ours:
+            if k == 2:  # engines made anew from the state, whose 0-d moments now differ
+                o.load_state_dict(o.state_dict())
+            o.step()
+            assert len(o._last) == 1 and not o._split
+    for ps in (fused, given):
+        for a, b in zip(want, ps):
+            assert (a - b).abs().max().item() <= 1e-14, (a, b)
+    r = ours[0].tune(budget_seconds=1, max_candidates=2)
+    assert r["measured"] >= 1, r
