@@ -123,11 +123,12 @@ def _number_of(value: Any, what: str) -> float:
 
 
 @functools.lru_cache(maxsize=64)
-def _scalar_state_names(pipeline: str) -> frozenset:
-    """The program's scalar states (NAdam's mu_product, ASGD's eta and mu): only these of a
-    parameter's 0-d states are one value per group in an engine. A 0-d parameter's moments are
-    0-d too, and differ from parameter to parameter."""
-    return frozenset(_optjit.scalar_states(pipeline))
+def _scalar_state_names(pipeline: str, dtype: torch.dtype) -> frozenset:
+    """The program's scalar states (NAdam's mu_product, ASGD's eta and mu) for parameters of
+    `dtype`: only these of a parameter's 0-d states are one value per group in an engine. A 0-d
+    parameter's moments are 0-d too, and differ from parameter to parameter."""
+    real = {torch.complex64: torch.float32, torch.complex128: torch.float64}.get(dtype, dtype)
+    return frozenset(_optjit.scalar_states(pipeline, _DTYPE_NAMES.get(real, "f32")))
 
 
 def _step_count(value: Any, i: int) -> int:
@@ -1702,7 +1703,7 @@ class Optimizer(torch.optim.Optimizer):
         parameter's last step; NAdam's mu_product the betas then), an engine one per group:
         parameters of a group whose scalars differ step apart. (Read only when the set of
         parameters with gradients changes, not at every step.)"""
-        names = _scalar_state_names(self._pipeline)
+        names = _scalar_state_names(self._pipeline, active[0][2].dtype) if active else ()
         parts: Dict[Tuple, List] = {}
         for m in active:
             p = m[2]
@@ -2018,6 +2019,10 @@ class _Builtin(Optimizer):
     fuse ``torch.nn.utils.clip_grad_norm_`` into the step."""
     _name = ""
     _structural: Tuple[str, ...] = ()  # booleans that choose the program's structure
+    # Hyperparameters whose 0 leaves a part of the program out (SGD's and RMSprop's momentum:
+    # no buffer), each with the state whose absence torch reads as that part's first step, if
+    # any (SGD starts its buffer from the gradient then; RMSprop from zeros, as here).
+    _turned_on: Dict[str, Optional[str]] = {}
     _none_is_zero: Tuple[str, ...] = ()  # hyperparameters whose None (off) the program reads as 0
     _group_constants: Dict[str, Any] = {}  # keys torch's groups hold beside its signature's
     _torch_scalars = False  # it keeps 0-dim states in torch's scalar dtype (scalar_dtype=)
@@ -2087,6 +2092,25 @@ class _Builtin(Optimizer):
             for k in self._built:
                 if k not in self._structural and k in first:
                     self._built[k] = first[k]
+        for k, starts in self._turned_on.items():
+            # Built with k = 0 (no momentum buffer, nothing to set it in), but a group holds
+            # another value now (set by hand, by CyclicLR's or OneCycleLR's momentum cycle, a
+            # loaded checkpoint): the program with that part, or the step would silently go
+            # on without it. (With the part, groups whose value is 0 step without it still.)
+            on = [v for g in self.param_groups if (v := g.get(k, self._given[k]))]
+            if self._built[k] or not on:
+                continue
+            self._built[k] = on[0]
+            changed = True
+            if starts is not None:
+                # torch starts the buffer at the first step that finds none; the program at a
+                # parameter's first step: those without one count their steps from 0 again.
+                for g in self.param_groups:
+                    for p in g["params"]:
+                        st = self.state.get(p)
+                        if st and starts not in st and "step" in st:
+                            st["step"] = torch.zeros((), dtype=_scalar_dtype())
+        if changed:
             self._rewrite()
 
     def _rewrite(self) -> None:
@@ -2132,7 +2156,8 @@ class _Builtin(Optimizer):
 
 def _builtin(name: str, torch_name: str, signature: Dict[str, Any], structural=(),
              sparse_grads=False, group_constants: Optional[Dict[str, Any]] = None,
-             none_is_zero: Tuple[str, ...] = (), torch_scalars: bool = False):
+             none_is_zero: Tuple[str, ...] = (), torch_scalars: bool = False,
+             turned_on: Optional[Dict[str, Optional[str]]] = None):
     def __init__(self, params, *args, max_grad_norm=None, norm_type=2.0, state_format=None,
                  backend="auto", cache=True, device_step=None, cuda_graph=False,
                  param_rounding="nearest", process_group=None, shard_order="by_tensor",
@@ -2160,13 +2185,14 @@ def _builtin(name: str, torch_name: str, signature: Dict[str, Any], structural=(
                                      "_none_is_zero": tuple(none_is_zero),
                                      "_sparse_grads": sparse_grads,
                                      "_torch_scalars": torch_scalars,
+                                     "_turned_on": dict(turned_on or {}),
                                      "_group_constants": dict(group_constants or {})})
 
 
 SGD = _builtin("SGD", "torch.optim.SGD", {"lr": 1e-3, "momentum": 0.0, "dampening": 0.0,
                                           "weight_decay": 0.0, "nesterov": False,
                                           "maximize": False}, ("nesterov", "maximize"),
-               sparse_grads=True)
+               sparse_grads=True, turned_on={"momentum": "momentum_buffer"})
 Adam = _builtin("Adam", "torch.optim.Adam", {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8,
                                              "weight_decay": 0.0, "amsgrad": False,
                                              "maximize": False,
@@ -2192,7 +2218,7 @@ RAdam = _builtin("RAdam", "torch.optim.RAdam", {"lr": 1e-3, "betas": (0.9, 0.999
 RMSprop = _builtin("RMSprop", "torch.optim.RMSprop", {"lr": 1e-2, "alpha": 0.99, "eps": 1e-8,
                                                       "weight_decay": 0.0, "momentum": 0.0,
                                                       "centered": False, "maximize": False},
-                   ("centered", "maximize"))
+                   ("centered", "maximize"), turned_on={"momentum": None})
 Adagrad = _builtin("Adagrad", "torch.optim.Adagrad", {"lr": 1e-2, "lr_decay": 0.0,
                                                       "weight_decay": 0.0,
                                                       "initial_accumulator_value": 0.0,

@@ -1066,15 +1066,18 @@ NB_MODULE(_optjit, m) {
       "The plan of a pipeline (its text, or a file that holds it), as `optjit plan` prints it.");
   m.def(
       "scalar_states",
-      [](nb::handle pipeline) {
+      [](nb::handle pipeline, const std::string& dtype) {
+        DType t = dtype_named(dtype);
         std::vector<std::string> names;
-        for (const auto& st : take(compile_pipeline(pipeline_text(pipeline))).program.states)
+        for (const auto& st :
+             take(compile_pipeline(pipeline_text(pipeline), {t, t, t})).program.states)
           names.push_back(st.name);
         return names;
       },
-      nb::arg("pipeline").none(),
+      nb::arg("pipeline").none(), nb::arg("dtype") = "f32",
       "The names of a pipeline's scalar states (one value per param group, as NAdam's "
-      "mu_product or ASGD's eta), as Engine.scalar_states, without building an engine.");
+      "mu_product or ASGD's eta) for parameters of `dtype`, as Engine.scalar_states, without "
+      "building an engine.");
   m.def("pipeline_text", &pipeline_text, nb::arg("pipeline").none(),
         "A pipeline's text: the text itself, or the text of the file it names (str or "
         "os.PathLike), read as optjit reads pipeline files.");

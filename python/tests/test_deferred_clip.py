@@ -88,8 +88,13 @@ signum(lr=3e-3)"""
     assert "optjit_deferred_clip" in opt.pipeline
     # The clip scaled nothing in place: the gradients are backward's.
     ours.zero_grad()
+    with torch.no_grad():  # the first weights again: with torch 2.15 the float16 model's logits
+        # reach 1e4 in its five steps, x 20 overflows, and every gradient of this batch was NaN
+        for p, q in zip(ours.parameters(), model(dtype=dtype).parameters()):
+            p.copy_(q)
     backward(ours, *batches(1, seed=7, dtype=dtype)[0])
     before = [p.grad.clone() for p in ours.parameters()]
+    assert all(torch.isfinite(g).all() for g in before)
     ot.clip_grad_norm_(ours.parameters(), 0.5)
     assert all(torch.equal(g, p.grad) for g, p in zip(before, ours.parameters()))
 

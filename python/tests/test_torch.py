@@ -1679,13 +1679,17 @@ def test_a_cache_that_cannot_store_kernels_is_a_warning_and_the_steps_are_right(
             signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead
             resource.setrlimit(resource.RLIMIT_FSIZE, (32768, 32768))
         sums = []
+        # (Eight programs of eight kernels: two, as before, fitted in the 32 KiB on a machine
+        # whose kernels are small, and stored.)
+        steps = ["adamw(lr=1e-2, weight_decay=0.1)", "adam(lr=1e-2, amsgrad=true)",
+                 "lamb(lr=1e-2)", "lion(lr=1e-3)", "rmsprop(lr=1e-2, centered=true)",
+                 "adagrad(lr=1e-2)", "nadam(lr=1e-2)", "radam(lr=1e-2)"]
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
-            for k in range(4):
+            for k, step in enumerate(steps):
                 w = torch.nn.Parameter(torch.linspace(-1, 1, 1000))
                 w.grad = torch.cos(w.detach())
-                ot.Optimizer([w], f"chain(clip_grad_norm(max_norm={k + 1}.0), "
-                                  f"adamw(lr=1e-2, weight_decay=0.{k}), "
+                ot.Optimizer([w], f"chain(clip_grad_norm(max_norm={k + 1}.0), {step}, "
                                   f"sgd(lr=0.5, momentum=0.{k}))",
                              cache=sys.argv[1] == "full").step()
                 sums.append(float(w.detach().double().sum()))
@@ -2694,7 +2698,7 @@ def test_dropped_engines_leave_their_codes_format_in_state_dict():
     assert o2.state[r]["exp_avg"].dtype == torch.bfloat16
 
 
-def test_zero_dim_parameters_moments_are_not_scalar_states():
+def test_zero_dim_parameters_moments_are_not_scalar_states(tmp_path, monkeypatch):
     """A 0-d parameter (a learned temperature, a gate) has 0-d moments. Taken for scalar
     states (one value per group in an engine, like ASGD's eta), every such parameter stepped
     in an engine of its own once the engines were rebuilt: tune() refused ("one device with one
@@ -2730,5 +2734,68 @@ def test_zero_dim_parameters_moments_are_not_scalar_states():
     for ps in (fused, given):
         for a, b in zip(want, ps):
             assert (a - b).abs().max().item() <= 1e-14, (a, b)
+    monkeypatch.setenv("OPTJIT_CACHE_DIR", str(tmp_path))  # no decision stored yet
     r = ours[0].tune(budget_seconds=1, max_candidates=2)
     assert r["measured"] >= 1, r
+
+
+@pytest.mark.parametrize("dampening", [0.0, 0.3])
+def test_momentum_turned_on_after_the_program_was_built_without_it(dampening):
+    """SGD and RMSprop built with momentum=0 have no momentum buffer, and nothing in the
+    program reads the momentum: a group's momentum set later (by hand, by CyclicLR's or
+    OneCycleLR's momentum cycle) was silently not applied (SGD 0.87 off torch after two
+    steps). Now the program is rebuilt with the buffer; SGD's starts from the gradient at the
+    first step that finds none, as torch's does, dampening or not."""
+    def params():
+        g = torch.Generator().manual_seed(11)
+        return [torch.nn.Parameter(torch.randn(s, dtype=torch.float64, generator=g))
+                for s in [(4, 3), (5,), ()]]
+
+    def run(mod, turn_on):
+        ps = params()
+        o = mod.SGD([{"params": ps[:1]}, {"params": ps[1:]}], lr=0.1, dampening=dampening,
+                    weight_decay=0.01)
+        sched = None
+        if turn_on == "OneCycleLR":
+            sched = torch.optim.lr_scheduler.OneCycleLR(o, max_lr=0.5, total_steps=20)
+        for k in range(6):
+            g = torch.Generator().manual_seed(200 + k)
+            for p in ps:
+                p.grad = torch.randn(p.shape, dtype=torch.float64, generator=g)
+            if k == 2 and turn_on == "by hand":
+                o.param_groups[1]["momentum"] = 0.9  # the second group only
+            if k == 4 and turn_on == "by hand" and dampening == 0:
+                # (A group turned on after another: the program already has the buffer, and
+                # this group's parameters hold its zeros, not torch's None. The first buffer
+                # is the same, g, with no dampening only: with dampening it is (1 - d) g.)
+                o.param_groups[0]["momentum"] = 0.5
+            o.step()
+            if sched is not None:
+                sched.step()
+        return ps
+
+    for turn_on in ("by hand", "OneCycleLR"):
+        want, got = run(torch.optim, turn_on), run(ot, turn_on)
+        for a, b in zip(want, got):
+            assert torch.equal(a, b), (turn_on, (a - b).abs().max().item())
+
+    # RMSprop: torch's own step then finds no buffer (a KeyError); optjit says which.
+    p = torch.nn.Parameter(torch.ones(3))
+    o = ot.RMSprop([p], lr=0.01)
+    p.grad = torch.ones(3)
+    o.step()
+    o.param_groups[0]["momentum"] = 0.9
+    with pytest.raises(optjit.Error, match=r"has square_avg but not momentum_buffer"):
+        o.step()
+    # ... and one turned on before its first step (CyclicLR at its creation) steps as torch's.
+    want = [torch.nn.Parameter(torch.linspace(-1, 1, 7, dtype=torch.float64)) for _ in range(2)]
+    opts = [cls([w], lr=0.01) for cls, w in zip((torch.optim.RMSprop, ot.RMSprop), want)]
+    scheds = [torch.optim.lr_scheduler.CyclicLR(o, 0.001, 0.01, step_size_up=3) for o in opts]
+    for k in range(5):
+        for w, o, s in zip(want, opts, scheds):
+            w.grad = torch.cos(w.detach() * (k + 1))
+            o.step()
+            s.step()
+    assert opts[1].param_groups[0]["momentum"] > 0
+    # (torch's vectorized float64 square root is not always correctly rounded: an ulp.)
+    assert (want[0] - want[1]).abs().max().item() <= 1e-15
