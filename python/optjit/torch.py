@@ -2026,7 +2026,8 @@ class _Builtin(Optimizer):
     _none_is_zero: Tuple[str, ...] = ()  # hyperparameters whose None (off) the program reads as 0
     _group_constants: Dict[str, Any] = {}  # keys torch's groups hold beside its signature's
     _torch_scalars = False  # it keeps 0-dim states in torch's scalar dtype (scalar_dtype=)
-    _pickled = Optimizer._pickled + ("_built", "_given", "_pipeline_args", "_scalars")
+    _pickled = Optimizer._pickled + ("_built", "_given", "_pipeline_args", "_scalars",
+                                     "_zero_groups")
 
     def __init__(self, params, defaults: Dict[str, Any], *, max_grad_norm=None, norm_type=2.0,
                  state_format=None, **options):
@@ -2042,6 +2043,7 @@ class _Builtin(Optimizer):
             if not isinstance(state_format, str) or '"' in state_format:
                 raise TypeError("state_format takes a string such as 'bf16' or 'exp_avg_sq:f32'")
         self._built = dict(defaults)  # what the program was written from, structure included
+        self._zero_groups: Dict[str, List[bool]] = {}  # per _turned_on key, per group: was 0
         self._given = dict(defaults)  # the constructor's: a group without a key has its value
         self._pipeline_args = (state_format, max_grad_norm, norm_type)
         # torch keeps such states (NAdam's mu_product, ASGD's eta and mu) in the scalar dtype
@@ -2092,26 +2094,47 @@ class _Builtin(Optimizer):
             for k in self._built:
                 if k not in self._structural and k in first:
                     self._built[k] = first[k]
+        restart = False
+        zero_groups = self.__dict__.setdefault("_zero_groups", {})  # (pickled before it was)
         for k, starts in self._turned_on.items():
-            # Built with k = 0 (no momentum buffer, nothing to set it in), but a group holds
-            # another value now (set by hand, by CyclicLR's or OneCycleLR's momentum cycle, a
-            # loaded checkpoint): the program with that part, or the step would silently go
-            # on without it. (With the part, groups whose value is 0 step without it still.)
-            on = [v for g in self.param_groups if (v := g.get(k, self._given[k]))]
-            if self._built[k] or not on:
+            values = [g.get(k, self._given[k]) for g in self.param_groups]
+            was_zero = zero_groups.get(k, [])
+            zero_groups[k] = [not v for v in values]
+            if not any(values):
                 continue
-            self._built[k] = on[0]
-            changed = True
-            if starts is not None:
-                # torch starts the buffer at the first step that finds none; the program at a
-                # parameter's first step: those without one count their steps from 0 again.
-                for g in self.param_groups:
-                    for p in g["params"]:
-                        st = self.state.get(p)
-                        if st and starts not in st and "step" in st:
-                            st["step"] = torch.zeros((), dtype=_scalar_dtype())
+            built_without = not self._built[k]
+            if built_without:
+                # Built with k = 0 (no momentum buffer, nothing to set it in), but a group holds
+                # another value now (set by hand, by CyclicLR's or OneCycleLR's momentum cycle,
+                # a loaded checkpoint): the program with that part, or the step would silently
+                # go on without it. (With the part, groups whose value is 0 step without it.)
+                self._built[k] = next(v for v in values if v)
+                changed = True
+            if starts is None:
+                continue
+            # torch starts the buffer at the first step that finds none, the program at a
+            # parameter's first step: a parameter of a group turned on without a buffer of its
+            # own counts its steps from 0 again. (Turned on now, a group's parameters hold the
+            # zeros the program gave them while it was 0, or none before it had the part;
+            # nonzero values are a buffer of an earlier time it was on, which torch goes on
+            # from.)
+            for i, (g, v) in enumerate(zip(self.param_groups, values)):
+                turned = built_without or (i < len(was_zero) and was_zero[i])
+                if not v or not turned:
+                    continue
+                for p in g["params"]:
+                    st = self.state.get(p)
+                    if not st or "step" not in st:
+                        continue
+                    buf = st.get(starts)
+                    if buf is None or (isinstance(buf, torch.Tensor) and not buf.any()):
+                        st.pop(starts, None)
+                        st["step"] = torch.zeros((), dtype=_scalar_dtype())
+                        restart = True
         if changed:
             self._rewrite()
+        elif restart:
+            self._forget()  # the engines adopt the restarted parameters at the next step
 
     def _rewrite(self) -> None:
         """The program again from what it is written from (_built, _pipeline_args); the

@@ -2745,39 +2745,50 @@ def test_momentum_turned_on_after_the_program_was_built_without_it(dampening):
     program reads the momentum: a group's momentum set later (by hand, by CyclicLR's or
     OneCycleLR's momentum cycle) was silently not applied (SGD 0.87 off torch after two
     steps). Now the program is rebuilt with the buffer; SGD's starts from the gradient at the
-    first step that finds none, as torch's does, dampening or not."""
+    first step that finds none, as torch's does, dampening or not: also for a group turned on
+    after another (its parameters held the program's zeros, not torch's None), and after a
+    reload; a group turned off and on again goes on from its old buffer, as torch's."""
     def params():
         g = torch.Generator().manual_seed(11)
         return [torch.nn.Parameter(torch.randn(s, dtype=torch.float64, generator=g))
                 for s in [(4, 3), (5,), ()]]
 
-    def run(mod, turn_on):
+    def run(mod, plan, reload_at=None):
         ps = params()
-        o = mod.SGD([{"params": ps[:1]}, {"params": ps[1:]}], lr=0.1, dampening=dampening,
-                    weight_decay=0.01)
+
+        def make():
+            return mod.SGD([{"params": ps[:1]}, {"params": ps[1:]}], lr=0.1,
+                           dampening=dampening, weight_decay=0.01)
+
+        o = make()
         sched = None
-        if turn_on == "OneCycleLR":
+        if plan == "OneCycleLR":
             sched = torch.optim.lr_scheduler.OneCycleLR(o, max_lr=0.5, total_steps=20)
-        for k in range(6):
+        for k in range(9):
             g = torch.Generator().manual_seed(200 + k)
             for p in ps:
                 p.grad = torch.randn(p.shape, dtype=torch.float64, generator=g)
-            if k == 2 and turn_on == "by hand":
-                o.param_groups[1]["momentum"] = 0.9  # the second group only
-            if k == 4 and turn_on == "by hand" and dampening == 0:
-                # (A group turned on after another: the program already has the buffer, and
-                # this group's parameters hold its zeros, not torch's None. The first buffer
-                # is the same, g, with no dampening only: with dampening it is (1 - d) g.)
-                o.param_groups[0]["momentum"] = 0.5
+            for at, j, momentum in () if plan == "OneCycleLR" else plan:
+                if at == k:
+                    o.param_groups[j]["momentum"] = momentum
             o.step()
             if sched is not None:
                 sched.step()
+            if k == reload_at:
+                sd = copy.deepcopy(o.state_dict())
+                o = make()
+                o.load_state_dict(sd)
         return ps
 
-    for turn_on in ("by hand", "OneCycleLR"):
-        want, got = run(torch.optim, turn_on), run(ot, turn_on)
-        for a, b in zip(want, got):
-            assert torch.equal(a, b), (turn_on, (a - b).abs().max().item())
+    plans = ["OneCycleLR",
+             [(2, 1, 0.9), (4, 0, 0.5)],  # the second group, then the first
+             [(1, 0, 0.9), (1, 1, 0.9), (3, 0, 0.0), (5, 0, 0.8)],  # on, off, on again
+             [(1, 1, 0.9), (3, 0, 0.7), (5, 0, 0.0), (7, 0, 0.6)]]
+    for plan in plans:
+        for reload_at in (None, 2, 3):
+            want, got = run(torch.optim, plan, reload_at), run(ot, plan, reload_at)
+            for a, b in zip(want, got):
+                assert torch.equal(a, b), (plan, reload_at, (a - b).abs().max().item())
 
     # RMSprop: torch's own step then finds no buffer (a KeyError); optjit says which.
     p = torch.nn.Parameter(torch.ones(3))
