@@ -2126,9 +2126,14 @@ class _Builtin(Optimizer):
                     st = self.state.get(p)
                     if not st or "step" not in st:
                         continue
-                    buf = st.get(starts)
-                    if buf is None or (isinstance(buf, torch.Tensor) and not buf.any()):
-                        st.pop(starts, None)
+                    # (Quantized, the buffer is zero where its blocks' scales are.)
+                    parts = [key for key in st if key == starts or key.startswith(starts + ".")]
+                    scales = [st[key] for key in parts if key != starts
+                              and isinstance(st[key], torch.Tensor)
+                              and st[key].is_floating_point()]
+                    if all(not t.any() for t in scales or [st.get(starts, torch.zeros(()))]):
+                        for key in parts:
+                            del st[key]
                         st["step"] = torch.zeros((), dtype=_scalar_dtype())
                         restart = True
         if changed:

@@ -2790,6 +2790,21 @@ def test_momentum_turned_on_after_the_program_was_built_without_it(dampening):
             for a, b in zip(want, got):
                 assert torch.equal(a, b), (plan, reload_at, (a - b).abs().max().item())
 
+    # 8-bit buffers (blocks of 256 with their absmax): a group turned on after another starts
+    # from the gradient too, whose blocks' absmax the first buffer's are.
+    gen = torch.Generator().manual_seed(1)
+    ps = [torch.nn.Parameter(torch.randn(64, 128, generator=gen)) for _ in range(2)]
+    o = ot.SGD([{"params": ps[:1]}, {"params": ps[1:]}], lr=0.1, dampening=dampening,
+               state_format="8bit")
+    for k in range(4):
+        for p in ps:
+            p.grad = torch.randn(p.shape, generator=gen)
+        o.param_groups[1]["momentum"] = 0.9 if k >= 1 else 0.0
+        o.param_groups[0]["momentum"] = 0.9 if k >= 3 else 0.0
+        o.step()
+    want = ps[0].grad.abs().reshape(-1, 256).amax(1)
+    assert torch.equal(o.state[ps[0]]["momentum_buffer.absmax"], want)
+
     # RMSprop: torch's own step then finds no buffer (a KeyError); optjit says which.
     p = torch.nn.Parameter(torch.ones(3))
     o = ot.RMSprop([p], lr=0.01)
