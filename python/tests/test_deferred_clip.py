@@ -88,8 +88,9 @@ signum(lr=3e-3)"""
     assert "optjit_deferred_clip" in opt.pipeline
     # The clip scaled nothing in place: the gradients are backward's.
     ours.zero_grad()
-    with torch.no_grad():  # the first weights again: with torch 2.15 the float16 model's logits
-        # reach 1e4 in its five steps, x 20 overflows, and every gradient of this batch was NaN
+    with torch.no_grad():  # the first weights again: where torch's CPU kernels are AVX-512 (not
+        # AVX2), the float16 model's logits reach 1e4 in its five steps, x 20 overflows, and
+        # every gradient of this batch was NaN
         for p, q in zip(ours.parameters(), model(dtype=dtype).parameters()):
             p.copy_(q)
     backward(ours, *batches(1, seed=7, dtype=dtype)[0])
