@@ -735,7 +735,9 @@ class _Engine:
                 raise Error(f"optimizer.state of parameter {i} has {', '.join(present)} but not "
                             f"{', '.join(missing)}" + (f" as a tensor ({'; '.join(odd)})"
                                                         if odd else "")
-                            + ": a damaged or mismatched checkpoint")
+                            + ": a damaged or mismatched checkpoint, or an option that needs "
+                            "it (amsgrad, centered, RMSprop's momentum) set after the state was "
+                            "made, where torch's step fails too")
             foreign = [k for k, v in st.items() if isinstance(v, torch.Tensor) and v.dim() > 0
                        and k not in self.engine.scalar_states]
             if not had and missing and foreign:
