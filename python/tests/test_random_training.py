@@ -159,3 +159,56 @@ def test_random_training_on_opencl_steps_as_torch(seed):
 @pytest.mark.parametrize("seed", range(2000, 2025))
 def test_random_training_on_webgpu_steps_as_torch(seed):
     check(seed, "webgpu", f32_only=True)
+
+
+def momentum_run(mod, seed: int):
+    """SGD whose groups' momentum is turned on, off and on again at random steps (with
+    dampening, weight decay, maximize, gradients that come and go, a reload, a clip)."""
+    rng = random.Random(seed)
+    shapes = [rng.choice(SHAPES) for _ in range(rng.randint(1, 4))]
+    ngroups = rng.randint(1, min(3, len(shapes)))
+    group_of = [rng.randrange(ngroups) for _ in shapes]
+    kw = dict(lr=0.1, dampening=rng.choice([0.0, 0.0, 0.3]), weight_decay=rng.choice([0, 0.01]),
+              maximize=rng.random() < 0.3)
+    first = [rng.choice([0.0, 0.0, 0.9]) for _ in range(ngroups)]
+    steps = rng.randint(2, 8)
+    events = [[(j, rng.choice([0.0, 0.5, 0.9])) for j in range(ngroups) if rng.random() < 0.3]
+              for _ in range(steps)]
+    has_grad = [[rng.random() < 0.8 for _ in shapes] for _ in range(steps)]
+    reload_at = rng.choice([None, rng.randrange(steps)])
+    clip = rng.choice([None, 0.5])
+    g = torch.Generator().manual_seed(seed)
+    ps = [torch.nn.Parameter(torch.randn(s, dtype=torch.float64, generator=g)) for s in shapes]
+
+    def make():
+        groups = [{"params": [p for p, k in zip(ps, group_of) if k == j], "momentum": first[j]}
+                  for j in range(ngroups)]
+        extra = {"max_grad_norm": clip} if clip and mod is ot else {"foreach": False}
+        return mod.SGD([d for d in groups if d["params"]], **kw, **extra)
+
+    o = make()
+    for k in range(steps):
+        gg = torch.Generator().manual_seed(1000 * seed + k)
+        for p, on in zip(ps, has_grad[k]):
+            grad = torch.randn(p.shape, dtype=torch.float64, generator=gg)
+            p.grad = grad if on else None
+        for j, momentum in events[k]:
+            if j < len(o.param_groups):
+                o.param_groups[j]["momentum"] = momentum
+        live = [p for p in ps if p.grad is not None]
+        if clip and live and mod is torch.optim:
+            torch.nn.utils.clip_grad_norm_(live, clip)
+        o.step()
+        if reload_at == k:
+            sd = copy.deepcopy(o.state_dict())
+            o = make()
+            o.load_state_dict(sd)
+    return ps
+
+
+@pytest.mark.parametrize("seed", range(3000, 3060))
+def test_sgd_momentum_turned_on_and_off_at_random_steps_as_torch(seed):
+    for a, b in zip(momentum_run(torch.optim, seed), momentum_run(ot, seed)):
+        # (the fused clip's norm is the float64 sum's; torch's the norm of the norms: an ulp)
+        if a.numel():
+            assert (a - b).abs().max().item() <= 1e-12 * max(1.0, a.abs().max().item()), seed
