@@ -971,9 +971,16 @@ Status WebgpuModule::build(const plan::Plan& plan, const std::string& source, in
   md.label = sv("optjit");
   // optjit's kernels index only what the executor's tables say, within the arenas it sized,
   // and every loop is bounded, as on CUDA and OpenCL, which check nothing either; set
-  // OPTJIT_WGPU_BOUNDS_CHECKS=1 to have WebGPU's checks anyway.
+  // OPTJIT_WGPU_BOUNDS_CHECKS=1 to have WebGPU's checks anyway. Another value is an error:
+  // "false" or "off" had turned them on.
   const char* checks = std::getenv("OPTJIT_WGPU_BOUNDS_CHECKS");
-  if (w.wgpuDeviceCreateShaderModuleTrusted && !(checks && *checks && *checks != '0'))
+  const std::string_view want = checks ? checks : "";
+  if (!want.empty() && want != "0" && want != "1")
+    return make_error(
+        "OPTJIT_WGPU_BOUNDS_CHECKS='{}': 1 keeps WebGPU's bounds checks in the "
+        "kernels, 0 (or unset) leaves them out",
+        want);
+  if (w.wgpuDeviceCreateShaderModuleTrusted && want != "1")
     shader_ =
         w.wgpuDeviceCreateShaderModuleTrusted(dev_.device(), &md, WGPUShaderRuntimeChecks_None);
   else

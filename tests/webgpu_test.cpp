@@ -77,6 +77,37 @@ Expected<std::shared_ptr<runtime::Device>> open_with(const char* name, const cha
   return dev;
 }
 
+// OPTJIT_WGPU_BOUNDS_CHECKS is 1 (WebGPU's checks kept), 0 or unset; any other value is an error
+// naming it when the kernels are made ("false" or "off" used to turn the checks on).
+TEST(Webgpu, BoundsChecksAreOneOrZero) {
+  auto plan = compile_pipeline("sgd(lr=0.1)");
+  ASSERT_TRUE(plan);
+  auto made = [&](const char* value) {
+    const char* was = std::getenv("OPTJIT_WGPU_BOUNDS_CHECKS");
+    const std::string saved = was ? was : "";
+    value ? ::setenv("OPTJIT_WGPU_BOUNDS_CHECKS", value, 1)
+          : ::unsetenv("OPTJIT_WGPU_BOUNDS_CHECKS");
+    auto e = testing::executor(*plan, "webgpu");
+    was ? ::setenv("OPTJIT_WGPU_BOUNDS_CHECKS", saved.c_str(), 1)
+        : ::unsetenv("OPTJIT_WGPU_BOUNDS_CHECKS");
+    return e;
+  };
+  for (const char* ok : {"1", "0", "", static_cast<const char*>(nullptr)}) {
+    auto e = made(ok);
+    EXPECT_TRUE(e) << (ok ? ok : "(unset)") << ": " << e.error().message;
+  }
+  for (const char* bad : {"false", "off", "2"}) {
+    auto e = made(bad);
+    ASSERT_FALSE(e) << bad;
+    EXPECT_NE(e.error().message.find(fmt::format("OPTJIT_WGPU_BOUNDS_CHECKS='{}': 1 keeps "
+                                                 "WebGPU's bounds checks in the kernels, 0 (or "
+                                                 "unset) leaves them out",
+                                                 bad)),
+              std::string::npos)
+        << e.error().message;
+  }
+}
+
 // Past the largest buffer the adapter allows (lowered here to 64 KiB by OPTJIT_WEBGPU_MAX_BUFFER,
 // as NVIDIA's 4 GiB is for a 268M-parameter bench's copy of 16 bytes a parameter): an allocation
 // is an error naming both sizes, and the copy-bandwidth yardstick measures the largest copy that
