@@ -409,11 +409,6 @@ class Loader {
   std::map<std::pair<std::string, std::string>, std::vector<PassFn>> loaded_;  // (target, object)
 };
 
-Expected<std::vector<PassFn>> load_object(const std::vector<uint8_t>& object,
-                                          const CpuTarget& target, size_t passes) {
-  return Loader::get().load(object, target, passes);
-}
-
 }  // namespace
 
 Expected<std::string> emit_cpu_asm(const plan::Plan& plan, const CpuTarget& target,
@@ -447,7 +442,7 @@ Expected<std::unique_ptr<CpuKernels>> CpuKernels::compile(const plan::Plan& plan
   const bool hit = built->from_cache;
   const std::vector<uint8_t>& object = built->payload;
 
-  auto passes = load_object(object, target, plan.passes.size());
+  auto passes = Loader::get().load(object, target, plan.passes.size());
   if (!passes) return passes.error();
   write_perf_map(object, *passes, key.program);
   std::unique_ptr<CpuKernels> k(new CpuKernels());

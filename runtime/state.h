@@ -148,8 +148,9 @@ bool glob_match(std::string_view pattern, std::string_view name);
 /// components of names ("lr", "betas" for betas.0 and betas.1, "base_lr"). Errors list the names.
 Expected<std::vector<uint32_t>> match_hyper(const ir::Program& p, std::string_view name);
 
-/// Sets a hyperparameter (every element of a tuple gets `values` in order, or one value for all)
-/// in one group or, without `group`, in every group. Nothing is set unless all of it can be.
+/// Sets a hyperparameter (every element of a tuple gets its own of `values`, in order: one value
+/// for a tuple is an error) in one group or, without `group`, in every group. Nothing is set
+/// unless all of it can be.
 Status set_hyper(const ir::Program& p, OptimizerState& s, std::string_view name,
                  const std::vector<double>& values, std::optional<uint32_t> group = {});
 /// What set_hyper would set, every check passed: the hyperparameters' indices, or why not.

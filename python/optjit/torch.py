@@ -127,8 +127,23 @@ def _scalar_state_names(pipeline: str, dtype: torch.dtype) -> frozenset:
     """The program's scalar states (NAdam's mu_product, ASGD's eta and mu) for parameters of
     `dtype`: only these of a parameter's 0-d states are one value per group in an engine. A 0-d
     parameter's moments are 0-d too, and differ from parameter to parameter."""
-    real = {torch.complex64: torch.float32, torch.complex128: torch.float64}.get(dtype, dtype)
-    return frozenset(_optjit.scalar_states(pipeline, _DTYPE_NAMES.get(real, "f32")))
+    return frozenset(_optjit.scalar_states(pipeline, _DTYPE_NAMES.get(dtype.to_real(), "f32")))
+
+
+def _restart_without_buffer(st: Optional[Dict[str, Any]], buffer: str) -> bool:
+    """A parameter's state that has stepped but has no `buffer` of its own (none, or the zeros a
+    program kept for it; quantized: zero where every block's absmax is) counts its steps from 0
+    again, without the buffer: the program then starts it as torch does at the first step that
+    finds none. Whether it did."""
+    if not st or "step" not in st:
+        return False
+    held = st.get(buffer + ".absmax", st.get(buffer))
+    if held is not None and (not isinstance(held, torch.Tensor) or held.any()):
+        return False  # its own buffer (or one the engine will refuse by name)
+    st.pop(buffer, None)
+    st.pop(buffer + ".absmax", None)
+    st["step"] = torch.zeros((), dtype=_scalar_dtype())
+    return True
 
 
 def _step_count(value: Any, i: int) -> int:
@@ -2121,23 +2136,9 @@ class _Builtin(Optimizer):
             # nonzero values are a buffer of an earlier time it was on, which torch goes on
             # from.)
             for i, (g, v) in enumerate(zip(self.param_groups, values)):
-                turned = built_without or (i < len(was_zero) and was_zero[i])
-                if not v or not turned:
-                    continue
-                for p in g["params"]:
-                    st = self.state.get(p)
-                    if not st or "step" not in st:
-                        continue
-                    # (Quantized, the buffer is zero where its blocks' scales are.)
-                    parts = [key for key in st if key == starts or key.startswith(starts + ".")]
-                    scales = [st[key] for key in parts if key != starts
-                              and isinstance(st[key], torch.Tensor)
-                              and st[key].is_floating_point()]
-                    if all(not t.any() for t in scales or [st.get(starts, torch.zeros(()))]):
-                        for key in parts:
-                            del st[key]
-                        st["step"] = torch.zeros((), dtype=_scalar_dtype())
-                        restart = True
+                if v and (built_without or (i < len(was_zero) and was_zero[i])):
+                    for p in g["params"]:
+                        restart = _restart_without_buffer(self.state.get(p), starts) or restart
         if changed:
             self._rewrite()
         elif restart:
