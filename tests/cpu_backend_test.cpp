@@ -167,6 +167,31 @@ t()
     ASSERT_NEAR(cpu[i], ref[i], 4e-7 * std::max(1.0f, std::abs(ref[i]))) << i;
 }
 
+// A quantized pass's block loop prefetches, at each block, every line the block 512 elements on
+// will read or write: the parameters' and gradients' f32 lines and each state's code lines
+// (bitsandbytes' 8-bit blocks of 256, torchao's 4-bit blocks of 128, two to a byte).
+TEST(CpuCodegen, QuantizedBlocksPrefetchTheLinesOfABlockAhead) {
+  for (auto [format, lines] : {std::pair{"8bit", 16 + 16 + 4 + 4}, {"4bit", 8 + 8 + 1 + 1}}) {
+    SCOPED_TRACE(format);
+    auto plan = compile_pipeline(fmt::format(
+        R"(chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, state_format="{}")))", format));
+    ASSERT_TRUE(plan) << plan.error().message;
+    auto ir = codegen::emit_cpu_ir(*plan, false, codegen::CpuTarget::named("haswell").value());
+    ASSERT_TRUE(ir) << ir.error().message;
+    const std::regex read(R"(call void @llvm\.prefetch\.p0\(ptr %\d+, i32 0, i32 3, i32 1\))");
+    EXPECT_EQ(
+        std::distance(std::sregex_iterator(ir->begin(), ir->end(), read), std::sregex_iterator()),
+        lines);
+    EXPECT_NE(ir->find("%ahead = add i64 %b0, 512"), std::string::npos);
+  }
+  // Passes without quantized state leave prefetching to the hardware.
+  auto plain = compile_pipeline("chain(clip_grad_norm(max_norm=1.0), adamw())");
+  ASSERT_TRUE(plain);
+  auto ir = codegen::emit_cpu_ir(*plain, false, codegen::CpuTarget::named("haswell").value());
+  ASSERT_TRUE(ir);
+  EXPECT_EQ(ir->find("llvm.prefetch"), std::string::npos);
+}
+
 TEST(CpuCodegen, UnoptimizedIrIsOneFunctionPerPass) {
   auto plan = compile_pipeline("chain(clip_grad_norm(max_norm=1.0), lamb())");
   ASSERT_TRUE(plan);
