@@ -109,31 +109,48 @@ void optimize(llvm::Module& m, llvm::TargetMachine& tm) {
   pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(m, mam);
 }
 
-Expected<std::unique_ptr<llvm::Module>> build_module(const plan::Plan& plan, llvm::LLVMContext& ctx,
-                                                     llvm::TargetMachine& tm, const CpuTarget& t,
-                                                     bool optimized, int interleave) {
-  auto m = std::make_unique<llvm::Module>("optjit", ctx);
-  m->setTargetTriple(t.triple);
-  m->setDataLayout(tm.createDataLayout());
-  OPTJIT_TRY(emit_llvm(plan, *m, t.cpu, t.features, interleave));
-  if (optimized) optimize(*m, tm);
-  return m;
-}
-
 // The features the LLVM emitter chooses its paths by (byte permutes, gathers, vector widths).
 constexpr std::string_view kEmitterFeatures[] = {"avx2", "avx512bw", "avx512f", "avx512vbmi",
                                                  "prefer-256-bit"};
 
-// LLVM's model of `cpu` (its features and tunings), null for a CPU LLVM does not know.
-std::unique_ptr<llvm::MCSubtargetInfo> subtarget(const std::string& triple,
-                                                 const std::string& cpu) {
+// LLVM's model of `cpu` (its features and tunings) with `features` changed, null for a CPU LLVM
+// does not know.
+std::unique_ptr<llvm::MCSubtargetInfo> subtarget(const std::string& triple, const std::string& cpu,
+                                                 const std::string& features = "") {
   std::string err;
   const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, err);
   if (!target) return nullptr;
   // Asked of the generic CPU first: making an unknown one's prints a warning.
   std::unique_ptr<llvm::MCSubtargetInfo> generic(target->createMCSubtargetInfo(triple, "", ""));
   if (!generic || !generic->isCPUStringValid(cpu)) return nullptr;
-  return std::unique_ptr<llvm::MCSubtargetInfo>(target->createMCSubtargetInfo(triple, cpu, ""));
+  return std::unique_ptr<llvm::MCSubtargetInfo>(
+      target->createMCSubtargetInfo(triple, cpu, features));
+}
+
+// The target's features with the emitter's (kEmitterFeatures) as LLVM resolves them, spelled
+// last so that they win the emitter's parse: taking a feature away takes what implies it, so
+// OPTJIT_CPU_FEATURES=-avx512f leaves no AVX-512 BW or VBMI (and -fma no AVX-512 at all). The
+// emitter read the string alone, chose its VBMI permutes for a target without AVX-512, and LLVM
+// stopped the process ("Do not know how to split the result of this operator").
+std::string emitter_features(const CpuTarget& t) {
+  const auto sti = subtarget(t.triple, t.cpu, t.features);
+  if (!sti) return t.features;
+  std::string f = t.features;
+  for (std::string_view name : kEmitterFeatures)
+    f += fmt::format("{}{}{}", f.empty() ? "" : ",",
+                     sti->checkFeatures(std::string("+").append(name)) ? "+" : "-", name);
+  return f;
+}
+
+Expected<std::unique_ptr<llvm::Module>> build_module(const plan::Plan& plan, llvm::LLVMContext& ctx,
+                                                     llvm::TargetMachine& tm, const CpuTarget& t,
+                                                     bool optimized, int interleave) {
+  auto m = std::make_unique<llvm::Module>("optjit", ctx);
+  m->setTargetTriple(t.triple);
+  m->setDataLayout(tm.createDataLayout());
+  OPTJIT_TRY(emit_llvm(plan, *m, t.cpu, emitter_features(t), interleave));
+  if (optimized) optimize(*m, tm);
+  return m;
 }
 
 }  // namespace

@@ -192,6 +192,25 @@ TEST(CpuCodegen, QuantizedBlocksPrefetchTheLinesOfABlockAhead) {
   EXPECT_EQ(ir->find("llvm.prefetch"), std::string::npos);
 }
 
+// A feature taken away (OPTJIT_CPU_FEATURES) takes the features that imply it, in the emitter's
+// choices as in LLVM's: without AVX-512F (or without FMA, which AVX-512F implies) no AVX-512 BW
+// or VBMI permutes. The emitter read its feature string alone, emitted VBMI permutes for such a
+// target, and LLVM stopped the process ("Do not know how to split the result of this operator").
+TEST(CpuCodegen, TakingAFeatureAwayTakesTheFeaturesThatImplyIt) {
+  auto plan = compile_pipeline(
+      R"(chain(clip_grad_norm(max_norm=1.0), adamw(lr=1e-3, state_format="8bit")))");
+  ASSERT_TRUE(plan) << plan.error().message;
+  for (const char* away : {"-avx512f", "-fma"}) {
+    SCOPED_TRACE(away);
+    auto target = codegen::CpuTarget::named("sapphirerapids").value();
+    target.features += std::string(",") + away;
+    auto asm_text = codegen::emit_cpu_asm(*plan, target);
+    ASSERT_TRUE(asm_text) << asm_text.error().message;
+    EXPECT_EQ(asm_text->find("zmm"), std::string::npos);
+    EXPECT_NE(asm_text->find("vpgatherdd"), std::string::npos) << "AVX2's gathers";
+  }
+}
+
 TEST(CpuCodegen, UnoptimizedIrIsOneFunctionPerPass) {
   auto plan = compile_pipeline("chain(clip_grad_norm(max_norm=1.0), lamb())");
   ASSERT_TRUE(plan);
