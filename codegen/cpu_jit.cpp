@@ -110,8 +110,8 @@ void optimize(llvm::Module& m, llvm::TargetMachine& tm) {
 }
 
 // The features the LLVM emitter chooses its paths by (byte permutes, gathers, vector widths).
-constexpr std::string_view kEmitterFeatures[] = {"avx2", "avx512bw", "avx512f", "avx512vbmi",
-                                                 "prefer-256-bit"};
+constexpr std::string_view kEmitterFeatures[] = {"avx2",       "avx512bw",       "avx512f",
+                                                 "avx512vbmi", "prefer-256-bit", "fast-gather"};
 
 // LLVM's model of `cpu` (its features and tunings) with `features` changed, null for a CPU LLVM
 // does not know.
@@ -135,7 +135,14 @@ std::unique_ptr<llvm::MCSubtargetInfo> subtarget(const std::string& triple, cons
 std::string emitter_features(const CpuTarget& t) {
   const auto sti = subtarget(t.triple, t.cpu, t.features);
   if (!sti) return t.features;
-  std::string f = t.features;
+  std::string f;  // the rest, in their order (each of the emitter's is spelled once, below)
+  for (llvm::StringRef rest = t.features; !rest.empty();) {
+    auto [entry, tail] = rest.split(',');
+    rest = tail;
+    if (!entry.empty() &&
+        !llvm::is_contained(kEmitterFeatures, std::string_view(entry.drop_front())))
+      f += fmt::format("{}{}", f.empty() ? "" : ",", std::string_view(entry));
+  }
   for (std::string_view name : kEmitterFeatures)
     f += fmt::format("{}{}{}", f.empty() ? "" : ",",
                      sti->checkFeatures(std::string("+").append(name)) ? "+" : "-", name);

@@ -146,8 +146,8 @@ class PassEmitter {
     if (!cpu.empty()) fn_->addFnAttr("target-cpu", cpu);
     if (!features.empty()) fn_->addFnAttr("target-features", features);
     // "+f1,-f2,...", the last mention of a feature winning: the permutes the quantized paths
-    // use (VBMI implies BW, so a CPU without BW has neither) and the vector width of f16
-    // passes.
+    // use (VBMI implies BW, so a CPU without BW has neither), whether gathers are fast, and the
+    // vector width of f16 passes.
     for (size_t a = 0; a < features.size();) {
       const size_t e = std::min(features.find(',', a), features.size());
       const std::string f = features.substr(a, e - a);
@@ -155,6 +155,7 @@ class PassEmitter {
                                 {"avx512bw", &avx512bw_},
                                 {"avx512f", &avx512f_},
                                 {"avx2", &avx2_},
+                                {"fast-gather", &fast_gather_},
                                 {"prefer-256-bit", &prefer256_}})
         if (f.size() > 1 && f.substr(1) == name) *flag = f[0] == '+';
       a = e + 1;
@@ -664,10 +665,17 @@ class PassEmitter {
 
   // Whether buffer buf's codes are dequantized a block at a time by byte permutes
   // (dequantize_block): codes of a map that is not linear (bitsandbytes' 8-bit maps, e4m3,
-  // torchao's signed 4-bit map), on a CPU with AVX-512 VBMI.
+  // torchao's signed 4-bit map), on a CPU with AVX-512 VBMI whose gathers LLVM does not call
+  // fast. Where it does (Intel's AVX-512 cores), the element loop's table lookups, which LLVM
+  // vectorizes as 16-lane gathers, are the faster: clip + 8-bit AdamW in cache (262144
+  // parameters, one thread) 0.43-0.47 -> 0.38-0.39 ms/step on a Xeon whose permutes issue on
+  // one port (vpermt2b: 2 cycles), 4-bit 0.44-0.45 -> 0.40-0.43, e4m3 the same; on the Zen 4
+  // (znver3 to LLVM 15, no fast-gather tuning) the permutes were 1.4x faster than gathers
+  // (bench/results/cpu-2026-11-30-prefetch.md). OPTJIT_CPU_FEATURES=-fast-gather or
+  // +fast-gather chooses.
   bool byte_planes(uint32_t buf) const {
     const ir::QuantInfo& q = ir::info(quant(buf));
-    return vbmi_ && block() % 64 == 0 && !ir::linear_map(q.map);
+    return vbmi_ && !fast_gather_ && block() % 64 == 0 && !ir::linear_map(q.map);
   }
 
   // Whether buffer buf's codes are dequantized a block at a time by gathers (gather_block), and
@@ -1832,6 +1840,7 @@ class PassEmitter {
   bool avx512f_ = false, avx2_ = false;           // f32 lanes of a vector register: 16, 8
   bool gathers_ = false;                          // AVX2 without AVX-512: gather_block, ...
   bool prefer256_ = false;                        // LLVM's tuning: 256-bit vectors (8 lanes)
+  bool fast_gather_ = false;                      // LLVM's tuning: gathers beat byte permutes
 };
 
 }  // namespace
