@@ -129,9 +129,11 @@ std::unique_ptr<llvm::MCSubtargetInfo> subtarget(const std::string& triple, cons
 
 // The target's features with the emitter's (kEmitterFeatures) as LLVM resolves them, spelled
 // last so that they win the emitter's parse: taking a feature away takes what implies it, so
-// OPTJIT_CPU_FEATURES=-avx512f leaves no AVX-512 BW or VBMI (and -fma no AVX-512 at all). The
+// OPTJIT_CPU_FEATURES=-avx512f leaves no AVX-512 BW or VBMI (and -fma no AVX-512 at all; the
 // emitter read the string alone, chose its VBMI permutes for a target without AVX-512, and LLVM
-// stopped the process ("Do not know how to split the result of this operator").
+// stopped the process: "Do not know how to split the result of this operator"), and the CPU's
+// tunings the host's feature list does not carry come from LLVM's model of it (prefer-256-bit:
+// Skylake-SP, where 512-bit code lowers the clock; fast-gather).
 std::string emitter_features(const CpuTarget& t) {
   const auto sti = subtarget(t.triple, t.cpu, t.features);
   if (!sti) return t.features;
@@ -175,11 +177,6 @@ CpuTarget CpuTarget::host() {
     for (const auto& f : features) on.push_back((f.second ? "+" : "-") + f.first().str());
   std::sort(on.begin(), on.end());  // deterministic: the feature string is part of cache keys
   for (const auto& f : on) t.features += (t.features.empty() ? "" : ",") + f;
-  // A tuning of the host CPU the emitter follows (its vector width for f16 passes), which the
-  // host's feature list does not carry: CPUs where LLVM prefers 256-bit vectors to 512-bit ones
-  // (Skylake-SP, where 512-bit code lowers the clock).
-  if (auto sti = subtarget(t.triple, t.cpu); sti && sti->checkFeatures("+avx512f,+prefer-256-bit"))
-    t.features += ",+prefer-256-bit";
   // Features to change, after the host's (the last mention wins): "-avx512bw" compiles for a
   // CPU without it (the paths it takes there, a cache for such CPUs). Part of the cache key.
   if (const char* more = std::getenv("OPTJIT_CPU_FEATURES"); more && *more)
