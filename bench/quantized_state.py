@@ -135,8 +135,12 @@ def main():
     params = make_params(kinds, device=a.device)
     runs = {k: make(params[k], k) for k in kinds}
     times = {k: [] for k in kinds}
-    for _ in range(a.reps):
-        for k, (opt, _) in runs.items():
+    order = list(runs.items())
+    for r in range(a.reps):
+        # Each round starts at the next kind, so that no kind always steps straight after the
+        # peers' long steps: on the Xeon VM of 2026-11-30 the first step after bitsandbytes'
+        # took up to 2.7x the next ones (bench/results/cpu-2026-11-30-prefetch.md, section 5).
+        for k, (opt, _) in order[r % len(order):] + order[:r % len(order)]:
             sync()
             t0 = time.perf_counter()
             for _ in range(a.steps):
