@@ -235,18 +235,15 @@ std::string CpuTarget::exact_id() const {
 Expected<CpuTarget> CpuTarget::named(const std::string& cpu) {
   init_llvm();
   CpuTarget t{llvm::sys::getProcessTriple(), cpu, ""};
-  // The features the emitter chooses its paths by (byte permutes, vector widths) spelled out
-  // as the host's are, that CPU's: `optjit emit --cpu icelake-server` shows the code that CPU
-  // runs (the target-cpu attribute brings the rest).
-  const auto sti = subtarget(t.triple, cpu);
-  if (!sti)
+  if (!subtarget(t.triple, cpu))
     return make_error(
         "'{}' is not a CPU LLVM {} knows for {} (e.g. haswell, skylake-avx512, "
         "znver3; this machine's is '{}')",
         cpu, llvm_version(), t.triple, llvm::sys::getHostCPUName().str());
-  for (std::string_view f : kEmitterFeatures)
-    t.features += fmt::format("{}{}{}", t.features.empty() ? "" : ",",
-                              sti->checkFeatures(std::string("+").append(f)) ? "+" : "-", f);
+  // The features the emitter chooses its paths by (byte permutes, gathers, vector widths)
+  // spelled out as the host's are, that CPU's: `optjit emit --cpu icelake-server` shows the
+  // code that CPU runs (the target-cpu attribute brings the rest).
+  t.features = emitter_features(t);
   return t;
 }
 

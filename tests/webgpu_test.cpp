@@ -65,16 +65,22 @@ TEST(Webgpu, PassVersionsStepAsTheWholeBody) {
   });
 }
 
-// A WebGPU device opened with environment variable `name` set to `value` (unset: nullptr), then
-// put back as it was: OPTJIT_WEBGPU_MAX_BINDING and OPTJIT_WEBGPU_MAX_BUFFER lower the
-// adapter's limits, OPTJIT_WGSL_INEXACT_ULPS moves its quotients and roots.
-Expected<std::shared_ptr<runtime::Device>> open_with(const char* name, const char* value) {
+// f() with environment variable `name` set to `value` (unset: nullptr), then put back as it was.
+template <typename F>
+auto with_env(const char* name, const char* value, F f) {
   const char* was = std::getenv(name);
   const std::string saved = was ? was : "";
   value ? ::setenv(name, value, 1) : ::unsetenv(name);
-  auto dev = runtime::open_device({.kind = "webgpu"});
+  auto result = f();
   was ? ::setenv(name, saved.c_str(), 1) : ::unsetenv(name);
-  return dev;
+  return result;
+}
+
+// A WebGPU device opened with environment variable `name` set to `value`:
+// OPTJIT_WEBGPU_MAX_BINDING and OPTJIT_WEBGPU_MAX_BUFFER lower the adapter's limits,
+// OPTJIT_WGSL_INEXACT_ULPS moves its quotients and roots.
+Expected<std::shared_ptr<runtime::Device>> open_with(const char* name, const char* value) {
+  return with_env(name, value, [] { return runtime::open_device({.kind = "webgpu"}); });
 }
 
 // OPTJIT_WGPU_BOUNDS_CHECKS is 1 (WebGPU's checks kept), 0 or unset; any other value is an error
@@ -83,14 +89,8 @@ TEST(Webgpu, BoundsChecksAreOneOrZero) {
   auto plan = compile_pipeline("sgd(lr=0.1)");
   ASSERT_TRUE(plan);
   auto made = [&](const char* value) {
-    const char* was = std::getenv("OPTJIT_WGPU_BOUNDS_CHECKS");
-    const std::string saved = was ? was : "";
-    value ? ::setenv("OPTJIT_WGPU_BOUNDS_CHECKS", value, 1)
-          : ::unsetenv("OPTJIT_WGPU_BOUNDS_CHECKS");
-    auto e = testing::executor(*plan, "webgpu");
-    was ? ::setenv("OPTJIT_WGPU_BOUNDS_CHECKS", saved.c_str(), 1)
-        : ::unsetenv("OPTJIT_WGPU_BOUNDS_CHECKS");
-    return e;
+    return with_env("OPTJIT_WGPU_BOUNDS_CHECKS", value,
+                    [&] { return testing::executor(*plan, "webgpu"); });
   };
   for (const char* ok : {"1", "0", "", static_cast<const char*>(nullptr)}) {
     auto e = made(ok);

@@ -2081,6 +2081,10 @@ class _Builtin(Optimizer):
             raise type(e)(f"{type(self).__name__}: {text}") from None
         self._restructure()
 
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        super().__setstate__(state)
+        self.__dict__.setdefault("_zero_groups", {})  # pickled before it was kept
+
     def _group_defaults(self, defaults: Dict[str, Any]) -> Dict[str, Any]:
         """What a param group holds unless it says otherwise (a drop-in: its peer's keys)."""
         return {**self._group_constants, **defaults}
@@ -2112,7 +2116,7 @@ class _Builtin(Optimizer):
                 if k not in self._structural and k in first:
                     self._built[k] = first[k]
         restart = False
-        zero_groups = self.__dict__.setdefault("_zero_groups", {})  # (pickled before it was)
+        zero_groups = self._zero_groups
         for k, starts in self._turned_on.items():
             values = [g.get(k, self._given[k]) for g in self.param_groups]
             was_zero = zero_groups.get(k, [])
